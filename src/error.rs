@@ -1,0 +1,140 @@
+//! The one error type of circe. Its kind decides the exit code; see `exit_code`.
+
+use std::fmt;
+use std::io;
+use std::path::PathBuf;
+
+use crate::exit_code;
+
+/// What sort of failure this is; maps one to one onto an exit code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Internal,
+    Usage,
+    Refused,
+    Conflict,
+    NotFound,
+    NothingToClaim,
+}
+
+impl Kind {
+    pub fn exit_code(self) -> u8 {
+        match self {
+            Kind::Internal => exit_code::INTERNAL,
+            Kind::Usage => exit_code::USAGE,
+            Kind::Refused => exit_code::REFUSED,
+            Kind::Conflict => exit_code::CONFLICT,
+            Kind::NotFound => exit_code::NOT_FOUND,
+            Kind::NothingToClaim => exit_code::NOTHING_TO_CLAIM,
+        }
+    }
+
+    /// Stable lowercase name used in `--json` error output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Internal => "internal",
+            Kind::Usage => "usage",
+            Kind::Refused => "refused",
+            Kind::Conflict => "conflict",
+            Kind::NotFound => "not_found",
+            Kind::NothingToClaim => "nothing_to_claim",
+        }
+    }
+}
+
+/// A failure with a message (lowercase fragment), an optional hint, and an optional cause.
+#[derive(Debug)]
+pub struct Error {
+    pub kind: Kind,
+    pub message: String,
+    pub hint: Option<String>,
+    /// Extra machine-readable facts (e.g. the current owner on a conflict).
+    pub details: Vec<(&'static str, String)>,
+    pub source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub fn new(kind: Kind, message: impl Into<String>) -> Self {
+        Error { kind, message: message.into(), hint: None, details: Vec::new(), source: None }
+    }
+    pub fn usage(message: impl Into<String>) -> Self {
+        Self::new(Kind::Usage, message)
+    }
+    pub fn refused(message: impl Into<String>) -> Self {
+        Self::new(Kind::Refused, message)
+    }
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(Kind::Conflict, message)
+    }
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(Kind::NotFound, message)
+    }
+    pub fn nothing_to_claim(message: impl Into<String>) -> Self {
+        Self::new(Kind::NothingToClaim, message)
+    }
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(Kind::Internal, message)
+    }
+
+    /// An I/O failure about `path`; the OS error becomes the cause.
+    pub fn io(context: impl fmt::Display, path: impl Into<PathBuf>, source: io::Error) -> Self {
+        let path = path.into();
+        let mut e = Self::new(Kind::Internal, format!("{context} {}", path.display()));
+        if source.raw_os_error() == Some(28) {
+            e.hint = Some("the disk is full: free space and run the command again".into());
+        } else if source.kind() == io::ErrorKind::PermissionDenied {
+            e.hint = Some("check the permissions of the circe root".into());
+        }
+        e.source = Some(Box::new(source));
+        e
+    }
+
+    #[must_use]
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    #[must_use]
+    pub fn detail(mut self, key: &'static str, value: impl Into<String>) -> Self {
+        self.details.push((key, value.into()));
+        self
+    }
+
+    #[must_use]
+    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Box::new(source));
+        self
+    }
+
+    pub fn exit_code(&self) -> u8 {
+        self.kind.exit_code()
+    }
+
+    /// The message followed by every cause, joined with ": ".
+    pub fn chain(&self) -> String {
+        let mut out = self.message.clone();
+        let mut cur: Option<&(dyn std::error::Error + 'static)> =
+            self.source.as_deref().map(|s| s as &(dyn std::error::Error + 'static));
+        while let Some(c) = cur {
+            out.push_str(": ");
+            out.push_str(&c.to_string());
+            cur = c.source();
+        }
+        out
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}

@@ -1,0 +1,15 @@
+//! circe: file-based coordination for teams of AI coding agents.
+//!
+//! Folders are states, an atomic rename is a transition, YAML records hold task ownership.
+//! The on-disk contract is PROTOCOLS.md (version 1); this crate implements it.
+//!
+//! Layers, bottom up: `store` (the only code that touches the filesystem), `message` and
+//! `registry` (pure: formats and rules), `boxes` and `task` (domain operations), `cli`.
+
+pub mod clock;
+pub mod error;
+pub mod exit_code;
+pub mod message;
+pub mod names;
+pub mod registry;
+pub mod yaml;

@@ -1,0 +1,1 @@
+//! Message formats: the CIRCE `# MESSAGE` header block and TX YAML front matter.

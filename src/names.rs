@@ -1,0 +1,123 @@
+//! The allowlists for agent names, role names, task ids, intents and message ids.
+//!
+//! Checked before any path is built from a name (FS_RULES 11). PROTOCOLS.md "Names" mirrors this.
+
+use crate::error::{Error, Result};
+
+/// Longest name circe accepts, in bytes.
+pub const MAX_LEN: usize = 64;
+
+/// Agent and role names: lowercase letters, digits and `-`; starts and ends with a letter or digit.
+pub fn check_agent(name: &str) -> Result<()> {
+    check(name, "agent name", is_lower_alnum, |c| is_lower_alnum(c) || c == '-', true)
+        .map_err(|e| e.hint("agent names use a-z, 0-9 and '-', start and end with a letter or digit, at most 64 bytes"))
+}
+
+/// Role names follow the agent-name rule.
+pub fn check_role(name: &str) -> Result<()> {
+    check(name, "role name", is_lower_alnum, |c| is_lower_alnum(c) || c == '-', true).map_err(|e| {
+        e.hint("role names use a-z, 0-9 and '-', start and end with a letter or digit")
+    })
+}
+
+/// Task ids: letters, digits, `-` and `_`; starts with a letter or digit (e.g. `AUTH-012`).
+pub fn check_task_id(id: &str) -> Result<()> {
+    check(id, "task id", |c| c.is_ascii_alphanumeric(), |c| c.is_ascii_alphanumeric() || c == '-' || c == '_', false)
+        .map_err(|e| e.hint("task ids use A-Z, a-z, 0-9, '-' and '_', start with a letter or digit, at most 64 bytes"))
+}
+
+/// Intents: lowercase letters, digits, `_` and `-`; starts with a letter (`implement_feature`, `task-complete`).
+pub fn check_intent(name: &str) -> Result<()> {
+    check(name, "intent", |c| c.is_ascii_lowercase(), |c| is_lower_alnum(c) || c == '_' || c == '-', false)
+        .map_err(|e| e.hint("intents use a-z, 0-9, '_' and '-' and start with a letter; `circe registry` lists them"))
+}
+
+/// Message ids: letters, digits, `.`, `_` and `-`; starts with a letter or digit; at most 128 bytes.
+pub fn check_msg_id(id: &str) -> Result<()> {
+    if id.len() > 2 * MAX_LEN {
+        return Err(Error::refused(format!("message id is {} bytes long, over 128", id.len())));
+    }
+    check_chars(
+        id,
+        "message id",
+        |c| c.is_ascii_alphanumeric(),
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'),
+        false,
+    )
+}
+
+fn is_lower_alnum(c: char) -> bool {
+    c.is_ascii_lowercase() || c.is_ascii_digit()
+}
+
+fn check(
+    name: &str,
+    what: &str,
+    first: fn(char) -> bool,
+    rest: fn(char) -> bool,
+    alnum_end: bool,
+) -> Result<()> {
+    if name.len() > MAX_LEN {
+        return Err(Error::refused(format!("{what} is {} bytes long, over {MAX_LEN}", name.len())));
+    }
+    check_chars(name, what, first, rest, alnum_end)
+}
+
+fn check_chars(
+    name: &str,
+    what: &str,
+    first: fn(char) -> bool,
+    rest: fn(char) -> bool,
+    alnum_end: bool,
+) -> Result<()> {
+    let shown = name.escape_debug();
+    let Some(c0) = name.chars().next() else {
+        return Err(Error::refused(format!("{what} is empty")));
+    };
+    if !first(c0) {
+        return Err(Error::refused(format!("{what} `{shown}` may not start with {c0:?}")));
+    }
+    if let Some(bad) = name.chars().find(|&c| !rest(c)) {
+        return Err(Error::refused(format!("{what} `{shown}` contains {bad:?}")));
+    }
+    if alnum_end && name.ends_with('-') {
+        return Err(Error::refused(format!("{what} `{shown}` may not end with '-'")));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agents() {
+        for ok in ["engineer", "engineer-2", "qa", "a", "x--y"] {
+            assert!(check_agent(ok).is_ok(), "{ok}");
+        }
+        let long = "a".repeat(65);
+        for bad in ["", "../x", "a/b", "-a", ".a", "A", "a_b", "a-", "a b", "a\0b", long.as_str()] {
+            assert!(check_agent(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn task_ids() {
+        for ok in ["AUTH-012", "FEAT_21", "x"] {
+            assert!(check_task_id(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "../x", "a/b", "-a", ".a", "a.b", "_a"] {
+            assert!(check_task_id(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn intents_and_ids() {
+        assert!(check_intent("implement_feature").is_ok());
+        assert!(check_intent("task-complete").is_ok());
+        assert!(check_intent("Fix").is_err());
+        assert!(check_msg_id("ask-brain-001").is_ok());
+        assert!(check_msg_id("a/b").is_err());
+        assert!(check_msg_id(&"a".repeat(129)).is_err());
+    }
+}

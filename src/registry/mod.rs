@@ -1,0 +1,1 @@
+//! The intent registry: roles, intents, and who may send what to whom.

@@ -1,0 +1,22 @@
+//! The one place that knows which YAML library circe uses (serde-saphyr), so it can be swapped.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A YAML document that did not parse or did not fit the expected shape.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct YamlError(String);
+
+pub fn from_str<T: DeserializeOwned>(text: &str) -> Result<T, YamlError> {
+    serde_saphyr::from_str(text).map_err(|e| YamlError(one_line(&e.to_string())))
+}
+
+pub fn to_string<T: Serialize>(value: &T) -> Result<String, YamlError> {
+    serde_saphyr::to_string(value).map_err(|e| YamlError(e.to_string()))
+}
+
+/// serde-saphyr renders errors with a source snippet over several lines; keep the first.
+fn one_line(s: &str) -> String {
+    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim().to_string()
+}
