@@ -12,4 +12,8 @@ pub mod exit_code;
 pub mod message;
 pub mod names;
 pub mod registry;
+pub mod store;
 pub mod yaml;
+pub mod config;
+pub mod task;
+pub mod workspace;

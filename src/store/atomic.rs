@@ -1,0 +1,121 @@
+//! Atomic file operations: create, replace, move without clobbering, append, fsync.
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+
+use rustix::fs::{CWD, RenameFlags, renameat_with};
+
+use super::fault::io_step;
+
+/// A temp file that is removed on drop unless it was renamed into place.
+pub struct TempFile {
+    pub path: PathBuf,
+    armed: bool,
+}
+
+impl TempFile {
+    /// Create a new temp file in `dir` with `content`, fsynced when `sync`.
+    pub fn write(dir: &Path, content: &[u8], sync: bool) -> io::Result<TempFile> {
+        io_step()?;
+        let mut last = None;
+        for _ in 0..16 {
+            let path = dir.join(format!(".tmp-{}-{}", std::process::id(), crate::clock::random_suffix()));
+            match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+                Ok(mut f) => {
+                    let mut t = TempFile { path, armed: true };
+                    f.write_all(content)?;
+                    if sync {
+                        io_step()?;
+                        f.sync_all()?;
+                    }
+                    drop(f);
+                    t.armed = true;
+                    return Ok(t);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
+    }
+
+    /// The file now lives elsewhere; do not remove it on drop.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.armed {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Rename `from` to `to`, failing with `AlreadyExists` instead of replacing (FS_RULES 2).
+pub fn rename_noclobber(from: &Path, to: &Path) -> io::Result<()> {
+    io_step()?;
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
+            // No RENAME_NOREPLACE here: link (fails on EEXIST) then unlink the source.
+            std::fs::hard_link(from, to)?;
+            std::fs::remove_file(from)
+        }
+        Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Rename `from` over `to` (replacing it): for records, never for messages.
+pub fn rename_replace(from: &Path, to: &Path) -> io::Result<()> {
+    io_step()?;
+    std::fs::rename(from, to)
+}
+
+pub fn remove(path: &Path) -> io::Result<()> {
+    io_step()?;
+    std::fs::remove_file(path)
+}
+
+/// fsync a directory so the renames into or out of it survive power loss.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    io_step()?;
+    File::open(dir)?.sync_all()
+}
+
+/// Append one whole line with a single `write_all` on an O_APPEND handle (FS_RULES 7).
+pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
+    io_step()?;
+    let mut f = OpenOptions::new().append(true).create(true).mode(0o644).open(path)?;
+    f.write_all(line)?;
+    if sync {
+        io_step()?;
+        f.sync_data()?;
+    }
+    Ok(())
+}
+
+/// Read a regular file without following a symlink; FIFOs, devices and folders are refused.
+pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let f = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
+        .open(path)?;
+    let meta = f.metadata()?;
+    if !meta.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
+    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
+    (&f).read_to_end(&mut buf)?;
+    Ok(buf)
+}
+
+/// The two open(2) flags we need, without a libc dependency.
+mod libc_flags {
+    pub const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits().cast_signed();
+    pub const O_NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits().cast_signed();
+}

@@ -1,0 +1,49 @@
+//! Fault injection for the torture suite: named crash points and failing I/O calls.
+//!
+//! `CIRCE_CRASH_AT=<point>` ends the process abruptly (exit 86, no destructors, no cleanup)
+//! when it reaches that named step. `CIRCE_FAIL_IO=<n>` makes the n-th store mutation
+//! (write, fsync, rename, unlink) fail with EIO, `CIRCE_FAIL_IO_ERRNO` picks another errno
+//! (28 = ENOSPC). Both are read once; without them each check is one relaxed load.
+
+use std::io;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Faults {
+    crash_at: Option<String>,
+    fail_io: Option<u64>,
+    errno: i32,
+}
+
+fn faults() -> &'static Faults {
+    static F: OnceLock<Faults> = OnceLock::new();
+    F.get_or_init(|| Faults {
+        crash_at: std::env::var("CIRCE_CRASH_AT").ok().filter(|s| !s.is_empty()),
+        fail_io: std::env::var("CIRCE_FAIL_IO").ok().and_then(|s| s.parse().ok()),
+        errno: std::env::var("CIRCE_FAIL_IO_ERRNO").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
+    })
+}
+
+/// Exit code of a process killed at a crash point.
+pub const CRASH_EXIT: i32 = 86;
+
+/// A named step of a command. Crashes here when `CIRCE_CRASH_AT` names it.
+pub fn crash_point(name: &str) {
+    if faults().crash_at.as_deref() == Some(name) {
+        eprintln!("circe: crash point {name} reached (CIRCE_CRASH_AT)");
+        std::process::exit(CRASH_EXIT);
+    }
+}
+
+/// Called before every store mutation; fails the n-th one when `CIRCE_FAIL_IO` says so.
+pub fn io_step() -> io::Result<()> {
+    static N: AtomicU64 = AtomicU64::new(0);
+    let f = faults();
+    if let Some(target) = f.fail_io {
+        let n = N.fetch_add(1, Ordering::Relaxed) + 1;
+        if n == target {
+            return Err(io::Error::from_raw_os_error(f.errno));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,50 @@
+//! Exclusive locks on dedicated lock files in `locks/` (flock via std `File::lock`).
+//!
+//! Lock files are created on first use and never renamed or deleted (FS_RULES 5): replacing
+//! one would let two holders in. A lock dies with its process, so a crash never leaves one.
+
+use std::fs::{File, OpenOptions, TryLockError};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+
+/// An exclusive lock, released on drop.
+#[derive(Debug)]
+pub struct Lock {
+    _file: File,
+}
+
+/// How long a command waits for a lock before giving up (a holder may be stopped).
+const WAIT: Duration = Duration::from_secs(10);
+
+impl Lock {
+    pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::io("cannot open lock file", path, e))?;
+        let start = Instant::now();
+        let mut pause = Duration::from_micros(50);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Lock { _file: file }),
+                Err(TryLockError::WouldBlock) => {
+                    if start.elapsed() > WAIT {
+                        return Err(Error::conflict(format!(
+                            "{what} is locked by another circe process for over {}s",
+                            WAIT.as_secs()
+                        ))
+                        .hint("a circe process may be stopped (SIGSTOP) while holding it; resume or kill it and retry"));
+                    }
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                }
+                Err(TryLockError::Error(e)) => return Err(Error::io("cannot lock", path, e)),
+            }
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The task state machine: the one transition table circe has. PROTOCOLS.md "Lifecycle"
+//! mirrors `TABLE`; every command asks `decide` and none re-decides.
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Where a task is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    New,
+    Claimed,
+    InProgress,
+    Blocked,
+    Completed,
+    Failed,
+    Parked,
+}
+
+pub const ALL_STATUSES: [Status; 7] =
+    [Status::New, Status::Claimed, Status::InProgress, Status::Blocked, Status::Completed, Status::Failed, Status::Parked];
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::New => "new",
+            Status::Claimed => "claimed",
+            Status::InProgress => "in_progress",
+            Status::Blocked => "blocked",
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Parked => "parked",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Status> {
+        ALL_STATUSES.into_iter().find(|st| st.as_str() == s || st.as_str().replace('_', "-") == s)
+    }
+
+    /// Held by an owner (a lease runs).
+    pub fn is_owned(self) -> bool {
+        matches!(self, Status::Claimed | Status::InProgress | Status::Blocked)
+    }
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Status::Completed | Status::Failed)
+    }
+}
+
+/// A named move between statuses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Move {
+    Claim,
+    Start,
+    Block,
+    Unblock,
+    Complete,
+    Fail,
+    Release,
+    Handoff,
+    Expire,
+    Park,
+    Requeue,
+}
+
+pub const ALL_MOVES: [Move; 11] = [
+    Move::Claim,
+    Move::Start,
+    Move::Block,
+    Move::Unblock,
+    Move::Complete,
+    Move::Fail,
+    Move::Release,
+    Move::Handoff,
+    Move::Expire,
+    Move::Park,
+    Move::Requeue,
+];
+
+impl Move {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Move::Claim => "claim",
+            Move::Start => "start",
+            Move::Block => "block",
+            Move::Unblock => "unblock",
+            Move::Complete => "complete",
+            Move::Fail => "fail",
+            Move::Release => "release",
+            Move::Handoff => "handoff",
+            Move::Expire => "expire",
+            Move::Park => "park",
+            Move::Requeue => "requeue",
+        }
+    }
+}
+
+/// Who is asking, as the table sees it. One agent can be several at once
+/// (the owner who is also a coordinator).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Actor {
+    /// An agent the registry and the message's `to` allow to take the task.
+    Eligible,
+    /// The agent holding the task (name and epoch checked under the task lock).
+    Owner,
+    /// An agent with role coordinator or rooster.
+    Coordinator,
+    /// The lease ran out (any command noticing it, or `circe reap`).
+    Lease,
+}
+
+impl Actor {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Actor::Eligible => "eligible agent",
+            Actor::Owner => "owner",
+            Actor::Coordinator => "coordinator",
+            Actor::Lease => "lease expiry",
+        }
+    }
+}
+
+/// One row: `mv` takes a task in any of `from` to `to`, if the caller is one of `by`.
+pub struct Rule {
+    pub from: &'static [Status],
+    pub mv: Move,
+    pub to: Status,
+    pub by: &'static [Actor],
+}
+
+use Actor::{Coordinator, Eligible, Lease, Owner};
+use Status::{Blocked, Claimed, Completed, Failed, InProgress, New, Parked};
+
+/// The lifecycle. Anything not here is refused.
+pub const TABLE: &[Rule] = &[
+    Rule { from: &[New], mv: Move::Claim, to: Claimed, by: &[Eligible] },
+    Rule { from: &[Claimed], mv: Move::Start, to: InProgress, by: &[Owner] },
+    Rule { from: &[InProgress], mv: Move::Block, to: Blocked, by: &[Owner] },
+    Rule { from: &[Blocked], mv: Move::Unblock, to: InProgress, by: &[Owner] },
+    Rule { from: &[InProgress], mv: Move::Complete, to: Completed, by: &[Owner] },
+    Rule { from: &[InProgress], mv: Move::Fail, to: Failed, by: &[Owner] },
+    Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Release, to: New, by: &[Owner, Coordinator] },
+    Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Handoff, to: New, by: &[Owner] },
+    Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Expire, to: New, by: &[Lease] },
+    Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Park, to: Parked, by: &[Lease] },
+    Rule { from: &[Parked], mv: Move::Requeue, to: New, by: &[Coordinator] },
+    Rule { from: &[Parked], mv: Move::Fail, to: Failed, by: &[Coordinator] },
+];
+
+/// The status `mv` leads to from `from` when made by one of `actors`, or a refusal.
+pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
+    let rows: Vec<&Rule> = TABLE.iter().filter(|r| r.mv == mv && r.from.contains(&from)).collect();
+    if rows.is_empty() {
+        let allowed: Vec<&str> = TABLE.iter().filter(|r| r.mv == mv).flat_map(|r| r.from.iter().map(|s| s.as_str())).collect();
+        return Err(Error::refused(format!("cannot {} a task that is {}", mv.as_str(), from.as_str()))
+            .hint(format!("{} applies to tasks that are {}", mv.as_str(), allowed.join(" or "))));
+    }
+    for r in &rows {
+        if r.by.iter().any(|a| actors.contains(a)) {
+            return Ok(r.to);
+        }
+    }
+    let who: Vec<&str> = rows.iter().flat_map(|r| r.by.iter().map(|a| a.as_str())).collect();
+    Err(Error::refused(format!("only the {} may {} a task that is {}", who.join(" or "), mv.as_str(), from.as_str())))
+}
+
+/// The move `circe status <task> <target>` means for a task that is `from`.
+pub fn move_to(from: Status, target: Status) -> Result<Move> {
+    let mv = match target {
+        InProgress if from == Blocked => Move::Unblock,
+        InProgress => Move::Start,
+        Blocked => Move::Block,
+        Completed => Move::Complete,
+        Failed => Move::Fail,
+        New => Move::Release,
+        Claimed => {
+            return Err(Error::refused("a task becomes claimed by `circe claim`, not by `circe status`")
+                .hint("run `circe claim <task>`"));
+        }
+        Parked => return Err(Error::refused("only an expired lease parks a task")),
+    };
+    Ok(mv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACTOR_SETS: [&[Actor]; 5] = [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Owner, Coordinator]];
+
+    /// Every status x every move x every actor: allowed exactly when a row says so, and
+    /// then to the row's target.
+    #[test]
+    fn exhaustive_table() {
+        let mut allowed = 0;
+        for from in ALL_STATUSES {
+            for mv in ALL_MOVES {
+                for actors in ACTOR_SETS {
+                    let expect = TABLE
+                        .iter()
+                        .find(|r| r.mv == mv && r.from.contains(&from) && r.by.iter().any(|a| actors.contains(a)))
+                        .map(|r| r.to);
+                    match (decide(from, mv, actors), expect) {
+                        (Ok(to), Some(e)) => {
+                            assert_eq!(to, e);
+                            allowed += 1;
+                        }
+                        (Err(err), None) => assert_eq!(err.kind, crate::error::Kind::Refused),
+                        (got, want) => panic!("{from:?} {mv:?} by {actors:?}: got {got:?}, want {want:?}"),
+                    }
+                }
+            }
+        }
+        // A fixed count, so that widening the table by accident fails here.
+        assert_eq!(allowed, 24);
+    }
+
+    #[test]
+    fn terminal_states_are_final() {
+        for from in [Completed, Failed] {
+            for mv in ALL_MOVES {
+                assert!(decide(from, mv, &[Eligible, Owner, Coordinator, Lease]).is_err(), "{from:?} {mv:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn spec_path() {
+        let mut s = New;
+        for (mv, who) in [(Move::Claim, Eligible), (Move::Start, Owner), (Move::Block, Owner), (Move::Unblock, Owner), (Move::Complete, Owner)] {
+            s = decide(s, mv, &[who]).unwrap();
+        }
+        assert_eq!(s, Completed);
+        assert!(decide(New, Move::Claim, &[Owner]).is_err(), "an owner of nothing cannot claim without eligibility");
+        assert!(decide(Claimed, Move::Complete, &[Owner]).is_err(), "completion needs in_progress first");
+        assert_eq!(move_to(Blocked, InProgress).unwrap(), Move::Unblock);
+        assert!(move_to(New, Claimed).is_err());
+    }
+}

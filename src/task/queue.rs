@@ -1,0 +1,151 @@
+//! The `claim --next` index: one append-only lane per (priority, to, intent) under
+//! `queue/`, with a head offset per lane. Derived data, never the truth: an entry is
+//! only a hint, re-checked against the task's `.status` before it is used, and
+//! `circe doctor --repair` rebuilds every lane from the records.
+//!
+//! Picking costs a few small reads however many tasks wait (stale entries are skipped
+//! once and the head moves past them), which keeps `claim --next` flat as the queue grows.
+
+use std::collections::HashSet;
+
+use super::lifecycle::Status;
+use super::record::StatusRecord;
+use crate::error::Result;
+use crate::workspace::Workspace;
+
+/// Rewrite a lane once its consumed prefix passes this many bytes and half the file.
+const COMPACT_AT: u64 = 256 * 1024;
+
+pub fn rank(priority: &str) -> u8 {
+    match priority {
+        "high" => 0,
+        "low" => 2,
+        _ => 1,
+    }
+}
+
+fn lane_of(rec: &StatusRecord) -> String {
+    format!("{}~{}~{}", rank(&rec.priority), rec.to, rec.intent)
+}
+
+/// Put a task that just became `new` at the back of its lane.
+pub fn push(ws: &Workspace, rec: &StatusRecord) -> Result<()> {
+    let _q = ws.store.lock_named("queue")?;
+    ws.store.lane_append(&lane_of(rec), &format!("{} {} {}\n", rec.updated_at, rec.task_id, rec.message))
+}
+
+/// May `me` (with `role`) take a task addressed to `to` with `intent`?
+/// An agent name means that agent only; a role means its agents; `all` means any agent
+/// whose role may receive the intent.
+pub fn eligible(ws: &Workspace, me: &str, role: &str, to: &str, intent: &str) -> bool {
+    if ws.agents.contains_key(to) {
+        return to == me;
+    }
+    (to == "all" || to == role) && ws.registry.may_receive(role, intent)
+}
+
+/// A waiting task found at the head of a lane.
+#[derive(Debug, Clone)]
+pub struct Candidate {
+    pub rank: u8,
+    pub since: String,
+    pub task: String,
+}
+
+/// The best waiting task `me` may take, skipping `lost` (tasks it just lost a race for).
+pub fn best(ws: &Workspace, me: &str, role: &str, lost: &HashSet<String>) -> Result<Option<Candidate>> {
+    let _q = ws.store.lock_named("queue")?;
+    let mut best: Option<Candidate> = None;
+    for lane in ws.store.lanes()? {
+        let mut parts = lane.splitn(3, '~');
+        let (Some(r), Some(to), Some(intent)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let rank: u8 = r.parse().unwrap_or(1);
+        if best.as_ref().is_some_and(|b| b.rank < rank) || !eligible(ws, me, role, to, intent) {
+            continue;
+        }
+        if let Some(c) = head_of(ws, &lane, rank, lost)? {
+            if best.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since)) {
+                best = Some(c);
+            }
+        }
+    }
+    Ok(best)
+}
+
+/// The first live entry of a lane; moves the lane's head past dead entries.
+fn head_of(ws: &Workspace, lane: &str, rank: u8, lost: &HashSet<String>) -> Result<Option<Candidate>> {
+    let head_name = format!("{lane}.head");
+    let head: u64 = ws.store.queue_value(&head_name).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let text = ws.store.lane_read(lane, head)?;
+    let mut consumed: u64 = 0;
+    let mut can_advance = true;
+    let mut found = None;
+    for line in text.split_inclusive('\n') {
+        if !line.ends_with('\n') {
+            break; // a line still being appended
+        }
+        let mut f = line.trim_end().splitn(3, ' ');
+        let live = match (f.next(), f.next(), f.next()) {
+            (Some(since), Some(task), Some(ticket)) if is_live(ws, task, ticket) => {
+                if !lost.contains(task) {
+                    found = Some(Candidate { rank, since: since.to_string(), task: task.to_string() });
+                    break;
+                }
+                true
+            }
+            _ => false,
+        };
+        // A live task this agent just lost a race for may still be waiting for others.
+        can_advance &= !live;
+        if can_advance {
+            consumed += line.len() as u64;
+        }
+    }
+    if consumed > 0 {
+        let new_head = head + consumed;
+        let total = head + text.len() as u64;
+        if new_head > COMPACT_AT && new_head * 2 > total {
+            let rest = &text[usize::try_from(consumed).unwrap_or(text.len())..];
+            ws.store.set_queue_value(&format!("{lane}.lane"), rest)?;
+            ws.store.set_queue_value(&head_name, "0")?;
+        } else {
+            ws.store.set_queue_value(&head_name, &new_head.to_string())?;
+        }
+    }
+    Ok(found)
+}
+
+/// Is the entry still a waiting task with this ticket? (read without the task lock: a hint)
+fn is_live(ws: &Workspace, task: &str, ticket: &str) -> bool {
+    ws.store
+        .read_record(task, "status")
+        .ok()
+        .flatten()
+        .and_then(|t| StatusRecord::parse(task, &t).ok())
+        .is_some_and(|r| r.status == Status::New && r.message == ticket)
+}
+
+/// Drop every lane and enqueue every waiting task again, oldest first.
+pub fn rebuild(ws: &Workspace) -> Result<usize> {
+    let mut waiting = Vec::new();
+    for id in ws.store.list_tasks()? {
+        if let Some(t) = ws.store.read_record(&id, "status")? {
+            if let Ok(r) = StatusRecord::parse(&id, &t) {
+                if r.status == Status::New {
+                    waiting.push(r);
+                }
+            }
+        }
+    }
+    waiting.sort_by(|a, b| a.updated_at.cmp(&b.updated_at).then(a.task_id.cmp(&b.task_id)));
+    let _q = ws.store.lock_named("queue")?;
+    ws.store.clear_queue()?;
+    let mut lanes: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
+    for r in &waiting {
+        lanes.entry(lane_of(r)).or_default().push_str(&format!("{} {} {}\n", r.updated_at, r.task_id, r.message));
+    }
+    for (lane, text) in lanes {
+        ws.store.lane_append(&lane, &text)?;
+    }
+    Ok(waiting.len())
+}

@@ -1,0 +1,122 @@
+//! Loading a task and reconciling its records with where its message lies.
+//!
+//! The message's box is the truth (one rename is each step's commit point); the records
+//! follow. When they disagree, a command crashed between its rename and its record write,
+//! and `reconcile` finishes that command's work (roll forward) or, for a send that never
+//! delivered its message, undoes it (roll back).
+
+use super::event::Event;
+use super::lifecycle::Status;
+use super::record::{self, Checks, OwnerRecord, StatusRecord};
+use crate::clock;
+use crate::error::Result;
+use crate::store::Mailbox;
+use crate::workspace::Workspace;
+
+/// A task's records as read (and reconciled) under its lock.
+#[derive(Debug, Clone)]
+pub struct TaskState {
+    pub rec: StatusRecord,
+    pub owner: Option<OwnerRecord>,
+    pub checks: Checks,
+    /// Where the task's message lies; `None` once archived away or lost.
+    pub location: Option<Mailbox>,
+}
+
+/// Where message `name` of a task lies: the owner's boxes first, then the shared ones,
+/// then every agent's.
+pub fn locate(ws: &Workspace, owner: Option<&str>, name: &str) -> Option<Mailbox> {
+    let mut order = Vec::new();
+    if let Some(o) = owner {
+        order.push(Mailbox::Inbox(o.to_string()));
+        order.push(Mailbox::Workspace(o.to_string()));
+    }
+    order.push(Mailbox::NewMessages);
+    order.push(Mailbox::Logs);
+    for a in ws.agents.keys() {
+        if Some(a.as_str()) != owner {
+            order.push(Mailbox::Inbox(a.clone()));
+            order.push(Mailbox::Workspace(a.clone()));
+        }
+    }
+    order.into_iter().find(|b| ws.store.has_message(b, name))
+}
+
+/// Read a task's records. `None` when it has no `.status`. Call under the task lock.
+pub fn load(ws: &Workspace, task: &str) -> Result<Option<TaskState>> {
+    let Some(text) = ws.store.read_record(task, "status")? else {
+        return Ok(None);
+    };
+    let rec = StatusRecord::parse(task, &text)?;
+    let owner = ws.store.read_record(task, "owner")?.and_then(|t| OwnerRecord::parse(&t));
+    let checks = match ws.store.read_record(task, "checks")? {
+        Some(t) => record::parse_checks(task, &t)?,
+        None => Checks::new(),
+    };
+    let location = locate(ws, rec.owner.as_deref(), &rec.message);
+    Ok(Some(TaskState { rec, owner, checks, location }))
+}
+
+/// Load and make the records agree with the message's box. Call under the task lock.
+/// Returns `None` when the task does not exist (or its send never committed).
+pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> {
+    let Some(mut st) = load(ws, task)? else {
+        return Ok(None);
+    };
+    let now = clock::format(clock::now());
+    let rec = &mut st.rec;
+    let fix: Option<&str> = match (&st.location, rec.status) {
+        // A send that wrote the record but crashed before delivering: undo it.
+        (None, Status::New) if rec.attempts == 0 => {
+            ws.store.write_records(task, &[("status", None), ("owner", None), ("checks", None)])?;
+            Event::new("repair", "circe").task(task).with("what", "send never delivered; record removed").append(&ws.store)?;
+            return Ok(None);
+        }
+        // Claimed (or stolen after expiry) but the records were not written.
+        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s) if rec.owner.as_deref() != Some(a.as_str()) && (s == Status::New || s.is_owned() || s == Status::Parked) => {
+            let lease = ws.config.lease();
+            rec.owner = Some(a.clone());
+            rec.status = Status::Claimed;
+            rec.epoch += 1;
+            rec.attempts += 1;
+            rec.started_at.get_or_insert(now.clone());
+            rec.lease_expires_at = Some(clock::format(clock::now() + chrono::Duration::from_std(lease).unwrap_or_default()));
+            Some("claim finished (message was in the agent's box)")
+        }
+        // Released (or expired, or handed off) but the records still name an owner.
+        (Some(Mailbox::NewMessages), s) if s.is_owned() => {
+            rec.owner = None;
+            rec.status = Status::New;
+            rec.epoch += 1;
+            rec.lease_expires_at = None;
+            Some("release finished (message was back in NEW_MESSAGES)")
+        }
+        _ => None,
+    };
+    if let Some(what) = fix {
+        rec.updated_at = now.clone();
+        let owner = rec.owner_record(&now, &super::host(), 0);
+        let status_text = rec.render();
+        let owner_text = owner.as_ref().map(OwnerRecord::render);
+        ws.store.write_records(task, &[("status", Some(&status_text)), ("owner", owner_text.as_deref())])?;
+        st.owner = owner;
+        if rec.status == Status::New {
+            super::queue::push(ws, rec)?;
+        }
+        Event::new("repair", "circe").task(task).with("what", what).moved("?", rec.status.as_str(), rec.epoch).append(&ws.store)?;
+    } else if let (Some(o), Some(own)) = (&rec.owner, &st.owner) {
+        // .owner is a copy; a crash between the two record writes leaves it behind.
+        if &own.owner != o || own.epoch != rec.epoch {
+            let fixed = rec.owner_record(&own.claimed_at, &own.host, own.pid);
+            let text = fixed.as_ref().map(OwnerRecord::render);
+            ws.store.write_records(task, &[("owner", text.as_deref())])?;
+            st.owner = fixed;
+        }
+    } else if rec.owner.is_some() != st.owner.is_some() {
+        let fixed = rec.owner_record(&now, &super::host(), 0);
+        let text = fixed.as_ref().map(OwnerRecord::render);
+        ws.store.write_records(task, &[("owner", text.as_deref())])?;
+        st.owner = fixed;
+    }
+    Ok(Some(st))
+}

@@ -1,0 +1,86 @@
+//! `Workspace`: an opened root with its configuration, registry and agents: what every
+//! command above the store works with.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::names;
+use crate::registry::Registry;
+use crate::store::{Store, find_root, root_at};
+
+/// `AGENTS/<name>/agent.yaml`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentFile {
+    pub role: String,
+}
+
+pub struct Workspace {
+    pub store: Store,
+    pub config: Config,
+    pub registry: Registry,
+    /// agent name -> role
+    pub agents: BTreeMap<String, String>,
+}
+
+impl Workspace {
+    /// Open the root named by `--root`/`CIRCE_ROOT`, else the one above the current folder.
+    pub fn open(explicit: Option<&Path>) -> Result<Workspace> {
+        let root = match explicit {
+            Some(p) => root_at(p).ok_or_else(|| {
+                Error::usage(format!("{} is not a circe root (no circe.yaml in it or in its .circe/)", p.display()))
+                    .hint("run `circe init` there, or fix --root / CIRCE_ROOT")
+            })?,
+            None => {
+                let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
+                find_root(&cwd).ok_or_else(|| {
+                    Error::usage("not inside a circe root (no .circe/circe.yaml here or above)")
+                        .hint("run `circe init` to make one here, or pass --root")
+                })?
+            }
+        };
+        let store = Store::open(&root)?;
+        let config = Config::parse(&store.read_config()?)?;
+        let store = store.with_durability(config.durability()?);
+        let registry = Registry::from_config(&config.registry)?;
+        let mut agents = BTreeMap::new();
+        for (name, text) in store.list_agents()? {
+            if names::check_agent(&name).is_err() {
+                continue;
+            }
+            if let Ok(a) = crate::yaml::from_str::<AgentFile>(&text) {
+                agents.insert(name, a.role);
+            }
+        }
+        Ok(Workspace { store, config, registry, agents })
+    }
+
+    pub fn role_of(&self, agent: &str) -> Option<&str> {
+        self.agents.get(agent).map(String::as_str)
+    }
+
+    /// The acting agent: it must exist.
+    pub fn agent(&self, name: Option<&str>) -> Result<(String, String)> {
+        let name = name.ok_or_else(|| {
+            Error::usage("no acting agent").hint("pass --agent NAME or set CIRCE_AGENT")
+        })?;
+        names::check_agent(name)?;
+        let role = self.role_of(name).ok_or_else(|| {
+            Error::not_found(format!("no agent `{name}` in this root")).hint("`circe agent list` shows them; `circe agent add` makes one")
+        })?;
+        Ok((name.to_string(), role.to_string()))
+    }
+
+    /// Is `agent` a coordinator (role coordinator or rooster, the human)?
+    pub fn is_coordinator(&self, agent: &str) -> bool {
+        matches!(self.role_of(agent), Some("coordinator" | "rooster"))
+    }
+
+    /// Agents with role `role`, sorted.
+    pub fn agents_with_role(&self, role: &str) -> Vec<String> {
+        self.agents.iter().filter(|(_, r)| r.as_str() == role).map(|(a, _)| a.clone()).collect()
+    }
+}
