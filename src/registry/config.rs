@@ -244,3 +244,173 @@ fn in_config(mut e: Error) -> Error {
     e.message = format!("circe.yaml registry: {}", e.message);
     e
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::Kind;
+    use crate::registry::SendCheck;
+
+    const EXAMPLE: &str = "\
+roles: [devops]
+intents:
+  deploy: { from: [coordinator], to: [devops], opens_task: true, checks: [deployed] }
+  fix_bug: { from: [coordinator, qa] }
+";
+
+    fn parse(yaml: &str) -> RegistryConfig {
+        crate::yaml::from_str::<RegistryConfig>(yaml).unwrap()
+    }
+
+    fn refused(yaml: &str) -> Error {
+        let e = Registry::from_config(&parse(yaml)).expect_err("config should be refused");
+        assert_eq!(e.kind, Kind::Refused);
+        assert!(e.hint.is_some(), "{}", e.message);
+        assert!(!e.message.ends_with('.'));
+        e
+    }
+
+    fn sends(r: &Registry, intent: &str, from: &str, to: &str, task: bool) -> bool {
+        r.check_send(&SendCheck {
+            intent,
+            from_role: from,
+            to_roles: &[to],
+            to_label: to,
+            has_task_id: task,
+        })
+        .is_ok()
+    }
+
+    #[test]
+    fn example_parses() {
+        let c = parse(EXAMPLE);
+        assert_eq!(c.roles, ["devops"]);
+        let deploy = &c.intents["deploy"];
+        assert_eq!(deploy.from, Some(RoleList::Many(vec!["coordinator".into()])));
+        assert_eq!(deploy.opens_task, Some(true));
+        assert_eq!(deploy.checks.as_deref(), Some(&["deployed".to_owned()][..]));
+        assert_eq!(c.intents["fix_bug"].to, None);
+        let any = parse("intents:\n  ping: { from: any, to: qa }\n");
+        assert_eq!(any.intents["ping"].from, Some(RoleList::One("any".into())));
+        assert_eq!(parse("{}"), RegistryConfig::default());
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        assert!(crate::yaml::from_str::<RegistryConfig>("rolez: [x]\n").is_err());
+        assert!(
+            crate::yaml::from_str::<RegistryConfig>("intents:\n  x: { form: [qa] }\n").is_err()
+        );
+    }
+
+    #[test]
+    fn adds_roles_and_intents() {
+        let r = Registry::from_config(&parse(EXAMPLE)).unwrap();
+        assert!(r.is_role("devops"));
+        let deploy = r.intent("deploy").unwrap();
+        assert!(deploy.opens_task && deploy.needs_task_id);
+        assert_eq!(deploy.required_checks, ["deployed"]);
+        assert!(sends(&r, "deploy", "coordinator", "devops", true));
+        assert!(!sends(&r, "deploy", "coordinator", "devops", false), "task id needed");
+        assert!(!sends(&r, "deploy", "engineer", "devops", true));
+        assert!(!sends(&r, "deploy", "coordinator", "engineer", true));
+        assert!(sends(&r, "inform", "devops", "qa", false), "new roles join `any` rules");
+    }
+
+    #[test]
+    fn narrows_builtin_intents() {
+        let r = Registry::from_config(&parse(EXAMPLE)).unwrap();
+        assert!(sends(&r, "fix_bug", "qa", "engineer", true));
+        assert!(!sends(&r, "fix_bug", "engineer", "engineer", true), "narrowed away");
+        assert_eq!(
+            r.intent("fix_bug").unwrap().to,
+            Registry::builtin().intent("fix_bug").unwrap().to
+        );
+
+        let yaml = "intents:\n  status_update: { needs_task_id: true }\n  implement_feature: { checks: [peer_reviewed, tests_passed], description: build it }\n  prompt: { from: [rooster], to: [] }\n";
+        let r = Registry::from_config(&parse(yaml)).unwrap();
+        assert!(!sends(&r, "status_update", "qa", "coordinator", false));
+        let f = r.intent("implement_feature").unwrap();
+        assert_eq!(f.required_checks, ["tests_passed", "peer_reviewed"]);
+        assert_eq!(f.description, "build it");
+        assert!(!sends(&r, "prompt", "rooster", "qa", false), "`to: []` disables an intent");
+    }
+
+    #[test]
+    fn widening_is_refused() {
+        let e = refused("intents:\n  implement_feature: { from: [coordinator, engineer] }\n");
+        assert_eq!(
+            e.message,
+            "circe.yaml registry: intent `implement_feature`: `from` widens the built-in rule (adds engineer)"
+        );
+        assert!(e.hint.unwrap().contains("coordinator, rooster"));
+        let e = refused("intents:\n  test: { to: any }\n");
+        assert!(
+            e.message.contains("intent `test`: `to` widens") && e.message.contains("adds any"),
+            "{}",
+            e.message
+        );
+        let e = refused("intents:\n  test_results: { needs_task_id: false }\n");
+        assert!(
+            e.message.contains("`test_results`: `needs_task_id: false` widens"),
+            "{}",
+            e.message
+        );
+        let e = refused("intents:\n  inform: { opens_task: true }\n");
+        assert!(e.message.contains("`opens_task` may not change"), "{}", e.message);
+        let e = refused("intents:\n  ask: { expects_reply: answer }\n");
+        assert!(e.message.contains("`expects_reply` may not change"), "{}", e.message);
+        // Restating a built-in value is not a change.
+        assert!(
+            Registry::from_config(&parse(
+                "intents:\n  ask: { expects_reply: ask-response, opens_task: false }\n"
+            ))
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn unknown_and_invalid_names_are_refused() {
+        let e = refused("intents:\n  deploy: { from: [coordinator], to: [devops] }\n");
+        assert!(e.message.contains("`to` names unknown role `devops`"), "{}", e.message);
+        let e = refused("intents:\n  fix_bug: { from: [ghost] }\n");
+        assert!(e.message.contains("unknown role `ghost`"), "{}", e.message);
+        let e = refused("roles: [Dev_Ops]\n");
+        assert!(e.message.starts_with("circe.yaml registry: role name"), "{}", e.message);
+        let e = refused("roles: [all]\n");
+        assert!(e.message.contains("reserved"), "{}", e.message);
+        let e = refused("intents:\n  Deploy: { from: any, to: any }\n");
+        assert!(e.message.starts_with("circe.yaml registry: intent `Deploy`"), "{}", e.message);
+        let e = refused("intents:\n  deploy: { from: [any, qa], to: any }\n");
+        assert!(e.message.contains("lists `any` among roles"), "{}", e.message);
+    }
+
+    #[test]
+    fn new_intent_rules() {
+        let e = refused("intents:\n  deploy: { to: any }\n");
+        assert!(e.message.contains("new intent `deploy` needs `from`"), "{}", e.message);
+        let e = refused(
+            "intents:\n  deploy: { from: any, to: any, opens_task: true, needs_task_id: false }\n",
+        );
+        assert!(e.message.contains("contradicts"), "{}", e.message);
+        let e = refused("intents:\n  deploy: { from: any, to: any, checks: [deployed] }\n");
+        assert!(e.message.contains("apply only to intents that open a task"), "{}", e.message);
+        let e = refused(
+            "intents:\n  deploy: { from: any, to: any, opens_task: true, checks: [Deployed] }\n",
+        );
+        assert!(e.message.contains("check name"), "{}", e.message);
+        let e = refused("intents:\n  deploy: { from: any, to: any, expects_reply: deployed }\n");
+        assert!(e.message.contains("unknown intent `deployed`"), "{}", e.message);
+        let ok = "intents:\n  deploy: { from: any, to: any, expects_reply: deployed }\n  deployed: { from: any, to: any, needs_task_id: true }\n";
+        let r = Registry::from_config(&parse(ok)).unwrap();
+        assert_eq!(r.intent("deploy").unwrap().expects_reply.as_deref(), Some("deployed"));
+        assert!(!r.intent("deploy").unwrap().needs_task_id);
+        assert!(r.intent("deployed").unwrap().needs_task_id);
+    }
+
+    #[test]
+    fn builtin_roles_may_be_restated() {
+        let r = Registry::from_config(&parse("roles: [qa, devops]\n")).unwrap();
+        assert_eq!(r.roles.len(), 7);
+    }
+}
