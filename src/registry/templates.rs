@@ -1,0 +1,116 @@
+//! Message templates, one per built-in intent, embedded from `templates/<intent>.md`.
+//!
+//! An agent copies one, edits it and sends it with `circe send --file`, so header values are
+//! valid as written (`to: engineer`, `task_id: TASK-001`); placeholders appear only in the body.
+
+macro_rules! embedded {
+    ($($name:literal),* $(,)?) => {
+        &[$(($name, include_str!(concat!("../../templates/", $name, ".md")))),*]
+    };
+}
+
+/// `(intent, template text)` for every built-in intent.
+const TEMPLATES: &[(&str, &str)] = embedded![
+    "implement_feature",
+    "fix_bug",
+    "refactor",
+    "review_code",
+    "test",
+    "audit",
+    "document",
+    "status_update",
+    "request_help",
+    "claim_task",
+    "release_task",
+    "coordinate",
+    "question",
+    "answer",
+    "escalate",
+    "inform",
+    "test_results",
+    "audit_report",
+    "approval_request",
+    "ask",
+    "ask-response",
+    "task",
+    "task-complete",
+    "update",
+    "prompt",
+];
+
+/// The message template for `intent`, if it is a built-in intent.
+pub fn template(intent: &str) -> Option<&'static str> {
+    TEMPLATES.iter().find(|(name, _)| *name == intent).map(|(_, text)| *text)
+}
+
+/// Every template as `(intent, text)`, in registry table order.
+pub fn templates() -> impl Iterator<Item = (&'static str, &'static str)> {
+    TEMPLATES.iter().copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names;
+    use crate::registry::Registry;
+
+    /// The header lines (after `# MESSAGE`, up to the first blank line) as key/value pairs.
+    fn header(text: &str) -> Vec<(&str, &str)> {
+        let mut lines = text.lines();
+        assert_eq!(lines.next(), Some("# MESSAGE"));
+        lines
+            .take_while(|l| !l.is_empty())
+            .map(|l| l.split_once(": ").unwrap_or_else(|| panic!("bad header line {l:?}")))
+            .collect()
+    }
+
+    fn get<'t>(h: &[(&str, &'t str)], key: &str) -> Option<&'t str> {
+        h.iter().find(|(k, _)| *k == key).map(|(_, v)| *v)
+    }
+
+    #[test]
+    fn every_builtin_intent_has_a_template_and_no_extra() {
+        let reg = Registry::builtin();
+        for name in reg.intents.keys() {
+            assert!(template(name).is_some(), "no template for {name}");
+        }
+        assert_eq!(templates().count(), reg.intents.len());
+        assert!(template("deploy").is_none());
+    }
+
+    #[test]
+    fn template_headers_are_valid_and_allowed() {
+        let reg = Registry::builtin();
+        let replies: Vec<&str> =
+            reg.intents.values().filter_map(|i| i.expects_reply.as_deref()).collect();
+        for (name, text) in templates() {
+            let h = header(text);
+            assert_eq!(get(&h, "intent"), Some(name), "{name}: intent header");
+            let intent = reg.intent(name).unwrap();
+            let from = get(&h, "from").unwrap();
+            let to = get(&h, "to").unwrap();
+            assert!(reg.may_send(from, name), "{name}: from {from} not allowed");
+            assert!(to == "all" || reg.may_receive(to, name), "{name}: to {to} not allowed");
+            assert!(
+                ["new", "in_progress", "completed", "blocked"]
+                    .contains(&get(&h, "status").unwrap()),
+                "{name}: status"
+            );
+            match get(&h, "task_id") {
+                Some(id) => assert!(names::check_task_id(id).is_ok(), "{name}: task_id {id}"),
+                None => assert!(!intent.needs_task_id, "{name}: needs a task_id header"),
+            }
+            if let Some(id) = get(&h, "in_reply_to") {
+                assert!(names::check_msg_id(id).is_ok(), "{name}: in_reply_to {id}");
+                assert!(replies.contains(&name), "{name}: in_reply_to on a non-reply intent");
+            } else {
+                assert!(
+                    !replies.contains(&name) || name == "status_update",
+                    "{name}: a reply needs in_reply_to"
+                );
+            }
+            assert!(h.iter().all(|(_, v)| !v.contains('<')), "{name}: placeholder in header");
+            assert!(text.contains("\n\n## "), "{name}: body sections");
+        }
+    }
+}
