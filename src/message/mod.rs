@@ -1,1 +1,30 @@
 //! Message formats: the CIRCE `# MESSAGE` header block and TX YAML front matter.
+//!
+//! Pure functions on text: parsing (every problem at once, with line numbers), rendering in
+//! the canonical order, and file names. The store layer does the I/O. The grammar is in
+//! `PROTOCOL_NOTES.md` next to this file.
+
+mod circe;
+mod field;
+mod filename;
+mod format;
+mod front_matter;
+mod message;
+mod parse;
+mod priority;
+mod problem;
+mod render;
+pub mod status;
+
+#[cfg(test)]
+mod tests;
+
+use field::Field;
+
+pub use filename::{FileName, file_name, parse_file_name};
+pub use format::Format;
+pub use message::{Message, agent_of};
+pub use parse::{Mode, parse, parse_bytes};
+pub use priority::Priority;
+pub use problem::Problem;
+pub use render::render;

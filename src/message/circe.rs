@@ -1,0 +1,79 @@
+//! The CIRCE format: a `# MESSAGE` line, `key: value` headers, a blank line, the body.
+
+use super::parse::lines;
+use super::{Field, Format, Message, Problem};
+
+/// Parses CIRCE text into a message, pushing every problem; `None` when it is no message at all.
+pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> {
+    let mut all = lines(text);
+    loop {
+        let Some((no, line, _, _)) = all.next() else {
+            problems.push(
+                Problem::new(None, None, "empty message")
+                    .hint("start the file with `# MESSAGE` or `---`"),
+            );
+            return None;
+        };
+        if line.trim().is_empty() {
+            continue;
+        }
+        if line.trim_end() == "# MESSAGE" {
+            break;
+        }
+        problems.push(
+            Problem::new(Some(no), None, "a message starts with `# MESSAGE` or `---`")
+                .hint("put `# MESSAGE` on the first line, then `key: value` headers"),
+        );
+        return None;
+    }
+    let mut m = Message::new(Format::Circe);
+    let mut seen: Vec<Field> = Vec::new();
+    let mut body_start = text.len();
+    for (no, line, start, end) in all {
+        if line.trim().is_empty() {
+            body_start = end;
+            break;
+        }
+        if line.starts_with('#') {
+            body_start = start;
+            break;
+        }
+        let Some((key, value)) = split_header(line) else {
+            problems.push(Problem::new(Some(no), None, "not a `key: value` header line").hint(
+                "header keys use a-z, 0-9, '_' and '-'; end the header block with a blank line",
+            ));
+            continue;
+        };
+        match Field::from_circe_key(key) {
+            Some(f) if seen.contains(&f) => {
+                problems.push(Problem::new(Some(no), Some(key), "duplicate header"));
+            }
+            Some(f) => {
+                seen.push(f);
+                if let Err((msg, hint)) = f.set(&mut m, value) {
+                    problems.push(Problem::new(Some(no), Some(key), msg).maybe_hint(hint));
+                }
+            }
+            None if m.extra.iter().any(|(k, _)| k == key) => {
+                problems.push(Problem::new(Some(no), Some(key), "duplicate header"));
+            }
+            None => m.extra.push((key.to_string(), value.to_string())),
+        }
+    }
+    m.body = text[body_start..].to_string();
+    Some(m)
+}
+
+/// `key: value` with a key matching `[a-z][a-z0-9_-]*`; the value is trimmed.
+fn split_header(line: &str) -> Option<(&str, &str)> {
+    let (key, value) = line.split_once(':')?;
+    let mut chars = key.chars();
+    let ok = chars.next().is_some_and(|c| c.is_ascii_lowercase())
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' || c == '-');
+    ok.then(|| (key, value.trim()))
+}
+
+/// Whether `key` can be written as a CIRCE extra header.
+pub(super) fn is_extra_key(key: &str) -> bool {
+    split_header(&format!("{key}:")).is_some() && Field::from_circe_key(key).is_none()
+}

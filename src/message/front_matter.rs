@@ -1,0 +1,204 @@
+//! The TX format: a YAML mapping between `---` lines, then the body.
+//!
+//! Values are read as the text written (`001` stays `001`, `true` stays `true`), so only
+//! `tags` may hold a list; any other non-scalar value is a problem.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+
+use super::parse::lines;
+use super::{Field, Format, Message, Problem, field};
+use crate::yaml;
+
+/// Parses front-matter text (first line `---`), pushing every problem.
+pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> {
+    let mut all = lines(text);
+    let (_, _, _, block_start) = all.next()?;
+    let Some((close_no, _, block_end, body_start)) = all.find(|(_, l, _, _)| l.trim_end() == "---")
+    else {
+        problems.push(
+            Problem::new(Some(1), None, "front matter has no closing `---` line")
+                .hint("end the YAML header with a line holding only `---`"),
+        );
+        return None;
+    };
+    let block = &text[block_start..block_end];
+    let entries = match yaml::from_str::<Entries>(block) {
+        Ok(e) => e.0,
+        Err(e) => {
+            problems.push(yaml_problem(&e.to_string(), close_no));
+            return None;
+        }
+    };
+    let key_lines = key_lines(block);
+    let mut m = Message::new(Format::FrontMatter);
+    let mut seen: Vec<Field> = Vec::new();
+    for (key, value) in entries {
+        let line = key_lines.iter().find(|(k, _)| *k == key).map(|(_, l)| *l);
+        let problem = |msg: String, hint: Option<String>| {
+            Problem::new(line, Some(&key), msg).maybe_hint(hint)
+        };
+        match Field::from_front_matter_key(&key) {
+            Some(f) if seen.contains(&f) => {
+                problems.push(problem(
+                    "duplicate header (another spelling of it is present)".into(),
+                    None,
+                ));
+            }
+            Some(f) => {
+                seen.push(f);
+                let set = match value {
+                    Value::Text(s) => f.set(&mut m, &s),
+                    Value::Null => Err(("empty value".into(), None)),
+                    Value::List(tags) => field::set_tags(&mut m, tags),
+                };
+                if let Err((msg, hint)) = set {
+                    problems.push(problem(msg, hint));
+                }
+            }
+            None => {
+                let v = match value {
+                    Value::Text(s) => s,
+                    Value::Null | Value::List(_) => String::new(),
+                };
+                m.extra.push((key, v));
+            }
+        }
+    }
+    m.body = text[body_start..].to_string();
+    Some(m)
+}
+
+/// Whether `key` can be written as a front-matter extra header.
+pub(super) fn is_extra_key(key: &str) -> bool {
+    Field::from_front_matter_key(key).is_none()
+}
+
+/// The file line of each top-level key, found by a plain scan (YAML line 1 is file line 2).
+fn key_lines(block: &str) -> Vec<(String, usize)> {
+    lines(block)
+        .filter(|(_, l, _, _)| !l.starts_with([' ', '\t', '#', '-']))
+        .filter_map(|(no, l, _, _)| {
+            let key = l.split_once(':')?.0.trim().trim_matches(['"', '\'']);
+            Some((key.to_string(), no + 1))
+        })
+        .collect()
+}
+
+/// serde-saphyr reports `error: line N column M: what`; N counts from the line after `---`.
+fn yaml_problem(err: &str, close_no: usize) -> Problem {
+    let rest = err.strip_prefix("error: ").unwrap_or(err);
+    let located = rest.strip_prefix("line ").and_then(|r| {
+        let (n, r) = r.split_once(' ')?;
+        let n: usize = n.parse().ok()?;
+        let r = r.strip_prefix("column ")?;
+        let (_, what) = r.split_once(": ")?;
+        Some((n, what))
+    });
+    let (line, what) = match located {
+        Some((n, what)) => (Some((n + 1).min(close_no)), what),
+        None => (None, rest),
+    };
+    let mut p = Problem::new(line, None, format!("front matter is not valid YAML: {what}"));
+    if what.contains("expected string scalar") {
+        p = p.hint(
+            "only `tags` may hold a list; other values are single lines (quote them if needed)",
+        );
+    }
+    p
+}
+
+/// A front-matter value as written.
+enum Value {
+    Text(String),
+    Null,
+    List(Vec<String>),
+}
+
+/// The top-level mapping, in file order.
+struct Entries(Vec<(String, Value)>);
+
+impl<'de> Deserialize<'de> for Entries {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Entries;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of header keys to values")
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Entries, E> {
+                Ok(Entries(Vec::new()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entries, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    let value = if key == "tags" {
+                        map.next_value::<Tags>()?.0
+                    } else {
+                        match map.next_value::<Scalar>()?.0 {
+                            Some(s) => Value::Text(s),
+                            None => Value::Null,
+                        }
+                    };
+                    out.push((key, value));
+                }
+                Ok(Entries(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A scalar read as its text, `None` for null.
+struct Scalar(Option<String>);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        Option::<String>::deserialize(d).map(Scalar)
+    }
+}
+
+/// `tags`: a list of scalars, or one scalar (split on commas later).
+struct Tags(Value);
+
+impl<'de> Deserialize<'de> for Tags {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Tags;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a tag or a list of tags")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Tags, E> {
+                Ok(Tags(Value::Text(v.to_string())))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> Result<Tags, E> {
+                Ok(Tags(Value::Text(v.to_string())))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Tags, E> {
+                Ok(Tags(Value::Text(v.to_string())))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Tags, E> {
+                Ok(Tags(Value::Text(v.to_string())))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> Result<Tags, E> {
+                Ok(Tags(Value::Text(v.to_string())))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Tags, E> {
+                Ok(Tags(Value::Null))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Tags, E> {
+                Ok(Tags(Value::Null))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tags, A::Error> {
+                let mut out = Vec::new();
+                while let Some(Scalar(t)) = seq.next_element::<Scalar>()? {
+                    out.push(t.unwrap_or_default());
+                }
+                Ok(Tags(Value::List(out)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

@@ -1,0 +1,114 @@
+//! The message model shared by both on-disk formats.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde::ser::{SerializeMap, Serializer};
+
+use super::{Format, Priority, status};
+use crate::clock;
+
+/// One message, as parsed from a file or built by a command. Header values are kept as
+/// written (addresses, statuses), so rendering gives the same text back.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Message {
+    pub format: Format,
+    pub msg_id: Option<String>,
+    /// The sender as written: `engineer`, or TX `mesh/agent`.
+    pub from: Option<String>,
+    /// An agent, a role, or `all`; TX `mesh/agent` too.
+    pub to: Option<String>,
+    /// CIRCE `intent`, TX `type`.
+    pub intent: Option<String>,
+    pub task_id: Option<String>,
+    /// As written; see `status_normalized`.
+    pub status: Option<String>,
+    /// CIRCE `created_at`, TX `timestamp`.
+    #[serde(serialize_with = "time")]
+    pub created_at: Option<DateTime<Utc>>,
+    pub in_reply_to: Option<String>,
+    pub headline: Option<String>,
+    pub priority: Option<Priority>,
+    #[serde(serialize_with = "time")]
+    pub deadline: Option<DateTime<Utc>>,
+    pub tags: Vec<String>,
+    /// Per-sender sequence number.
+    pub seq: Option<u64>,
+    /// Unknown headers in their original order; keys and values as written.
+    #[serde(serialize_with = "ordered_map")]
+    pub extra: Vec<(String, String)>,
+    /// Everything after the header block, verbatim.
+    pub body: String,
+}
+
+/// The agent part of an address: the last `/` segment (`core/core` -> `core`, `qa` -> `qa`).
+pub fn agent_of(addr: &str) -> &str {
+    addr.rsplit('/').next().unwrap_or(addr)
+}
+
+impl Message {
+    /// An empty message in the given format.
+    pub fn new(format: Format) -> Message {
+        Message { format, ..Message::default() }
+    }
+
+    /// The sender's agent name, without a TX mesh prefix.
+    pub fn from_agent(&self) -> Option<&str> {
+        self.from.as_deref().map(agent_of)
+    }
+
+    /// The recipient's agent or role name (or `all`), without a TX mesh prefix.
+    pub fn to_agent(&self) -> Option<&str> {
+        self.to.as_deref().map(agent_of)
+    }
+
+    /// The status mapped onto the CIRCE set (`complete` -> `completed`, ...).
+    pub fn status_normalized(&self) -> Option<&'static str> {
+        self.status.as_deref().and_then(status::normalize)
+    }
+}
+
+#[expect(clippy::ref_option, reason = "serde's serialize_with passes a reference to the field")]
+fn time<S: Serializer>(t: &Option<DateTime<Utc>>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => s.serialize_some(&clock::format(*t)),
+        None => s.serialize_none(),
+    }
+}
+
+fn ordered_map<S: Serializer>(extra: &[(String, String)], s: S) -> Result<S::Ok, S::Error> {
+    let mut map = s.serialize_map(Some(extra.len()))?;
+    for (k, v) in extra {
+        map.serialize_entry(k, v)?;
+    }
+    map.end()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors() {
+        assert_eq!(agent_of("core/core"), "core");
+        assert_eq!(agent_of("research-abc123/interviewer"), "interviewer");
+        assert_eq!(agent_of("qa"), "qa");
+        let mut m = Message::new(Format::FrontMatter);
+        m.from = Some("brain/brain".into());
+        m.to = Some("all".into());
+        m.status = Some("complete".into());
+        assert_eq!(m.from_agent(), Some("brain"));
+        assert_eq!(m.to_agent(), Some("all"));
+        assert_eq!(m.status_normalized(), Some("completed"));
+    }
+
+    #[test]
+    fn json_keeps_extra_order_and_formats_times() {
+        let mut m = Message::new(Format::Circe);
+        m.created_at = clock::parse("2025-11-21T17:00:00Z");
+        m.extra = vec![("zeta".into(), "1".into()), ("alpha".into(), "2".into())];
+        let json = serde_json::to_string(&m).unwrap();
+        assert!(json.contains(r#""created_at":"2025-11-21T17:00:00Z""#), "{json}");
+        assert!(json.contains(r#""extra":{"zeta":"1","alpha":"2"}"#), "{json}");
+        assert!(json.contains(r#""format":"circe""#), "{json}");
+    }
+}

@@ -1,0 +1,87 @@
+//! Parsing a message from text or bytes: format detection, required fields, all problems at once.
+
+use super::{Field, Format, Message, Problem, circe, front_matter};
+
+/// What a parsed text is expected to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// A message as it lies in a box: `from`, `to`, `intent`, `status` and `created_at` are
+    /// required; `msg_id` may be missing from hand-made files.
+    Stored,
+    /// What an agent hands to `circe send --file`: only `to` and `intent` are required; the
+    /// caller fills in the rest.
+    Draft,
+}
+
+/// Parses a message in either format, reporting every problem found.
+pub fn parse(text: &str, mode: Mode) -> Result<Message, Vec<Problem>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut problems = Vec::new();
+    let first = text.split('\n').next().unwrap_or("");
+    let message = if first.trim_end() == "---" {
+        front_matter::parse(text, &mut problems)
+    } else {
+        circe::parse(text, &mut problems)
+    };
+    if let Some(m) = &message {
+        require(m, mode, &mut problems);
+    }
+    match message {
+        Some(m) if problems.is_empty() => Ok(m),
+        _ => Err(problems),
+    }
+}
+
+/// Like `parse`, but takes bytes: each line holding bytes that are not UTF-8 is a problem.
+pub fn parse_bytes(bytes: &[u8], mode: Mode) -> Result<Message, Vec<Problem>> {
+    let mut bad_lines = Vec::new();
+    let mut line = 1;
+    for chunk in bytes.utf8_chunks() {
+        line += chunk.valid().matches('\n').count();
+        if !chunk.invalid().is_empty() && bad_lines.last() != Some(&line) {
+            bad_lines.push(line);
+        }
+    }
+    if bad_lines.is_empty() {
+        return std::str::from_utf8(bytes)
+            .map_err(|_| vec![Problem::new(None, None, "text is not UTF-8")])
+            .and_then(|text| parse(text, mode));
+    }
+    let mut problems: Vec<Problem> = bad_lines
+        .into_iter()
+        .map(|l| Problem::new(Some(l), None, "not valid UTF-8").hint("save the file as UTF-8"))
+        .collect();
+    if let Err(more) = parse(&String::from_utf8_lossy(bytes), mode) {
+        problems.extend(more);
+    }
+    Err(problems)
+}
+
+fn require(m: &Message, mode: Mode, problems: &mut Vec<Problem>) {
+    let required: &[Field] = match mode {
+        Mode::Stored => &[Field::From, Field::To, Field::Intent, Field::Status, Field::CreatedAt],
+        Mode::Draft => &[Field::To, Field::Intent],
+    };
+    for &f in required {
+        if f.text(m).is_none() {
+            let key = match m.format {
+                Format::Circe => f.circe_key(),
+                Format::FrontMatter => f.front_matter_key(),
+            };
+            problems.push(
+                Problem::new(None, Some(key), "missing required header")
+                    .hint(format!("add a `{key}:` line to the header block")),
+            );
+        }
+    }
+}
+
+/// Lines of `text` as (1-based number, content without `\n`, start offset, end offset after `\n`).
+pub(super) fn lines(text: &str) -> impl Iterator<Item = (usize, &str, usize, usize)> {
+    let mut start = 0;
+    text.split_inclusive('\n').enumerate().map(move |(i, l)| {
+        let s = start;
+        start += l.len();
+        (i + 1, l.strip_suffix('\n').unwrap_or(l), s, start)
+    })
+}

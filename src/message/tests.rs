@@ -1,0 +1,1 @@
+//! Tests over the whole module: the reference examples, problems, round trips.
