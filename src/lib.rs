@@ -6,14 +6,18 @@
 //! Layers, bottom up: `store` (the only code that touches the filesystem), `message` and
 //! `registry` (pure: formats and rules), `boxes` and `task` (domain operations), `cli`.
 
+pub mod boxes;
+pub mod cli;
 pub mod clock;
 pub mod error;
 pub mod exit_code;
+pub mod fixture;
 pub mod message;
 pub mod names;
 pub mod registry;
 pub mod store;
 pub mod yaml;
 pub mod config;
+pub mod doctor;
 pub mod task;
 pub mod workspace;

@@ -1,1 +1,5 @@
-fn main() {}
+//! The `circe` binary: parse, run, exit. Everything else lives in the library.
+
+fn main() -> std::process::ExitCode {
+    std::process::ExitCode::from(circe::cli::main())
+}

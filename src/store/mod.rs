@@ -26,7 +26,7 @@ mod root;
 pub use fault::crash_point;
 pub use lock::Lock;
 pub use mailbox::Mailbox;
-pub use root::{Durability, Store, find_root};
+pub use root::{Durability, Store, find_root, root_at};
 
 /// This machine's host name (for `.owner` records), or `localhost`.
 pub fn host_name() -> String {
@@ -36,4 +36,37 @@ pub fn host_name() -> String {
         .filter(|s| !s.is_empty())
         .or_else(|| std::env::var("HOSTNAME").ok())
         .unwrap_or_else(|| "localhost".into())
+}
+
+/// Read a file a user named on the command line (`--file`, `validate`): symlinks, FIFOs,
+/// devices and folders are refused before anything is read (FS_RULES 12).
+pub fn read_input_file(path: &std::path::Path) -> crate::error::Result<Vec<u8>> {
+    use crate::error::Error;
+    atomic_read(path).map_err(|e| match (e.kind(), e.raw_os_error()) {
+        (std::io::ErrorKind::NotFound, _) => Error::not_found(format!("no file {}", path.display())),
+        (_, Some(40)) => Error::refused(format!("{} is a symbolic link; circe does not follow links", path.display()))
+            .hint("pass the path of the file itself"),
+        (std::io::ErrorKind::InvalidInput, _) => Error::refused(format!("{} is not a regular file", path.display()))
+            .hint("FIFOs, devices and folders are refused; write the message to a file"),
+        _ => Error::io("cannot read", path, e),
+    })
+}
+
+fn atomic_read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    atomic::read_regular(path)
+}
+
+/// Make a fresh, empty folder under the system temp dir (for `circe demo`).
+pub fn make_temp_dir(prefix: &str) -> crate::error::Result<std::path::PathBuf> {
+    let p = std::env::temp_dir().join(format!("{prefix}-{}", crate::clock::random_suffix()));
+    std::fs::create_dir(&p).map_err(|e| crate::error::Error::io("cannot create", &p, e))?;
+    Ok(p)
+}
+
+/// Read standard input whole (`send --file -`).
+pub fn read_stdin() -> crate::error::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut buf = Vec::new();
+    std::io::stdin().read_to_end(&mut buf).map_err(|e| crate::error::Error::io("cannot read", "standard input", e))?;
+    Ok(buf)
 }

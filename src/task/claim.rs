@@ -177,7 +177,7 @@ fn park(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     st.rec.lease_expires_at = None;
     st.rec.updated_at = clock::format(clock::now());
     write(ws, st, None)?;
-    Event::new("park", by).task(&st.rec.task_id).moved(from.as_str(), to.as_str(), st.rec.epoch).with("owner", old).with("attempts", st.rec.attempts).append(&ws.store)?;
+    Event::new("park", by).task(&st.rec.task_id).moved(from.as_str(), to.as_str(), st.rec.epoch).with("owner", old.as_str()).with("attempts", st.rec.attempts).append(&ws.store)?;
     super::announce::tell_coordinators(ws, by, &st.rec.task_id, &format!("task parked after {} attempts; its last owner was {old}", st.rec.attempts))
 }
 

@@ -104,19 +104,26 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
             super::queue::push(ws, rec)?;
         }
         Event::new("repair", "circe").task(task).with("what", what).moved("?", rec.status.as_str(), rec.epoch).append(&ws.store)?;
-    } else if let (Some(o), Some(own)) = (&rec.owner, &st.owner) {
-        // .owner is a copy; a crash between the two record writes leaves it behind.
-        if &own.owner != o || own.epoch != rec.epoch {
-            let fixed = rec.owner_record(&own.claimed_at, &own.host, own.pid);
+    } else {
+        // `.owner` exists exactly while the task is held; a crash between the two record
+        // writes leaves it behind or missing.
+        let held = rec.status.is_owned();
+        let stale = match (&st.owner, held) {
+            (Some(own), true) => rec.owner.as_deref() != Some(own.owner.as_str()) || own.epoch != rec.epoch,
+            (None, true) | (Some(_), false) => true,
+            (None, false) => false,
+        };
+        if stale {
+            let fixed = if held {
+                let (at, host, pid) = st.owner.as_ref().map_or((now.clone(), super::host(), 0), |o| (o.claimed_at.clone(), o.host.clone(), o.pid));
+                rec.owner_record(&at, &host, pid)
+            } else {
+                None
+            };
             let text = fixed.as_ref().map(OwnerRecord::render);
             ws.store.write_records(task, &[("owner", text.as_deref())])?;
             st.owner = fixed;
         }
-    } else if rec.owner.is_some() != st.owner.is_some() {
-        let fixed = rec.owner_record(&now, &super::host(), 0);
-        let text = fixed.as_ref().map(OwnerRecord::render);
-        ws.store.write_records(task, &[("owner", text.as_deref())])?;
-        st.owner = fixed;
     }
     Ok(Some(st))
 }

@@ -1,0 +1,45 @@
+//! `circe claim`.
+
+use clap::Args;
+
+use super::{Ctx, Report, ttl};
+use crate::error::{Error, Result};
+use crate::task;
+
+/// Take a task: its message moves from NEW_MESSAGES into your INBOX with one rename, and
+/// TASKS/<id>.owner records you with a lease. Exactly one of several racing agents wins;
+/// the others get exit 4 and the winner's name. `--next` takes the best waiting task you
+/// may take (priority, then time waiting); none is exit 6.
+#[derive(Debug, Args)]
+pub struct ClaimArgs {
+    /// The task id.
+    #[arg(required_unless_present = "next", conflicts_with = "next")]
+    pub task: Option<String>,
+    /// Take the best waiting task this agent may take.
+    #[arg(long)]
+    pub next: bool,
+    /// Lease length for this claim (e.g. 90s, 30m); default from circe.yaml.
+    #[arg(long)]
+    pub ttl: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
+    let (ws, me, role) = ctx.acting()?;
+    let ttl = ttl(a.ttl.as_deref())?;
+    let o = match &a.task {
+        Some(t) => task::claim(&ws, &me, &role, t, ttl)?,
+        None if a.next => task::claim_next(&ws, &me, &role, ttl)?,
+        None => return Err(Error::usage("name a task or pass --next")),
+    };
+    let human = if o.already_held {
+        format!("{} already held by {me} (epoch {}, lease until {})\n", o.task, o.epoch, o.lease_expires_at.clone().unwrap_or_default())
+    } else {
+        let mut s = format!("claimed {} (epoch {}, lease until {})\n", o.task, o.epoch, o.lease_expires_at.clone().unwrap_or_default());
+        if let Some(prev) = &o.expired_owner {
+            s.push_str(&format!("  taken over from {prev}, whose lease had run out\n"));
+        }
+        s.push_str(&format!("  message: AGENTS/{me}/INBOX/{}\n", o.message));
+        s
+    };
+    Ok(Report::new(human, o))
+}

@@ -1,0 +1,31 @@
+//! `circe demo`.
+
+use clap::Args;
+
+use super::{Ctx, Report};
+use crate::error::Result;
+use crate::fixture;
+use crate::store;
+
+/// The reference's whole message flow, narrated, in a temporary root: the coordinator
+/// posts a task, an engineer claims it, works, runs a check, hands it to QA, QA tests and
+/// reports, and the coordinator sees it completed. Ends with the board.
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Keep the temporary root and print its path (to look around with ls and cat).
+    #[arg(long)]
+    pub keep: bool,
+}
+
+/// The demo is the `reference-flow` fixture, so the snapshot test checks what it shows.
+const STEPS: &str = include_str!("../../fixtures/reference-flow/steps");
+
+pub fn run(_ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
+    let steps = fixture::parse_steps(STEPS)?;
+    let root = store::make_temp_dir("circe-demo")?;
+    let report = super::replay::narrate(&root, &steps, a.keep)?;
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    Ok(report)
+}

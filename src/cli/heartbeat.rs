@@ -1,0 +1,25 @@
+//! `circe heartbeat`.
+
+use clap::Args;
+
+use super::{Ctx, Report, ttl};
+use crate::error::Result;
+use crate::task;
+
+/// Extend your lease on a task you hold (only the lease fields change).
+#[derive(Debug, Args)]
+pub struct HeartbeatArgs {
+    pub task: String,
+    /// New lease length from now (default from circe.yaml).
+    #[arg(long)]
+    pub ttl: Option<String>,
+    /// Fencing: refuse unless the task is still at this epoch.
+    #[arg(long, env = "CIRCE_EPOCH")]
+    pub epoch: Option<u64>,
+}
+
+pub fn run(ctx: &Ctx, a: &HeartbeatArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let rec = task::heartbeat(&ws, &me, &a.task, ttl(a.ttl.as_deref())?, a.epoch)?;
+    Ok(Report::new(format!("{} lease until {}\n", rec.task_id, rec.lease_expires_at.clone().unwrap_or_default()), rec))
+}

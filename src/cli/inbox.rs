@@ -1,0 +1,49 @@
+//! `circe inbox`.
+
+use clap::Args;
+use serde_json::json;
+
+use super::output::table;
+use super::{Ctx, Report};
+use crate::clock;
+use crate::error::Result;
+use crate::message::{self, Mode};
+use crate::store::Mailbox;
+
+/// What is waiting for the acting agent: its INBOX, oldest first.
+#[derive(Debug, Args)]
+pub struct InboxArgs {
+    /// Also list the WORKSPACE.
+    #[arg(long)]
+    pub workspace: bool,
+}
+
+pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let mut boxes = vec![Mailbox::Inbox(me.clone())];
+    if a.workspace {
+        boxes.push(Mailbox::Workspace(me.clone()));
+    }
+    let mut rows = Vec::new();
+    let mut list = Vec::new();
+    for b in &boxes {
+        for name in ws.store.list_box(b)? {
+            let parsed = ws.store.read_message(b, &name).ok().and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+            let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into());
+            let created = get(|m| m.created_at.map(clock::format));
+            let from = get(|m| m.from.clone());
+            let intent = get(|m| m.intent.clone());
+            let task = get(|m| m.task_id.clone());
+            let msg_id = get(|m| m.msg_id.clone());
+            rows.push(vec![created.clone(), from.clone(), intent.clone(), task.clone(), b.label(), name.clone()]);
+            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some()}));
+        }
+    }
+    // Oldest first: file names begin with the creation time, but sort by the header.
+    let mut order: Vec<usize> = (0..rows.len()).collect();
+    order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][5].cmp(&rows[y][5])));
+    let rows: Vec<Vec<String>> = order.iter().map(|&i| rows[i].clone()).collect();
+    let list: Vec<serde_json::Value> = order.iter().map(|&i| list[i].clone()).collect();
+    let human = if rows.is_empty() { format!("{me}: inbox empty\n") } else { table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows) };
+    Ok(Report::new(human, json!({"agent": me, "messages": list})))
+}

@@ -1,0 +1,159 @@
+//! The command line: one file per subcommand, one `Command` enum, one exhaustive match.
+
+mod agent;
+mod check;
+mod claim;
+mod demo;
+mod doctor;
+mod heartbeat;
+mod inbox;
+mod init;
+mod move_msg;
+mod output;
+mod reap;
+mod registry;
+mod release;
+mod replay;
+mod send;
+mod show;
+mod status;
+mod tasks;
+mod validate;
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+pub use output::Report;
+
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+
+/// circe: coordinate a team of AI coding agents through plain files.
+///
+/// Folders are states, an atomic rename is a transition, YAML records hold task ownership.
+/// Exit codes: 0 ok, 1 internal/I-O, 2 usage, 3 refused by a rule, 4 conflict, 5 not found,
+/// 6 nothing to claim. See PROTOCOLS.md.
+#[derive(Debug, Parser)]
+#[command(name = "circe", version, max_term_width = 100)]
+pub struct Cli {
+    /// The circe root (a folder holding circe.yaml, or one holding .circe/). Default: search
+    /// upwards from the current folder.
+    #[arg(long, global = true, env = "CIRCE_ROOT")]
+    pub root: Option<PathBuf>,
+    /// The acting agent.
+    #[arg(long, global = true, env = "CIRCE_AGENT")]
+    pub agent: Option<String>,
+    /// Machine output on stdout (one JSON document; errors too).
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    Init(init::InitArgs),
+    #[command(subcommand)]
+    Agent(agent::AgentCommand),
+    Send(send::SendArgs),
+    Inbox(inbox::InboxArgs),
+    Show(show::ShowArgs),
+    Validate(validate::ValidateArgs),
+    Registry(registry::RegistryArgs),
+    Claim(claim::ClaimArgs),
+    Release(release::ReleaseArgs),
+    Status(status::StatusArgs),
+    Heartbeat(heartbeat::HeartbeatArgs),
+    Check(check::CheckArgs),
+    Take(move_msg::TakeArgs),
+    Done(move_msg::DoneArgs),
+    Tasks(tasks::TasksArgs),
+    Doctor(doctor::DoctorArgs),
+    Reap(reap::ReapArgs),
+    Demo(demo::DemoArgs),
+    Replay(replay::ReplayArgs),
+}
+
+/// Global options every subcommand sees.
+pub struct Ctx {
+    pub root: Option<PathBuf>,
+    pub agent: Option<String>,
+    pub json: bool,
+}
+
+impl Ctx {
+    pub fn workspace(&self) -> Result<Workspace> {
+        Workspace::open(self.root.as_deref())
+    }
+
+    /// The workspace and the acting agent (name, role).
+    pub fn acting(&self) -> Result<(Workspace, String, String)> {
+        let ws = self.workspace()?;
+        let (name, role) = ws.agent(self.agent.as_deref())?;
+        Ok((ws, name, role))
+    }
+}
+
+/// Run one parsed command line.
+pub fn run(cli: Cli) -> Result<Report> {
+    let ctx = Ctx { root: cli.root, agent: cli.agent, json: cli.json };
+    match cli.command {
+        Command::Init(a) => init::run(&ctx, &a),
+        Command::Agent(a) => agent::run(&ctx, &a),
+        Command::Send(a) => send::run(&ctx, &a),
+        Command::Inbox(a) => inbox::run(&ctx, &a),
+        Command::Show(a) => show::run(&ctx, &a),
+        Command::Validate(a) => validate::run(&ctx, &a),
+        Command::Registry(a) => registry::run(&ctx, &a),
+        Command::Claim(a) => claim::run(&ctx, &a),
+        Command::Release(a) => release::run(&ctx, &a),
+        Command::Status(a) => status::run(&ctx, &a),
+        Command::Heartbeat(a) => heartbeat::run(&ctx, &a),
+        Command::Check(a) => check::run(&ctx, &a),
+        Command::Take(a) => move_msg::run_take(&ctx, &a),
+        Command::Done(a) => move_msg::run_done(&ctx, &a),
+        Command::Tasks(a) => tasks::run(&ctx, &a),
+        Command::Doctor(a) => doctor::run(&ctx, &a),
+        Command::Reap(a) => reap::run(&ctx, &a),
+        Command::Demo(a) => demo::run(&ctx, &a),
+        Command::Replay(a) => replay::run(&ctx, &a),
+    }
+}
+
+/// Parse the process arguments, run, print, and return the exit code.
+pub fn main() -> u8 {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let json = args.iter().any(|a| a == "--json");
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(c) => c,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand) {
+                let _ = e.print();
+                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand { crate::exit_code::USAGE } else { 0 };
+            }
+            if json {
+                output::print_error(&Error::usage(e.kind().to_string()), true);
+            }
+            let _ = e.print();
+            return crate::exit_code::USAGE;
+        }
+    };
+    let json = cli.json;
+    match run(cli) {
+        Ok(report) => {
+            report.print(json);
+            report.code
+        }
+        Err(e) => {
+            output::print_error(&e, json);
+            e.exit_code()
+        }
+    }
+}
+
+/// Parse an optional `--ttl` value.
+pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
+    s.map(crate::config::parse_duration).transpose()
+}

@@ -1,0 +1,37 @@
+//! `circe take` and `circe done`: INBOX -> WORKSPACE -> LOGS.
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::boxes;
+use crate::error::Result;
+
+/// Start working on a message: move it from your INBOX to your WORKSPACE.
+#[derive(Debug, Args)]
+pub struct TakeArgs {
+    /// A task id (its message), a msg_id, or a file name.
+    pub key: String,
+}
+
+/// Finish with a message: move it from your INBOX or WORKSPACE into LOGS (the permanent
+/// record). A task's message waits until the task is completed or failed.
+#[derive(Debug, Args)]
+pub struct DoneArgs {
+    /// A task id (its message), a msg_id, or a file name.
+    pub key: String,
+}
+
+pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let (to, file) = boxes::take(&ws, &me, &a.key)?;
+    Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file})))
+}
+
+pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let moved = boxes::done(&ws, &me, &a.key)?;
+    let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
+    let list: Vec<_> = moved.iter().map(|(to, file)| json!({"box": to, "file": file})).collect();
+    Ok(Report::new(human, json!({"moved": list})))
+}

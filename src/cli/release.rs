@@ -1,0 +1,30 @@
+//! `circe release`.
+
+use clap::Args;
+
+use super::{Ctx, Report};
+use crate::error::Result;
+use crate::task;
+
+/// Give a task back to the queue: its message returns to NEW_MESSAGES and the owner is
+/// cleared. The owner may release; a coordinator may with --force (also to requeue a
+/// parked task).
+#[derive(Debug, Args)]
+pub struct ReleaseArgs {
+    pub task: String,
+    /// Why (recorded in the record and the event log).
+    #[arg(long)]
+    pub reason: Option<String>,
+    /// A coordinator taking back a task it does not hold.
+    #[arg(long)]
+    pub force: bool,
+    /// Fencing: refuse unless the task is still at this epoch.
+    #[arg(long, env = "CIRCE_EPOCH")]
+    pub epoch: Option<u64>,
+}
+
+pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let rec = task::release(&ws, &me, &a.task, a.reason.as_deref(), a.force, a.epoch)?;
+    Ok(Report::new(format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch), rec))
+}

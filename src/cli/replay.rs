@@ -1,0 +1,66 @@
+//! `circe replay`.
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::error::{Error, Result};
+use crate::fixture::{self, Outcome, Step};
+use crate::store;
+
+/// Replay a fixture (fixtures/<case>/steps) in a fresh temporary root, printing each step
+/// and what it printed. The same runner the snapshot tests use.
+#[derive(Debug, Args)]
+pub struct ReplayArgs {
+    /// A fixture folder, or a case name under ./fixtures.
+    pub fixture: String,
+    /// Keep the temporary root and print its path.
+    #[arg(long)]
+    pub keep: bool,
+}
+
+pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
+    let dir = fixture::locate(&a.fixture)?;
+    let text = std::fs::read_to_string(dir.join("steps")).map_err(|e| Error::io("cannot read", dir.join("steps"), e))?;
+    let steps = fixture::parse_steps(&text)?;
+    let root = store::make_temp_dir("circe-replay")?;
+    if dir.join("tree").is_dir() {
+        fixture::copy_tree(&dir.join("tree"), &root)?;
+    }
+    let report = narrate(&root, &steps, a.keep)?;
+    if !a.keep {
+        let _ = std::fs::remove_dir_all(&root);
+    }
+    Ok(report)
+}
+
+/// Run `steps` in `root`, printing as it goes (stderr narration, stdout transcript).
+pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool) -> Result<Report> {
+    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
+    let mut print = |step: &Step, o: Option<&Outcome>| {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        let _ = match (step, o) {
+            (Step::Say(s), _) => writeln!(out, "\n== {s}"),
+            (_, Some(o)) => {
+                let mut s = format!("{}\n", fixture::command_line(o.agent.as_deref(), &o.args));
+                for l in o.stdout.lines().chain(o.stderr.lines()) {
+                    s.push_str(&format!("  {l}\n"));
+                }
+                if o.code != 0 {
+                    s.push_str(&format!("  (exit {})\n", o.code));
+                }
+                out.write_all(s.as_bytes())
+            }
+            _ => Ok(()),
+        };
+    };
+    let outcomes = fixture::run(&exe, root, steps, &mut print)?;
+    let failed = outcomes.iter().filter(|o| o.code != 0).count();
+    let mut human = format!("\n{} steps, {failed} with a non-zero exit\n", outcomes.len());
+    if keep {
+        human.push_str(&format!("root kept at {}\n", root.join(".circe").display()));
+    }
+    let list: Vec<_> = outcomes.iter().map(|o| json!({"agent": o.agent, "args": o.args, "exit_code": o.code, "stdout": o.stdout, "stderr": o.stderr})).collect();
+    Ok(Report::new(human, json!({"steps": list})))
+}

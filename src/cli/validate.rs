@@ -1,0 +1,80 @@
+//! `circe validate`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::error::{Error, Result};
+use crate::exit_code;
+use crate::message::{self, Mode, Problem};
+use crate::registry::Registry;
+use crate::store;
+use crate::workspace::Workspace;
+
+/// Check message files without delivering anything: the grammar (every problem, with its
+/// line), and the registry (intent known, task_id where needed). Exit 3 if any is invalid.
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// Message files.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+    /// Check as a draft for `send --file` (from, status, created_at may be missing).
+    #[arg(long)]
+    pub draft: bool,
+}
+
+pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
+    // The root's registry when inside one, else the built-in one.
+    let registry = Workspace::open(ctx.root.as_deref()).map_or_else(|_| Registry::builtin(), |ws| ws.registry);
+    let mode = if a.draft { Mode::Draft } else { Mode::Stored };
+    let mut human = String::new();
+    let mut results = Vec::new();
+    let mut bad = 0;
+    for f in &a.files {
+        let label = f.display().to_string();
+        let problems: Vec<Problem> = match store::read_input_file(f) {
+            Err(e) => vec![Problem::new(None, None, e.message.clone())],
+            Ok(bytes) => match message::parse_bytes(&bytes, mode) {
+                Err(p) => p,
+                Ok(m) => registry_problems(&registry, &m),
+            },
+        };
+        if problems.is_empty() {
+            human.push_str(&format!("{label}: ok\n"));
+        } else {
+            bad += 1;
+            for p in &problems {
+                human.push_str(&format!("{label}: {p}\n"));
+                if let Some(h) = &p.hint {
+                    human.push_str(&format!("  hint: {h}\n"));
+                }
+            }
+        }
+        results.push(json!({"file": label, "valid": problems.is_empty(), "problems": problems}));
+    }
+    let report = Report::new(human, json!({"files": results, "invalid": bad}));
+    if bad > 0 {
+        if ctx.json {
+            return Ok(report.code(exit_code::REFUSED));
+        }
+        // Problems go to stderr with the error; stdout stays for data.
+        return Err(Error::refused(format!("{bad} of {} files invalid:\n{}", a.files.len(), report.human.trim_end())));
+    }
+    Ok(report)
+}
+
+fn registry_problems(reg: &Registry, m: &message::Message) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let Some(intent) = m.intent.as_deref() else { return out };
+    match reg.intent(intent) {
+        None => out.push(Problem::new(None, Some("intent"), format!("unknown intent `{intent}`")).hint("`circe registry` lists the intents")),
+        Some(i) => {
+            if i.needs_task_id && m.task_id.is_none() {
+                out.push(Problem::new(None, Some("task_id"), format!("intent {intent} needs a task_id")));
+            }
+        }
+    }
+    out
+}

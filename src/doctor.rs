@@ -1,0 +1,123 @@
+//! `circe doctor`: check every invariant of a root, and mend what a crash left.
+//!
+//! The invariants (PROTOCOLS.md "Invariants"):
+//! 1. nothing is left in tmp/ (a staged file that never reached a box);
+//! 2. boxes hold only regular `*.md` message files (no links, FIFOs, folders, strays);
+//! 3. every message file parses;
+//! 4. every task's message lies in exactly one box, and that box agrees with its status:
+//!    new/parked -> NEW_MESSAGES, claimed/in_progress/blocked -> the owner's INBOX or
+//!    WORKSPACE, completed/failed -> anywhere (LOGS once handled);
+//! 5. `.owner` agrees with `.status`;
+//! 6. every message in NEW_MESSAGES is the current message of its task.
+
+use serde::Serialize;
+
+use crate::error::Result;
+use crate::message::{self, Mode};
+use crate::store::Mailbox;
+use crate::task::{self, Status, StatusRecord};
+use crate::workspace::Workspace;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Violation {
+    pub invariant: u8,
+    pub what: String,
+    pub repaired: bool,
+}
+
+fn boxes(ws: &Workspace) -> Vec<Mailbox> {
+    let mut v = vec![Mailbox::NewMessages, Mailbox::Logs];
+    for a in ws.agents.keys() {
+        v.push(Mailbox::Inbox(a.clone()));
+        v.push(Mailbox::Workspace(a.clone()));
+    }
+    v
+}
+
+/// Check (and with `repair`, mend) the root. Returns what was found.
+pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
+    let _guard = ws.store.lock_named("doctor")?;
+    let mut out = Vec::new();
+    let mut v = |invariant: u8, what: String, repaired: bool| out.push(Violation { invariant, what, repaired });
+
+    for name in ws.store.tmp_leftovers()? {
+        if repair {
+            ws.store.remove_leftover(&name)?;
+        }
+        v(1, format!("tmp/{name} was staged but never delivered"), repair);
+    }
+    for b in boxes(ws) {
+        for name in ws.store.list_foreign(&b)? {
+            let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
+            v(2, format!("{b}/{name} is not a message file{}", dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()), repair);
+        }
+        for name in ws.store.list_box(&b)? {
+            let ok = ws.store.read_message(&b, &name).ok().is_some_and(|bytes| message::parse_bytes(&bytes, Mode::Draft).is_ok());
+            if !ok {
+                let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
+                v(3, format!("{b}/{name} does not parse as a message{}", dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()), repair);
+            }
+        }
+    }
+
+    let all = boxes(ws);
+    let mut tickets = std::collections::BTreeSet::new();
+    for id in ws.store.list_tasks()? {
+        let _lock = ws.store.lock_task(&id)?;
+        let Some(st) = task::load(ws, &id).ok().flatten() else {
+            v(4, format!("TASKS/{id}.status is damaged"), false);
+            continue;
+        };
+        tickets.insert(st.rec.message.clone());
+        let copies: Vec<&Mailbox> = all.iter().filter(|b| ws.store.has_message(b, &st.rec.message)).collect();
+        if copies.len() > 1 {
+            v(4, format!("task {id}: its message lies in {} boxes: {}", copies.len(), copies.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")), false);
+        }
+        if let Some(problem) = disagreement(&st) {
+            let fixed = repair && {
+                task::load_reconciled(ws, &id)?;
+                task::load(ws, &id)?.is_none_or(|s| disagreement(&s).is_none())
+            };
+            v(4, format!("task {id}: {problem}"), fixed);
+        } else if owner_mismatch(&st) {
+            if repair {
+                task::load_reconciled(ws, &id)?;
+            }
+            v(5, format!("task {id}: .owner does not match .status"), repair);
+        }
+    }
+    for name in ws.store.list_box(&Mailbox::NewMessages)? {
+        if !tickets.contains(&name) {
+            v(6, format!("NEW_MESSAGES/{name} is no task's current message"), false);
+        }
+    }
+    if repair {
+        task::rebuild_queue(ws)?;
+    }
+    Ok(out)
+}
+
+fn disagreement(st: &task::TaskState) -> Option<String> {
+    let r: &StatusRecord = &st.rec;
+    match (&st.location, r.status) {
+        (None, s) if s.is_terminal() => None,
+        (None, Status::New) if r.attempts == 0 => Some("its send never delivered the message".into()),
+        (None, _) => Some(format!("it is {} but its message {} is in no box", r.status.as_str(), r.message)),
+        (Some(Mailbox::NewMessages), Status::New | Status::Parked) => None,
+        (Some(b @ (Mailbox::Inbox(a) | Mailbox::Workspace(a))), s) if s.is_owned() || s.is_terminal() => {
+            (r.owner.as_deref() != Some(a.as_str()) && !s.is_terminal())
+                .then(|| format!("it is held by {} but its message is in {b}", r.owner.as_deref().unwrap_or("nobody")))
+        }
+        (Some(_), s) if s.is_terminal() => None,
+        (Some(b), s) => Some(format!("it is {} but its message is in {b}", s.as_str())),
+    }
+}
+
+/// `.owner` exists exactly while the task is held, and then matches `.status`.
+fn owner_mismatch(st: &task::TaskState) -> bool {
+    match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
+        (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,
+        (false, _, None) => false,
+        _ => true,
+    }
+}
