@@ -200,6 +200,14 @@ fn not_a_message() {
         problems("---\nto: qa\n", Mode::Draft),
         ["line 1: front matter has no closing `---` line"]
     );
+    assert_eq!(
+        problems("---\n---\n", Mode::Draft),
+        ["field `to`: missing required header", "field `type`: missing required header"]
+    );
+    assert!(
+        problems("---\n- a\n---\n", Mode::Draft)[0]
+            .starts_with("line 2: front matter is not valid YAML")
+    );
 }
 
 #[test]
