@@ -4,7 +4,7 @@ use super::parse::lines;
 use super::{Field, Format, Message, Problem};
 
 /// Parses CIRCE text into a message, pushing every problem; `None` when it is no message at all.
-pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> {
+pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message, Vec<Field>)> {
     let mut all = lines(text);
     loop {
         let Some((no, line, _, _)) = all.next() else {
@@ -61,7 +61,7 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> 
         }
     }
     m.body = text[body_start..].to_string();
-    Some(m)
+    Some((m, seen))
 }
 
 /// `key: value` with a key matching `[a-z][a-z0-9_-]*`; the value is trimmed.
@@ -74,6 +74,7 @@ fn split_header(line: &str) -> Option<(&str, &str)> {
 }
 
 /// Whether `key` can be written as a CIRCE extra header.
+#[cfg(test)]
 pub(super) fn is_extra_key(key: &str) -> bool {
     split_header(&format!("{key}:")).is_some() && Field::from_circe_key(key).is_none()
 }

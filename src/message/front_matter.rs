@@ -12,7 +12,7 @@ use super::{Field, Format, Message, Problem, field};
 use crate::yaml;
 
 /// Parses front-matter text (first line `---`), pushing every problem.
-pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> {
+pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message, Vec<Field>)> {
     let mut all = lines(text);
     let (_, _, _, block_start) = all.next()?;
     let Some((close_no, _, block_end, body_start)) = all.find(|(_, l, _, _)| l.trim_end() == "---")
@@ -67,10 +67,11 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<Message> 
         }
     }
     m.body = text[body_start..].to_string();
-    Some(m)
+    Some((m, seen))
 }
 
 /// Whether `key` can be written as a front-matter extra header.
+#[cfg(test)]
 pub(super) fn is_extra_key(key: &str) -> bool {
     Field::from_front_matter_key(key).is_none()
 }

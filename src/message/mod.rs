@@ -9,7 +9,7 @@ mod field;
 mod filename;
 mod format;
 mod front_matter;
-mod message;
+mod model;
 mod parse;
 mod priority;
 mod problem;
@@ -23,7 +23,7 @@ use field::Field;
 
 pub use filename::{FileName, file_name, parse_file_name};
 pub use format::Format;
-pub use message::{Message, agent_of};
+pub use model::{Message, agent_of};
 pub use parse::{Mode, parse, parse_bytes};
 pub use priority::Priority;
 pub use problem::Problem;

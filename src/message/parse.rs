@@ -23,11 +23,11 @@ pub fn parse(text: &str, mode: Mode) -> Result<Message, Vec<Problem>> {
     } else {
         circe::parse(text, &mut problems)
     };
-    if let Some(m) = &message {
-        require(m, mode, &mut problems);
+    if let Some((m, seen)) = &message {
+        require(m, seen, mode, &mut problems);
     }
     match message {
-        Some(m) if problems.is_empty() => Ok(m),
+        Some((m, _)) if problems.is_empty() => Ok(m),
         _ => Err(problems),
     }
 }
@@ -57,13 +57,14 @@ pub fn parse_bytes(bytes: &[u8], mode: Mode) -> Result<Message, Vec<Problem>> {
     Err(problems)
 }
 
-fn require(m: &Message, mode: Mode, problems: &mut Vec<Problem>) {
+/// Reports required fields that are absent; one present with a bad value was reported already.
+fn require(m: &Message, seen: &[Field], mode: Mode, problems: &mut Vec<Problem>) {
     let required: &[Field] = match mode {
         Mode::Stored => &[Field::From, Field::To, Field::Intent, Field::Status, Field::CreatedAt],
         Mode::Draft => &[Field::To, Field::Intent],
     };
     for &f in required {
-        if f.text(m).is_none() {
+        if !seen.contains(&f) {
             let key = match m.format {
                 Format::Circe => f.circe_key(),
                 Format::FrontMatter => f.front_matter_key(),
