@@ -7,10 +7,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 
 /// The current time, or `CIRCE_NOW` when set.
 pub fn now() -> DateTime<Utc> {
-    if let Ok(pinned) = std::env::var("CIRCE_NOW") {
-        if let Ok(t) = DateTime::parse_from_rfc3339(&pinned) {
-            return t.with_timezone(&Utc);
-        }
+    if let Ok(pinned) = std::env::var("CIRCE_NOW")
+        && let Ok(t) = DateTime::parse_from_rfc3339(&pinned)
+    {
+        return t.with_timezone(&Utc);
     }
     Utc::now()
 }

@@ -67,13 +67,18 @@ fn default_announce() -> Announce {
 impl Config {
     pub fn parse(text: &str) -> Result<Config> {
         let c: Config = yaml::from_str(text).map_err(|e| {
-            Error::refused(format!("circe.yaml: {e}")).hint("compare with PROTOCOLS.md \"Configuration\"")
+            Error::refused(format!("circe.yaml: {e}"))
+                .hint("compare with PROTOCOLS.md \"Configuration\"")
         })?;
         if c.version != 1 {
-            return Err(Error::refused(format!("circe.yaml: version {} is not supported", c.version))
-                .hint("this circe reads version 1"));
+            return Err(Error::refused(format!(
+                "circe.yaml: version {} is not supported",
+                c.version
+            ))
+            .hint("this circe reads version 1"));
         }
-        parse_duration(&c.lease).map_err(|e| Error::refused(format!("circe.yaml: lease: {}", e.message)))?;
+        parse_duration(&c.lease)
+            .map_err(|e| Error::refused(format!("circe.yaml: lease: {}", e.message)))?;
         c.durability()?;
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
@@ -91,7 +96,9 @@ impl Config {
         match v.as_str() {
             "full" => Ok(Durability::Full),
             "relaxed" => Ok(Durability::Relaxed),
-            other => Err(Error::refused(format!("durability `{other}` is neither full nor relaxed"))),
+            other => {
+                Err(Error::refused(format!("durability `{other}` is neither full nor relaxed")))
+            }
         }
     }
 }
@@ -100,13 +107,18 @@ impl Config {
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d"))?;
+    let n: u64 = num.parse().map_err(|_| {
+        Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d")
+    })?;
     let mult = match unit {
         "s" => 1,
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
-        _ => return Err(Error::usage(format!("`{s}` has an unknown unit `{unit}`")).hint("units are s, m, h and d")),
+        _ => {
+            return Err(Error::usage(format!("`{s}` has an unknown unit `{unit}`"))
+                .hint("units are s, m, h and d"));
+        }
     };
     Ok(Duration::from_secs(n.saturating_mul(mult)))
 }

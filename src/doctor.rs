@@ -38,7 +38,9 @@ fn boxes(ws: &Workspace) -> Vec<Mailbox> {
 pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let _guard = ws.store.lock_named("doctor")?;
     let mut out = Vec::new();
-    let mut v = |invariant: u8, what: String, repaired: bool| out.push(Violation { invariant, what, repaired });
+    let mut v = |invariant: u8, what: String, repaired: bool| {
+        out.push(Violation { invariant, what, repaired })
+    };
 
     for name in ws.store.tmp_leftovers()? {
         if repair {
@@ -49,13 +51,31 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     for b in boxes(ws) {
         for name in ws.store.list_foreign(&b)? {
             let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
-            v(2, format!("{b}/{name} is not a message file{}", dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()), repair);
+            v(
+                2,
+                format!(
+                    "{b}/{name} is not a message file{}",
+                    dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()
+                ),
+                repair,
+            );
         }
         for name in ws.store.list_box(&b)? {
-            let ok = ws.store.read_message(&b, &name).ok().is_some_and(|bytes| message::parse_bytes(&bytes, Mode::Draft).is_ok());
+            let ok = ws
+                .store
+                .read_message(&b, &name)
+                .ok()
+                .is_some_and(|bytes| message::parse_bytes(&bytes, Mode::Draft).is_ok());
             if !ok {
                 let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
-                v(3, format!("{b}/{name} does not parse as a message{}", dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()), repair);
+                v(
+                    3,
+                    format!(
+                        "{b}/{name} does not parse as a message{}",
+                        dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()
+                    ),
+                    repair,
+                );
             }
         }
     }
@@ -69,9 +89,18 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
             continue;
         };
         tickets.insert(st.rec.message.clone());
-        let copies: Vec<&Mailbox> = all.iter().filter(|b| ws.store.has_message(b, &st.rec.message)).collect();
+        let copies: Vec<&Mailbox> =
+            all.iter().filter(|b| ws.store.has_message(b, &st.rec.message)).collect();
         if copies.len() > 1 {
-            v(4, format!("task {id}: its message lies in {} boxes: {}", copies.len(), copies.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")), false);
+            v(
+                4,
+                format!(
+                    "task {id}: its message lies in {} boxes: {}",
+                    copies.len(),
+                    copies.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")
+                ),
+                false,
+            );
         }
         if let Some(problem) = disagreement(&st) {
             let fixed = repair && {
@@ -101,12 +130,22 @@ fn disagreement(st: &task::TaskState) -> Option<String> {
     let r: &StatusRecord = &st.rec;
     match (&st.location, r.status) {
         (None, s) if s.is_terminal() => None,
-        (None, Status::New) if r.attempts == 0 => Some("its send never delivered the message".into()),
-        (None, _) => Some(format!("it is {} but its message {} is in no box", r.status.as_str(), r.message)),
+        (None, Status::New) if r.attempts == 0 => {
+            Some("its send never delivered the message".into())
+        }
+        (None, _) => {
+            Some(format!("it is {} but its message {} is in no box", r.status.as_str(), r.message))
+        }
         (Some(Mailbox::NewMessages), Status::New | Status::Parked) => None,
-        (Some(b @ (Mailbox::Inbox(a) | Mailbox::Workspace(a))), s) if s.is_owned() || s.is_terminal() => {
-            (r.owner.as_deref() != Some(a.as_str()) && !s.is_terminal())
-                .then(|| format!("it is held by {} but its message is in {b}", r.owner.as_deref().unwrap_or("nobody")))
+        (Some(b @ (Mailbox::Inbox(a) | Mailbox::Workspace(a))), s)
+            if s.is_owned() || s.is_terminal() =>
+        {
+            (r.owner.as_deref() != Some(a.as_str()) && !s.is_terminal()).then(|| {
+                format!(
+                    "it is held by {} but its message is in {b}",
+                    r.owner.as_deref().unwrap_or("nobody")
+                )
+            })
         }
         (Some(_), s) if s.is_terminal() => None,
         (Some(b), s) => Some(format!("it is {} but its message is in {b}", s.as_str())),

@@ -51,9 +51,16 @@ pub fn parse_steps(text: &str) -> Result<Vec<Step>> {
             out.push(Step::Now(t.trim().to_string()));
         } else if let Some((who, rest)) = line.split_once(':') {
             let agent = (who.trim() != "-").then(|| who.trim().to_string());
-            out.push(Step::Run { agent, args: split_args(rest).map_err(|e| Error::usage(format!("steps line {}: {e}", i + 1)))? });
+            out.push(Step::Run {
+                agent,
+                args: split_args(rest)
+                    .map_err(|e| Error::usage(format!("steps line {}: {e}", i + 1)))?,
+            });
         } else {
-            return Err(Error::usage(format!("steps line {}: expected `agent: command`, `## text` or `@now TIME`", i + 1)));
+            return Err(Error::usage(format!(
+                "steps line {}: expected `agent: command`, `## text` or `@now TIME`",
+                i + 1
+            )));
         }
     }
     Ok(out)
@@ -92,7 +99,12 @@ fn split_args(s: &str) -> std::result::Result<Vec<String>, String> {
 
 /// Run `steps` with the circe binary `exe` in project folder `dir` (made fresh by the
 /// caller). `each` sees every narration line and outcome as it happens.
-pub fn run(exe: &Path, dir: &Path, steps: &[Step], each: &mut dyn FnMut(&Step, Option<&Outcome>)) -> Result<Vec<Outcome>> {
+pub fn run(
+    exe: &Path,
+    dir: &Path,
+    steps: &[Step],
+    each: &mut dyn FnMut(&Step, Option<&Outcome>),
+) -> Result<Vec<Outcome>> {
     let mut now = START.to_string();
     let mut outcomes = Vec::new();
     let init = circe(exe, dir, None, &now, &["init".to_string()])?;
@@ -113,9 +125,20 @@ pub fn run(exe: &Path, dir: &Path, steps: &[Step], each: &mut dyn FnMut(&Step, O
     Ok(outcomes)
 }
 
-fn circe(exe: &Path, dir: &Path, agent: Option<&str>, now: &str, args: &[String]) -> Result<Outcome> {
+fn circe(
+    exe: &Path,
+    dir: &Path,
+    agent: Option<&str>,
+    now: &str,
+    args: &[String],
+) -> Result<Outcome> {
     let mut cmd = Command::new(exe);
-    cmd.args(args).current_dir(dir).env("CIRCE_NOW", now).env_remove("CIRCE_ROOT").env_remove("CIRCE_AGENT").env_remove("CIRCE_EPOCH");
+    cmd.args(args)
+        .current_dir(dir)
+        .env("CIRCE_NOW", now)
+        .env_remove("CIRCE_ROOT")
+        .env_remove("CIRCE_AGENT")
+        .env_remove("CIRCE_EPOCH");
     if let Some(a) = agent {
         cmd.env("CIRCE_AGENT", a);
     }
@@ -131,7 +154,10 @@ fn circe(exe: &Path, dir: &Path, agent: Option<&str>, now: &str, args: &[String]
 
 /// `$ [agent] circe args` for transcripts.
 pub fn command_line(agent: Option<&str>, args: &[String]) -> String {
-    let shown: Vec<String> = args.iter().map(|a| if a.contains(' ') || a.is_empty() { format!("\"{a}\"") } else { a.clone() }).collect();
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| if a.contains(' ') || a.is_empty() { format!("\"{a}\"") } else { a.clone() })
+        .collect();
     match agent {
         Some(a) => format!("$ circe --agent {a} {}", shown.join(" ")),
         None => format!("$ circe {}", shown.join(" ")),
@@ -162,5 +188,6 @@ pub fn locate(name: &str) -> Result<PathBuf> {
             return Ok(cand);
         }
     }
-    Err(Error::not_found(format!("no fixture `{name}` (a folder with a `steps` file)")).hint("fixtures live in fixtures/<case>/steps"))
+    Err(Error::not_found(format!("no fixture `{name}` (a folder with a `steps` file)"))
+        .hint("fixtures live in fixtures/<case>/steps"))
 }

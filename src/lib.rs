@@ -9,6 +9,8 @@
 pub mod boxes;
 pub mod cli;
 pub mod clock;
+pub mod config;
+pub mod doctor;
 pub mod error;
 pub mod exit_code;
 pub mod fixture;
@@ -16,8 +18,6 @@ pub mod message;
 pub mod names;
 pub mod registry;
 pub mod store;
-pub mod yaml;
-pub mod config;
-pub mod doctor;
 pub mod task;
 pub mod workspace;
+pub mod yaml;

@@ -29,18 +29,20 @@ pub struct Workspace {
 impl Workspace {
     /// Open the root named by `--root`/`CIRCE_ROOT`, else the one above the current folder.
     pub fn open(explicit: Option<&Path>) -> Result<Workspace> {
-        let root = match explicit {
-            Some(p) => root_at(p).ok_or_else(|| {
-                Error::usage(format!("{} is not a circe root (no circe.yaml in it or in its .circe/)", p.display()))
-                    .hint("run `circe init` there, or fix --root / CIRCE_ROOT")
-            })?,
-            None => {
-                let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
-                find_root(&cwd).ok_or_else(|| {
-                    Error::usage("not inside a circe root (no .circe/circe.yaml here or above)")
-                        .hint("run `circe init` to make one here, or pass --root")
-                })?
-            }
+        let root = if let Some(p) = explicit {
+            root_at(p).ok_or_else(|| {
+                Error::usage(format!(
+                    "{} is not a circe root (no circe.yaml in it or in its .circe/)",
+                    p.display()
+                ))
+                .hint("run `circe init` there, or fix --root / CIRCE_ROOT")
+            })?
+        } else {
+            let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
+            find_root(&cwd).ok_or_else(|| {
+                Error::usage("not inside a circe root (no .circe/circe.yaml here or above)")
+                    .hint("run `circe init` to make one here, or pass --root")
+            })?
         };
         let store = Store::open(&root)?;
         let config = Config::parse(&store.read_config()?)?;
@@ -69,7 +71,8 @@ impl Workspace {
         })?;
         names::check_agent(name)?;
         let role = self.role_of(name).ok_or_else(|| {
-            Error::not_found(format!("no agent `{name}` in this root")).hint("`circe agent list` shows them; `circe agent add` makes one")
+            Error::not_found(format!("no agent `{name}` in this root"))
+                .hint("`circe agent list` shows them; `circe agent add` makes one")
         })?;
         Ok((name.to_string(), role.to_string()))
     }

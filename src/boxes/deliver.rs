@@ -34,7 +34,8 @@ pub struct DeliveredCopy {
 fn resolve(ws: &Workspace, me: &str, to: &str) -> Result<(Vec<String>, Vec<String>)> {
     if to == "all" {
         let agents: Vec<String> = ws.agents.keys().filter(|a| a.as_str() != me).cloned().collect();
-        let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).map(str::to_string).collect();
+        let mut roles: BTreeSet<String> =
+            agents.iter().filter_map(|a| ws.role_of(a)).map(str::to_string).collect();
         if roles.is_empty() {
             roles = ws.registry.roles.iter().cloned().collect();
         }
@@ -46,16 +47,19 @@ fn resolve(ws: &Workspace, me: &str, to: &str) -> Result<(Vec<String>, Vec<Strin
     if ws.registry.is_role(to) {
         return Ok((ws.agents_with_role(to), vec![to.to_string()]));
     }
-    Err(Error::not_found(format!("no agent or role `{to}`"))
-        .hint("`circe agent list` shows the agents, `circe registry` the roles; `all` reaches everyone"))
+    Err(Error::not_found(format!("no agent or role `{to}`")).hint(
+        "`circe agent list` shows the agents, `circe registry` the roles; `all` reaches everyone",
+    ))
 }
 
 /// Fill in what a draft may leave out, and check the sender.
 fn complete(msg: &mut Message, me: &str) -> Result<()> {
     if let Some(from) = msg.from_agent() {
         if from != me {
-            return Err(Error::refused(format!("the message says it is from `{from}` but the acting agent is `{me}`"))
-                .hint("remove the from: line, or act as that agent with --agent"));
+            return Err(Error::refused(format!(
+                "the message says it is from `{from}` but the acting agent is `{me}`"
+            ))
+            .hint("remove the from: line, or act as that agent with --agent"));
         }
     } else {
         msg.from = Some(me.to_string());
@@ -74,10 +78,15 @@ fn complete(msg: &mut Message, me: &str) -> Result<()> {
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
-    let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?.to_string();
+    let my_role =
+        ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?.to_string();
     complete(&mut msg, me)?;
-    let intent_name = msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
-    let to = msg.to_agent().ok_or_else(|| Error::refused("the message has no recipient (to)"))?.to_string();
+    let intent_name =
+        msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
+    let to = msg
+        .to_agent()
+        .ok_or_else(|| Error::refused("the message has no recipient (to)"))?
+        .to_string();
     let (agents, roles) = resolve(ws, me, &to)?;
     let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
     let intent = ws.registry.check_send(&SendCheck {
@@ -94,7 +103,9 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
     let msg_id = msg.msg_id.clone().unwrap_or_default();
 
     if intent.opens_task {
-        let task_id = task_id.clone().ok_or_else(|| Error::refused(format!("intent {intent_name} needs a task_id")))?;
+        let task_id = task_id
+            .clone()
+            .ok_or_else(|| Error::refused(format!("intent {intent_name} needs a task_id")))?;
         let priority = msg.priority.map_or("normal", |p| p.as_str());
         let spec = OpenSpec {
             task_id: &task_id,
@@ -118,15 +129,26 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
         .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(r, &intent_name)))
         .collect();
     if receivers.is_empty() {
-        return Err(Error::refused(format!("no agent reached by `{to}` may receive {intent_name}"))
-            .hint("`circe registry` shows who may receive each intent; `circe agent add` makes agents"));
+        return Err(Error::refused(format!(
+            "no agent reached by `{to}` may receive {intent_name}"
+        ))
+        .hint(
+            "`circe registry` shows who may receive each intent; `circe agent add` makes agents",
+        ));
     }
     let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
-    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> = boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
+    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> =
+        boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
     let files = ws.store.put_messages(&targets, content.as_bytes())?;
-    let delivered: Vec<DeliveredCopy> =
-        boxes.iter().zip(files).map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f }).collect();
-    let mut ev = task::Event::new("send", me).with("msg_id", msg_id.as_str()).with("intent", intent_name.as_str()).with("to", to.as_str());
+    let delivered: Vec<DeliveredCopy> = boxes
+        .iter()
+        .zip(files)
+        .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
+        .collect();
+    let mut ev = task::Event::new("send", me)
+        .with("msg_id", msg_id.as_str())
+        .with("intent", intent_name.as_str())
+        .with("to", to.as_str());
     if let Some(t) = &msg.task_id {
         ev = ev.task(t);
     }
@@ -136,7 +158,13 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
 
 /// A notice from circe on behalf of `by` to every coordinator's INBOX (no registry check:
 /// these are circe's own announcements, see `announce` in circe.yaml).
-pub fn notify_coordinators(ws: &Workspace, by: &str, intent: &str, task: &str, text: &str) -> Result<()> {
+pub fn notify_coordinators(
+    ws: &Workspace,
+    by: &str,
+    intent: &str,
+    task: &str,
+    text: &str,
+) -> Result<()> {
     let coordinators = ws.agents_with_role("coordinator");
     if coordinators.is_empty() {
         return Ok(());
@@ -154,7 +182,8 @@ pub fn notify_coordinators(ws: &Workspace, by: &str, intent: &str, task: &str, t
     let content = message::render(&msg);
     let name = |n: u32| message::file_name(now, by, "coordinator", intent, Some(task), n);
     let boxes: Vec<Mailbox> = coordinators.into_iter().map(Mailbox::Inbox).collect();
-    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> = boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
+    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> =
+        boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
     ws.store.put_messages(&targets, content.as_bytes())?;
     Ok(())
 }

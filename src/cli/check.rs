@@ -29,8 +29,16 @@ pub struct CheckArgs {
 }
 
 fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty() && name.len() <= 64 && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_') && name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
-    if ok { Ok(()) } else { Err(Error::refused(format!("check name `{name}` is not valid")).hint("check names use a-z, 0-9 and '_', like tests_passed")) }
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::refused(format!("check name `{name}` is not valid"))
+            .hint("check names use a-z, 0-9 and '_', like tests_passed"))
+    }
 }
 
 pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
@@ -38,17 +46,27 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     if let Some(name) = &a.run {
         check_name(name)?;
         if a.command.is_empty() {
-            return Err(Error::usage("--run needs a command after --").hint(format!("circe check {} --run {name} -- cargo test", a.task)));
+            return Err(Error::usage("--run needs a command after --")
+                .hint(format!("circe check {} --run {name} -- cargo test", a.task)));
         }
         let r = task::check_run(&ws, &me, &a.task, name, &a.command, a.epoch)?;
-        let human = format!("{} {}: {} (exit {}, {:.2}s)\n", r.task, r.check, if r.passed { "passed" } else { "FAILED" }, r.exit_code.map_or("signal".into(), |c| c.to_string()), r.seconds);
+        let human = format!(
+            "{} {}: {} (exit {}, {:.2}s)\n",
+            r.task,
+            r.check,
+            if r.passed { "passed" } else { "FAILED" },
+            r.exit_code.map_or("signal".into(), |c| c.to_string()),
+            r.seconds
+        );
         let code = if r.passed { exit_code::OK } else { exit_code::REFUSED };
         return Ok(Report::new(human, r).code(code));
     }
     let Some(assign) = &a.assignment else {
         return Err(Error::usage("give NAME=true|false or --run NAME -- CMD"));
     };
-    let (name, value) = assign.split_once('=').ok_or_else(|| Error::usage(format!("`{assign}` is not NAME=true|false")))?;
+    let (name, value) = assign
+        .split_once('=')
+        .ok_or_else(|| Error::usage(format!("`{assign}` is not NAME=true|false")))?;
     check_name(name)?;
     let value = match value {
         "true" | "yes" | "pass" => true,
@@ -57,5 +75,8 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     };
     let checks = task::check_set(&ws, &me, &a.task, name, value, a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();
-    Ok(Report::new(format!("{} {name}={value} ({passed}/{} checks passed)\n", a.task, checks.len()), json!({"task": a.task, "checks": checks})))
+    Ok(Report::new(
+        format!("{} {name}={value} ({passed}/{} checks passed)\n", a.task, checks.len()),
+        json!({"task": a.task, "checks": checks}),
+    ))
 }

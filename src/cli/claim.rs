@@ -32,9 +32,19 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
         None => return Err(Error::usage("name a task or pass --next")),
     };
     let human = if o.already_held {
-        format!("{} already held by {me} (epoch {}, lease until {})\n", o.task, o.epoch, o.lease_expires_at.clone().unwrap_or_default())
+        format!(
+            "{} already held by {me} (epoch {}, lease until {})\n",
+            o.task,
+            o.epoch,
+            o.lease_expires_at.clone().unwrap_or_default()
+        )
     } else {
-        let mut s = format!("claimed {} (epoch {}, lease until {})\n", o.task, o.epoch, o.lease_expires_at.clone().unwrap_or_default());
+        let mut s = format!(
+            "claimed {} (epoch {}, lease until {})\n",
+            o.task,
+            o.epoch,
+            o.lease_expires_at.clone().unwrap_or_default()
+        );
         if let Some(prev) = &o.expired_owner {
             s.push_str(&format!("  taken over from {prev}, whose lease had run out\n"));
         }

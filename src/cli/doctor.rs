@@ -22,14 +22,21 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let open = found.iter().filter(|v| !v.repaired).count();
     let mut human = String::new();
     for v in &found {
-        human.push_str(&format!("[{}] invariant {}: {}\n", if v.repaired { "repaired" } else { "VIOLATED" }, v.invariant, v.what));
+        human.push_str(&format!(
+            "[{}] invariant {}: {}\n",
+            if v.repaired { "repaired" } else { "VIOLATED" },
+            v.invariant,
+            v.what
+        ));
     }
     if open == 0 {
         human.push_str(&format!("ok: {} repaired, 0 violations\n", found.len()));
         return Ok(Report::new(human, json!({"violations": found, "open": 0})));
     }
     if ctx.json {
-        return Ok(Report::new(human, json!({"violations": found, "open": open})).code(crate::exit_code::INTERNAL));
+        return Ok(Report::new(human, json!({"violations": found, "open": open}))
+            .code(crate::exit_code::INTERNAL));
     }
-    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end())).hint("run `circe doctor --repair` to mend what can be mended"))
+    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end()))
+        .hint("run `circe doctor --repair` to mend what can be mended"))
 }

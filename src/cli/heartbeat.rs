@@ -21,5 +21,12 @@ pub struct HeartbeatArgs {
 pub fn run(ctx: &Ctx, a: &HeartbeatArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let rec = task::heartbeat(&ws, &me, &a.task, ttl(a.ttl.as_deref())?, a.epoch)?;
-    Ok(Report::new(format!("{} lease until {}\n", rec.task_id, rec.lease_expires_at.clone().unwrap_or_default()), rec))
+    Ok(Report::new(
+        format!(
+            "{} lease until {}\n",
+            rec.task_id,
+            rec.lease_expires_at.clone().unwrap_or_default()
+        ),
+        rec,
+    ))
 }

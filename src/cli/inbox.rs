@@ -28,14 +28,27 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     let mut list = Vec::new();
     for b in &boxes {
         for name in ws.store.list_box(b)? {
-            let parsed = ws.store.read_message(b, &name).ok().and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
-            let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into());
+            let parsed = ws
+                .store
+                .read_message(b, &name)
+                .ok()
+                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+            let get = |f: fn(&message::Message) -> Option<String>| {
+                parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into())
+            };
             let created = get(|m| m.created_at.map(clock::format));
             let from = get(|m| m.from.clone());
             let intent = get(|m| m.intent.clone());
             let task = get(|m| m.task_id.clone());
             let msg_id = get(|m| m.msg_id.clone());
-            rows.push(vec![created.clone(), from.clone(), intent.clone(), task.clone(), b.label(), name.clone()]);
+            rows.push(vec![
+                created.clone(),
+                from.clone(),
+                intent.clone(),
+                task.clone(),
+                b.label(),
+                name.clone(),
+            ]);
             list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some()}));
         }
     }
@@ -44,6 +57,10 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][5].cmp(&rows[y][5])));
     let rows: Vec<Vec<String>> = order.iter().map(|&i| rows[i].clone()).collect();
     let list: Vec<serde_json::Value> = order.iter().map(|&i| list[i].clone()).collect();
-    let human = if rows.is_empty() { format!("{me}: inbox empty\n") } else { table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows) };
+    let human = if rows.is_empty() {
+        format!("{me}: inbox empty\n")
+    } else {
+        table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows)
+    };
     Ok(Report::new(human, json!({"agent": me, "messages": list})))
 }

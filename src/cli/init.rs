@@ -34,5 +34,8 @@ pub fn run(_ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" },
         if added.is_empty() { "none (all present)".to_string() } else { added.join(", ") }
     );
-    Ok(Report::new(human, json!({"root": root, "config_written": wrote_config, "agents_added": added})))
+    Ok(Report::new(
+        human,
+        json!({"root": root, "config_written": wrote_config, "agents_added": added}),
+    ))
 }

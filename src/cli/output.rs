@@ -17,7 +17,11 @@ pub struct Report {
 
 impl Report {
     pub fn new(human: impl Into<String>, json: impl Serialize) -> Report {
-        Report { human: human.into(), json: serde_json::to_value(json).unwrap_or(Value::Null), code: 0 }
+        Report {
+            human: human.into(),
+            json: serde_json::to_value(json).unwrap_or(Value::Null),
+            code: 0,
+        }
     }
 
     #[must_use]
@@ -45,7 +49,8 @@ impl Report {
 /// Print an error: `error: …` and `hint: …` on stderr; with --json also a JSON object on stdout.
 pub fn print_error(e: &Error, json: bool) {
     if json {
-        let details: serde_json::Map<String, Value> = e.details.iter().map(|(k, v)| ((*k).to_string(), Value::from(v.clone()))).collect();
+        let details: serde_json::Map<String, Value> =
+            e.details.iter().map(|(k, v)| ((*k).to_string(), Value::from(v.clone()))).collect();
         let doc = json!({"error": {"kind": e.kind.as_str(), "exit_code": e.exit_code(), "message": e.chain(), "hint": e.hint, "details": details}});
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());

@@ -26,5 +26,8 @@ pub struct ReleaseArgs {
 pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let rec = task::release(&ws, &me, &a.task, a.reason.as_deref(), a.force, a.epoch)?;
-    Ok(Report::new(format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch), rec))
+    Ok(Report::new(
+        format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch),
+        rec,
+    ))
 }

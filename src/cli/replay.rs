@@ -21,7 +21,8 @@ pub struct ReplayArgs {
 
 pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     let dir = fixture::locate(&a.fixture)?;
-    let text = std::fs::read_to_string(dir.join("steps")).map_err(|e| Error::io("cannot read", dir.join("steps"), e))?;
+    let text = std::fs::read_to_string(dir.join("steps"))
+        .map_err(|e| Error::io("cannot read", dir.join("steps"), e))?;
     let steps = fixture::parse_steps(&text)?;
     let root = store::make_temp_dir("circe-replay")?;
     if dir.join("tree").is_dir() {
@@ -36,7 +37,8 @@ pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
 
 /// Run `steps` in `root`, printing as it goes (stderr narration, stdout transcript).
 pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool) -> Result<Report> {
-    let exe = std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
+    let exe =
+        std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
     let mut print = |step: &Step, o: Option<&Outcome>| {
         use std::io::Write;
         let mut out = std::io::stdout().lock();

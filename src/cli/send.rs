@@ -49,7 +49,8 @@ pub struct SendArgs {
 pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     if let Some(intent) = &a.template {
         let t = registry::template(intent).ok_or_else(|| {
-            Error::not_found(format!("no template for intent `{intent}`")).hint("`circe registry` lists the intents")
+            Error::not_found(format!("no template for intent `{intent}`"))
+                .hint("`circe registry` lists the intents")
         })?;
         return Ok(Report::new(t, serde_json::json!({"intent": intent, "template": t})));
     }
@@ -72,8 +73,12 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     }
     if let Some(t) = &d.task {
         match &t.handoff_from {
-            Some(o) => human.push_str(&format!("task {} handed on by {o}: waiting to be claimed\n", t.record.task_id)),
-            None => human.push_str(&format!("task {} opened: waiting to be claimed\n", t.record.task_id)),
+            Some(o) => human.push_str(&format!(
+                "task {} handed on by {o}: waiting to be claimed\n",
+                t.record.task_id
+            )),
+            None => human
+                .push_str(&format!("task {} opened: waiting to be claimed\n", t.record.task_id)),
         }
     }
     Ok(Report::new(human, d))
@@ -84,20 +89,27 @@ fn with_file(label: &str, problems: &[Problem]) -> Error {
     let msg = format!("{label}: {}", e.message);
     let hint = e.hint.clone();
     let mut out = Error::refused(msg);
-    out.hint = hint.or_else(|| Some("`circe send --template INTENT` prints a valid starting point".into()));
+    out.hint = hint
+        .or_else(|| Some("`circe send --template INTENT` prints a valid starting point".into()));
     out
 }
 
 fn from_flags(a: &SendArgs) -> Result<Message> {
-    let to = a.to.clone().ok_or_else(|| Error::usage("--to is required").hint("or send a whole message with --file"))?;
-    let intent = a.intent.clone().ok_or_else(|| Error::usage("--intent is required").hint("`circe registry` lists the intents"))?;
+    let to = a.to.clone().ok_or_else(|| {
+        Error::usage("--to is required").hint("or send a whole message with --file")
+    })?;
+    let intent = a.intent.clone().ok_or_else(|| {
+        Error::usage("--intent is required").hint("`circe registry` lists the intents")
+    })?;
     let mut m = Message::new(Format::Circe);
     m.to = Some(to);
     m.intent = Some(intent);
     m.task_id.clone_from(&a.task);
     m.in_reply_to.clone_from(&a.in_reply_to);
     if let Some(p) = &a.priority {
-        m.priority = Some(Priority::parse(p).ok_or_else(|| Error::usage(format!("unknown priority `{p}`")).hint("use high, normal or low"))?);
+        m.priority = Some(Priority::parse(p).ok_or_else(|| {
+            Error::usage(format!("unknown priority `{p}`")).hint("use high, normal or low")
+        })?);
     }
     let mut body = String::new();
     if let Some(s) = &a.summary {
@@ -105,7 +117,8 @@ fn from_flags(a: &SendArgs) -> Result<Message> {
     }
     if let Some(f) = &a.body_file {
         let bytes = store::read_input_file(f)?;
-        let text = String::from_utf8(bytes).map_err(|_| Error::refused(format!("{} is not UTF-8", f.display())))?;
+        let text = String::from_utf8(bytes)
+            .map_err(|_| Error::refused(format!("{} is not UTF-8", f.display())))?;
         if !body.is_empty() {
             body.push('\n');
         }

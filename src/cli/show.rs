@@ -26,23 +26,30 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
             task::load_reconciled(&ws, &a.key)?
         };
         if let Some(st) = st {
-            return Ok(show_task(&ws, &st)?);
+            return show_task(&ws, &st);
         }
     }
     let found = boxes::find(&ws, &a.key)?;
     let Some(f) = found.first() else {
-        return Err(Error::not_found(format!("no message or task `{}`", a.key)).hint("`circe inbox` and `circe tasks` list what exists"));
+        return Err(Error::not_found(format!("no message or task `{}`", a.key))
+            .hint("`circe inbox` and `circe tasks` list what exists"));
     };
     let bytes = ws.store.read_message(&f.location, &f.file)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let mut human = format!("{} {}\n", f.mailbox, f.file);
     if found.len() > 1 {
-        human.push_str(&format!("(also in: {})\n", found[1..].iter().map(|x| x.mailbox.clone()).collect::<Vec<_>>().join(", ")));
+        human.push_str(&format!(
+            "(also in: {})\n",
+            found[1..].iter().map(|x| x.mailbox.clone()).collect::<Vec<_>>().join(", ")
+        ));
     }
     human.push('\n');
     human.push_str(&text);
     let copies: Vec<_> = found.iter().map(|x| json!({"box": x.mailbox, "file": x.file})).collect();
-    Ok(Report::new(human, json!({"box": f.mailbox, "file": f.file, "copies": copies, "message": f.message, "text": text})))
+    Ok(Report::new(
+        human,
+        json!({"box": f.mailbox, "file": f.file, "copies": copies, "message": f.message, "text": text}),
+    ))
 }
 
 fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<Report> {
@@ -62,10 +69,16 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     human.push_str("messages\n");
     for b in &boxes {
         for name in ws.store.list_box(b)? {
-            if message::parse_file_name(&name).and_then(|f| f.task_id).as_deref() != Some(id.as_str()) {
+            if message::parse_file_name(&name).and_then(|f| f.task_id).as_deref()
+                != Some(id.as_str())
+            {
                 continue;
             }
-            let m = ws.store.read_message(b, &name).ok().and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+            let m = ws
+                .store
+                .read_message(b, &name)
+                .ok()
+                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
             let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
             let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
             let current = if name == st.rec.message { " (task message)" } else { "" };
@@ -80,8 +93,14 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .filter(|v| v.get("task").and_then(|t| t.as_str()) == Some(id.as_str()))
         .collect();
-    human.push_str(&format!("events: {} (circe log is the full trail: LOGS/events.jsonl)\n", events.len()));
-    Ok(Report::new(human, json!({"task": st.rec, "owner": st.owner, "checks": st.checks, "location": st.location.as_ref().map(Mailbox::label), "messages": msgs, "events": events})))
+    human.push_str(&format!(
+        "events: {} (circe log is the full trail: LOGS/events.jsonl)\n",
+        events.len()
+    ));
+    Ok(Report::new(
+        human,
+        json!({"task": st.rec, "owner": st.owner, "checks": st.checks, "location": st.location.as_ref().map(Mailbox::label), "messages": msgs, "events": events}),
+    ))
 }
 
 fn indent(s: &str) -> String {

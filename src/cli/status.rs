@@ -23,9 +23,13 @@ pub struct StatusArgs {
 
 pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
     let target = Status::parse(&a.status).ok_or_else(|| {
-        Error::usage(format!("unknown status `{}`", a.status)).hint("use in_progress, blocked, completed, failed or new")
+        Error::usage(format!("unknown status `{}`", a.status))
+            .hint("use in_progress, blocked, completed, failed or new")
     })?;
     let (ws, me, _) = ctx.acting()?;
     let rec = task::set_status(&ws, &me, &a.task, target, a.note.as_deref(), a.epoch)?;
-    Ok(Report::new(format!("{} is {} (epoch {})\n", rec.task_id, rec.status.as_str(), rec.epoch), rec))
+    Ok(Report::new(
+        format!("{} is {} (epoch {})\n", rec.task_id, rec.status.as_str(), rec.epoch),
+        rec,
+    ))
 }

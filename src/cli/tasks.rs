@@ -36,7 +36,10 @@ pub fn short(secs: i64) -> String {
 pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let want = match &a.status {
-        Some(s) => Some(Status::parse(s).ok_or_else(|| Error::usage(format!("unknown status `{s}`")).hint("new, claimed, in_progress, blocked, completed, failed, parked"))?),
+        Some(s) => Some(Status::parse(s).ok_or_else(|| {
+            Error::usage(format!("unknown status `{s}`"))
+                .hint("new, claimed, in_progress, blocked, completed, failed, parked")
+        })?),
         None => None,
     };
     let now = clock::now();
@@ -44,21 +47,35 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let mut list = Vec::new();
     for id in ws.store.list_tasks()? {
         let Some(text) = ws.store.read_record(&id, "status")? else { continue };
-        let rec = match StatusRecord::parse(&id, &text) {
-            Ok(r) => r,
-            Err(_) => {
-                rows.push(vec![id.clone(), "DAMAGED".into(), "-".into(), "-".into(), "-".into(), "-".into(), "-".into()]);
-                continue;
-            }
+        let Ok(rec) = StatusRecord::parse(&id, &text) else {
+            rows.push(vec![
+                id.clone(),
+                "DAMAGED".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+            ]);
+            continue;
         };
-        if want.is_some_and(|w| w != rec.status) || a.owner.as_deref().is_some_and(|o| rec.owner.as_deref() != Some(o)) {
+        if want.is_some_and(|w| w != rec.status)
+            || a.owner.as_deref().is_some_and(|o| rec.owner.as_deref() != Some(o))
+        {
             continue;
         }
-        let checks = ws.store.read_record(&id, "checks")?.and_then(|t| record::parse_checks(&id, &t).ok()).unwrap_or_default();
+        let checks = ws
+            .store
+            .read_record(&id, "checks")?
+            .and_then(|t| record::parse_checks(&id, &t).ok())
+            .unwrap_or_default();
         let passed = checks.values().filter(|v| **v).count();
-        let age = clock::parse(&rec.created_at).map_or("-".into(), |t| short((now - t).num_seconds()));
+        let age =
+            clock::parse(&rec.created_at).map_or("-".into(), |t| short((now - t).num_seconds()));
         let lease = match (&rec.lease_expires_at, rec.status.is_owned()) {
-            (Some(l), true) => clock::parse(l).map_or("-".into(), |t| short((t - now).num_seconds())),
+            (Some(l), true) => {
+                clock::parse(l).map_or("-".into(), |t| short((t - now).num_seconds()))
+            }
             _ => "-".into(),
         };
         rows.push(vec![
@@ -72,6 +89,10 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         ]);
         list.push(json!({"task": rec, "checks": checks}));
     }
-    let human = if rows.is_empty() { "no tasks\n".to_string() } else { table(&["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"], &rows) };
+    let human = if rows.is_empty() {
+        "no tasks\n".to_string()
+    } else {
+        table(&["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"], &rows)
+    };
     Ok(Report::new(human, json!({"tasks": list})))
 }

@@ -27,7 +27,8 @@ pub struct ValidateArgs {
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
     // The root's registry when inside one, else the built-in one.
-    let registry = Workspace::open(ctx.root.as_deref()).map_or_else(|_| Registry::builtin(), |ws| ws.registry);
+    let registry =
+        Workspace::open(ctx.root.as_deref()).map_or_else(|_| Registry::builtin(), |ws| ws.registry);
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
     let mut human = String::new();
     let mut results = Vec::new();
@@ -60,7 +61,11 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
             return Ok(report.code(exit_code::REFUSED));
         }
         // Problems go to stderr with the error; stdout stays for data.
-        return Err(Error::refused(format!("{bad} of {} files invalid:\n{}", a.files.len(), report.human.trim_end())));
+        return Err(Error::refused(format!(
+            "{bad} of {} files invalid:\n{}",
+            a.files.len(),
+            report.human.trim_end()
+        )));
     }
     Ok(report)
 }
@@ -69,10 +74,17 @@ fn registry_problems(reg: &Registry, m: &message::Message) -> Vec<Problem> {
     let mut out = Vec::new();
     let Some(intent) = m.intent.as_deref() else { return out };
     match reg.intent(intent) {
-        None => out.push(Problem::new(None, Some("intent"), format!("unknown intent `{intent}`")).hint("`circe registry` lists the intents")),
+        None => out.push(
+            Problem::new(None, Some("intent"), format!("unknown intent `{intent}`"))
+                .hint("`circe registry` lists the intents"),
+        ),
         Some(i) => {
             if i.needs_task_id && m.task_id.is_none() {
-                out.push(Problem::new(None, Some("task_id"), format!("intent {intent} needs a task_id")));
+                out.push(Problem::new(
+                    None,
+                    Some("task_id"),
+                    format!("intent {intent} needs a task_id"),
+                ));
             }
         }
     }

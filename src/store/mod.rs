@@ -43,11 +43,18 @@ pub fn host_name() -> String {
 pub fn read_input_file(path: &std::path::Path) -> crate::error::Result<Vec<u8>> {
     use crate::error::Error;
     atomic_read(path).map_err(|e| match (e.kind(), e.raw_os_error()) {
-        (std::io::ErrorKind::NotFound, _) => Error::not_found(format!("no file {}", path.display())),
-        (_, Some(40)) => Error::refused(format!("{} is a symbolic link; circe does not follow links", path.display()))
-            .hint("pass the path of the file itself"),
-        (std::io::ErrorKind::InvalidInput, _) => Error::refused(format!("{} is not a regular file", path.display()))
-            .hint("FIFOs, devices and folders are refused; write the message to a file"),
+        (std::io::ErrorKind::NotFound, _) => {
+            Error::not_found(format!("no file {}", path.display()))
+        }
+        (_, Some(40)) => Error::refused(format!(
+            "{} is a symbolic link; circe does not follow links",
+            path.display()
+        ))
+        .hint("pass the path of the file itself"),
+        (std::io::ErrorKind::InvalidInput, _) => {
+            Error::refused(format!("{} is not a regular file", path.display()))
+                .hint("FIFOs, devices and folders are refused; write the message to a file")
+        }
         _ => Error::io("cannot read", path, e),
     })
 }
@@ -67,6 +74,8 @@ pub fn make_temp_dir(prefix: &str) -> crate::error::Result<std::path::PathBuf> {
 pub fn read_stdin() -> crate::error::Result<Vec<u8>> {
     use std::io::Read;
     let mut buf = Vec::new();
-    std::io::stdin().read_to_end(&mut buf).map_err(|e| crate::error::Error::io("cannot read", "standard input", e))?;
+    std::io::stdin()
+        .read_to_end(&mut buf)
+        .map_err(|e| crate::error::Error::io("cannot read", "standard input", e))?;
     Ok(buf)
 }

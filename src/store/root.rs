@@ -91,8 +91,11 @@ impl Store {
     /// Open the root at `root` (a folder holding circe.yaml).
     pub fn open(root: &Path) -> Result<Store> {
         if !root.join(CONFIG_FILE).is_file() {
-            return Err(Error::usage(format!("{} is not a circe root (no {CONFIG_FILE})", root.display()))
-                .hint("run `circe init` to make one, or pass --root"));
+            return Err(Error::usage(format!(
+                "{} is not a circe root (no {CONFIG_FILE})",
+                root.display()
+            ))
+            .hint("run `circe init` to make one, or pass --root"));
         }
         let store = Store { root: root.to_path_buf(), sync: true };
         for b in BOXES {
@@ -103,7 +106,8 @@ impl Store {
             }
         }
         // FS_RULES 3: staging must be on the same filesystem as the boxes.
-        let dev = |p: &Path| std::fs::metadata(p).map(|m| m.dev()).map_err(io_err("cannot stat", p));
+        let dev =
+            |p: &Path| std::fs::metadata(p).map(|m| m.dev()).map_err(io_err("cannot stat", p));
         if dev(&root.join("tmp"))? != dev(&root.join("NEW_MESSAGES"))? {
             return Err(Error::internal("tmp/ and NEW_MESSAGES/ are on different filesystems")
                 .hint("renames across filesystems are not atomic; keep the whole root on one filesystem"));
@@ -133,13 +137,13 @@ impl Store {
         if self.sync { atomic::sync_dir(dir).map_err(io_err("cannot sync", dir)) } else { Ok(()) }
     }
 
-
     // ---- configuration -------------------------------------------------------------
 
     pub fn read_config(&self) -> Result<String> {
         let p = self.root.join(CONFIG_FILE);
         let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
-        String::from_utf8(bytes).map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
+        String::from_utf8(bytes)
+            .map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
     }
 
     pub fn config_path(&self) -> PathBuf {
@@ -198,9 +202,15 @@ impl Store {
 
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
     /// Returns the name used. The rename is the commit point; nothing is ever replaced.
-    pub fn put_message(&self, mbox: &Mailbox, name: &dyn Fn(u32) -> String, content: &[u8]) -> Result<String> {
+    pub fn put_message(
+        &self,
+        mbox: &Mailbox,
+        name: &dyn Fn(u32) -> String,
+        content: &[u8],
+    ) -> Result<String> {
         let dir = self.box_dir(mbox);
-        let mut t = TempFile::write(&self.tmp_dir(), content, self.sync).map_err(io_err("cannot write", &self.tmp_dir()))?;
+        let mut t = TempFile::write(&self.tmp_dir(), content, self.sync)
+            .map_err(io_err("cannot write", &self.tmp_dir()))?;
         crash_point("send.staged");
         for n in 1..10_000 {
             let candidate = name(n);
@@ -220,11 +230,17 @@ impl Store {
 
     /// Deliver copies of one message to several boxes. Every copy is staged and synced
     /// before the first lands, so a failure while staging delivers nothing.
-    pub fn put_messages(&self, targets: &[(Mailbox, &dyn Fn(u32) -> String)], content: &[u8]) -> Result<Vec<String>> {
+    pub fn put_messages(
+        &self,
+        targets: &[(Mailbox, &dyn Fn(u32) -> String)],
+        content: &[u8],
+    ) -> Result<Vec<String>> {
         let tmp = self.tmp_dir();
         let mut staged = Vec::with_capacity(targets.len());
         for _ in targets {
-            staged.push(TempFile::write(&tmp, content, self.sync).map_err(io_err("cannot write", &tmp))?);
+            staged.push(
+                TempFile::write(&tmp, content, self.sync).map_err(io_err("cannot write", &tmp))?,
+            );
         }
         let mut names = Vec::with_capacity(targets.len());
         for ((mbox, name), t) in targets.iter().zip(staged.iter_mut()) {
@@ -242,7 +258,9 @@ impl Store {
                     Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
                 }
             }
-            names.push(done.ok_or_else(|| Error::internal(format!("no free message name in {}", dir.display())))?);
+            names.push(done.ok_or_else(|| {
+                Error::internal(format!("no free message name in {}", dir.display()))
+            })?);
             crash_point("send.fanout");
         }
         let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _)| self.box_dir(m)).collect();
@@ -268,8 +286,10 @@ impl Store {
                 return Ok(false);
             }
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                return Err(Error::conflict(format!("{to}/{name} exists already; not replacing it"))
-                    .hint("run `circe doctor` to see how the same message came to be in two boxes"));
+                return Err(Error::conflict(format!(
+                    "{to}/{name} exists already; not replacing it"
+                ))
+                .hint("run `circe doctor` to see how the same message came to be in two boxes"));
             }
             Err(e) => return Err(Error::io("cannot move", &src, e)),
         }
@@ -296,7 +316,7 @@ impl Store {
     /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
         let mut names = list_names(&self.box_dir(mbox))?;
-        names.retain(|n| n.ends_with(".md"));
+        names.retain(|n| is_message_name(n));
         Ok(names)
     }
 
@@ -307,7 +327,7 @@ impl Store {
         names.retain(|n| {
             let keep_log = *mbox == Mailbox::Logs && n == "events.jsonl";
             let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
-            !keep_log && !(n.ends_with(".md") && regular)
+            !(keep_log || is_message_name(n) && regular)
         });
         Ok(names)
     }
@@ -327,9 +347,9 @@ impl Store {
     pub fn read_record(&self, task: &str, kind: &str) -> Result<Option<String>> {
         let p = self.record_path(task, kind);
         match atomic::read_regular(&p) {
-            Ok(b) => String::from_utf8(b)
-                .map(Some)
-                .map_err(|_| Error::internal(format!("{} is not UTF-8", p.display())).hint("run `circe doctor`")),
+            Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
+                Error::internal(format!("{} is not UTF-8", p.display())).hint("run `circe doctor`")
+            }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read record", &p, e)),
         }
@@ -342,7 +362,13 @@ impl Store {
         let mut staged = Vec::new();
         for (kind, content) in records {
             if let Some(c) = content {
-                staged.push((*kind, Some(TempFile::write(&tmp, c.as_bytes(), self.sync).map_err(io_err("cannot write", &tmp))?)));
+                staged.push((
+                    *kind,
+                    Some(
+                        TempFile::write(&tmp, c.as_bytes(), self.sync)
+                            .map_err(io_err("cannot write", &tmp))?,
+                    ),
+                ));
             } else {
                 staged.push((*kind, None));
             }
@@ -351,7 +377,8 @@ impl Store {
             let dst = self.record_path(task, kind);
             match t {
                 Some(t) => {
-                    atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write record", &dst))?;
+                    atomic::rename_replace(&t.path, &dst)
+                        .map_err(io_err("cannot write record", &dst))?;
                     t.disarm();
                 }
                 None => match atomic::remove(&dst) {
@@ -384,7 +411,10 @@ impl Store {
 
     /// The lock that serialises every change to one task's records and message.
     pub fn lock_task(&self, task: &str) -> Result<Lock> {
-        Lock::acquire(&self.root.join("locks").join(format!("task-{task}.lock")), &format!("task {task}"))
+        Lock::acquire(
+            &self.root.join("locks").join(format!("task-{task}.lock")),
+            &format!("task {task}"),
+        )
     }
 
     /// A named lock for root-wide work (`queue`, `agents`, `doctor`).
@@ -452,7 +482,8 @@ impl Store {
     /// Replace a derived file under queue/ atomically (no fsync: rebuildable).
     pub fn set_queue_value(&self, name: &str, value: &str) -> Result<()> {
         let dst = self.root.join("queue").join(name);
-        let mut t = TempFile::write(&self.tmp_dir(), value.as_bytes(), false).map_err(io_err("cannot write", &dst))?;
+        let mut t = TempFile::write(&self.tmp_dir(), value.as_bytes(), false)
+            .map_err(io_err("cannot write", &dst))?;
         atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
         t.disarm();
         Ok(())
@@ -488,7 +519,8 @@ impl Store {
         let src = self.box_dir(mbox).join(name);
         let label = mbox.label().replace(':', "-");
         for n in 1..1000 {
-            let dst_name = if n == 1 { format!("{label}~{name}") } else { format!("{label}~{name}.{n}") };
+            let dst_name =
+                if n == 1 { format!("{label}~{name}") } else { format!("{label}~{name}.{n}") };
             match atomic::rename_noclobber(&src, &qdir.join(&dst_name)) {
                 Ok(()) => return Ok(format!("LOGS/quarantine/{dst_name}")),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -509,12 +541,17 @@ fn list_names(dir: &Path) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io_err("cannot list", dir))?;
-        if let Some(n) = entry.file_name().to_str() {
-            if !n.starts_with('.') {
-                names.push(n.to_string());
-            }
+        if let Some(n) = entry.file_name().to_str()
+            && !n.starts_with('.')
+        {
+            names.push(n.to_string());
         }
     }
     names.sort_unstable();
     Ok(names)
+}
+
+/// Message files are `*.md` (lowercase, as circe writes them).
+fn is_message_name(n: &str) -> bool {
+    std::path::Path::new(n).extension().is_some_and(|e| e == "md")
 }

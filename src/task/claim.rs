@@ -36,7 +36,10 @@ pub(super) fn lease_expired(rec: &record::StatusRecord) -> bool {
 }
 
 pub(super) fn lease_until(ttl: Duration) -> String {
-    clock::format(clock::now() + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(3650)))
+    clock::format(
+        clock::now()
+            + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(3650)),
+    )
 }
 
 fn not_found(task: &str) -> Error {
@@ -45,7 +48,13 @@ fn not_found(task: &str) -> Error {
 
 /// Take task `task` for `me`: one rename of its message from NEW_MESSAGES (or from the
 /// box of an owner whose lease ran out) into `me`'s INBOX, then the records.
-pub fn claim(ws: &Workspace, me: &str, role: &str, task: &str, ttl: Option<Duration>) -> Result<ClaimOutcome> {
+pub fn claim(
+    ws: &Workspace,
+    me: &str,
+    role: &str,
+    task: &str,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
     crate::names::check_task_id(task)?;
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_reconciled(ws, task)?.ok_or_else(|| not_found(task))?;
@@ -60,7 +69,10 @@ pub fn claim(ws: &Workspace, me: &str, role: &str, task: &str, ttl: Option<Durat
             if !lease_expired(&st.rec) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
                     .detail("owner", owner.clone())
-                    .hint(format!("its lease runs until {}", st.rec.lease_expires_at.clone().unwrap_or_default())));
+                    .hint(format!(
+                        "its lease runs until {}",
+                        st.rec.lease_expires_at.clone().unwrap_or_default()
+                    )));
             }
             if st.rec.attempts >= ws.config.max_attempts {
                 park(ws, &mut st, me)?;
@@ -74,10 +86,16 @@ pub fn claim(ws: &Workspace, me: &str, role: &str, task: &str, ttl: Option<Durat
         }
         Status::New => {}
         Status::Parked => {
-            return Err(Error::refused(format!("task {task} is parked after {} attempts", st.rec.attempts))
-                .hint("a coordinator can put it back with `circe release --force`"));
+            return Err(Error::refused(format!(
+                "task {task} is parked after {} attempts",
+                st.rec.attempts
+            ))
+            .hint("a coordinator can put it back with `circe release --force`"));
         }
-        s => return Err(Error::refused(format!("task {task} is {}", s.as_str())).hint("only new tasks can be claimed")),
+        s => {
+            return Err(Error::refused(format!("task {task} is {}", s.as_str()))
+                .hint("only new tasks can be claimed"));
+        }
     }
     if !queue::eligible(ws, me, role, &st.rec.to, &st.rec.intent) {
         return Err(Error::refused(format!(
@@ -88,14 +106,19 @@ pub fn claim(ws: &Workspace, me: &str, role: &str, task: &str, ttl: Option<Durat
     }
     let from_box = match &expired_owner {
         Some(_) => st.location.clone().ok_or_else(|| {
-            Error::internal(format!("the message of task {task} is in no box")).hint("run `circe doctor`")
+            Error::internal(format!("the message of task {task} is in no box"))
+                .hint("run `circe doctor`")
         })?,
         None => Mailbox::NewMessages,
     };
     let from_status = st.rec.status;
     if let Some(old) = &expired_owner {
         decide(from_status, Move::Expire, &[Actor::Lease])?;
-        Event::new("expire", me).task(task).moved(from_status.as_str(), "new", st.rec.epoch + 1).with("owner", old.as_str()).append(&ws.store)?;
+        Event::new("expire", me)
+            .task(task)
+            .moved(from_status.as_str(), "new", st.rec.epoch + 1)
+            .with("owner", old.as_str())
+            .append(&ws.store)?;
         st.rec.epoch += 1;
     }
     let to = decide(Status::New, Move::Claim, &[Actor::Eligible])?;
@@ -116,7 +139,11 @@ pub fn claim(ws: &Workspace, me: &str, role: &str, task: &str, ttl: Option<Durat
     let owner = st.rec.owner_record(&now, &super::host(), std::os::unix::process::parent_id());
     write(ws, &st, owner.as_ref())?;
     crash_point("claim.recorded");
-    Event::new("claim", me).task(task).moved("new", to.as_str(), st.rec.epoch).with("attempt", st.rec.attempts).append(&ws.store)?;
+    Event::new("claim", me)
+        .task(task)
+        .moved("new", to.as_str(), st.rec.epoch)
+        .with("attempt", st.rec.attempts)
+        .append(&ws.store)?;
     st.owner = owner;
     Ok(outcome(&st, false, expired_owner))
 }
@@ -139,15 +166,23 @@ fn outcome(st: &TaskState, already_held: bool, expired_owner: Option<String>) ->
 pub(super) fn write(ws: &Workspace, st: &TaskState, owner: Option<&OwnerRecord>) -> Result<()> {
     let status = st.rec.render();
     let owner = owner.map(OwnerRecord::render);
-    ws.store.write_records(&st.rec.task_id, &[("status", Some(&status)), ("owner", owner.as_deref())])
+    ws.store
+        .write_records(&st.rec.task_id, &[("status", Some(&status)), ("owner", owner.as_deref())])
 }
 
 /// The best waiting task this agent may take: priority, then time in the queue.
-pub fn claim_next(ws: &Workspace, me: &str, role: &str, ttl: Option<Duration>) -> Result<ClaimOutcome> {
+pub fn claim_next(
+    ws: &Workspace,
+    me: &str,
+    role: &str,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
     let mut lost = HashSet::new();
     for _ in 0..10_000 {
         let Some(c) = queue::best(ws, me, role, &lost)? else {
-            return Err(Error::nothing_to_claim(format!("no waiting task that {me} ({role}) may take")));
+            return Err(Error::nothing_to_claim(format!(
+                "no waiting task that {me} ({role}) may take"
+            )));
         };
         match claim(ws, me, role, &c.task, ttl) {
             Ok(o) => return Ok(o),
@@ -165,10 +200,10 @@ pub fn claim_next(ws: &Workspace, me: &str, role: &str, ttl: Option<Duration>) -
 fn park(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     let from = st.rec.status;
     let to = decide(from, Move::Park, &[Actor::Lease])?;
-    if let Some(b) = st.location.clone() {
-        if b != Mailbox::NewMessages {
-            ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
-        }
+    if let Some(b) = st.location.clone()
+        && b != Mailbox::NewMessages
+    {
+        ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
     }
     crash_point("park.renamed");
     let old = st.rec.owner.take().unwrap_or_default();
@@ -177,8 +212,18 @@ fn park(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     st.rec.lease_expires_at = None;
     st.rec.updated_at = clock::format(clock::now());
     write(ws, st, None)?;
-    Event::new("park", by).task(&st.rec.task_id).moved(from.as_str(), to.as_str(), st.rec.epoch).with("owner", old.as_str()).with("attempts", st.rec.attempts).append(&ws.store)?;
-    super::announce::tell_coordinators(ws, by, &st.rec.task_id, &format!("task parked after {} attempts; its last owner was {old}", st.rec.attempts))
+    Event::new("park", by)
+        .task(&st.rec.task_id)
+        .moved(from.as_str(), to.as_str(), st.rec.epoch)
+        .with("owner", old.as_str())
+        .with("attempts", st.rec.attempts)
+        .append(&ws.store)?;
+    super::announce::tell_coordinators(
+        ws,
+        by,
+        &st.rec.task_id,
+        &format!("task parked after {} attempts; its last owner was {old}", st.rec.attempts),
+    )
 }
 
 /// Return every task whose lease ran out to the queue (or park it): for cron.
@@ -203,10 +248,10 @@ pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(String, Status)>> {
 fn expire_to_queue(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     let from = st.rec.status;
     let to = decide(from, Move::Expire, &[Actor::Lease])?;
-    if let Some(b) = st.location.clone() {
-        if b != Mailbox::NewMessages {
-            ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
-        }
+    if let Some(b) = st.location.clone()
+        && b != Mailbox::NewMessages
+    {
+        ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
     }
     crash_point("expire.renamed");
     let old = st.rec.owner.take().unwrap_or_default();
@@ -216,5 +261,9 @@ fn expire_to_queue(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     st.rec.updated_at = clock::format(clock::now());
     write(ws, st, None)?;
     queue::push(ws, &st.rec)?;
-    Event::new("expire", by).task(&st.rec.task_id).moved(from.as_str(), to.as_str(), st.rec.epoch).with("owner", old).append(&ws.store)
+    Event::new("expire", by)
+        .task(&st.rec.task_id)
+        .moved(from.as_str(), to.as_str(), st.rec.epoch)
+        .with("owner", old)
+        .append(&ws.store)
 }

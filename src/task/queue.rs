@@ -31,7 +31,10 @@ fn lane_of(rec: &StatusRecord) -> String {
 /// Put a task that just became `new` at the back of its lane.
 pub fn push(ws: &Workspace, rec: &StatusRecord) -> Result<()> {
     let _q = ws.store.lock_named("queue")?;
-    ws.store.lane_append(&lane_of(rec), &format!("{} {} {}\n", rec.updated_at, rec.task_id, rec.message))
+    ws.store.lane_append(
+        &lane_of(rec),
+        &format!("{} {} {}\n", rec.updated_at, rec.task_id, rec.message),
+    )
 }
 
 /// May `me` (with `role`) take a task addressed to `to` with `intent`?
@@ -53,29 +56,42 @@ pub struct Candidate {
 }
 
 /// The best waiting task `me` may take, skipping `lost` (tasks it just lost a race for).
-pub fn best(ws: &Workspace, me: &str, role: &str, lost: &HashSet<String>) -> Result<Option<Candidate>> {
+pub fn best(
+    ws: &Workspace,
+    me: &str,
+    role: &str,
+    lost: &HashSet<String>,
+) -> Result<Option<Candidate>> {
     let _q = ws.store.lock_named("queue")?;
     let mut best: Option<Candidate> = None;
     for lane in ws.store.lanes()? {
         let mut parts = lane.splitn(3, '~');
-        let (Some(r), Some(to), Some(intent)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (Some(r), Some(to), Some(intent)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
         let rank: u8 = r.parse().unwrap_or(1);
         if best.as_ref().is_some_and(|b| b.rank < rank) || !eligible(ws, me, role, to, intent) {
             continue;
         }
-        if let Some(c) = head_of(ws, &lane, rank, lost)? {
-            if best.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since)) {
-                best = Some(c);
-            }
+        if let Some(c) = head_of(ws, &lane, rank, lost)?
+            && best.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since))
+        {
+            best = Some(c);
         }
     }
     Ok(best)
 }
 
 /// The first live entry of a lane; moves the lane's head past dead entries.
-fn head_of(ws: &Workspace, lane: &str, rank: u8, lost: &HashSet<String>) -> Result<Option<Candidate>> {
+fn head_of(
+    ws: &Workspace,
+    lane: &str,
+    rank: u8,
+    lost: &HashSet<String>,
+) -> Result<Option<Candidate>> {
     let head_name = format!("{lane}.head");
-    let head: u64 = ws.store.queue_value(&head_name).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let head: u64 =
+        ws.store.queue_value(&head_name).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
     let text = ws.store.lane_read(lane, head)?;
     let mut consumed: u64 = 0;
     let mut can_advance = true;
@@ -88,7 +104,8 @@ fn head_of(ws: &Workspace, lane: &str, rank: u8, lost: &HashSet<String>) -> Resu
         let live = match (f.next(), f.next(), f.next()) {
             (Some(since), Some(task), Some(ticket)) if is_live(ws, task, ticket) => {
                 if !lost.contains(task) {
-                    found = Some(Candidate { rank, since: since.to_string(), task: task.to_string() });
+                    found =
+                        Some(Candidate { rank, since: since.to_string(), task: task.to_string() });
                     break;
                 }
                 true
@@ -129,12 +146,11 @@ fn is_live(ws: &Workspace, task: &str, ticket: &str) -> bool {
 pub fn rebuild(ws: &Workspace) -> Result<usize> {
     let mut waiting = Vec::new();
     for id in ws.store.list_tasks()? {
-        if let Some(t) = ws.store.read_record(&id, "status")? {
-            if let Ok(r) = StatusRecord::parse(&id, &t) {
-                if r.status == Status::New {
-                    waiting.push(r);
-                }
-            }
+        if let Some(t) = ws.store.read_record(&id, "status")?
+            && let Ok(r) = StatusRecord::parse(&id, &t)
+            && r.status == Status::New
+        {
+            waiting.push(r);
         }
     }
     waiting.sort_by(|a, b| a.updated_at.cmp(&b.updated_at).then(a.task_id.cmp(&b.task_id)));
@@ -142,7 +158,10 @@ pub fn rebuild(ws: &Workspace) -> Result<usize> {
     ws.store.clear_queue()?;
     let mut lanes: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
     for r in &waiting {
-        lanes.entry(lane_of(r)).or_default().push_str(&format!("{} {} {}\n", r.updated_at, r.task_id, r.message));
+        lanes
+            .entry(lane_of(r))
+            .or_default()
+            .push_str(&format!("{} {} {}\n", r.updated_at, r.task_id, r.message));
     }
     for (lane, text) in lanes {
         ws.store.lane_append(&lane, &text)?;

@@ -69,18 +69,26 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         // A send that wrote the record but crashed before delivering: undo it.
         (None, Status::New) if rec.attempts == 0 => {
             ws.store.write_records(task, &[("status", None), ("owner", None), ("checks", None)])?;
-            Event::new("repair", "circe").task(task).with("what", "send never delivered; record removed").append(&ws.store)?;
+            Event::new("repair", "circe")
+                .task(task)
+                .with("what", "send never delivered; record removed")
+                .append(&ws.store)?;
             return Ok(None);
         }
         // Claimed (or stolen after expiry) but the records were not written.
-        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s) if rec.owner.as_deref() != Some(a.as_str()) && (s == Status::New || s.is_owned() || s == Status::Parked) => {
+        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s)
+            if rec.owner.as_deref() != Some(a.as_str())
+                && (s == Status::New || s.is_owned() || s == Status::Parked) =>
+        {
             let lease = ws.config.lease();
             rec.owner = Some(a.clone());
             rec.status = Status::Claimed;
             rec.epoch += 1;
             rec.attempts += 1;
             rec.started_at.get_or_insert(now.clone());
-            rec.lease_expires_at = Some(clock::format(clock::now() + chrono::Duration::from_std(lease).unwrap_or_default()));
+            rec.lease_expires_at = Some(clock::format(
+                clock::now() + chrono::Duration::from_std(lease).unwrap_or_default(),
+            ));
             Some("claim finished (message was in the agent's box)")
         }
         // Released (or expired, or handed off) but the records still name an owner.
@@ -94,28 +102,40 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         _ => None,
     };
     if let Some(what) = fix {
-        rec.updated_at = now.clone();
+        rec.updated_at.clone_from(&now);
         let owner = rec.owner_record(&now, &super::host(), 0);
         let status_text = rec.render();
         let owner_text = owner.as_ref().map(OwnerRecord::render);
-        ws.store.write_records(task, &[("status", Some(&status_text)), ("owner", owner_text.as_deref())])?;
+        ws.store.write_records(
+            task,
+            &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
+        )?;
         st.owner = owner;
         if rec.status == Status::New {
             super::queue::push(ws, rec)?;
         }
-        Event::new("repair", "circe").task(task).with("what", what).moved("?", rec.status.as_str(), rec.epoch).append(&ws.store)?;
+        Event::new("repair", "circe")
+            .task(task)
+            .with("what", what)
+            .moved("?", rec.status.as_str(), rec.epoch)
+            .append(&ws.store)?;
     } else {
         // `.owner` exists exactly while the task is held; a crash between the two record
         // writes leaves it behind or missing.
         let held = rec.status.is_owned();
         let stale = match (&st.owner, held) {
-            (Some(own), true) => rec.owner.as_deref() != Some(own.owner.as_str()) || own.epoch != rec.epoch,
+            (Some(own), true) => {
+                rec.owner.as_deref() != Some(own.owner.as_str()) || own.epoch != rec.epoch
+            }
             (None, true) | (Some(_), false) => true,
             (None, false) => false,
         };
         if stale {
             let fixed = if held {
-                let (at, host, pid) = st.owner.as_ref().map_or((now.clone(), super::host(), 0), |o| (o.claimed_at.clone(), o.host.clone(), o.pid));
+                let (at, host, pid) =
+                    st.owner.as_ref().map_or((now.clone(), super::host(), 0), |o| {
+                        (o.claimed_at.clone(), o.host.clone(), o.pid)
+                    });
                 rec.owner_record(&at, &host, pid)
             } else {
                 None

@@ -19,22 +19,25 @@ use crate::workspace::Workspace;
 
 fn load_task(ws: &Workspace, task: &str) -> Result<TaskState> {
     crate::names::check_task_id(task)?;
-    load_reconciled(ws, task)?
-        .ok_or_else(|| Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks"))
+    load_reconciled(ws, task)?.ok_or_else(|| {
+        Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")
+    })
 }
 
 /// Who `me` is for this task, after the fencing check: owner and/or coordinator.
 fn actors(ws: &Workspace, st: &TaskState, me: &str, epoch: Option<u64>) -> Result<Vec<Actor>> {
-    if let Some(e) = epoch {
-        if e != st.rec.epoch {
-            return Err(Error::conflict(format!(
-                "stale epoch {e}: task {} is at epoch {} (owner {})",
-                st.rec.task_id,
-                st.rec.epoch,
-                st.rec.owner.as_deref().unwrap_or("none")
-            ))
-            .hint("another agent took the task after your lease ran out; claim it again if it is free"));
-        }
+    if let Some(e) = epoch
+        && e != st.rec.epoch
+    {
+        return Err(Error::conflict(format!(
+            "stale epoch {e}: task {} is at epoch {} (owner {})",
+            st.rec.task_id,
+            st.rec.epoch,
+            st.rec.owner.as_deref().unwrap_or("none")
+        ))
+        .hint(
+            "another agent took the task after your lease ran out; claim it again if it is free",
+        ));
     }
     let mut a = Vec::new();
     if st.rec.owner.as_deref() == Some(me) {
@@ -49,14 +52,26 @@ fn actors(ws: &Workspace, st: &TaskState, me: &str, epoch: Option<u64>) -> Resul
 /// The error for a non-owner trying an owner's move.
 fn not_owner(st: &TaskState, me: &str) -> Error {
     match st.rec.owner.as_deref() {
-        Some(o) => Error::conflict(format!("task {} is held by {o}, not {me}", st.rec.task_id)).detail("owner", o.to_string()),
-        None => Error::refused(format!("task {} is {} and has no owner", st.rec.task_id, st.rec.status.as_str()))
-            .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
+        Some(o) => Error::conflict(format!("task {} is held by {o}, not {me}", st.rec.task_id))
+            .detail("owner", o.to_string()),
+        None => Error::refused(format!(
+            "task {} is {} and has no owner",
+            st.rec.task_id,
+            st.rec.status.as_str()
+        ))
+        .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
     }
 }
 
 /// `circe status <task> <status>`.
-pub fn set_status(ws: &Workspace, me: &str, task: &str, target: Status, note: Option<&str>, epoch: Option<u64>) -> Result<StatusRecord> {
+pub fn set_status(
+    ws: &Workspace,
+    me: &str,
+    task: &str,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
     if target == Status::New {
         return release(ws, me, task, note, false, epoch);
     }
@@ -65,12 +80,15 @@ pub fn set_status(ws: &Workspace, me: &str, task: &str, target: Status, note: Op
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
     let mv = move_to(from, target)?;
-    if !who.contains(&Actor::Owner) && !(who.contains(&Actor::Coordinator) && from == Status::Parked) {
-        decide(from, mv, &who).map_err(|e| if st.rec.owner.is_some() { not_owner(&st, me) } else { e })?;
+    if !(who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator) && from == Status::Parked)
+    {
+        decide(from, mv, &who)
+            .map_err(|e| if st.rec.owner.is_some() { not_owner(&st, me) } else { e })?;
     }
     let to = decide(from, mv, &who)?;
     if to == Status::Completed {
-        let missing: Vec<&str> = st.checks.iter().filter(|(_, v)| !**v).map(|(k, _)| k.as_str()).collect();
+        let missing: Vec<&str> =
+            st.checks.iter().filter(|(_, v)| !**v).map(|(k, _)| k.as_str()).collect();
         if !missing.is_empty() {
             return Err(Error::refused(format!("task {task} cannot be completed: checks not passed: {}", missing.join(", ")))
                 .hint(format!("record them with `circe check {task} --run {} -- <command>` or `circe check {task} NAME=true`", missing[0])));
@@ -88,7 +106,8 @@ pub fn set_status(ws: &Workspace, me: &str, task: &str, target: Status, note: Op
     let owner = if to.is_terminal() { None } else { st.owner.clone() };
     write(ws, &st, owner.as_ref())?;
     crash_point("status.recorded");
-    let mut ev = Event::new(mv.as_str(), me).task(task).moved(from.as_str(), to.as_str(), st.rec.epoch);
+    let mut ev =
+        Event::new(mv.as_str(), me).task(task).moved(from.as_str(), to.as_str(), st.rec.epoch);
     if let Some(n) = note {
         ev = ev.with("note", n);
     }
@@ -99,7 +118,14 @@ pub fn set_status(ws: &Workspace, me: &str, task: &str, target: Status, note: Op
 
 /// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
 /// queue: its message goes back to NEW_MESSAGES with one rename.
-pub fn release(ws: &Workspace, me: &str, task: &str, reason: Option<&str>, force: bool, epoch: Option<u64>) -> Result<StatusRecord> {
+pub fn release(
+    ws: &Workspace,
+    me: &str,
+    task: &str,
+    reason: Option<&str>,
+    force: bool,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_task(ws, task)?;
     let mut who = actors(ws, &st, me, epoch)?;
@@ -111,17 +137,21 @@ pub fn release(ws: &Workspace, me: &str, task: &str, reason: Option<&str>, force
     let to = decide(from, mv, &who).map_err(|e| {
         if st.rec.owner.is_some() && !who.contains(&Actor::Owner) {
             let err = not_owner(&st, me);
-            if ws.is_coordinator(me) { err.hint("a coordinator can take it back with --force") } else { err }
+            if ws.is_coordinator(me) {
+                err.hint("a coordinator can take it back with --force")
+            } else {
+                err
+            }
         } else if from == Status::Parked && !force {
             e.hint("a parked task goes back with `circe release --force` by a coordinator")
         } else {
             e
         }
     })?;
-    if let Some(b) = st.location.clone() {
-        if b != Mailbox::NewMessages {
-            ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
-        }
+    if let Some(b) = st.location.clone()
+        && b != Mailbox::NewMessages
+    {
+        ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
     }
     crash_point("release.renamed");
     let old = st.rec.owner.take();
@@ -136,7 +166,8 @@ pub fn release(ws: &Workspace, me: &str, task: &str, reason: Option<&str>, force
     write(ws, &st, None)?;
     crash_point("release.recorded");
     queue::push(ws, &st.rec)?;
-    let mut ev = Event::new(mv.as_str(), me).task(task).moved(from.as_str(), to.as_str(), st.rec.epoch);
+    let mut ev =
+        Event::new(mv.as_str(), me).task(task).moved(from.as_str(), to.as_str(), st.rec.epoch);
     if let Some(o) = old {
         ev = ev.with("owner", o);
     }
@@ -152,7 +183,13 @@ pub fn release(ws: &Workspace, me: &str, task: &str, reason: Option<&str>, force
 }
 
 /// `circe heartbeat`: the owner extends its lease. Only the lease fields change.
-pub fn heartbeat(ws: &Workspace, me: &str, task: &str, ttl: Option<Duration>, epoch: Option<u64>) -> Result<StatusRecord> {
+pub fn heartbeat(
+    ws: &Workspace,
+    me: &str,
+    task: &str,
+    ttl: Option<Duration>,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_task(ws, task)?;
     let who = actors(ws, &st, me, epoch)?;
@@ -160,7 +197,8 @@ pub fn heartbeat(ws: &Workspace, me: &str, task: &str, ttl: Option<Duration>, ep
         return Err(not_owner(&st, me));
     }
     st.rec.lease_expires_at = Some(lease_until(ttl.unwrap_or_else(|| ws.config.lease())));
-    let mut owner = st.owner.clone().or_else(|| st.rec.owner_record(&st.rec.updated_at, &super::host(), 0));
+    let mut owner =
+        st.owner.clone().or_else(|| st.rec.owner_record(&st.rec.updated_at, &super::host(), 0));
     if let Some(o) = owner.as_mut() {
         o.lease_expires_at = st.rec.lease_expires_at.clone().unwrap_or_default();
     }
@@ -170,7 +208,14 @@ pub fn heartbeat(ws: &Workspace, me: &str, task: &str, ttl: Option<Duration>, ep
 }
 
 /// `circe check <task> NAME=true|false`: record a check by assertion.
-pub fn check_set(ws: &Workspace, me: &str, task: &str, name: &str, value: bool, epoch: Option<u64>) -> Result<Checks> {
+pub fn check_set(
+    ws: &Workspace,
+    me: &str,
+    task: &str,
+    name: &str,
+    value: bool,
+    epoch: Option<u64>,
+) -> Result<Checks> {
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_task(ws, task)?;
     let who = actors(ws, &st, me, epoch)?;
@@ -178,7 +223,12 @@ pub fn check_set(ws: &Workspace, me: &str, task: &str, name: &str, value: bool, 
     st.checks.insert(name.to_string(), value);
     ws.store.write_records(task, &[("checks", Some(&record::render_checks(&st.checks)))])?;
     crash_point("check.recorded");
-    Event::new("check", me).task(task).with("check", name).with("passed", value).with("how", "asserted").append(&ws.store)?;
+    Event::new("check", me)
+        .task(task)
+        .with("check", name)
+        .with("passed", value)
+        .with("how", "asserted")
+        .append(&ws.store)?;
     Ok(st.checks)
 }
 
@@ -186,8 +236,14 @@ fn require_writer(st: &TaskState, me: &str, who: &[Actor]) -> Result<()> {
     if who.contains(&Actor::Owner) && st.rec.status.is_owned() {
         return Ok(());
     }
-    if st.rec.status.is_owned() { Err(not_owner(st, me)) } else {
-        Err(Error::refused(format!("task {} is {}: checks are recorded while it is held", st.rec.task_id, st.rec.status.as_str())))
+    if st.rec.status.is_owned() {
+        Err(not_owner(st, me))
+    } else {
+        Err(Error::refused(format!(
+            "task {} is {}: checks are recorded while it is held",
+            st.rec.task_id,
+            st.rec.status.as_str()
+        )))
     }
 }
 
@@ -206,7 +262,14 @@ pub struct CheckRun {
 /// `circe check <task> --run NAME -- CMD...`: run the command (no lock held while it
 /// runs), then record pass/fail under the lock only if the task still has the same owner
 /// and epoch: a holder whose lease ran out meanwhile is fenced out.
-pub fn check_run(ws: &Workspace, me: &str, task: &str, name: &str, cmd: &[String], epoch: Option<u64>) -> Result<CheckRun> {
+pub fn check_run(
+    ws: &Workspace,
+    me: &str,
+    task: &str,
+    name: &str,
+    cmd: &[String],
+    epoch: Option<u64>,
+) -> Result<CheckRun> {
     let start_epoch = {
         let _lock = ws.store.lock_task(task)?;
         let st = load_task(ws, task)?;
@@ -214,7 +277,9 @@ pub fn check_run(ws: &Workspace, me: &str, task: &str, name: &str, cmd: &[String
         require_writer(&st, me, &who)?;
         st.rec.epoch
     };
-    let (prog, args) = cmd.split_first().ok_or_else(|| Error::usage("no command after --").hint("circe check TASK --run NAME -- cargo test"))?;
+    let (prog, args) = cmd.split_first().ok_or_else(|| {
+        Error::usage("no command after --").hint("circe check TASK --run NAME -- cargo test")
+    })?;
     let started = Instant::now();
     // stdout is circe's data channel: the command's output goes to stderr.
     let status = Command::new(prog)
@@ -222,13 +287,17 @@ pub fn check_run(ws: &Workspace, me: &str, task: &str, name: &str, cmd: &[String
         .stdin(Stdio::null())
         .stdout(std::io::stderr())
         .status()
-        .map_err(|e| Error::not_found(format!("cannot run `{prog}`: {e}")).hint("check the command after --"))?;
+        .map_err(|e| {
+            Error::not_found(format!("cannot run `{prog}`: {e}")).hint("check the command after --")
+        })?;
     let seconds = started.elapsed().as_secs_f64();
     let passed = status.success();
     crash_point("check.ran");
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_task(ws, task)?;
-    actors(ws, &st, me, Some(start_epoch)).map_err(|e| e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded"))?;
+    actors(ws, &st, me, Some(start_epoch)).map_err(|e| {
+        e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
+    })?;
     let who = actors(ws, &st, me, None)?;
     require_writer(&st, me, &who)?;
     st.checks.insert(name.to_string(), passed);
@@ -243,5 +312,13 @@ pub fn check_run(ws: &Workspace, me: &str, task: &str, name: &str, cmd: &[String
         .with("exit_code", status.code())
         .with("seconds", (seconds * 1000.0).round() / 1000.0)
         .append(&ws.store)?;
-    Ok(CheckRun { task: task.to_string(), check: name.to_string(), passed, exit_code: status.code(), command: cmd.to_vec(), seconds, checks: st.checks })
+    Ok(CheckRun {
+        task: task.to_string(),
+        check: name.to_string(),
+        passed,
+        exit_code: status.code(),
+        command: cmd.to_vec(),
+        seconds,
+        checks: st.checks,
+    })
 }
