@@ -2,7 +2,7 @@
 //!
 //! Pure functions on text: parsing (every problem at once, with line numbers), rendering in
 //! the canonical order, and file names. The store layer does the I/O. The grammar is in
-//! `PROTOCOL_NOTES.md` next to this file.
+//! PROTOCOLS.md sections 3 and 4.
 
 mod circe;
 mod field;

@@ -1,6 +1,6 @@
 //! The built-in registry table: the CIRCE intents, the TX message types, and the standard roles.
 //!
-//! PROTOCOLS.md (from `PROTOCOL_NOTES.md`) mirrors this table; change both together.
+//! PROTOCOLS.md section 5 mirrors this table; change both together.
 //! Wherever the coordinator may send an intent, the rooster (the human) may too: the table
 //! spells `rooster` out rather than adding it at run time, so what you read is what applies.
 

@@ -2,7 +2,7 @@
 //!
 //! Pure: no filesystem access. The built-in table is in `builtin`; circe.yaml may add roles
 //! and intents or narrow built-in ones (`config`); every send is checked by
-//! `Registry::check_send` (`send_check`). `PROTOCOL_NOTES.md` documents the rules.
+//! `Registry::check_send` (`send_check`). PROTOCOLS.md section 5 documents the rules.
 
 mod builtin;
 mod config;

@@ -214,9 +214,27 @@ pub fn move_to(from: Status, target: Status) -> Result<Move> {
     Ok(mv)
 }
 
+/// The table as Markdown rows, as PROTOCOLS.md shows it.
+pub fn markdown_rows() -> String {
+    let mut out = String::new();
+    for r in TABLE {
+        let from: Vec<&str> = r.from.iter().map(|s| s.as_str()).collect();
+        let by: Vec<&str> = r.by.iter().map(|a| a.as_str()).collect();
+        out.push_str(&format!("| {} | {} | {} | {} |\n", from.join(", "), r.mv.as_str(), r.to.as_str(), by.join(", ")));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PROTOCOLS.md must show exactly this table.
+    #[test]
+    fn protocols_mirrors_table() {
+        let doc = include_str!("../../PROTOCOLS.md");
+        assert!(doc.contains(&markdown_rows()), "PROTOCOLS.md section 7 differs from TABLE:\n{}", markdown_rows());
+    }
 
     const ACTOR_SETS: [&[Actor]; 5] =
         [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Owner, Coordinator]];
