@@ -20,6 +20,16 @@ pub fn format(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::AutoSi, true)
 }
 
+/// Seconds precision, for records and leases (`2025-11-21T17:00:00Z`).
+pub fn stamp(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// Millisecond precision, for the event log.
+pub fn stamp_ms(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(SecondsFormat::Millis, true)
+}
+
 /// Parse an RFC 3339 / ISO 8601 time; a bare date means midnight UTC.
 pub fn parse(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();

@@ -101,6 +101,20 @@ fn from_flags(a: &SendArgs) -> Result<Message> {
     let intent = a.intent.clone().ok_or_else(|| {
         Error::usage("--intent is required").hint("`circe registry` lists the intents")
     })?;
+    // Name the flag, not a line of a file nobody wrote.
+    let flag = |f: &str, e: Error| Error { message: format!("--{f}: {}", e.message), ..e };
+    if to != "all" {
+        for part in to.split('/') {
+            crate::names::check_agent(part).map_err(|e| flag("to", e))?;
+        }
+    }
+    crate::names::check_intent(&intent).map_err(|e| flag("intent", e))?;
+    if let Some(t) = &a.task {
+        crate::names::check_task_id(t).map_err(|e| flag("task", e))?;
+    }
+    if let Some(r) = &a.in_reply_to {
+        crate::names::check_msg_id(r).map_err(|e| flag("in-reply-to", e))?;
+    }
     let mut m = Message::new(Format::Circe);
     m.to = Some(to);
     m.intent = Some(intent);
@@ -128,5 +142,5 @@ fn from_flags(a: &SendArgs) -> Result<Message> {
     // Check the fields the way a file would be checked: one grammar for both.
     m.created_at = Some(clock::now());
     let text = message::render(&m);
-    message::parse(&text, Mode::Draft).map_err(|p| with_file("--flags", &p))
+    message::parse(&text, Mode::Draft).map_err(|p| with_file("the command line", &p))
 }

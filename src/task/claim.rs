@@ -36,7 +36,7 @@ pub(super) fn lease_expired(rec: &record::StatusRecord) -> bool {
 }
 
 pub(super) fn lease_until(ttl: Duration) -> String {
-    clock::format(
+    clock::stamp(
         clock::now()
             + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(3650)),
     )
@@ -127,7 +127,7 @@ pub fn claim(
         return Err(Error::conflict(format!("task {task} was taken by another process")));
     }
     crash_point("claim.renamed");
-    let now = clock::format(clock::now());
+    let now = clock::stamp(clock::now());
     st.rec.status = to;
     st.rec.owner = Some(me.to_string());
     st.rec.epoch += 1;
@@ -210,7 +210,7 @@ fn park(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
-    st.rec.updated_at = clock::format(clock::now());
+    st.rec.updated_at = clock::stamp(clock::now());
     write(ws, st, None)?;
     Event::new("park", by)
         .task(&st.rec.task_id)
@@ -258,7 +258,7 @@ fn expire_to_queue(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
-    st.rec.updated_at = clock::format(clock::now());
+    st.rec.updated_at = clock::stamp(clock::now());
     write(ws, st, None)?;
     queue::push(ws, &st.rec)?;
     Event::new("expire", by)

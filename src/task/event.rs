@@ -27,7 +27,7 @@ pub struct Event {
 impl Event {
     pub fn new(event: &str, agent: &str) -> Event {
         Event {
-            ts: clock::format(clock::now()),
+            ts: clock::stamp_ms(clock::now()),
             event: event.into(),
             agent: agent.into(),
             task: None,

@@ -220,7 +220,13 @@ pub fn markdown_rows() -> String {
     for r in TABLE {
         let from: Vec<&str> = r.from.iter().map(|s| s.as_str()).collect();
         let by: Vec<&str> = r.by.iter().map(|a| a.as_str()).collect();
-        out.push_str(&format!("| {} | {} | {} | {} |\n", from.join(", "), r.mv.as_str(), r.to.as_str(), by.join(", ")));
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            from.join(", "),
+            r.mv.as_str(),
+            r.to.as_str(),
+            by.join(", ")
+        ));
     }
     out
 }
@@ -233,7 +239,11 @@ mod tests {
     #[test]
     fn protocols_mirrors_table() {
         let doc = include_str!("../../PROTOCOLS.md");
-        assert!(doc.contains(&markdown_rows()), "PROTOCOLS.md section 7 differs from TABLE:\n{}", markdown_rows());
+        assert!(
+            doc.contains(&markdown_rows()),
+            "PROTOCOLS.md section 7 differs from TABLE:\n{}",
+            markdown_rows()
+        );
     }
 
     const ACTOR_SETS: [&[Actor]; 5] =

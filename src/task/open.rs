@@ -62,7 +62,7 @@ fn open_new(
     content: &[u8],
     name: &dyn Fn(u32) -> String,
 ) -> Result<OpenOutcome> {
-    let now = clock::format(clock::now());
+    let now = clock::stamp(clock::now());
     let ticket = free_name(ws, name);
     let rec = StatusRecord {
         task_id: spec.task_id.to_string(),
@@ -141,7 +141,7 @@ fn handoff(
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
-    st.rec.updated_at = clock::format(clock::now());
+    st.rec.updated_at = clock::stamp(clock::now());
     st.rec.intent = spec.intent.to_string();
     st.rec.to = spec.to.to_string();
     st.rec.priority = spec.priority.to_string();

@@ -63,7 +63,7 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
     let Some(mut st) = load(ws, task)? else {
         return Ok(None);
     };
-    let now = clock::format(clock::now());
+    let now = clock::stamp(clock::now());
     let rec = &mut st.rec;
     let fix: Option<&str> = match (&st.location, rec.status) {
         // A send that wrote the record but crashed before delivering: undo it.
@@ -86,7 +86,7 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
             rec.epoch += 1;
             rec.attempts += 1;
             rec.started_at.get_or_insert(now.clone());
-            rec.lease_expires_at = Some(clock::format(
+            rec.lease_expires_at = Some(clock::stamp(
                 clock::now() + chrono::Duration::from_std(lease).unwrap_or_default(),
             ));
             Some("claim finished (message was in the agent's box)")

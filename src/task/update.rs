@@ -94,7 +94,7 @@ pub fn set_status(
                 .hint(format!("record them with `circe check {task} --run {} -- <command>` or `circe check {task} NAME=true`", missing[0])));
         }
     }
-    let now = clock::format(clock::now());
+    let now = clock::stamp(clock::now());
     st.rec.status = to;
     st.rec.updated_at.clone_from(&now);
     if let Some(n) = note {
@@ -158,7 +158,7 @@ pub fn release(
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
-    st.rec.updated_at = clock::format(clock::now());
+    st.rec.updated_at = clock::stamp(clock::now());
     if mv == Move::Requeue {
         st.rec.attempts = 0;
     }
