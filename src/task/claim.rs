@@ -75,7 +75,7 @@ pub fn claim(
                     )));
             }
             if st.rec.attempts >= ws.config.max_attempts {
-                park(ws, &mut st, me)?;
+                lease_ran_out(ws, &mut st, me)?;
                 return Err(Error::refused(format!(
                     "task {task} is parked: its lease ran out after {} attempts",
                     st.rec.attempts
@@ -195,35 +195,41 @@ pub fn claim_next(
     Err(Error::conflict("gave up after 10000 lost races for waiting tasks"))
 }
 
-/// Park a task whose lease ran out too often: message back to NEW_MESSAGES, unclaimable
-/// until a coordinator releases it.
-fn park(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
+/// A lease ran out: the message goes back to NEW_MESSAGES and the owner is cleared. The task
+/// is parked (unclaimable until a coordinator releases it) once it was claimed
+/// `max_attempts` times, else it waits in the queue again.
+fn lease_ran_out(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
+    let park = st.rec.attempts >= ws.config.max_attempts;
+    let mv = if park { Move::Park } else { Move::Expire };
     let from = st.rec.status;
-    let to = decide(from, Move::Park, &[Actor::Lease])?;
+    let to = decide(from, mv, &[Actor::Lease])?;
     if let Some(b) = st.location.clone()
         && b != Mailbox::NewMessages
     {
         ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
     }
-    crash_point("park.renamed");
+    crash_point(if park { "park.renamed" } else { "expire.renamed" });
     let old = st.rec.owner.take().unwrap_or_default();
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
     st.rec.updated_at = clock::stamp(clock::now());
     write(ws, st, None)?;
-    Event::new("park", by)
+    if !park {
+        queue::push(ws, &st.rec)?;
+    }
+    Event::new(mv.as_str(), by)
         .task(&st.rec.task_id)
         .moved(from.as_str(), to.as_str(), st.rec.epoch)
         .with("owner", old.as_str())
         .with("attempts", st.rec.attempts)
         .append(&ws.store)?;
-    super::announce::tell_coordinators(
-        ws,
-        by,
-        &st.rec.task_id,
-        &format!("task parked after {} attempts; its last owner was {old}", st.rec.attempts),
-    )
+    if park {
+        let text =
+            format!("task parked after {} attempts; its last owner was {old}", st.rec.attempts);
+        super::announce::tell_coordinators(ws, by, &st.rec.task_id, &text)?;
+    }
+    Ok(())
 }
 
 /// Return every task whose lease ran out to the queue (or park it): for cron.
@@ -235,35 +241,8 @@ pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(String, Status)>> {
         if !st.rec.status.is_owned() || !lease_expired(&st.rec) {
             continue;
         }
-        if st.rec.attempts >= ws.config.max_attempts {
-            park(ws, &mut st, by)?;
-        } else {
-            expire_to_queue(ws, &mut st, by)?;
-        }
+        lease_ran_out(ws, &mut st, by)?;
         done.push((task, st.rec.status));
     }
     Ok(done)
-}
-
-fn expire_to_queue(ws: &Workspace, st: &mut TaskState, by: &str) -> Result<()> {
-    let from = st.rec.status;
-    let to = decide(from, Move::Expire, &[Actor::Lease])?;
-    if let Some(b) = st.location.clone()
-        && b != Mailbox::NewMessages
-    {
-        ws.store.move_message(&b, &Mailbox::NewMessages, &st.rec.message)?;
-    }
-    crash_point("expire.renamed");
-    let old = st.rec.owner.take().unwrap_or_default();
-    st.rec.status = to;
-    st.rec.epoch += 1;
-    st.rec.lease_expires_at = None;
-    st.rec.updated_at = clock::stamp(clock::now());
-    write(ws, st, None)?;
-    queue::push(ws, &st.rec)?;
-    Event::new("expire", by)
-        .task(&st.rec.task_id)
-        .moved(from.as_str(), to.as_str(), st.rec.epoch)
-        .with("owner", old)
-        .append(&ws.store)
 }
