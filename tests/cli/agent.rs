@@ -19,7 +19,9 @@ fn add_and_list() {
     let j = env.circe(["agent", "list", "--json"]).run();
     j.ok();
     let j = j.json();
-    assert!(j.as_array().unwrap().iter().any(|a| a["agent"] == "engineer-2" && a["role"] == "engineer"));
+    assert!(
+        j.as_array().unwrap().iter().any(|a| a["agent"] == "engineer-2" && a["role"] == "engineer")
+    );
 }
 
 #[test]
@@ -60,7 +62,13 @@ fn a_non_utf8_name_is_refused() {
     let before = env.state();
     let name = OsString::from_vec(vec![b'a', 0xff, b'b']);
     let out = env
-        .circe([OsString::from("agent"), OsString::from("add"), name, "--role".into(), "engineer".into()])
+        .circe([
+            OsString::from("agent"),
+            OsString::from("add"),
+            name,
+            "--role".into(),
+            "engineer".into(),
+        ])
         .run();
     out.code(3);
     assert_unchanged(&before, &env.state());

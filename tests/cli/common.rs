@@ -36,7 +36,13 @@ impl Out {
     /// Panics with everything printed unless the exit code is `code`.
     #[track_caller]
     pub fn code(&self, code: i32) -> &Self {
-        assert_eq!(self.code, code, "exit code of `circe {}`\n{}", self.args.join(" "), self.show());
+        assert_eq!(
+            self.code,
+            code,
+            "exit code of `circe {}`\n{}",
+            self.args.join(" "),
+            self.show()
+        );
         self
     }
 
@@ -182,7 +188,10 @@ impl Env {
 
     /// An empty project folder (no root).
     pub fn bare() -> Env {
-        Env { dir: tempfile::Builder::new().prefix("circe-test-").tempdir().unwrap(), now: T0.into() }
+        Env {
+            dir: tempfile::Builder::new().prefix("circe-test-").tempdir().unwrap(),
+            now: T0.into(),
+        }
     }
 
     /// The project folder.
@@ -225,7 +234,17 @@ impl Env {
     pub fn open_task(&self, task: &str) -> Out {
         let o = self.as_(
             "coordinator",
-            &["send", "--to", "all", "--intent", "implement_feature", "--task", task, "--summary", "do it"],
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                task,
+                "--summary",
+                "do it",
+            ],
         );
         o.ok();
         o
@@ -256,7 +275,8 @@ impl Env {
 
     /// The event log, one JSON value per line.
     pub fn events(&self) -> Vec<Value> {
-        let text = std::fs::read_to_string(self.root().join("LOGS/events.jsonl")).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(self.root().join("LOGS/events.jsonl")).unwrap_or_default();
         text.lines().map(|l| serde_json::from_str(l).expect("event line is JSON")).collect()
     }
 

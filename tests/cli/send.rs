@@ -16,7 +16,13 @@ fn send_by_flags_to_an_inbox() {
     let files = env.ls("AGENTS/qa/INBOX");
     assert_eq!(files, ["20251121_170000_engineer-qa_inform.md"]);
     let text = env.read(&format!("AGENTS/qa/INBOX/{}", files[0]));
-    for want in ["from: engineer", "to: qa", "intent: inform", "created_at: 2025-11-21T17:00:00Z", "## Summary\nhello qa"] {
+    for want in [
+        "from: engineer",
+        "to: qa",
+        "intent: inform",
+        "created_at: 2025-11-21T17:00:00Z",
+        "## Summary\nhello qa",
+    ] {
         assert!(text.contains(want), "missing {want:?} in\n{text}");
     }
     assert!(env.ls("NEW_MESSAGES").is_empty());
@@ -32,7 +38,10 @@ fn a_task_intent_opens_a_task_in_new_messages() {
     let env = Env::new();
     let out = env.open_task("AUTH-012");
     snap!(env, out);
-    assert_eq!(env.ls("NEW_MESSAGES"), ["20251121_170000_coordinator-all_implement-feature_AUTH-012.md"]);
+    assert_eq!(
+        env.ls("NEW_MESSAGES"),
+        ["20251121_170000_coordinator-all_implement-feature_AUTH-012.md"]
+    );
     let r = env.record("AUTH-012");
     assert_eq!(r.status.as_str(), "new");
     assert_eq!(r.owner, None);
@@ -51,9 +60,17 @@ fn send_by_file_and_by_stdin_fill_from_and_created_at() {
     let draft = env.path().join("draft.md");
     std::fs::write(&draft, DRAFT).unwrap();
     env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]).ok();
-    env.circe(["send", "--file", "-"]).agent("engineer").now("2025-11-21T17:00:05Z").stdin(DRAFT.as_bytes()).run().ok();
+    env.circe(["send", "--file", "-"])
+        .agent("engineer")
+        .now("2025-11-21T17:00:05Z")
+        .stdin(DRAFT.as_bytes())
+        .run()
+        .ok();
     let files = env.ls("AGENTS/qa/INBOX");
-    assert_eq!(files, ["20251121_170000_engineer-qa_inform.md", "20251121_170005_engineer-qa_inform.md"]);
+    assert_eq!(
+        files,
+        ["20251121_170000_engineer-qa_inform.md", "20251121_170005_engineer-qa_inform.md"]
+    );
     let stdin_copy = env.read(&format!("AGENTS/qa/INBOX/{}", files[1]));
     assert!(stdin_copy.contains("from: engineer"), "{stdin_copy}");
     assert!(stdin_copy.contains("created_at: 2025-11-21T17:00:05Z"), "{stdin_copy}");
@@ -89,7 +106,10 @@ fn registry_refusals_write_nothing() {
     let before = env.state();
     let cases: [(&str, &[&str]); 6] = [
         ("coordinator", &["send", "--to", "engineer", "--intent", "frobnicate", "--summary", "x"]),
-        ("engineer", &["send", "--to", "engineer", "--intent", "implement_feature", "--task", "T-1"]),
+        (
+            "engineer",
+            &["send", "--to", "engineer", "--intent", "implement_feature", "--task", "T-1"],
+        ),
         ("coordinator", &["send", "--to", "engineer", "--intent", "test", "--task", "T-1"]),
         ("coordinator", &["send", "--to", "qa", "--intent", "implement_feature", "--task", "T-1"]),
         ("qa", &["send", "--to", "engineer", "--intent", "status_update", "--summary", "x"]),
@@ -113,7 +133,8 @@ fn registry_refusals_write_nothing() {
 fn unknown_recipient_is_not_found() {
     let env = Env::new();
     let before = env.state();
-    env.as_("engineer", &["send", "--to", "nobody", "--intent", "inform", "--summary", "x"]).code(5);
+    env.as_("engineer", &["send", "--to", "nobody", "--intent", "inform", "--summary", "x"])
+        .code(5);
     assert_unchanged(&before, &env.state());
 }
 
@@ -174,17 +195,33 @@ fn broadcast_to_all_reaches_every_allowed_agent() {
 fn a_role_reaches_each_agent_of_that_role() {
     let env = Env::new();
     env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
-    let out = env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"]);
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"],
+    );
     out.ok();
-    let boxes: Vec<String> = out.json()["delivered"].as_array().unwrap().iter().map(|d| d["box"].as_str().unwrap().to_string()).collect();
+    let boxes: Vec<String> = out.json()["delivered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["box"].as_str().unwrap().to_string())
+        .collect();
     // `qa` is both an agent and a role: an agent name wins.
     assert_eq!(boxes, ["inbox:qa"]);
     env.circe(["agent", "add", "tester", "--role", "qa"]).run().ok();
     env.circe(["agent", "add", "tester-2", "--role", "qa"]).run().ok();
     std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
-    let out = env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"]);
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"],
+    );
     out.ok();
-    let boxes: Vec<String> = out.json()["delivered"].as_array().unwrap().iter().map(|d| d["box"].as_str().unwrap().to_string()).collect();
+    let boxes: Vec<String> = out.json()["delivered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["box"].as_str().unwrap().to_string())
+        .collect();
     assert_eq!(boxes, ["inbox:qa-2", "inbox:tester", "inbox:tester-2"]);
 }
 
@@ -192,10 +229,14 @@ fn a_role_reaches_each_agent_of_that_role() {
 fn two_messages_in_the_same_second_both_land() {
     let env = Env::new();
     for _ in 0..2 {
-        env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "same"]).ok();
+        env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "same"])
+            .ok();
     }
     let files = env.ls("AGENTS/qa/INBOX");
-    assert_eq!(files, ["20251121_170000_engineer-qa_inform.2.md", "20251121_170000_engineer-qa_inform.md"]);
+    assert_eq!(
+        files,
+        ["20251121_170000_engineer-qa_inform.2.md", "20251121_170000_engineer-qa_inform.md"]
+    );
     let a = env.read(&format!("AGENTS/qa/INBOX/{}", files[0]));
     let b = env.read(&format!("AGENTS/qa/INBOX/{}", files[1]));
     assert_ne!(a, b, "different msg_ids");
