@@ -305,6 +305,7 @@ impl Env {
 /// Redactions every snapshot needs whatever its temp dir: ids, hosts, pids, durations.
 pub fn common_filters() -> Vec<(String, String)> {
     vec![
+        (regex_escape(env!("CARGO_MANIFEST_DIR")), "[REPO]".into()),
         (r"\d{8}T\d{9}Z-[0-9a-z]{8}".into(), "[MSG_ID]".into()),
         (r"(host: ).+".into(), "${1}[HOST]".into()),
         (r#"("host": )"[^"]*""#.into(), r#"${1}"[HOST]""#.into()),
