@@ -273,11 +273,21 @@ impl Env {
             .unwrap_or_else(|e| panic!("TASKS/{task}.status: {e}"))
     }
 
-    /// The event log, one JSON value per line.
+    /// The event log, one JSON object per line, each checked for duplicate keys (which
+    /// JSON readers silently collapse).
     pub fn events(&self) -> Vec<Value> {
         let text =
             std::fs::read_to_string(self.root().join("LOGS/events.jsonl")).unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).expect("event line is JSON")).collect()
+        text.lines()
+            .map(|l| {
+                let keys = top_level_keys(l);
+                let mut unique = keys.clone();
+                unique.sort();
+                unique.dedup();
+                assert_eq!(keys.len(), unique.len(), "duplicate keys in event line {l}");
+                serde_json::from_str(l).expect("event line is JSON")
+            })
+            .collect()
     }
 
     /// Every path under `.circe` with its content (folders as `/`), locks, queue and tmp
@@ -300,6 +310,29 @@ impl Env {
         f.extend(common_filters());
         f
     }
+}
+
+/// The keys of a JSON object in the order written, duplicates kept.
+pub fn top_level_keys(json: &str) -> Vec<String> {
+    struct Keys;
+    impl<'de> serde::de::Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some((k, _)) = map.next_entry::<String, serde::de::IgnoredAny>()? {
+                keys.push(k);
+            }
+            Ok(keys)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(json);
+    serde::Deserializer::deserialize_map(&mut de, Keys).expect("a JSON object")
 }
 
 /// Redactions every snapshot needs whatever its temp dir: ids, hosts, pids, durations.

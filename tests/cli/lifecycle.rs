@@ -473,6 +473,11 @@ fn handoff_sends_the_task_on_with_a_new_message() {
         ("new", "test", "qa", 2)
     );
     assert_eq!(env.ls("NEW_MESSAGES"), ["20251121_180000_engineer-qa_test_AUTH-012.md"]);
+    let last = env.events().pop().unwrap();
+    assert_eq!(
+        (&last["event"], &last["to"], &last["addressed_to"], &last["epoch"]),
+        (&json!("handoff"), &json!("new"), &json!("qa"), &json!(2))
+    );
     env.at("2025-11-21T18:05:00Z", "engineer-2", &["claim", T]).code(3);
     env.at("2025-11-21T18:05:00Z", "qa", &["claim", "--next"]).ok();
     // A task id that exists and waits cannot be opened again.

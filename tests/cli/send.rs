@@ -1,5 +1,7 @@
 //! `circe send`: flags, drafts, templates, registry refusals, broadcasts, collisions.
 
+use serde_json::json;
+
 use crate::common::{Env, assert_unchanged, snap};
 
 const DRAFT: &str = "# MESSAGE\nto: qa\nintent: inform\n\n## Summary\nthe build is green\n";
@@ -48,6 +50,11 @@ fn a_task_intent_opens_a_task_in_new_messages() {
     assert_eq!(r.epoch, 0);
     assert_eq!(r.to, "all");
     assert_eq!(env.read("TASKS/AUTH-012.checks"), "tests_passed: false\n");
+    let ev = env.events();
+    assert_eq!(
+        (&ev[0]["event"], &ev[0]["from"], &ev[0]["to"]),
+        (&json!("open"), &json!("none"), &json!("new"))
+    );
     // Nobody's INBOX got it.
     for a in ["engineer", "qa", "coordinator"] {
         assert!(env.ls(&format!("AGENTS/{a}/INBOX")).is_empty(), "{a}");
