@@ -44,18 +44,17 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             if let Some(existing) = ws.role_of(name) {
                 if existing != a.role {
                     return Err(Error::conflict(format!(
-                        "agent {} exists with role {existing}",
-                        name
+                        "agent {name} exists with role {existing}"
                     )));
                 }
                 return Ok(Report::new(
-                    format!("agent {} exists already ({existing})", name),
+                    format!("agent {name} exists already ({existing})"),
                     json!({"agent": name, "role": existing, "created": false}),
                 ));
             }
             let created = ws.store.create_agent(name, &format!("role: {}\n", a.role))?;
             Ok(Report::new(
-                format!("agent {} added ({})", name, a.role),
+                format!("agent {name} added ({})", a.role),
                 json!({"agent": name, "role": a.role, "created": created}),
             ))
         }
