@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStringExt;
 
-use crate::common::{Env, assert_unchanged, snap};
+use crate::common::{Env, assert_unchanged};
 
 #[test]
 fn add_and_list() {

@@ -261,7 +261,7 @@ impl Env {
         let mut v: Vec<String> = std::fs::read_dir(self.root().join(rel))
             .unwrap_or_else(|e| panic!("cannot list .circe/{rel}: {e}"))
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .filter(|n| n.ends_with(".md"))
+            .filter(|n| Path::new(n).extension().is_some_and(|e| e == "md"))
             .collect();
         v.sort();
         v
@@ -428,5 +428,3 @@ macro_rules! snap {
         settings.bind(|| insta::assert_snapshot!($name, $crate::common::Shown::shown(&$out)));
     }};
 }
-
-pub(crate) use snap;

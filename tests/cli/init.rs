@@ -1,6 +1,6 @@
 //! `circe init`, root discovery and `--root`.
 
-use crate::common::{Env, snap};
+use crate::common::Env;
 
 const AGENTS: [&str; 6] = ["coordinator", "eagle", "engineer", "qa", "rooster", "scribe"];
 

@@ -3,7 +3,7 @@
 
 use serde_json::json;
 
-use crate::common::{Env, assert_unchanged, snap};
+use crate::common::{Env, assert_unchanged};
 
 const T: &str = "AUTH-012";
 const MSG: &str = "20251121_170000_coordinator-all_implement-feature_AUTH-012.md";
@@ -421,13 +421,13 @@ fn take_and_done_move_messages_along() {
     t.ok();
     assert_eq!(t.stdout, format!("{file} -> workspace:qa\n"));
     assert!(env.ls("AGENTS/qa/INBOX").is_empty());
-    assert_eq!(env.ls("AGENTS/qa/WORKSPACE"), [file.clone()]);
+    assert_eq!(env.ls("AGENTS/qa/WORKSPACE"), std::slice::from_ref(&file));
     env.as_("qa", &["take", &file]).code(5);
     env.as_("engineer", &["done", &file]).code(5);
     let d = env.as_("qa", &["done", &file, "--json"]);
     d.ok();
     assert_eq!(d.json(), json!({"moved": [{"box": "logs", "file": file}]}));
-    assert_eq!(env.ls("LOGS"), [file.clone()]);
+    assert_eq!(env.ls("LOGS"), std::slice::from_ref(&file));
     assert!(env.ls("AGENTS/qa/WORKSPACE").is_empty());
     env.as_("qa", &["done", &file]).code(5);
 }

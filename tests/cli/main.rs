@@ -6,6 +6,7 @@ mod common;
 
 mod agent;
 mod fixtures;
+mod harness;
 mod init;
 mod lifecycle;
 mod messages;

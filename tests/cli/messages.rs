@@ -1,6 +1,6 @@
 //! Reading messages: `inbox`, `show`, `validate`, `registry`.
 
-use crate::common::{Env, snap};
+use crate::common::Env;
 
 fn data(name: &str) -> String {
     format!("{}/tests/cli/data/{name}", env!("CARGO_MANIFEST_DIR"))

@@ -2,7 +2,7 @@
 
 use serde_json::json;
 
-use crate::common::{Env, assert_unchanged, snap};
+use crate::common::{Env, assert_unchanged};
 
 const DRAFT: &str = "# MESSAGE\nto: qa\nintent: inform\n\n## Summary\nthe build is green\n";
 
