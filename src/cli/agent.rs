@@ -20,7 +20,7 @@ pub enum AgentCommand {
 #[derive(Debug, Args)]
 pub struct AddArgs {
     /// The agent's name: a-z, 0-9 and '-'.
-    pub name: String,
+    pub name: std::ffi::OsString,
     /// One of the registry's roles (`circe registry` lists them).
     #[arg(long)]
     pub role: String,
@@ -30,28 +30,32 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
     let ws = ctx.workspace()?;
     match cmd {
         AgentCommand::Add(a) => {
-            names::check_agent(&a.name)?;
+            // A name that is not UTF-8 breaks the name rule (exit 3), not the command line.
+            let name = a.name.to_str().ok_or_else(|| {
+                Error::refused(format!("agent name `{}` is not UTF-8", a.name.display()))
+                    .hint("agent names use a-z, 0-9 and '-'")
+            })?;
+            names::check_agent(name)?;
             if !ws.registry.is_role(&a.role) {
                 let roles: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
                 return Err(Error::refused(format!("unknown role `{}`", a.role))
                     .hint(format!("roles: {}", roles.join(", "))));
             }
-            if let Some(existing) = ws.role_of(&a.name) {
+            if let Some(existing) = ws.role_of(name) {
                 if existing != a.role {
                     return Err(Error::conflict(format!(
-                        "agent {} exists with role {existing}",
-                        a.name
+                        "agent {name} exists with role {existing}"
                     )));
                 }
                 return Ok(Report::new(
-                    format!("agent {} exists already ({existing})", a.name),
-                    json!({"agent": a.name, "role": existing, "created": false}),
+                    format!("agent {name} exists already ({existing})"),
+                    json!({"agent": name, "role": existing, "created": false}),
                 ));
             }
-            let created = ws.store.create_agent(&a.name, &format!("role: {}\n", a.role))?;
+            let created = ws.store.create_agent(name, &format!("role: {}\n", a.role))?;
             Ok(Report::new(
-                format!("agent {} added ({})", a.name, a.role),
-                json!({"agent": a.name, "role": a.role, "created": created}),
+                format!("agent {name} added ({})", a.role),
+                json!({"agent": name, "role": a.role, "created": created}),
             ))
         }
         AgentCommand::List => {

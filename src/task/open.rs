@@ -99,7 +99,7 @@ fn open_new(
         .task(spec.task_id)
         .moved("none", "new", 0)
         .with("intent", spec.intent)
-        .with("to", spec.to)
+        .with("addressed_to", spec.to)
         .with("message", ticket.as_str())
         .append(&ws.store)?;
     Ok(OpenOutcome { record: rec, handoff_from: None, message: ticket })
@@ -163,7 +163,7 @@ fn handoff(
         .task(task)
         .moved(from.as_str(), to.as_str(), st.rec.epoch)
         .with("intent", spec.intent)
-        .with("to", spec.to)
+        .with("addressed_to", spec.to)
         .with("message", ticket.as_str())
         .append(&ws.store)?;
     Ok(OpenOutcome { record: st.rec, handoff_from: old_owner, message: ticket })

@@ -1,0 +1,119 @@
+//! `circe init`, root discovery and `--root`.
+
+use crate::common::Env;
+
+const AGENTS: [&str; 6] = ["coordinator", "eagle", "engineer", "qa", "rooster", "scribe"];
+
+#[test]
+fn init_makes_the_layout_and_one_agent_per_role() {
+    let env = Env::bare();
+    let out = env.circe(["init"]).run();
+    out.ok();
+    snap!(env, out);
+    for b in ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS", "tmp", "locks", "queue"] {
+        assert!(env.root().join(b).is_dir(), "missing {b}");
+    }
+    assert!(env.read("circe.yaml").contains("version: 1"));
+    for a in AGENTS {
+        assert!(env.root().join("AGENTS").join(a).join("INBOX").is_dir(), "{a} INBOX");
+        assert!(env.root().join("AGENTS").join(a).join("WORKSPACE").is_dir(), "{a} WORKSPACE");
+        assert_eq!(env.read(&format!("AGENTS/{a}/agent.yaml")), format!("role: {a}\n"));
+    }
+}
+
+#[test]
+fn init_is_idempotent() {
+    let env = Env::new();
+    let before = env.state();
+    let out = env.circe(["init"]).run();
+    out.ok();
+    assert!(out.stdout.contains("circe.yaml kept as it was"), "{}", out.show());
+    assert!(out.stdout.contains("agents added: none"), "{}", out.show());
+    let j = env.circe(["init", "--json"]).run();
+    j.ok();
+    let j = j.json();
+    assert_eq!(j["config_written"], false);
+    assert_eq!(j["agents_added"], serde_json::json!([]));
+    crate::common::assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn init_never_clobbers_an_edited_config() {
+    let env = Env::new();
+    let edited = "version: 1\nlease: 5m\nmax_attempts: 2\n";
+    std::fs::write(env.root().join("circe.yaml"), edited).unwrap();
+    env.circe(["init"]).run().ok();
+    assert_eq!(env.read("circe.yaml"), edited);
+}
+
+#[test]
+fn init_adds_missing_boxes_and_agents_back() {
+    let env = Env::new();
+    std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
+    std::fs::remove_dir(env.root().join("queue")).unwrap();
+    let out = env.circe(["init", "--json"]).run();
+    out.ok();
+    assert_eq!(out.json()["agents_added"], serde_json::json!(["qa"]));
+    assert!(env.root().join("queue").is_dir());
+    assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
+}
+
+#[test]
+fn init_into_a_named_folder() {
+    let env = Env::bare();
+    env.circe(["init", "sub/project"]).run().ok();
+    assert!(env.path().join("sub/project/.circe/circe.yaml").is_file());
+    assert!(!env.root().exists());
+}
+
+#[test]
+fn the_root_is_found_from_a_subfolder() {
+    let env = Env::new();
+    let deep = env.path().join("src/a/b");
+    std::fs::create_dir_all(&deep).unwrap();
+    let out = env.circe(["agent", "list", "--json"]).cwd(&deep).run();
+    out.ok();
+    assert_eq!(out.json().as_array().map(Vec::len), Some(6));
+    // And a command run from there writes into that root.
+    env.circe(["send", "--to", "qa", "--intent", "inform", "--summary", "hi"])
+        .agent("engineer")
+        .cwd(&deep)
+        .run()
+        .ok();
+    assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
+}
+
+#[test]
+fn outside_any_root_is_a_usage_error_with_a_hint() {
+    let env = Env::bare();
+    let out = env.circe(["tasks"]).run();
+    out.code(2);
+    assert!(out.stderr.contains("hint:") && out.stderr.contains("circe init"), "{}", out.show());
+    snap!(env, out);
+    let j = env.circe(["tasks", "--json"]).run();
+    j.code(2);
+    let j = j.json();
+    assert_eq!(j["error"]["kind"], "usage");
+    assert_eq!(j["error"]["exit_code"], 2);
+    assert!(j["error"]["hint"].as_str().unwrap().contains("circe init"));
+}
+
+#[test]
+fn root_flag_takes_the_project_or_the_circe_folder() {
+    let env = Env::new();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let project = env.path().display().to_string();
+    let dotcirce = env.root().display().to_string();
+    for root in [&project, &dotcirce] {
+        let out = env.circe(["--root", root, "agent", "list"]).cwd(elsewhere.path()).run();
+        out.ok();
+        assert!(out.stdout.contains("engineer"), "{}", out.show());
+    }
+    // CIRCE_ROOT works the same way.
+    let out = env.circe(["agent", "list"]).var("CIRCE_ROOT", &dotcirce).cwd(elsewhere.path()).run();
+    out.ok();
+    // A --root that is not a root: usage error, with a hint.
+    let out = env.circe(["--root", elsewhere.path().to_str().unwrap(), "tasks"]).run();
+    out.code(2);
+    assert!(out.stderr.contains("hint:"), "{}", out.show());
+}

@@ -1,0 +1,592 @@
+//! The task lifecycle through the CLI: claim, races, status moves, checks, leases,
+//! release, parking, fencing, take/done, the board and doctor.
+
+use serde_json::json;
+
+use crate::common::{Env, assert_unchanged};
+
+const T: &str = "AUTH-012";
+const MSG: &str = "20251121_170000_coordinator-all_implement-feature_AUTH-012.md";
+const T5: &str = "2025-11-21T17:05:00Z";
+
+/// A root with task AUTH-012 open and a second engineer.
+fn setup() -> Env {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.open_task(T);
+    env
+}
+
+/// Open `task` with `priority` at `now` (coordinator -> all engineers).
+fn open_at(env: &Env, now: &str, task: &str, priority: &str) {
+    env.at(
+        now,
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "all",
+            "--intent",
+            "implement_feature",
+            "--task",
+            task,
+            "--priority",
+            priority,
+        ],
+    )
+    .ok();
+}
+
+#[test]
+fn claim_moves_the_message_and_writes_the_records() {
+    let env = setup();
+    let out = env.at(T5, "engineer", &["claim", T]);
+    out.ok();
+    snap!(env, out);
+    assert!(env.ls("NEW_MESSAGES").is_empty());
+    assert_eq!(env.ls("AGENTS/engineer/INBOX"), [MSG]);
+    let r = env.record(T);
+    assert_eq!(r.status.as_str(), "claimed");
+    assert_eq!(r.owner.as_deref(), Some("engineer"));
+    assert_eq!((r.epoch, r.attempts), (1, 1));
+    assert_eq!(r.lease_expires_at.as_deref(), Some("2025-11-21T17:35:00Z"));
+    let owner = env.read(&format!("TASKS/{T}.owner"));
+    assert!(owner.contains("owner: engineer") && owner.contains("epoch: 1"), "{owner}");
+    let ev = env.events();
+    let last = ev.last().unwrap();
+    assert_eq!(
+        (&last["event"], &last["agent"], &last["to"]),
+        (&json!("claim"), &json!("engineer"), &json!("claimed"))
+    );
+}
+
+#[test]
+fn claiming_again_by_the_owner_changes_nothing() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let before = env.state();
+    let again = env.at("2025-11-21T17:06:00Z", "engineer", &["claim", T, "--json"]);
+    again.ok();
+    let j = again.json();
+    assert_eq!(j["already_held"], true);
+    assert_eq!(j["epoch"], 1);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn the_second_claimer_loses_with_the_winners_name() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let before = env.state();
+    let lost = env.at(T5, "engineer-2", &["claim", T]);
+    lost.code(4);
+    assert!(lost.stderr.contains("held by engineer"), "{}", lost.show());
+    snap!(env, lost);
+    let j = env.at(T5, "engineer-2", &["claim", T, "--json"]);
+    j.code(4);
+    let j = j.json();
+    assert_eq!(j["error"]["kind"], "conflict");
+    assert_eq!(j["error"]["details"]["owner"], "engineer");
+    assert_unchanged(&before, &env.state());
+    assert!(env.ls("AGENTS/engineer-2/INBOX").is_empty());
+}
+
+#[test]
+fn claim_next_takes_priority_then_age() {
+    let env = Env::new();
+    open_at(&env, "2025-11-21T17:00:00Z", "LOW-1", "low");
+    open_at(&env, "2025-11-21T17:01:00Z", "OLD-1", "normal");
+    open_at(&env, "2025-11-21T17:02:00Z", "NEW-1", "normal");
+    open_at(&env, "2025-11-21T17:03:00Z", "HIGH-1", "high");
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let o = env.at(T5, "engineer", &["claim", "--next", "--json"]);
+        o.ok();
+        order.push(o.json()["task"].as_str().unwrap().to_string());
+    }
+    assert_eq!(order, ["HIGH-1", "OLD-1", "NEW-1", "LOW-1"]);
+    let none = env.at(T5, "engineer", &["claim", "--next"]);
+    none.code(6);
+    snap!(env, none);
+    assert_eq!(
+        env.at(T5, "engineer", &["claim", "--next", "--json"]).json()["error"]["kind"],
+        "nothing_to_claim"
+    );
+}
+
+#[test]
+fn claim_next_on_an_empty_queue_and_for_an_ineligible_role() {
+    let env = Env::new();
+    env.at(T5, "engineer", &["claim", "--next"]).code(6);
+    env.open_task(T);
+    let before = env.state();
+    env.at(T5, "qa", &["claim", "--next"]).code(6);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn an_ineligible_agent_is_refused() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.as_(
+        "coordinator",
+        &["send", "--to", "engineer", "--intent", "implement_feature", "--task", "ONLY-1"],
+    )
+    .ok();
+    env.open_task(T);
+    let before = env.state();
+    // Addressed to another agent by name.
+    let o = env.at(T5, "engineer-2", &["claim", "ONLY-1"]);
+    o.code(3);
+    assert!(o.stderr.contains("may not take task ONLY-1"), "{}", o.show());
+    // A role the registry does not let receive implement_feature.
+    let o = env.at(T5, "qa", &["claim", T]);
+    o.code(3);
+    snap!(env, o);
+    assert_unchanged(&before, &env.state());
+    env.at(T5, "engineer", &["claim", "ONLY-1"]).ok();
+    env.at(T5, "nobody", &["claim", T]).code(5);
+    env.at(T5, "engineer", &["claim", "NOPE-9"]).code(5);
+}
+
+#[test]
+fn status_moves_outside_the_table_are_refused() {
+    let env = setup();
+    // Not claimed yet: nobody may move it.
+    let before = env.state();
+    env.at(T5, "engineer", &["status", T, "in_progress"]).code(3);
+    assert_unchanged(&before, &env.state());
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let before = env.state();
+    let mut refused = Vec::new();
+    for target in ["completed", "blocked", "claimed", "parked"] {
+        let o = env.at(T5, "engineer", &["status", T, target]);
+        o.code(3);
+        refused.push(o);
+    }
+    snap!(env, refused);
+    env.at(T5, "engineer", &["status", T, "sideways"]).code(2);
+    assert_unchanged(&before, &env.state());
+    // The table's path does work: start, block, unblock.
+    for target in ["in_progress", "blocked", "in-progress"] {
+        env.at(T5, "engineer", &["status", T, target]).ok();
+    }
+    assert_eq!(env.record(T).status.as_str(), "in_progress");
+    // Another engineer may not move it: conflict, naming the owner.
+    let o = env.at(T5, "engineer-2", &["status", T, "blocked"]);
+    o.code(4);
+    assert!(o.stderr.contains("held by engineer"), "{}", o.show());
+}
+
+#[test]
+fn completion_waits_for_the_checks() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+    let before = env.state();
+    let o = env.at(T5, "engineer", &["status", T, "completed"]);
+    o.code(3);
+    assert!(o.stderr.contains("checks not passed: tests_passed"), "{}", o.show());
+    snap!(env, o);
+    assert_unchanged(&before, &env.state());
+    env.at(T5, "engineer", &["check", T, "tests_passed=false"]).ok();
+    env.at(T5, "engineer", &["status", T, "completed"]).code(3);
+    let c = env.at(T5, "engineer", &["check", T, "tests_passed=true", "--json"]);
+    c.ok();
+    assert_eq!(c.json()["checks"], json!({"tests_passed": true}));
+    assert_eq!(env.read(&format!("TASKS/{T}.checks")), "tests_passed: true\n");
+    let done = env.at("2025-11-21T17:30:00Z", "engineer", &["status", T, "completed"]);
+    done.ok();
+    let r = env.record(T);
+    assert_eq!(r.status.as_str(), "completed");
+    assert_eq!(r.lease_expires_at, None);
+    assert!(!env.root().join(format!("TASKS/{T}.owner")).exists(), ".owner goes with the lease");
+    // Terminal: no way back.
+    env.at(T5, "engineer", &["status", T, "in_progress"]).code(3);
+    env.at(T5, "engineer", &["claim", T]).code(3);
+}
+
+#[test]
+fn check_run_records_the_exit_status_and_logs_the_command() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let f = env.at(T5, "engineer", &["check", T, "--run", "tests_passed", "--", "false"]);
+    f.code(3);
+    assert_eq!(env.read(&format!("TASKS/{T}.checks")), "tests_passed: false\n");
+    let ev = env.events();
+    let last = ev.last().unwrap();
+    assert_eq!(last["event"], "check");
+    assert_eq!(last["command"], "false");
+    assert_eq!(last["passed"], false);
+    assert_eq!(last["exit_code"], 1);
+    let p = env.at(
+        T5,
+        "engineer",
+        &["check", T, "--run", "tests_passed", "--", "sh", "-c", "echo all green"],
+    );
+    p.ok();
+    assert!(p.stdout.contains("tests_passed: passed"), "{}", p.show());
+    assert!(p.stderr.contains("all green"), "the command's output goes to stderr: {}", p.show());
+    assert_eq!(env.read(&format!("TASKS/{T}.checks")), "tests_passed: true\n");
+    let ev = env.events();
+    let last = ev.last().unwrap();
+    assert_eq!(
+        (&last["command"], &last["passed"], &last["how"]),
+        (&json!("sh -c echo all green"), &json!(true), &json!("run"))
+    );
+    // Not the owner: not recorded.
+    let before = env.state();
+    env.at(T5, "engineer-2", &["check", T, "--run", "tests_passed", "--", "true"]).code(4);
+    env.at(T5, "engineer-2", &["check", T, "tests_passed=false"]).code(4);
+    env.at(T5, "engineer", &["check", T, "Bad-Name=true"]).code(3);
+    env.at(T5, "engineer", &["check", T, "--run", "x"]).code(2);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn heartbeat_extends_the_lease() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    assert_eq!(env.record(T).lease_expires_at.as_deref(), Some("2025-11-21T17:06:00Z"));
+    let hb = env.at("2025-11-21T17:05:30Z", "engineer", &["heartbeat", T, "--ttl", "10m"]);
+    hb.ok();
+    assert_eq!(hb.stdout, format!("{T} lease until 2025-11-21T17:15:30Z\n"));
+    assert_eq!(env.record(T).lease_expires_at.as_deref(), Some("2025-11-21T17:15:30Z"));
+    assert!(env.read(&format!("TASKS/{T}.owner")).contains("2025-11-21T17:15:30Z"));
+    // Past the first lease but inside the extended one: still held.
+    env.at("2025-11-21T17:10:00Z", "engineer-2", &["claim", T]).code(4);
+    env.at("2025-11-21T17:10:00Z", "engineer-2", &["heartbeat", T]).code(4);
+}
+
+#[test]
+fn release_returns_the_message_and_another_agent_reclaims() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    env.at(T5, "engineer", &["take", T]).ok();
+    assert_eq!(env.ls("AGENTS/engineer/WORKSPACE"), [MSG]);
+    let r = env.at("2025-11-21T17:10:00Z", "engineer", &["release", T, "--reason", "stuck"]);
+    r.ok();
+    snap!(env, r);
+    assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
+    assert!(env.ls("AGENTS/engineer/WORKSPACE").is_empty());
+    let rec = env.record(T);
+    assert_eq!((rec.status.as_str(), rec.owner.as_deref(), rec.epoch), ("new", None, 2));
+    assert_eq!(rec.note.as_deref(), Some("stuck"));
+    assert!(!env.root().join(format!("TASKS/{T}.owner")).exists());
+    let c = env.at("2025-11-21T17:11:00Z", "engineer-2", &["claim", T, "--json"]);
+    c.ok();
+    let c = c.json();
+    assert_eq!((c["epoch"].as_u64(), c["attempts"].as_u64()), (Some(3), Some(2)));
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX"), [MSG]);
+}
+
+#[test]
+fn only_the_owner_or_a_forcing_coordinator_releases() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let before = env.state();
+    let o = env.at(T5, "engineer-2", &["release", T]);
+    o.code(4);
+    assert!(o.stderr.contains("held by engineer"), "{}", o.show());
+    let o = env.at(T5, "coordinator", &["release", T]);
+    o.code(4);
+    assert!(o.stderr.contains("--force"), "{}", o.show());
+    env.at(T5, "engineer-2", &["release", T, "--force"]).code(4);
+    assert_unchanged(&before, &env.state());
+    let f = env.at(T5, "coordinator", &["release", T, "--force", "--reason", "reassigning"]);
+    f.ok();
+    assert_eq!(env.record(T).status.as_str(), "new");
+    assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
+    let last = env.events().pop().unwrap();
+    assert_eq!(
+        (&last["event"], &last["forced"], &last["owner"]),
+        (&json!("release"), &json!(true), &json!("engineer"))
+    );
+}
+
+#[test]
+fn an_expired_lease_is_taken_over_and_the_stale_owner_fenced_out() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+    // One minute later plus one: the lease has run out.
+    let t2 = "2025-11-21T17:07:00Z";
+    let o = env.at(t2, "engineer-2", &["claim", T]);
+    o.ok();
+    assert!(o.stdout.contains("taken over from engineer"), "{}", o.show());
+    snap!(env, o);
+    let r = env.record(T);
+    assert_eq!(r.owner.as_deref(), Some("engineer-2"));
+    assert_eq!((r.epoch, r.attempts), (3, 2), "expire and claim each bump the epoch");
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX"), [MSG]);
+    assert!(env.ls("AGENTS/engineer/INBOX").is_empty());
+    let evs: Vec<String> =
+        env.events().iter().map(|e| e["event"].as_str().unwrap().to_string()).collect();
+    assert!(evs.ends_with(&["expire".to_string(), "claim".to_string()]), "{evs:?}");
+    // The old owner's writes are refused: by owner, and by epoch when it passes one.
+    let before = env.state();
+    let s = env.at(t2, "engineer", &["status", T, "completed"]);
+    s.code(4);
+    let s =
+        env.circe(["status", T, "blocked"]).agent("engineer").now(t2).var("CIRCE_EPOCH", "1").run();
+    s.code(4);
+    assert!(s.stderr.contains("stale epoch 1"), "{}", s.show());
+    env.at(t2, "engineer", &["heartbeat", T, "--epoch", "1"]).code(4);
+    env.at(t2, "engineer", &["check", T, "tests_passed=true", "--epoch", "1"]).code(4);
+    env.at(t2, "engineer", &["release", T, "--epoch", "1"]).code(4);
+    assert_unchanged(&before, &env.state());
+    // The new owner with the right epoch goes on.
+    env.at(t2, "engineer-2", &["heartbeat", T, "--epoch", "3"]).ok();
+    env.at(t2, "engineer-2", &["status", T, "in_progress", "--epoch", "2"]).code(4);
+}
+
+#[test]
+fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
+    let env = setup();
+    let times = ["2025-11-21T17:10:00Z", "2025-11-21T17:20:00Z", "2025-11-21T17:30:00Z"];
+    for (i, t) in times.iter().enumerate() {
+        let who = if i % 2 == 0 { "engineer" } else { "engineer-2" };
+        env.circe(["claim", T, "--ttl", "60s"]).agent(who).now(t).run().ok();
+    }
+    assert_eq!(env.record(T).attempts, 3);
+    let before_inbox = env.ls("AGENTS/coordinator/INBOX");
+    assert!(before_inbox.is_empty());
+    let o = env.at("2025-11-21T17:40:00Z", "engineer-2", &["claim", T]);
+    o.code(3);
+    assert!(o.stderr.contains("parked"), "{}", o.show());
+    snap!(env, o);
+    let r = env.record(T);
+    assert_eq!((r.status.as_str(), r.owner.as_deref()), ("parked", None));
+    assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
+    let inbox = env.ls("AGENTS/coordinator/INBOX");
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    assert!(inbox[0].contains("_escalate_AUTH-012"), "{inbox:?}");
+    let text = env.read(&format!("AGENTS/coordinator/INBOX/{}", inbox[0]));
+    assert!(
+        text.contains("intent: escalate") && text.contains("parked after 3 attempts"),
+        "{text}"
+    );
+    // Parked: nobody claims it, not even with --next; the coordinator requeues it.
+    env.at("2025-11-21T17:41:00Z", "engineer", &["claim", T]).code(3);
+    env.at("2025-11-21T17:41:00Z", "engineer", &["claim", "--next"]).code(6);
+    env.at("2025-11-21T17:41:00Z", "engineer", &["release", T]).code(3);
+    env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T, "--force"]).ok();
+    let r = env.record(T);
+    assert_eq!((r.status.as_str(), r.attempts), ("new", 0));
+    env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next"]).ok();
+}
+
+#[test]
+fn max_attempts_comes_from_the_config_and_reap_parks_too() {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
+    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    env.open_task(T);
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    let nothing = env.circe(["reap"]).now("2025-11-21T17:05:30Z").run();
+    nothing.ok();
+    assert_eq!(nothing.stdout, "no expired leases\n");
+    let reaped = env.circe(["reap", "--json"]).now("2025-11-21T17:07:00Z").run();
+    reaped.ok();
+    assert_eq!(reaped.json(), json!({"reaped": [{"task": T, "status": "parked"}]}));
+    assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
+    assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
+}
+
+#[test]
+fn reap_returns_an_expired_task_to_the_queue() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env.at(T5, "engineer", &["take", T]).ok();
+    let o = env.circe(["reap"]).now("2025-11-21T17:07:00Z").run();
+    o.ok();
+    assert_eq!(o.stdout, format!("{T}: lease ran out -> new\n"));
+    assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
+    assert!(env.ls("AGENTS/engineer/WORKSPACE").is_empty());
+    let r = env.record(T);
+    assert_eq!((r.status.as_str(), r.epoch, r.attempts), ("new", 2, 1));
+    env.at("2025-11-21T17:08:00Z", "engineer-2", &["claim", "--next"]).ok();
+}
+
+#[test]
+fn take_and_done_move_messages_along() {
+    let env = Env::new();
+    let sent = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "fyi", "--json"],
+    );
+    sent.ok();
+    let file = sent.json()["delivered"][0]["file"].as_str().unwrap().to_string();
+    let t = env.as_("qa", &["take", &file]);
+    t.ok();
+    assert_eq!(t.stdout, format!("{file} -> workspace:qa\n"));
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty());
+    assert_eq!(env.ls("AGENTS/qa/WORKSPACE"), std::slice::from_ref(&file));
+    env.as_("qa", &["take", &file]).code(5);
+    env.as_("engineer", &["done", &file]).code(5);
+    let d = env.as_("qa", &["done", &file, "--json"]);
+    d.ok();
+    assert_eq!(d.json(), json!({"moved": [{"box": "logs", "file": file}]}));
+    assert_eq!(env.ls("LOGS"), std::slice::from_ref(&file));
+    assert!(env.ls("AGENTS/qa/WORKSPACE").is_empty());
+    env.as_("qa", &["done", &file]).code(5);
+}
+
+#[test]
+fn done_keeps_a_live_tasks_message() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    env.at(T5, "engineer", &["take", T]).ok();
+    let before = env.state();
+    let o = env.at(T5, "engineer", &["done", T]);
+    o.code(3);
+    snap!(env, o);
+    env.at(T5, "engineer", &["done", MSG]).code(3);
+    assert_unchanged(&before, &env.state());
+    // Someone else cannot take it.
+    env.at(T5, "engineer-2", &["take", T]).code(3);
+    // Completed: now it may go.
+    env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+    env.at(T5, "engineer", &["check", T, "tests_passed=true"]).ok();
+    env.at(T5, "engineer", &["status", T, "completed"]).ok();
+    env.at(T5, "engineer", &["done", T]).ok();
+    assert_eq!(env.ls("LOGS"), [MSG]);
+    env.circe(["doctor"]).run().ok();
+}
+
+#[test]
+fn handoff_sends_the_task_on_with_a_new_message() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    // Only the owner can hand it on.
+    env.at(T5, "engineer-2", &["send", "--to", "qa", "--intent", "test", "--task", T]).code(4);
+    let h = env.at(
+        "2025-11-21T18:00:00Z",
+        "engineer",
+        &["send", "--to", "qa", "--intent", "test", "--task", T],
+    );
+    h.ok();
+    assert!(h.stdout.contains("handed on by engineer"), "{}", h.show());
+    let r = env.record(T);
+    assert_eq!(
+        (r.status.as_str(), r.intent.as_str(), r.to.as_str(), r.epoch),
+        ("new", "test", "qa", 2)
+    );
+    assert_eq!(env.ls("NEW_MESSAGES"), ["20251121_180000_engineer-qa_test_AUTH-012.md"]);
+    let last = env.events().pop().unwrap();
+    assert_eq!(
+        (&last["event"], &last["to"], &last["addressed_to"], &last["epoch"]),
+        (&json!("handoff"), &json!("new"), &json!("qa"), &json!(2))
+    );
+    env.at("2025-11-21T18:05:00Z", "engineer-2", &["claim", T]).code(3);
+    env.at("2025-11-21T18:05:00Z", "qa", &["claim", "--next"]).ok();
+    // A task id that exists and waits cannot be opened again.
+    env.open_task("T-2");
+    env.as_(
+        "coordinator",
+        &["send", "--to", "all", "--intent", "implement_feature", "--task", "T-2"],
+    )
+    .code(4);
+}
+
+#[test]
+fn the_board_and_its_filters() {
+    let env = setup();
+    open_at(&env, "2025-11-21T17:01:00Z", "OTHER-1", "high");
+    env.circe(["claim", T, "--ttl", "10m"]).agent("engineer").now(T5).run().ok();
+    let all = env.circe(["tasks"]).now("2025-11-21T17:07:00Z").run();
+    all.ok();
+    snap!(env, all);
+    let only = |args: &[&str]| -> Vec<String> {
+        let o = env.circe([&["tasks", "--json"], args].concat()).run();
+        o.ok();
+        o.json()["tasks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["task"]["task_id"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(only(&[]), [T, "OTHER-1"]);
+    assert_eq!(only(&["--status", "new"]), ["OTHER-1"]);
+    assert_eq!(only(&["--status", "claimed"]), [T]);
+    assert_eq!(only(&["--owner", "engineer"]), [T]);
+    assert!(only(&["--owner", "qa"]).is_empty());
+    env.circe(["tasks", "--status", "sideways"]).run().code(2);
+    // Past its lease the board says so.
+    let late = env.circe(["tasks", "--status", "claimed"]).now("2025-11-21T17:20:00Z").run();
+    late.ok();
+    assert!(late.stdout.contains("expired"), "{}", late.show());
+}
+
+#[test]
+fn doctor_is_happy_on_a_healthy_root() {
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let d = env.circe(["doctor"]).run();
+    d.ok();
+    assert_eq!(d.stdout, "ok: 0 repaired, 0 violations\n");
+    let j = env.circe(["doctor", "--json"]).run();
+    j.ok();
+    assert_eq!(j.json()["open"], 0);
+}
+
+/// `--json` gives one JSON document on stdout for every command, success or failure.
+#[test]
+fn json_everywhere() {
+    let env = Env::new();
+    let draft = env.path().join("d.md");
+    std::fs::write(&draft, "# MESSAGE\nto: qa\nintent: inform\n\nhi\n").unwrap();
+    let d = draft.to_str().unwrap();
+    let steps: &[(Option<&str>, &[&str], i32)] = &[
+        (None, &["init"], 0),
+        (None, &["agent", "add", "engineer-2", "--role", "engineer"], 0),
+        (None, &["agent", "list"], 0),
+        (None, &["registry"], 0),
+        (None, &["send", "--template", "fix_bug"], 0),
+        (
+            Some("coordinator"),
+            &["send", "--to", "all", "--intent", "implement_feature", "--task", T],
+            0,
+        ),
+        (Some("engineer"), &["send", "--file", d], 0),
+        (Some("qa"), &["inbox", "--workspace"], 0),
+        (None, &["validate", d, "--draft"], 0),
+        (None, &["validate", d], 3),
+        (Some("engineer"), &["claim", T], 0),
+        (Some("engineer-2"), &["claim", T], 4),
+        (Some("engineer-2"), &["claim", "--next"], 6),
+        (Some("engineer"), &["status", T, "in_progress"], 0),
+        (Some("engineer"), &["heartbeat", T], 0),
+        (Some("engineer"), &["take", T], 0),
+        (Some("engineer"), &["check", T, "tests_passed=true"], 0),
+        (Some("engineer"), &["check", T, "--run", "lint", "--", "true"], 0),
+        (Some("engineer"), &["show", T], 0),
+        (None, &["tasks"], 0),
+        (Some("engineer"), &["release", T], 0),
+        (None, &["reap"], 0),
+        (None, &["doctor"], 0),
+        (Some("engineer"), &["done", T], 3),
+        (Some("nobody"), &["inbox"], 5),
+        (None, &["tasks", "--status", "x"], 2),
+        (None, &["no-such-command"], 2),
+    ];
+    for (agent, args, code) in steps {
+        let mut run = env.circe([&["--json"][..], args].concat());
+        if let Some(a) = agent {
+            run = run.agent(a);
+        }
+        let o = run.run();
+        o.code(*code);
+        let v = o.json();
+        if args[0] == "validate" && *code == 3 {
+            // validate reports every file, valid or not, rather than one error.
+            assert_eq!(v["invalid"], 1, "{}", o.show());
+        } else if *code != 0 {
+            assert!(v["error"]["message"].is_string(), "{}", o.show());
+            assert_eq!(v["error"]["exit_code"], *code, "{}", o.show());
+        } else {
+            assert!(v.get("error").is_none(), "{}", o.show());
+        }
+    }
+}

@@ -1,0 +1,154 @@
+//! Reading messages: `inbox`, `show`, `validate`, `registry`.
+
+use crate::common::Env;
+
+fn data(name: &str) -> String {
+    format!("{}/tests/cli/data/{name}", env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn inbox_is_oldest_first() {
+    let env = Env::new();
+    // Sent out of order: the later one first, by an agent whose name sorts first.
+    env.at(
+        "2025-11-21T17:30:00Z",
+        "engineer",
+        &["send", "--to", "coordinator", "--intent", "status_update", "--summary", "later"],
+    )
+    .ok();
+    env.at(
+        "2025-11-21T17:10:00Z",
+        "qa",
+        &["send", "--to", "coordinator", "--intent", "status_update", "--summary", "earlier"],
+    )
+    .ok();
+    env.at(
+        "2025-11-21T17:20:00Z",
+        "eagle",
+        &["send", "--to", "coordinator", "--intent", "inform", "--summary", "middle"],
+    )
+    .ok();
+    let out = env.as_("coordinator", &["inbox"]);
+    out.ok();
+    snap!(env, out);
+    let j = env.as_("coordinator", &["inbox", "--json"]);
+    j.ok();
+    let j = j.json();
+    let from: Vec<&str> =
+        j["messages"].as_array().unwrap().iter().map(|m| m["from"].as_str().unwrap()).collect();
+    assert_eq!(from, ["qa", "eagle", "engineer"]);
+    assert_eq!(j["agent"], "coordinator");
+    // Somebody else's inbox is empty.
+    let e = env.as_("engineer", &["inbox"]);
+    e.ok();
+    assert_eq!(e.stdout, "engineer: inbox empty\n");
+}
+
+#[test]
+fn show_by_msg_id_and_by_task_id() {
+    let env = Env::new();
+    let sent = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "look here", "--json"],
+    );
+    sent.ok();
+    let id = sent.json()["msg_id"].as_str().unwrap().to_string();
+    let out = env.circe(["show", &id]).run();
+    out.ok();
+    assert!(
+        out.stdout.starts_with("inbox:qa 20251121_170000_engineer-qa_inform.md\n"),
+        "{}",
+        out.show()
+    );
+    assert!(out.stdout.contains("look here"), "{}", out.show());
+    let j = env.circe(["show", &id, "--json"]).run();
+    j.ok();
+    assert_eq!(j.json()["box"], "inbox:qa");
+    // A prefix of 8+ characters works too.
+    env.circe(["show", &id[..12]]).run().ok();
+
+    env.open_task("AUTH-012");
+    env.at("2025-11-21T17:05:00Z", "engineer", &["claim", "AUTH-012"]).ok();
+    let t = env.circe(["show", "AUTH-012"]).now("2025-11-21T17:06:00Z").run();
+    t.ok();
+    snap!(env, t);
+    let j = env.circe(["show", "AUTH-012", "--json"]).run();
+    j.ok();
+    let j = j.json();
+    assert_eq!(j["task"]["status"], "claimed");
+    assert_eq!(j["location"], "inbox:engineer");
+    assert_eq!(j["events"].as_array().unwrap().len(), 2);
+    let missing = env.circe(["show", "NOPE-1"]).run();
+    missing.code(5);
+}
+
+#[test]
+fn the_spec_examples_are_valid() {
+    let env = Env::new();
+    let files: Vec<String> = (1..=3).map(|i| data(&format!("circe_example_{i}.md"))).collect();
+    let out = env.circe([&["validate".to_string()], files.as_slice()].concat()).run();
+    out.ok();
+    assert_eq!(out.stdout.matches(": ok\n").count(), 3, "{}", out.show());
+    let j =
+        env.circe([&["validate".to_string(), "--json".into()], files.as_slice()].concat()).run();
+    j.ok();
+    assert_eq!(j.json()["invalid"], 0);
+    // Outside any root, the built-in registry applies.
+    let bare = Env::bare();
+    bare.circe([&["validate".to_string()], files.as_slice()].concat()).run().ok();
+}
+
+#[test]
+fn a_bad_file_lists_every_problem() {
+    let env = Env::new();
+    let bad = env.path().join("bad.md");
+    std::fs::write(
+        &bad,
+        "# MESSAGE\nfrom: engineer\nto: qa\nintent: frobnicate\nstatus: sideways\ncreated_at: yesterday\nthis is not a header\n\nbody\n",
+    )
+    .unwrap();
+    let good = data("circe_example_1.md");
+    let out = env.circe(["validate", bad.to_str().unwrap(), &good]).run();
+    out.code(3);
+    snap!(env, out);
+    assert!(out.stdout.is_empty(), "problems go to stderr: {}", out.show());
+    assert!(out.stderr.contains("1 of 2 files invalid"), "{}", out.show());
+    let lines = out.stderr.lines().filter(|l| l.contains("bad.md:")).count();
+    assert!(lines >= 3, "every problem listed: {}", out.show());
+    let j = env.circe(["validate", "--json", bad.to_str().unwrap(), &good]).run();
+    j.code(3);
+    let j = j.json();
+    assert_eq!(j["invalid"], 1);
+    assert_eq!(j["files"][1]["valid"], true);
+    assert!(j["files"][0]["problems"].as_array().unwrap().len() >= 3);
+    // A missing task_id for a task intent is a registry problem.
+    std::fs::write(&bad, "# MESSAGE\nfrom: coordinator\nto: engineer\nintent: implement_feature\nstatus: new\ncreated_at: 2025-11-21T17:00:00Z\n\nbody\n").unwrap();
+    let out = env.circe(["validate", bad.to_str().unwrap()]).run();
+    out.code(3);
+    assert!(out.stderr.contains("task_id"), "{}", out.show());
+    // A draft may leave out from, status and created_at.
+    std::fs::write(&bad, "# MESSAGE\nto: qa\nintent: inform\n\nbody\n").unwrap();
+    env.circe(["validate", bad.to_str().unwrap()]).run().code(3);
+    env.circe(["validate", "--draft", bad.to_str().unwrap()]).run().ok();
+}
+
+#[test]
+fn registry_table_and_json() {
+    let env = Env::new();
+    let out = env.circe(["registry"]).run();
+    out.ok();
+    snap!(env, out);
+    let j = env.circe(["registry", "--json"]).run();
+    j.ok();
+    let text = j.stdout.clone();
+    for intent in ["implement_feature", "fix_bug", "test_results", "escalate", "task-complete"] {
+        assert!(text.contains(intent), "{intent} missing from --json");
+    }
+    // circe.yaml additions show up.
+    let cfg = env.read("circe.yaml").replace("  roles: []\n", "  roles: [designer]\n");
+    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    let j = env.circe(["registry", "--json"]).run();
+    j.ok();
+    assert!(j.json()["roles"].as_array().unwrap().iter().any(|r| r == "designer"), "{}", j.show());
+    env.circe(["agent", "add", "dee", "--role", "designer"]).run().ok();
+}

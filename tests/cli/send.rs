@@ -1,0 +1,250 @@
+//! `circe send`: flags, drafts, templates, registry refusals, broadcasts, collisions.
+
+use serde_json::json;
+
+use crate::common::{Env, assert_unchanged};
+
+const DRAFT: &str = "# MESSAGE\nto: qa\nintent: inform\n\n## Summary\nthe build is green\n";
+
+#[test]
+fn send_by_flags_to_an_inbox() {
+    let env = Env::new();
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "hello qa", "--priority", "low"],
+    );
+    out.ok();
+    snap!(env, out);
+    let files = env.ls("AGENTS/qa/INBOX");
+    assert_eq!(files, ["20251121_170000_engineer-qa_inform.md"]);
+    let text = env.read(&format!("AGENTS/qa/INBOX/{}", files[0]));
+    for want in [
+        "from: engineer",
+        "to: qa",
+        "intent: inform",
+        "created_at: 2025-11-21T17:00:00Z",
+        "## Summary\nhello qa",
+    ] {
+        assert!(text.contains(want), "missing {want:?} in\n{text}");
+    }
+    assert!(env.ls("NEW_MESSAGES").is_empty());
+    assert!(!env.root().join("TASKS").read_dir().unwrap().any(|_| true), "no task for inform");
+    let ev = env.events();
+    assert_eq!(ev.len(), 1);
+    assert_eq!(ev[0]["event"], "send");
+    assert_eq!(ev[0]["recipients"], serde_json::json!(["qa"]));
+}
+
+#[test]
+fn a_task_intent_opens_a_task_in_new_messages() {
+    let env = Env::new();
+    let out = env.open_task("AUTH-012");
+    snap!(env, out);
+    assert_eq!(
+        env.ls("NEW_MESSAGES"),
+        ["20251121_170000_coordinator-all_implement-feature_AUTH-012.md"]
+    );
+    let r = env.record("AUTH-012");
+    assert_eq!(r.status.as_str(), "new");
+    assert_eq!(r.owner, None);
+    assert_eq!(r.epoch, 0);
+    assert_eq!(r.to, "all");
+    assert_eq!(env.read("TASKS/AUTH-012.checks"), "tests_passed: false\n");
+    let ev = env.events();
+    assert_eq!(
+        (&ev[0]["event"], &ev[0]["from"], &ev[0]["to"]),
+        (&json!("open"), &json!("none"), &json!("new"))
+    );
+    // Nobody's INBOX got it.
+    for a in ["engineer", "qa", "coordinator"] {
+        assert!(env.ls(&format!("AGENTS/{a}/INBOX")).is_empty(), "{a}");
+    }
+}
+
+#[test]
+fn send_by_file_and_by_stdin_fill_from_and_created_at() {
+    let env = Env::new();
+    let draft = env.path().join("draft.md");
+    std::fs::write(&draft, DRAFT).unwrap();
+    env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]).ok();
+    env.circe(["send", "--file", "-"])
+        .agent("engineer")
+        .now("2025-11-21T17:00:05Z")
+        .stdin(DRAFT.as_bytes())
+        .run()
+        .ok();
+    let files = env.ls("AGENTS/qa/INBOX");
+    assert_eq!(
+        files,
+        ["20251121_170000_engineer-qa_inform.md", "20251121_170005_engineer-qa_inform.md"]
+    );
+    let stdin_copy = env.read(&format!("AGENTS/qa/INBOX/{}", files[1]));
+    assert!(stdin_copy.contains("from: engineer"), "{stdin_copy}");
+    assert!(stdin_copy.contains("created_at: 2025-11-21T17:00:05Z"), "{stdin_copy}");
+    assert!(stdin_copy.contains("msg_id: 20251121T170005000Z-"), "{stdin_copy}");
+}
+
+#[test]
+fn the_template_sends_as_is_for_its_role() {
+    let env = Env::new();
+    let t = env.circe(["send", "--template", "implement_feature"]).run();
+    t.ok();
+    snap!(env, t);
+    env.circe(["send", "--file", "-"]).agent("coordinator").stdin(t.stdout.as_bytes()).run().ok();
+    assert_eq!(env.record("TASK-001").intent, "implement_feature");
+    env.circe(["send", "--template", "no_such"]).run().code(5);
+}
+
+#[test]
+fn a_from_line_naming_someone_else_is_refused() {
+    let env = Env::new();
+    let before = env.state();
+    let text = format!("# MESSAGE\nfrom: qa\n{}", &DRAFT["# MESSAGE\n".len()..]);
+    let out = env.circe(["send", "--file", "-"]).agent("engineer").stdin(text.as_bytes()).run();
+    out.code(3);
+    assert!(out.stderr.contains("from `qa`"), "{}", out.show());
+    assert_unchanged(&before, &env.state());
+}
+
+/// Every registry refusal exits 3 and writes nothing anywhere.
+#[test]
+fn registry_refusals_write_nothing() {
+    let env = Env::new();
+    let before = env.state();
+    let cases: [(&str, &[&str]); 6] = [
+        ("coordinator", &["send", "--to", "engineer", "--intent", "frobnicate", "--summary", "x"]),
+        (
+            "engineer",
+            &["send", "--to", "engineer", "--intent", "implement_feature", "--task", "T-1"],
+        ),
+        ("coordinator", &["send", "--to", "engineer", "--intent", "test", "--task", "T-1"]),
+        ("coordinator", &["send", "--to", "qa", "--intent", "implement_feature", "--task", "T-1"]),
+        ("qa", &["send", "--to", "engineer", "--intent", "status_update", "--summary", "x"]),
+        ("coordinator", &["send", "--to", "engineer", "--intent", "implement_feature"]),
+    ];
+    let mut shown = Vec::new();
+    for (agent, args) in cases {
+        let out = env.as_(agent, args);
+        out.code(3);
+        shown.push(out);
+        let j = env.as_(agent, &[args, &["--json"]].concat());
+        j.code(3);
+        assert_eq!(j.json()["error"]["kind"], "refused");
+    }
+    snap!(env, shown);
+    assert_unchanged(&before, &env.state());
+    assert!(env.root().join("tmp").read_dir().unwrap().next().is_none(), "tmp/ is empty");
+}
+
+#[test]
+fn unknown_recipient_is_not_found() {
+    let env = Env::new();
+    let before = env.state();
+    env.as_("engineer", &["send", "--to", "nobody", "--intent", "inform", "--summary", "x"])
+        .code(5);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn a_symlink_or_fifo_file_is_refused_unread() {
+    let env = Env::new();
+    let real = env.path().join("real.md");
+    std::fs::write(&real, DRAFT).unwrap();
+    let link = env.path().join("link.md");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let fifo = env.path().join("fifo.md");
+    let st = std::process::Command::new("mkfifo").arg(&fifo).status().unwrap();
+    assert!(st.success());
+    let before = env.state();
+    let out = env.as_("engineer", &["send", "--file", link.to_str().unwrap()]);
+    out.code(3);
+    assert!(out.stderr.contains("symbolic link"), "{}", out.show());
+    // A FIFO nobody writes to would block a reader forever: circe must not open it blocking.
+    let out = env.as_("engineer", &["send", "--file", fifo.to_str().unwrap()]);
+    out.code(3);
+    assert!(out.stderr.contains("not a regular file"), "{}", out.show());
+    env.as_("engineer", &["validate", fifo.to_str().unwrap()]).code(3);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn a_file_that_is_not_a_message_names_the_line() {
+    let env = Env::new();
+    let before = env.state();
+    let bad = env.path().join("notes.md");
+    std::fs::write(&bad, "# MESSAGE\nto: qa\nintent inform\n\nhi\n").unwrap();
+    let out = env.as_("engineer", &["send", "--file", bad.to_str().unwrap()]);
+    out.code(3);
+    assert!(out.stderr.contains("line 3"), "{}", out.show());
+    snap!(env, out);
+    std::fs::write(&bad, "just some notes\n").unwrap();
+    env.as_("engineer", &["send", "--file", bad.to_str().unwrap()]).code(3);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn broadcast_to_all_reaches_every_allowed_agent() {
+    let env = Env::new();
+    env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
+    env.as_("engineer", &["send", "--to", "all", "--intent", "inform", "--summary", "hi all"]).ok();
+    for a in ["coordinator", "eagle", "qa", "qa-2", "rooster", "scribe"] {
+        assert_eq!(env.ls(&format!("AGENTS/{a}/INBOX")).len(), 1, "{a}");
+    }
+    assert!(env.ls("AGENTS/engineer/INBOX").is_empty(), "not to the sender");
+    // escalate may only reach coordinator and rooster.
+    env.as_("engineer", &["send", "--to", "all", "--intent", "escalate", "--summary", "help"]).ok();
+    for (a, n) in [("coordinator", 2), ("rooster", 2), ("qa", 1), ("scribe", 1)] {
+        assert_eq!(env.ls(&format!("AGENTS/{a}/INBOX")).len(), n, "{a}");
+    }
+}
+
+#[test]
+fn a_role_reaches_each_agent_of_that_role() {
+    let env = Env::new();
+    env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"],
+    );
+    out.ok();
+    let boxes: Vec<String> = out.json()["delivered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["box"].as_str().unwrap().to_string())
+        .collect();
+    // `qa` is both an agent and a role: an agent name wins.
+    assert_eq!(boxes, ["inbox:qa"]);
+    env.circe(["agent", "add", "tester", "--role", "qa"]).run().ok();
+    env.circe(["agent", "add", "tester-2", "--role", "qa"]).run().ok();
+    std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "hi", "--json"],
+    );
+    out.ok();
+    let boxes: Vec<String> = out.json()["delivered"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["box"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(boxes, ["inbox:qa-2", "inbox:tester", "inbox:tester-2"]);
+}
+
+#[test]
+fn two_messages_in_the_same_second_both_land() {
+    let env = Env::new();
+    for _ in 0..2 {
+        env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "same"])
+            .ok();
+    }
+    let files = env.ls("AGENTS/qa/INBOX");
+    assert_eq!(
+        files,
+        ["20251121_170000_engineer-qa_inform.2.md", "20251121_170000_engineer-qa_inform.md"]
+    );
+    let a = env.read(&format!("AGENTS/qa/INBOX/{}", files[0]));
+    let b = env.read(&format!("AGENTS/qa/INBOX/{}", files[1]));
+    assert_ne!(a, b, "different msg_ids");
+}
