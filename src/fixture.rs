@@ -133,12 +133,13 @@ fn circe(
     args: &[String],
 ) -> Result<Outcome> {
     let mut cmd = Command::new(exe);
-    cmd.args(args)
-        .current_dir(dir)
-        .env("CIRCE_NOW", now)
-        .env_remove("CIRCE_ROOT")
-        .env_remove("CIRCE_AGENT")
-        .env_remove("CIRCE_EPOCH");
+    // A cleared environment: a scenario runs the same whatever the caller has set.
+    cmd.args(args).current_dir(dir).env_clear().env("CIRCE_NOW", now);
+    for keep in ["PATH", "HOME", "TMPDIR"] {
+        if let Some(v) = std::env::var_os(keep) {
+            cmd.env(keep, v);
+        }
+    }
     if let Some(a) = agent {
         cmd.env("CIRCE_AGENT", a);
     }

@@ -148,7 +148,7 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
     let mut ev = task::Event::new("send", me)
         .with("msg_id", msg_id.as_str())
         .with("intent", intent_name.as_str())
-        .with("to", to.as_str());
+        .with("addressed_to", to.as_str());
     if let Some(t) = &msg.task_id {
         ev = ev.task(t);
     }

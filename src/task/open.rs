@@ -147,10 +147,11 @@ fn handoff(
     st.rec.priority = spec.priority.to_string();
     st.rec.message.clone_from(&ticket);
     st.rec.note = None;
+    // The new holder must pass the new intent's checks itself: QA re-runs tests_passed
+    // rather than inherit the engineer's result. Other checks carry over.
     let mut changed = false;
     for c in spec.required_checks {
-        if !st.checks.contains_key(c) {
-            st.checks.insert(c.clone(), false);
+        if st.checks.insert(c.clone(), false) != Some(false) {
             changed = true;
         }
     }

@@ -308,7 +308,7 @@ pub fn check_run(
         .with("check", name)
         .with("passed", passed)
         .with("how", "run")
-        .with("command", cmd.join(" "))
+        .with("command", cmd.to_vec())
         .with("exit_code", status.code())
         .with("seconds", (seconds * 1000.0).round() / 1000.0)
         .append(&ws.store)?;

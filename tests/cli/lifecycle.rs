@@ -216,7 +216,7 @@ fn check_run_records_the_exit_status_and_logs_the_command() {
     let ev = env.events();
     let last = ev.last().unwrap();
     assert_eq!(last["event"], "check");
-    assert_eq!(last["command"], "false");
+    assert_eq!(last["command"], json!(["false"]));
     assert_eq!(last["passed"], false);
     assert_eq!(last["exit_code"], 1);
     let p = env.at(
@@ -232,7 +232,7 @@ fn check_run_records_the_exit_status_and_logs_the_command() {
     let last = ev.last().unwrap();
     assert_eq!(
         (&last["command"], &last["passed"], &last["how"]),
-        (&json!("sh -c echo all green"), &json!(true), &json!("run"))
+        (&json!(["sh", "-c", "echo all green"]), &json!(true), &json!("run"))
     );
     // Not the owner: not recorded.
     let before = env.state();
