@@ -12,7 +12,9 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 20000)
-//!   --no-contention, --no-memory    skip those sections
+//!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --circe PATH                    bench another circe binary (e.g. a copy built from
+//!                                   an older commit, for before/after figures)
 //!   --dir PATH                      where roots are made (default: a fresh folder under
 //!                                   the cargo target tmp dir); removed at the end
 //!   --keep                          do not remove the roots
@@ -29,7 +31,12 @@ use circe::message::{Format, Message};
 use circe::store::{Durability, Mailbox};
 use circe::workspace::Workspace;
 
-const CIRCE: &str = env!("CARGO_BIN_EXE_circe");
+/// The circe binary under test: `--circe PATH`, else the one cargo built for this bench.
+static CIRCE_BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+fn circe_bin() -> &'static Path {
+    CIRCE_BIN.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_circe")))
+}
 const SQLITE: &str = "/usr/bin/sqlite3";
 
 struct Opts {
@@ -40,6 +47,7 @@ struct Opts {
     contention_tasks: usize,
     contention: bool,
     memory: bool,
+    per_call: bool,
     dir: PathBuf,
     keep: bool,
 }
@@ -53,6 +61,7 @@ fn parse_opts() -> Opts {
         contention_tasks: 20_000,
         contention: true,
         memory: true,
+        per_call: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -93,6 +102,10 @@ fn parse_opts() -> Opts {
             }
             "--no-contention" => o.contention = false,
             "--no-memory" => o.memory = false,
+            "--no-rounds" => o.per_call = false,
+            "--circe" => {
+                let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
+            }
             "--dir" => o.dir = PathBuf::from(value(&mut i)),
             "--keep" => o.keep = true,
             "--bench" => {} // cargo bench passes this to every bench binary
@@ -115,7 +128,7 @@ fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -133,7 +146,7 @@ fn timed(cmd: &mut Command, capture: bool) -> (f64, bool, String) {
 }
 
 fn circe(root: &Path, agent: &str, durability: Durability) -> Command {
-    let mut c = Command::new(CIRCE);
+    let mut c = Command::new(circe_bin());
     c.env("CIRCE_ROOT", root).env("CIRCE_AGENT", agent).env(
         "CIRCE_DURABILITY",
         match durability {
@@ -177,7 +190,7 @@ const TO: &str = "all";
 /// through the library with relaxed durability (populating is not measured).
 fn populate_circe(dir: &Path, n: usize, workers: usize) -> PathBuf {
     std::fs::create_dir_all(dir).unwrap();
-    must(Command::new(CIRCE).arg("init").arg(dir));
+    must(Command::new(circe_bin()).arg("init").arg(dir));
     let root = dir.join(".circe");
     for w in 0..workers.max(2) {
         must(circe(&root, "coordinator", Durability::Relaxed).args([
@@ -413,7 +426,7 @@ fn round(r: usize, s: &Sized, samples: &mut Samples) {
     let (ms, ok, _) = timed(&mut Command::new("/bin/true"), false);
     assert!(ok);
     push(samples, 5, n, "/bin/true", ms);
-    let (ms, _, _) = timed(Command::new(CIRCE).arg("--version"), false);
+    let (ms, _, _) = timed(Command::new(circe_bin()).arg("--version"), false);
     push(samples, 5, n, "circe", ms);
 }
 
@@ -837,10 +850,10 @@ fn main() {
     std::fs::create_dir_all(&opts.dir).expect("make bench dir");
     let mut out = String::new();
     let _ = writeln!(out, "# circe compare\n\nmachine: {}", machine(&opts.dir));
-    let _ = writeln!(out, "circe binary: {CIRCE}");
+    let _ = writeln!(out, "circe binary: {}", circe_bin().display());
 
     let mut sized = Vec::new();
-    for &n in &opts.sizes {
+    for &n in opts.sizes.iter().filter(|_| opts.per_call) {
         let t = Instant::now();
         eprintln!("populating {n} tasks ...");
         let dir = opts.dir.join(format!("n{n}"));
