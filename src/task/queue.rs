@@ -113,7 +113,7 @@ fn head_of(
     let mut consumed: u64 = 0;
     let mut can_advance = true;
     let mut found = None;
-    let mut held = None;
+    let mut busy = None;
     let mut pos = head;
     'chunks: loop {
         let text = ws.store.lane_read(lane, pos, CHUNK)?;
@@ -138,7 +138,7 @@ fn head_of(
                                 found = Some(c(Some(lock)));
                                 break 'chunks;
                             }
-                            None if held.is_none() => held = Some(c(None)),
+                            None if busy.is_none() => busy = Some(c(None)),
                             None => {}
                         }
                     }
@@ -168,7 +168,7 @@ fn head_of(
             ws.store.set_queue_value(&head_name, &new_head.to_string())?;
         }
     }
-    Ok((found, held))
+    Ok((found, busy))
 }
 
 /// Is the entry still a waiting task with this ticket? (read without the task lock: a hint)
