@@ -87,9 +87,14 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             format!("{passed}/{}", checks.len()),
             format!("{} -> {}", rec.intent, rec.to),
         ]);
-        list.push(json!({"task": rec, "checks": checks}));
+        if ctx.json {
+            // Building a JSON value per task costs as much as reading it: only for --json.
+            list.push(json!({"task": rec, "checks": checks}));
+        }
     }
-    let human = if rows.is_empty() {
+    let human = if ctx.json {
+        String::new()
+    } else if rows.is_empty() {
         "no tasks\n".to_string()
     } else {
         table(&["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"], &rows)

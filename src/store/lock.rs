@@ -18,15 +18,29 @@ pub struct Lock {
 /// How long a command waits for a lock before giving up (a holder may be stopped).
 const WAIT: Duration = Duration::from_secs(10);
 
+fn open(path: &Path) -> Result<File> {
+    OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::io("cannot open lock file", path, e))
+}
+
 impl Lock {
+    /// The lock if it is free right now; `None` when another holder has it.
+    pub(super) fn try_acquire(path: &Path) -> Result<Option<Lock>> {
+        let file = open(path)?;
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Lock { _file: file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
+        }
+    }
+
     pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::io("cannot open lock file", path, e))?;
+        let file = open(path)?;
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {

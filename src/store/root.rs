@@ -417,6 +417,12 @@ impl Store {
         )
     }
 
+    /// The task's lock if no other process holds it right now (`claim --next` skips a
+    /// task another claimer is busy with instead of queueing behind it).
+    pub fn try_lock_task(&self, task: &str) -> Result<Option<Lock>> {
+        Lock::try_acquire(&self.root.join("locks").join(format!("task-{task}.lock")))
+    }
+
     /// A named lock for root-wide work (`queue`, `agents`, `doctor`).
     pub fn lock_named(&self, name: &str) -> Result<Lock> {
         Lock::acquire(&self.root.join("locks").join(format!("{name}.lock")), name)
@@ -459,8 +465,8 @@ impl Store {
             .collect())
     }
 
-    /// Read a lane from byte `offset`: its text and the file's length.
-    pub fn lane_read(&self, lane: &str, offset: u64) -> Result<String> {
+    /// Read a lane from byte `offset`, at most `max` bytes: its text ("" past the end).
+    pub fn lane_read(&self, lane: &str, offset: u64, max: usize) -> Result<String> {
         use std::io::{Read, Seek, SeekFrom};
         let p = self.root.join("queue").join(format!("{lane}.lane"));
         let mut f = match std::fs::File::open(&p) {
@@ -469,9 +475,29 @@ impl Store {
             Err(e) => return Err(Error::io("cannot open", &p, e)),
         };
         f.seek(SeekFrom::Start(offset)).map_err(io_err("cannot seek", &p))?;
-        let mut s = String::new();
-        f.read_to_string(&mut s).map_err(io_err("cannot read", &p))?;
-        Ok(s)
+        let mut buf = Vec::new();
+        f.take(max as u64).read_to_end(&mut buf).map_err(io_err("cannot read", &p))?;
+        // Lines are ASCII in practice; a cut inside a multi-byte character only drops the
+        // (incomplete) last line, which the caller reads again with the next chunk.
+        match String::from_utf8(buf) {
+            Ok(s) => Ok(s),
+            Err(e) => {
+                let valid = e.utf8_error().valid_up_to();
+                let mut b = e.into_bytes();
+                b.truncate(valid);
+                Ok(String::from_utf8(b).unwrap_or_default())
+            }
+        }
+    }
+
+    /// A lane's length in bytes (0 when absent).
+    pub fn lane_len(&self, lane: &str) -> Result<u64> {
+        let p = self.root.join("queue").join(format!("{lane}.lane"));
+        match std::fs::metadata(&p) {
+            Ok(m) => Ok(m.len()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io("cannot stat", &p, e)),
+        }
     }
 
     /// A small derived value file under queue/ (lane heads); `None` when absent.

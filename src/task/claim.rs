@@ -12,7 +12,7 @@ use super::record::{self, OwnerRecord};
 use super::state::{TaskState, load_reconciled};
 use crate::clock;
 use crate::error::{Error, Kind, Result};
-use crate::store::{Mailbox, crash_point};
+use crate::store::{Lock, Mailbox, crash_point};
 use crate::workspace::Workspace;
 
 /// What a claim did.
@@ -56,7 +56,19 @@ pub fn claim(
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
     crate::names::check_task_id(task)?;
-    let _lock = ws.store.lock_task(task)?;
+    let lock = ws.store.lock_task(task)?;
+    claim_locked(ws, me, role, task, ttl, lock)
+}
+
+/// `claim` with the task's lock already held (`claim --next` takes it while picking).
+fn claim_locked(
+    ws: &Workspace,
+    me: &str,
+    role: &str,
+    task: &str,
+    ttl: Option<Duration>,
+    _lock: Lock,
+) -> Result<ClaimOutcome> {
     let mut st = load_reconciled(ws, task)?.ok_or_else(|| not_found(task))?;
     let ttl = ttl.unwrap_or_else(|| ws.config.lease());
     let mut expired_owner = None;
@@ -184,7 +196,11 @@ pub fn claim_next(
                 "no waiting task that {me} ({role}) may take"
             )));
         };
-        match claim(ws, me, role, &c.task, ttl) {
+        let result = match c.lock {
+            Some(lock) => claim_locked(ws, me, role, &c.task, ttl, lock),
+            None => claim(ws, me, role, &c.task, ttl),
+        };
+        match result {
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(c.task);

@@ -11,6 +11,7 @@ use std::collections::HashSet;
 use super::lifecycle::Status;
 use super::record::StatusRecord;
 use crate::error::Result;
+use crate::store::Lock;
 use crate::workspace::Workspace;
 
 /// Rewrite a lane once its consumed prefix passes this many bytes and half the file.
@@ -48,14 +49,20 @@ pub fn eligible(ws: &Workspace, me: &str, role: &str, to: &str, intent: &str) ->
 }
 
 /// A waiting task found at the head of a lane.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Candidate {
     pub rank: u8,
     pub since: String,
     pub task: String,
+    /// The task's lock, taken without waiting. `None`: another process holds it (most
+    /// likely claiming it right now); the caller waits for the lock like a plain claim.
+    pub lock: Option<Lock>,
 }
 
 /// The best waiting task `me` may take, skipping `lost` (tasks it just lost a race for).
+/// A task whose lock is free wins over one another process holds, so concurrent
+/// `claim --next` callers spread over the head of the queue instead of all queueing for
+/// the same task.
 pub fn best(
     ws: &Workspace,
     me: &str,
@@ -64,6 +71,7 @@ pub fn best(
 ) -> Result<Option<Candidate>> {
     let _q = ws.store.lock_named("queue")?;
     let mut best: Option<Candidate> = None;
+    let mut busy: Option<Candidate> = None;
     for lane in ws.store.lanes()? {
         let mut parts = lane.splitn(3, '~');
         let (Some(r), Some(to), Some(intent)) = (parts.next(), parts.next(), parts.next()) else {
@@ -73,73 +81,106 @@ pub fn best(
         if best.as_ref().is_some_and(|b| b.rank < rank) || !eligible(ws, me, role, to, intent) {
             continue;
         }
-        if let Some(c) = head_of(ws, &lane, rank, lost)?
+        let (free, held) = head_of(ws, &lane, rank, lost)?;
+        if let Some(c) = free
             && best.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since))
         {
             best = Some(c);
         }
+        if let Some(c) = held
+            && busy.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since))
+        {
+            busy = Some(c);
+        }
     }
-    Ok(best)
+    Ok(best.or(busy))
 }
 
-/// The first live entry of a lane; moves the lane's head past dead entries.
+/// Bytes of a lane read at a time while looking for its first live entry.
+const CHUNK: usize = 64 * 1024;
+
+/// The first live entry of a lane whose lock is free, and the first live one whose lock
+/// another process holds (before it); moves the lane's head past dead entries.
 fn head_of(
     ws: &Workspace,
     lane: &str,
     rank: u8,
     lost: &HashSet<String>,
-) -> Result<Option<Candidate>> {
+) -> Result<(Option<Candidate>, Option<Candidate>)> {
     let head_name = format!("{lane}.head");
     let head: u64 =
         ws.store.queue_value(&head_name).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-    let text = ws.store.lane_read(lane, head)?;
     let mut consumed: u64 = 0;
     let mut can_advance = true;
     let mut found = None;
-    for line in text.split_inclusive('\n') {
-        if !line.ends_with('\n') {
-            break; // a line still being appended
-        }
-        let mut f = line.trim_end().splitn(3, ' ');
-        let live = match (f.next(), f.next(), f.next()) {
-            (Some(since), Some(task), Some(ticket)) if is_live(ws, task, ticket) => {
-                if !lost.contains(task) {
-                    found =
-                        Some(Candidate { rank, since: since.to_string(), task: task.to_string() });
-                    break;
-                }
-                true
+    let mut busy = None;
+    let mut pos = head;
+    'chunks: loop {
+        let text = ws.store.lane_read(lane, pos, CHUNK)?;
+        let mut used: u64 = 0;
+        for line in text.split_inclusive('\n') {
+            if !line.ends_with('\n') {
+                break; // a line still being appended, or cut by the chunk
             }
-            _ => false,
-        };
-        // A live task this agent just lost a race for may still be waiting for others.
-        can_advance &= !live;
-        if can_advance {
-            consumed += line.len() as u64;
+            used += line.len() as u64;
+            let mut f = line.trim_end().splitn(3, ' ');
+            let live = match (f.next(), f.next(), f.next()) {
+                (Some(since), Some(task), Some(ticket)) if is_live(ws, task, ticket) => {
+                    if !lost.contains(task) {
+                        let c = |lock| Candidate {
+                            rank,
+                            since: since.to_string(),
+                            task: task.to_string(),
+                            lock,
+                        };
+                        match ws.store.try_lock_task(task)? {
+                            Some(lock) => {
+                                found = Some(c(Some(lock)));
+                                break 'chunks;
+                            }
+                            None if busy.is_none() => busy = Some(c(None)),
+                            None => {}
+                        }
+                    }
+                    true
+                }
+                _ => false,
+            };
+            // A live task this agent just lost a race for may still be waiting for others.
+            can_advance &= !live;
+            if can_advance {
+                consumed += line.len() as u64;
+            }
         }
+        if used == 0 {
+            break; // end of the lane (or a line longer than a chunk: damaged)
+        }
+        pos += used;
     }
     if consumed > 0 {
         let new_head = head + consumed;
-        let total = head + text.len() as u64;
+        let total = ws.store.lane_len(lane)?;
         if new_head > COMPACT_AT && new_head * 2 > total {
-            let rest = &text[usize::try_from(consumed).unwrap_or(text.len())..];
-            ws.store.set_queue_value(&format!("{lane}.lane"), rest)?;
+            let rest = ws.store.lane_read(lane, new_head, usize::MAX)?;
+            ws.store.set_queue_value(&format!("{lane}.lane"), &rest)?;
             ws.store.set_queue_value(&head_name, "0")?;
         } else {
             ws.store.set_queue_value(&head_name, &new_head.to_string())?;
         }
     }
-    Ok(found)
+    Ok((found, busy))
 }
 
 /// Is the entry still a waiting task with this ticket? (read without the task lock: a hint)
 fn is_live(ws: &Workspace, task: &str, ticket: &str) -> bool {
-    ws.store
-        .read_record(task, "status")
-        .ok()
-        .flatten()
-        .and_then(|t| StatusRecord::parse(task, &t).ok())
-        .is_some_and(|r| r.status == Status::New && r.message == ticket)
+    crate::names::check_task_id(task).is_ok()
+        && ws
+            .store
+            .read_record(task, "status")
+            .ok()
+            .flatten()
+            .and_then(|t| StatusRecord::parse(task, &t).ok())
+            .is_some_and(|r| r.status == Status::New && r.message == ticket)
 }
 
 /// Drop every lane and enqueue every waiting task again, oldest first.
@@ -167,4 +208,40 @@ pub fn rebuild(ws: &Workspace) -> Result<usize> {
         ws.store.lane_append(&lane, &text)?;
     }
     Ok(waiting.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::message::{Format, Message};
+    use crate::store::Store;
+    use crate::workspace::Workspace;
+
+    fn root_with_tasks(dir: &std::path::Path, n: usize) -> Workspace {
+        let (store, _) = Store::init(dir, crate::config::DEFAULT_CONFIG).unwrap();
+        store.create_agent("coordinator", "role: coordinator\n").unwrap();
+        store.create_agent("w1", "role: engineer\n").unwrap();
+        let ws = Workspace::open(Some(store.root())).unwrap();
+        for i in 0..n {
+            let mut m = Message::new(Format::Circe);
+            m.to = Some("all".into());
+            m.intent = Some("implement_feature".into());
+            m.task_id = Some(format!("T{i}"));
+            crate::boxes::send(&ws, "coordinator", m).unwrap();
+        }
+        ws
+    }
+
+    #[test]
+    fn claim_next_skips_a_task_another_process_is_claiming() {
+        let dir = tempfile::tempdir().unwrap();
+        let ws = root_with_tasks(dir.path(), 2);
+        let held = ws.store.lock_task("T0").unwrap();
+        let o = crate::task::claim_next(&ws, "w1", "engineer", None).unwrap();
+        assert_eq!(o.task, "T1");
+        drop(held);
+        // Once free, the older task is next.
+        let o = crate::task::claim_next(&ws, "w1", "engineer", None).unwrap();
+        assert_eq!(o.task, "T0");
+        assert!(crate::task::claim_next(&ws, "w1", "engineer", None).is_err());
+    }
 }
