@@ -7,7 +7,7 @@ use super::output::table;
 use super::{Ctx, Report};
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::task::{Status, StatusRecord, record};
+use crate::task::{Status, board};
 
 /// The board: every task with status, owner, age, lease left and checks passed/total.
 #[derive(Debug, Args)]
@@ -45,52 +45,34 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let now = clock::now();
     let mut rows = Vec::new();
     let mut list = Vec::new();
-    for id in ws.store.list_tasks()? {
-        let Some(text) = ws.store.read_record(&id, "status")? else { continue };
-        let Ok(rec) = StatusRecord::parse(&id, &text) else {
-            rows.push(vec![
-                id.clone(),
-                "DAMAGED".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-            ]);
-            continue;
-        };
-        if want.is_some_and(|w| w != rec.status)
-            || a.owner.as_deref().is_some_and(|o| rec.owner.as_deref() != Some(o))
+    // One file read for the whole board (task::board), not two per task.
+    for r in board::rows(&ws)? {
+        if want.is_some_and(|w| w != r.status)
+            || a.owner.as_deref().is_some_and(|o| r.owner.as_deref() != Some(o))
         {
             continue;
         }
-        let checks = ws
-            .store
-            .read_record(&id, "checks")?
-            .and_then(|t| record::parse_checks(&id, &t).ok())
-            .unwrap_or_default();
-        let passed = checks.values().filter(|v| **v).count();
         let age =
-            clock::parse(&rec.created_at).map_or("-".into(), |t| short((now - t).num_seconds()));
-        let lease = match (&rec.lease_expires_at, rec.status.is_owned()) {
+            clock::parse(&r.created_at).map_or("-".into(), |t| short((now - t).num_seconds()));
+        let lease = match (&r.lease_expires_at, r.status.is_owned()) {
             (Some(l), true) => {
                 clock::parse(l).map_or("-".into(), |t| short((t - now).num_seconds()))
             }
             _ => "-".into(),
         };
+        if ctx.json {
+            list.push(r);
+            continue;
+        }
         rows.push(vec![
-            id.clone(),
-            rec.status.as_str().into(),
-            rec.owner.clone().unwrap_or_else(|| "-".into()),
+            r.task,
+            r.status.as_str().into(),
+            r.owner.unwrap_or_else(|| "-".into()),
             age,
             lease,
-            format!("{passed}/{}", checks.len()),
-            format!("{} -> {}", rec.intent, rec.to),
+            format!("{}/{}", r.checks_passed, r.checks_total),
+            format!("{} -> {}", r.intent, r.to),
         ]);
-        if ctx.json {
-            // Building a JSON value per task costs as much as reading it: only for --json.
-            list.push(json!({"task": rec, "checks": checks}));
-        }
     }
     let human = if ctx.json {
         String::new()

@@ -40,11 +40,21 @@ impl Lock {
     }
 
     pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
+        Self::acquire_mode(path, what, false)
+    }
+
+    /// A shared lock: any number of shared holders, but none while an exclusive one holds it.
+    pub(super) fn acquire_shared(path: &Path, what: &str) -> Result<Lock> {
+        Self::acquire_mode(path, what, true)
+    }
+
+    fn acquire_mode(path: &Path, what: &str, shared: bool) -> Result<Lock> {
         let file = open(path)?;
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
-            match file.try_lock() {
+            let got = if shared { file.try_lock_shared() } else { file.try_lock() };
+            match got {
                 Ok(()) => return Ok(Lock { _file: file }),
                 Err(TryLockError::WouldBlock) => {
                     if start.elapsed() > WAIT {

@@ -79,3 +79,10 @@ pub fn read_stdin() -> crate::error::Result<Vec<u8>> {
         .map_err(|e| crate::error::Error::io("cannot read", "standard input", e))?;
     Ok(buf)
 }
+
+/// This boot's id: derived files that are not fsynced are rebuilt after a reboot.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}

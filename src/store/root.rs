@@ -428,6 +428,11 @@ impl Store {
         Lock::acquire(&self.root.join("locks").join(format!("{name}.lock")), name)
     }
 
+    /// A named lock in shared mode (many holders, excluded only by `lock_named`).
+    pub fn lock_named_shared(&self, name: &str) -> Result<Lock> {
+        Lock::acquire_shared(&self.root.join("locks").join(format!("{name}.lock")), name)
+    }
+
     // ---- event log ------------------------------------------------------------------------
 
     /// Append one JSON line (without the newline) to LOGS/events.jsonl.
@@ -455,6 +460,12 @@ impl Store {
     pub fn lane_append(&self, lane: &str, lines: &str) -> Result<()> {
         let p = self.root.join("queue").join(format!("{lane}.lane"));
         atomic::append_line(&p, lines.as_bytes(), false).map_err(io_err("cannot append to", &p))
+    }
+
+    /// Append to a derived file under queue/ (the board log). Not synced: rebuildable.
+    pub fn queue_append(&self, name: &str, text: &str) -> Result<()> {
+        let p = self.root.join("queue").join(name);
+        atomic::append_line(&p, text.as_bytes(), false).map_err(io_err("cannot append to", &p))
     }
 
     /// Lane names, sorted.

@@ -178,8 +178,12 @@ fn outcome(st: &TaskState, already_held: bool, expired_owner: Option<String>) ->
 pub(super) fn write(ws: &Workspace, st: &TaskState, owner: Option<&OwnerRecord>) -> Result<()> {
     let status = st.rec.render();
     let owner = owner.map(OwnerRecord::render);
-    ws.store
-        .write_records(&st.rec.task_id, &[("status", Some(&status)), ("owner", owner.as_deref())])
+    super::board::write(
+        ws,
+        &st.rec.task_id,
+        &[("status", Some(&status)), ("owner", owner.as_deref())],
+        Some((&st.rec, &st.checks)),
+    )
 }
 
 /// The best waiting task this agent may take: priority, then time in the queue.

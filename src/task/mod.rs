@@ -5,6 +5,7 @@
 //! lifecycle table, then commits with one rename (PROTOCOLS.md "Crash safety").
 
 mod announce;
+pub mod board;
 mod claim;
 mod event;
 pub mod lifecycle;

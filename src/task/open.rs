@@ -84,14 +84,16 @@ fn open_new(
     let checks: Checks = spec.required_checks.iter().map(|c| (c.clone(), false)).collect();
     // Record first, message second: the message's rename is the commit point, and a record
     // whose message never arrived is rolled back by the next command (state::load_reconciled).
-    ws.store.write_records(
+    super::board::write(
+        ws,
         spec.task_id,
         &[("status", Some(&rec.render())), ("checks", Some(&record::render_checks(&checks)))],
+        Some((&rec, &checks)),
     )?;
     crash_point("send.recorded");
     let fixed = |_n: u32| ticket.clone();
     ws.store.put_message(&Mailbox::NewMessages, &fixed, content).inspect_err(|_e| {
-        let _ = ws.store.write_records(spec.task_id, &[("status", None), ("checks", None)]);
+        let _ = super::board::write(ws, spec.task_id, &[("status", None), ("checks", None)], None);
     })?;
     crash_point("send.committed");
     queue::push(ws, &rec)?;
@@ -155,9 +157,17 @@ fn handoff(
             changed = true;
         }
     }
-    write(ws, &st, None)?;
     if changed {
-        ws.store.write_records(task, &[("checks", Some(&record::render_checks(&st.checks)))])?;
+        let checks = record::render_checks(&st.checks);
+        let status = st.rec.render();
+        super::board::write(
+            ws,
+            task,
+            &[("status", Some(&status)), ("owner", None), ("checks", Some(&checks))],
+            Some((&st.rec, &st.checks)),
+        )?;
+    } else {
+        write(ws, &st, None)?;
     }
     queue::push(ws, &st.rec)?;
     Event::new("handoff", spec.sender)

@@ -68,7 +68,12 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
     let fix: Option<&str> = match (&st.location, rec.status) {
         // A send that wrote the record but crashed before delivering: undo it.
         (None, Status::New) if rec.attempts == 0 => {
-            ws.store.write_records(task, &[("status", None), ("owner", None), ("checks", None)])?;
+            super::board::write(
+                ws,
+                task,
+                &[("status", None), ("owner", None), ("checks", None)],
+                None,
+            )?;
             Event::new("repair", "circe")
                 .task(task)
                 .with("what", "send never delivered; record removed")
@@ -106,9 +111,11 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         let owner = rec.owner_record(&now, &super::host(), 0);
         let status_text = rec.render();
         let owner_text = owner.as_ref().map(OwnerRecord::render);
-        ws.store.write_records(
+        super::board::write(
+            ws,
             task,
             &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
+            Some((&*rec, &st.checks)),
         )?;
         st.owner = owner;
         if rec.status == Status::New {

@@ -221,7 +221,12 @@ pub fn check_set(
     let who = actors(ws, &st, me, epoch)?;
     require_writer(&st, me, &who)?;
     st.checks.insert(name.to_string(), value);
-    ws.store.write_records(task, &[("checks", Some(&record::render_checks(&st.checks)))])?;
+    super::board::write(
+        ws,
+        task,
+        &[("checks", Some(&record::render_checks(&st.checks)))],
+        Some((&st.rec, &st.checks)),
+    )?;
     crash_point("check.recorded");
     Event::new("check", me)
         .task(task)
@@ -301,7 +306,12 @@ pub fn check_run(
     let who = actors(ws, &st, me, None)?;
     require_writer(&st, me, &who)?;
     st.checks.insert(name.to_string(), passed);
-    ws.store.write_records(task, &[("checks", Some(&record::render_checks(&st.checks)))])?;
+    super::board::write(
+        ws,
+        task,
+        &[("checks", Some(&record::render_checks(&st.checks)))],
+        Some((&st.rec, &st.checks)),
+    )?;
     crash_point("check.recorded");
     Event::new("check", me)
         .task(task)

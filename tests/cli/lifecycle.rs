@@ -504,7 +504,7 @@ fn the_board_and_its_filters() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| t["task"]["task_id"].as_str().unwrap().to_string())
+            .map(|t| t["task"].as_str().unwrap().to_string())
             .collect()
     };
     assert_eq!(only(&[]), [T, "OTHER-1"]);

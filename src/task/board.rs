@@ -1,0 +1,268 @@
+//! The board index: `queue/board.log`, so `circe tasks` reads one file instead of two per
+//! task. Derived data, never the truth, and built so that it is never wrong either:
+//!
+//! - every change of a task's `.status` or `.checks` appends `P <task>` (pending) before the
+//!   record write and `C <task> <row>` (or `D <task>` when the records went) after it, all
+//!   while holding the `board` lock in shared mode;
+//! - a reader takes the lock exclusively (so no write is half-way), uses the last line per
+//!   task, and re-reads the record files of any task whose last line is `P` (a writer that
+//!   crashed between the two lines);
+//! - the header names the boot: the log is not fsynced, so after a reboot it is rebuilt from
+//!   the records, as it is when missing (`doctor --repair` deletes it);
+//! - it is compacted to one line per task when it grows past twice the tasks.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::lifecycle::Status;
+use super::record::{self, Checks, StatusRecord};
+use crate::error::Result;
+use crate::store;
+use crate::workspace::Workspace;
+
+const FILE: &str = "board.log";
+const LOCK: &str = "board";
+
+/// One task on the board.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Row {
+    pub task: String,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    pub created_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<String>,
+    pub intent: String,
+    pub to: String,
+    pub checks_passed: usize,
+    pub checks_total: usize,
+}
+
+pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row {
+    Row {
+        task: rec.task_id.clone(),
+        status: rec.status,
+        owner: rec.owner.clone(),
+        created_at: rec.created_at.clone(),
+        lease_expires_at: rec.lease_expires_at.clone(),
+        intent: rec.intent.clone(),
+        to: rec.to.clone(),
+        checks_passed: checks.values().filter(|v| **v).count(),
+        checks_total: checks.len(),
+    }
+}
+
+fn header() -> String {
+    format!("# circe board v1 boot={}\n", store::boot_id())
+}
+
+fn committed(row: &Row) -> String {
+    format!("C {} {}\n", row.task, serde_json::to_string(row).unwrap_or_default())
+}
+
+/// Write a task's records (as `Store::write_records`) and keep the board in step.
+/// `after` is the task's state once written; `None` when the records are removed.
+pub fn write(
+    ws: &Workspace,
+    task: &str,
+    records: &[(&str, Option<&str>)],
+    after: Option<(&StatusRecord, &Checks)>,
+) -> Result<()> {
+    let _shared = ws.store.lock_named_shared(LOCK)?;
+    ws.store.queue_append(FILE, &format!("P {task}\n"))?;
+    ws.store.write_records(task, records)?;
+    // The records are committed; a lost C line leaves the P line, which readers verify.
+    let line = after
+        .map_or_else(|| format!("D {task}\n"), |(rec, checks)| committed(&row_of(rec, checks)));
+    let _ = ws.store.queue_append(FILE, &line);
+    Ok(())
+}
+
+/// Every task on the board, sorted by task id.
+pub fn rows(ws: &Workspace) -> Result<Vec<Row>> {
+    let _excl = ws.store.lock_named(LOCK)?;
+    let text = ws.store.queue_value(FILE).unwrap_or_default();
+    let Some(body) = text.strip_prefix(header().as_str()) else {
+        return rebuild(ws);
+    };
+    let mut last: BTreeMap<String, Option<Row>> = BTreeMap::new();
+    let mut lines = 0usize;
+    for line in body.lines() {
+        lines += 1;
+        let mut parts = line.splitn(3, ' ');
+        match (parts.next(), parts.next(), parts.next()) {
+            (Some("C"), Some(task), Some(json)) => {
+                last.insert(task.to_string(), serde_json::from_str(json).ok());
+            }
+            (Some("P"), Some(task), _) => {
+                last.insert(task.to_string(), None);
+            }
+            (Some("D"), Some(task), _) => {
+                last.remove(task);
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::with_capacity(last.len());
+    for (task, row) in last {
+        match row {
+            Some(r) => out.push(r),
+            None => out.extend(read_row(ws, &task)?),
+        }
+    }
+    if lines > 2 * out.len() + 64 {
+        save(ws, &out)?;
+    }
+    Ok(out)
+}
+
+/// A task's row straight from its records (`None` when it has none).
+fn read_row(ws: &Workspace, task: &str) -> Result<Option<Row>> {
+    let Some(text) = ws.store.read_record(task, "status")? else { return Ok(None) };
+    let Ok(rec) = StatusRecord::parse(task, &text) else { return Ok(None) };
+    let checks = ws
+        .store
+        .read_record(task, "checks")?
+        .and_then(|t| record::parse_checks(task, &t).ok())
+        .unwrap_or_default();
+    Ok(Some(row_of(&rec, &checks)))
+}
+
+fn rebuild(ws: &Workspace) -> Result<Vec<Row>> {
+    let mut out = Vec::new();
+    for task in ws.store.list_tasks()? {
+        out.extend(read_row(ws, &task)?);
+    }
+    save(ws, &out)?;
+    Ok(out)
+}
+
+fn save(ws: &Workspace, rows: &[Row]) -> Result<()> {
+    let mut text = header();
+    for r in rows {
+        text.push_str(&committed(r));
+    }
+    ws.store.set_queue_value(FILE, &text)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{Format, Message};
+
+    fn root() -> (tempfile::TempDir, Workspace) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _) = store::Store::init(dir.path(), crate::config::DEFAULT_CONFIG).unwrap();
+        for role in ["coordinator", "engineer"] {
+            store.create_agent(role, &format!("role: {role}\n")).unwrap();
+        }
+        let ws = Workspace::open(Some(dir.path())).unwrap();
+        (dir, ws)
+    }
+
+    fn open(ws: &Workspace, task: &str) {
+        let mut m = Message::new(Format::Circe);
+        m.to = Some("all".into());
+        m.intent = Some("implement_feature".into());
+        m.task_id = Some(task.into());
+        crate::boxes::send(ws, "coordinator", m).unwrap();
+    }
+
+    /// The board as the records say it is.
+    fn truth(ws: &Workspace) -> Vec<(String, Status, Option<String>, usize)> {
+        ws.store
+            .list_tasks()
+            .unwrap()
+            .into_iter()
+            .filter_map(|t| read_row(ws, &t).unwrap())
+            .map(|r| (r.task, r.status, r.owner, r.checks_passed))
+            .collect()
+    }
+
+    fn board(ws: &Workspace) -> Vec<(String, Status, Option<String>, usize)> {
+        rows(ws)
+            .unwrap()
+            .into_iter()
+            .map(|r| (r.task, r.status, r.owner, r.checks_passed))
+            .collect()
+    }
+
+    #[test]
+    fn follows_every_change() {
+        let (_d, ws) = root();
+        for t in ["A-1", "A-2", "A-3"] {
+            open(&ws, t);
+        }
+        assert_eq!(board(&ws), truth(&ws));
+        super::super::claim(&ws, "engineer", "engineer", "A-2", None).unwrap();
+        super::super::set_status(&ws, "engineer", "A-2", Status::InProgress, None, None).unwrap();
+        super::super::check_set(&ws, "engineer", "A-2", "tests_passed", true, None).unwrap();
+        super::super::release(&ws, "engineer", "A-2", None, false, None).unwrap();
+        super::super::claim(&ws, "engineer", "engineer", "A-3", None).unwrap();
+        let b = board(&ws);
+        assert_eq!(b, truth(&ws));
+        assert_eq!(b[1], ("A-2".into(), Status::New, None, 1));
+        assert_eq!(b[2].1, Status::Claimed);
+    }
+
+    /// A writer that died between its record write and its C line leaves a P line; the
+    /// reader must believe the records, not the older C line.
+    #[test]
+    fn a_crash_between_record_and_board_is_read_from_the_records() {
+        let (_d, ws) = root();
+        open(&ws, "B-1");
+        assert_eq!(board(&ws)[0].1, Status::New);
+        // What a claim that crashed after its record write leaves behind.
+        let mut rec =
+            StatusRecord::parse("B-1", &ws.store.read_record("B-1", "status").unwrap().unwrap())
+                .unwrap();
+        rec.status = Status::Claimed;
+        rec.owner = Some("engineer".into());
+        ws.store.queue_append(FILE, "P B-1\n").unwrap();
+        ws.store.write_records("B-1", &[("status", Some(&rec.render()))]).unwrap();
+        assert_eq!(board(&ws), truth(&ws));
+        assert_eq!(board(&ws)[0].1, Status::Claimed);
+        // Without the P line the stale C line would be believed: the check can fail.
+        let text = ws.store.queue_value(FILE).unwrap().replace("P B-1\n", "");
+        ws.store.set_queue_value(FILE, &text).unwrap();
+        assert_ne!(board(&ws), truth(&ws));
+    }
+
+    #[test]
+    fn another_boot_or_no_log_rebuilds() {
+        let (_d, ws) = root();
+        open(&ws, "C-1");
+        let mut rec =
+            StatusRecord::parse("C-1", &ws.store.read_record("C-1", "status").unwrap().unwrap())
+                .unwrap();
+        rec.status = Status::Failed;
+        ws.store.write_records("C-1", &[("status", Some(&rec.render()))]).unwrap();
+        let text =
+            ws.store.queue_value(FILE).unwrap().replace(&store::boot_id(), "an-earlier-boot");
+        ws.store.set_queue_value(FILE, &text).unwrap();
+        assert_eq!(board(&ws)[0].1, Status::Failed, "a log from another boot is not trusted");
+        ws.store.clear_queue().unwrap();
+        assert_eq!(board(&ws), truth(&ws));
+    }
+
+    #[test]
+    fn compaction_keeps_the_board() {
+        let (_d, ws) = root();
+        open(&ws, "D-1");
+        for i in 0..80 {
+            super::super::claim(&ws, "engineer", "engineer", "D-1", None).unwrap();
+            super::super::check_set(&ws, "engineer", "D-1", &format!("c{i}"), true, None).unwrap();
+            super::super::release(&ws, "engineer", "D-1", None, false, None).unwrap();
+        }
+        let before = ws.store.queue_value(FILE).unwrap().lines().count();
+        assert_eq!(board(&ws), truth(&ws));
+        let after = ws.store.queue_value(FILE).unwrap().lines().count();
+        assert!(
+            after < before && after == 2,
+            "compacted to header + one line: {before} -> {after}"
+        );
+        assert_eq!(board(&ws), truth(&ws));
+    }
+}
