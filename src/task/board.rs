@@ -11,9 +11,9 @@
 //!   the records, as it is when missing (`doctor --repair` deletes it);
 //! - it is compacted to one line per task when it grows past twice the tasks.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::lifecycle::Status;
 use super::record::{self, Checks, StatusRecord};
@@ -25,7 +25,7 @@ const FILE: &str = "board.log";
 const LOCK: &str = "board";
 
 /// One task on the board.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct Row {
     pub task: String,
     pub status: Status,
@@ -55,11 +55,44 @@ pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row {
 }
 
 fn header() -> String {
-    format!("# circe board v1 boot={}\n", store::boot_id())
+    format!("# circe board v2 boot={}\n", store::boot_id())
 }
 
-fn committed(row: &Row) -> String {
-    format!("C {} {}\n", row.task, serde_json::to_string(row).unwrap_or_default())
+/// `C <task> <status> <owner|-> <created_at> <lease|-> <intent> <to> <passed> <total>`: one
+/// space-separated line (no field can hold a space: names and times are allowlisted).
+fn committed(r: &Row) -> String {
+    format!(
+        "C {} {} {} {} {} {} {} {} {}\n",
+        r.task,
+        r.status.as_str(),
+        r.owner.as_deref().unwrap_or("-"),
+        r.created_at,
+        r.lease_expires_at.as_deref().unwrap_or("-"),
+        r.intent,
+        r.to,
+        r.checks_passed,
+        r.checks_total
+    )
+}
+
+/// The row of a `C` line (after the `C `), or `None` when it is not one circe wrote.
+fn parse_committed(line: &str) -> Option<Row> {
+    let f: Vec<&str> = line.split(' ').collect();
+    let [task, status, owner, created, lease, intent, to, passed, total] = f.as_slice() else {
+        return None;
+    };
+    let opt = |s: &str| (s != "-").then(|| s.to_string());
+    Some(Row {
+        task: (*task).to_string(),
+        status: Status::parse(status)?,
+        owner: opt(owner),
+        created_at: (*created).to_string(),
+        lease_expires_at: opt(lease),
+        intent: (*intent).to_string(),
+        to: (*to).to_string(),
+        checks_passed: passed.parse().ok()?,
+        checks_total: total.parse().ok()?,
+    })
 }
 
 /// Write a task's records (as `Store::write_records`) and keep the board in step.
@@ -87,31 +120,32 @@ pub fn rows(ws: &Workspace) -> Result<Vec<Row>> {
     let Some(body) = text.strip_prefix(header().as_str()) else {
         return rebuild(ws);
     };
-    let mut last: BTreeMap<String, Option<Row>> = BTreeMap::new();
+    // The last line per task decides; only those lines are parsed.
+    let mut last: HashMap<&str, &str> = HashMap::new();
     let mut lines = 0usize;
     for line in body.lines() {
         lines += 1;
-        let mut parts = line.splitn(3, ' ');
-        match (parts.next(), parts.next(), parts.next()) {
-            (Some("C"), Some(task), Some(json)) => {
-                last.insert(task.to_string(), serde_json::from_str(json).ok());
+        let (Some(kind), Some(rest)) = (line.get(..2), line.get(2..)) else { continue };
+        let task = rest.split(' ').next().unwrap_or("");
+        match kind {
+            "C " | "P " => {
+                last.insert(task, line);
             }
-            (Some("P"), Some(task), _) => {
-                last.insert(task.to_string(), None);
-            }
-            (Some("D"), Some(task), _) => {
+            "D " => {
                 last.remove(task);
             }
             _ => {}
         }
     }
     let mut out = Vec::with_capacity(last.len());
-    for (task, row) in last {
-        match row {
+    for (task, line) in last {
+        match line.strip_prefix("C ").and_then(parse_committed) {
             Some(r) => out.push(r),
-            None => out.extend(read_row(ws, &task)?),
+            // Pending (or unreadable): the records decide.
+            None => out.extend(read_row(ws, task)?),
         }
     }
+    out.sort_unstable_by(|a, b| a.task.cmp(&b.task));
     if lines > 2 * out.len() + 64 {
         save(ws, &out)?;
     }
