@@ -27,7 +27,7 @@ pub struct Violation {
 
 fn boxes(ws: &Workspace) -> Vec<Mailbox> {
     let mut v = vec![Mailbox::NewMessages, Mailbox::Logs];
-    for a in ws.agents.keys() {
+    for a in ws.agents().keys() {
         v.push(Mailbox::Inbox(a.clone()));
         v.push(Mailbox::Workspace(a.clone()));
     }

@@ -1,7 +1,8 @@
 //! `Workspace`: an opened root with its configuration, registry and agents: what every
 //! command above the store works with.
 
-use std::collections::BTreeMap;
+use std::cell::{OnceCell, RefCell};
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -22,8 +23,10 @@ pub struct Workspace {
     pub store: Store,
     pub config: Config,
     pub registry: Registry,
-    /// agent name -> role
-    pub agents: BTreeMap<String, String>,
+    /// agent name -> role, loaded on first use of `agents()` (most commands need one or two
+    /// agents' roles, which `role_of` reads one file each for).
+    agents: OnceCell<BTreeMap<String, String>>,
+    roles: RefCell<HashMap<String, Option<String>>>,
 }
 
 impl Workspace {
@@ -48,20 +51,55 @@ impl Workspace {
         let config = Config::parse(&store.read_config()?)?;
         let store = store.with_durability(config.durability()?);
         let registry = Registry::from_config(&config.registry)?;
-        let mut agents = BTreeMap::new();
-        for (name, text) in store.list_agents()? {
-            if names::check_agent(&name).is_err() {
-                continue;
-            }
-            if let Ok(a) = crate::yaml::from_str::<AgentFile>(&text) {
-                agents.insert(name, a.role);
-            }
-        }
-        Ok(Workspace { store, config, registry, agents })
+        Ok(Workspace {
+            store,
+            config,
+            registry,
+            agents: OnceCell::new(),
+            roles: RefCell::default(),
+        })
     }
 
-    pub fn role_of(&self, agent: &str) -> Option<&str> {
-        self.agents.get(agent).map(String::as_str)
+    /// Every agent and its role, sorted by name.
+    pub fn agents(&self) -> &BTreeMap<String, String> {
+        self.agents.get_or_init(|| {
+            let mut agents = BTreeMap::new();
+            for (name, text) in self.store.list_agents().unwrap_or_default() {
+                if names::check_agent(&name).is_err() {
+                    continue;
+                }
+                if let Ok(a) = crate::yaml::from_str::<AgentFile>(&text) {
+                    agents.insert(name, a.role);
+                }
+            }
+            agents
+        })
+    }
+
+    /// The role of `agent`, or `None` when there is no such agent.
+    pub fn role_of(&self, agent: &str) -> Option<String> {
+        if let Some(all) = self.agents.get() {
+            return all.get(agent).cloned();
+        }
+        if names::check_agent(agent).is_err() {
+            return None;
+        }
+        if let Some(known) = self.roles.borrow().get(agent) {
+            return known.clone();
+        }
+        let role = self
+            .store
+            .read_agent(agent)
+            .ok()
+            .flatten()
+            .and_then(|t| crate::yaml::from_str::<AgentFile>(&t).ok())
+            .map(|a| a.role);
+        self.roles.borrow_mut().insert(agent.to_string(), role.clone());
+        role
+    }
+
+    pub fn is_agent(&self, name: &str) -> bool {
+        self.role_of(name).is_some()
     }
 
     /// The acting agent: it must exist.
@@ -74,16 +112,16 @@ impl Workspace {
             Error::not_found(format!("no agent `{name}` in this root"))
                 .hint("`circe agent list` shows them; `circe agent add` makes one")
         })?;
-        Ok((name.to_string(), role.to_string()))
+        Ok((name.to_string(), role))
     }
 
     /// Is `agent` a coordinator (role coordinator or rooster, the human)?
     pub fn is_coordinator(&self, agent: &str) -> bool {
-        matches!(self.role_of(agent), Some("coordinator" | "rooster"))
+        matches!(self.role_of(agent).as_deref(), Some("coordinator" | "rooster"))
     }
 
     /// Agents with role `role`, sorted.
     pub fn agents_with_role(&self, role: &str) -> Vec<String> {
-        self.agents.iter().filter(|(_, r)| r.as_str() == role).map(|(a, _)| a.clone()).collect()
+        self.agents().iter().filter(|(_, r)| r.as_str() == role).map(|(a, _)| a.clone()).collect()
     }
 }

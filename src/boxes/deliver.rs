@@ -33,16 +33,16 @@ pub struct DeliveredCopy {
 /// Who `to` reaches: (agents, the roles they have). An agent name wins over a role name.
 fn resolve(ws: &Workspace, me: &str, to: &str) -> Result<(Vec<String>, Vec<String>)> {
     if to == "all" {
-        let agents: Vec<String> = ws.agents.keys().filter(|a| a.as_str() != me).cloned().collect();
-        let mut roles: BTreeSet<String> =
-            agents.iter().filter_map(|a| ws.role_of(a)).map(str::to_string).collect();
+        let agents: Vec<String> =
+            ws.agents().keys().filter(|a| a.as_str() != me).cloned().collect();
+        let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
         if roles.is_empty() {
             roles = ws.registry.roles.iter().cloned().collect();
         }
         return Ok((agents, roles.into_iter().collect()));
     }
     if let Some(role) = ws.role_of(to) {
-        return Ok((vec![to.to_string()], vec![role.to_string()]));
+        return Ok((vec![to.to_string()], vec![role]));
     }
     if ws.registry.is_role(to) {
         return Ok((ws.agents_with_role(to), vec![to.to_string()]));
@@ -78,8 +78,7 @@ fn complete(msg: &mut Message, me: &str) -> Result<()> {
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
-    let my_role =
-        ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?.to_string();
+    let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     complete(&mut msg, me)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
@@ -126,7 +125,7 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
 
     let receivers: Vec<String> = agents
         .into_iter()
-        .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(r, &intent_name)))
+        .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, &intent_name)))
         .collect();
     if receivers.is_empty() {
         return Err(Error::refused(format!(

@@ -22,7 +22,7 @@ pub struct Found {
 
 fn all_boxes(ws: &Workspace) -> Vec<Mailbox> {
     let mut v = vec![Mailbox::NewMessages];
-    for a in ws.agents.keys() {
+    for a in ws.agents().keys() {
         v.push(Mailbox::Inbox(a.clone()));
         v.push(Mailbox::Workspace(a.clone()));
     }

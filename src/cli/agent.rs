@@ -60,9 +60,9 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
         }
         AgentCommand::List => {
             let rows: Vec<Vec<String>> =
-                ws.agents.iter().map(|(a, r)| vec![a.clone(), r.clone()]).collect();
+                ws.agents().iter().map(|(a, r)| vec![a.clone(), r.clone()]).collect();
             let list: Vec<_> =
-                ws.agents.iter().map(|(a, r)| json!({"agent": a, "role": r})).collect();
+                ws.agents().iter().map(|(a, r)| json!({"agent": a, "role": r})).collect();
             Ok(Report::new(table(&["AGENT", "ROLE"], &rows), list))
         }
     }

@@ -185,6 +185,16 @@ impl Store {
         }
     }
 
+    /// One agent's agent.yaml text; `None` when there is no such agent.
+    pub fn read_agent(&self, name: &str) -> Result<Option<String>> {
+        let p = self.root.join("AGENTS").join(name).join("agent.yaml");
+        match atomic::read_regular(&p) {
+            Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
     /// Every agent folder name with its agent.yaml text, sorted by name.
     pub fn list_agents(&self) -> Result<Vec<(String, String)>> {
         let dir = self.root.join("AGENTS");

@@ -42,7 +42,7 @@ pub fn push(ws: &Workspace, rec: &StatusRecord) -> Result<()> {
 /// An agent name means that agent only; a role means its agents; `all` means any agent
 /// whose role may receive the intent.
 pub fn eligible(ws: &Workspace, me: &str, role: &str, to: &str, intent: &str) -> bool {
-    if ws.agents.contains_key(to) {
+    if ws.is_agent(to) {
         return to == me;
     }
     (to == "all" || to == role) && ws.registry.may_receive(role, intent)

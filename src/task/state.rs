@@ -26,20 +26,22 @@ pub struct TaskState {
 /// Where message `name` of a task lies: the owner's boxes first, then the shared ones,
 /// then every agent's.
 pub fn locate(ws: &Workspace, owner: Option<&str>, name: &str) -> Option<Mailbox> {
-    let mut order = Vec::new();
+    let mut first = Vec::with_capacity(4);
     if let Some(o) = owner {
-        order.push(Mailbox::Inbox(o.to_string()));
-        order.push(Mailbox::Workspace(o.to_string()));
+        first.push(Mailbox::Inbox(o.to_string()));
+        first.push(Mailbox::Workspace(o.to_string()));
     }
-    order.push(Mailbox::NewMessages);
-    order.push(Mailbox::Logs);
-    for a in ws.agents.keys() {
-        if Some(a.as_str()) != owner {
-            order.push(Mailbox::Inbox(a.clone()));
-            order.push(Mailbox::Workspace(a.clone()));
-        }
+    first.push(Mailbox::NewMessages);
+    first.push(Mailbox::Logs);
+    if let Some(b) = first.into_iter().find(|b| ws.store.has_message(b, name)) {
+        return Some(b);
     }
-    order.into_iter().find(|b| ws.store.has_message(b, name))
+    // Only a crashed claim or a hand-moved file puts it anywhere else.
+    ws.agents()
+        .keys()
+        .filter(|a| Some(a.as_str()) != owner)
+        .flat_map(|a| [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())])
+        .find(|b| ws.store.has_message(b, name))
 }
 
 /// Read a task's records. `None` when it has no `.status`. Call under the task lock.
