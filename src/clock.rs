@@ -42,6 +42,40 @@ pub fn parse(s: &str) -> Option<DateTime<Utc>> {
         .map(|n| n.and_utc())
 }
 
+/// Seconds since the epoch of an RFC 3339 time. `YYYY-MM-DDTHH:MM:SSZ` (what circe writes)
+/// is read without allocating; anything else goes through `parse`.
+pub fn epoch_secs(text: &str) -> Option<i64> {
+    let b = text.as_bytes();
+    let fixed = b.len() == 20
+        && b[4] == b'-'
+        && b[7] == b'-'
+        && b[10] == b'T'
+        && b[13] == b':'
+        && b[16] == b':'
+        && b[19] == b'Z';
+    if !fixed {
+        return parse(text).map(|t| t.timestamp());
+    }
+    let num = |r: std::ops::Range<usize>| -> Option<i64> {
+        b[r].iter()
+            .try_fold(0i64, |acc, &c| c.is_ascii_digit().then(|| acc * 10 + i64::from(c - b'0')))
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hh, mm, ss) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hh > 23 || mm > 59 || ss > 60 {
+        return None;
+    }
+    // Days from civil (proleptic Gregorian), after H. Hinnant's algorithm.
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let yoe = year - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    Some(days * 86_400 + hh * 3600 + mm * 60 + ss)
+}
+
 /// 48 random bits as 8 lowercase base-32 characters (not cryptographic; for uniqueness).
 pub fn random_suffix() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
@@ -81,6 +115,25 @@ mod tests {
         let later = new_msg_id(parse("2025-11-21T17:00:01Z").unwrap());
         assert!(later > a && later > b);
         assert!(a.starts_with("20251121T170000000Z-"));
+    }
+
+    #[test]
+    fn epoch_secs_agrees_with_chrono() {
+        for s in [
+            "1970-01-01T00:00:00Z",
+            "2000-02-29T23:59:59Z",
+            "2025-11-21T17:00:00Z",
+            "2100-03-01T00:00:00Z",
+            "1969-12-31T23:59:59Z",
+        ] {
+            assert_eq!(epoch_secs(s), parse(s).map(|t| t.timestamp()), "{s}");
+        }
+        assert_eq!(
+            epoch_secs("2025-11-21T17:00:00.5Z"),
+            parse("2025-11-21T17:00:00.5Z").map(|t| t.timestamp())
+        );
+        assert_eq!(epoch_secs("2025-13-21T17:00:00Z"), None);
+        assert_eq!(epoch_secs("soon"), None);
     }
 
     #[test]

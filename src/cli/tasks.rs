@@ -3,7 +3,6 @@
 use clap::Args;
 use serde_json::json;
 
-use super::output::table;
 use super::{Ctx, Report};
 use crate::clock;
 use crate::error::{Error, Result};
@@ -42,44 +41,69 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         })?),
         None => None,
     };
-    let now = clock::now();
-    let mut rows = Vec::new();
-    let mut list = Vec::new();
+    let now = clock::now().timestamp();
     // One file read for the whole board (task::board), not two per task.
-    for r in board::rows(&ws)? {
-        if want.is_some_and(|w| w != r.status)
-            || a.owner.as_deref().is_some_and(|o| r.owner.as_deref() != Some(o))
-        {
-            continue;
-        }
-        let age =
-            clock::parse(&r.created_at).map_or("-".into(), |t| short((now - t).num_seconds()));
-        let lease = match (&r.lease_expires_at, r.status.is_owned()) {
-            (Some(l), true) => {
-                clock::parse(l).map_or("-".into(), |t| short((t - now).num_seconds()))
-            }
-            _ => "-".into(),
-        };
-        if ctx.json {
-            list.push(r);
-            continue;
-        }
-        rows.push(vec![
-            r.task,
-            r.status.as_str().into(),
-            r.owner.unwrap_or_else(|| "-".into()),
-            age,
-            lease,
-            format!("{}/{}", r.checks_passed, r.checks_total),
-            format!("{} -> {}", r.intent, r.to),
-        ]);
+    let snap = board::snapshot(&ws)?;
+    let mut rows = snap.rows(&ws)?;
+    rows.retain(|r| {
+        want.is_none_or(|w| w == r.status)
+            && a.owner.as_deref().is_none_or(|o| r.owner.as_deref() == Some(o))
+    });
+    if ctx.json {
+        return Ok(Report::new(String::new(), json!({"tasks": rows})));
     }
-    let human = if ctx.json {
-        String::new()
-    } else if rows.is_empty() {
-        "no tasks\n".to_string()
-    } else {
-        table(&["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"], &rows)
+    if rows.is_empty() {
+        return Ok(Report::new("no tasks\n", json!({"tasks": rows})));
+    }
+    let cells: Vec<[String; 3]> = rows
+        .iter()
+        .map(|r| {
+            let age =
+                clock::epoch_secs(&r.created_at).map_or_else(|| "-".into(), |t| short(now - t));
+            let lease = match (&r.lease_expires_at, r.status.is_owned()) {
+                (Some(l), true) => {
+                    clock::epoch_secs(l).map_or_else(|| "-".into(), |t| short(t - now))
+                }
+                _ => "-".into(),
+            };
+            [age, lease, format!("{}/{}", r.checks_passed, r.checks_total)]
+        })
+        .collect();
+    let header = ["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"];
+    let mut w: [usize; 6] = std::array::from_fn(|i| header[i].len());
+    for (r, c) in rows.iter().zip(&cells) {
+        let lens = [
+            r.task.len(),
+            r.status.as_str().len(),
+            r.owner.as_deref().map_or(1, str::len),
+            c[0].len(),
+            c[1].len(),
+            c[2].len(),
+        ];
+        for (wi, l) in w.iter_mut().zip(lens) {
+            *wi = (*wi).max(l);
+        }
+    }
+    let mut human = String::with_capacity(rows.len() * 96);
+    let mut line = |f: [&str; 6], last: &str, last2: Option<&str>| {
+        for (i, s) in f.iter().enumerate() {
+            human.push_str(s);
+            human.extend(std::iter::repeat_n(' ', w[i] - s.len() + 2));
+        }
+        human.push_str(last);
+        if let Some(t) = last2 {
+            human.push_str(" -> ");
+            human.push_str(t);
+        }
+        human.push('\n');
     };
-    Ok(Report::new(human, json!({"tasks": list})))
+    line([header[0], header[1], header[2], header[3], header[4], header[5]], header[6], None);
+    for (r, c) in rows.iter().zip(&cells) {
+        line(
+            [&r.task, r.status.as_str(), r.owner.as_deref().unwrap_or("-"), &c[0], &c[1], &c[2]],
+            &r.intent,
+            Some(&r.to),
+        );
+    }
+    Ok(Report::new(human, serde_json::Value::Null))
 }

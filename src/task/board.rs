@@ -11,6 +11,7 @@
 //!   the records, as it is when missing (`doctor --repair` deletes it);
 //! - it is compacted to one line per task when it grows past twice the tasks.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde::Serialize;
@@ -24,31 +25,31 @@ use crate::workspace::Workspace;
 const FILE: &str = "board.log";
 const LOCK: &str = "board";
 
-/// One task on the board.
+/// One task on the board; borrows from the log text where it can.
 #[derive(Debug, Clone, Serialize)]
-pub struct Row {
-    pub task: String,
+pub struct Row<'a> {
+    pub task: Cow<'a, str>,
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
-    pub created_at: String,
+    pub owner: Option<Cow<'a, str>>,
+    pub created_at: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub lease_expires_at: Option<String>,
-    pub intent: String,
-    pub to: String,
+    pub lease_expires_at: Option<Cow<'a, str>>,
+    pub intent: Cow<'a, str>,
+    pub to: Cow<'a, str>,
     pub checks_passed: usize,
     pub checks_total: usize,
 }
 
-pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row {
+pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row<'static> {
     Row {
-        task: rec.task_id.clone(),
+        task: Cow::Owned(rec.task_id.clone()),
         status: rec.status,
-        owner: rec.owner.clone(),
-        created_at: rec.created_at.clone(),
-        lease_expires_at: rec.lease_expires_at.clone(),
-        intent: rec.intent.clone(),
-        to: rec.to.clone(),
+        owner: rec.owner.clone().map(Cow::Owned),
+        created_at: Cow::Owned(rec.created_at.clone()),
+        lease_expires_at: rec.lease_expires_at.clone().map(Cow::Owned),
+        intent: Cow::Owned(rec.intent.clone()),
+        to: Cow::Owned(rec.to.clone()),
         checks_passed: checks.values().filter(|v| **v).count(),
         checks_total: checks.len(),
     }
@@ -76,20 +77,19 @@ fn committed(r: &Row) -> String {
 }
 
 /// The row of a `C` line (after the `C `), or `None` when it is not one circe wrote.
-fn parse_committed(line: &str) -> Option<Row> {
-    let f: Vec<&str> = line.split(' ').collect();
-    let [task, status, owner, created, lease, intent, to, passed, total] = f.as_slice() else {
-        return None;
-    };
-    let opt = |s: &str| (s != "-").then(|| s.to_string());
+fn parse_committed(line: &str) -> Option<Row<'_>> {
+    let mut f = line.split(' ');
+    let mut next = || f.next();
+    let (task, status, owner, created, lease, intent, to, passed, total) =
+        (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
     Some(Row {
-        task: (*task).to_string(),
+        task: Cow::Borrowed(task),
         status: Status::parse(status)?,
-        owner: opt(owner),
-        created_at: (*created).to_string(),
-        lease_expires_at: opt(lease),
-        intent: (*intent).to_string(),
-        to: (*to).to_string(),
+        owner: (owner != "-").then_some(Cow::Borrowed(owner)),
+        created_at: Cow::Borrowed(created),
+        lease_expires_at: (lease != "-").then_some(Cow::Borrowed(lease)),
+        intent: Cow::Borrowed(intent),
+        to: Cow::Borrowed(to),
         checks_passed: passed.parse().ok()?,
         checks_total: total.parse().ok()?,
     })
@@ -113,47 +113,67 @@ pub fn write(
     Ok(())
 }
 
-/// Every task on the board, sorted by task id.
-pub fn rows(ws: &Workspace) -> Result<Vec<Row>> {
-    let _excl = ws.store.lock_named(LOCK)?;
-    let text = ws.store.queue_value(FILE).unwrap_or_default();
-    let Some(body) = text.strip_prefix(header().as_str()) else {
-        return rebuild(ws);
-    };
-    // The last line per task decides; only those lines are parsed.
-    let mut last: HashMap<&str, &str> = HashMap::new();
-    let mut lines = 0usize;
-    for line in body.lines() {
-        lines += 1;
-        let (Some(kind), Some(rest)) = (line.get(..2), line.get(2..)) else { continue };
-        let task = rest.split(' ').next().unwrap_or("");
-        match kind {
-            "C " | "P " => {
-                last.insert(task, line);
-            }
-            "D " => {
-                last.remove(task);
-            }
-            _ => {}
+/// The board log as read under the exclusive `board` lock (held until dropped, so a
+/// compaction cannot lose a line appended meanwhile).
+pub struct Snapshot {
+    _lock: store::Lock,
+    text: String,
+}
+
+/// Lock and read the board log, rebuilding it from the records when it is missing or was
+/// written before the last reboot.
+pub fn snapshot(ws: &Workspace) -> Result<Snapshot> {
+    let lock = ws.store.lock_named(LOCK)?;
+    let mut text = ws.store.queue_value(FILE).unwrap_or_default();
+    if !text.starts_with(header().as_str()) {
+        let mut rows = Vec::new();
+        for task in ws.store.list_tasks()? {
+            rows.extend(read_row(ws, &task)?);
         }
+        text = save(ws, &rows)?;
     }
-    let mut out = Vec::with_capacity(last.len());
-    for (task, line) in last {
-        match line.strip_prefix("C ").and_then(parse_committed) {
-            Some(r) => out.push(r),
-            // Pending (or unreadable): the records decide.
-            None => out.extend(read_row(ws, task)?),
+    Ok(Snapshot { _lock: lock, text })
+}
+
+impl Snapshot {
+    /// Every task on the board, sorted by task id.
+    pub fn rows(&self, ws: &Workspace) -> Result<Vec<Row<'_>>> {
+        let body = &self.text[header().len()..];
+        // The last line per task decides; only those lines are parsed.
+        let mut last: HashMap<&str, (bool, &str)> = HashMap::new();
+        let mut lines = 0usize;
+        for line in body.lines() {
+            lines += 1;
+            let (Some(kind), Some(rest)) = (line.get(..2), line.get(2..)) else { continue };
+            let task = rest.split(' ').next().unwrap_or("");
+            match kind {
+                "C " | "P " => {
+                    last.insert(task, (kind == "C ", rest));
+                }
+                "D " => {
+                    last.remove(task);
+                }
+                _ => {}
+            }
         }
+        let mut out = Vec::with_capacity(last.len());
+        for (task, (is_committed, rest)) in last {
+            match is_committed.then(|| parse_committed(rest)).flatten() {
+                Some(r) => out.push(r),
+                // Pending (or unreadable): the records decide.
+                None => out.extend(read_row(ws, task)?),
+            }
+        }
+        out.sort_unstable_by(|a, b| a.task.cmp(&b.task));
+        if lines > 2 * out.len() + 64 {
+            save(ws, &out)?;
+        }
+        Ok(out)
     }
-    out.sort_unstable_by(|a, b| a.task.cmp(&b.task));
-    if lines > 2 * out.len() + 64 {
-        save(ws, &out)?;
-    }
-    Ok(out)
 }
 
 /// A task's row straight from its records (`None` when it has none).
-fn read_row(ws: &Workspace, task: &str) -> Result<Option<Row>> {
+fn read_row(ws: &Workspace, task: &str) -> Result<Option<Row<'static>>> {
     let Some(text) = ws.store.read_record(task, "status")? else { return Ok(None) };
     let Ok(rec) = StatusRecord::parse(task, &text) else { return Ok(None) };
     let checks = ws
@@ -164,21 +184,14 @@ fn read_row(ws: &Workspace, task: &str) -> Result<Option<Row>> {
     Ok(Some(row_of(&rec, &checks)))
 }
 
-fn rebuild(ws: &Workspace) -> Result<Vec<Row>> {
-    let mut out = Vec::new();
-    for task in ws.store.list_tasks()? {
-        out.extend(read_row(ws, &task)?);
-    }
-    save(ws, &out)?;
-    Ok(out)
-}
-
-fn save(ws: &Workspace, rows: &[Row]) -> Result<()> {
+/// Replace the log with one `C` line per row; returns the new text.
+fn save(ws: &Workspace, rows: &[Row<'_>]) -> Result<String> {
     let mut text = header();
     for r in rows {
         text.push_str(&committed(r));
     }
-    ws.store.set_queue_value(FILE, &text)
+    ws.store.set_queue_value(FILE, &text)?;
+    Ok(text)
 }
 
 #[cfg(test)]
@@ -211,15 +224,16 @@ mod tests {
             .unwrap()
             .into_iter()
             .filter_map(|t| read_row(ws, &t).unwrap())
-            .map(|r| (r.task, r.status, r.owner, r.checks_passed))
+            .map(|r| (r.task.into_owned(), r.status, r.owner.map(Cow::into_owned), r.checks_passed))
             .collect()
     }
 
     fn board(ws: &Workspace) -> Vec<(String, Status, Option<String>, usize)> {
-        rows(ws)
+        let snap = snapshot(ws).unwrap();
+        snap.rows(ws)
             .unwrap()
             .into_iter()
-            .map(|r| (r.task, r.status, r.owner, r.checks_passed))
+            .map(|r| (r.task.into_owned(), r.status, r.owner.map(Cow::into_owned), r.checks_passed))
             .collect()
     }
 
