@@ -27,6 +27,9 @@ impl Lock {
             .truncate(false)
             .open(path)
             .map_err(|e| Error::io("cannot open lock file", path, e))?;
+        if super::fault::test_break("clobber") {
+            return Ok(Lock { _file: file });
+        }
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
