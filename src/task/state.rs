@@ -6,7 +6,7 @@
 //! delivered its message, undoes it (roll back).
 
 use super::event::Event;
-use super::lifecycle::Status;
+use super::lifecycle::{Actor, Move, Status, decide};
 use super::record::{self, Checks, OwnerRecord, StatusRecord};
 use crate::clock;
 use crate::error::Result;
@@ -102,6 +102,41 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
             rec.lease_expires_at = None;
             Some("release finished (message was back in NEW_MESSAGES)")
         }
+        // Handed off: the new ticket landed in NEW_MESSAGES but the records still name
+        // the sender as owner (the handoff crashed between its rename and its records).
+        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s)
+            if s.is_owned() && rec.owner.as_deref() == Some(a.as_str()) =>
+        {
+            match pending_handoff(ws, task, a, &rec.message)? {
+                Some(h) => {
+                    rec.status = decide(s, Move::Handoff, &[Actor::Owner])?;
+                    rec.owner = None;
+                    rec.epoch += 1;
+                    rec.lease_expires_at = None;
+                    rec.intent = h.intent;
+                    rec.to = h.to;
+                    rec.priority = h.priority;
+                    rec.message = h.ticket;
+                    rec.note = None;
+                    let mut changed = false;
+                    for c in h.required_checks {
+                        if !st.checks.contains_key(&c) {
+                            st.checks.insert(c, false);
+                            changed = true;
+                        }
+                    }
+                    if changed {
+                        ws.store.write_records(
+                            task,
+                            &[("checks", Some(&record::render_checks(&st.checks)))],
+                        )?;
+                    }
+                    st.location = Some(Mailbox::NewMessages);
+                    Some("handoff finished (its message was in NEW_MESSAGES)")
+                }
+                None => None,
+            }
+        }
         _ => None,
     };
     if let Some(what) = fix {
@@ -149,4 +184,50 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         }
     }
     Ok(Some(st))
+}
+
+/// A handoff whose message was delivered but whose records were never written.
+struct Handoff {
+    ticket: String,
+    intent: String,
+    to: String,
+    priority: String,
+    required_checks: Vec<String>,
+}
+
+/// A task-opening message for `task` from its owner `owner` in NEW_MESSAGES that is not
+/// the current ticket: only a crashed handoff leaves one (handoff delivers and records
+/// under the task lock, which the caller holds).
+fn pending_handoff(
+    ws: &Workspace,
+    task: &str,
+    owner: &str,
+    current: &str,
+) -> Result<Option<Handoff>> {
+    use crate::message::{self, Mode};
+    for name in ws.store.list_box(&Mailbox::NewMessages)? {
+        if name == current {
+            continue;
+        }
+        let Some(f) = message::parse_file_name(&name) else { continue };
+        if f.task_id.as_deref() != Some(task) || f.from != owner {
+            continue;
+        }
+        let Ok(bytes) = ws.store.read_message(&Mailbox::NewMessages, &name) else { continue };
+        let Ok(msg) = message::parse_bytes(&bytes, Mode::Draft) else { continue };
+        let from = msg.from.as_deref().map(message::agent_of);
+        let (Some(intent), Some(to)) = (msg.intent.clone(), msg.to_agent()) else { continue };
+        let Some(spec) = ws.registry.intent(&intent) else { continue };
+        if from != Some(owner) || msg.task_id.as_deref() != Some(task) || !spec.opens_task {
+            continue;
+        }
+        return Ok(Some(Handoff {
+            ticket: name,
+            to: to.to_string(),
+            priority: msg.priority.map_or("normal", |p| p.as_str()).to_string(),
+            required_checks: spec.required_checks.clone(),
+            intent,
+        }));
+    }
+    Ok(None)
 }
