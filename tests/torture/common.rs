@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use circe::task::record::{OwnerRecord, StatusRecord};
 use circe::task::lifecycle::Status;
+use circe::task::record::{OwnerRecord, StatusRecord};
 
 /// The circe binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_circe");
@@ -102,7 +102,17 @@ impl Root {
     pub fn open(&self, id: &str) {
         self.ok(
             Some("coordinator"),
-            &["send", "--to", "all", "--intent", "implement_feature", "--task", id, "--summary", "x"],
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                id,
+                "--summary",
+                "x",
+            ],
         );
     }
 
@@ -131,8 +141,8 @@ impl Root {
     }
 
     pub fn status(&self, task: &str) -> Option<StatusRecord> {
-        let t = std::fs::read_to_string(self.dir.join("TASKS").join(format!("{task}.status")))
-            .ok()?;
+        let t =
+            std::fs::read_to_string(self.dir.join("TASKS").join(format!("{task}.status"))).ok()?;
         Some(StatusRecord::parse(task, &t).unwrap())
     }
 
@@ -173,7 +183,11 @@ impl Root {
                 .map(|s| OwnerRecord::parse(&s));
             let boxes = msgs.get(&rec.message).cloned().unwrap_or_default();
             if boxes.len() != 1 && !rec.status.is_terminal() {
-                p.push(format!("task {t}: message {} in {} boxes {boxes:?}", rec.message, boxes.len()));
+                p.push(format!(
+                    "task {t}: message {} in {} boxes {boxes:?}",
+                    rec.message,
+                    boxes.len()
+                ));
                 continue;
             }
             let b = boxes.first().cloned().unwrap_or_default();

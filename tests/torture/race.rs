@@ -44,7 +44,8 @@ pub fn race(
     let mut seen: HashMap<(String, u64), String> = HashMap::new();
     let mut claims = 0;
     for w in 1..=workers {
-        let text = std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
+        let text =
+            std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
         for line in text.lines() {
             let f: Vec<&str> = line.split(' ').collect();
             if f[0] == "CLAIM" {
@@ -104,7 +105,11 @@ fn race_long() {
     let t = Instant::now();
     let attempts = scaled(12_500);
     let r = race(8, attempts, 2_000, "mixed", &[], Duration::from_secs(400));
-    eprintln!("race long: 8 x {attempts} attempts over 2000 tasks, {} claims won, {:?}", r.claims, t.elapsed());
+    eprintln!(
+        "race long: 8 x {attempts} attempts over 2000 tasks, {} claims won, {:?}",
+        r.claims,
+        t.elapsed()
+    );
     assert!(r.problems.is_empty(), "{:#?}", &r.problems[..r.problems.len().min(50)]);
 }
 
@@ -115,6 +120,10 @@ fn race_long_hot() {
     let t = Instant::now();
     let attempts = scaled(12_500);
     let r = race(8, attempts, 4, "mixed", &[], Duration::from_secs(300));
-    eprintln!("race long hot: 8 x {attempts} attempts over 4 tasks, {} claims won, {:?}", r.claims, t.elapsed());
+    eprintln!(
+        "race long hot: 8 x {attempts} attempts over 4 tasks, {} claims won, {:?}",
+        r.claims,
+        t.elapsed()
+    );
     assert!(r.problems.is_empty(), "{:#?}", &r.problems[..r.problems.len().min(50)]);
 }

@@ -21,7 +21,14 @@ fn ws() -> Workspace {
 
 pub fn run(kind: &str, a: &[String]) {
     match kind {
-        "race" => race(&a[0], a[1].parse().unwrap(), a[2].parse().unwrap(), &a[3], a[4].parse().unwrap(), Path::new(&a[5])),
+        "race" => race(
+            &a[0],
+            a[1].parse().unwrap(),
+            a[2].parse().unwrap(),
+            &a[3],
+            a[4].parse().unwrap(),
+            Path::new(&a[5]),
+        ),
         "storm" => storm(&a[0], a[1].parse().unwrap(), a[2].parse().unwrap(), Path::new(&a[3])),
         "writers" => writers(&a[0], &a[1], &a[2], a[3].parse().unwrap(), Path::new(&a[4])),
         other => panic!("unknown worker kind {other}"),
@@ -48,7 +55,10 @@ fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &P
             Ok(o) => {
                 log_line(log, &format!("CLAIM {} {} {me}", o.task, o.epoch));
                 if let Err(e) = task::release(&ws, me, &o.task, None, false, Some(o.epoch)) {
-                    log_line(log, &format!("RELEASEFAIL {} {} {me} {}", o.task, o.epoch, e.message));
+                    log_line(
+                        log,
+                        &format!("RELEASEFAIL {} {} {me} {}", o.task, o.epoch, e.message),
+                    );
                 }
             }
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::NothingToClaim) => {}
