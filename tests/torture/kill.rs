@@ -69,7 +69,11 @@ pub fn storm(
         let after = r.messages();
         problems.extend(lost_or_duplicated(&before, &after));
         if after.len() != before.len() {
-            problems.push(format!("after {done} kills: {} messages, want {}", after.len(), before.len()));
+            problems.push(format!(
+                "after {done} kills: {} messages, want {}",
+                after.len(),
+                before.len()
+            ));
         }
         if !problems.is_empty() {
             break;
@@ -84,7 +88,10 @@ pub fn storm(
             if f[0] == "CLAIM" {
                 claims += 1;
                 if let Some(prev) = seen.insert((f[1].into(), f[2].into()), f[3].into()) {
-                    problems.push(format!("double owner of {} at epoch {}: {prev} and {}", f[1], f[2], f[3]));
+                    problems.push(format!(
+                        "double owner of {} at epoch {}: {prev} and {}",
+                        f[1], f[2], f[3]
+                    ));
                 }
             } else {
                 problems.push(format!("e{a}: {line}"));
@@ -98,16 +105,32 @@ pub fn storm(
 fn kill_storm_fast() {
     let t = Instant::now();
     let s = storm(4, 6, 50, 25, (10, 30), &[], Duration::from_secs(40));
-    eprintln!("kill storm fast: {} kills, {} claims, {} problems, {:?}", s.kills, s.claims, s.problems.len(), t.elapsed());
+    eprintln!(
+        "kill storm fast: {} kills, {} claims, {} problems, {:?}",
+        s.kills,
+        s.claims,
+        s.problems.len(),
+        t.elapsed()
+    );
     assert!(s.problems.is_empty(), "{:#?}", &s.problems[..s.problems.len().min(30)]);
-    assert!(s.kills >= 50 && s.claims > 10, "storm too small: {} kills {} claims", s.kills, s.claims);
+    assert!(
+        s.kills >= 50 && s.claims > 10,
+        "storm too small: {} kills {} claims",
+        s.kills,
+        s.claims
+    );
 }
 
 #[test]
 fn kill_storm_checker_catches_clobber() {
-    let s = storm(4, 1, 40, 20, (40, 60), &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(30));
+    let s =
+        storm(4, 1, 40, 20, (40, 60), &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(30));
     assert!(!s.problems.is_empty(), "storm checker saw nothing with locks broken");
-    eprintln!("clobber caught by storm checker: {} problems, first: {}", s.problems.len(), s.problems[0]);
+    eprintln!(
+        "clobber caught by storm checker: {} problems, first: {}",
+        s.problems.len(),
+        s.problems[0]
+    );
 }
 
 #[test]
@@ -115,7 +138,13 @@ fn kill_storm_checker_catches_clobber() {
 fn kill_storm_long() {
     let t = Instant::now();
     let s = storm(6, 40, scaled(1_000), 100, (5, 40), &[], Duration::from_secs(300));
-    eprintln!("kill storm long: {} kills, {} claims, {} problems, {:?}", s.kills, s.claims, s.problems.len(), t.elapsed());
+    eprintln!(
+        "kill storm long: {} kills, {} claims, {} problems, {:?}",
+        s.kills,
+        s.claims,
+        s.problems.len(),
+        t.elapsed()
+    );
     assert!(s.problems.is_empty(), "{:#?}", &s.problems[..s.problems.len().min(30)]);
     assert!(s.kills >= scaled(1_000), "only {} kills in the time limit", s.kills);
 }

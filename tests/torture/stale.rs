@@ -53,7 +53,10 @@ fn stale_owner_run(env: &[(&str, &str)]) -> Vec<String> {
     ] {
         let o = r.run_env(Some("engineer"), &args, env);
         if o.code != 4 {
-            p.push(format!("stale {args:?} by the old owner: exit {} (want 4) {}", o.code, o.stderr));
+            p.push(format!(
+                "stale {args:?} by the old owner: exit {} (want 4) {}",
+                o.code, o.stderr
+            ));
         }
     }
     // Even without --epoch, the old owner is no longer the owner.
@@ -81,7 +84,11 @@ fn stopped_holder_is_fenced_after_resume() {
     r.open("T1");
     r.ok(Some("engineer"), &["claim", "T1", "--ttl", "1s"]);
     let mut slow = r
-        .cmd(Some("engineer"), &["check", "T1", "--run", "tests_passed", "--", "true"], &[("CIRCE_CRASH_AT", "")])
+        .cmd(
+            Some("engineer"),
+            &["check", "T1", "--run", "tests_passed", "--", "true"],
+            &[("CIRCE_CRASH_AT", "")],
+        )
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();

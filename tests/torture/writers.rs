@@ -25,7 +25,9 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
     let mut p = Vec::new();
     let start = Instant::now();
     let mut reads = 0;
-    while kids.iter_mut().any(|k| k.try_wait().unwrap().is_none()) && start.elapsed() < Duration::from_secs(300) {
+    while kids.iter_mut().any(|k| k.try_wait().unwrap().is_none())
+        && start.elapsed() < Duration::from_secs(300)
+    {
         if let Ok(t) = std::fs::read_to_string(r.dir.join("TASKS/T1.checks")) {
             reads += 1;
             if let Err(e) = circe::task::record::parse_checks("T1", &t) {
@@ -52,7 +54,10 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
     if lost > 0 {
         p.push(format!("{lost} of {} updates lost", 8 * per));
     }
-    eprintln!("writers: 8 x {per} updates, {reads} concurrent reads, {lost} lost, {:?}", start.elapsed());
+    eprintln!(
+        "writers: 8 x {per} updates, {reads} concurrent reads, {lost} lost, {:?}",
+        start.elapsed()
+    );
     p
 }
 
