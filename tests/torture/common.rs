@@ -140,9 +140,13 @@ impl Root {
         out
     }
 
+    /// `.status` of a task; `None` when absent or not a regular file (planted links/FIFOs).
     pub fn status(&self, task: &str) -> Option<StatusRecord> {
-        let t =
-            std::fs::read_to_string(self.dir.join("TASKS").join(format!("{task}.status"))).ok()?;
+        let p = self.dir.join("TASKS").join(format!("{task}.status"));
+        if !std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let t = std::fs::read_to_string(p).ok()?;
         Some(StatusRecord::parse(task, &t).unwrap())
     }
 
@@ -178,8 +182,11 @@ impl Root {
         let mut p = Vec::new();
         for t in self.tasks() {
             let Some(rec) = self.status(&t) else { continue };
-            let owner = std::fs::read_to_string(self.dir.join("TASKS").join(format!("{t}.owner")))
-                .ok()
+            let op = self.dir.join("TASKS").join(format!("{t}.owner"));
+            let owner = std::fs::symlink_metadata(&op)
+                .is_ok_and(|m| m.is_file())
+                .then(|| std::fs::read_to_string(&op).ok())
+                .flatten()
                 .map(|s| OwnerRecord::parse(&s));
             let boxes = msgs.get(&rec.message).cloned().unwrap_or_default();
             if boxes.len() != 1 && !rec.status.is_terminal() {
