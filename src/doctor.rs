@@ -39,7 +39,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let _guard = ws.store.lock_named("doctor")?;
     let mut out = Vec::new();
     let mut v = |invariant: u8, what: String, repaired: bool| {
-        out.push(Violation { invariant, what, repaired })
+        out.push(Violation { invariant, what, repaired });
     };
 
     for name in ws.store.tmp_leftovers()? {

@@ -109,28 +109,7 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         {
             match pending_handoff(ws, task, a, &rec.message)? {
                 Some(h) => {
-                    rec.status = decide(s, Move::Handoff, &[Actor::Owner])?;
-                    rec.owner = None;
-                    rec.epoch += 1;
-                    rec.lease_expires_at = None;
-                    rec.intent = h.intent;
-                    rec.to = h.to;
-                    rec.priority = h.priority;
-                    rec.message = h.ticket;
-                    rec.note = None;
-                    let mut changed = false;
-                    for c in h.required_checks {
-                        if !st.checks.contains_key(&c) {
-                            st.checks.insert(c, false);
-                            changed = true;
-                        }
-                    }
-                    if changed {
-                        ws.store.write_records(
-                            task,
-                            &[("checks", Some(&record::render_checks(&st.checks)))],
-                        )?;
-                    }
+                    apply_handoff(ws, task, rec, &mut st.checks, h)?;
                     st.location = Some(Mailbox::NewMessages);
                     Some("handoff finished (its message was in NEW_MESSAGES)")
                 }
@@ -184,6 +163,36 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         }
     }
     Ok(Some(st))
+}
+
+/// Finish a crashed handoff on `rec` (written by the caller) and add its required checks.
+fn apply_handoff(
+    ws: &Workspace,
+    task: &str,
+    rec: &mut StatusRecord,
+    checks: &mut Checks,
+    h: Handoff,
+) -> Result<()> {
+    rec.status = decide(rec.status, Move::Handoff, &[Actor::Owner])?;
+    rec.owner = None;
+    rec.epoch += 1;
+    rec.lease_expires_at = None;
+    rec.intent = h.intent;
+    rec.to = h.to;
+    rec.priority = h.priority;
+    rec.message = h.ticket;
+    rec.note = None;
+    let mut changed = false;
+    for c in h.required_checks {
+        if let std::collections::btree_map::Entry::Vacant(e) = checks.entry(c) {
+            e.insert(false);
+            changed = true;
+        }
+    }
+    if changed {
+        ws.store.write_records(task, &[("checks", Some(&record::render_checks(checks)))])?;
+    }
+    Ok(())
 }
 
 /// A handoff whose message was delivered but whose records were never written.

@@ -83,7 +83,7 @@ fn stopped_holder_is_fenced_after_resume() {
     let r = Root::new(2);
     r.open("T1");
     r.ok(Some("engineer"), &["claim", "T1", "--ttl", "1s"]);
-    let mut slow = r
+    let slow = r
         .cmd(
             Some("engineer"),
             &["check", "T1", "--run", "tests_passed", "--", "true"],
