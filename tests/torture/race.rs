@@ -103,8 +103,8 @@ fn race_checker_catches_clobber() {
 #[ignore = "long run: cargo test --release --test torture -- --ignored"]
 fn race_long() {
     let t = Instant::now();
-    let attempts = scaled(12_500);
-    let r = race(8, attempts, 2_000, "mixed", &[], Duration::from_secs(400));
+    let attempts = scaled(5_000);
+    let r = race(8, attempts, 2_000, "mixed", &[], Duration::from_secs(500));
     eprintln!(
         "race long: 8 x {attempts} attempts over 2000 tasks, {} claims won, {:?}",
         r.claims,
@@ -118,7 +118,7 @@ fn race_long() {
 fn race_long_hot() {
     // Few tasks, heavy contention.
     let t = Instant::now();
-    let attempts = scaled(12_500);
+    let attempts = scaled(5_000);
     let r = race(8, attempts, 4, "mixed", &[], Duration::from_secs(300));
     eprintln!(
         "race long hot: 8 x {attempts} attempts over 4 tasks, {} claims won, {:?}",
