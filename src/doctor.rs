@@ -117,7 +117,18 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     }
     for name in ws.store.list_box(&Mailbox::NewMessages)? {
         if !tickets.contains(&name) {
-            v(6, format!("NEW_MESSAGES/{name} is no task's current message"), false);
+            // A handoff that failed after delivering its message: reconciling the task
+            // finishes it (the message becomes the ticket).
+            let fixed = repair
+                && match message::parse_file_name(&name).and_then(|f| f.task_id) {
+                    Some(id) if crate::names::check_task_id(&id).is_ok() => {
+                        let _lock = ws.store.lock_task(&id)?;
+                        task::load_reconciled(ws, &id)?;
+                        task::load(ws, &id)?.is_some_and(|s| s.rec.message == name)
+                    }
+                    _ => false,
+                };
+            v(6, format!("NEW_MESSAGES/{name} is no task's current message"), fixed);
         }
     }
     if repair {

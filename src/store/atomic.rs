@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 
-use super::fault::io_step;
+use super::fault::{io_step, test_break};
 
 /// A temp file that is removed on drop unless it was renamed into place.
 pub struct TempFile {
@@ -59,6 +59,9 @@ impl Drop for TempFile {
 /// Rename `from` to `to`, failing with `AlreadyExists` instead of replacing (FS_RULES 2).
 pub fn rename_noclobber(from: &Path, to: &Path) -> io::Result<()> {
     io_step()?;
+    if test_break("clobber") {
+        return std::fs::rename(from, to);
+    }
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
         Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {

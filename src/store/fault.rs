@@ -4,6 +4,12 @@
 //! when it reaches that named step. `CIRCE_FAIL_IO=<n>` makes the n-th store mutation
 //! (write, fsync, rename, unlink) fail with EIO, `CIRCE_FAIL_IO_ERRNO` picks another errno
 //! (28 = ENOSPC). Both are read once; without them each check is one relaxed load.
+//!
+//! TEST ONLY: `CIRCE_TEST_BREAK=<name>` turns off one safety mechanism so the torture
+//! suite (tests/torture) can show that each checker catches a broken variant:
+//! `clobber` makes `rename_noclobber` a plain rename and task locks no-ops;
+//! `no-reconcile` stops commands rolling forward what a crashed predecessor left.
+//! Never set it outside tests.
 
 use std::io;
 use std::sync::OnceLock;
@@ -13,6 +19,7 @@ struct Faults {
     crash_at: Option<String>,
     fail_io: Option<u64>,
     errno: i32,
+    broken: Option<String>,
 }
 
 fn faults() -> &'static Faults {
@@ -21,6 +28,7 @@ fn faults() -> &'static Faults {
         crash_at: std::env::var("CIRCE_CRASH_AT").ok().filter(|s| !s.is_empty()),
         fail_io: std::env::var("CIRCE_FAIL_IO").ok().and_then(|s| s.parse().ok()),
         errno: std::env::var("CIRCE_FAIL_IO_ERRNO").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
+        broken: std::env::var("CIRCE_TEST_BREAK").ok().filter(|s| !s.is_empty()),
     })
 }
 
@@ -46,4 +54,9 @@ pub fn io_step() -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// TEST ONLY: is the safety mechanism `name` deliberately broken (`CIRCE_TEST_BREAK`)?
+pub fn test_break(name: &str) -> bool {
+    faults().broken.as_deref() == Some(name)
 }

@@ -23,7 +23,7 @@ mod lock;
 mod mailbox;
 mod root;
 
-pub use fault::crash_point;
+pub use fault::{crash_point, test_break};
 pub use lock::Lock;
 pub use mailbox::Mailbox;
 pub use root::{Durability, Store, find_root, root_at};

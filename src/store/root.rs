@@ -335,7 +335,11 @@ impl Store {
         let dir = self.box_dir(mbox);
         let mut names = list_names(&dir)?;
         names.retain(|n| {
-            let keep_log = *mbox == Mailbox::Logs && n == "events.jsonl";
+            // LOGS/ keeps the event log and doctor's own quarantine folder.
+            let keep_log = *mbox == Mailbox::Logs
+                && (n == "events.jsonl"
+                    || n == "quarantine"
+                        && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
             let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
             !(keep_log || is_message_name(n) && regular)
         });

@@ -80,6 +80,7 @@ fn open_new(
         message: ticket.clone(),
         lease_expires_at: None,
         note: None,
+        handoff: None,
     };
     let checks: Checks = spec.required_checks.iter().map(|c| (c.clone(), false)).collect();
     // Record first, message second: the message's rename is the commit point, and a record
@@ -135,47 +136,87 @@ fn handoff(
                 .hint("open a new task with a new task id"));
         }
     }
-    let to = decide(from, Move::Handoff, &[Actor::Owner])?;
-    // The message is the commit point; doctor finishes a handoff whose records lag.
-    let ticket = ws.store.put_message(&Mailbox::NewMessages, name, content)?;
+    decide(from, Move::Handoff, &[Actor::Owner])?;
+    // Record the new message's name first, then deliver it (the commit point), then the
+    // records. A crash in between is finished or undone by the next command that loads the
+    // task (state::load_reconciled) with one stat: no listing of NEW_MESSAGES.
+    let ticket = free_name(ws, name);
+    st.rec.handoff = Some(ticket.clone());
+    write(ws, &st, st.owner.as_ref())?;
+    crash_point("handoff.recorded");
+    let fixed = |_n: u32| ticket.clone();
+    if let Err(e) = ws.store.put_message(&Mailbox::NewMessages, &fixed, content) {
+        st.rec.handoff = None;
+        let _ = write(ws, &st, st.owner.as_ref());
+        return Err(e);
+    }
     crash_point("handoff.delivered");
-    let old_owner = st.rec.owner.take();
+    let old_owner = st.rec.owner.clone();
+    let h = Handoff {
+        ticket: ticket.clone(),
+        intent: spec.intent.to_string(),
+        to: spec.to.to_string(),
+        priority: spec.priority.to_string(),
+        required_checks: spec.required_checks.to_vec(),
+    };
+    finish_handoff(ws, &mut st, &h, spec.sender, false)?;
+    Ok(OpenOutcome { record: st.rec, handoff_from: old_owner, message: ticket })
+}
+
+/// What a handoff's message says about the task's next turn.
+pub(super) struct Handoff {
+    pub ticket: String,
+    pub intent: String,
+    pub to: String,
+    pub priority: String,
+    pub required_checks: Vec<String>,
+}
+
+/// The records of a handoff whose message is in NEW_MESSAGES: the task is `new` again with
+/// that message as its ticket. The new holder must pass the new intent's checks itself (QA
+/// re-runs tests_passed rather than inherit the engineer's result); other checks carry over.
+pub(super) fn finish_handoff(
+    ws: &Workspace,
+    st: &mut TaskState,
+    h: &Handoff,
+    by: &str,
+    repair: bool,
+) -> Result<()> {
+    let from = st.rec.status;
+    let to = decide(from, Move::Handoff, &[Actor::Owner])?;
+    st.rec.owner = None;
     st.rec.status = to;
     st.rec.epoch += 1;
     st.rec.lease_expires_at = None;
     st.rec.updated_at = clock::stamp(clock::now());
-    st.rec.intent = spec.intent.to_string();
-    st.rec.to = spec.to.to_string();
-    st.rec.priority = spec.priority.to_string();
-    st.rec.message.clone_from(&ticket);
+    st.rec.intent.clone_from(&h.intent);
+    st.rec.to.clone_from(&h.to);
+    st.rec.priority.clone_from(&h.priority);
+    st.rec.message.clone_from(&h.ticket);
+    st.rec.handoff = None;
     st.rec.note = None;
-    // The new holder must pass the new intent's checks itself: QA re-runs tests_passed
-    // rather than inherit the engineer's result. Other checks carry over.
-    let mut changed = false;
-    for c in spec.required_checks {
-        if st.checks.insert(c.clone(), false) != Some(false) {
-            changed = true;
-        }
+    for c in &h.required_checks {
+        st.checks.insert(c.clone(), false);
     }
-    if changed {
-        let checks = record::render_checks(&st.checks);
-        let status = st.rec.render();
-        super::board::write(
-            ws,
-            task,
-            &[("status", Some(&status)), ("owner", None), ("checks", Some(&checks))],
-            Some((&st.rec, &st.checks)),
-        )?;
-    } else {
-        write(ws, &st, None)?;
-    }
+    let checks = record::render_checks(&st.checks);
+    let status = st.rec.render();
+    super::board::write(
+        ws,
+        &st.rec.task_id,
+        &[("status", Some(&status)), ("owner", None), ("checks", Some(&checks))],
+        Some((&st.rec, &st.checks)),
+    )?;
+    st.owner = None;
+    st.location = Some(Mailbox::NewMessages);
     queue::push(ws, &st.rec)?;
-    Event::new("handoff", spec.sender)
-        .task(task)
+    let mut ev = Event::new("handoff", by)
+        .task(&st.rec.task_id)
         .moved(from.as_str(), to.as_str(), st.rec.epoch)
-        .with("intent", spec.intent)
-        .with("addressed_to", spec.to)
-        .with("message", ticket.as_str())
-        .append(&ws.store)?;
-    Ok(OpenOutcome { record: st.rec, handoff_from: old_owner, message: ticket })
+        .with("intent", h.intent.as_str())
+        .with("addressed_to", h.to.as_str())
+        .with("message", h.ticket.as_str());
+    if repair {
+        ev = ev.with("repair", true);
+    }
+    ev.append(&ws.store)
 }

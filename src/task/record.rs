@@ -38,6 +38,10 @@ pub struct StatusRecord {
     pub lease_expires_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
+    /// While a handoff is being delivered: the file name its message will have in
+    /// NEW_MESSAGES (written before the delivery, cleared after).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handoff: Option<String>,
 }
 
 /// `TASKS/<id>.owner`.
@@ -129,6 +133,7 @@ mod tests {
             message: "20251121_170000_coordinator-all_implement-feature_AUTH-012.md".into(),
             lease_expires_at: Some("2025-11-21T17:20:00Z".into()),
             note: Some("tests first: yes".into()),
+            handoff: None,
         };
         let text = r.render();
         assert!(text.contains("status: in_progress"), "{text}");

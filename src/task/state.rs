@@ -65,6 +65,12 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
     let Some(mut st) = load(ws, task)? else {
         return Ok(None);
     };
+    if crate::store::test_break("no-reconcile") {
+        return Ok(Some(st));
+    }
+    if let Some(ticket) = st.rec.handoff.clone() {
+        finish_or_undo_handoff(ws, &mut st, &ticket)?;
+    }
     let now = clock::stamp(clock::now());
     let rec = &mut st.rec;
     let fix: Option<&str> = match (&st.location, rec.status) {
@@ -155,4 +161,48 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
         }
     }
     Ok(Some(st))
+}
+
+/// A handoff recorded its message's name but crashed before clearing it: finish it when the
+/// message is in NEW_MESSAGES (the commit point was reached), else undo the mark.
+fn finish_or_undo_handoff(ws: &Workspace, st: &mut TaskState, ticket: &str) -> Result<()> {
+    use crate::message::{self, Mode};
+    let task = st.rec.task_id.clone();
+    let parsed = ws
+        .store
+        .has_message(&Mailbox::NewMessages, ticket)
+        .then(|| ws.store.read_message(&Mailbox::NewMessages, ticket).ok())
+        .flatten()
+        .and_then(|b| message::parse_bytes(&b, Mode::Draft).ok());
+    let handoff = parsed.and_then(|m| {
+        let intent = m.intent.clone()?;
+        let spec = ws.registry.intent(&intent)?;
+        Some(super::open::Handoff {
+            ticket: ticket.to_string(),
+            to: m.to_agent()?.to_string(),
+            priority: m.priority.map_or("normal", |p| p.as_str()).to_string(),
+            required_checks: spec.required_checks.clone(),
+            intent,
+        })
+    });
+    match handoff {
+        Some(h) if st.rec.status.is_owned() => {
+            let by = st.rec.owner.clone().unwrap_or_else(|| "circe".into());
+            super::open::finish_handoff(ws, st, &h, &by, true)
+        }
+        _ => {
+            st.rec.handoff = None;
+            let status = st.rec.render();
+            super::board::write(
+                ws,
+                &task,
+                &[("status", Some(&status))],
+                Some((&st.rec, &st.checks)),
+            )?;
+            Event::new("repair", "circe")
+                .task(&task)
+                .with("what", "handoff never delivered; mark removed")
+                .append(&ws.store)
+        }
+    }
 }

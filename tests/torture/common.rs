@@ -1,0 +1,342 @@
+//! The harness: temp roots, running the real `circe` binary, worker processes, and the
+//! checkers every torture test shares.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use circe::task::lifecycle::Status;
+use circe::task::record::{OwnerRecord, StatusRecord};
+
+/// The circe binary under test.
+pub const BIN: &str = env!("CARGO_BIN_EXE_circe");
+
+/// `CIRCE_TORTURE_SCALE`: 1 (default) for the fast slice; the `#[ignore]`d long tests set
+/// their own sizes and multiply them by this.
+pub fn scale() -> f64 {
+    std::env::var("CIRCE_TORTURE_SCALE").ok().and_then(|s| s.parse().ok()).unwrap_or(1.0)
+}
+
+pub fn scaled(n: usize) -> usize {
+    #[expect(clippy::cast_possible_truncation, clippy::cast_sign_loss, clippy::cast_precision_loss)]
+    let v = (n as f64 * scale()).round() as usize;
+    v.max(1)
+}
+
+/// Result of one `circe` run.
+#[derive(Debug)]
+pub struct Out {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    fn from(o: &Output) -> Out {
+        Out {
+            code: o.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+        }
+    }
+}
+
+/// A temp root: `<tmp>/.circe`, made with `circe init`, plus engineers `e1..eN`.
+pub struct Root {
+    pub tmp: tempfile::TempDir,
+    pub dir: PathBuf,
+}
+
+impl Root {
+    pub fn new(engineers: usize) -> Root {
+        Root::new_in(&std::env::temp_dir(), engineers)
+    }
+
+    pub fn new_in(parent: &Path, engineers: usize) -> Root {
+        let tmp = tempfile::Builder::new().prefix("circe-torture-").tempdir_in(parent).unwrap();
+        let dir = tmp.path().join(".circe");
+        let r = Root { tmp, dir };
+        r.ok(None, &["init", r.tmp.path().to_str().unwrap()]);
+        for i in 1..=engineers {
+            r.ok(None, &["agent", "add", &format!("e{i}"), "--role", "engineer"]);
+        }
+        r
+    }
+
+    /// A command for the binary with a cleared environment and this root.
+    pub fn cmd(&self, agent: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut c = Command::new(BIN);
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("CIRCE_ROOT", &self.dir)
+            .env("CIRCE_DURABILITY", "relaxed");
+        if let Some(a) = agent {
+            c.env("CIRCE_AGENT", a);
+        }
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        c.args(args).stdin(Stdio::null());
+        c
+    }
+
+    pub fn run_env(&self, agent: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Out {
+        let o = self.cmd(agent, args, env).output().unwrap();
+        Out::from(&o)
+    }
+
+    pub fn run(&self, agent: Option<&str>, args: &[&str]) -> Out {
+        self.run_env(agent, args, &[])
+    }
+
+    /// Run and insist on exit 0.
+    pub fn ok(&self, agent: Option<&str>, args: &[&str]) -> Out {
+        let o = self.run(agent, args);
+        assert_eq!(o.code, 0, "circe {args:?} as {agent:?} failed: {o:?}");
+        o
+    }
+
+    /// Open task `id` for any engineer.
+    pub fn open(&self, id: &str) {
+        self.ok(
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                id,
+                "--summary",
+                "x",
+            ],
+        );
+    }
+
+    /// Message files by name -> the boxes holding a file of that name.
+    pub fn messages(&self) -> BTreeMap<String, Vec<String>> {
+        let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut boxes = vec![("new".to_string(), self.dir.join("NEW_MESSAGES"))];
+        boxes.push(("logs".into(), self.dir.join("LOGS")));
+        if let Ok(rd) = std::fs::read_dir(self.dir.join("AGENTS")) {
+            for e in rd.flatten() {
+                let a = e.file_name().to_string_lossy().into_owned();
+                boxes.push((format!("inbox:{a}"), e.path().join("INBOX")));
+                boxes.push((format!("workspace:{a}"), e.path().join("WORKSPACE")));
+            }
+        }
+        for (label, dir) in boxes {
+            let Ok(rd) = std::fs::read_dir(&dir) else { continue };
+            for e in rd.flatten() {
+                let n = e.file_name().to_string_lossy().into_owned();
+                if Path::new(&n).extension().is_some_and(|x| x == "md") && !n.starts_with('.') {
+                    out.entry(n).or_default().push(label.clone());
+                }
+            }
+        }
+        out
+    }
+
+    /// `.status` of a task; `None` when absent or not a regular file (planted links/FIFOs).
+    pub fn status(&self, task: &str) -> Option<StatusRecord> {
+        let p = self.dir.join("TASKS").join(format!("{task}.status"));
+        if !std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_file()) {
+            return None;
+        }
+        let t = std::fs::read_to_string(p).ok()?;
+        Some(StatusRecord::parse(task, &t).unwrap())
+    }
+
+    pub fn tasks(&self) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.dir.join("TASKS"))
+            .unwrap()
+            .flatten()
+            .filter_map(|e| {
+                e.file_name().to_string_lossy().strip_suffix(".status").map(str::to_string)
+            })
+            .collect();
+        v.sort();
+        v
+    }
+
+    /// `circe doctor [--repair] --json`: exit code and the violations' texts.
+    pub fn doctor(&self, repair: bool) -> (i32, Vec<String>) {
+        let mut args = vec!["--json", "doctor"];
+        if repair {
+            args.push("--repair");
+        }
+        let o = self.run(None, &args);
+        let v: serde_json::Value = serde_json::from_str(&o.stdout)
+            .unwrap_or_else(|e| panic!("doctor --json printed no JSON ({e}): {o:?}"));
+        let list = find_violations(&v);
+        (o.code, list)
+    }
+
+    /// The task-level checker: every task's message lies in exactly one box, and that box,
+    /// `.status` and `.owner` agree. Returns the problems (empty = consistent).
+    pub fn task_problems(&self) -> Vec<String> {
+        let msgs = self.messages();
+        let mut p = Vec::new();
+        for t in self.tasks() {
+            let Some(rec) = self.status(&t) else { continue };
+            let op = self.dir.join("TASKS").join(format!("{t}.owner"));
+            let owner = std::fs::symlink_metadata(&op)
+                .is_ok_and(|m| m.is_file())
+                .then(|| std::fs::read_to_string(&op).ok())
+                .flatten()
+                .map(|s| OwnerRecord::parse(&s));
+            let boxes = msgs.get(&rec.message).cloned().unwrap_or_default();
+            if boxes.len() != 1 && !rec.status.is_terminal() {
+                p.push(format!(
+                    "task {t}: message {} in {} boxes {boxes:?}",
+                    rec.message,
+                    boxes.len()
+                ));
+                continue;
+            }
+            let b = boxes.first().cloned().unwrap_or_default();
+            match rec.status {
+                Status::New | Status::Parked => {
+                    if b != "new" {
+                        p.push(format!("task {t} is {:?} but its message is in {b}", rec.status));
+                    }
+                    if owner.is_some() {
+                        p.push(format!("task {t} is {:?} but has a .owner", rec.status));
+                    }
+                }
+                s if s.is_owned() => {
+                    let o = rec.owner.clone().unwrap_or_default();
+                    if b != format!("inbox:{o}") && b != format!("workspace:{o}") {
+                        p.push(format!("task {t} is held by {o} but its message is in {b}"));
+                    }
+                    match owner {
+                        Some(Some(or)) if or.owner == o && or.epoch == rec.epoch => {}
+                        other => p.push(format!(
+                            "task {t}: .owner {other:?} does not match owner {o} epoch {}",
+                            rec.epoch
+                        )),
+                    }
+                }
+                _ => {}
+            }
+        }
+        p
+    }
+
+    /// Full check: task consistency, every task message exactly once, doctor clean.
+    pub fn assert_clean(&self, ctx: &str) {
+        let p = self.task_problems();
+        assert!(p.is_empty(), "{ctx}: task problems: {p:#?}");
+        let (code, v) = self.doctor(false);
+        assert!(code == 0 && v.is_empty(), "{ctx}: doctor found {v:#?}");
+    }
+}
+
+fn find_violations(v: &serde_json::Value) -> Vec<String> {
+    let arr = v
+        .get("violations")
+        .or_else(|| v.get("data").and_then(|d| d.get("violations")))
+        .and_then(|a| a.as_array());
+    arr.map(|a| {
+        a.iter()
+            .map(|x| {
+                format!(
+                    "[{}] {}",
+                    x.get("invariant").map(ToString::to_string).unwrap_or_default(),
+                    x.get("what").and_then(|w| w.as_str()).unwrap_or_default()
+                )
+            })
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Names that appear in more than one box (or not at all, from `expected`).
+pub fn lost_or_duplicated(
+    before: &BTreeMap<String, Vec<String>>,
+    after: &BTreeMap<String, Vec<String>>,
+) -> Vec<String> {
+    let mut p = Vec::new();
+    for (n, b) in before {
+        let now = after.get(n).map_or(0, Vec::len);
+        if now == 0 {
+            p.push(format!("lost {n} (was in {b:?})"));
+        } else if now > b.len() {
+            p.push(format!("duplicated {n}: {:?}", after[n]));
+        }
+    }
+    p
+}
+
+// ---- worker processes ---------------------------------------------------------------------
+
+/// Start this test binary again as a worker (see `worker_entry` in main.rs).
+pub fn spawn_worker(kind: &str, args: &[String], root: &Path, env: &[(&str, &str)]) -> Child {
+    let mut c = Command::new(std::env::current_exe().unwrap());
+    c.args(["worker_entry", "--exact", "--nocapture", "--test-threads=1", "--include-ignored"])
+        .env("CIRCE_TORTURE_WORKER", kind)
+        .env("CIRCE_TORTURE_ARGS", args.join("\u{1f}"))
+        .env("CIRCE_ROOT", root)
+        .env("CIRCE_DURABILITY", "relaxed")
+        .env_remove("CIRCE_NOW")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    c.spawn().unwrap()
+}
+
+pub fn wait_all(children: Vec<Child>, limit: Duration) {
+    let start = Instant::now();
+    for mut c in children {
+        loop {
+            if c.try_wait().unwrap().is_some() {
+                break;
+            }
+            if start.elapsed() > limit {
+                let _ = c.kill();
+                let _ = c.wait();
+                panic!("worker ran over the time limit {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Append one whole line (FS_RULES 7) to a worker's log.
+pub fn log_line(path: &Path, line: &str) {
+    let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).unwrap();
+    f.write_all(format!("{line}\n").as_bytes()).unwrap();
+}
+
+/// A tiny deterministic PRNG (xorshift) so runs repeat from a seed.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+
+    pub fn below(&mut self, n: usize) -> usize {
+        usize::try_from(self.next() % (n as u64)).unwrap()
+    }
+}
+
+/// Run `f` as a worker when this process was started by `spawn_worker`.
+pub fn worker_args() -> Vec<String> {
+    std::env::var("CIRCE_TORTURE_ARGS")
+        .unwrap_or_default()
+        .split('\u{1f}')
+        .map(str::to_string)
+        .collect()
+}

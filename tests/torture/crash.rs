@@ -1,0 +1,408 @@
+//! Crash points: every command that reaches a named step is run with
+//! `CIRCE_CRASH_AT=<step>` (exit 86, no cleanup), then the next ordinary commands, then
+//! the checks: ordinary commands alone must have rolled the records forward (only tmp/
+//! leftovers may remain for doctor), `doctor --repair` then `doctor` must be clean, and no
+//! message that existed before the crash is lost or duplicated.
+
+use std::collections::BTreeMap;
+
+use crate::common::{Root, lost_or_duplicated};
+
+pub const POINTS: [&str; 23] = [
+    "send.staged",
+    "send.delivered",
+    "send.fanout",
+    "send.recorded",
+    "send.committed",
+    "handoff.recorded",
+    "handoff.delivered",
+    "move.renamed",
+    "record.status",
+    "record.owner",
+    "record.checks",
+    "claim.before_rename",
+    "claim.renamed",
+    "claim.recorded",
+    "park.renamed",
+    "expire.renamed",
+    "release.renamed",
+    "release.recorded",
+    "status.recorded",
+    "heartbeat.recorded",
+    "check.ran",
+    "check.recorded",
+    // handled above by put_message; listed for completeness of the table
+    "send.delivered",
+];
+
+/// One command line: agent, arguments, pinned clock.
+type Step = (Option<&'static str>, &'static [&'static str], Option<&'static str>);
+
+pub struct Scenario {
+    pub name: &'static str,
+    pub setup: &'static [Step],
+    pub cmd: Step,
+    pub next: &'static [Step],
+}
+
+const OPEN: Step = (
+    Some("coordinator"),
+    &["send", "--to", "all", "--intent", "implement_feature", "--task", "T1", "--summary", "x"],
+    None,
+);
+const CLAIM: Step = (Some("engineer"), &["claim", "T1"], None);
+const TASKS: Step = (None, &["tasks"], None);
+const T0: Option<&str> = Some("2030-01-01T00:00:00Z");
+const T1: Option<&str> = Some("2030-01-02T00:00:00Z");
+const T2: Option<&str> = Some("2030-01-03T00:00:00Z");
+const T3: Option<&str> = Some("2030-01-04T00:00:00Z");
+
+pub const SCENARIOS: &[Scenario] = &[
+    Scenario {
+        name: "send_task",
+        setup: &[],
+        cmd: OPEN,
+        next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
+    },
+    Scenario {
+        name: "send_fanout",
+        setup: &[],
+        cmd: (
+            Some("coordinator"),
+            &["send", "--to", "all", "--intent", "ask", "--summary", "hi"],
+            None,
+        ),
+        next: &[TASKS],
+    },
+    Scenario {
+        name: "handoff",
+        setup: &[OPEN, CLAIM],
+        cmd: (
+            Some("engineer"),
+            &["send", "--to", "qa", "--intent", "test", "--task", "T1", "--summary", "y"],
+            None,
+        ),
+        next: &[TASKS, (Some("qa"), &["claim", "T1"], None)],
+    },
+    Scenario {
+        name: "claim",
+        setup: &[OPEN],
+        cmd: CLAIM,
+        next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
+    },
+    Scenario {
+        name: "claim_next",
+        setup: &[OPEN],
+        cmd: (Some("engineer"), &["claim", "--next"], None),
+        next: &[
+            TASKS,
+            (Some("e1"), &["claim", "--next"], None),
+            (Some("e1"), &["claim", "T1"], None),
+        ],
+    },
+    Scenario {
+        name: "takeover",
+        setup: &[(OPEN.0, OPEN.1, T0), (Some("engineer"), &["claim", "T1", "--ttl", "1s"], T0)],
+        cmd: (Some("e1"), &["claim", "T1"], T1),
+        next: &[(None, &["tasks"], T1), (Some("e2"), &["claim", "T1"], T1)],
+    },
+    Scenario {
+        name: "park",
+        setup: &[
+            (OPEN.0, OPEN.1, T0),
+            (Some("engineer"), &["claim", "T1", "--ttl", "1s"], T0),
+            (Some("e1"), &["claim", "T1", "--ttl", "1s"], T1),
+            (Some("engineer"), &["claim", "T1", "--ttl", "1s"], T2),
+        ],
+        cmd: (Some("e1"), &["claim", "T1"], T3),
+        next: &[(None, &["tasks"], T3), (Some("e2"), &["claim", "T1"], T3)],
+    },
+    Scenario {
+        name: "reap",
+        setup: &[(OPEN.0, OPEN.1, T0), (Some("engineer"), &["claim", "T1", "--ttl", "1s"], T0)],
+        cmd: (Some("coordinator"), &["reap"], T1),
+        next: &[(None, &["tasks"], T1), (Some("e2"), &["claim", "T1"], T1)],
+    },
+    Scenario {
+        name: "release",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["release", "T1"], None),
+        next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
+    },
+    Scenario {
+        name: "status",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["status", "T1", "in_progress"], None),
+        next: &[TASKS, (Some("engineer"), &["status", "T1", "blocked"], None)],
+    },
+    Scenario {
+        name: "complete",
+        setup: &[
+            OPEN,
+            CLAIM,
+            (Some("engineer"), &["status", "T1", "in_progress"], None),
+            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+        ],
+        cmd: (Some("engineer"), &["status", "T1", "completed"], None),
+        next: &[
+            TASKS,
+            (Some("engineer"), &["done", "T1"], None),
+            (Some("engineer"), &["heartbeat", "T1"], None),
+        ],
+    },
+    Scenario {
+        name: "heartbeat",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["heartbeat", "T1"], None),
+        next: &[TASKS, (Some("engineer"), &["heartbeat", "T1"], None)],
+    },
+    Scenario {
+        name: "check",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+        next: &[TASKS, (Some("engineer"), &["check", "T1", "other=true"], None)],
+    },
+    Scenario {
+        name: "check_run",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["check", "T1", "--run", "tests_passed", "--", "true"], None),
+        next: &[TASKS, (Some("engineer"), &["status", "T1", "completed"], None)],
+    },
+    Scenario {
+        name: "take",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["take", "T1"], None),
+        next: &[TASKS, (Some("engineer"), &["status", "T1", "in_progress"], None)],
+    },
+];
+
+fn run_step(r: &Root, s: &Step, crash: Option<&str>) -> crate::common::Out {
+    let mut env = vec![];
+    if let Some(now) = s.2 {
+        env.push(("CIRCE_NOW", now));
+    }
+    if let Some(c) = crash {
+        env.push(("CIRCE_CRASH_AT", c));
+    }
+    r.run_env(s.0, s.1, &env)
+}
+
+/// One crash run. Returns (reached, problems).
+pub fn crash_run(
+    sc: &Scenario,
+    point: &str,
+    env: &[(&str, &str)],
+    repair: bool,
+) -> (bool, Vec<String>) {
+    let r = Root::new(2);
+    for s in sc.setup {
+        let o = run_step(&r, s, None);
+        assert_eq!(o.code, 0, "{}: setup {s:?}: {o:?}", sc.name);
+    }
+    let before = r.messages();
+    let mut cenv: Vec<(&str, &str)> = env.to_vec();
+    cenv.push(("CIRCE_CRASH_AT", point));
+    if let Some(now) = sc.cmd.2 {
+        cenv.push(("CIRCE_NOW", now));
+    }
+    let o = r.run_env(sc.cmd.0, sc.cmd.1, &cenv);
+    let mut p = Vec::new();
+    let reached = o.code == 86;
+    // Parking refuses the claim (exit 3) by design.
+    let normal = if sc.name == "park" { 3 } else { 0 };
+    if !reached && o.code != normal {
+        p.push(format!("{} @ {point}: command failed with {}: {}", sc.name, o.code, o.stderr));
+    }
+    for s in sc.next {
+        let mut senv: Vec<(&str, &str)> = env.to_vec();
+        if let Some(now) = s.2 {
+            senv.push(("CIRCE_NOW", now));
+        }
+        let o = r.run_env(s.0, s.1, &senv);
+        if ![0, 3, 4, 5, 6].contains(&o.code) {
+            p.push(format!(
+                "{} @ {point}: next {:?} exit {}: {}",
+                sc.name,
+                s.1,
+                o.code,
+                o.stderr.trim()
+            ));
+        }
+    }
+    // Roll forward by ordinary commands: only tmp/ leftovers may remain.
+    let (_, v) = r.doctor(false);
+    let not_tmp: Vec<&String> = v.iter().filter(|x| !x.starts_with("[1]")).collect();
+    if !not_tmp.is_empty() {
+        p.push(format!(
+            "{} @ {point}: after ordinary commands doctor still sees {not_tmp:?}",
+            sc.name
+        ));
+    }
+    if repair {
+        r.doctor(true);
+        let (code, v) = r.doctor(false);
+        if code != 0 {
+            p.push(format!("{} @ {point}: after doctor --repair: exit {code} {v:?}", sc.name));
+        }
+    }
+    p.extend(r.task_problems().into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
+    let after = r.messages();
+    p.extend(
+        lost_or_duplicated(&before, &after)
+            .into_iter()
+            .map(|x| format!("{} @ {point}: {x}", sc.name)),
+    );
+    // Task messages exist exactly once.
+    for (n, b) in &after {
+        if n.contains("_T1") && b.len() > 1 {
+            p.push(format!("{} @ {point}: {n} in {b:?}", sc.name));
+        }
+    }
+    (reached, p)
+}
+
+/// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
+const REACHED: &[(&str, &[&str])] = &[
+    ("send.staged", &["send_task", "handoff"]),
+    ("send.delivered", &["send_task", "handoff"]),
+    ("send.fanout", &["send_fanout", "park"]),
+    ("send.recorded", &["send_task"]),
+    ("send.committed", &["send_task"]),
+    ("handoff.recorded", &["handoff"]),
+    ("handoff.delivered", &["handoff"]),
+    ("move.renamed", &["claim", "claim_next", "takeover", "park", "reap", "release", "take"]),
+    (
+        "record.status",
+        &[
+            "send_task",
+            "handoff",
+            "claim",
+            "claim_next",
+            "takeover",
+            "park",
+            "reap",
+            "release",
+            "status",
+            "complete",
+            "heartbeat",
+        ],
+    ),
+    (
+        "record.owner",
+        &[
+            "handoff",
+            "claim",
+            "claim_next",
+            "takeover",
+            "park",
+            "reap",
+            "release",
+            "status",
+            "complete",
+            "heartbeat",
+        ],
+    ),
+    ("record.checks", &["send_task", "check", "check_run"]),
+    ("claim.before_rename", &["claim", "claim_next", "takeover"]),
+    ("claim.renamed", &["claim", "claim_next", "takeover"]),
+    ("claim.recorded", &["claim", "claim_next", "takeover"]),
+    ("park.renamed", &["park"]),
+    ("expire.renamed", &["reap"]),
+    ("release.renamed", &["release"]),
+    ("release.recorded", &["release"]),
+    ("status.recorded", &["status", "complete"]),
+    ("heartbeat.recorded", &["heartbeat"]),
+    ("check.ran", &["check_run"]),
+    ("check.recorded", &["check", "check_run"]),
+];
+
+/// Fast slice: every (scenario, point) pair that reaches its point.
+#[test]
+fn every_crash_point_recovers() {
+    let t = std::time::Instant::now();
+    let mut problems = Vec::new();
+    let mut runs = 0;
+    for (point, names) in REACHED {
+        for name in *names {
+            let sc = SCENARIOS.iter().find(|s| s.name == *name).unwrap();
+            runs += 1;
+            let (hit, pr) = crash_run(sc, point, &[], true);
+            if !hit {
+                problems.push(format!("{name} no longer reaches {point}"));
+            }
+            problems.extend(pr);
+            assert!(t.elapsed().as_secs() < 90, "crash slice over its time limit");
+        }
+    }
+    let mut all: Vec<&str> = POINTS.to_vec();
+    all.sort_unstable();
+    all.dedup();
+    for p in all {
+        assert!(REACHED.iter().any(|(q, _)| *q == p), "crash point {p} is in no scenario");
+    }
+    eprintln!("crash slice: {runs} crash runs, {:?}", t.elapsed());
+    assert!(problems.is_empty(), "{} problems: {problems:#?}", problems.len());
+}
+
+/// Long run: every scenario against every point (unreached ones must leave things clean too).
+#[test]
+#[ignore = "long run: cargo test --release --test torture -- --ignored"]
+fn crash_matrix_full() {
+    let t = std::time::Instant::now();
+    let mut reached: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut problems = Vec::new();
+    let mut runs = 0;
+    let mut points: Vec<&str> = POINTS.to_vec();
+    points.sort_unstable();
+    points.dedup();
+    for sc in SCENARIOS {
+        for p in &points {
+            runs += 1;
+            let (hit, pr) = crash_run(sc, p, &[], true);
+            if hit {
+                reached.entry(p).or_default().push(sc.name);
+            }
+            problems.extend(pr);
+            assert!(t.elapsed().as_secs() < 240, "crash matrix over its time limit");
+        }
+    }
+    eprintln!("crash matrix: {runs} runs, {} points reached, {:?}", reached.len(), t.elapsed());
+    for (p, s) in &reached {
+        eprintln!("  {p}: {s:?}");
+    }
+    assert!(problems.is_empty(), "{} problems: {problems:#?}", problems.len());
+    assert_eq!(reached.len(), points.len(), "some crash points were never reached");
+}
+
+/// Ordinary commands alone finish a claim that crashed after its rename: another agent's
+/// claim and `tasks` see the crashed claimer as owner.
+#[test]
+fn claim_crash_rolls_forward_without_doctor() {
+    for point in ["move.renamed", "claim.renamed", "record.status"] {
+        let r = Root::new(2);
+        r.open("T1");
+        let o = r.run_env(Some("engineer"), &["claim", "T1"], &[("CIRCE_CRASH_AT", point)]);
+        assert_eq!(o.code, 86, "{point}: {o:?}");
+        let o = r.run(Some("e1"), &["claim", "T1"]);
+        assert_eq!(o.code, 4, "{point}: e1 must lose to the crashed claimer: {o:?}");
+        assert!(o.stderr.contains("engineer"), "{point}: {o:?}");
+        let tasks = r.ok(None, &["tasks"]).stdout;
+        assert!(
+            tasks.lines().any(|l| l.starts_with("T1") && l.contains("engineer")),
+            "{point}: {tasks}"
+        );
+        let rec = r.status("T1").unwrap();
+        assert_eq!(rec.owner.as_deref(), Some("engineer"), "{point}");
+        assert!(r.task_problems().is_empty(), "{point}: {:?}", r.task_problems());
+    }
+}
+
+/// The crash checker fails when roll-forward is switched off and doctor does not repair.
+#[test]
+fn crash_checker_catches_no_reconcile() {
+    let sc = SCENARIOS.iter().find(|s| s.name == "claim").unwrap();
+    let (hit, p) = crash_run(sc, "claim.renamed", &[("CIRCE_TEST_BREAK", "no-reconcile")], false);
+    assert!(hit);
+    assert!(!p.is_empty(), "the crash checker saw nothing with roll-forward disabled");
+    eprintln!("no-reconcile caught: {p:?}");
+}

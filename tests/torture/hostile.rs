@@ -1,0 +1,315 @@
+//! Hostile input: bad names, planted links / FIFOs / half-written and foreign files, a
+//! read-only box for an unprivileged user, and a clock that goes backwards. Each must be
+//! refused or quarantined with a clear message; nothing outside the root is followed,
+//! read into a box, modified or moved; nothing is lost.
+
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{MetadataExt, symlink};
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{Root, lost_or_duplicated};
+
+/// A file outside the root that links point at: it must never change or move.
+struct Bait {
+    _dir: tempfile::TempDir,
+    path: std::path::PathBuf,
+    ino: u64,
+    text: String,
+}
+
+impl Bait {
+    fn new(r: &Root) -> Bait {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("secret.md");
+        // A valid-looking message, so following the link would "work".
+        let text = std::fs::read_dir(r.dir.join("NEW_MESSAGES"))
+            .unwrap()
+            .flatten()
+            .next()
+            .map_or_else(|| "secret\n".to_string(), |e| std::fs::read_to_string(e.path()).unwrap());
+        std::fs::write(&path, &text).unwrap();
+        let ino = std::fs::metadata(&path).unwrap().ino();
+        Bait { _dir: dir, path, ino, text }
+    }
+
+    fn intact(&self) -> Result<(), String> {
+        let m = std::fs::symlink_metadata(&self.path).map_err(|e| format!("bait gone: {e}"))?;
+        let t = std::fs::read_to_string(&self.path).unwrap();
+        if m.ino() != self.ino || t != self.text {
+            return Err("bait outside the root was modified or replaced".into());
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn hostile_names_are_refused() {
+    let r = Root::new(0);
+    r.open("T1");
+    let outside = r.tmp.path().parent().unwrap().to_path_buf();
+    let before: Vec<_> =
+        std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
+    let long = "a".repeat(300);
+    let bad = ["../evil", "a/b", "-x", ".hidden", "..", long.as_str(), "ä"];
+    for n in bad {
+        let o = r.run(None, &["agent", "add", n, "--role", "engineer"]);
+        assert!(o.code == 2 || o.code == 3, "agent add {n:?}: {o:?}");
+        assert!(o.stderr.starts_with("error: "), "{o:?}");
+        let o = r.run(Some("engineer"), &["claim", n]);
+        assert!(o.code == 2 || o.code == 3, "claim {n:?}: {o:?}");
+        let o = r.run(
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                n,
+                "--summary",
+                "x",
+            ],
+        );
+        assert!(o.code == 2 || o.code == 3, "send --task {n:?}: {o:?}");
+        let o = r.run(Some(n), &["inbox"]);
+        assert!(o.code == 2 || o.code == 3 || o.code == 5, "--agent {n:?}: {o:?}");
+    }
+    // NUL cannot pass through argv; the allowlist refuses it before any syscall.
+    assert!(circe::names::check_agent("a\0b").is_err());
+    assert!(circe::names::check_task_id("T\0x").is_err());
+    // Non-UTF-8 arguments.
+    let raw = std::ffi::OsStr::from_bytes(b"T\xff1");
+    let o = r.cmd(Some("engineer"), &[], &[]).arg("claim").arg(raw).output().unwrap();
+    assert!(matches!(o.status.code(), Some(2 | 3)), "non-UTF-8 task id: {o:?}");
+    let after: Vec<_> =
+        std::fs::read_dir(&outside).unwrap().flatten().map(|e| e.file_name()).collect();
+    assert!(
+        after.iter().all(|n| before.contains(n) || !n.to_string_lossy().contains("evil")),
+        "something was created outside the root"
+    );
+    assert!(r.task_problems().is_empty());
+    let (code, v) = r.doctor(false);
+    assert_eq!(code, 0, "{v:?}");
+}
+
+fn mkfifo(p: &Path) {
+    assert!(Command::new("mkfifo").arg(p).status().unwrap().success());
+}
+
+#[test]
+fn planted_files_are_refused_or_quarantined() {
+    planted(false);
+}
+
+/// Links and FIFOs planted in TASKS/ are never followed and never hang a command. Known gap
+/// (RELIABILITY.md): doctor reports those tasks as damaged but cannot quarantine them, so
+/// those (and only those) violations stay after --repair.
+#[test]
+fn planted_files_in_tasks() {
+    planted(true);
+}
+
+fn planted(plant_tasks: bool) {
+    let r = Root::new(1);
+    r.open("T1");
+    r.open("T2");
+    let bait = Bait::new(&r);
+    let nm = r.dir.join("NEW_MESSAGES");
+    let inbox = r.dir.join("AGENTS/engineer/INBOX");
+    let tasks = r.dir.join("TASKS");
+    let before = r.messages();
+    symlink(&bait.path, nm.join("20250101_000000_coordinator-all_implement-feature_LINK.md"))
+        .unwrap();
+    symlink(&bait.path, inbox.join("20250101_000000_coordinator-engineer_ask.md")).unwrap();
+    std::fs::hard_link(&bait.path, nm.join("hard.md")).unwrap();
+    mkfifo(&nm.join("fifo.md"));
+    mkfifo(&inbox.join("fifo.md"));
+    std::fs::write(nm.join("half.md"), "---\nmsg_id: x\nfrom: coordin").unwrap();
+    std::fs::write(nm.join("notes.txt"), "foreign").unwrap();
+    std::fs::write(nm.join(".tmp-123-abc"), "staging").unwrap();
+    std::fs::create_dir(nm.join("dir.md")).unwrap();
+    if plant_tasks {
+        symlink(&bait.path, tasks.join("T9.status")).unwrap();
+        symlink(&bait.path, tasks.join("T1.owner")).unwrap();
+        mkfifo(&tasks.join("T8.status"));
+    }
+
+    let run = |agent: Option<&str>, args: &[&str]| {
+        let mut c = r.cmd(agent, args, &[]);
+        let mut child = c
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed().as_secs() < 20, "circe {args:?} hangs on a planted file");
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let o = child.wait_with_output().unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let mut problems = Vec::new();
+    for (agent, args) in [
+        (None, vec!["tasks"]),
+        (Some("engineer"), vec!["inbox"]),
+        (Some("engineer"), vec!["claim", "T1"]),
+        (Some("e1"), vec!["claim", "--next"]),
+        (Some("engineer"), vec!["claim", "T9"]),
+        (Some("engineer"), vec!["claim", "T8"]),
+        (Some("engineer"), vec!["release", "T1"]),
+        (None, vec!["show", "T1"]),
+        (None, vec!["reap"]),
+    ] {
+        let (code, err) = run(agent, &args);
+        if code == 101 || err.contains("panicked") {
+            problems.push(format!("{args:?} panicked: {err}"));
+        }
+        if code != 0 && !err.starts_with("error: ") {
+            problems.push(format!("{args:?} exit {code} without a clear error: {err}"));
+        }
+        if let Err(e) = bait.intact() {
+            problems.push(format!("after {args:?}: {e}"));
+        }
+    }
+    let (code, v) = r.doctor(false);
+    if code == 0 || v.len() < 6 {
+        problems.push(format!("doctor missed planted files: {v:#?}"));
+    }
+    let (_, v) = r.doctor(true);
+    eprintln!("doctor --repair on planted files: {v:#?}");
+    let (_, v) = r.doctor(false);
+    // A hard link to a valid message is a valid message file: doctor can only report it
+    // as no task's message (invariant 6), never move it (RELIABILITY.md).
+    let known_gap = |x: &str| {
+        plant_tasks
+            && (x.contains("TASKS/T1.status is damaged")
+                || x.contains("TASKS/T8.status is damaged")
+                || x.contains("TASKS/T9.status is damaged")
+                || x.contains("_T1.md is no task's current message"))
+    };
+    let left: Vec<&String> =
+        v.iter().filter(|x| !x.contains("NEW_MESSAGES/hard.md") && !known_gap(x)).collect();
+    if !left.is_empty() {
+        problems.push(format!("doctor after --repair: {left:?}"));
+    }
+    if let Err(e) = bait.intact() {
+        problems.push(e);
+    }
+    // The symlinks were moved, never their targets; the legit messages are all there.
+    let after = r.messages();
+    problems.extend(lost_or_duplicated(&before, &after));
+    if !plant_tasks {
+        problems.extend(r.task_problems());
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn read_only_box_as_unprivileged_user() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED read_only_box_as_unprivileged_user: setpriv is missing");
+        return;
+    }
+    let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let r = Root::new_in(parent.path(), 0);
+    r.open("T1");
+    assert!(
+        Command::new("chown")
+            .args(["-R", "65534:65534"])
+            .arg(r.tmp.path())
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::fs::set_permissions(r.tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let inbox = r.dir.join("AGENTS/engineer/INBOX");
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let before = r.messages();
+    let nobody = |args: &[&str]| {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+            .args(args)
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", "engineer")
+            .env("CIRCE_DURABILITY", "relaxed")
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = nobody(&["whoami-probe"]);
+    if code == -1 {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+        return;
+    }
+    let (code, err) = nobody(&["claim", "T1"]);
+    assert_ne!(code, 0, "claim into a read-only INBOX succeeded as nobody");
+    assert!(err.starts_with("error: ") && err.contains("ermission denied"), "unclear: {err}");
+    assert_eq!(r.status("T1").unwrap().owner, None);
+    assert!(lost_or_duplicated(&before, &r.messages()).is_empty());
+    // Read-only NEW_MESSAGES: a send must fail cleanly and leave no half-open task.
+    std::fs::set_permissions(
+        r.dir.join("NEW_MESSAGES"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o555),
+    )
+    .unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        .args([
+            "send",
+            "--to",
+            "all",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "T2",
+            "--summary",
+            "x",
+        ])
+        .env_clear()
+        .env("CIRCE_ROOT", &r.dir)
+        .env("CIRCE_AGENT", "coordinator")
+        .env("CIRCE_DURABILITY", "relaxed")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_ne!(o.status.code(), Some(0));
+    assert!(err.contains("ermission denied"), "unclear: {err}");
+    std::fs::set_permissions(
+        r.dir.join("NEW_MESSAGES"),
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, err) = nobody(&["claim", "T1"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(r.status("T2").is_none(), "a failed send left a task record behind");
+    r.doctor(true);
+    r.assert_clean("after read-only boxes");
+}
+
+#[test]
+fn clock_going_backwards() {
+    let r = Root::new(1);
+    r.open("T1");
+    let at =
+        |now: &str, agent: &str, args: &[&str]| r.run_env(Some(agent), args, &[("CIRCE_NOW", now)]);
+    assert_eq!(at("2030-01-01T00:00:00Z", "engineer", &["claim", "T1"]).code, 0);
+    // Earlier clock: the lease has not run out, so the take-over is refused.
+    let o = at("2020-01-01T00:00:00Z", "e1", &["claim", "T1"]);
+    assert_eq!(o.code, 4, "{o:?}");
+    // The owner's heartbeat from a clock in the past shortens the lease, never corrupts.
+    assert_eq!(at("2020-01-01T00:00:00Z", "engineer", &["heartbeat", "T1"]).code, 0);
+    let o = at("2025-01-01T00:00:00Z", "e1", &["claim", "T1"]);
+    assert_eq!(o.code, 0, "{o:?}");
+    let o = at("2020-01-01T00:00:00Z", "engineer", &["status", "T1", "in_progress"]);
+    assert_eq!(o.code, 4, "old owner after the clock jumped: {o:?}");
+    r.assert_clean("clock backwards");
+    assert_eq!(r.status("T1").unwrap().owner.as_deref(), Some("e1"));
+}

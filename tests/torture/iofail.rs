@@ -1,0 +1,115 @@
+//! Disk full / I/O errors: `CIRCE_FAIL_IO=n` fails the n-th store mutation (EIO, or ENOSPC
+//! with `CIRCE_FAIL_IO_ERRNO=28`) for n = 1, 2, ... until the command succeeds. Each failure
+//! must be a clear error with a non-zero exit, and after `doctor --repair` the root is clean
+//! with every earlier message still there exactly once.
+
+use crate::common::{Root, lost_or_duplicated};
+use crate::crash::{SCENARIOS, Scenario};
+
+fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
+    let mut p = Vec::new();
+    for n in 1..200 {
+        let r = Root::new(2);
+        for s in sc.setup {
+            let mut env = vec![];
+            if let Some(now) = s.2 {
+                env.push(("CIRCE_NOW", now));
+            }
+            assert_eq!(r.run_env(s.0, s.1, &env).code, 0);
+        }
+        let before = r.messages();
+        let ns = n.to_string();
+        let mut env = vec![("CIRCE_FAIL_IO", ns.as_str()), ("CIRCE_FAIL_IO_ERRNO", errno)];
+        if let Some(now) = sc.cmd.2 {
+            env.push(("CIRCE_NOW", now));
+        }
+        let o = r.run_env(sc.cmd.0, sc.cmd.1, &env);
+        if o.code == 0 {
+            return (n, p);
+        }
+        let ctx = format!("{} with I/O call {n} failing (errno {errno})", sc.name);
+        if o.code == 101 || o.stderr.contains("panicked") {
+            p.push(format!("{ctx}: panic: {}", o.stderr));
+        }
+        if !o.stderr.starts_with("error: ") || o.stderr.trim().len() < 12 {
+            p.push(format!("{ctx}: unclear error (exit {}): {:?}", o.code, o.stderr));
+        }
+        let want = if errno == "28" { "No space left" } else { "Input/output error" };
+        if !o.stderr.contains(want) && o.code == 1 {
+            p.push(format!("{ctx}: error does not name the cause: {:?}", o.stderr));
+        }
+        r.doctor(true);
+        let (code, v) = r.doctor(false);
+        if code != 0 {
+            p.push(format!("{ctx}: after doctor --repair: {v:?}"));
+        }
+        p.extend(r.task_problems().into_iter().map(|x| format!("{ctx}: {x}")));
+        p.extend(
+            lost_or_duplicated(&before, &r.messages()).into_iter().map(|x| format!("{ctx}: {x}")),
+        );
+    }
+    p.push(format!("{}: never succeeded", sc.name));
+    (0, p)
+}
+
+#[test]
+fn failing_io_every_step() {
+    let mut p = Vec::new();
+    let mut runs = 0;
+    for name in ["send_task", "claim", "release", "status", "handoff", "check"] {
+        let sc = SCENARIOS.iter().find(|s| s.name == name).unwrap();
+        for errno in ["5", "28"] {
+            let (n, pr) = fail_io_run(sc, errno);
+            runs += n;
+            p.extend(pr);
+        }
+    }
+    eprintln!("failing I/O: {runs} runs");
+    assert!(p.is_empty(), "{} problems: {p:#?}", p.len());
+}
+
+/// Real ENOSPC: a 512 KiB tmpfs in a private mount namespace (`unshare -m`), filled up.
+#[test]
+#[ignore = "long run: cargo test --release --test torture -- --ignored"]
+fn real_enospc_on_tiny_tmpfs() {
+    let probe = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt && umount /mnt"])
+        .status();
+    if !probe.is_ok_and(|s| s.success()) {
+        eprintln!("SKIPPED real_enospc_on_tiny_tmpfs: unshare -m / mount tmpfs not permitted here");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bin = crate::common::BIN;
+    let script = format!(
+        r#"set -u
+mount -t tmpfs -o size=512k tmpfs "{d}" || exit 99
+cd "{d}/.."
+E=$(mktemp)
+export CIRCE_ROOT="{d}/.circe" CIRCE_DURABILITY=relaxed
+"{bin}" init "{d}" >/dev/null || exit 98
+"{bin}" --agent coordinator send --to all --intent implement_feature --task T0 --summary x >/dev/null || exit 97
+dd if=/dev/zero of="{d}/filler" bs=4k 2>/dev/null
+i=1; fails=0
+while [ $i -le 40 ]; do
+  "{bin}" --agent coordinator send --to all --intent implement_feature --task T$i --summary x >/dev/null 2>"$E"
+  c=$?; if [ $c -ne 0 ]; then fails=$((fails+1)); grep -q "No space left" "$E" || {{ echo "unclear: $(cat "$E")"; exit 96; }}; fi
+  i=$((i+1))
+done
+"{bin}" --agent engineer claim T0 >/dev/null 2>"$E"; echo "claim on full disk: $?"
+"{bin}" doctor --repair >/dev/null 2>"$E"; echo "repair on full disk: $? $(head -1 "$E")"
+rm -f "{d}/filler"
+"{bin}" doctor --repair >/dev/null
+"{bin}" doctor >&2 || exit 95
+ls "{d}"/.circe/NEW_MESSAGES/*_T0.md "{d}"/.circe/AGENTS/*/INBOX/*_T0.md 2>/dev/null | wc -l | grep -qx 1 || exit 94
+echo "fails=$fails"
+"#,
+        d = dir.path().display()
+    );
+    let o =
+        std::process::Command::new("unshare").args(["-m", "sh", "-c", &script]).output().unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    eprintln!("real ENOSPC: {out} {}", String::from_utf8_lossy(&o.stderr));
+    assert!(o.status.success(), "real ENOSPC run failed: {:?} {out}", o.status.code());
+    assert!(out.contains("fails="), "{out}");
+}

