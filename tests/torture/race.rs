@@ -104,7 +104,9 @@ fn race_checker_catches_clobber() {
 fn race_long() {
     let t = Instant::now();
     let attempts = scaled(5_000);
-    let r = race(8, attempts, 2_000, "mixed", &[], Duration::from_secs(500));
+    // The limit grows with CIRCE_TORTURE_SCALE (20 = the brief's 8 x 100,000).
+    let limit = Duration::from_secs_f64(500.0 * crate::common::scale().max(1.0));
+    let r = race(8, attempts, 2_000, "mixed", &[], limit);
     eprintln!(
         "race long: 8 x {attempts} attempts over 2000 tasks, {} claims won, {:?}",
         r.claims,
@@ -119,7 +121,8 @@ fn race_long_hot() {
     // Few tasks, heavy contention.
     let t = Instant::now();
     let attempts = scaled(5_000);
-    let r = race(8, attempts, 4, "mixed", &[], Duration::from_secs(300));
+    let limit = Duration::from_secs_f64(300.0 * crate::common::scale().max(1.0));
+    let r = race(8, attempts, 4, "mixed", &[], limit);
     eprintln!(
         "race long hot: 8 x {attempts} attempts over 4 tasks, {} claims won, {:?}",
         r.claims,
