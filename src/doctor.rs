@@ -34,6 +34,34 @@ fn boxes(ws: &Workspace) -> Vec<Mailbox> {
     v
 }
 
+/// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
+/// (`tmp/batch-<pid>-<id>/`) passed its commit point: repair delivers the copies it holds;
+/// anything else never reached a box and is removed.
+fn check_staging(ws: &Workspace, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    for name in ws.store.tmp_leftovers()? {
+        let committed_batch = name.starts_with("batch-") && !name.contains(".part");
+        if committed_batch {
+            let what = if repair {
+                let n = ws.store.finish_batch(&name)?.len();
+                format!(
+                    "tmp/{name}: a send to several boxes was interrupted after its commit point ({n} copies delivered)"
+                )
+            } else {
+                format!(
+                    "tmp/{name}: a send to several boxes was interrupted after its commit point"
+                )
+            };
+            v(1, what, repair);
+            continue;
+        }
+        if repair {
+            ws.store.remove_leftover(&name)?;
+        }
+        v(1, format!("tmp/{name} was staged but never delivered"), repair);
+    }
+    Ok(())
+}
+
 /// Check (and with `repair`, mend) the root. Returns what was found.
 pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let _guard = ws.store.lock_named("doctor")?;
@@ -42,12 +70,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         out.push(Violation { invariant, what, repaired });
     };
 
-    for name in ws.store.tmp_leftovers()? {
-        if repair {
-            ws.store.remove_leftover(&name)?;
-        }
-        v(1, format!("tmp/{name} was staged but never delivered"), repair);
-    }
+    check_staging(ws, repair, &mut v)?;
     for b in boxes(ws) {
         for name in ws.store.list_foreign(&b)? {
             let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };

@@ -56,6 +56,18 @@ impl Drop for TempFile {
     }
 }
 
+/// Create `path` (it must not exist) with `content`, fsynced when `sync`.
+pub fn write_new(path: &Path, content: &[u8], sync: bool) -> io::Result<()> {
+    io_step()?;
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(0o644).open(path)?;
+    f.write_all(content)?;
+    if sync {
+        io_step()?;
+        f.sync_all()?;
+    }
+    Ok(())
+}
+
 /// Rename `from` to `to`, failing with `AlreadyExists` instead of replacing (FS_RULES 2).
 pub fn rename_noclobber(from: &Path, to: &Path) -> io::Result<()> {
     io_step()?;

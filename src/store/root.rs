@@ -159,7 +159,11 @@ impl Store {
         if dest.exists() {
             return Ok(false);
         }
-        let stage = self.tmp_dir().join(format!(".agent-{name}-{}", crate::clock::random_suffix()));
+        let stage = self.tmp_dir().join(format!(
+            ".agent-{}-{name}-{}",
+            std::process::id(),
+            crate::clock::random_suffix()
+        ));
         let build = || -> io::Result<()> {
             std::fs::create_dir(&stage)?;
             std::fs::create_dir(stage.join("INBOX"))?;
@@ -238,39 +242,41 @@ impl Store {
         Err(Error::internal(format!("no free message name in {}", dir.display())))
     }
 
-    /// Deliver copies of one message to several boxes. Every copy is staged and synced
-    /// before the first lands, so a failure while staging delivers nothing.
+    /// Deliver copies of one message to several boxes, all or none across a crash: every
+    /// copy is written and synced into `tmp/batch-<id>.part/`, the folder is renamed to
+    /// `tmp/batch-<id>/` (the commit point), then each copy is renamed into its box and the
+    /// folder removed. `finish_batch` completes a committed batch a crash interrupted.
     pub fn put_messages(
         &self,
         targets: &[(Mailbox, &dyn Fn(u32) -> String)],
         content: &[u8],
     ) -> Result<Vec<String>> {
-        let tmp = self.tmp_dir();
-        let mut staged = Vec::with_capacity(targets.len());
-        for _ in targets {
-            staged.push(
-                TempFile::write(&tmp, content, self.sync).map_err(io_err("cannot write", &tmp))?,
-            );
-        }
-        let mut names = Vec::with_capacity(targets.len());
-        for ((mbox, name), t) in targets.iter().zip(staged.iter_mut()) {
-            let dir = self.box_dir(mbox);
-            let mut done = None;
-            for n in 1..10_000 {
-                let candidate = name(n);
-                match atomic::rename_noclobber(&t.path, &dir.join(&candidate)) {
-                    Ok(()) => {
-                        t.disarm();
-                        done = Some(candidate);
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                    Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
-                }
+        let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
+        let part = self.tmp_dir().join(format!("batch-{id}.part"));
+        let ready = self.tmp_dir().join(format!("batch-{id}"));
+        let stage = || -> io::Result<Vec<String>> {
+            std::fs::create_dir(&part)?;
+            let mut files = Vec::with_capacity(targets.len());
+            for (i, (mbox, name)) in targets.iter().enumerate() {
+                let file = format!("{i:05}~{}~{}", mbox.rel_path().replace('/', "+"), name(1));
+                atomic::write_new(&part.join(&file), content, self.sync)?;
+                files.push(file);
             }
-            names.push(done.ok_or_else(|| {
-                Error::internal(format!("no free message name in {}", dir.display()))
-            })?);
+            if self.sync {
+                atomic::sync_dir(&part)?;
+            }
+            atomic::rename_noclobber(&part, &ready)?;
+            Ok(files)
+        };
+        let files = stage().map_err(|e| {
+            let _ = std::fs::remove_dir_all(&part);
+            Error::io("cannot stage the message in", self.tmp_dir(), e)
+        })?;
+        self.sync_dir(&self.tmp_dir())?;
+        crash_point("send.fanout.committed");
+        let mut names = Vec::with_capacity(files.len());
+        for f in &files {
+            names.push(self.deliver_staged(&ready, f)?);
             crash_point("send.fanout");
         }
         let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _)| self.box_dir(m)).collect();
@@ -279,7 +285,59 @@ impl Store {
         for d in dirs {
             self.sync_dir(&d)?;
         }
+        std::fs::remove_dir(&ready).map_err(io_err("cannot remove", &ready))?;
         Ok(names)
+    }
+
+    /// Rename one staged copy `<i>~<box>~<name>` into its box under the first free name.
+    fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
+        let mut parts = file.splitn(3, '~');
+        let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+        };
+        let boxpath = boxpath.replace('+', "/");
+        let valid_box = matches!(boxpath.as_str(), "NEW_MESSAGES" | "LOGS")
+            || boxpath.strip_prefix("AGENTS/").and_then(|r| r.split_once('/')).is_some_and(
+                |(agent, b)| {
+                    crate::names::check_agent(agent).is_ok() && matches!(b, "INBOX" | "WORKSPACE")
+                },
+            );
+        let stem = base.strip_suffix(".md").filter(|_| valid_box && !base.contains('/'));
+        let Some(stem) = stem else {
+            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+        };
+        let dir = self.root.join(&boxpath);
+        for n in 1..10_000 {
+            let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };
+            match atomic::rename_noclobber(&batch.join(file), &dir.join(&candidate)) {
+                Ok(()) => return Ok(candidate),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
+            }
+        }
+        Err(Error::internal(format!("no free message name in {}", dir.display())))
+    }
+
+    /// Finish a committed fan-out batch (`tmp/batch-<id>/`): deliver every copy still in it,
+    /// then remove it. Returns the names delivered.
+    pub fn finish_batch(&self, batch: &str) -> Result<Vec<String>> {
+        let dir = self.tmp_dir().join(batch);
+        let mut out = Vec::new();
+        let mut boxes = Vec::new();
+        for f in list_all_names(&dir)? {
+            out.push(self.deliver_staged(&dir, &f)?);
+            if let Some(b) = f.split('~').nth(1) {
+                boxes.push(self.root.join(b.replace('+', "/")));
+            }
+        }
+        boxes.sort();
+        boxes.dedup();
+        for b in boxes {
+            self.sync_dir(&b)?;
+        }
+        std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
+        Ok(out)
     }
 
     /// Move message `name` from one box to another with one no-clobber rename.
@@ -553,8 +611,18 @@ impl Store {
     // ---- staging leftovers ---------------------------------------------------------------------
 
     /// Files left in tmp/ by crashed commands (they never reached a box).
+    /// Everything in tmp/ whose creating process is gone. Staging names are
+    /// `<kind>-<pid>-…` (`.tmp-`, `.agent-`, `batch-`): a live command's staging is never
+    /// touched. (A reused pid only spares a leftover until the next run: the safe side.)
     pub fn tmp_leftovers(&self) -> Result<Vec<String>> {
-        list_names(&self.tmp_dir())
+        let mut out = list_all_names(&self.tmp_dir())?;
+        out.retain(|n| {
+            let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+            pid.is_none_or(|p| {
+                p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()
+            })
+        });
+        Ok(out)
     }
 
     pub fn remove_leftover(&self, name: &str) -> Result<()> {
@@ -580,6 +648,24 @@ impl Store {
         }
         Err(Error::internal("quarantine is full"))
     }
+}
+
+/// Sorted names in a folder, hidden ones included (empty when it does not exist).
+fn list_all_names(dir: &Path) -> Result<Vec<String>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("cannot list", dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in rd {
+        let entry = entry.map_err(io_err("cannot list", dir))?;
+        if let Some(n) = entry.file_name().to_str() {
+            names.push(n.to_string());
+        }
+    }
+    names.sort_unstable();
+    Ok(names)
 }
 
 /// Sorted names in a folder (empty when the folder does not exist).

@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 
 use crate::common::{Root, lost_or_duplicated};
 
-pub const POINTS: [&str; 23] = [
+pub const POINTS: [&str; 24] = [
     "send.staged",
     "send.delivered",
     "send.fanout",
+    "send.fanout.committed",
     "send.recorded",
     "send.committed",
     "handoff.recorded",
@@ -266,6 +267,7 @@ const REACHED: &[(&str, &[&str])] = &[
     ("send.staged", &["send_task", "handoff"]),
     ("send.delivered", &["send_task", "handoff"]),
     ("send.fanout", &["send_fanout", "park"]),
+    ("send.fanout.committed", &["send_fanout", "park"]),
     ("send.recorded", &["send_task"]),
     ("send.committed", &["send_task"]),
     ("handoff.recorded", &["handoff"]),
@@ -405,4 +407,42 @@ fn crash_checker_catches_no_reconcile() {
     assert!(hit);
     assert!(!p.is_empty(), "the crash checker saw nothing with roll-forward disabled");
     eprintln!("no-reconcile caught: {p:?}");
+}
+
+/// A send to several inboxes is all or nothing across a crash: killed before its commit
+/// point it delivers nothing; killed after it (or between two deliveries) `doctor --repair`
+/// delivers the rest, so every recipient ends with exactly one copy.
+#[test]
+fn fanout_is_all_or_nothing() {
+    let send = ["send", "--to", "all", "--intent", "inform", "--summary", "to everyone"];
+    for (point, env) in [
+        ("send.fanout.committed", vec![("CIRCE_CRASH_AT", "send.fanout.committed")]),
+        ("send.fanout", vec![("CIRCE_CRASH_AT", "send.fanout")]),
+        // An I/O error while staging (the 3rd store mutation): before the commit point.
+        ("staging I/O error", vec![("CIRCE_FAIL_IO", "3")]),
+    ] {
+        let root = Root::new(2);
+        let out = root.run_env(Some("coordinator"), &send, &env);
+        assert_ne!(out.code, 0, "{point}: the send should have been cut short: {out:?}");
+        let (code, found) = root.doctor(true);
+        assert_eq!(code, 0, "{point}: doctor --repair: {found:?}");
+        let copies: Vec<(String, Vec<String>)> =
+            root.messages().into_iter().filter(|(n, _)| n.contains("_inform")).collect();
+        if point == "staging I/O error" {
+            assert!(
+                copies.is_empty(),
+                "{point}: nothing may be delivered before the commit point: {copies:?}"
+            );
+        } else {
+            // Every agent but the sender: coordinator's peers (engineer, qa, scribe, eagle,
+            // rooster) and e1, e2.
+            let holders = copies.iter().flat_map(|(_, b)| b.clone()).collect::<Vec<_>>();
+            assert_eq!(holders.len(), 7, "{point}: one copy per recipient: {copies:?}");
+            let mut unique = holders.clone();
+            unique.sort();
+            unique.dedup();
+            assert_eq!(unique.len(), 7, "{point}: no recipient twice: {holders:?}");
+        }
+        root.assert_clean(point);
+    }
 }
