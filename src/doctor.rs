@@ -103,6 +103,12 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
     }
 
+    for name in ws.store.task_strays()? {
+        let dest = if repair { Some(ws.store.quarantine_task_file(&name)?) } else { None };
+        let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
+        v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
+    }
+
     let all = boxes(ws);
     let mut tickets = std::collections::BTreeSet::new();
     for id in ws.store.list_tasks()? {
@@ -151,7 +157,14 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                     }
                     _ => false,
                 };
-            v(6, format!("NEW_MESSAGES/{name} is no task's current message"), fixed);
+            // Still no task's message (a copy or a hard link planted there): move it aside
+            // for a person to look at; nothing is deleted.
+            let moved = if repair && !fixed {
+                format!(" (moved to {})", ws.store.quarantine(&Mailbox::NewMessages, &name)?)
+            } else {
+                String::new()
+            };
+            v(6, format!("NEW_MESSAGES/{name} is no task's current message{moved}"), repair);
         }
     }
     if repair {

@@ -633,17 +633,40 @@ impl Store {
 
     /// Move a foreign or planted file out of a box into `LOGS/quarantine/` (never follows it).
     pub fn quarantine(&self, mbox: &Mailbox, name: &str) -> Result<String> {
+        self.quarantine_from(&self.box_dir(mbox).join(name), &mbox.label().replace(':', "-"), name)
+    }
+
+    /// Entries of TASKS/ that are not regular files named `<task id>.status|owner|checks`
+    /// (planted links, FIFOs, folders, strays).
+    pub fn task_strays(&self) -> Result<Vec<String>> {
+        let dir = self.root.join("TASKS");
+        let mut out = list_all_names(&dir)?;
+        out.retain(|n| {
+            let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
+            let named = n.rsplit_once('.').is_some_and(|(id, kind)| {
+                matches!(kind, "status" | "owner" | "checks")
+                    && crate::names::check_task_id(id).is_ok()
+            });
+            !(regular && named)
+        });
+        Ok(out)
+    }
+
+    /// Move a stray out of TASKS/ into `LOGS/quarantine/` (never follows it).
+    pub fn quarantine_task_file(&self, name: &str) -> Result<String> {
+        self.quarantine_from(&self.root.join("TASKS").join(name), "tasks", name)
+    }
+
+    fn quarantine_from(&self, src: &Path, label: &str, name: &str) -> Result<String> {
         let qdir = self.root.join("LOGS").join("quarantine");
         std::fs::create_dir_all(&qdir).map_err(io_err("cannot create", &qdir))?;
-        let src = self.box_dir(mbox).join(name);
-        let label = mbox.label().replace(':', "-");
         for n in 1..1000 {
             let dst_name =
                 if n == 1 { format!("{label}~{name}") } else { format!("{label}~{name}.{n}") };
-            match atomic::rename_noclobber(&src, &qdir.join(&dst_name)) {
+            match atomic::rename_noclobber(src, &qdir.join(&dst_name)) {
                 Ok(()) => return Ok(format!("LOGS/quarantine/{dst_name}")),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("cannot quarantine", &src, e)),
+                Err(e) => return Err(Error::io("cannot quarantine", src, e)),
             }
         }
         Err(Error::internal("quarantine is full"))
