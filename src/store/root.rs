@@ -691,23 +691,10 @@ fn list_all_names(dir: &Path) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Sorted names in a folder (empty when the folder does not exist).
+/// Sorted names in a folder without hidden ones (empty when the folder does not exist).
 fn list_names(dir: &Path) -> Result<Vec<String>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io("cannot list", dir, e)),
-    };
-    let mut names = Vec::new();
-    for entry in rd {
-        let entry = entry.map_err(io_err("cannot list", dir))?;
-        if let Some(n) = entry.file_name().to_str()
-            && !n.starts_with('.')
-        {
-            names.push(n.to_string());
-        }
-    }
-    names.sort_unstable();
+    let mut names = list_all_names(dir)?;
+    names.retain(|n| !n.starts_with('.'));
     Ok(names)
 }
 

@@ -218,23 +218,31 @@ pub fn check_set(
 ) -> Result<Checks> {
     let _lock = ws.store.lock_task(task)?;
     let mut st = load_task(ws, task)?;
-    let who = actors(ws, &st, me, epoch)?;
-    require_writer(&st, me, &who)?;
-    st.checks.insert(name.to_string(), value);
+    actors(ws, &st, me, epoch)?;
+    record_check(ws, &mut st, me, name, value, Event::new("check", me).with("how", "asserted"))?;
+    Ok(st.checks)
+}
+
+/// Write one check's result into `.checks` and log it (`ev` carries how it was decided).
+fn record_check(
+    ws: &Workspace,
+    st: &mut TaskState,
+    me: &str,
+    name: &str,
+    passed: bool,
+    ev: Event,
+) -> Result<()> {
+    require_writer(st, me, &actors(ws, st, me, None)?)?;
+    st.checks.insert(name.to_string(), passed);
+    let task = st.rec.task_id.clone();
     super::board::write(
         ws,
-        task,
+        &task,
         &[("checks", Some(&record::render_checks(&st.checks)))],
         Some((&st.rec, &st.checks)),
     )?;
     crash_point("check.recorded");
-    Event::new("check", me)
-        .task(task)
-        .with("check", name)
-        .with("passed", value)
-        .with("how", "asserted")
-        .append(&ws.store)?;
-    Ok(st.checks)
+    ev.task(&task).with("check", name).with("passed", passed).append(&ws.store)
 }
 
 fn require_writer(st: &TaskState, me: &str, who: &[Actor]) -> Result<()> {
@@ -303,25 +311,12 @@ pub fn check_run(
     actors(ws, &st, me, Some(start_epoch)).map_err(|e| {
         e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
     })?;
-    let who = actors(ws, &st, me, None)?;
-    require_writer(&st, me, &who)?;
-    st.checks.insert(name.to_string(), passed);
-    super::board::write(
-        ws,
-        task,
-        &[("checks", Some(&record::render_checks(&st.checks)))],
-        Some((&st.rec, &st.checks)),
-    )?;
-    crash_point("check.recorded");
-    Event::new("check", me)
-        .task(task)
-        .with("check", name)
-        .with("passed", passed)
+    let ev = Event::new("check", me)
         .with("how", "run")
         .with("command", cmd.to_vec())
         .with("exit_code", status.code())
-        .with("seconds", (seconds * 1000.0).round() / 1000.0)
-        .append(&ws.store)?;
+        .with("seconds", (seconds * 1000.0).round() / 1000.0);
+    record_check(ws, &mut st, me, name, passed, ev)?;
     Ok(CheckRun {
         task: task.to_string(),
         check: name.to_string(),
