@@ -840,11 +840,30 @@ fn machine(dir: &Path) -> String {
     )
 }
 
+/// The SQLite baseline is Debian's `sqlite3` command: install it when we can (root + apt).
+fn install_sqlite3() {
+    eprintln!("compare: {SQLITE} is missing: trying apt-get install sqlite3");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !apt(&["install", "-y", "-q", "sqlite3"]) {
+        let _ = apt(&["update", "-q"]);
+        let _ = apt(&["install", "-y", "-q", "sqlite3"]);
+    }
+}
+
 fn main() {
     let opts = parse_opts();
     if !Path::new(SQLITE).exists() {
+        install_sqlite3();
+    }
+    if !Path::new(SQLITE).exists() {
         eprintln!(
-            "compare: {SQLITE} is missing (apt-get install sqlite3); the sqlite baselines need it"
+            "compare: {SQLITE} is missing and could not be installed (apt-get install sqlite3); the sqlite baselines need it"
         );
         std::process::exit(1);
     }
