@@ -297,12 +297,12 @@ mod history_tests {
         assert_eq!(text.lines().count(), 21, "one entry per time T0 became new");
         // Another process is busy with T0: the scan finds it busy, and only its newest
         // entry is live, so the head moves past the 20 stale ones.
-        let held = ws.store.lock_task("T0").unwrap();
+        let other_claimer = ws.store.lock_task("T0").unwrap();
         let (free, busy) = super::head_of(&ws, &lane, 1, &HashSet::new()).unwrap();
-        drop(held);
+        drop(other_claimer);
         assert!(free.is_none() && busy.is_some());
-        let head: usize = ws.store.queue_value(&format!("{lane}.head")).unwrap().parse().unwrap();
+        let offset: usize = ws.store.queue_value(&format!("{lane}.head")).unwrap().parse().unwrap();
         let last_line_start = text.len() - text.lines().last().unwrap().len() - 1;
-        assert_eq!(head, last_line_start, "the head stops at the one live entry");
+        assert_eq!(offset, last_line_start, "the head stops at the one live entry");
     }
 }
