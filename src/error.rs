@@ -103,12 +103,6 @@ impl Error {
         self
     }
 
-    #[must_use]
-    pub fn caused_by(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
-        self.source = Some(Box::new(source));
-        self
-    }
-
     pub fn exit_code(&self) -> u8 {
         self.kind.exit_code()
     }

@@ -146,10 +146,6 @@ impl Store {
             .map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
     }
 
-    pub fn config_path(&self) -> PathBuf {
-        self.root.join(CONFIG_FILE)
-    }
-
     // ---- agents --------------------------------------------------------------------
 
     /// Create `AGENTS/<name>/` with INBOX, WORKSPACE and agent.yaml in one rename.
@@ -404,11 +400,6 @@ impl Store {
         Ok(names)
     }
 
-    /// Path of a box, for messages shown to people (never used for I/O above this layer).
-    pub fn display_path(&self, mbox: &Mailbox, name: &str) -> PathBuf {
-        self.box_dir(mbox).join(name)
-    }
-
     // ---- task records ----------------------------------------------------------------
 
     fn record_path(&self, task: &str, kind: &str) -> PathBuf {
@@ -472,11 +463,6 @@ impl Store {
             .collect();
         ids.sort();
         Ok(ids)
-    }
-
-    /// Every file name in TASKS/, sorted (doctor looks for strays).
-    pub fn list_record_files(&self) -> Result<Vec<String>> {
-        list_names(&self.root.join("TASKS"))
     }
 
     // ---- locks -------------------------------------------------------------------------

@@ -80,12 +80,12 @@ pub fn set_status(
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
     let mv = move_to(from, target)?;
-    if !(who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator) && from == Status::Parked)
-    {
-        decide(from, mv, &who)
-            .map_err(|e| if st.rec.owner.is_some() { not_owner(&st, me) } else { e })?;
-    }
-    let to = decide(from, mv, &who)?;
+    // A refusal for someone who is not the holder says who holds it.
+    let acting_for_task =
+        who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator) && from == Status::Parked;
+    let to = decide(from, mv, &who).map_err(|e| {
+        if !acting_for_task && st.rec.owner.is_some() { not_owner(&st, me) } else { e }
+    })?;
     if to == Status::Completed {
         let missing: Vec<&str> =
             st.checks.iter().filter(|(_, v)| !**v).map(|(k, _)| k.as_str()).collect();
