@@ -238,7 +238,8 @@ impl Store {
         Err(Error::internal(format!("no free message name in {}", dir.display())))
     }
 
-    /// Deliver copies of one message to several boxes, all or none across a crash: every
+    /// Deliver copies of one message to several boxes, all or none across a crash (one box
+    /// takes the `put_message` path): every
     /// copy is written and synced into `tmp/batch-<id>.part/`, the folder is renamed to
     /// `tmp/batch-<id>/` (the commit point), then each copy is renamed into its box and the
     /// folder removed. `finish_batch` completes a committed batch a crash interrupted.
@@ -247,6 +248,10 @@ impl Store {
         targets: &[(Mailbox, &dyn Fn(u32) -> String)],
         content: &[u8],
     ) -> Result<Vec<String>> {
+        // One box: one no-clobber rename is already all or nothing.
+        if let [(mbox, name)] = targets {
+            return self.put_message(mbox, *name, content).map(|n| vec![n]);
+        }
         let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
         let part = self.tmp_dir().join(format!("batch-{id}.part"));
         let ready = self.tmp_dir().join(format!("batch-{id}"));

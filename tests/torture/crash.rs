@@ -264,10 +264,10 @@ pub fn crash_run(
 
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
 const REACHED: &[(&str, &[&str])] = &[
-    ("send.staged", &["send_task", "handoff"]),
-    ("send.delivered", &["send_task", "handoff"]),
-    ("send.fanout", &["send_fanout", "park"]),
-    ("send.fanout.committed", &["send_fanout", "park"]),
+    ("send.staged", &["send_task", "handoff", "park"]),
+    ("send.delivered", &["send_task", "handoff", "park"]),
+    ("send.fanout", &["send_fanout"]),
+    ("send.fanout.committed", &["send_fanout"]),
     ("send.recorded", &["send_task"]),
     ("send.committed", &["send_task"]),
     ("handoff.recorded", &["handoff"]),
