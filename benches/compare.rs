@@ -18,6 +18,10 @@
 //!   --dir PATH                      where roots are made (default: a fresh folder under
 //!                                   the cargo target tmp dir); removed at the end
 //!   --keep                          do not remove the roots
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and bench harnesses set up and inspect roots directly"
+)]
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;

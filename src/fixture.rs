@@ -165,22 +165,6 @@ pub fn command_line(agent: Option<&str>, args: &[String]) -> String {
     }
 }
 
-/// Copy a fixture's starting tree into `dest` (regular files and folders only).
-pub fn copy_tree(src: &Path, dest: &Path) -> Result<()> {
-    for entry in std::fs::read_dir(src).map_err(|e| Error::io("cannot list", src, e))? {
-        let entry = entry.map_err(|e| Error::io("cannot list", src, e))?;
-        let ty = entry.file_type().map_err(|e| Error::io("cannot stat", entry.path(), e))?;
-        let to = dest.join(entry.file_name());
-        if ty.is_dir() {
-            std::fs::create_dir_all(&to).map_err(|e| Error::io("cannot create", &to, e))?;
-            copy_tree(&entry.path(), &to)?;
-        } else if ty.is_file() {
-            std::fs::copy(entry.path(), &to).map_err(|e| Error::io("cannot copy to", &to, e))?;
-        }
-    }
-    Ok(())
-}
-
 /// The fixture folder named `name`: a path, or a case under ./fixtures.
 pub fn locate(name: &str) -> Result<PathBuf> {
     let p = PathBuf::from(name);

@@ -22,10 +22,9 @@ const STEPS: &str = include_str!("../../fixtures/reference-flow/steps");
 
 pub fn run(_ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
     let steps = fixture::parse_steps(STEPS)?;
-    let root = store::make_temp_dir("circe-demo")?;
-    let report = super::replay::narrate(&root, &steps, a.keep)?;
-    if !a.keep {
-        let _ = std::fs::remove_dir_all(&root);
+    let mut root = store::ScratchDir::new("circe-demo")?;
+    if a.keep {
+        root.keep();
     }
-    Ok(report)
+    super::replay::narrate(root.path(), &steps, a.keep)
 }

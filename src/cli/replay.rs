@@ -21,18 +21,18 @@ pub struct ReplayArgs {
 
 pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     let dir = fixture::locate(&a.fixture)?;
-    let text = std::fs::read_to_string(dir.join("steps"))
-        .map_err(|e| Error::io("cannot read", dir.join("steps"), e))?;
+    let steps_file = dir.join("steps");
+    let text = String::from_utf8(store::read_input_file(&steps_file)?)
+        .map_err(|_| Error::refused(format!("{} is not UTF-8", steps_file.display())))?;
     let steps = fixture::parse_steps(&text)?;
-    let root = store::make_temp_dir("circe-replay")?;
+    let mut root = store::ScratchDir::new("circe-replay")?;
+    if a.keep {
+        root.keep();
+    }
     if dir.join("tree").is_dir() {
-        fixture::copy_tree(&dir.join("tree"), &root)?;
+        store::copy_tree(&dir.join("tree"), root.path())?;
     }
-    let report = narrate(&root, &steps, a.keep)?;
-    if !a.keep {
-        let _ = std::fs::remove_dir_all(&root);
-    }
-    Ok(report)
+    narrate(root.path(), &steps, a.keep)
 }
 
 /// Run `steps` in `root`, printing as it goes (stderr narration, stdout transcript).

@@ -16,6 +16,10 @@
 //! .circe/locks/                     lock files (never renamed or deleted)
 //! .circe/tmp/                       staging (same filesystem, never watched)
 //! ```
+#![allow(
+    clippy::disallowed_methods,
+    reason = "the store is the one layer that touches the filesystem"
+)]
 
 mod atomic;
 mod fault;
@@ -63,11 +67,54 @@ fn atomic_read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
     atomic::read_regular(path)
 }
 
-/// Make a fresh, empty folder under the system temp dir (for `circe demo`).
-pub fn make_temp_dir(prefix: &str) -> crate::error::Result<std::path::PathBuf> {
-    let p = std::env::temp_dir().join(format!("{prefix}-{}", crate::clock::random_suffix()));
-    std::fs::create_dir(&p).map_err(|e| crate::error::Error::io("cannot create", &p, e))?;
-    Ok(p)
+/// A fresh folder under the system temp dir (`circe demo`, `circe replay`), removed when
+/// dropped unless `keep` was called.
+pub struct ScratchDir {
+    path: std::path::PathBuf,
+    keep: bool,
+}
+
+impl ScratchDir {
+    pub fn new(prefix: &str) -> crate::error::Result<ScratchDir> {
+        let path = std::env::temp_dir().join(format!("{prefix}-{}", crate::clock::random_suffix()));
+        std::fs::create_dir(&path)
+            .map_err(|e| crate::error::Error::io("cannot create", &path, e))?;
+        Ok(ScratchDir { path, keep: false })
+    }
+
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    pub fn keep(&mut self) {
+        self.keep = true;
+    }
+}
+
+impl Drop for ScratchDir {
+    fn drop(&mut self) {
+        if !self.keep {
+            let _ = std::fs::remove_dir_all(&self.path);
+        }
+    }
+}
+
+/// Copy a fixture's starting tree into `dest` (regular files and folders only; links and
+/// anything else are skipped).
+pub fn copy_tree(src: &std::path::Path, dest: &std::path::Path) -> crate::error::Result<()> {
+    use crate::error::Error;
+    for entry in std::fs::read_dir(src).map_err(|e| Error::io("cannot list", src, e))? {
+        let entry = entry.map_err(|e| Error::io("cannot list", src, e))?;
+        let ty = entry.file_type().map_err(|e| Error::io("cannot stat", entry.path(), e))?;
+        let to = dest.join(entry.file_name());
+        if ty.is_dir() {
+            std::fs::create_dir_all(&to).map_err(|e| Error::io("cannot create", &to, e))?;
+            copy_tree(&entry.path(), &to)?;
+        } else if ty.is_file() {
+            std::fs::copy(entry.path(), &to).map_err(|e| Error::io("cannot copy to", &to, e))?;
+        }
+    }
+    Ok(())
 }
 
 /// Read standard input whole (`send --file -`).

@@ -1,5 +1,9 @@
 //! The CLI integration tests: one binary, one module per area. Each test gets its own temp
 //! project and runs the real `circe` binary with a cleared environment (see `common`).
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and bench harnesses set up and inspect roots directly"
+)]
 
 #[macro_use]
 mod common;

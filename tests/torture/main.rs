@@ -8,6 +8,10 @@
 //!
 //! Every checker is also run once against a deliberately broken build switch
 //! (`CIRCE_TEST_BREAK`, test only) to show that it can fail.
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and bench harnesses set up and inspect roots directly"
+)]
 
 mod common;
 mod crash;
