@@ -25,15 +25,6 @@ pub struct Violation {
     pub repaired: bool,
 }
 
-fn boxes(ws: &Workspace) -> Vec<Mailbox> {
-    let mut v = vec![Mailbox::NewMessages, Mailbox::Logs];
-    for a in ws.agents().keys() {
-        v.push(Mailbox::Inbox(a.clone()));
-        v.push(Mailbox::Workspace(a.clone()));
-    }
-    v
-}
-
 /// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
 /// (`tmp/batch-<pid>-<id>/`) passed its commit point: repair delivers the copies it holds;
 /// anything else never reached a box and is removed.
@@ -71,7 +62,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     };
 
     check_staging(ws, repair, &mut v)?;
-    for b in boxes(ws) {
+    for b in ws.all_boxes() {
         for name in ws.store.list_foreign(&b)? {
             let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
             v(
@@ -109,7 +100,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
     }
 
-    let all = boxes(ws);
+    let all = ws.all_boxes();
     let mut tickets = std::collections::BTreeSet::new();
     for id in ws.store.list_tasks()? {
         let _lock = ws.store.lock_task(&id)?;

@@ -11,7 +11,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::names;
 use crate::registry::Registry;
-use crate::store::{Store, find_root, root_at};
+use crate::store::{Mailbox, Store, find_root, root_at};
 
 /// `AGENTS/<name>/agent.yaml`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -118,6 +118,17 @@ impl Workspace {
     /// Is `agent` a coordinator (role coordinator or rooster, the human)?
     pub fn is_coordinator(&self, agent: &str) -> bool {
         matches!(self.role_of(agent).as_deref(), Some("coordinator" | "rooster"))
+    }
+
+    /// Every box a message can lie in: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
+    pub fn all_boxes(&self) -> Vec<Mailbox> {
+        let mut v = vec![Mailbox::NewMessages];
+        for a in self.agents().keys() {
+            v.push(Mailbox::Inbox(a.clone()));
+            v.push(Mailbox::Workspace(a.clone()));
+        }
+        v.push(Mailbox::Logs);
+        v
     }
 
     /// Agents with role `role`, sorted.

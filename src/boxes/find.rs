@@ -20,20 +20,10 @@ pub struct Found {
     pub message: Option<Message>,
 }
 
-fn all_boxes(ws: &Workspace) -> Vec<Mailbox> {
-    let mut v = vec![Mailbox::NewMessages];
-    for a in ws.agents().keys() {
-        v.push(Mailbox::Inbox(a.clone()));
-        v.push(Mailbox::Workspace(a.clone()));
-    }
-    v.push(Mailbox::Logs);
-    v
-}
-
 /// Every message whose file name or msg_id is `key` (a msg_id prefix of 8+ characters
 /// also matches), in all boxes.
 pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
-    find_in(ws, &all_boxes(ws), key)
+    find_in(ws, &ws.all_boxes(), key)
 }
 
 pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found>> {

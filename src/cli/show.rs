@@ -59,12 +59,7 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
     human.push_str(&format!(".checks\n{}\n", indent(&task::record::render_checks(&st.checks))));
-    let mut boxes = vec![Mailbox::NewMessages];
-    for ag in ws.agents().keys() {
-        boxes.push(Mailbox::Inbox(ag.clone()));
-        boxes.push(Mailbox::Workspace(ag.clone()));
-    }
-    boxes.push(Mailbox::Logs);
+    let boxes = ws.all_boxes();
     let mut msgs = Vec::new();
     human.push_str("messages\n");
     for b in &boxes {
