@@ -125,8 +125,22 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     if !meta.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
-    let mut buf = Vec::with_capacity(usize::try_from(meta.len()).unwrap_or(0));
-    (&f).read_to_end(&mut buf)?;
+    // Read straight into a buffer one byte longer than the file (std's read_to_end would
+    // stat and seek again for its size hint): usually one read, then the 0 of end of file.
+    let mut buf = vec![0u8; usize::try_from(meta.len()).unwrap_or(0) + 1];
+    let mut n = 0;
+    loop {
+        if n == buf.len() {
+            buf.resize(n * 2, 0);
+        }
+        match (&f).read(&mut buf[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    buf.truncate(n);
     Ok(buf)
 }
 

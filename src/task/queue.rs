@@ -98,6 +98,8 @@ pub fn best(
 
 /// Bytes of a lane read at a time while looking for its first live entry.
 const CHUNK: usize = 64 * 1024;
+/// The first read from the head: a few entries (one is about 100 bytes).
+const FIRST_CHUNK: usize = 4 * 1024;
 
 /// The first live entry of a lane whose lock is free, and the first live one whose lock
 /// another process holds (before it); moves the lane's head past dead entries.
@@ -107,9 +109,7 @@ fn head_of(
     rank: u8,
     lost: &HashSet<String>,
 ) -> Result<(Option<Candidate>, Option<Candidate>)> {
-    let head_name = format!("{lane}.head");
-    let head: u64 =
-        ws.store.queue_value(&head_name).and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    let head = ws.store.lane_head(lane);
     let mut consumed: u64 = 0;
     let mut can_advance = true;
     let mut found = None;
@@ -117,7 +117,8 @@ fn head_of(
     let mut pos = head;
     let mut known: HashMap<String, Option<(Status, String, u64)>> = HashMap::new();
     'chunks: loop {
-        let text = ws.store.lane_read(lane, pos, CHUNK)?;
+        // The head entry is live in the common case: read one small chunk first.
+        let text = ws.store.lane_read(lane, pos, if pos == head { FIRST_CHUNK } else { CHUNK })?;
         let mut used: u64 = 0;
         for line in text.split_inclusive('\n') {
             if !line.ends_with('\n') {
@@ -166,11 +167,13 @@ fn head_of(
         let new_head = head + consumed;
         let total = ws.store.lane_len(lane)?;
         if new_head > COMPACT_AT && new_head * 2 > total {
+            // Head first: a crash between the two leaves head 0 on the old lane (a rescan),
+            // never an old offset past the end of the new, shorter lane (entries skipped).
             let rest = ws.store.lane_read(lane, new_head, usize::MAX)?;
+            ws.store.set_lane_head(lane, 0)?;
             ws.store.set_queue_value(&format!("{lane}.lane"), &rest)?;
-            ws.store.set_queue_value(&head_name, "0")?;
         } else {
-            ws.store.set_queue_value(&head_name, &new_head.to_string())?;
+            ws.store.set_lane_head(lane, new_head)?;
         }
     }
     Ok((found, busy))
@@ -301,7 +304,7 @@ mod history_tests {
         let (free, busy) = super::head_of(&ws, &lane, 1, &HashSet::new()).unwrap();
         drop(other_claimer);
         assert!(free.is_none() && busy.is_some());
-        let offset: usize = ws.store.queue_value(&format!("{lane}.head")).unwrap().parse().unwrap();
+        let offset = usize::try_from(ws.store.lane_head(&lane)).unwrap();
         let last_line_start = text.len() - text.lines().last().unwrap().len() - 1;
         assert_eq!(offset, last_line_start, "the head stops at the one live entry");
     }

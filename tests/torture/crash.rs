@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use circe::task::record::OwnerRecord;
+
 use crate::common::{Root, lost_or_duplicated};
 
 pub const POINTS: [&str; 24] = [
@@ -444,5 +446,33 @@ fn fanout_is_all_or_nothing() {
             assert_eq!(unique.len(), 7, "{point}: no recipient twice: {holders:?}");
         }
         root.assert_clean(point);
+    }
+}
+
+/// `.owner` is written without an fsync (it is derived from `.status`), so after a power
+/// cut it may be empty, cut short or gone although its rename survived. Each such leftover
+/// is rebuilt by the owner's next command, and `doctor` reports it until then.
+#[test]
+fn unsynced_owner_is_rebuilt() {
+    for (what, content) in [("empty", Some("")), ("cut short", Some("owner: engi")), ("gone", None)]
+    {
+        let r = Root::new(1);
+        r.open("T1");
+        r.ok(Some("engineer"), &["claim", "T1"]);
+        let path = r.dir.join("TASKS/T1.owner");
+        match content {
+            Some(c) => std::fs::write(&path, c).unwrap(),
+            None => std::fs::remove_file(&path).unwrap(),
+        }
+        let doc = r.run(None, &["doctor"]);
+        assert_ne!(doc.code, 0, "{what}: doctor must report the damaged .owner: {doc:?}");
+        assert!(doc.stderr.contains(".owner does not match"), "{what}: {doc:?}");
+        r.ok(Some("engineer"), &["heartbeat", "T1"]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let own = OwnerRecord::parse(&text).unwrap_or_else(|| panic!("{what}: {text:?}"));
+        assert_eq!(own.owner, "engineer", "{what}");
+        assert_eq!(own.epoch, r.status("T1").unwrap().epoch, "{what}");
+        assert!(r.task_problems().is_empty(), "{what}: {:?}", r.task_problems());
+        r.ok(None, &["doctor"]);
     }
 }
