@@ -11,7 +11,7 @@
 //!   --quick                         sizes 100,1000, 7 rounds, 2 s contention
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
-//!   --contention-tasks N            waiting tasks for the contention run (default 20000)
+//!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
 //!   --no-contention, --no-memory, --no-rounds    skip those sections
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
 //!                                   an older commit, for before/after figures)
@@ -63,7 +63,7 @@ fn parse_opts() -> Opts {
         rounds: 15,
         workers: 8,
         secs: 8.0,
-        contention_tasks: 20_000,
+        contention_tasks: 60_000,
         contention: true,
         memory: true,
         per_call: true,
@@ -151,7 +151,10 @@ fn timed(cmd: &mut Command, capture: bool) -> (f64, bool, String) {
 }
 
 fn circe(root: &Path, agent: &str, durability: Durability) -> Command {
-    let mut c = Command::new(circe_bin());
+    circe_env(Command::new(circe_bin()), root, agent, durability)
+}
+
+fn circe_env(mut c: Command, root: &Path, agent: &str, durability: Durability) -> Command {
     c.env("CIRCE_ROOT", root).env("CIRCE_AGENT", agent).env(
         "CIRCE_DURABILITY",
         match durability {
@@ -579,6 +582,30 @@ fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
             drained,
         });
     }
+    for d in [Durability::Full, Durability::Relaxed] {
+        eprintln!("contention: circe library workers {d:?} for {secs}s ...");
+        let (grants, lat, attempts, drained, took) = lib_race(&root, w, secs, d);
+        let double = doubles(&grants);
+        all_grants.extend(grants.iter().cloned());
+        results.push(Contention {
+            label: format!(
+                "circe library, {w} processes ({})",
+                if d == Durability::Full { "full" } else { "relaxed" }
+            ),
+            claims: grants.len(),
+            attempts,
+            secs: took,
+            lat,
+            double,
+            lost: 0,
+            drained,
+        });
+    }
+    // Double grants across all four circe runs (a task granted in two runs is one too).
+    let across = doubles(&all_grants);
+    for r in &mut results {
+        r.double = r.double.max(across);
+    }
     // Lost tasks: every task must be where its records say, granted ones with their grantee.
     let ws = Workspace::open(Some(&root)).expect("open root");
     let owner_of: HashMap<&str, usize> =
@@ -672,6 +699,82 @@ fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
     results
 }
 
+/// One library worker process (`compare --lib-worker ROOT AGENT SECS`): opens the root
+/// once, then calls `circe::task::claim_next` back to back for SECS (the same locks,
+/// renames, records, board and event-log writes and fsyncs as `circe claim --next`, minus
+/// the process start). Prints `ms task` per grant, `ms -` per lost race, `empty` when
+/// the queue ran dry. Durability comes from CIRCE_DURABILITY, as for the CLI.
+fn lib_worker(args: &[String]) {
+    use std::io::Write as _;
+    let [root, agent, secs] = args else { usage("--lib-worker ROOT AGENT SECS") };
+    let secs: f64 = secs.parse().unwrap_or_else(|_| usage("bad SECS"));
+    let ws = Workspace::open(Some(Path::new(root))).expect("open root");
+    let deadline = Instant::now() + Duration::from_secs_f64(secs);
+    let mut out = String::new();
+    while Instant::now() < deadline {
+        let t = Instant::now();
+        let r = circe::task::claim_next(&ws, agent, WORKER_ROLE, None);
+        let ms = t.elapsed().as_secs_f64() * 1000.0;
+        match r {
+            Ok(o) => {
+                let _ = writeln!(out, "{ms:.4} {}", o.task);
+            }
+            Err(e) if e.kind == circe::error::Kind::NothingToClaim => {
+                out.push_str("empty\n");
+                break;
+            }
+            Err(_) => {
+                let _ = writeln!(out, "{ms:.4} -");
+            }
+        }
+    }
+    std::io::stdout().write_all(out.as_bytes()).expect("write results");
+}
+
+/// `workers` library worker processes started together on `root`.
+fn lib_race(
+    root: &Path,
+    workers: usize,
+    secs: f64,
+    d: Durability,
+) -> (Vec<(usize, String)>, Vec<f64>, usize, bool, f64) {
+    let me = std::env::current_exe().expect("bench binary path");
+    let start = Instant::now();
+    let children: Vec<_> = (0..workers)
+        .map(|w| {
+            circe_env(Command::new(&me), root, &format!("w{w}"), d)
+                .args([
+                    "--lib-worker",
+                    &root.to_string_lossy(),
+                    &format!("w{w}"),
+                    &secs.to_string(),
+                ])
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .spawn()
+                .expect("start a library worker")
+        })
+        .collect();
+    let (mut grants, mut lat, mut attempts, mut drained) = (Vec::new(), Vec::new(), 0, false);
+    for (w, c) in children.into_iter().enumerate() {
+        let out = c.wait_with_output().expect("library worker");
+        assert!(out.status.success(), "library worker w{w} failed");
+        for line in String::from_utf8_lossy(&out.stdout).lines() {
+            if line == "empty" {
+                drained = true;
+                continue;
+            }
+            attempts += 1;
+            let (ms, task) = line.split_once(' ').unwrap_or((line, "-"));
+            if task != "-" {
+                grants.push((w, task.to_string()));
+                lat.push(ms.parse().unwrap_or(0.0));
+            }
+        }
+    }
+    (grants, lat, attempts, drained, start.elapsed().as_secs_f64())
+}
+
 fn report_contention(opts: &Opts, res: &[Contention], out: &mut String) {
     let _ = writeln!(
         out,
@@ -704,8 +807,10 @@ fn report_contention(opts: &Opts, res: &[Contention], out: &mut String) {
         out,
         "\nLost tasks for circe: tasks (of all {}) whose message is not in the grantee's INBOX \
          with matching records, or not in NEW_MESSAGES when never granted; checked once after \
-         both circe runs.",
-        opts.contention_tasks
+         all four circe runs (double grants are counted across them too). The library rows are \
+         {} processes each calling `circe::task::claim_next` in a loop: the same claim, without \
+         starting a process per claim.",
+        opts.contention_tasks, opts.workers
     );
 }
 
@@ -861,6 +966,11 @@ fn install_sqlite3() {
 }
 
 fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--lib-worker") {
+        lib_worker(&args[2..]);
+        return;
+    }
     let opts = parse_opts();
     if !Path::new(SQLITE).exists() {
         install_sqlite3();
