@@ -497,7 +497,7 @@ fn race(
     workers: usize,
     secs: f64,
     claim: &(dyn Fn(usize) -> (f64, Option<String>, bool) + Sync),
-) -> (Vec<(usize, String)>, Vec<f64>, usize, bool, f64) {
+) -> RaceOut {
     let stop = AtomicBool::new(false);
     let attempts = AtomicUsize::new(0);
     let drained = AtomicBool::new(false);
@@ -543,7 +543,14 @@ fn doubles(grants: &[(usize, String)]) -> usize {
     seen.values().map(|c| c - 1).sum()
 }
 
-#[allow(clippy::too_many_lines)] // three claimers, each set up and checked
+/// What one claimer did over all its slices.
+type RaceOut = (Vec<(usize, String)>, Vec<f64>, usize, bool, f64);
+/// One claimer: runs for the given seconds.
+type Claimer<'a> = Box<dyn Fn(f64) -> RaceOut + Sync + 'a>;
+
+/// Contention: every claimer runs in slices of about one second, claimers interleaved
+/// (A B C .. then .. C B A), so a shared machine's load drifts over all of them alike.
+#[allow(clippy::too_many_lines)] // six claimers, each set up and checked
 fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
     let (w, secs, n) = (opts.workers, opts.secs, opts.contention_tasks);
     eprintln!("contention: populating {n} tasks for {w} workers ...");
@@ -553,59 +560,111 @@ fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
     let names = populate_mv(&mvdir, n, w);
     let db = dir.join("tasks.db");
     populate_sqlite(&db, n);
-    let mut results = Vec::new();
 
-    let mut all_grants: Vec<(usize, String)> = Vec::new();
-    for d in [Durability::Full, Durability::Relaxed] {
-        eprintln!("contention: circe {d:?} for {secs}s ...");
-        let claim = |wi: usize| {
+    let cli = |d: Durability| {
+        let root = &root;
+        move |wi: usize| {
             let (ms, ok, out) =
-                timed(circe(&root, &format!("w{wi}"), d).args(["--json", "claim", "--next"]), true);
+                timed(circe(root, &format!("w{wi}"), d).args(["--json", "claim", "--next"]), true);
             let got = if ok { claimed_task(&out) } else { None };
             let empty = !ok && out.contains("nothing");
             (ms, got, empty)
-        };
-        let (grants, lat, attempts, drained, took) = race(w, secs, &claim);
-        let double = doubles(&grants);
-        all_grants.extend(grants.iter().cloned());
-        results.push(Contention {
-            label: format!(
-                "circe claim --next ({})",
-                if d == Durability::Full { "full" } else { "relaxed" }
+        }
+    };
+    let (cli_full, cli_relaxed) = (cli(Durability::Full), cli(Durability::Relaxed));
+    let sqlite_claim = |wi: usize| {
+        let (ms, ok, out) = timed(
+            &mut sqlite(
+                &db,
+                &format!(
+                    "UPDATE tasks SET owner='w{wi}', status='claimed' WHERE id=(SELECT id FROM tasks \
+                     WHERE status='new' ORDER BY priority, created LIMIT 1) RETURNING id"
+                ),
             ),
+            true,
+        );
+        let id = out.trim().to_string();
+        (ms, (ok && !id.is_empty()).then_some(id.clone()), ok && id.is_empty())
+    };
+    // The ceiling for any one-process-per-claim tool here: spawning a trivial binary.
+    let spawn = |_wi: usize| {
+        let (ms, ok, _) = timed(&mut Command::new("/bin/true"), false);
+        (ms, ok.then(String::new), false)
+    };
+    let cursors: Vec<AtomicUsize> = (0..w).map(|_| AtomicUsize::new(0)).collect();
+    let mv_claim = |wi: usize| {
+        // Every worker walks the same list: racing for the same files, as naive scripts do.
+        let i = cursors[wi].fetch_add(1, Ordering::Relaxed);
+        let Some(name) = names.get(i) else { return (0.0, None, true) };
+        let (ms, ok, _) = timed(
+            Command::new("mv")
+                .arg(mvdir.join("NEW_MESSAGES").join(name))
+                .arg(mvdir.join(format!("AGENTS/w{wi}/INBOX")).join(name)),
+            false,
+        );
+        (ms, ok.then(|| name.clone()), false)
+    };
+
+    let claimers: Vec<(&str, Claimer)> = vec![
+        ("circe claim --next (full)", Box::new(|t| race(w, t, &cli_full))),
+        ("circe claim --next (relaxed)", Box::new(|t| race(w, t, &cli_relaxed))),
+        ("circe library, processes (full)", Box::new(|t| lib_race(&root, w, t, Durability::Full))),
+        (
+            "circe library, processes (relaxed)",
+            Box::new(|t| lib_race(&root, w, t, Durability::Relaxed)),
+        ),
+        ("sqlite3 claim", Box::new(|t| race(w, t, &sqlite_claim))),
+        ("naive mv", Box::new(|t| race(w, t, &mv_claim))),
+        ("process floor: /bin/true (no claim at all)", Box::new(|t| race(w, t, &spawn))),
+    ];
+    #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+    let slices = secs.round().max(1.0) as usize;
+    #[allow(clippy::cast_precision_loss)]
+    let slice = secs / slices as f64;
+    let mut acc: Vec<RaceOut> =
+        claimers.iter().map(|_| (Vec::new(), Vec::new(), 0, false, 0.0)).collect();
+    for r in 0..slices {
+        eprintln!("contention: slice {}/{slices} ({slice:.1}s per claimer)", r + 1);
+        let mut order: Vec<usize> = (0..claimers.len()).collect();
+        if r % 2 == 1 {
+            order.reverse();
+        }
+        for k in order {
+            if acc[k].3 {
+                continue; // drained: its queue is empty
+            }
+            let (grants, lat, attempts, drained, took) = (claimers[k].1)(slice);
+            let sum = &mut acc[k];
+            sum.0.extend(grants);
+            sum.1.extend(lat);
+            sum.2 += attempts;
+            sum.3 |= drained;
+            sum.4 += took;
+        }
+    }
+
+    let mut results = Vec::new();
+    let mut all_grants: Vec<(usize, String)> = Vec::new();
+    for ((label, _), (grants, lat, attempts, drained, took)) in claimers.iter().zip(acc) {
+        let circe_row = label.starts_with("circe");
+        if circe_row {
+            all_grants.extend(grants.iter().cloned());
+        }
+        let label = label.replace("library, processes", &format!("library, {w} processes"));
+        let floor = label.starts_with("process floor");
+        results.push(Contention {
+            label,
             claims: grants.len(),
             attempts,
             secs: took,
-            lat,
-            double,
+            double: if floor { 0 } else { doubles(&grants) },
             lost: 0,
+            lat,
             drained,
         });
     }
-    for d in [Durability::Full, Durability::Relaxed] {
-        eprintln!("contention: circe library workers {d:?} for {secs}s ...");
-        let (grants, lat, attempts, drained, took) = lib_race(&root, w, secs, d);
-        let double = doubles(&grants);
-        all_grants.extend(grants.iter().cloned());
-        results.push(Contention {
-            label: format!(
-                "circe library, {w} processes ({})",
-                if d == Durability::Full { "full" } else { "relaxed" }
-            ),
-            claims: grants.len(),
-            attempts,
-            secs: took,
-            lat,
-            double,
-            lost: 0,
-            drained,
-        });
-    }
-    // Double grants across all four circe runs (a task granted in two runs is one too).
+    // Double grants across all four circe claimers (a task granted twice anywhere).
     let across = doubles(&all_grants);
-    for r in &mut results {
-        r.double = r.double.max(across);
-    }
     // Lost tasks: every task must be where its records say, granted ones with their grantee.
     let ws = Workspace::open(Some(&root)).expect("open root");
     let owner_of: HashMap<&str, usize> =
@@ -629,26 +688,7 @@ fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
         }
     }
     let granted_elsewhere = all_grants.iter().filter(|(_, id)| !id.starts_with('T')).count();
-    for r in &mut results {
-        r.lost = lost + granted_elsewhere;
-    }
-
-    eprintln!("contention: sqlite3 for {secs}s ...");
-    let claim = |wi: usize| {
-        let (ms, ok, out) = timed(
-            &mut sqlite(
-                &db,
-                &format!(
-                    "UPDATE tasks SET owner='w{wi}', status='claimed' WHERE id=(SELECT id FROM tasks \
-                     WHERE status='new' ORDER BY priority, created LIMIT 1) RETURNING id"
-                ),
-            ),
-            true,
-        );
-        let id = out.trim().to_string();
-        (ms, (ok && !id.is_empty()).then_some(id.clone()), ok && id.is_empty())
-    };
-    let (grants, lat, attempts, drained, took) = race(w, secs, &claim);
+    // sqlite: every row still there, and as many claimed rows as grants.
     let claimed: usize =
         must(&mut sqlite(&db, "SELECT count(*) FROM tasks WHERE status='claimed'"))
             .trim()
@@ -656,46 +696,21 @@ fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
             .unwrap_or(0);
     let total: usize =
         must(&mut sqlite(&db, "SELECT count(*) FROM tasks")).trim().parse().unwrap_or(0);
-    results.push(Contention {
-        label: "sqlite3 claim".into(),
-        claims: grants.len(),
-        attempts,
-        secs: took,
-        double: doubles(&grants),
-        lost: n.abs_diff(total) + claimed.abs_diff(grants.len()),
-        lat,
-        drained,
-    });
-
-    eprintln!("contention: naive mv for {secs}s ...");
-    let cursors: Vec<AtomicUsize> = (0..w).map(|_| AtomicUsize::new(0)).collect();
-    let claim = |wi: usize| {
-        // Every worker walks the same list: racing for the same files, as naive scripts do.
-        let i = cursors[wi].fetch_add(1, Ordering::Relaxed);
-        let Some(name) = names.get(i) else { return (0.0, None, true) };
-        let (ms, ok, _) = timed(
-            Command::new("mv")
-                .arg(mvdir.join("NEW_MESSAGES").join(name))
-                .arg(mvdir.join(format!("AGENTS/w{wi}/INBOX")).join(name)),
-            false,
-        );
-        (ms, ok.then(|| name.clone()), false)
-    };
-    let (grants, lat, attempts, drained, took) = race(w, secs, &claim);
+    // mv: every file in exactly one folder.
     let mut files = std::fs::read_dir(mvdir.join("NEW_MESSAGES")).unwrap().count();
     for wi in 0..w {
         files += std::fs::read_dir(mvdir.join(format!("AGENTS/w{wi}/INBOX"))).unwrap().count();
     }
-    results.push(Contention {
-        label: "naive mv".into(),
-        claims: grants.len(),
-        attempts,
-        secs: took,
-        double: doubles(&grants),
-        lost: n.abs_diff(files),
-        lat,
-        drained,
-    });
+    for r in &mut results {
+        if r.label.starts_with("circe") {
+            r.double = r.double.max(across);
+            r.lost = lost + granted_elsewhere;
+        } else if r.label.starts_with("sqlite") {
+            r.lost = n.abs_diff(total) + claimed.abs_diff(r.claims);
+        } else if r.label.starts_with("naive") {
+            r.lost = n.abs_diff(files);
+        }
+    }
     results
 }
 
@@ -732,12 +747,7 @@ fn lib_worker(args: &[String]) {
 }
 
 /// `workers` library worker processes started together on `root`.
-fn lib_race(
-    root: &Path,
-    workers: usize,
-    secs: f64,
-    d: Durability,
-) -> (Vec<(usize, String)>, Vec<f64>, usize, bool, f64) {
+fn lib_race(root: &Path, workers: usize, secs: f64, d: Durability) -> RaceOut {
     let me = std::env::current_exe().expect("bench binary path");
     let start = Instant::now();
     let children: Vec<_> = (0..workers)
@@ -778,7 +788,8 @@ fn lib_race(
 fn report_contention(opts: &Opts, res: &[Contention], out: &mut String) {
     let _ = writeln!(
         out,
-        "\n## Contention: {} workers claiming for {} s each ({} waiting tasks at start)\n",
+        "\n## Contention: {} workers claiming for {} s per claimer, in 1 s slices interleaved \
+         with the other claimers ({} waiting tasks at start)\n",
         opts.workers, opts.secs, opts.contention_tasks
     );
     let _ = writeln!(
