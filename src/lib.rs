@@ -5,6 +5,26 @@
 //!
 //! Layers, bottom up: `store` (the only code that touches the filesystem), `message` and
 //! `registry` (pure: formats and rules), `boxes` and `task` (domain operations), `cli`.
+//!
+//! A worker written in Rust can claim through the library instead of starting a `circe`
+//! process per claim (the same locks, renames, records and fsyncs; BENCHMARKS.md measures
+//! both):
+//!
+//! ```no_run
+//! use circe::error::Kind;
+//! use circe::workspace::Workspace;
+//!
+//! let ws = Workspace::open(None)?; // the root above the current folder, like the CLI
+//! let (me, role) = ws.agent(Some("engineer"))?;
+//! loop {
+//!     match circe::task::claim_next(&ws, &me, &role, None) {
+//!         Ok(claim) => println!("working on {} (epoch {})", claim.task, claim.epoch),
+//!         Err(e) if e.kind == Kind::NothingToClaim => break,
+//!         Err(e) => return Err(e),
+//!     }
+//! }
+//! # Ok::<(), circe::error::Error>(())
+//! ```
 
 pub mod boxes;
 pub mod cli;
