@@ -25,6 +25,10 @@ mod atomic;
 mod fault;
 mod lock;
 mod mailbox;
+mod messages;
+mod queue_files;
+mod records;
+mod repair;
 mod root;
 
 pub use fault::{crash_point, test_break};

@@ -1,0 +1,208 @@
+//! Messages in boxes: delivery (one box, or several all or none), moves between boxes,
+//! reading and listing.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::atomic::{self, TempFile};
+use super::fault::crash_point;
+use super::mailbox::Mailbox;
+use super::root::{Store, io_err, is_message_name, list_all_names, list_names};
+use crate::error::{Error, Result};
+
+impl Store {
+    /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
+    /// Returns the name used. The rename is the commit point; nothing is ever replaced.
+    pub fn put_message(
+        &self,
+        mbox: &Mailbox,
+        name: &dyn Fn(u32) -> String,
+        content: &[u8],
+    ) -> Result<String> {
+        let dir = self.box_dir(mbox);
+        let mut t = TempFile::write(&self.tmp_dir(), content, self.sync)
+            .map_err(io_err("cannot write", &self.tmp_dir()))?;
+        crash_point("send.staged");
+        for n in 1..10_000 {
+            let candidate = name(n);
+            match atomic::rename_noclobber(&t.path, &dir.join(&candidate)) {
+                Ok(()) => {
+                    t.disarm();
+                    crash_point("send.delivered");
+                    self.sync_dir(&dir)?;
+                    return Ok(candidate);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
+            }
+        }
+        Err(Error::internal(format!("no free message name in {}", dir.display())))
+    }
+
+    /// Deliver copies of one message to several boxes, all or none across a crash (one box
+    /// takes the `put_message` path): every
+    /// copy is written and synced into `tmp/batch-<id>.part/`, the folder is renamed to
+    /// `tmp/batch-<id>/` (the commit point), then each copy is renamed into its box and the
+    /// folder removed. `finish_batch` completes a committed batch a crash interrupted.
+    pub fn put_messages(
+        &self,
+        targets: &[(Mailbox, &dyn Fn(u32) -> String)],
+        content: &[u8],
+    ) -> Result<Vec<String>> {
+        // One box: one no-clobber rename is already all or nothing.
+        if let [(mbox, name)] = targets {
+            return self.put_message(mbox, *name, content).map(|n| vec![n]);
+        }
+        let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
+        let part = self.tmp_dir().join(format!("batch-{id}.part"));
+        let ready = self.tmp_dir().join(format!("batch-{id}"));
+        let stage = || -> io::Result<Vec<String>> {
+            std::fs::create_dir(&part)?;
+            let mut files = Vec::with_capacity(targets.len());
+            for (i, (mbox, name)) in targets.iter().enumerate() {
+                let file = format!("{i:05}~{}~{}", mbox.rel_path().replace('/', "+"), name(1));
+                atomic::write_new(&part.join(&file), content, self.sync)?;
+                files.push(file);
+            }
+            if self.sync {
+                atomic::sync_dir(&part)?;
+            }
+            atomic::rename_noclobber(&part, &ready)?;
+            Ok(files)
+        };
+        let files = stage().map_err(|e| {
+            let _ = std::fs::remove_dir_all(&part);
+            Error::io("cannot stage the message in", self.tmp_dir(), e)
+        })?;
+        self.sync_dir(&self.tmp_dir())?;
+        crash_point("send.fanout.committed");
+        let mut names = Vec::with_capacity(files.len());
+        for f in &files {
+            names.push(self.deliver_staged(&ready, f)?);
+            crash_point("send.fanout");
+        }
+        let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _)| self.box_dir(m)).collect();
+        dirs.sort();
+        dirs.dedup();
+        for d in dirs {
+            self.sync_dir(&d)?;
+        }
+        std::fs::remove_dir(&ready).map_err(io_err("cannot remove", &ready))?;
+        Ok(names)
+    }
+
+    /// Rename one staged copy `<i>~<box>~<name>` into its box under the first free name.
+    fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
+        let mut parts = file.splitn(3, '~');
+        let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+        };
+        let boxpath = boxpath.replace('+', "/");
+        let valid_box = matches!(boxpath.as_str(), "NEW_MESSAGES" | "LOGS")
+            || boxpath.strip_prefix("AGENTS/").and_then(|r| r.split_once('/')).is_some_and(
+                |(agent, b)| {
+                    crate::names::check_agent(agent).is_ok() && matches!(b, "INBOX" | "WORKSPACE")
+                },
+            );
+        let stem = base.strip_suffix(".md").filter(|_| valid_box && !base.contains('/'));
+        let Some(stem) = stem else {
+            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+        };
+        let dir = self.root.join(&boxpath);
+        for n in 1..10_000 {
+            let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };
+            match atomic::rename_noclobber(&batch.join(file), &dir.join(&candidate)) {
+                Ok(()) => return Ok(candidate),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
+            }
+        }
+        Err(Error::internal(format!("no free message name in {}", dir.display())))
+    }
+
+    /// Finish a committed fan-out batch (`tmp/batch-<id>/`): deliver every copy still in it,
+    /// then remove it. Returns the names delivered.
+    pub fn finish_batch(&self, batch: &str) -> Result<Vec<String>> {
+        let dir = self.tmp_dir().join(batch);
+        let mut out = Vec::new();
+        let mut boxes = Vec::new();
+        for f in list_all_names(&dir)? {
+            out.push(self.deliver_staged(&dir, &f)?);
+            if let Some(b) = f.split('~').nth(1) {
+                boxes.push(self.root.join(b.replace('+', "/")));
+            }
+        }
+        boxes.sort();
+        boxes.dedup();
+        for b in boxes {
+            self.sync_dir(&b)?;
+        }
+        std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
+        Ok(out)
+    }
+
+    /// Move message `name` from one box to another with one no-clobber rename.
+    /// `Ok(false)` when the source is gone (someone else moved it: FS_RULES 1).
+    pub fn move_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<bool> {
+        let src = self.box_dir(from).join(name);
+        let dst = self.box_dir(to).join(name);
+        match atomic::rename_noclobber(&src, &dst) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                if !self.box_dir(to).is_dir() {
+                    return Err(Error::not_found(format!("box {to} does not exist")));
+                }
+                return Ok(false);
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                return Err(Error::conflict(format!(
+                    "{to}/{name} exists already; not replacing it"
+                ))
+                .hint("run `circe doctor` to see how the same message came to be in two boxes"));
+            }
+            Err(e) => return Err(Error::io("cannot move", &src, e)),
+        }
+        crash_point("move.renamed");
+        self.sync_dir(&self.box_dir(to))?;
+        self.sync_dir(&self.box_dir(from))?;
+        Ok(true)
+    }
+
+    /// Does message `name` lie in `mbox`? (lstat: a planted symlink does not count)
+    pub fn has_message(&self, mbox: &Mailbox, name: &str) -> bool {
+        std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())
+    }
+
+    /// Read a message file; symlinks, FIFOs and devices are refused.
+    pub fn read_message(&self, mbox: &Mailbox, name: &str) -> Result<Vec<u8>> {
+        let p = self.box_dir(mbox).join(name);
+        atomic::read_regular(&p).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::not_found(format!("no message {name} in {mbox}")),
+            _ => Error::io("cannot read message", &p, e),
+        })
+    }
+
+    /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
+    pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+        let mut names = list_names(&self.box_dir(mbox))?;
+        names.retain(|n| is_message_name(n));
+        Ok(names)
+    }
+
+    /// Names in a box that are not message files (planted or foreign), for doctor.
+    pub fn list_foreign(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+        let dir = self.box_dir(mbox);
+        let mut names = list_names(&dir)?;
+        names.retain(|n| {
+            // LOGS/ keeps the event log and doctor's own quarantine folder.
+            let keep_log = *mbox == Mailbox::Logs
+                && (n == "events.jsonl"
+                    || n == "quarantine"
+                        && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
+            let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
+            !(keep_log || is_message_name(n) && regular)
+        });
+        Ok(names)
+    }
+}

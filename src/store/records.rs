@@ -1,0 +1,83 @@
+//! Task records in `TASKS/`: `<id>.status`, `<id>.owner`, `<id>.checks`.
+
+use std::io;
+use std::path::PathBuf;
+
+use super::atomic::{self, TempFile};
+use super::fault::crash_point;
+use super::root::{Store, io_err, list_names};
+use crate::error::{Error, Result};
+
+/// The one record kind whose content is rebuilt from the others (see `write_records`).
+const DERIVED_RECORD: &str = "owner";
+
+impl Store {
+    fn record_path(&self, task: &str, kind: &str) -> PathBuf {
+        self.root.join("TASKS").join(format!("{task}.{kind}"))
+    }
+
+    /// Read `TASKS/<task>.<kind>`; `None` when it does not exist.
+    pub fn read_record(&self, task: &str, kind: &str) -> Result<Option<String>> {
+        let p = self.record_path(task, kind);
+        match atomic::read_regular(&p) {
+            Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
+                Error::internal(format!("{} is not UTF-8", p.display())).hint("run `circe doctor`")
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read record", &p, e)),
+        }
+    }
+
+    /// Rewrite several records of one task: each is written and synced to tmp first, then
+    /// renamed into place (`None` removes it), then TASKS/ is synced once.
+    ///
+    /// `.owner` is derived from `.status` (which names the owner, epoch and lease) and is
+    /// rebuilt by the next command on that task, or by `circe doctor`, whenever it is
+    /// missing, unreadable or disagrees: so its content is not fsynced (one fsync less
+    /// per claim and release); its rename is still made durable by the folder fsync.
+    pub fn write_records(&self, task: &str, records: &[(&str, Option<&str>)]) -> Result<()> {
+        let tmp = self.tmp_dir();
+        let mut staged = Vec::new();
+        for (kind, content) in records {
+            if let Some(c) = content {
+                let sync = self.sync && *kind != DERIVED_RECORD;
+                staged.push((
+                    *kind,
+                    Some(
+                        TempFile::write(&tmp, c.as_bytes(), sync)
+                            .map_err(io_err("cannot write", &tmp))?,
+                    ),
+                ));
+            } else {
+                staged.push((*kind, None));
+            }
+        }
+        for (kind, t) in &mut staged {
+            let dst = self.record_path(task, kind);
+            match t {
+                Some(t) => {
+                    atomic::rename_replace(&t.path, &dst)
+                        .map_err(io_err("cannot write record", &dst))?;
+                    t.disarm();
+                }
+                None => match atomic::remove(&dst) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(Error::io("cannot remove record", &dst, e)),
+                },
+            }
+            crash_point(&format!("record.{kind}"));
+        }
+        self.sync_dir(&self.root.join("TASKS"))
+    }
+
+    /// Task ids that have a `.status` record, sorted.
+    pub fn list_tasks(&self) -> Result<Vec<String>> {
+        let mut ids: Vec<String> = list_names(&self.root.join("TASKS"))?
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".status").map(str::to_string))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
+}

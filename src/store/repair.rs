@@ -1,0 +1,74 @@
+//! What `circe doctor` cleans up: staging leftovers in `tmp/`, and planted or foreign files
+//! moved into `LOGS/quarantine/`.
+
+use std::io;
+use std::path::Path;
+
+use super::atomic;
+use super::mailbox::Mailbox;
+use super::root::{Store, io_err, list_all_names};
+use crate::error::{Error, Result};
+
+impl Store {
+    /// Files left in tmp/ by crashed commands (they never reached a box).
+    /// Everything in tmp/ whose creating process is gone. Staging names are
+    /// `<kind>-<pid>-…` (`.tmp-`, `.agent-`, `batch-`): a live command's staging is never
+    /// touched. (A reused pid only spares a leftover until the next run: the safe side.)
+    pub fn tmp_leftovers(&self) -> Result<Vec<String>> {
+        let mut out = list_all_names(&self.tmp_dir())?;
+        out.retain(|n| {
+            let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
+            pid.is_none_or(|p| {
+                p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()
+            })
+        });
+        Ok(out)
+    }
+
+    pub fn remove_leftover(&self, name: &str) -> Result<()> {
+        let p = self.tmp_dir().join(name);
+        let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { atomic::remove(&p) };
+        r.map_err(io_err("cannot remove", &p))
+    }
+
+    /// Move a foreign or planted file out of a box into `LOGS/quarantine/` (never follows it).
+    pub fn quarantine(&self, mbox: &Mailbox, name: &str) -> Result<String> {
+        self.quarantine_from(&self.box_dir(mbox).join(name), &mbox.label().replace(':', "-"), name)
+    }
+
+    /// Entries of TASKS/ that are not regular files named `<task id>.status|owner|checks`
+    /// (planted links, FIFOs, folders, strays).
+    pub fn task_strays(&self) -> Result<Vec<String>> {
+        let dir = self.root.join("TASKS");
+        let mut out = list_all_names(&dir)?;
+        out.retain(|n| {
+            let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
+            let named = n.rsplit_once('.').is_some_and(|(id, kind)| {
+                matches!(kind, "status" | "owner" | "checks")
+                    && crate::names::check_task_id(id).is_ok()
+            });
+            !(regular && named)
+        });
+        Ok(out)
+    }
+
+    /// Move a stray out of TASKS/ into `LOGS/quarantine/` (never follows it).
+    pub fn quarantine_task_file(&self, name: &str) -> Result<String> {
+        self.quarantine_from(&self.root.join("TASKS").join(name), "tasks", name)
+    }
+
+    fn quarantine_from(&self, src: &Path, label: &str, name: &str) -> Result<String> {
+        let qdir = self.root.join("LOGS").join("quarantine");
+        std::fs::create_dir_all(&qdir).map_err(io_err("cannot create", &qdir))?;
+        for n in 1..1000 {
+            let dst_name =
+                if n == 1 { format!("{label}~{name}") } else { format!("{label}~{name}.{n}") };
+            match atomic::rename_noclobber(src, &qdir.join(&dst_name)) {
+                Ok(()) => return Ok(format!("LOGS/quarantine/{dst_name}")),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot quarantine", src, e)),
+            }
+        }
+        Err(Error::internal("quarantine is full"))
+    }
+}
