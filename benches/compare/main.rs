@@ -1,0 +1,258 @@
+//! `cargo bench --bench compare`: circe's per-command wall time against simple baselines.
+//!
+//! Every figure is the wall time of one whole process (spawn to exit), measured from here.
+//! All roots are populated first; then each round runs every operation at every size,
+//! circe and its baselines back to back (A B A B), so a noisy shared machine hits both
+//! sides alike. Reported: medians, and the median of the per-round ratios circe/baseline.
+//!
+//! Options (after `--`):
+//!   --sizes 100,1000,10000,100000   existing tasks per root
+//!   --rounds N                      samples per operation and size (default 15)
+//!   --quick                         sizes 100,1000, 7 rounds, 2 s contention, 20000 tasks
+//!   --workers N                     concurrent claimers in the contention run (default 8)
+//!   --secs S                        contention run length per side (default 8)
+//!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
+//!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --circe PATH                    bench another circe binary (e.g. a copy built from
+//!                                   an older commit, for before/after figures)
+//!   --dir PATH                      where roots are made (default: a fresh folder under
+//!                                   the cargo target tmp dir); removed at the end
+//!   --keep                          do not remove the roots
+#![allow(
+    clippy::disallowed_methods,
+    reason = "test and bench harnesses set up and inspect roots directly"
+)]
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use crate::contention::{contention, lib_worker, report_contention};
+use crate::procs::{populate_circe, populate_mv, populate_sqlite};
+use crate::rounds::{Sized, memory, report_rounds, round};
+use crate::stats::Samples;
+use crate::verdicts::verdicts;
+
+mod contention;
+mod procs;
+mod rounds;
+mod stats;
+mod verdicts;
+
+/// The circe binary under test: `--circe PATH`, else the one cargo built for this bench.
+pub(crate) static CIRCE_BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+pub(crate) fn circe_bin() -> &'static Path {
+    CIRCE_BIN.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_circe")))
+}
+pub(crate) const SQLITE: &str = "/usr/bin/sqlite3";
+
+#[expect(clippy::struct_excessive_bools)] // command-line switches
+pub(crate) struct Opts {
+    pub(crate) sizes: Vec<usize>,
+    pub(crate) rounds: usize,
+    pub(crate) workers: usize,
+    pub(crate) secs: f64,
+    pub(crate) contention_tasks: usize,
+    pub(crate) contention: bool,
+    pub(crate) memory: bool,
+    pub(crate) per_call: bool,
+    pub(crate) dir: PathBuf,
+    pub(crate) keep: bool,
+}
+
+pub(crate) fn parse_opts() -> Opts {
+    let mut o = Opts {
+        sizes: vec![100, 1000, 10_000, 100_000],
+        rounds: 15,
+        workers: 8,
+        secs: 8.0,
+        contention_tasks: 60_000,
+        contention: true,
+        memory: true,
+        per_call: true,
+        dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("circe-compare-{}", std::process::id())),
+        keep: false,
+    };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (mut sizes, mut rounds, mut secs, mut ctasks) = (None, None, None, None);
+    let mut i = 0;
+    let value = |i: &mut usize| -> String {
+        *i += 1;
+        args.get(*i).cloned().unwrap_or_else(|| usage(&format!("{} needs a value", args[*i - 1])))
+    };
+    while i < args.len() {
+        match args[i].as_str() {
+            "--sizes" => {
+                sizes = Some(
+                    value(&mut i)
+                        .split(',')
+                        .map(|s| s.trim().parse().unwrap_or_else(|_| usage("bad --sizes")))
+                        .collect(),
+                );
+            }
+            "--rounds" => {
+                rounds = Some(value(&mut i).parse().unwrap_or_else(|_| usage("bad --rounds")));
+            }
+            "--quick" => {
+                sizes.get_or_insert(vec![100, 1000]);
+                rounds.get_or_insert(7);
+                secs.get_or_insert(2.0);
+                ctasks.get_or_insert(20_000);
+            }
+            "--workers" => {
+                o.workers = value(&mut i).parse().unwrap_or_else(|_| usage("bad --workers"));
+            }
+            "--secs" => secs = Some(value(&mut i).parse().unwrap_or_else(|_| usage("bad --secs"))),
+            "--contention-tasks" => {
+                ctasks =
+                    Some(value(&mut i).parse().unwrap_or_else(|_| usage("bad --contention-tasks")));
+            }
+            "--no-contention" => o.contention = false,
+            "--no-memory" => o.memory = false,
+            "--no-rounds" => o.per_call = false,
+            "--circe" => {
+                let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
+            }
+            "--dir" => o.dir = PathBuf::from(value(&mut i)),
+            "--keep" => o.keep = true,
+            "--bench" => {} // cargo bench passes this to every bench binary
+            other => usage(&format!("unknown option {other}")),
+        }
+        i += 1;
+    }
+    if let Some(s) = sizes {
+        o.sizes = s;
+    }
+    o.rounds = rounds.unwrap_or(o.rounds).max(1);
+    o.secs = secs.unwrap_or(o.secs);
+    o.contention_tasks = ctasks.unwrap_or(o.contention_tasks);
+    o.sizes.sort_unstable();
+    o.sizes.dedup();
+    o
+}
+
+pub(crate) fn usage(msg: &str) -> ! {
+    eprintln!("compare: {msg}");
+    eprintln!(
+        "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
+         --contention-tasks N --no-contention --no-memory --no-rounds --circe PATH --dir PATH --keep"
+    );
+    std::process::exit(2);
+}
+
+fn machine(dir: &Path) -> String {
+    let read = |p: &str| std::fs::read_to_string(p).unwrap_or_default().trim().to_string();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find(|l| l.starts_with("model name"))
+        .and_then(|l| l.split(':').nth(1))
+        .unwrap_or("?")
+        .trim()
+        .to_string();
+    // findmnt names ext4 (stat -f says "ext2/ext3" for it: same magic number).
+    let fs = Command::new("findmnt")
+        .args(["-n", "-o", "FSTYPE", "--target"])
+        .arg(dir)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let date = Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    let sqlite_version = Command::new(SQLITE).arg("-version").output().map_or_else(
+        |_| "MISSING".into(),
+        |o| String::from_utf8_lossy(&o.stdout).split_whitespace().next().unwrap_or("").to_string(),
+    );
+    format!(
+        "date {date}; nproc {}; cpu {cpu}; kernel {}; bench dir fs {fs} ({}); load {}; sqlite3 {sqlite_version}",
+        std::thread::available_parallelism().map_or(0, std::num::NonZero::get),
+        read("/proc/sys/kernel/osrelease"),
+        dir.display(),
+        read("/proc/loadavg"),
+    )
+}
+
+/// The SQLite baseline is Debian's `sqlite3` command: install it when we can (root + apt).
+fn install_sqlite3() {
+    eprintln!("compare: {SQLITE} is missing: trying apt-get install sqlite3");
+    let apt = |args: &[&str]| {
+        Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .status()
+            .is_ok_and(|s| s.success())
+    };
+    if !apt(&["install", "-y", "-q", "sqlite3"]) {
+        let _ = apt(&["update", "-q"]);
+        let _ = apt(&["install", "-y", "-q", "sqlite3"]);
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    if args.get(1).map(String::as_str) == Some("--lib-worker") {
+        lib_worker(&args[2..]);
+        return;
+    }
+    let opts = parse_opts();
+    if !Path::new(SQLITE).exists() {
+        install_sqlite3();
+    }
+    if !Path::new(SQLITE).exists() {
+        eprintln!(
+            "compare: {SQLITE} is missing and could not be installed (apt-get install sqlite3); the sqlite baselines need it"
+        );
+        std::process::exit(1);
+    }
+    std::fs::create_dir_all(&opts.dir).expect("make bench dir");
+    let mut out = String::new();
+    let _ = writeln!(out, "# circe compare\n\nmachine: {}", machine(&opts.dir));
+    let _ = writeln!(out, "circe binary: {}", circe_bin().display());
+
+    let mut sized = Vec::new();
+    for &n in opts.sizes.iter().filter(|_| opts.per_call) {
+        let t = Instant::now();
+        eprintln!("populating {n} tasks ...");
+        let dir = opts.dir.join(format!("n{n}"));
+        let root = populate_circe(&dir.join("circe"), n, 2);
+        let mv = dir.join("mv");
+        let mv_names = populate_mv(&mv, n, 1);
+        let db = dir.join("tasks.db");
+        populate_sqlite(&db, n);
+        eprintln!("  done in {:.1}s", t.elapsed().as_secs_f64());
+        sized.push(Sized { n, root, mv, mv_names, db });
+    }
+    let mut samples = Samples::new();
+    let t = Instant::now();
+    for r in 0..opts.rounds {
+        eprintln!("round {}/{} ({:.0}s)", r + 1, opts.rounds, t.elapsed().as_secs_f64());
+        for s in &sized {
+            round(r, s, &mut samples);
+        }
+    }
+    report_rounds(&opts, &samples, &mut out);
+    let cont = if opts.contention { contention(&opts, &opts.dir) } else { Vec::new() };
+    if !cont.is_empty() {
+        report_contention(&opts, &cont, &mut out);
+    }
+    if opts.memory
+        && let Some(s) = sized.last()
+    {
+        memory(s, &mut out);
+    }
+    verdicts(&opts, &samples, &cont, &mut out);
+    let _ = writeln!(
+        out,
+        "\nwatch latency: not measured (circe has no `watch` command yet).\nend load: {}",
+        std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
+    );
+    println!("{out}");
+    if !opts.keep {
+        let _ = std::fs::remove_dir_all(&opts.dir);
+    }
+}
