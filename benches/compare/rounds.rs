@@ -45,20 +45,7 @@ pub(crate) fn round(r: usize, s: &Sized, samples: &mut Samples) {
 
     // send: a new task per sample; sqlite: one INSERT.
     for (k, d) in modes.iter().enumerate() {
-        let (ms, ok, _) = timed(
-            circe(&s.root, "coordinator", *d).args([
-                "send",
-                "--to",
-                TO,
-                "--intent",
-                "implement_feature",
-                "--task",
-                &format!("S{r}-{k}"),
-                "--summary",
-                "benchmark send",
-            ]),
-            false,
-        );
+        let (ms, ok, _) = timed(&mut send(&s.root, *d, &format!("S{r}-{k}")), false);
         assert!(ok, "circe send failed at n={n}");
         push(samples, 0, n, variant(*d), ms);
     }
@@ -230,20 +217,7 @@ pub(crate) fn memory(s: &Sized, out: &mut String) {
     let full = Durability::Full;
     let id = task_id(s.n / 2);
     let mut rows: Vec<(&str, Option<u64>)> = vec![
-        (
-            "circe send",
-            peak_kib(circe(root, "coordinator", full).args([
-                "send",
-                "--to",
-                TO,
-                "--intent",
-                "implement_feature",
-                "--task",
-                "MEM-1",
-                "--summary",
-                "x",
-            ])),
-        ),
+        ("circe send", peak_kib(&mut send(root, full, "MEM-1"))),
         ("circe claim <id>", peak_kib(circe(root, "w0", full).args(["claim", &id]))),
         ("circe release", peak_kib(circe(root, "w0", full).args(["release", &id]))),
     ];
@@ -256,4 +230,21 @@ pub(crate) fn memory(s: &Sized, out: &mut String) {
     for (name, kib) in rows {
         let _ = writeln!(out, "| {name} | {} |", kib.map_or("?".into(), |k| k.to_string()));
     }
+}
+
+/// `circe send` of a new task, as the coordinator.
+fn send(root: &Path, d: Durability, task: &str) -> Command {
+    let mut c = circe(root, "coordinator", d);
+    c.args([
+        "send",
+        "--to",
+        TO,
+        "--intent",
+        "implement_feature",
+        "--task",
+        task,
+        "--summary",
+        "benchmark send",
+    ]);
+    c
 }
