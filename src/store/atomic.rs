@@ -103,9 +103,18 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// Append one whole line with a single `write_all` on an O_APPEND handle (FS_RULES 7).
+/// Never follows a symlink (ELOOP) or writes into a FIFO or device (refused).
 pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
     io_step()?;
-    let mut f = OpenOptions::new().append(true).create(true).mode(0o644).open(path)?;
+    let mut f = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(0o644)
+        .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
+        .open(path)?;
+    if !f.metadata()?.is_file() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
+    }
     f.write_all(line)?;
     if sync {
         io_step()?;
@@ -114,9 +123,60 @@ pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Read a regular file without following a symlink; FIFOs, devices and folders are refused.
-pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
-    use std::io::Read;
+/// Overwrite the start of a small derived file in place (one `pwrite`, no truncate),
+/// creating it when missing. Never follows a symlink: a name that is not a regular file
+/// (a planted link, FIFO or device) is removed and made again as a regular file.
+pub fn overwrite_in_place(path: &Path, content: &[u8]) -> io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    io_step()?;
+    let open = |create_new: bool| {
+        let mut o = OpenOptions::new();
+        o.write(true).mode(0o644).custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK);
+        if create_new {
+            o.create_new(true)
+        } else {
+            o.create(true).truncate(false)
+        };
+        o.open(path)
+    };
+    let f = match open(false) {
+        Ok(f) if f.metadata()?.is_file() => f,
+        // ELOOP (a symlink), ENXIO (a FIFO nobody reads), or opened but not a regular file.
+        Ok(_) => replace_planted(path, open)?,
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) => {
+            replace_planted(path, open)?
+        }
+        Err(e) => return Err(e),
+    };
+    f.write_all_at(content, 0)
+}
+
+fn replace_planted(path: &Path, open: impl Fn(bool) -> io::Result<File>) -> io::Result<File> {
+    remove(path)?;
+    open(true)
+}
+
+/// `append_line` for a derived file: a planted link, FIFO or device in its place is removed
+/// (never followed) and the line goes into a new regular file.
+pub fn append_derived(path: &Path, line: &[u8]) -> io::Result<()> {
+    match append_line(path, line, false) {
+        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) => {
+            remove(path)?;
+            append_line(path, line, false)
+        }
+        r => r,
+    }
+}
+
+/// Is `path` a regular file (not following a symlink)?
+pub fn is_regular(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Open a regular file for reading without following a symlink; FIFOs, devices and
+/// folders are refused (`InvalidInput`), a symlink fails with ELOOP.
+/// Returns the file and its length.
+pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
     let f = OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
@@ -125,9 +185,16 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     if !meta.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
+    Ok((f, meta.len()))
+}
+
+/// Read a regular file without following a symlink; FIFOs, devices and folders are refused.
+pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let (f, len) = open_regular(path)?;
     // Read straight into a buffer one byte longer than the file (std's read_to_end would
     // stat and seek again for its size hint): usually one read, then the 0 of end of file.
-    let mut buf = vec![0u8; usize::try_from(meta.len()).unwrap_or(0) + 1];
+    let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0) + 1];
     let mut n = 0;
     loop {
         if n == buf.len() {

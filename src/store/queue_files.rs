@@ -4,7 +4,6 @@
 use std::io;
 
 use super::atomic::{self, TempFile};
-use super::fault::io_step;
 use super::root::{Store, io_err, list_names};
 use crate::error::{Error, Result};
 
@@ -15,13 +14,13 @@ impl Store {
     /// Append lines to lane `lane` (a file under queue/). Derived data: not synced.
     pub fn lane_append(&self, lane: &str, lines: &str) -> Result<()> {
         let p = self.root.join("queue").join(format!("{lane}.lane"));
-        atomic::append_line(&p, lines.as_bytes(), false).map_err(io_err("cannot append to", &p))
+        atomic::append_derived(&p, lines.as_bytes()).map_err(io_err("cannot append to", &p))
     }
 
     /// Append to a derived file under queue/ (the board log). Not synced: rebuildable.
     pub fn queue_append(&self, name: &str, text: &str) -> Result<()> {
         let p = self.root.join("queue").join(name);
-        atomic::append_line(&p, text.as_bytes(), false).map_err(io_err("cannot append to", &p))
+        atomic::append_derived(&p, text.as_bytes()).map_err(io_err("cannot append to", &p))
     }
 
     /// Lane names, sorted.
@@ -37,9 +36,11 @@ impl Store {
     pub fn lane_read(&self, lane: &str, offset: u64, max: usize) -> Result<String> {
         use std::io::{Read, Seek, SeekFrom};
         let p = self.root.join("queue").join(format!("{lane}.lane"));
-        let mut f = match std::fs::File::open(&p) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(String::new()),
+        // A lane that is not a regular file (a planted link or FIFO) reads as empty; the
+        // next append replaces it.
+        let mut f = match atomic::open_regular(&p) {
+            Ok((f, _)) => f,
+            Err(_) if !atomic::is_regular(&p) => return Ok(String::new()),
             Err(e) => return Err(Error::io("cannot open", &p, e)),
         };
         let mut buf = Vec::new();
@@ -88,10 +89,9 @@ impl Store {
     /// the head file is absent or unreadable: a rescan from the start is always safe).
     pub fn lane_head(&self, lane: &str) -> u64 {
         let p = self.root.join("queue").join(format!("{lane}.head"));
-        let mut buf = [0u8; 32];
-        let n = std::fs::File::open(p).and_then(|mut f| std::io::Read::read(&mut f, &mut buf));
-        n.ok()
-            .and_then(|n| std::str::from_utf8(&buf[..n]).ok())
+        atomic::read_regular(&p)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(0)
     }
@@ -100,21 +100,15 @@ impl Store {
     /// and only written under the queue lock, so no temp file, rename or fsync). A head
     /// that is lost or stale only makes the next scan re-read entries it then skips.
     pub fn set_lane_head(&self, lane: &str, offset: u64) -> Result<()> {
-        use std::os::unix::fs::FileExt;
         let p = self.root.join("queue").join(format!("{lane}.head"));
-        io_step().map_err(io_err("cannot write", &p))?;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&p)
-            .map_err(io_err("cannot open", &p))?;
-        f.write_all_at(format!("{offset:020}\n").as_bytes(), 0).map_err(io_err("cannot write", &p))
+        atomic::overwrite_in_place(&p, format!("{offset:020}\n").as_bytes())
+            .map_err(io_err("cannot write", &p))
     }
 
     /// A small derived value file under queue/ (the board); `None` when absent.
     pub fn queue_value(&self, name: &str) -> Option<String> {
-        std::fs::read_to_string(self.root.join("queue").join(name)).ok()
+        let bytes = atomic::read_regular(&self.root.join("queue").join(name)).ok()?;
+        String::from_utf8(bytes).ok()
     }
 
     /// Replace a derived file under queue/ atomically (no fsync: rebuildable).

@@ -304,3 +304,72 @@ fn clock_going_backwards() {
     r.assert_clean("clock backwards");
     assert_eq!(r.status("T1").unwrap().owner.as_deref(), Some("e1"));
 }
+
+/// Links and FIFOs planted in queue/ (the derived `--next` index and the board log) are
+/// never followed and never hang a command: each is replaced by a regular file.
+#[test]
+fn planted_files_in_queue() {
+    for (plant, kind) in [
+        ("symlink", "head"),
+        ("fifo", "head"),
+        ("symlink", "lane"),
+        ("fifo", "lane"),
+        ("symlink", "board"),
+        ("fifo", "board"),
+    ] {
+        let what = format!("{plant} as the {kind}");
+        let r = Root::new(1);
+        r.open("T1");
+        r.open("T2");
+        r.ok(None, &["tasks"]); // the board log exists
+        let bait = Bait::new(&r);
+        let queue = r.dir.join("queue");
+        let lane = std::fs::read_dir(&queue)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|x| x == "lane"))
+            .expect("a lane after two opens");
+        let target = match kind {
+            "head" => lane.with_extension("head"),
+            "lane" => lane.clone(),
+            _ => queue.join("board.log"),
+        };
+        let _ = std::fs::remove_file(&target);
+        match plant {
+            "symlink" => symlink(&bait.path, &target).unwrap(),
+            _ => mkfifo(&target),
+        }
+        // claim --next reads the lane and moves its head; release appends to the lane; every
+        // record write appends to the board log; tasks reads it.
+        for (agent, args) in [
+            (Some("e1"), vec!["claim", "T1"]),
+            (Some("e1"), vec!["claim", "--next"]),
+            (Some("e1"), vec!["release", "T1"]),
+            (None, vec!["tasks"]),
+        ] {
+            let mut child = r
+                .cmd(agent, &args, &[])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let start = std::time::Instant::now();
+            while child.try_wait().unwrap().is_none() {
+                if start.elapsed().as_secs() > 10 {
+                    let _ = child.kill();
+                    panic!("{what}: {args:?} hangs");
+                }
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            let o = child.wait_with_output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success() || err.starts_with("error: "), "{what}: {args:?}: {err}");
+            bait.intact().unwrap_or_else(|e| panic!("{what}: after {args:?}: {e}"));
+        }
+        r.ok(None, &["doctor", "--repair"]);
+        bait.intact().unwrap_or_else(|e| panic!("{what}: {e}"));
+        let m = std::fs::symlink_metadata(&target);
+        assert!(m.is_err() || m.unwrap().is_file(), "{what}: still planted after repair");
+    }
+}
