@@ -110,7 +110,7 @@ pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
         .append(true)
         .create(true)
         .mode(0o644)
-        .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
+        .custom_flags(NOFOLLOW_NONBLOCK)
         .open(path)?;
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
@@ -131,7 +131,7 @@ pub fn overwrite_in_place(path: &Path, content: &[u8]) -> io::Result<()> {
     io_step()?;
     let open = |create_new: bool| {
         let mut o = OpenOptions::new();
-        o.write(true).mode(0o644).custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK);
+        o.write(true).mode(0o644).custom_flags(NOFOLLOW_NONBLOCK);
         if create_new {
             o.create_new(true)
         } else {
@@ -177,10 +177,7 @@ pub fn is_regular(path: &Path) -> bool {
 /// folders are refused (`InvalidInput`), a symlink fails with ELOOP.
 /// Returns the file and its length.
 pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
-    let f = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK)
-        .open(path)?;
+    let f = OpenOptions::new().read(true).custom_flags(NOFOLLOW_NONBLOCK).open(path)?;
     let meta = f.metadata()?;
     if !meta.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
@@ -216,3 +213,6 @@ mod libc_flags {
     pub const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits().cast_signed();
     pub const O_NONBLOCK: i32 = rustix::fs::OFlags::NONBLOCK.bits().cast_signed();
 }
+
+/// `O_NOFOLLOW | O_NONBLOCK`: never through a symlink, never blocked by a FIFO.
+pub const NOFOLLOW_NONBLOCK: i32 = libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK;

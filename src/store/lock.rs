@@ -18,14 +18,26 @@ pub struct Lock {
 /// How long a command waits for a lock before giving up (a holder may be stopped).
 const WAIT: Duration = Duration::from_secs(10);
 
+/// Never through a symlink (a planted link must not create or lock a file outside the
+/// root): that is refused with an error naming it.
 fn open(path: &Path) -> Result<File> {
+    use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .read(true)
         .write(true)
         .create(true)
         .truncate(false)
+        .custom_flags(super::atomic::NOFOLLOW_NONBLOCK)
         .open(path)
-        .map_err(|e| Error::io("cannot open lock file", path, e))
+        .map_err(|e| {
+            let planted = e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error());
+            let err = Error::io("cannot open lock file", path, e);
+            if planted {
+                err.hint("a symlink stands where circe keeps a lock file: remove it")
+            } else {
+                err
+            }
+        })
 }
 
 impl Lock {

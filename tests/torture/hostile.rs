@@ -373,3 +373,24 @@ fn planted_files_in_queue() {
         assert!(m.is_err() || m.unwrap().is_file(), "{what}: still planted after repair");
     }
 }
+
+/// A symlink planted in locks/ is refused, never followed: no file is created or locked
+/// outside the root through it.
+#[test]
+fn planted_lock_links_are_refused() {
+    let r = Root::new(1);
+    r.open("T1");
+    let outside = tempfile::tempdir().unwrap();
+    let target = outside.path().join("made-through-a-link");
+    let lock = r.dir.join("locks/task-T1.lock");
+    let _ = std::fs::remove_file(&lock); // made by the open; nobody holds it now
+    symlink(&target, &lock).unwrap();
+    let o = r.run(Some("e1"), &["claim", "T1"]);
+    assert_ne!(o.code, 0, "{o:?}");
+    assert!(o.stderr.starts_with("error: cannot open lock file"), "{o:?}");
+    assert!(o.stderr.contains("symlink"), "the hint names the cause: {o:?}");
+    assert!(!target.exists(), "a file was created outside the root through the link");
+    assert_eq!(r.status("T1").unwrap().status.as_str(), "new", "nothing changed");
+    std::fs::remove_file(&lock).unwrap();
+    r.ok(Some("e1"), &["claim", "T1"]);
+}
