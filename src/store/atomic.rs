@@ -143,9 +143,7 @@ pub fn overwrite_in_place(path: &Path, content: &[u8]) -> io::Result<()> {
         Ok(f) if f.metadata()?.is_file() => f,
         // ELOOP (a symlink), ENXIO (a FIFO nobody reads), or opened but not a regular file.
         Ok(_) => replace_planted(path, open)?,
-        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) => {
-            replace_planted(path, open)?
-        }
+        Err(_) if is_planted(path) => replace_planted(path, open)?,
         Err(e) => return Err(e),
     };
     f.write_all_at(content, 0)
@@ -160,7 +158,7 @@ fn replace_planted(path: &Path, open: impl Fn(bool) -> io::Result<File>) -> io::
 /// (never followed) and the line goes into a new regular file.
 pub fn append_derived(path: &Path, line: &[u8]) -> io::Result<()> {
     match append_line(path, line, false) {
-        Err(_) if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file()) => {
+        Err(_) if is_planted(path) => {
             remove(path)?;
             append_line(path, line, false)
         }
@@ -171,6 +169,11 @@ pub fn append_derived(path: &Path, line: &[u8]) -> io::Result<()> {
 /// Is `path` a regular file (not following a symlink)?
 pub fn is_regular(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file())
+}
+
+/// Does something other than a regular file (a link, FIFO, device, folder) stand at `path`?
+fn is_planted(path: &Path) -> bool {
+    std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_file())
 }
 
 /// Open a regular file for reading without following a symlink; FIFOs, devices and
