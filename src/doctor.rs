@@ -2,7 +2,8 @@
 //!
 //! The invariants (PROTOCOLS.md "Invariants"):
 //! 1. nothing is left in tmp/ (a staged file that never reached a box);
-//! 2. boxes hold only regular `*.md` message files (no links, FIFOs, folders, strays);
+//! 2. boxes hold only regular `*.md` message files (no links, FIFOs, folders, strays), and
+//!    circe's own files (TASKS/, locks/, LOGS/events.jsonl) are regular files;
 //! 3. every message file parses;
 //! 4. every task's message lies in exactly one box, and that box agrees with its status:
 //!    new/parked -> NEW_MESSAGES, claimed/in_progress/blocked -> the owner's INBOX or
@@ -53,6 +54,31 @@ fn check_staging(ws: &Workspace, repair: bool, v: &mut dyn FnMut(u8, String, boo
     Ok(())
 }
 
+/// Invariant 2 for circe's own files: strays in TASKS/, and links, FIFOs or folders where
+/// circe keeps lock files or the event log. Returns the planted lock files left in place
+/// (without `repair`): their tasks cannot be locked, so they are not checked further.
+fn check_own_files(
+    ws: &Workspace,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<Vec<String>> {
+    for name in ws.store.task_strays()? {
+        let dest = if repair { Some(ws.store.quarantine_task_file(&name)?) } else { None };
+        let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
+        v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
+    }
+    let mut left = Vec::new();
+    for rel in ws.store.planted_own_files()? {
+        let dest = if repair { Some(ws.store.quarantine_own_file(&rel)?) } else { None };
+        let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
+        v(2, format!("{rel} is not a regular file{moved}"), repair);
+        if !repair {
+            left.push(rel);
+        }
+    }
+    Ok(left)
+}
+
 /// Check (and with `repair`, mend) the root. Returns what was found.
 pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let _guard = ws.store.lock_named("doctor")?;
@@ -94,15 +120,14 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
     }
 
-    for name in ws.store.task_strays()? {
-        let dest = if repair { Some(ws.store.quarantine_task_file(&name)?) } else { None };
-        let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
-        v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
-    }
+    let planted = check_own_files(ws, repair, &mut v)?;
 
     let all = ws.all_boxes();
     let mut tickets = std::collections::BTreeSet::new();
     for id in ws.store.list_tasks()? {
+        if planted.contains(&format!("locks/task-{id}.lock")) {
+            continue; // reported above; its lock cannot be taken until it is moved away
+        }
         let _lock = ws.store.lock_task(&id)?;
         let Some(st) = task::load(ws, &id).ok().flatten() else {
             v(4, format!("TASKS/{id}.status is damaged"), false);

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::atomic;
 use super::mailbox::Mailbox;
-use super::root::{Store, io_err, list_all_names};
+use super::root::{EVENTS, Store, io_err, list_all_names};
 use crate::error::{Error, Result};
 
 impl Store {
@@ -50,6 +50,29 @@ impl Store {
             !(regular && named)
         });
         Ok(out)
+    }
+
+    /// circe's own files that are not regular files (planted links, FIFOs, folders): entries
+    /// of `locks/`, and `LOGS/events.jsonl`. Paths relative to the root. (queue/ needs no
+    /// check: its writers replace such files themselves.)
+    pub fn planted_own_files(&self) -> Result<Vec<String>> {
+        let dir = self.root.join("locks");
+        let mut out: Vec<String> = list_all_names(&dir)?
+            .into_iter()
+            .filter(|n| !atomic::is_regular(&dir.join(n)))
+            .map(|n| format!("locks/{n}"))
+            .collect();
+        let events = self.root.join(EVENTS);
+        if std::fs::symlink_metadata(&events).is_ok_and(|m| !m.is_file()) {
+            out.push(EVENTS.to_string());
+        }
+        Ok(out)
+    }
+
+    /// Move one of `planted_own_files` into `LOGS/quarantine/` (never follows it). Safe for
+    /// a lock: no process can hold a lock through a link or non-file (they are never opened).
+    pub fn quarantine_own_file(&self, rel: &str) -> Result<String> {
+        self.quarantine_from(&self.root.join(rel), "own", &rel.replace('/', "~"))
     }
 
     /// Move a stray out of TASKS/ into `LOGS/quarantine/` (never follows it).

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 pub const ROOT_DIR: &str = ".circe";
 pub const CONFIG_FILE: &str = "circe.yaml";
 const BOXES: [&str; 7] = ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS", "tmp", "locks", "queue"];
-const EVENTS: &str = "LOGS/events.jsonl";
+pub(super) const EVENTS: &str = "LOGS/events.jsonl";
 
 /// Whether writes are fsynced (`full`, the default) or left to the page cache (`relaxed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -391,6 +391,11 @@ fn planted_lock_links_are_refused() {
     assert!(o.stderr.contains("symlink"), "the hint names the cause: {o:?}");
     assert!(!target.exists(), "a file was created outside the root through the link");
     assert_eq!(r.status("T1").unwrap().status.as_str(), "new", "nothing changed");
-    std::fs::remove_file(&lock).unwrap();
+    let (code, v) = r.doctor(false);
+    assert!(code != 0 && v.iter().any(|x| x.contains("locks/task-T1.lock")), "{v:?}");
+    r.doctor(true);
+    let (code, v) = r.doctor(false);
+    assert_eq!(code, 0, "doctor --repair moved the link away: {v:?}");
+    assert!(!target.exists(), "quarantining the link never followed it");
     r.ok(Some("e1"), &["claim", "T1"]);
 }
