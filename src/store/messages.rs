@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use super::atomic::{self, TempFile};
 use super::fault::crash_point;
 use super::mailbox::Mailbox;
-use super::root::{Store, io_err, is_message_name, list_all_names, list_names};
+use super::root::{Store, io_err, is_message_name, list_all_names, list_names, list_typed};
 use crate::error::{Error, Result};
 
 impl Store {
@@ -190,19 +190,33 @@ impl Store {
         Ok(names)
     }
 
+    /// Message files of a box that are regular files, sorted: what `has_message` would say
+    /// yes to, for one listing instead of a `stat` per name (doctor).
+    pub fn list_box_regular(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+        Ok(list_typed(&self.box_dir(mbox))?
+            .into_iter()
+            .filter(|(n, regular)| *regular && !n.starts_with('.') && is_message_name(n))
+            .map(|(n, _)| n)
+            .collect())
+    }
+
     /// Names in a box that are not message files (planted or foreign), for doctor.
     pub fn list_foreign(&self, mbox: &Mailbox) -> Result<Vec<String>> {
         let dir = self.box_dir(mbox);
-        let mut names = list_names(&dir)?;
-        names.retain(|n| {
-            // LOGS/ keeps the event log and doctor's own quarantine folder.
-            let keep_log = *mbox == Mailbox::Logs
-                && (n == "events.jsonl"
-                    || n == "quarantine"
-                        && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
-            let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
-            !(keep_log || is_message_name(n) && regular)
-        });
-        Ok(names)
+        Ok(list_typed(&dir)?
+            .into_iter()
+            .filter(|(n, regular)| {
+                if n.starts_with('.') {
+                    return false;
+                }
+                // LOGS/ keeps the event log and doctor's own quarantine folder.
+                let keep_log = *mbox == Mailbox::Logs
+                    && (n == "events.jsonl"
+                        || n == "quarantine"
+                            && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
+                !(keep_log || is_message_name(n) && *regular)
+            })
+            .map(|(n, _)| n)
+            .collect())
     }
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 
 use super::atomic;
 use super::mailbox::Mailbox;
-use super::root::{EVENTS, Store, io_err, list_all_names};
+use super::root::{EVENTS, Store, io_err, list_all_names, list_typed};
 use crate::error::{Error, Result};
 
 impl Store {
@@ -56,11 +56,10 @@ impl Store {
     /// of `locks/`, and `LOGS/events.jsonl`. Paths relative to the root. (queue/ needs no
     /// check: its writers replace such files themselves.)
     pub fn planted_own_files(&self) -> Result<Vec<String>> {
-        let dir = self.root.join("locks");
-        let mut out: Vec<String> = list_all_names(&dir)?
+        let mut out: Vec<String> = list_typed(&self.root.join("locks"))?
             .into_iter()
-            .filter(|n| !atomic::is_regular(&dir.join(n)))
-            .map(|n| format!("locks/{n}"))
+            .filter(|(_, regular)| !regular)
+            .map(|(n, _)| format!("locks/{n}"))
             .collect();
         let events = self.root.join(EVENTS);
         if std::fs::symlink_metadata(&events).is_ok_and(|m| !m.is_file()) {

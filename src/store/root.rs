@@ -260,6 +260,12 @@ impl Store {
 
 /// Sorted names in a folder, hidden ones included (empty when it does not exist).
 pub(super) fn list_all_names(dir: &Path) -> Result<Vec<String>> {
+    Ok(list_typed(dir)?.into_iter().map(|(n, _)| n).collect())
+}
+
+/// Sorted names in a folder, hidden ones included, each with whether it is a regular file
+/// (from the directory entry's type: no `stat` per name where the filesystem records it).
+pub(super) fn list_typed(dir: &Path) -> Result<Vec<(String, bool)>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -269,7 +275,8 @@ pub(super) fn list_all_names(dir: &Path) -> Result<Vec<String>> {
     for entry in rd {
         let entry = entry.map_err(io_err("cannot list", dir))?;
         if let Some(n) = entry.file_name().to_str() {
-            names.push(n.to_string());
+            let regular = entry.file_type().is_ok_and(|t| t.is_file());
+            names.push((n.to_string(), regular));
         }
     }
     names.sort_unstable();

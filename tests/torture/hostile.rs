@@ -399,3 +399,17 @@ fn planted_lock_links_are_refused() {
     assert!(!target.exists(), "quarantining the link never followed it");
     r.ok(Some("e1"), &["claim", "T1"]);
 }
+
+/// A copy of a task's message planted in a second box is reported by doctor (it lists each
+/// box once and re-checks such a task under its lock).
+#[test]
+fn planted_copy_of_a_message_is_reported() {
+    let r = Root::new(1);
+    r.open("T1");
+    r.ok(Some("e1"), &["claim", "T1"]);
+    let name = r.status("T1").unwrap().message;
+    let agent = r.dir.join("AGENTS/e1");
+    std::fs::copy(agent.join("INBOX").join(&name), agent.join("WORKSPACE").join(&name)).unwrap();
+    let (code, v) = r.doctor(false);
+    assert!(code != 0 && v.iter().any(|x| x.contains("lies in 2 boxes")), "{v:?}");
+}
