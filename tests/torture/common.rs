@@ -10,6 +10,11 @@ use std::time::{Duration, Instant};
 use circe::task::lifecycle::Status;
 use circe::task::record::{OwnerRecord, StatusRecord};
 
+/// `circe send` arguments that open task `id` for any engineer (as the coordinator).
+pub fn open_args(id: &str) -> [&str; 9] {
+    ["send", "--to", "all", "--intent", "implement_feature", "--task", id, "--summary", "x"]
+}
+
 /// The circe binary under test.
 pub const BIN: &str = env!("CARGO_BIN_EXE_circe");
 
@@ -100,20 +105,7 @@ impl Root {
 
     /// Open task `id` for any engineer.
     pub fn open(&self, id: &str) {
-        self.ok(
-            Some("coordinator"),
-            &[
-                "send",
-                "--to",
-                "all",
-                "--intent",
-                "implement_feature",
-                "--task",
-                id,
-                "--summary",
-                "x",
-            ],
-        );
+        self.ok(Some("coordinator"), &open_args(id));
     }
 
     /// Message files by name -> the boxes holding a file of that name.

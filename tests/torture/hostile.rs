@@ -8,7 +8,7 @@ use std::os::unix::fs::{MetadataExt, symlink};
 use std::path::Path;
 use std::process::Command;
 
-use crate::common::{Root, lost_or_duplicated};
+use crate::common::{Root, lost_or_duplicated, open_args};
 
 /// A file outside the root that links point at: it must never change or move.
 struct Bait {
@@ -58,20 +58,7 @@ fn hostile_names_are_refused() {
         assert!(o.stderr.starts_with("error: "), "{o:?}");
         let o = r.run(Some("engineer"), &["claim", n]);
         assert!(o.code == 2 || o.code == 3, "claim {n:?}: {o:?}");
-        let o = r.run(
-            Some("coordinator"),
-            &[
-                "send",
-                "--to",
-                "all",
-                "--intent",
-                "implement_feature",
-                "--task",
-                n,
-                "--summary",
-                "x",
-            ],
-        );
+        let o = r.run(Some("coordinator"), &open_args(n));
         assert!(o.code == 2 || o.code == 3, "send --task {n:?}: {o:?}");
         let o = r.run(Some(n), &["inbox"]);
         assert!(o.code == 2 || o.code == 3 || o.code == 5, "--agent {n:?}: {o:?}");
@@ -92,6 +79,33 @@ fn hostile_names_are_refused() {
     assert!(r.task_problems().is_empty());
     let (code, v) = r.doctor(false);
     assert_eq!(code, 0, "{v:?}");
+}
+
+/// Run circe and wait at most `secs`: a command that hangs (on a planted FIFO) is killed
+/// and fails the test. Returns the exit code and stderr.
+fn run_bounded(
+    r: &Root,
+    agent: Option<&str>,
+    args: &[&str],
+    secs: u64,
+    label: &str,
+) -> (i32, String) {
+    let mut child = r
+        .cmd(agent, args, &[])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed().as_secs() >= secs {
+            let _ = child.kill();
+            panic!("{label}: circe {args:?} hangs on a planted file");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    let o = child.wait_with_output().unwrap();
+    (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
 }
 
 fn mkfifo(p: &Path) {
@@ -136,21 +150,7 @@ fn planted(plant_tasks: bool) {
         mkfifo(&tasks.join("T8.status"));
     }
 
-    let run = |agent: Option<&str>, args: &[&str]| {
-        let mut c = r.cmd(agent, args, &[]);
-        let mut child = c
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let start = std::time::Instant::now();
-        while child.try_wait().unwrap().is_none() {
-            assert!(start.elapsed().as_secs() < 20, "circe {args:?} hangs on a planted file");
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        let o = child.wait_with_output().unwrap();
-        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
-    };
+    let run = |agent: Option<&str>, args: &[&str]| run_bounded(&r, agent, args, 20, "planted");
     let mut problems = Vec::new();
     for (agent, args) in [
         (None, vec!["tasks"]),
@@ -252,17 +252,7 @@ fn read_only_box_as_unprivileged_user() {
     .unwrap();
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
-        .args([
-            "send",
-            "--to",
-            "all",
-            "--intent",
-            "implement_feature",
-            "--task",
-            "T2",
-            "--summary",
-            "x",
-        ])
+        .args(open_args("T2"))
         .env_clear()
         .env("CIRCE_ROOT", &r.dir)
         .env("CIRCE_AGENT", "coordinator")
@@ -348,23 +338,8 @@ fn planted_files_in_queue() {
             (Some("e1"), vec!["release", "T1"]),
             (None, vec!["tasks"]),
         ] {
-            let mut child = r
-                .cmd(agent, &args, &[])
-                .stdout(std::process::Stdio::piped())
-                .stderr(std::process::Stdio::piped())
-                .spawn()
-                .unwrap();
-            let start = std::time::Instant::now();
-            while child.try_wait().unwrap().is_none() {
-                if start.elapsed().as_secs() > 10 {
-                    let _ = child.kill();
-                    panic!("{what}: {args:?} hangs");
-                }
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            let o = child.wait_with_output().unwrap();
-            let err = String::from_utf8_lossy(&o.stderr);
-            assert!(o.status.success() || err.starts_with("error: "), "{what}: {args:?}: {err}");
+            let (code, err) = run_bounded(&r, agent, &args, 10, &what);
+            assert!(code == 0 || err.starts_with("error: "), "{what}: {args:?}: {err}");
             bait.intact().unwrap_or_else(|e| panic!("{what}: after {args:?}: {e}"));
         }
         r.ok(None, &["doctor", "--repair"]);
