@@ -3,7 +3,7 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Datelike, SecondsFormat, Utc};
 
 /// The current time, or `CIRCE_NOW` when set.
 pub fn now() -> DateTime<Utc> {
@@ -13,6 +13,22 @@ pub fn now() -> DateTime<Utc> {
         return t.with_timezone(&Utc);
     }
     Utc::now()
+}
+
+/// `t + d`, or a refusal when that lies beyond what circe can write down (never a panic).
+pub fn after(t: DateTime<Utc>, d: std::time::Duration) -> crate::error::Result<DateTime<Utc>> {
+    chrono::Duration::from_std(d)
+        .ok()
+        .and_then(|d| t.checked_add_signed(d))
+        .filter(|end| end.year_ce().1 <= 9999)
+        .ok_or_else(|| {
+            crate::error::Error::refused(format!(
+                "{}s after {} is past the year 9999",
+                d.as_secs(),
+                stamp(t)
+            ))
+            .hint("use a shorter duration")
+        })
 }
 
 /// RFC 3339 in UTC with a `Z`, seconds precision unless the time has a fraction.

@@ -4,9 +4,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::engine::local::Durability;
 use crate::error::{Error, Result};
 use crate::registry::RegistryConfig;
-use crate::store::Durability;
 use crate::yaml;
 
 /// What `circe init` writes. Comments are kept because init never rewrites an existing file.
@@ -22,6 +22,8 @@ durability: full
 # How lifecycle changes reach the coordinator: events (LOGS/events.jsonl only) or inbox
 # (also a claim_task / release_task / status_update message in each coordinator's INBOX).
 announce: events
+# Who hears of a parked task (agents or roles): circe sends them an `escalate` message.
+escalation: [coordinator, rooster]
 # Add roles and intents, or narrow the built-in rules (see `circe registry`).
 registry:
   roles: []
@@ -47,6 +49,8 @@ pub struct Config {
     pub durability: String,
     #[serde(default = "default_announce")]
     pub announce: Announce,
+    #[serde(default = "default_escalation")]
+    pub escalation: Vec<String>,
     #[serde(default)]
     pub registry: RegistryConfig,
 }
@@ -62,6 +66,9 @@ fn default_durability() -> String {
 }
 fn default_announce() -> Announce {
     Announce::Events
+}
+fn default_escalation() -> Vec<String> {
+    vec!["coordinator".into(), "rooster".into()]
 }
 
 impl Config {

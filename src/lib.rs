@@ -3,8 +3,10 @@
 //! Folders are states, an atomic rename is a transition, YAML records hold task ownership.
 //! The on-disk contract is PROTOCOLS.md (version 1); this crate implements it.
 //!
-//! Layers, bottom up: `store` (the only code that touches the filesystem), `message` and
-//! `registry` (pure: formats and rules), `boxes` and `task` (domain operations), `cli`.
+//! Layers, bottom up: `names`, `message`, `registry`, `task` and `event` (pure: names,
+//! formats, rules, the task model and its lifecycle table, the event log's lines); `engine`
+//! (the seam, with the local engine: the only code that touches the filesystem); `ops` (the
+//! operations, written against the seam); `cli`.
 //!
 //! A worker written in Rust can claim through the library instead of starting a `circe`
 //! process per claim (the same locks, renames, records and fsyncs; BENCHMARKS.md measures
@@ -14,10 +16,11 @@
 //! use circe::error::Kind;
 //! use circe::workspace::Workspace;
 //!
-//! let ws = Workspace::open(None)?; // the root above the current folder, like the CLI
+//! // the root above the current folder, like the CLI
+//! let ws = Workspace::open(&circe::engine::RootSpec::Search)?;
 //! let (me, role) = ws.agent(Some("engineer"))?;
 //! loop {
-//!     match circe::task::claim_next(&ws, &me, &role, None) {
+//!     match circe::ops::claim_next(&ws, &me, &role, None) {
 //!         Ok(claim) => println!("working on {} (epoch {})", claim.task, claim.epoch),
 //!         Err(e) if e.kind == Kind::NothingToClaim => break,
 //!         Err(e) => return Err(e),
@@ -30,14 +33,15 @@ pub mod boxes;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod doctor;
+pub mod engine;
 pub mod error;
+pub mod event;
 pub mod exit_code;
 pub mod fixture;
 pub mod message;
 pub mod names;
+pub mod ops;
 pub mod registry;
-pub mod store;
 pub mod task;
 pub mod workspace;
 pub mod yaml;

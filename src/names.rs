@@ -46,6 +46,14 @@ pub fn check_msg_id(id: &str) -> Result<()> {
     )
 }
 
+/// Check names: lowercase letters, digits and `_`; starts with a letter (`tests_passed`).
+pub fn check_check(name: &str) -> Result<()> {
+    check(name, "check name", |c| c.is_ascii_lowercase(), |c| is_lower_alnum(c) || c == '_', false)
+        .map_err(|e| {
+            e.hint("check names use a-z, 0-9 and '_' and start with a letter, like tests_passed")
+        })
+}
+
 fn is_lower_alnum(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
@@ -86,6 +94,113 @@ fn check_chars(
     Ok(())
 }
 
+/// A string that passed one of the checks above. The only ways to make one are `new` (which
+/// checks) and deserializing (which checks too), so a value of these types is always a legal
+/// name: the engine builds paths and keys only from them.
+macro_rules! checked_name {
+    ($(#[$doc:meta])* $name:ident, $check:path) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(s: impl Into<String>) -> Result<$name> {
+                let s = s.into();
+                $check(&s)?;
+                Ok($name(s))
+            }
+
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl TryFrom<String> for $name {
+            type Error = Error;
+            fn try_from(s: String) -> Result<$name> {
+                $name::new(s)
+            }
+        }
+
+        impl TryFrom<&str> for $name {
+            type Error = Error;
+            fn try_from(s: &str) -> Result<$name> {
+                $name::new(s)
+            }
+        }
+
+        impl From<$name> for String {
+            fn from(n: $name) -> String {
+                n.0
+            }
+        }
+
+        impl std::ops::Deref for $name {
+            type Target = str;
+            fn deref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl AsRef<str> for $name {
+            fn as_ref(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::borrow::Borrow<str> for $name {
+            fn borrow(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.0 == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.0 == *other
+            }
+        }
+    };
+}
+
+checked_name!(
+    /// An agent's name (`engineer-2`).
+    AgentName,
+    check_agent
+);
+checked_name!(
+    /// A task id (`AUTH-012`).
+    TaskId,
+    check_task_id
+);
+checked_name!(
+    /// A message id (`20251121T170000000Z-k3v9x2m1`, or a TX id like `ask-brain-001`).
+    MsgId,
+    check_msg_id
+);
+checked_name!(
+    /// A check's name (`tests_passed`).
+    CheckName,
+    check_check
+);
+checked_name!(
+    /// An intent's name (`implement_feature`, `task-complete`).
+    IntentName,
+    check_intent
+);
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -109,6 +224,19 @@ mod tests {
         for bad in ["", "../x", "a/b", "-a", ".a", "a.b", "_a"] {
             assert!(check_task_id(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn checked_types_refuse_bad_names() {
+        assert!(TaskId::new("AUTH-012").is_ok());
+        assert!(TaskId::new("../x").is_err());
+        assert!(CheckName::new("tests_passed").is_ok());
+        assert!(CheckName::new("Tests").is_err());
+        assert!(CheckName::new("tests-passed").is_err());
+        let bad: std::result::Result<AgentName, _> = serde_json::from_str("\"a/b\"");
+        assert!(bad.is_err(), "deserializing checks the name too");
+        let good: AgentName = serde_json::from_str("\"qa\"").unwrap();
+        assert_eq!(good, "qa");
     }
 
     #[test]

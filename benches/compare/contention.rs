@@ -15,7 +15,10 @@ use crate::procs::{
 };
 use crate::stats::percentile;
 use crate::{Opts, usage};
-use circe::store::{Durability, Mailbox};
+use circe::boxes::Mailbox;
+use circe::engine::RootSpec;
+use circe::engine::local::Durability;
+use circe::names::{AgentName, TaskId};
 use circe::workspace::Workspace;
 
 pub(crate) struct Contention {
@@ -209,18 +212,18 @@ pub(crate) fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
     // Double grants across all four circe claimers (a task granted twice anywhere).
     let across = doubles(&all_grants);
     // Lost tasks: every task must be where its records say, granted ones with their grantee.
-    let ws = Workspace::open(Some(&root)).expect("open root");
+    let ws = Workspace::open(&RootSpec::Path(root.clone())).expect("open root");
     let owner_of: HashMap<&str, usize> =
         all_grants.iter().map(|(w, id)| (id.as_str(), *w)).collect();
     let mut lost = 0;
     for i in 0..n {
         let id = task_id(i);
-        let ok = match circe::task::load(&ws, &id) {
+        let ok = match ws.engine.peek(&TaskId::new(id.as_str()).expect("a task id")) {
             Ok(Some(st)) => match owner_of.get(id.as_str()) {
                 Some(w) => {
                     let me = format!("w{w}");
                     st.rec.owner.as_deref() == Some(me.as_str())
-                        && st.location == Some(Mailbox::Inbox(me))
+                        && st.location == Some(Mailbox::Inbox(AgentName::new(me).expect("name")))
                 }
                 None => st.rec.owner.is_none() && st.location == Some(Mailbox::NewMessages),
             },
@@ -258,7 +261,7 @@ pub(crate) fn contention(opts: &Opts, base: &Path) -> Vec<Contention> {
 }
 
 /// One library worker process (`compare --lib-worker ROOT AGENT SECS`): opens the root
-/// once, then calls `circe::task::claim_next` back to back for SECS (the same locks,
+/// once, then calls `circe::ops::claim_next` back to back for SECS (the same locks,
 /// renames, records, board and event-log writes and fsyncs as `circe claim --next`, minus
 /// the process start). Prints `ms task` per grant, `ms -` per lost race, `empty` when
 /// the queue ran dry. Durability comes from CIRCE_DURABILITY, as for the CLI.
@@ -266,12 +269,13 @@ pub(crate) fn lib_worker(args: &[String]) {
     use std::io::Write as _;
     let [root, agent, secs] = args else { usage("--lib-worker ROOT AGENT SECS") };
     let secs: f64 = secs.parse().unwrap_or_else(|_| usage("bad SECS"));
-    let ws = Workspace::open(Some(Path::new(root))).expect("open root");
+    let ws = Workspace::open(&RootSpec::Path(root.into())).expect("open root");
+    let agent = &AgentName::new(agent.as_str()).expect("an agent name");
     let deadline = Instant::now() + Duration::from_secs_f64(secs);
     let mut out = String::new();
     while Instant::now() < deadline {
         let t = Instant::now();
-        let r = circe::task::claim_next(&ws, agent, WORKER_ROLE, None);
+        let r = circe::ops::claim_next(&ws, agent, WORKER_ROLE, None);
         let ms = t.elapsed().as_secs_f64() * 1000.0;
         match r {
             Ok(o) => {
@@ -362,7 +366,7 @@ pub(crate) fn report_contention(opts: &Opts, res: &[Contention], out: &mut Strin
         "\nLost tasks for circe: tasks (of all {}) whose message is not in the grantee's INBOX \
          with matching records, or not in NEW_MESSAGES when never granted; checked once after \
          all four circe runs (double grants are counted across them too). The library rows are \
-         {} processes each calling `circe::task::claim_next` in a loop: the same claim, without \
+         {} processes each calling `circe::ops::claim_next` in a loop: the same claim, without \
          starting a process per claim.",
         opts.contention_tasks, opts.workers
     );

@@ -6,8 +6,10 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::{SQLITE, circe_bin};
+use circe::engine::RootSpec;
+use circe::engine::local::Durability;
 use circe::message::{Format, Message};
-use circe::store::Durability;
+use circe::names::AgentName;
 use circe::workspace::Workspace;
 
 /// Wall time of one process in ms, its exit status and its stdout (when `capture`).
@@ -84,15 +86,16 @@ pub(crate) fn populate_circe(dir: &Path, n: usize, workers: usize) -> PathBuf {
             WORKER_ROLE,
         ]));
     }
-    let mut ws = Workspace::open(Some(&root)).expect("open root");
-    ws.store = ws.store.clone().with_durability(Durability::Relaxed);
+    let ws = Workspace::open_with(&RootSpec::Path(root.clone()), Durability::Relaxed)
+        .expect("open root");
+    let coordinator = AgentName::new("coordinator").expect("a name");
     for i in 0..n {
         let mut m = Message::new(Format::Circe);
         m.to = Some(TO.into());
         m.intent = Some("implement_feature".into());
         m.task_id = Some(task_id(i));
         m.body = format!("## Summary\nbenchmark task {i}\n");
-        circe::boxes::send(&ws, "coordinator", m).expect("populate send");
+        circe::ops::send(&ws, &coordinator, m).expect("populate send");
     }
     root
 }

@@ -1,8 +1,6 @@
-//! Messages in boxes: sending (registry-checked, fail-closed), finding, and moving a
-//! message along INBOX -> WORKSPACE -> LOGS as the reference's retention table says.
+//! The boxes a message can lie in (NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS), as
+//! the reference's retention table describes them.
 
-mod deliver;
-mod find;
+mod mailbox;
 
-pub use deliver::{Delivery, notify_coordinators, send};
-pub use find::{Found, done, find, find_in, take};
+pub use mailbox::Mailbox;

@@ -35,13 +35,17 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 Error::refused(format!("agent name `{}` is not UTF-8", a.name.display()))
                     .hint("agent names use a-z, 0-9 and '-'")
             })?;
-            names::check_agent(name)?;
+            let name = names::AgentName::new(name)?;
+            if name == crate::event::CIRCE {
+                return Err(Error::refused("`circe` is circe's own name: no agent may use it")
+                    .hint("pick another name"));
+            }
             if !ws.registry.is_role(&a.role) {
                 let roles: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
                 return Err(Error::refused(format!("unknown role `{}`", a.role))
                     .hint(format!("roles: {}", roles.join(", "))));
             }
-            if let Some(existing) = ws.role_of(name) {
+            if let Some(existing) = ws.role_of(&name) {
                 if existing != a.role {
                     return Err(Error::conflict(format!(
                         "agent {name} exists with role {existing}"
@@ -52,7 +56,12 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                     json!({"agent": name, "role": existing, "created": false}),
                 ));
             }
-            let created = ws.store.create_agent(name, &format!("role: {}\n", a.role))?;
+            let created = ws.engine.add_agent(&name, &a.role)?;
+            if created {
+                let mut ev = crate::event::Event::now(crate::event::EventKind::AgentAdd, &name);
+                ev.note = Some(format!("role {}", a.role));
+                ws.engine.append_events(vec![ev])?;
+            }
             Ok(Report::new(
                 format!("agent {name} added ({})", a.role),
                 json!({"agent": name, "role": a.role, "created": created}),
@@ -60,7 +69,7 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
         }
         AgentCommand::List => {
             let rows: Vec<Vec<String>> =
-                ws.agents().iter().map(|(a, r)| vec![a.clone(), r.clone()]).collect();
+                ws.agents().iter().map(|(a, r)| vec![a.to_string(), r.clone()]).collect();
             let list: Vec<_> =
                 ws.agents().iter().map(|(a, r)| json!({"agent": a, "role": r})).collect();
             Ok(Report::new(table(&["AGENT", "ROLE"], &rows), list))

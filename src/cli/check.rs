@@ -6,7 +6,8 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
 use crate::exit_code;
-use crate::task;
+use crate::names::CheckName;
+use crate::ops;
 
 /// Record a check on a task you hold. `NAME=true|false` asserts it; `--run NAME -- CMD`
 /// runs CMD and records its exit status (pass = 0), with the command in the event log. If
@@ -28,28 +29,16 @@ pub struct CheckArgs {
     pub command: Vec<String>,
 }
 
-fn check_name(name: &str) -> Result<()> {
-    let ok = !name.is_empty()
-        && name.len() <= 64
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && name.chars().next().is_some_and(|c| c.is_ascii_lowercase());
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::refused(format!("check name `{name}` is not valid"))
-            .hint("check names use a-z, 0-9 and '_', like tests_passed"))
-    }
-}
-
 pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
+    let task = super::task_id(&a.task)?;
     if let Some(name) = &a.run {
-        check_name(name)?;
+        let name = CheckName::new(name.as_str())?;
         if a.command.is_empty() {
             return Err(Error::usage("--run needs a command after --")
                 .hint(format!("circe check {} --run {name} -- cargo test", a.task)));
         }
-        let r = task::check_run(&ws, &me, &a.task, name, &a.command, a.epoch)?;
+        let r = ops::check_run(&ws, &me, &task, &name, &a.command, a.epoch)?;
         let human = format!(
             "{} {}: {} (exit {}, {:.2}s)\n",
             r.task,
@@ -67,13 +56,13 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     let (name, value) = assign
         .split_once('=')
         .ok_or_else(|| Error::usage(format!("`{assign}` is not NAME=true|false")))?;
-    check_name(name)?;
+    let name = CheckName::new(name)?;
     let value = match value {
         "true" | "yes" | "pass" => true,
         "false" | "no" | "fail" => false,
         v => return Err(Error::usage(format!("`{v}` is not true or false"))),
     };
-    let checks = task::check_set(&ws, &me, &a.task, name, value, a.epoch)?;
+    let checks = ops::check_set(&ws, &me, &task, &name, value, a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();
     Ok(Report::new(
         format!("{} {name}={value} ({passed}/{} checks passed)\n", a.task, checks.len()),

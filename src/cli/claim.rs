@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{Ctx, Report, ttl};
 use crate::error::{Error, Result};
-use crate::task;
+use crate::ops;
 
 /// Take a task: its message moves from NEW_MESSAGES into your INBOX with one rename, and
 /// TASKS/<id>.owner records you with a lease. Exactly one of several racing agents wins;
@@ -27,8 +27,8 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     let (ws, me, role) = ctx.acting()?;
     let ttl = ttl(a.ttl.as_deref())?;
     let o = match &a.task {
-        Some(t) => task::claim(&ws, &me, &role, t, ttl)?,
-        None if a.next => task::claim_next(&ws, &me, &role, ttl)?,
+        Some(t) => ops::claim(&ws, &me, &role, &super::task_id(t)?, ttl)?,
+        None if a.next => ops::claim_next(&ws, &me, &role, ttl)?,
         None => return Err(Error::usage("name a task or pass --next")),
     };
     let human = if o.already_held {

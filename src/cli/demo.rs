@@ -3,9 +3,9 @@
 use clap::Args;
 
 use super::{Ctx, Report};
+use crate::engine::local::ScratchDir;
 use crate::error::Result;
 use crate::fixture;
-use crate::store;
 
 /// The reference's whole message flow, narrated, in a temporary root: the coordinator
 /// posts a task, an engineer claims it, works, runs a check, hands it to QA, QA tests and
@@ -22,7 +22,7 @@ const STEPS: &str = include_str!("../../fixtures/reference-flow/steps");
 
 pub fn run(_ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
     let steps = fixture::parse_steps(STEPS)?;
-    let mut root = store::ScratchDir::new("circe-demo")?;
+    let mut root = ScratchDir::new("circe-demo")?;
     if a.keep {
         root.keep();
     }

@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
-    let found = crate::doctor::run(&ws, a.repair)?;
+    let found = ws.engine.doctor(a.repair)?;
     let open = found.iter().filter(|v| !v.repaired).count();
     let mut human = String::new();
     for v in &found {

@@ -4,7 +4,6 @@ use clap::Args;
 
 use super::{Ctx, Report, ttl};
 use crate::error::Result;
-use crate::task;
 
 /// Extend your lease on a task you hold (only the lease fields change).
 #[derive(Debug, Args)]
@@ -20,7 +19,13 @@ pub struct HeartbeatArgs {
 
 pub fn run(ctx: &Ctx, a: &HeartbeatArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let rec = task::heartbeat(&ws, &me, &a.task, ttl(a.ttl.as_deref())?, a.epoch)?;
+    let rec = crate::ops::heartbeat(
+        &ws,
+        &me,
+        &super::task_id(&a.task)?,
+        ttl(a.ttl.as_deref())?,
+        a.epoch,
+    )?;
     Ok(Report::new(
         format!(
             "{} lease until {}\n",

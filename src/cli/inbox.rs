@@ -5,10 +5,10 @@ use serde_json::json;
 
 use super::output::table;
 use super::{Ctx, Report};
+use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
 use crate::message::{self, Mode};
-use crate::store::Mailbox;
 
 /// What is waiting for the acting agent: its INBOX, oldest first.
 #[derive(Debug, Args)]
@@ -27,9 +27,9 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut list = Vec::new();
     for b in &boxes {
-        for name in ws.store.list_box(b)? {
+        for name in ws.engine.list_box(b)? {
             let parsed = ws
-                .store
+                .engine
                 .read_message(b, &name)
                 .ok()
                 .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());

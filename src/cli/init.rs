@@ -7,9 +7,10 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::config::DEFAULT_CONFIG;
+use crate::engine::local;
 use crate::error::Result;
+use crate::names::AgentName;
 use crate::registry::BUILTIN_ROLES;
-use crate::store::Store;
 
 /// Make DIR/.circe with circe.yaml and the boxes, and one agent per built-in role, named
 /// after it. Safe to run again: it adds what is missing and never overwrites the config.
@@ -21,14 +22,15 @@ pub struct InitArgs {
 
 pub fn run(_ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let (store, wrote_config) = Store::init(&dir, DEFAULT_CONFIG)?;
+    let (root, wrote_config) = local::init(&dir, DEFAULT_CONFIG)?;
+    let ws = crate::workspace::Workspace::open(&crate::engine::RootSpec::Path(root.clone()))?;
     let mut added = Vec::new();
     for role in BUILTIN_ROLES {
-        if store.create_agent(role, &format!("role: {role}\n"))? {
+        if ws.engine.add_agent(&AgentName::new(role)?, role)? {
             added.push(role);
         }
     }
-    let root = store.root().display().to_string();
+    let root = root.display().to_string();
     let human = format!(
         "circe root: {root}\nconfig: {}\nagents added: {}\n",
         if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" },

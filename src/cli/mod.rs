@@ -26,7 +26,9 @@ use clap::{Parser, Subcommand};
 
 pub use output::Report;
 
+use crate::engine::RootSpec;
 use crate::error::{Error, Result};
+use crate::names::{AgentName, TaskId};
 use crate::workspace::Workspace;
 
 /// circe: coordinate a team of AI coding agents through plain files.
@@ -83,12 +85,17 @@ pub struct Ctx {
 }
 
 impl Ctx {
+    /// Which root `--root`/`CIRCE_ROOT` names (else: search upwards).
+    pub fn root_spec(&self) -> RootSpec {
+        self.root.clone().map_or(RootSpec::Search, RootSpec::Path)
+    }
+
     pub fn workspace(&self) -> Result<Workspace> {
-        Workspace::open(self.root.as_deref())
+        Workspace::open(&self.root_spec())
     }
 
     /// The workspace and the acting agent (name, role).
-    pub fn acting(&self) -> Result<(Workspace, String, String)> {
+    pub fn acting(&self) -> Result<(Workspace, AgentName, String)> {
         let ws = self.workspace()?;
         let (name, role) = ws.agent(self.agent.as_deref())?;
         Ok((ws, name, role))
@@ -165,4 +172,9 @@ pub fn main() -> u8 {
 /// Parse an optional `--ttl` value.
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
     s.map(crate::config::parse_duration).transpose()
+}
+
+/// A task id typed on the command line.
+pub fn task_id(s: &str) -> Result<TaskId> {
+    TaskId::new(s)
 }

@@ -4,8 +4,8 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::boxes;
 use crate::error::Result;
+use crate::ops;
 
 /// Start working on a message: move it from your INBOX to your WORKSPACE.
 #[derive(Debug, Args)]
@@ -24,13 +24,13 @@ pub struct DoneArgs {
 
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let (to, file) = boxes::take(&ws, &me, &a.key)?;
+    let (to, file) = ops::take(&ws, &me, &a.key)?;
     Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file})))
 }
 
 pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let moved = boxes::done(&ws, &me, &a.key)?;
+    let moved = ops::done(&ws, &me, &a.key)?;
     let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
     let list: Vec<_> = moved.iter().map(|(to, file)| json!({"box": to, "file": file})).collect();
     Ok(Report::new(human, json!({"moved": list})))

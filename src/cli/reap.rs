@@ -13,8 +13,8 @@ pub struct ReapArgs {}
 
 pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
-    let by = ctx.agent.clone().unwrap_or_else(|| "circe".into());
-    let done = crate::task::reap(&ws, &by)?;
+    let by = ctx.agent.clone().unwrap_or_else(|| crate::event::CIRCE.into());
+    let done = crate::ops::reap(&ws, &by)?;
     let mut human = String::new();
     for (t, s) in &done {
         human.push_str(&format!("{t}: lease ran out -> {}\n", s.as_str()));

@@ -12,7 +12,7 @@ use crate::workspace::Workspace;
 pub struct RegistryArgs {}
 
 pub fn run(ctx: &Ctx, _a: &RegistryArgs) -> Result<Report> {
-    let reg = match Workspace::open(ctx.root.as_deref()) {
+    let reg = match Workspace::open(&ctx.root_spec()) {
         Ok(ws) => ws.registry,
         Err(e) if e.kind == crate::error::Kind::Usage => Registry::builtin(),
         Err(e) => return Err(e),

@@ -4,7 +4,6 @@ use clap::Args;
 
 use super::{Ctx, Report};
 use crate::error::Result;
-use crate::task;
 
 /// Give a task back to the queue: its message returns to NEW_MESSAGES and the owner is
 /// cleared. The owner may release; a coordinator may with --force (also to requeue a
@@ -25,7 +24,14 @@ pub struct ReleaseArgs {
 
 pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let rec = task::release(&ws, &me, &a.task, a.reason.as_deref(), a.force, a.epoch)?;
+    let rec = crate::ops::release(
+        &ws,
+        &me,
+        &super::task_id(&a.task)?,
+        a.reason.as_deref(),
+        a.force,
+        a.epoch,
+    )?;
     Ok(Report::new(
         format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch),
         rec,

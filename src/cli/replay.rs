@@ -4,9 +4,9 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
+use crate::engine::local::{ScratchDir, copy_tree, read_input_file};
 use crate::error::{Error, Result};
 use crate::fixture::{self, Outcome, Step};
-use crate::store;
 
 /// Replay a fixture (fixtures/<case>/steps) in a fresh temporary root, printing each step
 /// and what it printed. The same runner the snapshot tests use.
@@ -22,15 +22,15 @@ pub struct ReplayArgs {
 pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     let dir = fixture::locate(&a.fixture)?;
     let steps_file = dir.join("steps");
-    let text = String::from_utf8(store::read_input_file(&steps_file)?)
+    let text = String::from_utf8(read_input_file(&steps_file)?)
         .map_err(|_| Error::refused(format!("{} is not UTF-8", steps_file.display())))?;
     let steps = fixture::parse_steps(&text)?;
-    let mut root = store::ScratchDir::new("circe-replay")?;
+    let mut root = ScratchDir::new("circe-replay")?;
     if a.keep {
         root.keep();
     }
     if dir.join("tree").is_dir() {
-        store::copy_tree(&dir.join("tree"), root.path())?;
+        copy_tree(&dir.join("tree"), root.path())?;
     }
     narrate(root.path(), &steps, a.keep)
 }

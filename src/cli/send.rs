@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use clap::Args;
 
 use super::{Ctx, Report};
-use crate::boxes;
 use crate::clock;
+use crate::engine::local::{read_input_file, read_stdin};
 use crate::error::{Error, Result};
 use crate::message::{self, Format, Message, Mode, Priority, Problem};
+use crate::ops;
 use crate::registry;
-use crate::store;
 
 /// Send a message. Task intents (implement_feature, fix_bug, test, ...) go to NEW_MESSAGES
 /// and open a task to be claimed; other intents go to each recipient's INBOX. The intent
@@ -58,15 +58,15 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     let msg = match &a.file {
         Some(path) => {
             let (bytes, label) = if path.as_os_str() == "-" {
-                (store::read_stdin()?, "standard input".to_string())
+                (read_stdin()?, "standard input".to_string())
             } else {
-                (store::read_input_file(path)?, path.display().to_string())
+                (read_input_file(path)?, path.display().to_string())
             };
             message::parse_bytes(&bytes, Mode::Draft).map_err(|p| with_file(&label, &p))?
         }
         None => from_flags(a)?,
     };
-    let d = boxes::send(&ws, &me, msg)?;
+    let d = ops::send(&ws, &me, msg)?;
     let mut human = format!("sent {} ({})\n", d.msg_id, d.intent);
     for c in &d.delivered {
         human.push_str(&format!("  -> {} {}\n", c.mailbox, c.file));
@@ -130,7 +130,7 @@ fn from_flags(a: &SendArgs) -> Result<Message> {
         body.push_str(&format!("## Summary\n{s}\n"));
     }
     if let Some(f) = &a.body_file {
-        let bytes = store::read_input_file(f)?;
+        let bytes = read_input_file(f)?;
         let text = String::from_utf8(bytes)
             .map_err(|_| Error::refused(format!("{} is not UTF-8", f.display())))?;
         if !body.is_empty() {

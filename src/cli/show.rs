@@ -4,10 +4,12 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::boxes;
+use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
+use crate::event::Cursor;
 use crate::message::{self, Mode};
-use crate::store::Mailbox;
+use crate::names::TaskId;
+use crate::ops;
 use crate::task;
 
 /// Show one message (by msg_id or file name) with its headers and body, or a task (by
@@ -20,21 +22,19 @@ pub struct ShowArgs {
 
 pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
-    if crate::names::check_task_id(&a.key).is_ok() {
-        let st = {
-            let _lock = ws.store.lock_task(&a.key)?;
-            task::load_reconciled(&ws, &a.key)?
-        };
+    if let Ok(id) = TaskId::new(a.key.as_str()) {
+        // The task's transaction: what a crashed command left is finished before showing it.
+        let st = ws.engine.begin(&id, false)?.and_then(|tx| tx.state().cloned());
         if let Some(st) = st {
             return show_task(&ws, &st);
         }
     }
-    let found = boxes::find(&ws, &a.key)?;
+    let found = ops::find(&ws, &a.key)?;
     let Some(f) = found.first() else {
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
             .hint("`circe inbox` and `circe tasks` list what exists"));
     };
-    let bytes = ws.store.read_message(&f.location, &f.file)?;
+    let bytes = ws.engine.read_message(&f.location, &f.file)?;
     let text = String::from_utf8_lossy(&bytes).into_owned();
     let mut human = format!("{} {}\n", f.mailbox, f.file);
     if found.len() > 1 {
@@ -59,39 +59,30 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
     human.push_str(&format!(".checks\n{}\n", indent(&task::record::render_checks(&st.checks))));
-    let boxes = ws.all_boxes();
+    let boxes = ws.engine.boxes()?;
     let mut msgs = Vec::new();
     human.push_str("messages\n");
-    for b in &boxes {
-        for name in ws.store.list_box(b)? {
-            if message::parse_file_name(&name).and_then(|f| f.task_id).as_deref()
-                != Some(id.as_str())
-            {
-                continue;
-            }
-            let m = ws
-                .store
-                .read_message(b, &name)
-                .ok()
-                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
-            let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
-            let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
-            let current = if name == st.rec.message { " (task message)" } else { "" };
-            human.push_str(&format!("  {:<22} {name}  {from} {intent}{current}\n", b.label()));
-            msgs.push(json!({"box": b.label(), "file": name, "from": from, "intent": intent, "current": name == st.rec.message}));
-        }
+    for (b, name) in ops::messages_of(ws, id, &boxes)? {
+        let m = ws
+            .engine
+            .read_message(&b, &name)
+            .ok()
+            .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+        let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
+        let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
+        let current = if name == st.rec.message { " (task message)" } else { "" };
+        human.push_str(&format!("  {:<22} {name}  {from} {intent}{current}\n", b.label()));
+        msgs.push(json!({"box": b.label(), "file": name, "from": from, "intent": intent, "current": name == st.rec.message}));
     }
-    let events: Vec<serde_json::Value> = ws
-        .store
-        .read_events()?
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v.get("task").and_then(|t| t.as_str()) == Some(id.as_str()))
-        .collect();
-    human.push_str(&format!(
-        "events: {} (circe log is the full trail: LOGS/events.jsonl)\n",
-        events.len()
-    ));
+    let mut events = Vec::new();
+    let mut at = Cursor::START;
+    loop {
+        let batch = ws.engine.read_events(at, 4096)?;
+        let Some(last) = batch.last() else { break };
+        at = Cursor::after(last.id);
+        events.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(id)));
+    }
+    human.push_str(&format!("events: {} (the whole trail: LOGS/events.jsonl)\n", events.len()));
     Ok(Report::new(
         human,
         json!({"task": st.rec, "owner": st.owner, "checks": st.checks, "location": st.location.as_ref().map(Mailbox::label), "messages": msgs, "events": events}),

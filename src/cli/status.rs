@@ -4,7 +4,7 @@ use clap::Args;
 
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
-use crate::task::{self, Status};
+use crate::task::Status;
 
 /// Move a task you hold: in_progress, blocked, completed (only when every check in
 /// TASKS/<id>.checks is true), failed, or new (= release).
@@ -27,7 +27,14 @@ pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
             .hint("use in_progress, blocked, completed, failed or new")
     })?;
     let (ws, me, _) = ctx.acting()?;
-    let rec = task::set_status(&ws, &me, &a.task, target, a.note.as_deref(), a.epoch)?;
+    let rec = crate::ops::set_status(
+        &ws,
+        &me,
+        &super::task_id(&a.task)?,
+        target,
+        a.note.as_deref(),
+        a.epoch,
+    )?;
     Ok(Report::new(
         format!("{} is {} (epoch {})\n", rec.task_id, rec.status.as_str(), rec.epoch),
         rec,

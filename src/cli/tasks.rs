@@ -6,7 +6,7 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::task::{Status, board};
+use crate::task::{Row, Status};
 
 /// The board: every task with status, owner, age, lease left and checks passed/total.
 #[derive(Debug, Args)]
@@ -42,13 +42,16 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         None => None,
     };
     let now = clock::now().timestamp();
-    // One file read for the whole board (task::board), not two per task.
-    let snap = board::snapshot(&ws)?;
-    let mut rows = snap.rows(&ws)?;
-    rows.retain(|r| {
-        want.is_none_or(|w| w == r.status)
+    // The engine's board index: one read for the whole board, not two per task.
+    let mut rows: Vec<Row<'static>> = Vec::new();
+    ws.engine.board(&mut |r| {
+        if want.is_none_or(|w| w == r.status)
             && a.owner.as_deref().is_none_or(|o| r.owner.as_deref() == Some(o))
-    });
+        {
+            rows.push(r.into_owned());
+        }
+        Ok(())
+    })?;
     if ctx.json {
         return Ok(Report::new(String::new(), json!({"tasks": rows})));
     }

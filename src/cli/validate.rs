@@ -6,11 +6,11 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
+use crate::engine::local::read_input_file;
 use crate::error::{Error, Result};
 use crate::exit_code;
 use crate::message::{self, Mode, Problem};
 use crate::registry::Registry;
-use crate::store;
 use crate::workspace::Workspace;
 
 /// Check message files without delivering anything: the grammar (every problem, with its
@@ -26,16 +26,20 @@ pub struct ValidateArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
-    // The root's registry when inside one, else the built-in one.
-    let registry =
-        Workspace::open(ctx.root.as_deref()).map_or_else(|_| Registry::builtin(), |ws| ws.registry);
+    // The root's registry when inside one, else the built-in one; a root whose circe.yaml is
+    // broken is an error, not a reason to check against other rules.
+    let registry = match Workspace::open(&ctx.root_spec()) {
+        Ok(ws) => ws.registry,
+        Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => Registry::builtin(),
+        Err(e) => return Err(e),
+    };
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
     let mut human = String::new();
     let mut results = Vec::new();
     let mut bad = 0;
     for f in &a.files {
         let label = f.display().to_string();
-        let problems: Vec<Problem> = match store::read_input_file(f) {
+        let problems: Vec<Problem> = match read_input_file(f) {
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
             Ok(bytes) => match message::parse_bytes(&bytes, mode) {
                 Err(p) => p,

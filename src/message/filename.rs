@@ -52,6 +52,15 @@ pub fn file_name(
     out
 }
 
+/// `base` (a name ending in `.md`) with collision counter `n`: `base` itself for n <= 1,
+/// else `stem.n.md`.
+pub fn numbered(base: &str, n: u32) -> String {
+    match (n, base.strip_suffix(".md")) {
+        (0 | 1, _) | (_, None) => base.to_string(),
+        (n, Some(stem)) => format!("{stem}.{n}.md"),
+    }
+}
+
 /// The parts of a name `file_name` writes, or `None` for any other name.
 pub fn parse_file_name(name: &str) -> Option<FileName> {
     let stem = name.strip_suffix(".md")?;

@@ -21,7 +21,7 @@ mod tests;
 
 use field::Field;
 
-pub use filename::{FileName, file_name, parse_file_name};
+pub use filename::{FileName, file_name, numbered, parse_file_name};
 pub use format::Format;
 pub use model::{Message, agent_of};
 pub use parse::{Mode, parse, parse_bytes};

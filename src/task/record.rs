@@ -10,15 +10,26 @@ use serde::{Deserialize, Serialize};
 
 use super::lifecycle::Status;
 use crate::error::{Error, Result};
+use crate::names::{AgentName, CheckName, TaskId};
 use crate::yaml;
+
+/// The version of the record format this circe writes (`v:` in `.status`). A record without
+/// `v` is version 1 (no `expiries`); one with a higher version is refused, not misread.
+pub const RECORD_FORMAT: u32 = 2;
+
+fn format_1() -> u32 {
+    1
+}
 
 /// `TASKS/<id>.status`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StatusRecord {
-    pub task_id: String,
+    #[serde(default = "format_1")]
+    pub v: u32,
+    pub task_id: TaskId,
     pub status: Status,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub owner: Option<String>,
+    pub owner: Option<AgentName>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub started_at: Option<String>,
     pub updated_at: String,
@@ -32,6 +43,9 @@ pub struct StatusRecord {
     pub epoch: u64,
     /// How many times the task was claimed.
     pub attempts: u32,
+    /// How many of those claims ended because the lease ran out (`max_attempts` counts these).
+    #[serde(default)]
+    pub expiries: u32,
     /// File name of the message that carries the task (its ticket).
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -42,12 +56,15 @@ pub struct StatusRecord {
     /// NEW_MESSAGES (written before the delivery, cleared after).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handoff: Option<String>,
+    /// With `handoff`: the checks the handoff resets (so a crashed one is finished the same).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub handoff_checks: Vec<CheckName>,
 }
 
 /// `TASKS/<id>.owner`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OwnerRecord {
-    pub owner: String,
+    pub owner: AgentName,
     pub claimed_at: String,
     pub lease_expires_at: String,
     pub epoch: u64,
@@ -56,18 +73,31 @@ pub struct OwnerRecord {
 }
 
 /// `TASKS/<id>.checks`: one boolean per check, in name order.
-pub type Checks = BTreeMap<String, bool>;
+pub type Checks = BTreeMap<CheckName, bool>;
 
 impl StatusRecord {
     pub fn parse(task: &str, text: &str) -> Result<StatusRecord> {
-        yaml::from_str(text).map_err(|e| {
+        let rec: StatusRecord = yaml::from_str(text).map_err(|e| {
             Error::internal(format!("TASKS/{task}.status is damaged: {e}"))
                 .hint("run `circe doctor`; the record can be rebuilt from the task's message")
-        })
+        })?;
+        if rec.v > RECORD_FORMAT {
+            return Err(Error::refused(format!(
+                "TASKS/{task}.status is of record format {}; this circe reads up to {RECORD_FORMAT}",
+                rec.v
+            ))
+            .hint("upgrade circe"));
+        }
+        Ok(rec)
     }
 
+    /// The record in the current format (`v: 2`).
     pub fn render(&self) -> String {
-        yaml::to_string(self).unwrap_or_default()
+        if self.v == RECORD_FORMAT {
+            yaml::to_string(self).unwrap_or_default()
+        } else {
+            yaml::to_string(&StatusRecord { v: RECORD_FORMAT, ..self.clone() }).unwrap_or_default()
+        }
     }
 
     /// The `.owner` record that matches this status, if the task is owned.
@@ -118,9 +148,10 @@ mod tests {
     #[test]
     fn status_round_trip() {
         let r = StatusRecord {
-            task_id: "AUTH-012".into(),
+            v: RECORD_FORMAT,
+            task_id: TaskId::new("AUTH-012").unwrap(),
             status: Status::InProgress,
-            owner: Some("engineer".into()),
+            owner: Some(AgentName::new("engineer").unwrap()),
             started_at: Some("2025-11-21T17:05:00Z".into()),
             updated_at: "2025-11-21T17:06:00Z".into(),
             created_at: "2025-11-21T17:00:00Z".into(),
@@ -130,26 +161,39 @@ mod tests {
             opened_by: "coordinator".into(),
             epoch: 3,
             attempts: 1,
+            expiries: 0,
             message: "20251121_170000_coordinator-all_implement-feature_AUTH-012.md".into(),
             lease_expires_at: Some("2025-11-21T17:20:00Z".into()),
             note: Some("tests first: yes".into()),
             handoff: None,
+            handoff_checks: Vec::new(),
         };
         let text = r.render();
         assert!(text.contains("status: in_progress"), "{text}");
         assert_eq!(StatusRecord::parse("AUTH-012", &text).unwrap(), r);
         assert!(StatusRecord::parse("X", "status: [").is_err());
+        let newer = text.replace("v: 2", "v: 3");
+        assert_eq!(StatusRecord::parse("X", &newer).unwrap_err().kind, crate::error::Kind::Refused);
+        let v1 = text.replace("v: 2\n", "").replace("expiries: 0\n", "");
+        let old = StatusRecord::parse("X", &v1).unwrap();
+        assert_eq!((old.v, old.expiries), (1, 0), "a record without v is format 1");
+        assert!(old.render().starts_with("v: 2\n"), "written back in the current format");
+        assert!(
+            StatusRecord::parse("X", &text.replace("owner: engineer", "owner: ../x")).is_err(),
+            "names in records are checked"
+        );
     }
 
     #[test]
     fn checks_round_trip() {
         let mut c = Checks::new();
-        c.insert("tests_passed".into(), false);
-        c.insert("peer_reviewed".into(), true);
+        c.insert(CheckName::new("tests_passed").unwrap(), false);
+        c.insert(CheckName::new("peer_reviewed").unwrap(), true);
         let text = render_checks(&c);
         assert_eq!(text, "peer_reviewed: true\ntests_passed: false\n");
         assert_eq!(parse_checks("X", &text).unwrap(), c);
         assert!(parse_checks("X", "tests_passed: maybe").is_err());
         assert!(parse_checks("X", "{}\n").unwrap().is_empty());
+        assert!(parse_checks("X", "Bad-Name: true").is_err(), "check names are checked");
     }
 }

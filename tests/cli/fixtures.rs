@@ -28,7 +28,7 @@ pub fn transcript(case_dir: &Path, project: &Path) -> String {
     let steps = fixture::parse_steps(&std::fs::read_to_string(case_dir.join("steps")).unwrap())
         .unwrap_or_else(|e| panic!("{}: {e}", case_dir.display()));
     if case_dir.join("tree").is_dir() {
-        circe::store::copy_tree(&case_dir.join("tree"), project).unwrap();
+        circe::engine::local::copy_tree(&case_dir.join("tree"), project).unwrap();
     }
     let outcomes = fixture::run(exe(), project, &steps, &mut |_, _| {}).unwrap();
     // Outcomes come one per `agent: command` step, in order: walk the steps beside them.

@@ -362,10 +362,11 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     assert_eq!(inbox.len(), 1, "{inbox:?}");
     assert!(inbox[0].contains("_escalate_AUTH-012"), "{inbox:?}");
     let text = env.read(&format!("AGENTS/coordinator/INBOX/{}", inbox[0]));
-    assert!(
-        text.contains("intent: escalate") && text.contains("parked after 3 attempts"),
-        "{text}"
-    );
+    assert!(text.contains("intent: escalate") && text.contains("lease ran out 3 times"), "{text}");
+    // From circe itself (not whichever agent's claim noticed), and the humans hear of it too.
+    assert!(text.contains("from: circe\n"), "{text}");
+    let human = env.ls("AGENTS/rooster/INBOX");
+    assert_eq!(human, inbox, "the rooster gets the same escalation");
     // Parked: nobody claims it, not even with --next; the coordinator requeues it.
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", T]).code(3);
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", "--next"]).code(6);
@@ -444,7 +445,7 @@ fn done_keeps_a_live_tasks_message() {
     env.at(T5, "engineer", &["done", MSG]).code(3);
     assert_unchanged(&before, &env.state());
     // Someone else cannot take it.
-    env.at(T5, "engineer-2", &["take", T]).code(3);
+    env.at(T5, "engineer-2", &["take", T]).code(4);
     // Completed: now it may go.
     env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
     env.at(T5, "engineer", &["check", T, "tests_passed=true"]).ok();
@@ -566,7 +567,7 @@ fn json_everywhere() {
         (Some("engineer"), &["release", T], 0),
         (None, &["reap"], 0),
         (None, &["doctor"], 0),
-        (Some("engineer"), &["done", T], 3),
+        (Some("engineer"), &["done", T], 5),
         (Some("nobody"), &["inbox"], 5),
         (None, &["tasks", "--status", "x"], 2),
         (None, &["no-such-command"], 2),

@@ -32,7 +32,10 @@ fn send_by_flags_to_an_inbox() {
     let ev = env.events();
     assert_eq!(ev.len(), 1);
     assert_eq!(ev[0]["event"], "send");
-    assert_eq!(ev[0]["recipients"], serde_json::json!(["qa"]));
+    // Each recipient's copy is named, so a consumer needs no search to open it.
+    assert_eq!(ev[0]["files"][0]["box"], "inbox:qa");
+    assert_eq!(ev[0]["files"][0]["file"], "20251121_170000_engineer-qa_inform.md");
+    assert_eq!(ev[0]["id"], 1, "events are numbered from 1");
 }
 
 #[test]
@@ -53,7 +56,8 @@ fn a_task_intent_opens_a_task_in_new_messages() {
     let ev = env.events();
     assert_eq!(
         (&ev[0]["event"], &ev[0]["from"], &ev[0]["to"]),
-        (&json!("open"), &json!("none"), &json!("new"))
+        (&json!("open"), &json!(null), &json!("new")),
+        "an open has no status before it: `from` is absent, never a placeholder"
     );
     // Nobody's INBOX got it.
     for a in ["engineer", "qa", "coordinator"] {

@@ -200,12 +200,12 @@ impl Root {
                     }
                 }
                 s if s.is_owned() => {
-                    let o = rec.owner.clone().unwrap_or_default();
+                    let o = rec.owner.as_ref().map(ToString::to_string).unwrap_or_default();
                     if b != format!("inbox:{o}") && b != format!("workspace:{o}") {
                         p.push(format!("task {t} is held by {o} but its message is in {b}"));
                     }
                     match owner {
-                        Some(Some(or)) if or.owner == o && or.epoch == rec.epoch => {}
+                        Some(Some(or)) if or.owner.as_str() == o && or.epoch == rec.epoch => {}
                         other => p.push(format!(
                             "task {t}: .owner {other:?} does not match owner {o} epoch {}",
                             rec.epoch

@@ -5,8 +5,11 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use circe::engine::RootSpec;
 use circe::error::Kind;
-use circe::task::{self, Status};
+use circe::names::{AgentName, CheckName, TaskId};
+use circe::ops as task;
+use circe::task::Status;
 use circe::workspace::Workspace;
 
 use crate::common::{Rng, log_line};
@@ -16,7 +19,7 @@ fn root() -> PathBuf {
 }
 
 fn ws() -> Workspace {
-    Workspace::open(Some(&root())).unwrap()
+    Workspace::open(&RootSpec::Path(root())).unwrap()
 }
 
 pub fn run(kind: &str, a: &[String]) {
@@ -37,6 +40,7 @@ pub fn run(kind: &str, a: &[String]) {
 
 /// Claim (by id or `--next`), log the success, release at that epoch (must succeed).
 fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &Path) {
+    let me = &AgentName::new(me).unwrap();
     let mut rng = Rng(seed | 1);
     for i in 0..attempts {
         let ws = ws();
@@ -48,7 +52,8 @@ fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &P
         let r = if next {
             task::claim_next(&ws, me, "engineer", None)
         } else {
-            task::claim(&ws, me, "engineer", &format!("T{}", rng.below(ntasks)), None)
+            let t = TaskId::new(format!("T{}", rng.below(ntasks))).unwrap();
+            task::claim(&ws, me, "engineer", &t, None)
         };
         match r {
             Ok(o) if o.already_held => log_line(log, &format!("HELD {} {} {me}", o.task, o.epoch)),
@@ -69,11 +74,13 @@ fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &P
 
 /// Loop claim / work / release until killed (or 10 minutes).
 fn storm(me: &str, ntasks: usize, seed: u64, log: &Path) {
+    let me = &AgentName::new(me).unwrap();
+    let tests_passed = CheckName::new("tests_passed").unwrap();
     let mut rng = Rng(seed | 1);
     let start = Instant::now();
     while start.elapsed() < Duration::from_secs(600) {
         let ws = ws();
-        let t = format!("T{}", rng.below(ntasks));
+        let t = TaskId::new(format!("T{}", rng.below(ntasks))).unwrap();
         let o = match task::claim(&ws, me, "engineer", &t, None) {
             Ok(o) => o,
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::NothingToClaim) => continue,
@@ -88,7 +95,7 @@ fn storm(me: &str, ntasks: usize, seed: u64, log: &Path) {
         let ep = Some(o.epoch);
         let steps: [(&str, circe::error::Result<()>); 4] = [
             ("status", task::set_status(&ws, me, &t, Status::InProgress, None, ep).map(|_| ())),
-            ("check", task::check_set(&ws, me, &t, "tests_passed", true, ep).map(|_| ())),
+            ("check", task::check_set(&ws, me, &t, &tests_passed, true, ep).map(|_| ())),
             ("heartbeat", task::heartbeat(&ws, me, &t, None, ep).map(|_| ())),
             ("release", task::release(&ws, me, &t, None, false, ep).map(|_| ())),
         ];
@@ -105,9 +112,12 @@ fn storm(me: &str, ntasks: usize, seed: u64, log: &Path) {
 
 /// `n` read-modify-write updates of one task's checks by its owner.
 fn writers(me: &str, t: &str, id: &str, n: usize, log: &Path) {
+    let me = &AgentName::new(me).unwrap();
+    let t = &TaskId::new(t).unwrap();
     for i in 0..n {
         let ws = ws();
-        if let Err(e) = task::check_set(&ws, me, t, &format!("w{id}_{i}"), true, None) {
+        let name = CheckName::new(format!("w{id}_{i}")).unwrap();
+        if let Err(e) = task::check_set(&ws, me, t, &name, true, None) {
             log_line(log, &format!("ERR {id} {i} {:?} {}", e.kind, e.message));
         }
     }

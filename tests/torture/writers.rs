@@ -46,7 +46,7 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
     let mut lost = 0;
     for w in 0..8 {
         for i in 0..per {
-            if checks.get(&format!("w{w}_{i}")) != Some(&true) {
+            if checks.get(format!("w{w}_{i}").as_str()) != Some(&true) {
                 lost += 1;
             }
         }

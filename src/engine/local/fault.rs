@@ -5,11 +5,12 @@
 //! (write, fsync, rename, unlink) fail with EIO, `CIRCE_FAIL_IO_ERRNO` picks another errno
 //! (28 = ENOSPC). Both are read once; without them each check is one relaxed load.
 //!
-//! TEST ONLY: `CIRCE_TEST_BREAK=<name>` turns off one safety mechanism so the torture
-//! suite (tests/torture) can show that each checker catches a broken variant:
-//! `clobber` makes `rename_noclobber` a plain rename and task locks no-ops;
-//! `no-reconcile` stops commands rolling forward what a crashed predecessor left.
-//! Never set it outside tests.
+//! TEST BUILDS ONLY: with the cargo feature `test-break` (which `cargo test` turns on
+//! through the crate's dev-dependency on itself; a release build never has it),
+//! `CIRCE_TEST_BREAK=<name>` turns off one safety mechanism so the torture suite
+//! (tests/torture) can show that each checker catches a broken variant: `clobber` makes
+//! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
+//! rolling forward what a crashed predecessor left.
 
 use std::io;
 use std::sync::OnceLock;
@@ -28,7 +29,11 @@ fn faults() -> &'static Faults {
         crash_at: std::env::var("CIRCE_CRASH_AT").ok().filter(|s| !s.is_empty()),
         fail_io: std::env::var("CIRCE_FAIL_IO").ok().and_then(|s| s.parse().ok()),
         errno: std::env::var("CIRCE_FAIL_IO_ERRNO").ok().and_then(|s| s.parse().ok()).unwrap_or(5),
-        broken: std::env::var("CIRCE_TEST_BREAK").ok().filter(|s| !s.is_empty()),
+        broken: if cfg!(feature = "test-break") {
+            std::env::var("CIRCE_TEST_BREAK").ok().filter(|s| !s.is_empty())
+        } else {
+            None
+        },
     })
 }
 
@@ -56,7 +61,8 @@ pub fn io_step() -> io::Result<()> {
     Ok(())
 }
 
-/// TEST ONLY: is the safety mechanism `name` deliberately broken (`CIRCE_TEST_BREAK`)?
+/// TEST BUILDS ONLY: is the safety mechanism `name` deliberately broken
+/// (`CIRCE_TEST_BREAK`)? Always false without the `test-break` feature.
 pub fn test_break(name: &str) -> bool {
-    faults().broken.as_deref() == Some(name)
+    cfg!(feature = "test-break") && faults().broken.as_deref() == Some(name)
 }

@@ -1,40 +1,5 @@
-//! The store: the only layer that touches the filesystem.
-//!
-//! Everything above speaks in boxes, tasks and records; this layer turns them into paths
-//! and makes every change atomic (temp file, fsync, no-clobber rename, fsync the folder),
-//! following shared/FS_RULES.md. Layout (PROTOCOLS.md "Layout"):
-//!
-//! ```text
-//! .circe/circe.yaml                 configuration
-//! .circe/NEW_MESSAGES/              task messages waiting to be claimed
-//! .circe/AGENTS/<a>/agent.yaml      the agent's role
-//! .circe/AGENTS/<a>/INBOX/          messages for the agent
-//! .circe/AGENTS/<a>/WORKSPACE/      messages the agent is working on
-//! .circe/LOGS/                      handled messages, and events.jsonl
-//! .circe/TASKS/<id>.status|.owner|.checks
-//! .circe/queue/                     claim --next lanes (derived, rebuildable)
-//! .circe/locks/                     lock files (never renamed or deleted)
-//! .circe/tmp/                       staging (same filesystem, never watched)
-//! ```
-#![allow(
-    clippy::disallowed_methods,
-    reason = "the store is the one layer that touches the filesystem"
-)]
-
-mod atomic;
-mod fault;
-mod lock;
-mod mailbox;
-mod messages;
-mod queue_files;
-mod records;
-mod repair;
-mod root;
-
-pub use fault::{crash_point, test_break};
-pub use lock::Lock;
-pub use mailbox::Mailbox;
-pub use root::{Durability, Store, find_root, root_at};
+//! Files outside the root that a command names or makes: `--file` input, standard input,
+//! scratch folders for `demo`/`replay`, a fixture's starting tree, the host and boot ids.
 
 /// This machine's host name (for `.owner` records), or `localhost`.
 pub fn host_name() -> String {
@@ -68,7 +33,7 @@ pub fn read_input_file(path: &std::path::Path) -> crate::error::Result<Vec<u8>> 
 }
 
 fn atomic_read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
-    atomic::read_regular(path)
+    super::atomic::read_regular(path)
 }
 
 /// A fresh folder under the system temp dir (`circe demo`, `circe replay`), removed when

@@ -102,11 +102,11 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// Append one whole line with a single `write_all` on an O_APPEND handle (FS_RULES 7).
-/// Never follows a symlink (ELOOP) or writes into a FIFO or device (refused).
-pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
+/// Open (or create) `path` for appending: O_APPEND, never through a symlink (ELOOP), never
+/// a FIFO or device (refused). Counts as a store mutation for fault injection.
+pub fn append_open(path: &Path) -> io::Result<File> {
     io_step()?;
-    let mut f = OpenOptions::new()
+    let f = OpenOptions::new()
         .append(true)
         .create(true)
         .mode(0o644)
@@ -115,6 +115,13 @@ pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
     if !f.metadata()?.is_file() {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, "not a regular file"));
     }
+    Ok(f)
+}
+
+/// Append one whole line with a single `write_all` on an O_APPEND handle (FS_RULES 7).
+/// Never follows a symlink (ELOOP) or writes into a FIFO or device (refused).
+pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
+    let mut f = append_open(path)?;
     f.write_all(line)?;
     if sync {
         io_step()?;

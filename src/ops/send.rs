@@ -5,12 +5,14 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use super::open::{OpenOutcome, TaskMessage, open_task};
+use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::message::{self, Format, Message};
+use crate::event::{Event, EventKind};
+use crate::message::{self, Message};
+use crate::names::{AgentName, CheckName, TaskId};
 use crate::registry::SendCheck;
-use crate::store::Mailbox;
-use crate::task::{self, OpenOutcome, OpenSpec};
 use crate::workspace::Workspace;
 
 #[derive(Debug, Clone, Serialize)]
@@ -31,18 +33,19 @@ pub struct DeliveredCopy {
 }
 
 /// Who `to` reaches: (agents, the roles they have). An agent name wins over a role name.
-fn resolve(ws: &Workspace, me: &str, to: &str) -> Result<(Vec<String>, Vec<String>)> {
+fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, Vec<String>)> {
     if to == "all" {
-        let agents: Vec<String> =
-            ws.agents().keys().filter(|a| a.as_str() != me).cloned().collect();
+        let agents: Vec<AgentName> = ws.agents().keys().filter(|a| *a != me).cloned().collect();
         let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
         if roles.is_empty() {
             roles = ws.registry.roles.iter().cloned().collect();
         }
         return Ok((agents, roles.into_iter().collect()));
     }
-    if let Some(role) = ws.role_of(to) {
-        return Ok((vec![to.to_string()], vec![role]));
+    if let Ok(agent) = AgentName::new(to)
+        && let Some(role) = ws.role_of(&agent)
+    {
+        return Ok((vec![agent], vec![role]));
     }
     if ws.registry.is_role(to) {
         return Ok((ws.agents_with_role(to), vec![to.to_string()]));
@@ -53,9 +56,9 @@ fn resolve(ws: &Workspace, me: &str, to: &str) -> Result<(Vec<String>, Vec<Strin
 }
 
 /// Fill in what a draft may leave out, and check the sender.
-fn complete(msg: &mut Message, me: &str) -> Result<()> {
+fn complete(msg: &mut Message, me: &AgentName) -> Result<()> {
     if let Some(from) = msg.from_agent() {
-        if from != me {
+        if from != me.as_str() {
             return Err(Error::refused(format!(
                 "the message says it is from `{from}` but the acting agent is `{me}`"
             ))
@@ -77,7 +80,7 @@ fn complete(msg: &mut Message, me: &str) -> Result<()> {
 
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
-pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
+pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     complete(&mut msg, me)?;
     let intent_name =
@@ -97,7 +100,7 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
     })?;
     let created = msg.created_at.unwrap_or_else(clock::now);
     let task_id = msg.task_id.clone();
-    let name = |n: u32| message::file_name(created, me, &to, &intent_name, task_id.as_deref(), n);
+    let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
     let content = message::render(&msg);
     let msg_id = msg.msg_id.clone().unwrap_or_default();
 
@@ -105,16 +108,22 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
         let task_id = task_id
             .clone()
             .ok_or_else(|| Error::refused(format!("intent {intent_name} needs a task_id")))?;
-        let priority = msg.priority.map_or("normal", |p| p.as_str());
-        let spec = OpenSpec {
-            task_id: &task_id,
-            intent: &intent_name,
-            to: &to,
-            priority,
-            sender: me,
-            required_checks: &intent.required_checks,
-        };
-        let opened = task::open_task(ws, &spec, content.as_bytes(), &name)?;
+        let task_id = TaskId::new(task_id)?;
+        let required: Vec<CheckName> =
+            intent.required_checks.iter().map(CheckName::new).collect::<Result<_>>()?;
+        let opened = open_task(
+            ws,
+            TaskMessage {
+                task_id: &task_id,
+                intent: &intent_name,
+                to: &to,
+                priority: msg.priority.map(crate::message::Priority::as_str),
+                sender: me,
+                required_checks: &required,
+                name,
+                content: content.into_bytes(),
+            },
+        )?;
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
@@ -123,7 +132,7 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
         });
     }
 
-    let receivers: Vec<String> = agents
+    let receivers: Vec<AgentName> = agents
         .into_iter()
         .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, &intent_name)))
         .collect();
@@ -136,53 +145,23 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
         ));
     }
     let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
-    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> =
-        boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
-    let files = ws.store.put_messages(&targets, content.as_bytes())?;
+    let files = ws.engine.deliver(content.as_bytes(), &name, &boxes)?;
     let delivered: Vec<DeliveredCopy> = boxes
         .iter()
         .zip(files)
         .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
         .collect();
-    let mut ev = task::Event::new("send", me)
-        .with("msg_id", msg_id.as_str())
-        .with("intent", intent_name.as_str())
-        .with("addressed_to", to.as_str());
-    if let Some(t) = &msg.task_id {
-        ev = ev.task(t);
+    let mut ev = Event::now(EventKind::Send, me);
+    ev.msg_id = Some(msg_id.clone());
+    ev.intent = Some(intent_name.clone());
+    ev.addressed_to = Some(to.clone());
+    ev.in_reply_to.clone_from(&msg.in_reply_to);
+    if let Some(t) = msg.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
+        ev = ev.task(&t);
     }
-    ev.with("recipients", receivers).append(&ws.store)?;
+    for c in &delivered {
+        ev = ev.file(c.mailbox.clone(), c.file.clone());
+    }
+    ws.engine.append_events(vec![ev])?;
     Ok(Delivery { msg_id, intent: intent_name, delivered, task: None })
-}
-
-/// A notice from circe on behalf of `by` to every coordinator's INBOX (no registry check:
-/// these are circe's own announcements, see `announce` in circe.yaml).
-pub fn notify_coordinators(
-    ws: &Workspace,
-    by: &str,
-    intent: &str,
-    task: &str,
-    text: &str,
-) -> Result<()> {
-    let coordinators = ws.agents_with_role("coordinator");
-    if coordinators.is_empty() {
-        return Ok(());
-    }
-    let now = clock::now();
-    let mut msg = Message::new(Format::Circe);
-    msg.from = Some(by.to_string());
-    msg.to = Some("coordinator".into());
-    msg.intent = Some(intent.to_string());
-    msg.task_id = Some(task.to_string());
-    msg.status = Some("new".into());
-    msg.created_at = Some(now);
-    msg.msg_id = Some(clock::new_msg_id(now));
-    msg.body = format!("## Summary\n{text}\n");
-    let content = message::render(&msg);
-    let name = |n: u32| message::file_name(now, by, "coordinator", intent, Some(task), n);
-    let boxes: Vec<Mailbox> = coordinators.into_iter().map(Mailbox::Inbox).collect();
-    let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> =
-        boxes.iter().map(|b| (b.clone(), &name as &dyn Fn(u32) -> String)).collect();
-    ws.store.put_messages(&targets, content.as_bytes())?;
-    Ok(())
 }

@@ -1,5 +1,5 @@
-//! `Store`: an opened circe root (open, init, config, agents, locks, the event log) and
-//! the helpers its other files share. The rest of `impl Store` is split by what it touches:
+//! `Store`: an opened circe root (open, init, config, agents, locks) and the helpers its
+//! other files share. The rest of `impl Store` is split by what it touches:
 //! `messages.rs` (boxes), `records.rs` (TASKS/), `queue_files.rs` (queue/), `repair.rs`
 //! (tmp/ leftovers, quarantine).
 
@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
 use super::lock::Lock;
-use super::mailbox::Mailbox;
+use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
+use crate::names::{AgentName, TaskId};
 
 /// The name of the folder `circe init` makes, and of the config file in it.
 pub const ROOT_DIR: &str = ".circe";
@@ -152,7 +153,10 @@ impl Store {
 
     /// Create `AGENTS/<name>/` with INBOX, WORKSPACE and agent.yaml in one rename.
     /// Returns false (and changes nothing) when the agent exists already.
-    pub fn create_agent(&self, name: &str, agent_yaml: &str) -> Result<bool> {
+    pub fn create_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
+        let agent_yaml = crate::yaml::to_string(&AgentFile { role: role.to_string() })
+            .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
+        let name = name.as_str();
         let dest = self.root.join("AGENTS").join(name);
         if dest.exists() {
             return Ok(false);
@@ -187,24 +191,26 @@ impl Store {
         }
     }
 
-    /// One agent's agent.yaml text; `None` when there is no such agent.
-    pub fn read_agent(&self, name: &str) -> Result<Option<String>> {
-        let p = self.root.join("AGENTS").join(name).join("agent.yaml");
+    /// One agent's role; `None` when there is no such agent (or its agent.yaml is damaged).
+    pub fn read_agent(&self, name: &AgentName) -> Result<Option<String>> {
+        let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
-            Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+            Ok(b) => Ok(parse_agent(&b)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read", &p, e)),
         }
     }
 
-    /// Every agent folder name with its agent.yaml text, sorted by name.
-    pub fn list_agents(&self) -> Result<Vec<(String, String)>> {
+    /// Every agent with its role, sorted by name. Folders that are not legal agent names or
+    /// have no readable agent.yaml are left out (doctor reports them).
+    pub fn list_agents(&self) -> Result<Vec<(AgentName, String)>> {
         let dir = self.root.join("AGENTS");
         let mut out = Vec::new();
         for name in list_names(&dir)? {
-            let p = dir.join(&name).join("agent.yaml");
-            if let Ok(bytes) = atomic::read_regular(&p) {
-                out.push((name, String::from_utf8_lossy(&bytes).into_owned()));
+            let Ok(agent) = AgentName::new(name) else { continue };
+            let p = dir.join(agent.as_str()).join("agent.yaml");
+            if let Some(role) = atomic::read_regular(&p).ok().and_then(|b| parse_agent(&b)) {
+                out.push((agent, role));
             }
         }
         Ok(out)
@@ -213,7 +219,7 @@ impl Store {
     // ---- locks -------------------------------------------------------------------------
 
     /// The lock that serialises every change to one task's records and message.
-    pub fn lock_task(&self, task: &str) -> Result<Lock> {
+    pub fn lock_task(&self, task: &TaskId) -> Result<Lock> {
         Lock::acquire(
             &self.root.join("locks").join(format!("task-{task}.lock")),
             &format!("task {task}"),
@@ -222,7 +228,7 @@ impl Store {
 
     /// The task's lock if no other process holds it right now (`claim --next` skips a
     /// task another claimer is busy with instead of queueing behind it).
-    pub fn try_lock_task(&self, task: &str) -> Result<Option<Lock>> {
+    pub fn try_lock_task(&self, task: &TaskId) -> Result<Option<Lock>> {
         Lock::try_acquire(&self.root.join("locks").join(format!("task-{task}.lock")))
     }
 
@@ -235,27 +241,17 @@ impl Store {
     pub fn lock_named_shared(&self, name: &str) -> Result<Lock> {
         Lock::acquire_shared(&self.root.join("locks").join(format!("{name}.lock")), name)
     }
+}
 
-    // ---- event log ------------------------------------------------------------------------
+/// `AGENTS/<name>/agent.yaml`.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct AgentFile {
+    role: String,
+}
 
-    /// Append one JSON line (without the newline) to LOGS/events.jsonl.
-    pub fn append_event(&self, json: &str) -> Result<()> {
-        let p = self.root.join(EVENTS);
-        let mut line = Vec::with_capacity(json.len() + 1);
-        line.extend_from_slice(json.as_bytes());
-        line.push(b'\n');
-        atomic::append_line(&p, &line, self.sync).map_err(io_err("cannot append to", &p))
-    }
-
-    /// The whole event log ("" when none yet).
-    pub fn read_events(&self) -> Result<String> {
-        let p = self.root.join(EVENTS);
-        match atomic::read_regular(&p) {
-            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
-            Err(e) => Err(Error::io("cannot read", &p, e)),
-        }
-    }
+fn parse_agent(bytes: &[u8]) -> Option<String> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    crate::yaml::from_str::<AgentFile>(text).ok().map(|a| a.role)
 }
 
 /// Sorted names in a folder, hidden ones included (empty when it does not exist).

@@ -7,17 +7,23 @@ use super::atomic::{self, TempFile};
 use super::fault::crash_point;
 use super::root::{Store, io_err, list_names};
 use crate::error::{Error, Result};
+use crate::names::TaskId;
 
 /// The one record kind whose content is rebuilt from the others (see `write_records`).
 const DERIVED_RECORD: &str = "owner";
 
 impl Store {
-    fn record_path(&self, task: &str, kind: &str) -> PathBuf {
+    fn record_path(&self, task: &TaskId, kind: &str) -> PathBuf {
         self.root.join("TASKS").join(format!("{task}.{kind}"))
     }
 
+    /// Does `TASKS/<task>.<kind>` exist (as a regular file)?
+    pub fn has_record(&self, task: &TaskId, kind: &str) -> bool {
+        atomic::is_regular(&self.record_path(task, kind))
+    }
+
     /// Read `TASKS/<task>.<kind>`; `None` when it does not exist.
-    pub fn read_record(&self, task: &str, kind: &str) -> Result<Option<String>> {
+    pub fn read_record(&self, task: &TaskId, kind: &str) -> Result<Option<String>> {
         let p = self.record_path(task, kind);
         match atomic::read_regular(&p) {
             Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
@@ -35,7 +41,7 @@ impl Store {
     /// rebuilt by the next command on that task, or by `circe doctor`, whenever it is
     /// missing, unreadable or disagrees: so its content is not fsynced (one fsync less
     /// per claim and release); its rename is still made durable by the folder fsync.
-    pub fn write_records(&self, task: &str, records: &[(&str, Option<&str>)]) -> Result<()> {
+    pub fn write_records(&self, task: &TaskId, records: &[(&str, Option<&str>)]) -> Result<()> {
         let tmp = self.tmp_dir();
         let mut staged = Vec::new();
         for (kind, content) in records {
@@ -71,11 +77,12 @@ impl Store {
         self.sync_dir(&self.root.join("TASKS"))
     }
 
-    /// Task ids that have a `.status` record, sorted.
-    pub fn list_tasks(&self) -> Result<Vec<String>> {
-        let mut ids: Vec<String> = list_names(&self.root.join("TASKS"))?
+    /// Task ids that have a `.status` record, sorted (names that are no legal task id are
+    /// left to doctor).
+    pub fn list_tasks(&self) -> Result<Vec<TaskId>> {
+        let mut ids: Vec<TaskId> = list_names(&self.root.join("TASKS"))?
             .into_iter()
-            .filter_map(|n| n.strip_suffix(".status").map(str::to_string))
+            .filter_map(|n| n.strip_suffix(".status").and_then(|t| TaskId::new(t).ok()))
             .collect();
         ids.sort();
         Ok(ids)

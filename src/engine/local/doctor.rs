@@ -1,4 +1,4 @@
-//! `circe doctor`: check every invariant of a root, and mend what a crash left.
+//! The local engine's invariants, checked (and mended) for `circe doctor`.
 //!
 //! The invariants (PROTOCOLS.md "Invariants"):
 //! 1. nothing is left in tmp/ (a staged file that never reached a box);
@@ -11,30 +11,36 @@
 //! 5. `.owner` agrees with `.status`;
 //! 6. every message in NEW_MESSAGES is the current message of its task.
 
-use serde::Serialize;
-
+use super::{LocalEngine, lanes, reconcile};
+use crate::boxes::Mailbox;
+use crate::engine::{Engine, Violation};
 use crate::error::Result;
 use crate::message::{self, Mode};
-use crate::store::Mailbox;
-use crate::task::{self, Status, StatusRecord};
-use crate::workspace::Workspace;
+use crate::names::TaskId;
+use crate::task::{Status, StatusRecord, TaskState};
 
-#[derive(Debug, Clone, Serialize)]
-pub struct Violation {
-    pub invariant: u8,
-    pub what: String,
-    pub repaired: bool,
+/// Load and reconcile `task` under its lock (what every command does on entry).
+fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
+    let _lock = eng.store.lock_task(task)?;
+    match reconcile::load(eng, task)? {
+        Some(st) => reconcile::reconcile(eng, st),
+        None => Ok(None),
+    }
 }
 
 /// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
 /// (`tmp/batch-<pid>-<id>/`) passed its commit point: repair delivers the copies it holds;
 /// anything else never reached a box and is removed.
-fn check_staging(ws: &Workspace, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
-    for name in ws.store.tmp_leftovers()? {
+fn check_staging(
+    eng: &LocalEngine,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    for name in eng.store.tmp_leftovers()? {
         let committed_batch = name.starts_with("batch-") && !name.contains(".part");
         if committed_batch {
             let what = if repair {
-                let n = ws.store.finish_batch(&name)?.len();
+                let n = eng.store.finish_batch(&name)?.len();
                 format!(
                     "tmp/{name}: a send to several boxes was interrupted after its commit point ({n} copies delivered)"
                 )
@@ -47,7 +53,7 @@ fn check_staging(ws: &Workspace, repair: bool, v: &mut dyn FnMut(u8, String, boo
             continue;
         }
         if repair {
-            ws.store.remove_leftover(&name)?;
+            eng.store.remove_leftover(&name)?;
         }
         v(1, format!("tmp/{name} was staged but never delivered"), repair);
     }
@@ -58,18 +64,18 @@ fn check_staging(ws: &Workspace, repair: bool, v: &mut dyn FnMut(u8, String, boo
 /// circe keeps lock files or the event log. Returns the planted lock files left in place
 /// (without `repair`): their tasks cannot be locked, so they are not checked further.
 fn check_own_files(
-    ws: &Workspace,
+    eng: &LocalEngine,
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<Vec<String>> {
-    for name in ws.store.task_strays()? {
-        let dest = if repair { Some(ws.store.quarantine_task_file(&name)?) } else { None };
+    for name in eng.store.task_strays()? {
+        let dest = if repair { Some(eng.store.quarantine_task_file(&name)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
         v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
     }
     let mut left = Vec::new();
-    for rel in ws.store.planted_own_files()? {
-        let dest = if repair { Some(ws.store.quarantine_own_file(&rel)?) } else { None };
+    for rel in eng.store.planted_own_files()? {
+        let dest = if repair { Some(eng.store.quarantine_own_file(&rel)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
         v(2, format!("{rel} is not a regular file{moved}"), repair);
         if !repair {
@@ -81,28 +87,27 @@ fn check_own_files(
 
 /// Invariant 6: every message in NEW_MESSAGES is the current message of its task.
 fn check_new_messages(
-    ws: &Workspace,
+    eng: &LocalEngine,
     repair: bool,
     tickets: &std::collections::BTreeSet<String>,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
-    for name in ws.store.list_box(&Mailbox::NewMessages)? {
+    for name in eng.store.list_box(&Mailbox::NewMessages)? {
         if !tickets.contains(&name) {
             // A handoff that failed after delivering its message: reconciling the task
             // finishes it (the message becomes the ticket).
             let fixed = repair
                 && match message::parse_file_name(&name).and_then(|f| f.task_id) {
-                    Some(id) if crate::names::check_task_id(&id).is_ok() => {
-                        let _lock = ws.store.lock_task(&id)?;
-                        task::load_reconciled(ws, &id)?;
-                        task::load(ws, &id)?.is_some_and(|s| s.rec.message == name)
-                    }
-                    _ => false,
+                    Some(id) => match TaskId::new(id) {
+                        Ok(id) => reconciled(eng, &id)?.is_some_and(|s| s.rec.message == name),
+                        Err(_) => false,
+                    },
+                    None => false,
                 };
             // Still no task's message (a copy or a hard link planted there): move it aside
             // for a person to look at; nothing is deleted.
             let moved = if repair && !fixed {
-                format!(" (moved to {})", ws.store.quarantine(&Mailbox::NewMessages, &name)?)
+                format!(" (moved to {})", eng.store.quarantine(&Mailbox::NewMessages, &name)?)
             } else {
                 String::new()
             };
@@ -115,12 +120,12 @@ fn check_new_messages(
 /// How many boxes hold each message file, every box listed once (not a `stat` per task and
 /// box: at 100,000 tasks that was 2.6 million `statx` per doctor run).
 fn copies_listed(
-    ws: &Workspace,
+    eng: &LocalEngine,
     all: &[Mailbox],
 ) -> Result<std::collections::HashMap<String, usize>> {
     let mut listed = std::collections::HashMap::new();
     for b in all {
-        for name in ws.store.list_box_regular(b)? {
+        for name in eng.store.list_box_regular(b)? {
             *listed.entry(name).or_insert(0) += 1;
         }
     }
@@ -128,17 +133,18 @@ fn copies_listed(
 }
 
 /// Check (and with `repair`, mend) the root. Returns what was found.
-pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
-    let _guard = ws.store.lock_named("doctor")?;
+pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
+    let _guard = eng.store.lock_named("doctor")?;
     let mut out = Vec::new();
     let mut v = |invariant: u8, what: String, repaired: bool| {
         out.push(Violation { invariant, what, repaired });
     };
 
-    check_staging(ws, repair, &mut v)?;
-    for b in ws.all_boxes() {
-        for name in ws.store.list_foreign(&b)? {
-            let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
+    check_staging(eng, repair, &mut v)?;
+    let all = eng.boxes()?;
+    for b in &all {
+        for name in eng.store.list_foreign(b)? {
+            let dest = if repair { Some(eng.store.quarantine(b, &name)?) } else { None };
             v(
                 2,
                 format!(
@@ -148,14 +154,14 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                 repair,
             );
         }
-        for name in ws.store.list_box(&b)? {
-            let ok = ws
+        for name in eng.store.list_box(b)? {
+            let ok = eng
                 .store
-                .read_message(&b, &name)
+                .read_message(b, &name)
                 .ok()
                 .is_some_and(|bytes| message::parse_bytes(&bytes, Mode::Draft).is_ok());
             if !ok {
-                let dest = if repair { Some(ws.store.quarantine(&b, &name)?) } else { None };
+                let dest = if repair { Some(eng.store.quarantine(b, &name)?) } else { None };
                 v(
                     3,
                     format!(
@@ -168,17 +174,16 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
     }
 
-    let planted = check_own_files(ws, repair, &mut v)?;
+    let planted = check_own_files(eng, repair, &mut v)?;
 
-    let all = ws.all_boxes();
-    let listed = copies_listed(ws, &all)?;
+    let listed = copies_listed(eng, &all)?;
     let mut tickets = std::collections::BTreeSet::new();
-    for id in ws.store.list_tasks()? {
+    for id in eng.store.list_tasks()? {
         if planted.contains(&format!("locks/task-{id}.lock")) {
             continue; // reported above; its lock cannot be taken until it is moved away
         }
-        let _lock = ws.store.lock_task(&id)?;
-        let Some(st) = task::load(ws, &id).ok().flatten() else {
+        let lock = eng.store.lock_task(&id)?;
+        let Some(st) = reconcile::load(eng, &id).ok().flatten() else {
             v(4, format!("TASKS/{id}.status is damaged"), false);
             continue;
         };
@@ -186,7 +191,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         // Listed in more than one box: checked again under the task's lock (a command may
         // have moved the message between two listings).
         let copies: Vec<&Mailbox> = if listed.get(&st.rec.message).is_some_and(|n| *n > 1) {
-            all.iter().filter(|b| ws.store.has_message(b, &st.rec.message)).collect()
+            all.iter().filter(|b| eng.store.has_message(b, &st.rec.message)).collect()
         } else {
             Vec::new()
         };
@@ -201,27 +206,25 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                 false,
             );
         }
+        drop(lock);
         if let Some(problem) = disagreement(&st) {
-            let fixed = repair && {
-                task::load_reconciled(ws, &id)?;
-                task::load(ws, &id)?.is_none_or(|s| disagreement(&s).is_none())
-            };
+            let fixed = repair && reconciled(eng, &id)?.is_none_or(|s| disagreement(&s).is_none());
             v(4, format!("task {id}: {problem}"), fixed);
         } else if owner_mismatch(&st) {
             if repair {
-                task::load_reconciled(ws, &id)?;
+                reconciled(eng, &id)?;
             }
             v(5, format!("task {id}: .owner does not match .status"), repair);
         }
     }
-    check_new_messages(ws, repair, &tickets, &mut v)?;
+    check_new_messages(eng, repair, &tickets, &mut v)?;
     if repair {
-        task::rebuild_queue(ws)?;
+        lanes::rebuild(eng)?;
     }
     Ok(out)
 }
 
-fn disagreement(st: &task::TaskState) -> Option<String> {
+fn disagreement(st: &TaskState) -> Option<String> {
     let r: &StatusRecord = &st.rec;
     match (&st.location, r.status) {
         (None, s) if s.is_terminal() => None,
@@ -248,7 +251,7 @@ fn disagreement(st: &task::TaskState) -> Option<String> {
 }
 
 /// `.owner` exists exactly while the task is held, and then matches `.status`.
-fn owner_mismatch(st: &task::TaskState) -> bool {
+fn owner_mismatch(st: &TaskState) -> bool {
     match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
         (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,
         (false, _, None) => false,

@@ -5,8 +5,8 @@ use std::io;
 use std::path::Path;
 
 use super::atomic;
-use super::mailbox::Mailbox;
 use super::root::{EVENTS, Store, io_err, list_all_names, list_typed};
+use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
 impl Store {

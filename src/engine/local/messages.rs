@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
 use super::fault::crash_point;
-use super::mailbox::Mailbox;
 use super::root::{Store, io_err, is_message_name, list_all_names, list_names, list_typed};
+use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
 impl Store {

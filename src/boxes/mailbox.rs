@@ -2,12 +2,14 @@
 
 use std::fmt;
 
+use crate::names::AgentName;
+
 /// A box: `NEW_MESSAGES/`, an agent's `INBOX/` or `WORKSPACE/`, or `LOGS/`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Mailbox {
     NewMessages,
-    Inbox(String),
-    Workspace(String),
+    Inbox(AgentName),
+    Workspace(AgentName),
     Logs,
 }
 
@@ -33,10 +35,27 @@ impl Mailbox {
     }
 
     /// The agent whose box this is, if any.
-    pub fn agent(&self) -> Option<&str> {
+    pub fn agent(&self) -> Option<&AgentName> {
         match self {
             Mailbox::Inbox(a) | Mailbox::Workspace(a) => Some(a),
             Mailbox::NewMessages | Mailbox::Logs => None,
+        }
+    }
+
+    /// The box a label names (`new`, `inbox:<a>`, `workspace:<a>`, `logs`).
+    pub fn from_label(label: &str) -> Option<Mailbox> {
+        match label {
+            "new" => Some(Mailbox::NewMessages),
+            "logs" => Some(Mailbox::Logs),
+            _ => {
+                let (kind, agent) = label.split_once(':')?;
+                let agent = AgentName::new(agent).ok()?;
+                match kind {
+                    "inbox" => Some(Mailbox::Inbox(agent)),
+                    "workspace" => Some(Mailbox::Workspace(agent)),
+                    _ => None,
+                }
+            }
         }
     }
 }

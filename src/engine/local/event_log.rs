@@ -1,0 +1,301 @@
+//! The event log on disk: `LOGS/events.jsonl` (the current file) and its rotated segments
+//! `LOGS/events-<first id>-<last id>.jsonl` (both ids 20 digits, so names sort by id).
+//!
+//! Lock protocol (PROTOCOLS.md section 10): an appender takes `locks/events.lock`
+//! exclusively, reads the last id from the end of the current file (or, when that is empty,
+//! from the newest segment's name), writes all its lines with one `write` on an `O_APPEND`
+//! handle, and releases the lock before its `fdatasync`; ids are therefore gap-free and in
+//! file order. Rotation takes the same lock exclusively and renames the current file to its
+//! segment name (never copy-and-truncate). Readers take no lock: they find the file holding
+//! the id they want by the segment names, and stop at the last complete line.
+
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+use super::root::{EVENTS, Store, io_err, list_names};
+use crate::error::{Error, Result};
+use crate::event::{self, Cursor, Event, Line};
+
+const LOCK: &str = "events";
+/// Bytes read from the end of the log to find the last id.
+const TAIL: u64 = 8 * 1024;
+/// Bytes read at a time when scanning forward.
+const CHUNK: usize = 256 * 1024;
+
+/// A rotated segment: its path and the ids it holds.
+struct Segment {
+    path: PathBuf,
+    first: u64,
+    last: u64,
+}
+
+fn logs(store: &Store) -> PathBuf {
+    store.root.join("LOGS")
+}
+
+fn current(store: &Store) -> PathBuf {
+    store.root.join(EVENTS)
+}
+
+/// Rotated segments, oldest first.
+fn segments(store: &Store) -> Result<Vec<Segment>> {
+    let mut out: Vec<Segment> = list_names(&logs(store))?
+        .into_iter()
+        .filter_map(|n| {
+            let ids = n.strip_prefix("events-")?.strip_suffix(".jsonl")?;
+            let (a, b) = ids.split_once('-')?;
+            let (first, last) = (a.parse().ok()?, b.parse().ok()?);
+            Some(Segment { path: logs(store).join(&n), first, last })
+        })
+        .collect();
+    out.sort_by_key(|s| s.first);
+    Ok(out)
+}
+
+/// The name a file holding ids `first..=last` gets when rotated.
+fn segment_name(first: u64, last: u64) -> String {
+    format!("events-{first:020}-{last:020}.jsonl")
+}
+
+/// Ids of the complete lines at the end of `path`: (last id, whether the file ends in the
+/// middle of a line). Reads backwards in `TAIL` steps until it finds a line with an id.
+fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
+    let (f, len) = match atomic::open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, false)),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    if len == 0 {
+        return Ok((None, false));
+    }
+    let mut size = TAIL;
+    loop {
+        let start = len.saturating_sub(size);
+        let mut buf = vec![0u8; usize::try_from(len - start).unwrap_or(0)];
+        f.read_exact_at(&mut buf, start).map_err(io_err("cannot read", path))?;
+        let torn = buf.last() != Some(&b'\n');
+        // Complete lines only: what follows the last newline is a torn tail.
+        let upto = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let text = String::from_utf8_lossy(&buf[..upto]);
+        let mut lines = text.split('\n');
+        if start > 0 {
+            lines.next(); // cut at the read's start
+        }
+        if let Some(id) = lines.rev().find_map(event::line_id) {
+            return Ok((Some(id), torn));
+        }
+        if start == 0 {
+            return Ok((None, torn));
+        }
+        size = size.saturating_mul(4);
+    }
+}
+
+/// The newest event's id (0 when there is none).
+pub(super) fn last_id(store: &Store) -> Result<u64> {
+    if let (Some(id), _) = tail_id(&current(store))? {
+        return Ok(id);
+    }
+    Ok(segments(store)?.last().map_or(0, |s| s.last))
+}
+
+/// Give `events` the next ids and append them: one `write` under the log's lock.
+pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let path = current(store);
+    let lock = store.lock_named(LOCK)?;
+    let (last, torn) = tail_id(&path)?;
+    let mut next = match last {
+        Some(id) => id,
+        None => segments(store)?.last().map_or(0, |s| s.last),
+    };
+    let mut buf = String::with_capacity(events.len() * 256 + 1);
+    if torn {
+        // A line cut by a failed write (disk full): end it, so ours start on a line of their own.
+        buf.push('\n');
+    }
+    for e in events.iter_mut() {
+        next += 1;
+        e.id = next;
+        buf.push_str(&e.to_line());
+        buf.push('\n');
+    }
+    let file = atomic::append_open(&path).map_err(io_err("cannot append to", &path))?;
+    (&file).write_all(buf.as_bytes()).map_err(io_err("cannot append to", &path))?;
+    drop(lock);
+    if store.sync {
+        super::fault::io_step().map_err(io_err("cannot sync", &path))?;
+        file.sync_data().map_err(io_err("cannot sync", &path))?;
+    }
+    Ok(())
+}
+
+/// Rename the current file to its segment name under the log's lock (a fresh file is made
+/// by the next append). Returns the segment's file name; `None` when there was nothing to
+/// rotate.
+pub(super) fn rotate(store: &Store) -> Result<Option<String>> {
+    let path = current(store);
+    let _lock = store.lock_named(LOCK)?;
+    let (Some(last), _) = tail_id(&path)? else { return Ok(None) };
+    let first = first_id(&path)?.unwrap_or(last);
+    let name = segment_name(first, last);
+    let dest = logs(store).join(&name);
+    atomic::rename_noclobber(&path, &dest).map_err(io_err("cannot rotate", &path))?;
+    store.sync_dir(&logs(store))?;
+    Ok(Some(name))
+}
+
+/// The id of the first line with one in `path`.
+fn first_id(path: &Path) -> Result<Option<u64>> {
+    let mut r = Reader::open(path, 0)?;
+    while let Some(line) = r.next_line()? {
+        if let Some(id) = event::line_id(&line) {
+            return Ok(Some(id));
+        }
+    }
+    Ok(None)
+}
+
+/// Up to `max` events after `from`, across segments and the current file.
+pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>> {
+    let want = from.next_id();
+    let mut out = Vec::new();
+    let mut files: Vec<(PathBuf, Option<u64>)> = segments(store)?
+        .into_iter()
+        .filter(|s| s.last >= want)
+        .map(|s| (s.path, Some(s.first)))
+        .collect();
+    files.push((current(store), None));
+    for (path, first) in files {
+        if out.len() >= max {
+            break;
+        }
+        let start = if first.is_some_and(|f| f >= want) { 0 } else { offset_of(&path, want)? };
+        let mut r = match Reader::open(&path, start) {
+            Ok(r) => r,
+            // Rotated between the listing and now: its segment holds the rest.
+            Err(e) if e.kind == crate::error::Kind::NotFound && first.is_none() => {
+                return read_after_rotation(store, from, max, out);
+            }
+            Err(e) => return Err(e),
+        };
+        while out.len() < max {
+            let Some(line) = r.next_line()? else { break };
+            match event::line_id(&line) {
+                Some(id) if id < want => continue,
+                Some(_) => {}
+                None => continue, // legacy or damaged: never delivered to a cursor
+            }
+            if let Line::Event(e) = event::parse_line(&line)? {
+                out.push(*e);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The current file was rotated while we listed: read again from after what we have.
+fn read_after_rotation(
+    store: &Store,
+    from: Cursor,
+    max: usize,
+    mut got: Vec<Event>,
+) -> Result<Vec<Event>> {
+    let after = got.last().map_or(from, |e| Cursor::after(e.id));
+    let more = read(store, after, max - got.len())?;
+    got.extend(more);
+    Ok(got)
+}
+
+/// A byte offset in `path` at or before the line holding id `want`: a binary search over
+/// line starts (ids grow with the offset), then the caller scans forward.
+fn offset_of(path: &Path, want: u64) -> Result<u64> {
+    let (f, len) = match atomic::open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let (mut lo, mut hi) = (0u64, len);
+    let mut buf = vec![0u8; 4096];
+    while hi - lo > CHUNK as u64 {
+        let mid = lo + (hi - lo) / 2;
+        let n = f.read_at(&mut buf, mid).map_err(io_err("cannot read", path))?;
+        let chunk = &buf[..n];
+        let id = chunk.iter().position(|&b| b == b'\n').and_then(|i| {
+            let rest = &chunk[i + 1..];
+            let end = rest.iter().position(|&b| b == b'\n')?;
+            event::line_id(std::str::from_utf8(&rest[..end]).ok()?)
+        });
+        match id {
+            Some(id) if id < want => lo = mid,
+            _ => hi = mid,
+        }
+    }
+    Ok(lo)
+}
+
+/// Reads whole lines from an offset; the first line is skipped when the offset is not at a
+/// line start, and a last line without its newline is left unread.
+struct Reader {
+    file: std::fs::File,
+    path: PathBuf,
+    pending: Vec<u8>,
+    eof: bool,
+}
+
+impl Reader {
+    fn open(path: &Path, offset: u64) -> Result<Reader> {
+        let (mut file, _) = atomic::open_regular(path).map_err(|e| match e.kind() {
+            io::ErrorKind::NotFound => Error::not_found(format!("no {}", path.display())),
+            _ => Error::io("cannot read", path, e),
+        })?;
+        let mut skip_partial = false;
+        if offset > 0 {
+            // Start one byte early: if that byte is a newline, the offset is a line start.
+            file.seek(SeekFrom::Start(offset - 1)).map_err(io_err("cannot read", path))?;
+            skip_partial = true;
+        }
+        let mut r = Reader { file, path: path.to_path_buf(), pending: Vec::new(), eof: false };
+        if skip_partial {
+            r.fill()?;
+            match r.pending.iter().position(|&b| b == b'\n') {
+                Some(i) => {
+                    r.pending.drain(..=i);
+                }
+                None => r.pending.clear(),
+            }
+        }
+        Ok(r)
+    }
+
+    fn fill(&mut self) -> Result<bool> {
+        if self.eof {
+            return Ok(false);
+        }
+        let mut buf = vec![0u8; CHUNK];
+        let n = self.file.read(&mut buf).map_err(io_err("cannot read", &self.path))?;
+        if n == 0 {
+            self.eof = true;
+            return Ok(false);
+        }
+        self.pending.extend_from_slice(&buf[..n]);
+        Ok(true)
+    }
+
+    /// The next complete line (without its newline), or `None` at the end.
+    fn next_line(&mut self) -> Result<Option<String>> {
+        loop {
+            if let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
+                let line: Vec<u8> = self.pending.drain(..=i).collect();
+                return Ok(Some(String::from_utf8_lossy(&line[..i]).into_owned()));
+            }
+            if !self.fill()? {
+                return Ok(None);
+            }
+        }
+    }
+}

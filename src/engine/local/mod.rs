@@ -1,0 +1,203 @@
+//! The local engine: a root kept in a `.circe/` folder. The only code that touches the
+//! filesystem (clippy.toml bans `std::fs` everywhere else).
+//!
+//! Every change is atomic (temp file, fsync, no-clobber rename, fsync the folder), following
+//! shared/FS_RULES.md. Layout (PROTOCOLS.md section 1):
+//!
+//! ```text
+//! .circe/circe.yaml                 configuration
+//! .circe/NEW_MESSAGES/              task messages waiting to be claimed
+//! .circe/AGENTS/<a>/agent.yaml      the agent's role
+//! .circe/AGENTS/<a>/INBOX/          messages for the agent
+//! .circe/AGENTS/<a>/WORKSPACE/      messages the agent is working on
+//! .circe/LOGS/                      handled messages, events.jsonl and its rotated segments
+//! .circe/TASKS/<id>.status|.owner|.checks
+//! .circe/queue/                     claim --next lanes and the board (derived, rebuildable)
+//! .circe/locks/                     lock files (never renamed or deleted)
+//! .circe/tmp/                       staging (same filesystem, never watched)
+//! ```
+//!
+//! Inside: `Store` (root.rs and the files named after what they touch) does the file work;
+//! `tx` is the task transaction (the task's flock, reconciliation, commits); `lanes` and
+//! `board` are the derived indexes; `event_log` the log with its ids and segments.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "the local engine is the one layer that touches the filesystem"
+)]
+
+mod atomic;
+mod board;
+mod doctor;
+mod event_log;
+mod fault;
+mod files;
+mod lanes;
+mod lock;
+mod messages;
+mod queue_files;
+mod reconcile;
+mod records;
+mod repair;
+mod root;
+mod tx;
+
+use std::collections::HashSet;
+
+pub use fault::{CRASH_EXIT, crash_point};
+pub use files::{ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_stdin};
+pub use root::{Durability, find_root, root_at};
+
+use self::root::Store;
+use super::{Engine, RootSpec, Settings, TaskTx, Violation};
+use crate::boxes::Mailbox;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event};
+use crate::names::{AgentName, TaskId};
+use crate::task::{Eligibility, Row, TaskState};
+
+/// A root in a folder.
+pub struct LocalEngine {
+    store: Store,
+    settings: Settings,
+}
+
+/// Open the root `spec` names, with its configuration.
+pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn Engine>, Config)> {
+    let root = match spec {
+        RootSpec::Path(p) => root_at(p).ok_or_else(|| {
+            Error::usage(format!(
+                "{} is not a circe root (no circe.yaml in it or in its .circe/)",
+                p.display()
+            ))
+            .hint("check --root / CIRCE_ROOT; `circe init DIR` makes a new root")
+        })?,
+        RootSpec::Search => {
+            let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
+            find_root(&cwd).ok_or_else(|| {
+                Error::usage("not inside a circe root (no .circe/circe.yaml here or above)").hint(
+                    "pass --root DIR or set CIRCE_ROOT to the team's root; `circe init` makes a new one",
+                )
+            })?
+        }
+    };
+    let store = Store::open(&root)?;
+    let config = Config::parse(&store.read_config()?)?;
+    let store = store.with_durability(durability.map_or_else(|| config.durability(), Ok)?);
+    let settings = Settings { lease: config.lease(), max_attempts: config.max_attempts };
+    Ok((Box::new(LocalEngine { store, settings }), config))
+}
+
+/// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists. Returns
+/// the root's path and whether circe.yaml was written.
+pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, bool)> {
+    let (store, written) = Store::init(dir, config)?;
+    Ok((store.root().to_path_buf(), written))
+}
+
+impl LocalEngine {
+    fn lock_task(&self, task: &TaskId) -> Result<lock::Lock> {
+        self.store.lock_task(task)
+    }
+}
+
+impl Engine for LocalEngine {
+    fn location(&self) -> String {
+        self.store.root().display().to_string()
+    }
+
+    fn agents(&self) -> Result<Vec<(AgentName, String)>> {
+        self.store.list_agents()
+    }
+
+    fn agent_role(&self, name: &AgentName) -> Result<Option<String>> {
+        self.store.read_agent(name)
+    }
+
+    fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
+        self.store.create_agent(name, role)
+    }
+
+    fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+        // Look before locking: a task that does not exist gets no lock file.
+        if !create && !self.store.has_record(task, "status") {
+            return Ok(None);
+        }
+        let lock = self.lock_task(task)?;
+        let tx = tx::LocalTx::begin(self, task.clone(), lock)?;
+        if tx.state().is_none() && !create {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(tx)))
+    }
+
+    fn begin_next<'a>(
+        &'a self,
+        who: &Eligibility,
+        skip: &HashSet<TaskId>,
+    ) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+        let Some(c) = lanes::best(self, who, skip)? else { return Ok(None) };
+        let lock = match c.lock {
+            Some(l) => l,
+            None => self.lock_task(&c.task)?,
+        };
+        Ok(Some(Box::new(tx::LocalTx::begin(self, c.task, lock)?)))
+    }
+
+    fn task_ids(&self) -> Result<Vec<TaskId>> {
+        self.store.list_tasks()
+    }
+
+    fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+        let snap = board::snapshot(self)?;
+        for r in snap.rows(self)? {
+            each(r)?;
+        }
+        Ok(())
+    }
+
+    fn peek(&self, task: &TaskId) -> Result<Option<TaskState>> {
+        reconcile::load(self, task)
+    }
+
+    fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
+        let numbered = |n: u32| crate::message::numbered(name, n);
+        let targets: Vec<(Mailbox, &dyn Fn(u32) -> String)> =
+            to.iter().map(|b| (b.clone(), &numbered as &dyn Fn(u32) -> String)).collect();
+        self.store.put_messages(&targets, content)
+    }
+
+    fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
+        self.store.move_message(from, to, file)
+    }
+
+    fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
+        self.store.list_box(mailbox)
+    }
+
+    fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
+        self.store.read_message(mailbox, file)
+    }
+
+    fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
+        event_log::append(&self.store, &mut events)?;
+        Ok(events)
+    }
+
+    fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        event_log::read(&self.store, from, max)
+    }
+
+    fn last_event_id(&self) -> Result<u64> {
+        event_log::last_id(&self.store)
+    }
+
+    fn rotate_events(&self) -> Result<Option<String>> {
+        event_log::rotate(&self.store)
+    }
+
+    fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
+        doctor::run(self, repair)
+    }
+}

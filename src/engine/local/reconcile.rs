@@ -1,0 +1,263 @@
+//! Loading a task and reconciling its records with where its message lies.
+//!
+//! The message's box is the truth (one rename is each step's commit point); the records
+//! follow. When they disagree, a command crashed between its rename and its record write,
+//! and `reconcile` finishes that command's work (roll forward) or, for a send that never
+//! delivered its message, undoes it (roll back). Headers are the truth about which message is
+//! a task's: a ticket renamed by hand is found by its `task_id` header and kept, and records
+//! are never removed while any message in the root names the task.
+
+use super::LocalEngine;
+use super::board;
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::Result;
+use crate::event::{CIRCE, Event, EventKind};
+use crate::message::{self, Mode};
+use crate::names::{AgentName, TaskId};
+use crate::task::record::{self, Checks, OwnerRecord, StatusRecord};
+use crate::task::{Status, TaskState};
+
+/// Where message `name` lies: the owner's boxes first, then the shared ones, then every
+/// agent's.
+pub(super) fn locate(eng: &LocalEngine, owner: Option<&AgentName>, name: &str) -> Option<Mailbox> {
+    let store = &eng.store;
+    let mut first = Vec::with_capacity(4);
+    if let Some(o) = owner {
+        first.push(Mailbox::Inbox(o.clone()));
+        first.push(Mailbox::Workspace(o.clone()));
+    }
+    first.push(Mailbox::NewMessages);
+    first.push(Mailbox::Logs);
+    if let Some(b) = first.into_iter().find(|b| store.has_message(b, name)) {
+        return Some(b);
+    }
+    // Only a crashed claim or a hand-moved file puts it anywhere else.
+    store
+        .list_agents()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(a, _)| Some(a) != owner)
+        .flat_map(|(a, _)| [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a)])
+        .find(|b| store.has_message(b, name))
+}
+
+/// Read a task's records as they are. `None` when it has no `.status`.
+pub(super) fn load(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
+    let store = &eng.store;
+    let Some(text) = store.read_record(task, "status")? else {
+        return Ok(None);
+    };
+    let rec = StatusRecord::parse(task, &text)?;
+    let owner = store.read_record(task, "owner")?.and_then(|t| OwnerRecord::parse(&t));
+    let checks = match store.read_record(task, "checks")? {
+        Some(t) => record::parse_checks(task, &t)?,
+        None => Checks::new(),
+    };
+    let location = locate(eng, rec.owner.as_ref(), &rec.message);
+    Ok(Some(TaskState { rec, owner, checks, location }))
+}
+
+fn repair_event(task: &TaskId, what: String) -> Event {
+    let mut e = Event::now(EventKind::Repair, CIRCE).task(task);
+    e.what = Some(what);
+    e
+}
+
+/// Write the status (and `.owner` as it follows from it) of a repaired task, keep the board in
+/// step, requeue it when it is waiting, and log the repair.
+fn save_repair(eng: &LocalEngine, st: &mut TaskState, from: Status, what: &str) -> Result<()> {
+    let now = clock::stamp(clock::now());
+    let rec = &mut st.rec;
+    rec.updated_at.clone_from(&now);
+    let owner = rec.owner_record(&now, &super::host_name(), 0);
+    let status_text = rec.render();
+    let owner_text = owner.as_ref().map(OwnerRecord::render);
+    board::write(
+        eng,
+        &rec.task_id,
+        &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
+        Some((&*rec, &st.checks)),
+    )?;
+    st.owner = owner;
+    if rec.status == Status::New {
+        super::lanes::push(eng, rec)?;
+    }
+    let mut ev = repair_event(&rec.task_id, what.to_string());
+    ev = ev.moved(Some(from), rec.status, rec.epoch);
+    super::event_log::append(&eng.store, &mut [ev])
+}
+
+/// Messages that name `task` in their `task_id` header, other than under file names that say
+/// another task (circe's names carry the header's task id): (box, file, parsed message).
+fn messages_naming(
+    eng: &LocalEngine,
+    task: &TaskId,
+) -> Result<Vec<(Mailbox, String, message::Message)>> {
+    let mut out = Vec::new();
+    let mut boxes = vec![Mailbox::NewMessages, Mailbox::Logs];
+    for (a, _) in eng.store.list_agents()? {
+        boxes.push(Mailbox::Inbox(a.clone()));
+        boxes.push(Mailbox::Workspace(a));
+    }
+    for b in boxes {
+        for name in eng.store.list_box(&b)? {
+            let by_name = message::parse_file_name(&name).and_then(|f| f.task_id);
+            if by_name.as_deref().is_some_and(|t| t != task.as_str()) {
+                continue;
+            }
+            let Ok(bytes) = eng.store.read_message(&b, &name) else { continue };
+            let Ok(m) = message::parse_bytes(&bytes, Mode::Draft) else { continue };
+            if m.task_id.as_deref() == Some(task.as_str()) {
+                out.push((b.clone(), name, m));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The ticket is in no box under its recorded name: look for it by its headers (a person or
+/// an editor renamed it). Returns whether it was found and adopted.
+fn find_renamed_ticket(eng: &LocalEngine, st: &mut TaskState) -> Result<bool> {
+    let named = messages_naming(eng, &st.rec.task_id)?;
+    // The ticket is the newest message naming the task with the task's intent.
+    let ticket = named
+        .into_iter()
+        .filter(|(_, _, m)| m.intent.as_deref() == Some(st.rec.intent.as_str()))
+        .max_by(|a, b| a.2.created_at.cmp(&b.2.created_at).then(a.1.cmp(&b.1)));
+    let Some((b, name, _)) = ticket else { return Ok(false) };
+    let what = format!("ticket {} found renamed to {} in {}", st.rec.message, name, b.label());
+    st.rec.message = name;
+    st.location = Some(b);
+    let from = st.rec.status;
+    save_repair(eng, st, from, &what)?;
+    Ok(true)
+}
+
+/// Make the records agree with the message's box. Call under the task lock. Returns `None`
+/// when the task does not exist (or its send never committed).
+pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<TaskState>> {
+    if super::fault::test_break("no-reconcile") {
+        return Ok(Some(st));
+    }
+    let task = st.rec.task_id.clone();
+    if let Some(ticket) = st.rec.handoff.clone() {
+        finish_or_undo_handoff(eng, &mut st, &ticket)?;
+    }
+    if st.location.is_none() && !st.rec.status.is_terminal() && !find_renamed_ticket(eng, &mut st)?
+    {
+        if st.rec.status == Status::New && st.rec.attempts == 0 {
+            // A send that wrote the record but crashed before delivering: undo it, unless some
+            // message still names the task (then a person must look: doctor reports it).
+            if messages_naming(eng, &task)?.is_empty() {
+                board::write(
+                    eng,
+                    &task,
+                    &[("status", None), ("owner", None), ("checks", None)],
+                    None,
+                )?;
+                let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
+                super::event_log::append(&eng.store, &mut ev)?;
+                return Ok(None);
+            }
+        }
+        return Ok(Some(st));
+    }
+    let from = st.rec.status;
+    let rec = &mut st.rec;
+    let fix: Option<&str> = match (&st.location, rec.status) {
+        // Claimed (or taken over after expiry) but the records were not written.
+        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s)
+            if rec.owner.as_ref() != Some(a)
+                && (s == Status::New || s.is_owned() || s == Status::Parked) =>
+        {
+            let now = clock::now();
+            rec.owner = Some(a.clone());
+            rec.status = Status::Claimed;
+            rec.epoch += 1;
+            rec.attempts = rec.attempts.saturating_add(1);
+            rec.started_at.get_or_insert(clock::stamp(now));
+            let until = clock::after(now, eng.settings.lease).unwrap_or(now);
+            rec.lease_expires_at = Some(clock::stamp(until));
+            Some("claim finished (message was in the agent's box)")
+        }
+        // Released (or expired, or handed off) but the records still name an owner.
+        (Some(Mailbox::NewMessages), s) if s.is_owned() => {
+            rec.owner = None;
+            rec.status = Status::New;
+            rec.epoch += 1;
+            rec.lease_expires_at = None;
+            Some("release finished (message was back in NEW_MESSAGES)")
+        }
+        _ => None,
+    };
+    if let Some(what) = fix {
+        save_repair(eng, &mut st, from, what)?;
+        return Ok(Some(st));
+    }
+    // `.owner` exists exactly while the task is held; a crash between the two record writes
+    // (or a power cut: its content is not fsynced) leaves it behind, missing or damaged.
+    let held = rec.status.is_owned();
+    let stale = match (&st.owner, held) {
+        (Some(own), true) => rec.owner.as_ref() != Some(&own.owner) || own.epoch != rec.epoch,
+        (None, true) | (Some(_), false) => true,
+        (None, false) => false,
+    };
+    if stale {
+        let fixed = if held {
+            let now = clock::stamp(clock::now());
+            let (at, host, pid) = st.owner.as_ref().map_or((now, super::host_name(), 0), |o| {
+                (o.claimed_at.clone(), o.host.clone(), o.pid)
+            });
+            rec.owner_record(&at, &host, pid)
+        } else {
+            None
+        };
+        let text = fixed.as_ref().map(OwnerRecord::render);
+        eng.store.write_records(&task, &[("owner", text.as_deref())])?;
+        st.owner = fixed;
+    }
+    Ok(Some(st))
+}
+
+/// A handoff recorded its message's name but crashed before clearing it: finish it when the
+/// message is in NEW_MESSAGES (the commit point was reached), else undo the mark.
+fn finish_or_undo_handoff(eng: &LocalEngine, st: &mut TaskState, ticket: &str) -> Result<()> {
+    let store = &eng.store;
+    let task = st.rec.task_id.clone();
+    let parsed = store
+        .has_message(&Mailbox::NewMessages, ticket)
+        .then(|| store.read_message(&Mailbox::NewMessages, ticket).ok())
+        .flatten()
+        .and_then(|b| message::parse_bytes(&b, Mode::Draft).ok());
+    let delivered = parsed.filter(|m| m.intent.is_some() && m.to_agent().is_some());
+    if let (Some(m), true) = (delivered, st.rec.status.is_owned()) {
+        let from = st.rec.status;
+        let rec = &mut st.rec;
+        rec.owner = None;
+        rec.status = Status::New;
+        rec.epoch += 1;
+        rec.lease_expires_at = None;
+        rec.note = None;
+        rec.handoff = None;
+        rec.intent = m.intent.clone().unwrap_or_default();
+        rec.to = m.to_agent().unwrap_or_default().to_string();
+        if let Some(p) = m.priority {
+            rec.priority = p.as_str().to_string();
+        }
+        rec.message = ticket.to_string();
+        // The new intent's checks are reset, as the handoff would have done.
+        for c in std::mem::take(&mut rec.handoff_checks) {
+            st.checks.insert(c, false);
+        }
+        st.location = Some(Mailbox::NewMessages);
+        let checks = record::render_checks(&st.checks);
+        board::write(eng, &task, &[("checks", Some(&checks))], Some((&st.rec, &st.checks)))?;
+        return save_repair(eng, st, from, "handoff finished (its message was delivered)");
+    }
+    st.rec.handoff = None;
+    let status = st.rec.render();
+    board::write(eng, &task, &[("status", Some(&status))], Some((&st.rec, &st.checks)))?;
+    let mut ev = [repair_event(&task, "handoff never delivered; mark removed".into())];
+    super::event_log::append(&eng.store, &mut ev)
+}

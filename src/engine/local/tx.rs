@@ -1,0 +1,208 @@
+//! The task transaction of the local engine: the task's flock held from `begin` to drop, the
+//! task reconciled on entry, and `commit` as the only code that moves a ticket or writes a
+//! task's records.
+//!
+//! Commit order (PROTOCOLS.md section 8): the commit point is one rename (the ticket's move,
+//! or the delivery of a new ticket); the records follow; the events are appended last. For a
+//! task that does not exist yet the record is written first and the delivery commits it (a
+//! record whose message never arrived is rolled back by `reconcile`); a handoff first marks
+//! the record with its message's name, so a crash in between costs one `stat` to resolve.
+
+use super::fault::crash_point;
+use super::lock::Lock;
+use super::{LocalEngine, board, event_log, lanes, reconcile};
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::engine::{TaskTx, no_task};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::names::TaskId;
+use crate::task::record::{self, OwnerRecord, StatusRecord};
+use crate::task::{Change, Status, TaskState, Ticket};
+
+pub(super) struct LocalTx<'a> {
+    eng: &'a LocalEngine,
+    task: TaskId,
+    st: Option<TaskState>,
+    _lock: Lock,
+}
+
+impl<'a> LocalTx<'a> {
+    /// The transaction on `task`, whose lock the caller took.
+    pub(super) fn begin(eng: &'a LocalEngine, task: TaskId, lock: Lock) -> Result<LocalTx<'a>> {
+        let st = match reconcile::load(eng, &task)? {
+            Some(st) => reconcile::reconcile(eng, st)?,
+            None => None,
+        };
+        Ok(LocalTx { eng, task, st, _lock: lock })
+    }
+
+    /// The first free name `base`, `base.2.md`, ... in NEW_MESSAGES.
+    fn free_name(&self, base: &str) -> String {
+        (1..10_000)
+            .map(|n| crate::message::numbered(base, n))
+            .find(|n| !self.eng.store.has_message(&Mailbox::NewMessages, n))
+            .unwrap_or_else(|| base.to_string())
+    }
+
+    /// Write `.status`, `.owner` (as it follows from the status) and `.checks` when given,
+    /// keeping the board in step.
+    fn write(
+        &self,
+        rec: &StatusRecord,
+        owner: Option<&OwnerRecord>,
+        checks: &record::Checks,
+        with_checks: bool,
+    ) -> Result<()> {
+        let status = rec.render();
+        let owner = owner.map(OwnerRecord::render);
+        let checks_text = with_checks.then(|| record::render_checks(checks));
+        let mut records: Vec<(&str, Option<&str>)> =
+            vec![("status", Some(&status)), ("owner", owner.as_deref())];
+        if let Some(c) = &checks_text {
+            records.push(("checks", Some(c)));
+        }
+        board::write(self.eng, &self.task, &records, Some((rec, checks)))
+    }
+
+    /// The `.owner` record for `rec`: kept from before when the same owner still holds it at
+    /// the same epoch, else made now.
+    fn owner_for(&self, rec: &StatusRecord) -> Option<OwnerRecord> {
+        if !rec.status.is_owned() {
+            return None;
+        }
+        let before = self.st.as_ref().and_then(|s| s.owner.as_ref());
+        match before {
+            Some(o) if Some(&o.owner) == rec.owner.as_ref() && o.epoch == rec.epoch => {
+                let mut o = o.clone();
+                o.lease_expires_at = rec.lease_expires_at.clone().unwrap_or_default();
+                Some(o)
+            }
+            _ => rec.owner_record(
+                &clock::stamp(clock::now()),
+                &super::host_name(),
+                std::os::unix::process::parent_id(),
+            ),
+        }
+    }
+}
+
+/// Does the ticket lie where the record says it should (reconciliation makes it so)?
+fn where_record_says(rec: &StatusRecord, at: &Mailbox) -> bool {
+    match rec.status {
+        Status::New | Status::Parked => *at == Mailbox::NewMessages,
+        s if s.is_owned() => at.agent() == rec.owner.as_ref() && *at != Mailbox::Logs,
+        _ => true,
+    }
+}
+
+impl TaskTx for LocalTx<'_> {
+    fn task_id(&self) -> &TaskId {
+        &self.task
+    }
+
+    fn state(&self) -> Option<&TaskState> {
+        self.st.as_ref()
+    }
+
+    fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
+        let Change { op, mut record, checks, ticket, mut events, notices: _ } = change;
+        let before = self.st.as_ref().map(|s| (s.rec.status, s.rec.epoch, s.rec.message.clone()));
+        let all_checks = checks
+            .clone()
+            .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
+        let owner = self.owner_for(&record);
+        let store = &self.eng.store;
+        let location = match ticket {
+            Ticket::Deliver { name, content } => {
+                let name = self.free_name(&name);
+                record.message.clone_from(&name);
+                for e in &mut events {
+                    for f in &mut e.files {
+                        if f.mailbox == "new" {
+                            f.file.clone_from(&name);
+                        }
+                    }
+                }
+                let fixed = |_n: u32| name.clone();
+                match &self.st {
+                    None => {
+                        // Opening: the record first, then the message (the commit point).
+                        self.write(&record, None, &all_checks, true)?;
+                        crash_point("send.recorded");
+                        if let Err(e) = store.put_message(&Mailbox::NewMessages, &fixed, &content) {
+                            let gone: [(&str, Option<&str>); 2] =
+                                [("status", None), ("checks", None)];
+                            let _ = board::write(self.eng, &self.task, &gone, None);
+                            return Err(e);
+                        }
+                        crash_point("send.committed");
+                    }
+                    Some(st) => {
+                        // A handoff: mark, deliver (the commit point), then the records.
+                        let mut marked = st.rec.clone();
+                        marked.handoff = Some(name.clone());
+                        marked.handoff_checks = all_checks
+                            .iter()
+                            .filter(|(_, passed)| !**passed)
+                            .map(|(k, _)| k.clone())
+                            .collect();
+                        self.write(&marked, st.owner.as_ref(), &st.checks, false)?;
+                        crash_point("handoff.recorded");
+                        if let Err(e) = store.put_message(&Mailbox::NewMessages, &fixed, &content) {
+                            let _ = self.write(&st.rec, st.owner.as_ref(), &st.checks, false);
+                            return Err(e);
+                        }
+                        crash_point("handoff.delivered");
+                        self.write(&record, owner.as_ref(), &all_checks, true)?;
+                    }
+                }
+                Mailbox::NewMessages
+            }
+            Ticket::MoveTo(to) => {
+                let st = self.st.as_ref().ok_or_else(|| no_task(&self.task))?;
+                let from = st.location.clone().ok_or_else(|| {
+                    Error::internal(format!("the message of task {} is in no box", self.task))
+                        .hint("run `circe doctor`")
+                })?;
+                if !where_record_says(&st.rec, &from) {
+                    return Err(Error::conflict(format!(
+                        "the message of task {} is in {from}, not where its record says",
+                        self.task
+                    ))
+                    .hint("another command is half-way through it; run `circe doctor`"));
+                }
+                if from != to {
+                    crash_point(&format!("{op}.before_rename"));
+                    if !store.move_message(&from, &to, &st.rec.message)? {
+                        return Err(Error::conflict(format!(
+                            "task {} was taken by another process",
+                            self.task
+                        )));
+                    }
+                    crash_point(&format!("{op}.renamed"));
+                }
+                self.write(&record, owner.as_ref(), &all_checks, checks.is_some())?;
+                crash_point(&format!("{op}.recorded"));
+                to
+            }
+            Ticket::Stay => {
+                let st = self.st.as_ref().ok_or_else(|| no_task(&self.task))?;
+                self.write(&record, owner.as_ref(), &all_checks, checks.is_some())?;
+                crash_point(&format!("{op}.recorded"));
+                st.location.clone().unwrap_or(Mailbox::NewMessages)
+            }
+        };
+        let requeue = record.status == Status::New
+            && before.as_ref().is_none_or(|(s, e, m)| {
+                *s != Status::New || *e != record.epoch || *m != record.message
+            });
+        if requeue {
+            lanes::push(self.eng, &record)?;
+        }
+        event_log::append(store, &mut events)?;
+        self.st =
+            Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
+        Ok(events)
+    }
+}

@@ -1,0 +1,285 @@
+//! The in-memory engine: a root kept in a map behind a mutex. It proves the seam: the
+//! operation tests run against it as well as against the local engine, and it has no notion
+//! of paths, renames or lock files. Nothing survives the process.
+//!
+//! A task transaction marks its task as taken (others wait on a condition variable), works
+//! on a snapshot, and commits the change in one step under the mutex; a commit whose ticket
+//! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::{Condvar, Mutex, MutexGuard};
+
+use super::{Engine, TaskTx, Violation, no_task};
+use crate::boxes::Mailbox;
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event};
+use crate::message::numbered;
+use crate::names::{AgentName, TaskId};
+use crate::task::{Change, Eligibility, Row, Status, TaskState, Ticket, row_of};
+
+#[derive(Default)]
+struct Inner {
+    agents: BTreeMap<AgentName, String>,
+    tasks: BTreeMap<TaskId, TaskState>,
+    boxes: BTreeMap<Mailbox, BTreeMap<String, Vec<u8>>>,
+    events: Vec<Event>,
+    busy: HashSet<TaskId>,
+}
+
+/// A root in memory.
+#[derive(Default)]
+pub struct MemoryEngine {
+    inner: Mutex<Inner>,
+    freed: Condvar,
+}
+
+impl MemoryEngine {
+    pub fn new() -> MemoryEngine {
+        MemoryEngine::default()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Mark `task` taken by a transaction, waiting while another has it.
+    fn take(&self, task: &TaskId) -> Option<TaskState> {
+        let mut g = self.lock();
+        while g.busy.contains(task) {
+            g = self.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        g.busy.insert(task.clone());
+        g.tasks.get(task).cloned()
+    }
+}
+
+impl Inner {
+    fn free_name(&self, b: &Mailbox, base: &str) -> String {
+        let taken = self.boxes.get(b);
+        (1..10_000)
+            .map(|n| numbered(base, n))
+            .find(|n| taken.is_none_or(|m| !m.contains_key(n)))
+            .unwrap_or_else(|| base.to_string())
+    }
+
+    fn append(&mut self, events: &mut [Event]) {
+        for e in events.iter_mut() {
+            e.id = self.events.len() as u64 + 1;
+            self.events.push(e.clone());
+        }
+    }
+}
+
+struct MemTx<'a> {
+    eng: &'a MemoryEngine,
+    task: TaskId,
+    st: Option<TaskState>,
+}
+
+impl Drop for MemTx<'_> {
+    fn drop(&mut self) {
+        self.eng.lock().busy.remove(&self.task);
+        self.eng.freed.notify_all();
+    }
+}
+
+impl TaskTx for MemTx<'_> {
+    fn task_id(&self) -> &TaskId {
+        &self.task
+    }
+
+    fn state(&self) -> Option<&TaskState> {
+        self.st.as_ref()
+    }
+
+    fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
+        let Change { mut record, checks, ticket, mut events, .. } = change;
+        let mut g = self.eng.lock();
+        let before = self.st.as_ref();
+        let location = match ticket {
+            Ticket::Deliver { name, content } => {
+                let name = g.free_name(&Mailbox::NewMessages, &name);
+                record.message.clone_from(&name);
+                for f in events.iter_mut().flat_map(|e| e.files.iter_mut()) {
+                    if f.mailbox == "new" {
+                        f.file.clone_from(&name);
+                    }
+                }
+                g.boxes.entry(Mailbox::NewMessages).or_default().insert(name, content);
+                Mailbox::NewMessages
+            }
+            Ticket::MoveTo(to) => {
+                let st = before.ok_or_else(|| no_task(&self.task))?;
+                let from = st.location.clone().ok_or_else(|| {
+                    Error::internal(format!("the message of task {} is in no box", self.task))
+                })?;
+                let body = g.boxes.get_mut(&from).and_then(|b| b.remove(&st.rec.message));
+                let Some(body) = body else {
+                    return Err(Error::conflict(format!(
+                        "task {} was taken by another process",
+                        self.task
+                    )));
+                };
+                g.boxes.entry(to.clone()).or_default().insert(st.rec.message.clone(), body);
+                to
+            }
+            Ticket::Stay => {
+                before.and_then(|s| s.location.clone()).ok_or_else(|| no_task(&self.task))?
+            }
+        };
+        let checks = checks.unwrap_or_else(|| before.map(|s| s.checks.clone()).unwrap_or_default());
+        let st = TaskState { rec: record, owner: None, checks, location: Some(location) };
+        g.tasks.insert(self.task.clone(), st.clone());
+        g.append(&mut events);
+        self.st = Some(st);
+        Ok(events)
+    }
+}
+
+fn rank(priority: &str) -> u8 {
+    match priority {
+        "high" => 0,
+        "low" => 2,
+        _ => 1,
+    }
+}
+
+impl Engine for MemoryEngine {
+    fn location(&self) -> String {
+        "memory".into()
+    }
+
+    fn agents(&self) -> Result<Vec<(AgentName, String)>> {
+        Ok(self.lock().agents.iter().map(|(a, r)| (a.clone(), r.clone())).collect())
+    }
+
+    fn agent_role(&self, name: &AgentName) -> Result<Option<String>> {
+        Ok(self.lock().agents.get(name).cloned())
+    }
+
+    fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
+        let mut g = self.lock();
+        if g.agents.contains_key(name) {
+            return Ok(false);
+        }
+        g.agents.insert(name.clone(), role.to_string());
+        Ok(true)
+    }
+
+    fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+        if !create && !self.lock().tasks.contains_key(task) {
+            return Ok(None);
+        }
+        let st = self.take(task);
+        let tx = MemTx { eng: self, task: task.clone(), st };
+        if tx.st.is_none() && !create {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(tx)))
+    }
+
+    fn begin_next<'a>(
+        &'a self,
+        who: &Eligibility,
+        skip: &HashSet<TaskId>,
+    ) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+        let best = {
+            let g = self.lock();
+            g.tasks
+                .iter()
+                .filter(|(id, st)| {
+                    st.rec.status == Status::New
+                        && !skip.contains(*id)
+                        && who.admits(&st.rec.to, &st.rec.intent)
+                })
+                .min_by(|(ia, a), (ib, b)| {
+                    (rank(&a.rec.priority), &a.rec.updated_at, ia).cmp(&(
+                        rank(&b.rec.priority),
+                        &b.rec.updated_at,
+                        ib,
+                    ))
+                })
+                .map(|(id, _)| id.clone())
+        };
+        let Some(task) = best else { return Ok(None) };
+        let st = self.take(&task);
+        Ok(Some(Box::new(MemTx { eng: self, task, st })))
+    }
+
+    fn task_ids(&self) -> Result<Vec<TaskId>> {
+        Ok(self.lock().tasks.keys().cloned().collect())
+    }
+
+    fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+        let rows: Vec<Row<'static>> =
+            self.lock().tasks.values().map(|st| row_of(&st.rec, &st.checks)).collect();
+        for r in rows {
+            each(r)?;
+        }
+        Ok(())
+    }
+
+    fn peek(&self, task: &TaskId) -> Result<Option<TaskState>> {
+        Ok(self.lock().tasks.get(task).cloned())
+    }
+
+    fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
+        let mut g = self.lock();
+        let mut out = Vec::with_capacity(to.len());
+        for b in to {
+            let n = g.free_name(b, name);
+            g.boxes.entry(b.clone()).or_default().insert(n.clone(), content.to_vec());
+            out.push(n);
+        }
+        Ok(out)
+    }
+
+    fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
+        let mut g = self.lock();
+        if g.boxes.get(to).is_some_and(|b| b.contains_key(file)) {
+            return Err(Error::conflict(format!("{to}/{file} exists already; not replacing it")));
+        }
+        let Some(body) = g.boxes.get_mut(from).and_then(|b| b.remove(file)) else {
+            return Ok(false);
+        };
+        g.boxes.entry(to.clone()).or_default().insert(file.to_string(), body);
+        Ok(true)
+    }
+
+    fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
+        Ok(self.lock().boxes.get(mailbox).map(|b| b.keys().cloned().collect()).unwrap_or_default())
+    }
+
+    fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
+        self.lock()
+            .boxes
+            .get(mailbox)
+            .and_then(|b| b.get(file).cloned())
+            .ok_or_else(|| Error::not_found(format!("no message {file} in {mailbox}")))
+    }
+
+    fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
+        self.lock().append(&mut events);
+        Ok(events)
+    }
+
+    fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        let g = self.lock();
+        let start = usize::try_from(from.after).unwrap_or(usize::MAX).min(g.events.len());
+        Ok(g.events[start..].iter().take(max).cloned().collect())
+    }
+
+    fn last_event_id(&self) -> Result<u64> {
+        Ok(self.lock().events.len() as u64)
+    }
+
+    fn rotate_events(&self) -> Result<Option<String>> {
+        // One list in memory: there is nothing to rotate.
+        Ok(None)
+    }
+
+    fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
+        // Every change is one step under the mutex: nothing can be half-done.
+        Ok(Vec::new())
+    }
+}

@@ -1,0 +1,173 @@
+//! The engine seam: everything circe's domain code asks of the place a root is kept.
+//!
+//! Domain code (tasks, boxes, events, the CLI) speaks in tasks, messages, boxes and events
+//! through these traits, never in paths, lanes, locks or record files. Two engines implement
+//! them: `local` (the `.circe/` folder: renames, flock, fsync; the only code that touches the
+//! filesystem) and `memory` (a map in a mutex, which the operation tests run against too, to
+//! prove the seam). Each operation is shaped so a database engine can do it in one or two
+//! round trips: a task transaction loads the task, the domain decides in Rust what the move
+//! changes (`task::effects`), and the engine commits that `Change` if nothing else changed
+//! the task meanwhile (the local engine holds the task's lock for the whole transaction; a
+//! database would update `WHERE epoch = $seen`).
+
+pub mod local;
+pub mod memory;
+
+pub use local::crash_point;
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::boxes::Mailbox;
+use crate::config::Config;
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event};
+use crate::names::{AgentName, TaskId};
+use crate::task::{Change, Eligibility, Row, TaskState};
+
+/// Where a root is: a folder today (`--root`, `CIRCE_ROOT`, or found by walking up), a URL
+/// for a remote engine.
+#[derive(Debug, Clone)]
+pub enum RootSpec {
+    /// Search upwards from the current folder for `.circe/circe.yaml`.
+    Search,
+    /// A folder holding circe.yaml, or holding `.circe/`.
+    Path(PathBuf),
+}
+
+/// What the engine needs from the configuration to finish crashed work on its own.
+#[derive(Debug, Clone, Copy)]
+pub struct Settings {
+    /// The default lease (a reconciled claim gets it).
+    pub lease: Duration,
+    pub max_attempts: u32,
+}
+
+/// The engine behind a root, and what the root's configuration says.
+pub fn open(spec: &RootSpec) -> Result<(Box<dyn Engine>, Config)> {
+    local::open(spec, None)
+}
+
+/// `open`, with the durability forced (bulk loading for benchmarks: `Relaxed`).
+pub fn open_with(
+    spec: &RootSpec,
+    durability: local::Durability,
+) -> Result<(Box<dyn Engine>, Config)> {
+    local::open(spec, Some(durability))
+}
+
+/// Everything the domain asks of a root.
+pub trait Engine {
+    /// Where the root is (a path or a URL), for people.
+    fn location(&self) -> String;
+
+    // ---- agents --------------------------------------------------------------------
+
+    /// Every agent and its role, sorted by name.
+    fn agents(&self) -> Result<Vec<(AgentName, String)>>;
+    /// One agent's role; `None` when there is no such agent.
+    fn agent_role(&self, name: &AgentName) -> Result<Option<String>>;
+    /// Add an agent; `false` (and nothing changed) when it exists already.
+    fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool>;
+
+    // ---- tasks ---------------------------------------------------------------------
+
+    /// The transaction on one task: the only way to read a task for a change and the only
+    /// way to change it. Finishes first what a crashed command left on it. `None` when the
+    /// task does not exist (and then nothing was created for it); `create` opens the
+    /// transaction on a task that does not exist yet (opening it).
+    fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>>;
+
+    /// The transaction on the best waiting task `who` may take, skipping `skip` (tasks it
+    /// just lost): priority, then time waiting. `None` when there is none.
+    fn begin_next<'a>(
+        &'a self,
+        who: &Eligibility,
+        skip: &HashSet<TaskId>,
+    ) -> Result<Option<Box<dyn TaskTx + 'a>>>;
+
+    /// Every task id, sorted.
+    fn task_ids(&self) -> Result<Vec<TaskId>>;
+
+    /// The board: one row per task, in task id order, handed over one at a time.
+    fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()>;
+
+    /// A task's state as last committed, read without a transaction (for reports: it may be
+    /// outdated by the time it is printed, never half-written).
+    fn peek(&self, task: &TaskId) -> Result<Option<TaskState>>;
+
+    // ---- messages ------------------------------------------------------------------
+
+    /// Deliver one message to several boxes, all or none across a crash; each copy under
+    /// `name` or the first free `name.N.md` in its box. Returns the names used.
+    fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>>;
+
+    /// Move a message that is no task's ticket (tickets move inside their task's
+    /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
+    fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;
+
+    /// The message files of a box, sorted by name.
+    fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>>;
+
+    /// A message's bytes.
+    fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>>;
+
+    /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
+    fn boxes(&self) -> Result<Vec<Mailbox>> {
+        let mut v = vec![Mailbox::NewMessages];
+        for (a, _) in self.agents()? {
+            v.push(Mailbox::Inbox(a.clone()));
+            v.push(Mailbox::Workspace(a));
+        }
+        v.push(Mailbox::Logs);
+        Ok(v)
+    }
+
+    // ---- the event log -------------------------------------------------------------
+
+    /// Append events that are not part of a task's change (a delivery, a take), giving each
+    /// the next id. Returns them with their ids.
+    fn append_events(&self, events: Vec<Event>) -> Result<Vec<Event>>;
+
+    /// Up to `max` events after `from`, oldest first; fewer (or none) at the end of the log.
+    /// A line still being written is not read.
+    fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>>;
+
+    /// The id of the newest event (0 when there is none).
+    fn last_event_id(&self) -> Result<u64>;
+
+    /// Close the log's current segment and start a new one (the archive does this; readers and
+    /// cursors go on across it). Returns the closed segment's name, `None` when it was empty.
+    fn rotate_events(&self) -> Result<Option<String>>;
+
+    // ---- upkeep --------------------------------------------------------------------
+
+    /// Check the engine's invariants (and with `repair`, mend what can be mended).
+    fn doctor(&self, repair: bool) -> Result<Vec<Violation>>;
+}
+
+/// One transaction on one task (see `Engine::begin`). Dropping it without a commit changes
+/// nothing.
+pub trait TaskTx {
+    fn task_id(&self) -> &TaskId;
+    /// The task as it is now; `None` for a task that does not exist yet.
+    fn state(&self) -> Option<&TaskState>;
+    /// Commit one change: its commit point (the ticket's move or delivery, else the record
+    /// write), then the records, then its events (given their ids, returned). Afterwards
+    /// `state()` is the new state.
+    fn commit(&mut self, change: Change) -> Result<Vec<Event>>;
+}
+
+/// Something `doctor` found.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Violation {
+    pub invariant: u8,
+    pub what: String,
+    pub repaired: bool,
+}
+
+/// The error for a task that does not exist.
+pub fn no_task(task: &TaskId) -> Error {
+    Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")
+}

@@ -1,0 +1,257 @@
+//! The event log's model: what happened, one typed event per line of `LOGS/events.jsonl`.
+//!
+//! Pure: the engine stores and reads lines; this module says what a line is. Format
+//! version 2 (PROTOCOLS.md section 10): every line is one JSON object whose first field is
+//! `id`, a number that is strictly increasing and gap-free per root (assigned by the engine
+//! under the log's lock), and whose second is `v`, this format's version. A reader refuses a
+//! line of a newer version instead of misreading it, and skips lines written before ids
+//! existed (version 1 had neither field).
+
+mod cursor;
+mod kind;
+
+use serde::{Deserialize, Serialize};
+
+pub use cursor::Cursor;
+pub use kind::EventKind;
+
+use crate::error::{Error, Result};
+use crate::names::{AgentName, TaskId};
+use crate::task::Status;
+
+/// The version of the line format this circe writes and reads.
+pub const FORMAT: u32 = 2;
+
+/// The acting name circe itself uses for what it does on its own (repairs, lease expiry
+/// noticed by cron, escalations). No agent may be called this.
+pub const CIRCE: &str = "circe";
+
+/// A message file an event is about: its box (`new`, `inbox:<a>`, `workspace:<a>`, `logs`)
+/// and its file name, so a consumer (a watch hook) needs no search to open it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+}
+
+/// One event. Fields that do not apply to its kind are absent from the line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Position in the root's log: 1, 2, 3, ... with no gaps (0 until the engine assigns it).
+    pub id: u64,
+    /// The line format's version (`FORMAT`).
+    pub v: u32,
+    /// When it happened (RFC 3339, milliseconds, UTC).
+    pub ts: String,
+    pub event: EventKind,
+    /// Who did it: an agent, or `circe`.
+    pub agent: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task: Option<TaskId>,
+    /// The task's status before and after (always statuses, never placeholders).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<Status>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub to: Option<Status>,
+    /// The task's epoch after the event.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub epoch: Option<u64>,
+    /// The message files this event put somewhere (a delivery names one per recipient).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<FileRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+    /// The message's `to` (an agent, a role, `all`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub addressed_to: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_reply_to: Option<String>,
+    /// The previous owner (release, expiry, park, takeover).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiries: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forced: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub check: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub passed: Option<bool>,
+    /// How a check was recorded: `run` or `asserted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub how: Option<String>,
+    /// The argv of `check --run`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seconds: Option<f64>,
+    /// What a repair did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub what: Option<String>,
+}
+
+impl Event {
+    /// A new event of `kind` by `agent` at `ts`, with every optional field absent.
+    pub fn new(kind: EventKind, agent: &str, ts: String) -> Event {
+        Event {
+            id: 0,
+            v: FORMAT,
+            ts,
+            event: kind,
+            agent: agent.to_string(),
+            task: None,
+            from: None,
+            to: None,
+            epoch: None,
+            files: Vec::new(),
+            msg_id: None,
+            intent: None,
+            addressed_to: None,
+            in_reply_to: None,
+            owner: None,
+            attempts: None,
+            expiries: None,
+            note: None,
+            reason: None,
+            forced: false,
+            check: None,
+            passed: None,
+            how: None,
+            command: None,
+            exit_code: None,
+            seconds: None,
+            what: None,
+        }
+    }
+
+    /// An event stamped with the current time (`CIRCE_NOW` when pinned).
+    pub fn now(kind: EventKind, agent: &str) -> Event {
+        Event::new(kind, agent, crate::clock::stamp_ms(crate::clock::now()))
+    }
+
+    #[must_use]
+    pub fn task(mut self, task: &TaskId) -> Event {
+        self.task = Some(task.clone());
+        self
+    }
+
+    /// A lifecycle move: the status before and after, and the epoch after.
+    #[must_use]
+    pub fn moved(mut self, from: Option<Status>, to: Status, epoch: u64) -> Event {
+        self.from = from;
+        self.to = Some(to);
+        self.epoch = Some(epoch);
+        self
+    }
+
+    #[must_use]
+    pub fn file(mut self, mailbox: String, file: String) -> Event {
+        self.files.push(FileRef { mailbox, file });
+        self
+    }
+
+    /// Does this event concern `agent`: done by it, or about its boxes or its task?
+    pub fn concerns_agent(&self, agent: &AgentName) -> bool {
+        let a = agent.as_str();
+        self.agent == a
+            || self.owner.as_deref() == Some(a)
+            || self.addressed_to.as_deref() == Some(a)
+            || self
+                .files
+                .iter()
+                .any(|f| f.mailbox.split_once(':').is_some_and(|(_, owner)| owner == a))
+    }
+
+    /// The JSON line (without its newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+}
+
+/// What one line of the log holds.
+#[derive(Debug)]
+pub enum Line {
+    Event(Box<Event>),
+    /// A line written before events had ids (format 1): kept, never delivered to a cursor.
+    Legacy,
+}
+
+/// Parse one line (without its newline).
+pub fn parse_line(line: &str) -> Result<Line> {
+    #[derive(Deserialize)]
+    struct Head {
+        id: Option<u64>,
+        v: Option<u32>,
+    }
+    let head: Head = serde_json::from_str(line)
+        .map_err(|e| Error::internal(format!("event log line is not JSON: {e}")))?;
+    match (head.id, head.v) {
+        (None, _) | (_, None) => Ok(Line::Legacy),
+        (Some(_), Some(v)) if v > FORMAT => Err(Error::refused(format!(
+            "the event log holds a line of format {v}; this circe reads up to {FORMAT}"
+        ))
+        .hint("upgrade circe")),
+        (Some(_), Some(_)) => serde_json::from_str::<Event>(line)
+            .map(|e| Line::Event(Box::new(e)))
+            .map_err(|e| Error::internal(format!("event log line does not parse: {e}"))),
+    }
+}
+
+/// The id of a line circe wrote (`{"id":N,...`), read without parsing the rest.
+pub fn line_id(line: &str) -> Option<u64> {
+    let rest = line.strip_prefix("{\"id\":")?;
+    let end = rest.find(|c: char| !c.is_ascii_digit())?;
+    rest[..end].parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_id_first() {
+        let mut e = Event::new(EventKind::Claim, "engineer", "2025-11-21T17:00:00.000Z".into())
+            .task(&TaskId::new("AUTH-012").unwrap())
+            .moved(Some(Status::New), Status::Claimed, 1)
+            .file("inbox:engineer".into(), "x.md".into());
+        e.id = 42;
+        let line = e.to_line();
+        assert!(line.starts_with("{\"id\":42,\"v\":2,"), "{line}");
+        assert!(!line.contains("null"), "absent fields are left out: {line}");
+        assert_eq!(line_id(&line), Some(42));
+        match parse_line(&line).unwrap() {
+            Line::Event(back) => assert_eq!(*back, e),
+            Line::Legacy => panic!("not legacy"),
+        }
+    }
+
+    #[test]
+    fn legacy_and_newer_lines() {
+        let v1 = r#"{"ts":"2025-11-21T17:00:00.000Z","event":"claim","agent":"qa"}"#;
+        assert!(matches!(parse_line(v1).unwrap(), Line::Legacy));
+        assert_eq!(line_id(v1), None);
+        let v9 = r#"{"id":1,"v":9,"ts":"x","event":"claim","agent":"qa"}"#;
+        assert_eq!(parse_line(v9).unwrap_err().kind, crate::error::Kind::Refused);
+        assert!(parse_line("{\"id\":1,").is_err(), "a torn line is not an event");
+    }
+
+    #[test]
+    fn unknown_kinds_from_newer_writers_still_parse() {
+        let l = r#"{"id":3,"v":2,"ts":"x","event":"teleport","agent":"qa"}"#;
+        match parse_line(l).unwrap() {
+            Line::Event(e) => assert_eq!(e.event, EventKind::Other),
+            Line::Legacy => panic!(),
+        }
+    }
+}

@@ -1,0 +1,185 @@
+//! `claim`, `claim --next`, lease expiry and `reap`.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use super::notify;
+use crate::clock;
+use crate::engine::{TaskTx, no_task};
+use crate::error::{Error, Kind, Result};
+use crate::event::CIRCE;
+use crate::names::{AgentName, TaskId};
+use crate::task::effects::{self, MoveCtx};
+use crate::task::{Actor, Status, StatusRecord};
+use crate::workspace::Workspace;
+
+/// What a claim did.
+#[derive(Debug, Clone, Serialize)]
+pub struct ClaimOutcome {
+    pub task: TaskId,
+    pub owner: AgentName,
+    pub status: Status,
+    pub epoch: u64,
+    pub attempts: u32,
+    pub lease_expires_at: Option<String>,
+    pub message: String,
+    /// The agent already held it: nothing changed.
+    pub already_held: bool,
+    /// The previous owner whose lease had run out, if the task was taken over.
+    pub expired_owner: Option<String>,
+}
+
+/// Take task `task` for `me`: one rename of its message from NEW_MESSAGES (or from the
+/// box of an owner whose lease ran out) into `me`'s INBOX, then the records.
+pub fn claim(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    task: &TaskId,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+    claim_in(ws, me, role, tx.as_mut(), ttl)
+}
+
+/// The claim inside the task's transaction.
+fn claim_in(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    tx: &mut dyn TaskTx,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    let task = tx.task_id().clone();
+    let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
+    let rec = &st.rec;
+    match rec.status {
+        s if s.is_owned() => {
+            let owner = rec.owner.clone().map(String::from).unwrap_or_default();
+            if owner == me.as_str() {
+                return Ok(outcome(&st.rec, true, None));
+            }
+            if !effects::lease_expired(rec, clock::now()) {
+                return Err(Error::conflict(format!("task {task} is held by {owner}"))
+                    .detail("owner", owner.clone())
+                    .hint(format!(
+                        "its lease runs until {}",
+                        rec.lease_expires_at.clone().unwrap_or_default()
+                    )));
+            }
+        }
+        Status::New => {}
+        Status::Parked => {
+            return Err(Error::refused(format!(
+                "task {task} is parked: its lease ran out {} times",
+                rec.expiries
+            ))
+            .hint("a coordinator can put it back with `circe release --force`"));
+        }
+        s => {
+            return Err(Error::refused(format!("task {task} is {}", s.as_str()))
+                .hint("only new tasks can be claimed"));
+        }
+    }
+    if !ws.eligibility(me, role).admits(&rec.to, &rec.intent) {
+        return Err(Error::refused(format!(
+            "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
+            rec.to, rec.intent
+        ))
+        .hint("`circe registry` shows which roles may receive each intent"));
+    }
+    let expired_owner = rec.status.is_owned().then(|| rec.owner.clone()).flatten();
+    let ctx = MoveCtx {
+        by: me.as_str(),
+        actors: &[Actor::Eligible],
+        now: clock::now(),
+        lease: ttl.unwrap_or_else(|| ws.config.lease()),
+        note: None,
+        forced: false,
+        handoff: None,
+    };
+    let (change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    let notices = change.notices.clone();
+    tx.commit(change)?;
+    notify::send(ws, &task, &notices)?;
+    let after = tx.state().ok_or_else(|| no_task(&task))?;
+    if parked {
+        return Err(Error::refused(format!(
+            "task {task} is parked: its lease ran out {} times",
+            after.rec.expiries
+        ))
+        .hint("a coordinator can put it back with `circe release --force`"));
+    }
+    Ok(outcome(&after.rec, false, expired_owner.map(String::from)))
+}
+
+fn outcome(rec: &StatusRecord, already_held: bool, expired_owner: Option<String>) -> ClaimOutcome {
+    ClaimOutcome {
+        task: rec.task_id.clone(),
+        owner: rec.owner.clone().unwrap_or_else(|| AgentName::new(CIRCE).expect("a legal name")),
+        status: rec.status,
+        epoch: rec.epoch,
+        attempts: rec.attempts,
+        lease_expires_at: rec.lease_expires_at.clone(),
+        message: rec.message.clone(),
+        already_held,
+        expired_owner,
+    }
+}
+
+/// The best waiting task this agent may take: priority, then time in the queue.
+pub fn claim_next(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    let who = ws.eligibility(me, role);
+    let mut lost = HashSet::new();
+    for _ in 0..10_000 {
+        let Some(mut tx) = ws.engine.begin_next(&who, &lost)? else {
+            return Err(Error::nothing_to_claim(format!(
+                "no waiting task that {me} ({role}) may take"
+            )));
+        };
+        match claim_in(ws, me, role, tx.as_mut(), ttl) {
+            Ok(o) => return Ok(o),
+            Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
+                lost.insert(tx.task_id().clone());
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(Error::conflict("gave up after 10000 lost races for waiting tasks"))
+}
+
+/// Return every task whose lease ran out to the queue (or park it): for cron.
+pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
+    let mut done = Vec::new();
+    for task in ws.engine.task_ids()? {
+        let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
+        let Some(st) = tx.state().cloned() else { continue };
+        let now = clock::now();
+        if !st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now) {
+            continue;
+        }
+        let mv = effects::lease_ran_out(&st.rec, ws.config.max_attempts);
+        let ctx = MoveCtx {
+            by,
+            actors: &[Actor::Lease],
+            now,
+            lease: ws.config.lease(),
+            note: None,
+            forced: false,
+            handoff: None,
+        };
+        let change = effects::apply(mv, &st, &ctx)?;
+        let notices = change.notices.clone();
+        tx.commit(change)?;
+        notify::send(ws, &task, &notices)?;
+        done.push((task, tx.state().map_or(Status::New, |s| s.rec.status)));
+    }
+    Ok(done)
+}

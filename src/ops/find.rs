@@ -1,0 +1,308 @@
+//! Finding a message by file name, message id or task id, and moving it along
+//! INBOX -> WORKSPACE -> LOGS. A key the user typed is sorted out first: an existing task's
+//! id names the task (whose ticket moves inside the task's transaction), anything else is
+//! looked up as a file name or message id, and nothing is locked or created for a key that
+//! names nothing.
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::engine::{TaskTx, no_task};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::message::{self, Message, Mode};
+use crate::names::{AgentName, TaskId};
+use crate::task::{Change, Status, TaskState, Ticket};
+use crate::workspace::Workspace;
+
+/// A message and where it lies.
+#[derive(Debug, Clone, Serialize)]
+pub struct Found {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    #[serde(skip)]
+    pub location: Mailbox,
+    pub message: Option<Message>,
+}
+
+/// Every message whose file name or msg_id is `key` (a msg_id prefix of 8+ characters
+/// also matches), in all boxes.
+pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
+    find_in(ws, &ws.engine.boxes()?, key)
+}
+
+pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found>> {
+    let mut out = Vec::new();
+    for b in boxes {
+        for name in ws.engine.list_box(b)? {
+            let by_name = name == key;
+            let Ok(bytes) = ws.engine.read_message(b, &name) else { continue };
+            // Parse only what can match: the key's text must be in the file.
+            if !by_name && !contains(&bytes, key.as_bytes()) {
+                continue;
+            }
+            let parsed = message::parse_bytes(&bytes, Mode::Draft).ok();
+            let by_id = parsed
+                .as_ref()
+                .and_then(|m| m.msg_id.as_deref())
+                .is_some_and(|id| id == key || (key.len() >= 8 && id.starts_with(key)));
+            if by_name || by_id {
+                out.push(Found {
+                    mailbox: b.label(),
+                    file: name,
+                    location: b.clone(),
+                    message: parsed,
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    needle.is_empty() || hay.windows(needle.len()).any(|w| w == needle)
+}
+
+/// The existing task `key` names, if it names one (no lock is taken for anything else).
+fn task_key<'a>(ws: &'a Workspace, key: &str) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+    match TaskId::new(key) {
+        Ok(id) => ws.engine.begin(&id, false),
+        Err(_) => Ok(None),
+    }
+}
+
+/// The task whose ticket the message `m` (file `name`) is, if it is one.
+fn ticket_of<'a>(
+    ws: &'a Workspace,
+    name: &str,
+    m: Option<&Message>,
+) -> Result<Option<Box<dyn TaskTx + 'a>>> {
+    let by_header = m.and_then(|m| m.task_id.clone());
+    let by_name = message::parse_file_name(name).and_then(|f| f.task_id);
+    let Some(id) = by_header.or(by_name).and_then(|t| TaskId::new(t).ok()) else { return Ok(None) };
+    let tx = ws.engine.begin(&id, false)?;
+    Ok(tx.filter(|tx| tx.state().is_some_and(|s| s.rec.message == name)))
+}
+
+/// The one message `key` names in `boxes`.
+fn one(ws: &Workspace, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<Found> {
+    let mut found = find_in(ws, boxes, key)?;
+    match found.len() {
+        0 => Err(Error::not_found(format!(
+            "no message `{key}` in {}",
+            boxes.iter().map(Mailbox::label).collect::<Vec<_>>().join(", ")
+        ))
+        .hint(format!("`circe --agent {me} inbox` lists your messages"))),
+        1 => Ok(found.remove(0)),
+        n => Err(Error::usage(format!("`{key}` matches {n} messages"))
+            .hint("give the full file name or message id")),
+    }
+}
+
+fn moved_event(
+    kind: EventKind,
+    me: &AgentName,
+    task: Option<&TaskId>,
+    to: &Mailbox,
+    file: &str,
+) -> Event {
+    let mut ev = Event::now(kind, me).file(to.label(), file.to_string());
+    if let Some(t) = task {
+        ev = ev.task(t);
+    }
+    ev
+}
+
+/// Move a task's ticket inside its transaction.
+fn move_ticket(
+    tx: &mut dyn TaskTx,
+    kind: EventKind,
+    me: &AgentName,
+    to: &Mailbox,
+) -> Result<String> {
+    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    let ev = moved_event(kind, me, Some(&st.rec.task_id), to, &st.rec.message);
+    let op = if kind == EventKind::Take { "take" } else { "done" };
+    tx.commit(Change {
+        op,
+        record: st.rec.clone(),
+        checks: None,
+        ticket: Ticket::MoveTo(to.clone()),
+        events: vec![ev],
+        notices: Vec::new(),
+    })?;
+    Ok(st.rec.message)
+}
+
+/// INBOX -> WORKSPACE: `me` starts working on a message (a task id: the task's message).
+pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String)> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let to = Mailbox::Workspace(me.clone());
+    let tx = if let Some(tx) = task_key(ws, key)? {
+        tx
+    } else {
+        let f = one(ws, me, std::slice::from_ref(&inbox), key)?;
+        let Some(tx) = ticket_of(ws, &f.file, f.message.as_ref())? else {
+            // No task's ticket: a plain message moves on its own.
+            if !ws.engine.move_message(&inbox, &to, &f.file)? {
+                return Err(Error::conflict(format!("{} left your INBOX meanwhile", f.file)));
+            }
+            let task = f.message.as_ref().and_then(|m| m.task_id.clone());
+            let task = task.and_then(|t| TaskId::new(t).ok());
+            let ev = moved_event(EventKind::Take, me, task.as_ref(), &to, &f.file);
+            ws.engine.append_events(vec![ev])?;
+            return Ok((to.label(), f.file));
+        };
+        tx
+    };
+    let mut tx = tx;
+    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    if st.rec.owner.as_ref() != Some(me) || !st.rec.status.is_owned() {
+        return Err(Error::conflict(format!("task {} is not held by {me}", st.rec.task_id))
+            .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)));
+    }
+    if st.location.as_ref() != Some(&inbox) {
+        return Err(Error::refused(format!(
+            "task {}'s message is in {}, not in your INBOX",
+            st.rec.task_id,
+            st.location.as_ref().map_or("no box".into(), Mailbox::label)
+        )));
+    }
+    let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
+    Ok((to.label(), file))
+}
+
+/// Messages of a task in `boxes`: named for it, or (for names that carry no task) saying so
+/// in their `task_id` header.
+pub fn messages_of(
+    ws: &Workspace,
+    task: &TaskId,
+    boxes: &[Mailbox],
+) -> Result<Vec<(Mailbox, String)>> {
+    let mut out = Vec::new();
+    for b in boxes {
+        for name in ws.engine.list_box(b)? {
+            let mine = match message::parse_file_name(&name).and_then(|f| f.task_id) {
+                Some(t) => t == task.as_str(),
+                None => ws
+                    .engine
+                    .read_message(b, &name)
+                    .ok()
+                    .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok())
+                    .is_some_and(|m| m.task_id.as_deref() == Some(task.as_str())),
+            };
+            if mine {
+                out.push((b.clone(), name));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// INBOX or WORKSPACE -> LOGS: `me` is done with a message. A task id files every message of
+/// that task in `me`'s boxes; the task's own message waits until the task is completed or
+/// failed. A coordinator filing a finished task files its messages from every box (the
+/// reference flow's last step: "archives all related messages to LOGS").
+pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, String)>> {
+    let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
+    let Some(mut tx) = task_key(ws, key)? else {
+        let f = one(ws, me, &mine, key)?;
+        if let Some(mut tx) = ticket_of(ws, &f.file, f.message.as_ref())? {
+            let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+            refuse_live_ticket(&st)?;
+            let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
+            return Ok(vec![(Mailbox::Logs.label(), file)]);
+        }
+        file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
+        return Ok(vec![(Mailbox::Logs.label(), f.file)]);
+    };
+    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    let everywhere = st.rec.status.is_terminal() && ws.is_coordinator(me);
+    let boxes: Vec<Mailbox> = if everywhere {
+        ws.engine.boxes()?.into_iter().filter(|b| *b != Mailbox::Logs).collect()
+    } else {
+        mine.to_vec()
+    };
+    let mut picked = messages_of(ws, &st.rec.task_id, &boxes)?;
+    let ticket_here = st.location.as_ref().is_some_and(|l| boxes.contains(l));
+    picked.retain(|(_, n)| *n != st.rec.message);
+    let mut out = Vec::new();
+    if ticket_here {
+        if st.rec.status.is_terminal() {
+            out.push((
+                Mailbox::Logs.label(),
+                move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?,
+            ));
+        } else if picked.is_empty() {
+            return Err(refuse_live_ticket(&st).unwrap_err());
+        }
+    }
+    if picked.is_empty() && out.is_empty() {
+        return Err(Error::not_found(format!("{me} has no message of task {}", st.rec.task_id)));
+    }
+    for (b, name) in picked {
+        if file_plain_named(ws, me, &b, &name, &st.rec.task_id)? {
+            out.push((Mailbox::Logs.label(), name));
+        }
+    }
+    Ok(out)
+}
+
+/// A task's own message stays with its holder until the task is finished.
+fn refuse_live_ticket(st: &TaskState) -> Result<()> {
+    if st.rec.status.is_terminal() {
+        return Ok(());
+    }
+    let t = &st.rec.task_id;
+    Err(Error::refused(format!(
+        "task {t} is {}: its message stays with its owner until it is completed or failed",
+        st.rec.status.as_str()
+    ))
+    .hint(match st.rec.status {
+        Status::New | Status::Parked => format!("`circe show {t}` tells where it stands"),
+        _ => format!("`circe status {t} completed` first, or `circe release {t}`"),
+    }))
+}
+
+/// File a message that is no task's ticket.
+fn file_plain(
+    ws: &Workspace,
+    me: &AgentName,
+    from: &Mailbox,
+    file: &str,
+    m: Option<&Message>,
+) -> Result<()> {
+    if !ws.engine.move_message(from, &Mailbox::Logs, file)? {
+        return Err(Error::conflict(format!("{file} left {from} meanwhile")));
+    }
+    let task = m.and_then(|m| m.task_id.clone()).and_then(|t| TaskId::new(t).ok());
+    ws.engine.append_events(vec![moved_event(
+        EventKind::Done,
+        me,
+        task.as_ref(),
+        &Mailbox::Logs,
+        file,
+    )])?;
+    Ok(())
+}
+
+fn file_plain_named(
+    ws: &Workspace,
+    me: &AgentName,
+    from: &Mailbox,
+    file: &str,
+    task: &TaskId,
+) -> Result<bool> {
+    if !ws.engine.move_message(from, &Mailbox::Logs, file)? {
+        return Ok(false); // someone else filed it meanwhile
+    }
+    ws.engine.append_events(vec![moved_event(
+        EventKind::Done,
+        me,
+        Some(task),
+        &Mailbox::Logs,
+        file,
+    )])?;
+    Ok(true)
+}

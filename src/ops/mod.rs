@@ -1,0 +1,16 @@
+//! The operations circe offers, written against the engine seam: sending, claiming, moving a
+//! task through its lifecycle, filing messages. Each task operation runs in one task
+//! transaction and commits one `Change` the task model computed.
+
+mod claim;
+mod find;
+mod notify;
+mod open;
+mod send;
+mod update;
+
+pub use claim::{ClaimOutcome, claim, claim_next, reap};
+pub use find::{Found, done, find, find_in, messages_of, take};
+pub use open::OpenOutcome;
+pub use send::{DeliveredCopy, Delivery, send};
+pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};

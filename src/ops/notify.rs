@@ -1,0 +1,70 @@
+//! Messages circe sends on its own, as sender `circe` (which no agent may be called):
+//! escalations (a parked task) to the coordinators and the humans, and status updates to the
+//! coordinators (`announce: inbox`).
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::Result;
+use crate::event::{CIRCE, Event, EventKind};
+use crate::message::{self, Format, Message};
+use crate::names::{AgentName, TaskId};
+use crate::task::Notice;
+use crate::workspace::Workspace;
+
+/// Who a notice of `intent` reaches: for `escalate`, every agent named in circe.yaml's
+/// `escalation` (agents or roles; default coordinator and rooster); otherwise the
+/// coordinators.
+fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
+    let targets: Vec<&str> = if intent == "escalate" {
+        ws.config.escalation.iter().map(String::as_str).collect()
+    } else {
+        vec!["coordinator"]
+    };
+    let mut out: Vec<AgentName> = Vec::new();
+    for t in targets {
+        match AgentName::new(t) {
+            Ok(a) if ws.is_agent(&a) => out.push(a),
+            _ => out.extend(ws.agents_with_role(t)),
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Deliver `notices` about `task`, one message each, to their recipients' INBOXes.
+pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
+    for n in notices {
+        let to = recipients(ws, n.intent);
+        if to.is_empty() {
+            continue;
+        }
+        let now = clock::now();
+        let mut msg = Message::new(Format::Circe);
+        msg.from = Some(CIRCE.to_string());
+        // Addressed to the coordinators; an escalation's copies to the humans say so in `cc`.
+        msg.to = Some("coordinator".to_string());
+        if n.intent == "escalate" {
+            let cc: Vec<String> = to.iter().map(ToString::to_string).collect();
+            msg.extra.push(("cc".into(), cc.join(", ")));
+        }
+        msg.intent = Some(n.intent.to_string());
+        msg.task_id = Some(task.to_string());
+        msg.status = Some("new".into());
+        msg.created_at = Some(now);
+        msg.msg_id = Some(clock::new_msg_id(now));
+        msg.body = format!("## Summary\n{}\n", n.text);
+        let content = message::render(&msg);
+        let name = message::file_name(now, CIRCE, "coordinator", n.intent, Some(task), 1);
+        let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
+        let files = ws.engine.deliver(content.as_bytes(), &name, &boxes)?;
+        let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
+        ev.msg_id.clone_from(&msg.msg_id);
+        ev.intent = Some(n.intent.to_string());
+        for (b, f) in boxes.iter().zip(files) {
+            ev = ev.file(b.label(), f);
+        }
+        ws.engine.append_events(vec![ev])?;
+    }
+    Ok(())
+}

@@ -1,0 +1,110 @@
+//! Opening a task: a task message lands in NEW_MESSAGES and the task is `new`. Sent by the
+//! task's current owner, the same message is a handoff: the task goes back to the queue with
+//! the new message as its ticket (engineer -> qa in the reference flow).
+
+use serde::Serialize;
+
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::names::{AgentName, CheckName, TaskId};
+use crate::task::effects::{self, MoveCtx};
+use crate::task::{Actor, Handoff, Move, OpenSpec, Status, StatusRecord};
+use crate::workspace::Workspace;
+
+/// What the task message says about the task.
+pub struct TaskMessage<'a> {
+    pub task_id: &'a TaskId,
+    pub intent: &'a str,
+    pub to: &'a str,
+    /// `None`: not set by the message (normal for a new task; kept at a handoff).
+    pub priority: Option<&'a str>,
+    pub sender: &'a AgentName,
+    pub required_checks: &'a [CheckName],
+    /// The message's file name and text.
+    pub name: String,
+    pub content: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct OpenOutcome {
+    pub record: StatusRecord,
+    /// The previous owner when this send was a handoff.
+    pub handoff_from: Option<AgentName>,
+    /// The checks a handoff set back to false (the new holder must pass them itself).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub checks_reset: Vec<CheckName>,
+    pub message: String,
+}
+
+/// Deliver a task message and create (or hand off) its task.
+pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
+    let task = m.task_id;
+    let mut tx = ws
+        .engine
+        .begin(task, true)?
+        .ok_or_else(|| Error::internal(format!("cannot open a transaction on task {task}")))?;
+    let Some(st) = tx.state().cloned() else {
+        let spec = OpenSpec {
+            task_id: task.clone(),
+            intent: m.intent.to_string(),
+            to: m.to.to_string(),
+            priority: m.priority.unwrap_or("normal").to_string(),
+            opened_by: m.sender.to_string(),
+            required_checks: m.required_checks.to_vec(),
+            name: m.name,
+            content: m.content,
+        };
+        tx.commit(effects::open(spec, clock::now()))?;
+        let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
+        let message = rec.message.clone();
+        return Ok(OpenOutcome {
+            record: rec,
+            handoff_from: None,
+            checks_reset: Vec::new(),
+            message,
+        });
+    };
+    match (st.rec.status, st.rec.owner.as_ref()) {
+        (s, Some(o)) if s.is_owned() && o == m.sender => {}
+        (Status::New, _) => {
+            return Err(Error::conflict(format!(
+                "task {task} exists and is waiting to be claimed"
+            ))
+            .hint("use a new task id, or claim the task before handing it on"));
+        }
+        (s, Some(o)) if s.is_owned() => {
+            return Err(Error::conflict(format!(
+                "task {task} is held by {o}; only its owner can hand it on"
+            ))
+            .detail("owner", o.to_string()));
+        }
+        (s, _) => {
+            return Err(Error::refused(format!("task {task} exists and is {}", s.as_str()))
+                .hint("open a new task with a new task id"));
+        }
+    }
+    let h = Handoff {
+        name: m.name,
+        content: m.content,
+        intent: m.intent.to_string(),
+        to: m.to.to_string(),
+        priority: m.priority.map(str::to_string),
+        required_checks: m.required_checks.to_vec(),
+    };
+    let ctx = MoveCtx {
+        by: m.sender.as_str(),
+        actors: &[Actor::Owner],
+        now: clock::now(),
+        lease: ws.config.lease(),
+        note: None,
+        forced: false,
+        handoff: Some(&h),
+    };
+    let change = effects::apply(Move::Handoff, &st, &ctx)?;
+    let checks_reset: Vec<CheckName> =
+        h.required_checks.iter().filter(|c| st.checks.get(*c) == Some(&true)).cloned().collect();
+    tx.commit(change)?;
+    let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
+    let message = rec.message.clone();
+    Ok(OpenOutcome { record: rec, handoff_from: st.rec.owner, checks_reset, message })
+}

@@ -1,0 +1,314 @@
+//! Changes an owner (or a coordinator) makes to a held task: status, heartbeat, release,
+//! checks. Each runs in the task's transaction and re-checks owner and epoch (fencing).
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::notify;
+use crate::clock;
+use crate::config::Announce;
+use crate::engine::{TaskTx, no_task};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::names::{AgentName, CheckName, TaskId};
+use crate::task::effects::{self, MoveCtx};
+use crate::task::lifecycle::move_to;
+use crate::task::{Actor, Checks, Move, Notice, Status, StatusRecord, TaskState};
+use crate::workspace::Workspace;
+
+/// Open the task's transaction; exit 5 when there is no such task.
+fn begin<'a>(ws: &'a Workspace, task: &TaskId) -> Result<Box<dyn TaskTx + 'a>> {
+    ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))
+}
+
+fn state(tx: &dyn TaskTx) -> Result<TaskState> {
+    tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))
+}
+
+/// Who `me` is for this task, after the fencing check: owner and/or coordinator.
+fn actors(
+    ws: &Workspace,
+    st: &TaskState,
+    me: &AgentName,
+    epoch: Option<u64>,
+) -> Result<Vec<Actor>> {
+    if let Some(e) = epoch
+        && e != st.rec.epoch
+    {
+        return Err(Error::conflict(format!(
+            "stale epoch {e}: task {} is at epoch {} (owner {})",
+            st.rec.task_id,
+            st.rec.epoch,
+            st.rec.owner.as_deref().unwrap_or("none")
+        ))
+        .hint(
+            "another agent took the task after your lease ran out; claim it again if it is free",
+        ));
+    }
+    let mut a = Vec::new();
+    if st.rec.owner.as_ref() == Some(me) && st.rec.status.is_owned() {
+        a.push(Actor::Owner);
+    }
+    if ws.is_coordinator(me) {
+        a.push(Actor::Coordinator);
+    }
+    Ok(a)
+}
+
+/// The error for someone who is not the holder trying a holder's move.
+fn not_owner(st: &TaskState, me: &AgentName) -> Error {
+    let task = &st.rec.task_id;
+    match (st.rec.owner.as_deref(), st.rec.status.is_owned()) {
+        (Some(o), true) => Error::conflict(format!("task {task} is held by {o}, not {me}"))
+            .detail("owner", o.to_string()),
+        (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
+            if st.rec.status == Status::New {
+                format!("claim it first: circe --agent {me} claim {task}")
+            } else {
+                "it is not held by anyone; `circe show` tells its story".to_string()
+            },
+        ),
+    }
+}
+
+/// Commit a change and send the notices it carries (and the status update `announce:
+/// inbox` asks for).
+fn commit(
+    ws: &Workspace,
+    tx: &mut dyn TaskTx,
+    change: crate::task::Change,
+) -> Result<StatusRecord> {
+    let mut notices = change.notices.clone();
+    let announce = ws.config.announce == Announce::Inbox && !change.events.is_empty();
+    tx.commit(change)?;
+    let st = state(tx)?;
+    if announce {
+        notices.push(Notice {
+            intent: "status_update",
+            text: format!(
+                "task {} is now {} (epoch {})",
+                st.rec.task_id,
+                st.rec.status.as_str(),
+                st.rec.epoch
+            ),
+        });
+    }
+    notify::send(ws, &st.rec.task_id, &notices)?;
+    Ok(st.rec)
+}
+
+/// `circe status <task> <status>`.
+pub fn set_status(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
+    if target == Status::New {
+        return release(ws, me, task, note, false, epoch);
+    }
+    let mut tx = begin(ws, task)?;
+    let st = state(tx.as_ref())?;
+    let who = actors(ws, &st, me, epoch)?;
+    let from = st.rec.status;
+    let mv = move_to(from, target)?;
+    let ctx = MoveCtx {
+        by: me.as_str(),
+        actors: &who,
+        now: clock::now(),
+        lease: ws.config.lease(),
+        note,
+        forced: false,
+        handoff: None,
+    };
+    let change = effects::apply(mv, &st, &ctx).map_err(|e| {
+        // A refusal for someone who is not the holder says who holds it.
+        let acting = who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator);
+        if !acting && st.rec.owner.is_some() {
+            not_owner(&st, me)
+        } else if mv == Move::Complete && from == Status::Claimed && who.contains(&Actor::Owner) {
+            Error::refused(format!("task {task} is claimed: start it before completing it")).hint(
+                format!("circe status {task} in_progress, then circe status {task} completed"),
+            )
+        } else {
+            e
+        }
+    })?;
+    commit(ws, tx.as_mut(), change)
+}
+
+/// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
+/// queue: its message goes back to NEW_MESSAGES with one rename.
+pub fn release(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    reason: Option<&str>,
+    force: bool,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
+    let mut tx = begin(ws, task)?;
+    let st = state(tx.as_ref())?;
+    let mut who = actors(ws, &st, me, epoch)?;
+    if !force {
+        who.retain(|a| *a != Actor::Coordinator);
+    }
+    let from = st.rec.status;
+    let mv = if from == Status::Parked { Move::Requeue } else { Move::Release };
+    let forced = force && !who.contains(&Actor::Owner);
+    let ctx = MoveCtx {
+        by: me.as_str(),
+        actors: &who,
+        now: clock::now(),
+        lease: ws.config.lease(),
+        note: reason,
+        forced,
+        handoff: None,
+    };
+    let change = effects::apply(mv, &st, &ctx).map_err(|e| {
+        if from.is_owned() && !who.contains(&Actor::Owner) {
+            let err = not_owner(&st, me);
+            if ws.is_coordinator(me) {
+                err.hint(format!(
+                    "as a coordinator you can take it back: circe release {task} --force"
+                ))
+            } else {
+                err
+            }
+        } else if from == Status::Parked && !force {
+            e.hint("a parked task goes back with `circe release --force` by a coordinator")
+        } else {
+            e
+        }
+    })?;
+    commit(ws, tx.as_mut(), change)
+}
+
+/// `circe heartbeat`: the owner extends its lease. Only the lease fields change.
+pub fn heartbeat(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    ttl: Option<Duration>,
+    epoch: Option<u64>,
+) -> Result<StatusRecord> {
+    let mut tx = begin(ws, task)?;
+    let st = state(tx.as_ref())?;
+    let who = actors(ws, &st, me, epoch)?;
+    if !who.contains(&Actor::Owner) {
+        return Err(not_owner(&st, me));
+    }
+    let change = effects::heartbeat(&st, clock::now(), ttl.unwrap_or_else(|| ws.config.lease()))?;
+    tx.commit(change)?;
+    Ok(state(tx.as_ref())?.rec)
+}
+
+/// Only the holder records checks, and only while it holds the task.
+fn require_holder(
+    ws: &Workspace,
+    st: &TaskState,
+    me: &AgentName,
+    epoch: Option<u64>,
+) -> Result<()> {
+    if actors(ws, st, me, epoch)?.contains(&Actor::Owner) {
+        return Ok(());
+    }
+    if st.rec.status.is_owned() {
+        Err(not_owner(st, me))
+    } else {
+        Err(Error::refused(format!(
+            "task {} is {}: checks are recorded while it is held",
+            st.rec.task_id,
+            st.rec.status.as_str()
+        )))
+    }
+}
+
+/// `circe check <task> NAME=true|false`: record a check by assertion.
+pub fn check_set(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    name: &CheckName,
+    value: bool,
+    epoch: Option<u64>,
+) -> Result<Checks> {
+    let mut tx = begin(ws, task)?;
+    let st = state(tx.as_ref())?;
+    require_holder(ws, &st, me, epoch)?;
+    let mut ev = Event::now(EventKind::Check, me);
+    ev.how = Some("asserted".into());
+    tx.commit(effects::record_check(&st, name, value, ev))?;
+    Ok(state(tx.as_ref())?.checks)
+}
+
+/// The result of `circe check --run`.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckRun {
+    pub task: TaskId,
+    pub check: CheckName,
+    pub passed: bool,
+    pub exit_code: Option<i32>,
+    pub command: Vec<String>,
+    pub seconds: f64,
+    pub checks: Checks,
+}
+
+/// `circe check <task> --run NAME -- CMD...`: run the command (no transaction open while it
+/// runs), then record pass/fail only if the task still has the same owner and epoch: a
+/// holder whose lease ran out meanwhile is fenced out.
+pub fn check_run(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    name: &CheckName,
+    cmd: &[String],
+    epoch: Option<u64>,
+) -> Result<CheckRun> {
+    let start_epoch = {
+        let tx = begin(ws, task)?;
+        let st = state(tx.as_ref())?;
+        require_holder(ws, &st, me, epoch)?;
+        st.rec.epoch
+    };
+    let (prog, args) = cmd.split_first().ok_or_else(|| {
+        Error::usage("no command after --").hint("circe check TASK --run NAME -- cargo test")
+    })?;
+    let started = Instant::now();
+    // stdout is circe's data channel: the command's output goes to stderr.
+    let status = Command::new(prog)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(std::io::stderr())
+        .status()
+        .map_err(|e| {
+            Error::not_found(format!("cannot run `{prog}`: {e}")).hint("check the command after --")
+        })?;
+    let seconds = started.elapsed().as_secs_f64();
+    let passed = status.success();
+    crate::engine::local::crash_point("check.ran");
+    let mut tx = begin(ws, task)?;
+    let st = state(tx.as_ref())?;
+    require_holder(ws, &st, me, Some(start_epoch)).map_err(|e| {
+        e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
+    })?;
+    let mut ev = Event::now(EventKind::Check, me);
+    ev.how = Some("run".into());
+    ev.command = Some(cmd.to_vec());
+    ev.exit_code = status.code();
+    ev.seconds = Some((seconds * 1000.0).round() / 1000.0);
+    tx.commit(effects::record_check(&st, name, passed, ev))?;
+    Ok(CheckRun {
+        task: task.clone(),
+        check: name.clone(),
+        passed,
+        exit_code: status.code(),
+        command: cmd.to_vec(),
+        seconds,
+        checks: state(tx.as_ref())?.checks,
+    })
+}

@@ -1,0 +1,381 @@
+//! What a move changes, as data: the lifecycle table's effects.
+//!
+//! `apply` asks the table (`lifecycle::decide`) and, when the move is allowed, returns the
+//! whole change: the new record, where the task's message (its ticket) goes, the events to
+//! log once the change is committed, and the notices circe sends on its own. The engine
+//! commits a `Change` inside the task's transaction; nothing else writes a record.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::lifecycle::{Actor, Move, Status, decide};
+use super::record::{Checks, StatusRecord};
+use super::state::TaskState;
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::names::{AgentName, CheckName};
+
+/// Where the task's message goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ticket {
+    /// It stays where it is.
+    Stay,
+    /// One rename into this box: the change's commit point.
+    MoveTo(Mailbox),
+    /// A new message becomes the ticket: delivered into NEW_MESSAGES under `name` (or the
+    /// first free `name.N.md`), which is the commit point (opening a task, a handoff).
+    Deliver { name: String, content: Vec<u8> },
+}
+
+/// A message circe sends by itself after the change (as sender `circe`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    pub intent: &'static str,
+    pub text: String,
+}
+
+/// One change to one task, committed as a whole by the engine.
+#[derive(Debug, Clone)]
+pub struct Change {
+    /// The operation's name (`claim`, `status`, `check`, ...): names its crash points.
+    pub op: &'static str,
+    pub record: StatusRecord,
+    /// The checks, when the change sets them.
+    pub checks: Option<Checks>,
+    pub ticket: Ticket,
+    /// Logged after the commit point, in this order.
+    pub events: Vec<Event>,
+    /// Sent after the commit.
+    pub notices: Vec<Notice>,
+}
+
+/// What a handoff's message says about the task's next turn.
+#[derive(Debug, Clone)]
+pub struct Handoff {
+    pub name: String,
+    pub content: Vec<u8>,
+    pub intent: String,
+    pub to: String,
+    /// `None`: the task keeps its priority.
+    pub priority: Option<String>,
+    pub required_checks: Vec<CheckName>,
+}
+
+/// Who moves the task, when, and with what.
+pub struct MoveCtx<'a> {
+    /// The acting agent, or `circe`.
+    pub by: &'a str,
+    pub actors: &'a [Actor],
+    pub now: DateTime<Utc>,
+    /// The lease a claim starts with.
+    pub lease: Duration,
+    pub note: Option<&'a str>,
+    /// A coordinator acting on a task it does not hold (`release --force`).
+    pub forced: bool,
+    /// The new message of a handoff.
+    pub handoff: Option<&'a Handoff>,
+}
+
+impl MoveCtx<'_> {
+    fn ts(&self) -> String {
+        clock::stamp_ms(self.now)
+    }
+}
+
+/// The move a lease that ran out makes: `expire`, or `park` once leases ran out
+/// `max_attempts` times (this one included).
+pub fn lease_ran_out(rec: &StatusRecord, max_attempts: u32) -> Move {
+    if rec.expiries.saturating_add(1) >= max_attempts { Move::Park } else { Move::Expire }
+}
+
+/// Has the task's lease run out at `now`?
+pub fn lease_expired(rec: &StatusRecord, now: DateTime<Utc>) -> bool {
+    rec.lease_expires_at.as_deref().and_then(clock::parse).is_some_and(|t| t <= now)
+}
+
+/// The change `mv` makes to the task in `st`, or the table's refusal.
+pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
+    let from = st.rec.status;
+    let to = decide(from, mv, ctx.actors)?;
+    if mv == Move::Complete {
+        gate_on_checks(st)?;
+    }
+    let (rec, ticket, checks) = next_record(mv, to, st, ctx)?;
+    let mut notices = Vec::new();
+    if mv == Move::Park {
+        notices.push(Notice {
+            intent: "escalate",
+            text: format!(
+                "task {} parked: its lease ran out {} times; its last owner was {}",
+                rec.task_id,
+                rec.expiries,
+                st.rec.owner.as_deref().unwrap_or("nobody")
+            ),
+        });
+    }
+    let ev = move_event(mv, st, &rec, ctx);
+    let op = match mv {
+        Move::Claim => "claim",
+        Move::Start | Move::Block | Move::Unblock | Move::Complete | Move::Fail => "status",
+        Move::Release | Move::Requeue => "release",
+        Move::Expire => "expire",
+        Move::Park => "park",
+        Move::Handoff => "handoff",
+    };
+    Ok(Change { op, record: rec, checks, ticket, events: vec![ev], notices })
+}
+
+/// Completion waits until every check of the task is true.
+fn gate_on_checks(st: &TaskState) -> Result<()> {
+    let missing: Vec<&str> =
+        st.checks.iter().filter(|(_, v)| !**v).map(|(k, _)| k.as_str()).collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let task = &st.rec.task_id;
+    Err(Error::refused(format!(
+        "task {task} cannot be completed: checks not passed: {}",
+        missing.join(", ")
+    ))
+    .hint(format!("run them: circe check {task} --run {} -- <command that proves it>", missing[0])))
+}
+
+/// The record after `mv` (allowed, leading to `to`), where the ticket goes, and the checks
+/// when the move sets them.
+fn next_record(
+    mv: Move,
+    to: Status,
+    st: &TaskState,
+    ctx: &MoveCtx<'_>,
+) -> Result<(StatusRecord, Ticket, Option<Checks>)> {
+    let from = st.rec.status;
+    let mut rec = st.rec.clone();
+    let now = clock::stamp(ctx.now);
+    let mut ticket = Ticket::Stay;
+    let mut checks = None;
+    rec.status = to;
+    rec.updated_at.clone_from(&now);
+    match mv {
+        Move::Claim => {
+            let me = AgentName::new(ctx.by)?;
+            rec.owner = Some(me.clone());
+            rec.epoch += 1;
+            rec.attempts = rec.attempts.saturating_add(1);
+            rec.started_at.get_or_insert(now);
+            rec.lease_expires_at = Some(clock::stamp(clock::after(ctx.now, ctx.lease)?));
+            rec.note = None;
+            ticket = Ticket::MoveTo(Mailbox::Inbox(me));
+        }
+        Move::Start | Move::Block | Move::Unblock | Move::Complete | Move::Fail => {
+            if let Some(n) = ctx.note {
+                rec.note = Some(n.to_string());
+            }
+            if to.is_terminal() {
+                rec.lease_expires_at = None;
+            }
+        }
+        Move::Release | Move::Expire | Move::Park | Move::Requeue => {
+            rec.owner = None;
+            if from.is_owned() {
+                rec.epoch += 1;
+            }
+            rec.lease_expires_at = None;
+            match mv {
+                Move::Expire | Move::Park => rec.expiries = rec.expiries.saturating_add(1),
+                Move::Requeue => {
+                    rec.attempts = 0;
+                    rec.expiries = 0;
+                }
+                _ => rec.note = ctx.note.map(str::to_string),
+            }
+            if st.location.as_ref() != Some(&Mailbox::NewMessages) {
+                ticket = Ticket::MoveTo(Mailbox::NewMessages);
+            }
+        }
+        Move::Handoff => {
+            let h = ctx.handoff.ok_or_else(|| Error::internal("a handoff without its message"))?;
+            rec.owner = None;
+            rec.epoch += 1;
+            rec.lease_expires_at = None;
+            rec.note = None;
+            rec.handoff = None;
+            rec.handoff_checks.clear();
+            rec.intent.clone_from(&h.intent);
+            rec.to.clone_from(&h.to);
+            if let Some(p) = &h.priority {
+                rec.priority.clone_from(p);
+            }
+            // The new holder must pass the new intent's checks itself; others carry over.
+            let mut c = st.checks.clone();
+            for name in &h.required_checks {
+                c.insert(name.clone(), false);
+            }
+            checks = Some(c);
+            rec.message.clone_from(&h.name);
+            ticket = Ticket::Deliver { name: h.name.clone(), content: h.content.clone() };
+        }
+    }
+    Ok((rec, ticket, checks))
+}
+
+/// The event a move logs.
+fn move_event(mv: Move, st: &TaskState, rec: &StatusRecord, ctx: &MoveCtx<'_>) -> Event {
+    let mut ev = Event::new(EventKind::of_move(mv), ctx.by, ctx.ts()).task(&rec.task_id).moved(
+        Some(st.rec.status),
+        rec.status,
+        rec.epoch,
+    );
+    match mv {
+        Move::Claim => {
+            ev.attempts = Some(rec.attempts);
+            ev = ev.file(format!("inbox:{}", ctx.by), rec.message.clone());
+        }
+        Move::Release | Move::Expire | Move::Park => {
+            ev.owner = st.rec.owner.as_ref().map(ToString::to_string);
+            ev.forced = ctx.forced;
+            if mv == Move::Release {
+                ev.reason = ctx.note.map(str::to_string);
+            } else {
+                ev.expiries = Some(rec.expiries);
+                ev.attempts = Some(rec.attempts);
+            }
+            ev = ev.file("new".into(), rec.message.clone());
+        }
+        Move::Handoff => {
+            ev.intent = Some(rec.intent.clone());
+            ev.addressed_to = Some(rec.to.clone());
+            ev = ev.file("new".into(), rec.message.clone());
+        }
+        Move::Requeue => ev = ev.file("new".into(), rec.message.clone()),
+        Move::Start | Move::Block | Move::Unblock | Move::Complete | Move::Fail => {
+            ev.note = ctx.note.map(str::to_string);
+        }
+    }
+    ev
+}
+
+/// A claim of `st` by `ctx.by`, taking over a holder whose lease ran out (events `expire`
+/// then `claim`, one commit). When that expiry parks the task instead, the park is the change
+/// and `parked` is true: commit it, then refuse the claim.
+pub fn claim(st: &TaskState, ctx: &MoveCtx<'_>, max_attempts: u32) -> Result<(Change, bool)> {
+    if !(st.rec.status.is_owned() && lease_expired(&st.rec, ctx.now)) {
+        return apply(Move::Claim, st, ctx).map(|c| (c, false));
+    }
+    let mv = lease_ran_out(&st.rec, max_attempts);
+    let expiry = MoveCtx {
+        by: ctx.by,
+        actors: &[Actor::Lease],
+        now: ctx.now,
+        lease: ctx.lease,
+        note: None,
+        forced: false,
+        handoff: None,
+    };
+    let ran_out = apply(mv, st, &expiry)?;
+    if mv == Move::Park {
+        return Ok((ran_out, true));
+    }
+    let between = TaskState {
+        rec: ran_out.record,
+        owner: None,
+        checks: st.checks.clone(),
+        location: st.location.clone(),
+    };
+    let mut claimed = apply(Move::Claim, &between, ctx)?;
+    let mut events = ran_out.events;
+    events.append(&mut claimed.events);
+    claimed.events = events;
+    Ok((claimed, false))
+}
+
+/// What a task message says about the task it opens.
+pub struct OpenSpec {
+    pub task_id: crate::names::TaskId,
+    pub intent: String,
+    pub to: String,
+    pub priority: String,
+    pub opened_by: String,
+    pub required_checks: Vec<CheckName>,
+    /// The message's file name and text: it becomes the ticket.
+    pub name: String,
+    pub content: Vec<u8>,
+}
+
+/// A new task: `new`, its required checks false, its message delivered to NEW_MESSAGES.
+pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
+    let stamp = clock::stamp(now);
+    let rec = StatusRecord {
+        v: super::record::RECORD_FORMAT,
+        task_id: spec.task_id,
+        status: Status::New,
+        owner: None,
+        started_at: None,
+        updated_at: stamp.clone(),
+        created_at: stamp,
+        intent: spec.intent,
+        priority: spec.priority,
+        to: spec.to,
+        opened_by: spec.opened_by,
+        epoch: 0,
+        attempts: 0,
+        expiries: 0,
+        message: spec.name.clone(),
+        lease_expires_at: None,
+        note: None,
+        handoff: None,
+        handoff_checks: Vec::new(),
+    };
+    let checks: Checks = spec.required_checks.into_iter().map(|c| (c, false)).collect();
+    let mut ev = Event::new(EventKind::Open, &rec.opened_by, clock::stamp_ms(now))
+        .task(&rec.task_id)
+        .moved(None, Status::New, 0)
+        .file("new".into(), spec.name.clone());
+    ev.intent = Some(rec.intent.clone());
+    ev.addressed_to = Some(rec.to.clone());
+    Change {
+        op: "send",
+        record: rec,
+        checks: Some(checks),
+        ticket: Ticket::Deliver { name: spec.name, content: spec.content },
+        events: vec![ev],
+        notices: Vec::new(),
+    }
+}
+
+/// A check result: `.checks` gets `name = passed` and the event says how it was decided.
+pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -> Change {
+    let mut checks = st.checks.clone();
+    checks.insert(name.clone(), passed);
+    let mut ev = ev.task(&st.rec.task_id);
+    ev.check = Some(name.to_string());
+    ev.passed = Some(passed);
+    Change {
+        op: "check",
+        record: st.rec.clone(),
+        checks: Some(checks),
+        ticket: Ticket::Stay,
+        events: vec![ev],
+        notices: Vec::new(),
+    }
+}
+
+/// A heartbeat: the lease runs `lease` from `now`; nothing else changes and nothing is logged.
+pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<Change> {
+    let mut rec = st.rec.clone();
+    rec.lease_expires_at = Some(clock::stamp(clock::after(now, lease)?));
+    Ok(Change {
+        op: "heartbeat",
+        record: rec,
+        checks: None,
+        ticket: Ticket::Stay,
+        events: Vec::new(),
+        notices: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+#[path = "effects_tests.rs"]
+mod tests;

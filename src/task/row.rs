@@ -1,0 +1,60 @@
+//! One task on the board (`circe tasks`): the fields a person scans, without the records.
+
+use std::borrow::Cow;
+
+use serde::Serialize;
+
+use super::lifecycle::Status;
+use super::record::{Checks, StatusRecord};
+
+/// One task on the board; borrows from the engine's index where it can.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row<'a> {
+    pub task: Cow<'a, str>,
+    pub status: Status,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owner: Option<Cow<'a, str>>,
+    pub created_at: Cow<'a, str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lease_expires_at: Option<Cow<'a, str>>,
+    pub intent: Cow<'a, str>,
+    pub to: Cow<'a, str>,
+    pub priority: Cow<'a, str>,
+    pub checks_passed: usize,
+    pub checks_total: usize,
+}
+
+impl Row<'_> {
+    /// The same row, owning its text.
+    pub fn into_owned(self) -> Row<'static> {
+        let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
+        Row {
+            task: own(self.task),
+            status: self.status,
+            owner: self.owner.map(own),
+            created_at: own(self.created_at),
+            lease_expires_at: self.lease_expires_at.map(own),
+            intent: own(self.intent),
+            to: own(self.to),
+            priority: own(self.priority),
+            checks_passed: self.checks_passed,
+            checks_total: self.checks_total,
+        }
+    }
+}
+
+/// The row of a task's records.
+pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row<'static> {
+    Row {
+        task: Cow::Owned(rec.task_id.to_string()),
+        status: rec.status,
+        owner: rec.owner.as_ref().map(|o| Cow::Owned(o.to_string())),
+        created_at: Cow::Owned(rec.created_at.clone()),
+        lease_expires_at: rec.lease_expires_at.clone().map(Cow::Owned),
+        intent: Cow::Owned(rec.intent.clone()),
+        to: Cow::Owned(rec.to.clone()),
+        priority: Cow::Owned(rec.priority.clone()),
+        checks_passed: checks.values().filter(|v| **v).count(),
+        checks_total: checks.len(),
+    }
+}
