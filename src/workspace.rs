@@ -1,7 +1,7 @@
 //! `Workspace`: an opened root (its engine) with its configuration, registry and agents:
 //! what every operation works with.
 
-use std::cell::{OnceCell, RefCell};
+use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, HashMap};
 
 use crate::config::Config;
@@ -19,6 +19,7 @@ pub struct Workspace {
     /// agents' roles, which `role_of` asks the engine for one at a time).
     agents: OnceCell<BTreeMap<AgentName, String>>,
     roles: RefCell<HashMap<AgentName, Option<String>>>,
+    pinned: Cell<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
 impl Workspace {
@@ -43,7 +44,18 @@ impl Workspace {
             registry,
             agents: OnceCell::new(),
             roles: RefCell::default(),
+            pinned: Cell::new(None),
         })
+    }
+
+    /// The time operations act at: the clock (`CIRCE_NOW` when set), or what `pin_clock` set.
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        self.pinned.get().unwrap_or_else(crate::clock::now)
+    }
+
+    /// Make `now` return `t` (a library user's or a test's own clock).
+    pub fn pin_clock(&self, t: chrono::DateTime<chrono::Utc>) {
+        self.pinned.set(Some(t));
     }
 
     /// Every agent and its role, sorted by name.

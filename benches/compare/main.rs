@@ -20,6 +20,7 @@
 //!   --keep                          do not remove the roots
 #![allow(
     clippy::disallowed_methods,
+    clippy::disallowed_types,
     reason = "test and bench harnesses set up and inspect roots directly"
 )]
 

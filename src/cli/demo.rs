@@ -20,11 +20,11 @@ pub struct DemoArgs {
 /// The demo is the `reference-flow` fixture, so the snapshot test checks what it shows.
 const STEPS: &str = include_str!("../../fixtures/reference-flow/steps");
 
-pub fn run(_ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
+pub fn run(ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
     let steps = fixture::parse_steps(STEPS)?;
     let mut root = ScratchDir::new("circe-demo")?;
     if a.keep {
         root.keep();
     }
-    super::replay::narrate(root.path(), &steps, a.keep)
+    super::replay::narrate(root.path(), &steps, a.keep, ctx.json)
 }

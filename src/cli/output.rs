@@ -1,5 +1,9 @@
 //! Output: data on stdout (human text or one JSON document), diagnostics on stderr.
 //! A closed stdout (`circe tasks | head`) ends quietly (FS_RULES 14).
+//!
+//! Two shapes: a one-shot command returns a `Report` (printed once, at the end); a command
+//! that prints as it goes (watch, log --follow, demo, replay) writes through `Out`, one line
+//! at a time, flushed per line (JSON lines with `--json`), and returns `Report::streamed()`.
 
 use std::io::Write;
 
@@ -16,6 +20,11 @@ pub struct Report {
 }
 
 impl Report {
+    /// A command that printed everything through `Out` already.
+    pub fn streamed() -> Report {
+        Report { human: String::new(), json: Value::Null, code: 0 }
+    }
+
     pub fn new(human: impl Into<String>, json: impl Serialize) -> Report {
         Report {
             human: human.into(),
@@ -32,7 +41,9 @@ impl Report {
 
     pub fn print(&self, json: bool) {
         let mut out = std::io::stdout().lock();
-        let r = if json {
+        let r = if json && self.json.is_null() && self.human.is_empty() {
+            Ok(()) // streamed
+        } else if json {
             writeln!(out, "{}", serde_json::to_string_pretty(&self.json).unwrap_or_default())
         } else if self.human.is_empty() {
             Ok(())
@@ -43,6 +54,45 @@ impl Report {
         };
         // A reader that went away is not an error (broken pipe).
         let _ = r.and_then(|()| out.flush());
+    }
+}
+
+/// The writer of commands that print as they go: one line at a time on stdout, flushed per
+/// line. A reader that went away (a closed pipe) is not an error: `line` says `false` and
+/// the command ends with exit 0.
+pub struct Out {
+    pub json: bool,
+    closed: bool,
+}
+
+impl Out {
+    pub fn new(json: bool) -> Out {
+        Out { json, closed: false }
+    }
+
+    /// Write one line (a newline is added); `false` once stdout is closed.
+    pub fn line(&mut self, text: &str) -> bool {
+        if self.closed {
+            return false;
+        }
+        let mut out = std::io::stdout().lock();
+        let mut buf = String::with_capacity(text.len() + 1);
+        buf.push_str(text);
+        buf.push('\n');
+        if out.write_all(buf.as_bytes()).and_then(|()| out.flush()).is_err() {
+            self.closed = true;
+        }
+        !self.closed
+    }
+
+    /// With `--json` the object as one line, else `human` (which may hold several lines).
+    pub fn item(&mut self, human: &str, json: &impl Serialize) -> bool {
+        if self.json {
+            let line = serde_json::to_string(json).unwrap_or_default();
+            self.line(&line)
+        } else {
+            self.line(human.strip_suffix('\n').unwrap_or(human))
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 use clap::Args;
 use serde_json::json;
 
+use super::output::Out;
 use super::{Ctx, Report};
 use crate::engine::local::{ScratchDir, copy_tree, read_input_file};
 use crate::error::{Error, Result};
@@ -19,7 +20,7 @@ pub struct ReplayArgs {
     pub keep: bool,
 }
 
-pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
+pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     let dir = fixture::locate(&a.fixture)?;
     let steps_file = dir.join("steps");
     let text = String::from_utf8(read_input_file(&steps_file)?)
@@ -32,37 +33,44 @@ pub fn run(_ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     if dir.join("tree").is_dir() {
         copy_tree(&dir.join("tree"), root.path())?;
     }
-    narrate(root.path(), &steps, a.keep)
+    narrate(root.path(), &steps, a.keep, ctx.json)
 }
 
-/// Run `steps` in `root`, printing as it goes (stderr narration, stdout transcript).
-pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool) -> Result<Report> {
+/// Run `steps` in `root`, printing as it goes: the transcript, or with `--json` one JSON line
+/// per narration and step and a last one with the totals.
+pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool, json: bool) -> Result<Report> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
-    let mut print = |step: &Step, o: Option<&Outcome>| {
-        use std::io::Write;
-        let mut out = std::io::stdout().lock();
-        let _ = match (step, o) {
-            (Step::Say(s), _) => writeln!(out, "\n== {s}"),
-            (_, Some(o)) => {
-                let mut s = format!("{}\n", fixture::command_line(o.agent.as_deref(), &o.args));
-                for l in o.stdout.lines().chain(o.stderr.lines()) {
-                    s.push_str(&format!("  {l}\n"));
-                }
-                if o.code != 0 {
-                    s.push_str(&format!("  (exit {})\n", o.code));
-                }
-                out.write_all(s.as_bytes())
+    let mut out = Out::new(json);
+    let mut n = 0;
+    let mut print = |step: &Step, o: Option<&Outcome>| match (step, o) {
+        (Step::Say(s), _) => {
+            out.item(&format!("\n== {s}"), &json!({"say": s}));
+        }
+        (_, Some(o)) => {
+            n += 1;
+            let mut s = fixture::command_line(o.agent.as_deref(), &o.args);
+            for l in o.stdout.lines().chain(o.stderr.lines()) {
+                s.push_str(&format!("\n  {l}"));
             }
-            _ => Ok(()),
-        };
+            if o.code != 0 {
+                s.push_str(&format!("\n  (exit {})", o.code));
+            }
+            out.item(
+                &s,
+                &json!({"step": n, "agent": o.agent, "args": o.args, "exit_code": o.code, "stdout": o.stdout, "stderr": o.stderr}),
+            );
+        }
+        _ => {}
     };
     let outcomes = fixture::run(&exe, root, steps, &mut print)?;
     let failed = outcomes.iter().filter(|o| o.code != 0).count();
-    let mut human = format!("\n{} steps, {failed} with a non-zero exit\n", outcomes.len());
-    if keep {
-        human.push_str(&format!("root kept at {}\n", root.join(".circe").display()));
+    let kept = keep.then(|| root.join(".circe").display().to_string());
+    let mut human = format!("\n{} steps, {failed} with a non-zero exit", outcomes.len());
+    if let Some(k) = &kept {
+        human.push_str(&format!("\nroot kept at {k}"));
     }
-    let list: Vec<_> = outcomes.iter().map(|o| json!({"agent": o.agent, "args": o.args, "exit_code": o.code, "stdout": o.stdout, "stderr": o.stderr})).collect();
-    Ok(Report::new(human, json!({"steps": list})))
+    let mut out = Out::new(json);
+    out.item(&human, &json!({"steps": outcomes.len(), "failed": failed, "root": kept}));
+    Ok(Report::streamed())
 }

@@ -6,7 +6,6 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::notify;
-use crate::clock;
 use crate::engine::{TaskTx, no_task};
 use crate::error::{Error, Kind, Result};
 use crate::event::CIRCE;
@@ -61,7 +60,7 @@ fn claim_in(
             if owner == me.as_str() {
                 return Ok(outcome(&st.rec, true, None));
             }
-            if !effects::lease_expired(rec, clock::now()) {
+            if !effects::lease_expired(rec, ws.now()) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
                     .detail("owner", owner.clone())
                     .hint(format!(
@@ -94,7 +93,7 @@ fn claim_in(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &[Actor::Eligible],
-        now: clock::now(),
+        now: ws.now(),
         lease: ttl.unwrap_or_else(|| ws.config.lease()),
         note: None,
         forced: false,
@@ -161,7 +160,7 @@ pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
     for task in ws.engine.task_ids()? {
         let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
         let Some(st) = tx.state().cloned() else { continue };
-        let now = clock::now();
+        let now = ws.now();
         if !st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now) {
             continue;
         }

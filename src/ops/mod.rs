@@ -14,3 +14,6 @@ pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use send::{DeliveredCopy, Delivery, send};
 pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};
+
+#[cfg(test)]
+mod tests;

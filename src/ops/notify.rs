@@ -39,7 +39,7 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         if to.is_empty() {
             continue;
         }
-        let now = clock::now();
+        let now = ws.now();
         let mut msg = Message::new(Format::Circe);
         msg.from = Some(CIRCE.to_string());
         // Addressed to the coordinators; an escalation's copies to the humans say so in `cc`.

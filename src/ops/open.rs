@@ -4,7 +4,6 @@
 
 use serde::Serialize;
 
-use crate::clock;
 use crate::error::{Error, Result};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::task::effects::{self, MoveCtx};
@@ -54,7 +53,7 @@ pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
             name: m.name,
             content: m.content,
         };
-        tx.commit(effects::open(spec, clock::now()))?;
+        tx.commit(effects::open(spec, ws.now()))?;
         let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
         let message = rec.message.clone();
         return Ok(OpenOutcome {
@@ -94,7 +93,7 @@ pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let ctx = MoveCtx {
         by: m.sender.as_str(),
         actors: &[Actor::Owner],
-        now: clock::now(),
+        now: ws.now(),
         lease: ws.config.lease(),
         note: None,
         forced: false,

@@ -56,7 +56,7 @@ fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, 
 }
 
 /// Fill in what a draft may leave out, and check the sender.
-fn complete(msg: &mut Message, me: &AgentName) -> Result<()> {
+fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
     if let Some(from) = msg.from_agent() {
         if from != me.as_str() {
             return Err(Error::refused(format!(
@@ -67,7 +67,7 @@ fn complete(msg: &mut Message, me: &AgentName) -> Result<()> {
     } else {
         msg.from = Some(me.to_string());
     }
-    let now = clock::now();
+    let now = ws.now();
     msg.created_at.get_or_insert(now);
     if msg.msg_id.is_none() {
         msg.msg_id = Some(clock::new_msg_id(now));
@@ -82,7 +82,7 @@ fn complete(msg: &mut Message, me: &AgentName) -> Result<()> {
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
-    complete(&mut msg, me)?;
+    complete(ws, &mut msg, me)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
     let to = msg
@@ -98,7 +98,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
         to_label: &to,
         has_task_id: msg.task_id.is_some(),
     })?;
-    let created = msg.created_at.unwrap_or_else(clock::now);
+    let created = msg.created_at.unwrap_or_else(|| ws.now());
     let task_id = msg.task_id.clone();
     let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
     let content = message::render(&msg);

@@ -532,6 +532,27 @@ fn doctor_is_happy_on_a_healthy_root() {
     assert_eq!(j.json()["open"], 0);
 }
 
+/// `--json` gives one JSON document on stdout for every command, success or failure; the
+/// commands that print as they go give one JSON object per line and nothing else.
+#[test]
+fn json_lines_for_demo_and_replay() {
+    let env = Env::new();
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/release-reclaim");
+    for args in [vec!["demo"], vec!["replay", fixture.to_str().unwrap()]] {
+        let o = env.circe([&["--json"][..], &args].concat()).run();
+        o.code(0);
+        let lines: Vec<serde_json::Value> = o
+            .stdout
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+            .collect();
+        assert!(lines.len() > 5, "{}", o.show());
+        assert!(lines.iter().any(|v| v["step"] == 1), "{}", o.show());
+        let last = lines.last().unwrap();
+        assert!(last["steps"].as_u64().unwrap() > 3 && last["failed"].is_u64(), "{last}");
+    }
+}
+
 /// `--json` gives one JSON document on stdout for every command, success or failure.
 #[test]
 fn json_everywhere() {

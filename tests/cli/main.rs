@@ -2,6 +2,7 @@
 //! project and runs the real `circe` binary with a cleared environment (see `common`).
 #![allow(
     clippy::disallowed_methods,
+    clippy::disallowed_types,
     reason = "test and bench harnesses set up and inspect roots directly"
 )]
 

@@ -10,11 +10,13 @@
 //! (`CIRCE_TEST_BREAK`, test only) to show that it can fail.
 #![allow(
     clippy::disallowed_methods,
+    clippy::disallowed_types,
     reason = "test and bench harnesses set up and inspect roots directly"
 )]
 
 mod common;
 mod crash;
+mod events;
 mod hostile;
 mod iofail;
 mod kill;

@@ -34,6 +34,7 @@ pub fn run(kind: &str, a: &[String]) {
         ),
         "storm" => storm(&a[0], a[1].parse().unwrap(), a[2].parse().unwrap(), Path::new(&a[3])),
         "writers" => writers(&a[0], &a[1], &a[2], a[3].parse().unwrap(), Path::new(&a[4])),
+        "events" => events(a[0].parse().unwrap()),
         other => panic!("unknown worker kind {other}"),
     }
 }
@@ -107,6 +108,15 @@ fn storm(me: &str, ntasks: usize, seed: u64, log: &Path) {
                 Err(e) => log_line(log, &format!("ERR {what} {me} {t} {:?} {}", e.kind, e.message)),
             }
         }
+    }
+}
+
+/// `n` events appended one at a time, each by a freshly opened root (like a CLI run).
+fn events(n: usize) {
+    for _ in 0..n {
+        let ws = ws();
+        let ev = circe::event::Event::now(circe::event::EventKind::Notify, "circe");
+        ws.engine.append_events(vec![ev]).unwrap();
     }
 }
 

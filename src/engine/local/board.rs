@@ -208,3 +208,7 @@ fn save(eng: &LocalEngine, rows: &[Row<'_>]) -> Result<String> {
     eng.store.set_queue_value(FILE, &text)?;
     Ok(text)
 }
+
+#[cfg(test)]
+#[path = "board_tests.rs"]
+mod tests;

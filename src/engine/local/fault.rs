@@ -10,7 +10,8 @@
 //! `CIRCE_TEST_BREAK=<name>` turns off one safety mechanism so the torture suite
 //! (tests/torture) can show that each checker catches a broken variant: `clobber` makes
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
-//! rolling forward what a crashed predecessor left.
+//! rolling forward what a crashed predecessor left; `events-nolock` appends events without
+//! the log's lock.
 
 use std::io;
 use std::sync::OnceLock;

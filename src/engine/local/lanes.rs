@@ -221,3 +221,7 @@ pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
     }
     Ok(waiting.len())
 }
+
+#[cfg(test)]
+#[path = "lanes_tests.rs"]
+mod tests;

@@ -40,6 +40,8 @@ mod reconcile;
 mod records;
 mod repair;
 mod root;
+#[cfg(test)]
+mod testing;
 mod tx;
 
 use std::collections::HashSet;
