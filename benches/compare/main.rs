@@ -13,6 +13,8 @@
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
 //!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --against OLD                   only compare this circe with the circe binary OLD:
+//!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
 //!                                   an older commit, for before/after figures)
 //!   --dir PATH                      where roots are made (default: a fresh folder under
@@ -35,6 +37,7 @@ use crate::rounds::{Sized, memory, report_rounds, round};
 use crate::stats::Samples;
 use crate::verdicts::verdicts;
 
+mod ab;
 mod contention;
 mod procs;
 mod rounds;
@@ -61,6 +64,7 @@ pub(crate) struct Opts {
     pub(crate) per_call: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
+    pub(crate) against: Option<PathBuf>,
 }
 
 pub(crate) fn parse_opts() -> Opts {
@@ -76,6 +80,7 @@ pub(crate) fn parse_opts() -> Opts {
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
+        against: None,
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut sizes, mut rounds, mut secs, mut ctasks) = (None, None, None, None);
@@ -118,6 +123,7 @@ pub(crate) fn parse_opts() -> Opts {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
             "--dir" => o.dir = PathBuf::from(value(&mut i)),
+            "--against" => o.against = Some(PathBuf::from(value(&mut i))),
             "--keep" => o.keep = true,
             "--bench" => {} // cargo bench passes this to every bench binary
             other => usage(&format!("unknown option {other}")),
@@ -214,6 +220,14 @@ fn main() {
     let mut out = String::new();
     let _ = writeln!(out, "# circe compare\n\nmachine: {}", machine(&opts.dir));
     let _ = writeln!(out, "circe binary: {}", circe_bin().display());
+    if let Some(old) = &opts.against {
+        ab::against(&opts, old, &mut out);
+        println!("{out}");
+        if !opts.keep {
+            let _ = std::fs::remove_dir_all(&opts.dir);
+        }
+        return;
+    }
 
     let mut sized = Vec::new();
     for &n in opts.sizes.iter().filter(|_| opts.per_call) {

@@ -67,7 +67,11 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
         None => from_flags(a)?,
     };
     let d = ops::send(&ws, &me, msg)?;
-    let mut human = format!("sent {} ({})\n", d.msg_id, d.intent);
+    let mut human = if d.already_delivered {
+        format!("{} was delivered before: nothing sent again\n", d.msg_id)
+    } else {
+        format!("sent {} ({})\n", d.msg_id, d.intent)
+    };
     for c in &d.delivered {
         human.push_str(&format!("  -> {} {}\n", c.mailbox, c.file));
     }

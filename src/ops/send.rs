@@ -23,6 +23,10 @@ pub struct Delivery {
     pub delivered: Vec<DeliveredCopy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<OpenOutcome>,
+    /// The same message (same id, sender, recipient and text) was delivered before: this
+    /// send changed nothing.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub already_delivered: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -82,6 +86,15 @@ fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
+    // A message that names its own id must be the only one with it (a retry of the very
+    // same send is answered with the first delivery).
+    let earlier = match msg.msg_id.clone() {
+        Some(id) => earlier_copy(ws, &id, me, &msg)?,
+        None => None,
+    };
+    if let Some(d) = earlier {
+        return Ok(d);
+    }
     complete(ws, &mut msg, me)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
@@ -98,6 +111,9 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
         to_label: &to,
         has_task_id: msg.task_id.is_some(),
     })?;
+    if intent.opens_task {
+        header_status_opens(&msg)?;
+    }
     let created = msg.created_at.unwrap_or_else(|| ws.now());
     let task_id = msg.task_id.clone();
     let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
@@ -129,6 +145,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
             intent: intent_name,
             delivered: vec![DeliveredCopy { mailbox: "new".into(), file: opened.message.clone() }],
             task: Some(opened),
+            already_delivered: false,
         });
     }
 
@@ -163,5 +180,60 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
         ev = ev.file(c.mailbox.clone(), c.file.clone());
     }
     ws.engine.append_events(vec![ev])?;
-    Ok(Delivery { msg_id, intent: intent_name, delivered, task: None })
+    Ok(Delivery { msg_id, intent: intent_name, delivered, task: None, already_delivered: false })
+}
+
+/// A task message opens (or hands on) a task as `new`: a header saying otherwise would
+/// contradict what circe records, so it is refused rather than stored.
+fn header_status_opens(msg: &Message) -> Result<()> {
+    let Some(written) = msg.status.as_deref() else { return Ok(()) };
+    if matches!(crate::message::status::normalize(written), Some("new")) || written == "pending" {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "the header says `status: {written}`, but a task message opens its task as new"
+    ))
+    .hint("remove the status line (circe records the task's status in TASKS/), or write `status: new`"))
+}
+
+/// Where a message with id `id` already lies, if one does. The same send again (same sender,
+/// recipient, intent, task and body) is answered with that delivery; anything else with the
+/// same id is a conflict.
+fn earlier_copy(
+    ws: &Workspace,
+    id: &str,
+    me: &AgentName,
+    msg: &Message,
+) -> Result<Option<Delivery>> {
+    let found: Vec<_> = super::find(ws, id)?
+        .into_iter()
+        .filter(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id))
+        .collect();
+    let Some(first) = found.first() else { return Ok(None) };
+    let same = |m: &Message| {
+        m.from_agent() == Some(me.as_str())
+            && m.to == msg.to
+            && m.intent == msg.intent
+            && m.task_id == msg.task_id
+            && m.body == msg.body
+    };
+    if found.iter().all(|f| f.message.as_ref().is_some_and(same)) {
+        return Ok(Some(Delivery {
+            msg_id: id.to_string(),
+            intent: msg.intent.clone().unwrap_or_default(),
+            delivered: found
+                .iter()
+                .map(|f| DeliveredCopy { mailbox: f.mailbox.clone(), file: f.file.clone() })
+                .collect(),
+            task: None,
+            already_delivered: true,
+        }));
+    }
+    Err(Error::conflict(format!(
+        "message id {id} is taken: {}/{} holds another message with it",
+        first.mailbox, first.file
+    ))
+    .detail("box", first.mailbox.clone())
+    .detail("file", first.file.clone())
+    .hint("remove the msg_id line to get a fresh id, or give the message its own"))
 }

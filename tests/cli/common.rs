@@ -12,9 +12,14 @@ use serde_json::Value;
 /// The clock every test starts at (the fixtures' start, too).
 pub const T0: &str = "2025-11-21T17:00:00Z";
 
-/// The circe binary under test.
+/// The circe binary under test: the one cargo built, or `CIRCE_TEST_BIN` (to show a test
+/// failing on another build, e.g. an older commit's binary).
 pub fn exe() -> &'static Path {
-    Path::new(env!("CARGO_BIN_EXE_circe"))
+    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    BIN.get_or_init(|| {
+        std::env::var_os("CIRCE_TEST_BIN")
+            .map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_circe")), PathBuf::from)
+    })
 }
 
 /// One test's project folder (a temp dir) and the pinned clock.

@@ -11,6 +11,7 @@ mod common;
 
 mod agent;
 mod fixtures;
+mod hardening;
 mod harness;
 mod init;
 mod lifecycle;

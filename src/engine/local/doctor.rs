@@ -96,13 +96,15 @@ fn check_new_messages(
         if !tickets.contains(&name) {
             // A handoff that failed after delivering its message: reconciling the task
             // finishes it (the message becomes the ticket).
+            // A name circe did not write (renamed by hand): its header names the task.
+            let task = message::parse_file_name(&name).and_then(|f| f.task_id).or_else(|| {
+                let bytes = eng.store.read_message(&Mailbox::NewMessages, &name).ok()?;
+                message::parse_bytes(&bytes, message::Mode::Draft).ok()?.task_id
+            });
             let fixed = repair
-                && match message::parse_file_name(&name).and_then(|f| f.task_id) {
-                    Some(id) => match TaskId::new(id) {
-                        Ok(id) => reconciled(eng, &id)?.is_some_and(|s| s.rec.message == name),
-                        Err(_) => false,
-                    },
-                    None => false,
+                && match task.map(TaskId::new) {
+                    Some(Ok(id)) => reconciled(eng, &id)?.is_some_and(|s| s.rec.message == name),
+                    _ => false,
                 };
             // Still no task's message (a copy or a hard link planted there): move it aside
             // for a person to look at; nothing is deleted.
@@ -155,12 +157,22 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             );
         }
         for name in eng.store.list_box(b)? {
-            let ok = eng
+            let parsed = eng
                 .store
                 .read_message(b, &name)
                 .ok()
-                .is_some_and(|bytes| message::parse_bytes(&bytes, Mode::Draft).is_ok());
-            if !ok {
+                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+            // A message waiting in NEW_MESSAGES is a task waiting as new: its header must
+            // not say otherwise (what circe records is in TASKS/).
+            let said = parsed.as_ref().and_then(|m| m.status.clone());
+            if *b == Mailbox::NewMessages
+                && let Some(s) = said.filter(|s| {
+                    message::status::normalize(s) != Some("new") && s.as_str() != "pending"
+                })
+            {
+                v(3, format!("{b}/{name} says `status: {s}` but waits in NEW_MESSAGES"), false);
+            }
+            if parsed.is_none() {
                 let dest = if repair { Some(eng.store.quarantine(b, &name)?) } else { None };
                 v(
                     3,
@@ -208,7 +220,11 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         }
         drop(lock);
         if let Some(problem) = disagreement(&st) {
-            let fixed = repair && reconciled(eng, &id)?.is_none_or(|s| disagreement(&s).is_none());
+            let after = if repair { reconciled(eng, &id)? } else { None };
+            if let Some(s) = &after {
+                tickets.insert(s.rec.message.clone());
+            }
+            let fixed = repair && after.is_none_or(|s| disagreement(&s).is_none());
             v(4, format!("task {id}: {problem}"), fixed);
         } else if owner_mismatch(&st) {
             if repair {

@@ -1,0 +1,60 @@
+//! `--against OLD`: the circe binary under test against another circe binary (say, the one
+//! built from the previous commit), on the two commands whose speed matters most: `claim
+//! <id>` and `claim --next`, durable. Both work on identical copies of one root, in
+//! alternating order, and the report gives each side's median and the median of the
+//! per-round ratios new/old.
+
+use std::fmt::Write as _;
+use std::path::Path;
+use std::process::Command;
+
+use crate::procs::{circe_env, populate_circe, task_id, timed};
+use crate::stats::{median, paired_ratio};
+use crate::{Opts, circe_bin};
+use circe::engine::local::Durability;
+
+pub(crate) fn against(opts: &Opts, old: &Path, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "\n## Against another binary (durable, paired, {} rounds)\n\nnew: {}\nold: {}\n\n\
+         | size | op | new median ms | old median ms | new/old (paired) |\n|---:|---|---:|---:|---:|",
+        opts.rounds,
+        circe_bin().display(),
+        old.display()
+    );
+    for &n in &opts.sizes {
+        let dir = opts.dir.join(format!("ab{n}"));
+        eprintln!("against: populating {n} tasks ...");
+        let root_new = populate_circe(&dir.join("new"), n, 2);
+        let copy = Command::new("cp").arg("-a").arg(dir.join("new")).arg(dir.join("old")).status();
+        assert!(copy.is_ok_and(|s| s.success()), "cannot copy the root");
+        let root_old = dir.join("old/.circe");
+        let bins = [(circe_bin(), root_new.as_path()), (old, root_old.as_path())];
+        let mut by_id = [Vec::new(), Vec::new()];
+        let mut next = [Vec::new(), Vec::new()];
+        for r in 0..opts.rounds {
+            let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
+            for &k in &order {
+                let (bin, root) = bins[k];
+                let run = |agent: &str, args: &[&str]| {
+                    let mut c = circe_env(Command::new(bin), root, agent, Durability::Full);
+                    c.args(args);
+                    let (ms, ok, _) = timed(&mut c, false);
+                    assert!(ok, "{} {args:?} failed", bin.display());
+                    ms
+                };
+                by_id[k].push(run("w0", &["claim", &task_id(n - 1 - r)]));
+                next[k].push(run("w1", &["claim", "--next"]));
+            }
+        }
+        for (op, s) in [("claim <id>", &by_id), ("claim --next", &next)] {
+            let _ = writeln!(
+                out,
+                "| {n} | {op} | {:.3} | {:.3} | {:.3} |",
+                median(&s[0]),
+                median(&s[1]),
+                paired_ratio(&s[0], &s[1])
+            );
+        }
+    }
+}

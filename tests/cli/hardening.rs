@@ -1,0 +1,134 @@
+//! Promises kept under bad input: message ids are unique, headers are the truth about a
+//! task's messages, nothing is created for a name that exists nowhere, and a task message
+//! cannot claim a status circe does not record.
+
+use crate::common::Env;
+
+const T: &str = "A-1";
+const TICKET: &str = "20251121_170000_coordinator-all_implement-feature_A-1.md";
+
+fn draft(env: &Env, name: &str, text: &str) -> String {
+    let p = env.path().join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+/// A second message with an id already in the root is refused (naming where the first
+/// is); the very same send again is answered with the first delivery, and changes nothing.
+#[test]
+fn message_ids_are_unique() {
+    let env = Env::new();
+    let first = draft(&env, "a.md", "# MESSAGE\nto: qa\nintent: inform\nmsg_id: note-1\n\nfirst\n");
+    env.as_("engineer", &["send", "--file", &first]).ok();
+    let before = env.state();
+    let retry = env.as_("engineer", &["send", "--file", &first, "--json"]);
+    retry.ok();
+    assert_eq!(retry.json()["already_delivered"], true, "{}", retry.show());
+    assert_eq!(env.state(), before, "a retried send changes nothing");
+    let other =
+        draft(&env, "b.md", "# MESSAGE\nto: qa\nintent: inform\nmsg_id: note-1\n\nsecond\n");
+    let o = env.as_("engineer", &["send", "--file", &other]);
+    o.code(4);
+    assert!(o.stderr.contains("message id note-1 is taken: inbox:qa/"), "{}", o.show());
+    assert_eq!(env.state(), before, "a refused send changes nothing");
+    assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
+}
+
+/// A ticket renamed by hand is still its task's message: the next command finds it by its
+/// header and keeps the records (they used to be removed as "send never delivered").
+#[test]
+fn a_hand_renamed_ticket_keeps_its_task() {
+    let env = Env::new();
+    env.open_task(T);
+    let dir = env.root().join("NEW_MESSAGES");
+    std::fs::rename(dir.join(TICKET), dir.join("tidied-up.md")).unwrap();
+    env.as_("engineer", &["claim", T]).ok();
+    let r = env.record(T);
+    assert_eq!((r.status.as_str(), r.message.as_str()), ("claimed", "tidied-up.md"));
+    assert_eq!(env.ls("AGENTS/engineer/INBOX"), ["tidied-up.md"]);
+    let repair = env.events().into_iter().find(|e| e["event"] == "repair").unwrap();
+    assert!(repair["what"].as_str().unwrap().contains("renamed to tidied-up.md"), "{repair}");
+    env.circe(["doctor"]).run().ok();
+}
+
+/// Records are never removed while a message naming the task exists anywhere, and `show`
+/// lists the task's messages by their headers when their names say nothing.
+#[test]
+fn show_and_repair_go_by_headers() {
+    let env = Env::new();
+    env.open_task(T);
+    // A note about the task, saved under a name circe did not write.
+    let note = "# MESSAGE\nfrom: coordinator\nto: qa\nintent: inform\ntask_id: A-1\nstatus: new\n\
+                created_at: 2025-11-21T17:00:00Z\n\nsee A-1\n";
+    std::fs::write(env.root().join("AGENTS/qa/INBOX/about-it.md"), note).unwrap();
+    let shown = env.circe(["show", T, "--json"]).run();
+    shown.ok();
+    let files: Vec<String> = shown.json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["file"].as_str().unwrap().to_string())
+        .collect();
+    assert!(files.contains(&"about-it.md".to_string()), "{files:?}");
+    // The ticket vanishes (moved out of the root): the note still names the task, so the
+    // records stay for a person to look at.
+    std::fs::rename(env.root().join("NEW_MESSAGES").join(TICKET), env.path().join("away.md"))
+        .unwrap();
+    let o = env.as_("engineer", &["claim", T]);
+    o.code(1);
+    assert!(o.stderr.contains("in no box") && o.stderr.contains("circe doctor"), "{}", o.show());
+    assert!(env.root().join("TASKS/A-1.status").exists(), "records kept");
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(d.stderr.contains("task A-1"), "{}", d.show());
+}
+
+/// A name that exists nowhere gets no lock file, whatever command is asked about it.
+#[test]
+fn no_lock_files_for_names_that_do_not_exist() {
+    let env = Env::new();
+    env.as_("engineer", &["status", "NOPE-1", "in_progress"]).code(5);
+    env.as_("engineer", &["heartbeat", "NOPE-2"]).code(5);
+    env.as_("engineer", &["release", "NOPE-3"]).code(5);
+    env.as_("engineer", &["claim", "NOPE-4"]).code(5);
+    env.circe(["show", "20251121T170000000Z-abcdefgh"]).run().code(5);
+    env.as_("engineer", &["take", "20251121T170000000Z-abcdefgh"]).code(5);
+    let locks: Vec<String> = std::fs::read_dir(env.root().join("locks"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("task-"))
+        .collect();
+    assert!(locks.is_empty(), "lock files made for nothing: {locks:?}");
+}
+
+/// A task message whose header says it is claimed (or completed) is refused: circe opens
+/// every task as new. One planted in NEW_MESSAGES by hand is reported by doctor.
+#[test]
+fn a_task_message_cannot_claim_a_status() {
+    let env = Env::new();
+    let before = env.state();
+    for status in ["claimed", "completed"] {
+        let f = draft(
+            &env,
+            "t.md",
+            &format!(
+                "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: S-1\nstatus: {status}\n\nx\n"
+            ),
+        );
+        let o = env.as_("coordinator", &["send", "--file", &f]);
+        o.code(3);
+        assert!(o.stderr.contains(&format!("status: {status}")), "{}", o.show());
+    }
+    assert_eq!(env.state(), before);
+    env.open_task(T);
+    let p = env.root().join("NEW_MESSAGES").join(TICKET);
+    let text = std::fs::read_to_string(&p).unwrap().replace("status: new", "status: completed");
+    std::fs::write(&p, text).unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(
+        d.stderr.contains("says `status: completed` but waits in NEW_MESSAGES"),
+        "{}",
+        d.show()
+    );
+}
