@@ -103,6 +103,17 @@ impl Workspace {
         self.agents().iter().filter(|(_, r)| r.as_str() == role).map(|(a, _)| a.clone()).collect()
     }
 
+    /// May `me` (with `role`) take a task addressed to `to` with `intent`? The same answer
+    /// as `eligibility(..).admits(..)`, asking only what this one task needs.
+    pub fn may_take(&self, me: &AgentName, role: &str, to: &str, intent: &str) -> bool {
+        if to == me.as_str() {
+            return true;
+        }
+        let addressed = to == "all"
+            || to == role && AgentName::new(role).is_ok_and(|r| !self.is_agent(&r));
+        addressed && self.registry.may_receive(role, intent)
+    }
+
     /// Which waiting tasks `me` (with `role`) may take: those addressed to it; and those
     /// addressed to `all` or to its role (when no agent has the role's name: an agent name
     /// wins over a role) whose intent its role may receive.

@@ -29,25 +29,39 @@ pub(crate) fn against(opts: &Opts, old: &Path, out: &mut String) {
         let copy = Command::new("cp").arg("-a").arg(dir.join("new")).arg(dir.join("old")).status();
         assert!(copy.is_ok_and(|s| s.success()), "cannot copy the root");
         let root_old = dir.join("old/.circe");
+        // An older binary refuses keys it does not know: give it the config without them.
+        let cfg = root_old.join("circe.yaml");
+        let text = std::fs::read_to_string(&cfg).expect("read circe.yaml");
+        let known: String = text
+            .lines()
+            .filter(|l| !l.starts_with("escalation:") && !l.starts_with("chat:"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(&cfg, known).expect("write circe.yaml");
         let bins = [(circe_bin(), root_new.as_path()), (old, root_old.as_path())];
         let mut by_id = [Vec::new(), Vec::new()];
         let mut next = [Vec::new(), Vec::new()];
+        let mut relaxed = [Vec::new(), Vec::new()];
         for r in 0..opts.rounds {
             let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
             for &k in &order {
                 let (bin, root) = bins[k];
-                let run = |agent: &str, args: &[&str]| {
-                    let mut c = circe_env(Command::new(bin), root, agent, Durability::Full);
+                let run = |agent: &str, args: &[&str], d: Durability| {
+                    let mut c = circe_env(Command::new(bin), root, agent, d);
                     c.args(args);
                     let (ms, ok, _) = timed(&mut c, false);
                     assert!(ok, "{} {args:?} failed", bin.display());
                     ms
                 };
-                by_id[k].push(run("w0", &["claim", &task_id(n - 1 - r)]));
-                next[k].push(run("w1", &["claim", "--next"]));
+                by_id[k].push(run("w0", &["claim", &task_id(n - 1 - r)], Durability::Full));
+                next[k].push(run("w1", &["claim", "--next"], Durability::Full));
+                let t = task_id(n / 2 - r);
+                relaxed[k].push(run("w0", &["claim", &t], Durability::Relaxed));
             }
         }
-        for (op, s) in [("claim <id>", &by_id), ("claim --next", &next)] {
+        for (op, s) in
+            [("claim <id>", &by_id), ("claim --next", &next), ("claim <id>, relaxed", &relaxed)]
+        {
             let _ = writeln!(
                 out,
                 "| {n} | {op} | {:.3} | {:.3} | {:.3} |",

@@ -82,7 +82,7 @@ fn claim_in(
                 .hint("only new tasks can be claimed"));
         }
     }
-    if !ws.eligibility(me, role).admits(&rec.to, &rec.intent) {
+    if !ws.may_take(me, role, &rec.to, &rec.intent) {
         return Err(Error::refused(format!(
             "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
             rec.to, rec.intent

@@ -85,7 +85,9 @@ fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
         }
         // The last line that is a whole event (a line once torn and ended by a later append
         // carries an id but does not parse: it is damage, not an event).
-        let whole = |l: &str| event::line_id(l).filter(|_| event::parse_line(l).is_ok());
+        let whole = |l: &str| {
+            event::line_id(l).filter(|_| serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok())
+        };
         if let Some(id) = lines.rev().find_map(whole) {
             return Ok((Some(id), torn));
         }
