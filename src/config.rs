@@ -77,8 +77,10 @@ impl Config {
             ))
             .hint("this circe reads version 1"));
         }
-        parse_duration(&c.lease)
-            .map_err(|e| Error::refused(format!("circe.yaml: lease: {}", e.message)))?;
+        parse_duration(&c.lease).map_err(|e| {
+            let hint = e.hint.unwrap_or_default();
+            Error::refused(format!("circe.yaml: lease: {}", e.message)).hint(hint)
+        })?;
         c.durability()?;
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
@@ -103,13 +105,22 @@ impl Config {
     }
 }
 
-/// `90s`, `30m`, `2h`, `1d`, or plain seconds.
+/// The shortest duration circe accepts (`--ttl`, `lease`).
+pub const MIN_DURATION: Duration = Duration::from_secs(1);
+/// The longest: a year. Longer leases are a mistake, and every lease end stays far inside
+/// what a time stamp can hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// `90s`, `30m`, `2h`, `1d`, or plain seconds; from `MIN_DURATION` (1s) to `MAX_DURATION`
+/// (365d). A usage error otherwise; circe.yaml turns it into a refusal.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| {
-        Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d")
-    })?;
+    if num.is_empty() {
+        return Err(
+            Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d")
+        );
+    }
     let mult = match unit {
         "s" => 1,
         "m" => 60,
@@ -120,7 +131,16 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
                 .hint("units are s, m, h and d"));
         }
     };
-    Ok(Duration::from_secs(n.saturating_mul(mult)))
+    // All digits: only a number too long for u64 fails to parse, and it is out of range.
+    let secs = num.parse::<u64>().map_or(u64::MAX, |n| n.saturating_mul(mult));
+    let d = Duration::from_secs(secs);
+    if !(MIN_DURATION..=MAX_DURATION).contains(&d) {
+        return Err(Error::usage(format!(
+            "duration `{s}` is out of range: it must be from 1s to 365d"
+        ))
+        .hint("write e.g. 90s, 30m, 2h or 1d; at most 365d"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -149,5 +169,35 @@ mod tests {
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
         assert!(parse_duration("2w").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(parse_duration("1s").unwrap(), MIN_DURATION);
+        assert_eq!(parse_duration("365d").unwrap(), MAX_DURATION);
+        assert_eq!(parse_duration("31536000").unwrap(), MAX_DURATION);
+        for out in ["0", "0s", "366d", "31536001s", "8761h", "999999999d", "99999999999999999999d"]
+        {
+            let e = parse_duration(out).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::Usage, "{out}");
+            assert!(e.message.contains("from 1s to 365d"), "{out}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_lease_out_of_range_is_refused_naming_the_range() {
+        let e = Config::parse("version: 1\nlease: 999999999d\n").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Refused);
+        assert!(e.message.contains("circe.yaml: lease") && e.message.contains("365d"), "{e:?}");
+        assert!(e.hint.is_some_and(|h| h.contains("365d")));
+        assert!(Config::parse("version: 1\nlease: 365d\n").is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any text: never a panic, and whatever is accepted lies in the range.
+        #[test]
+        fn parse_duration_never_panics_and_stays_in_range(s in "\\PC{0,24}", n in proptest::num::u64::ANY, unit in "[smhdx]?") {
+            for text in [s, format!("{n}{unit}")] {
+                if let Ok(d) = parse_duration(&text) {
+                    proptest::prop_assert!((MIN_DURATION..=MAX_DURATION).contains(&d), "{text}");
+                }
+            }
+        }
     }
 }

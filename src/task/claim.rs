@@ -35,11 +35,8 @@ pub(super) fn lease_expired(rec: &record::StatusRecord) -> bool {
     rec.lease_expires_at.as_deref().and_then(clock::parse).is_some_and(|t| t <= clock::now())
 }
 
-pub(super) fn lease_until(ttl: Duration) -> String {
-    clock::stamp(
-        clock::now()
-            + chrono::Duration::from_std(ttl).unwrap_or_else(|_| chrono::Duration::days(3650)),
-    )
+pub(super) fn lease_until(ttl: Duration) -> Result<String> {
+    clock::lease_until(clock::now(), ttl)
 }
 
 fn not_found(task: &str) -> Error {
@@ -124,6 +121,7 @@ fn claim_locked(
         None => Mailbox::NewMessages,
     };
     let from_status = st.rec.status;
+    let lease = lease_until(ttl)?;
     if let Some(old) = &expired_owner {
         decide(from_status, Move::Expire, &[Actor::Lease])?;
         Event::new("expire", me)
@@ -146,7 +144,7 @@ fn claim_locked(
     st.rec.attempts += 1;
     st.rec.started_at.get_or_insert(now.clone());
     st.rec.updated_at.clone_from(&now);
-    st.rec.lease_expires_at = Some(lease_until(ttl));
+    st.rec.lease_expires_at = Some(lease);
     st.rec.note = None;
     let owner = st.rec.owner_record(&now, &super::host(), std::os::unix::process::parent_id());
     write(ws, &st, owner.as_ref())?;

@@ -99,9 +99,7 @@ pub fn load_reconciled(ws: &Workspace, task: &str) -> Result<Option<TaskState>> 
             rec.epoch += 1;
             rec.attempts += 1;
             rec.started_at.get_or_insert(now.clone());
-            rec.lease_expires_at = Some(clock::stamp(
-                clock::now() + chrono::Duration::from_std(lease).unwrap_or_default(),
-            ));
+            rec.lease_expires_at = Some(clock::lease_until(clock::now(), lease)?);
             Some("claim finished (message was in the agent's box)")
         }
         // Released (or expired, or handed off) but the records still name an owner.

@@ -196,7 +196,7 @@ pub fn heartbeat(
     if !who.contains(&Actor::Owner) || !st.rec.status.is_owned() {
         return Err(not_owner(&st, me));
     }
-    st.rec.lease_expires_at = Some(lease_until(ttl.unwrap_or_else(|| ws.config.lease())));
+    st.rec.lease_expires_at = Some(lease_until(ttl.unwrap_or_else(|| ws.config.lease()))?);
     let mut owner =
         st.owner.clone().or_else(|| st.rec.owner_record(&st.rec.updated_at, &super::host(), 0));
     if let Some(o) = owner.as_mut() {

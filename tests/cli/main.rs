@@ -13,5 +13,6 @@ mod fixtures;
 mod harness;
 mod init;
 mod lifecycle;
+mod limits;
 mod messages;
 mod send;
