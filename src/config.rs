@@ -5,6 +5,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::message::Limits;
 use crate::registry::RegistryConfig;
 use crate::store::Durability;
 use crate::yaml;
@@ -22,6 +23,11 @@ durability: full
 # How lifecycle changes reach the coordinator: events (LOGS/events.jsonl only) or inbox
 # (also a claim_task / release_task / status_update message in each coordinator's INBOX).
 announce: events
+# The largest message circe accepts and reads: bytes of the whole file (1 KiB to 64 MiB),
+# and lines of its header block (16 to 10000).
+limits:
+  message_bytes: 1048576
+  header_lines: 200
 # Add roles and intents, or narrow the built-in rules (see `circe registry`).
 registry:
   roles: []
@@ -47,6 +53,8 @@ pub struct Config {
     pub durability: String,
     #[serde(default = "default_announce")]
     pub announce: Announce,
+    #[serde(default)]
+    pub limits: Limits,
     #[serde(default)]
     pub registry: RegistryConfig,
 }
@@ -82,6 +90,10 @@ impl Config {
             Error::refused(format!("circe.yaml: lease: {}", e.message)).hint(hint)
         })?;
         c.durability()?;
+        if let Some(what) = c.limits.out_of_range() {
+            return Err(Error::refused(format!("circe.yaml: {what}"))
+                .hint("compare with PROTOCOLS.md \"Configuration\""));
+        }
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }
@@ -153,6 +165,20 @@ mod tests {
         assert_eq!(c.lease(), Duration::from_secs(1800));
         assert_eq!(c.max_attempts, 3);
         assert_eq!(c.announce, Announce::Events);
+        assert_eq!(c.limits, Limits::DEFAULT);
+        assert_eq!(Config::parse("version: 1\n").unwrap().limits, Limits::DEFAULT);
+    }
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let c = Config::parse("version: 1\nlimits: {message_bytes: 4096}\n").unwrap();
+        assert_eq!(c.limits, Limits { message_bytes: 4096, header_lines: 200 });
+        for bad in ["{message_bytes: 10}", "{header_lines: 15}", "{header_lines: 10001}"] {
+            let e = Config::parse(&format!("version: 1\nlimits: {bad}\n")).unwrap_err();
+            assert!(e.message.starts_with("circe.yaml: limits."), "{bad}: {}", e.message);
+        }
+        assert!(Config::parse("version: 1\nlimits: {colour: red}\n").is_err());
+        assert!(Config::parse("version: 1\nlimits: {message_bytes: -1}\n").is_err());
     }
 
     #[test]

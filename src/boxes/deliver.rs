@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::message::{self, Format, Message};
+use crate::message::{self, Format, Message, Mode};
 use crate::registry::SendCheck;
 use crate::store::Mailbox;
 use crate::task::{self, OpenOutcome, OpenSpec};
@@ -75,6 +75,18 @@ fn complete(msg: &mut Message, me: &str) -> Result<()> {
     Ok(())
 }
 
+/// What is delivered, filled in, stays within the root's limits, so that every reader
+/// can read it whole.
+fn within_limits(ws: &Workspace, content: &str) -> Result<()> {
+    let size = u64::try_from(content.len()).unwrap_or(u64::MAX);
+    let parsed =
+        message::parse_limited(content.as_bytes(), Some(size), Mode::Draft, &ws.config.limits);
+    match parsed.err().and_then(|p| p.into_iter().find(|p| p.limit.is_some())) {
+        Some(p) => Err(Error::refused(p.message).hint(p.hint.unwrap_or_default())),
+        None => Ok(()),
+    }
+}
+
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
@@ -99,6 +111,7 @@ pub fn send(ws: &Workspace, me: &str, mut msg: Message) -> Result<Delivery> {
     let task_id = msg.task_id.clone();
     let name = |n: u32| message::file_name(created, me, &to, &intent_name, task_id.as_deref(), n);
     let content = message::render(&msg);
+    within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();
 
     if intent.opens_task {

@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-use crate::message::{self, Message, Mode};
+use crate::message::{self, Message};
 use crate::store::Mailbox;
 use crate::task::{self, Status};
 use crate::workspace::Workspace;
@@ -31,8 +31,7 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
     for b in boxes {
         for name in ws.store.list_box(b)? {
             let by_name = name == key;
-            let Ok(bytes) = ws.store.read_message(b, &name) else { continue };
-            let parsed = message::parse_bytes(&bytes, Mode::Draft).ok();
+            let parsed = super::read(ws, b, &name).ok();
             let by_id = parsed
                 .as_ref()
                 .and_then(|m| m.msg_id.as_deref())

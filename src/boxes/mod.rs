@@ -3,6 +3,8 @@
 
 mod deliver;
 mod find;
+mod read;
 
 pub use deliver::{Delivery, notify_coordinators, send};
 pub use find::{Found, done, find, find_in, take};
+pub use read::{first_problem, read};

@@ -5,9 +5,10 @@ use serde_json::json;
 
 use super::output::table;
 use super::{Ctx, Report};
+use crate::boxes;
 use crate::clock;
 use crate::error::Result;
-use crate::message::{self, Mode};
+use crate::message;
 use crate::store::Mailbox;
 
 /// What is waiting for the acting agent: its INBOX, oldest first.
@@ -26,13 +27,16 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     }
     let mut rows = Vec::new();
     let mut list = Vec::new();
+    let mut warnings = Vec::new();
     for b in &boxes {
         for name in ws.store.list_box(b)? {
-            let parsed = ws
-                .store
-                .read_message(b, &name)
-                .ok()
-                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+            // Within the root's limits: a huge or planted file is reported, not read whole.
+            let read = boxes::read(&ws, b, &name);
+            let problem = read.as_ref().err().map(|p| boxes::first_problem(p));
+            if let Some(p) = &problem {
+                warnings.push(format!("{}/{name}: {p}", b.label()));
+            }
+            let parsed = read.ok();
             let get = |f: fn(&message::Message) -> Option<String>| {
                 parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into())
             };
@@ -49,7 +53,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 b.label(),
                 name.clone(),
             ]);
-            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some()}));
+            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some(), "problem": problem}));
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
@@ -62,5 +66,5 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     } else {
         table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows)
     };
-    Ok(Report::new(human, json!({"agent": me, "messages": list})))
+    Ok(Report::new(human, json!({"agent": me, "messages": list})).warnings(warnings))
 }

@@ -13,6 +13,8 @@ pub struct Report {
     pub human: String,
     pub json: Value,
     pub code: u8,
+    /// Diagnostics for stderr (`warning: …`), printed whatever the output format.
+    pub warnings: Vec<String>,
 }
 
 impl Report {
@@ -21,7 +23,14 @@ impl Report {
             human: human.into(),
             json: serde_json::to_value(json).unwrap_or(Value::Null),
             code: 0,
+            warnings: Vec::new(),
         }
+    }
+
+    #[must_use]
+    pub fn warnings(mut self, warnings: Vec<String>) -> Report {
+        self.warnings = warnings;
+        self
     }
 
     #[must_use]
@@ -31,6 +40,11 @@ impl Report {
     }
 
     pub fn print(&self, json: bool) {
+        let mut err = std::io::stderr().lock();
+        for w in &self.warnings {
+            let _ = writeln!(err, "warning: {w}");
+        }
+        drop(err);
         let mut out = std::io::stdout().lock();
         let r = if json {
             writeln!(out, "{}", serde_json::to_string_pretty(&self.json).unwrap_or_default())

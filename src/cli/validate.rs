@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
 use crate::exit_code;
-use crate::message::{self, Mode, Problem};
+use crate::message::{self, Limits, Mode, Problem};
 use crate::registry::Registry;
 use crate::store;
 use crate::workspace::Workspace;
@@ -26,18 +26,20 @@ pub struct ValidateArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
-    // The root's registry when inside one, else the built-in one.
-    let registry =
-        Workspace::open(ctx.root.as_deref()).map_or_else(|_| Registry::builtin(), |ws| ws.registry);
+    // The root's registry and limits when inside one, else the built-in ones.
+    let (registry, limits) = Workspace::open(ctx.root.as_deref()).map_or_else(
+        |_| (Registry::builtin(), Limits::DEFAULT),
+        |ws| (ws.registry, ws.config.limits),
+    );
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
     let mut human = String::new();
     let mut results = Vec::new();
     let mut bad = 0;
     for f in &a.files {
         let label = f.display().to_string();
-        let problems: Vec<Problem> = match store::read_input_file(f) {
+        let problems: Vec<Problem> = match store::read_input_file_capped(f, limits.message_bytes) {
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
-            Ok(bytes) => match message::parse_bytes(&bytes, mode) {
+            Ok(c) => match message::parse_limited(&c.bytes, c.size, mode, &limits) {
                 Err(p) => p,
                 Ok(m) => registry_problems(&registry, &m),
             },

@@ -14,5 +14,6 @@ mod harness;
 mod init;
 mod lifecycle;
 mod limits;
+mod message_limits;
 mod messages;
 mod send;
