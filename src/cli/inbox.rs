@@ -37,19 +37,19 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 warnings.push(format!("{}/{name}: {p}", b.label()));
             }
             let parsed = read.ok();
-            let get = |f: fn(&message::Message) -> Option<String>| {
-                parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into())
-            };
+            // Absent: null in --json, `-` in the table.
+            let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f);
             let created = get(|m| m.created_at.map(clock::format));
             let from = get(|m| m.from.clone());
             let intent = get(|m| m.intent.clone());
             let task = get(|m| m.task_id.clone());
             let msg_id = get(|m| m.msg_id.clone());
+            let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
             rows.push(vec![
-                created.clone(),
-                from.clone(),
-                intent.clone(),
-                task.clone(),
+                cell(&created),
+                cell(&from),
+                cell(&intent),
+                cell(&task),
                 b.label(),
                 name.clone(),
             ]);

@@ -17,3 +17,4 @@ mod limits;
 mod message_limits;
 mod messages;
 mod send;
+mod status_words;
