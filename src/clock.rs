@@ -3,32 +3,47 @@
 use std::hash::{BuildHasher, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use chrono::{DateTime, Datelike, SecondsFormat, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
+
+use crate::error::{Error, Result};
+
+/// The first and the last time RFC 3339 can write (four-digit years): circe computes no
+/// time outside them, since it could not read it back.
+pub const FIRST: &str = "0000-01-01T00:00:00Z";
+pub const LAST: &str = "9999-12-31T23:59:59Z";
 
 /// The current time, or `CIRCE_NOW` when set.
 pub fn now() -> DateTime<Utc> {
-    if let Ok(pinned) = std::env::var("CIRCE_NOW")
-        && let Ok(t) = DateTime::parse_from_rfc3339(&pinned)
-    {
-        return t.with_timezone(&Utc);
-    }
-    Utc::now()
+    pinned(std::env::var("CIRCE_NOW").ok().as_deref()).unwrap_or_else(Utc::now)
 }
 
-/// `t + d`, or a refusal when that lies beyond what circe can write down (never a panic).
-pub fn after(t: DateTime<Utc>, d: std::time::Duration) -> crate::error::Result<DateTime<Utc>> {
-    chrono::Duration::from_std(d)
+/// The time `CIRCE_NOW` pins, if it holds an RFC 3339 time.
+pub fn pinned(value: Option<&str>) -> Option<DateTime<Utc>> {
+    value.and_then(|v| DateTime::parse_from_rfc3339(v).ok()).map(|t| t.with_timezone(&Utc))
+}
+
+/// `t + d`, or an error when the sum lies outside `FIRST..=LAST` (or past what chrono can
+/// hold). The one way circe adds to a time: it never panics.
+pub fn add_checked(t: DateTime<Utc>, d: std::time::Duration) -> Result<DateTime<Utc>> {
+    let first = parse(FIRST).unwrap_or(DateTime::<Utc>::MIN_UTC);
+    let last = parse(LAST).unwrap_or(DateTime::<Utc>::MAX_UTC);
+    chrono::TimeDelta::from_std(d)
         .ok()
         .and_then(|d| t.checked_add_signed(d))
-        .filter(|end| end.year_ce().1 <= 9999)
+        .filter(|end| (first..=last).contains(end))
         .ok_or_else(|| {
-            crate::error::Error::refused(format!(
-                "{}s after {} is past the year 9999",
-                d.as_secs(),
-                stamp(t)
+            Error::internal(format!(
+                "{} plus {}s is outside {FIRST} to {LAST}, the times circe can write",
+                format(t),
+                d.as_secs()
             ))
-            .hint("use a shorter duration")
+            .hint("check the system clock (and CIRCE_NOW, if set)")
         })
+}
+
+/// When a lease of `ttl` taken at `now` ends, as a record stamp.
+pub fn lease_until(now: DateTime<Utc>, ttl: std::time::Duration) -> Result<String> {
+    add_checked(now, ttl).map(stamp)
 }
 
 /// RFC 3339 in UTC with a `Z`, seconds precision unless the time has a fraction.
@@ -150,6 +165,79 @@ mod tests {
         );
         assert_eq!(epoch_secs("2025-13-21T17:00:00Z"), None);
         assert_eq!(epoch_secs("soon"), None);
+    }
+
+    #[test]
+    fn add_checked_stops_at_the_last_writable_second() {
+        let t = parse("2025-11-21T17:00:00Z").unwrap();
+        let year = std::time::Duration::from_secs(365 * 86_400);
+        assert_eq!(lease_until(t, year).unwrap(), "2026-11-21T17:00:00Z");
+        let last = parse(LAST).unwrap();
+        assert_eq!(add_checked(last, std::time::Duration::ZERO).unwrap(), last);
+        let e = add_checked(last, std::time::Duration::from_secs(1)).unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Internal);
+        assert!(e.message.contains(LAST) && e.hint.is_some(), "{e:?}");
+        assert!(add_checked(DateTime::<Utc>::MAX_UTC, std::time::Duration::MAX).is_err());
+        assert!(add_checked(DateTime::<Utc>::MIN_UTC, std::time::Duration::MAX).is_err());
+        assert!(add_checked(DateTime::<Utc>::MIN_UTC, year).is_err());
+        let first = parse(FIRST).unwrap();
+        assert_eq!(add_checked(first, year).unwrap().timestamp() - first.timestamp(), 31_536_000);
+    }
+
+    /// Times across chrono's whole range (and its two ends), any duration.
+    fn any_time() -> impl proptest::strategy::Strategy<Value = DateTime<Utc>> {
+        use proptest::prelude::*;
+        let (lo, hi) = (DateTime::<Utc>::MIN_UTC.timestamp(), DateTime::<Utc>::MAX_UTC.timestamp());
+        prop_oneof![
+            Just(DateTime::<Utc>::MIN_UTC),
+            Just(DateTime::<Utc>::MAX_UTC),
+            (lo..=hi).prop_map(|s| DateTime::from_timestamp(s, 0).unwrap_or_default()),
+            (253_402_300_799 - 400 * 86_400..=253_402_300_799i64)
+                .prop_map(|s| DateTime::from_timestamp(s, 0).unwrap_or_default()),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn adding_a_duration_never_panics(
+            t in any_time(),
+            secs in proptest::prop_oneof![0..=400 * 86_400u64, proptest::num::u64::ANY],
+        ) {
+            let d = std::time::Duration::from_secs(secs);
+            let (first, last) = (parse(FIRST).unwrap(), parse(LAST).unwrap());
+            match add_checked(t, d) {
+                Ok(end) => {
+                    proptest::prop_assert!(first <= end && end <= last);
+                    proptest::prop_assert_eq!(end.timestamp() - t.timestamp(), i64::try_from(secs).unwrap());
+                    proptest::prop_assert_eq!(parse(&stamp(end)), Some(end));
+                }
+                Err(_) => proptest::prop_assert!(
+                    t.timestamp()
+                        .checked_add_unsigned(secs)
+                        .is_none_or(|s| s < first.timestamp() || s > last.timestamp())
+                ),
+            }
+        }
+
+        /// `CIRCE_NOW` values near both ends of what RFC 3339 writes, with offsets that
+        /// push them past it: reading the clock and taking a lease never panic.
+        #[test]
+        fn a_pinned_clock_near_the_limits_never_panics(
+            year in proptest::prop_oneof![0..=2u32, 9997..=9999u32],
+            day in 1..=31u32,
+            hh in 0..=23u32,
+            off in proptest::option::of(-1439..=1439i32),
+            secs in 0..=400 * 86_400u64,
+        ) {
+            let zone = off.map_or_else(|| "Z".to_string(), |o| {
+                format!("{}{:02}:{:02}", if o < 0 { '-' } else { '+' }, o.abs() / 60, o.abs() % 60)
+            });
+            let text = format!("{year:04}-12-{day:02}T{hh:02}:59:59{zone}");
+            if let Some(now) = pinned(Some(&text)) {
+                let _ = lease_until(now, std::time::Duration::from_secs(secs));
+                let _ = (stamp(now), stamp_ms(now), new_msg_id(now));
+            }
+        }
     }
 
     #[test]

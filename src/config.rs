@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::engine::local::Durability;
 use crate::error::{Error, Result};
+use crate::message::Limits;
 use crate::registry::RegistryConfig;
 use crate::yaml;
 
@@ -24,6 +25,11 @@ durability: full
 announce: events
 # Who hears of a parked task (agents or roles): circe sends them an `escalate` message.
 escalation: [coordinator, rooster]
+# The largest message circe accepts and reads: bytes of the whole file (1 KiB to 64 MiB),
+# and lines of its header block (16 to 10000).
+limits:
+  message_bytes: 1048576
+  header_lines: 200
 # Add roles and intents, or narrow the built-in rules (see `circe registry`).
 registry:
   roles: []
@@ -51,6 +57,8 @@ pub struct Config {
     pub announce: Announce,
     #[serde(default = "default_escalation")]
     pub escalation: Vec<String>,
+    #[serde(default)]
+    pub limits: Limits,
     #[serde(default)]
     pub registry: RegistryConfig,
 }
@@ -84,9 +92,15 @@ impl Config {
             ))
             .hint("this circe reads version 1"));
         }
-        parse_duration(&c.lease)
-            .map_err(|e| Error::refused(format!("circe.yaml: lease: {}", e.message)))?;
+        parse_duration(&c.lease).map_err(|e| {
+            let hint = e.hint.unwrap_or_default();
+            Error::refused(format!("circe.yaml: lease: {}", e.message)).hint(hint)
+        })?;
         c.durability()?;
+        if let Some(what) = c.limits.out_of_range() {
+            return Err(Error::refused(format!("circe.yaml: {what}"))
+                .hint("compare with PROTOCOLS.md \"Configuration\""));
+        }
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }
@@ -110,13 +124,22 @@ impl Config {
     }
 }
 
-/// `90s`, `30m`, `2h`, `1d`, or plain seconds.
+/// The shortest duration circe accepts (`--ttl`, `lease`).
+pub const MIN_DURATION: Duration = Duration::from_secs(1);
+/// The longest: a year. Longer leases are a mistake, and every lease end stays far inside
+/// what a time stamp can hold.
+pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
+
+/// `90s`, `30m`, `2h`, `1d`, or plain seconds; from `MIN_DURATION` (1s) to `MAX_DURATION`
+/// (365d). A usage error otherwise; circe.yaml turns it into a refusal.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, "s"), |i| s.split_at(i));
-    let n: u64 = num.parse().map_err(|_| {
-        Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d")
-    })?;
+    if num.is_empty() {
+        return Err(
+            Error::usage(format!("`{s}` is not a duration")).hint("write e.g. 90s, 30m, 2h or 1d")
+        );
+    }
     let mult = match unit {
         "s" => 1,
         "m" => 60,
@@ -127,7 +150,16 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
                 .hint("units are s, m, h and d"));
         }
     };
-    Ok(Duration::from_secs(n.saturating_mul(mult)))
+    // All digits: only a number too long for u64 fails to parse, and it is out of range.
+    let secs = num.parse::<u64>().map_or(u64::MAX, |n| n.saturating_mul(mult));
+    let d = Duration::from_secs(secs);
+    if !(MIN_DURATION..=MAX_DURATION).contains(&d) {
+        return Err(Error::usage(format!(
+            "duration `{s}` is out of range: it must be from 1s to 365d"
+        ))
+        .hint("write e.g. 90s, 30m, 2h or 1d; at most 365d"));
+    }
+    Ok(d)
 }
 
 #[cfg(test)]
@@ -140,6 +172,20 @@ mod tests {
         assert_eq!(c.lease(), Duration::from_secs(1800));
         assert_eq!(c.max_attempts, 3);
         assert_eq!(c.announce, Announce::Events);
+        assert_eq!(c.limits, Limits::DEFAULT);
+        assert_eq!(Config::parse("version: 1\n").unwrap().limits, Limits::DEFAULT);
+    }
+
+    #[test]
+    fn limits_are_read_and_checked() {
+        let c = Config::parse("version: 1\nlimits: {message_bytes: 4096}\n").unwrap();
+        assert_eq!(c.limits, Limits { message_bytes: 4096, header_lines: 200 });
+        for bad in ["{message_bytes: 10}", "{header_lines: 15}", "{header_lines: 10001}"] {
+            let e = Config::parse(&format!("version: 1\nlimits: {bad}\n")).unwrap_err();
+            assert!(e.message.starts_with("circe.yaml: limits."), "{bad}: {}", e.message);
+        }
+        assert!(Config::parse("version: 1\nlimits: {colour: red}\n").is_err());
+        assert!(Config::parse("version: 1\nlimits: {message_bytes: -1}\n").is_err());
     }
 
     #[test]
@@ -156,5 +202,35 @@ mod tests {
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
         assert!(parse_duration("2w").is_err());
         assert!(parse_duration("").is_err());
+        assert_eq!(parse_duration("1s").unwrap(), MIN_DURATION);
+        assert_eq!(parse_duration("365d").unwrap(), MAX_DURATION);
+        assert_eq!(parse_duration("31536000").unwrap(), MAX_DURATION);
+        for out in ["0", "0s", "366d", "31536001s", "8761h", "999999999d", "99999999999999999999d"]
+        {
+            let e = parse_duration(out).unwrap_err();
+            assert_eq!(e.kind, crate::error::Kind::Usage, "{out}");
+            assert!(e.message.contains("from 1s to 365d"), "{out}: {}", e.message);
+        }
+    }
+
+    #[test]
+    fn a_lease_out_of_range_is_refused_naming_the_range() {
+        let e = Config::parse("version: 1\nlease: 999999999d\n").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Refused);
+        assert!(e.message.contains("circe.yaml: lease") && e.message.contains("365d"), "{e:?}");
+        assert!(e.hint.is_some_and(|h| h.contains("365d")));
+        assert!(Config::parse("version: 1\nlease: 365d\n").is_ok());
+    }
+
+    proptest::proptest! {
+        /// Any text: never a panic, and whatever is accepted lies in the range.
+        #[test]
+        fn parse_duration_never_panics_and_stays_in_range(s in "\\PC{0,24}", n in proptest::num::u64::ANY, unit in "[smhdx]?") {
+            for text in [s, format!("{n}{unit}")] {
+                if let Ok(d) = parse_duration(&text) {
+                    proptest::prop_assert!((MIN_DURATION..=MAX_DURATION).contains(&d), "{text}");
+                }
+            }
+        }
     }
 }

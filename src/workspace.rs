@@ -109,8 +109,8 @@ impl Workspace {
         if to == me.as_str() {
             return true;
         }
-        let addressed = to == "all"
-            || to == role && AgentName::new(role).is_ok_and(|r| !self.is_agent(&r));
+        let addressed =
+            to == "all" || to == role && AgentName::new(role).is_ok_and(|r| !self.is_agent(&r));
         addressed && self.registry.may_receive(role, intent)
     }
 

@@ -12,7 +12,7 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-limits    skip those sections
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -32,6 +32,7 @@ use std::process::Command;
 use std::time::Instant;
 
 use crate::contention::{contention, lib_worker, report_contention};
+use crate::limits::limits;
 use crate::procs::{populate_circe, populate_mv, populate_sqlite};
 use crate::rounds::{Sized, memory, report_rounds, round};
 use crate::stats::Samples;
@@ -39,6 +40,7 @@ use crate::verdicts::verdicts;
 
 mod ab;
 mod contention;
+mod limits;
 mod procs;
 mod rounds;
 mod stats;
@@ -62,6 +64,7 @@ pub(crate) struct Opts {
     pub(crate) contention: bool,
     pub(crate) memory: bool,
     pub(crate) per_call: bool,
+    pub(crate) limits: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -77,6 +80,7 @@ pub(crate) fn parse_opts() -> Opts {
         contention: true,
         memory: true,
         per_call: true,
+        limits: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -119,6 +123,7 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-contention" => o.contention = false,
             "--no-memory" => o.memory = false,
             "--no-rounds" => o.per_call = false,
+            "--no-limits" => o.limits = false,
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -145,7 +150,8 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --circe PATH --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --circe PATH \
+         --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -259,6 +265,10 @@ fn main() {
         && let Some(s) = sized.last()
     {
         memory(s, &mut out);
+    }
+    if opts.limits {
+        eprintln!("message limits ...");
+        limits(opts.rounds, &opts.dir, &mut out);
     }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(

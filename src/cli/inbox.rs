@@ -8,7 +8,8 @@ use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
-use crate::message::{self, Mode};
+use crate::message;
+use crate::ops;
 
 /// What is waiting for the acting agent: its INBOX, oldest first.
 #[derive(Debug, Args)]
@@ -26,30 +27,33 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     }
     let mut rows = Vec::new();
     let mut list = Vec::new();
+    let mut warnings = Vec::new();
     for b in &boxes {
         for name in ws.engine.list_box(b)? {
-            let parsed = ws
-                .engine
-                .read_message(b, &name)
-                .ok()
-                .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
-            let get = |f: fn(&message::Message) -> Option<String>| {
-                parsed.as_ref().and_then(f).unwrap_or_else(|| "-".into())
-            };
+            // Within the root's limits: a huge or planted file is reported, not read whole.
+            let read = ops::read(&ws, b, &name);
+            let problem = read.as_ref().err().map(|p| ops::first_problem(p));
+            if let Some(p) = &problem {
+                warnings.push(format!("{}/{name}: {p}", b.label()));
+            }
+            let parsed = read.ok();
+            // Absent: null in --json, `-` in the table.
+            let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f);
             let created = get(|m| m.created_at.map(clock::format));
             let from = get(|m| m.from.clone());
             let intent = get(|m| m.intent.clone());
             let task = get(|m| m.task_id.clone());
             let msg_id = get(|m| m.msg_id.clone());
+            let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
             rows.push(vec![
-                created.clone(),
-                from.clone(),
-                intent.clone(),
-                task.clone(),
+                cell(&created),
+                cell(&from),
+                cell(&intent),
+                cell(&task),
                 b.label(),
                 name.clone(),
             ]);
-            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some()}));
+            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some(), "problem": problem}));
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
@@ -62,5 +66,5 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     } else {
         table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows)
     };
-    Ok(Report::new(human, json!({"agent": me, "messages": list})))
+    Ok(Report::new(human, json!({"agent": me, "messages": list})).warnings(warnings))
 }

@@ -169,9 +169,15 @@ pub fn main() -> u8 {
     }
 }
 
-/// Parse an optional `--ttl` value.
+/// Parse an optional `--ttl` value (1s to 365d, `config::parse_duration`).
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
-    s.map(crate::config::parse_duration).transpose()
+    s.map(|s| {
+        crate::config::parse_duration(s).map_err(|mut e| {
+            e.message = format!("--ttl: {}", e.message);
+            e
+        })
+    })
+    .transpose()
 }
 
 /// A task id typed on the command line.

@@ -17,12 +17,14 @@ pub struct Report {
     pub human: String,
     pub json: Value,
     pub code: u8,
+    /// Diagnostics for stderr (`warning: …`), printed whatever the output format.
+    pub warnings: Vec<String>,
 }
 
 impl Report {
     /// A command that printed everything through `Out` already.
     pub fn streamed() -> Report {
-        Report { human: String::new(), json: Value::Null, code: 0 }
+        Report { human: String::new(), json: Value::Null, code: 0, warnings: Vec::new() }
     }
 
     pub fn new(human: impl Into<String>, json: impl Serialize) -> Report {
@@ -30,7 +32,14 @@ impl Report {
             human: human.into(),
             json: serde_json::to_value(json).unwrap_or(Value::Null),
             code: 0,
+            warnings: Vec::new(),
         }
+    }
+
+    #[must_use]
+    pub fn warnings(mut self, warnings: Vec<String>) -> Report {
+        self.warnings = warnings;
+        self
     }
 
     #[must_use]
@@ -40,6 +49,11 @@ impl Report {
     }
 
     pub fn print(&self, json: bool) {
+        let mut err = std::io::stderr().lock();
+        for w in &self.warnings {
+            let _ = writeln!(err, "warning: {w}");
+        }
+        drop(err);
         let mut out = std::io::stdout().lock();
         let r = if json && self.json.is_null() && self.human.is_empty() {
             Ok(()) // streamed

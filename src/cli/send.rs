@@ -6,9 +6,9 @@ use clap::Args;
 
 use super::{Ctx, Report};
 use crate::clock;
-use crate::engine::local::{read_input_file, read_stdin};
+use crate::engine::local::{read_input_file_capped, read_stdin_capped};
 use crate::error::{Error, Result};
-use crate::message::{self, Format, Message, Mode, Priority, Problem};
+use crate::message::{self, Format, Limits, Message, Mode, Priority, Problem};
 use crate::ops;
 use crate::registry;
 
@@ -55,16 +55,19 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
         return Ok(Report::new(t, serde_json::json!({"intent": intent, "template": t})));
     }
     let (ws, me, _role) = ctx.acting()?;
+    let limits = ws.config.limits;
     let msg = match &a.file {
         Some(path) => {
-            let (bytes, label) = if path.as_os_str() == "-" {
-                (read_stdin()?, "standard input".to_string())
+            // Read at most the size limit (and one byte more to tell it is over).
+            let (c, label) = if path.as_os_str() == "-" {
+                (read_stdin_capped(limits.message_bytes)?, "standard input".to_string())
             } else {
-                (read_input_file(path)?, path.display().to_string())
+                (read_input_file_capped(path, limits.message_bytes)?, path.display().to_string())
             };
-            message::parse_bytes(&bytes, Mode::Draft).map_err(|p| with_file(&label, &p))?
+            message::parse_limited(&c.bytes, c.size, Mode::Draft, &limits)
+                .map_err(|p| with_file(&label, &p))?
         }
-        None => from_flags(a)?,
+        None => from_flags(a, &limits)?,
     };
     let d = ops::send(&ws, &me, msg)?;
     let mut human = if d.already_delivered {
@@ -98,7 +101,7 @@ fn with_file(label: &str, problems: &[Problem]) -> Error {
     out
 }
 
-fn from_flags(a: &SendArgs) -> Result<Message> {
+fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     let to = a.to.clone().ok_or_else(|| {
         Error::usage("--to is required").hint("or send a whole message with --file")
     })?;
@@ -134,8 +137,11 @@ fn from_flags(a: &SendArgs) -> Result<Message> {
         body.push_str(&format!("## Summary\n{s}\n"));
     }
     if let Some(f) = &a.body_file {
-        let bytes = read_input_file(f)?;
-        let text = String::from_utf8(bytes)
+        let c = read_input_file_capped(f, limits.message_bytes)?;
+        if let Some(p) = limits.size_problem(c.size.unwrap_or(0), true) {
+            return Err(with_file(&format!("--body-file {}", f.display()), &[p]));
+        }
+        let text = String::from_utf8(c.bytes)
             .map_err(|_| Error::refused(format!("{} is not UTF-8", f.display())))?;
         if !body.is_empty() {
             body.push('\n');

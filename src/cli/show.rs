@@ -7,7 +7,6 @@ use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::Cursor;
-use crate::message::{self, Mode};
 use crate::names::TaskId;
 use crate::ops;
 use crate::task;
@@ -34,8 +33,12 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
             .hint("`circe inbox` and `circe tasks` list what exists"));
     };
-    let bytes = ws.engine.read_message(&f.location, &f.file)?;
-    let text = String::from_utf8_lossy(&bytes).into_owned();
+    // At most the size limit is read and shown (a planted file may be huge).
+    let limit = ws.config.limits.message_bytes;
+    let c = ws.engine.read_message_capped(&f.location, &f.file, limit)?;
+    let over = ws.config.limits.size_problem(c.size.unwrap_or(0), true);
+    let shown = &c.bytes[..c.bytes.len().min(limit)];
+    let text = String::from_utf8_lossy(shown).into_owned();
     let mut human = format!("{} {}\n", f.mailbox, f.file);
     if found.len() > 1 {
         human.push_str(&format!(
@@ -46,10 +49,12 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
     human.push('\n');
     human.push_str(&text);
     let copies: Vec<_> = found.iter().map(|x| json!({"box": x.mailbox, "file": x.file})).collect();
+    let warnings = over.map(|p| vec![format!("{p}: shown up to the limit")]).unwrap_or_default();
     Ok(Report::new(
         human,
         json!({"box": f.mailbox, "file": f.file, "copies": copies, "message": f.message, "text": text}),
-    ))
+    )
+    .warnings(warnings))
 }
 
 fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<Report> {
@@ -63,11 +68,7 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     let mut msgs = Vec::new();
     human.push_str("messages\n");
     for (b, name) in ops::messages_of(ws, id, &boxes)? {
-        let m = ws
-            .engine
-            .read_message(&b, &name)
-            .ok()
-            .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok());
+        let m = ops::read(ws, &b, &name).ok();
         let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
         let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
         let current = if name == st.rec.message { " (task message)" } else { "" };

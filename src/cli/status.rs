@@ -4,14 +4,17 @@ use clap::Args;
 
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
+use crate::message;
 use crate::task::Status;
 
 /// Move a task you hold: in_progress, blocked, completed (only when every check in
-/// TASKS/<id>.checks is true), failed, or new (= release).
+/// TASKS/<id>.checks is true), failed, or new (= release). TX spellings work too:
+/// in-progress, complete and approved (= completed), rejected (= failed).
 #[derive(Debug, Args)]
 pub struct StatusArgs {
     pub task: String,
-    /// in_progress | blocked | completed | failed | new
+    /// in_progress | blocked | completed | failed | new (or in-progress, complete,
+    /// approved, rejected)
     pub status: String,
     /// A short note kept in the record and the event log.
     #[arg(long)]
@@ -21,11 +24,26 @@ pub struct StatusArgs {
     pub epoch: Option<u64>,
 }
 
+/// The TX spellings `status_word` takes, for hints.
+const TX_WORDS: &str = "TX spellings: in-progress, complete, approved, rejected";
+
+/// A status word as `circe status` and `circe tasks --status` take it: circe's own
+/// (`in_progress`, also `in-progress`) or a TX spelling that names a task status, by the
+/// one TX table (`message::status::normalize`: `complete` and `approved` -> completed,
+/// `rejected` -> failed). TX's `start` is refused: it marks a new request, and as a move it
+/// would read as "begin work" but mean "release". `hint` lists the words that make sense.
+pub(super) fn status_word(word: &str, hint: &str) -> Result<Status> {
+    if word == "start" {
+        return Err(Error::usage("`start` is TX's word for a new request, not a task status")
+            .hint("to begin work say in_progress; to give the task back, new"));
+    }
+    message::status::normalize(word).map_or_else(|| Status::parse(word), Status::parse).ok_or_else(
+        || Error::usage(format!("unknown status `{word}`")).hint(format!("{hint} ({TX_WORDS})")),
+    )
+}
+
 pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
-    let target = Status::parse(&a.status).ok_or_else(|| {
-        Error::usage(format!("unknown status `{}`", a.status))
-            .hint("use in_progress, blocked, completed, failed or new")
-    })?;
+    let target = status_word(&a.status, "use in_progress, blocked, completed, failed or new")?;
     let (ws, me, _) = ctx.acting()?;
     let rec = crate::ops::set_status(
         &ws,

@@ -5,8 +5,8 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::clock;
-use crate::error::{Error, Result};
-use crate::task::{Row, Status};
+use crate::error::Result;
+use crate::task::Row;
 
 /// The board: every task with status, owner, age, lease left and checks passed/total.
 #[derive(Debug, Args)]
@@ -35,10 +35,10 @@ pub fn short(secs: i64) -> String {
 pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let want = match &a.status {
-        Some(s) => Some(Status::parse(s).ok_or_else(|| {
-            Error::usage(format!("unknown status `{s}`"))
-                .hint("new, claimed, in_progress, blocked, completed, failed, parked")
-        })?),
+        Some(s) => Some(super::status::status_word(
+            s,
+            "new, claimed, in_progress, blocked, completed, failed, parked",
+        )?),
         None => None,
     };
     let now = clock::now().timestamp();

@@ -6,10 +6,10 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::engine::local::read_input_file;
+use crate::engine::local::read_input_file_capped;
 use crate::error::{Error, Result};
 use crate::exit_code;
-use crate::message::{self, Mode, Problem};
+use crate::message::{self, Limits, Mode, Problem};
 use crate::registry::Registry;
 use crate::workspace::Workspace;
 
@@ -26,11 +26,13 @@ pub struct ValidateArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
-    // The root's registry when inside one, else the built-in one; a root whose circe.yaml is
-    // broken is an error, not a reason to check against other rules.
-    let registry = match Workspace::open(&ctx.root_spec()) {
-        Ok(ws) => ws.registry,
-        Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => Registry::builtin(),
+    // The root's registry and limits when inside one, else the built-in ones; a root whose
+    // circe.yaml is broken is an error, not a reason to check against other rules.
+    let (registry, limits) = match Workspace::open(&ctx.root_spec()) {
+        Ok(ws) => (ws.registry, ws.config.limits),
+        Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => {
+            (Registry::builtin(), Limits::DEFAULT)
+        }
         Err(e) => return Err(e),
     };
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
@@ -39,9 +41,9 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
     let mut bad = 0;
     for f in &a.files {
         let label = f.display().to_string();
-        let problems: Vec<Problem> = match read_input_file(f) {
+        let problems: Vec<Problem> = match read_input_file_capped(f, limits.message_bytes) {
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
-            Ok(bytes) => match message::parse_bytes(&bytes, mode) {
+            Ok(c) => match message::parse_limited(&c.bytes, c.size, mode, &limits) {
                 Err(p) => p,
                 Ok(m) => registry_problems(&registry, &m),
             },

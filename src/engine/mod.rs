@@ -26,6 +26,14 @@ use crate::event::{Cursor, Event};
 use crate::names::{AgentName, TaskId};
 use crate::task::{Change, Eligibility, Row, TaskState};
 
+/// What a capped read got: at most the cap and one byte more, and the size of the whole
+/// input when it is known (a file's length; `None` for a stream cut at the cap).
+#[derive(Debug, Clone)]
+pub struct Capped {
+    pub bytes: Vec<u8>,
+    pub size: Option<u64>,
+}
+
 /// Where a root is: a folder today (`--root`, `CIRCE_ROOT`, or found by walking up), a URL
 /// for a remote engine.
 #[derive(Debug, Clone)]
@@ -42,6 +50,8 @@ pub struct Settings {
     /// The default lease (a reconciled claim gets it).
     pub lease: Duration,
     pub max_attempts: u32,
+    /// The largest message the engine reads whole (doctor's checks).
+    pub limits: crate::message::Limits,
 }
 
 /// The engine behind a root, and what the root's configuration says.
@@ -112,6 +122,10 @@ pub trait Engine {
 
     /// A message's bytes.
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>>;
+
+    /// At most `cap + 1` bytes of a message (enough to tell it is over `cap`), and its size:
+    /// a listing never reads a huge or planted file whole.
+    fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
 
     /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
     fn boxes(&self) -> Result<Vec<Mailbox>> {

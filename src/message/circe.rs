@@ -1,10 +1,18 @@
 //! The CIRCE format: a `# MESSAGE` line, `key: value` headers, a blank line, the body.
 
-use super::parse::lines;
-use super::{Field, Format, Message, Problem};
+use std::collections::HashSet;
 
-/// Parses CIRCE text into a message, pushing every problem; `None` when it is no message at all.
-pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message, Vec<Field>)> {
+use super::parse::lines;
+use super::{Field, Format, Limits, Message, Problem};
+
+/// Parses CIRCE text into a message, pushing every problem; `None` when it is no message at
+/// all, or its header block is longer than `limits.header_lines` (not read further).
+/// Linear in the text: duplicates are found with a set.
+pub(super) fn parse(
+    text: &str,
+    limits: &Limits,
+    problems: &mut Vec<Problem>,
+) -> Option<(Message, Vec<Field>)> {
     let mut all = lines(text);
     loop {
         let Some((no, line, _, _)) = all.next() else {
@@ -28,8 +36,9 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message,
     }
     let mut m = Message::new(Format::Circe);
     let mut seen: Vec<Field> = Vec::new();
+    let mut extra_keys: HashSet<&str> = HashSet::new();
     let mut body_start = text.len();
-    for (no, line, start, end) in all {
+    for (n, (no, line, start, end)) in all.enumerate() {
         if line.trim().is_empty() {
             body_start = end;
             break;
@@ -37,6 +46,10 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message,
         if line.starts_with('#') {
             body_start = start;
             break;
+        }
+        if n >= limits.header_lines {
+            problems.push(limits.header_problem(no));
+            return None;
         }
         let Some((key, value)) = split_header(line) else {
             problems.push(Problem::new(Some(no), None, "not a `key: value` header line").hint(
@@ -54,7 +67,7 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message,
                     problems.push(Problem::new(Some(no), Some(key), msg).maybe_hint(hint));
                 }
             }
-            None if m.extra.iter().any(|(k, _)| k == key) => {
+            None if !extra_keys.insert(key) => {
                 problems.push(Problem::new(Some(no), Some(key), "duplicate header"));
             }
             None => m.extra.push((key.to_string(), value.to_string())),

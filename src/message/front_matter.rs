@@ -3,20 +3,36 @@
 //! Values are read as the text written (`001` stays `001`, `true` stays `true`), so only
 //! `tags` may hold a list; any other non-scalar value is a problem.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 
 use super::parse::lines;
-use super::{Field, Format, Message, Problem, field};
+use super::{Field, Format, Limits, Message, Problem, field};
 use crate::yaml;
 
-/// Parses front-matter text (first line `---`), pushing every problem.
-pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message, Vec<Field>)> {
+/// Parses front-matter text (first line `---`), pushing every problem. A block longer than
+/// `limits.header_lines` is not read past the limit. Linear in the block (YAML aside).
+pub(super) fn parse(
+    text: &str,
+    limits: &Limits,
+    problems: &mut Vec<Problem>,
+) -> Option<(Message, Vec<Field>)> {
     let mut all = lines(text);
     let (_, _, _, block_start) = all.next()?;
-    let Some((close_no, _, block_end, body_start)) = all.find(|(_, l, _, _)| l.trim_end() == "---")
-    else {
+    let mut close = None;
+    for (n, (no, line, start, end)) in all.enumerate() {
+        if line.trim_end() == "---" {
+            close = Some((no, start, end));
+            break;
+        }
+        if n >= limits.header_lines {
+            problems.push(limits.header_problem(no));
+            return None;
+        }
+    }
+    let Some((close_no, block_end, body_start)) = close else {
         problems.push(
             Problem::new(Some(1), None, "front matter has no closing `---` line")
                 .hint("end the YAML header with a line holding only `---`"),
@@ -35,7 +51,7 @@ pub(super) fn parse(text: &str, problems: &mut Vec<Problem>) -> Option<(Message,
     let mut m = Message::new(Format::FrontMatter);
     let mut seen: Vec<Field> = Vec::new();
     for (key, value) in entries {
-        let line = key_lines.iter().find(|(k, _)| *k == key).map(|(_, l)| *l);
+        let line = key_lines.get(key.as_str()).copied();
         let problem = |msg: String, hint: Option<String>| {
             Problem::new(line, Some(&key), msg).maybe_hint(hint)
         };
@@ -76,15 +92,17 @@ pub(super) fn is_extra_key(key: &str) -> bool {
     Field::from_front_matter_key(key).is_none()
 }
 
-/// The file line of each top-level key, found by a plain scan (YAML line 1 is file line 2).
-fn key_lines(block: &str) -> Vec<(String, usize)> {
-    lines(block)
-        .filter(|(_, l, _, _)| !l.starts_with([' ', '\t', '#', '-']))
-        .filter_map(|(no, l, _, _)| {
-            let key = l.split_once(':')?.0.trim().trim_matches(['"', '\'']);
-            Some((key.to_string(), no + 1))
-        })
-        .collect()
+/// The file line of each top-level key (its first occurrence), found by a plain scan
+/// (YAML line 1 is file line 2).
+fn key_lines(block: &str) -> HashMap<&str, usize> {
+    let mut out = HashMap::new();
+    for (no, l, _, _) in lines(block).filter(|(_, l, _, _)| !l.starts_with([' ', '\t', '#', '-'])) {
+        if let Some((key, _)) = l.split_once(':') {
+            let key = key.trim().trim_matches(['"', '\'']);
+            out.entry(key).or_insert(no + 1);
+        }
+    }
+    out
 }
 
 /// serde-saphyr reports `error: line N column M: what`; N counts from the line after `---`.

@@ -9,6 +9,7 @@ mod field;
 mod filename;
 mod format;
 mod front_matter;
+mod limits;
 mod model;
 mod parse;
 mod priority;
@@ -17,14 +18,17 @@ mod render;
 pub mod status;
 
 #[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
 mod tests;
 
 use field::Field;
 
 pub use filename::{FileName, file_name, numbered, parse_file_name};
 pub use format::Format;
+pub use limits::Limits;
 pub use model::{Message, agent_of};
-pub use parse::{Mode, parse, parse_bytes};
+pub use parse::{Mode, parse, parse_bytes, parse_limited};
 pub use priority::Priority;
 pub use problem::Problem;
 pub use render::render;

@@ -1,6 +1,6 @@
 //! Parsing a message from text or bytes: format detection, required fields, all problems at once.
 
-use super::{Field, Format, Message, Problem, circe, front_matter};
+use super::{Field, Format, Limits, Message, Problem, circe, front_matter};
 
 /// What a parsed text is expected to be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -13,15 +13,39 @@ pub enum Mode {
     Draft,
 }
 
-/// Parses a message in either format, reporting every problem found.
+/// Parses a message in either format, reporting every problem found. No limits: for
+/// text that is bounded already; what comes from a box or a user goes through
+/// `parse_limited`.
 pub fn parse(text: &str, mode: Mode) -> Result<Message, Vec<Problem>> {
+    parse_text(text, mode, &Limits::NONE)
+}
+
+/// Parses `bytes` within `limits`: at most `limits.message_bytes` bytes (`bytes` may hold
+/// one more: a capped read) and `limits.header_lines` header lines. `size` is the whole
+/// input's size when known (a file's length); `None` for a stream cut at the cap. Over a
+/// limit: that one problem, and nothing past the limit is parsed.
+pub fn parse_limited(
+    bytes: &[u8],
+    size: Option<u64>,
+    mode: Mode,
+    limits: &Limits,
+) -> Result<Message, Vec<Problem>> {
+    let read = u64::try_from(bytes.len()).unwrap_or(u64::MAX);
+    let (size, exact) = size.map_or((read, false), |s| (s.max(read), true));
+    if let Some(p) = limits.size_problem(size, exact) {
+        return Err(vec![p]);
+    }
+    parse_bytes_with(bytes, mode, limits)
+}
+
+fn parse_text(text: &str, mode: Mode, limits: &Limits) -> Result<Message, Vec<Problem>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut problems = Vec::new();
     let first = text.split('\n').next().unwrap_or("");
     let message = if first.trim_end() == "---" {
-        front_matter::parse(text, &mut problems)
+        front_matter::parse(text, limits, &mut problems)
     } else {
-        circe::parse(text, &mut problems)
+        circe::parse(text, limits, &mut problems)
     };
     if let Some((m, seen)) = &message {
         require(m, seen, mode, &mut problems);
@@ -34,6 +58,10 @@ pub fn parse(text: &str, mode: Mode) -> Result<Message, Vec<Problem>> {
 
 /// Like `parse`, but takes bytes: each line holding bytes that are not UTF-8 is a problem.
 pub fn parse_bytes(bytes: &[u8], mode: Mode) -> Result<Message, Vec<Problem>> {
+    parse_bytes_with(bytes, mode, &Limits::NONE)
+}
+
+fn parse_bytes_with(bytes: &[u8], mode: Mode, limits: &Limits) -> Result<Message, Vec<Problem>> {
     let mut bad_lines = Vec::new();
     let mut line = 1;
     for chunk in bytes.utf8_chunks() {
@@ -45,13 +73,13 @@ pub fn parse_bytes(bytes: &[u8], mode: Mode) -> Result<Message, Vec<Problem>> {
     if bad_lines.is_empty() {
         return std::str::from_utf8(bytes)
             .map_err(|_| vec![Problem::new(None, None, "text is not UTF-8")])
-            .and_then(|text| parse(text, mode));
+            .and_then(|text| parse_text(text, mode, limits));
     }
     let mut problems: Vec<Problem> = bad_lines
         .into_iter()
         .map(|l| Problem::new(Some(l), None, "not valid UTF-8").hint("save the file as UTF-8"))
         .collect();
-    if let Err(more) = parse(&String::from_utf8_lossy(bytes), mode) {
+    if let Err(more) = parse_text(&String::from_utf8_lossy(bytes), mode, limits) {
         problems.extend(more);
     }
     Err(problems)

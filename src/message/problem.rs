@@ -16,11 +16,28 @@ pub struct Problem {
     /// A lowercase fragment without a trailing period.
     pub message: String,
     pub hint: Option<String>,
+    /// The limit this message is over (`limits.message_bytes`, `limits.header_lines`):
+    /// too big rather than wrong.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<&'static str>,
 }
 
 impl Problem {
     pub fn new(line: Option<usize>, field: Option<&str>, message: impl Into<String>) -> Problem {
-        Problem { line, field: field.map(str::to_string), message: message.into(), hint: None }
+        Problem {
+            line,
+            field: field.map(str::to_string),
+            message: message.into(),
+            hint: None,
+            limit: None,
+        }
+    }
+
+    /// The same problem, tagged as being over `limit`.
+    #[must_use]
+    pub fn over(mut self, limit: &'static str) -> Problem {
+        self.limit = Some(limit);
+        self
     }
 
     #[must_use]

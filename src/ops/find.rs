@@ -37,12 +37,14 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
     for b in boxes {
         for name in ws.engine.list_box(b)? {
             let by_name = name == key;
-            let Ok(bytes) = ws.engine.read_message(b, &name) else { continue };
+            let limit = ws.config.limits.message_bytes;
+            let Ok(c) = ws.engine.read_message_capped(b, &name, limit) else { continue };
             // Parse only what can match: the key's text must be in the file.
-            if !by_name && !contains(&bytes, key.as_bytes()) {
+            if !by_name && !contains(&c.bytes, key.as_bytes()) {
                 continue;
             }
-            let parsed = message::parse_bytes(&bytes, Mode::Draft).ok();
+            let parsed =
+                message::parse_limited(&c.bytes, c.size, Mode::Draft, &ws.config.limits).ok();
             let by_id = parsed
                 .as_ref()
                 .and_then(|m| m.msg_id.as_deref())

@@ -6,12 +6,14 @@ mod claim;
 mod find;
 mod notify;
 mod open;
+mod read;
 mod send;
 mod update;
 
 pub use claim::{ClaimOutcome, claim, claim_next, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
+pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
 pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};
 

@@ -118,6 +118,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
     let task_id = msg.task_id.clone();
     let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
     let content = message::render(&msg);
+    within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();
 
     if intent.opens_task {
@@ -181,6 +182,22 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
     }
     ws.engine.append_events(vec![ev])?;
     Ok(Delivery { msg_id, intent: intent_name, delivered, task: None, already_delivered: false })
+}
+
+/// What is delivered, filled in, stays within the root's limits, so that every reader can
+/// read it whole.
+fn within_limits(ws: &Workspace, content: &str) -> Result<()> {
+    let size = u64::try_from(content.len()).unwrap_or(u64::MAX);
+    let parsed = message::parse_limited(
+        content.as_bytes(),
+        Some(size),
+        message::Mode::Draft,
+        &ws.config.limits,
+    );
+    match parsed.err().and_then(|p| p.into_iter().find(|p| p.limit.is_some())) {
+        Some(p) => Err(Error::refused(p.message).hint(p.hint.unwrap_or_default())),
+        None => Ok(()),
+    }
 }
 
 /// A task message opens (or hands on) a task as `new`: a header saying otherwise would

@@ -165,7 +165,7 @@ fn next_record(
             rec.epoch += 1;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(now);
-            rec.lease_expires_at = Some(clock::stamp(clock::after(ctx.now, ctx.lease)?));
+            rec.lease_expires_at = Some(clock::stamp(clock::add_checked(ctx.now, ctx.lease)?));
             rec.note = None;
             ticket = Ticket::MoveTo(Mailbox::Inbox(me));
         }
@@ -365,7 +365,7 @@ pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -
 /// A heartbeat: the lease runs `lease` from `now`; nothing else changes and nothing is logged.
 pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<Change> {
     let mut rec = st.rec.clone();
-    rec.lease_expires_at = Some(clock::stamp(clock::after(now, lease)?));
+    rec.lease_expires_at = Some(clock::stamp(clock::add_checked(now, lease)?));
     Ok(Change {
         op: "heartbeat",
         record: rec,

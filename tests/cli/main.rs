@@ -15,5 +15,8 @@ mod hardening;
 mod harness;
 mod init;
 mod lifecycle;
+mod limits;
+mod message_limits;
 mod messages;
 mod send;
+mod status_words;

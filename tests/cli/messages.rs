@@ -152,3 +152,26 @@ fn registry_table_and_json() {
     assert!(j.json()["roles"].as_array().unwrap().iter().any(|r| r == "designer"), "{}", j.show());
     env.circe(["agent", "add", "dee", "--role", "designer"]).run().ok();
 }
+
+#[test]
+fn inbox_json_gives_null_for_what_a_message_lacks() {
+    let env = Env::new();
+    env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "no task"]).ok();
+    std::fs::write(env.root().join("AGENTS/qa/INBOX/20251121_170001_x-qa_inform.md"), "junk\n")
+        .unwrap();
+    let j = env.as_("qa", &["inbox", "--json"]);
+    j.ok();
+    let j = j.json();
+    let msgs = j["messages"].as_array().unwrap();
+    let sent = msgs.iter().find(|m| m["valid"] == true).unwrap();
+    assert_eq!(sent["task_id"], serde_json::Value::Null, "{sent}");
+    assert_eq!(sent["from"], "engineer");
+    assert!(sent["msg_id"].is_string(), "{sent}");
+    let junk = msgs.iter().find(|m| m["valid"] == false).unwrap();
+    for key in ["created_at", "from", "intent", "task_id", "msg_id"] {
+        assert_eq!(junk[key], serde_json::Value::Null, "{key}: {junk}");
+    }
+    // People still see `-` in the table.
+    let human = env.as_("qa", &["inbox"]);
+    assert!(human.stdout.lines().any(|l| l.contains("engineer  inform  -")), "{}", human.show());
+}

@@ -218,6 +218,17 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
     Ok(buf)
 }
 
+/// Read at most `cap + 1` bytes of a regular file (enough to tell that it is over `cap`),
+/// without following a symlink; also returns the file's size when opened.
+pub fn read_regular_capped(path: &Path, cap: usize) -> io::Result<(Vec<u8>, u64)> {
+    use std::io::Read;
+    let (f, len) = open_regular(path)?;
+    let max = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
+    let mut buf = Vec::with_capacity(usize::try_from(len.min(max)).unwrap_or(0) + 1);
+    (&f).take(max).read_to_end(&mut buf)?;
+    Ok((buf, len))
+}
+
 /// The two open(2) flags we need, without a libc dependency.
 mod libc_flags {
     pub const O_NOFOLLOW: i32 = rustix::fs::OFlags::NOFOLLOW.bits().cast_signed();

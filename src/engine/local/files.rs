@@ -11,11 +11,24 @@ pub fn host_name() -> String {
         .unwrap_or_else(|| "localhost".into())
 }
 
+pub use crate::engine::Capped;
+
 /// Read a file a user named on the command line (`--file`, `validate`): symlinks, FIFOs,
 /// devices and folders are refused before anything is read (FS_RULES 12).
 pub fn read_input_file(path: &std::path::Path) -> crate::error::Result<Vec<u8>> {
+    atomic_read(path).map_err(|e| input_error(path, e))
+}
+
+/// `read_input_file` reading at most `cap + 1` bytes: a huge file is never read whole.
+pub fn read_input_file_capped(path: &std::path::Path, cap: usize) -> crate::error::Result<Capped> {
+    super::atomic::read_regular_capped(path, cap)
+        .map(|(bytes, len)| Capped { bytes, size: Some(len) })
+        .map_err(|e| input_error(path, e))
+}
+
+fn input_error(path: &std::path::Path, e: std::io::Error) -> crate::error::Error {
     use crate::error::Error;
-    atomic_read(path).map_err(|e| match (e.kind(), e.raw_os_error()) {
+    match (e.kind(), e.raw_os_error()) {
         (std::io::ErrorKind::NotFound, _) => {
             Error::not_found(format!("no file {}", path.display()))
         }
@@ -29,7 +42,7 @@ pub fn read_input_file(path: &std::path::Path) -> crate::error::Result<Vec<u8>> 
                 .hint("FIFOs, devices and folders are refused; write the message to a file")
         }
         _ => Error::io("cannot read", path, e),
-    })
+    }
 }
 
 fn atomic_read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
@@ -86,14 +99,18 @@ pub fn copy_tree(src: &std::path::Path, dest: &std::path::Path) -> crate::error:
     Ok(())
 }
 
-/// Read standard input whole (`send --file -`).
-pub fn read_stdin() -> crate::error::Result<Vec<u8>> {
+/// Read standard input up to `cap + 1` bytes (`send --file -`): a stream without end is
+/// cut there, never read whole.
+pub fn read_stdin_capped(cap: usize) -> crate::error::Result<Capped> {
     use std::io::Read;
-    let mut buf = Vec::new();
+    let mut bytes = Vec::new();
+    let max = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
     std::io::stdin()
-        .read_to_end(&mut buf)
+        .lock()
+        .take(max)
+        .read_to_end(&mut bytes)
         .map_err(|e| crate::error::Error::io("cannot read", "standard input", e))?;
-    Ok(buf)
+    Ok(Capped { bytes, size: None })
 }
 
 /// This boot's id: derived files that are not fsynced are rebuilt after a reboot.

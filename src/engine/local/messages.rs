@@ -183,6 +183,23 @@ impl Store {
         })
     }
 
+    /// Read at most `cap + 1` bytes of a message file (a listing never reads a huge file
+    /// whole), with the file's size; symlinks, FIFOs and devices are refused.
+    pub fn read_message_capped(
+        &self,
+        mbox: &Mailbox,
+        name: &str,
+        cap: usize,
+    ) -> Result<crate::engine::Capped> {
+        let p = self.box_dir(mbox).join(name);
+        atomic::read_regular_capped(&p, cap)
+            .map(|(bytes, len)| crate::engine::Capped { bytes, size: Some(len) })
+            .map_err(|e| match e.kind() {
+                io::ErrorKind::NotFound => Error::not_found(format!("no message {name} in {mbox}")),
+                _ => Error::io("cannot read message", &p, e),
+            })
+    }
+
     /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
         let mut names = list_names(&self.box_dir(mbox))?;

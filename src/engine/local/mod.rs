@@ -47,11 +47,14 @@ mod tx;
 use std::collections::HashSet;
 
 pub use fault::{CRASH_EXIT, crash_point};
-pub use files::{ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_stdin};
+pub use files::{
+    ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
+    read_stdin_capped,
+};
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
-use super::{Engine, RootSpec, Settings, TaskTx, Violation};
+use super::{Capped, Engine, RootSpec, Settings, TaskTx, Violation};
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -87,7 +90,11 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn 
     let store = Store::open(&root)?;
     let config = Config::parse(&store.read_config()?)?;
     let store = store.with_durability(durability.map_or_else(|| config.durability(), Ok)?);
-    let settings = Settings { lease: config.lease(), max_attempts: config.max_attempts };
+    let settings = Settings {
+        lease: config.lease(),
+        max_attempts: config.max_attempts,
+        limits: config.limits,
+    };
     Ok((Box::new(LocalEngine { store, settings }), config))
 }
 
@@ -180,6 +187,10 @@ impl Engine for LocalEngine {
 
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
         self.store.read_message(mailbox, file)
+    }
+
+    fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped> {
+        self.store.read_message_capped(mailbox, file, cap)
     }
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {

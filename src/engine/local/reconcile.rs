@@ -177,7 +177,7 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
             rec.epoch += 1;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(clock::stamp(now));
-            let until = clock::after(now, eng.settings.lease).unwrap_or(now);
+            let until = clock::add_checked(now, eng.settings.lease)?;
             rec.lease_expires_at = Some(clock::stamp(until));
             Some("claim finished (message was in the agent's box)")
         }

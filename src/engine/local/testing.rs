@@ -32,7 +32,11 @@ impl Root {
             store.create_agent(&agent(role), role).unwrap();
         }
         let root = store.root().to_path_buf();
-        let settings = Settings { lease: std::time::Duration::from_secs(1800), max_attempts: 3 };
+        let settings = Settings {
+            lease: std::time::Duration::from_secs(1800),
+            max_attempts: 3,
+            limits: crate::message::Limits::DEFAULT,
+        };
         let eng = LocalEngine { store: Store::open(&root).unwrap(), settings };
         let ws = Workspace::open(&RootSpec::Path(root)).unwrap();
         (dir, Root { eng, ws })

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Condvar, Mutex, MutexGuard};
 
-use super::{Engine, TaskTx, Violation, no_task};
+use super::{Capped, Engine, TaskTx, Violation, no_task};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
@@ -256,6 +256,12 @@ impl Engine for MemoryEngine {
             .get(mailbox)
             .and_then(|b| b.get(file).cloned())
             .ok_or_else(|| Error::not_found(format!("no message {file} in {mailbox}")))
+    }
+
+    fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped> {
+        let bytes = self.read_message(mailbox, file)?;
+        let size = Some(bytes.len() as u64);
+        Ok(Capped { bytes: bytes.into_iter().take(cap.saturating_add(1)).collect(), size })
     }
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {

@@ -1,0 +1,23 @@
+//! Reading one message from a box within the root's limits (`limits:` in circe.yaml): at
+//! most `message_bytes + 1` bytes are read and nothing past a limit is parsed, so one huge
+//! or planted file cannot stall a listing.
+
+use crate::boxes::Mailbox;
+use crate::message::{self, Message, Mode, Problem};
+use crate::workspace::Workspace;
+
+/// Message `name` of `mbox`, parsed as a draft (what every reader needs), or why not: the
+/// parse problems, one problem tagged with the limit it is over, or the read error.
+pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<Problem>> {
+    let limits = &ws.config.limits;
+    let c = ws
+        .engine
+        .read_message_capped(mbox, name, limits.message_bytes)
+        .map_err(|e| vec![Problem::new(None, None, e.chain())])?;
+    message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
+}
+
+/// The problem to show for a message that did not read: the first one.
+pub fn first_problem(problems: &[Problem]) -> String {
+    problems.first().map_or_else(|| "does not parse".into(), ToString::to_string)
+}
