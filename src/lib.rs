@@ -27,6 +27,7 @@
 //! ```
 
 pub mod boxes;
+pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -37,6 +38,7 @@ pub mod fixture;
 pub mod message;
 pub mod names;
 pub mod registry;
+pub mod seq;
 pub mod store;
 pub mod task;
 pub mod workspace;
