@@ -49,6 +49,17 @@ pub struct Config {
     pub announce: Announce,
     #[serde(default)]
     pub registry: RegistryConfig,
+    #[serde(default)]
+    pub chat: ChatConfig,
+}
+
+/// `chat:` (PROTOCOLS.md "The chat channel").
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatConfig {
+    /// The channel file, relative to the folder holding `.circe` (or absolute). Default
+    /// `.circe/chat.md`.
+    pub path: Option<String>,
 }
 
 fn default_lease() -> String {
@@ -80,6 +91,10 @@ impl Config {
         parse_duration(&c.lease)
             .map_err(|e| Error::refused(format!("circe.yaml: lease: {}", e.message)))?;
         c.durability()?;
+        if c.chat.path.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(Error::refused("circe.yaml: chat: path is empty")
+                .hint("name a file, e.g. `chat: {path: .workplace/chat.md}`, or remove the key"));
+        }
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }
@@ -133,6 +148,9 @@ mod tests {
         assert_eq!(c.lease(), Duration::from_secs(1800));
         assert_eq!(c.max_attempts, 3);
         assert_eq!(c.announce, Announce::Events);
+        assert_eq!(c.chat.path, None);
+        let c = Config::parse("version: 1\nchat: {path: .workplace/chat.md}\n").unwrap();
+        assert_eq!(c.chat.path.as_deref(), Some(".workplace/chat.md"));
     }
 
     #[test]
@@ -141,6 +159,8 @@ mod tests {
         assert!(Config::parse("version: 1\nlease: soon\n").is_err());
         assert!(Config::parse("version: 1\ncolour: red\n").is_err());
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
     }
 
     #[test]

@@ -5,10 +5,14 @@
 //! `render`, `scanner` (bytes in, whole messages out), `cursor` (a watcher's saved place).
 //! Operations over the store: `say`, `follow` (`circe chat watch`), `archive`.
 
+pub mod archive;
+pub mod cursor;
+pub mod follow;
 pub mod grammar;
 pub mod line;
 pub mod message;
 pub mod render;
+pub mod say;
 pub mod scanner;
 
 #[cfg(test)]
@@ -17,3 +21,14 @@ mod tests;
 pub use line::{ChatLine, LineKind, classify, parse_line};
 pub use message::ChatMessage;
 pub use scanner::{Found, Position, Scanner};
+
+/// The channel file of `ws`: `chat: path:` of circe.yaml (relative to the folder holding
+/// `.circe`), else `.circe/chat.md`.
+pub fn channel(ws: &crate::workspace::Workspace) -> crate::store::ChatFile {
+    let root = ws.store.root();
+    let path = match ws.config.chat.path.as_deref() {
+        None => root.join("chat.md"),
+        Some(p) => root.parent().unwrap_or(root).join(p),
+    };
+    ws.store.chat_file(path)
+}

@@ -139,3 +139,9 @@ impl Scanner {
         found.pop()
     }
 }
+
+/// The number of `\n` bytes in `b` (lines, as `wc -l` counts them).
+#[expect(clippy::naive_bytecount, reason = "short slices; no crate for one loop")]
+pub fn newlines(b: &[u8]) -> u64 {
+    b.iter().filter(|&&c| c == b'\n').count() as u64
+}

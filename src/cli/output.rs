@@ -24,6 +24,11 @@ impl Report {
         }
     }
 
+    /// A command that printed its data itself, as it went (`chat watch`).
+    pub fn streamed() -> Report {
+        Report { human: String::new(), json: Value::Null, code: 0 }
+    }
+
     #[must_use]
     pub fn code(mut self, code: u8) -> Report {
         self.code = code;
@@ -32,7 +37,9 @@ impl Report {
 
     pub fn print(&self, json: bool) {
         let mut out = std::io::stdout().lock();
-        let r = if json {
+        let r = if self.json.is_null() && self.human.is_empty() {
+            Ok(())
+        } else if json {
             writeln!(out, "{}", serde_json::to_string_pretty(&self.json).unwrap_or_default())
         } else if self.human.is_empty() {
             Ok(())

@@ -22,6 +22,9 @@
 )]
 
 mod atomic;
+mod chat_archive;
+mod chat_file;
+mod cursor_file;
 mod fault;
 mod lock;
 mod mailbox;
@@ -30,7 +33,10 @@ mod queue_files;
 mod records;
 mod repair;
 mod root;
+pub mod watch;
 
+pub use chat_archive::ArchiveIds;
+pub use chat_file::{Appended, ChatFile, ChatReader, FileId};
 pub use fault::{crash_point, test_break};
 pub use lock::Lock;
 pub use mailbox::Mailbox;
