@@ -9,6 +9,7 @@
 mod common;
 
 mod agent;
+mod chat;
 mod fixtures;
 mod harness;
 mod init;
