@@ -12,7 +12,7 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-chat    skip those sections
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
 //!                                   an older commit, for before/after figures)
 //!   --dir PATH                      where roots are made (default: a fresh folder under
@@ -28,12 +28,14 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::chat::{chat, report_chat};
 use crate::contention::{contention, lib_worker, report_contention};
 use crate::procs::{populate_circe, populate_mv, populate_sqlite};
 use crate::rounds::{Sized, memory, report_rounds, round};
 use crate::stats::Samples;
 use crate::verdicts::verdicts;
 
+mod chat;
 mod contention;
 mod procs;
 mod rounds;
@@ -58,6 +60,7 @@ pub(crate) struct Opts {
     pub(crate) contention: bool,
     pub(crate) memory: bool,
     pub(crate) per_call: bool,
+    pub(crate) chat: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
 }
@@ -72,6 +75,7 @@ pub(crate) fn parse_opts() -> Opts {
         contention: true,
         memory: true,
         per_call: true,
+        chat: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -113,6 +117,7 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-contention" => o.contention = false,
             "--no-memory" => o.memory = false,
             "--no-rounds" => o.per_call = false,
+            "--no-chat" => o.chat = false,
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -138,7 +143,7 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --circe PATH --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-chat --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -244,6 +249,9 @@ fn main() {
         && let Some(s) = sized.last()
     {
         memory(s, &mut out);
+    }
+    if opts.chat {
+        report_chat(&chat(&opts, &opts.dir), &mut out);
     }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(
