@@ -3,8 +3,9 @@
 //! Folders are states, an atomic rename is a transition, YAML records hold task ownership.
 //! The on-disk contract is PROTOCOLS.md (version 1); this crate implements it.
 //!
-//! Layers, bottom up: `store` (the only code that touches the filesystem), `message` and
-//! `registry` (pure: formats and rules), `boxes` and `task` (domain operations), `cli`.
+//! Layers, bottom up: `store` (the only code that touches the filesystem), `message`,
+//! `registry` and `seq` (pure: formats and rules), `boxes`, `task` and `chat` (domain
+//! operations; `chat` keeps its grammar and scanner pure too), `cli`.
 //!
 //! A worker written in Rust can claim through the library instead of starting a `circe`
 //! process per claim (the same locks, renames, records and fsyncs; BENCHMARKS.md measures

@@ -256,7 +256,7 @@ fn main() {
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(
         out,
-        "\nwatch latency: not measured (circe has no `watch` command yet).\nend load: {}",
+        "\nevent-log watch latency: not measured (circe has no `watch` command yet; chat watch is above).\nend load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     println!("{out}");

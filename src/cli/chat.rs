@@ -10,8 +10,10 @@ use crate::chat::{self, follow::WatchOptions};
 use crate::error::{Error, Result};
 use crate::store;
 
-/// The chat channel: one append-only file of `[sender-to-recipient] @ [a, b]: text` lines
-/// (`.circe/chat.md`, or `chat: path:` in circe.yaml).
+/// Talk in the chat channel: say, watch, archive.
+///
+/// One append-only file of `[sender-to-recipient] @ [a, b]: text` lines (`.circe/chat.md`,
+/// or `chat: path:` in circe.yaml).
 #[derive(Debug, Subcommand)]
 pub enum ChatCommand {
     Say(SayArgs),
@@ -19,8 +21,9 @@ pub enum ChatCommand {
     Archive(ArchiveArgs),
 }
 
-/// Append one message from the acting agent. Further lines of the text (from standard
-/// input when no TEXT is given) become continuation lines, indented by two spaces. Many
+/// Append one message from the acting agent.
+///
+/// Further lines of the text (from standard input when no TEXT is given) become continuation lines, indented by two spaces. Many
 /// agents may say at once: each message is one write under the channel's lock.
 #[derive(Debug, Args)]
 pub struct SayArgs {
@@ -34,8 +37,10 @@ pub struct SayArgs {
     pub text: Vec<String>,
 }
 
-/// Print every message as the reference server's JSON line (timestamp, sender, recipient,
-/// broadcast, message, line_number), one per line, as it arrives. Without --cursor it
+/// Print every message as a JSON line, as it arrives.
+///
+/// The reference server's fields: timestamp, sender, recipient, broadcast, message,
+/// line_number; one object per line. Without --cursor it
 /// starts at the end of the file, like the reference; with --cursor NAME it goes on from
 /// where the last watcher of that name stopped (a line may repeat after a crash, none is
 /// lost). The output is JSON lines with or without --json.
@@ -61,8 +66,10 @@ pub struct WatchArgs {
     pub poll: Option<String>,
 }
 
-/// Move the finished part of the channel to .circe/LOGS/chat/chat-<time>.md (by rename,
-/// under the writers' lock; nothing being appended is lost). Watchers and cursors follow
+/// Move the finished part of the channel into .circe/LOGS/chat/.
+///
+/// The file becomes LOGS/chat/chat-<time>.md (by rename, under the writers' lock; nothing
+/// being appended is lost). Watchers and cursors follow
 /// the moved lines.
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
