@@ -353,3 +353,38 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
     };
     assert_eq!(status.code(), Some(0));
 }
+
+#[test]
+fn watch_can_poll_instead_of_inotify() {
+    let env = Env::new();
+    env.circe(["chat", "watch", "--poll", "0s"]).run().code(2);
+    env.circe(["chat", "watch", "--poll", "soon"]).run().code(2);
+    let w = Watcher::start(&env, &["--poll", "50ms"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "polled"]).ok();
+    assert_eq!(w.next()["message"], "polled");
+    let _ = w.stop();
+}
+
+#[test]
+fn names_containing_to_are_split_by_the_known_agents() {
+    let env = Env::new();
+    for a in ["coder", "go-to-market"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    env.as_("coder", &["chat", "say", "--to", "go-to-market", "launch?"]).ok();
+    let v = once(&env, &["--from-start"]);
+    assert_eq!(
+        (&v[0]["sender"], &v[0]["recipient"], &v[0]["ambiguous"]),
+        (&json!("coder"), &json!("go-to-market"), &json!(true))
+    );
+    // With agents on both sides of both splits, the line would read back as the regex
+    // splits it: say refuses to write it.
+    for a in ["coder-to-go", "market"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    let before = env.state();
+    let o = env.as_("coder", &["chat", "say", "--to", "go-to-market", "again"]);
+    o.code(3);
+    assert!(o.stderr.contains("would read back as from coder-to-go to market"), "{}", o.stderr);
+    assert_unchanged(&before, &env.state());
+}
