@@ -61,6 +61,17 @@ pub struct Config {
     pub limits: Limits,
     #[serde(default)]
     pub registry: RegistryConfig,
+    #[serde(default)]
+    pub chat: ChatConfig,
+}
+
+/// `chat:` (PROTOCOLS.md "The chat channel").
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChatConfig {
+    /// The channel file, relative to the folder holding `.circe` (or absolute). Default
+    /// `.circe/chat.md`.
+    pub path: Option<String>,
 }
 
 fn default_lease() -> String {
@@ -100,6 +111,10 @@ impl Config {
         if let Some(what) = c.limits.out_of_range() {
             return Err(Error::refused(format!("circe.yaml: {what}"))
                 .hint("compare with PROTOCOLS.md \"Configuration\""));
+        }
+        if c.chat.path.as_deref().is_some_and(|p| p.trim().is_empty()) {
+            return Err(Error::refused("circe.yaml: chat: path is empty")
+                .hint("name a file, e.g. `chat: {path: .workplace/chat.md}`, or remove the key"));
         }
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
@@ -186,6 +201,9 @@ mod tests {
         }
         assert!(Config::parse("version: 1\nlimits: {colour: red}\n").is_err());
         assert!(Config::parse("version: 1\nlimits: {message_bytes: -1}\n").is_err());
+        assert_eq!(c.chat.path, None);
+        let c = Config::parse("version: 1\nchat: {path: .workplace/chat.md}\n").unwrap();
+        assert_eq!(c.chat.path.as_deref(), Some(".workplace/chat.md"));
     }
 
     #[test]
@@ -194,6 +212,8 @@ mod tests {
         assert!(Config::parse("version: 1\nlease: soon\n").is_err());
         assert!(Config::parse("version: 1\ncolour: red\n").is_err());
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
     }
 
     #[test]

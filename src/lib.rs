@@ -30,6 +30,7 @@
 //! ```
 
 pub mod boxes;
+pub mod chat;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -42,6 +43,7 @@ pub mod message;
 pub mod names;
 pub mod ops;
 pub mod registry;
+pub mod seq;
 pub mod task;
 pub mod workspace;
 pub mod yaml;

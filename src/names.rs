@@ -46,6 +46,13 @@ pub fn check_msg_id(id: &str) -> Result<()> {
     )
 }
 
+/// Cursor names (a consumer's saved place): letters, digits, `-` and `_`; starts with a
+/// letter or digit (the task-id rule).
+pub fn check_cursor(name: &str) -> Result<()> {
+    check(name, "cursor name", |c| c.is_ascii_alphanumeric(), |c| c.is_ascii_alphanumeric() || c == '-' || c == '_', false)
+        .map_err(|e| e.hint("cursor names use A-Z, a-z, 0-9, '-' and '_', start with a letter or digit, at most 64 bytes"))
+}
+
 /// Check names: lowercase letters, digits and `_`; starts with a letter (`tests_passed`).
 pub fn check_check(name: &str) -> Result<()> {
     check(name, "check name", |c| c.is_ascii_lowercase(), |c| is_lower_alnum(c) || c == '_', false)
@@ -194,6 +201,11 @@ checked_name!(
     /// A check's name (`tests_passed`).
     CheckName,
     check_check
+);
+checked_name!(
+    /// A consumer's cursor name (`--cursor brain`).
+    CursorName,
+    check_cursor
 );
 checked_name!(
     /// An intent's name (`implement_feature`, `task-complete`).

@@ -80,6 +80,11 @@ impl Workspace {
         self.role_of(name).is_some()
     }
 
+    /// Is `name` (as typed or read, unchecked) one of this root's agents?
+    pub fn is_agent_named(&self, name: &str) -> bool {
+        AgentName::new(name).is_ok_and(|a| self.is_agent(&a))
+    }
+
     /// The acting agent: it must exist.
     pub fn agent(&self, name: Option<&str>) -> Result<(AgentName, String)> {
         let name = name.ok_or_else(|| {

@@ -12,7 +12,7 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds, --no-limits    skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat    skip those sections
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -31,6 +31,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+use crate::chat::{chat, report_chat};
 use crate::contention::{contention, lib_worker, report_contention};
 use crate::limits::limits;
 use crate::procs::{populate_circe, populate_mv, populate_sqlite};
@@ -39,6 +40,7 @@ use crate::stats::Samples;
 use crate::verdicts::verdicts;
 
 mod ab;
+mod chat;
 mod contention;
 mod limits;
 mod procs;
@@ -65,6 +67,7 @@ pub(crate) struct Opts {
     pub(crate) memory: bool,
     pub(crate) per_call: bool,
     pub(crate) limits: bool,
+    pub(crate) chat: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -81,6 +84,7 @@ pub(crate) fn parse_opts() -> Opts {
         memory: true,
         per_call: true,
         limits: true,
+        chat: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -124,6 +128,7 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-memory" => o.memory = false,
             "--no-rounds" => o.per_call = false,
             "--no-limits" => o.limits = false,
+            "--no-chat" => o.chat = false,
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -150,8 +155,8 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --circe PATH \
-         --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
+         --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -270,10 +275,13 @@ fn main() {
         eprintln!("message limits ...");
         limits(opts.rounds, &opts.dir, &mut out);
     }
+    if opts.chat {
+        report_chat(&chat(&opts, &opts.dir), &mut out);
+    }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(
         out,
-        "\nwatch latency: not measured (circe has no `watch` command yet).\nend load: {}",
+        "\nevent-log watch latency: not measured (circe has no `watch` command yet; chat watch is above).\nend load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     println!("{out}");

@@ -1,6 +1,7 @@
 //! The command line: one file per subcommand, one `Command` enum, one exhaustive match.
 
 mod agent;
+mod chat;
 mod check;
 mod claim;
 mod demo;
@@ -58,6 +59,8 @@ pub enum Command {
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    #[command(subcommand)]
+    Chat(chat::ChatCommand),
     Send(send::SendArgs),
     Inbox(inbox::InboxArgs),
     Show(show::ShowArgs),
@@ -108,6 +111,7 @@ pub fn run(cli: Cli) -> Result<Report> {
     match cli.command {
         Command::Init(a) => init::run(&ctx, &a),
         Command::Agent(a) => agent::run(&ctx, &a),
+        Command::Chat(a) => chat::run(&ctx, &a),
         Command::Send(a) => send::run(&ctx, &a),
         Command::Inbox(a) => inbox::run(&ctx, &a),
         Command::Show(a) => show::run(&ctx, &a),

@@ -23,7 +23,7 @@ use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, TaskId};
+use crate::names::{AgentName, CursorName, TaskId};
 use crate::task::{Change, Eligibility, Row, TaskState};
 
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
@@ -155,6 +155,26 @@ pub trait Engine {
     /// cursors go on across it). Returns the closed segment's name, `None` when it was empty.
     fn rotate_events(&self) -> Result<Option<String>>;
 
+    // ---- consumers' cursors ---------------------------------------------------------
+
+    /// The folder this host keeps the root in (the local engine's `.circe/`); `None` for an
+    /// engine that keeps it elsewhere. Files that live beside a root (the chat channel) need
+    /// one.
+    fn local_folder(&self) -> Option<PathBuf>;
+
+    /// Hold cursor `name` of `kind` (`events`, `chat`): one consumer per cursor at a time,
+    /// for as long as the returned guard lives. `None` when another consumer holds it.
+    fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>>;
+
+    /// A cursor's saved value (its format is its kind's); `None` when never saved.
+    fn read_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>>;
+
+    /// Save a cursor's value, replacing the old one whole.
+    fn write_cursor(&self, kind: &str, name: &CursorName, value: &[u8]) -> Result<()>;
+
+    /// Every saved cursor: (kind, name), sorted.
+    fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).
@@ -172,6 +192,9 @@ pub trait TaskTx {
     /// `state()` is the new state.
     fn commit(&mut self, change: Change) -> Result<Vec<Event>>;
 }
+
+/// The right to move one cursor, held until dropped.
+pub type CursorHold = Box<dyn std::any::Any>;
 
 /// Something `doctor` found.
 #[derive(Debug, Clone, serde::Serialize)]

@@ -10,6 +10,7 @@
 mod common;
 
 mod agent;
+mod chat;
 mod fixtures;
 mod hardening;
 mod harness;

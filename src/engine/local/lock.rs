@@ -51,6 +51,16 @@ impl Lock {
         }
     }
 
+    /// A shared lock if no exclusive holder has it right now.
+    pub(super) fn try_acquire_shared(path: &Path) -> Result<Option<Lock>> {
+        let file = open(path)?;
+        match file.try_lock_shared() {
+            Ok(()) => Ok(Some(Lock { _file: file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
+        }
+    }
+
     pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
         Self::acquire_mode(path, what, false)
     }

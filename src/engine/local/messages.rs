@@ -226,10 +226,10 @@ impl Store {
                 if n.starts_with('.') {
                     return false;
                 }
-                // LOGS/ keeps the event log and doctor's own quarantine folder.
+                // LOGS/ keeps the event log, doctor's quarantine and the chat archives.
                 let keep_log = *mbox == Mailbox::Logs
                     && (n == "events.jsonl"
-                        || n == "quarantine"
+                        || (n == "quarantine" || n == "chat")
                             && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
                 !(keep_log || is_message_name(n) && *regular)
             })

@@ -28,6 +28,9 @@
 
 mod atomic;
 mod board;
+mod chat_archive;
+mod chat_file;
+mod cursor_file;
 mod doctor;
 mod event_log;
 mod fault;
@@ -43,23 +46,27 @@ mod root;
 #[cfg(test)]
 mod testing;
 mod tx;
+pub mod watch;
 
 use std::collections::HashSet;
 
+pub use chat_archive::ArchiveIds;
+pub use chat_file::{Appended, ChatFile, ChatReader, FileId};
 pub use fault::{CRASH_EXIT, crash_point};
 pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
     read_stdin_capped,
 };
+pub use lock::Lock;
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
-use super::{Capped, Engine, RootSpec, Settings, TaskTx, Violation};
+use super::{Capped, CursorHold, Engine, RootSpec, Settings, TaskTx, Violation};
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, TaskId};
+use crate::names::{AgentName, CursorName, TaskId};
 use crate::task::{Eligibility, Row, TaskState};
 
 /// A root in a folder.
@@ -208,6 +215,26 @@ impl Engine for LocalEngine {
 
     fn rotate_events(&self) -> Result<Option<String>> {
         event_log::rotate(&self.store)
+    }
+
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        Some(self.store.root().to_path_buf())
+    }
+
+    fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
+        Ok(self.store.try_lock_cursor(kind, name)?.map(|l| Box::new(l) as CursorHold))
+    }
+
+    fn read_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>> {
+        self.store.read_cursor(kind, name)
+    }
+
+    fn write_cursor(&self, kind: &str, name: &CursorName, value: &[u8]) -> Result<()> {
+        self.store.write_cursor(kind, name, value)
+    }
+
+    fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
+        self.store.list_cursors()
     }
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {

@@ -7,14 +7,14 @@
 //! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
 
 use std::collections::{BTreeMap, HashSet};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Capped, Engine, TaskTx, Violation, no_task};
+use super::{Capped, CursorHold, Engine, TaskTx, Violation, no_task};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::message::numbered;
-use crate::names::{AgentName, TaskId};
+use crate::names::{AgentName, CursorName, TaskId};
 use crate::task::{Change, Eligibility, Row, Status, TaskState, Ticket, row_of};
 
 #[derive(Default)]
@@ -24,13 +24,36 @@ struct Inner {
     boxes: BTreeMap<Mailbox, BTreeMap<String, Vec<u8>>>,
     events: Vec<Event>,
     busy: HashSet<TaskId>,
+    cursors: BTreeMap<(String, CursorName), Vec<u8>>,
+    held: HashSet<(String, CursorName)>,
+}
+
+#[derive(Default)]
+struct Shared {
+    inner: Mutex<Inner>,
+    freed: Condvar,
 }
 
 /// A root in memory.
 #[derive(Default)]
 pub struct MemoryEngine {
-    inner: Mutex<Inner>,
-    freed: Condvar,
+    shared: Arc<Shared>,
+}
+
+/// A held cursor: released when dropped.
+struct Held {
+    shared: Arc<Shared>,
+    key: (String, CursorName),
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        lock(&self.shared).held.remove(&self.key);
+    }
+}
+
+fn lock(shared: &Shared) -> MutexGuard<'_, Inner> {
+    shared.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 impl MemoryEngine {
@@ -39,14 +62,14 @@ impl MemoryEngine {
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.shared)
     }
 
     /// Mark `task` taken by a transaction, waiting while another has it.
     fn take(&self, task: &TaskId) -> Option<TaskState> {
         let mut g = self.lock();
         while g.busy.contains(task) {
-            g = self.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
+            g = self.shared.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
         }
         g.busy.insert(task.clone());
         g.tasks.get(task).cloned()
@@ -79,7 +102,7 @@ struct MemTx<'a> {
 impl Drop for MemTx<'_> {
     fn drop(&mut self) {
         self.eng.lock().busy.remove(&self.task);
-        self.eng.freed.notify_all();
+        self.eng.shared.freed.notify_all();
     }
 }
 
@@ -282,6 +305,32 @@ impl Engine for MemoryEngine {
     fn rotate_events(&self) -> Result<Option<String>> {
         // One list in memory: there is nothing to rotate.
         Ok(None)
+    }
+
+    fn local_folder(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
+        let key = (kind.to_string(), name.clone());
+        let mut g = self.lock();
+        if !g.held.insert(key.clone()) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Held { shared: Arc::clone(&self.shared), key })))
+    }
+
+    fn read_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>> {
+        Ok(self.lock().cursors.get(&(kind.to_string(), name.clone())).cloned())
+    }
+
+    fn write_cursor(&self, kind: &str, name: &CursorName, value: &[u8]) -> Result<()> {
+        self.lock().cursors.insert((kind.to_string(), name.clone()), value.to_vec());
+        Ok(())
+    }
+
+    fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
+        Ok(self.lock().cursors.keys().cloned().collect())
     }
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {

@@ -1,0 +1,225 @@
+//! `circe chat archive`: the finished part of the channel moves into `LOGS/chat/` by rename
+//! under the writers' lock, and a record (`LOGS/chat/<name>.json`) says where every old
+//! position went, so that cursors stay valid (`resolve`).
+
+use serde::{Deserialize, Serialize};
+
+use super::scanner::Position;
+use crate::engine::local::{ArchiveIds, FileId};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+
+pub const RECORD_VERSION: u32 = 1;
+
+/// `LOGS/chat/<name>.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArchiveRecord {
+    pub version: u32,
+    /// `<name>.md` in `LOGS/chat/`.
+    pub archive: String,
+    pub archived_at: String,
+    /// The channel file before, the archive file, the channel file after.
+    pub old: FileId,
+    pub archive_id: FileId,
+    pub new: FileId,
+    /// Where the kept part began in the old file (its whole length when all of it moved).
+    pub split_offset: u64,
+    pub split_line: u64,
+}
+
+/// One stretch of reading.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// Read `LOGS/chat/<name>.md` (file `id`) from `from` to its end.
+    Archive { name: String, id: FileId, from: Position },
+    /// Read the live channel from `from` on.
+    Live { from: Position },
+    /// The place is lost (the file was replaced or rewritten by hand): say why, and read
+    /// the live channel from the start.
+    Restart { why: String },
+}
+
+/// Where reading goes on from `pos` in file `id`, given the archive records and the live
+/// channel's identity. Follows a chain of archives; a file no record knows is a restart.
+pub fn resolve(
+    records: &[ArchiveRecord],
+    live: Option<FileId>,
+    id: FileId,
+    pos: Position,
+) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let (mut id, mut pos) = (id, pos);
+    for _ in 0..=records.len() {
+        if Some(id) == live {
+            steps.push(Step::Live { from: pos });
+            return steps;
+        }
+        if let Some(r) = records.iter().rev().find(|r| r.archive_id == id) {
+            steps.push(Step::Archive { name: r.archive.clone(), id, from: pos });
+            (id, pos) = (r.new, Position::START);
+        } else if let Some(r) = records.iter().rev().find(|r| r.old == id) {
+            if pos.offset >= r.split_offset {
+                pos = Position {
+                    offset: pos.offset - r.split_offset,
+                    line: pos.line.saturating_sub(r.split_line - 1).max(1),
+                };
+            } else {
+                steps.push(Step::Archive { name: r.archive.clone(), id: r.archive_id, from: pos });
+                pos = Position::START;
+            }
+            id = r.new;
+        } else {
+            break;
+        }
+    }
+    steps.push(Step::Restart { why: "the chat file was replaced".into() });
+    steps
+}
+
+/// Parse every record; unreadable ones are left out (they cannot be followed anyway).
+pub fn records(texts: &[(String, String)]) -> Vec<ArchiveRecord> {
+    texts.iter().filter_map(|(_, t)| serde_json::from_str(t).ok()).collect()
+}
+
+/// The byte offset where line `line` (1-based) starts. Refused when the line continues a
+/// message (it is indented) or lies past the end.
+pub fn split_at_line(data: &[u8], line: u64) -> Result<usize> {
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(data.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i + 1))
+        .collect();
+    let lines = starts.len() as u64 - u64::from(data.last() == Some(&b'\n') || data.is_empty());
+    let idx = usize::try_from(line.saturating_sub(1)).unwrap_or(usize::MAX);
+    let Some(&at) = starts.get(idx).filter(|_| line >= 1) else {
+        return Err(Error::refused(format!("the chat channel has {lines} lines; no line {line}"))
+            .hint("--before names the first line to keep"));
+    };
+    if matches!(data.get(at), Some(b' ' | b'\t')) {
+        return Err(Error::refused(format!("line {line} continues the message above it"))
+            .hint("--before must name a line that is not indented (the first line to keep)"));
+    }
+    Ok(at)
+}
+
+/// What `chat archive` did.
+#[derive(Debug, Serialize)]
+pub struct Archived {
+    pub archive: Option<String>,
+    pub bytes: u64,
+    pub lines: u64,
+}
+
+/// Archive the channel (all of it, or the lines before `before`).
+pub fn run(ws: &Workspace, before: Option<u64>) -> Result<Archived> {
+    let chat = super::channel(ws)?;
+    let lock = chat.lock()?;
+    let Some((old, data)) = chat.read_locked(&lock)? else {
+        return Err(Error::not_found(format!("no chat channel at {}", chat.path().display()))
+            .hint("`circe chat say` makes it"));
+    };
+    let split = match before {
+        None => data.len(),
+        Some(l) => split_at_line(&data, l)?,
+    };
+    let lines = super::scanner::newlines(&data[..split]);
+    if split == 0 {
+        return Ok(Archived { archive: None, bytes: 0, lines: 0 });
+    }
+    let now = crate::clock::now();
+    let stem = format!("chat-{}", now.format("%Y%m%dT%H%M%S%3fZ"));
+    let name = chat.free_archive_name(&lock, &stem);
+    let keep = before.map(|_| split);
+    let at = crate::clock::stamp_ms(now);
+    let record = |ids: &ArchiveIds| {
+        let r = ArchiveRecord {
+            version: RECORD_VERSION,
+            archive: name.clone(),
+            archived_at: at.clone(),
+            old: ids.old,
+            archive_id: ids.archive,
+            new: ids.new,
+            split_offset: split as u64,
+            split_line: lines + 1,
+        };
+        serde_json::to_string_pretty(&r).unwrap_or_default() + "\n"
+    };
+    let ids = chat.archive(&lock, &name, old, keep, &data, &record)?;
+    Ok(Archived {
+        archive: Some(ids.archive_path.display().to_string()),
+        bytes: split as u64,
+        lines,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(ino: u64) -> FileId {
+        FileId { dev: 1, ino }
+    }
+
+    fn rec(old: u64, archive: u64, new: u64, split_offset: u64, split_line: u64) -> ArchiveRecord {
+        ArchiveRecord {
+            version: 1,
+            archive: format!("a{old}"),
+            archived_at: String::new(),
+            old: id(old),
+            archive_id: id(archive),
+            new: id(new),
+            split_offset,
+            split_line,
+        }
+    }
+
+    #[test]
+    fn positions_follow_archives() {
+        let p = |offset, line| Position { offset, line };
+        // Whole archive: the old file is the archive; read its rest, then the new file.
+        let whole = [rec(10, 10, 11, 500, 21)];
+        assert_eq!(
+            resolve(&whole, Some(id(11)), id(10), p(300, 12)),
+            [
+                Step::Archive { name: "a10".into(), id: id(10), from: p(300, 12) },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // Partial: past the split, the same bytes now start at 0 of the new file.
+        let part = [rec(10, 20, 11, 500, 21)];
+        assert_eq!(
+            resolve(&part, Some(id(11)), id(10), p(600, 25)),
+            [Step::Live { from: p(100, 5) }]
+        );
+        assert_eq!(
+            resolve(&part, Some(id(11)), id(10), p(300, 12)),
+            [
+                Step::Archive { name: "a10".into(), id: id(20), from: p(300, 12) },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // A cursor saved inside the archive file itself.
+        assert_eq!(resolve(&part, Some(id(11)), id(20), p(400, 15)).len(), 2);
+        // A chain of two archives.
+        let chain = [rec(10, 10, 11, 500, 21), rec(11, 30, 12, 50, 3)];
+        assert_eq!(
+            resolve(&chain, Some(id(12)), id(10), p(500, 21)),
+            [
+                Step::Archive { name: "a10".into(), id: id(10), from: p(500, 21) },
+                Step::Archive { name: "a11".into(), id: id(30), from: Position::START },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // Unknown file: start over.
+        assert!(matches!(resolve(&whole, Some(id(11)), id(99), p(1, 1))[0], Step::Restart { .. }));
+    }
+
+    #[test]
+    fn split_lines() {
+        let d = b"[a-to-b]: x\n  more\n[a-to-b]: y\n";
+        assert_eq!(split_at_line(d, 1).unwrap(), 0);
+        assert_eq!(split_at_line(d, 3).unwrap(), 19);
+        assert_eq!(split_at_line(d, 4).unwrap(), d.len());
+        assert!(split_at_line(d, 2).is_err());
+        assert!(split_at_line(d, 5).is_err());
+        assert!(split_at_line(d, 0).is_err());
+    }
+}

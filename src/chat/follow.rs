@@ -1,0 +1,327 @@
+//! `circe chat watch`: print every message of the channel as the reference's JSON line,
+//! following the file as it grows (PROTOCOLS.md "The chat channel", Watching).
+//!
+//! The loop: read from where the scanner stands to the end of the file, print what is
+//! complete, save the cursor after each printed line, then sleep on the `Waker` until the
+//! folder changes. A message at the very end is printed once no `chat say` is half-way
+//! through a write (the writers' lock is free and the size unchanged). A file that shrank
+//! is read again from the start; a file replaced by rename is followed through the
+//! archive records, or read again from the start.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::io::Write;
+use std::time::Duration;
+
+use super::archive::{Step, records, resolve};
+use super::cursor::{CHECK_SPAN, Cursor};
+use super::scanner::{Found, Position, Scanner};
+use crate::clock;
+use crate::engine::Engine;
+use crate::engine::local::watch::{Wake, Waker};
+use crate::engine::local::{ChatFile, ChatReader};
+use crate::error::{Error, Result};
+use crate::names::CursorName;
+use crate::workspace::Workspace;
+
+#[derive(Debug, Clone, Default)]
+pub struct WatchOptions {
+    pub cursor: Option<String>,
+    pub from_start: bool,
+    pub first_line_only: bool,
+    pub once: bool,
+    pub poll: Option<Duration>,
+}
+
+/// Whether to go on.
+enum Flow {
+    Go,
+    /// stdout was closed: stop quietly.
+    Closed,
+}
+
+struct Source {
+    reader: ChatReader,
+    scanner: Scanner,
+    /// File bytes from `scanner.next().offset` on, not yet taken (a partial last line).
+    buf: Vec<u8>,
+}
+
+impl Source {
+    fn read_end(&self) -> u64 {
+        self.scanner.next().offset + self.buf.len() as u64
+    }
+}
+
+struct Follower<'a> {
+    engine: &'a dyn Engine,
+    cursor: Option<CursorName>,
+    chat: ChatFile,
+    known: BTreeSet<String>,
+    opts: &'a WatchOptions,
+    out: &'a mut dyn Write,
+    note: &'a mut dyn FnMut(&str),
+    printed: u64,
+}
+
+/// Watch the channel of `ws`, printing JSON lines to `out` and notes to `note`. Returns
+/// how many messages were printed; ends with `--once` at the end of the file, or when `out`
+/// is closed.
+pub fn watch(
+    ws: &Workspace,
+    opts: &WatchOptions,
+    out: &mut dyn Write,
+    note: &mut dyn FnMut(&str),
+) -> Result<u64> {
+    let chat = super::channel(ws)?;
+    let cursor = opts.cursor.as_deref().map(CursorName::new).transpose()?;
+    let _cursor_lock = match &cursor {
+        Some(name) => Some(ws.engine.hold_cursor("chat", name)?.ok_or_else(|| {
+            Error::conflict(format!("cursor `{name}` is in use by another watcher"))
+                .hint("each watcher needs its own --cursor name")
+        })?),
+        None => None,
+    };
+    chat.ensure_dir()?;
+    let known = ws.agents().keys().map(ToString::to_string).collect();
+    let engine = ws.engine.as_ref();
+    let mut f = Follower { engine, cursor, chat, known, opts, out, note, printed: 0 };
+    // Watch before the first read, so that nothing written in between goes unnoticed.
+    let waker = if opts.once {
+        None
+    } else if let Some(every) = opts.poll {
+        Some(Waker::polling(every))
+    } else {
+        if let Some(fs) = f.chat.remote_fs() {
+            (f.note)(&format!(
+                "note: the chat channel is on {fs}: inotify does not see writes from other hosts; pass --poll"
+            ));
+        }
+        let dir = f.chat.path().parent().unwrap_or(std::path::Path::new(".")).to_path_buf();
+        Some(Waker::watch(&dir, f.chat.path().file_name().map(std::ffi::OsStr::to_os_string))?)
+    };
+    let mut steps: VecDeque<Step> = f.start()?.into();
+    while let Some(step) = steps.pop_front() {
+        let flow = match step {
+            Step::Archive { name, id, from } => match f.chat.open_archive(&name)? {
+                Some(r) if r.id() == id => f.drain(r, from)?,
+                _ => {
+                    (f.note)(&format!("note: archive {name} is gone; its rest is skipped"));
+                    Flow::Go
+                }
+            },
+            Step::Restart { why } => {
+                (f.note)(&format!("note: {why}: reading it again from the start"));
+                steps.push_back(Step::Live { from: Position::START });
+                Flow::Go
+            }
+            Step::Live { from } => match f.live(from, waker.as_ref())? {
+                (Flow::Go, more) => {
+                    steps.extend(more);
+                    Flow::Go
+                }
+                (closed, _) => closed,
+            },
+        };
+        if let Flow::Closed = flow {
+            break;
+        }
+    }
+    Ok(f.printed)
+}
+
+impl Follower<'_> {
+    /// Where to begin: the saved cursor, else the start (`--from-start`) or the end.
+    fn start(&mut self) -> Result<Vec<Step>> {
+        let live = self.chat.open()?;
+        let saved = match &self.cursor {
+            Some(name) => self.engine.read_cursor("chat", name)?.map(|b| (name.to_string(), b)),
+            None => None,
+        };
+        if let Some((name, bytes)) = saved {
+            match Cursor::parse(&name, &bytes)? {
+                Ok(c) => return self.at_cursor(&c, live.as_ref()),
+                Err(why) => (self.note)(&format!(
+                    "note: cursor `{name}` is unreadable ({why}): reading the channel from the start"
+                )),
+            }
+            return Ok(vec![Step::Live { from: Position::START }]);
+        }
+        if self.opts.from_start {
+            return Ok(vec![Step::Live { from: Position::START }]);
+        }
+        // The end: after the last whole line (a line being written is read when complete).
+        let Some(r) = live else { return Ok(vec![Step::Live { from: Position::START }]) };
+        let mut data = Vec::new();
+        r.read_to_end_from(0, &mut data)?;
+        let end = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+        let lines = super::scanner::newlines(&data[..end]);
+        Ok(vec![Step::Live { from: Position { offset: end as u64, line: lines + 1 } }])
+    }
+
+    fn at_cursor(&mut self, c: &Cursor, live: Option<&ChatReader>) -> Result<Vec<Step>> {
+        let live_id = live.map(ChatReader::id);
+        if let Some(r) = live.filter(|r| r.id() == c.id()) {
+            let from = c.offset.saturating_sub(CHECK_SPAN);
+            if c.offset <= r.size()?
+                && super::cursor::check_of(&r.read_range(from, c.offset)?) == c.check
+            {
+                return Ok(vec![Step::Live { from: c.position() }]);
+            }
+            return Ok(vec![Step::Restart {
+                why: "the chat file changed under the cursor".into(),
+            }]);
+        }
+        let recs = records(&self.chat.archive_records()?);
+        Ok(resolve(&recs, live_id, c.id(), c.position()))
+    }
+
+    /// Read an archived file from `from` to its end.
+    fn drain(&mut self, reader: ChatReader, from: Position) -> Result<Flow> {
+        let mut src = self.source(reader, from)?;
+        if let Flow::Closed = self.pump(&mut src)? {
+            return Ok(Flow::Closed);
+        }
+        self.finish(&mut src)
+    }
+
+    fn source(&mut self, reader: ChatReader, from: Position) -> Result<Source> {
+        let src = Source {
+            reader,
+            scanner: Scanner::new(from, self.opts.first_line_only),
+            buf: Vec::new(),
+        };
+        self.save(&src, from)?;
+        Ok(src)
+    }
+
+    /// Follow the live channel from `from`. Returns the steps that follow when the file
+    /// was replaced.
+    fn live(&mut self, from: Position, waker: Option<&Waker>) -> Result<(Flow, Vec<Step>)> {
+        let reader = loop {
+            match self.chat.open()? {
+                Some(r) => break r,
+                None => match waker {
+                    None => return Ok((Flow::Go, Vec::new())),
+                    Some(w) => {
+                        w.wait(None)?;
+                    }
+                },
+            }
+        };
+        let mut src = self.source(reader, from)?;
+        let mut pause = Duration::from_micros(200);
+        loop {
+            if let Flow::Closed = self.pump(&mut src)? {
+                return Ok((Flow::Closed, Vec::new()));
+            }
+            if src.reader.size()? < src.read_end() {
+                (self.note)("note: the chat file was truncated: reading it again from the start");
+                src = self.source(src.reader, Position::START)?;
+                continue;
+            }
+            let now = self.chat.id_now()?;
+            if now != Some(src.reader.id()) {
+                return self.replaced(src, now.is_some());
+            }
+            // A message at the end is complete once no writer is half-way through.
+            let mut busy = false;
+            if src.scanner.has_pending() && src.buf.is_empty() {
+                match self.chat.try_lock_shared()? {
+                    Some(_lock) if src.reader.size()? == src.read_end() => {
+                        if let Flow::Closed = self.finish(&mut src)? {
+                            return Ok((Flow::Closed, Vec::new()));
+                        }
+                    }
+                    Some(_) => continue,
+                    None => busy = true,
+                }
+            }
+            let Some(w) = waker else {
+                if !busy {
+                    return Ok((Flow::Go, Vec::new()));
+                }
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(10));
+                continue;
+            };
+            if busy {
+                w.wait(Some(pause))?;
+                pause = (pause * 2).min(Duration::from_millis(10));
+            } else {
+                pause = Duration::from_micros(200);
+                let _: Wake = w.wait(None)?;
+            }
+        }
+    }
+
+    /// The live file was renamed away or replaced: finish the old one, then find where its
+    /// content went.
+    fn replaced(&mut self, mut src: Source, exists: bool) -> Result<(Flow, Vec<Step>)> {
+        if let Flow::Closed = self.pump(&mut src)? {
+            return Ok((Flow::Closed, Vec::new()));
+        }
+        if let Flow::Closed = self.finish(&mut src)? {
+            return Ok((Flow::Closed, Vec::new()));
+        }
+        // Under the shared lock no archive is half-way: its record is there if it moved.
+        let _lock = loop {
+            if let Some(l) = self.chat.try_lock_shared()? {
+                break l;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        };
+        let live = if exists { self.chat.id_now()? } else { None };
+        let recs = records(&self.chat.archive_records()?);
+        let mut steps = resolve(&recs, live, src.reader.id(), src.scanner.next());
+        // What the old file held was read to its end just now.
+        steps.retain(|s| !matches!(s, Step::Archive { id, .. } if *id == src.reader.id()));
+        if live.is_none() && matches!(steps.last(), Some(Step::Restart { .. })) {
+            (self.note)("note: the chat file was removed: waiting for it");
+            steps = vec![Step::Live { from: Position::START }];
+        }
+        Ok((Flow::Go, steps))
+    }
+
+    /// Read to the end of the file and print every complete message.
+    fn pump(&mut self, src: &mut Source) -> Result<Flow> {
+        let end = src.read_end();
+        src.reader.read_to_end_from(end, &mut src.buf)?;
+        let known = &self.known;
+        let (taken, found) = src.scanner.feed(&src.buf, &|n: &str| known.contains(n));
+        src.buf.drain(..taken);
+        for f in found {
+            if let Flow::Closed = self.print(src, &f)? {
+                return Ok(Flow::Closed);
+            }
+        }
+        Ok(Flow::Go)
+    }
+
+    fn finish(&mut self, src: &mut Source) -> Result<Flow> {
+        match src.scanner.finish() {
+            Some(f) => self.print(src, &f),
+            None => Ok(Flow::Go),
+        }
+    }
+
+    /// Print one message, then move the cursor past it.
+    fn print(&mut self, src: &Source, f: &Found) -> Result<Flow> {
+        let mut line = f.message.json_line(&clock::stamp_ms(clock::now()));
+        line.push('\n');
+        match self.out.write_all(line.as_bytes()).and_then(|()| self.out.flush()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Flow::Closed),
+            Err(e) => return Err(Error::io("cannot write to", "standard output", e)),
+        }
+        self.printed += 1;
+        self.save(src, f.resume)?;
+        Ok(Flow::Go)
+    }
+
+    fn save(&mut self, src: &Source, at: Position) -> Result<()> {
+        let Some(name) = &self.cursor else { return Ok(()) };
+        let before = src.reader.read_range(at.offset.saturating_sub(CHECK_SPAN), at.offset)?;
+        let c = Cursor::new(src.reader.id(), at, &before);
+        self.engine.write_cursor("chat", name, c.to_line().as_bytes())
+    }
+}

@@ -1,0 +1,60 @@
+//! `circe chat say`: check the names, build the whole message, append it in one write.
+
+use super::line::parse_line;
+use super::message::ChatMessage;
+use super::render::{normalise_text, render};
+use crate::error::{Error, Result};
+use crate::workspace::Workspace;
+
+/// Who may be addressed: an agent of this root, or `all`.
+fn check_agent(ws: &Workspace, name: &str, what: &str) -> Result<()> {
+    if ws.is_agent_named(name) || (what == "recipient" && name == "all") {
+        return Ok(());
+    }
+    Err(Error::not_found(format!("no agent `{name}` in this root ({what})"))
+        .hint("`circe agent list` shows the agents; `circe agent add` makes one"))
+}
+
+/// Append a message from `me` to `to` (copied to `cc`) and return it as read back.
+/// With `line_number` the message's line is counted (a read of the file up to it).
+pub fn say(
+    ws: &Workspace,
+    me: &str,
+    to: &str,
+    cc: &[String],
+    text: &str,
+    line_number: bool,
+) -> Result<ChatMessage> {
+    check_agent(ws, to, "recipient")?;
+    for c in cc {
+        check_agent(ws, c, "cc")?;
+    }
+    let lines = normalise_text(text)?;
+    let bytes = render(me, to, cc, &lines);
+    // The line must read back as meant: with names that contain `-to-`, the reader's split
+    // (known agents first, then the regex's) decides.
+    let first = bytes.lines().next().unwrap_or_default();
+    let is_agent = |n: &str| ws.is_agent_named(n) || n == "all";
+    let back = parse_line(first, &is_agent)
+        .ok_or_else(|| Error::internal("the rendered line does not parse"))?;
+    if back.sender != me || back.recipient != to {
+        return Err(Error::refused(format!(
+            "`[{me}-to-{to}]` would read back as from {} to {}",
+            back.sender, back.recipient
+        ))
+        .hint("agent names containing `-to-` make the line ambiguous: rename one of the agents"));
+    }
+    let chat = super::channel(ws)?;
+    if let Some(fs) = chat.remote_fs() {
+        return Err(Error::refused(format!(
+            "{} is on {fs}: appends from several hosts can tear there",
+            chat.path().display()
+        ))
+        .hint("keep the chat channel on a local filesystem (`chat: path:` in circe.yaml)"));
+    }
+    chat.ensure_dir()?;
+    let a = chat.append(bytes.as_bytes(), line_number)?;
+    let mut m = ChatMessage::new(back, a.lines_before.map_or(0, |n| n + 1));
+    m.message = lines.join("\n");
+    Ok(m)
+}

@@ -1,0 +1,155 @@
+//! `circe chat say|watch|archive`: the chat channel (PROTOCOLS.md "The chat channel").
+
+use std::io::Write;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::chat::{self, follow::WatchOptions};
+use crate::engine::local::read_stdin_capped;
+use crate::error::{Error, Result};
+
+/// Talk in the chat channel: say, watch, archive.
+///
+/// One append-only file of `[sender-to-recipient] @ [a, b]: text` lines (`.circe/chat.md`,
+/// or `chat: path:` in circe.yaml).
+#[derive(Debug, Subcommand)]
+pub enum ChatCommand {
+    Say(SayArgs),
+    Watch(WatchArgs),
+    Archive(ArchiveArgs),
+}
+
+/// Append one message from the acting agent.
+///
+/// Further lines of the text (from standard input when no TEXT is given) become continuation lines, indented by two spaces. Many
+/// agents may say at once: each message is one write under the channel's lock.
+#[derive(Debug, Args)]
+pub struct SayArgs {
+    /// The recipient: an agent, or `all`.
+    #[arg(long)]
+    pub to: String,
+    /// Agents who should see it too, comma separated (`@ [a, b]`).
+    #[arg(long, value_delimiter = ',')]
+    pub cc: Vec<String>,
+    /// The text (words are joined with spaces). Without it, standard input is read.
+    pub text: Vec<String>,
+}
+
+/// Print every message as a JSON line, as it arrives.
+///
+/// The reference server's fields: timestamp, sender, recipient, broadcast, message,
+/// line_number; one object per line. Without --cursor it
+/// starts at the end of the file, like the reference; with --cursor NAME it goes on from
+/// where the last watcher of that name stopped (a line may repeat after a crash, none is
+/// lost). The output is JSON lines with or without --json.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Save the position under .circe/cursors/chat/NAME after every printed line, and
+    /// resume from it.
+    #[arg(long, value_name = "NAME")]
+    pub cursor: Option<String>,
+    /// Start at the first line (when there is no saved cursor yet).
+    #[arg(long)]
+    pub from_start: bool,
+    /// The reference server's reading: a message is its first line only, printed as soon
+    /// as that line is complete; continuation lines are ignored.
+    #[arg(long)]
+    pub first_line_only: bool,
+    /// Print what is there and exit instead of following the file.
+    #[arg(long)]
+    pub once: bool,
+    /// Re-read every INTERVAL (e.g. 500ms, 2s) instead of waiting for inotify: for NFS and
+    /// other filesystems where inotify sees nothing.
+    #[arg(long, value_name = "INTERVAL")]
+    pub poll: Option<String>,
+}
+
+/// Move the finished part of the channel into .circe/LOGS/chat/.
+///
+/// The file becomes LOGS/chat/chat-<time>.md (by rename, under the writers' lock; nothing
+/// being appended is lost). Watchers and cursors follow
+/// the moved lines.
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    /// Keep line N and everything after it (N must start a message or comment, not continue
+    /// one); default: archive everything.
+    #[arg(long, value_name = "N")]
+    pub before: Option<u64>,
+}
+
+pub fn run(ctx: &Ctx, cmd: &ChatCommand) -> Result<Report> {
+    match cmd {
+        ChatCommand::Say(a) => say(ctx, a),
+        ChatCommand::Watch(a) => watch(ctx, a),
+        ChatCommand::Archive(a) => {
+            let ws = ctx.workspace()?;
+            let done = chat::archive::run(&ws, a.before)?;
+            let human = match &done.archive {
+                Some(p) => format!("archived {} lines to {p}", done.lines),
+                None => "nothing to archive".to_string(),
+            };
+            Ok(Report::new(human, &done))
+        }
+    }
+}
+
+fn say(ctx: &Ctx, a: &SayArgs) -> Result<Report> {
+    let (ws, me, _role) = ctx.acting()?;
+    let text = if a.text.is_empty() {
+        let c = read_stdin_capped(ws.config.limits.message_bytes)?;
+        if c.bytes.len() > ws.config.limits.message_bytes {
+            return Err(Error::refused(format!(
+                "the message on standard input is over {} bytes (limits.message_bytes)",
+                ws.config.limits.message_bytes
+            ))
+            .hint("say less, or raise limits.message_bytes in circe.yaml"));
+        }
+        String::from_utf8(c.bytes).map_err(|_| {
+            Error::refused("the message on standard input is not UTF-8")
+                .hint("chat messages are UTF-8 text")
+        })?
+    } else {
+        a.text.join(" ")
+    };
+    let cc: Vec<String> =
+        a.cc.iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
+    let m = chat::say::say(&ws, &me, &a.to, &cc, &text, ctx.json)?;
+    let now = crate::clock::stamp_ms(crate::clock::now());
+    let human = format!("said to {} in {}", m.recipient, chat::channel(&ws)?.path().display());
+    Ok(Report::new(human, json!(m.json(&now))))
+}
+
+fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    let opts = WatchOptions {
+        cursor: a.cursor.clone(),
+        from_start: a.from_start,
+        first_line_only: a.first_line_only,
+        once: a.once,
+        poll,
+    };
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    let mut note = |s: &str| {
+        let _ = writeln!(std::io::stderr(), "{s}");
+    };
+    chat::follow::watch(&ws, &opts, &mut out, &mut note)?;
+    Ok(Report::streamed())
+}
+
+/// `500ms`, or a duration as `lease` takes it (`2s`, `1m`).
+fn parse_interval(s: &str) -> Result<std::time::Duration> {
+    let d = match s.trim().strip_suffix("ms") {
+        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
+            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
+        })?,
+        None => crate::config::parse_duration(s)?,
+    };
+    if d.is_zero() {
+        return Err(Error::usage("--poll must be more than 0").hint("write e.g. 500ms or 2s"));
+    }
+    Ok(d)
+}

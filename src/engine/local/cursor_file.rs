@@ -1,0 +1,73 @@
+//! Saved reading positions of long-running readers: `cursors/<kind>/<name>`, replaced
+//! atomically (write a temp file beside it, rename over). Not fsynced: after a power cut a
+//! cursor may be older, and the reader repeats what it had already printed (at least once).
+
+use std::fs::OpenOptions;
+use std::io::{self, Write};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::PathBuf;
+
+use super::atomic::{self, NOFOLLOW_NONBLOCK};
+use super::fault::io_step;
+use super::lock::Lock;
+use super::root::{Store, io_err, list_names};
+use crate::error::{Error, Result};
+use crate::names::CursorName;
+
+impl Store {
+    fn cursor_dir(&self, kind: &str) -> PathBuf {
+        self.root.join("cursors").join(kind)
+    }
+
+    /// The cursor's own lock, if no other reader holds it (one reader per cursor). Makes
+    /// `cursors/<kind>/` when missing. `name` must have passed the caller's name check.
+    pub fn try_lock_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Lock>> {
+        let dir = self.cursor_dir(kind);
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        Lock::try_acquire(&self.root.join("locks").join(format!("cursor-{kind}-{name}.lock")))
+    }
+
+    /// The cursor's text; `None` when it was never saved.
+    pub fn read_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>> {
+        let p = self.cursor_dir(kind).join(name.as_str());
+        match atomic::read_regular(&p) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
+    /// Replace the cursor with `text` (hold `try_lock_cursor`'s lock).
+    pub fn write_cursor(&self, kind: &str, name: &CursorName, text: &[u8]) -> Result<()> {
+        let dir = self.cursor_dir(kind);
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        let tmp = dir.join(format!(".{name}.tmp"));
+        let dest = dir.join(name.as_str());
+        let write = || -> io::Result<()> {
+            io_step()?;
+            let mut f = OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o644)
+                .custom_flags(NOFOLLOW_NONBLOCK)
+                .open(&tmp)?;
+            f.write_all(text)?;
+            atomic::rename_replace(&tmp, &dest)
+        };
+        write().map_err(io_err("cannot save cursor", &dest))
+    }
+
+    /// Every saved cursor, (kind, name), sorted.
+    pub fn list_cursors(&self) -> Result<Vec<(String, CursorName)>> {
+        let mut out = Vec::new();
+        for kind in list_names(&self.root.join("cursors"))? {
+            for name in list_names(&self.cursor_dir(&kind))? {
+                if let Ok(n) = CursorName::new(name) {
+                    out.push((kind.clone(), n));
+                }
+            }
+        }
+        Ok(out)
+    }
+}

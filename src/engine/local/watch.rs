@@ -1,0 +1,103 @@
+//! `Waker`: sleep until a file may have changed. inotify (through `notify`) on the file's
+//! folder, because editors and `chat archive` replace files by rename; or plain polling for
+//! filesystems where inotify sees nothing (NFS, some FUSE mounts).
+//!
+//! Events are hints (FS_RULES 10, 15): every event for the file, every event without a
+//! path, every overflow (`Rescan`) and every watcher error wakes the caller, who then
+//! re-reads from where it stands. Nothing is decided from the event itself.
+
+use std::ffi::OsString;
+use std::path::Path;
+use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError, channel};
+use std::time::Duration;
+
+use notify::{RecommendedWatcher, RecursiveMode, Watcher};
+
+use crate::error::{Error, Result};
+
+/// Why `wait` returned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wake {
+    /// Something may have changed (or the poll interval passed): read again.
+    Woke,
+    /// The timeout passed with no event.
+    Timeout,
+}
+
+pub struct Waker {
+    rx: Option<Receiver<()>>,
+    poll: Option<Duration>,
+    _watcher: Option<RecommendedWatcher>,
+}
+
+impl Waker {
+    /// Wake on changes to the file `name` in folder `dir` (or to anything in `dir` when
+    /// `name` is `None`). The folder must exist; it is watched, not the file.
+    pub fn watch(dir: &Path, name: Option<OsString>) -> Result<Waker> {
+        let (tx, rx) = channel();
+        let handler = move |res: notify::Result<notify::Event>| {
+            let wake = match &res {
+                Ok(ev) => {
+                    ev.need_rescan()
+                        || ev.paths.is_empty()
+                        || name.as_ref().is_none_or(|n| {
+                            ev.paths.iter().any(|p| p.file_name() == Some(n.as_os_str()))
+                        })
+                }
+                Err(_) => true,
+            };
+            if wake {
+                let _ = tx.send(());
+            }
+        };
+        let fail = |e: notify::Error| {
+            let hint = match &e.kind {
+                notify::ErrorKind::MaxFilesWatch => {
+                    "inotify limits reached (fs.inotify.max_user_instances / max_user_watches): raise them, or pass --poll"
+                }
+                notify::ErrorKind::Io(io) if io.raw_os_error() == Some(24) => {
+                    "too many inotify instances (fs.inotify.max_user_instances, 128 by default): raise it, or pass --poll"
+                }
+                _ => "pass --poll INTERVAL to watch without inotify",
+            };
+            Error::internal(format!("cannot watch {}: {e}", dir.display())).hint(hint)
+        };
+        let mut w = notify::recommended_watcher(handler).map_err(fail)?;
+        w.watch(dir, RecursiveMode::NonRecursive).map_err(fail)?;
+        Ok(Waker { rx: Some(rx), poll: None, _watcher: Some(w) })
+    }
+
+    /// Wake every `interval` (no inotify).
+    pub fn polling(interval: Duration) -> Waker {
+        Waker { rx: None, poll: Some(interval), _watcher: None }
+    }
+
+    /// Sleep until an event (all queued events are taken at once) or `timeout` (`None`:
+    /// no limit). Polling wakes after the interval or the timeout, whichever is first.
+    pub fn wait(&self, timeout: Option<Duration>) -> Result<Wake> {
+        if let Some(every) = self.poll {
+            let t = timeout.map_or(every, |t| t.min(every));
+            std::thread::sleep(t);
+            return Ok(if t < every { Wake::Timeout } else { Wake::Woke });
+        }
+        let Some(rx) = &self.rx else { return Ok(Wake::Woke) };
+        let got = match timeout {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(t) => rx.recv_timeout(t),
+        };
+        match got {
+            Ok(()) => {}
+            Err(RecvTimeoutError::Timeout) => return Ok(Wake::Timeout),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(Error::internal("the file watcher stopped")
+                    .hint("run the command again, or pass --poll INTERVAL"));
+            }
+        }
+        loop {
+            match rx.try_recv() {
+                Ok(()) => {}
+                Err(TryRecvError::Empty | TryRecvError::Disconnected) => return Ok(Wake::Woke),
+            }
+        }
+    }
+}

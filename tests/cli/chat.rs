@@ -1,0 +1,390 @@
+//! `circe chat say|watch|archive`: the reference's lines and JSON, names, the channel file,
+//! cursors, replaced and truncated files, archives.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::common::{Env, assert_unchanged, exe};
+
+/// The JSON lines of `chat watch ARGS`, each checked for the reference's field order.
+fn lines(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| {
+            let keys = crate::common::top_level_keys(l);
+            let want = ["timestamp", "sender", "recipient", "broadcast", "message", "line_number"];
+            assert_eq!(keys[..6], want, "field order of {l}");
+            serde_json::from_str(l).unwrap()
+        })
+        .collect()
+}
+
+fn once(env: &Env, extra: &[&str]) -> Vec<Value> {
+    let mut args = vec!["chat", "watch", "--once"];
+    args.extend_from_slice(extra);
+    let out = env.circe(args).run();
+    out.ok();
+    lines(&out.stdout)
+}
+
+const EXAMPLES: &str = "# the reference's examples
+[sender-to-recipient]: message content here
+[coder-to-reviewer]: Please review changes in src/auth.rs — added JWT validation
+[sender-to-recipient] @ [target1, target2]: message content here
+[reviewer-to-coder] @ [developer, manager]: Approved with minor suggestions — see inline comments
+[reviewer-to-coder] @ [developer]: Acknowledged — starting review
+
+[coder-to-reviewer]: Review needed for auth module
+  Changes:
+  - Added JWT validation in src/auth.rs
+  - Updated middleware in src/middleware.rs
+  - Added tests in tests/auth_test.rs
+";
+
+#[test]
+fn watch_prints_the_reference_json_for_its_examples() {
+    let env = Env::new();
+    std::fs::write(env.root().join("chat.md"), EXAMPLES).unwrap();
+    let got = once(&env, &["--from-start"]);
+    let m = |s: &str, r: &str, b: Value, msg: &str, n: u64| json!({"timestamp": "2025-11-21T17:00:00.000Z", "sender": s, "recipient": r, "broadcast": b, "message": msg, "line_number": n});
+    let multi = "Review needed for auth module\nChanges:\n- Added JWT validation in src/auth.rs\n- Updated middleware in src/middleware.rs\n- Added tests in tests/auth_test.rs";
+    assert_eq!(
+        got,
+        [
+            m("sender", "recipient", json!([]), "message content here", 2),
+            m(
+                "coder",
+                "reviewer",
+                json!([]),
+                "Please review changes in src/auth.rs — added JWT validation",
+                3
+            ),
+            m("sender", "recipient", json!(["target1", "target2"]), "message content here", 4),
+            m(
+                "reviewer",
+                "coder",
+                json!(["developer", "manager"]),
+                "Approved with minor suggestions — see inline comments",
+                5
+            ),
+            m("reviewer", "coder", json!(["developer"]), "Acknowledged — starting review", 6),
+            m("coder", "reviewer", json!([]), multi, 8),
+        ]
+    );
+    let first = once(&env, &["--from-start", "--first-line-only"]);
+    assert_eq!(first[5]["message"], "Review needed for auth module");
+    // Without --from-start (and no cursor) it starts at the end, like the reference.
+    assert!(once(&env, &[]).is_empty());
+}
+
+#[test]
+fn say_appends_one_message_and_reads_back() {
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "tests", "are", "green"]).ok();
+    let out = env
+        .circe(["chat", "say", "--to", "engineer", "--cc", "coordinator, scribe"])
+        .agent("qa")
+        .stdin(b"found two bugs\n  - the first\n\nsecond paragraph\n")
+        .run();
+    out.ok();
+    assert!(out.stdout.starts_with("said to engineer in "), "{}", out.stdout);
+    let out = env.circe(["--json", "chat", "say", "--to", "all", "ok"]).agent("coordinator").run();
+    out.ok();
+    assert_eq!(
+        out.json(),
+        json!({"timestamp": "2025-11-21T17:00:00.000Z", "sender": "coordinator", "recipient": "all", "broadcast": [], "message": "ok", "line_number": 6})
+    );
+    assert_eq!(
+        env.read("chat.md"),
+        "[engineer-to-qa]: tests are green\n\
+         [qa-to-engineer] @ [coordinator, scribe]: found two bugs\n    - the first\n  \n  second paragraph\n\
+         [coordinator-to-all]: ok\n"
+    );
+    let got = once(&env, &["--from-start"]);
+    assert_eq!(got.len(), 3);
+    assert_eq!(got[1]["message"], "found two bugs\n  - the first\n\nsecond paragraph");
+    assert_eq!(got[1]["broadcast"], json!(["coordinator", "scribe"]));
+    assert_eq!(got[2]["line_number"], 6);
+}
+
+#[test]
+fn say_checks_names_and_text_and_changes_nothing_when_refused() {
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "first"]).ok();
+    let before = env.state();
+    let o = env.as_("engineer", &["chat", "say", "--to", "nobody", "x"]);
+    o.code(5);
+    assert!(
+        o.stderr.contains("no agent `nobody`") && o.stderr.contains("hint: `circe agent list`"),
+        "{}",
+        o.stderr
+    );
+    env.as_("engineer", &["chat", "say", "--to", "qa", "--cc", "qa,ghost", "x"]).code(5);
+    env.as_("ghost", &["chat", "say", "--to", "qa", "x"]).code(5);
+    let o = env.circe(["chat", "say", "--to", "qa", "x"]).run();
+    o.code(2);
+    assert!(o.stderr.contains("--agent"), "{}", o.stderr);
+    let o = env.circe(["chat", "say", "--to", "qa"]).agent("engineer").stdin(b"  \n\n").run();
+    o.code(2);
+    assert!(o.stderr.contains("empty"), "{}", o.stderr);
+    assert_unchanged(&before, &env.state());
+}
+
+#[test]
+fn say_adds_the_missing_newline_of_a_hand_edit() {
+    let env = Env::new();
+    std::fs::write(env.root().join("chat.md"), "[qa-to-engineer]: no newline").unwrap();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "reply"]).ok();
+    assert_eq!(env.read("chat.md"), "[qa-to-engineer]: no newline\n[engineer-to-qa]: reply\n");
+}
+
+#[test]
+fn say_never_writes_through_a_symlink() {
+    let env = Env::new();
+    let bait = env.path().join("bait.md");
+    std::fs::write(&bait, "outside\n").unwrap();
+    std::os::unix::fs::symlink(&bait, env.root().join("chat.md")).unwrap();
+    let o = env.as_("engineer", &["chat", "say", "--to", "qa", "x"]);
+    o.code(3);
+    assert!(o.stderr.contains("symbolic link"), "{}", o.stderr);
+    assert_eq!(std::fs::read_to_string(&bait).unwrap(), "outside\n");
+}
+
+#[test]
+fn the_channel_path_comes_from_circe_yaml() {
+    let env = Env::new();
+    let cfg = env.root().join("circe.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, format!("{text}chat:\n  path: .workplace/chat.md\n")).unwrap();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "here"]).ok();
+    let f = std::fs::read_to_string(env.path().join(".workplace/chat.md")).unwrap();
+    assert_eq!(f, "[engineer-to-qa]: here\n");
+    assert!(!env.root().join("chat.md").exists());
+    assert_eq!(once(&env, &["--from-start"])[0]["message"], "here");
+    std::fs::write(&cfg, format!("{text}chat:\n  file: x\n")).unwrap();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "x"]).code(3);
+}
+
+#[test]
+fn a_cursor_resumes_where_the_last_watcher_stopped() {
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "two"]).ok();
+    assert_eq!(once(&env, &["--cursor", "qa", "--from-start"]).len(), 2);
+    assert!(once(&env, &["--cursor", "qa", "--from-start"]).is_empty());
+    env.as_("engineer", &["chat", "say", "--to", "qa", "three"]).ok();
+    let got = once(&env, &["--cursor", "qa"]);
+    assert_eq!(
+        (got.len(), &got[0]["message"], &got[0]["line_number"]),
+        (1, &json!("three"), &json!(3))
+    );
+    let c: Value = serde_json::from_str(&env.read("cursors/chat/qa")).unwrap();
+    assert_eq!((&c["version"], &c["offset"], &c["line"]), (&json!(1), &json!(68), &json!(4)));
+    // A new cursor without --from-start starts at the end.
+    assert!(once(&env, &["--cursor", "late"]).is_empty());
+    env.circe(["chat", "watch", "--once", "--cursor", "../x"]).run().code(3);
+    // A cursor whose file was rewritten in place is read again from the start.
+    std::fs::write(
+        env.root().join("chat.md"),
+        "[a-to-b]: rewritten, longer than before ........\n",
+    )
+    .unwrap();
+    let o = env.circe(["chat", "watch", "--once", "--cursor", "qa"]).run();
+    o.ok();
+    assert!(o.stderr.contains("changed under the cursor"), "{}", o.stderr);
+    assert_eq!(lines(&o.stdout).len(), 1);
+}
+
+#[test]
+fn archive_moves_the_channel_and_cursors_follow() {
+    let env = Env::new();
+    for t in ["one", "two", "three"] {
+        env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
+    }
+    assert_eq!(once(&env, &["--cursor", "qa", "--from-start"]).len(), 3);
+    assert_eq!(once(&env, &["--cursor", "slow", "--from-start"]).len(), 3);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "four"]).ok();
+    // `slow` has seen three of four messages when the channel is archived.
+    let o = env.circe(["--json", "chat", "archive"]).run();
+    o.ok();
+    assert_eq!((&o.json()["lines"], &o.json()["bytes"]), (&json!(4), &json!(91)));
+    assert_eq!(env.read("chat.md"), "");
+    assert_eq!(env.ls("LOGS/chat"), ["chat-20251121T170000000Z.md"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "five"]).ok();
+    let got = once(&env, &["--cursor", "slow"]);
+    let msgs: Vec<&Value> = got.iter().map(|v| &v["message"]).collect();
+    assert_eq!(msgs, [&json!("four"), &json!("five")]);
+    assert_eq!((&got[0]["line_number"], &got[1]["line_number"]), (&json!(4), &json!(1)));
+    // --before keeps the tail in the channel; positions in it move with it.
+    env.as_("engineer", &["chat", "say", "--to", "qa", "six"]).ok();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "seven"]).ok();
+    assert_eq!(once(&env, &["--cursor", "qa"]).len(), 4);
+    let o = env.circe(["chat", "archive", "--before", "2"]).run();
+    o.ok();
+    assert_eq!(env.read("chat.md"), "[engineer-to-qa]: six\n[engineer-to-qa]: seven\n");
+    assert_eq!(env.ls("LOGS/chat").len(), 2);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "eight"]).ok();
+    let got = once(&env, &["--cursor", "qa"]);
+    assert_eq!(
+        (got.len(), &got[0]["message"], &got[0]["line_number"]),
+        (1, &json!("eight"), &json!(3))
+    );
+    // A continuation line is not a place to cut.
+    env.circe(["chat", "say", "--to", "qa"]).agent("engineer").stdin(b"a\nb\n").run().ok();
+    env.circe(["chat", "archive", "--before", "5"]).run().code(3);
+    // doctor accepts LOGS/chat/.
+    env.circe(["doctor"]).run().ok();
+}
+
+/// A `chat watch` running in the background, its stdout read line by line.
+struct Watcher {
+    child: Child,
+    rx: Receiver<String>,
+}
+
+impl Watcher {
+    fn start(env: &Env, extra: &[&str]) -> Watcher {
+        let mut child = Command::new(exe())
+            .args(["chat", "watch"])
+            .args(extra)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CIRCE_NOW", &env.now)
+            .current_dir(env.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for l in BufReader::new(out).lines() {
+                let Ok(l) = l else { break };
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        // It watches before it reads: once its cursor is saved, it is ready.
+        std::thread::sleep(Duration::from_millis(300));
+        Watcher { child, rx }
+    }
+
+    #[track_caller]
+    fn next(&self) -> Value {
+        let l =
+            self.rx.recv_timeout(Duration::from_secs(20)).expect("no line from chat watch in 20 s");
+        lines(&l).remove(0)
+    }
+
+    fn stop(mut self) -> String {
+        let _ = self.child.kill();
+        let out = self.child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    }
+}
+
+#[test]
+fn watch_follows_a_replaced_and_a_truncated_file() {
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "old"]).ok();
+    let w = Watcher::start(&env, &["--cursor", "w"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
+    assert_eq!(w.next()["message"], "one");
+    env.circe(["chat", "say", "--to", "qa"]).agent("engineer").stdin(b"two\nlines\n").run().ok();
+    assert_eq!(w.next()["message"], "two\nlines");
+    // An editor saves by writing a new file and renaming it over the channel.
+    let chat = env.root().join("chat.md");
+    std::fs::write(env.root().join("new.md"), "[qa-to-engineer]: edited\n").unwrap();
+    std::fs::rename(env.root().join("new.md"), &chat).unwrap();
+    let v = w.next();
+    assert_eq!((&v["message"], &v["line_number"]), (&json!("edited"), &json!(1)));
+    // Truncated in place, then written again.
+    std::fs::write(&chat, "").unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    env.as_("engineer", &["chat", "say", "--to", "qa", "after"]).ok();
+    let v = w.next();
+    assert_eq!((&v["message"], &v["line_number"]), (&json!("after"), &json!(1)));
+    let err = w.stop();
+    assert!(err.contains("was replaced"), "{err}");
+    assert!(err.contains("was truncated"), "{err}");
+}
+
+#[test]
+fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
+    let env = Env::new();
+    let w = Watcher::start(&env, &["--cursor", "w"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
+    assert_eq!(w.next()["message"], "one");
+    env.circe(["chat", "archive"]).run().ok();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "two"]).ok();
+    assert_eq!(w.next()["message"], "two");
+    // A second watcher on the same cursor is refused.
+    env.circe(["chat", "watch", "--once", "--cursor", "w"]).run().code(4);
+    // SIGTERM ends it; the cursor was saved after every line, so nothing repeats.
+    let pid = w.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let _ = w.stop();
+    assert!(once(&env, &["--cursor", "w"]).is_empty());
+    // A reader that goes away ends the watcher with exit 0.
+    let mut child = Command::new(exe())
+        .args(["chat", "watch"])
+        .env_clear()
+        .current_dir(env.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    std::thread::sleep(Duration::from_millis(300));
+    env.as_("engineer", &["chat", "say", "--to", "qa", "nobody reads"]).ok();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "watch did not end on a closed pipe");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn watch_can_poll_instead_of_inotify() {
+    let env = Env::new();
+    env.circe(["chat", "watch", "--poll", "0s"]).run().code(2);
+    env.circe(["chat", "watch", "--poll", "soon"]).run().code(2);
+    let w = Watcher::start(&env, &["--poll", "50ms"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "polled"]).ok();
+    assert_eq!(w.next()["message"], "polled");
+    let _ = w.stop();
+}
+
+#[test]
+fn names_containing_to_are_split_by_the_known_agents() {
+    let env = Env::new();
+    for a in ["coder", "go-to-market"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    env.as_("coder", &["chat", "say", "--to", "go-to-market", "launch?"]).ok();
+    let v = once(&env, &["--from-start"]);
+    assert_eq!(
+        (&v[0]["sender"], &v[0]["recipient"], &v[0]["ambiguous"]),
+        (&json!("coder"), &json!("go-to-market"), &json!(true))
+    );
+    // With agents on both sides of both splits, the line would read back as the regex
+    // splits it: say refuses to write it.
+    for a in ["coder-to-go", "market"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    let before = env.state();
+    let o = env.as_("coder", &["chat", "say", "--to", "go-to-market", "again"]);
+    o.code(3);
+    assert!(o.stderr.contains("would read back as from coder-to-go to market"), "{}", o.stderr);
+    assert_unchanged(&before, &env.state());
+}
