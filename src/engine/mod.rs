@@ -151,6 +151,12 @@ pub trait Engine {
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
 
+    /// A subscription to the log: `EventFeed::wait` returns once new events may have been
+    /// appended. Subscribe first, then read: an event appended between the two is still
+    /// seen (no lost wake-up). `poll`: wake on a timer instead of on change (filesystems
+    /// where change notification sees nothing).
+    fn subscribe(&self, poll: Option<Duration>) -> Result<Box<dyn EventFeed + '_>>;
+
     /// Close the log's current segment and start a new one (the archive does this; readers and
     /// cursors go on across it). Returns the closed segment's name, `None` when it was empty.
     fn rotate_events(&self) -> Result<Option<String>>;
@@ -191,6 +197,13 @@ pub trait TaskTx {
     /// write), then the records, then its events (given their ids, returned). Afterwards
     /// `state()` is the new state.
     fn commit(&mut self, change: Change) -> Result<Vec<Event>>;
+}
+
+/// A subscription to the event log (see `Engine::subscribe`).
+pub trait EventFeed {
+    /// Sleep until new events may have been appended (`true`), or `timeout` passed with no
+    /// sign of any (`false`; `None`: no limit). A wake-up is a hint: read to see.
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<bool>;
 }
 
 /// The right to move one cursor, held until dropped.

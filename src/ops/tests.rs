@@ -255,6 +255,16 @@ on_both_engines! {
         assert_eq!(kinds(ws), []);
     }
 
+    /// A subscription made before an append sees it (no lost wake-up); with nothing
+    /// appended it waits out its timeout.
+    fn a_subscription_wakes_on_appends(ws) {
+        let short = Some(std::time::Duration::from_millis(50));
+        let mut feed = ws.engine.subscribe(None).unwrap();
+        assert!(!feed.wait(short).unwrap(), "nothing happened");
+        open(ws, "W-1", None);
+        assert!(feed.wait(Some(std::time::Duration::from_secs(5))).unwrap(), "the open was seen");
+    }
+
     /// A reader picks up from its cursor: nothing repeated, nothing skipped.
     fn events_read_by_cursor(ws) {
         for i in 0..5 {

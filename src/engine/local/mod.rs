@@ -61,7 +61,7 @@ pub use lock::Lock;
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
-use super::{Capped, CursorHold, Engine, RootSpec, Settings, TaskTx, Violation};
+use super::{Capped, CursorHold, Engine, EventFeed, RootSpec, Settings, TaskTx, Violation};
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -110,6 +110,17 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn 
 pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, bool)> {
     let (store, written) = Store::init(dir, config)?;
     Ok((store.root().to_path_buf(), written))
+}
+
+/// Woken by inotify on `LOGS/` (or a timer): any change there is a reason to read again.
+struct LocalFeed {
+    waker: watch::Waker,
+}
+
+impl EventFeed for LocalFeed {
+    fn wait(&mut self, timeout: Option<std::time::Duration>) -> Result<bool> {
+        Ok(self.waker.wait(timeout)? == watch::Wake::Woke)
+    }
 }
 
 impl LocalEngine {
@@ -211,6 +222,15 @@ impl Engine for LocalEngine {
 
     fn last_event_id(&self) -> Result<u64> {
         event_log::last_id(&self.store)
+    }
+
+    fn subscribe(&self, poll: Option<std::time::Duration>) -> Result<Box<dyn EventFeed + '_>> {
+        let waker = match poll {
+            Some(every) => watch::Waker::polling(every),
+            // The log's folder: appends to events.jsonl and its rotation both show there.
+            None => watch::Waker::watch(&self.store.root().join("LOGS"), None)?,
+        };
+        Ok(Box::new(LocalFeed { waker }))
     }
 
     fn rotate_events(&self) -> Result<Option<String>> {

@@ -9,7 +9,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Capped, CursorHold, Engine, TaskTx, Violation, no_task};
+use super::{Capped, CursorHold, Engine, EventFeed, TaskTx, Violation, no_task};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
@@ -93,6 +93,41 @@ impl Inner {
     }
 }
 
+/// Woken by the condition variable every append and every commit notifies.
+struct MemFeed<'a> {
+    eng: &'a MemoryEngine,
+    seen: usize,
+}
+
+impl EventFeed for MemFeed<'_> {
+    fn wait(&mut self, timeout: Option<std::time::Duration>) -> Result<bool> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        let mut g = self.eng.lock();
+        while g.events.len() <= self.seen {
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(left) if !left.is_zero() => Some(left),
+                    _ => return Ok(false),
+                },
+                None => None,
+            };
+            g = match left {
+                Some(l) => self
+                    .eng
+                    .shared
+                    .freed
+                    .wait_timeout(g, l)
+                    .map_or_else(|e| e.into_inner().0, |r| r.0),
+                None => {
+                    self.eng.shared.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner)
+                }
+            };
+        }
+        self.seen = g.events.len();
+        Ok(true)
+    }
+}
+
 struct MemTx<'a> {
     eng: &'a MemoryEngine,
     task: TaskId,
@@ -154,6 +189,8 @@ impl TaskTx for MemTx<'_> {
         let st = TaskState { rec: record, owner: None, checks, location: Some(location) };
         g.tasks.insert(self.task.clone(), st.clone());
         g.append(&mut events);
+        drop(g);
+        self.eng.shared.freed.notify_all();
         self.st = Some(st);
         Ok(events)
     }
@@ -289,6 +326,7 @@ impl Engine for MemoryEngine {
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
         self.lock().append(&mut events);
+        self.shared.freed.notify_all();
         Ok(events)
     }
 
@@ -300,6 +338,11 @@ impl Engine for MemoryEngine {
 
     fn last_event_id(&self) -> Result<u64> {
         Ok(self.lock().events.len() as u64)
+    }
+
+    fn subscribe(&self, _poll: Option<std::time::Duration>) -> Result<Box<dyn EventFeed + '_>> {
+        let seen = self.lock().events.len();
+        Ok(Box::new(MemFeed { eng: self, seen }))
     }
 
     fn rotate_events(&self) -> Result<Option<String>> {
