@@ -4,11 +4,13 @@ mod agent;
 mod chat;
 mod check;
 mod claim;
+mod cursors;
 mod demo;
 mod doctor;
 mod heartbeat;
 mod inbox;
 mod init;
+mod log;
 mod move_msg;
 mod output;
 mod reap;
@@ -18,8 +20,11 @@ mod replay;
 mod send;
 mod show;
 mod status;
+mod stop;
 mod tasks;
 mod validate;
+mod wait;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -78,6 +83,10 @@ pub enum Command {
     Reap(reap::ReapArgs),
     Demo(demo::DemoArgs),
     Replay(replay::ReplayArgs),
+    Watch(watch::WatchArgs),
+    Wait(wait::WaitArgs),
+    Log(log::LogArgs),
+    Cursors(cursors::CursorsArgs),
 }
 
 /// Global options every subcommand sees.
@@ -129,6 +138,10 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Reap(a) => reap::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::Replay(a) => replay::run(&ctx, &a),
+        Command::Watch(a) => watch::run(&ctx, &a),
+        Command::Wait(a) => wait::run(&ctx, &a),
+        Command::Log(a) => log::run(&ctx, &a),
+        Command::Cursors(a) => cursors::run(&ctx, &a),
     }
 }
 
@@ -182,6 +195,20 @@ pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
         })
     })
     .transpose()
+}
+
+/// `500ms`, or a duration as `lease` takes it (`2s`, `1m`): `--poll`, `--timeout`.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
+    let d = match s.trim().strip_suffix("ms") {
+        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
+            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
+        })?,
+        None => crate::config::parse_duration(s)?,
+    };
+    if d.is_zero() {
+        return Err(Error::usage("an interval must be more than 0").hint("write e.g. 500ms or 2s"));
+    }
+    Ok(d)
 }
 
 /// A task id typed on the command line.

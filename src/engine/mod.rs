@@ -151,6 +151,10 @@ pub trait Engine {
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
 
+    /// Up to `max` events with ids below `before` (`None`: from the newest), newest first,
+    /// read from the end of the log without scanning it whole (`circe log --limit`).
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>>;
+
     /// A subscription to the log: `EventFeed::wait` returns once new events may have been
     /// appended. Subscribe first, then read: an event appended between the two is still
     /// seen (no lost wake-up). `poll`: wake on a timer instead of on change (filesystems
@@ -180,6 +184,15 @@ pub trait Engine {
 
     /// Every saved cursor: (kind, name), sorted.
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
+
+    /// Keep an event a consumer's hook kept failing on (its dead letters), in order.
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()>;
+
+    /// A consumer's dead letters, oldest first.
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>>;
+
+    /// Where a person or a hook can open a message, when the engine keeps it as a file.
+    fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<PathBuf>;
 
     // ---- upkeep --------------------------------------------------------------------
 

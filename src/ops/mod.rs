@@ -4,11 +4,14 @@
 
 mod claim;
 mod find;
+pub mod hook;
 mod notify;
 mod open;
 mod read;
 mod send;
+pub mod stream;
 mod update;
+pub mod wait;
 
 pub use claim::{ClaimOutcome, claim, claim_next, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};

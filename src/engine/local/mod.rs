@@ -51,8 +51,8 @@ pub mod watch;
 use std::collections::HashSet;
 
 pub use chat_archive::ArchiveIds;
-pub use chat_file::{Appended, ChatFile, ChatReader, FileId};
-pub use fault::{CRASH_EXIT, crash_point};
+pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
+pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
     read_stdin_capped,
@@ -224,6 +224,10 @@ impl Engine for LocalEngine {
         event_log::last_id(&self.store)
     }
 
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+        event_log::read_back(&self.store, before, max)
+    }
+
     fn subscribe(&self, poll: Option<std::time::Duration>) -> Result<Box<dyn EventFeed + '_>> {
         let waker = match poll {
             Some(every) => watch::Waker::polling(every),
@@ -255,6 +259,25 @@ impl Engine for LocalEngine {
 
     fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
         self.store.list_cursors()
+    }
+
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
+        self.store.append_dead_letter(consumer, &event.to_line())
+    }
+
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>> {
+        let text = self.store.read_dead_letters(consumer)?;
+        Ok(text
+            .lines()
+            .filter_map(|l| match crate::event::parse_line(l) {
+                Ok(crate::event::Line::Event(e)) => Some(*e),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<std::path::PathBuf> {
+        Some(self.store.message_path(mailbox, file))
     }
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {

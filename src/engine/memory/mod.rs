@@ -26,6 +26,7 @@ struct Inner {
     busy: HashSet<TaskId>,
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
+    dead: BTreeMap<CursorName, Vec<Event>>,
 }
 
 #[derive(Default)]
@@ -336,6 +337,14 @@ impl Engine for MemoryEngine {
         Ok(g.events[start..].iter().take(max).cloned().collect())
     }
 
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+        let g = self.lock();
+        let end = before.map_or(g.events.len(), |b| {
+            usize::try_from(b.saturating_sub(1)).unwrap_or(usize::MAX).min(g.events.len())
+        });
+        Ok(g.events[..end].iter().rev().take(max).cloned().collect())
+    }
+
     fn last_event_id(&self) -> Result<u64> {
         Ok(self.lock().events.len() as u64)
     }
@@ -374,6 +383,19 @@ impl Engine for MemoryEngine {
 
     fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
         Ok(self.lock().cursors.keys().cloned().collect())
+    }
+
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
+        self.lock().dead.entry(consumer.clone()).or_default().push(event.clone());
+        Ok(())
+    }
+
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>> {
+        Ok(self.lock().dead.get(consumer).cloned().unwrap_or_default())
+    }
+
+    fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
+        None
     }
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
