@@ -3,6 +3,7 @@
 //! transaction and commits one `Change` the task model computed.
 
 mod claim;
+pub mod doctor;
 mod find;
 pub mod hook;
 mod notify;

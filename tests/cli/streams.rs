@@ -275,3 +275,16 @@ fn a_closed_pipe_ends_a_stream_quietly() {
     assert!(text.starts_with("#1 "), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "no panic, no error");
 }
+
+/// doctor reports a cursor whose consumer stopped a week ago while the log went on.
+#[test]
+fn doctor_reports_a_stale_cursor() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "one");
+    env.circe(["watch", "--all", "--from-start", "--once", "--cursor", "old"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    inform(&env, "engineer", "qa", "two");
+    let o = env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run();
+    o.code(1);
+    assert!(o.stderr.contains("cursor old is 1 events behind"), "{}", o.show());
+}
