@@ -12,7 +12,8 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat    skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams
+//!                                   skip those sections
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -46,6 +47,7 @@ mod limits;
 mod procs;
 mod rounds;
 mod stats;
+mod streams;
 mod verdicts;
 
 /// The circe binary under test: `--circe PATH`, else the one cargo built for this bench.
@@ -68,6 +70,7 @@ pub(crate) struct Opts {
     pub(crate) per_call: bool,
     pub(crate) limits: bool,
     pub(crate) chat: bool,
+    pub(crate) streams: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -85,6 +88,7 @@ pub(crate) fn parse_opts() -> Opts {
         per_call: true,
         limits: true,
         chat: true,
+        streams: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -129,6 +133,7 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-rounds" => o.per_call = false,
             "--no-limits" => o.limits = false,
             "--no-chat" => o.chat = false,
+            "--no-streams" => o.streams = false,
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -155,7 +160,7 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat --no-streams \
          --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
@@ -278,10 +283,14 @@ fn main() {
     if opts.chat {
         report_chat(&chat(&opts, &opts.dir), &mut out);
     }
+    if opts.streams {
+        eprintln!("streams ...");
+        streams::report_streams(&streams::streams(&opts, &opts.dir), &mut out);
+    }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(
         out,
-        "\nevent-log watch latency: not measured (circe has no `watch` command yet; chat watch is above).\nend load: {}",
+        "\nend load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     println!("{out}");

@@ -35,10 +35,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
         let next = ws.engine.read_events(Cursor::after(c.after), 1)?;
         if next.first().is_none_or(|e| e.id != c.after + 1) {
-            v(format!(
-                "cursor {name} needs event {}, which is no longer in the log",
-                c.after + 1
-            ));
+            v(format!("cursor {name} needs event {}, which is no longer in the log", c.after + 1));
             continue;
         }
         let moved = crate::clock::parse(&c.saved_at);
