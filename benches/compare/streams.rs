@@ -69,7 +69,7 @@ fn ms(a: Instant, b: Instant) -> f64 {
     b.checked_duration_since(a).map_or(0.0, |d| d.as_secs_f64() * 1000.0)
 }
 
-#[expect(clippy::many_single_char_names)] // paired samples: w/i, wt/floor, lg/tl
+#[expect(clippy::many_single_char_names, clippy::too_many_lines)] // one run, in order; paired w/i, wt/floor, lg/tl
 pub(crate) fn streams(opts: &Opts, dir: &Path) -> StreamRows {
     let quick = opts.rounds < 15;
     let n = if quick { 300 } else { 2000 };

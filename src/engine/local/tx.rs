@@ -206,3 +206,7 @@ impl TaskTx for LocalTx<'_> {
         Ok(events)
     }
 }
+
+#[cfg(test)]
+#[path = "tx_tests.rs"]
+mod tests;
