@@ -36,6 +36,9 @@ pub struct Waker {
 /// for nothing only reads again from its cursor.
 fn wakes(res: &notify::Result<notify::Event>, name: Option<&OsString>) -> bool {
     match res {
+        // Reading a file (open, read, close without writing) changes nothing, and the
+        // reader's own reads would otherwise wake it for ever.
+        Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) && !ev.need_rescan() => false,
         Ok(ev) => {
             ev.need_rescan()
                 || ev.paths.is_empty()
@@ -133,5 +136,10 @@ mod tests {
         assert!(wakes(&Ok(ev(&[]).set_flag(Flag::Rescan)), Some(&log)), "overflow");
         assert!(wakes(&Ok(ev(&[])), Some(&log)), "pathless");
         assert!(wakes(&Err(notify::Error::generic("gone")), Some(&log)), "a watcher error");
+        let read = notify::Event::new(EventKind::Access(notify::event::AccessKind::Open(
+            notify::event::AccessMode::Read,
+        )))
+        .add_path("/r/LOGS/events.jsonl".into());
+        assert!(!wakes(&Ok(read), Some(&log)), "a read is no change: the reader's own reads");
     }
 }
