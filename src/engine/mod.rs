@@ -24,6 +24,7 @@ use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::names::{AgentName, CursorName, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Change, Eligibility, Row, TaskState};
 
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
@@ -194,6 +195,42 @@ pub trait Engine {
     /// Where a person or a hook can open a message, when the engine keeps it as a file.
     fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<PathBuf>;
 
+    // ---- sequence numbers (PROTOCOLS.md section 14) -----------------------------------
+
+    /// Hold `sender`'s counter (one numbered send per sender at a time), after finishing or
+    /// undoing a numbered send of that sender that a crash interrupted. While the hold lives,
+    /// the first message this engine delivers on this thread (`deliver`, or the new ticket a
+    /// `TaskTx` commits) is the numbered one: its number (`SeqHold::next`) and its delivery
+    /// commit together, so a number is never given twice and never skipped. Dropped without
+    /// a delivery, the hold uses no number.
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>>;
+
+    /// Change `sender`'s counter under its hold (a reset, an import): `change` sees the
+    /// counter as it stands and edits it; an error from it changes nothing. Returns the new
+    /// counter.
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter>;
+
+    /// Every sender that has a counter, sorted by name (interrupted sends settled first).
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>>;
+
+    /// What `agent` last saw of each sender (its `lastSeen`; empty when nothing yet).
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver>;
+
+    /// Change what `agent` last saw, one change per agent at a time: `change` edits the
+    /// state as it stands; an error from it changes nothing. Returns (before, after).
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)>;
+
+    /// Every agent that has a `lastSeen` state, sorted by name.
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>>;
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).
@@ -210,6 +247,16 @@ pub trait TaskTx {
     /// write), then the records, then its events (given their ids, returned). Afterwards
     /// `state()` is the new state.
     fn commit(&mut self, change: Change) -> Result<Vec<Event>>;
+}
+
+/// The right to number one message of a sender (see `Engine::seq_hold`), held until dropped.
+pub trait SeqHold {
+    /// Whose counter this is.
+    fn sender(&self) -> &AgentName;
+    /// What the numbered message takes: `last` is its number, `epoch` its counter's epoch.
+    fn next(&self) -> Counter;
+    /// Whether the numbered message was delivered (its number is used).
+    fn used(&self) -> bool;
 }
 
 /// A subscription to the event log (see `Engine::subscribe`).

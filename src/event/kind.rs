@@ -37,11 +37,16 @@ pub enum EventKind {
     AgentAdd,
     /// A consumer's hook failed too often: the event was set aside.
     DeadLetter,
+    /// A stale message (its number at or below the receiver's lastSeen of its sender) was
+    /// skipped: kept where it lies, not shown as new.
+    Skip,
+    /// A sender's sequence counter or a receiver's lastSeen was set by hand (reset, import).
+    Seq,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 20] = [
+pub const ALL_KINDS: [EventKind; 22] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -62,6 +67,8 @@ pub const ALL_KINDS: [EventKind; 20] = [
     EventKind::Repair,
     EventKind::AgentAdd,
     EventKind::DeadLetter,
+    EventKind::Skip,
+    EventKind::Seq,
 ];
 
 impl EventKind {
@@ -87,6 +94,8 @@ impl EventKind {
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
             EventKind::DeadLetter => "dead_letter",
+            EventKind::Skip => "skip",
+            EventKind::Seq => "seq",
             EventKind::Other => "other",
         }
     }

@@ -10,6 +10,8 @@ mod notify;
 mod open;
 mod read;
 mod send;
+pub mod seq;
+pub mod seq_state;
 pub mod stream;
 mod update;
 pub mod wait;

@@ -54,6 +54,7 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         msg.created_at = Some(now);
         msg.msg_id = Some(clock::new_msg_id(now));
         msg.body = format!("## Summary\n{}\n", n.text);
+        let _numbered = super::seq::number(ws, &AgentName::new(CIRCE)?, &mut msg)?;
         let content = message::render(&msg);
         let name = message::file_name(now, CIRCE, "coordinator", n.intent, Some(task), 1);
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();

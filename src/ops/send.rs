@@ -96,6 +96,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
         return Ok(d);
     }
     complete(ws, &mut msg, me)?;
+    let _numbered = super::seq::number(ws, me, &mut msg)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
     let to = msg

@@ -1,7 +1,8 @@
 //! The local engine's invariants, checked (and mended) for `circe doctor`.
 //!
 //! The invariants (PROTOCOLS.md "Invariants"):
-//! 1. nothing is left in tmp/ (a staged file that never reached a box);
+//! 1. nothing is left in tmp/ (a staged file that never reached a box), and no numbered
+//!    send is left half-way in `seq/`;
 //! 2. boxes hold only regular `*.md` message files (no links, FIFOs, folders, strays), and
 //!    circe's own files (TASKS/, locks/, LOGS/events.jsonl) are regular files;
 //! 3. every message file parses, within the limits of circe.yaml;
@@ -36,6 +37,8 @@ fn check_staging(
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
+    let mut settled = eng.store.seq_doctor(repair, v)?;
+    super::event_log::append(&eng.store, &mut settled)?;
     for name in eng.store.tmp_leftovers()? {
         let committed_batch = name.starts_with("batch-") && !name.contains(".part");
         if committed_batch {

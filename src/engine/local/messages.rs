@@ -19,6 +19,10 @@ impl Store {
         name: &dyn Fn(u32) -> String,
         content: &[u8],
     ) -> Result<String> {
+        // A numbered send held on this thread: this delivery is its message.
+        if let Some(r) = self.route_numbered(&[(mbox.clone(), name)], content) {
+            return r.and_then(|v| v.into_iter().next().ok_or_else(|| Error::internal("no copy")));
+        }
         let dir = self.box_dir(mbox);
         let mut t = TempFile::write(&self.tmp_dir(), content, self.sync)
             .map_err(io_err("cannot write", &self.tmp_dir()))?;
@@ -49,6 +53,9 @@ impl Store {
         targets: &[(Mailbox, &dyn Fn(u32) -> String)],
         content: &[u8],
     ) -> Result<Vec<String>> {
+        if let Some(r) = self.route_numbered(targets, content) {
+            return r;
+        }
         // One box: one no-clobber rename is already all or nothing.
         if let [(mbox, name)] = targets {
             return self.put_message(mbox, *name, content).map(|n| vec![n]);
@@ -92,7 +99,7 @@ impl Store {
     }
 
     /// Rename one staged copy `<i>~<box>~<name>` into its box under the first free name.
-    fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
+    pub(super) fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
         let mut parts = file.splitn(3, '~');
         let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
         else {

@@ -43,6 +43,9 @@ mod reconcile;
 mod records;
 mod repair;
 mod root;
+mod seq_chat;
+mod seq_send;
+mod seq_store;
 #[cfg(test)]
 mod testing;
 mod tx;
@@ -61,12 +64,15 @@ pub use lock::Lock;
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
-use super::{Capped, CursorHold, Engine, EventFeed, RootSpec, Settings, TaskTx, Violation};
+use super::{
+    Capped, CursorHold, Engine, EventFeed, RootSpec, SeqHold, Settings, TaskTx, Violation,
+};
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::names::{AgentName, CursorName, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
 
 /// A root in a folder.
@@ -278,6 +284,75 @@ impl Engine for LocalEngine {
 
     fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<std::path::PathBuf> {
         Some(self.store.message_path(mailbox, file))
+    }
+
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        let (hold, mut events) = self.store.seq_hold(sender)?;
+        event_log::append(&self.store, &mut events)?;
+        Ok(Box::new(hold))
+    }
+
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        let lock = self.store.lock_seq(sender)?;
+        let (before, mut events) = self.store.seq_settle(sender, &lock)?;
+        event_log::append(&self.store, &mut events)?;
+        let mut after = before;
+        change(&mut after)?;
+        if after != before {
+            if seq_store::Entry::of(after) < seq_store::Entry::of(before) {
+                return Err(Error::internal(format!("{sender}'s counter cannot go back")));
+            }
+            self.store.seq_stage(sender, seq_store::Entry::of(after), &[])?;
+            self.store.seq_prune(sender, seq_store::Entry::of(after));
+        }
+        Ok(after)
+    }
+
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        let mut out = Vec::new();
+        for a in self.store.seq_senders()? {
+            let lock = self.store.lock_seq(&a)?;
+            let (c, mut events) = self.store.seq_settle(&a, &lock)?;
+            event_log::append(&self.store, &mut events)?;
+            if c != Counter::default() {
+                out.push((a, c));
+            }
+        }
+        Ok(out)
+    }
+
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        self.store.read_seen(agent)
+    }
+
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        let _lock = self.store.lock_seen(agent)?;
+        let before = self.store.read_seen(agent)?;
+        let mut after = before.clone();
+        change(&mut after)?;
+        if after != before {
+            self.store.write_seen(agent, &after)?;
+        }
+        Ok((before, after))
+    }
+
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        let mut out = Vec::new();
+        for a in self.store.seen_agents()? {
+            let r = self.store.read_seen(&a)?;
+            if !r.senders.is_empty() {
+                out.push((a, r));
+            }
+        }
+        Ok(out)
     }
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {

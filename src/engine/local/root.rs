@@ -31,6 +31,8 @@ pub enum Durability {
 pub struct Store {
     pub(super) root: PathBuf,
     pub(super) sync: bool,
+    /// The numbered sends held on each thread (`seq_send.rs`): the next delivery is theirs.
+    pub(super) numbered: super::seq_send::Numbered,
 }
 
 /// Find the root: `dir` itself if it holds circe.yaml, `dir/.circe` if that does, else the
@@ -62,6 +64,11 @@ pub(super) fn io_err(context: &str, path: &Path) -> impl FnOnce(io::Error) -> Er
 }
 
 impl Store {
+    /// The root in the folder `root` (already checked), fsynced when `sync`.
+    pub(super) fn at(root: &Path, sync: bool) -> Store {
+        Store { root: root.to_path_buf(), sync, numbered: super::seq_send::Numbered::default() }
+    }
+
     /// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists.
     /// Returns the store and whether circe.yaml was written.
     pub fn init(dir: &Path, config: &str) -> Result<(Store, bool)> {
@@ -71,7 +78,7 @@ impl Store {
             let p = root.join(b);
             std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
         }
-        let store = Store { root, sync: true };
+        let store = Store::at(&root, true);
         let cfg = store.root.join(CONFIG_FILE);
         let written = if cfg.exists() {
             false
@@ -100,7 +107,7 @@ impl Store {
             ))
             .hint("run `circe init` to make one, or pass --root"));
         }
-        let store = Store { root: root.to_path_buf(), sync: true };
+        let store = Store::at(root, true);
         for b in BOXES {
             let p = root.join(b);
             if !p.is_dir() {

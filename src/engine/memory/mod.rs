@@ -6,15 +6,18 @@
 //! on a snapshot, and commits the change in one step under the mutex; a commit whose ticket
 //! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
 
+mod seq;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Capped, CursorHold, Engine, EventFeed, TaskTx, Violation, no_task};
+use super::{Capped, CursorHold, Engine, EventFeed, SeqHold, TaskTx, Violation, no_task};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::message::numbered;
 use crate::names::{AgentName, CursorName, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Change, Eligibility, Row, Status, TaskState, Ticket, row_of};
 
 #[derive(Default)]
@@ -27,6 +30,7 @@ struct Inner {
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
     dead: BTreeMap<CursorName, Vec<Event>>,
+    seq: seq::SeqState,
 }
 
 #[derive(Default)]
@@ -165,6 +169,7 @@ impl TaskTx for MemTx<'_> {
                     }
                 }
                 g.boxes.entry(Mailbox::NewMessages).or_default().insert(name, content);
+                g.use_number();
                 Mailbox::NewMessages
             }
             Ticket::MoveTo(to) => {
@@ -292,6 +297,7 @@ impl Engine for MemoryEngine {
             g.boxes.entry(b.clone()).or_default().insert(n.clone(), content.to_vec());
             out.push(n);
         }
+        g.use_number();
         Ok(out)
     }
 
@@ -396,6 +402,50 @@ impl Engine for MemoryEngine {
 
     fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
         None
+    }
+
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        self.hold(sender)
+    }
+
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        self.update(sender, change)
+    }
+
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        let g = self.lock();
+        Ok(g.seq
+            .counters
+            .iter()
+            .filter(|(_, c)| **c != Counter::default())
+            .map(|(a, c)| (a.clone(), *c))
+            .collect())
+    }
+
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        Ok(self.lock().seq.seen.get(agent).cloned().unwrap_or_default())
+    }
+
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        self.see(agent, change)
+    }
+
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        let g = self.lock();
+        Ok(g.seq
+            .seen
+            .iter()
+            .filter(|(_, r)| !r.senders.is_empty())
+            .map(|(a, r)| (a.clone(), r.clone()))
+            .collect())
     }
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {

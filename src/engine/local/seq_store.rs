@@ -1,0 +1,380 @@
+//! Sequence numbers in a local root (PROTOCOLS.md section 14): each sender's counter as the
+//! entries of `seq/<agent>/`, a numbered send in flight staged inside its entry, and each
+//! receiver's `lastSeen` in `seen/<agent>.json`.
+//!
+//! An entry is a folder `seq/<agent>/<epoch>-<n>/` (both 20 digits, so names sort by
+//! number). The newest settled entry is the counter. A numbered send stages its copies in
+//! `tmp/`, renames the folder to the next entry (all copies, or none, appear), then renames
+//! each copy out into its box: the first copy leaving is the commit point of both the number
+//! and the delivery. So under the sender's lock an entry that still holds every copy was
+//! never delivered (it is removed: its number is free again), one that holds some copies was
+//! (the rest are delivered), and an empty one is done. A chat line's entry holds a marker
+//! instead, settled by looking for the line in the channel (`seq_chat.rs`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+use super::fault::test_break;
+use super::lock::Lock;
+use super::root::{Store, io_err, list_all_names, list_names};
+use crate::error::{Error, Result};
+use crate::event::{CIRCE, Event, EventKind};
+use crate::names::AgentName;
+use crate::seq::{Counter, Receiver};
+
+/// The chat marker's name inside an entry.
+pub(super) const CHAT_MARKER: &str = "chat";
+
+/// One entry of a sender's folder: a number in an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Entry {
+    pub epoch: u64,
+    pub n: u64,
+}
+
+impl Entry {
+    pub fn of(c: Counter) -> Entry {
+        Entry { epoch: c.epoch, n: c.last }
+    }
+
+    pub fn name(self) -> String {
+        format!("{:020}-{:020}", self.epoch, self.n)
+    }
+
+    fn parse(s: &str) -> Option<Entry> {
+        let (e, n) = s.split_once('-')?;
+        let digits = |d: &str| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit());
+        if !digits(e) || !digits(n) {
+            return None;
+        }
+        Some(Entry { epoch: e.parse().ok()?, n: n.parse().ok()? })
+    }
+
+    pub fn counter(self) -> Counter {
+        Counter { epoch: self.epoch, last: self.n }
+    }
+}
+
+/// What an entry holds.
+enum Content {
+    Empty,
+    /// Staged copies `<i>-<k>~<box>~<name>` still in it, and `k`.
+    Copies(Vec<String>, usize),
+    /// A chat line's marker.
+    Chat,
+}
+
+/// `NEW_MESSAGES`, `AGENTS/a/INBOX`, ... as the box's label (`new`, `inbox:a`, ...).
+fn label_of(rel: &str) -> String {
+    match rel.split('/').collect::<Vec<_>>().as_slice() {
+        ["NEW_MESSAGES"] => "new".into(),
+        ["LOGS"] => "logs".into(),
+        ["AGENTS", a, b] => format!("{}:{a}", b.to_ascii_lowercase()),
+        _ => rel.to_string(),
+    }
+}
+
+fn repair(what: String) -> Event {
+    let mut e = Event::now(EventKind::Repair, CIRCE);
+    e.what = Some(what);
+    e
+}
+
+impl Store {
+    pub(super) fn seq_dir(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("seq").join(agent.as_str())
+    }
+
+    fn seq_lock_path(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("locks").join(format!("seq-{agent}.lock"))
+    }
+
+    /// The sender's lock: one numbered send (or counter change) per sender at a time.
+    pub(super) fn lock_seq(&self, agent: &AgentName) -> Result<Lock> {
+        // TEST BUILDS ONLY: every process takes a lock of its own, so senders race.
+        if test_break("seq-nolock") {
+            let own = self.root.join("locks").join(format!("seq-{agent}-{}.lock", std::process::id()));
+            return Lock::acquire(&own, "a broken sequence lock");
+        }
+        Lock::acquire(&self.seq_lock_path(agent), &format!("the sequence counter of {agent}"))
+    }
+
+    /// The sender's lock if no live sender holds it (doctor leaves a busy sender alone).
+    pub(super) fn try_lock_seq(&self, agent: &AgentName) -> Result<Option<Lock>> {
+        Lock::try_acquire(&self.seq_lock_path(agent))
+    }
+
+    /// Agents that have a counter folder, sorted.
+    pub(super) fn seq_senders(&self) -> Result<Vec<AgentName>> {
+        Ok(list_names(&self.root.join("seq"))?
+            .into_iter()
+            .filter_map(|n| AgentName::new(n).ok())
+            .collect())
+    }
+
+    /// The entries of `agent`'s folder, oldest first.
+    pub(super) fn seq_entries(&self, agent: &AgentName) -> Result<Vec<Entry>> {
+        let mut v: Vec<Entry> =
+            list_names(&self.seq_dir(agent))?.iter().filter_map(|n| Entry::parse(n)).collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    fn content(&self, dir: &Path) -> Result<Content> {
+        let files = list_all_names(dir)?;
+        if files.iter().any(|f| f == CHAT_MARKER) {
+            return Ok(Content::Chat);
+        }
+        let Some(first) = files.first() else { return Ok(Content::Empty) };
+        let total = first
+            .split('~')
+            .next()
+            .and_then(|p| p.split_once('-'))
+            .and_then(|(_, k)| k.parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        Ok(Content::Copies(files, total))
+    }
+
+    /// Does any entry of `agent` still hold work (copies or a marker)?
+    pub(super) fn seq_unsettled(&self, agent: &AgentName) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in self.seq_entries(agent)? {
+            if !matches!(self.content(&self.seq_dir(agent).join(e.name()))?, Content::Empty) {
+                out.push(e.name());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finish or undo what an interrupted numbered send of `agent` left (hold its lock), drop
+    /// the entries older than the counter, and return the counter with the repairs to log.
+    pub(super) fn seq_settle(
+        &self,
+        agent: &AgentName,
+        _lock: &Lock,
+    ) -> Result<(Counter, Vec<Event>)> {
+        let entries = self.seq_entries(agent)?;
+        let mut events = Vec::new();
+        let mut current: Option<Entry> = None;
+        for (i, e) in entries.iter().enumerate() {
+            let newest = i + 1 == entries.len();
+            let dir = self.seq_dir(agent).join(e.name());
+            let keep = match self.content(&dir)? {
+                Content::Empty => true,
+                Content::Copies(files, total) if newest && files.len() >= total => {
+                    for f in &files {
+                        atomic::remove(&dir.join(f)).map_err(io_err("cannot remove", &dir))?;
+                    }
+                    events.push(repair(format!(
+                        "numbered send {agent} #{} was never delivered: the number is free again",
+                        e.n
+                    )));
+                    false
+                }
+                Content::Copies(files, _) => {
+                    events.push(self.seq_finish(agent, *e, &dir, &files)?);
+                    true
+                }
+                Content::Chat => {
+                    let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
+                    atomic::remove(&dir.join(CHAT_MARKER)).map_err(io_err("cannot remove", &dir))?;
+                    let what = if appended || !newest { "was written" } else { "was never written" };
+                    events.push(repair(format!("chat line {agent} #{} {what}", e.n)));
+                    appended || !newest
+                }
+            };
+            if keep {
+                current = Some(*e);
+            } else {
+                std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
+            }
+        }
+        if let Some(c) = current {
+            self.seq_prune(agent, c);
+        }
+        if !events.is_empty() {
+            self.sync_dir(&self.seq_dir(agent))?;
+        }
+        Ok((current.map_or_else(Counter::default, Entry::counter), events))
+    }
+
+    /// Deliver the copies an interrupted send left in its entry.
+    fn seq_finish(&self, agent: &AgentName, e: Entry, dir: &Path, files: &[String]) -> Result<Event> {
+        let mut ev = repair(format!("numbered send {agent} #{} finished after an interruption", e.n));
+        let mut boxes = Vec::new();
+        for f in files {
+            let name = self.deliver_staged(dir, f)?;
+            let rel = f.split('~').nth(1).unwrap_or_default().replace('+', "/");
+            ev = ev.file(label_of(&rel), name);
+            boxes.push(self.root.join(rel));
+        }
+        boxes.sort();
+        boxes.dedup();
+        for b in boxes {
+            self.sync_dir(&b)?;
+        }
+        Ok(ev)
+    }
+
+    /// Remove the (settled, empty) entries older than `keep`. Best effort: a leftover entry
+    /// is removed by the next send.
+    pub(super) fn seq_prune(&self, agent: &AgentName, keep: Entry) {
+        let Ok(entries) = self.seq_entries(agent) else { return };
+        for e in entries.into_iter().filter(|e| *e < keep) {
+            let _ = std::fs::remove_dir(self.seq_dir(agent).join(e.name()));
+        }
+    }
+
+    /// Make the entry `e` of `agent` appear with `files` in it, all at once: built in
+    /// `tmp/seq-<pid>-<id>.part/`, synced, renamed into `seq/<agent>/` (never over an
+    /// existing entry: two senders with one number is a conflict). Returns its folder.
+    pub(super) fn seq_stage(
+        &self,
+        agent: &AgentName,
+        e: Entry,
+        files: &[(String, &[u8])],
+    ) -> Result<PathBuf> {
+        let parent = self.seq_dir(agent);
+        std::fs::create_dir_all(&parent).map_err(io_err("cannot create", &parent))?;
+        let part = self.tmp_dir().join(format!(
+            "seq-{}-{}.part",
+            std::process::id(),
+            crate::clock::random_suffix()
+        ));
+        let dest = parent.join(e.name());
+        let stage = || -> io::Result<()> {
+            std::fs::create_dir(&part)?;
+            for (name, content) in files {
+                atomic::write_new(&part.join(name), content, self.sync)?;
+            }
+            if self.sync && !files.is_empty() {
+                atomic::sync_dir(&part)?;
+            }
+            atomic::rename_noclobber(&part, &dest)
+        };
+        if let Err(err) = stage() {
+            let _ = std::fs::remove_dir_all(&part);
+            if err.kind() == io::ErrorKind::AlreadyExists || err.raw_os_error() == Some(39) {
+                return Err(Error::conflict(format!(
+                    "{agent}'s number #{} was taken by another sender meanwhile",
+                    e.n
+                ))
+                .hint("one numbered send per sender at a time: run `circe doctor`"));
+            }
+            return Err(Error::io("cannot stage the numbered message in", &parent, err));
+        }
+        self.sync_dir(&parent)?;
+        Ok(dest)
+    }
+
+    /// Invariant 1 for numbered sends: no entry of a sender that is not sending right now
+    /// still holds copies or a chat marker. With `repair`, settle it (the next send by that
+    /// sender would). Returns the repairs to log.
+    pub(super) fn seq_doctor(
+        &self,
+        repair: bool,
+        v: &mut dyn FnMut(u8, String, bool),
+    ) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        for agent in self.seq_senders()? {
+            // A live sender holds its lock: its entry is work in progress.
+            let Some(lock) = self.try_lock_seq(&agent)? else { continue };
+            for e in self.seq_unsettled(&agent)? {
+                v(1, format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted"), repair);
+            }
+            if repair {
+                events.extend(self.seq_settle(&agent, &lock)?.1);
+            }
+        }
+        Ok(events)
+    }
+
+    // ---- receivers ----------------------------------------------------------------------
+
+    fn seen_path(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("seen").join(format!("{agent}.json"))
+    }
+
+    pub(super) fn lock_seen(&self, agent: &AgentName) -> Result<Lock> {
+        Lock::acquire(
+            &self.root.join("locks").join(format!("seen-{agent}.lock")),
+            &format!("what {agent} has seen"),
+        )
+    }
+
+    /// `agent`'s lastSeen (empty when it has none). A file of a newer format is refused.
+    pub(super) fn read_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        let p = self.seen_path(agent);
+        let bytes = match atomic::read_regular(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Receiver::default()),
+            Err(e) => return Err(Error::io("cannot read", &p, e)),
+        };
+        let file: SeenFile = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::internal(format!("{} does not parse: {e}", p.display()))
+                .hint("remove it: the agent's lastSeen starts again from nothing")
+        })?;
+        if file.v > SEEN_VERSION {
+            return Err(Error::refused(format!(
+                "{} has format version {}, newer than this circe's {SEEN_VERSION}",
+                p.display(),
+                file.v
+            ))
+            .hint("upgrade circe"));
+        }
+        Ok(file.receiver)
+    }
+
+    /// Replace `agent`'s lastSeen (hold `lock_seen`). Not fsynced: after a power cut it may
+    /// be older, which shows messages as new again, never hides one.
+    pub(super) fn write_seen(&self, agent: &AgentName, r: &Receiver) -> Result<()> {
+        let dir = self.root.join("seen");
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        let text = serde_json::to_vec(&SeenFile { v: SEEN_VERSION, receiver: r.clone() })
+            .map_err(|e| Error::internal(format!("cannot write lastSeen: {e}")))?;
+        let t = atomic::TempFile::write(&dir, &text, false).map_err(io_err("cannot write", &dir))?;
+        let mut t = t;
+        atomic::rename_replace(&t.path, &self.seen_path(agent))
+            .map_err(io_err("cannot write", &self.seen_path(agent)))?;
+        t.disarm();
+        Ok(())
+    }
+
+    /// Agents with a lastSeen file, sorted.
+    pub(super) fn seen_agents(&self) -> Result<Vec<AgentName>> {
+        Ok(list_names(&self.root.join("seen"))?
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".json").and_then(|a| AgentName::new(a).ok()))
+            .collect())
+    }
+}
+
+const SEEN_VERSION: u32 = 1;
+
+/// `seen/<agent>.json`: `{"v": 1, "senders": {"LEAD": {"epoch", "last_seen", "msg_id"}}}`.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SeenFile {
+    v: u32,
+    #[serde(flatten)]
+    receiver: Receiver,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_sort_by_number() {
+        let a = Entry { epoch: 0, n: 9 };
+        let b = Entry { epoch: 0, n: 10 };
+        let c = Entry { epoch: 1, n: 0 };
+        assert!(a.name() < b.name() && b.name() < c.name());
+        assert_eq!(Entry::parse(&b.name()), Some(b));
+        for bad in ["1-2", "x", "00000000000000000001-0000000000000000000x", ".part"] {
+            assert_eq!(Entry::parse(bad), None, "{bad}");
+        }
+        assert_eq!(label_of("AGENTS/qa/INBOX"), "inbox:qa");
+        assert_eq!(label_of("NEW_MESSAGES"), "new");
+    }
+}
