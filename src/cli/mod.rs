@@ -18,6 +18,7 @@ mod registry;
 mod release;
 mod replay;
 mod send;
+mod seq;
 mod show;
 mod status;
 mod stop;
@@ -67,6 +68,8 @@ pub enum Command {
     #[command(subcommand)]
     Chat(chat::ChatCommand),
     Send(send::SendArgs),
+    #[command(subcommand)]
+    Seq(seq::SeqCommand),
     Inbox(inbox::InboxArgs),
     Show(show::ShowArgs),
     Validate(validate::ValidateArgs),
@@ -122,6 +125,7 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Agent(a) => agent::run(&ctx, &a),
         Command::Chat(a) => chat::run(&ctx, &a),
         Command::Send(a) => send::run(&ctx, &a),
+        Command::Seq(a) => seq::run(&ctx, &a),
         Command::Inbox(a) => inbox::run(&ctx, &a),
         Command::Show(a) => show::run(&ctx, &a),
         Command::Validate(a) => validate::run(&ctx, &a),
