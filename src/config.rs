@@ -72,6 +72,10 @@ pub struct ChatConfig {
     /// The channel file, relative to the folder holding `.circe` (or absolute). Default
     /// `.circe/chat.md`.
     pub path: Option<String>,
+    /// `chat say` numbers its lines `(ME #N): text` with the sender's counter (PROTOCOLS.md
+    /// section 14). Default off: the reference's lines carry no number.
+    #[serde(default)]
+    pub seq: bool,
 }
 
 fn default_lease() -> String {
@@ -214,6 +218,7 @@ mod tests {
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
         assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
         assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {seq: true}\n").unwrap().chat.seq);
     }
 
     #[test]
