@@ -41,7 +41,8 @@ impl ChatSeq {
         let for_me = m.sender != me
             && (m.recipient == me || m.recipient == "all" || m.broadcast.iter().any(|b| b == me));
         let first = m.message.lines().next().unwrap_or_default();
-        let l = parse_line(first).filter(|l| for_me && l.role_key() == m.sender.to_ascii_uppercase())?;
+        let l = parse_line(first)
+            .filter(|l| for_me && l.role_key() == m.sender.to_ascii_uppercase())?;
         Some(Number {
             sender: m.sender.clone(),
             seq: l.seq?,

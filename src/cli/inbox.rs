@@ -123,10 +123,10 @@ fn split_stale(
     for (i, row) in rows.iter().enumerate() {
         match stale[i] {
             None => fresh.push(row.clone()),
-            Some(last) => {
+            Some(seen) => {
                 old.push(row.clone());
                 list[i]["seq"] = json!(parsed[i].1.as_ref().and_then(|m| m.seq));
-                list[i]["last_seen"] = json!(last);
+                list[i]["last_seen"] = json!(seen);
             }
         }
     }

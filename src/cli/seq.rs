@@ -65,8 +65,9 @@ pub fn run(ctx: &Ctx, cmd: &SeqCommand) -> Result<Report> {
                     Error::refused(format!("{}: not UTF-8, or over 16 MiB", a.file.display()))
                 })?;
             let s = MessageState::parse(text).map_err(|e| {
-                Error::refused(format!("{}: not a message-state.json: {e}", a.file.display()))
-                    .hint("the file holds {\"counters\": {NAME: N}, \"lastSeen\": {NAME: {NAME: N}}}")
+                Error::refused(format!("{}: not a message-state.json: {e}", a.file.display())).hint(
+                    "the file holds {\"counters\": {NAME: N}, \"lastSeen\": {NAME: {NAME: N}}}",
+                )
             })?;
             let done = seq_state::import(&ws, &s)?;
             Ok(Report::new(

@@ -101,8 +101,12 @@ pub fn log_newly_stale(
     before: &Receiver,
     after: &Receiver,
 ) -> Result<()> {
-    let changed: Vec<&String> =
-        after.senders.iter().filter(|(k, v)| before.senders.get(*k) != Some(*v)).map(|(k, _)| k).collect();
+    let changed: Vec<&String> = after
+        .senders
+        .iter()
+        .filter(|(k, v)| before.senders.get(*k) != Some(*v))
+        .map(|(k, _)| k)
+        .collect();
     if changed.is_empty() {
         return Ok(());
     }

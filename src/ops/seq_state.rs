@@ -43,6 +43,9 @@ pub fn reset(ws: &Workspace, agent: &AgentName) -> Result<Counter> {
     Ok(c)
 }
 
+/// A receiver and what the file says it saw of each sender.
+type Receiving = (AgentName, Vec<(AgentName, u64)>);
+
 /// What an import changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Imported {
@@ -61,58 +64,68 @@ fn agent_named(ws: &Workspace, name: &str) -> Option<AgentName> {
 /// what circe has is refused (exit 3) and nothing is changed, as for a name that is no
 /// agent of the root (exit 5).
 pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
-    let mut unknown: Vec<String> = Vec::new();
-    let mut name = |n: &str| {
-        let a = agent_named(ws, n);
-        if a.is_none() && !unknown.iter().any(|u| u == n) {
-            unknown.push(n.to_string());
+    let names = s.counters.0.iter().map(|(k, _)| k).chain(
+        s.last_seen
+            .0
+            .iter()
+            .flat_map(|(k, m)| std::iter::once(k).chain(m.0.iter().map(|(s, _)| s))),
+    );
+    let mut unknown: Vec<&str> = Vec::new();
+    for n in names {
+        if agent_named(ws, n).is_none() && !unknown.contains(&n.as_str()) {
+            unknown.push(n);
         }
-        a
-    };
-    let counters: Vec<(Option<AgentName>, u64)> =
-        s.counters.0.iter().map(|(k, n)| (name(k), *n)).collect();
-    let seen: Vec<(Option<AgentName>, Vec<(Option<AgentName>, u64)>)> = s
-        .last_seen
-        .0
-        .iter()
-        .map(|(k, m)| (name(k), m.0.iter().map(|(s, n)| (name(s), *n)).collect()))
-        .collect();
+    }
     if !unknown.is_empty() {
         return Err(Error::not_found(format!("no agent {} in this root", unknown.join(", ")))
             .hint("names are agents in upper case: `circe agent add NAME --role ROLE` first"));
     }
+    let known = |(k, n): &(String, u64)| agent_named(ws, k).map(|a| (a, *n));
+    let counters: Vec<(AgentName, u64)> = s.counters.0.iter().filter_map(known).collect();
+    let seen: Vec<Receiving> = s
+        .last_seen
+        .0
+        .iter()
+        .filter_map(|(k, m)| Some((agent_named(ws, k)?, m.0.iter().filter_map(known).collect())))
+        .collect();
     let have: BTreeMap<AgentName, Counter> = ws.engine.seq_counters()?.into_iter().collect();
     let epoch_of = |a: &AgentName| have.get(a).map_or(0, |c| c.epoch);
     let mut back = Vec::new();
-    for (a, n) in counters.iter().filter_map(|(a, n)| a.as_ref().map(|a| (a, *n))) {
-        if let Some(c) = have.get(a).filter(|c| c.last > n) {
+    for (a, n) in &counters {
+        if let Some(c) = have.get(a).filter(|c| c.last > *n) {
             back.push(format!("{a}'s counter is at #{}, the file says {n}", c.last));
         }
     }
-    for (r, m) in seen.iter().filter_map(|(r, m)| r.as_ref().map(|r| (r, m))) {
+    for (r, m) in &seen {
         let now = ws.engine.seq_seen(r)?;
-        for (s, n) in m.iter().filter_map(|(s, n)| s.as_ref().map(|s| (s, *n))) {
+        for (s, n) in m {
             let key = s.as_str().to_ascii_uppercase();
-            if let Some(v) = now.senders.get(&key).filter(|v| v.epoch == epoch_of(s) && v.last_seen > n) {
+            if let Some(v) =
+                now.senders.get(&key).filter(|v| v.epoch == epoch_of(s) && v.last_seen > *n)
+            {
                 back.push(format!("{r} has seen {s} #{}, the file says {n}", v.last_seen));
             }
         }
     }
     if !back.is_empty() {
-        return Err(Error::refused(format!("the import would move numbers back: {}", back.join("; ")))
-            .hint("numbers only go up; `circe seq reset --agent A` starts a sender's new epoch"));
+        return Err(Error::refused(format!(
+            "the import would move numbers back: {}",
+            back.join("; ")
+        ))
+        .hint("numbers only go up; `circe seq reset --agent A` starts a sender's new epoch"));
     }
     let mut out = Imported { counters: 0, last_seen: 0 };
-    for (a, n) in counters.into_iter().filter_map(|(a, n)| a.map(|a| (a, n))) {
+    for (a, n) in counters {
         let c = ws.engine.seq_update(&a, &mut |c| {
             c.last = c.last.max(n);
             Ok(())
         })?;
         out.counters += usize::from(have.get(&a).is_none_or(|h| *h != c));
     }
-    for (r, m) in seen.into_iter().filter_map(|(r, m)| r.map(|r| (r, m))) {
+    for (r, m) in seen {
         let (before, after) = ws.engine.seq_see(&r, &mut |rec| {
-            for (s, n) in m.iter().filter_map(|(s, n)| s.as_ref().map(|s| (s, *n))) {
+            for (s, n) in &m {
+                let n = *n;
                 let key = s.as_str().to_ascii_uppercase();
                 let e = epoch_of(s);
                 let v = rec.senders.entry(key).or_default();
@@ -122,7 +135,8 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
             }
             Ok(())
         })?;
-        out.last_seen += after.senders.iter().filter(|(k, v)| before.senders.get(*k) != Some(*v)).count();
+        out.last_seen +=
+            after.senders.iter().filter(|(k, v)| before.senders.get(*k) != Some(*v)).count();
         super::seq::log_newly_stale(ws, &r, &before, &after)?;
     }
     let mut e = Event::now(EventKind::Seq, crate::event::CIRCE);

@@ -67,7 +67,13 @@ impl Receiver {
 
     /// The verdict `receive_msg` would give, changing nothing (a listing marks stale
     /// messages without handing anything on).
-    pub fn judge(&self, sender: &str, seq: Option<u64>, epoch: u64, msg_id: Option<&str>) -> Verdict {
+    pub fn judge(
+        &self,
+        sender: &str,
+        seq: Option<u64>,
+        epoch: u64,
+        msg_id: Option<&str>,
+    ) -> Verdict {
         let n = match seq {
             None | Some(0) => return Verdict::Process,
             Some(n) => n,

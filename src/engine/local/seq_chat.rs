@@ -99,15 +99,14 @@ impl Store {
     pub(super) fn chat_line_appended(&self, marker: &Path) -> Result<bool> {
         let bytes = atomic::read_regular(marker).map_err(io_err("cannot read", marker))?;
         let split = bytes.iter().position(|&b| b == b'\n').unwrap_or(bytes.len());
-        let head: Marker = serde_json::from_slice(&bytes[..split]).map_err(|e| {
-            Error::internal(format!("{} does not parse: {e}", marker.display()))
-        })?;
-        let line = &bytes[(split + 1).min(bytes.len())..];
+        let head: Marker = serde_json::from_slice(&bytes[..split])
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", marker.display())))?;
+        let text = &bytes[(split + 1).min(bytes.len())..];
         let chat = ChatFile::new(&self.root, head.path, self.sync);
         let _lock = chat.lock()?;
         let live = chat.open()?;
         if let Some(r) = live.as_ref().filter(|r| r.id() == head.id)
-            && holds_at(r, head.offset, line)?
+            && holds_at(r, head.offset, text)?
         {
             return Ok(true);
         }
@@ -115,11 +114,13 @@ impl Store {
         let pos = Position { offset: head.offset, line: 1 };
         let found = match resolve(&recs, live.as_ref().map(ChatReader::id), head.id, pos).first() {
             Some(Step::Archive { name, id, from }) => match chat.open_archive(name)? {
-                Some(r) if r.id() == *id => holds_at(&r, from.offset, line)?,
+                Some(r) if r.id() == *id => holds_at(&r, from.offset, text)?,
                 _ => false,
             },
-            Some(Step::Live { from }) if head.id != live.as_ref().map_or(head.id, ChatReader::id) => {
-                live.as_ref().map(|r| holds_at(r, from.offset, line)).transpose()?.unwrap_or(false)
+            Some(Step::Live { from })
+                if head.id != live.as_ref().map_or(head.id, ChatReader::id) =>
+            {
+                live.as_ref().map(|r| holds_at(r, from.offset, text)).transpose()?.unwrap_or(false)
             }
             _ => false,
         };
@@ -127,6 +128,6 @@ impl Store {
             return Ok(true);
         }
         // Rewritten by hand (an editor saves a new file): anywhere in the channel.
-        live.as_ref().map(|r| holds_anywhere(r, line)).transpose().map(|f| f.unwrap_or(false))
+        live.as_ref().map(|r| holds_anywhere(r, text)).transpose().map(|f| f.unwrap_or(false))
     }
 }

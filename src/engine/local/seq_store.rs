@@ -94,7 +94,8 @@ impl Store {
     pub(super) fn lock_seq(&self, agent: &AgentName) -> Result<Lock> {
         // TEST BUILDS ONLY: every process takes a lock of its own, so senders race.
         if test_break("seq-nolock") {
-            let own = self.root.join("locks").join(format!("seq-{agent}-{}.lock", std::process::id()));
+            let own =
+                self.root.join("locks").join(format!("seq-{agent}-{}.lock", std::process::id()));
             return Lock::acquire(&own, "a broken sequence lock");
         }
         Lock::acquire(&self.seq_lock_path(agent), &format!("the sequence counter of {agent}"))
@@ -121,7 +122,7 @@ impl Store {
         Ok(v)
     }
 
-    fn content(&self, dir: &Path) -> Result<Content> {
+    fn content(dir: &Path) -> Result<Content> {
         let files = list_all_names(dir)?;
         if files.iter().any(|f| f == CHAT_MARKER) {
             return Ok(Content::Chat);
@@ -140,7 +141,7 @@ impl Store {
     pub(super) fn seq_unsettled(&self, agent: &AgentName) -> Result<Vec<String>> {
         let mut out = Vec::new();
         for e in self.seq_entries(agent)? {
-            if !matches!(self.content(&self.seq_dir(agent).join(e.name()))?, Content::Empty) {
+            if !matches!(Self::content(&self.seq_dir(agent).join(e.name()))?, Content::Empty) {
                 out.push(e.name());
             }
         }
@@ -160,7 +161,7 @@ impl Store {
         for (i, e) in entries.iter().enumerate() {
             let newest = i + 1 == entries.len();
             let dir = self.seq_dir(agent).join(e.name());
-            let keep = match self.content(&dir)? {
+            let keep = match Self::content(&dir)? {
                 Content::Empty => true,
                 Content::Copies(files, total) if newest && files.len() >= total => {
                     for f in &files {
@@ -178,8 +179,10 @@ impl Store {
                 }
                 Content::Chat => {
                     let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
-                    atomic::remove(&dir.join(CHAT_MARKER)).map_err(io_err("cannot remove", &dir))?;
-                    let what = if appended || !newest { "was written" } else { "was never written" };
+                    atomic::remove(&dir.join(CHAT_MARKER))
+                        .map_err(io_err("cannot remove", &dir))?;
+                    let what =
+                        if appended || !newest { "was written" } else { "was never written" };
                     events.push(repair(format!("chat line {agent} #{} {what}", e.n)));
                     appended || !newest
                 }
@@ -200,8 +203,15 @@ impl Store {
     }
 
     /// Deliver the copies an interrupted send left in its entry.
-    fn seq_finish(&self, agent: &AgentName, e: Entry, dir: &Path, files: &[String]) -> Result<Event> {
-        let mut ev = repair(format!("numbered send {agent} #{} finished after an interruption", e.n));
+    fn seq_finish(
+        &self,
+        agent: &AgentName,
+        e: Entry,
+        dir: &Path,
+        files: &[String],
+    ) -> Result<Event> {
+        let mut ev =
+            repair(format!("numbered send {agent} #{} finished after an interruption", e.n));
         let mut boxes = Vec::new();
         for f in files {
             let name = self.deliver_staged(dir, f)?;
@@ -281,7 +291,11 @@ impl Store {
             // A live sender holds its lock: its entry is work in progress.
             let Some(lock) = self.try_lock_seq(&agent)? else { continue };
             for e in self.seq_unsettled(&agent)? {
-                v(1, format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted"), repair);
+                v(
+                    1,
+                    format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted"),
+                    repair,
+                );
             }
             if repair {
                 events.extend(self.seq_settle(&agent, &lock)?.1);
@@ -333,7 +347,8 @@ impl Store {
         std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
         let text = serde_json::to_vec(&SeenFile { v: SEEN_VERSION, receiver: r.clone() })
             .map_err(|e| Error::internal(format!("cannot write lastSeen: {e}")))?;
-        let t = atomic::TempFile::write(&dir, &text, false).map_err(io_err("cannot write", &dir))?;
+        let t =
+            atomic::TempFile::write(&dir, &text, false).map_err(io_err("cannot write", &dir))?;
         let mut t = t;
         atomic::rename_replace(&t.path, &self.seen_path(agent))
             .map_err(io_err("cannot write", &self.seen_path(agent)))?;
