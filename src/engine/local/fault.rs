@@ -11,7 +11,9 @@
 //! (tests/torture) can show that each checker catches a broken variant: `clobber` makes
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
-//! the log's lock; `cursor-early` makes `watch` save its cursor before printing the event.
+//! the log's lock; `cursor-early` makes `watch` save its cursor before printing the event;
+//! `seq-race` numbers a sender's messages without its lock (and lets a new counter entry
+//! replace an emptied one), so two sends can take one number.
 
 use std::io;
 use std::sync::OnceLock;

@@ -93,7 +93,7 @@ impl Store {
     /// The sender's lock: one numbered send (or counter change) per sender at a time.
     pub(super) fn lock_seq(&self, agent: &AgentName) -> Result<Lock> {
         // TEST BUILDS ONLY: every process takes a lock of its own, so senders race.
-        if test_break("seq-nolock") {
+        if test_break("seq-race") {
             let own =
                 self.root.join("locks").join(format!("seq-{agent}-{}.lock", std::process::id()));
             return Lock::acquire(&own, "a broken sequence lock");
@@ -260,6 +260,10 @@ impl Store {
             }
             if self.sync && !files.is_empty() {
                 atomic::sync_dir(&part)?;
+            }
+            if test_break("seq-race") {
+                // TEST BUILDS ONLY: an entry replaces one that was emptied meanwhile.
+                return std::fs::rename(&part, &dest);
             }
             atomic::rename_noclobber(&part, &dest)
         };
