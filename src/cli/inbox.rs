@@ -32,7 +32,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     let mut rows = Vec::new();
     let mut list = Vec::new();
     let mut warnings = Vec::new();
-    let mut parsed_all: Vec<(Mailbox, Option<message::Message>)> = Vec::new();
+    let mut parsed_all: Vec<(Mailbox, String, Option<message::Message>)> = Vec::new();
     for b in &boxes {
         for name in ws.engine.list_box(b)? {
             // Within the root's limits: a huge or planted file is reported, not read whole.
@@ -59,7 +59,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 name.clone(),
             ]);
             list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some(), "problem": problem}));
-            parsed_all.push((b.clone(), parsed));
+            parsed_all.push((b.clone(), name.clone(), parsed));
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
@@ -99,12 +99,23 @@ const STALE_HEADING: &str =
 fn stale_marks(
     ws: &crate::workspace::Workspace,
     me: &crate::names::AgentName,
-    parsed: &[(Mailbox, Option<message::Message>)],
+    parsed: &[(Mailbox, String, Option<message::Message>)],
 ) -> Result<Vec<Option<u64>>> {
+    let inbox: Vec<(&str, &message::Message)> = parsed
+        .iter()
+        .filter_map(|(b, f, m)| match (b, m) {
+            (Mailbox::Inbox(_), Some(m)) => Some((f.as_str(), m)),
+            _ => None,
+        })
+        .collect();
+    // What arrived stale and was never logged is logged now (a listing is where it is met).
+    if let Err(e) = ops::seq::log_stale(ws, me, &inbox) {
+        eprintln!("warning: stale messages not logged: {}", e.chain());
+    }
     let judge = ops::seq::Staleness::of(ws, me)?;
     Ok(parsed
         .iter()
-        .map(|(b, m)| match (b, m) {
+        .map(|(b, _, m)| match (b, m) {
             (Mailbox::Inbox(_), Some(m)) => judge.stale(m),
             _ => None,
         })
@@ -116,7 +127,7 @@ fn stale_marks(
 fn split_stale(
     rows: &[Vec<String>],
     list: &mut [serde_json::Value],
-    parsed: &[(Mailbox, Option<message::Message>)],
+    parsed: &[(Mailbox, String, Option<message::Message>)],
     stale: &[Option<u64>],
 ) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
     let (mut fresh, mut old) = (Vec::new(), Vec::new());
@@ -125,7 +136,7 @@ fn split_stale(
             None => fresh.push(row.clone()),
             Some(seen) => {
                 old.push(row.clone());
-                list[i]["seq"] = json!(parsed[i].1.as_ref().and_then(|m| m.seq));
+                list[i]["seq"] = json!(parsed[i].2.as_ref().and_then(|m| m.seq));
                 list[i]["last_seen"] = json!(seen);
             }
         }
@@ -138,11 +149,11 @@ fn split_stale(
 fn oneline(
     me: &crate::names::AgentName,
     list: &mut [serde_json::Value],
-    parsed: &[(Mailbox, Option<message::Message>)],
+    parsed: &[(Mailbox, String, Option<message::Message>)],
     stale: &[Option<u64>],
 ) -> String {
     let (mut fresh, mut old) = (String::new(), String::new());
-    for (i, (_, m)) in parsed.iter().enumerate() {
+    for (i, (_, _, m)) in parsed.iter().enumerate() {
         let Some(l) = m.as_ref().map(ops::seq::oneline) else { continue };
         list[i]["line"] = json!(l);
         let to = if stale[i].is_some() { &mut old } else { &mut fresh };

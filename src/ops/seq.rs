@@ -55,8 +55,8 @@ fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
 }
 
 /// `me` handed these messages on (took them, filed them, or a consumer of its own passed
-/// them on): each moves `lastSeen` of its sender (never back). Messages in `me`'s INBOX that
-/// this makes stale are logged as skipped, once.
+/// them on): each moves `lastSeen` of its sender (never back). Stale messages of those
+/// senders in `me`'s INBOX are logged as skipped, each once.
 pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<()> {
     let mut moves = Vec::new();
     for (b, f) in messages {
@@ -64,20 +64,25 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
         if !meant_for(ws, me, &m) {
             continue;
         }
-        if let Some(n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+        if let Some(mut n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+            // Handed on from the INBOX (a watcher, a wait), the message is still there and is
+            // not stale; taken or filed, it has left, and a copy arriving again is.
+            if !matches!(b, Mailbox::Inbox(_)) {
+                n.msg_id = None;
+            }
             moves.push(n);
         }
     }
     if moves.is_empty() {
         return Ok(());
     }
-    let (before, after) = ws.engine.seq_see(me, &mut |r| {
+    let senders: Vec<String> = moves.iter().map(|n| n.sender.to_ascii_uppercase()).collect();
+    let candidates = inbox_from(ws, me, Some(&senders))?;
+    see_and_log(ws, me, &candidates, None, &mut |r| {
         for n in &moves {
             r.receive_msg(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
         }
-        Ok(())
-    })?;
-    log_newly_stale(ws, me, &before, &after)
+    })
 }
 
 /// An event a consumer acting as `me` handed on: the messages it put in `me`'s INBOX.
@@ -93,48 +98,99 @@ pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
     if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files) }
 }
 
-/// Log a `skip` for each message in `me`'s INBOX that was not stale by `before` and is by
-/// `after` (each move of lastSeen makes its own messages stale: none is logged twice).
-pub fn log_newly_stale(
-    ws: &Workspace,
-    me: &AgentName,
-    before: &Receiver,
-    after: &Receiver,
-) -> Result<()> {
-    let changed: Vec<&String> = after
-        .senders
-        .iter()
-        .filter(|(k, v)| before.senders.get(*k) != Some(*v))
-        .map(|(k, _)| k)
-        .collect();
-    if changed.is_empty() {
-        return Ok(());
+/// A message in an INBOX: its file and what decides its fate.
+pub struct InInbox {
+    file: String,
+    n: Numbered,
+}
+
+impl InInbox {
+    /// The key a skipped message is remembered by: its id, else its file name.
+    fn key(&self) -> String {
+        self.n.msg_id.clone().unwrap_or_else(|| format!("file:{}", self.file))
     }
+}
+
+/// The numbered messages in `me`'s INBOX (only those from `senders`, upper case, when given:
+/// circe's file names say the sender, so others are not read).
+fn inbox_from(ws: &Workspace, me: &AgentName, senders: Option<&[String]>) -> Result<Vec<InInbox>> {
     let inbox = Mailbox::Inbox(me.clone());
-    let mut events = Vec::new();
+    let mut out = Vec::new();
     for file in ws.engine.list_box(&inbox)? {
-        // circe's names say the sender: read only messages that may be from a changed one.
         let by_name = message::parse_file_name(&file).map(|f| f.from.to_ascii_uppercase());
-        if by_name.is_some_and(|from| !changed.contains(&&from)) {
+        if let (Some(s), Some(from)) = (senders, &by_name)
+            && !s.contains(from)
+        {
             continue;
         }
         let Ok(m) = super::read(ws, &inbox, &file) else { continue };
-        let Some(n) = numbered(&m) else { continue };
-        let judge = |r: &Receiver| r.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
-        if let (Verdict::Process, Verdict::Stale { last_seen }) = (judge(before), judge(after)) {
-            let mut e = Event::now(EventKind::Skip, me).file(inbox.label(), file);
-            e.msg_id.clone_from(&n.msg_id);
-            e.sender = Some(n.sender);
-            e.seq = n.seq;
-            e.seq_epoch = (n.epoch > 0).then_some(n.epoch);
-            e.last_seen = Some(last_seen);
-            events.push(e);
+        if let Some(n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+            out.push(InInbox { file, n });
         }
     }
+    Ok(out)
+}
+
+/// Change `me`'s lastSeen with `change`, and in the same step pick the `candidates` that are
+/// stale afterwards and were never logged: remember them, then log each as a `skip`. With
+/// `present` (every key of the INBOX), forget remembered messages no longer there.
+fn see_and_log(
+    ws: &Workspace,
+    me: &AgentName,
+    candidates: &[InInbox],
+    present: Option<&std::collections::HashSet<String>>,
+    change: &mut dyn FnMut(&mut Receiver),
+) -> Result<()> {
+    let mut events = Vec::new();
+    ws.engine.seq_see(me, &mut |r| {
+        change(r);
+        events.clear();
+        if let Some(p) = present {
+            r.skipped.retain(|k| p.contains(k));
+        }
+        for c in candidates {
+            let n = &c.n;
+            let verdict = r.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
+            if let Verdict::Stale { last_seen } = verdict
+                && r.skipped.insert(c.key())
+            {
+                let mut e = Event::now(EventKind::Skip, me)
+                    .file(Mailbox::Inbox(me.clone()).label(), c.file.clone());
+                e.msg_id.clone_from(&n.msg_id);
+                e.sender = Some(n.sender.clone());
+                e.seq = n.seq;
+                e.seq_epoch = (n.epoch > 0).then_some(n.epoch);
+                e.last_seen = Some(last_seen);
+                events.push(e);
+            }
+        }
+        Ok(())
+    })?;
     if !events.is_empty() {
         ws.engine.append_events(events)?;
     }
     Ok(())
+}
+
+/// Log as skipped, once, every stale message of `inbox` (all of `me`'s INBOX: file names
+/// and messages) that was not logged yet: one that arrived stale (a copy put there by hand,
+/// or after an import). `circe inbox` calls this with what it listed.
+pub fn log_stale(ws: &Workspace, me: &AgentName, inbox: &[(&str, &Message)]) -> Result<()> {
+    let all: Vec<InInbox> = inbox
+        .iter()
+        .filter_map(|(f, m)| {
+            let n = numbered(m).filter(|n| n.seq.is_some_and(|s| s > 0))?;
+            Some(InInbox { file: (*f).to_string(), n })
+        })
+        .collect();
+    let present = all.iter().map(InInbox::key).collect();
+    see_and_log(ws, me, &all, Some(&present), &mut |_| {})
+}
+
+/// After an import changed `me`'s lastSeen: log what it made stale.
+pub fn log_after_import(ws: &Workspace, me: &AgentName) -> Result<()> {
+    let all = inbox_from(ws, me, None)?;
+    see_and_log(ws, me, &all, None, &mut |_| {})
 }
 
 /// Tells which messages of an INBOX are stale for its agent.

@@ -137,7 +137,7 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
         })?;
         out.last_seen +=
             after.senders.iter().filter(|(k, v)| before.senders.get(*k) != Some(*v)).count();
-        super::seq::log_newly_stale(ws, &r, &before, &after)?;
+        super::seq::log_after_import(ws, &r)?;
     }
     let mut e = Event::now(EventKind::Seq, crate::event::CIRCE);
     e.what = Some(format!(

@@ -284,3 +284,6 @@ on_both_engines! {
         assert_eq!(ws.engine.last_event_id().unwrap(), 6);
     }
 }
+
+#[path = "seq_tests.rs"]
+mod seq_tests;

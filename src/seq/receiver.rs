@@ -1,6 +1,6 @@
 //! The receiver's rules as a state machine: `lastSeen[sender]`, stale numbers skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +30,9 @@ pub enum Verdict {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receiver {
     pub senders: BTreeMap<String, Seen>,
+    /// Stale messages already logged as skipped (their ids), so that each is logged once.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub skipped: BTreeSet<String>,
 }
 
 impl Receiver {
@@ -96,5 +99,6 @@ impl Receiver {
     /// The reference's resolution 1 ("manual clear on restart"): forget everything.
     pub fn reset(&mut self) {
         self.senders.clear();
+        self.skipped.clear();
     }
 }

@@ -20,5 +20,6 @@ mod limits;
 mod message_limits;
 mod messages;
 mod send;
+mod seq;
 mod status_words;
 mod streams;

@@ -266,7 +266,9 @@ pub fn crash_run(
     );
     // Per sender, the numbers delivered are 1, 2, ... with no gap and no repeat.
     p.extend(
-        numbering_problems(&numbered(&r)).into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)),
+        numbering_problems(&numbered(&r))
+            .into_iter()
+            .map(|x| format!("{} @ {point}: {x}", sc.name)),
     );
     // Task messages exist exactly once (circe's escalation has one copy per recipient).
     for (n, b) in &after {

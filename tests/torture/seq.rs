@@ -18,23 +18,21 @@ use circe::workspace::Workspace;
 use crate::common::{Rng, Root, log_line, numbered, numbering_problems, scaled, spawn_worker};
 
 /// Worker: `n` sends by `me`, each logged `SENT <me> <pid> <epoch> <n>` once delivered.
-pub fn worker(a: &[String]) {
-    let me = AgentName::new(&a[0]).unwrap();
-    let n: usize = a[1].parse().unwrap();
-    let mut rng = Rng(a[2].parse::<u64>().unwrap() | 1);
-    let log = Path::new(&a[3]);
+pub fn worker(args: &[String]) {
+    let me = AgentName::new(&args[0]).unwrap();
+    let sends: usize = args[1].parse().unwrap();
+    let mut rng = Rng(args[2].parse::<u64>().unwrap() | 1);
+    let log = Path::new(&args[3]);
     let root = std::path::PathBuf::from(std::env::var("CIRCE_ROOT").unwrap());
     let targets = ["qa", "coordinator", "e1", "e2", "all"];
-    for i in 0..n {
+    for i in 0..sends {
         let ws = Workspace::open(&RootSpec::Path(root.clone())).unwrap();
         let pick = rng.below(10);
         let got = if pick == 9 {
-            circe::chat::say::say(&ws, &me, "qa", &[], &format!("line {i}"), false, true).map(
-                |m| {
-                    let l = circe::seq::parse_line(&m.message).unwrap();
-                    (l.epoch, l.seq.unwrap())
-                },
-            )
+            circe::chat::say::say(&ws, &me, "qa", &[], &format!("line {i}"), false, true).map(|m| {
+                let l = circe::seq::parse_line(&m.message).unwrap();
+                (l.epoch, l.seq.unwrap())
+            })
         } else {
             let mut m = Message::new(Format::Circe);
             let to = targets[rng.below(targets.len())];
@@ -120,7 +118,9 @@ pub fn run(
     let events = std::fs::read_to_string(r.dir.join("LOGS/events.jsonl")).unwrap_or_default();
     let settled = events
         .lines()
-        .filter(|l| l.contains("\"repair\"") && (l.contains("numbered send") || l.contains("chat line")))
+        .filter(|l| {
+            l.contains("\"repair\"") && (l.contains("numbered send") || l.contains("chat line"))
+        })
         .count();
     // Each process saw its own numbers strictly increase.
     let mut last: BTreeMap<(String, String), (u64, u64)> = BTreeMap::new();
