@@ -9,7 +9,7 @@ mod open;
 mod send;
 mod update;
 
-pub use claim::{ClaimOutcome, claim, claim_next, reap};
+pub use claim::{ClaimOutcome, claim, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use send::{DeliveredCopy, Delivery, send};

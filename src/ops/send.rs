@@ -113,7 +113,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
             intent.required_checks.iter().map(CheckName::new).collect::<Result<_>>()?;
         let opened = open_task(
             ws,
-            TaskMessage {
+            &TaskMessage {
                 task_id: &task_id,
                 intent: &intent_name,
                 to: &to,

@@ -7,7 +7,6 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::notify;
-use crate::clock;
 use crate::config::Announce;
 use crate::engine::{TaskTx, no_task};
 use crate::error::{Error, Result};
@@ -119,7 +118,7 @@ pub fn set_status(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &who,
-        now: clock::now(),
+        now: tx.now(),
         lease: ws.config.lease(),
         note,
         forced: false,
@@ -163,7 +162,7 @@ pub fn release(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &who,
-        now: clock::now(),
+        now: tx.now(),
         lease: ws.config.lease(),
         note: reason,
         forced,
@@ -202,7 +201,7 @@ pub fn heartbeat(
     if !who.contains(&Actor::Owner) {
         return Err(not_owner(&st, me));
     }
-    let change = effects::heartbeat(&st, clock::now(), ttl.unwrap_or_else(|| ws.config.lease()))?;
+    let change = effects::heartbeat(&st, tx.now(), ttl.unwrap_or_else(|| ws.config.lease()))?;
     tx.commit(change)?;
     Ok(state(tx.as_ref())?.rec)
 }

@@ -7,6 +7,9 @@
 
 #[macro_use]
 mod common;
+#[path = "../support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the postgres suite; the CLI tests use a part")]
+mod pg_cluster;
 
 mod agent;
 mod fixtures;

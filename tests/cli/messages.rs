@@ -146,7 +146,7 @@ fn registry_table_and_json() {
     }
     // circe.yaml additions show up.
     let cfg = env.read("circe.yaml").replace("  roles: []\n", "  roles: [designer]\n");
-    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    env.set_config(&cfg);
     let j = env.circe(["registry", "--json"]).run();
     j.ok();
     assert!(j.json()["roles"].as_array().unwrap().iter().any(|r| r == "designer"), "{}", j.show());

@@ -35,17 +35,22 @@ mod files;
 mod lanes;
 mod lock;
 mod messages;
+mod mirror;
 mod queue_files;
 mod reconcile;
 mod records;
 mod repair;
+mod requests;
 mod root;
 mod tx;
 
 use std::collections::HashSet;
 
 pub use fault::{CRASH_EXIT, crash_point};
-pub use files::{ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_stdin};
+pub use files::{
+    ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_small_file, read_stdin,
+};
+pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
@@ -63,9 +68,16 @@ pub struct LocalEngine {
     settings: Settings,
 }
 
-/// Open the root `spec` names, with its configuration.
-pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn Engine>, Config)> {
-    let root = match spec {
+/// What a root folder holds: a local root, or a circe.yaml naming another engine.
+#[expect(clippy::large_enum_variant, reason = "made once per command and unpacked at once")]
+pub enum Opened {
+    Local(Box<dyn Engine>, Config),
+    Pointer(crate::engine::postgres::Target),
+}
+
+/// The root folder `spec` names (a folder holding circe.yaml).
+pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
+    Ok(match spec {
         RootSpec::Path(p) => root_at(p).ok_or_else(|| {
             Error::usage(format!(
                 "{} is not a circe root (no circe.yaml in it or in its .circe/)",
@@ -81,12 +93,29 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn 
                 )
             })?
         }
-    };
+        RootSpec::Url(u) => {
+            return Err(Error::usage(format!("{u} is a database, not a folder")));
+        }
+    })
+}
+
+/// Open the root `spec` names, with its configuration.
+pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
+    let root = locate(spec)?;
+    let config = Config::parse(&root::read_config_at(&root)?)?;
+    if let Some(e) = &config.engine {
+        return Ok(Opened::Pointer(crate::engine::postgres::Target::from_config(e)?));
+    }
     let store = Store::open(&root)?;
-    let config = Config::parse(&store.read_config()?)?;
     let store = store.with_durability(durability.map_or_else(|| config.durability(), Ok)?);
     let settings = Settings { lease: config.lease(), max_attempts: config.max_attempts };
-    Ok((Box::new(LocalEngine { store, settings }), config))
+    Ok(Opened::Local(Box::new(LocalEngine { store, settings }), config))
+}
+
+/// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),
+/// unless a circe.yaml is there already. Returns the file's folder and whether it was written.
+pub fn init_pointer(dir: &std::path::Path, text: &str) -> Result<(std::path::PathBuf, bool)> {
+    root::write_pointer(dir, text)
 }
 
 /// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists. Returns
@@ -195,6 +224,18 @@ impl Engine for LocalEngine {
 
     fn rotate_events(&self) -> Result<Option<String>> {
         event_log::rotate(&self.store)
+    }
+
+    fn config_text(&self) -> Result<String> {
+        self.store.read_config()
+    }
+
+    fn set_config(&self, text: &str) -> Result<()> {
+        self.store.write_config(text)
+    }
+
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
+        requests::find(&self.store, agent, request)
     }
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
