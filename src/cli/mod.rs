@@ -9,6 +9,7 @@ mod doctor;
 mod heartbeat;
 mod inbox;
 mod init;
+mod migrate;
 mod mirror;
 mod move_msg;
 mod output;
@@ -71,6 +72,7 @@ pub enum Command {
     Status(status::StatusArgs),
     Heartbeat(heartbeat::HeartbeatArgs),
     Check(check::CheckArgs),
+    Migrate(migrate::MigrateArgs),
     Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
     Done(move_msg::DoneArgs),
@@ -123,6 +125,7 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Status(a) => status::run(&ctx, &a),
         Command::Heartbeat(a) => heartbeat::run(&ctx, &a),
         Command::Check(a) => check::run(&ctx, &a),
+        Command::Migrate(a) => migrate::run(&ctx, &a),
         Command::Mirror(a) => mirror::run(&ctx, &a),
         Command::Take(a) => move_msg::run_take(&ctx, &a),
         Command::Done(a) => move_msg::run_done(&ctx, &a),

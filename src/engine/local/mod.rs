@@ -41,6 +41,7 @@ mod reconcile;
 mod records;
 mod repair;
 mod requests;
+pub mod retire;
 mod root;
 mod tx;
 
@@ -110,6 +111,14 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
     let store = store.with_durability(durability.map_or_else(|| config.durability(), Ok)?);
     let settings = Settings { lease: config.lease(), max_attempts: config.max_attempts };
     Ok(Opened::Local(Box::new(LocalEngine { store, settings }), config))
+}
+
+/// The local engine of the root folder `root` (a folder holding circe.yaml and the boxes).
+pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
+    let config = Config::parse(&root::read_config_at(root)?)?;
+    let store = Store::open(root)?.with_durability(config.durability()?);
+    let settings = Settings { lease: config.lease(), max_attempts: config.max_attempts };
+    Ok((LocalEngine { store, settings }, config))
 }
 
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),

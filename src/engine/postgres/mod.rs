@@ -11,6 +11,7 @@
 
 mod conn;
 mod doctor;
+mod import;
 mod listen;
 mod rows;
 mod schema;
@@ -22,6 +23,7 @@ use std::collections::HashSet;
 
 use tokio_postgres::types::Type;
 
+pub use import::import;
 pub use schema::{Clock, VERSION as SCHEMA_VERSION};
 pub use target::{Target, is_url};
 
@@ -53,6 +55,11 @@ pub struct PgEngine {
 pub fn open(target: &Target) -> Result<(Box<dyn Engine>, Config)> {
     let (eng, config) = PgEngine::open(target)?;
     Ok((Box::new(eng), config))
+}
+
+/// Open the root at `target` as this engine (for what only it does: `export`).
+pub fn connect(target: &Target) -> Result<(PgEngine, Config)> {
+    PgEngine::open(target)
 }
 
 /// Make (or migrate) the root at `target`: its tables, `config` when the root is new, and
