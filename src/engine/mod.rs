@@ -145,6 +145,25 @@ pub trait Engine {
     /// A message's bytes.
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>>;
 
+    /// Where messages with id `msg_id` lie (every box; none when it was never delivered).
+    /// The default reads every message; a database looks it up by an index.
+    fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
+        let mut out = Vec::new();
+        for b in self.boxes()? {
+            for name in self.list_box(&b)? {
+                let Ok(bytes) = self.read_message(&b, &name) else { continue };
+                if !bytes.windows(msg_id.len()).any(|w| w == msg_id.as_bytes()) {
+                    continue;
+                }
+                let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
+                if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
+                    out.push((b.clone(), name));
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
     fn boxes(&self) -> Result<Vec<Mailbox>> {
         let mut v = vec![Mailbox::NewMessages];

@@ -23,6 +23,9 @@ pub struct Delivery {
     pub delivered: Vec<DeliveredCopy>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub task: Option<OpenOutcome>,
+    /// A message with this id was delivered before (a retry): nothing was delivered now.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub duplicate: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -80,7 +83,25 @@ fn complete(msg: &mut Message, me: &AgentName) -> Result<()> {
 
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
-pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
+pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
+    let given_id = msg.msg_id.clone();
+    send_once(ws, me, msg, given_id.as_deref()).map_err(|e| {
+        let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
+        match (&given_id, unknown) {
+            (Some(id), true) => e.hint(format!(
+                "send it again with the same id (--msg-id {id}): a message id is never delivered twice"
+            )),
+            _ => e,
+        }
+    })
+}
+
+fn send_once(
+    ws: &Workspace,
+    me: &AgentName,
+    mut msg: Message,
+    given_id: Option<&str>,
+) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     complete(&mut msg, me)?;
     let intent_name =
@@ -103,6 +124,22 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
     let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
     let content = message::render(&msg);
     let msg_id = msg.msg_id.clone().unwrap_or_default();
+    if let Some(id) = given_id {
+        let copies = ws.engine.find_msg_id(id)?;
+        if !copies.is_empty() {
+            let delivered = copies
+                .into_iter()
+                .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
+                .collect();
+            return Ok(Delivery {
+                msg_id,
+                intent: intent_name,
+                delivered,
+                task: None,
+                duplicate: true,
+            });
+        }
+    }
 
     if intent.opens_task {
         let task_id = task_id
@@ -129,6 +166,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
             intent: intent_name,
             delivered: vec![DeliveredCopy { mailbox: "new".into(), file: opened.message.clone() }],
             task: Some(opened),
+            duplicate: false,
         });
     }
 
@@ -163,5 +201,5 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
         ev = ev.file(c.mailbox.clone(), c.file.clone());
     }
     ws.engine.append_events(vec![ev])?;
-    Ok(Delivery { msg_id, intent: intent_name, delivered, task: None })
+    Ok(Delivery { msg_id, intent: intent_name, delivered, task: None, duplicate: false })
 }

@@ -33,6 +33,11 @@ fn actors(
     me: &AgentName,
     epoch: Option<u64>,
 ) -> Result<Vec<Actor>> {
+    // Test builds only (CIRCE_TEST_BREAK=no-fence): no owner or epoch check, so the
+    // fencing checkers can be shown to catch a stale owner's write.
+    if crate::engine::local::test_break("no-fence") {
+        return Ok(vec![Actor::Owner]);
+    }
     if let Some(e) = epoch
         && e != st.rec.epoch
     {

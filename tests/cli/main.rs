@@ -17,4 +17,5 @@ mod harness;
 mod init;
 mod lifecycle;
 mod messages;
+mod requests;
 mod send;

@@ -76,8 +76,13 @@ pub fn cluster() -> Result<&'static Cluster, String> {
     CLUSTER.get_or_init(|| start(&[])).as_ref().map_err(Clone::clone)
 }
 
-/// Start a cluster that also listens on `tcp` addresses (ip:port pairs share one port).
+/// Start a cluster that also listens on `tcp` addresses (they share one port).
 pub fn start(tcp: &[&str]) -> Result<Cluster, String> {
+    start_in(None, tcp)
+}
+
+/// `start`, with the server in network namespace `ns` (made by the caller).
+pub fn start_in(ns: Option<&str>, tcp: &[&str]) -> Result<Cluster, String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }
@@ -107,6 +112,13 @@ pub fn start(tcp: &[&str]) -> Result<Cluster, String> {
     if !out.status.success() {
         return Err(format!("initdb failed: {}", String::from_utf8_lossy(&out.stderr)));
     }
+    if !tcp.is_empty() {
+        // The test network only (10.200.x.x): hosts of the partition and race tests.
+        let hba = data.join("pg_hba.conf");
+        let mut text = std::fs::read_to_string(&hba).map_err(|e| e.to_string())?;
+        text.push_str("host all all 10.200.0.0/16 trust\n");
+        std::fs::write(&hba, text).map_err(|e| e.to_string())?;
+    }
     // A port of our own for TCP tests; the socket name carries it too.
     let port = 20_000 + u16::try_from(std::process::id() % 20_000).unwrap_or(0);
     let listen = if tcp.is_empty() { String::new() } else { tcp.join(",") };
@@ -114,7 +126,24 @@ pub fn start(tcp: &[&str]) -> Result<Cluster, String> {
         "-k {} -p {port} -c listen_addresses='{listen}' -c max_connections=200 -c fsync=on -c shared_buffers=32MB",
         base.display()
     );
-    let out = as_owner(&bin.join("pg_ctl"))
+    let mut ctl = match ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args([
+                "netns",
+                "exec",
+                ns,
+                "setpriv",
+                "--reuid=postgres",
+                "--regid=postgres",
+                "--init-groups",
+            ])
+            .arg(bin.join("pg_ctl"));
+            c
+        }
+        None => as_owner(&bin.join("pg_ctl")),
+    };
+    let out = ctl
         .args(["-D"])
         .arg(&data)
         .args(["-o", &opts, "-l"])

@@ -47,7 +47,7 @@ mod tx;
 
 use std::collections::HashSet;
 
-pub use fault::{CRASH_EXIT, crash_point};
+pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_small_file, read_stdin,
 };

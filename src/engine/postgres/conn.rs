@@ -88,7 +88,8 @@ impl Conn {
                 "{what}: lost the connection to the database {}: {why}",
                 self.location
             ))
-            .hint("check the network and the server; run the command again"),
+            .hint("check the network and the server; run the command again")
+            .detail("outcome", "unknown"),
         }
     }
 

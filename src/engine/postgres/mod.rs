@@ -404,11 +404,26 @@ impl Engine for PgEngine {
         Ok(())
     }
 
+    fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
+        self.rows(
+            "looking up a message id",
+            "SELECT box, file FROM {s}.messages WHERE msg_id = $1 ORDER BY box, file",
+            &[(&msg_id, Type::TEXT)],
+            |r| {
+                let label: String = r.get(0);
+                let b = Mailbox::from_label(&label).ok_or_else(|| {
+                    Error::internal(format!("a message lies in an unknown box `{label}`"))
+                })?;
+                Ok((b, r.get::<_, String>(1)))
+            },
+        )
+    }
+
     fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
         let a = agent.as_str();
         let mut v = self.rows(
             "looking up a request id",
-            "SELECT task_id, epoch FROM {s}.tasks WHERE request = $1 AND owner = $2",
+            "SELECT task, epoch FROM {s}.grants WHERE request = $1 AND agent = $2",
             &[(&request, Type::TEXT), (&a, Type::TEXT)],
             |r| {
                 Ok((
@@ -421,6 +436,12 @@ impl Engine for PgEngine {
     }
 
     fn lease_candidates(&self) -> Result<Vec<TaskId>> {
+        // Grants are kept for retries of unknown outcomes: a week is plenty.
+        self.exec(
+            "forgetting old grants",
+            "DELETE FROM {s}.grants WHERE at < now() - interval '7 days'",
+            &[],
+        )?;
         let q = match self.clock {
             Clock::Server => {
                 "SELECT task_id FROM {s}.tasks WHERE lease_until <= now() ORDER BY task_id"

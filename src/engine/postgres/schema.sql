@@ -48,7 +48,6 @@ CREATE TABLE {s}.tasks (
   pid bigint,
   ticket text COLLATE "C" NOT NULL,
   rev bigint NOT NULL DEFAULT 1,
-  request text,
   lease_until timestamptz,
   rank smallint GENERATED ALWAYS AS
     (CASE priority WHEN 'high' THEN 0 WHEN 'low' THEN 2 ELSE 1 END) STORED
@@ -57,8 +56,17 @@ CREATE TABLE {s}.tasks (
 CREATE INDEX tasks_waiting ON {s}.tasks (rank, updated_at, task_id) WHERE status = 'new';
 -- reap: held tasks by lease end.
 CREATE INDEX tasks_leased ON {s}.tasks (lease_until) WHERE lease_until IS NOT NULL;
--- retries of a claim with a request id.
-CREATE INDEX tasks_request ON {s}.tasks (request) WHERE request IS NOT NULL;
+
+-- The grants claims made, by request id: a retry of a claim whose outcome was unknown
+-- finds its grant here (`reap` forgets those older than 7 days).
+CREATE TABLE {s}.grants (
+  agent text COLLATE "C" NOT NULL,
+  request text NOT NULL,
+  task text COLLATE "C" NOT NULL,
+  epoch bigint NOT NULL,
+  at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (agent, request)
+);
 
 -- The event log. Ids come from `feed.last`, updated in the committing transaction, so ids
 -- become visible in id order and a reader of `id > N` never skips one.
@@ -119,9 +127,10 @@ DECLARE
   v_tick text;
   v_file text := p_rec->>'message';
 BEGIN
-  IF p_seen > 0 THEN
+  -- p_seen < 0 (test builds only, CIRCE_TEST_BREAK=pg-unlocked): no version check.
+  IF p_seen <> 0 THEN
     SELECT * INTO v_cur FROM {s}.tasks WHERE task_id = p_task FOR UPDATE;
-    IF NOT FOUND OR v_cur.rev <> p_seen THEN
+    IF NOT FOUND OR (p_seen > 0 AND v_cur.rev <> p_seen) THEN
       RAISE EXCEPTION 'circe:race:task % changed meanwhile', p_task;
     END IF;
     v_tick := v_cur.ticket;
@@ -131,7 +140,7 @@ BEGIN
     v_tick := 'new';
   ELSIF p_move IS NOT NULL AND p_move <> v_tick THEN
     UPDATE {s}.messages SET box = p_move WHERE box = v_tick AND file = v_cur.message;
-    IF NOT FOUND THEN
+    IF NOT FOUND AND p_seen > 0 THEN
       RAISE EXCEPTION 'circe:conflict:the message of task % is not in %', p_task, v_tick;
     END IF;
     v_tick := p_move;
@@ -140,7 +149,7 @@ BEGIN
     INSERT INTO {s}.tasks (task_id, v, status, owner, started_at, updated_at, created_at,
         intent, priority, "to", opened_by, epoch, attempts, expiries, message,
         lease_expires_at, note, handoff, handoff_checks, checks, claimed_at, host, pid,
-        ticket, rev, request, lease_until)
+        ticket, rev, lease_until)
     VALUES (p_task, (p_rec->>'v')::int, p_rec->>'status', p_rec->>'owner',
         p_rec->>'started_at', p_rec->>'updated_at', p_rec->>'created_at', p_rec->>'intent',
         p_rec->>'priority', p_rec->>'to', p_rec->>'opened_by', (p_rec->>'epoch')::bigint,
@@ -148,7 +157,7 @@ BEGIN
         p_rec->>'lease_expires_at', p_rec->>'note', p_rec->>'handoff',
         coalesce(p_rec->'handoff_checks', '[]'), coalesce(p_checks, '{}'),
         p_owner->>'claimed_at', p_owner->>'host', (p_owner->>'pid')::bigint, v_tick, 1,
-        p_request, (p_rec->>'lease_expires_at')::timestamptz)
+        (p_rec->>'lease_expires_at')::timestamptz)
     ON CONFLICT (task_id) DO NOTHING;
     IF NOT FOUND THEN
       RAISE EXCEPTION 'circe:race:task % was opened meanwhile', p_task;
@@ -166,10 +175,13 @@ BEGIN
         checks = coalesce(p_checks, checks), claimed_at = p_owner->>'claimed_at',
         host = p_owner->>'host', pid = (p_owner->>'pid')::bigint, ticket = v_tick,
         rev = rev + 1,
-        request = CASE WHEN p_request IS NOT NULL THEN p_request
-                       WHEN (p_rec->>'epoch')::bigint = epoch THEN request END,
         lease_until = (p_rec->>'lease_expires_at')::timestamptz
       WHERE task_id = p_task;
+  END IF;
+  IF p_request IS NOT NULL AND p_rec->>'owner' IS NOT NULL THEN
+    INSERT INTO {s}.grants (agent, request, task, epoch)
+      VALUES (p_rec->>'owner', p_request, p_task, (p_rec->>'epoch')::bigint)
+      ON CONFLICT DO NOTHING;
   END IF;
   o_file := v_file;
   o_first := {s}.append_events(p_task, p_events, v_file);

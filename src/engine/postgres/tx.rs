@@ -16,6 +16,7 @@ use super::rows::TaskRow;
 use super::schema::Clock;
 use crate::clock;
 use crate::engine::TaskTx;
+use crate::engine::local::test_break;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::names::TaskId;
@@ -45,10 +46,13 @@ impl<'a> PgTx<'a> {
     /// Open the transaction on `task`, loading and locking its row.
     pub(super) fn begin(eng: &'a PgEngine, task: &TaskId) -> Result<PgTx<'a>> {
         eng.no_open_tx()?;
-        let load = eng.sql(
+        let mut load = eng.sql(
             "SELECT (extract(epoch FROM now()) * 1000000)::int8,
                     (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE task_id = $1 FOR UPDATE)",
         );
+        if test_break("pg-unlocked") {
+            load = load.replace(" FOR UPDATE", "");
+        }
         let id = task.as_str();
         let c = &eng.conn.client;
         let begin = begin_sql();
@@ -77,7 +81,7 @@ impl<'a> PgTx<'a> {
         skip: &[String],
     ) -> Result<Option<PgTx<'a>>> {
         eng.no_open_tx()?;
-        let pick = eng.sql(
+        let mut pick = eng.sql(
             "SELECT (extract(epoch FROM now()) * 1000000)::int8, x.j, x.task_id FROM (SELECT 1) one
              LEFT JOIN LATERAL (
                SELECT to_jsonb(t)::text AS j, t.task_id FROM {s}.tasks t
@@ -85,6 +89,9 @@ impl<'a> PgTx<'a> {
                  AND task_id <> ALL($4)
                ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
         );
+        if test_break("pg-unlocked") {
+            pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
+        }
         let agent = who.agent.as_str();
         let c = &eng.conn.client;
         let begin = begin_sql();
@@ -125,10 +132,10 @@ impl<'a> PgTx<'a> {
         json: Option<String>,
     ) -> Result<PgTx<'a>> {
         let now = match eng.clock {
-            Clock::Server => {
+            Clock::Server if !test_break("pg-client-clock") => {
                 DateTime::<Utc>::from_timestamp_micros(now_us).unwrap_or_else(Utc::now)
             }
-            Clock::Client => clock::now(),
+            Clock::Server | Clock::Client => clock::now(),
         };
         let (st, rev) = match json {
             Some(j) => match TaskRow::parse(&j) {
@@ -169,6 +176,20 @@ impl<'a> PgTx<'a> {
     }
 }
 
+impl PgTx<'_> {
+    /// The error for a commit whose reply never came: a claim names its request id, so the
+    /// retry can find the grant.
+    fn lost(&self, op: &str, why: &str, request: Option<&str>) -> Error {
+        let err = self.eng.conn.unknown_outcome(&format!("{op} {}", self.task), why);
+        match (request, op) {
+            (Some(r), "claim") => err.detail("request_id", r.to_string()).hint(format!(
+                "run the claim again with --request-id {r} (or CIRCE_REQUEST_ID={r}): it returns the task if this claim got it"
+            )),
+            _ => err.hint("`circe show` tells whether the change was made"),
+        }
+    }
+}
+
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         self.eng.open_tx.set(false);
@@ -205,6 +226,7 @@ impl TaskTx for PgTx<'_> {
             ("claim", None) => Some(format!("r-{}", clock::random_suffix())),
             (_, r) => r,
         };
+        let stored = if test_break("pg-forget-request") { None } else { request.clone() };
         let all_checks = checks
             .clone()
             .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
@@ -226,7 +248,10 @@ impl TaskTx for PgTx<'_> {
         let owner_json = owner.as_ref().map(json);
         let lines: Vec<String> = events.iter().map(Event::to_line).collect();
         let task = self.task.as_str();
-        let seen = i64::try_from(self.rev).unwrap_or(i64::MAX);
+        let mut seen = i64::try_from(self.rev).unwrap_or(i64::MAX);
+        if test_break("pg-unlocked") && seen > 0 {
+            seen = -1;
+        }
         let msg_id = body.as_deref().and_then(super::msg_id_of);
         let q = self.eng.sql(
             "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
@@ -244,7 +269,7 @@ impl TaskTx for PgTx<'_> {
             (&body, Type::BYTEA),
             (&msg_id, Type::TEXT),
             (&lines, Type::TEXT_ARRAY),
-            (&request, Type::TEXT),
+            (&stored, Type::TEXT),
         ];
         let sent = self.eng.conn.run(futures_util::future::try_join(
             c.query_typed_one(&q, &params),
@@ -257,18 +282,11 @@ impl TaskTx for PgTx<'_> {
                 self.eng.rollback();
                 return Err(super::conn::db_error(&format!("task {}", self.task), &e));
             }
-            Err(Failure::Lost(why)) => {
-                let mut err = self.eng.conn.unknown_outcome(&format!("{op} {}", self.task), &why);
-                if let (Some(r), "claim") = (&request, op) {
-                    err = err.detail("request_id", r.clone()).hint(format!(
-                        "run the claim again with --request-id {r} (or CIRCE_REQUEST_ID={r}): it returns the task if this claim got it"
-                    ));
-                } else {
-                    err = err.hint("`circe show` tells whether the change was made");
-                }
-                return Err(err);
-            }
+            Err(Failure::Lost(why)) => return Err(self.lost(op, &why, request.as_deref())),
         };
+        if test_break("pg-lost-reply") && op == "claim" {
+            return Err(self.lost(op, "CIRCE_TEST_BREAK=pg-lost-reply", request.as_deref()));
+        }
         let file: String = row.get(0);
         let first: i64 = row.get(1);
         let mut record = record;
