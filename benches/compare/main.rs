@@ -12,7 +12,8 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds    skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-pg    skip those sections
+//!   --pg-only                       only the PostgreSQL section (local vs database claims)
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
 //!                                   an older commit, for before/after figures)
 //!   --dir PATH                      where roots are made (default: a fresh folder under
@@ -35,6 +36,10 @@ use crate::stats::Samples;
 use crate::verdicts::verdicts;
 
 mod contention;
+mod pg;
+#[path = "../../tests/support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the test suites")]
+mod pg_cluster;
 mod procs;
 mod rounds;
 mod stats;
@@ -58,6 +63,7 @@ pub(crate) struct Opts {
     pub(crate) contention: bool,
     pub(crate) memory: bool,
     pub(crate) per_call: bool,
+    pub(crate) pg: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
 }
@@ -72,6 +78,7 @@ pub(crate) fn parse_opts() -> Opts {
         contention: true,
         memory: true,
         per_call: true,
+        pg: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -113,6 +120,12 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-contention" => o.contention = false,
             "--no-memory" => o.memory = false,
             "--no-rounds" => o.per_call = false,
+            "--no-pg" => o.pg = false,
+            "--pg-only" => {
+                o.per_call = false;
+                o.contention = false;
+                o.memory = false;
+            }
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -138,7 +151,7 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --circe PATH --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-pg --pg-only --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -244,6 +257,9 @@ fn main() {
         && let Some(s) = sized.last()
     {
         memory(s, &mut out);
+    }
+    if opts.pg {
+        pg::section(&opts, &opts.dir, &mut out);
     }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(

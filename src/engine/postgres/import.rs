@@ -26,6 +26,10 @@ pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, 
     match done {
         Ok(()) => {
             conn.call("committing the import", conn.client.batch_execute("COMMIT"))?;
+            // Fresh statistics, so claim --next plans on the index from the first claim.
+            let analyze =
+                schema::sql(&target.schema, "ANALYZE {s}.tasks, {s}.messages, {s}.events");
+            conn.call("analyzing the tables", conn.client.batch_execute(&analyze))?;
             Ok((snap.tasks.len(), snap.message_count(), snap.events.len()))
         }
         Err(e) => {

@@ -82,9 +82,12 @@ impl<'a> PgTx<'a> {
     ) -> Result<Option<PgTx<'a>>> {
         eng.no_open_tx()?;
         let mut pick = eng.sql(
-            "SELECT (extract(epoch FROM now()) * 1000000)::int8, x.j, x.task_id FROM (SELECT 1) one
+            "SELECT (extract(epoch FROM now()) * 1000000)::int8,
+                    (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE t.task_id = x.task_id),
+                    x.task_id
+             FROM (SELECT 1) one
              LEFT JOIN LATERAL (
-               SELECT to_jsonb(t)::text AS j, t.task_id FROM {s}.tasks t
+               SELECT task_id FROM {s}.tasks
                WHERE status = 'new' AND (\"to\" = $1 OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
                ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
