@@ -18,5 +18,6 @@ mod fencing;
 mod mirror;
 mod netns;
 mod race;
+mod relay;
 mod requests;
 mod restart;

@@ -196,3 +196,54 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     );
     local.ok();
 }
+
+#[test]
+fn mirror_watch_follows_new_events() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("m");
+    let mut watch = root
+        .command(
+            None,
+            &["mirror", target.to_str().unwrap(), "--watch", "--interval", "30s", "--rounds", "2"],
+        )
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    root.open_tasks(1);
+    let status = watch.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_dir(target.join("NEW_MESSAGES")).unwrap().count(),
+        1,
+        "the new task's message was mirrored"
+    );
+}
+
+#[test]
+fn doctor_reports_a_message_missing_from_its_box() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(2);
+    root.run(None, &["doctor"]).ok();
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!("DELETE FROM \"{schema}\".messages WHERE file LIKE '%T-001%'"));
+    c.psql(&format!("UPDATE \"{schema}\".feed SET last = last + 1"));
+    let out = root.run(None, &["doctor", "--json"]);
+    assert_eq!(out.code, 1);
+    let v = out.json();
+    let found: Vec<u64> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["invariant"].as_u64().unwrap())
+        .collect();
+    assert!(found.contains(&4), "{v}");
+    assert!(found.contains(&7), "{v}");
+}

@@ -92,7 +92,10 @@ fn killer(sh: &Shared, every_ms: u64, until: Instant) {
         }
         #[expect(clippy::cast_possible_truncation, reason = "an index into a short list")]
         let pid = pids[(r() % pids.len() as u64) as usize];
-        let _ = std::process::Command::new("kill").args(["-9", &pid.to_string()]).status();
+        let _ = std::process::Command::new("kill")
+            .args(["-9", &pid.to_string()])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 

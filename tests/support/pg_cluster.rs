@@ -258,6 +258,7 @@ impl Cluster {
                 .args(["-h"])
                 .arg(&self.socket)
                 .args(["-p", &self.port.to_string()])
+                .stdout(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success())
             {
