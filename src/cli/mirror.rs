@@ -7,7 +7,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::engine::{Snapshot, local};
+use crate::engine::local;
 use crate::error::Result;
 
 /// Write the whole root into DIR as plain files in the local layout (circe.yaml, the
@@ -36,7 +36,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let location = ws.engine.location();
     let mut rounds = 0u64;
     loop {
-        let snap = Snapshot::read(ws.engine.as_ref())?;
+        let snap = ws.engine.snapshot()?;
         let last = snap.events.last().map_or(0, |e| e.id);
         let done = local::write_tree(&a.dir, &snap, Some(&location))?;
         rounds += 1;

@@ -192,6 +192,11 @@ pub trait Engine {
     /// cursors go on across it). Returns the closed segment's name, `None` when it was empty.
     fn rotate_events(&self) -> Result<Option<String>>;
 
+    /// The whole root as of one moment (`circe mirror`, `circe migrate`). The default reads
+    /// it part by part (exact when nothing runs meanwhile); a database reads it in one
+    /// snapshot.
+    fn snapshot(&self) -> Result<Snapshot>;
+
     /// Wait until an event after `after` exists or `timeout` passes; returns the newest id.
     /// Engines that can be woken (LISTEN in a database) override this polling default.
     fn wait_events(&self, after: u64, timeout: Duration) -> Result<u64> {

@@ -235,6 +235,10 @@ impl Engine for LocalEngine {
         event_log::rotate(&self.store)
     }
 
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        crate::engine::Snapshot::read(self)
+    }
+
     fn config_text(&self) -> Result<String> {
         self.store.read_config()
     }

@@ -283,6 +283,10 @@ impl Engine for MemoryEngine {
         Ok(None)
     }
 
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        crate::engine::Snapshot::read(self)
+    }
+
     fn config_text(&self) -> Result<String> {
         let g = self.lock();
         Ok(if g.config.is_empty() {

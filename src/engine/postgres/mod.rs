@@ -136,7 +136,7 @@ impl PgEngine {
     }
 
     /// Refuse a second task transaction while one is open on the connection.
-    fn no_open_tx(&self) -> Result<()> {
+    pub(super) fn no_open_tx(&self) -> Result<()> {
         if self.open_tx.get() {
             return Err(Error::internal("a second task transaction while one is open")
                 .hint("this is a bug in circe: please report the command"));

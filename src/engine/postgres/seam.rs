@@ -208,6 +208,20 @@ impl Engine for PgEngine {
         Ok(None)
     }
 
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        self.no_open_tx()?;
+        let c = &self.conn.client;
+        self.conn.call(
+            "starting a snapshot",
+            c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+        )?;
+        let snap = crate::engine::Snapshot::read(self);
+        let end = self.conn.call("ending the snapshot", c.batch_execute("COMMIT"));
+        let snap = snap?;
+        end?;
+        Ok(snap)
+    }
+
     fn config_text(&self) -> Result<String> {
         let v =
             self.rows("reading the configuration", "SELECT text FROM {s}.config", &[], |r| {

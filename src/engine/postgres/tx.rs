@@ -73,14 +73,28 @@ impl<'a> PgTx<'a> {
         PgTx::from_row(eng, task.clone(), row.get(0), row.get(1))
     }
 
-    /// Open the transaction on the best waiting task `who` may take (skipping `skip` and
-    /// rows another claimer has locked). `None` when there is none.
+    /// Open the transaction on the best waiting task `who` may take (skipping `skip` and,
+    /// first, rows another claimer has locked). `None` when there is none.
     pub(super) fn begin_next(
         eng: &'a PgEngine,
         who: &crate::task::Eligibility,
         skip: &[String],
     ) -> Result<Option<PgTx<'a>>> {
         eng.no_open_tx()?;
+        if let Some(tx) = PgTx::pick(eng, who, skip, true)? {
+            return Ok(Some(tx));
+        }
+        // Every waiting task may be locked by another claimer right now: wait for one (its
+        // row is checked again once the lock is granted; a task taken meanwhile is no match).
+        PgTx::pick(eng, who, skip, false)
+    }
+
+    fn pick(
+        eng: &'a PgEngine,
+        who: &crate::task::Eligibility,
+        skip: &[String],
+        skip_locked: bool,
+    ) -> Result<Option<PgTx<'a>>> {
         let mut pick = eng.sql(
             "SELECT (extract(epoch FROM now()) * 1000000)::int8,
                     (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE t.task_id = x.task_id),
@@ -94,6 +108,8 @@ impl<'a> PgTx<'a> {
         );
         if test_break("pg-unlocked") {
             pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
+        } else if !skip_locked {
+            pick = pick.replace(" SKIP LOCKED", "");
         }
         let agent = who.agent.as_str();
         let c = &eng.conn.client;
