@@ -74,8 +74,13 @@ fn run(restarts: usize, claimers: usize) {
         }
         for _ in 0..restarts {
             std::thread::sleep(Duration::from_millis(1500));
+            let seen = unknown.load(Ordering::Relaxed);
             cluster.stop_immediate();
-            std::thread::sleep(Duration::from_millis(700));
+            // Down until a client has met the stopped server (at most 5 s).
+            let until = std::time::Instant::now() + Duration::from_secs(5);
+            while unknown.load(Ordering::Relaxed) == seen && std::time::Instant::now() < until {
+                nap(50);
+            }
             cluster.restart();
         }
         std::thread::sleep(Duration::from_millis(1500));
