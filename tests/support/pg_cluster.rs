@@ -230,11 +230,18 @@ impl Cluster {
 
     /// Stop the server at once (SIGQUIT: like a crash, no shutdown checkpoint).
     pub fn stop_immediate(&mut self) {
-        let _ = as_owner(&self.bin.join("pg_ctl"))
+        let out = as_owner(&self.bin.join("pg_ctl"))
             .args(["-D"])
             .arg(self.dir.join("data"))
             .args(["-m", "immediate", "stop"])
-            .output();
+            .output()
+            .expect("pg_ctl");
+        assert!(
+            out.status.success(),
+            "pg_ctl stop: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
 
     /// Start it again (same folder, port and options) and wait until it answers.
