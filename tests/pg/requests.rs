@@ -56,3 +56,23 @@ fn the_retry_checker_sees_a_second_task_when_request_ids_are_forgotten() {
     let (_, _, _, held) = lost_reply_then_retry(&root, Some("pg-forget-request"));
     assert_eq!(held, 2, "the broken variant should have taken a second task");
 }
+
+#[test]
+fn a_newer_schema_is_refused_and_a_password_in_the_url_too() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = Root::new(&url, "server", 1);
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!("UPDATE \"{schema}\".meta SET value = '99' WHERE key = 'schema_version'"));
+    let out = root.run(None, &["tasks"]);
+    assert_eq!(out.code, 3, "{}", out.stderr);
+    assert!(
+        out.stderr.contains("schema version 99") && out.stderr.contains("upgrade circe"),
+        "{}",
+        out.stderr
+    );
+    let with_password = url.replace("postgres@", "postgres:secret@");
+    let out = Root::at(&with_password).run(None, &["tasks"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("password") && out.stderr.contains("hint:"), "{}", out.stderr);
+}
