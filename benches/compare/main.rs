@@ -12,8 +12,9 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams
+//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams, --no-pg
 //!                                   skip those sections
+//!   --pg-only                       only the PostgreSQL section (local vs database claims)
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -44,6 +45,10 @@ mod ab;
 mod chat;
 mod contention;
 mod limits;
+mod pg;
+#[path = "../../tests/support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the test suites")]
+mod pg_cluster;
 mod procs;
 mod rounds;
 mod stats;
@@ -71,6 +76,7 @@ pub(crate) struct Opts {
     pub(crate) limits: bool,
     pub(crate) chat: bool,
     pub(crate) streams: bool,
+    pub(crate) pg: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -89,6 +95,7 @@ pub(crate) fn parse_opts() -> Opts {
         limits: true,
         chat: true,
         streams: true,
+        pg: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -134,6 +141,15 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-limits" => o.limits = false,
             "--no-chat" => o.chat = false,
             "--no-streams" => o.streams = false,
+            "--no-pg" => o.pg = false,
+            "--pg-only" => {
+                o.per_call = false;
+                o.contention = false;
+                o.memory = false;
+                o.limits = false;
+                o.chat = false;
+                o.streams = false;
+            }
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -160,8 +176,8 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!("compare: {msg}");
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
-         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat --no-streams \
-         --circe PATH --dir PATH --keep"
+         --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
+         --no-streams --no-pg --pg-only --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -286,6 +302,9 @@ fn main() {
     if opts.streams {
         eprintln!("streams ...");
         streams::report_streams(&streams::streams(&opts, &opts.dir), &mut out);
+    }
+    if opts.pg {
+        pg::section(&opts, &opts.dir, &mut out);
     }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(

@@ -4,6 +4,7 @@ mod agent;
 mod chat;
 mod check;
 mod claim;
+mod config;
 mod cursors;
 mod demo;
 mod doctor;
@@ -11,6 +12,8 @@ mod heartbeat;
 mod inbox;
 mod init;
 mod log;
+mod migrate;
+mod mirror;
 mod move_msg;
 mod output;
 mod reap;
@@ -46,8 +49,8 @@ use crate::workspace::Workspace;
 #[derive(Debug, Parser)]
 #[command(name = "circe", version, max_term_width = 100)]
 pub struct Cli {
-    /// The circe root (a folder holding circe.yaml, or one holding .circe/). Default: search
-    /// upwards from the current folder.
+    /// The circe root (a folder holding circe.yaml, or one holding .circe/; or a database,
+    /// postgres://host/db?schema=NAME). Default: search upwards from the current folder.
     #[arg(long, global = true, env = "CIRCE_ROOT")]
     pub root: Option<PathBuf>,
     /// The acting agent.
@@ -75,10 +78,13 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     Registry(registry::RegistryArgs),
     Claim(claim::ClaimArgs),
+    Config(config::ConfigArgs),
     Release(release::ReleaseArgs),
     Status(status::StatusArgs),
     Heartbeat(heartbeat::HeartbeatArgs),
     Check(check::CheckArgs),
+    Migrate(migrate::MigrateArgs),
+    Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
     Done(move_msg::DoneArgs),
     Tasks(tasks::TasksArgs),
@@ -102,7 +108,7 @@ pub struct Ctx {
 impl Ctx {
     /// Which root `--root`/`CIRCE_ROOT` names (else: search upwards).
     pub fn root_spec(&self) -> RootSpec {
-        self.root.clone().map_or(RootSpec::Search, RootSpec::Path)
+        self.root.as_ref().map_or(RootSpec::Search, |p| RootSpec::parse(p.as_os_str()))
     }
 
     pub fn workspace(&self) -> Result<Workspace> {
@@ -131,10 +137,13 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Validate(a) => validate::run(&ctx, &a),
         Command::Registry(a) => registry::run(&ctx, &a),
         Command::Claim(a) => claim::run(&ctx, &a),
+        Command::Config(a) => config::run(&ctx, &a),
         Command::Release(a) => release::run(&ctx, &a),
         Command::Status(a) => status::run(&ctx, &a),
         Command::Heartbeat(a) => heartbeat::run(&ctx, &a),
         Command::Check(a) => check::run(&ctx, &a),
+        Command::Migrate(a) => migrate::run(&ctx, &a),
+        Command::Mirror(a) => mirror::run(&ctx, &a),
         Command::Take(a) => move_msg::run_take(&ctx, &a),
         Command::Done(a) => move_msg::run_done(&ctx, &a),
         Command::Tasks(a) => tasks::run(&ctx, &a),

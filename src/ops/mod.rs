@@ -16,7 +16,7 @@ pub mod stream;
 mod update;
 pub mod wait;
 
-pub use claim::{ClaimOutcome, claim, claim_next, reap};
+pub use claim::{ClaimOutcome, claim, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use read::{first_problem, read};

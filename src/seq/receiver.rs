@@ -29,6 +29,7 @@ pub enum Verdict {
 /// so that the engine can keep one per agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receiver {
+    #[serde(default)]
     pub senders: BTreeMap<String, Seen>,
     /// Stale messages already logged as skipped (their ids), so that each is logged once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]

@@ -123,6 +123,7 @@ fn a_cursor_survives_a_kill() {
 /// A watcher following through a rotation of the log misses nothing.
 #[test]
 fn rotation_under_a_follower() {
+    local_only!("rotates the local event log's file (the database keeps one table)");
     let env = Env::new();
     let mut w = spawn(&env, None, &["watch", "--all", "--json", "--cursor", "r"]);
     std::thread::sleep(Duration::from_millis(300));

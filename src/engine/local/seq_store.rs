@@ -349,8 +349,7 @@ impl Store {
     pub(super) fn write_seen(&self, agent: &AgentName, r: &Receiver) -> Result<()> {
         let dir = self.root.join("seen");
         std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
-        let text = serde_json::to_vec(&SeenFile { v: SEEN_VERSION, receiver: r.clone() })
-            .map_err(|e| Error::internal(format!("cannot write lastSeen: {e}")))?;
+        let text = seen_text(r);
         let t =
             atomic::TempFile::write(&dir, &text, false).map_err(io_err("cannot write", &dir))?;
         let mut t = t;
@@ -370,6 +369,16 @@ impl Store {
 }
 
 const SEEN_VERSION: u32 = 1;
+
+/// Where a counter lives in a root's layout: `seq/<agent>/<epoch>-<n>` (a folder).
+pub(super) fn counter_rel(agent: &AgentName, c: Counter) -> String {
+    format!("seq/{agent}/{}", Entry::of(c).name())
+}
+
+/// The text of `seen/<agent>.json` for `r`.
+pub(super) fn seen_text(r: &Receiver) -> Vec<u8> {
+    serde_json::to_vec(&SeenFile { v: SEEN_VERSION, receiver: r.clone() }).unwrap_or_default()
+}
 
 /// `seen/<agent>.json`: `{"v": 1, "senders": {"LEAD": {"epoch", "last_seen", "msg_id"}}}`.
 #[derive(serde::Serialize, serde::Deserialize)]

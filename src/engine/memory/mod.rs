@@ -31,6 +31,8 @@ struct Inner {
     held: HashSet<(String, CursorName)>,
     dead: BTreeMap<CursorName, Vec<Event>>,
     seq: seq::SeqState,
+    grants: BTreeMap<(AgentName, String), (TaskId, u64)>,
+    config: String,
 }
 
 #[derive(Default)]
@@ -156,8 +158,11 @@ impl TaskTx for MemTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { mut record, checks, ticket, mut events, .. } = change;
+        let Change { mut record, checks, ticket, mut events, request, .. } = change;
         let mut g = self.eng.lock();
+        if let (Some(r), Some(o)) = (request, &record.owner) {
+            g.grants.insert((o.clone(), r), (self.task.clone(), record.epoch));
+        }
         let before = self.st.as_ref();
         let location = match ticket {
             Ticket::Deliver { name, content } => {
@@ -446,6 +451,28 @@ impl Engine for MemoryEngine {
             .filter(|(_, r)| !r.senders.is_empty())
             .map(|(a, r)| (a.clone(), r.clone()))
             .collect())
+    }
+
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        crate::engine::Snapshot::read(self)
+    }
+
+    fn config_text(&self) -> Result<String> {
+        let g = self.lock();
+        Ok(if g.config.is_empty() {
+            crate::config::DEFAULT_CONFIG.to_string()
+        } else {
+            g.config.clone()
+        })
+    }
+
+    fn set_config(&self, text: &str) -> Result<()> {
+        text.clone_into(&mut self.lock().config);
+        Ok(())
+    }
+
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
+        Ok(self.lock().grants.get(&(agent.clone(), request.to_string())).cloned())
     }
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
