@@ -64,7 +64,7 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
     }
     for (a, r) in &snap.receivers {
         dirs.insert("seen".into());
-        files.insert(format!("seen/{a}.json"), super::seq_store::seen_text(r));
+        files.insert(format!("seen/{a}.json"), super::seen_file::seen_text(r));
     }
     if !snap.events.is_empty() {
         let mut log = String::new();

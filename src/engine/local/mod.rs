@@ -46,6 +46,7 @@ mod repair;
 mod requests;
 pub mod retire;
 mod root;
+mod seen_file;
 mod seq_chat;
 mod seq_send;
 mod seq_store;
@@ -337,32 +338,15 @@ impl Engine for LocalEngine {
         sender: &AgentName,
         change: &mut dyn FnMut(&mut Counter) -> Result<()>,
     ) -> Result<Counter> {
-        let lock = self.store.lock_seq(sender)?;
-        let (before, mut events) = self.store.seq_settle(sender, &lock)?;
+        let (c, mut events) = self.store.seq_update(sender, change)?;
         event_log::append(&self.store, &mut events)?;
-        let mut after = before;
-        change(&mut after)?;
-        if after != before {
-            if seq_store::Entry::of(after) < seq_store::Entry::of(before) {
-                return Err(Error::internal(format!("{sender}'s counter cannot go back")));
-            }
-            self.store.seq_stage(sender, seq_store::Entry::of(after), &[])?;
-            self.store.seq_prune(sender, seq_store::Entry::of(after));
-        }
-        Ok(after)
+        Ok(c)
     }
 
     fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
-        let mut out = Vec::new();
-        for a in self.store.seq_senders()? {
-            let lock = self.store.lock_seq(&a)?;
-            let (c, mut events) = self.store.seq_settle(&a, &lock)?;
-            event_log::append(&self.store, &mut events)?;
-            if c != Counter::default() {
-                out.push((a, c));
-            }
-        }
-        Ok(out)
+        let (counters, mut events) = self.store.seq_counters()?;
+        event_log::append(&self.store, &mut events)?;
+        Ok(counters)
     }
 
     fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
@@ -374,25 +358,11 @@ impl Engine for LocalEngine {
         agent: &AgentName,
         change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
     ) -> Result<(Receiver, Receiver)> {
-        let _lock = self.store.lock_seen(agent)?;
-        let before = self.store.read_seen(agent)?;
-        let mut after = before.clone();
-        change(&mut after)?;
-        if after != before {
-            self.store.write_seen(agent, &after)?;
-        }
-        Ok((before, after))
+        self.store.see(agent, change)
     }
 
     fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
-        let mut out = Vec::new();
-        for a in self.store.seen_agents()? {
-            let r = self.store.read_seen(&a)?;
-            if !r.senders.is_empty() {
-                out.push((a, r));
-            }
-        }
-        Ok(out)
+        self.store.receivers()
     }
 
     fn snapshot(&self) -> Result<crate::engine::Snapshot> {

@@ -21,7 +21,7 @@ use super::root::{Store, io_err, list_all_names, list_names};
 use crate::error::{Error, Result};
 use crate::event::{CIRCE, Event, EventKind};
 use crate::names::AgentName;
-use crate::seq::{Counter, Receiver};
+use crate::seq::Counter;
 
 /// The chat marker's name inside an entry.
 pub(super) const CHAT_MARKER: &str = "chat";
@@ -282,6 +282,42 @@ impl Store {
         Ok(dest)
     }
 
+    /// Change `agent`'s counter under its lock, after settling (a reset, an import): never
+    /// back. Returns the counter and the repairs to log.
+    pub(super) fn seq_update(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<(Counter, Vec<Event>)> {
+        let lock = self.lock_seq(agent)?;
+        let (before, events) = self.seq_settle(agent, &lock)?;
+        let mut after = before;
+        change(&mut after)?;
+        if after != before {
+            if Entry::of(after) < Entry::of(before) {
+                return Err(Error::internal(format!("{agent}'s counter cannot go back")));
+            }
+            self.seq_stage(agent, Entry::of(after), &[])?;
+            self.seq_prune(agent, Entry::of(after));
+        }
+        Ok((after, events))
+    }
+
+    /// Every sender's counter (settled first), leaving out those still at 0, and the
+    /// repairs to log.
+    pub(super) fn seq_counters(&self) -> Result<(Vec<(AgentName, Counter)>, Vec<Event>)> {
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        for a in self.seq_senders()? {
+            let lock = self.lock_seq(&a)?;
+            let (c, e) = self.seq_settle(&a, &lock)?;
+            events.extend(e);
+            if c != Counter::default() {
+                out.push((a, c));
+            }
+        }
+        Ok((out, events))
+    }
+
     /// Invariant 1 for numbered sends: no entry of a sender that is not sending right now
     /// still holds copies or a chat marker. With `repair`, settle it (the next send by that
     /// sender would). Returns the repairs to log.
@@ -307,85 +343,11 @@ impl Store {
         }
         Ok(events)
     }
-
-    // ---- receivers ----------------------------------------------------------------------
-
-    fn seen_path(&self, agent: &AgentName) -> PathBuf {
-        self.root.join("seen").join(format!("{agent}.json"))
-    }
-
-    pub(super) fn lock_seen(&self, agent: &AgentName) -> Result<Lock> {
-        Lock::acquire(
-            &self.root.join("locks").join(format!("seen-{agent}.lock")),
-            &format!("what {agent} has seen"),
-        )
-    }
-
-    /// `agent`'s lastSeen (empty when it has none). A file of a newer format is refused.
-    pub(super) fn read_seen(&self, agent: &AgentName) -> Result<Receiver> {
-        let p = self.seen_path(agent);
-        let bytes = match atomic::read_regular(&p) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Receiver::default()),
-            Err(e) => return Err(Error::io("cannot read", &p, e)),
-        };
-        let file: SeenFile = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::internal(format!("{} does not parse: {e}", p.display()))
-                .hint("remove it: the agent's lastSeen starts again from nothing")
-        })?;
-        if file.v > SEEN_VERSION {
-            return Err(Error::refused(format!(
-                "{} has format version {}, newer than this circe's {SEEN_VERSION}",
-                p.display(),
-                file.v
-            ))
-            .hint("upgrade circe"));
-        }
-        Ok(file.receiver)
-    }
-
-    /// Replace `agent`'s lastSeen (hold `lock_seen`). Not fsynced: after a power cut it may
-    /// be older, which shows messages as new again, never hides one.
-    pub(super) fn write_seen(&self, agent: &AgentName, r: &Receiver) -> Result<()> {
-        let dir = self.root.join("seen");
-        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
-        let text = seen_text(r);
-        let t =
-            atomic::TempFile::write(&dir, &text, false).map_err(io_err("cannot write", &dir))?;
-        let mut t = t;
-        atomic::rename_replace(&t.path, &self.seen_path(agent))
-            .map_err(io_err("cannot write", &self.seen_path(agent)))?;
-        t.disarm();
-        Ok(())
-    }
-
-    /// Agents with a lastSeen file, sorted.
-    pub(super) fn seen_agents(&self) -> Result<Vec<AgentName>> {
-        Ok(list_names(&self.root.join("seen"))?
-            .into_iter()
-            .filter_map(|n| n.strip_suffix(".json").and_then(|a| AgentName::new(a).ok()))
-            .collect())
-    }
 }
-
-const SEEN_VERSION: u32 = 1;
 
 /// Where a counter lives in a root's layout: `seq/<agent>/<epoch>-<n>` (a folder).
 pub(super) fn counter_rel(agent: &AgentName, c: Counter) -> String {
     format!("seq/{agent}/{}", Entry::of(c).name())
-}
-
-/// The text of `seen/<agent>.json` for `r`.
-pub(super) fn seen_text(r: &Receiver) -> Vec<u8> {
-    serde_json::to_vec(&SeenFile { v: SEEN_VERSION, receiver: r.clone() }).unwrap_or_default()
-}
-
-/// `seen/<agent>.json`: `{"v": 1, "senders": {"LEAD": {"epoch", "last_seen", "msg_id"}}}`.
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SeenFile {
-    v: u32,
-    #[serde(flatten)]
-    receiver: Receiver,
 }
 
 #[cfg(test)]

@@ -422,13 +422,7 @@ impl Engine for MemoryEngine {
     }
 
     fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
-        let g = self.lock();
-        Ok(g.seq
-            .counters
-            .iter()
-            .filter(|(_, c)| **c != Counter::default())
-            .map(|(a, c)| (a.clone(), *c))
-            .collect())
+        Ok(self.counters())
     }
 
     fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
@@ -444,13 +438,7 @@ impl Engine for MemoryEngine {
     }
 
     fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
-        let g = self.lock();
-        Ok(g.seq
-            .seen
-            .iter()
-            .filter(|(_, r)| !r.senders.is_empty())
-            .map(|(a, r)| (a.clone(), r.clone()))
-            .collect())
+        Ok(self.receivers())
     }
 
     fn snapshot(&self) -> Result<crate::engine::Snapshot> {

@@ -123,3 +123,17 @@ impl MemoryEngine {
         Ok((before, after))
     }
 }
+
+impl MemoryEngine {
+    pub(super) fn counters(&self) -> Vec<(AgentName, Counter)> {
+        let g = self.lock();
+        let all = g.seq.counters.iter();
+        all.filter(|(_, c)| **c != Counter::default()).map(|(a, c)| (a.clone(), *c)).collect()
+    }
+
+    pub(super) fn receivers(&self) -> Vec<(AgentName, Receiver)> {
+        let g = self.lock();
+        let all = g.seq.seen.iter();
+        all.filter(|(_, r)| !r.senders.is_empty()).map(|(a, r)| (a.clone(), r.clone())).collect()
+    }
+}
