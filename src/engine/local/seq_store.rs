@@ -23,6 +23,9 @@ use crate::event::{CIRCE, Event, EventKind};
 use crate::names::AgentName;
 use crate::seq::Counter;
 
+/// A sender and its counter.
+pub(super) type SenderCounter = (AgentName, Counter);
+
 /// The chat marker's name inside an entry.
 pub(super) const CHAT_MARKER: &str = "chat";
 
@@ -305,7 +308,7 @@ impl Store {
 
     /// Every sender's counter (settled first), leaving out those still at 0, and the
     /// repairs to log.
-    pub(super) fn seq_counters(&self) -> Result<(Vec<(AgentName, Counter)>, Vec<Event>)> {
+    pub(super) fn seq_counters(&self) -> Result<(Vec<SenderCounter>, Vec<Event>)> {
         let (mut out, mut events) = (Vec::new(), Vec::new());
         for a in self.seq_senders()? {
             let lock = self.lock_seq(&a)?;
