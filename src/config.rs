@@ -63,6 +63,12 @@ pub struct Config {
     pub registry: RegistryConfig,
     #[serde(default)]
     pub chat: ChatConfig,
+    /// TX addresses (PROTOCOLS.md section 16).
+    #[serde(default)]
+    pub tx: crate::tx::TxConfig,
+    /// TX routing rules: agent or role -> status -> target -> text (section 16).
+    #[serde(default)]
+    pub routing: crate::tx::Routing,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -119,6 +125,8 @@ impl Config {
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }
+        c.tx.check()?;
+        crate::tx::routing::check_shape(&c.routing)?;
         Ok(c)
     }
 
@@ -214,6 +222,11 @@ mod tests {
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
         assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
         assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
+        assert!(Config::parse("version: 1\ntx: {mesh: Bad}\n").is_err());
+        assert!(Config::parse("version: 1\nrouting: {a: {done: {b: x}}}\n").is_err());
+        let c =
+            Config::parse("version: 1\ntx: {aliases: [core]}\nrouting: {a: {complete: {b: x}}}\n");
+        assert_eq!(c.unwrap().tx.aliases, ["core"]);
     }
 
     #[test]
