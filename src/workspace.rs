@@ -134,6 +134,6 @@ impl Workspace {
             .filter(|i| self.registry.may_receive(role, &i.name))
             .map(|i| i.name.clone())
             .collect();
-        Eligibility { agent: me.clone(), addresses, intents }
+        Eligibility { agent: me.clone(), addresses, intents, now: crate::clock::stamp(self.now()) }
     }
 }

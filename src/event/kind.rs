@@ -35,11 +35,25 @@ pub enum EventKind {
     Repair,
     /// An agent was added to the root.
     AgentAdd,
+    /// A deadline passed: a task expired, an ask expired unanswered, or a message was filed.
+    Lapse,
+    /// A coordinator addressed a waiting task anew.
+    Readdress,
+    /// circe delivered a message a routing rule sends.
+    Route,
+    /// An agent was retired.
+    Retire,
+    /// A message reached a retired agent and is kept as an orphan.
+    Orphan,
+    /// An orphan was delivered to another agent.
+    Redeliver,
+    /// A message was imported from a TX folder.
+    Import,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 19] = [
+pub const ALL_KINDS: [EventKind; 26] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -59,6 +73,13 @@ pub const ALL_KINDS: [EventKind; 19] = [
     EventKind::Done,
     EventKind::Repair,
     EventKind::AgentAdd,
+    EventKind::Lapse,
+    EventKind::Readdress,
+    EventKind::Route,
+    EventKind::Retire,
+    EventKind::Orphan,
+    EventKind::Redeliver,
+    EventKind::Import,
 ];
 
 impl EventKind {
@@ -83,6 +104,13 @@ impl EventKind {
             EventKind::Done => "done",
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
+            EventKind::Lapse => "lapse",
+            EventKind::Readdress => "readdress",
+            EventKind::Route => "route",
+            EventKind::Retire => "retire",
+            EventKind::Orphan => "orphan",
+            EventKind::Redeliver => "redeliver",
+            EventKind::Import => "import",
             EventKind::Other => "other",
         }
     }
@@ -105,6 +133,8 @@ impl EventKind {
             Move::Expire => EventKind::Expire,
             Move::Park => EventKind::Park,
             Move::Requeue => EventKind::Requeue,
+            Move::Lapse => EventKind::Lapse,
+            Move::Readdress => EventKind::Readdress,
         }
     }
 }

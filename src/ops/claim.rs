@@ -98,6 +98,7 @@ fn claim_in(
         note: None,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let (change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
     let notices = change.notices.clone();
@@ -173,6 +174,7 @@ pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
             note: None,
             forced: false,
             handoff: None,
+            readdress: None,
         };
         let change = effects::apply(mv, &st, &ctx)?;
         let notices = change.notices.clone();

@@ -135,6 +135,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
                 intent: &intent_name,
                 to: &to,
                 priority: msg.priority.map(crate::message::Priority::as_str),
+                deadline: msg.deadline.map(clock::stamp),
                 sender: me,
                 required_checks: &required,
                 name,

@@ -123,6 +123,7 @@ pub fn set_status(
         note,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         // A refusal for someone who is not the holder says who holds it.
@@ -167,6 +168,7 @@ pub fn release(
         note: reason,
         forced,
         handoff: None,
+        readdress: None,
     };
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         if from.is_owned() && !who.contains(&Actor::Owner) {

@@ -169,6 +169,25 @@ impl Store {
         Ok(true)
     }
 
+    /// The name under which a message with msg id `id` lies in `mbox`: `base` or one of its
+    /// numbered names (`base.2.md`, ...), looked at in order until a name is free.
+    pub fn find_numbered_with_id(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {
+        if super::fault::test_break("outbox-dup") {
+            return None;
+        }
+        for n in 1..10_000 {
+            let name = crate::message::numbered(base, n);
+            if !self.has_message(mbox, &name) {
+                return None;
+            }
+            let bytes = self.read_message(mbox, &name).ok()?;
+            if crate::task::outbox::has_msg_id(&bytes, id) {
+                return Some(name);
+            }
+        }
+        None
+    }
+
     /// Does message `name` lie in `mbox`? (lstat: a planted symlink does not count)
     pub fn has_message(&self, mbox: &Mailbox, name: &str) -> bool {
         std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())

@@ -38,6 +38,7 @@ mod files;
 mod lanes;
 mod lock;
 mod messages;
+mod outbox;
 mod queue_files;
 mod reconcile;
 mod records;

@@ -87,6 +87,39 @@ impl<'a> LocalTx<'a> {
     }
 }
 
+impl LocalTx<'_> {
+    /// After the commit point: deliver the outbox the record carries (each message once),
+    /// then clear it.
+    fn send_outbox(
+        &self,
+        record: &mut StatusRecord,
+        owner: Option<&OwnerRecord>,
+        checks: &record::Checks,
+        events: &mut Vec<Event>,
+    ) -> Result<()> {
+        if record.outbox.is_empty() {
+            return Ok(());
+        }
+        events.append(&mut super::outbox::deliver(self.eng, &record.outbox)?);
+        record.outbox.clear();
+        self.write(record, owner, checks, false)?;
+        crash_point("outbox.cleared");
+        Ok(())
+    }
+}
+
+/// Did the task (just) become waiting in a lane it was not in: new now, and before not new,
+/// or at another epoch, with another ticket or another address?
+fn newly_waiting(before: Option<&StatusRecord>, after: &StatusRecord) -> bool {
+    after.status == Status::New
+        && before.is_none_or(|b| {
+            b.status != Status::New
+                || b.epoch != after.epoch
+                || b.message != after.message
+                || b.to != after.to
+        })
+}
+
 /// Does the ticket lie where the record says it should (reconciliation makes it so)?
 fn where_record_says(rec: &StatusRecord, at: &Mailbox) -> bool {
     match rec.status {
@@ -106,8 +139,13 @@ impl TaskTx for LocalTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { op, mut record, checks, ticket, mut events, notices: _ } = change;
-        let before = self.st.as_ref().map(|s| (s.rec.status, s.rec.epoch, s.rec.message.clone()));
+        let Change { op, mut record, checks, ticket, mut events, notices: _, outbox } = change;
+        if !outbox.is_empty() && ticket != Ticket::Stay {
+            // Its commit point must be the record write that carries the outbox.
+            return Err(Error::internal("an outbox goes only with a change that moves no message"));
+        }
+        record.outbox = outbox;
+        let before = self.st.as_ref().map(|s| s.rec.clone());
         let all_checks = checks
             .clone()
             .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
@@ -193,11 +231,8 @@ impl TaskTx for LocalTx<'_> {
                 st.location.clone().unwrap_or(Mailbox::NewMessages)
             }
         };
-        let requeue = record.status == Status::New
-            && before.as_ref().is_none_or(|(s, e, m)| {
-                *s != Status::New || *e != record.epoch || *m != record.message
-            });
-        if requeue {
+        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events)?;
+        if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
         event_log::append(store, &mut events)?;

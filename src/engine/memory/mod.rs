@@ -151,7 +151,7 @@ impl TaskTx for MemTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { mut record, checks, ticket, mut events, .. } = change;
+        let Change { mut record, checks, ticket, mut events, outbox, .. } = change;
         let mut g = self.eng.lock();
         let before = self.st.as_ref();
         let location = match ticket {
@@ -185,6 +185,23 @@ impl TaskTx for MemTx<'_> {
                 before.and_then(|s| s.location.clone()).ok_or_else(|| no_task(&self.task))?
             }
         };
+        // The outbox is delivered in the same step: nothing can come between.
+        for o in &outbox {
+            let mut files = Vec::with_capacity(o.to.len());
+            for label in &o.to {
+                let b = Mailbox::from_label(label)
+                    .ok_or_else(|| Error::internal(format!("no box `{label}`")))?;
+                let n = g.free_name(&b, &o.name);
+                g.boxes.entry(b).or_default().insert(n.clone(), o.content.clone().into_bytes());
+                files.push((label.clone(), n));
+            }
+            events.push(crate::task::outbox::event(
+                o,
+                &files,
+                crate::clock::stamp_ms(crate::clock::now()),
+            ));
+        }
+        record.outbox.clear();
         let checks = checks.unwrap_or_else(|| before.map(|s| s.checks.clone()).unwrap_or_default());
         let st = TaskState { rec: record, owner: None, checks, location: Some(location) };
         g.tasks.insert(self.task.clone(), st.clone());
@@ -251,13 +268,14 @@ impl Engine for MemoryEngine {
                     st.rec.status == Status::New
                         && !skip.contains(*id)
                         && who.admits(&st.rec.to, &st.rec.intent)
+                        && who.in_time(st.rec.deadline.as_deref())
                 })
+                // Priority, then deadline (none: last), then time waiting.
                 .min_by(|(ia, a), (ib, b)| {
-                    (rank(&a.rec.priority), &a.rec.updated_at, ia).cmp(&(
-                        rank(&b.rec.priority),
-                        &b.rec.updated_at,
-                        ib,
-                    ))
+                    let key = |st: &TaskState| {
+                        (rank(&st.rec.priority), st.rec.deadline.is_none(), st.rec.deadline.clone())
+                    };
+                    (key(a), &a.rec.updated_at, ia).cmp(&(key(b), &b.rec.updated_at, ib))
                 })
                 .map(|(id, _)| id.clone())
         };
