@@ -23,8 +23,18 @@ use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
 use crate::task::{Change, Eligibility, Row, TaskState};
+use crate::tx::AskRecord;
+
+/// One message of a batch delivery (`Engine::deliver_batch`): its text, its file name, and
+/// the boxes it goes to.
+#[derive(Debug, Clone)]
+pub struct Parcel {
+    pub content: Vec<u8>,
+    pub name: String,
+    pub to: Vec<Mailbox>,
+}
 
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
 /// input when it is known (a file's length; `None` for a stream cut at the cap).
@@ -113,6 +123,10 @@ pub trait Engine {
     /// `name` or the first free `name.N.md` in its box. Returns the names used.
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>>;
 
+    /// Deliver several messages, each to its boxes, all or none across a crash (a message and
+    /// what a routing rule sends with it). Returns the names used, per parcel and box.
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>>;
+
     /// Move a message that is no task's ticket (tickets move inside their task's
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;
@@ -137,6 +151,31 @@ pub trait Engine {
         v.push(Mailbox::Logs);
         Ok(v)
     }
+
+    // ---- TX: asks, prompts, retirement -------------------------------------------------
+
+    /// The record of ask `id`; `None` when there is none.
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>>;
+
+    /// Every ask record, by msg id.
+    fn asks(&self) -> Result<Vec<AskRecord>>;
+
+    /// Store an ask record if the stored one is still at revision `seen` (`None`: there is
+    /// none yet); a conflict otherwise. Returns it as stored, its `rev` = seen + 1.
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord>;
+
+    /// Make `message` (a whole prompt message) `agent`'s current prompt.
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
+
+    /// `agent`'s current prompt message, if it has one.
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>>;
+
+    /// Retire an agent at `at` (a time stamp): it acts no more, and what reaches it is kept
+    /// as an orphan. `false` when it was retired already.
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool>;
+
+    /// The retired agents, sorted.
+    fn retired(&self) -> Result<Vec<AgentName>>;
 
     // ---- the event log -------------------------------------------------------------
 

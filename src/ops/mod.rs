@@ -2,20 +2,28 @@
 //! task through its lifecycle, filing messages. Each task operation runs in one task
 //! transaction and commits one `Change` the task model computed.
 
+pub mod asks;
 mod claim;
 mod find;
 mod notify;
 mod open;
+pub mod prompt;
 mod read;
+pub mod route;
 mod send;
+pub mod thread;
+mod tx;
 mod update;
 
 pub use claim::{ClaimOutcome, claim, claim_next, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
+pub use prompt::current_prompt;
 pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
-pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};
+pub use update::{
+    CheckRun, check_run, check_set, heartbeat, release, set_status, set_status_sending,
+};
 
 #[cfg(test)]
 mod tests;

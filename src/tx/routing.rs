@@ -14,7 +14,10 @@ use crate::message::{Format, Message};
 use crate::task::Status;
 
 /// `routing:` as written: agent or role -> status -> target -> text.
-pub type Routing = BTreeMap<String, BTreeMap<String, BTreeMap<String, String>>>;
+pub type Routing = BTreeMap<String, Statuses>;
+
+/// One agent's (or role's) rules: status -> target -> text.
+pub type Statuses = BTreeMap<String, BTreeMap<String, String>>;
 
 /// A status a routing rule may name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -129,6 +132,11 @@ pub fn check_shape(routing: &Routing) -> Result<()> {
     Ok(())
 }
 
+/// The statuses written for `name` (a key written `mesh/name` counts as `name`).
+fn rules_of<'a>(routing: &'a Routing, name: &str) -> Option<(&'a String, &'a Statuses)> {
+    routing.iter().find(|(k, _)| crate::message::agent_of(k) == name)
+}
+
 /// The rules that fire when `agent` (with `role`) reaches `key`: those written for the agent,
 /// else those written for its role. Returns the rule's name (`who.status`) and its targets.
 pub fn firing<'a>(
@@ -138,11 +146,11 @@ pub fn firing<'a>(
     key: RoutingKey,
 ) -> Option<(String, &'a BTreeMap<String, String>)> {
     [agent, role].into_iter().find_map(|who| {
-        let statuses = routing.get(who)?;
+        let (written, statuses) = rules_of(routing, who)?;
         statuses
             .iter()
             .find(|(s, _)| RoutingKey::parse(s) == Ok(key))
-            .map(|(s, t)| (format!("{who}.{s}"), t))
+            .map(|(s, t)| (format!("{written}.{s}"), t))
     })
 }
 
@@ -162,10 +170,10 @@ pub fn closed_loops(routing: &Routing, agents: &[(String, String)]) -> Vec<Vec<S
     let edges: Vec<BTreeSet<usize>> = agents
         .iter()
         .map(|(a, r)| {
-            let rules = routing.get(a.as_str()).or_else(|| routing.get(r.as_str()));
+            let rules = rules_of(routing, a).or_else(|| rules_of(routing, r));
             rules
                 .into_iter()
-                .flat_map(|s| s.values())
+                .flat_map(|(_, s)| s.values())
                 .flat_map(|targets| targets.keys())
                 .flat_map(|t| reach(t))
                 .collect()
@@ -273,6 +281,9 @@ green-phase:
         assert_eq!(targets["green-phase"], "Test written and documented");
         assert!(firing(&r, "red-phase", "engineer", RoutingKey::Failed).is_none());
         assert!(firing(&r, "core", "coordinator", RoutingKey::Completed).is_none());
+        let meshed = routing("tdd/red-phase: {complete: {tdd/green-phase: go}}\n");
+        let (rule, _) = firing(&meshed, "red-phase", "engineer", RoutingKey::Completed).unwrap();
+        assert_eq!(rule, "tdd/red-phase.complete");
         let all = agents(&["red-phase", "green-phase", "refactor-phase", "core"]);
         assert!(closed_loops(&r, &all).is_empty(), "red <-> green leaves by blocked -> core");
     }

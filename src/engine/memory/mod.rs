@@ -9,13 +9,14 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Capped, CursorHold, Engine, EventFeed, TaskTx, Violation, no_task};
+use super::{Capped, CursorHold, Engine, EventFeed, Parcel, TaskTx, Violation, no_task};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::message::numbered;
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
 use crate::task::{Change, Eligibility, Row, Status, TaskState, Ticket, row_of};
+use crate::tx::AskRecord;
 
 #[derive(Default)]
 struct Inner {
@@ -26,6 +27,9 @@ struct Inner {
     busy: HashSet<TaskId>,
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
+    asks: BTreeMap<MsgId, AskRecord>,
+    prompts: BTreeMap<AgentName, Vec<u8>>,
+    retired: BTreeMap<AgentName, String>,
 }
 
 #[derive(Default)]
@@ -310,6 +314,69 @@ impl Engine for MemoryEngine {
             out.push(n);
         }
         Ok(out)
+    }
+
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        let mut g = self.lock();
+        let mut out = Vec::with_capacity(parcels.len());
+        for p in parcels {
+            let mut names = Vec::with_capacity(p.to.len());
+            for b in &p.to {
+                let n = g.free_name(b, &p.name);
+                g.boxes.entry(b.clone()).or_default().insert(n.clone(), p.content.clone());
+                names.push(n);
+            }
+            out.push(names);
+        }
+        Ok(out)
+    }
+
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        Ok(self.lock().asks.get(id).cloned())
+    }
+
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        Ok(self.lock().asks.values().cloned().collect())
+    }
+
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        let mut g = self.lock();
+        let now = g.asks.get(&rec.msg_id).map(|r| r.rev);
+        if now != seen {
+            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id)));
+        }
+        let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
+        g.asks.insert(rec.msg_id.clone(), stored.clone());
+        Ok(stored)
+    }
+
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        let mut g = self.lock();
+        if !g.agents.contains_key(agent) {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        }
+        g.prompts.insert(agent.clone(), message.to_vec());
+        Ok(())
+    }
+
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        Ok(self.lock().prompts.get(agent).cloned())
+    }
+
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        let mut g = self.lock();
+        if !g.agents.contains_key(agent) {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        }
+        if g.retired.contains_key(agent) {
+            return Ok(false);
+        }
+        g.retired.insert(agent.clone(), at.to_string());
+        Ok(true)
+    }
+
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        Ok(self.lock().retired.keys().cloned().collect())
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
