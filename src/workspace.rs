@@ -20,7 +20,7 @@ pub struct Workspace {
     agents: OnceCell<BTreeMap<AgentName, String>>,
     roles: RefCell<HashMap<AgentName, Option<String>>>,
     /// Retired agents (`circe agent retire`), loaded on first use.
-    retired: OnceCell<BTreeSet<AgentName>>,
+    retired: RefCell<Option<BTreeSet<AgentName>>>,
     pinned: Cell<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
@@ -46,7 +46,7 @@ impl Workspace {
             registry,
             agents: OnceCell::new(),
             roles: RefCell::default(),
-            retired: OnceCell::new(),
+            retired: RefCell::new(None),
             pinned: Cell::new(None),
         })
     }
@@ -107,9 +107,15 @@ impl Workspace {
 
     /// Has `agent` been retired (`circe agent retire`)?
     pub fn is_retired(&self, agent: &AgentName) -> bool {
-        self.retired
-            .get_or_init(|| self.engine.retired().unwrap_or_default().into_iter().collect())
+        let mut known = self.retired.borrow_mut();
+        known
+            .get_or_insert_with(|| self.engine.retired().unwrap_or_default().into_iter().collect())
             .contains(agent)
+    }
+
+    /// Forget the retired agents read so far (after a retirement).
+    pub fn forget_retired(&self) {
+        self.retired.borrow_mut().take();
     }
 
     /// This root's TX mesh names: its own (`tx: mesh:`, else the name of the folder that

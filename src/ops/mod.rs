@@ -4,9 +4,11 @@
 
 pub mod asks;
 mod claim;
+pub mod deadline;
 mod find;
 mod notify;
 mod open;
+pub mod orphans;
 pub mod prompt;
 mod read;
 pub mod route;
