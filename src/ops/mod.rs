@@ -3,6 +3,7 @@
 //! transaction and commits one `Change` the task model computed.
 
 pub mod asks;
+pub mod bridge;
 mod claim;
 pub mod deadline;
 mod find;

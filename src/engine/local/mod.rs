@@ -35,6 +35,7 @@ mod doctor;
 mod event_log;
 mod fault;
 mod files;
+mod folders;
 mod lanes;
 mod lock;
 mod messages;
@@ -59,6 +60,7 @@ pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
     read_stdin_capped,
 };
+pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
 pub use root::{Durability, find_root, root_at};
 
