@@ -21,3 +21,4 @@ mod message_limits;
 mod messages;
 mod send;
 mod status_words;
+mod tx;
