@@ -127,6 +127,10 @@ pub trait Engine {
     /// what a routing rule sends with it). Returns the names used, per parcel and box.
     fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>>;
 
+    /// Finish the deliveries that a crashed command left past their commit point (a batch
+    /// committed but not yet landed), so that a retry finds what was sent. Returns how many.
+    fn finish_deliveries(&self) -> Result<usize>;
+
     /// Move a message that is no task's ticket (tickets move inside their task's
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;

@@ -12,7 +12,9 @@
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
 //! the log's lock; `no-outbox` stops commands finishing a task's outbox that a crash cut
-//! short; `outbox-dup` delivers an outbox message without looking for an earlier copy.
+//! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
+//! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
+//! earlier copy of its message.
 
 use std::io;
 use std::sync::OnceLock;

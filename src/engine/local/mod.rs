@@ -218,6 +218,23 @@ impl Engine for LocalEngine {
         Ok(parcels.iter().map(|p| flat.by_ref().take(p.to.len()).collect()).collect())
     }
 
+    fn finish_deliveries(&self) -> Result<usize> {
+        if fault::test_break("no-finish") {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for name in self.store.tmp_leftovers()? {
+            // Best effort: another command (or doctor) may be landing the same batch.
+            if name.starts_with("batch-")
+                && !name.contains(".part")
+                && self.store.finish_batch(&name).is_ok()
+            {
+                n += 1;
+            }
+        }
+        Ok(n)
+    }
+
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         self.store.move_message(from, to, file)
     }
