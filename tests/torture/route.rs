@@ -36,13 +36,11 @@ fn root() -> Root {
 
 /// The files in `box_dir` (relative to the root) whose text holds `needle`.
 fn holding(r: &Root, box_dir: &str, needle: &str) -> usize {
-    std::fs::read_dir(r.dir.join(box_dir))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains(needle)))
-                .count()
-        })
-        .unwrap_or(0)
+    std::fs::read_dir(r.dir.join(box_dir)).map_or(0, |rd| {
+        rd.flatten()
+            .filter(|e| std::fs::read_to_string(e.path()).is_ok_and(|t| t.contains(needle)))
+            .count()
+    })
 }
 
 /// After the crash and the next commands: the problems seen.
