@@ -154,4 +154,18 @@ mod tests {
             assert_eq!(EventKind::of_move(mv).as_str(), mv.as_str());
         }
     }
+
+    /// PROTOCOLS.md section 10's table names every kind.
+    #[test]
+    fn protocols_lists_every_kind() {
+        let doc = include_str!("../../PROTOCOLS.md");
+        let table = &doc[doc.find("## 10. The event log").unwrap()..doc.find("## 11.").unwrap()];
+        for k in ALL_KINDS {
+            let named = table.lines().any(|l| {
+                l.starts_with('|')
+                    && l.split('|').nth(1).is_some_and(|c| c.contains(&format!("`{}`", k.as_str())))
+            });
+            assert!(named, "PROTOCOLS.md section 10 has no row for `{}`", k.as_str());
+        }
+    }
 }
