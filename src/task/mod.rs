@@ -1,6 +1,7 @@
 //! The task model: records, the lifecycle table and what each move changes. Pure: it knows
 //! nothing of where tasks are kept (the engine) or of commands (`ops`).
 
+mod changes;
 pub mod effects;
 mod eligibility;
 pub mod lifecycle;
