@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let ws = ctx.workspace_for_setup()?;
-    let found = ws.engine.doctor(a.repair)?;
+    let found = crate::ops::doctor::run(&ws, a.repair)?;
     // Not violations, but a coordinator's to-do: orphans of retired agents, routing loops.
     let orphans = crate::ops::orphans::list(&ws)?;
     let loops = crate::ops::route::report(&ws).closed_loops;

@@ -12,12 +12,17 @@
 
 pub mod local;
 pub mod memory;
+pub mod postgres;
+mod snapshot;
 
 pub use local::crash_point;
+pub use snapshot::Snapshot;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use crate::boxes::Mailbox;
 use crate::config::Config;
@@ -52,6 +57,19 @@ pub enum RootSpec {
     Search,
     /// A folder holding circe.yaml, or holding `.circe/`.
     Path(PathBuf),
+    /// A database: `postgres://host/db?schema=team_a`.
+    Url(String),
+}
+
+impl RootSpec {
+    /// What `--root`/`CIRCE_ROOT` names: a URL when it starts with `postgres://` or
+    /// `postgresql://`, else a folder.
+    pub fn parse(s: &std::ffi::OsStr) -> RootSpec {
+        match s.to_str() {
+            Some(u) if postgres::is_url(u) => RootSpec::Url(u.to_string()),
+            _ => RootSpec::Path(PathBuf::from(s)),
+        }
+    }
 }
 
 /// What the engine needs from the configuration to finish crashed work on its own.
@@ -64,9 +82,10 @@ pub struct Settings {
     pub limits: crate::message::Limits,
 }
 
-/// The engine behind a root, and what the root's configuration says.
+/// The engine behind a root, and what the root's configuration says. A folder whose
+/// circe.yaml names an engine (`engine: {kind: postgres, ...}`) opens that engine.
 pub fn open(spec: &RootSpec) -> Result<(Box<dyn Engine>, Config)> {
-    local::open(spec, None)
+    open_inner(spec, None)
 }
 
 /// `open`, with the durability forced (bulk loading for benchmarks: `Relaxed`).
@@ -74,7 +93,20 @@ pub fn open_with(
     spec: &RootSpec,
     durability: local::Durability,
 ) -> Result<(Box<dyn Engine>, Config)> {
-    local::open(spec, Some(durability))
+    open_inner(spec, Some(durability))
+}
+
+fn open_inner(
+    spec: &RootSpec,
+    durability: Option<local::Durability>,
+) -> Result<(Box<dyn Engine>, Config)> {
+    match spec {
+        RootSpec::Url(url) => postgres::open(&postgres::Target::from_url(url)?),
+        RootSpec::Path(_) | RootSpec::Search => match local::open(spec, durability)? {
+            local::Opened::Local(engine, config) => Ok((engine, config)),
+            local::Opened::Pointer(target) => postgres::open(&target),
+        },
+    }
 }
 
 /// Everything the domain asks of a root.
@@ -124,12 +156,26 @@ pub trait Engine {
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>>;
 
     /// Deliver several messages, each to its boxes, all or none across a crash (a message and
-    /// what a routing rule sends with it). Returns the names used, per parcel and box.
-    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>>;
+    /// what a routing rule sends with it). Returns the names used, per parcel and box. An
+    /// engine that does not implement it delivers one parcel and refuses more (never half).
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        match parcels {
+            [one] => Ok(vec![self.deliver(&one.content, &one.name, &one.to)?]),
+            _ => Err(not_kept(self, "several messages delivered as one (routing rules)")),
+        }
+    }
 
     /// Finish the deliveries that a crashed command left past their commit point (a batch
     /// committed but not yet landed), so that a retry finds what was sent. Returns how many.
-    fn finish_deliveries(&self) -> Result<usize>;
+    fn finish_deliveries(&self) -> Result<usize> {
+        Ok(0)
+    }
+
+    /// Does this engine keep what TX adds (asks, prompts, retirement, deadlines, a change's
+    /// outbox)? Commands that need it refuse on an engine that does not, before writing.
+    fn keeps_tx(&self) -> bool {
+        false
+    }
 
     /// Move a message that is no task's ticket (tickets move inside their task's
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
@@ -144,6 +190,24 @@ pub trait Engine {
     /// At most `cap + 1` bytes of a message (enough to tell it is over `cap`), and its size:
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
+    /// Where messages with id `msg_id` lie (every box; none when it was never delivered).
+    /// The default reads every message; a database looks it up by an index.
+    fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
+        let mut out = Vec::new();
+        for b in self.boxes()? {
+            for name in self.list_box(&b)? {
+                let Ok(bytes) = self.read_message(&b, &name) else { continue };
+                if !bytes.windows(msg_id.len()).any(|w| w == msg_id.as_bytes()) {
+                    continue;
+                }
+                let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
+                if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
+                    out.push((b.clone(), name));
+                }
+            }
+        }
+        Ok(out)
+    }
 
     /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
     fn boxes(&self) -> Result<Vec<Mailbox>> {
@@ -159,27 +223,41 @@ pub trait Engine {
     // ---- TX: asks, prompts, retirement -------------------------------------------------
 
     /// The record of ask `id`; `None` when there is none.
-    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>>;
+    fn ask(&self, _id: &MsgId) -> Result<Option<AskRecord>> {
+        Ok(None)
+    }
 
     /// Every ask record, by msg id.
-    fn asks(&self) -> Result<Vec<AskRecord>>;
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        Ok(Vec::new())
+    }
 
     /// Store an ask record if the stored one is still at revision `seen` (`None`: there is
     /// none yet); a conflict otherwise. Returns it as stored, its `rev` = seen + 1.
-    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord>;
+    fn put_ask(&self, _rec: &AskRecord, _seen: Option<u64>) -> Result<AskRecord> {
+        Err(not_kept(self, "asks"))
+    }
 
     /// Make `message` (a whole prompt message) `agent`'s current prompt.
-    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
+    fn set_prompt(&self, _agent: &AgentName, _message: &[u8]) -> Result<()> {
+        Err(not_kept(self, "prompts"))
+    }
 
     /// `agent`'s current prompt message, if it has one.
-    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>>;
+    fn prompt(&self, _agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
 
     /// Retire an agent at `at` (a time stamp): it acts no more, and what reaches it is kept
     /// as an orphan. `false` when it was retired already.
-    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool>;
+    fn retire_agent(&self, _agent: &AgentName, _at: &str) -> Result<bool> {
+        Err(not_kept(self, "retired agents"))
+    }
 
     /// The retired agents, sorted.
-    fn retired(&self) -> Result<Vec<AgentName>>;
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        Ok(Vec::new())
+    }
 
     // ---- the event log -------------------------------------------------------------
 
@@ -193,6 +271,10 @@ pub trait Engine {
 
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
+
+    /// Up to `max` events with ids below `before` (`None`: from the newest), newest first,
+    /// read from the end of the log without scanning it whole (`circe log --limit`).
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>>;
 
     /// A subscription to the log: `EventFeed::wait` returns once new events may have been
     /// appended. Subscribe first, then read: an event appended between the two is still
@@ -224,6 +306,51 @@ pub trait Engine {
     /// Every saved cursor: (kind, name), sorted.
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
 
+    /// Keep an event a consumer's hook kept failing on (its dead letters), in order.
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()>;
+
+    /// A consumer's dead letters, oldest first.
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>>;
+
+    /// Where a person or a hook can open a message, when the engine keeps it as a file.
+    fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<PathBuf>;
+    /// The whole root as of one moment (`circe mirror`, `circe migrate`). The default reads
+    /// it part by part (exact when nothing runs meanwhile); a database reads it in one
+    /// snapshot.
+    fn snapshot(&self) -> Result<Snapshot>;
+
+    /// Wait until an event after `after` exists or `timeout` passes; returns the newest id.
+    /// Engines that can be woken (LISTEN in a database) override this polling default.
+    fn wait_events(&self, after: u64, timeout: Duration) -> Result<u64> {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let last = self.last_event_id()?;
+            if last > after || std::time::Instant::now() >= until {
+                return Ok(last);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // ---- configuration and requests --------------------------------------------------
+
+    /// The root's configuration as text (circe.yaml of a local root; the stored copy in a
+    /// database, which every host reads).
+    fn config_text(&self) -> Result<String>;
+
+    /// Replace the configuration (checked by the caller).
+    fn set_config(&self, text: &str) -> Result<()>;
+
+    /// The grant a claim with request id `request` by `agent` made: the task and the epoch
+    /// the claim gave it. `None` when no such claim committed.
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>>;
+
+    /// Tasks whose lease may have run out (`reap` checks each in its transaction). The
+    /// default is every task; a database selects them by an index on the lease.
+    fn lease_candidates(&self) -> Result<Vec<TaskId>> {
+        self.task_ids()
+    }
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).
@@ -236,6 +363,11 @@ pub trait TaskTx {
     fn task_id(&self) -> &TaskId;
     /// The task as it is now; `None` for a task that does not exist yet.
     fn state(&self) -> Option<&TaskState>;
+    /// The time this transaction decides by (leases, `updated_at`): the local clock
+    /// (`CIRCE_NOW` when pinned), or a database server's clock.
+    fn now(&self) -> DateTime<Utc> {
+        crate::clock::now()
+    }
     /// Commit one change: its commit point (the ticket's move or delivery, else the record
     /// write), then the records, then its events (given their ids, returned). Afterwards
     /// `state()` is the new state.
@@ -258,6 +390,12 @@ pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
+}
+
+/// The refusal of an engine that does not keep `what` (section 16's state) yet.
+pub fn not_kept<E: Engine + ?Sized>(eng: &E, what: &str) -> Error {
+    Error::refused(format!("the engine at {} does not keep {what} yet", eng.location()))
+        .hint("use a local root for TX's asks, prompts, retirement, deadlines and routing")
 }
 
 /// The error for a task that does not exist.

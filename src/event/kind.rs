@@ -35,6 +35,8 @@ pub enum EventKind {
     Repair,
     /// An agent was added to the root.
     AgentAdd,
+    /// A consumer's hook failed too often: the event was set aside.
+    DeadLetter,
     /// A deadline passed: a task expired, an ask expired unanswered, or a message was filed.
     Lapse,
     /// A coordinator addressed a waiting task anew.
@@ -53,7 +55,7 @@ pub enum EventKind {
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 26] = [
+pub const ALL_KINDS: [EventKind; 27] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -73,6 +75,7 @@ pub const ALL_KINDS: [EventKind; 26] = [
     EventKind::Done,
     EventKind::Repair,
     EventKind::AgentAdd,
+    EventKind::DeadLetter,
     EventKind::Lapse,
     EventKind::Readdress,
     EventKind::Route,
@@ -104,6 +107,7 @@ impl EventKind {
             EventKind::Done => "done",
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
+            EventKind::DeadLetter => "dead_letter",
             EventKind::Lapse => "lapse",
             EventKind::Readdress => "readdress",
             EventKind::Route => "route",

@@ -88,6 +88,12 @@ pub fn import_tx(
                 .hint("`circe registry` lists the roles"));
         }
     }
+    if !ws.engine.keeps_tx() {
+        return Err(crate::engine::not_kept(
+            ws.engine.as_ref(),
+            "what a TX import brings (asks, prompts)",
+        ));
+    }
     let mut report = ImportReport::default();
     let now = ws.now();
     // First pass: what each file says, to order them and know each message's task.
@@ -230,7 +236,7 @@ fn land(
             let sender = AgentName::new(from)?;
             let opened = open_task(
                 ws,
-                TaskMessage {
+                &TaskMessage {
                     task_id: &task,
                     intent: &intent,
                     to: agent_of(&to),

@@ -134,6 +134,7 @@ fn move_ticket(
         events: vec![ev],
         notices: Vec::new(),
         outbox: Vec::new(),
+        request: None,
     })?;
     Ok(st.rec.message)
 }

@@ -47,6 +47,11 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         .hint("set a later deadline, or leave it out"));
     }
     let sem = semantics(msg.intent.as_deref().unwrap_or_default());
+    if matches!(sem, Semantics::OpensAsk | Semantics::ClosesAsk | Semantics::Prompt)
+        && !ws.engine.keeps_tx()
+    {
+        return Err(crate::engine::not_kept(ws.engine.as_ref(), "asks and prompts"));
+    }
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
     let plan = match sem {
         Semantics::OpensTask => {

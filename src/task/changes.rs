@@ -70,6 +70,7 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
         events: vec![ev],
         notices: Vec::new(),
         outbox: Vec::new(),
+        request: None,
     }
 }
 
@@ -88,6 +89,7 @@ pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -
         events: vec![ev],
         notices: Vec::new(),
         outbox: Vec::new(),
+        request: None,
     }
 }
 
@@ -103,5 +105,6 @@ pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<
         events: Vec::new(),
         notices: Vec::new(),
         outbox: Vec::new(),
+        request: None,
     })
 }

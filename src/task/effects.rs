@@ -53,6 +53,9 @@ pub struct Change {
     /// Messages sent exactly once with the change: written into the record by its commit and
     /// delivered right after (a crash in between is finished by the next transaction).
     pub outbox: Vec<Outgoing>,
+    /// The request id of the claim making this change: the engine remembers which grant it
+    /// made, so a retry of an ambiguous claim finds it (`Engine::granted`).
+    pub request: Option<String>,
 }
 
 /// What a handoff's message says about the task's next turn.
@@ -163,7 +166,16 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
         Move::Lapse => "lapse",
         Move::Readdress => "readdress",
     };
-    Ok(Change { op, record: rec, checks, ticket, events: vec![ev], notices, outbox: Vec::new() })
+    Ok(Change {
+        op,
+        record: rec,
+        checks,
+        ticket,
+        events: vec![ev],
+        notices,
+        outbox: Vec::new(),
+        request: None,
+    })
 }
 
 /// Past its deadline a task is not claimed or completed.

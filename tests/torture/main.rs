@@ -25,6 +25,7 @@ mod parsers;
 mod race;
 mod route;
 mod stale;
+mod watch;
 mod workers;
 mod writers;
 

@@ -108,6 +108,18 @@ impl LocalTx<'_> {
     }
 }
 
+/// The outbox a change's record carries: only a change whose commit point is that record
+/// write (its message stays) may carry one.
+fn with_outbox(
+    outbox: Vec<crate::task::Outgoing>,
+    ticket: &Ticket,
+) -> Result<Vec<crate::task::Outgoing>> {
+    if !outbox.is_empty() && *ticket != Ticket::Stay {
+        return Err(Error::internal("an outbox goes only with a change that moves no message"));
+    }
+    Ok(outbox)
+}
+
 /// Did the task (just) become waiting in a lane it was not in: new now, and before not new,
 /// or at another epoch, with another ticket or another address?
 fn newly_waiting(before: Option<&StatusRecord>, after: &StatusRecord) -> bool {
@@ -139,12 +151,12 @@ impl TaskTx for LocalTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { op, mut record, checks, ticket, mut events, notices: _, outbox } = change;
-        if !outbox.is_empty() && ticket != Ticket::Stay {
-            // Its commit point must be the record write that carries the outbox.
-            return Err(Error::internal("an outbox goes only with a change that moves no message"));
+        let Change { op, mut record, checks, ticket, mut events, notices: _, outbox, request } =
+            change;
+        record.outbox = with_outbox(outbox, &ticket)?;
+        if let (Some(r), Some(owner)) = (&request, &record.owner) {
+            super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
         }
-        record.outbox = outbox;
         let before = self.st.as_ref().map(|s| s.rec.clone());
         let all_checks = checks
             .clone()
@@ -241,3 +253,7 @@ impl TaskTx for LocalTx<'_> {
         Ok(events)
     }
 }
+
+#[cfg(test)]
+#[path = "tx_tests.rs"]
+mod tests;

@@ -32,8 +32,11 @@ impl TaskTx for MemTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { mut record, checks, ticket, mut events, outbox, .. } = change;
+        let Change { mut record, checks, ticket, mut events, outbox, request, .. } = change;
         let mut g = self.eng.lock();
+        if let (Some(r), Some(o)) = (request, &record.owner) {
+            g.grants.insert((o.clone(), r), (self.task.clone(), record.epoch));
+        }
         let before = self.st.as_ref();
         let location = match ticket {
             Ticket::Deliver { name, content } => {
