@@ -25,13 +25,13 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let mut notes = Vec::new();
     if !orphans.is_empty() {
         notes.push(format!(
-            "note: {} orphaned messages and {} orphaned tasks wait for a coordinator (`circe orphans`)",
+            "{} orphaned messages and {} orphaned tasks wait for a coordinator (`circe orphans`)",
             orphans.messages.len(),
             orphans.tasks.len()
         ));
     }
     for l in &loops {
-        notes.push(format!("note: routing loop with no terminal state: {}", l.join(" -> ")));
+        notes.push(format!("routing loop with no terminal state: {}", l.join(" -> ")));
     }
     let open = found.iter().filter(|v| !v.repaired).count();
     let mut human = String::new();

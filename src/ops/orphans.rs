@@ -224,6 +224,16 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     if !ws.engine.move_message(&from, &dest, &o.file)? {
         return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox)));
     }
+    // An open ask goes with its message: its new recipient may answer it.
+    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
+        && let Some(ask) = ws.engine.ask(&id)?
+        && ask.is_open()
+    {
+        let mut recipients: Vec<AgentName> =
+            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
+        recipients.push(to.clone());
+        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
+    }
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), o.file.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());

@@ -179,6 +179,11 @@ on_both_engines! {
         assert_eq!((o.messages.len(), o.tasks.len()), (1, 0));
         let e = orphans::redeliver(ws, &a("coordinator"), "u-2", &e2).unwrap_err();
         assert_eq!(e.kind, Kind::Refused, "not to a retired agent");
+        // An open ask moves with its message: its new recipient answers it.
+        send(ws, &a("qa"), fm("---\nto: engineer-2\ntype: ask\nmsg-id: q-9\n---\n?\n")).unwrap();
+        orphans::redeliver(ws, &a("coordinator"), "q-9", &a("engineer")).unwrap();
+        send(ws, &a("engineer"), fm("---\nto: qa\ntype: ask-response\nin-reply-to: q-9\n---\nyes\n")).unwrap();
+        assert!(asks::list(ws, false).unwrap().is_empty());
     }
 
     /// Replies join their thread's task; the thread reads as a tree from its first message.
