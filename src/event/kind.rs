@@ -37,11 +37,25 @@ pub enum EventKind {
     AgentAdd,
     /// A consumer's hook failed too often: the event was set aside.
     DeadLetter,
+    /// A deadline passed: a task expired, an ask expired unanswered, or a message was filed.
+    Lapse,
+    /// A coordinator addressed a waiting task anew.
+    Readdress,
+    /// circe delivered a message a routing rule sends.
+    Route,
+    /// An agent was retired.
+    Retire,
+    /// A message reached a retired agent and is kept as an orphan.
+    Orphan,
+    /// An orphan was delivered to another agent.
+    Redeliver,
+    /// A message was imported from a TX folder.
+    Import,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 20] = [
+pub const ALL_KINDS: [EventKind; 27] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -62,6 +76,13 @@ pub const ALL_KINDS: [EventKind; 20] = [
     EventKind::Repair,
     EventKind::AgentAdd,
     EventKind::DeadLetter,
+    EventKind::Lapse,
+    EventKind::Readdress,
+    EventKind::Route,
+    EventKind::Retire,
+    EventKind::Orphan,
+    EventKind::Redeliver,
+    EventKind::Import,
 ];
 
 impl EventKind {
@@ -87,6 +108,13 @@ impl EventKind {
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
             EventKind::DeadLetter => "dead_letter",
+            EventKind::Lapse => "lapse",
+            EventKind::Readdress => "readdress",
+            EventKind::Route => "route",
+            EventKind::Retire => "retire",
+            EventKind::Orphan => "orphan",
+            EventKind::Redeliver => "redeliver",
+            EventKind::Import => "import",
             EventKind::Other => "other",
         }
     }
@@ -109,6 +137,8 @@ impl EventKind {
             Move::Expire => EventKind::Expire,
             Move::Park => EventKind::Park,
             Move::Requeue => EventKind::Requeue,
+            Move::Lapse => EventKind::Lapse,
+            Move::Readdress => EventKind::Readdress,
         }
     }
 }
@@ -126,6 +156,20 @@ mod tests {
         }
         for mv in crate::task::lifecycle::ALL_MOVES {
             assert_eq!(EventKind::of_move(mv).as_str(), mv.as_str());
+        }
+    }
+
+    /// PROTOCOLS.md section 10's table names every kind.
+    #[test]
+    fn protocols_lists_every_kind() {
+        let doc = include_str!("../../PROTOCOLS.md");
+        let table = &doc[doc.find("## 10. The event log").unwrap()..doc.find("## 11.").unwrap()];
+        for k in ALL_KINDS {
+            let named = table.lines().any(|l| {
+                l.starts_with('|')
+                    && l.split('|').nth(1).is_some_and(|c| c.contains(&format!("`{}`", k.as_str())))
+            });
+            assert!(named, "PROTOCOLS.md section 10 has no row for `{}`", k.as_str());
         }
     }
 }

@@ -284,3 +284,6 @@ on_both_engines! {
         assert_eq!(ws.engine.last_event_id().unwrap(), 6);
     }
 }
+
+#[path = "tx_tests.rs"]
+mod tx_tests;

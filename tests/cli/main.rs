@@ -26,3 +26,4 @@ mod requests;
 mod send;
 mod status_words;
 mod streams;
+mod tx;

@@ -23,6 +23,7 @@ mod iofail;
 mod kill;
 mod parsers;
 mod race;
+mod route;
 mod stale;
 mod watch;
 mod workers;

@@ -18,6 +18,10 @@
 //! their request id), `pg-lost-reply` (a commit that succeeded is reported as of unknown
 //! outcome, as when the connection breaks after COMMIT). And the domain's `no-fence`: owner
 //! writes skip the owner and epoch checks.
+//! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut
+//! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
+//! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
+//! earlier copy of its message.
 
 use std::io;
 use std::sync::OnceLock;

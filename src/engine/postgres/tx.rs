@@ -238,7 +238,16 @@ impl TaskTx for PgTx<'_> {
                 self.task
             )));
         }
-        let Change { op, record, checks, ticket, mut events, notices: _, request } = change;
+        let Change { op, record, checks, ticket, mut events, notices: _, request, outbox } = change;
+        // What section 16 adds to a task is not kept here yet: refuse rather than drop it.
+        if !outbox.is_empty() || record.deadline.is_some() || !record.outbox.is_empty() {
+            self.eng.rollback();
+            self.open = false;
+            return Err(crate::engine::not_kept(
+                self.eng,
+                "a task's deadline or the messages a change sends (routing, task-complete)",
+            ));
+        }
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
         let request = match (op, request) {
