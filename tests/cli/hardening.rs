@@ -155,6 +155,7 @@ fn validate_refuses_a_broken_config() {
 /// written with the `claim`, after the commit point, never before it.
 #[test]
 fn a_crashed_takeover_logs_no_expiry() {
+    local_only!("crash points are the local engine's");
     let env = Env::new();
     env.open_task(T);
     env.circe(["claim", T, "--ttl", "1s"]).agent("engineer").run().ok();
