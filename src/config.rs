@@ -68,6 +68,12 @@ pub struct Config {
     /// settings live with the root (PROTOCOLS.md section 18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineConfig>,
+    /// TX addresses (PROTOCOLS.md section 16).
+    #[serde(default)]
+    pub tx: crate::tx::TxConfig,
+    /// TX routing rules: agent or role -> status -> target -> text (section 16).
+    #[serde(default)]
+    pub routing: crate::tx::Routing,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -166,6 +172,8 @@ impl Config {
                 .hint("the other settings live with the root: `circe config` shows them, `circe config --set FILE` changes them"));
             }
         }
+        c.tx.check()?;
+        crate::tx::routing::check_shape(&c.routing)?;
         Ok(c)
     }
 
@@ -267,6 +275,11 @@ mod tests {
         assert!(Config::parse(&pointer.replace("postgres\n", "mysql\n")).is_err());
         assert!(Config::parse(&format!("{pointer}lease: 1m\n")).is_err(), "pointer only");
         assert!(Config::parse(&format!("{pointer}  colour: red\n")).is_err());
+        assert!(Config::parse("version: 1\ntx: {mesh: Bad}\n").is_err());
+        assert!(Config::parse("version: 1\nrouting: {a: {done: {b: x}}}\n").is_err());
+        let c =
+            Config::parse("version: 1\ntx: {aliases: [core]}\nrouting: {a: {complete: {b: x}}}\n");
+        assert_eq!(c.unwrap().tx.aliases, ["core"]);
     }
 
     #[test]

@@ -49,28 +49,30 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
             let intent = get(|m| m.intent.clone());
             let task = get(|m| m.task_id.clone());
             let msg_id = get(|m| m.msg_id.clone());
+            let priority = get(|m| m.priority.map(|p| p.as_str().to_string()));
             let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
             rows.push(vec![
                 cell(&created),
                 cell(&from),
                 cell(&intent),
+                cell(&priority),
                 cell(&task),
                 b.label(),
                 name.clone(),
             ]);
-            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some(), "problem": problem}));
+            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "priority": priority, "valid": parsed.is_some(), "problem": problem}));
             parsed_all.push((b.clone(), name.clone(), parsed));
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
     let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][5].cmp(&rows[y][5])));
+    order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][6].cmp(&rows[y][6])));
     let rows: Vec<Vec<String>> = order.iter().map(|&i| rows[i].clone()).collect();
     let mut list: Vec<serde_json::Value> = order.iter().map(|&i| list[i].clone()).collect();
     let parsed_all: Vec<_> = order.iter().map(|&i| parsed_all[i].clone()).collect();
     let stale = stale_marks(&ws, &me, &parsed_all)?;
     let (fresh, old) = split_stale(&rows, &mut list, &parsed_all, &stale);
-    let header = ["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"];
+    let header = ["CREATED", "FROM", "INTENT", "PRI", "TASK", "BOX", "FILE"];
     let human = if a.oneline {
         oneline(&me, &mut list, &parsed_all, &stale)
     } else if fresh.is_empty() && old.is_empty() {

@@ -118,7 +118,7 @@ impl Field {
                 m.task_id = text();
             }
             Field::Status => {
-                if status::normalize(value).is_none() {
+                if !status::is_known(value) {
                     return Err((
                         format!("unknown status `{}`", value.escape_debug()),
                         Some(format!(

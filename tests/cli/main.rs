@@ -27,3 +27,4 @@ mod send;
 mod seq;
 mod status_words;
 mod streams;
+mod tx;

@@ -10,12 +10,14 @@ use circe::task::record::OwnerRecord;
 
 use crate::common::{Root, lost_or_duplicated, numbered, numbering_problems};
 
-/// Every named step a command can reach. `put_message`/`put_messages`' own steps
-/// (`send.staged`, `send.delivered`, `send.fanout.committed`, `send.fanout`) belong to an
-/// unnumbered delivery (`Engine::deliver` with no sequence hold), which no command makes:
-/// every message a command sends goes through the numbered steps `seq.*`.
-pub const POINTS: [&str; 24] = [
+/// Every named step a command can reach. A message a command sends goes through the
+/// numbered steps `seq.*`; `put_message`'s own steps (`send.staged`, `send.delivered`) are
+/// reached by the outbox of a task change (tests/torture/route.rs), and the fan-out batch's
+/// (`send.fanout.committed`, `send.fanout`) only by a delivery with no sequence hold, which
+/// no command makes.
+pub const POINTS: [&str; 25] = [
     "seq.staged",
+    "seq.outbox.staged",
     "seq.committed",
     "seq.delivered",
     "seq.chat.staged",
@@ -85,6 +87,40 @@ pub const SCENARIOS: &[Scenario] = &[
         setup: &[(Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "first"], None)],
         cmd: (Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "second"], None),
         next: &[(Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "third"], None)],
+    },
+    Scenario {
+        name: "task_complete",
+        setup: &[
+            OPEN,
+            CLAIM,
+            (Some("engineer"), &["status", "T1", "in_progress"], None),
+            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+        ],
+        cmd: (
+            Some("engineer"),
+            &[
+                "send",
+                "--to",
+                "coordinator",
+                "--intent",
+                "task-complete",
+                "--task",
+                "T1",
+                "--summary",
+                "done",
+            ],
+            None,
+        ),
+        next: &[
+            TASKS,
+            (
+                Some("engineer"),
+                &["send", "--to", "qa", "--intent", "inform", "--summary", "z"],
+                None,
+            ),
+            // The task's next command delivers a change's messages a crash left.
+            (Some("engineer"), &["done", "T1"], None),
+        ],
     },
     Scenario {
         name: "handoff",
@@ -284,6 +320,7 @@ const REACHED: &[(&str, &[&str])] = &[
     ("seq.staged", &["send_task", "send_fanout", "handoff", "park"]),
     ("seq.committed", &["send_task", "send_fanout", "handoff", "park"]),
     ("seq.delivered", &["send_task", "send_fanout", "handoff", "park"]),
+    ("seq.outbox.staged", &["task_complete"]),
     ("seq.chat.staged", &["chat_seq"]),
     ("seq.chat.written", &["chat_seq"]),
     ("send.recorded", &["send_task"]),
@@ -330,7 +367,7 @@ const REACHED: &[(&str, &[&str])] = &[
     ("expire.renamed", &["reap"]),
     ("release.renamed", &["release"]),
     ("release.recorded", &["release"]),
-    ("status.recorded", &["status", "complete"]),
+    ("status.recorded", &["status", "complete", "task_complete"]),
     ("heartbeat.recorded", &["heartbeat"]),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),

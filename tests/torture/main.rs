@@ -24,6 +24,7 @@ mod iofail;
 mod kill;
 mod parsers;
 mod race;
+mod route;
 mod seq;
 mod stale;
 mod watch;

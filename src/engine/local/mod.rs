@@ -35,10 +35,12 @@ mod doctor;
 mod event_log;
 mod fault;
 mod files;
+mod folders;
 mod lanes;
 mod lock;
 mod messages;
 mod mirror;
+mod outbox;
 mod queue_files;
 mod reconcile;
 mod records;
@@ -53,6 +55,7 @@ mod seq_store;
 #[cfg(test)]
 mod testing;
 mod tx;
+mod tx_records;
 pub mod watch;
 
 use std::collections::HashSet;
@@ -64,21 +67,23 @@ pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
     read_small_file, read_stdin_capped,
 };
+pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
 use super::{
-    Capped, CursorHold, Engine, EventFeed, RootSpec, SeqHold, Settings, TaskTx, Violation,
+    Capped, CursorHold, Engine, EventFeed, Parcel, RootSpec, SeqHold, Settings, TaskTx, Violation,
 };
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
 use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
+use crate::tx::AskRecord;
 
 /// A root in a folder.
 pub struct LocalEngine {
@@ -242,8 +247,80 @@ impl Engine for LocalEngine {
         self.store.put_messages(&targets, content)
     }
 
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        let names: Vec<Box<dyn Fn(u32) -> String + '_>> = parcels
+            .iter()
+            .map(|p| {
+                Box::new(move |n: u32| crate::message::numbered(&p.name, n))
+                    as Box<dyn Fn(u32) -> String>
+            })
+            .collect();
+        let mut each: Vec<messages::Copy<'_>> = Vec::new();
+        for (p, name) in parcels.iter().zip(&names) {
+            for b in &p.to {
+                each.push((b.clone(), name.as_ref(), &p.content));
+            }
+        }
+        let mut flat = self.store.put_each(&each)?.into_iter();
+        Ok(parcels.iter().map(|p| flat.by_ref().take(p.to.len()).collect()).collect())
+    }
+
+    fn keeps_tx(&self) -> bool {
+        true
+    }
+
+    fn finish_deliveries(&self) -> Result<usize> {
+        if fault::test_break("no-finish") {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for name in self.store.tmp_leftovers()? {
+            // Best effort: another command (or doctor) may be landing the same batch.
+            if name.starts_with("batch-")
+                && !name.contains(".part")
+                && self.store.finish_batch(&name).is_ok()
+            {
+                n += 1;
+            }
+        }
+        // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
+        if !fault::test_break("seq-roll-forward") {
+            let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
+            event_log::append(&self.store, &mut settled)?;
+        }
+        Ok(n)
+    }
+
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         self.store.move_message(from, to, file)
+    }
+
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        self.store.read_ask(id)
+    }
+
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        self.store.list_asks()
+    }
+
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        self.store.put_ask(rec, seen)
+    }
+
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        self.store.write_prompt(agent, message)
+    }
+
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        self.store.read_prompt(agent)
+    }
+
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        self.store.retire_agent(agent, at)
+    }
+
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        self.store.retired_agents()
     }
 
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {

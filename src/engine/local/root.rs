@@ -175,8 +175,9 @@ impl Store {
     /// Create `AGENTS/<name>/` with INBOX, WORKSPACE and agent.yaml in one rename.
     /// Returns false (and changes nothing) when the agent exists already.
     pub fn create_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
-        let agent_yaml = crate::yaml::to_string(&AgentFile { role: role.to_string() })
-            .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
+        let agent_yaml =
+            crate::yaml::to_string(&AgentFile { role: role.to_string(), retired_at: None })
+                .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
         let name = name.as_str();
         let dest = self.root.join("AGENTS").join(name);
         if dest.exists() {
@@ -288,18 +289,26 @@ pub(super) fn write_pointer(dir: &Path, text: &str) -> Result<(PathBuf, bool)> {
 
 /// `AGENTS/<name>/agent.yaml`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct AgentFile {
-    role: String,
+pub(super) struct AgentFile {
+    pub role: String,
+    /// When the agent was retired (`circe agent retire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
+}
+
+pub(super) fn parse_agent_file(bytes: &[u8]) -> Option<AgentFile> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    crate::yaml::from_str::<AgentFile>(text).ok()
 }
 
 /// The text of `AGENTS/<name>/agent.yaml` for `role`.
 pub(super) fn agent_yaml(role: &str) -> String {
-    crate::yaml::to_string(&AgentFile { role: role.to_string() }).unwrap_or_default()
+    crate::yaml::to_string(&AgentFile { role: role.to_string(), retired_at: None })
+        .unwrap_or_default()
 }
 
 fn parse_agent(bytes: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    crate::yaml::from_str::<AgentFile>(text).ok().map(|a| a.role)
+    parse_agent_file(bytes).map(|a| a.role)
 }
 
 /// Sorted names in a folder, hidden ones included (empty when it does not exist).

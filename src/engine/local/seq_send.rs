@@ -3,10 +3,10 @@
 //!
 //! `seq_hold` takes `locks/seq-<agent>.lock`, settles what a crash left, and registers the
 //! next number for the calling thread in `Numbered`. The first delivery the thread makes
-//! while the hold lives (`put_message` for a ticket, `put_messages` for INBOX copies) asks
-//! `Numbered` and goes through `put_numbered` instead of the plain staging: every copy is
-//! staged in the number's entry (`seq_store.rs`), and the first copy renamed out of it is the
-//! commit point.
+//! while the hold lives (`put_message` for a ticket, `put_each` for INBOX copies and the
+//! messages a routing rule sends with them) asks `Numbered` and goes through `put_numbered`
+//! instead of the plain staging: every copy is staged in the number's entry
+//! (`seq_store.rs`), and the first copy renamed out of it is the commit point.
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
@@ -14,10 +14,10 @@ use std::thread::ThreadId;
 
 use super::fault::crash_point;
 use super::lock::Lock;
+use super::messages::Copy;
 use super::root::Store;
-use super::seq_store::Entry;
-use crate::boxes::Mailbox;
-use crate::engine::SeqHold;
+use super::seq_store::{Entry, OUTBOX_MARKER, OutboxMarker};
+use crate::engine::{SeqHold, carries_number};
 use crate::error::{Error, Result};
 use crate::names::AgentName;
 use crate::seq::Counter;
@@ -106,17 +106,45 @@ impl Store {
 
     /// When this thread holds a numbered send that has not delivered yet: deliver `content`
     /// to `targets` as that numbered message. `None` when there is none.
-    pub(super) fn route_numbered(
-        &self,
-        targets: &[(Mailbox, &dyn Fn(u32) -> String)],
-        content: &[u8],
-    ) -> Option<Result<Vec<String>>> {
+    pub(super) fn route_numbered(&self, targets: &[Copy<'_>]) -> Option<Result<Vec<String>>> {
         let a = self.numbered.pending()?;
-        let r = self.put_numbered(&a.agent, a.next, targets, content);
+        if !targets.iter().any(|(_, _, c)| carries_number(c, &a.agent, a.next)) {
+            return None;
+        }
+        let r = self.put_numbered(&a.agent, a.next, targets);
         if r.is_ok() {
             self.numbered.mark_used();
         }
         Some(r)
+    }
+
+    /// A task change about to commit a record whose outbox carries the numbered message (a
+    /// `task-complete`): the record write is its commit point, so the number's entry is
+    /// staged first with a marker naming the task and the message (`seq_store.rs` settles it
+    /// by looking for either), and the outbox's later delivery goes the plain way. Returns
+    /// the entry, whose marker `seq_outbox_done` removes once the outbox is delivered.
+    pub(super) fn seq_outbox_stage(
+        &self,
+        task: &crate::names::TaskId,
+        outbox: &[crate::task::Outgoing],
+    ) -> Result<Option<PathBuf>> {
+        let Some(a) = self.numbered.pending() else { return Ok(None) };
+        let Some(o) =
+            outbox.iter().find(|o| carries_number(o.content.as_bytes(), &a.agent, a.next))
+        else {
+            return Ok(None);
+        };
+        let marker = OutboxMarker {
+            task: task.to_string(),
+            msg_id: o.msg_id.clone(),
+            name: o.name.clone(),
+            to: o.to.clone(),
+        };
+        let text = serde_json::to_vec(&marker).unwrap_or_default();
+        let dir = self.seq_stage(&a.agent, Entry::of(a.next), &[(OUTBOX_MARKER.into(), &text)])?;
+        self.numbered.mark_used();
+        crash_point("seq.outbox.staged");
+        Ok(Some(dir))
     }
 
     /// Stage every copy in the number's entry, then rename each into its box (the first
@@ -125,15 +153,14 @@ impl Store {
         &self,
         agent: &AgentName,
         next: Counter,
-        targets: &[(Mailbox, &dyn Fn(u32) -> String)],
-        content: &[u8],
+        targets: &[Copy<'_>],
     ) -> Result<Vec<String>> {
         let k = targets.len();
         let files: Vec<(String, &[u8])> = targets
             .iter()
             .enumerate()
-            .map(|(i, (m, name))| {
-                (format!("{i:05}-{k:05}~{}~{}", m.rel_path().replace('/', "+"), name(1)), content)
+            .map(|(i, (m, name, content))| {
+                (format!("{i:05}-{k:05}~{}~{}", m.rel_path().replace('/', "+"), name(1)), *content)
             })
             .collect();
         let entry = Entry::of(next);
@@ -146,7 +173,7 @@ impl Store {
                 crash_point("seq.committed");
             }
         }
-        let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _)| self.box_dir(m)).collect();
+        let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _, _)| self.box_dir(m)).collect();
         dirs.sort();
         dirs.dedup();
         for d in dirs {
@@ -156,4 +183,11 @@ impl Store {
         self.seq_prune(agent, entry);
         Ok(names)
     }
+}
+
+/// The outbox carrying the numbered message was delivered: its entry is the counter.
+pub(super) fn outbox_done(dir: Option<PathBuf>) -> Result<()> {
+    let Some(dir) = dir else { return Ok(()) };
+    super::atomic::remove(&dir.join(OUTBOX_MARKER))
+        .map_err(super::root::io_err("cannot remove", &dir))
 }

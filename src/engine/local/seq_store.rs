@@ -28,6 +28,18 @@ pub(super) type SenderCounter = (AgentName, Counter);
 
 /// The chat marker's name inside an entry.
 pub(super) const CHAT_MARKER: &str = "chat";
+/// The outbox marker's name inside an entry (a numbered message a task change carries).
+pub(super) const OUTBOX_MARKER: &str = "outbox";
+
+/// What an outbox marker says: the task whose record carries the message, and where the
+/// message goes.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct OutboxMarker {
+    pub task: String,
+    pub msg_id: String,
+    pub name: String,
+    pub to: Vec<String>,
+}
 
 /// One entry of a sender's folder: a number in an epoch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,6 +78,8 @@ enum Content {
     Copies(Vec<String>, usize),
     /// A chat line's marker.
     Chat,
+    /// A task change's outbox marker.
+    Outbox,
 }
 
 /// `NEW_MESSAGES`, `AGENTS/a/INBOX`, ... as the box's label (`new`, `inbox:a`, ...).
@@ -130,6 +144,9 @@ impl Store {
         if files.iter().any(|f| f == CHAT_MARKER) {
             return Ok(Content::Chat);
         }
+        if files.iter().any(|f| f == OUTBOX_MARKER) {
+            return Ok(Content::Outbox);
+        }
         let Some(first) = files.first() else { return Ok(Content::Empty) };
         let total = first
             .split('~')
@@ -166,7 +183,11 @@ impl Store {
             let dir = self.seq_dir(agent).join(e.name());
             let keep = match Self::content(&dir)? {
                 Content::Empty => true,
-                Content::Copies(files, total) if newest && files.len() >= total => {
+                // TEST BUILDS ONLY (`seq-roll-forward`): a send that never committed is
+                // delivered after all, as if its staging were its commit point.
+                Content::Copies(files, total)
+                    if newest && files.len() >= total && !test_break("seq-roll-forward") =>
+                {
                     for f in &files {
                         atomic::remove(&dir.join(f)).map_err(io_err("cannot remove", &dir))?;
                     }
@@ -179,6 +200,17 @@ impl Store {
                 Content::Copies(files, _) => {
                     events.push(self.seq_finish(agent, *e, &dir, &files)?);
                     true
+                }
+                Content::Outbox => {
+                    let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
+                    let marker = dir.join(OUTBOX_MARKER);
+                    atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
+                    let what = if used || !newest { "was committed" } else { "never committed" };
+                    events.push(repair(format!(
+                        "numbered message {agent} #{} of a task change {what}",
+                        e.n
+                    )));
+                    used || !newest
                 }
                 Content::Chat => {
                     let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
@@ -203,6 +235,31 @@ impl Store {
             self.sync_dir(&self.seq_dir(agent))?;
         }
         Ok((current.map_or_else(Counter::default, Entry::counter), events))
+    }
+
+    /// Did the task change an outbox marker stands for commit: its record still carries the
+    /// message, or the message lies in one of its recipients' boxes?
+    fn outbox_committed(&self, marker: &Path) -> Result<bool> {
+        let bytes = atomic::read_regular(marker).map_err(io_err("cannot read", marker))?;
+        let m: OutboxMarker = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", marker.display())))?;
+        let task = crate::names::TaskId::new(&m.task)?;
+        if let Some(text) = self.read_record(&task, "status")?
+            && crate::task::StatusRecord::parse(&task, &text)
+                .is_ok_and(|r| r.outbox.iter().any(|o| o.msg_id == m.msg_id))
+        {
+            return Ok(true);
+        }
+        let mut boxes = vec![crate::boxes::Mailbox::Logs];
+        for label in &m.to {
+            if let Some(b) = crate::boxes::Mailbox::from_label(label) {
+                if let Some(a) = b.agent() {
+                    boxes.push(crate::boxes::Mailbox::Workspace(a.clone()));
+                }
+                boxes.push(b);
+            }
+        }
+        Ok(boxes.iter().any(|b| self.find_numbered_with_id(b, &m.name, &m.msg_id).is_some()))
     }
 
     /// Deliver the copies an interrupted send left in its entry.

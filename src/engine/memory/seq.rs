@@ -23,12 +23,16 @@ pub(super) struct SeqState {
 }
 
 impl Inner {
-    /// Called with every delivery: when this thread holds an unused numbered send, the
-    /// delivery is its message, and the counter moves now, in the same step.
-    pub(super) fn use_number(&mut self) {
+    /// Called with every delivery (each message's `content`): when this thread holds an
+    /// unused numbered send and this is its message, the counter moves now, in the same step.
+    pub(super) fn use_number(&mut self, content: &[u8]) {
         let me = std::thread::current().id();
         let s = &mut self.seq;
-        if let Some(a) = s.active.iter_mut().find(|a| a.0 == me && !a.3) {
+        if let Some(a) = s
+            .active
+            .iter_mut()
+            .find(|a| a.0 == me && !a.3 && crate::engine::carries_number(content, &a.1, a.2))
+        {
             a.3 = true;
             s.counters.insert(a.1.clone(), a.2);
         }

@@ -120,7 +120,7 @@ impl Engine for PgEngine {
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
         let boxes: Vec<String> = to.iter().map(Mailbox::label).collect();
         let msg_id = msg_id_of(content);
-        if let Some((agent, epoch, last)) = self.pending_number() {
+        if let Some((agent, epoch, last)) = self.pending_number(content) {
             return self.deliver_numbered(
                 content,
                 name,

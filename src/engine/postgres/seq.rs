@@ -147,10 +147,13 @@ impl PgEngine {
         Ok(Box::new(PgHold { eng: self, agent: agent.clone(), next }))
     }
 
-    /// The numbered send waiting for its delivery on this connection: (sender, epoch, number).
-    pub(super) fn pending_number(&self) -> Option<(String, i64, i64)> {
+    /// The numbered send waiting for its delivery on this connection, when `content` is its
+    /// message: (sender, epoch, number).
+    pub(super) fn pending_number(&self, content: &[u8]) -> Option<(String, i64, i64)> {
         let a = self.seq_active.borrow();
-        let a = a.as_ref().filter(|a| !a.used)?;
+        let a = a
+            .as_ref()
+            .filter(|a| !a.used && crate::engine::carries_number(content, &a.agent, a.next))?;
         Some((a.agent.to_string(), i64_of(a.next.epoch), i64_of(a.next.last)))
     }
 
@@ -193,24 +196,24 @@ impl PgEngine {
         Ok(names)
     }
 
-    /// The counter upsert of a numbered ticket (`upsert`: `UPSERT` for this schema), sent in
-    /// the task transaction's pipeline; `false` when there is no numbered send pending.
+    /// The counter upsert of a numbered ticket (`body`, the ticket delivered), sent in the
+    /// task transaction's pipeline; `false` when it carries no pending number.
     pub(super) async fn move_counter(
         &self,
-        upsert: &str,
-        number: Option<&(String, i64, i64)>,
+        body: Option<&[u8]>,
     ) -> std::result::Result<bool, tokio_postgres::Error> {
-        let Some((a, e, n)) = number else { return Ok(false) };
+        let Some((a, e, n)) = body.and_then(|b| self.pending_number(b)) else { return Ok(false) };
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
-            [(a, Type::TEXT), (e, Type::INT8), (n, Type::INT8)];
-        self.conn.client.execute_typed(upsert, &params).await.map(|_| true)
+            [(&a, Type::TEXT), (&e, Type::INT8), (&n, Type::INT8)];
+        self.conn.client.execute_typed(&self.sql(UPSERT), &params).await.map(|_| true)
     }
 
     /// After the commit: the counter moved with the ticket, so the number is used.
-    pub(super) fn counter_moved(&self, moved: bool) {
+    pub(super) fn counter_moved<T>(&self, moved: bool, row: T) -> T {
         if moved {
             self.number_used();
         }
+        row
     }
 
     pub(super) fn update(
