@@ -46,12 +46,19 @@ fn holding(r: &Root, box_dir: &str, needle: &str) -> usize {
 }
 
 /// After the crash and the next commands: the problems seen.
-fn check(r: &Root, what: &str, routed: (&str, &str), act: (&str, &str)) -> Vec<String> {
+/// `env` is the run's (a broken variant is broken for every command, doctor's too).
+fn check(
+    r: &Root,
+    env: &[(&str, &str)],
+    what: &str,
+    routed: (&str, &str),
+    act: (&str, &str),
+) -> Vec<String> {
     let mut p = Vec::new();
-    r.doctor(true);
-    let (code, v) = r.doctor(false);
-    if code != 0 {
-        p.push(format!("{what}: doctor after --repair: {v:?}"));
+    r.run_env(None, &["doctor", "--repair"], env);
+    let after = r.run_env(None, &["doctor"], env);
+    if after.code != 0 {
+        p.push(format!("{what}: doctor after --repair: {}{}", after.stdout, after.stderr));
     }
     p.extend(r.task_problems().into_iter().map(|x| format!("{what}: {x}")));
     let n = holding(r, routed.0, routed.1);
@@ -92,6 +99,7 @@ fn task_run(point: &str, env: &[(&str, &str)]) -> (bool, Vec<String>) {
     }
     let mut checked = check(
         &r,
+        env,
         &format!("task @ {point}"),
         ("AGENTS/qa/INBOX", "routed-by: engineer.complete"),
         ("AGENTS/engineer/INBOX", "task_id: T1"),
@@ -118,6 +126,7 @@ fn message_run(point: &str, env: &[(&str, &str)]) -> (bool, Vec<String>) {
     }
     let mut checked = check(
         &r,
+        env,
         &format!("message @ {point}"),
         ("AGENTS/engineer/INBOX", "routed-by: qa.approved"),
         ("AGENTS/coordinator/INBOX", "msg-id: ok-1"),
@@ -169,4 +178,30 @@ fn the_route_checker_catches_lost_and_doubled_messages() {
     let (_, retried) = message_run("seq.staged", &[("CIRCE_TEST_BREAK", "seq-roll-forward")]);
     assert!(retried.iter().any(|p| p.contains("2 routed messages")), "{retried:#?}");
     eprintln!("caught: {} / {} / {}", lost[0], twice[0], retried[0]);
+}
+
+/// A crash that leaves a change's messages undelivered is a violation doctor reports, and
+/// `doctor --repair` alone delivers them (once) without any other command on the task.
+#[test]
+fn doctor_repair_alone_delivers_an_outbox_a_crash_left() {
+    let r = root();
+    r.open("T1");
+    r.ok(Some("engineer"), &["claim", "T1"]);
+    r.ok(Some("engineer"), &["status", "T1", "in_progress"]);
+    r.ok(Some("engineer"), &["check", "T1", "tests_passed=true"]);
+    let o = r.run_env(
+        Some("engineer"),
+        &["status", "T1", "completed"],
+        &[("CIRCE_CRASH_AT", "record.owner")],
+    );
+    assert_eq!(o.code, 86, "{o:?}");
+    let routed = ("AGENTS/qa/INBOX", "routed-by: engineer.complete");
+    assert_eq!(holding(&r, routed.0, routed.1), 0, "delivered before the crash point");
+    let (code, found) = r.doctor(false);
+    assert_eq!(code, 1, "{found:?}");
+    assert!(found.iter().any(|v| v.contains("not yet delivered")), "{found:?}");
+    let (_, repaired) = r.doctor(true);
+    assert_eq!(holding(&r, routed.0, routed.1), 1, "{repaired:?}");
+    let (code, left) = r.doctor(false);
+    assert_eq!(code, 0, "{left:?}");
 }

@@ -245,6 +245,12 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             );
         }
         drop(lock);
+        if !st.rec.outbox.is_empty() {
+            // A change that sends messages was cut off before delivering them all.
+            let fixed = repair && reconciled(eng, &id)?.is_some_and(|s| s.rec.outbox.is_empty());
+            let n = st.rec.outbox.len();
+            v(4, format!("task {id}: {n} message(s) of its last change not yet delivered"), fixed);
+        }
         if let Some(problem) = disagreement(&st) {
             let after = if repair { reconciled(eng, &id)? } else { None };
             if let Some(s) = &after {
