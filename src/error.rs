@@ -97,6 +97,17 @@ impl Error {
         self
     }
 
+    /// Add `more` to the hint (after `; ` when there is one already).
+    #[must_use]
+    pub fn hint_more(mut self, more: impl Into<String>) -> Self {
+        let more = more.into();
+        self.hint = Some(match self.hint.take() {
+            Some(h) => format!("{h}; {more}"),
+            None => more,
+        });
+        self
+    }
+
     #[must_use]
     pub fn detail(mut self, key: &'static str, value: impl Into<String>) -> Self {
         self.details.push((key, value.into()));

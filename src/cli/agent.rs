@@ -1,9 +1,11 @@
 //! `circe agent add|list`.
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::output::table;
+use super::vocab::AgentRole;
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
 use crate::names;
@@ -14,16 +16,35 @@ pub enum AgentCommand {
     /// Add an agent with a role (AGENTS/<name>/ with INBOX, WORKSPACE and agent.yaml).
     Add(AddArgs),
     /// List the agents and their roles.
+    #[command(after_help = "Examples:\n  circe agent list\n  circe agent list --json")]
     List,
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe agent add engineer-2 --role engineer\n  circe agent add alice --role rooster     # a human"
+)]
 pub struct AddArgs {
     /// The agent's name: a-z, 0-9 and '-'.
     pub name: std::ffi::OsString,
     /// One of the registry's roles (`circe registry` lists them).
     #[arg(long)]
     pub role: String,
+}
+
+/// `circe agent add --json`.
+#[derive(Serialize, JsonSchema)]
+pub struct AgentAddJson {
+    pub agent: String,
+    pub role: String,
+    /// false: the agent was there already (with this role).
+    pub created: bool,
+}
+
+/// `circe agent list --json`.
+#[derive(Serialize, JsonSchema)]
+pub struct AgentListJson {
+    pub agents: Vec<AgentRole>,
 }
 
 pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
@@ -53,7 +74,7 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 }
                 return Ok(Report::new(
                     format!("agent {name} exists already ({existing})"),
-                    json!({"agent": name, "role": existing, "created": false}),
+                    AgentAddJson { agent: name.to_string(), role: existing, created: false },
                 ));
             }
             let created = ws.engine.add_agent(&name, &a.role)?;
@@ -64,15 +85,18 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             }
             Ok(Report::new(
                 format!("agent {name} added ({})", a.role),
-                json!({"agent": name, "role": a.role, "created": created}),
+                AgentAddJson { agent: name.to_string(), role: a.role.clone(), created },
             ))
         }
         AgentCommand::List => {
             let rows: Vec<Vec<String>> =
                 ws.agents().iter().map(|(a, r)| vec![a.to_string(), r.clone()]).collect();
-            let list: Vec<_> =
-                ws.agents().iter().map(|(a, r)| json!({"agent": a, "role": r})).collect();
-            Ok(Report::new(table(&["AGENT", "ROLE"], &rows), list))
+            let agents = ws
+                .agents()
+                .iter()
+                .map(|(a, r)| AgentRole { agent: a.to_string(), role: r.clone() })
+                .collect();
+            Ok(Report::new(table(&["AGENT", "ROLE"], &rows), AgentListJson { agents }))
         }
     }
 }

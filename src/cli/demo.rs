@@ -11,6 +11,9 @@ use crate::fixture;
 /// posts a task, an engineer claims it, works, runs a check, hands it to QA, QA tests and
 /// reports, and the coordinator sees it completed. Ends with the board.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe demo\n  circe demo --keep     # then look around the root it prints"
+)]
 pub struct DemoArgs {
     /// Keep the temporary root and print its path (to look around with ls and cat).
     #[arg(long)]

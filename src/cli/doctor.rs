@@ -1,7 +1,8 @@
 //! `circe doctor`.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
@@ -11,9 +12,22 @@ use crate::error::{Error, Result};
 /// --repair, finish or undo what crashed commands left, quarantine strays into
 /// LOGS/quarantine/, and rebuild the claim --next index.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe doctor\n  circe doctor --repair")]
 pub struct DoctorArgs {
+    /// Mend what can be mended: finish or undo crashed work, move strays and unreadable
+    /// files to LOGS/quarantine/, rebuild the derived indexes.
     #[arg(long)]
     pub repair: bool,
+}
+
+/// `circe doctor --json`.
+#[derive(Serialize, JsonSchema)]
+pub struct DoctorJson {
+    /// What was found, repaired or not.
+    #[schemars(with = "Vec<super::schema_defs::ViolationDef>")]
+    pub violations: Vec<crate::engine::Violation>,
+    /// How many are still violated (exit 1 when more than 0).
+    pub open: usize,
 }
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
@@ -31,10 +45,10 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     }
     if open == 0 {
         human.push_str(&format!("ok: {} repaired, 0 violations\n", found.len()));
-        return Ok(Report::new(human, json!({"violations": found, "open": 0})));
+        return Ok(Report::new(human, DoctorJson { violations: found, open: 0 }));
     }
     if ctx.json {
-        return Ok(Report::new(human, json!({"violations": found, "open": open}))
+        return Ok(Report::new(human, DoctorJson { violations: found, open })
             .code(crate::exit_code::INTERNAL));
     }
     Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end()))

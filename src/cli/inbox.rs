@@ -1,31 +1,166 @@
-//! `circe inbox`.
+//! `circe inbox`: what waits for the acting agent, and the tasks it may take.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::output::table;
 use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
-use crate::message;
+use crate::message::{self, Priority};
+use crate::names::AgentName;
 use crate::ops;
+use crate::workspace::Workspace;
 
-/// What is waiting for the acting agent: its INBOX, oldest first.
+/// What is waiting for the acting agent: its INBOX, oldest first (id, sender, intent, task,
+/// priority, summary, what it answers), then how many waiting tasks it may take, with the
+/// best few (the order `claim --next` takes them in).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer inbox\n  circe --agent engineer inbox --workspace --json"
+)]
 pub struct InboxArgs {
     /// Also list the WORKSPACE.
     #[arg(long)]
     pub workspace: bool,
 }
 
+/// `circe inbox --json`.
+#[derive(Serialize, JsonSchema)]
+pub struct InboxJson {
+    pub agent: String,
+    pub role: String,
+    /// Oldest first; absent fields are null.
+    pub messages: Vec<InboxMessage>,
+    /// Waiting tasks this agent may take.
+    pub claimable: Claimable,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct InboxMessage {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    pub msg_id: Option<String>,
+    pub created_at: Option<String>,
+    pub from: Option<String>,
+    pub intent: Option<String>,
+    pub task_id: Option<String>,
+    pub priority: Option<String>,
+    pub summary: Option<String>,
+    pub in_reply_to: Option<String>,
+    /// false: the file does not read as a message (`problem` says why).
+    pub valid: bool,
+    pub problem: Option<String>,
+}
+
+/// How many waiting tasks the agent may take, and the best few.
+#[derive(Serialize, JsonSchema)]
+pub struct Claimable {
+    pub count: usize,
+    /// At most three, best first: priority, then time waiting.
+    pub best: Vec<Waiting>,
+}
+
+/// A waiting task.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+pub struct Waiting {
+    pub task_id: String,
+    pub intent: String,
+    pub to: String,
+    pub priority: String,
+    /// When it started waiting (its last change of status).
+    pub waiting_since: String,
+    pub summary: Option<String>,
+}
+
+/// How many waiting tasks `me` may take, and the best `keep` of them (priority, then time
+/// waiting), streamed from the board.
+pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
+    let who = ws.eligibility(me, role);
+    let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
+    let mut count = 0;
+    let mut best: Vec<(u8, Waiting)> = Vec::with_capacity(keep + 1);
+    ws.engine.board(&mut |r| {
+        if r.status != crate::task::Status::New || !who.admits(&r.to, &r.intent) {
+            return Ok(());
+        }
+        count += 1;
+        let k = rank(&r.priority);
+        let better =
+            |(bk, b): &(u8, Waiting)| (k, &*r.updated_at) < (*bk, b.waiting_since.as_str());
+        if best.len() < keep || best.last().is_some_and(|l| better(l)) {
+            let w = Waiting {
+                task_id: r.task.to_string(),
+                intent: r.intent.to_string(),
+                to: r.to.to_string(),
+                priority: r.priority.to_string(),
+                waiting_since: r.updated_at.to_string(),
+                summary: None,
+            };
+            let at = best.iter().position(|b| better(b)).unwrap_or(best.len());
+            best.insert(at, (k, w));
+            best.truncate(keep);
+        }
+        Ok(())
+    })?;
+    let best = best
+        .into_iter()
+        .map(|(_, mut w)| {
+            w.summary = task_summary(ws, &w.task_id);
+            w
+        })
+        .collect();
+    Ok(Claimable { count, best })
+}
+
+/// The summary of a waiting task's message.
+pub fn task_summary(ws: &Workspace, task: &str) -> Option<String> {
+    let id = crate::names::TaskId::new(task).ok()?;
+    let st = ws.engine.peek(&id).ok()??;
+    let b = st.location.unwrap_or(Mailbox::NewMessages);
+    ops::read(ws, &b, &st.rec.message).ok()?.summary()
+}
+
+/// The lines `inbox` and `prime` print under a claimable list.
+pub fn claimable_text(me: &AgentName, c: &Claimable) -> String {
+    if c.count == 0 {
+        return "no waiting task that you may take\n".to_string();
+    }
+    let mut s = format!(
+        "{} task{} waiting that you may take{}:\n",
+        c.count,
+        if c.count == 1 { "" } else { "s" },
+        if c.count > c.best.len() { " (the best first)" } else { "" }
+    );
+    let rows: Vec<Vec<String>> = c
+        .best
+        .iter()
+        .map(|w| {
+            vec![
+                format!("  {}", w.task_id),
+                w.priority.clone(),
+                format!("{} -> {}", w.intent, w.to),
+                w.summary.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let t = table(&["", "", "", ""], &rows);
+    s.push_str(t.split_once('\n').map_or("", |(_, rest)| rest));
+    s.push_str(&format!(
+        "take the best: circe --agent {me} claim --next (--dry-run to look first)\n"
+    ));
+    s
+}
+
 pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
-    let (ws, me, _) = ctx.acting()?;
+    let (ws, me, role) = ctx.acting()?;
     let mut boxes = vec![Mailbox::Inbox(me.clone())];
     if a.workspace {
         boxes.push(Mailbox::Workspace(me.clone()));
     }
-    let mut rows = Vec::new();
     let mut list = Vec::new();
     let mut warnings = Vec::new();
     for b in &boxes {
@@ -37,34 +172,63 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 warnings.push(format!("{}/{name}: {p}", b.label()));
             }
             let parsed = read.ok();
-            // Absent: null in --json, `-` in the table.
             let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f);
-            let created = get(|m| m.created_at.map(clock::format));
-            let from = get(|m| m.from.clone());
-            let intent = get(|m| m.intent.clone());
-            let task = get(|m| m.task_id.clone());
-            let msg_id = get(|m| m.msg_id.clone());
-            let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            rows.push(vec![
-                cell(&created),
-                cell(&from),
-                cell(&intent),
-                cell(&task),
-                b.label(),
-                name.clone(),
-            ]);
-            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "valid": parsed.is_some(), "problem": problem}));
+            list.push(InboxMessage {
+                mailbox: b.label(),
+                file: name.clone(),
+                msg_id: get(|m| m.msg_id.clone()),
+                created_at: get(|m| m.created_at.map(clock::format)),
+                from: get(|m| m.from.clone()),
+                intent: get(|m| m.intent.clone()),
+                task_id: get(|m| m.task_id.clone()),
+                priority: get(|m| m.priority.map(|p| p.as_str().to_string())),
+                summary: get(message::Message::summary),
+                in_reply_to: get(|m| m.in_reply_to.clone()),
+                valid: parsed.is_some(),
+                problem,
+            });
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][5].cmp(&rows[y][5])));
-    let rows: Vec<Vec<String>> = order.iter().map(|&i| rows[i].clone()).collect();
-    let list: Vec<serde_json::Value> = order.iter().map(|&i| list[i].clone()).collect();
-    let human = if rows.is_empty() {
+    list.sort_by(|x, y| x.created_at.cmp(&y.created_at).then(x.file.cmp(&y.file)));
+    let claim = claimable(&ws, &me, &role, 3)?;
+    let mut human = if list.is_empty() {
         format!("{me}: inbox empty\n")
     } else {
-        table(&["CREATED", "FROM", "INTENT", "TASK", "BOX", "FILE"], &rows)
+        let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+        let mut header = vec!["MSG_ID", "CREATED", "FROM", "INTENT", "TASK", "PRI", "SUMMARY"];
+        let replies = list.iter().any(|m| m.in_reply_to.is_some());
+        if replies {
+            header.push("ANSWERS");
+        }
+        if a.workspace {
+            header.push("BOX");
+        }
+        let rows: Vec<Vec<String>> = list
+            .iter()
+            .map(|m| {
+                let mut r = vec![
+                    cell(&m.msg_id),
+                    cell(&m.created_at),
+                    cell(&m.from),
+                    cell(&m.intent),
+                    cell(&m.task_id),
+                    cell(&m.priority),
+                    cell(&m.summary),
+                ];
+                if replies {
+                    r.push(cell(&m.in_reply_to));
+                }
+                if a.workspace {
+                    r.push(m.mailbox.clone());
+                }
+                r
+            })
+            .collect();
+        table(&header, &rows)
     };
-    Ok(Report::new(human, json!({"agent": me, "messages": list})).warnings(warnings))
+    human.push('\n');
+    human.push_str(&claimable_text(&me, &claim));
+    let out = InboxJson { agent: me.to_string(), role, messages: list, claimable: claim };
+    Ok(Report::new(human, out).warnings(warnings))
 }

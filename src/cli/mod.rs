@@ -1,9 +1,11 @@
 //! The command line: one file per subcommand, one `Command` enum, one exhaustive match.
 
 mod agent;
+mod board;
 mod chat;
 mod check;
 mod claim;
+mod completions;
 mod demo;
 mod doctor;
 mod heartbeat;
@@ -11,15 +13,20 @@ mod inbox;
 mod init;
 mod move_msg;
 mod output;
+mod prime;
+mod questions;
 mod reap;
 mod registry;
 mod release;
 mod replay;
+mod schema;
+mod schema_defs;
 mod send;
 mod show;
 mod status;
 mod tasks;
 mod validate;
+mod vocab;
 
 use std::path::PathBuf;
 
@@ -35,10 +42,16 @@ use crate::workspace::Workspace;
 /// circe: coordinate a team of AI coding agents through plain files.
 ///
 /// Folders are states, an atomic rename is a transition, YAML records hold task ownership.
-/// Exit codes: 0 ok, 1 internal/I-O, 2 usage, 3 refused by a rule, 4 conflict, 5 not found,
-/// 6 nothing to claim. See PROTOCOLS.md.
+/// An agent starts with `circe --agent NAME prime`: who it is, what it may do, what waits
+/// for it. Exit codes: 0 ok, 1 internal/I-O, 2 usage, 3 refused by a rule, 4 conflict,
+/// 5 not found, 6 nothing to claim, 7 timed out. The whole contract: `circe help protocols`.
 #[derive(Debug, Parser)]
-#[command(name = "circe", version, max_term_width = 100)]
+#[command(
+    name = "circe",
+    version,
+    max_term_width = 100,
+    after_help = "Examples:\n  circe init && circe --agent coordinator prime\n  circe --agent engineer claim --next --dry-run\n  circe help protocols | less"
+)]
 pub struct Cli {
     /// The circe root (a folder holding circe.yaml, or one holding .circe/). Default: search
     /// upwards from the current folder.
@@ -78,6 +91,12 @@ pub enum Command {
     Reap(reap::ReapArgs),
     Demo(demo::DemoArgs),
     Replay(replay::ReplayArgs),
+    Prime(prime::PrimeArgs),
+    Questions(questions::QuestionsArgs),
+    Board(board::BoardArgs),
+    Schema(schema::SchemaArgs),
+    Completions(completions::CompletionsArgs),
+    Man(completions::ManArgs),
 }
 
 /// Global options every subcommand sees.
@@ -129,6 +148,12 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Reap(a) => reap::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::Replay(a) => replay::run(&ctx, &a),
+        Command::Prime(a) => prime::run(&ctx, &a),
+        Command::Questions(a) => questions::run(&ctx, &a),
+        Command::Board(a) => board::run(&ctx, &a),
+        Command::Schema(a) => schema::run(&ctx, &a),
+        Command::Completions(a) => completions::run_completions(&ctx, &a),
+        Command::Man(a) => completions::run_man(&ctx, &a),
     }
 }
 
@@ -136,6 +161,13 @@ pub fn run(cli: Cli) -> Result<Report> {
 pub fn main() -> u8 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
+    // `circe help protocols`: the contract, built into the binary (an installed circe has
+    // no PROTOCOLS.md beside it).
+    if args.len() == 3 && args[1] == "help" && args[2] == "protocols" {
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(PROTOCOLS.as_bytes());
+        return 0;
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -154,7 +186,13 @@ pub fn main() -> u8 {
                 };
             }
             if json {
-                output::print_error(&Error::usage(e.kind().to_string()), true);
+                // The first line of clap's message names the flag or value at fault.
+                let text = e.render().to_string();
+                let first = text.lines().next().unwrap_or_default();
+                let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+                let err = Error::usage(msg).detail("clap", e.kind().to_string());
+                output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true);
+                return crate::exit_code::USAGE;
             }
             let _ = e.print();
             return crate::exit_code::USAGE;
@@ -172,6 +210,9 @@ pub fn main() -> u8 {
         }
     }
 }
+
+/// PROTOCOLS.md, the whole contract, as `circe help protocols` prints it.
+pub const PROTOCOLS: &str = include_str!("../../PROTOCOLS.md");
 
 /// Parse an optional `--ttl` value (1s to 365d, `config::parse_duration`).
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {

@@ -1,14 +1,19 @@
 //! `circe take` and `circe done`: INBOX -> WORKSPACE -> LOGS.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
+use super::vocab::BoxFile;
 use super::{Ctx, Report};
 use crate::error::Result;
 use crate::ops;
 
 /// Start working on a message: move it from your INBOX to your WORKSPACE.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer take AUTH-012\n  circe --agent engineer take 3e5xhztb"
+)]
 pub struct TakeArgs {
     /// A task id (its message), a msg_id, or a file name.
     pub key: String,
@@ -17,21 +22,37 @@ pub struct TakeArgs {
 /// Finish with a message: move it from your INBOX or WORKSPACE into LOGS (the permanent
 /// record). A task's message waits until the task is completed or failed.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent qa done AUTH-012             # every message of the task in your boxes\n  circe --agent engineer done 3e5xhztb       # one message"
+)]
 pub struct DoneArgs {
     /// A task id (its message), a msg_id, or a file name.
     pub key: String,
 }
 
+/// `circe take --json`: where the message is now.
+#[derive(Serialize, JsonSchema)]
+pub struct TakeJson {
+    #[serde(flatten)]
+    pub moved: BoxFile,
+}
+
+/// `circe done --json`: every message filed into LOGS.
+#[derive(Serialize, JsonSchema)]
+pub struct DoneJson {
+    pub moved: Vec<BoxFile>,
+}
+
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let (to, file) = ops::take(&ws, &me, &a.key)?;
-    Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file})))
+    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { moved: BoxFile { mailbox: to, file } }))
 }
 
 pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let moved = ops::done(&ws, &me, &a.key)?;
     let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
-    let list: Vec<_> = moved.iter().map(|(to, file)| json!({"box": to, "file": file})).collect();
-    Ok(Report::new(human, json!({"moved": list})))
+    let moved = moved.into_iter().map(|(mailbox, file)| BoxFile { mailbox, file }).collect();
+    Ok(Report::new(human, DoneJson { moved }))
 }

@@ -1,7 +1,8 @@
 //! `circe reap`.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::error::Result;
@@ -9,7 +10,24 @@ use crate::error::Result;
 /// Return every task whose lease ran out to the queue, or park it after too many
 /// attempts. Safe to run from cron at any interval.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe reap                          # by hand\n  * * * * * cd /srv/team && circe reap   # from cron, every minute"
+)]
 pub struct ReapArgs {}
+
+/// `circe reap --json`.
+#[derive(Serialize, JsonSchema)]
+pub struct ReapJson {
+    /// Every task whose lease had run out, and its status now (new, or parked).
+    pub reaped: Vec<Reaped>,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct Reaped {
+    pub task_id: String,
+    #[schemars(with = "super::schema_defs::StatusDef")]
+    pub status: crate::task::Status,
+}
 
 pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
@@ -22,6 +40,6 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     if done.is_empty() {
         human.push_str("no expired leases\n");
     }
-    let list: Vec<_> = done.iter().map(|(t, s)| json!({"task": t, "status": s})).collect();
-    Ok(Report::new(human, json!({"reaped": list})))
+    let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
+    Ok(Report::new(human, ReapJson { reaped }))
 }

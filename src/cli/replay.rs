@@ -1,6 +1,7 @@
 //! `circe replay`.
 
 use clap::Args;
+use schemars::JsonSchema;
 use serde_json::json;
 
 use super::output::Out;
@@ -12,12 +13,38 @@ use crate::fixture::{self, Outcome, Step};
 /// Replay a fixture (fixtures/<case>/steps) in a fresh temporary root, printing each step
 /// and what it printed. The same runner the snapshot tests use.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe replay race-lost\n  circe replay fixtures/lease-expiry --json"
+)]
 pub struct ReplayArgs {
     /// A fixture folder, or a case name under ./fixtures.
     pub fixture: String,
     /// Keep the temporary root and print its path.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// One line of `replay --json` / `demo --json`: a narration, a step, or the totals (last).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema: the lines are written with json!")]
+pub enum ReplayLine {
+    Say {
+        say: String,
+    },
+    Step {
+        step: usize,
+        agent: Option<String>,
+        args: Vec<String>,
+        exit_code: i32,
+        stdout: String,
+        stderr: String,
+    },
+    Totals {
+        steps: usize,
+        failed: usize,
+        root: Option<String>,
+    },
 }
 
 pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::engine::local::read_input_file_capped;
@@ -16,6 +17,9 @@ use crate::workspace::Workspace;
 /// Check message files without delivering anything: the grammar (every problem, with its
 /// line), and the registry (intent known, task_id where needed). Exit 3 if any is invalid.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe validate NEW_MESSAGES/*.md\n  circe validate --draft draft.md"
+)]
 pub struct ValidateArgs {
     /// Message files.
     #[arg(required = true)]
@@ -23,6 +27,22 @@ pub struct ValidateArgs {
     /// Check as a draft for `send --file` (from, status, created_at may be missing).
     #[arg(long)]
     pub draft: bool,
+}
+
+/// `circe validate --json` (exit 3 when any file is invalid).
+#[derive(Serialize, JsonSchema)]
+pub struct ValidateJson {
+    pub files: Vec<FileCheck>,
+    /// How many files are invalid.
+    pub invalid: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct FileCheck {
+    pub file: String,
+    pub valid: bool,
+    #[schemars(with = "Vec<super::schema_defs::ProblemDef>")]
+    pub problems: Vec<Problem>,
 }
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
@@ -59,9 +79,9 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
                 }
             }
         }
-        results.push(json!({"file": label, "valid": problems.is_empty(), "problems": problems}));
+        results.push(FileCheck { file: label, valid: problems.is_empty(), problems });
     }
-    let report = Report::new(human, json!({"files": results, "invalid": bad}));
+    let report = Report::new(human, ValidateJson { files: results, invalid: bad });
     if bad > 0 {
         if ctx.json {
             return Ok(report.code(exit_code::REFUSED));

@@ -28,6 +28,10 @@ pub struct ClaimOutcome {
     pub already_held: bool,
     /// The previous owner whose lease had run out, if the task was taken over.
     pub expired_owner: Option<String>,
+    /// A look before claiming: what the claim would be; nothing changed.
+    pub dry_run: bool,
+    /// The box the task's message lies in now (the claimer's INBOX after a claim).
+    pub location: String,
 }
 
 /// Take task `task` for `me`: one rename of its message from NEW_MESSAGES (or from the
@@ -40,7 +44,19 @@ pub fn claim(
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
     let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-    claim_in(ws, me, role, tx.as_mut(), ttl)
+    claim_in(ws, me, role, tx.as_mut(), ttl, false)
+}
+
+/// What `claim` would do for `me`, without doing it: the same checks, nothing committed.
+pub fn claim_dry(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    task: &TaskId,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+    claim_in(ws, me, role, tx.as_mut(), ttl, true)
 }
 
 /// The claim inside the task's transaction.
@@ -50,6 +66,7 @@ fn claim_in(
     role: &str,
     tx: &mut dyn TaskTx,
     ttl: Option<Duration>,
+    dry: bool,
 ) -> Result<ClaimOutcome> {
     let task = tx.task_id().clone();
     let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
@@ -58,7 +75,7 @@ fn claim_in(
         s if s.is_owned() => {
             let owner = rec.owner.clone().map(String::from).unwrap_or_default();
             if owner == me.as_str() {
-                return Ok(outcome(&st.rec, true, None));
+                return Ok(outcome(&st.rec, true, None, dry, st.location.as_ref()));
             }
             if !effects::lease_expired(rec, ws.now()) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
@@ -100,6 +117,22 @@ fn claim_in(
         handoff: None,
     };
     let (change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    if dry {
+        if parked {
+            return Err(Error::refused(format!(
+                "task {task} would be parked: its lease ran out {} times",
+                rec.expiries + 1
+            ))
+            .hint("a coordinator can put it back with `circe release --force`"));
+        }
+        return Ok(outcome(
+            &change.record,
+            false,
+            expired_owner.map(String::from),
+            true,
+            st.location.as_ref(),
+        ));
+    }
     let notices = change.notices.clone();
     tx.commit(change)?;
     notify::send(ws, &task, &notices)?;
@@ -111,10 +144,17 @@ fn claim_in(
         ))
         .hint("a coordinator can put it back with `circe release --force`"));
     }
-    Ok(outcome(&after.rec, false, expired_owner.map(String::from)))
+    let at = after.location.clone();
+    Ok(outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref()))
 }
 
-fn outcome(rec: &StatusRecord, already_held: bool, expired_owner: Option<String>) -> ClaimOutcome {
+fn outcome(
+    rec: &StatusRecord,
+    already_held: bool,
+    expired_owner: Option<String>,
+    dry_run: bool,
+    location: Option<&crate::boxes::Mailbox>,
+) -> ClaimOutcome {
     ClaimOutcome {
         task: rec.task_id.clone(),
         owner: rec.owner.clone().unwrap_or_else(|| AgentName::new(CIRCE).expect("a legal name")),
@@ -125,6 +165,8 @@ fn outcome(rec: &StatusRecord, already_held: bool, expired_owner: Option<String>
         message: rec.message.clone(),
         already_held,
         expired_owner,
+        dry_run,
+        location: location.map_or_else(|| "new".to_string(), crate::boxes::Mailbox::label),
     }
 }
 
@@ -135,15 +177,36 @@ pub fn claim_next(
     role: &str,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
+    claim_next_in(ws, me, role, ttl, false)
+}
+
+/// What `claim --next` would take for `me`, without taking it (a look before claiming).
+pub fn claim_next_dry(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    claim_next_in(ws, me, role, ttl, true)
+}
+
+fn claim_next_in(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    ttl: Option<Duration>,
+    dry: bool,
+) -> Result<ClaimOutcome> {
     let who = ws.eligibility(me, role);
     let mut lost = HashSet::new();
     for _ in 0..10_000 {
         let Some(mut tx) = ws.engine.begin_next(&who, &lost)? else {
             return Err(Error::nothing_to_claim(format!(
                 "no waiting task that {me} ({role}) may take"
-            )));
+            ))
+            .hint("`circe wait --for claimable` waits for one; `circe tasks` shows the board"));
         };
-        match claim_in(ws, me, role, tx.as_mut(), ttl) {
+        match claim_in(ws, me, role, tx.as_mut(), ttl, dry) {
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());

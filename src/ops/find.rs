@@ -26,8 +26,9 @@ pub struct Found {
     pub message: Option<Message>,
 }
 
-/// Every message whose file name or msg_id is `key` (a msg_id prefix of 8+ characters
-/// also matches), in all boxes.
+/// Every message whose file name or msg_id is `key`, in all boxes. 8 or more characters of
+/// a msg_id also match: its start (`20251121T1700`) or its end (the random part after the
+/// `-`, `3e5xhztb`), so one key may match several messages (`show` lists them).
 pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
     find_in(ws, &ws.engine.boxes()?, key)
 }
@@ -45,10 +46,9 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
             }
             let parsed =
                 message::parse_limited(&c.bytes, c.size, Mode::Draft, &ws.config.limits).ok();
-            let by_id = parsed
-                .as_ref()
-                .and_then(|m| m.msg_id.as_deref())
-                .is_some_and(|id| id == key || (key.len() >= 8 && id.starts_with(key)));
+            let by_id = parsed.as_ref().and_then(|m| m.msg_id.as_deref()).is_some_and(|id| {
+                id == key || (key.len() >= 8 && (id.starts_with(key) || id.ends_with(key)))
+            });
             if by_name || by_id {
                 out.push(Found {
                     mailbox: b.label(),
@@ -98,7 +98,7 @@ fn one(ws: &Workspace, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<F
         .hint(format!("`circe --agent {me} inbox` lists your messages"))),
         1 => Ok(found.remove(0)),
         n => Err(Error::usage(format!("`{key}` matches {n} messages"))
-            .hint("give the full file name or message id")),
+            .hint("give the full file name or message id (`circe inbox` lists them)")),
     }
 }
 

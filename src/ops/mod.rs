@@ -8,14 +8,18 @@ mod notify;
 mod open;
 mod read;
 mod send;
+mod thread;
 mod update;
 
-pub use claim::{ClaimOutcome, claim, claim_next, reap};
+pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_next_dry, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
-pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};
+pub use thread::{Question, inherit_task, questions};
+pub use update::{
+    CheckRun, check_run, check_set, heartbeat, release, set_status, set_status_idempotent,
+};
 
 #[cfg(test)]
 mod tests;

@@ -22,9 +22,9 @@ fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
     };
     let mut out: Vec<AgentName> = Vec::new();
     for t in targets {
-        match AgentName::new(t) {
-            Ok(a) if ws.is_agent(&a) => out.push(a),
-            _ => out.extend(ws.agents_with_role(t)),
+        // An address as in `to:` (a role name means the role); an unknown one reaches nobody.
+        if let Ok((agents, _)) = ws.reach(t) {
+            out.extend(agents);
         }
     }
     out.sort();

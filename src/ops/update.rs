@@ -107,13 +107,34 @@ pub fn set_status(
     note: Option<&str>,
     epoch: Option<u64>,
 ) -> Result<StatusRecord> {
-    if target == Status::New {
-        return release(ws, me, task, note, false, epoch);
-    }
+    set_status_idempotent(ws, me, task, target, note, epoch).map(|(rec, _)| rec)
+}
+
+/// `set_status`, and whether the task had the status already. Asking for the status a task
+/// has is no move and no error: the owner (or a coordinator) of a held task, and anyone for
+/// a waiting or finished one, gets the record back unchanged and `true`.
+pub fn set_status_idempotent(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+) -> Result<(StatusRecord, bool)> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
+    if from == target {
+        if from.is_owned() && who.is_empty() {
+            return Err(not_owner(&st, me));
+        }
+        return Ok((st.rec, true));
+    }
+    if target == Status::New {
+        drop(tx);
+        return release(ws, me, task, note, false, epoch).map(|r| (r, false));
+    }
     let mv = move_to(from, target)?;
     let ctx = MoveCtx {
         by: me.as_str(),
@@ -137,7 +158,7 @@ pub fn set_status(
             e
         }
     })?;
-    commit(ws, tx.as_mut(), change)
+    commit(ws, tx.as_mut(), change).map(|r| (r, false))
 }
 
 /// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
@@ -198,6 +219,17 @@ pub fn heartbeat(
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
+    if !st.rec.status.is_owned() {
+        return Err(Error::refused(format!(
+            "task {task} is {}: no lease runs, so there is none to extend",
+            st.rec.status.as_str()
+        ))
+        .hint(if st.rec.status == Status::New {
+            format!("claim it first: circe --agent {me} claim {task}")
+        } else {
+            "a heartbeat extends the lease of a task you hold".to_string()
+        }));
+    }
     if !who.contains(&Actor::Owner) {
         return Err(not_owner(&st, me));
     }
@@ -227,20 +259,51 @@ fn require_holder(
     }
 }
 
-/// `circe check <task> NAME=true|false`: record a check by assertion.
+/// A check must be one of the task's (`.checks`): a mistyped name is refused with the list.
+fn require_check(st: &TaskState, name: &CheckName) -> Result<()> {
+    if st.checks.contains_key(name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = st.checks.keys().map(CheckName::as_str).collect();
+    let task = &st.rec.task_id;
+    let e = Error::refused(format!("task {task} has no check `{name}`"));
+    Err(match crate::suggest::closest(name.as_str(), names.iter().copied()) {
+        Some(c) => e.hint(format!("did you mean `{c}`? its checks: {}", names.join(", "))),
+        None if names.is_empty() => e.hint("it has no checks: its intent requires none"),
+        None => e.hint(format!("its checks: {}", names.join(", "))),
+    })
+}
+
+/// `circe check <task> NAME=true|false`: record a check by assertion. A check declared in
+/// circe.yaml with its command is recorded only by running it, unless a coordinator asserts
+/// it with a reason (logged in the event).
 pub fn check_set(
     ws: &Workspace,
     me: &AgentName,
     task: &TaskId,
     name: &CheckName,
     value: bool,
+    reason: Option<&str>,
     epoch: Option<u64>,
 ) -> Result<Checks> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
-    require_holder(ws, &st, me, epoch)?;
+    let coordinator = ws.is_coordinator(me) && reason.is_some();
+    if !coordinator {
+        require_holder(ws, &st, me, epoch)?;
+    }
+    require_check(&st, name)?;
+    if let Some(d) = ws.config.checks.get(name.as_str())
+        && !coordinator
+    {
+        return Err(Error::refused(format!(
+            "check {name} is declared in circe.yaml with its command: it is recorded by running it"
+        ))
+        .hint(format!("circe check {task} --run {name}   (runs `{}`)", d.run)));
+    }
     let mut ev = Event::now(EventKind::Check, me);
     ev.how = Some("asserted".into());
+    ev.reason = reason.map(str::to_string);
     tx.commit(effects::record_check(&st, name, value, ev))?;
     Ok(state(tx.as_ref())?.checks)
 }
@@ -272,10 +335,29 @@ pub fn check_run(
         let tx = begin(ws, task)?;
         let st = state(tx.as_ref())?;
         require_holder(ws, &st, me, epoch)?;
+        require_check(&st, name)?;
         st.rec.epoch
     };
+    // A declared check runs its declared command, and only that.
+    let declared: Option<Vec<String>> = ws
+        .config
+        .checks
+        .get(name.as_str())
+        .map(|d| vec!["sh".to_string(), "-c".to_string(), d.run.clone()]);
+    let cmd: &[String] = match (&declared, cmd.is_empty()) {
+        (Some(d), true) => d,
+        (Some(d), false) => {
+            return Err(Error::refused(format!(
+                "check {name} is declared in circe.yaml with its own command (`{}`)",
+                d[2]
+            ))
+            .hint(format!("circe check {task} --run {name}   (no command after it)")));
+        }
+        (None, _) => cmd,
+    };
     let (prog, args) = cmd.split_first().ok_or_else(|| {
-        Error::usage("no command after --").hint("circe check TASK --run NAME -- cargo test")
+        Error::usage(format!("--run {name} needs a command after --"))
+            .hint(format!("circe check {task} --run {name} -- cargo test"))
     })?;
     let started = Instant::now();
     // stdout is circe's data channel: the command's output goes to stderr.

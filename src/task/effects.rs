@@ -213,6 +213,7 @@ fn next_record(
             for name in &h.required_checks {
                 c.insert(name.clone(), false);
             }
+            rec.asserted.retain(|a| !h.required_checks.contains(a));
             checks = Some(c);
             rec.message.clone_from(&h.name);
             ticket = Ticket::Deliver { name: h.name.clone(), content: h.content.clone() };
@@ -327,6 +328,7 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
         note: None,
         handoff: None,
         handoff_checks: Vec::new(),
+        asserted: Vec::new(),
     };
     let checks: Checks = spec.required_checks.into_iter().map(|c| (c, false)).collect();
     let mut ev = Event::new(EventKind::Open, &rec.opened_by, clock::stamp_ms(now))
@@ -349,12 +351,18 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
 pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -> Change {
     let mut checks = st.checks.clone();
     checks.insert(name.clone(), passed);
+    let mut rec = st.rec.clone();
+    rec.asserted.retain(|c| c != name);
+    if passed && ev.how.as_deref() == Some("asserted") {
+        rec.asserted.push(name.clone());
+        rec.asserted.sort();
+    }
     let mut ev = ev.task(&st.rec.task_id);
     ev.check = Some(name.to_string());
     ev.passed = Some(passed);
     Change {
         op: "check",
-        record: st.rec.clone(),
+        record: rec,
         checks: Some(checks),
         ticket: Ticket::Stay,
         events: vec![ev],

@@ -38,6 +38,7 @@ fn state(status: Status) -> TaskState {
         note: None,
         handoff: None,
         handoff_checks: Vec::new(),
+        asserted: Vec::new(),
     };
     let location = if held { Mailbox::Inbox(agent("o1")) } else { Mailbox::NewMessages };
     let mut checks = Checks::new();

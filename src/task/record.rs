@@ -59,6 +59,10 @@ pub struct StatusRecord {
     /// With `handoff`: the checks the handoff resets (so a crashed one is finished the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoff_checks: Vec<CheckName>,
+    /// Checks whose last result was asserted (`check T NAME=true`) rather than run: the board
+    /// and `show` say so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asserted: Vec<CheckName>,
 }
 
 /// `TASKS/<id>.owner`.
@@ -167,6 +171,7 @@ mod tests {
             note: Some("tests first: yes".into()),
             handoff: None,
             handoff_checks: Vec::new(),
+            asserted: Vec::new(),
         };
         let text = r.render();
         assert!(text.contains("status: in_progress"), "{text}");

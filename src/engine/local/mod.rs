@@ -177,11 +177,7 @@ impl Engine for LocalEngine {
     }
 
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
-        let snap = board::snapshot(self)?;
-        for r in snap.rows(self)? {
-            each(r)?;
-        }
-        Ok(())
+        board::rows(self, each)
     }
 
     fn peek(&self, task: &TaskId) -> Result<Option<TaskState>> {
