@@ -97,6 +97,13 @@ impl Error {
         self
     }
 
+    /// Rewrite the message.
+    #[must_use]
+    pub fn map_message(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.message = f(&self.message);
+        self
+    }
+
     /// Add `more` to the hint (after `; ` when there is one already).
     #[must_use]
     pub fn hint_more(mut self, more: impl Into<String>) -> Self {

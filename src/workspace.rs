@@ -100,11 +100,13 @@ impl Workspace {
                 None => e,
             })?;
         let role = self.role_of(&checked).ok_or_else(|| {
-            crate::suggest::not_found("agent", name, known()).hint_more(format!(
-                "this root is {}: `circe agent list` shows its agents; if your team's root is \
+            crate::suggest::not_found("agent", name, known())
+                .map_message(|m| format!("{m} in this root"))
+                .hint_more(format!(
+                    "this root is {}: `circe agent list` shows its agents; if your team's root is \
                  elsewhere, pass --root DIR or set CIRCE_ROOT",
-                self.engine.location()
-            ))
+                    self.engine.location()
+                ))
         })?;
         Ok((checked, role))
     }

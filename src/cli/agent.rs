@@ -34,6 +34,7 @@ pub struct AddArgs {
 
 /// `circe agent add --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentAddJson {
     pub agent: String,
     pub role: String,
@@ -43,6 +44,7 @@ pub struct AgentAddJson {
 
 /// `circe agent list --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentListJson {
     pub agents: Vec<AgentRole>,
 }

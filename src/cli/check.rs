@@ -49,6 +49,7 @@ pub struct CheckArgs {
 
 /// `circe check --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct CheckJson {
     pub task_id: String,
     pub check: String,
@@ -110,7 +111,7 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
         "false" | "no" | "fail" => false,
         v => return Err(Error::usage(format!("`{v}` is not true or false"))),
     };
-    let checks = ops::check_set(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)?;
+    let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();
     let out = CheckJson {
         task_id: task.to_string(),

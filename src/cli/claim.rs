@@ -46,6 +46,7 @@ pub enum ClaimOutput {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ClaimJson {
     pub task_id: String,
     pub owner: String,
@@ -70,6 +71,7 @@ pub struct ClaimJson {
 
 /// Exit 6: no waiting task this agent may take.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct NothingJson {
     /// Always true.
     pub nothing_to_claim: bool,

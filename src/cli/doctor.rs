@@ -22,6 +22,7 @@ pub struct DoctorArgs {
 
 /// `circe doctor --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DoctorJson {
     /// What was found, repaired or not.
     #[schemars(with = "Vec<super::schema_defs::ViolationDef>")]

@@ -29,6 +29,7 @@ pub struct InboxArgs {
 
 /// `circe inbox --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InboxJson {
     pub agent: String,
     pub role: String,
@@ -39,6 +40,7 @@ pub struct InboxJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InboxMessage {
     #[serde(rename = "box")]
     pub mailbox: String,
@@ -58,6 +60,7 @@ pub struct InboxMessage {
 
 /// How many waiting tasks the agent may take, and the best few.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Claimable {
     pub count: usize,
     /// At most three, best first: priority, then time waiting.
@@ -65,7 +68,9 @@ pub struct Claimable {
 }
 
 /// A waiting task.
+#[expect(clippy::struct_field_names, reason = "`waiting_since` says what the time is")]
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Waiting {
     pub task_id: String,
     pub intent: String,
@@ -91,7 +96,7 @@ pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Res
         let k = rank(&r.priority);
         let better =
             |(bk, b): &(u8, Waiting)| (k, &*r.updated_at) < (*bk, b.waiting_since.as_str());
-        if best.len() < keep || best.last().is_some_and(|l| better(l)) {
+        if best.len() < keep || best.last().is_some_and(&better) {
             let w = Waiting {
                 task_id: r.task.to_string(),
                 intent: r.intent.to_string(),
@@ -100,7 +105,7 @@ pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Res
                 waiting_since: r.updated_at.to_string(),
                 summary: None,
             };
-            let at = best.iter().position(|b| better(b)).unwrap_or(best.len());
+            let at = best.iter().position(&better).unwrap_or(best.len());
             best.insert(at, (k, w));
             best.truncate(keep);
         }
@@ -207,8 +212,9 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
         let rows: Vec<Vec<String>> = list
             .iter()
             .map(|m| {
+                // A message without an id (or unreadable) is named by its file.
                 let mut r = vec![
-                    cell(&m.msg_id),
+                    m.msg_id.clone().unwrap_or_else(|| m.file.clone()),
                     cell(&m.created_at),
                     cell(&m.from),
                     cell(&m.intent),

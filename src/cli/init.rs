@@ -30,6 +30,7 @@ pub struct InitArgs {
 
 /// `circe init --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct InitJson {
     /// The root's folder (`.circe`).
     pub root: String,

@@ -32,13 +32,16 @@ pub struct DoneArgs {
 
 /// `circe take --json`: where the message is now.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TakeJson {
-    #[serde(flatten)]
-    pub moved: BoxFile,
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
 }
 
 /// `circe done --json`: every message filed into LOGS.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct DoneJson {
     pub moved: Vec<BoxFile>,
 }
@@ -46,7 +49,7 @@ pub struct DoneJson {
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let (to, file) = ops::take(&ws, &me, &a.key)?;
-    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { moved: BoxFile { mailbox: to, file } }))
+    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file }))
 }
 
 pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {

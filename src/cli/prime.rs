@@ -25,6 +25,7 @@ pub struct PrimeArgs {}
 
 /// `circe prime --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct PrimeJson {
     /// null without an acting agent (then only `agents` is filled in).
     pub agent: Option<String>,
@@ -48,6 +49,7 @@ pub struct PrimeJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct MaySend {
     pub intent: String,
     pub to: Vec<String>,
@@ -55,6 +57,7 @@ pub struct MaySend {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Held {
     pub task_id: String,
     pub status: String,
@@ -115,6 +118,7 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s
 }
 
+#[expect(clippy::too_many_lines, reason = "one document, written top to bottom")]
 pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let agents: Vec<super::vocab::AgentRole> = ws

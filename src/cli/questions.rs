@@ -27,6 +27,7 @@ pub struct QuestionsArgs {
 
 /// `circe questions --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QuestionsJson {
     /// The acting agent (null with --all).
     pub agent: Option<String>,
@@ -34,6 +35,7 @@ pub struct QuestionsJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct QuestionJson {
     pub msg_id: String,
     pub intent: String,

@@ -17,12 +17,14 @@ pub struct ReapArgs {}
 
 /// `circe reap --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ReapJson {
     /// Every task whose lease had run out, and its status now (new, or parked).
     pub reaped: Vec<Reaped>,
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct Reaped {
     pub task_id: String,
     #[schemars(with = "super::schema_defs::StatusDef")]

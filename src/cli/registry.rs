@@ -18,6 +18,7 @@ pub struct RegistryArgs {}
 
 /// `circe registry --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RegistryJson {
     /// Every role in force.
     pub roles: Vec<String>,
@@ -28,6 +29,8 @@ pub struct RegistryJson {
 /// One intent's rules. `from` and `to` always list roles; `from_any`/`to_any` say the rule
 /// is "any role" (roles added later included).
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(clippy::struct_excessive_bools, reason = "the registry's columns")]
 pub struct IntentJson {
     pub name: String,
     pub description: String,

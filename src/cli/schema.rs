@@ -27,6 +27,7 @@ pub struct SchemaArgs {
 
 /// `circe schema --json` without a command.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SchemaListJson {
     /// Every name `circe schema NAME` takes.
     pub commands: Vec<String>,
@@ -39,6 +40,7 @@ pub struct SchemaDoc(BTreeMap<String, serde_json::Value>);
 
 /// `circe completions --json` and `circe man --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TextJson {
     /// What the text is for (a shell, a command).
     pub of: String,

@@ -65,6 +65,7 @@ pub enum SendOutput {
 
 /// What a send delivered.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct SendJson {
     pub msg_id: String,
     pub intent: String,
@@ -88,6 +89,7 @@ pub struct SendJson {
 
 /// `circe send --template INTENT --json`.
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TemplateJson {
     pub intent: String,
     pub template: String,

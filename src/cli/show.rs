@@ -35,6 +35,7 @@ pub enum ShowOutput {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ShowTaskJson {
     pub task_id: String,
     #[schemars(with = "StatusRecordDef")]
@@ -51,6 +52,7 @@ pub struct ShowTaskJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TaskMessage {
     #[serde(rename = "box")]
     pub mailbox: String,
@@ -62,6 +64,7 @@ pub struct TaskMessage {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ShowMessageJson {
     #[serde(rename = "box")]
     pub mailbox: String,

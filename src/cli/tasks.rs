@@ -132,18 +132,16 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             n += 1;
             asserted |= r.checks_asserted > 0;
             let c = cells(&r, now);
-            match &widths {
-                Some(w) => write_line(&mut out, w, &c),
-                None => {
-                    first.push(c);
-                    if first.len() >= MEASURE {
-                        let w = measure(&first);
-                        flush_first(&mut out, &w, &mut first)?;
-                        widths = Some(w);
-                    }
-                    Ok(())
-                }
+            if let Some(w) = &widths {
+                return write_line(&mut out, w, &c);
             }
+            first.push(c);
+            if first.len() >= MEASURE {
+                let w = measure(&first);
+                flush_first(&mut out, &w, &mut first)?;
+                widths = Some(w);
+            }
+            Ok(())
         });
         r.and_then(|()| {
             if widths.is_none() && !first.is_empty() {

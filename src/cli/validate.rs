@@ -31,6 +31,7 @@ pub struct ValidateArgs {
 
 /// `circe validate --json` (exit 3 when any file is invalid).
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ValidateJson {
     pub files: Vec<FileCheck>,
     /// How many files are invalid.
@@ -38,6 +39,7 @@ pub struct ValidateJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct FileCheck {
     pub file: String,
     pub valid: bool,

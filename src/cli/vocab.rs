@@ -11,6 +11,7 @@ use crate::task::StatusRecord;
 /// A message file and the box it lies in (`new`, `inbox:<agent>`, `workspace:<agent>`,
 /// `logs`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BoxFile {
     #[serde(rename = "box")]
     pub mailbox: String,
@@ -19,6 +20,7 @@ pub struct BoxFile {
 
 /// An agent and its role.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentRole {
     pub agent: String,
     pub role: String,
@@ -26,6 +28,7 @@ pub struct AgentRole {
 
 /// What `status`, `release` and `heartbeat` print: the task after the change.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TaskMoved {
     pub task_id: String,
     /// The task's status now.
@@ -55,11 +58,13 @@ impl TaskMoved {
 
 /// `{"error": {...}}`: what every command prints on stdout with `--json` when it fails.
 #[derive(Debug, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ErrorJson {
     pub error: ErrorBody,
 }
 
 #[derive(Debug, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ErrorBody {
     /// internal, usage, refused, conflict, not_found, nothing_to_claim, timed_out.
     pub kind: String,

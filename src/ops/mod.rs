@@ -18,7 +18,8 @@ pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
 pub use thread::{Question, inherit_task, questions};
 pub use update::{
-    CheckRun, check_run, check_set, heartbeat, release, set_status, set_status_idempotent,
+    CheckRun, check_assert, check_run, check_set, heartbeat, release, set_status,
+    set_status_idempotent,
 };
 
 #[cfg(test)]

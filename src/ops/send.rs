@@ -79,6 +79,7 @@ fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
 
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
+#[expect(clippy::too_many_lines, reason = "the checks in order, then one of two deliveries")]
 pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     // A message that names its own id must be the only one with it (a retry of the very

@@ -274,10 +274,22 @@ fn require_check(st: &TaskState, name: &CheckName) -> Result<()> {
     })
 }
 
-/// `circe check <task> NAME=true|false`: record a check by assertion. A check declared in
-/// circe.yaml with its command is recorded only by running it, unless a coordinator asserts
-/// it with a reason (logged in the event).
+/// `circe check <task> NAME=true|false`: record a check by assertion (no reason given).
 pub fn check_set(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    name: &CheckName,
+    value: bool,
+    epoch: Option<u64>,
+) -> Result<Checks> {
+    check_assert(ws, me, task, name, value, None, epoch)
+}
+
+/// Record a check by assertion. A check declared in circe.yaml with its command is recorded
+/// only by running it, unless a coordinator asserts it with a reason (logged in the event);
+/// a coordinator with a reason may also assert a check of a task it does not hold.
+pub fn check_assert(
     ws: &Workspace,
     me: &AgentName,
     task: &TaskId,

@@ -19,5 +19,6 @@ mod lifecycle;
 mod limits;
 mod message_limits;
 mod messages;
+mod schema;
 mod send;
 mod status_words;

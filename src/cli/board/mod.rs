@@ -38,6 +38,7 @@ pub struct BoardArgs {
 
 /// `circe board --json` (and what the one-shot table shows).
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct BoardJson {
     #[schemars(with = "Vec<RowDef>")]
     pub tasks: Vec<Row<'static>>,
@@ -48,6 +49,7 @@ pub struct BoardJson {
 }
 
 #[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct AgentInbox {
     pub agent: String,
     pub role: String,

@@ -27,6 +27,7 @@ struct View {
     table: TableState,
 }
 
+#[expect(clippy::needless_pass_by_value, reason = "used as map_err(term_err)")]
 fn term_err(e: std::io::Error) -> Error {
     Error::internal(format!("terminal: {e}"))
 }

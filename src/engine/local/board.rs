@@ -261,7 +261,7 @@ fn emit(eng: &LocalEngine, line: &str, each: &mut dyn FnMut(Row<'_>) -> Result<(
 pub(super) fn rows(eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
     let view = {
         let _lock = eng.store.lock_named(LOCK)?;
-        let view = match View::open(eng)? {
+        match View::open(eng)? {
             Some(v) if v.tail_lines <= v.base_lines + 64 => v,
             Some(v) => {
                 compact(eng, &mut |out| v.rows(eng, out))?;
@@ -271,8 +271,7 @@ pub(super) fn rows(eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()
                 rebuild(eng)?;
                 View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
             }
-        };
-        view
+        }
     };
     view.rows(eng, each)
 }

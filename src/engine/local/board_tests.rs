@@ -127,9 +127,9 @@ fn another_boot_or_no_log_rebuilds() {
 fn compaction_keeps_the_board() {
     let (_d, ws) = root();
     open(&ws, "D-1");
-    for i in 0..80 {
+    for _ in 0..80 {
         ws.claim("engineer", "D-1");
-        ws.check("engineer", "D-1", &format!("c{i}"));
+        ws.check("engineer", "D-1", "tests_passed");
         ws.release("engineer", "D-1");
     }
     let before = ws.eng.store.queue_value(FILE).unwrap().lines().count();
