@@ -60,12 +60,19 @@ pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     if dir.join("tree").is_dir() {
         copy_tree(&dir.join("tree"), root.path())?;
     }
-    narrate(root.path(), &steps, a.keep, ctx.json)
+    narrate(root.path(), &steps, a.keep, ctx.json, chrono::TimeDelta::zero())
 }
 
 /// Run `steps` in `root`, printing as it goes: the transcript, or with `--json` one JSON line
 /// per narration and step and a last one with the totals.
-pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool, json: bool) -> Result<Report> {
+/// `shift` moves every pinned time of the scenario (the demo runs at today's times).
+pub fn narrate(
+    root: &std::path::Path,
+    steps: &[Step],
+    keep: bool,
+    json: bool,
+    shift: chrono::TimeDelta,
+) -> Result<Report> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
     let mut out = Out::new(json);
@@ -90,7 +97,7 @@ pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool, json: bool) -
         }
         _ => {}
     };
-    let outcomes = fixture::run(&exe, root, steps, &mut print)?;
+    let outcomes = fixture::run_shifted(&exe, root, steps, shift, &mut print)?;
     let failed = outcomes.iter().filter(|o| o.code != 0).count();
     let kept = keep.then(|| root.join(".circe").display().to_string());
     let mut human = format!("\n{} steps, {failed} with a non-zero exit", outcomes.len());

@@ -14,6 +14,7 @@ mod chat;
 mod fixtures;
 mod hardening;
 mod harness;
+mod help;
 mod init;
 mod lifecycle;
 mod limits;
