@@ -148,7 +148,7 @@ pub fn set_status_idempotent(
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         // A refusal for someone who is not the holder says who holds it.
         let acting = who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator);
-        if !acting && st.rec.owner.is_some() {
+        if !acting && st.rec.owner.is_some() && st.rec.status.is_owned() {
             not_owner(&st, me)
         } else if mv == Move::Complete && from == Status::Claimed && who.contains(&Actor::Owner) {
             Error::refused(format!("task {task} is claimed: start it before completing it")).hint(

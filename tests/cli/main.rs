@@ -10,6 +10,8 @@
 mod common;
 
 mod agent;
+mod agents;
+mod board;
 mod chat;
 mod fixtures;
 mod hardening;
