@@ -33,7 +33,7 @@ fn send_task(env: &Env, to: &str, task: &str, priority: &str) {
     .ok();
 }
 
-/// 1. An agent sees the work it may take without taking it.
+/// Problem 1: An agent sees the work it may take without taking it.
 #[test]
 fn a_look_before_claiming() {
     let env = env2();
@@ -56,7 +56,7 @@ fn a_look_before_claiming() {
     assert!(c["path"].as_str().is_some_and(|p| std::path::Path::new(p).is_file()), "{c}");
 }
 
-/// 2. A task sent to a role stays claimable by every agent of it, however many are added
+/// Problem 2: A task sent to a role stays claimable by every agent of it, however many are added
 /// after `init` made an agent named after the role.
 #[test]
 fn role_addressing() {
@@ -79,7 +79,7 @@ fn role_addressing() {
     env.as_("engineer-2", &["claim", "R-4"]).ok();
 }
 
-/// 3. Outside a root the hint leads to the team's root first; an agent missing from the root
+/// Problem 3: Outside a root the hint leads to the team's root first; an agent missing from the root
 /// it found is told which root that is.
 #[test]
 fn outside_a_root_the_hint_offers_the_root_first() {
@@ -96,7 +96,7 @@ fn outside_a_root_the_hint_offers_the_root_first() {
     assert!(o.stderr.contains(".circe") && o.stderr.contains("--root"), "{}", o.show());
 }
 
-/// 4. A key matching several messages says so; the random end of an id finds its message.
+/// Problem 4: A key matching several messages says so; the random end of an id finds its message.
 #[test]
 fn show_by_part_of_an_id() {
     let env = Env::new();
@@ -125,7 +125,7 @@ fn in_progress(env: &Env, task: &str) {
     env.as_("engineer", &["status", task, "in_progress"]).ok();
 }
 
-/// 5. Checks are honest: the hint never teaches asserting, an assertion is marked, and a
+/// Problem 5: Checks are honest: the hint never teaches asserting, an assertion is marked, and a
 /// check declared with its command is recorded only by running it.
 #[test]
 fn honest_checks() {
@@ -158,7 +158,7 @@ fn honest_checks() {
     assert_eq!((&last["how"], &last["reason"]), (&"asserted".into(), &"ran by hand".into()));
 }
 
-/// 6. A mistyped check name is refused with the task's checks.
+/// Problem 6: A mistyped check name is refused with the task's checks.
 #[test]
 fn a_mistyped_check_is_refused() {
     let env = Env::new();
@@ -170,7 +170,7 @@ fn a_mistyped_check_is_refused() {
     assert_unchanged(&before, &env.state());
 }
 
-/// 7. One JSON vocabulary: `task_id` for the id, objects at the top, flags named.
+/// Problem 7: One JSON vocabulary: `task_id` for the id, objects at the top, flags named.
 #[test]
 fn one_json_vocabulary() {
     let env = Env::new();
@@ -201,7 +201,7 @@ fn one_json_vocabulary() {
     );
 }
 
-/// 8. Error texts say what happened, in the words the commands take.
+/// Problem 8: Error texts say what happened, in the words the commands take.
 #[test]
 fn texts_say_what_happened() {
     let env = Env::new();
@@ -225,7 +225,7 @@ fn texts_say_what_happened() {
     assert!(!reach.stderr.contains("circe agents "), "{}", reach.show());
 }
 
-/// 9. Asking for the status a task has is no error; `help status` tells the path.
+/// Problem 9: Asking for the status a task has is no error; `help status` tells the path.
 #[test]
 fn moves_are_idempotent() {
     let env = Env::new();
@@ -246,7 +246,7 @@ fn moves_are_idempotent() {
     );
 }
 
-/// 10. Priority is shown and kept at a handoff; a handoff says which checks it reset.
+/// Problem 10: Priority is shown and kept at a handoff; a handoff says which checks it reset.
 #[test]
 fn priority_shown_and_kept_and_resets_said() {
     let env = Env::new();
@@ -268,7 +268,7 @@ fn priority_shown_and_kept_and_resets_said() {
     assert!(inbox.stdout.contains("PRI") && inbox.stdout.contains("test it"), "{}", inbox.show());
 }
 
-/// 11. An answer joins its question's task; open questions are listed until answered.
+/// Problem 11: An answer joins its question's task; open questions are listed until answered.
 #[test]
 fn threads_and_open_questions() {
     let env = Env::new();
@@ -319,7 +319,7 @@ fn threads_and_open_questions() {
     assert_eq!(open["questions"], serde_json::json!([]));
 }
 
-/// 12. Onboarding: init says what it made, help leads somewhere an installed binary has.
+/// Problem 12: Onboarding: init says what it made, help leads somewhere an installed binary has.
 #[test]
 fn onboarding() {
     let env = Env::bare();
@@ -335,7 +335,7 @@ fn onboarding() {
     assert!(p.stdout.contains("You are engineer (role engineer)"), "{}", p.show());
 }
 
-/// 13. Nothing to claim is exit 6 and not an error.
+/// Problem 13: Nothing to claim is exit 6 and not an error.
 #[test]
 fn nothing_to_claim_is_not_an_error() {
     let env = Env::new();
@@ -345,7 +345,7 @@ fn nothing_to_claim_is_not_an_error() {
     assert!(o.stdout.contains("nothing to claim"), "{}", o.show());
 }
 
-/// 14. Standard input as a body; "did you mean" for agents, roles and intents.
+/// Problem 14: Standard input as a body; "did you mean" for agents, roles and intents.
 #[test]
 fn typos_get_a_did_you_mean() {
     let env = Env::new();
@@ -373,7 +373,7 @@ fn typos_get_a_did_you_mean() {
     }
 }
 
-/// 15. The README installs with the lock file, says where the binary lands, and the demo
+/// Problem 15: The README installs with the lock file, says where the binary lands, and the demo
 /// ends with what to run next.
 #[test]
 fn readme_and_demo_lead_on() {
