@@ -387,7 +387,10 @@ fn readme_and_demo_lead_on() {
         !readme.contains("alias circe='cargo run"),
         "README: an alias that only works in the source tree"
     );
-    assert!(readme.contains("circe prime"), "README: the AGENTS.md snippet");
+    assert!(
+        readme.contains("AGENTS.md") && readme.contains("<your-name> prime"),
+        "README: the AGENTS.md snippet"
+    );
     let steps = include_str!("../../fixtures/reference-flow/steps");
     let last = steps.lines().rev().find(|l| !l.trim().is_empty()).unwrap();
     assert!(last.starts_with("## Next:") && last.contains("prime"), "{last}");
