@@ -67,35 +67,62 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Each subcommand's arguments are built only when that subcommand runs (`defer`): circe is
+/// started thousands of times a day, and a command should not pay for the others' flags.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
+    /// Make a root here (.circe) with one agent per built-in role.
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
     #[command(subcommand)]
     Chat(chat::ChatCommand),
+    /// Send a message (a task intent opens a task to be claimed).
     Send(send::SendArgs),
+    /// Your messages, then the waiting tasks you may take.
     Inbox(inbox::InboxArgs),
+    /// One message, or one task with its records, messages and events.
     Show(show::ShowArgs),
+    /// Check message files against the grammar and the registry.
     Validate(validate::ValidateArgs),
+    /// The intents, and who may send them to whom.
     Registry(registry::RegistryArgs),
+    /// Take a task (--next: the best one you may take; --dry-run: look first).
     Claim(claim::ClaimArgs),
+    /// Give a task back to the queue.
     Release(release::ReleaseArgs),
+    /// Move a task you hold: in_progress, blocked, completed, failed.
     Status(status::StatusArgs),
+    /// Extend your lease on a task you hold.
     Heartbeat(heartbeat::HeartbeatArgs),
+    /// Record one of a task's checks, by running its command.
     Check(check::CheckArgs),
+    /// Start on a message: INBOX -> WORKSPACE.
     Take(move_msg::TakeArgs),
+    /// File a message (or a finished task's messages) into LOGS.
     Done(move_msg::DoneArgs),
+    /// The board: every task with status, owner, lease and checks.
     Tasks(tasks::TasksArgs),
+    /// Check every invariant of the root (--repair mends).
     Doctor(doctor::DoctorArgs),
+    /// Return tasks whose lease ran out to the queue (for cron).
     Reap(reap::ReapArgs),
+    /// The reference's whole message flow, narrated, in a temporary root.
     Demo(demo::DemoArgs),
+    /// Replay a fixture (fixtures/<case>/steps) in a temporary root.
     Replay(replay::ReplayArgs),
+    /// Start here: who you are, what you may do, what waits for you.
     Prime(prime::PrimeArgs),
+    /// Questions nobody has answered yet.
     Questions(questions::QuestionsArgs),
+    /// The live board for people: tasks, inboxes, events as they happen.
     Board(board::BoardArgs),
+    /// The JSON Schema of a command's --json output.
     Schema(schema::SchemaArgs),
+    /// A shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(completions::CompletionsArgs),
+    /// circe's man page, or a subcommand's.
     Man(completions::ManArgs),
 }
 
