@@ -35,6 +35,10 @@ pub struct ClaimArgs {
     /// Lease length for this claim (e.g. 90s, 30m); default from circe.yaml.
     #[arg(long)]
     pub ttl: Option<String>,
+    /// Names this claim: run again with the same id after an unknown outcome (a broken
+    /// connection), it returns the task the first run got instead of taking another.
+    #[arg(long, env = "CIRCE_REQUEST_ID", value_name = "ID")]
+    pub request_id: Option<String>,
 }
 
 /// `circe claim --json`: the claim, or (exit 6) that there was nothing to claim.
@@ -106,12 +110,15 @@ fn to_json(ws: &Workspace, o: ClaimOutcome) -> ClaimJson {
 pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     let (ws, me, role) = ctx.acting()?;
     let ttl = ttl(a.ttl.as_deref())?;
-    let got = match (&a.task, a.next, a.dry_run) {
-        (Some(t), _, false) => ops::claim(&ws, &me, &role, &super::task_id(t)?, ttl),
-        (Some(t), _, true) => ops::claim_dry(&ws, &me, &role, &super::task_id(t)?, ttl),
-        (None, true, false) => ops::claim_next(&ws, &me, &role, ttl),
-        (None, true, true) => ops::claim_next_dry(&ws, &me, &role, ttl),
-        (None, false, _) => return Err(Error::usage("name a task or pass --next")),
+    let task = match &a.task {
+        Some(t) => Some(super::task_id(t)?),
+        None if a.next => None,
+        None => return Err(Error::usage("name a task or pass --next")),
+    };
+    let got = if a.dry_run {
+        ops::claim_dry(&ws, &me, &role, task.as_ref(), ttl)
+    } else {
+        ops::claim_with(&ws, &me, &role, task.as_ref(), ttl, a.request_id.as_deref())
     };
     let o = match got {
         Ok(o) => o,

@@ -9,8 +9,9 @@ use serde::Serialize;
 use super::vocab::AgentRole;
 use super::{Ctx, Report};
 use crate::config::DEFAULT_CONFIG;
-use crate::engine::local;
-use crate::error::Result;
+use crate::engine::postgres::{self, Clock, Target};
+use crate::engine::{Engine, RootSpec, local};
+use crate::error::{Error, Result};
 use crate::names::AgentName;
 use crate::registry::BUILTIN_ROLES;
 
@@ -18,7 +19,9 @@ use crate::registry::BUILTIN_ROLES;
 /// after it (coordinator, engineer, qa, scribe, eagle, rooster: the human). Safe to run
 /// again: it adds what is missing and never overwrites the config. A task sent to a role
 /// (`--to engineer` or `--to role:engineer`) stays claimable by every agent of that role,
-/// however many are added later.
+/// however many are added later. With --engine URL the root is made in a database (its
+/// tables, migrated when older) and DIR/.circe/circe.yaml names it; `circe --root URL init`
+/// makes the root only.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  circe init                  # ./.circe with one agent per built-in role\n  circe init ~/team           # ~/team/.circe"
@@ -26,6 +29,15 @@ use crate::registry::BUILTIN_ROLES;
 pub struct InitArgs {
     /// Where to make .circe (default: the current folder).
     pub dir: Option<PathBuf>,
+    /// Keep the root in a database: postgres://host[:port]/database?schema=NAME (the
+    /// password comes from PGPASSWORD or the password file, never from the URL).
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+    /// For a new database root: which clock decides leases. `server` (the default): the
+    /// database's, so a host with a wrong clock can neither take a task early nor stretch a
+    /// lease. `client`: each host's own (CIRCE_NOW pins it; for tests and fixtures).
+    #[arg(long, value_name = "server|client")]
+    pub clock: Option<String>,
 }
 
 /// `circe init --json`.
@@ -38,28 +50,93 @@ pub struct InitJson {
     pub config_written: bool,
     /// The agents this run added (none when all were there).
     pub agents_added: Vec<AgentRole>,
+    /// A root in a database: whose clock decides leases (`server` or `client`).
+    pub clock: Option<String>,
+    /// `--engine URL`: DIR/.circe/circe.yaml was written to name the database.
+    pub pointer_written: bool,
 }
 
-pub fn run(_ctx: &Ctx, args: &InitArgs) -> Result<Report> {
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let (root, wrote_config) = local::init(&dir, DEFAULT_CONFIG)?;
-    let ws = crate::workspace::Workspace::open(&crate::engine::RootSpec::Path(root.clone()))?;
-    let mut added = Vec::new();
-    for role in BUILTIN_ROLES {
-        if ws.engine.add_agent(&AgentName::new(role)?, role)? {
-            added.push(AgentRole { agent: (*role).to_string(), role: (*role).to_string() });
-        }
+/// circe.yaml of a host whose root is in a database.
+pub fn pointer_text(target: &Target) -> String {
+    #[derive(serde::Serialize)]
+    struct Pointer {
+        version: u32,
+        engine: crate::config::EngineConfig,
     }
-    let root = root.display().to_string();
+    let body = crate::yaml::to_string(&Pointer { version: 1, engine: target.engine_config() })
+        .unwrap_or_default();
+    format!(
+        "# This root is kept in a database (PROTOCOLS.md section 13). Its settings live there:\n\
+         # `circe config` shows them. The password comes from PGPASSWORD or the password file.\n{body}"
+    )
+}
+
+pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
+    let clock = match args.clock.as_deref() {
+        None => Clock::Server,
+        Some(c) => Clock::parse(c).ok_or_else(|| {
+            Error::usage(format!("--clock {c}: not server or client"))
+                .hint("server (the default) or client (tests: CIRCE_NOW pins it)")
+        })?,
+    };
+    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let (target, pointer) = match (&args.engine, ctx.root_spec()) {
+        (Some(url), _) => (Some(Target::from_url(url)?), true),
+        (None, RootSpec::Url(url)) => (Some(Target::from_url(&url)?), false),
+        (None, _) => match local::root_at(&dir).map(|r| local::open(&RootSpec::Path(r), None)) {
+            Some(Ok(local::Opened::Pointer(t))) => (Some(t), false),
+            _ => (None, false),
+        },
+    };
+    if args.clock.is_some() && target.is_none() {
+        return Err(Error::usage("--clock is for a root in a database").hint("pass --engine URL"));
+    }
+    let Some(target) = target else { return init_local(&dir) };
+    let (eng, _config, created) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
+    let added = add_role_agents(&eng)?;
+    let mut pointer_written = false;
+    if pointer {
+        let (_, w) = local::init_pointer(&dir, &pointer_text(&target))?;
+        if !w {
+            let existing = local::open(&RootSpec::Path(dir.clone()), None);
+            let same = matches!(&existing, Ok(local::Opened::Pointer(t)) if t.location() == target.location());
+            if !same {
+                return Err(Error::conflict(format!(
+                    "{} holds a circe.yaml that names another root",
+                    dir.join(".circe").display()
+                ))
+                .hint("`circe migrate --to URL` moves a local root into a database"));
+            }
+        }
+        pointer_written = w;
+    }
+    let root = target.location();
     let mut human = format!(
         "circe root: {root}\nconfig: {}\n",
-        if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" }
+        if created { "stored in the database" } else { "kept as it was" }
     );
+    human.push_str(&agents_text(&added));
+    if pointer_written {
+        human.push_str(&format!("{} names it\n", dir.join(".circe/circe.yaml").display()));
+    }
+    let out = InitJson {
+        root,
+        config_written: created,
+        agents_added: added,
+        clock: Some(eng.clock().as_str().to_string()),
+        pointer_written,
+    };
+    Ok(Report::new(human, out))
+}
+
+/// What init says about the agents it added.
+fn agents_text(added: &[AgentRole]) -> String {
+    let mut human = String::new();
     if added.is_empty() {
         human.push_str("agents: all present\n");
     } else {
         human.push_str("agents added, one per built-in role (rooster is the human):\n");
-        for a in &added {
+        for a in added {
             human.push_str(&format!("  {} ({})\n", a.agent, a.role));
         }
     }
@@ -67,5 +144,35 @@ pub fn run(_ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         "next: `circe agent add NAME --role ROLE` for more agents; each agent starts with \
          `circe --agent NAME prime`\n",
     );
-    Ok(Report::new(human, InitJson { root, config_written: wrote_config, agents_added: added }))
+    human
+}
+
+fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
+    let mut added = Vec::new();
+    for role in BUILTIN_ROLES {
+        if eng.add_agent(&AgentName::new(role)?, role)? {
+            added.push(AgentRole { agent: (*role).to_string(), role: (*role).to_string() });
+        }
+    }
+    Ok(added)
+}
+
+fn init_local(dir: &std::path::Path) -> Result<Report> {
+    let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
+    let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
+    let added = add_role_agents(ws.engine.as_ref())?;
+    let root = root.display().to_string();
+    let mut human = format!(
+        "circe root: {root}\nconfig: {}\n",
+        if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" }
+    );
+    human.push_str(&agents_text(&added));
+    let out = InitJson {
+        root,
+        config_written: wrote_config,
+        agents_added: added,
+        clock: None,
+        pointer_written: false,
+    };
+    Ok(Report::new(human, out))
 }

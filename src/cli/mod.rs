@@ -6,11 +6,16 @@ mod chat;
 mod check;
 mod claim;
 mod completions;
+mod config;
+mod cursors;
 mod demo;
 mod doctor;
 mod heartbeat;
 mod inbox;
 mod init;
+mod log;
+mod migrate;
+mod mirror;
 mod move_msg;
 mod output;
 mod prime;
@@ -24,9 +29,12 @@ mod schema_defs;
 mod send;
 mod show;
 mod status;
+mod stop;
 mod tasks;
 mod validate;
 mod vocab;
+mod wait;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -53,8 +61,8 @@ use crate::workspace::Workspace;
     after_help = "Examples:\n  circe init && circe --agent coordinator prime\n  circe --agent engineer claim --next --dry-run\n  circe help protocols | less"
 )]
 pub struct Cli {
-    /// The circe root (a folder holding circe.yaml, or one holding .circe/). Default: search
-    /// upwards from the current folder.
+    /// The circe root (a folder holding circe.yaml, or one holding .circe/; or a database,
+    /// postgres://host/db?schema=NAME). Default: search upwards from the current folder.
     #[arg(long, global = true, env = "CIRCE_ROOT")]
     pub root: Option<PathBuf>,
     /// The acting agent.
@@ -91,6 +99,7 @@ pub enum Command {
     /// Take a task (--next: the best one you may take; --dry-run: look first).
     Claim(claim::ClaimArgs),
     /// Give a task back to the queue.
+    Config(config::ConfigArgs),
     Release(release::ReleaseArgs),
     /// Move a task you hold: in_progress, blocked, completed, failed.
     Status(status::StatusArgs),
@@ -99,6 +108,8 @@ pub enum Command {
     /// Record one of a task's checks, by running its command.
     Check(check::CheckArgs),
     /// Start on a message: INBOX -> WORKSPACE.
+    Migrate(migrate::MigrateArgs),
+    Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
     /// File a message (or a finished task's messages) into LOGS.
     Done(move_msg::DoneArgs),
@@ -124,6 +135,10 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// circe's man page, or a subcommand's.
     Man(completions::ManArgs),
+    Watch(watch::WatchArgs),
+    Wait(wait::WaitArgs),
+    Log(log::LogArgs),
+    Cursors(cursors::CursorsArgs),
 }
 
 /// Global options every subcommand sees.
@@ -136,7 +151,7 @@ pub struct Ctx {
 impl Ctx {
     /// Which root `--root`/`CIRCE_ROOT` names (else: search upwards).
     pub fn root_spec(&self) -> RootSpec {
-        self.root.clone().map_or(RootSpec::Search, RootSpec::Path)
+        self.root.as_ref().map_or(RootSpec::Search, |p| RootSpec::parse(p.as_os_str()))
     }
 
     pub fn workspace(&self) -> Result<Workspace> {
@@ -164,10 +179,13 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Validate(a) => validate::run(&ctx, &a),
         Command::Registry(a) => registry::run(&ctx, &a),
         Command::Claim(a) => claim::run(&ctx, &a),
+        Command::Config(a) => config::run(&ctx, &a),
         Command::Release(a) => release::run(&ctx, &a),
         Command::Status(a) => status::run(&ctx, &a),
         Command::Heartbeat(a) => heartbeat::run(&ctx, &a),
         Command::Check(a) => check::run(&ctx, &a),
+        Command::Migrate(a) => migrate::run(&ctx, &a),
+        Command::Mirror(a) => mirror::run(&ctx, &a),
         Command::Take(a) => move_msg::run_take(&ctx, &a),
         Command::Done(a) => move_msg::run_done(&ctx, &a),
         Command::Tasks(a) => tasks::run(&ctx, &a),
@@ -181,6 +199,10 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Schema(a) => schema::run(&ctx, &a),
         Command::Completions(a) => completions::run_completions(&ctx, &a),
         Command::Man(a) => completions::run_man(&ctx, &a),
+        Command::Watch(a) => watch::run(&ctx, &a),
+        Command::Wait(a) => wait::run(&ctx, &a),
+        Command::Log(a) => log::run(&ctx, &a),
+        Command::Cursors(a) => cursors::run(&ctx, &a),
     }
 }
 
@@ -250,6 +272,20 @@ pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
         })
     })
     .transpose()
+}
+
+/// `500ms`, or a duration as `lease` takes it (`2s`, `1m`): `--poll`, `--timeout`.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
+    let d = match s.trim().strip_suffix("ms") {
+        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
+            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
+        })?,
+        None => crate::config::parse_duration(s)?,
+    };
+    if d.is_zero() {
+        return Err(Error::usage("an interval must be more than 0").hint("write e.g. 500ms or 2s"));
+    }
+    Ok(d)
 }
 
 /// A task id typed on the command line.

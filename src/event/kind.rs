@@ -35,11 +35,13 @@ pub enum EventKind {
     Repair,
     /// An agent was added to the root.
     AgentAdd,
+    /// A consumer's hook failed too often: the event was set aside.
+    DeadLetter,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 19] = [
+pub const ALL_KINDS: [EventKind; 20] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -59,6 +61,7 @@ pub const ALL_KINDS: [EventKind; 19] = [
     EventKind::Done,
     EventKind::Repair,
     EventKind::AgentAdd,
+    EventKind::DeadLetter,
 ];
 
 impl EventKind {
@@ -83,6 +86,7 @@ impl EventKind {
             EventKind::Done => "done",
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
+            EventKind::DeadLetter => "dead_letter",
             EventKind::Other => "other",
         }
     }

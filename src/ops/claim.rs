@@ -17,6 +17,7 @@ use crate::workspace::Workspace;
 /// What a claim did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimOutcome {
+    #[serde(rename = "task_id")]
     pub task: TaskId,
     pub owner: AgentName,
     pub status: Status,
@@ -43,20 +44,81 @@ pub fn claim(
     task: &TaskId,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
-    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-    claim_in(ws, me, role, tx.as_mut(), ttl, false)
+    claim_with(ws, me, role, Some(task), ttl, None)
 }
 
-/// What `claim` would do for `me`, without doing it: the same checks, nothing committed.
+/// A claim of `task` (or, without one, of the best waiting task) with a request id: when
+/// a claim with the same id by `me` committed before (a retry after an unknown outcome),
+/// its grant is returned and nothing else is taken. The engine remembers the id with the
+/// grant (`Engine::granted`).
+pub fn claim_with(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    task: Option<&TaskId>,
+    ttl: Option<Duration>,
+    request: Option<&str>,
+) -> Result<ClaimOutcome> {
+    if let Some(r) = request
+        && let Some(found) = earlier_grant(ws, me, task, r)?
+    {
+        return Ok(found);
+    }
+    match task {
+        Some(task) => {
+            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            claim_in(ws, me, role, tx.as_mut(), ttl, request, false)
+        }
+        None => claim_next_in(ws, me, role, ttl, request, false),
+    }
+}
+
+/// What `claim` (of `task`, or without one of the best waiting task) would do for `me`,
+/// without doing it: the same checks in the same transaction, nothing committed.
 pub fn claim_dry(
     ws: &Workspace,
     me: &AgentName,
     role: &str,
-    task: &TaskId,
+    task: Option<&TaskId>,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
-    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-    claim_in(ws, me, role, tx.as_mut(), ttl, true)
+    match task {
+        Some(task) => {
+            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            claim_in(ws, me, role, tx.as_mut(), ttl, None, true)
+        }
+        None => claim_next_in(ws, me, role, ttl, None, true),
+    }
+}
+
+/// The grant an earlier claim with request id `request` made, if it committed.
+fn earlier_grant(
+    ws: &Workspace,
+    me: &AgentName,
+    task: Option<&TaskId>,
+    request: &str,
+) -> Result<Option<ClaimOutcome>> {
+    let Some((got, epoch)) = ws.engine.granted(me, request)? else { return Ok(None) };
+    if let Some(t) = task
+        && *t != got
+    {
+        return Err(Error::usage(format!(
+            "request id {request} was used to claim task {got}, not {t}"
+        ))
+        .hint("a request id names one claim: make a new one for another claim"));
+    }
+    let st = ws.engine.peek(&got)?.ok_or_else(|| no_task(&got))?;
+    let held = st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(me);
+    if held && st.rec.epoch == epoch {
+        return Ok(Some(outcome(&st.rec, true, None, false, st.location.as_ref())));
+    }
+    Err(Error::conflict(format!(
+        "the claim with request id {request} got task {got} at epoch {epoch}, but it is at epoch {} now (owner {})",
+        st.rec.epoch,
+        st.rec.owner.as_deref().unwrap_or("none")
+    ))
+    .detail("task", got.to_string())
+    .hint("the lease ran out or the task was released since; claim again without this request id"))
 }
 
 /// The claim inside the task's transaction.
@@ -66,18 +128,20 @@ fn claim_in(
     role: &str,
     tx: &mut dyn TaskTx,
     ttl: Option<Duration>,
+    request: Option<&str>,
     dry: bool,
 ) -> Result<ClaimOutcome> {
     let task = tx.task_id().clone();
     let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
     let rec = &st.rec;
+    let now = ws.tx_now(tx);
     match rec.status {
         s if s.is_owned() => {
             let owner = rec.owner.clone().map(String::from).unwrap_or_default();
             if owner == me.as_str() {
                 return Ok(outcome(&st.rec, true, None, dry, st.location.as_ref()));
             }
-            if !effects::lease_expired(rec, ws.now()) {
+            if !effects::lease_expired(rec, now) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
                     .detail("owner", owner.clone())
                     .hint(format!(
@@ -110,13 +174,13 @@ fn claim_in(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &[Actor::Eligible],
-        now: ws.now(),
+        now,
         lease: ttl.unwrap_or_else(|| ws.config.lease()),
         note: None,
         forced: false,
         handoff: None,
     };
-    let (change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    let (mut change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
     if dry {
         if parked {
             return Err(Error::refused(format!(
@@ -125,13 +189,11 @@ fn claim_in(
             ))
             .hint("a coordinator can put it back with `circe release --force`"));
         }
-        return Ok(outcome(
-            &change.record,
-            false,
-            expired_owner.map(String::from),
-            true,
-            st.location.as_ref(),
-        ));
+        let owner = expired_owner.map(String::from);
+        return Ok(outcome(&change.record, false, owner, true, st.location.as_ref()));
+    }
+    if !parked {
+        change.request = request.map(str::to_string);
     }
     let notices = change.notices.clone();
     tx.commit(change)?;
@@ -177,17 +239,7 @@ pub fn claim_next(
     role: &str,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
-    claim_next_in(ws, me, role, ttl, false)
-}
-
-/// What `claim --next` would take for `me`, without taking it (a look before claiming).
-pub fn claim_next_dry(
-    ws: &Workspace,
-    me: &AgentName,
-    role: &str,
-    ttl: Option<Duration>,
-) -> Result<ClaimOutcome> {
-    claim_next_in(ws, me, role, ttl, true)
+    claim_with(ws, me, role, None, ttl, None)
 }
 
 fn claim_next_in(
@@ -195,6 +247,7 @@ fn claim_next_in(
     me: &AgentName,
     role: &str,
     ttl: Option<Duration>,
+    request: Option<&str>,
     dry: bool,
 ) -> Result<ClaimOutcome> {
     let who = ws.eligibility(me, role);
@@ -206,7 +259,7 @@ fn claim_next_in(
             ))
             .hint("`circe wait --for claimable` waits for one; `circe tasks` shows the board"));
         };
-        match claim_in(ws, me, role, tx.as_mut(), ttl, dry) {
+        match claim_in(ws, me, role, tx.as_mut(), ttl, request, dry) {
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());
@@ -220,10 +273,10 @@ fn claim_next_in(
 /// Return every task whose lease ran out to the queue (or park it): for cron.
 pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
     let mut done = Vec::new();
-    for task in ws.engine.task_ids()? {
+    for task in ws.engine.lease_candidates()? {
         let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
         let Some(st) = tx.state().cloned() else { continue };
-        let now = ws.now();
+        let now = ws.tx_now(tx.as_ref());
         if !st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now) {
             continue;
         }

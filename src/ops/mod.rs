@@ -3,15 +3,19 @@
 //! transaction and commits one `Change` the task model computed.
 
 mod claim;
+pub mod doctor;
 mod find;
+pub mod hook;
 mod notify;
 mod open;
 mod read;
 mod send;
+pub mod stream;
 mod thread;
 mod update;
+pub mod wait;
 
-pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_next_dry, reap};
+pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use read::{first_problem, read};

@@ -24,6 +24,7 @@ mod kill;
 mod parsers;
 mod race;
 mod stale;
+mod watch;
 mod workers;
 mod writers;
 
