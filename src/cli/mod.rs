@@ -26,6 +26,7 @@ mod release;
 mod replay;
 mod schema;
 mod schema_defs;
+mod schema_more;
 mod send;
 mod show;
 mod status;
@@ -99,6 +100,7 @@ pub enum Command {
     /// Take a task (--next: the best one you may take; --dry-run: look first).
     Claim(claim::ClaimArgs),
     /// Give a task back to the queue.
+    /// Print the root's configuration, or replace it (--set).
     Config(config::ConfigArgs),
     Release(release::ReleaseArgs),
     /// Move a task you hold: in_progress, blocked, completed, failed.
@@ -108,7 +110,9 @@ pub enum Command {
     /// Record one of a task's checks, by running its command.
     Check(check::CheckArgs),
     /// Start on a message: INBOX -> WORKSPACE.
+    /// Move a root into a database, or out of one.
     Migrate(migrate::MigrateArgs),
+    /// Write a root kept in a database into a folder, as plain files.
     Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
     /// File a message (or a finished task's messages) into LOGS.
@@ -135,9 +139,13 @@ pub enum Command {
     Completions(completions::CompletionsArgs),
     /// circe's man page, or a subcommand's.
     Man(completions::ManArgs),
+    /// Follow what happens: one line per event, resumable with --cursor.
     Watch(watch::WatchArgs),
+    /// Block until something happens (inbox, claimable, a reply, a status).
     Wait(wait::WaitArgs),
+    /// The event log: the newest events, or follow it.
     Log(log::LogArgs),
+    /// The saved cursors of watchers, and how far behind they are.
     Cursors(cursors::CursorsArgs),
 }
 
@@ -237,8 +245,18 @@ pub fn main() -> u8 {
             if json {
                 // The first line of clap's message names the flag or value at fault.
                 let text = e.render().to_string();
-                let first = text.lines().next().unwrap_or_default();
-                let msg = first.strip_prefix("error: ").unwrap_or(first).to_string();
+                // clap's message up to its usage line, on one line (a missing argument is
+                // named on the line after "were not provided:").
+                let body = text.split("\n\nUsage:").next().unwrap_or_default();
+                let body = body.split("\n\nFor more information").next().unwrap_or_default();
+                let msg = body
+                    .strip_prefix("error: ")
+                    .unwrap_or(body)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 let err = Error::usage(msg).detail("clap", e.kind().to_string());
                 output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true);
                 return crate::exit_code::USAGE;

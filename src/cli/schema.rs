@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 
 /// Print the JSON Schema (draft 2020-12) of a command's `--json` output; without COMMAND,
 /// list the commands that have one. `circe schema error` is the shape of every failure.
-/// Streaming commands (chat watch, demo, replay) print one object per line: their schema is
-/// that of one line.
+/// Streaming commands (watch, log, chat watch, demo, replay) print one object per line:
+/// their schema is that of one line.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  circe schema claim\n  circe schema agent list\n  circe schema error"
@@ -51,7 +51,7 @@ pub struct TextJson {
 pub fn all() -> Vec<(&'static str, Schema)> {
     use super::{
         agent, board, check, claim, doctor, inbox, init, move_msg, prime, questions, reap,
-        registry, replay, schema_defs as d, send, show, tasks, validate, vocab,
+        registry, replay, schema_defs as d, schema_more as m, send, show, tasks, validate, vocab,
     };
     vec![
         ("init", schema_for!(init::InitJson)),
@@ -83,6 +83,13 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("schema", schema_for!(SchemaDoc)),
         ("completions", schema_for!(TextJson)),
         ("man", schema_for!(TextJson)),
+        ("watch", schema_for!(d::EventDef)),
+        ("wait", schema_for!(m::WaitDef)),
+        ("log", schema_for!(d::EventDef)),
+        ("cursors", schema_for!(m::CursorsDef)),
+        ("config", schema_for!(m::ConfigOutput)),
+        ("migrate", schema_for!(m::MigrateDef)),
+        ("mirror", schema_for!(m::MirrorDef)),
         ("error", schema_for!(vocab::ErrorJson)),
     ]
 }

@@ -93,7 +93,7 @@ fn outside_a_root_the_hint_offers_the_root_first() {
     let env = Env::new();
     let o = env.as_("engineer-2", &["inbox"]);
     o.code(5);
-    assert!(o.stderr.contains(".circe") && o.stderr.contains("--root"), "{}", o.show());
+    assert!(o.stderr.contains("this root is") && o.stderr.contains("--root"), "{}", o.show());
 }
 
 /// Problem 4: A key matching several messages says so; the random end of an id finds its message.
@@ -140,8 +140,10 @@ fn honest_checks() {
     let show = env.circe(["show", T]).run();
     assert!(show.stdout.contains("tests_passed: true  (asserted, not run)"), "{}", show.show());
     // Declared in circe.yaml: only its command records it.
-    let cfg = env.read("circe.yaml") + "checks:\n  tests_passed: {run: \"true\"}\n";
-    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    let cfg = env.circe(["config"]).run().stdout + "checks:\n  tests_passed: {run: \"true\"}\n";
+    let file = env.path().join("new.yaml");
+    std::fs::write(&file, cfg).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
     in_progress(&env, "UI-2");
     env.as_("engineer", &["check", "UI-2", "tests_passed=true"]).code(3);
     env.as_("engineer", &["check", "UI-2", "--run", "tests_passed", "--", "true"]).code(3);

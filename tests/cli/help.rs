@@ -30,8 +30,8 @@ fn every_subcommand_has_an_example_and_every_argument_a_description() {
         if name.split(' ').any(|w| w == "help") || c.has_subcommands() && name != "circe" {
             continue;
         }
-        let after = c.get_after_help().map(ToString::to_string).unwrap_or_default();
-        if !after.contains("Examples:\n  circe") && !after.contains("Examples:\n  printf") {
+        let long = c.clone().render_long_help().to_string();
+        if !long.contains("Example") || !long.contains("  circe ") && !long.contains(": circe ") {
             missing.push(format!("{name}: no example"));
         }
         for a in c.get_arguments() {

@@ -120,6 +120,15 @@ fn every_command_prints_what_its_schema_says() {
         ("man", None, &["man", "claim"], 0),
         ("demo", None, &["demo"], 0),
         ("replay", None, &["replay", fixture], 0),
+        ("wait", Some("engineer-2"), &["wait", "--for", "inbox", "--timeout", "10s"], 0),
+        ("watch", None, &["watch", "--once", "--from-start"], 0),
+        ("log", None, &["log", "--limit", "5"], 0),
+        ("cursors", None, &["cursors"], 0),
+        ("config", None, &["config"], 0),
+        ("mirror", None, &["mirror", "mirrored"], 0),
+        // Only a root in a database can be migrated out of, or into one: the PostgreSQL
+        // suite (tests/pg) covers its output; here its refusal.
+        ("migrate", None, &["migrate"], 2),
         ("error", Some("nobody"), &["inbox"], 5),
         ("error", None, &["tasks", "--status", "x"], 2),
         ("error", None, &["no-such-command"], 2),
@@ -134,7 +143,7 @@ fn every_command_prints_what_its_schema_says() {
         let o: Out = run.run();
         o.code(*code);
         let v = validator(&env, if *code != 0 && *schema == "error" { "error" } else { schema });
-        let streamed = ["chat watch", "demo", "replay"].contains(schema);
+        let streamed = ["chat watch", "demo", "replay", "watch", "log"].contains(schema);
         if streamed {
             for line in o.stdout.lines() {
                 let doc: Value = serde_json::from_str(line).expect("one JSON object per line");
