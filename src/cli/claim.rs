@@ -156,9 +156,10 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     if let Some(prev) = &j.expired_owner {
         human.push_str(&format!("  taken over from {prev}, whose lease had run out\n"));
     }
-    let where_ =
-        j.path.clone().unwrap_or_else(|| format!("{}/{}", j.message.mailbox, j.message.file));
-    human.push_str(&format!("  message: {where_}\n"));
+    // Where the message is in the root's layout (the same for every engine; `--json` adds
+    // the path on this host when the root is a folder).
+    let mailbox = Mailbox::from_label(&j.message.mailbox).unwrap_or(Mailbox::NewMessages);
+    human.push_str(&format!("  message: {}/{}\n", mailbox.rel_path(), j.message.file));
     if !j.dry_run && !j.already_held {
         human.push_str(&format!("  next: circe --agent {me} status {} in_progress\n", j.task_id));
     }
