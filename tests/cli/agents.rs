@@ -67,11 +67,19 @@ fn role_addressing() {
     send_task(&env, "engineer", "R-1", "normal");
     send_task(&env, "role:engineer", "R-2", "normal");
     send_task(&env, "agent:engineer", "R-3", "normal");
-    env.as_("engineer-2", &["claim", "R-1"]).ok();
-    env.as_("engineer-2", &["claim", "R-2"]).ok();
     let o = env.as_("engineer-2", &["claim", "R-3"]);
     o.code(3);
-    env.as_("engineer", &["claim", "R-3"]).ok();
+    // claim --next filters the same way, never R-3.
+    let mut got: Vec<String> = (0..2)
+        .map(|_| {
+            env.as_("engineer-2", &["claim", "--next", "--json"]).json()["task_id"].to_string()
+        })
+        .collect();
+    got.sort();
+    assert_eq!(got, ["\"R-1\"", "\"R-2\""]);
+    env.as_("engineer-2", &["claim", "--next"]).code(6);
+    let o = env.as_("engineer", &["claim", "--next", "--json"]);
+    assert_eq!(o.json()["task_id"], "R-3");
     // `to: role:engineer` in a file, as the built-in template writes it.
     let t = env.circe(["send", "--template", "implement_feature"]).run();
     assert!(t.stdout.contains("\nto: role:engineer\n"), "{}", t.show());
