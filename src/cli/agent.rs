@@ -24,6 +24,7 @@ pub enum AgentCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe --agent coordinator agent retire brain")]
 pub struct RetireArgs {
     /// The agent to retire.
     pub name: String,

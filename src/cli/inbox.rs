@@ -239,8 +239,11 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     } else {
         with_stale(rows_text(&fresh, a.workspace), &rows_text(&old, a.workspace))
     };
-    human.push('\n');
-    human.push_str(&claimable_text(&me, &claim));
+    // `--oneline` is the reference's lines and nothing else.
+    if !a.oneline {
+        human.push('\n');
+        human.push_str(&claimable_text(&me, &claim));
+    }
     let out =
         InboxJson { agent: me.to_string(), role, messages: fresh, stale: old, claimable: claim };
     Ok(Report::new(human, out).warnings(warnings))

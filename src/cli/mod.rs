@@ -30,6 +30,7 @@ mod replay;
 mod schema;
 mod schema_defs;
 mod schema_more;
+mod schema_tx;
 mod send;
 mod seq;
 mod show;

@@ -51,7 +51,8 @@ pub struct TextJson {
 pub fn all() -> Vec<(&'static str, Schema)> {
     use super::{
         agent, board, check, claim, doctor, inbox, init, move_msg, prime, questions, reap,
-        registry, replay, schema_defs as d, schema_more as m, send, show, tasks, validate, vocab,
+        registry, replay, schema_defs as d, schema_more as m, schema_tx as x, send, show, tasks,
+        validate, vocab,
     };
     vec![
         ("init", schema_for!(init::InitJson)),
@@ -90,6 +91,16 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("config", schema_for!(m::ConfigOutput)),
         ("migrate", schema_for!(m::MigrateDef)),
         ("mirror", schema_for!(m::MirrorDef)),
+        ("agent retire", schema_for!(x::RetiredDef)),
+        ("asks", schema_for!(x::AsksDef)),
+        ("thread", schema_for!(x::NodeDef)),
+        ("orphans", schema_for!(x::OrphansDef)),
+        ("orphans redeliver", schema_for!(x::RedeliveredDef)),
+        ("import tx", schema_for!(x::ImportDef)),
+        ("export tx", schema_for!(x::ExportDef)),
+        ("seq reset", schema_for!(x::SeqResetDef)),
+        ("seq state", schema_for!(x::SeqStateDef)),
+        ("seq import", schema_for!(x::SeqImportDef)),
         ("error", schema_for!(vocab::ErrorJson)),
     ]
 }

@@ -55,6 +55,24 @@ fn every_command_prints_what_its_schema_says() {
     std::fs::write(&draft, "# MESSAGE\nto: qa\nintent: inform\n\nhi\n").unwrap();
     let d = draft.to_str().unwrap();
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/race-lost");
+    let ask = env.path().join("ask.md");
+    std::fs::write(&ask, "---\nto: qa\ntype: ask\nmsg-id: ask-001\n---\nready?\n").unwrap();
+    let state = env.path().join("message-state.json");
+    std::fs::write(&state, r#"{"counters": {"ENGINEER": 9}, "lastSeen": {}}"#).unwrap();
+    let txdir = env.path().join("tx-msgs");
+    std::fs::create_dir(&txdir).unwrap();
+    std::fs::write(
+        txdir.join("1121170000-update-core--brain-u-1.md"),
+        "---\nto: core/brain\nfrom: core/core\ntype: update\nmsg-id: u-1\ntimestamp: 2025-11-21T17:00:00Z\n---\nhi\n",
+    )
+    .unwrap();
+    let out = env.path().join("tx-out");
+    let (ask, state, txdir, out) = (
+        ask.to_str().unwrap(),
+        state.to_str().unwrap(),
+        txdir.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
     // (schema, agent, args, exit code)
     let steps: &[(&str, Option<&str>, &[&str], i32)] = &[
         ("init", None, &["init"], 0),
@@ -84,7 +102,17 @@ fn every_command_prints_what_its_schema_says() {
         (
             "send",
             Some("coordinator"),
-            &["send", "--to", "engineer-2", "--intent", "question", "--summary", "which DB?"],
+            &[
+                "send",
+                "--to",
+                "engineer-2",
+                "--intent",
+                "question",
+                "--summary",
+                "which DB?",
+                "--msg-id",
+                "which-db-1",
+            ],
             0,
         ),
         ("inbox", Some("qa"), &["inbox", "--workspace"], 0),
@@ -126,6 +154,22 @@ fn every_command_prints_what_its_schema_says() {
         ("cursors", None, &["cursors"], 0),
         ("config", None, &["config"], 0),
         ("mirror", None, &["mirror", "mirrored"], 0),
+        ("send", Some("engineer"), &["send", "--file", ask], 0),
+        ("asks", None, &["asks", "--all"], 0),
+        ("thread", None, &["thread", "ask-001"], 0),
+        ("seq reset", Some("engineer"), &["seq", "reset"], 0),
+        ("seq import", None, &["seq", "import", state], 0),
+        ("seq state", None, &["seq", "state"], 0),
+        ("agent retire", Some("coordinator"), &["agent", "retire", "engineer-2"], 0),
+        ("orphans", None, &["orphans"], 0),
+        (
+            "orphans redeliver",
+            Some("coordinator"),
+            &["orphans", "redeliver", "which-db-1", "--to", "engineer"],
+            0,
+        ),
+        ("import tx", None, &["import", "tx", txdir], 0),
+        ("export tx", None, &["export", "tx", out], 0),
         // Only a root in a database can be migrated out of, or into one: the PostgreSQL
         // suite (tests/pg) covers its output; here its refusal.
         ("migrate", None, &["migrate"], 2),
@@ -177,7 +221,8 @@ fn every_command_prints_what_its_schema_says() {
 fn a_document_off_the_schema_fails() {
     let env = Env::new();
     let v = validator(&env, "reap");
-    assert!(v.is_valid(&serde_json::json!({"reaped": [{"task_id": "T-1", "status": "new"}]})));
+    assert!(v.is_valid(&serde_json::json!({"reaped": [{"task_id": "T-1", "status": "new"}],
+        "asks_expired": [], "messages_filed": []})));
     assert!(!v.is_valid(&serde_json::json!({"reaped": [{"task": "T-1", "status": "new"}]})));
     assert!(!v.is_valid(&serde_json::json!([{"task_id": "T-1", "status": "new"}])));
     let v = validator(&env, "tasks");
