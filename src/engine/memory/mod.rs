@@ -330,7 +330,8 @@ impl Engine for MemoryEngine {
     fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
         let mut g = self.lock();
         let taken = |g: &Inner, n: &str| g.boxes.get(to).is_some_and(|b| b.contains_key(n));
-        let Some(used) = (1..10_000).map(|n| crate::message::numbered(file, n)).find(|n| !taken(&g, n))
+        let Some(used) =
+            (1..10_000).map(|n| crate::message::numbered(file, n)).find(|n| !taken(&g, n))
         else {
             return Ok(None);
         };
