@@ -34,6 +34,8 @@ struct Inner {
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
     asks: BTreeMap<MsgId, AskRecord>,
+    /// Asks whose answer is under way (`Engine::hold_ask`).
+    answering: HashSet<MsgId>,
     prompts: BTreeMap<AgentName, Vec<u8>>,
     retired: BTreeMap<AgentName, String>,
     dead: BTreeMap<CursorName, Vec<Event>>,
@@ -63,6 +65,19 @@ struct Held {
 impl Drop for Held {
     fn drop(&mut self) {
         lock(&self.shared).held.remove(&self.key);
+    }
+}
+
+/// An answer under way: released when dropped.
+struct Answering {
+    shared: Arc<Shared>,
+    id: MsgId,
+}
+
+impl Drop for Answering {
+    fn drop(&mut self) {
+        lock(&self.shared).answering.remove(&self.id);
+        self.shared.freed.notify_all();
     }
 }
 
@@ -258,10 +273,6 @@ impl Engine for MemoryEngine {
         Ok(out)
     }
 
-    fn keeps_tx(&self) -> bool {
-        true
-    }
-
     fn finish_deliveries(&self) -> Result<usize> {
         // Every delivery is one step under the mutex: none is ever left half-way.
         Ok(0)
@@ -284,6 +295,17 @@ impl Engine for MemoryEngine {
         let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
         g.asks.insert(rec.msg_id.clone(), stored.clone());
         Ok(stored)
+    }
+
+    fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<super::Held<'_>>> {
+        let mut g = self.lock();
+        while wait && g.answering.contains(id) {
+            g = self.shared.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
+        }
+        if !g.answering.insert(id.clone()) {
+            return Ok(None);
+        }
+        Ok(Some(Box::new(Answering { shared: Arc::clone(&self.shared), id: id.clone() })))
     }
 
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
@@ -311,8 +333,8 @@ impl Engine for MemoryEngine {
         Ok(true)
     }
 
-    fn retired(&self) -> Result<Vec<AgentName>> {
-        Ok(self.lock().retired.keys().cloned().collect())
+    fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
+        Ok(self.lock().retired.iter().map(|(a, t)| (a.clone(), t.clone())).collect())
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {

@@ -12,8 +12,10 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use super::conn::{Failure, LOCK_WAIT};
+use super::deliver::Copy;
 use super::rows::TaskRow;
 use super::schema::Clock;
+use crate::boxes::Mailbox;
 use crate::clock;
 use crate::engine::TaskTx;
 use crate::engine::local::test_break;
@@ -21,7 +23,7 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::names::TaskId;
 use crate::task::record::OwnerRecord;
-use crate::task::{Change, TaskState, Ticket};
+use crate::task::{Change, Outgoing, TaskState, Ticket};
 
 /// Stands for the name a delivered ticket gets, in event lines sent to `commit_task`.
 const TICKET: &str = "@circe:ticket@";
@@ -104,7 +106,9 @@ impl<'a> PgTx<'a> {
                SELECT task_id FROM {s}.tasks
                WHERE status = 'new' AND (\"to\" = $1 OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
-               ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
+                 AND (deadline_at IS NULL OR deadline_at > coalesce($5::timestamptz, now()))
+               ORDER BY rank, (deadline IS NULL), deadline, updated_at, task_id
+               LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
         );
         if test_break("pg-unlocked") {
             pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
@@ -112,6 +116,11 @@ impl<'a> PgTx<'a> {
             pick = pick.replace(" SKIP LOCKED", "");
         }
         let agent = who.agent.as_str();
+        // Past its deadline a task is passed over, by the clock that decides (section 18).
+        let now = match eng.clock {
+            Clock::Server if !test_break("pg-client-clock") => None,
+            Clock::Server | Clock::Client => Some(who.now.as_str()),
+        };
         let c = &eng.conn.client;
         let begin = begin_sql();
         let row = eng.conn.call(
@@ -125,6 +134,7 @@ impl<'a> PgTx<'a> {
                         (&who.addresses, Type::TEXT_ARRAY),
                         (&who.intents, Type::TEXT_ARRAY),
                         (&skip, Type::TEXT_ARRAY),
+                        (&now, Type::TEXT),
                     ],
                 ),
             ),
@@ -209,6 +219,66 @@ impl PgTx<'_> {
     }
 }
 
+impl PgTx<'_> {
+    /// Deliver a change's outbox (if any) in the open transaction, adding the events it
+    /// logs to `events`; whether it carried the pending number. On error the transaction
+    /// is rolled back.
+    fn put_outbox(
+        &mut self,
+        outbox: &[Outgoing],
+        ticket: &Ticket,
+        events: &mut Vec<Event>,
+    ) -> Result<bool> {
+        if outbox.is_empty() {
+            return Ok(false);
+        }
+        let sent = if *ticket == Ticket::Stay {
+            self.send_outbox(outbox)
+        } else {
+            Err(Error::internal("an outbox goes only with a change that moves no message"))
+        };
+        match sent {
+            Ok((more, numbered)) => {
+                events.extend(more);
+                Ok(numbered)
+            }
+            Err(e) => {
+                self.eng.rollback();
+                self.open = false;
+                Err(e)
+            }
+        }
+    }
+
+    /// Deliver a change's outbox in the open transaction (one statement); returns the
+    /// events it logs and whether it carried the pending number.
+    fn send_outbox(&self, outbox: &[Outgoing]) -> Result<(Vec<Event>, bool)> {
+        let mut copies = Vec::new();
+        for o in outbox {
+            for label in &o.to {
+                if Mailbox::from_label(label).is_none() {
+                    return Err(Error::internal(format!(
+                        "an outbox names a box `{label}` that is none"
+                    )));
+                }
+                copies.push(Copy { to: label.clone(), name: &o.name, body: o.content.as_bytes() });
+            }
+        }
+        let (names, numbered) = self.eng.put_copies(&copies)?;
+        let mut names = names.into_iter();
+        let ts = clock::stamp_ms(clock::now());
+        let events = outbox
+            .iter()
+            .map(|o| {
+                let files: Vec<(String, String)> =
+                    o.to.iter().cloned().zip(names.by_ref().take(o.to.len())).collect();
+                crate::task::outbox::event(o, &files, ts.clone())
+            })
+            .collect();
+        Ok((events, numbered))
+    }
+}
+
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         self.eng.open_tx.set(false);
@@ -238,16 +308,12 @@ impl TaskTx for PgTx<'_> {
                 self.task
             )));
         }
-        let Change { op, record, checks, ticket, mut events, notices: _, request, outbox } = change;
-        // What section 16 adds to a task is not kept here yet: refuse rather than drop it.
-        if !outbox.is_empty() || record.deadline.is_some() || !record.outbox.is_empty() {
-            self.eng.rollback();
-            self.open = false;
-            return Err(crate::engine::not_kept(
-                self.eng,
-                "a task's deadline or the messages a change sends (routing, task-complete)",
-            ));
-        }
+        let Change { op, mut record, checks, ticket, mut events, notices: _, request, outbox } =
+            change;
+        // The outbox is delivered inside this transaction: it commits with the change, so
+        // the record never holds one.
+        record.outbox.clear();
+        let numbered_out = self.put_outbox(&outbox, &ticket, &mut events)?;
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
         let request = match (op, request) {
@@ -304,7 +370,7 @@ impl TaskTx for PgTx<'_> {
         ));
         self.open = false;
         let row = match sent {
-            Ok((moved, row, ())) => self.eng.counter_moved(moved, row),
+            Ok((moved, row, ())) => self.eng.counter_moved(moved || numbered_out, row),
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
                 return Err(super::conn::db_error(&format!("task {}", self.task), &e));
@@ -316,7 +382,6 @@ impl TaskTx for PgTx<'_> {
         }
         let file: String = row.get(0);
         let first: i64 = row.get(1);
-        let mut record = record;
         record.message.clone_from(&file);
         for (i, e) in events.iter_mut().enumerate() {
             e.id = u64::try_from(first).unwrap_or(0) + i as u64;
