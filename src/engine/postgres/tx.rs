@@ -12,10 +12,8 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use super::conn::{Failure, LOCK_WAIT};
-use super::deliver::Copy;
 use super::rows::TaskRow;
 use super::schema::Clock;
-use crate::boxes::Mailbox;
 use crate::clock;
 use crate::engine::TaskTx;
 use crate::engine::local::test_break;
@@ -23,10 +21,12 @@ use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::names::TaskId;
 use crate::task::record::OwnerRecord;
-use crate::task::{Change, Outgoing, TaskState, Ticket};
+use crate::task::{Change, TaskState, Ticket};
 
 /// Stands for the name a delivered ticket gets, in event lines sent to `commit_task`.
 const TICKET: &str = "@circe:ticket@";
+
+mod outbox;
 
 pub(super) struct PgTx<'a> {
     eng: &'a PgEngine,
@@ -219,66 +219,6 @@ impl PgTx<'_> {
     }
 }
 
-impl PgTx<'_> {
-    /// Deliver a change's outbox (if any) in the open transaction, adding the events it
-    /// logs to `events`; whether it carried the pending number. On error the transaction
-    /// is rolled back.
-    fn put_outbox(
-        &mut self,
-        outbox: &[Outgoing],
-        ticket: &Ticket,
-        events: &mut Vec<Event>,
-    ) -> Result<bool> {
-        if outbox.is_empty() {
-            return Ok(false);
-        }
-        let sent = if *ticket == Ticket::Stay {
-            self.send_outbox(outbox)
-        } else {
-            Err(Error::internal("an outbox goes only with a change that moves no message"))
-        };
-        match sent {
-            Ok((more, numbered)) => {
-                events.extend(more);
-                Ok(numbered)
-            }
-            Err(e) => {
-                self.eng.rollback();
-                self.open = false;
-                Err(e)
-            }
-        }
-    }
-
-    /// Deliver a change's outbox in the open transaction (one statement); returns the
-    /// events it logs and whether it carried the pending number.
-    fn send_outbox(&self, outbox: &[Outgoing]) -> Result<(Vec<Event>, bool)> {
-        let mut copies = Vec::new();
-        for o in outbox {
-            for label in &o.to {
-                if Mailbox::from_label(label).is_none() {
-                    return Err(Error::internal(format!(
-                        "an outbox names a box `{label}` that is none"
-                    )));
-                }
-                copies.push(Copy { to: label.clone(), name: &o.name, body: o.content.as_bytes() });
-            }
-        }
-        let (names, numbered) = self.eng.put_copies(&copies)?;
-        let mut names = names.into_iter();
-        let ts = clock::stamp_ms(clock::now());
-        let events = outbox
-            .iter()
-            .map(|o| {
-                let files: Vec<(String, String)> =
-                    o.to.iter().cloned().zip(names.by_ref().take(o.to.len())).collect();
-                crate::task::outbox::event(o, &files, ts.clone())
-            })
-            .collect();
-        Ok((events, numbered))
-    }
-}
-
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         self.eng.open_tx.set(false);
@@ -313,7 +253,9 @@ impl TaskTx for PgTx<'_> {
         // The outbox is delivered inside this transaction: it commits with the change, so
         // the record never holds one.
         record.outbox.clear();
-        let numbered_out = self.put_outbox(&outbox, &ticket, &mut events)?;
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-outbox-apart): the outbox after the commit.
+        let apart = !outbox.is_empty() && test_break("pg-outbox-apart");
+        let numbered_out = !apart && self.put_outbox(&outbox, &ticket, &mut events)?;
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
         let request = match (op, request) {
@@ -390,6 +332,9 @@ impl TaskTx for PgTx<'_> {
                     f.file.clone_from(&file);
                 }
             }
+        }
+        if apart {
+            self.outbox_apart(&outbox, &mut events)?;
         }
         let location = match ticket {
             Ticket::Stay => self.st.as_ref().and_then(|s| s.location.clone()),
