@@ -249,20 +249,7 @@ impl Engine for PgEngine {
     fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         let after = i64::try_from(from.after).unwrap_or(i64::MAX);
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = self.rows(
-            "reading events",
-            "SELECT id, line FROM {s}.events WHERE id > $1 ORDER BY id LIMIT $2",
-            &[(&after, Type::INT8), (&max, Type::INT8)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, line) in rows {
-            if let Line::Event(mut e) = event::parse_line(&line)? {
-                e.id = u64::try_from(id).unwrap_or(0);
-                out.push(*e);
-            }
-        }
-        Ok(out)
+        self.events_where("WHERE id > $1 ORDER BY id LIMIT $2", after, max)
     }
 
     fn last_event_id(&self) -> Result<u64> {
@@ -294,20 +281,7 @@ impl Engine for PgEngine {
     fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = self.rows(
-            "reading events",
-            "SELECT id, line FROM {s}.events WHERE id < $1 ORDER BY id DESC LIMIT $2",
-            &[(&before, Type::INT8), (&max, Type::INT8)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, line) in rows {
-            if let Line::Event(mut e) = event::parse_line(&line)? {
-                e.id = u64::try_from(id).unwrap_or(0);
-                out.push(*e);
-            }
-        }
-        Ok(out)
+        self.events_where("WHERE id < $1 ORDER BY id DESC LIMIT $2", before, max)
     }
 
     fn subscribe(&self, poll: Option<Duration>) -> Result<Box<dyn EventFeed + '_>> {
@@ -499,5 +473,26 @@ impl Engine for PgEngine {
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self)
+    }
+}
+
+impl PgEngine {
+    /// The events of the log selected by `tail` (a `WHERE id … ORDER BY … LIMIT $2` over
+    /// `id` bound to `$1`), in the order it names.
+    fn events_where(&self, tail: &str, id: i64, max: i64) -> Result<Vec<Event>> {
+        let rows = self.rows(
+            "reading events",
+            &format!("SELECT id, line FROM {{s}}.events {tail}"),
+            &[(&id, Type::INT8), (&max, Type::INT8)],
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, line) in rows {
+            if let Line::Event(mut e) = event::parse_line(&line)? {
+                e.id = u64::try_from(id).unwrap_or(0);
+                out.push(*e);
+            }
+        }
+        Ok(out)
     }
 }
