@@ -79,3 +79,45 @@ fn a_task_complete_and_its_message_commit_together() {
 fn the_outbox_checker_sees_an_outbox_apart_from_its_task() {
     crash_then_retry(Some("pg-outbox-apart"));
 }
+
+/// A local root whose task record still holds an outbox (a `task-complete` killed after its
+/// record, before its message was cleared from it) is not migrated: `migrate` refuses a root
+/// with violations, and doctor names the task. After `doctor --repair` it migrates, and the
+/// message is there once.
+#[test]
+fn a_record_holding_an_outbox_is_repaired_before_it_migrates() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |agent: Option<&str>, args: &[&str], stdin: Option<&str>, crash: Option<&str>| {
+        let mut cmd = std::process::Command::new(crate::common::BIN);
+        cmd.args(args).current_dir(project.path()).env_clear().stdin(Stdio::piped());
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        if let Some(a) = agent {
+            cmd.env("CIRCE_AGENT", a);
+        }
+        if let Some(p) = crash {
+            cmd.env("CIRCE_CRASH_AT", p);
+        }
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.unwrap_or_default().as_bytes()).unwrap();
+        Out::from(&child.wait_with_output().unwrap())
+    };
+    run(None, &["init"], None, None).ok();
+    run(None, &["agent", "add", "e1", "--role", "engineer"], None, None).ok();
+    let task = "---\nto: e1\ntype: task\nmsg-id: task-1\n---\n\nreview\n";
+    run(Some("coordinator"), &["send", "--file", "-"], Some(task), None).ok();
+    run(Some("e1"), &["claim", "task-1"], None, None).ok();
+    run(Some("e1"), &["status", "task-1", "in_progress"], None, None).ok();
+    let crashed = run(Some("e1"), &["send", "--file", "-"], Some(DONE), Some("outbox.delivered"));
+    assert_eq!(crashed.code, circe::engine::local::CRASH_EXIT, "{crashed:?}");
+    let url = c.fresh_url();
+    let refused = run(None, &["migrate", "--to", &url, "--clock", "client"], None, None);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert!(refused.stderr.contains("doctor --repair"), "{refused:?}");
+    let found = run(None, &["doctor"], None, None);
+    assert!(found.stderr.contains("task task-1: 1 message(s)"), "{found:?}");
+    run(None, &["doctor", "--repair"], None, None);
+    run(None, &["doctor"], None, None).ok();
+    run(None, &["migrate", "--to", &url, "--clock", "client"], None, None).ok();
+    assert_eq!(outcome(&Root::at(&url)), (true, 1), "completed, its message there once");
+}
