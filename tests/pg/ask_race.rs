@@ -5,6 +5,9 @@
 //! the ask and delivering (`ask-slow-answer`) and `reap` comes in that pause: it must leave
 //! an answer under way alone. Shown failing when the answer does not hold the ask
 //! (`ask-unheld`): `reap` then takes the mark for a crashed answer, reopens and expires it.
+//! And two recipients answering one ask at once: the asker gets exactly one answer, the one
+//! the record names; shown failing when an ask's write compares no revision
+//! (`pg-ask-nocas`).
 
 use std::io::Write;
 use std::process::{Command, Stdio};
@@ -131,4 +134,72 @@ fn the_ask_race_checker_sees_an_unheld_answer() {
     };
     let bad = race(&c.fresh_url(), 6, Some("ask-unheld"));
     assert!(bad.is_empty(), "rounds with no single winner: {bad:?}");
+}
+
+/// Two recipients answer one ask at once (each pausing between its mark and its delivery):
+/// returns the rounds where the asker did not get exactly one answer, or the ask does not
+/// name the one it got, or not exactly one answer command succeeded.
+fn two_answers(url: &str, rounds: usize, brk: Option<&str>) -> Vec<String> {
+    let mut root = Root::new(url, "client", 2);
+    if let Some(b) = brk {
+        root.env.push(("CIRCE_TEST_BREAK".into(), b.into()));
+    }
+    let mut bad = Vec::new();
+    for i in 0..rounds {
+        let ask = format!("---\nto: all\ntype: ask\nmsg-id: two-{i}\n---\n?\n");
+        let now = "2025-11-21T10:00:00Z";
+        Out::from(&send_at(&root, "coordinator", now, &ask).wait_with_output().unwrap()).ok();
+        let answers: Vec<_> = ["e1", "e2"]
+            .iter()
+            .map(|a| {
+                let text = format!(
+                    "---\nto: coordinator\ntype: ask-response\nin-reply-to: two-{i}\nmsg-id: {a}-{i}\n---\n!\n"
+                );
+                send_at_with(&root, a, now, &text, true)
+            })
+            .collect();
+        let codes: Vec<i32> =
+            answers.into_iter().map(|c| Out::from(&c.wait_with_output().unwrap()).code).collect();
+        let thread = root.run(None, &["thread", &format!("two-{i}"), "--json"]).json();
+        let got: Vec<String> = thread["replies"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+            .iter()
+            .filter(|r| r["intent"] == "ask-response" && r["to"] == "coordinator")
+            .map(|r| r["msg_id"].as_str().unwrap_or_default().to_string())
+            .collect();
+        let asks = root.run(None, &["asks", "--all", "--json"]).json();
+        let rec = asks["asks"]
+            .as_array()
+            .and_then(|v| v.iter().find(|a| a["msg_id"] == format!("two-{i}").as_str()).cloned())
+            .unwrap_or_default();
+        let ok = codes.iter().filter(|c| **c == 0).count() == 1
+            && got.len() == 1
+            && rec["state"] == "answered"
+            && rec["answer"] == got[0].as_str();
+        if !ok {
+            bad.push(format!("round {i}: exits {codes:?}, delivered {got:?}, record {rec}"));
+        }
+    }
+    bad
+}
+
+#[test]
+fn two_answers_racing_deliver_one() {
+    let c = need_pg!();
+    let bad = two_answers(&c.fresh_url(), 4, None);
+    assert!(bad.is_empty(), "an ask answered twice or not at all: {bad:?}");
+}
+
+/// The checker sees two answers delivered when an ask's write does not compare its revision
+/// (the answers still hold the ask, one after the other).
+#[test]
+#[should_panic(expected = "an ask answered twice or not at all")]
+fn the_two_answers_checker_sees_an_unchecked_write() {
+    let Some(c) = crate::common::cluster() else {
+        panic!("an ask answered twice or not at all (skipped: no PostgreSQL)")
+    };
+    let bad = two_answers(&c.fresh_url(), 2, Some("pg-ask-nocas"));
+    assert!(bad.is_empty(), "an ask answered twice or not at all: {bad:?}");
 }

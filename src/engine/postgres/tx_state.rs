@@ -110,6 +110,10 @@ impl PgEngine {
                 "INSERT INTO {s}.asks (msg_id, rev, record) VALUES ($1, $2, $3)
                  ON CONFLICT DO NOTHING"
             }
+            // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-ask-nocas): no revision compared.
+            Some(_) if crate::engine::local::test_break("pg-ask-nocas") => {
+                "UPDATE {s}.asks SET rev = $2, record = $3 WHERE msg_id = $1"
+            }
             Some(_) => {
                 "UPDATE {s}.asks SET rev = $2, record = $3 WHERE msg_id = $1 AND rev = $2 - 1"
             }
