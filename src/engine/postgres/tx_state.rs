@@ -29,8 +29,8 @@ fn parse_ask(json: &str) -> Result<AskRecord> {
     Ok(rec)
 }
 
-/// An answer under way: a session advisory lock on `ask/<id>`, released when dropped (or
-/// when the connection ends).
+/// An answer under way: an advisory lock on `ask/<id>` held by the connection, released
+/// when dropped (or when the connection ends).
 struct AskLock<'a> {
     eng: &'a PgEngine,
     key: String,
