@@ -22,6 +22,7 @@ use crate::task::{Eligibility, Row, Status, TaskState, row_of};
 use crate::tx::AskRecord;
 
 mod tx;
+mod tx_state;
 use tx::MemTx;
 
 #[derive(Default)]
@@ -65,19 +66,6 @@ struct Held {
 impl Drop for Held {
     fn drop(&mut self) {
         lock(&self.shared).held.remove(&self.key);
-    }
-}
-
-/// An answer under way: released when dropped.
-struct Answering {
-    shared: Arc<Shared>,
-    id: MsgId,
-}
-
-impl Drop for Answering {
-    fn drop(&mut self) {
-        lock(&self.shared).answering.remove(&self.id);
-        self.shared.freed.notify_all();
     }
 }
 
@@ -287,34 +275,15 @@ impl Engine for MemoryEngine {
     }
 
     fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
-        let mut g = self.lock();
-        let now = g.asks.get(&rec.msg_id).map(|r| r.rev);
-        if now != seen {
-            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id)));
-        }
-        let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
-        g.asks.insert(rec.msg_id.clone(), stored.clone());
-        Ok(stored)
+        self.store_ask(rec, seen)
     }
 
     fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<super::Held<'_>>> {
-        let mut g = self.lock();
-        while wait && g.answering.contains(id) {
-            g = self.shared.freed.wait(g).unwrap_or_else(std::sync::PoisonError::into_inner);
-        }
-        if !g.answering.insert(id.clone()) {
-            return Ok(None);
-        }
-        Ok(Some(Box::new(Answering { shared: Arc::clone(&self.shared), id: id.clone() })))
+        self.hold_answer(id, wait)
     }
 
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
-        let mut g = self.lock();
-        if !g.agents.contains_key(agent) {
-            return Err(Error::not_found(format!("no agent `{agent}`")));
-        }
-        g.prompts.insert(agent.clone(), message.to_vec());
-        Ok(())
+        self.store_prompt(agent, message)
     }
 
     fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
@@ -322,15 +291,7 @@ impl Engine for MemoryEngine {
     }
 
     fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
-        let mut g = self.lock();
-        if !g.agents.contains_key(agent) {
-            return Err(Error::not_found(format!("no agent `{agent}`")));
-        }
-        if g.retired.contains_key(agent) {
-            return Ok(false);
-        }
-        g.retired.insert(agent.clone(), at.to_string());
-        Ok(true)
+        self.mark_retired(agent, at)
     }
 
     fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
