@@ -104,7 +104,7 @@ impl<'a> PgTx<'a> {
              FROM (SELECT 1) one
              LEFT JOIN LATERAL (
                SELECT task_id FROM {s}.tasks
-               WHERE status = 'new' AND (\"to\" = $1 OR (\"to\" = ANY($2) AND intent = ANY($3)))
+               WHERE status = 'new' AND (\"to\" = ANY($1) OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
                  AND (deadline_at IS NULL OR deadline_at > coalesce($5::timestamptz, now()))
                ORDER BY rank, (deadline IS NULL), deadline, updated_at, task_id
@@ -115,7 +115,8 @@ impl<'a> PgTx<'a> {
         } else if !skip_locked {
             pick = pick.replace(" SKIP LOCKED", "");
         }
-        let agent = who.agent.as_str();
+        // The agent's own addresses (`agent:NAME`, and NAME unless a role has that name).
+        let direct = &who.direct;
         // Past its deadline a task is passed over, by the clock that decides (section 18).
         let now = match eng.clock {
             Clock::Server if !test_break("pg-client-clock") => None,
@@ -130,7 +131,7 @@ impl<'a> PgTx<'a> {
                 c.query_typed_one(
                     &pick,
                     &[
-                        (&agent, Type::TEXT),
+                        (direct, Type::TEXT_ARRAY),
                         (&who.addresses, Type::TEXT_ARRAY),
                         (&who.intents, Type::TEXT_ARRAY),
                         (&skip, Type::TEXT_ARRAY),
