@@ -13,12 +13,15 @@ mod common;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;
 
+mod ask_race;
 mod feed;
 mod fencing;
 mod mirror;
 mod netns;
+mod outbox;
 mod race;
 mod relay;
 mod requests;
 mod restart;
+mod schema;
 mod seq;
