@@ -98,6 +98,20 @@ fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
     }
 }
 
+/// The id of the first line of `path` when it is a whole event within the first `TAIL`
+/// bytes (`None` otherwise, or when there is no file).
+fn head_id(path: &Path) -> Result<Option<u64>> {
+    let (f, len) = match atomic::open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let mut buf = vec![0u8; usize::try_from(len.min(TAIL)).unwrap_or(0)];
+    f.read_exact_at(&mut buf, 0).map_err(io_err("cannot read", path))?;
+    let Some(end) = buf.iter().position(|&b| b == b'\n') else { return Ok(None) };
+    Ok(std::str::from_utf8(&buf[..end]).ok().and_then(event::line_id))
+}
+
 /// The newest event's id (0 when there is none).
 pub(super) fn last_id(store: &Store) -> Result<u64> {
     if let (Some(id), _) = tail_id(&current(store))? {
@@ -174,12 +188,26 @@ fn first_id(path: &Path) -> Result<Option<u64>> {
 pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>> {
     let want = from.next_id();
     let mut out = Vec::new();
-    let mut files: Vec<(PathBuf, Option<u64>)> = segments(store)?
-        .into_iter()
-        .filter(|s| s.last >= want)
-        .map(|s| (s.path, Some(s.first)))
-        .collect();
-    files.push((current(store), None));
+    let now = current(store);
+    // A reader at the end of the log (a watcher woken with nothing new) pays one small read
+    // at the end of the current file, not a search through it or a listing of LOGS.
+    if let (Some(last), _) = tail_id(&now)?
+        && last < want
+    {
+        return Ok(out);
+    }
+    // Segments are listed only when the current file starts after what is wanted.
+    let in_current = head_id(&now)?.is_some_and(|first| first <= want);
+    let mut files: Vec<(PathBuf, Option<u64>)> = if in_current {
+        Vec::new()
+    } else {
+        segments(store)?
+            .into_iter()
+            .filter(|s| s.last >= want)
+            .map(|s| (s.path, Some(s.first)))
+            .collect()
+    };
+    files.push((now, None));
     for (path, first) in files {
         if out.len() >= max {
             break;
