@@ -32,7 +32,7 @@ const SCRIPT: &[(&str, &str, &str)] = &[
     ("17:07:00", "engineer", "done M-1"),
     ("17:08:00", "qa", "claim M-1"),
     ("17:09:00", "qa", "status M-1 in_progress"),
-    ("17:10:00", "qa", "check M-1 --run tests_passed -- true"),
+    ("17:10:00", "qa", "check M-1 tests_passed=true"),
     ("17:11:00", "qa", "status M-1 completed"),
     ("17:12:00", "engineer", "claim --next"),
     ("17:13:00", "engineer", "release M-2 --reason later"),

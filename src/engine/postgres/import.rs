@@ -107,13 +107,13 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
             &sql("INSERT INTO {s}.tasks (task_id, v, status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts, expiries,
                     message, lease_expires_at, note, handoff, handoff_checks, checks,
-                    claimed_at, host, pid, ticket, rev, lease_until, deadline, deadline_at)
+                    claimed_at, host, pid, ticket, rev, lease_until, deadline, deadline_at, asserted)
                   SELECT task_id, coalesce(v, 1), status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts,
                     coalesce(expiries, 0), message, lease_expires_at, note, handoff,
                     coalesce(handoff_checks, '[]'), coalesce(checks, '{}'), claimed_at, host,
                     pid, ticket, 1, lease_expires_at::timestamptz, deadline,
-                    deadline::timestamptz
+                    deadline::timestamptz, coalesce(asserted, '[]')
                   FROM jsonb_populate_recordset(null::{s}.tasks, $1::text::jsonb)"),
             &[(&rows, Type::TEXT)],
         ),
