@@ -134,7 +134,7 @@ fn say(ctx: &Ctx, a: &SayArgs) -> Result<Report> {
     let numbered = a.seq || ws.config.chat.seq;
     let m = chat::say::say(&ws, &me, &a.to, &cc, &text, ctx.json, numbered)?;
     let now = crate::clock::stamp_ms(crate::clock::now());
-    let human = format!("said to {} in {}", m.recipient, chat::channel(&ws)?.path().display());
+    let human = format!("said to {} in {}", m.recipient, chat::place(&ws)?);
     Ok(Report::new(human, json!(m.json(&now))))
 }
 

@@ -41,7 +41,7 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert_eq!(o.code, 3, "{o:?}");
     assert!(o.stderr.contains("schema version 2") && o.stderr.contains("circe init"), "{o:?}");
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "4");
+    assert_eq!(version(c).trim(), "5");
     // What the old root held is there, and what version 3 adds works on it.
     let tasks = root.run(None, &["tasks", "--json"]).ok().json();
     assert!(tasks.to_string().contains("old-1"), "{tasks}");
@@ -69,5 +69,5 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert!(board.to_string().contains("\"checks_asserted\":1"), "{board}");
     // A second init changes nothing.
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "4");
+    assert_eq!(version(c).trim(), "5");
 }

@@ -369,6 +369,11 @@ impl Engine for LocalEngine {
         Some(self.store.root().to_path_buf())
     }
 
+    fn chat_log(&self) -> Option<&dyn crate::engine::ChatLog> {
+        // The channel is a file beside the root (`chat::channel`): people append by hand.
+        None
+    }
+
     fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
         Ok(self.store.try_lock_cursor(kind, name)?.map(|l| Box::new(l) as CursorHold))
     }
