@@ -120,7 +120,8 @@ pub fn watch(
 }
 
 impl Follower<'_> {
-    /// The id to read after: the saved cursor's, else 0 (`--from-start`) or the newest.
+    /// The id to read after: the saved cursor's, else the channel's start (`--from-start`:
+    /// its first line, archives left out) or the newest.
     fn start(&mut self) -> Result<u64> {
         if let Some(name) = &self.cursor
             && let Some(bytes) = self.engine.read_cursor("chat", name)?
@@ -131,11 +132,11 @@ impl Follower<'_> {
                     (self.note)(&format!(
                         "note: cursor `{name}` is unreadable ({why}): reading the channel from the start"
                     ));
-                    return Ok(0);
+                    return self.log.chat_start();
                 }
             }
         }
-        if self.opts.from_start { Ok(0) } else { self.log.chat_last() }
+        if self.opts.from_start { self.log.chat_start() } else { self.log.chat_last() }
     }
 
     /// Print the messages of one entry, then save the place after it. False: stdout closed.

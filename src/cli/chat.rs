@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// Talk in the chat channel: say, watch, archive.
 ///
 /// One append-only file of `[sender-to-recipient] @ [a, b]: text` lines (`.circe/chat.md`,
-/// or `chat: path:` in circe.yaml).
+/// or `chat: path:` in circe.yaml; on a database root, kept in the database).
 #[derive(Debug, Subcommand)]
 pub enum ChatCommand {
     Say(SayArgs),

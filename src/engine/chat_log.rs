@@ -46,6 +46,9 @@ pub trait ChatLog {
     /// The newest entry's id (0: nothing was ever said).
     fn chat_last(&self) -> Result<u64>;
 
+    /// The id the channel starts after: its archives' newest entry (0: none archived).
+    fn chat_start(&self) -> Result<u64>;
+
     /// Wait up to `timeout` for an entry above `after`; returns the newest id.
     fn chat_wait(&self, after: u64, timeout: Duration) -> Result<u64>;
 
@@ -75,6 +78,26 @@ pub fn cut(entries: &[ChatEntry], split: usize) -> Result<(usize, u64)> {
         return Err(crate::error::Error::internal("an archive would cut a message in two"));
     }
     Ok((n, lines))
+}
+
+/// A channel's text (or an archive's) as entries: each line that is not indented begins
+/// one, and the indented lines after it belong to it (a message and its continuation lines;
+/// a comment or an empty line is an entry of its own). Bytes that are not UTF-8 read as
+/// U+FFFD; a last line without its newline gets one.
+pub fn entries_of(data: &[u8]) -> Vec<String> {
+    let text = String::from_utf8_lossy(data);
+    let mut out: Vec<String> = Vec::new();
+    for line in text.split_inclusive('\n') {
+        let continues = line.starts_with([' ', '\t']);
+        match out.last_mut() {
+            Some(last) if continues => last.push_str(line),
+            _ => out.push(line.to_string()),
+        }
+        if !line.ends_with('\n') {
+            out.last_mut().expect("just pushed").push('\n');
+        }
+    }
+    out
 }
 
 /// `stem.md`, then `stem-2.md`, ... : the first name `taken` does not know.

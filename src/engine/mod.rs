@@ -17,7 +17,8 @@ pub mod postgres;
 mod snapshot;
 
 pub use chat_log::{
-    ChatArchived, ChatEntry, ChatLog, cut as chat_cut, free_name as chat_free_name,
+    ChatArchived, ChatEntry, ChatLog, cut as chat_cut, entries_of as chat_entries_of,
+    free_name as chat_free_name,
 };
 pub use local::crash_point;
 pub use snapshot::{ChatCopy, Snapshot};

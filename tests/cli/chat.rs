@@ -224,6 +224,9 @@ fn archive_moves_the_channel_and_cursors_follow() {
     let msgs: Vec<&Value> = got.iter().map(|v| &v["message"]).collect();
     assert_eq!(msgs, [&json!("four"), &json!("five")]);
     assert_eq!((&got[0]["line_number"], &got[1]["line_number"]), (&json!(4), &json!(1)));
+    // --from-start reads the channel, not its archives.
+    let fresh = once(&env, &["--from-start"]);
+    assert_eq!((fresh.len(), &fresh[0]["message"]), (1, &json!("five")));
     // --before keeps the tail in the channel; positions in it move with it.
     env.as_("engineer", &["chat", "say", "--to", "qa", "six"]).ok();
     env.as_("engineer", &["chat", "say", "--to", "qa", "seven"]).ok();

@@ -41,6 +41,8 @@ const SCRIPT: &[(&str, &str, &str)] = &[
         "engineer",
         "send --to coordinator --intent status_update --summary hi --msg-id 20251121T171400000Z-aaaaaaa4",
     ),
+    ("17:14:30", "engineer", "chat say --to qa --cc coordinator ready for review"),
+    ("17:14:40", "qa", "chat say --seq --to engineer looking"),
     ("17:15:00", "qa", "done M-1"),
     ("17:16:00", "engineer", "claim M-2 --ttl 5m"),
 ];

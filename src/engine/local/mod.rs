@@ -29,6 +29,7 @@
 mod atomic;
 mod board;
 mod chat_archive;
+mod chat_copy;
 mod chat_file;
 mod cursor_file;
 mod doctor;
@@ -61,6 +62,7 @@ pub mod watch;
 use std::collections::HashSet;
 
 pub use chat_archive::ArchiveIds;
+pub use chat_copy::chat_copy;
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
 pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{

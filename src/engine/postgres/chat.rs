@@ -131,6 +131,16 @@ impl ChatLog for PgEngine {
         Ok(v.first().copied().unwrap_or(0))
     }
 
+    fn chat_start(&self) -> Result<u64> {
+        let v = self.rows(
+            "reading the chat channel",
+            "SELECT coalesce(max(id), 0) FROM {s}.chat WHERE archive IS NOT NULL",
+            &[],
+            |r| Ok(u64_of(r.get(0))),
+        )?;
+        Ok(v.first().copied().unwrap_or(0))
+    }
+
     fn chat_wait(&self, after: u64, timeout: Duration) -> Result<u64> {
         let until = Instant::now() + timeout;
         let mut listener = self.listener.borrow_mut();

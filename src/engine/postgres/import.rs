@@ -210,6 +210,52 @@ fn load_tx(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
             &[(&agents, Type::TEXT_ARRAY), (&at, Type::TEXT_ARRAY)],
         ),
     )?;
+    load_chat(conn, target, snap)
+}
+
+/// The chat channel and its archives (archives first, oldest first): one entry per message
+/// or other line (`chat_entries_of`), each with its place in its file.
+fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let Some(chat) = &snap.chat else { return Ok(()) };
+    let files = chat.archives.iter().map(|(n, t)| (Some(n.as_str()), t.as_slice()));
+    let files = files.chain(std::iter::once((None, chat.channel.as_slice())));
+    let (mut texts, mut offsets, mut lines, mut archives) = (vec![], vec![], vec![], vec![]);
+    let (mut bytes, mut line) = (0i64, 1i64);
+    for (archive, data) in files {
+        (bytes, line) = (0, 1);
+        for e in crate::engine::chat_entries_of(data) {
+            let n = i64::try_from(e.bytes().filter(|&b| b == b'\n').count()).unwrap_or(0);
+            offsets.push(bytes);
+            lines.push(line);
+            bytes += i64::try_from(e.len()).unwrap_or(0);
+            line += n;
+            texts.push(e);
+            archives.push(archive.map(str::to_string));
+        }
+    }
+    let last = i64::try_from(texts.len()).unwrap_or(i64::MAX);
+    conn.call(
+        "importing the chat channel",
+        conn.client.execute_typed(
+            &schema::sql(
+                &target.schema,
+                "WITH h AS (UPDATE {s}.chat_head SET last = $5, bytes = $6, lines = $7 WHERE id = 1)
+                 INSERT INTO {s}.chat (id, text, byte_offset, line, archive)
+                 SELECT o, t, b, l, a
+                   FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[])
+                        WITH ORDINALITY AS x(t, b, l, a, o)",
+            ),
+            &[
+                (&texts, Type::TEXT_ARRAY),
+                (&offsets, Type::INT8_ARRAY),
+                (&lines, Type::INT8_ARRAY),
+                (&archives, Type::TEXT_ARRAY),
+                (&last, Type::INT8),
+                (&bytes, Type::INT8),
+                (&(line - 1), Type::INT8),
+            ],
+        ),
+    )?;
     Ok(())
 }
 
