@@ -20,6 +20,8 @@ pub mod scanner;
 pub mod seq;
 
 #[cfg(test)]
+mod seam_tests;
+#[cfg(test)]
 mod tests;
 
 pub use line::{ChatLine, LineKind, classify, parse_line};
