@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::scanner::Position;
+use crate::engine::ChatLog;
 use crate::engine::local::{ArchiveIds, FileId};
 use crate::error::{Error, Result};
 use crate::workspace::Workspace;
@@ -110,6 +111,9 @@ pub struct Archived {
 
 /// Archive the channel (all of it, or the lines before `before`).
 pub fn run(ws: &Workspace, before: Option<u64>) -> Result<Archived> {
+    if let Some(log) = ws.engine.chat_log() {
+        return run_log(ws, log, before);
+    }
     let chat = super::channel(ws)?;
     let lock = chat.lock()?;
     let Some((old, data)) = chat.read_locked(&lock)? else {
@@ -147,6 +151,28 @@ pub fn run(ws: &Workspace, before: Option<u64>) -> Result<Archived> {
         archive: Some(ids.archive_path.display().to_string()),
         bytes: split as u64,
         lines,
+    })
+}
+
+/// Archive a channel the engine keeps: its entries before the cut are marked as the
+/// archive's (`LOGS/chat/<name>` in a mirror).
+fn run_log(ws: &Workspace, log: &dyn ChatLog, before: Option<u64>) -> Result<Archived> {
+    if log.chat_last()? == 0 {
+        return Err(Error::not_found(format!("no chat channel in {}", ws.engine.location()))
+            .hint("`circe chat say` makes it"));
+    }
+    let stem = format!("chat-{}", crate::clock::now().format("%Y%m%dT%H%M%S%3fZ"));
+    let split = |data: &[u8]| match before {
+        None => Ok(data.len()),
+        Some(l) => split_at_line(data, l),
+    };
+    Ok(match log.chat_archive(&stem, &split)? {
+        Some(a) => Archived {
+            archive: Some(format!("LOGS/chat/{}", a.name)),
+            bytes: a.bytes,
+            lines: a.lines,
+        },
+        None => Archived { archive: None, bytes: 0, lines: 0 },
     })
 }
 

@@ -75,6 +75,9 @@ pub fn watch(
     out: &mut dyn Write,
     note: &mut dyn FnMut(&str),
 ) -> Result<u64> {
+    if let Some(log) = ws.engine.chat_log() {
+        return super::follow_log::watch(ws, log, opts, out, note);
+    }
     let chat = super::channel(ws)?;
     let cursor = opts.cursor.as_deref().map(CursorName::new).transpose()?;
     let _cursor_lock = match &cursor {

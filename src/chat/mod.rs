@@ -3,12 +3,14 @@
 //!
 //! Pure: `grammar` (the reference regex, hand-written), `line`, `message` (the JSON line),
 //! `render`, `scanner` (bytes in, whole messages out), `cursor` (a watcher's saved place).
-//! Operations over the store: `say`, `follow` (`circe chat watch`), `archive`; `seq` applies
-//! the sequence rules to numbered lines.
+//! Operations over the store: `say`, `follow` (`circe chat watch` on the file beside a local
+//! root), `follow_log` (on a channel the engine keeps, `Engine::chat_log`), `archive`; `seq`
+//! applies the sequence rules to numbered lines.
 
 pub mod archive;
 pub mod cursor;
 pub mod follow;
+pub mod follow_log;
 pub mod grammar;
 pub mod line;
 pub mod message;
@@ -18,15 +20,25 @@ pub mod scanner;
 pub mod seq;
 
 #[cfg(test)]
+mod seam_tests;
+#[cfg(test)]
 mod tests;
 
 pub use line::{ChatLine, LineKind, classify, parse_line};
 pub use message::ChatMessage;
 pub use scanner::{Found, Position, Scanner};
 
+/// Where the channel of `ws` is kept, for people: the file, or the root that keeps it.
+pub fn place(ws: &crate::workspace::Workspace) -> crate::error::Result<String> {
+    if ws.engine.chat_log().is_some() {
+        return Ok(format!("the chat channel of {}", ws.engine.location()));
+    }
+    Ok(channel(ws)?.path().display().to_string())
+}
+
 /// The channel file of `ws`: `chat: path:` of circe.yaml (relative to the folder holding
-/// `.circe`), else `.circe/chat.md`. The channel is a file beside the root: a root kept
-/// elsewhere than in a local folder has none.
+/// `.circe`), else `.circe/chat.md`: the channel of a root whose engine keeps none itself
+/// (`Engine::chat_log`).
 pub fn channel(ws: &crate::workspace::Workspace) -> crate::error::Result<ChatFile> {
     let root = ws.engine.local_folder().ok_or_else(|| {
         crate::error::Error::usage(

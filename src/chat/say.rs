@@ -18,7 +18,8 @@ fn check_agent(ws: &Workspace, name: &str, what: &str) -> Result<()> {
 }
 
 /// Append a message from `me` to `to` (copied to `cc`) and return it as read back.
-/// With `line_number` the message's line is counted (a read of the file up to it). With
+/// With `line_number` the message's line is counted (a read of the file up to it; an
+/// engine that keeps the channel knows it anyway). With
 /// `numbered` it starts `(ME #N): ` with `me`'s next sequence number, which commits with the
 /// append (PROTOCOLS.md section 14).
 pub fn say(
@@ -56,6 +57,12 @@ pub fn say(
             back.sender, back.recipient
         ))
         .hint("agent names containing `-to-` make the line ambiguous: rename one of the agents"));
+    }
+    if let Some(log) = ws.engine.chat_log() {
+        let e = log.chat_append(&bytes, hold.as_deref())?;
+        let mut m = ChatMessage::new(back, e.line);
+        m.message = lines.join("\n");
+        return Ok(m);
     }
     let chat = super::channel(ws)?;
     if let Some(fs) = chat.remote_fs() {

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 /// Talk in the chat channel: say, watch, archive.
 ///
 /// One append-only file of `[sender-to-recipient] @ [a, b]: text` lines (`.circe/chat.md`,
-/// or `chat: path:` in circe.yaml).
+/// or `chat: path:` in circe.yaml; on a database root, kept in the database).
 #[derive(Debug, Subcommand)]
 pub enum ChatCommand {
     Say(SayArgs),
@@ -134,7 +134,7 @@ fn say(ctx: &Ctx, a: &SayArgs) -> Result<Report> {
     let numbered = a.seq || ws.config.chat.seq;
     let m = chat::say::say(&ws, &me, &a.to, &cc, &text, ctx.json, numbered)?;
     let now = crate::clock::stamp_ms(crate::clock::now());
-    let human = format!("said to {} in {}", m.recipient, chat::channel(&ws)?.path().display());
+    let human = format!("said to {} in {}", m.recipient, chat::place(&ws)?);
     Ok(Report::new(human, json!(m.json(&now))))
 }
 

@@ -58,13 +58,14 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     }
     let staged = local::retire::stage(&root)?;
     let moved = (|| -> Result<(usize, usize, usize)> {
-        let (eng, _) = local::open_at(&staged)?;
+        let (eng, config) = local::open_at(&staged)?;
         let found = eng.doctor(false)?;
         if let Some(v) = found.iter().find(|v| !v.repaired) {
             return Err(Error::refused(format!("the root has a violation: {}", v.what))
                 .hint("run `circe doctor --repair` first"));
         }
-        let snap = Snapshot::read(&eng)?;
+        let mut snap = Snapshot::read(&eng)?;
+        snap.chat = local::chat_copy(&staged, config.chat.path.as_deref())?;
         postgres::import(&target, &snap, clock)
     })();
     let (tasks, messages, events) = match moved {

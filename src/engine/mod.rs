@@ -10,13 +10,18 @@
 //! the task meanwhile (the local engine holds the task's lock for the whole transaction; a
 //! database would update `WHERE epoch = $seen`).
 
+mod chat_log;
 pub mod local;
 pub mod memory;
 pub mod postgres;
 mod snapshot;
 
+pub use chat_log::{
+    ChatArchived, ChatEntry, ChatLog, cut as chat_cut, entries_of as chat_entries_of,
+    free_name as chat_free_name,
+};
 pub use local::crash_point;
-pub use snapshot::Snapshot;
+pub use snapshot::{ChatCopy, Snapshot};
 
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -284,6 +289,10 @@ pub trait Engine {
     /// engine that keeps it elsewhere. Files that live beside a root (the chat channel) need
     /// one.
     fn local_folder(&self) -> Option<PathBuf>;
+
+    /// The chat channel when this engine keeps it (section 13); `None` when the channel is
+    /// a file beside the root (the local engine's, which `chat::channel` opens).
+    fn chat_log(&self) -> Option<&dyn ChatLog>;
 
     /// Hold cursor `name` of `kind` (`events`, `chat`): one consumer per cursor at a time,
     /// for as long as the returned guard lives. `None` when another consumer holds it.

@@ -9,7 +9,7 @@ use crate::seq::{Counter, Receiver};
 use crate::task::TaskState;
 use crate::tx::AskRecord;
 
-use super::Engine;
+use super::{ChatLog, Engine};
 
 /// A box and its messages (file name, bytes), in name order.
 pub type BoxContent = (Mailbox, Vec<(String, Vec<u8>)>);
@@ -34,6 +34,42 @@ pub struct Snapshot {
     pub asks: Vec<AskRecord>,
     pub prompts: Vec<(AgentName, Vec<u8>)>,
     pub retired: Vec<(AgentName, String)>,
+    /// The chat channel, when the engine keeps it and something was said in it.
+    pub chat: Option<ChatCopy>,
+}
+
+/// The chat channel as the local layout holds it: `chat.md`, and each archive in
+/// `LOGS/chat/` (name, text), in the order they were made.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ChatCopy {
+    pub channel: Vec<u8>,
+    pub archives: Vec<(String, Vec<u8>)>,
+}
+
+impl ChatCopy {
+    /// Read the channel an engine keeps; `None` when nothing was ever said in it.
+    fn read(log: &dyn ChatLog) -> Result<Option<ChatCopy>> {
+        if log.chat_last()? == 0 {
+            return Ok(None);
+        }
+        let mut copy = ChatCopy::default();
+        let mut after = 0;
+        loop {
+            let more = log.chat_read(after, 10_000)?;
+            let Some(last) = more.last() else { break };
+            after = last.id;
+            for e in more {
+                match e.archive {
+                    None => copy.channel.extend_from_slice(e.text.as_bytes()),
+                    Some(name) => match copy.archives.iter_mut().find(|(n, _)| *n == name) {
+                        Some((_, text)) => text.extend_from_slice(e.text.as_bytes()),
+                        None => copy.archives.push((name, e.text.into_bytes())),
+                    },
+                }
+            }
+        }
+        Ok(Some(copy))
+    }
 }
 
 impl Snapshot {
@@ -78,6 +114,10 @@ impl Snapshot {
             }
         }
         let retired = engine.retirements()?;
+        let chat = match engine.chat_log() {
+            Some(log) => ChatCopy::read(log)?,
+            None => None,
+        };
         Ok(Snapshot {
             config,
             agents,
@@ -89,6 +129,7 @@ impl Snapshot {
             asks,
             prompts,
             retired,
+            chat,
         })
     }
 

@@ -47,7 +47,7 @@ const EXAMPLES: &str = "# the reference's examples
 
 #[test]
 fn watch_prints_the_reference_json_for_its_examples() {
-    local_only!("the chat channel is a file beside a local root");
+    local_only!("the test writes chat.md by hand");
     let env = Env::new();
     std::fs::write(env.root().join("chat.md"), EXAMPLES).unwrap();
     let got = once(&env, &["--from-start"]);
@@ -84,7 +84,6 @@ fn watch_prints_the_reference_json_for_its_examples() {
 
 #[test]
 fn say_appends_one_message_and_reads_back() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "tests", "are", "green"]).ok();
     let out = env
@@ -115,7 +114,6 @@ fn say_appends_one_message_and_reads_back() {
 
 #[test]
 fn say_checks_names_and_text_and_changes_nothing_when_refused() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "first"]).ok();
     let before = env.state();
@@ -139,7 +137,7 @@ fn say_checks_names_and_text_and_changes_nothing_when_refused() {
 
 #[test]
 fn say_adds_the_missing_newline_of_a_hand_edit() {
-    local_only!("the chat channel is a file beside a local root");
+    local_only!("the test writes chat.md by hand");
     let env = Env::new();
     std::fs::write(env.root().join("chat.md"), "[qa-to-engineer]: no newline").unwrap();
     env.as_("engineer", &["chat", "say", "--to", "qa", "reply"]).ok();
@@ -148,7 +146,7 @@ fn say_adds_the_missing_newline_of_a_hand_edit() {
 
 #[test]
 fn say_never_writes_through_a_symlink() {
-    local_only!("the chat channel is a file beside a local root");
+    local_only!("the test puts a symlink where a local root keeps chat.md");
     let env = Env::new();
     let bait = env.path().join("bait.md");
     std::fs::write(&bait, "outside\n").unwrap();
@@ -161,7 +159,7 @@ fn say_never_writes_through_a_symlink() {
 
 #[test]
 fn the_channel_path_comes_from_circe_yaml() {
-    local_only!("the chat channel is a file beside a local root");
+    local_only!("`chat: path:` places the file beside a local root");
     let env = Env::new();
     let cfg = env.root().join("circe.yaml");
     let text = std::fs::read_to_string(&cfg).unwrap();
@@ -177,7 +175,6 @@ fn the_channel_path_comes_from_circe_yaml() {
 
 #[test]
 fn a_cursor_resumes_where_the_last_watcher_stopped() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
     env.as_("engineer", &["chat", "say", "--to", "qa", "two"]).ok();
@@ -189,11 +186,12 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
         (got.len(), &got[0]["message"], &got[0]["line_number"]),
         (1, &json!("three"), &json!(3))
     );
-    let c: Value = serde_json::from_str(&env.read("cursors/chat/qa")).unwrap();
-    assert_eq!((&c["version"], &c["offset"], &c["line"]), (&json!(1), &json!(68), &json!(4)));
     // A new cursor without --from-start starts at the end.
     assert!(once(&env, &["--cursor", "late"]).is_empty());
     env.circe(["chat", "watch", "--once", "--cursor", "../x"]).run().code(3);
+    local_only!("the cursor is a file, and the test rewrites chat.md by hand");
+    let c: Value = serde_json::from_str(&env.read("cursors/chat/qa")).unwrap();
+    assert_eq!((&c["version"], &c["offset"], &c["line"]), (&json!(1), &json!(68), &json!(4)));
     // A cursor whose file was rewritten in place is read again from the start.
     std::fs::write(
         env.root().join("chat.md"),
@@ -208,7 +206,6 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
 
 #[test]
 fn archive_moves_the_channel_and_cursors_follow() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     for t in ["one", "two", "three"] {
         env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
@@ -227,6 +224,9 @@ fn archive_moves_the_channel_and_cursors_follow() {
     let msgs: Vec<&Value> = got.iter().map(|v| &v["message"]).collect();
     assert_eq!(msgs, [&json!("four"), &json!("five")]);
     assert_eq!((&got[0]["line_number"], &got[1]["line_number"]), (&json!(4), &json!(1)));
+    // --from-start reads the channel, not its archives.
+    let fresh = once(&env, &["--from-start"]);
+    assert_eq!((fresh.len(), &fresh[0]["message"]), (1, &json!("five")));
     // --before keeps the tail in the channel; positions in it move with it.
     env.as_("engineer", &["chat", "say", "--to", "qa", "six"]).ok();
     env.as_("engineer", &["chat", "say", "--to", "qa", "seven"]).ok();
@@ -299,7 +299,7 @@ impl Watcher {
 
 #[test]
 fn watch_follows_a_replaced_and_a_truncated_file() {
-    local_only!("the chat channel is a file beside a local root");
+    local_only!("the test replaces and truncates chat.md by hand");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "old"]).ok();
     let w = Watcher::start(&env, &["--cursor", "w"]);
@@ -326,7 +326,6 @@ fn watch_follows_a_replaced_and_a_truncated_file() {
 
 #[test]
 fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     let w = Watcher::start(&env, &["--cursor", "w"]);
     env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
@@ -366,7 +365,6 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
 
 #[test]
 fn watch_can_poll_instead_of_inotify() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.circe(["chat", "watch", "--poll", "0s"]).run().code(2);
     env.circe(["chat", "watch", "--poll", "soon"]).run().code(2);
@@ -378,7 +376,6 @@ fn watch_can_poll_instead_of_inotify() {
 
 #[test]
 fn names_containing_to_are_split_by_the_known_agents() {
-    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     for a in ["coder", "go-to-market"] {
         env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
@@ -398,26 +395,5 @@ fn names_containing_to_are_split_by_the_known_agents() {
     let o = env.as_("coder", &["chat", "say", "--to", "go-to-market", "again"]);
     o.code(3);
     assert!(o.stderr.contains("would read back as from coder-to-go to market"), "{}", o.stderr);
-    assert_unchanged(&before, &env.state());
-}
-
-/// On a database root there is no chat channel: every chat command says so (exit 2) and
-/// changes nothing. (On a local root the other tests here cover the channel.)
-#[test]
-fn a_database_root_keeps_no_chat_channel() {
-    if !crate::common::pg_mode() {
-        return;
-    }
-    let env = Env::new();
-    let before = env.state();
-    for args in [
-        &["chat", "say", "--to", "qa", "hello"][..],
-        &["chat", "watch", "--once", "--from-start"],
-        &["chat", "archive"],
-    ] {
-        let o = env.as_("engineer", args);
-        o.code(2);
-        assert!(o.stderr.contains("no local folder") && o.stderr.contains("hint:"), "{}", o.stderr);
-    }
     assert_unchanged(&before, &env.state());
 }

@@ -256,7 +256,6 @@ fn bad_state_files_and_numbered_drafts_are_refused_and_change_nothing() {
 
 #[test]
 fn chat_lines_carry_the_same_counter_and_watchers_skip_stale_ones() {
-    local_only!("the chat channel is a file beside a local root");
     let env = team();
     let chat = |text: &str| env.as_("lead", &["chat", "say", "--seq", "--to", "worker-b", text]);
     chat("first").ok();
@@ -269,11 +268,8 @@ fn chat_lines_carry_the_same_counter_and_watchers_skip_stale_ones() {
         "[lead-to-worker-b]: (LEAD #1): first\n[lead-to-worker-b]: (LEAD #3): third\n[lead-to-worker-b]: not numbered\n"
     );
     // A line that comes again (crossed in transit) is stale for worker-b's watcher.
-    std::fs::write(
-        env.root().join("chat.md"),
-        format!("{text}[lead-to-worker-b]: (LEAD #1): first\n"),
-    )
-    .unwrap();
+    env.as_("lead", &["chat", "say", "--to", "worker-b", "(LEAD #1): first"]).ok();
+    assert!(env.read("chat.md").ends_with("[lead-to-worker-b]: (LEAD #1): first\n"));
     let o = env.as_("worker-b", &["chat", "watch", "--once", "--from-start", "--cursor", "wb"]);
     o.ok();
     let got: Vec<Value> = o.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
@@ -288,8 +284,8 @@ fn chat_lines_carry_the_same_counter_and_watchers_skip_stale_ones() {
     let all = env.circe(["chat", "watch", "--once", "--from-start"]).run();
     assert_eq!(all.stdout.lines().count(), 4);
     // With `chat: {seq: true}` every say is numbered, from the same counter.
-    let cfg = env.read("circe.yaml");
-    std::fs::write(env.root().join("circe.yaml"), format!("{cfg}chat: {{seq: true}}\n")).unwrap();
+    let cfg = env.circe(["config"]).run().stdout;
+    env.set_config(&format!("{cfg}chat: {{seq: true}}\n"));
     env.as_("lead", &["chat", "say", "--to", "worker-b", "fourth"]).ok();
     assert!(env.read("chat.md").ends_with("[lead-to-worker-b]: (LEAD #4): fourth\n"));
 }

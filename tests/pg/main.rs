@@ -14,6 +14,7 @@ mod common;
 mod pg_cluster;
 
 mod ask_race;
+mod chat;
 mod feed;
 mod fencing;
 mod mirror;

@@ -32,7 +32,7 @@ const SCRIPT: &[(&str, &str, &str)] = &[
     ("17:07:00", "engineer", "done M-1"),
     ("17:08:00", "qa", "claim M-1"),
     ("17:09:00", "qa", "status M-1 in_progress"),
-    ("17:10:00", "qa", "check M-1 --run tests_passed -- true"),
+    ("17:10:00", "qa", "check M-1 tests_passed=true"),
     ("17:11:00", "qa", "status M-1 completed"),
     ("17:12:00", "engineer", "claim --next"),
     ("17:13:00", "engineer", "release M-2 --reason later"),
@@ -41,6 +41,8 @@ const SCRIPT: &[(&str, &str, &str)] = &[
         "engineer",
         "send --to coordinator --intent status_update --summary hi --msg-id 20251121T171400000Z-aaaaaaa4",
     ),
+    ("17:14:30", "engineer", "chat say --to qa --cc coordinator ready for review"),
+    ("17:14:40", "qa", "chat say --seq --to engineer looking"),
     ("17:15:00", "qa", "done M-1"),
     ("17:16:00", "engineer", "claim M-2 --ttl 5m"),
 ];

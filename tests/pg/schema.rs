@@ -1,6 +1,7 @@
-//! Schema versions: a root made at version 2 (by a circe before TX state; a test build plays
-//! it with `pg-schema-v2`) is refused by this circe until `circe init` migrates it, in one
-//! transaction, keeping its agents, messages and tasks; then TX works on it.
+//! Schema versions: a root made at version 2 (without TX state; a test build plays it with
+//! `pg-schema-v2`) is refused by this circe until `circe init` migrates it through every later
+//! version, in one transaction, keeping its agents, messages and tasks; then TX state and
+//! asserted checks work on it.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -19,7 +20,7 @@ fn send(root: &Root, agent: &str, text: &str, brk: Option<&str>) -> Out {
 }
 
 #[test]
-fn circe_init_migrates_a_version_2_root_to_version_3() {
+fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     let c = need_pg!();
     let url = c.fresh_url();
     let schema = url.rsplit("schema=").next().unwrap().to_string();
@@ -40,7 +41,7 @@ fn circe_init_migrates_a_version_2_root_to_version_3() {
     assert_eq!(o.code, 3, "{o:?}");
     assert!(o.stderr.contains("schema version 2") && o.stderr.contains("circe init"), "{o:?}");
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "3");
+    assert_eq!(version(c).trim(), "5");
     // What the old root held is there, and what version 3 adds works on it.
     let tasks = root.run(None, &["tasks", "--json"]).ok().json();
     assert!(tasks.to_string().contains("old-1"), "{tasks}");
@@ -51,7 +52,22 @@ fn circe_init_migrates_a_version_2_root_to_version_3() {
     assert_eq!(asks["asks"][0]["msg_id"], "ask-1", "{asks}");
     let late = "---\nto: e1\ntype: task\nmsg-id: d-1\ndeadline: 2030-01-01T00:00:00Z\n---\n\nx\n";
     send(&root, "coordinator", late, None).ok();
+    // Version 4: the old task's row has no asserted checks; an assertion is kept.
+    let asserted = |c: &crate::pg_cluster::Cluster| {
+        c.psql(&format!("SELECT asserted FROM \"{schema}\".tasks WHERE task_id = 'old-1'"))
+    };
+    assert_eq!(asserted(c).trim(), "[]");
+    let send =
+        ["send", "--to", "e1", "--intent", "implement_feature", "--task", "A-1", "--summary", "a"];
+    root.run(Some("coordinator"), &send).ok();
+    root.run(Some("e1"), &["claim", "A-1"]).ok();
+    root.run(Some("e1"), &["status", "A-1", "in_progress"]).ok();
+    root.run(Some("e1"), &["check", "A-1", "tests_passed=true"]).ok();
+    let kept = c.psql(&format!("SELECT asserted FROM \"{schema}\".tasks WHERE task_id = 'A-1'"));
+    assert_eq!(kept.trim(), "[\"tests_passed\"]");
+    let board = root.run(None, &["tasks", "--json"]).ok().json();
+    assert!(board.to_string().contains("\"checks_asserted\":1"), "{board}");
     // A second init changes nothing.
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "3");
+    assert_eq!(version(c).trim(), "5");
 }

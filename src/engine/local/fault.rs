@@ -22,7 +22,7 @@
 //! their request id), `pg-lost-reply` (a commit that succeeded is reported as of unknown
 //! outcome, as when the connection breaks after COMMIT), `pg-outbox-apart` (a change's
 //! outbox delivered after its task's commit), `pg-ask-nocas` (an ask's write compares no
-//! revision), `pg-schema-v2` (init makes and circe accepts
+//! revision), `pg-chat-race` (a chat append reads the channel's head without its lock), `pg-schema-v2` (init makes and circe accepts
 //! schema version 2). And the domain's `no-fence`: owner writes skip the owner and epoch
 //! checks; `ask-unheld`: an answer holds nothing (`ask-slow-answer` pauses one under way).
 //! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut

@@ -74,6 +74,13 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
         dirs.insert("seen".into());
         files.insert(format!("seen/{a}.json"), super::seen_file::seen_text(r));
     }
+    if let Some(chat) = &snap.chat {
+        files.insert("chat.md".to_string(), chat.channel.clone());
+        for (name, text) in &chat.archives {
+            dirs.insert("LOGS/chat".into());
+            files.insert(format!("LOGS/chat/{name}"), text.clone());
+        }
+    }
     if !snap.events.is_empty() {
         let mut log = String::new();
         for e in &snap.events {

@@ -29,6 +29,7 @@
 mod atomic;
 mod board;
 mod chat_archive;
+mod chat_copy;
 mod chat_file;
 mod cursor_file;
 mod doctor;
@@ -61,6 +62,7 @@ pub mod watch;
 use std::collections::HashSet;
 
 pub use chat_archive::ArchiveIds;
+pub use chat_copy::chat_copy;
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
 pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
@@ -367,6 +369,11 @@ impl Engine for LocalEngine {
 
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         Some(self.store.root().to_path_buf())
+    }
+
+    fn chat_log(&self) -> Option<&dyn crate::engine::ChatLog> {
+        // The channel is a file beside the root (`chat::channel`): people append by hand.
+        None
     }
 
     fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {

@@ -6,6 +6,7 @@
 //! on a snapshot, and commits the change in one step under the mutex; a commit whose ticket
 //! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
 
+mod chat;
 mod seq;
 
 use std::collections::{BTreeMap, HashSet};
@@ -41,6 +42,7 @@ struct Inner {
     retired: BTreeMap<AgentName, String>,
     dead: BTreeMap<CursorName, Vec<Event>>,
     seq: seq::SeqState,
+    chat: chat::ChatState,
     grants: BTreeMap<(AgentName, String), (TaskId, u64)>,
     config: String,
 }
@@ -379,6 +381,10 @@ impl Engine for MemoryEngine {
 
     fn local_folder(&self) -> Option<std::path::PathBuf> {
         None
+    }
+
+    fn chat_log(&self) -> Option<&dyn crate::engine::ChatLog> {
+        Some(self)
     }
 
     fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {

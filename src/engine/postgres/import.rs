@@ -107,13 +107,13 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
             &sql("INSERT INTO {s}.tasks (task_id, v, status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts, expiries,
                     message, lease_expires_at, note, handoff, handoff_checks, checks,
-                    claimed_at, host, pid, ticket, rev, lease_until, deadline, deadline_at)
+                    claimed_at, host, pid, ticket, rev, lease_until, deadline, deadline_at, asserted)
                   SELECT task_id, coalesce(v, 1), status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts,
                     coalesce(expiries, 0), message, lease_expires_at, note, handoff,
                     coalesce(handoff_checks, '[]'), coalesce(checks, '{}'), claimed_at, host,
                     pid, ticket, 1, lease_expires_at::timestamptz, deadline,
-                    deadline::timestamptz
+                    deadline::timestamptz, coalesce(asserted, '[]')
                   FROM jsonb_populate_recordset(null::{s}.tasks, $1::text::jsonb)"),
             &[(&rows, Type::TEXT)],
         ),
@@ -208,6 +208,52 @@ fn load_tx(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
             &sql("UPDATE {s}.agents a SET retired_at = x.t
                   FROM unnest($1::text[], $2::text[]) AS x(n, t) WHERE a.name = x.n"),
             &[(&agents, Type::TEXT_ARRAY), (&at, Type::TEXT_ARRAY)],
+        ),
+    )?;
+    load_chat(conn, target, snap)
+}
+
+/// The chat channel and its archives (archives first, oldest first): one entry per message
+/// or other line (`chat_entries_of`), each with its place in its file.
+fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let Some(chat) = &snap.chat else { return Ok(()) };
+    let files = chat.archives.iter().map(|(n, t)| (Some(n.as_str()), t.as_slice()));
+    let files = files.chain(std::iter::once((None, chat.channel.as_slice())));
+    let (mut texts, mut offsets, mut lines, mut archives) = (vec![], vec![], vec![], vec![]);
+    let (mut bytes, mut line) = (0i64, 1i64);
+    for (archive, data) in files {
+        (bytes, line) = (0, 1);
+        for e in crate::engine::chat_entries_of(data) {
+            let n = i64::try_from(e.bytes().filter(|&b| b == b'\n').count()).unwrap_or(0);
+            offsets.push(bytes);
+            lines.push(line);
+            bytes += i64::try_from(e.len()).unwrap_or(0);
+            line += n;
+            texts.push(e);
+            archives.push(archive.map(str::to_string));
+        }
+    }
+    let last = i64::try_from(texts.len()).unwrap_or(i64::MAX);
+    conn.call(
+        "importing the chat channel",
+        conn.client.execute_typed(
+            &schema::sql(
+                &target.schema,
+                "WITH h AS (UPDATE {s}.chat_head SET last = $5, bytes = $6, lines = $7 WHERE id = 1)
+                 INSERT INTO {s}.chat (id, text, byte_offset, line, archive)
+                 SELECT o, t, b, l, a
+                   FROM unnest($1::text[], $2::int8[], $3::int8[], $4::text[])
+                        WITH ORDINALITY AS x(t, b, l, a, o)",
+            ),
+            &[
+                (&texts, Type::TEXT_ARRAY),
+                (&offsets, Type::INT8_ARRAY),
+                (&lines, Type::INT8_ARRAY),
+                (&archives, Type::TEXT_ARRAY),
+                (&last, Type::INT8),
+                (&bytes, Type::INT8),
+                (&(line - 1), Type::INT8),
+            ],
         ),
     )?;
     Ok(())

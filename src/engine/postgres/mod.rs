@@ -9,6 +9,7 @@
 //! Leases are decided by the server's clock (`meta.clock = server`), or by each client's
 //! (`client`, for tests: `CIRCE_NOW` works).
 
+mod chat;
 mod conn;
 mod deliver;
 mod doctor;

@@ -9,15 +9,20 @@ use super::conn::Conn;
 use crate::error::{Error, Result};
 
 /// The schema version this circe writes and reads.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 5;
 
 /// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
 /// an empty schema).
-const MIGRATIONS: [&str; 3] =
-    [include_str!("schema.sql"), include_str!("schema_v2.sql"), include_str!("schema_v3.sql")];
+const MIGRATIONS: [&str; 5] = [
+    include_str!("schema.sql"),
+    include_str!("schema_v2.sql"),
+    include_str!("schema_v3.sql"),
+    include_str!("schema_v4.sql"),
+    include_str!("schema_v5.sql"),
+];
 
 /// The version this process makes and accepts: `VERSION`, or (TEST BUILDS ONLY,
-/// `CIRCE_TEST_BREAK=pg-schema-v2`) version 2, as the circe before version 3 did, so a test
+/// `CIRCE_TEST_BREAK=pg-schema-v2`) version 2, as a circe without TX state does, so a test
 /// can make an old root and migrate it.
 fn target() -> u32 {
     if crate::engine::local::test_break("pg-schema-v2") { 2 } else { VERSION }

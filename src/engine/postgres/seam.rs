@@ -331,6 +331,10 @@ impl Engine for PgEngine {
         None
     }
 
+    fn chat_log(&self) -> Option<&dyn crate::engine::ChatLog> {
+        Some(self)
+    }
+
     fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
         // A session advisory lock: held for as long as this process's connection lives.
         let key = format!("{kind}/{name}");
