@@ -22,11 +22,11 @@ fn run(restarts: usize, claimers: usize) {
     root.open_tasks(40);
     let stop = AtomicBool::new(false);
     let acked = Mutex::new(Vec::<Grant>::new());
-    let (unknown, resolved) = (AtomicUsize::new(0), AtomicUsize::new(0));
+    let (unknown, resolved, met) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
     std::thread::scope(|s| {
         for i in 1..=claimers {
-            let (root, stop, acked, unknown, resolved) =
-                (&root, &stop, &acked, &unknown, &resolved);
+            let (root, stop, acked, unknown, resolved, met) =
+                (&root, &stop, &acked, &unknown, &resolved, &met);
             s.spawn(move || {
                 let agent = format!("e{i}");
                 let mut round = 0;
@@ -51,6 +51,8 @@ fn run(restarts: usize, claimers: usize) {
                                     .code
                                     == 1
                                 {
+                                    // The server is away: a release met it too.
+                                    met.fetch_add(1, Ordering::Relaxed);
                                     nap(200);
                                 }
                                 break;
@@ -59,6 +61,7 @@ fn run(restarts: usize, claimers: usize) {
                                 // Unknown (or no server): retry with the same request id.
                                 if tries == 0 {
                                     unknown.fetch_add(1, Ordering::Relaxed);
+                                    met.fetch_add(1, Ordering::Relaxed);
                                 }
                                 tries += 1;
                                 nap(200);
@@ -74,12 +77,12 @@ fn run(restarts: usize, claimers: usize) {
         }
         for _ in 0..restarts {
             std::thread::sleep(Duration::from_millis(1500));
-            let seen = unknown.load(Ordering::Relaxed);
+            let seen = met.load(Ordering::Relaxed);
             cluster.stop_immediate();
             // Down until a client has met the stopped server (at most 20 s: a loaded machine
             // starts the next claim late).
             let until = std::time::Instant::now() + Duration::from_secs(20);
-            while unknown.load(Ordering::Relaxed) == seen && std::time::Instant::now() < until {
+            while met.load(Ordering::Relaxed) == seen && std::time::Instant::now() < until {
                 nap(50);
             }
             cluster.restart();
@@ -104,7 +107,8 @@ fn run(restarts: usize, claimers: usize) {
         v.unacknowledged, 0,
         "every grant made was acknowledged (retries with the request id)"
     );
-    assert!(unknown.load(Ordering::Relaxed) > 0, "no client saw the server go away");
+    // The restart happened under load: some claim or release met the stopped server.
+    assert!(met.load(Ordering::Relaxed) > 0, "no client saw the server go away");
     root.run(None, &["doctor"]).ok();
 }
 
