@@ -29,6 +29,7 @@
 //! # Ok::<(), circe::error::Error>(())
 //! ```
 
+pub mod archive;
 pub mod boxes;
 pub mod chat;
 pub mod cli;
