@@ -181,6 +181,37 @@ pub trait Engine {
     /// Every saved cursor: (kind, name), sorted.
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
 
+    // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------
+
+    /// Move what finished long enough ago out of the hot boxes into the archive (or, for a
+    /// dry run, count it). `progress` hears how far the run got.
+    fn archive(
+        &self,
+        req: &crate::archive::Request,
+        progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report>;
+
+    /// The tombstone of an archived task (`None`: it was never archived). Cheap: opening a
+    /// task asks it, so an archived id is never used again.
+    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>>;
+
+    /// An archived task's bundle: its files byte for byte, its events and its summary.
+    fn archived_bundle(&self, task: &TaskId) -> Result<Option<crate::archive::Bundle>>;
+
+    /// Events that left the hot log (`read_events` reads the rest): up to `max` after `from`.
+    fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>>;
+
+    /// Everything archived that the query matches, handed over one at a time until `each`
+    /// says stop.
+    fn archive_search(
+        &self,
+        q: &crate::archive::query::Query,
+        each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()>;
+
+    /// Check every archived segment against its checksums: (segment, what is wrong).
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>>;
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).

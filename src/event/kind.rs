@@ -35,11 +35,13 @@ pub enum EventKind {
     Repair,
     /// An agent was added to the root.
     AgentAdd,
+    /// A finished task moved into the archive (`what` names the segment).
+    Archive,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 19] = [
+pub const ALL_KINDS: [EventKind; 20] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -59,6 +61,7 @@ pub const ALL_KINDS: [EventKind; 19] = [
     EventKind::Done,
     EventKind::Repair,
     EventKind::AgentAdd,
+    EventKind::Archive,
 ];
 
 impl EventKind {
@@ -83,6 +86,7 @@ impl EventKind {
             EventKind::Done => "done",
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
+            EventKind::Archive => "archive",
             EventKind::Other => "other",
         }
     }

@@ -86,6 +86,18 @@ pub(super) fn write(
     Ok(())
 }
 
+/// Remove a task's records and its row (the archive): `P`, the removals, `D`, under the
+/// board lock in shared mode, like `write`, but without syncing `TASKS/`: the archive syncs it
+/// once at the end of a run (its journal redoes what a power cut undid).
+pub(super) fn remove_unsynced(eng: &LocalEngine, task: &TaskId) -> Result<()> {
+    let store = &eng.store;
+    let _shared = store.lock_named_shared(LOCK)?;
+    store.queue_append(FILE, &format!("P {task}\n"))?;
+    store.remove_records_unsynced(task)?;
+    let _ = store.queue_append(FILE, &format!("D {task}\n"));
+    Ok(())
+}
+
 /// The board log as read under the exclusive `board` lock (held until dropped, so a
 /// compaction cannot lose a line appended meanwhile).
 pub(super) struct Snapshot {

@@ -9,7 +9,8 @@
 //!    new/parked -> NEW_MESSAGES, claimed/in_progress/blocked -> the owner's INBOX or
 //!    WORKSPACE, completed/failed -> anywhere (LOGS once handled);
 //! 5. `.owner` agrees with `.status`;
-//! 6. every message in NEW_MESSAGES is the current message of its task.
+//! 6. every message in NEW_MESSAGES is the current message of its task;
+//! 7. the archive's index agrees with its segments, and no archive run was left half-way.
 
 use super::{LocalEngine, lanes, reconcile};
 use crate::boxes::Mailbox;
@@ -37,6 +38,9 @@ fn check_staging(
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     for name in eng.store.tmp_leftovers()? {
+        if name.starts_with("archive-") {
+            continue; // an archive run's staging: invariant 7 (archive_doctor)
+        }
         let committed_batch = name.starts_with("batch-") && !name.contains(".part");
         if committed_batch {
             let what = if repair {
@@ -257,6 +261,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         }
     }
     check_new_messages(eng, repair, &tickets, &mut v)?;
+    super::archive_doctor::check(eng, repair, &mut v)?;
     if repair {
         lanes::rebuild(eng)?;
     }

@@ -26,6 +26,12 @@
     reason = "the local engine is the one layer that touches the filesystem"
 )]
 
+mod archive;
+mod archive_commit;
+mod archive_doctor;
+mod archive_scan;
+mod archive_segment;
+mod archive_store;
 mod atomic;
 mod board;
 mod chat_archive;
@@ -50,6 +56,7 @@ pub mod watch;
 
 use std::collections::HashSet;
 
+pub use archive_store::write_restored;
 pub use chat_archive::ArchiveIds;
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId};
 pub use fault::{CRASH_EXIT, crash_point};
@@ -259,5 +266,40 @@ impl Engine for LocalEngine {
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self, repair)
+    }
+
+    fn archive(
+        &self,
+        req: &crate::archive::Request,
+        progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report> {
+        archive::run(self, req, progress)
+    }
+
+    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        self.store.tombstone(task)
+    }
+
+    fn archived_bundle(&self, task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
+        self.store.bundle(task)
+    }
+
+    fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        self.store.archived_events(from, max)
+    }
+
+    fn archive_search(
+        &self,
+        q: &crate::archive::query::Query,
+        each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()> {
+        self.store.search(q, each)
+    }
+
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+        Ok(archive_commit::verify_all(self)?
+            .into_iter()
+            .map(|(s, r)| (s, r.err().map(|e| e.chain())))
+            .collect())
     }
 }
