@@ -63,6 +63,8 @@ pub struct Config {
     pub registry: RegistryConfig,
     #[serde(default)]
     pub chat: ChatConfig,
+    #[serde(default)]
+    pub archive: crate::archive::config::ArchiveConfig,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -116,6 +118,7 @@ impl Config {
             return Err(Error::refused("circe.yaml: chat: path is empty")
                 .hint("name a file, e.g. `chat: {path: .workplace/chat.md}`, or remove the key"));
         }
+        c.archive.check()?;
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }

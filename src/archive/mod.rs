@@ -5,6 +5,7 @@
 //! `select` decides what goes, `summary` writes a task's story for people, `plan` decides how
 //! an interrupted run is finished, `query` matches `circe archive search`.
 
+pub mod config;
 pub mod plan;
 pub mod query;
 pub mod select;

@@ -1,6 +1,8 @@
 //! The command line: one file per subcommand, one `Command` enum, one exhaustive match.
 
 mod agent;
+mod archive;
+mod archive_show;
 mod chat;
 mod check;
 mod claim;
@@ -59,6 +61,7 @@ pub enum Command {
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    Archive(archive::ArchiveArgs),
     #[command(subcommand)]
     Chat(chat::ChatCommand),
     Send(send::SendArgs),
@@ -111,6 +114,7 @@ pub fn run(cli: Cli) -> Result<Report> {
     match cli.command {
         Command::Init(a) => init::run(&ctx, &a),
         Command::Agent(a) => agent::run(&ctx, &a),
+        Command::Archive(a) => archive::run(&ctx, &a),
         Command::Chat(a) => chat::run(&ctx, &a),
         Command::Send(a) => send::run(&ctx, &a),
         Command::Inbox(a) => inbox::run(&ctx, &a),

@@ -27,11 +27,17 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         if let Some(st) = st {
             return show_task(&ws, &st);
         }
+        if let Some(b) = ws.engine.archived_bundle(&id)? {
+            return Ok(super::archive_show::task(&b));
+        }
     }
     let found = ops::find(&ws, &a.key)?;
     let Some(f) = found.first() else {
+        if let Some(r) = super::archive_show::message(&ws, &a.key)? {
+            return Ok(r);
+        }
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
-            .hint("`circe inbox` and `circe tasks` list what exists"));
+            .hint("`circe inbox` and `circe tasks` list what exists; `circe archive search` looks in the archive"));
     };
     // At most the size limit is read and shown (a planted file may be huge).
     let limit = ws.config.limits.message_bytes;

@@ -301,6 +301,7 @@ fn stage(
         b.chat(c)?;
     }
     crash_point("archive.written");
+    report.bytes = b.report.bytes;
     let staged = b.finish(progress)?;
     let mut text = String::new();
     for (line, _) in &staged {

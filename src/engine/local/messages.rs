@@ -229,6 +229,7 @@ impl Store {
                 // LOGS/ keeps the event log, doctor's quarantine and the chat archives.
                 let keep_log = *mbox == Mailbox::Logs
                     && (n == "events.jsonl"
+                        || is_log_segment(n) && *regular
                         || (n == "quarantine" || n == "chat")
                             && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
                 !(keep_log || is_message_name(n) && *regular)
@@ -236,4 +237,13 @@ impl Store {
             .map(|(n, _)| n)
             .collect())
     }
+}
+
+/// A rotated segment of the event log (`events-<first>-<last>.jsonl`, 20-digit ids).
+fn is_log_segment(n: &str) -> bool {
+    n.strip_prefix("events-").and_then(|r| r.strip_suffix(".jsonl")).is_some_and(|ids| {
+        ids.len() == 41
+            && ids.as_bytes()[20] == b'-'
+            && ids.bytes().enumerate().all(|(i, b)| i == 20 || b.is_ascii_digit())
+    })
 }
