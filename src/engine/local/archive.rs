@@ -245,8 +245,8 @@ fn stage(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<SegmentLine>> {
     std::fs::create_dir_all(staging).map_err(io_err("cannot create", staging))?;
-    let n = (sel.tasks.len() / 1000).clamp(1, 256);
-    let mut buckets = Buckets::new(staging, n)?;
+    let nbuckets = (sel.tasks.len() / 1000).clamp(1, 256);
+    let mut buckets = Buckets::new(staging, nbuckets)?;
     progress(Progress { phase: Phase::Scan, done: 0, total: sel.tasks.len() as u64 });
     scan::scan_messages(eng, sel, req.cutoff, &mut buckets)?;
     let logs = scan::scan_events(eng, sel, req.cutoff, &scan::event_cursors(eng)?, &mut buckets)?;
@@ -260,13 +260,13 @@ fn stage(
     if sel.tasks.is_empty() && loose_count == 0 && logs.is_empty() && chat.is_empty() {
         return Ok(Vec::new());
     }
-    let mut b = Build::new(eng, staging, run, req)?;
+    let mut build = Build::new(eng, staging, run, req)?;
     let total = sel.tasks.len() as u64;
-    for p in &bucket_paths {
+    for bucket in &bucket_paths {
         let mut groups: BTreeMap<String, (Vec<String>, Vec<String>)> = BTreeMap::new();
-        let f = File::open(p).map_err(io_err("cannot read", p))?;
-        for line in BufReader::new(f).lines() {
-            let line = line.map_err(io_err("cannot read", p))?;
+        let file = File::open(bucket).map_err(io_err("cannot read", bucket))?;
+        for line in BufReader::new(file).lines() {
+            let line = line.map_err(io_err("cannot read", bucket))?;
             let mut parts = line.splitn(3, '\t');
             let (Some(k), Some(t), Some(rest)) = (parts.next(), parts.next(), parts.next()) else {
                 continue;
@@ -277,32 +277,32 @@ fn stage(
         let ids: Vec<TaskId> = sel
             .tasks
             .keys()
-            .filter(|id| bucket_of(id.as_str(), bucket_paths.len()) == bucket_index(p))
+            .filter(|id| bucket_of(id.as_str(), bucket_paths.len()) == bucket_index(bucket))
             .cloned()
             .collect();
         for id in ids {
             let (mut names, events) = groups.remove(id.as_str()).unwrap_or_default();
             names.sort();
-            b.task(&id, &sel.tasks[&id], &names, &events)?;
-            progress(Progress { phase: Phase::Write, done: b.report.tasks, total });
+            build.task(&id, &sel.tasks[&id], &names, &events)?;
+            progress(Progress { phase: Phase::Write, done: build.report.tasks, total });
         }
     }
-    let f = File::open(&loose_path).map_err(io_err("cannot read", &loose_path))?;
-    for line in BufReader::new(f).lines() {
+    let file = File::open(&loose_path).map_err(io_err("cannot read", &loose_path))?;
+    for line in BufReader::new(file).lines() {
         let line = line.map_err(io_err("cannot read", &loose_path))?;
         if let Some((period, name)) = line.split_once('\t') {
-            b.loose(period, name)?;
+            build.loose(period, name)?;
         }
     }
     for l in &logs {
-        b.log(l)?;
+        build.log(l)?;
     }
     for c in &chat {
-        b.chat(c)?;
+        build.chat(c)?;
     }
     crash_point("archive.written");
-    report.bytes = b.report.bytes;
-    let staged = b.finish(progress)?;
+    report.bytes = build.report.bytes;
+    let staged = build.finish(progress)?;
     let mut text = String::new();
     for (line, _) in &staged {
         text.push_str(&serde_json::to_string(line).unwrap_or_default());
@@ -414,6 +414,7 @@ impl<'a> Build<'a> {
     }
 
     /// One task's bundle: records, messages, its events, summary, manifest.
+    #[expect(clippy::too_many_lines, reason = "one bundle, member after member")]
     fn task(
         &mut self,
         id: &TaskId,

@@ -165,7 +165,7 @@ pub(super) fn scan_messages(
             created_at,
             is_live_ticket: sel.staying_tickets.contains(&name),
         };
-        let bytes = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let bytes = entry.metadata().map_or(0, |m| m.len());
         match select::message_fate(&facts, cutoff, &goes, &stays) {
             Fate::WithTask(t) => sink.task_message(&TaskId::new(t)?, &name, bytes)?,
             Fate::Loose => sink.loose(

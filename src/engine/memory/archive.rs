@@ -31,7 +31,7 @@ fn parsed(bytes: &[u8]) -> Option<message::Message> {
     message::parse_bytes(bytes, Mode::Draft).ok()
 }
 
-pub(super) fn run(g: &mut Inner, req: &Request) -> Result<Report> {
+pub(super) fn run(g: &mut Inner, req: &Request) -> Report {
     let goes: Vec<TaskId> = g
         .tasks
         .iter()
@@ -71,7 +71,7 @@ pub(super) fn run(g: &mut Inner, req: &Request) -> Result<Report> {
     report.messages = of_task.values().map(|v| v.len() as u64).sum::<u64>() + loose.len() as u64;
     report.records = 2 * goes.len() as u64;
     if req.dry_run {
-        return Ok(report);
+        return report;
     }
     for id in goes {
         let Some(st) = g.tasks.remove(&id) else { continue };
@@ -128,7 +128,7 @@ pub(super) fn run(g: &mut Inner, req: &Request) -> Result<Report> {
             g.archive.loose.push((period, format!("LOGS/{name}"), bytes));
         }
     }
-    Ok(report)
+    report
 }
 
 fn entry(task: Option<String>, origin: &str, bytes: &[u8]) -> Entry {

@@ -389,7 +389,7 @@ impl Engine for MemoryEngine {
         req: &crate::archive::Request,
         _progress: &mut dyn FnMut(crate::archive::Progress),
     ) -> Result<crate::archive::Report> {
-        let report = archive::run(&mut self.lock(), req)?;
+        let report = archive::run(&mut self.lock(), req);
         self.shared.freed.notify_all();
         Ok(report)
     }
