@@ -284,3 +284,6 @@ on_both_engines! {
         assert_eq!(ws.engine.last_event_id().unwrap(), 6);
     }
 }
+
+#[path = "archive_tests.rs"]
+mod archive_tests;
