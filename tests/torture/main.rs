@@ -14,6 +14,7 @@
     reason = "test and bench harnesses set up and inspect roots directly"
 )]
 
+mod archive;
 mod chat;
 mod common;
 mod crash;

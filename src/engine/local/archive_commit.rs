@@ -217,6 +217,10 @@ pub(super) fn recover(
 ) -> Result<Vec<String>> {
     let store = &eng.store;
     let mut out = Vec::new();
+    // TEST BUILDS ONLY: `archive-no-recover` shows the archive checker failing without it.
+    if super::fault::test_break("archive-no-recover") {
+        return Ok(out);
+    }
     let journal = store.read_journal()?;
     match recovery(journal.as_deref()) {
         Recovery::Nothing => {}

@@ -11,7 +11,8 @@
 //! (tests/torture) can show that each checker catches a broken variant: `clobber` makes
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
-//! the log's lock.
+//! the log's lock; `archive-no-recover` stops an archive run finishing what an interrupted one
+//! left.
 
 use std::io;
 use std::sync::OnceLock;
