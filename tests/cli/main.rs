@@ -10,6 +10,7 @@
 mod common;
 
 mod agent;
+mod archive;
 mod chat;
 mod fixtures;
 mod hardening;

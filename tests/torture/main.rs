@@ -15,6 +15,7 @@
 )]
 
 mod archive;
+mod archive_live;
 mod chat;
 mod common;
 mod crash;

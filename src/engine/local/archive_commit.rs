@@ -223,7 +223,7 @@ pub(super) fn recover(
     }
     let journal = store.read_journal()?;
     match recovery(journal.as_deref()) {
-        Recovery::Nothing => {}
+        Recovery::Nothing => out.extend(roll_back_orphans(eng)?),
         Recovery::RollBack { staging } => {
             if let Some(s) = staging {
                 let _ = std::fs::remove_dir_all(store.tmp_dir().join(&s));
@@ -284,6 +284,25 @@ pub(super) fn orphans(eng: &LocalEngine) -> Result<Vec<(String, String)>> {
 /// place: removal starts after the commit point), then redo the newest run's removals.
 fn rebuild(eng: &LocalEngine, progress: &mut dyn FnMut(Progress)) -> Result<Vec<String>> {
     let store = &eng.store;
+    let mut out = roll_back_orphans(eng)?;
+    let lines = store.segment_lines()?;
+    if let Some(newest) = lines.iter().map(|l| l.run.clone()).max() {
+        let segs: Vec<String> = lines
+            .iter()
+            .filter(|l| l.run == newest)
+            .map(|l| format!("{}/{}", l.period, l.segment))
+            .collect();
+        remove_originals(eng, &segs, progress)?;
+        out.push(format!("checked the removals of the newest run ({newest})"));
+    }
+    Ok(out)
+}
+
+/// Remove segments the index does not name (placed by a run cut before its commit point:
+/// their originals are all still in place), with the tombstones and summaries they brought
+/// for tasks that are still here.
+fn roll_back_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
+    let store = &eng.store;
     let mut out = Vec::new();
     for (period, file) in orphans(eng)? {
         let list = store.list_path(&period, &file);
@@ -305,16 +324,6 @@ fn rebuild(eng: &LocalEngine, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
         remove_file(&list)?;
         remove_file(&store.segment_path(&period, &file))?;
         out.push(format!("removed {period}/{file}: placed but never committed"));
-    }
-    let lines = store.segment_lines()?;
-    if let Some(newest) = lines.iter().map(|l| l.run.clone()).max() {
-        let segs: Vec<String> = lines
-            .iter()
-            .filter(|l| l.run == newest)
-            .map(|l| format!("{}/{}", l.period, l.segment))
-            .collect();
-        remove_originals(eng, &segs, progress)?;
-        out.push(format!("checked the removals of the newest run ({newest})"));
     }
     Ok(out)
 }

@@ -103,7 +103,17 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
     if let (Some(id), _) = tail_id(&current(store))? {
         return Ok(id);
     }
-    Ok(segments(store)?.last().map_or(0, |s| s.last))
+    before_current(store)
+}
+
+/// The last id before the current file: the newest segment's, else (every segment moved
+/// into the archive) the newest archived one's, else 0. The archive commits a segment to its
+/// index before it removes it from LOGS, so one of the two always names it.
+fn before_current(store: &Store) -> Result<u64> {
+    if let Some(s) = segments(store)?.last() {
+        return Ok(s.last);
+    }
+    Ok(store.segment_lines()?.iter().filter_map(|l| l.last_event).max().unwrap_or(0))
 }
 
 /// Give `events` the next ids and append them: one `write` under the log's lock.
@@ -121,7 +131,7 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     let (last, torn) = tail_id(&path)?;
     let mut next = match last {
         Some(id) => id,
-        None => segments(store)?.last().map_or(0, |s| s.last),
+        None => before_current(store)?,
     };
     let mut buf = String::with_capacity(events.len() * 256 + 1);
     if torn {

@@ -12,7 +12,7 @@
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
 //! the log's lock; `archive-no-recover` stops an archive run finishing what an interrupted one
-//! left.
+//! left; `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
 
 use std::io;
 use std::sync::OnceLock;
