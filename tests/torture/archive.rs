@@ -3,6 +3,12 @@
 //! the hot folders or in the archive (by name or id, and checksum), what stays was not
 //! moved, and doctor is clean. The archive is read back with `tar --zstd`, not with circe.
 
+#![expect(
+    clippy::many_single_char_names,
+    clippy::case_sensitive_file_extension_comparisons,
+    reason = "short names in checkers; circe writes these extensions in lowercase"
+)]
+
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -179,10 +185,10 @@ fn archived(r: &Root) -> BTreeMap<String, Vec<String>> {
         let parts: Vec<&str> = rel.split('/').collect();
         match parts.as_slice() {
             [_, "tasks", _, "TASKS", f] => {
-                out.entry(format!("rec:{f}")).or_default().push(sha(bytes))
+                out.entry(format!("rec:{f}")).or_default().push(sha(bytes));
             }
             [_, "tasks", _, "LOGS", f] | [_, "loose", "LOGS", f] => {
-                out.entry(format!("msg:{f}")).or_default().push(sha(bytes))
+                out.entry(format!("msg:{f}")).or_default().push(sha(bytes));
             }
             [_, "log", "LOGS", _] => event_lines(&String::from_utf8_lossy(bytes), &mut out),
             _ => {}

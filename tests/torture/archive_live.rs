@@ -37,7 +37,7 @@ fn finished_root(n: usize) -> Root {
 }
 
 /// Follow the log by cursor until `stop` and the last id is read; returns the ids seen.
-fn watch(root: std::path::PathBuf, stop: Arc<AtomicBool>, ready: Arc<AtomicBool>) -> Vec<u64> {
+fn watch(root: std::path::PathBuf, stop: &AtomicBool, ready: &AtomicBool) -> Vec<u64> {
     let ws = Workspace::open(&RootSpec::Path(root)).unwrap();
     let name = CursorName::new("w").unwrap();
     let _hold = ws.engine.hold_cursor("events", &name).unwrap().expect("the cursor is free");
@@ -76,7 +76,7 @@ fn claims_sends_and_a_watcher_through_an_archive_run() {
     let (stop, ready) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicBool::new(false)));
     let watcher = {
         let (dir, stop, ready) = (r.dir.clone(), Arc::clone(&stop), Arc::clone(&ready));
-        std::thread::spawn(move || watch(dir, stop, ready))
+        std::thread::spawn(move || watch(dir, &stop, &ready))
     };
     while !ready.load(Ordering::SeqCst) {
         std::thread::sleep(Duration::from_millis(1));
