@@ -304,6 +304,33 @@ fn every_archive_crash_point_recovers() {
     assert!(p.is_empty(), "{} problems: {p:#?}", p.len());
 }
 
+/// Retention cut at its crash point: the index was rewritten, the old segment not yet
+/// deleted; the next run (or doctor) removes the unnamed segment, and nothing else changes.
+#[test]
+fn retention_crash_recovers() {
+    let r = populated(3);
+    assert_eq!(archive(&r, &[]).code, 0);
+    let cfg = r.dir.join("circe.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap() + "archive:\n  keep: 1d\n";
+    std::fs::write(&cfg, text).unwrap();
+    let much_later = [("CIRCE_NOW", "2030-06-01T00:00:00Z")];
+    let mut env = much_later.to_vec();
+    env.push(("CIRCE_CRASH_AT", "archive.expired"));
+    assert_eq!(r.run_env(None, &["archive"], &env).code, 86);
+    let (code, v) = r.doctor(false);
+    assert_ne!(code, 0, "doctor must see the unnamed segment: {v:?}");
+    let o = r.run_env(None, &["--json", "archive"], &much_later);
+    assert_eq!(o.code, 0, "{o:?}");
+    let left: Vec<String> = names(&r.dir.join("ARCHIVE/2030-01"))
+        .into_iter()
+        .filter(|n| n.ends_with(".tar.zst"))
+        .collect();
+    assert!(left.is_empty(), "expired segments must be gone: {left:?}");
+    assert!(r.dir.join("ARCHIVE/tombstones/D0").exists(), "tombstones stay");
+    let (code, v) = r.doctor(false);
+    assert_eq!(code, 0, "{v:?}");
+}
+
 /// The checker fails when the next run does not recover (a crash after the commit point
 /// leaves originals that the rerun archives a second time).
 #[test]

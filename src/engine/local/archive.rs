@@ -425,7 +425,9 @@ impl<'a> Build<'a> {
         let store = self.eng.store.clone();
         let seg_name = format!("{}.{}.tar.zst", sel.period, self.run);
         let mut files = Vec::new();
-        let mut rec = sel.rec.clone();
+        // Read again now (the selection keeps only the period: memory stays flat).
+        let Some(status) = store.read_record(id, "status")? else { return Ok(()) };
+        let mut rec = crate::task::StatusRecord::parse(id, &status)?;
         let mut checks = crate::task::Checks::new();
         let now = self.now.clone();
         let mut moved = 0u64;

@@ -27,7 +27,6 @@ use crate::task::StatusRecord;
 /// A task that goes, as selected.
 #[derive(Debug, Clone)]
 pub(super) struct Selected {
-    pub rec: StatusRecord,
     pub period: String,
 }
 
@@ -74,7 +73,7 @@ pub(super) fn select(eng: &LocalEngine, cutoff: DateTime<Utc>) -> Result<Selecti
         match rec {
             Some(rec) if select::task_goes(&rec, cutoff) => {
                 let period = select::task_period(&rec);
-                sel.tasks.insert(id, Selected { rec, period });
+                sel.tasks.insert(id, Selected { period });
             }
             // A task that stays (a damaged record too: never touched).
             other => {
