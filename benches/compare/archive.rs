@@ -57,9 +57,12 @@ fn populate(dir: &Path, n: usize, live: usize) -> PathBuf {
         circe::ops::claim(&ws, &eng, "engineer", &id, None).expect("claim");
         circe::ops::set_status(&ws, &eng, &id, Status::InProgress, None, None).expect("start");
         circe::ops::check_set(&ws, &eng, &id, &passed, true, None).expect("check");
-        let done = circe::ops::set_status(&ws, &eng, &id, Status::Completed, None, None).expect("complete");
+        let done = circe::ops::set_status(&ws, &eng, &id, Status::Completed, None, None)
+            .expect("complete");
         // Filed into LOGS (`done` by key would search every box for it: quadratic here).
-        ws.engine.move_message(&Mailbox::Inbox(eng.clone()), &Mailbox::Logs, &done.message).expect("file");
+        ws.engine
+            .move_message(&Mailbox::Inbox(eng.clone()), &Mailbox::Logs, &done.message)
+            .expect("file");
         for k in 1..PER_TASK {
             let mut m = Message::new(Format::Circe);
             m.from = Some("engineer".into());

@@ -83,3 +83,27 @@ fn chat(
     stems.dedup();
     Ok(stems)
 }
+
+/// Up to `max` events after `from`, wherever they are: from the archive for ids that left
+/// the hot log (old rotated segments), then from the hot log. For `circe log` and any reader
+/// of history: `Engine::read_events` alone reads only what LOGS still holds.
+pub fn events(
+    ws: &Workspace,
+    from: crate::event::Cursor,
+    max: usize,
+) -> Result<Vec<crate::event::Event>> {
+    let hot = ws.engine.read_events(from, max)?;
+    if hot.first().is_some_and(|e| e.id == from.next_id()) {
+        return Ok(hot);
+    }
+    // The next ids are not in LOGS (or LOGS holds none after `from`): ask the archive.
+    let mut out = ws.engine.archived_events(from, max)?;
+    if out.is_empty() {
+        return Ok(hot);
+    }
+    if out.len() < max {
+        let after = out.last().map_or(from, |e| crate::event::Cursor::after(e.id));
+        out.extend(ws.engine.read_events(after, max - out.len())?);
+    }
+    Ok(out)
+}

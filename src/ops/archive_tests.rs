@@ -78,6 +78,10 @@ on_both_engines! {
         let mut by_id = 0;
         ws.engine.archive_search(&Query { id: Some(msg_id), ..Query::default() }, &mut |_| { by_id += 1; Ok(true) }).unwrap();
         assert_eq!(by_id, 1);
+        // Every event, old and new, read by id across the archive and the hot log.
+        let all = crate::ops::archive::events(ws, Cursor::START, 100_000).unwrap();
+        let last = ws.engine.last_event_id().unwrap();
+        assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=last).collect::<Vec<_>>());
     }
 
     /// Old messages in LOGS that no task names go on their own; those a task still here

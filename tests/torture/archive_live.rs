@@ -120,6 +120,11 @@ fn claims_sends_and_a_watcher_through_an_archive_run() {
     for i in 0..20 {
         assert!(r.status(&format!("N{i}")).is_some(), "N{i} must stay");
     }
+    // History stays readable by id: the moved segment from the archive, the rest from LOGS.
+    let ws = Workspace::open(&RootSpec::Path(r.dir.clone())).unwrap();
+    let all = circe::ops::archive::events(&ws, Cursor::START, 1_000_000).unwrap();
+    let last = ws.engine.last_event_id().unwrap();
+    assert_eq!(all.iter().map(|e| e.id).collect::<Vec<_>>(), (1..=last).collect::<Vec<_>>());
 }
 
 /// A cursor that has not read a segment keeps it in the hot log; with the cursors ignored
