@@ -184,33 +184,47 @@ pub trait Engine {
     // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------
 
     /// Move what finished long enough ago out of the hot boxes into the archive (or, for a
-    /// dry run, count it). `progress` hears how far the run got.
+    /// dry run, count it). `progress` hears how far the run got. An engine without an
+    /// archive yet refuses (exit 2).
     fn archive(
         &self,
-        req: &crate::archive::Request,
-        progress: &mut dyn FnMut(crate::archive::Progress),
-    ) -> Result<crate::archive::Report>;
+        _req: &crate::archive::Request,
+        _progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report> {
+        Err(Error::usage(format!("the engine at {} has no archive yet", self.location()))
+            .hint("run `circe archive` on a local root"))
+    }
 
     /// The tombstone of an archived task (`None`: it was never archived). Cheap: opening a
     /// task asks it, so an archived id is never used again.
-    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>>;
+    fn archived_task(&self, _task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        Ok(None)
+    }
 
     /// An archived task's bundle: its files byte for byte, its events and its summary.
-    fn archived_bundle(&self, task: &TaskId) -> Result<Option<crate::archive::Bundle>>;
+    fn archived_bundle(&self, _task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
+        Ok(None)
+    }
 
     /// Events that left the hot log (`read_events` reads the rest): up to `max` after `from`.
-    fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>>;
+    fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
+        Ok(Vec::new())
+    }
 
     /// Everything archived that the query matches, handed over one at a time until `each`
     /// says stop.
     fn archive_search(
         &self,
-        q: &crate::archive::query::Query,
-        each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
-    ) -> Result<()>;
+        _q: &crate::archive::query::Query,
+        _each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()> {
+        Ok(())
+    }
 
     /// Check every archived segment against its checksums: (segment, what is wrong).
-    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>>;
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+        Ok(Vec::new())
+    }
 
     // ---- upkeep --------------------------------------------------------------------
 
