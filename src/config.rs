@@ -65,6 +65,11 @@ pub struct Config {
     pub chat: ChatConfig,
     #[serde(default)]
     pub archive: crate::archive::config::ArchiveConfig,
+    /// Where the root is kept when it is not this folder: `engine: {kind: postgres, url,
+    /// schema}`. A circe.yaml with an engine holds only `version` and `engine`; the other
+    /// settings live with the root (PROTOCOLS.md section 18).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineConfig>,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -74,6 +79,19 @@ pub struct ChatConfig {
     /// The channel file, relative to the folder holding `.circe` (or absolute). Default
     /// `.circe/chat.md`.
     pub path: Option<String>,
+}
+
+/// `engine:` in circe.yaml.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EngineConfig {
+    /// `postgres` (the only kind besides the folder itself).
+    pub kind: String,
+    /// `postgres://host[:port]/db[?param=value...]`, without a password.
+    pub url: String,
+    /// The schema holding the root's tables (default `circe`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<String>,
 }
 
 fn default_lease() -> String {
@@ -94,6 +112,14 @@ fn default_escalation() -> Vec<String> {
 
 impl Config {
     pub fn parse(text: &str) -> Result<Config> {
+        /// A circe.yaml naming an engine: nothing else is allowed in it.
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        #[allow(dead_code, reason = "parsed only to refuse other keys")]
+        struct Pointer {
+            version: u32,
+            engine: EngineConfig,
+        }
         let c: Config = yaml::from_str(text).map_err(|e| {
             Error::refused(format!("circe.yaml: {e}"))
                 .hint("compare with PROTOCOLS.md \"Configuration\"")
@@ -121,6 +147,23 @@ impl Config {
         c.archive.check()?;
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
+        }
+        if let Some(e) = &c.engine {
+            if e.kind != "postgres" {
+                return Err(Error::refused(format!(
+                    "circe.yaml: engine kind `{}` is not known",
+                    e.kind
+                ))
+                .hint(
+                    "the one engine kind is `postgres`; without `engine:` the root is this folder",
+                ));
+            }
+            if yaml::from_str::<Pointer>(text).is_err() {
+                return Err(Error::refused(
+                    "circe.yaml: a file naming an engine holds only `version` and `engine`",
+                )
+                .hint("the other settings live with the root: `circe config` shows them, `circe config --set FILE` changes them"));
+            }
         }
         Ok(c)
     }
@@ -217,6 +260,11 @@ mod tests {
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
         assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
         assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
+        let pointer = "version: 1\nengine:\n  kind: postgres\n  url: postgres://db/x\n";
+        assert_eq!(Config::parse(pointer).unwrap().engine.unwrap().url, "postgres://db/x");
+        assert!(Config::parse(&pointer.replace("postgres\n", "mysql\n")).is_err());
+        assert!(Config::parse(&format!("{pointer}lease: 1m\n")).is_err(), "pointer only");
+        assert!(Config::parse(&format!("{pointer}  colour: red\n")).is_err());
     }
 
     #[test]

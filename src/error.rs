@@ -15,6 +15,7 @@ pub enum Kind {
     Conflict,
     NotFound,
     NothingToClaim,
+    TimedOut,
 }
 
 impl Kind {
@@ -26,6 +27,7 @@ impl Kind {
             Kind::Conflict => exit_code::CONFLICT,
             Kind::NotFound => exit_code::NOT_FOUND,
             Kind::NothingToClaim => exit_code::NOTHING_TO_CLAIM,
+            Kind::TimedOut => exit_code::TIMED_OUT,
         }
     }
 
@@ -38,6 +40,7 @@ impl Kind {
             Kind::Conflict => "conflict",
             Kind::NotFound => "not_found",
             Kind::NothingToClaim => "nothing_to_claim",
+            Kind::TimedOut => "timed_out",
         }
     }
 }
@@ -73,6 +76,9 @@ impl Error {
     }
     pub fn nothing_to_claim(message: impl Into<String>) -> Self {
         Self::new(Kind::NothingToClaim, message)
+    }
+    pub fn timed_out(message: impl Into<String>) -> Self {
+        Self::new(Kind::TimedOut, message)
     }
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(Kind::Internal, message)

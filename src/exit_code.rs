@@ -14,3 +14,5 @@ pub const CONFLICT: u8 = 4;
 pub const NOT_FOUND: u8 = 5;
 /// `claim --next` found no task this agent may take.
 pub const NOTHING_TO_CLAIM: u8 = 6;
+/// `wait` gave up: its `--timeout` passed before the condition held.
+pub const TIMED_OUT: u8 = 7;

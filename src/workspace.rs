@@ -53,6 +53,12 @@ impl Workspace {
         self.pinned.get().unwrap_or_else(crate::clock::now)
     }
 
+    /// The time a task transaction decides by: the pinned clock, else the transaction's own
+    /// (a database server's clock, or the local clock).
+    pub fn tx_now(&self, tx: &dyn crate::engine::TaskTx) -> chrono::DateTime<chrono::Utc> {
+        self.pinned.get().unwrap_or_else(|| tx.now())
+    }
+
     /// Make `now` return `t` (a library user's or a test's own clock).
     pub fn pin_clock(&self, t: chrono::DateTime<chrono::Utc>) {
         self.pinned.set(Some(t));

@@ -90,6 +90,7 @@ fn count_files(dir: &Path) -> usize {
         .map_or(0, |rd| rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_file())).count())
 }
 
+#[expect(clippy::too_many_lines, clippy::many_single_char_names, reason = "one section, step after step")]
 pub(crate) fn archive(opts: &Opts, n: usize, out: &mut String) {
     let base = opts.dir.join(format!("archive-{n}"));
     let t = Instant::now();
@@ -125,7 +126,7 @@ pub(crate) fn archive(opts: &Opts, n: usize, out: &mut String) {
     must(Command::new("rm").arg("-r").arg(b.join("LOGS")).arg(b.join("TASKS")));
     let rm_s = start.elapsed().as_secs_f64();
     let floor = tar_s + rm_s;
-    let archived = std::fs::read_dir(a.join("ARCHIVE")).map_or(0, |rd| rd.count());
+    let archived = std::fs::read_dir(a.join("ARCHIVE")).map_or(0, Iterator::count);
     let tar_bytes = std::fs::metadata(base.join("b.tar.zst")).map_or(0, |m| m.len());
     let seg_bytes: u64 = walk_bytes(&a.join("ARCHIVE"), ".tar.zst");
     // A run with nothing to do, over the archived root.

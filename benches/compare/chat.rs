@@ -14,13 +14,13 @@ use crate::{Opts, circe_bin};
 use circe::engine::local::Durability;
 
 /// A process whose stdout lines arrive with the time they were read.
-struct Reader {
+pub(crate) struct Reader {
     child: Child,
     rx: Receiver<(Instant, String)>,
 }
 
 impl Reader {
-    fn start(cmd: &mut Command) -> Reader {
+    pub(crate) fn start(cmd: &mut Command) -> Reader {
         let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -40,8 +40,17 @@ impl Reader {
         Reader { child, rx }
     }
 
+    pub(crate) fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// A line that has arrived already, if any.
+    pub(crate) fn try_next(&self) -> Option<(Instant, String)> {
+        self.rx.try_recv().ok()
+    }
+
     /// The time the line holding `tag` arrived (lines before it are skipped).
-    fn wait_for(&self, tag: &str) -> Option<Instant> {
+    pub(crate) fn wait_for(&self, tag: &str) -> Option<Instant> {
         loop {
             let (at, l) = self.rx.recv_timeout(Duration::from_secs(10)).ok()?;
             if l.contains(tag) {

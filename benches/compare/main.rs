@@ -12,10 +12,11 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-archive
-//!                                   skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams, --no-pg,
+//!   --no-archive                    skip those sections
 //!   --archive-tasks N               finished tasks (10 messages each) in the archive run
 //!                                   (default 10000; 100000 is the full size, ~1M messages)
+//!   --pg-only                       only the PostgreSQL section (local vs database claims)
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -47,9 +48,14 @@ mod archive;
 mod chat;
 mod contention;
 mod limits;
+mod pg;
+#[path = "../../tests/support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the test suites")]
+mod pg_cluster;
 mod procs;
 mod rounds;
 mod stats;
+mod streams;
 mod verdicts;
 
 /// The circe binary under test: `--circe PATH`, else the one cargo built for this bench.
@@ -74,6 +80,8 @@ pub(crate) struct Opts {
     pub(crate) chat: bool,
     pub(crate) archive: bool,
     pub(crate) archive_tasks: usize,
+    pub(crate) streams: bool,
+    pub(crate) pg: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -93,6 +101,8 @@ pub(crate) fn parse_opts() -> Opts {
         chat: true,
         archive: true,
         archive_tasks: 10_000,
+        streams: true,
+        pg: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -144,6 +154,17 @@ pub(crate) fn parse_opts() -> Opts {
                 atasks =
                     Some(value(&mut i).parse().unwrap_or_else(|_| usage("bad --archive-tasks")));
             }
+            "--no-streams" => o.streams = false,
+            "--no-pg" => o.pg = false,
+            "--pg-only" => {
+                o.per_call = false;
+                o.contention = false;
+                o.memory = false;
+                o.limits = false;
+                o.chat = false;
+                o.streams = false;
+                o.archive = false;
+            }
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -173,7 +194,7 @@ pub(crate) fn usage(msg: &str) -> ! {
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
          --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
          --no-archive --archive-tasks N \
-         --circe PATH --dir PATH --keep"
+         --no-streams --no-pg --pg-only --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -298,10 +319,17 @@ fn main() {
     if opts.archive {
         archive::archive(&opts, opts.archive_tasks, &mut out);
     }
+    if opts.streams {
+        eprintln!("streams ...");
+        streams::report_streams(&streams::streams(&opts, &opts.dir), &mut out);
+    }
+    if opts.pg {
+        pg::section(&opts, &opts.dir, &mut out);
+    }
     verdicts(&opts, &samples, &cont, &mut out);
     let _ = writeln!(
         out,
-        "\nevent-log watch latency: not measured (circe has no `watch` command yet; chat watch is above).\nend load: {}",
+        "\nend load: {}",
         std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()
     );
     println!("{out}");

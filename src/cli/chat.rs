@@ -140,16 +140,4 @@ fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     Ok(Report::streamed())
 }
 
-/// `500ms`, or a duration as `lease` takes it (`2s`, `1m`).
-fn parse_interval(s: &str) -> Result<std::time::Duration> {
-    let d = match s.trim().strip_suffix("ms") {
-        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
-            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
-        })?,
-        None => crate::config::parse_duration(s)?,
-    };
-    if d.is_zero() {
-        return Err(Error::usage("--poll must be more than 0").hint("write e.g. 500ms or 2s"));
-    }
-    Ok(d)
-}
+use super::parse_interval;

@@ -21,16 +21,21 @@ pub struct ClaimArgs {
     /// Lease length for this claim (e.g. 90s, 30m); default from circe.yaml.
     #[arg(long)]
     pub ttl: Option<String>,
+    /// Names this claim: run again with the same id after an unknown outcome (a broken
+    /// connection), it returns the task the first run got instead of taking another.
+    #[arg(long, env = "CIRCE_REQUEST_ID", value_name = "ID")]
+    pub request_id: Option<String>,
 }
 
 pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     let (ws, me, role) = ctx.acting()?;
     let ttl = ttl(a.ttl.as_deref())?;
-    let o = match &a.task {
-        Some(t) => ops::claim(&ws, &me, &role, &super::task_id(t)?, ttl)?,
-        None if a.next => ops::claim_next(&ws, &me, &role, ttl)?,
+    let task = match &a.task {
+        Some(t) => Some(super::task_id(t)?),
+        None if a.next => None,
         None => return Err(Error::usage("name a task or pass --next")),
     };
+    let o = ops::claim_with(&ws, &me, &role, task.as_ref(), ttl, a.request_id.as_deref())?;
     let human = if o.already_held {
         format!(
             "{} already held by {me} (epoch {}, lease until {})\n",

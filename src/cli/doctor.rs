@@ -18,7 +18,7 @@ pub struct DoctorArgs {
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
-    let found = ws.engine.doctor(a.repair)?;
+    let found = crate::ops::doctor::run(&ws, a.repair)?;
     let open = found.iter().filter(|v| !v.repaired).count();
     let mut human = String::new();
     for v in &found {

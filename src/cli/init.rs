@@ -7,29 +7,115 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::config::DEFAULT_CONFIG;
-use crate::engine::local;
-use crate::error::Result;
+use crate::engine::postgres::{self, Clock, Target};
+use crate::engine::{Engine, RootSpec, local};
+use crate::error::{Error, Result};
 use crate::names::AgentName;
 use crate::registry::BUILTIN_ROLES;
 
 /// Make DIR/.circe with circe.yaml and the boxes, and one agent per built-in role, named
 /// after it. Safe to run again: it adds what is missing and never overwrites the config.
+/// With --engine URL the root is made in a database (its tables, migrated when older)
+/// and DIR/.circe/circe.yaml names it; `circe --root URL init` makes the root only.
 #[derive(Debug, Args)]
 pub struct InitArgs {
     /// Where to make .circe (default: the current folder).
     pub dir: Option<PathBuf>,
+    /// Keep the root in a database: postgres://host[:port]/database?schema=NAME (the
+    /// password comes from PGPASSWORD or the password file, never from the URL).
+    #[arg(long, value_name = "URL")]
+    pub engine: Option<String>,
+    /// For a new database root: which clock decides leases. `server` (the default): the
+    /// database's, so a host with a wrong clock can neither take a task early nor stretch a
+    /// lease. `client`: each host's own (CIRCE_NOW pins it; for tests and fixtures).
+    #[arg(long, value_name = "server|client")]
+    pub clock: Option<String>,
 }
 
-pub fn run(_ctx: &Ctx, args: &InitArgs) -> Result<Report> {
+/// circe.yaml of a host whose root is in a database.
+pub fn pointer_text(target: &Target) -> String {
+    #[derive(serde::Serialize)]
+    struct Pointer {
+        version: u32,
+        engine: crate::config::EngineConfig,
+    }
+    let body = crate::yaml::to_string(&Pointer { version: 1, engine: target.engine_config() })
+        .unwrap_or_default();
+    format!(
+        "# This root is kept in a database (PROTOCOLS.md section 13). Its settings live there:\n\
+         # `circe config` shows them. The password comes from PGPASSWORD or the password file.\n{body}"
+    )
+}
+
+pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
+    let clock = match args.clock.as_deref() {
+        None => Clock::Server,
+        Some(c) => Clock::parse(c).ok_or_else(|| {
+            Error::usage(format!("--clock {c}: not server or client"))
+                .hint("server (the default) or client (tests: CIRCE_NOW pins it)")
+        })?,
+    };
     let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
-    let (root, wrote_config) = local::init(&dir, DEFAULT_CONFIG)?;
-    let ws = crate::workspace::Workspace::open(&crate::engine::RootSpec::Path(root.clone()))?;
+    let (target, pointer) = match (&args.engine, ctx.root_spec()) {
+        (Some(url), _) => (Some(Target::from_url(url)?), true),
+        (None, RootSpec::Url(url)) => (Some(Target::from_url(&url)?), false),
+        (None, _) => match local::root_at(&dir).map(|r| local::open(&RootSpec::Path(r), None)) {
+            Some(Ok(local::Opened::Pointer(t))) => (Some(t), false),
+            _ => (None, false),
+        },
+    };
+    if args.clock.is_some() && target.is_none() {
+        return Err(Error::usage("--clock is for a root in a database").hint("pass --engine URL"));
+    }
+    let Some(target) = target else { return init_local(&dir) };
+    let (eng, _config, created) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
+    let added = add_role_agents(&eng)?;
+    let mut pointer_written = false;
+    if pointer {
+        let (_, w) = local::init_pointer(&dir, &pointer_text(&target))?;
+        if !w {
+            let existing = local::open(&RootSpec::Path(dir.clone()), None);
+            let same = matches!(&existing, Ok(local::Opened::Pointer(t)) if t.location() == target.location());
+            if !same {
+                return Err(Error::conflict(format!(
+                    "{} holds a circe.yaml that names another root",
+                    dir.join(".circe").display()
+                ))
+                .hint("`circe migrate --to URL` moves a local root into a database"));
+            }
+        }
+        pointer_written = w;
+    }
+    let root = target.location();
+    let mut human = format!(
+        "circe root: {root}\nconfig: {}\nagents added: {}\n",
+        if created { "stored in the database" } else { "kept as it was" },
+        if added.is_empty() { "none (all present)".to_string() } else { added.join(", ") }
+    );
+    if pointer_written {
+        human.push_str(&format!("{} names it\n", dir.join(".circe/circe.yaml").display()));
+    }
+    Ok(Report::new(
+        human,
+        json!({"root": root, "config_written": created, "agents_added": added,
+               "clock": eng.clock().as_str(), "pointer_written": pointer_written}),
+    ))
+}
+
+fn add_role_agents(eng: &dyn Engine) -> Result<Vec<&'static str>> {
     let mut added = Vec::new();
     for role in BUILTIN_ROLES {
-        if ws.engine.add_agent(&AgentName::new(role)?, role)? {
+        if eng.add_agent(&AgentName::new(role)?, role)? {
             added.push(role);
         }
     }
+    Ok(added)
+}
+
+fn init_local(dir: &std::path::Path) -> Result<Report> {
+    let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
+    let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
+    let added = add_role_agents(ws.engine.as_ref())?;
     let root = root.display().to_string();
     let human = format!(
         "circe root: {root}\nconfig: {}\nagents added: {}\n",

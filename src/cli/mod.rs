@@ -6,11 +6,16 @@ mod archive_show;
 mod chat;
 mod check;
 mod claim;
+mod config;
+mod cursors;
 mod demo;
 mod doctor;
 mod heartbeat;
 mod inbox;
 mod init;
+mod log;
+mod migrate;
+mod mirror;
 mod move_msg;
 mod output;
 mod reap;
@@ -20,8 +25,11 @@ mod replay;
 mod send;
 mod show;
 mod status;
+mod stop;
 mod tasks;
 mod validate;
+mod wait;
+mod watch;
 
 use std::path::PathBuf;
 
@@ -42,8 +50,8 @@ use crate::workspace::Workspace;
 #[derive(Debug, Parser)]
 #[command(name = "circe", version, max_term_width = 100)]
 pub struct Cli {
-    /// The circe root (a folder holding circe.yaml, or one holding .circe/). Default: search
-    /// upwards from the current folder.
+    /// The circe root (a folder holding circe.yaml, or one holding .circe/; or a database,
+    /// postgres://host/db?schema=NAME). Default: search upwards from the current folder.
     #[arg(long, global = true, env = "CIRCE_ROOT")]
     pub root: Option<PathBuf>,
     /// The acting agent.
@@ -70,10 +78,13 @@ pub enum Command {
     Validate(validate::ValidateArgs),
     Registry(registry::RegistryArgs),
     Claim(claim::ClaimArgs),
+    Config(config::ConfigArgs),
     Release(release::ReleaseArgs),
     Status(status::StatusArgs),
     Heartbeat(heartbeat::HeartbeatArgs),
     Check(check::CheckArgs),
+    Migrate(migrate::MigrateArgs),
+    Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
     Done(move_msg::DoneArgs),
     Tasks(tasks::TasksArgs),
@@ -81,6 +92,10 @@ pub enum Command {
     Reap(reap::ReapArgs),
     Demo(demo::DemoArgs),
     Replay(replay::ReplayArgs),
+    Watch(watch::WatchArgs),
+    Wait(wait::WaitArgs),
+    Log(log::LogArgs),
+    Cursors(cursors::CursorsArgs),
 }
 
 /// Global options every subcommand sees.
@@ -93,7 +108,7 @@ pub struct Ctx {
 impl Ctx {
     /// Which root `--root`/`CIRCE_ROOT` names (else: search upwards).
     pub fn root_spec(&self) -> RootSpec {
-        self.root.clone().map_or(RootSpec::Search, RootSpec::Path)
+        self.root.as_ref().map_or(RootSpec::Search, |p| RootSpec::parse(p.as_os_str()))
     }
 
     pub fn workspace(&self) -> Result<Workspace> {
@@ -122,10 +137,13 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Validate(a) => validate::run(&ctx, &a),
         Command::Registry(a) => registry::run(&ctx, &a),
         Command::Claim(a) => claim::run(&ctx, &a),
+        Command::Config(a) => config::run(&ctx, &a),
         Command::Release(a) => release::run(&ctx, &a),
         Command::Status(a) => status::run(&ctx, &a),
         Command::Heartbeat(a) => heartbeat::run(&ctx, &a),
         Command::Check(a) => check::run(&ctx, &a),
+        Command::Migrate(a) => migrate::run(&ctx, &a),
+        Command::Mirror(a) => mirror::run(&ctx, &a),
         Command::Take(a) => move_msg::run_take(&ctx, &a),
         Command::Done(a) => move_msg::run_done(&ctx, &a),
         Command::Tasks(a) => tasks::run(&ctx, &a),
@@ -133,6 +151,10 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Reap(a) => reap::run(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::Replay(a) => replay::run(&ctx, &a),
+        Command::Watch(a) => watch::run(&ctx, &a),
+        Command::Wait(a) => wait::run(&ctx, &a),
+        Command::Log(a) => log::run(&ctx, &a),
+        Command::Cursors(a) => cursors::run(&ctx, &a),
     }
 }
 
@@ -186,6 +208,20 @@ pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
         })
     })
     .transpose()
+}
+
+/// `500ms`, or a duration as `lease` takes it (`2s`, `1m`): `--poll`, `--timeout`.
+pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
+    let d = match s.trim().strip_suffix("ms") {
+        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
+            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
+        })?,
+        None => crate::config::parse_duration(s)?,
+    };
+    if d.is_zero() {
+        return Err(Error::usage("an interval must be more than 0").hint("write e.g. 500ms or 2s"));
+    }
+    Ok(d)
 }
 
 /// A task id typed on the command line.

@@ -41,6 +41,10 @@ pub struct SendArgs {
     /// A whole message written by hand (`-` for standard input).
     #[arg(long, conflicts_with_all = ["to", "intent", "task", "summary", "body_file"])]
     pub file: Option<PathBuf>,
+    /// The message's id (default: a new one). A message with an id already delivered is
+    /// not delivered again: after an unknown outcome, send again with the id circe printed.
+    #[arg(long, value_name = "ID", conflicts_with = "file")]
+    pub msg_id: Option<String>,
     /// Print the template for INTENT and exit (a starting point for --file).
     #[arg(long, value_name = "INTENT")]
     pub template: Option<String>,
@@ -127,6 +131,10 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     m.intent = Some(intent);
     m.task_id.clone_from(&a.task);
     m.in_reply_to.clone_from(&a.in_reply_to);
+    if let Some(id) = &a.msg_id {
+        crate::names::check_msg_id(id).map_err(|e| flag("msg-id", e))?;
+        m.msg_id = Some(id.clone());
+    }
     if let Some(p) = &a.priority {
         m.priority = Some(Priority::parse(p).ok_or_else(|| {
             Error::usage(format!("unknown priority `{p}`")).hint("use high, normal or low")

@@ -12,12 +12,17 @@
 
 pub mod local;
 pub mod memory;
+pub mod postgres;
+mod snapshot;
 
 pub use local::crash_point;
+pub use snapshot::Snapshot;
 
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use crate::boxes::Mailbox;
 use crate::config::Config;
@@ -42,6 +47,19 @@ pub enum RootSpec {
     Search,
     /// A folder holding circe.yaml, or holding `.circe/`.
     Path(PathBuf),
+    /// A database: `postgres://host/db?schema=team_a`.
+    Url(String),
+}
+
+impl RootSpec {
+    /// What `--root`/`CIRCE_ROOT` names: a URL when it starts with `postgres://` or
+    /// `postgresql://`, else a folder.
+    pub fn parse(s: &std::ffi::OsStr) -> RootSpec {
+        match s.to_str() {
+            Some(u) if postgres::is_url(u) => RootSpec::Url(u.to_string()),
+            _ => RootSpec::Path(PathBuf::from(s)),
+        }
+    }
 }
 
 /// What the engine needs from the configuration to finish crashed work on its own.
@@ -54,9 +72,10 @@ pub struct Settings {
     pub limits: crate::message::Limits,
 }
 
-/// The engine behind a root, and what the root's configuration says.
+/// The engine behind a root, and what the root's configuration says. A folder whose
+/// circe.yaml names an engine (`engine: {kind: postgres, ...}`) opens that engine.
 pub fn open(spec: &RootSpec) -> Result<(Box<dyn Engine>, Config)> {
-    local::open(spec, None)
+    open_inner(spec, None)
 }
 
 /// `open`, with the durability forced (bulk loading for benchmarks: `Relaxed`).
@@ -64,7 +83,20 @@ pub fn open_with(
     spec: &RootSpec,
     durability: local::Durability,
 ) -> Result<(Box<dyn Engine>, Config)> {
-    local::open(spec, Some(durability))
+    open_inner(spec, Some(durability))
+}
+
+fn open_inner(
+    spec: &RootSpec,
+    durability: Option<local::Durability>,
+) -> Result<(Box<dyn Engine>, Config)> {
+    match spec {
+        RootSpec::Url(url) => postgres::open(&postgres::Target::from_url(url)?),
+        RootSpec::Path(_) | RootSpec::Search => match local::open(spec, durability)? {
+            local::Opened::Local(engine, config) => Ok((engine, config)),
+            local::Opened::Pointer(target) => postgres::open(&target),
+        },
+    }
 }
 
 /// Everything the domain asks of a root.
@@ -126,6 +158,24 @@ pub trait Engine {
     /// At most `cap + 1` bytes of a message (enough to tell it is over `cap`), and its size:
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
+    /// Where messages with id `msg_id` lie (every box; none when it was never delivered).
+    /// The default reads every message; a database looks it up by an index.
+    fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
+        let mut out = Vec::new();
+        for b in self.boxes()? {
+            for name in self.list_box(&b)? {
+                let Ok(bytes) = self.read_message(&b, &name) else { continue };
+                if !bytes.windows(msg_id.len()).any(|w| w == msg_id.as_bytes()) {
+                    continue;
+                }
+                let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
+                if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
+                    out.push((b.clone(), name));
+                }
+            }
+        }
+        Ok(out)
+    }
 
     /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.
     fn boxes(&self) -> Result<Vec<Mailbox>> {
@@ -150,6 +200,10 @@ pub trait Engine {
 
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
+
+    /// Up to `max` events with ids below `before` (`None`: from the newest), newest first,
+    /// read from the end of the log without scanning it whole (`circe log --limit`).
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>>;
 
     /// A subscription to the log: `EventFeed::wait` returns once new events may have been
     /// appended. Subscribe first, then read: an event appended between the two is still
@@ -226,6 +280,51 @@ pub trait Engine {
         Ok(Vec::new())
     }
 
+    /// Keep an event a consumer's hook kept failing on (its dead letters), in order.
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()>;
+
+    /// A consumer's dead letters, oldest first.
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>>;
+
+    /// Where a person or a hook can open a message, when the engine keeps it as a file.
+    fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<PathBuf>;
+    /// The whole root as of one moment (`circe mirror`, `circe migrate`). The default reads
+    /// it part by part (exact when nothing runs meanwhile); a database reads it in one
+    /// snapshot.
+    fn snapshot(&self) -> Result<Snapshot>;
+
+    /// Wait until an event after `after` exists or `timeout` passes; returns the newest id.
+    /// Engines that can be woken (LISTEN in a database) override this polling default.
+    fn wait_events(&self, after: u64, timeout: Duration) -> Result<u64> {
+        let until = std::time::Instant::now() + timeout;
+        loop {
+            let last = self.last_event_id()?;
+            if last > after || std::time::Instant::now() >= until {
+                return Ok(last);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    // ---- configuration and requests --------------------------------------------------
+
+    /// The root's configuration as text (circe.yaml of a local root; the stored copy in a
+    /// database, which every host reads).
+    fn config_text(&self) -> Result<String>;
+
+    /// Replace the configuration (checked by the caller).
+    fn set_config(&self, text: &str) -> Result<()>;
+
+    /// The grant a claim with request id `request` by `agent` made: the task and the epoch
+    /// the claim gave it. `None` when no such claim committed.
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>>;
+
+    /// Tasks whose lease may have run out (`reap` checks each in its transaction). The
+    /// default is every task; a database selects them by an index on the lease.
+    fn lease_candidates(&self) -> Result<Vec<TaskId>> {
+        self.task_ids()
+    }
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).
@@ -238,6 +337,11 @@ pub trait TaskTx {
     fn task_id(&self) -> &TaskId;
     /// The task as it is now; `None` for a task that does not exist yet.
     fn state(&self) -> Option<&TaskState>;
+    /// The time this transaction decides by (leases, `updated_at`): the local clock
+    /// (`CIRCE_NOW` when pinned), or a database server's clock.
+    fn now(&self) -> DateTime<Utc> {
+        crate::clock::now()
+    }
     /// Commit one change: its commit point (the ticket's move or delivery, else the record
     /// write), then the records, then its events (given their ids, returned). Afterwards
     /// `state()` is the new state.

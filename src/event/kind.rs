@@ -37,11 +37,13 @@ pub enum EventKind {
     AgentAdd,
     /// A finished task moved into the archive (`what` names the segment).
     Archive,
+    /// A consumer's hook failed too often: the event was set aside.
+    DeadLetter,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 20] = [
+pub const ALL_KINDS: [EventKind; 21] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -62,6 +64,7 @@ pub const ALL_KINDS: [EventKind; 20] = [
     EventKind::Repair,
     EventKind::AgentAdd,
     EventKind::Archive,
+    EventKind::DeadLetter,
 ];
 
 impl EventKind {
@@ -87,6 +90,7 @@ impl EventKind {
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
             EventKind::Archive => "archive",
+            EventKind::DeadLetter => "dead_letter",
             EventKind::Other => "other",
         }
     }

@@ -99,6 +99,9 @@ pub struct Event {
     /// What a repair did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub what: Option<String>,
+    /// The consumer (cursor name) a `dead_letter` is about.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumer: Option<String>,
 }
 
 impl Event {
@@ -132,6 +135,7 @@ impl Event {
             exit_code: None,
             seconds: None,
             what: None,
+            consumer: None,
         }
     }
 

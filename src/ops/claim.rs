@@ -39,8 +39,63 @@ pub fn claim(
     task: &TaskId,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
-    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-    claim_in(ws, me, role, tx.as_mut(), ttl)
+    claim_with(ws, me, role, Some(task), ttl, None)
+}
+
+/// A claim of `task` (or, without one, of the best waiting task) with a request id: when
+/// a claim with the same id by `me` committed before (a retry after an unknown outcome),
+/// its grant is returned and nothing else is taken. The engine remembers the id with the
+/// grant (`Engine::granted`).
+pub fn claim_with(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    task: Option<&TaskId>,
+    ttl: Option<Duration>,
+    request: Option<&str>,
+) -> Result<ClaimOutcome> {
+    if let Some(r) = request
+        && let Some(found) = earlier_grant(ws, me, task, r)?
+    {
+        return Ok(found);
+    }
+    match task {
+        Some(task) => {
+            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            claim_in(ws, me, role, tx.as_mut(), ttl, request)
+        }
+        None => claim_next_in(ws, me, role, ttl, request),
+    }
+}
+
+/// The grant an earlier claim with request id `request` made, if it committed.
+fn earlier_grant(
+    ws: &Workspace,
+    me: &AgentName,
+    task: Option<&TaskId>,
+    request: &str,
+) -> Result<Option<ClaimOutcome>> {
+    let Some((got, epoch)) = ws.engine.granted(me, request)? else { return Ok(None) };
+    if let Some(t) = task
+        && *t != got
+    {
+        return Err(Error::usage(format!(
+            "request id {request} was used to claim task {got}, not {t}"
+        ))
+        .hint("a request id names one claim: make a new one for another claim"));
+    }
+    let st = ws.engine.peek(&got)?.ok_or_else(|| no_task(&got))?;
+    let held = st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(me);
+    if held && st.rec.epoch == epoch {
+        return Ok(Some(outcome(&st.rec, true, None)));
+    }
+    Err(Error::conflict(format!(
+        "the claim with request id {request} got task {got} at epoch {epoch}, but it is at epoch {} now (owner {})",
+        st.rec.epoch,
+        st.rec.owner.as_deref().unwrap_or("none")
+    ))
+    .detail("task", got.to_string())
+    .hint("the lease ran out or the task was released since; claim again without this request id"))
 }
 
 /// The claim inside the task's transaction.
@@ -50,17 +105,19 @@ fn claim_in(
     role: &str,
     tx: &mut dyn TaskTx,
     ttl: Option<Duration>,
+    request: Option<&str>,
 ) -> Result<ClaimOutcome> {
     let task = tx.task_id().clone();
     let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
     let rec = &st.rec;
+    let now = ws.tx_now(tx);
     match rec.status {
         s if s.is_owned() => {
             let owner = rec.owner.clone().map(String::from).unwrap_or_default();
             if owner == me.as_str() {
                 return Ok(outcome(&st.rec, true, None));
             }
-            if !effects::lease_expired(rec, ws.now()) {
+            if !effects::lease_expired(rec, now) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
                     .detail("owner", owner.clone())
                     .hint(format!(
@@ -93,13 +150,16 @@ fn claim_in(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &[Actor::Eligible],
-        now: ws.now(),
+        now,
         lease: ttl.unwrap_or_else(|| ws.config.lease()),
         note: None,
         forced: false,
         handoff: None,
     };
-    let (change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    let (mut change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    if !parked {
+        change.request = request.map(str::to_string);
+    }
     let notices = change.notices.clone();
     tx.commit(change)?;
     notify::send(ws, &task, &notices)?;
@@ -135,6 +195,16 @@ pub fn claim_next(
     role: &str,
     ttl: Option<Duration>,
 ) -> Result<ClaimOutcome> {
+    claim_with(ws, me, role, None, ttl, None)
+}
+
+fn claim_next_in(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    ttl: Option<Duration>,
+    request: Option<&str>,
+) -> Result<ClaimOutcome> {
     let who = ws.eligibility(me, role);
     let mut lost = HashSet::new();
     for _ in 0..10_000 {
@@ -143,7 +213,7 @@ pub fn claim_next(
                 "no waiting task that {me} ({role}) may take"
             )));
         };
-        match claim_in(ws, me, role, tx.as_mut(), ttl) {
+        match claim_in(ws, me, role, tx.as_mut(), ttl, request) {
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());
@@ -157,10 +227,10 @@ pub fn claim_next(
 /// Return every task whose lease ran out to the queue (or park it): for cron.
 pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
     let mut done = Vec::new();
-    for task in ws.engine.task_ids()? {
+    for task in ws.engine.lease_candidates()? {
         let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
         let Some(st) = tx.state().cloned() else { continue };
-        let now = ws.now();
+        let now = ws.tx_now(tx.as_ref());
         if !st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now) {
             continue;
         }

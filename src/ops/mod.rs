@@ -4,14 +4,18 @@
 
 pub mod archive;
 mod claim;
+pub mod doctor;
 mod find;
+pub mod hook;
 mod notify;
 mod open;
 mod read;
 mod send;
+pub mod stream;
 mod update;
+pub mod wait;
 
-pub use claim::{ClaimOutcome, claim, claim_next, reap};
+pub use claim::{ClaimOutcome, claim, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use read::{first_problem, read};

@@ -11,6 +11,7 @@ use crate::task::{Actor, Handoff, Move, OpenSpec, Status, StatusRecord};
 use crate::workspace::Workspace;
 
 /// What the task message says about the task.
+#[derive(Clone)]
 pub struct TaskMessage<'a> {
     pub task_id: &'a TaskId,
     pub intent: &'a str,
@@ -35,8 +36,20 @@ pub struct OpenOutcome {
     pub message: String,
 }
 
-/// Deliver a task message and create (or hand off) its task.
-pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
+/// Deliver a task message and create (or hand off) its task. A transaction that lost a race
+/// to open the same task (an engine without a lock for tasks that do not exist yet) is run
+/// again, and then sees the task.
+pub fn open_task(ws: &Workspace, m: &TaskMessage<'_>) -> Result<OpenOutcome> {
+    let mut tries = 0;
+    loop {
+        match open_once(ws, m.clone()) {
+            Err(e) if tries < 3 && e.details.iter().any(|(k, _)| *k == "race") => tries += 1,
+            r => return r,
+        }
+    }
+}
+
+fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let task = m.task_id;
     let mut tx = ws
         .engine
@@ -65,7 +78,8 @@ pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
             name: m.name,
             content: m.content,
         };
-        tx.commit(effects::open(spec, ws.now()))?;
+        let now = ws.tx_now(tx.as_ref());
+        tx.commit(effects::open(spec, now))?;
         let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
         let message = rec.message.clone();
         return Ok(OpenOutcome {
@@ -105,7 +119,7 @@ pub fn open_task(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let ctx = MoveCtx {
         by: m.sender.as_str(),
         actors: &[Actor::Owner],
-        now: ws.now(),
+        now: ws.tx_now(tx.as_ref()),
         lease: ws.config.lease(),
         note: None,
         forced: false,

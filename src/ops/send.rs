@@ -84,7 +84,20 @@ fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
 
 /// Check `msg` against the registry and deliver it as `me`. Task messages go to
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
-pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
+pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
+    let given_id = msg.msg_id.clone();
+    send_once(ws, me, msg).map_err(|e| {
+        let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
+        match (&given_id, unknown) {
+            (Some(id), true) => e.hint(format!(
+                "send it again with the same id (--msg-id {id}): a message id is never delivered twice"
+            )),
+            _ => e,
+        }
+    })
+}
+
+fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     // A message that names its own id must be the only one with it (a retry of the very
     // same send is answered with the first delivery).
@@ -130,7 +143,7 @@ pub fn send(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery
             intent.required_checks.iter().map(CheckName::new).collect::<Result<_>>()?;
         let opened = open_task(
             ws,
-            TaskMessage {
+            &TaskMessage {
                 task_id: &task_id,
                 intent: &intent_name,
                 to: &to,
@@ -222,9 +235,16 @@ fn earlier_copy(
     me: &AgentName,
     msg: &Message,
 ) -> Result<Option<Delivery>> {
-    let found: Vec<_> = super::find(ws, id)?
+    let found: Vec<super::Found> = ws
+        .engine
+        .find_msg_id(id)?
         .into_iter()
-        .filter(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id))
+        .map(|(b, file)| super::Found {
+            mailbox: b.label(),
+            message: super::read(ws, &b, &file).ok(),
+            file,
+            location: b,
+        })
         .collect();
     let Some(first) = found.first() else { return Ok(None) };
     let same = |m: &Message| {

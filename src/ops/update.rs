@@ -33,6 +33,11 @@ fn actors(
     me: &AgentName,
     epoch: Option<u64>,
 ) -> Result<Vec<Actor>> {
+    // Test builds only (CIRCE_TEST_BREAK=no-fence): no owner or epoch check, so the
+    // fencing checkers can be shown to catch a stale owner's write.
+    if crate::engine::local::test_break("no-fence") {
+        return Ok(vec![Actor::Owner]);
+    }
     if let Some(e) = epoch
         && e != st.rec.epoch
     {
@@ -118,7 +123,7 @@ pub fn set_status(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &who,
-        now: ws.now(),
+        now: ws.tx_now(tx.as_ref()),
         lease: ws.config.lease(),
         note,
         forced: false,
@@ -162,7 +167,7 @@ pub fn release(
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &who,
-        now: ws.now(),
+        now: ws.tx_now(tx.as_ref()),
         lease: ws.config.lease(),
         note: reason,
         forced,
@@ -201,7 +206,8 @@ pub fn heartbeat(
     if !who.contains(&Actor::Owner) {
         return Err(not_owner(&st, me));
     }
-    let change = effects::heartbeat(&st, ws.now(), ttl.unwrap_or_else(|| ws.config.lease()))?;
+    let change =
+        effects::heartbeat(&st, ws.tx_now(tx.as_ref()), ttl.unwrap_or_else(|| ws.config.lease()))?;
     tx.commit(change)?;
     Ok(state(tx.as_ref())?.rec)
 }

@@ -50,6 +50,9 @@ pub struct Change {
     pub events: Vec<Event>,
     /// Sent after the commit.
     pub notices: Vec<Notice>,
+    /// The request id of the claim making this change: the engine remembers which grant it
+    /// made, so a retry of an ambiguous claim finds it (`Engine::granted`).
+    pub request: Option<String>,
 }
 
 /// What a handoff's message says about the task's next turn.
@@ -125,7 +128,7 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
         Move::Park => "park",
         Move::Handoff => "handoff",
     };
-    Ok(Change { op, record: rec, checks, ticket, events: vec![ev], notices })
+    Ok(Change { op, record: rec, checks, ticket, events: vec![ev], notices, request: None })
 }
 
 /// Completion waits until every check of the task is true.
@@ -342,6 +345,7 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
         ticket: Ticket::Deliver { name: spec.name, content: spec.content },
         events: vec![ev],
         notices: Vec::new(),
+        request: None,
     }
 }
 
@@ -359,6 +363,7 @@ pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -
         ticket: Ticket::Stay,
         events: vec![ev],
         notices: Vec::new(),
+        request: None,
     }
 }
 
@@ -373,6 +378,7 @@ pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<
         ticket: Ticket::Stay,
         events: Vec::new(),
         notices: Vec::new(),
+        request: None,
     })
 }
 

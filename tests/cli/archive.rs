@@ -94,7 +94,7 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
     std::fs::write(env.root().join("ARCHIVE/journal.json"), b"\x00garbage{").unwrap();
     let d = env.circe(["doctor"]).run();
     d.code(1);
-    assert!(d.stderr.contains("invariant 7") && d.stderr.contains("journal"), "{}", d.show());
+    assert!(d.stderr.contains("invariant 8") && d.stderr.contains("journal"), "{}", d.show());
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
     // A segment the index does not name (a run cut before its commit point) is reported.

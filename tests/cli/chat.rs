@@ -47,6 +47,7 @@ const EXAMPLES: &str = "# the reference's examples
 
 #[test]
 fn watch_prints_the_reference_json_for_its_examples() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     std::fs::write(env.root().join("chat.md"), EXAMPLES).unwrap();
     let got = once(&env, &["--from-start"]);
@@ -83,6 +84,7 @@ fn watch_prints_the_reference_json_for_its_examples() {
 
 #[test]
 fn say_appends_one_message_and_reads_back() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "tests", "are", "green"]).ok();
     let out = env
@@ -113,6 +115,7 @@ fn say_appends_one_message_and_reads_back() {
 
 #[test]
 fn say_checks_names_and_text_and_changes_nothing_when_refused() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "first"]).ok();
     let before = env.state();
@@ -136,6 +139,7 @@ fn say_checks_names_and_text_and_changes_nothing_when_refused() {
 
 #[test]
 fn say_adds_the_missing_newline_of_a_hand_edit() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     std::fs::write(env.root().join("chat.md"), "[qa-to-engineer]: no newline").unwrap();
     env.as_("engineer", &["chat", "say", "--to", "qa", "reply"]).ok();
@@ -144,6 +148,7 @@ fn say_adds_the_missing_newline_of_a_hand_edit() {
 
 #[test]
 fn say_never_writes_through_a_symlink() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     let bait = env.path().join("bait.md");
     std::fs::write(&bait, "outside\n").unwrap();
@@ -156,6 +161,7 @@ fn say_never_writes_through_a_symlink() {
 
 #[test]
 fn the_channel_path_comes_from_circe_yaml() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     let cfg = env.root().join("circe.yaml");
     let text = std::fs::read_to_string(&cfg).unwrap();
@@ -171,6 +177,7 @@ fn the_channel_path_comes_from_circe_yaml() {
 
 #[test]
 fn a_cursor_resumes_where_the_last_watcher_stopped() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
     env.as_("engineer", &["chat", "say", "--to", "qa", "two"]).ok();
@@ -201,6 +208,7 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
 
 #[test]
 fn archive_moves_the_channel_and_cursors_follow() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     for t in ["one", "two", "three"] {
         env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
@@ -291,6 +299,7 @@ impl Watcher {
 
 #[test]
 fn watch_follows_a_replaced_and_a_truncated_file() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.as_("engineer", &["chat", "say", "--to", "qa", "old"]).ok();
     let w = Watcher::start(&env, &["--cursor", "w"]);
@@ -317,6 +326,7 @@ fn watch_follows_a_replaced_and_a_truncated_file() {
 
 #[test]
 fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     let w = Watcher::start(&env, &["--cursor", "w"]);
     env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
@@ -356,6 +366,7 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
 
 #[test]
 fn watch_can_poll_instead_of_inotify() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     env.circe(["chat", "watch", "--poll", "0s"]).run().code(2);
     env.circe(["chat", "watch", "--poll", "soon"]).run().code(2);
@@ -367,6 +378,7 @@ fn watch_can_poll_instead_of_inotify() {
 
 #[test]
 fn names_containing_to_are_split_by_the_known_agents() {
+    local_only!("the chat channel is a file beside a local root");
     let env = Env::new();
     for a in ["coder", "go-to-market"] {
         env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();

@@ -1,5 +1,12 @@
 //! The harness: a fresh temp project per test, a cleared environment, the circe binary,
 //! and the redactions every snapshot goes through.
+//!
+//! `CIRCE_TEST_ENGINE=postgres` runs the same tests against a root in a database: each
+//! test's `Env::new()` makes its root in a fresh schema of a throwaway cluster (started once
+//! per test binary, `--clock client` so the pinned clock decides leases), the project's
+//! `.circe/circe.yaml` names it, and every read of the root's files goes through `circe
+//! mirror` (which writes the local layout). Tests that plant or remove files in a root
+//! folder are local-only (`local_only!`).
 
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -26,6 +33,35 @@ pub fn exe() -> &'static Path {
 pub struct Env {
     dir: tempfile::TempDir,
     pub now: String,
+    /// The database root, when the tests run against postgres.
+    pub url: Option<String>,
+}
+
+/// Do the tests run against a root in a database (`CIRCE_TEST_ENGINE=postgres`)?
+pub fn pg_mode() -> bool {
+    match std::env::var("CIRCE_TEST_ENGINE").as_deref() {
+        Ok("postgres") => true,
+        Ok("local" | "") | Err(_) => false,
+        Ok(other) => panic!("CIRCE_TEST_ENGINE={other}: expected local or postgres"),
+    }
+}
+
+/// The cluster the postgres runs use (a failure to start one fails the test: it was asked for).
+pub fn pg_url() -> String {
+    match crate::pg_cluster::cluster() {
+        Ok(c) => c.fresh_url(),
+        Err(why) => panic!("CIRCE_TEST_ENGINE=postgres, but no cluster: {why}"),
+    }
+}
+
+/// Skip the rest of a test when it runs against postgres, saying why.
+macro_rules! local_only {
+    ($why:expr) => {
+        if $crate::common::pg_mode() {
+            eprintln!("skipped against postgres: {}", $why);
+            return;
+        }
+    };
 }
 
 /// What one run of circe printed, and its exit code.
@@ -184,8 +220,23 @@ impl Run<'_> {
 }
 
 impl Env {
-    /// A project folder with `circe init` already run.
+    /// A project folder with `circe init` already run (against a database root in a fresh
+    /// schema under `CIRCE_TEST_ENGINE=postgres`).
     pub fn new() -> Env {
+        let mut env = Env::bare();
+        if pg_mode() {
+            let url = pg_url();
+            env.circe(["init", "--engine", &url, "--clock", "client"]).run().ok();
+            env.url = Some(url);
+        } else {
+            env.circe(["init"]).run().ok();
+        }
+        env
+    }
+
+    /// A project folder with a local root whatever the engine under test (for tests that
+    /// write into the root's files themselves).
+    pub fn local() -> Env {
         let env = Env::bare();
         env.circe(["init"]).run().ok();
         env
@@ -196,6 +247,7 @@ impl Env {
         Env {
             dir: tempfile::Builder::new().prefix("circe-test-").tempdir().unwrap(),
             now: T0.into(),
+            url: None,
         }
     }
 
@@ -204,9 +256,24 @@ impl Env {
         self.dir.path()
     }
 
-    /// The `.circe` root.
-    pub fn root(&self) -> PathBuf {
+    /// The `.circe` folder of the project (for a database root: the one naming it).
+    pub fn dot_circe(&self) -> PathBuf {
         self.path().join(".circe")
+    }
+
+    /// The root's files: the `.circe` root, or a fresh `circe mirror` of a database root.
+    pub fn root(&self) -> PathBuf {
+        if self.url.is_none() {
+            return self.dot_circe();
+        }
+        let dir = self.path().join("mirror");
+        self.circe(["mirror", dir.to_str().unwrap()]).run().ok();
+        dir
+    }
+
+    /// Replace the root's configuration (`circe config --set -`).
+    pub fn set_config(&self, text: &str) {
+        self.circe(["config", "--set", "-"]).stdin(text.as_bytes()).run().ok();
     }
 
     pub fn circe<I, S>(&self, args: I) -> Run<'_>
@@ -298,7 +365,7 @@ impl Env {
     /// Every path under `.circe` with its content (folders as `/`), locks, queue and tmp
     /// left out: what a refused command must leave exactly as it was.
     pub fn state(&self) -> BTreeMap<String, String> {
-        tree(&self.root(), &["locks", "queue", "tmp"])
+        tree(&self.root(), &["locks", "queue", "tmp", ".circe-mirror"])
     }
 
     /// The redactions for this env's snapshots.

@@ -30,6 +30,16 @@ pub fn transcript(case_dir: &Path, project: &Path) -> String {
     if case_dir.join("tree").is_dir() {
         circe::engine::local::copy_tree(&case_dir.join("tree"), project).unwrap();
     }
+    if crate::common::pg_mode() {
+        // The fixture's own `circe init` then finds .circe/circe.yaml naming this root.
+        let url = crate::common::pg_url();
+        let out = std::process::Command::new(exe())
+            .args(["init", "--engine", &url, "--clock", "client"])
+            .current_dir(project)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
     let outcomes = fixture::run(exe(), project, &steps, &mut |_, _| {}).unwrap();
     // Outcomes come one per `agent: command` step, in order: walk the steps beside them.
     let mut text = String::new();
@@ -60,8 +70,19 @@ pub fn transcript(case_dir: &Path, project: &Path) -> String {
     }
     let failed = outcomes.iter().filter(|o| o.code != 0).count();
     let _ = writeln!(text, "\n== {} steps, {failed} with a non-zero exit", outcomes.len());
-    let root = project.join(".circe");
-    let files = tree(&root, &["locks", "queue", "tmp"]);
+    let mut root = project.join(".circe");
+    if crate::common::pg_mode() {
+        let mirror = project.join("mirror");
+        let out = std::process::Command::new(exe())
+            .arg("mirror")
+            .arg(&mirror)
+            .current_dir(project)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        root = mirror;
+    }
+    let files = tree(&root, &["locks", "queue", "tmp", ".circe-mirror"]);
     text.push_str("\n== tree (.circe, without locks/ queue/ tmp/)\n");
     for path in files.keys() {
         let _ = writeln!(text, "{path}");

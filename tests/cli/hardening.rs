@@ -38,6 +38,7 @@ fn message_ids_are_unique() {
 /// header and keeps the records (they used to be removed as "send never delivered").
 #[test]
 fn a_hand_renamed_ticket_keeps_its_task() {
+    local_only!("renames a ticket file by hand");
     let env = Env::new();
     env.open_task(T);
     let dir = env.root().join("NEW_MESSAGES");
@@ -55,6 +56,7 @@ fn a_hand_renamed_ticket_keeps_its_task() {
 /// lists the task's messages by their headers when their names say nothing.
 #[test]
 fn show_and_repair_go_by_headers() {
+    local_only!("plants and moves message files by hand");
     let env = Env::new();
     env.open_task(T);
     // A note about the task, saved under a name circe did not write.
@@ -86,6 +88,7 @@ fn show_and_repair_go_by_headers() {
 /// A name that exists nowhere gets no lock file, whatever command is asked about it.
 #[test]
 fn no_lock_files_for_names_that_do_not_exist() {
+    local_only!("looks at the local engine's lock files");
     let env = Env::new();
     env.as_("engineer", &["status", "NOPE-1", "in_progress"]).code(5);
     env.as_("engineer", &["heartbeat", "NOPE-2"]).code(5);
@@ -105,6 +108,7 @@ fn no_lock_files_for_names_that_do_not_exist() {
 /// every task as new. One planted in NEW_MESSAGES by hand is reported by doctor.
 #[test]
 fn a_task_message_cannot_claim_a_status() {
+    local_only!("edits a message file in NEW_MESSAGES by hand");
     let env = Env::new();
     let before = env.state();
     for status in ["claimed", "completed"] {

@@ -5,7 +5,7 @@ use crate::common::{Env, assert_unchanged, top_level_keys};
 #[test]
 #[should_panic(expected = "added AGENTS/qa/INBOX/stray.md")]
 fn assert_unchanged_sees_an_added_file() {
-    let env = Env::new();
+    let env = Env::local();
     let before = env.state();
     std::fs::write(env.root().join("AGENTS/qa/INBOX/stray.md"), "x").unwrap();
     assert_unchanged(&before, &env.state());
@@ -14,7 +14,7 @@ fn assert_unchanged_sees_an_added_file() {
 #[test]
 #[should_panic(expected = "changed circe.yaml")]
 fn assert_unchanged_sees_a_changed_file() {
-    let env = Env::new();
+    let env = Env::local();
     let before = env.state();
     std::fs::write(env.root().join("circe.yaml"), "version: 1\n").unwrap();
     assert_unchanged(&before, &env.state());
@@ -30,7 +30,7 @@ fn a_wrong_exit_code_fails() {
 #[test]
 #[should_panic(expected = "duplicate keys in event line")]
 fn duplicate_event_keys_fail() {
-    let env = Env::new();
+    let env = Env::local();
     std::fs::write(env.root().join("LOGS/events.jsonl"), "{\"to\":\"new\",\"to\":\"all\"}\n")
         .unwrap();
     let _ = env.events();

@@ -27,7 +27,7 @@ fn init_is_idempotent() {
     let before = env.state();
     let out = env.circe(["init"]).run();
     out.ok();
-    assert!(out.stdout.contains("circe.yaml kept as it was"), "{}", out.show());
+    assert!(out.stdout.contains("kept as it was"), "{}", out.show());
     assert!(out.stdout.contains("agents added: none"), "{}", out.show());
     let j = env.circe(["init", "--json"]).run();
     j.ok();
@@ -41,13 +41,14 @@ fn init_is_idempotent() {
 fn init_never_clobbers_an_edited_config() {
     let env = Env::new();
     let edited = "version: 1\nlease: 5m\nmax_attempts: 2\n";
-    std::fs::write(env.root().join("circe.yaml"), edited).unwrap();
+    env.set_config(edited);
     env.circe(["init"]).run().ok();
     assert_eq!(env.read("circe.yaml"), edited);
 }
 
 #[test]
 fn init_adds_missing_boxes_and_agents_back() {
+    local_only!("removes folders of a root");
     let env = Env::new();
     std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
     std::fs::remove_dir(env.root().join("queue")).unwrap();
@@ -103,7 +104,7 @@ fn root_flag_takes_the_project_or_the_circe_folder() {
     let env = Env::new();
     let elsewhere = tempfile::tempdir().unwrap();
     let project = env.path().display().to_string();
-    let dotcirce = env.root().display().to_string();
+    let dotcirce = env.dot_circe().display().to_string();
     for root in [&project, &dotcirce] {
         let out = env.circe(["--root", root, "agent", "list"]).cwd(elsewhere.path()).run();
         out.ok();

@@ -381,7 +381,7 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
 fn max_attempts_comes_from_the_config_and_reap_parks_too() {
     let env = Env::new();
     let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
-    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    env.set_config(&cfg);
     env.open_task(T);
     env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
     let nothing = env.circe(["reap"]).now("2025-11-21T17:05:30Z").run();

@@ -8,6 +8,9 @@
 
 #[macro_use]
 mod common;
+#[path = "../support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the postgres suite; the CLI tests use a part")]
+mod pg_cluster;
 
 mod agent;
 mod archive;
@@ -20,5 +23,7 @@ mod lifecycle;
 mod limits;
 mod message_limits;
 mod messages;
+mod requests;
 mod send;
 mod status_words;
+mod streams;

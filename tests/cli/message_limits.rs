@@ -104,6 +104,7 @@ fn too_many_header_lines_are_refused_in_both_formats() {
 
 #[test]
 fn the_limits_are_configurable_and_checked() {
+    local_only!("plants files in a box and edits circe.yaml");
     let env = Env::new();
     let set = |limits: &str| {
         std::fs::write(env.root().join("circe.yaml"), format!("version: 1\nlimits: {limits}\n"))
@@ -133,6 +134,7 @@ fn the_limits_are_configurable_and_checked() {
 
 #[test]
 fn a_file_over_the_limits_in_a_box_is_reported_and_readers_go_on() {
+    local_only!("plants files in a box and edits circe.yaml");
     let env = Env::new();
     env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "hello"]).ok();
     let inbox = env.root().join("AGENTS/qa/INBOX");

@@ -146,7 +146,7 @@ fn registry_table_and_json() {
     }
     // circe.yaml additions show up.
     let cfg = env.read("circe.yaml").replace("  roles: []\n", "  roles: [designer]\n");
-    std::fs::write(env.root().join("circe.yaml"), cfg).unwrap();
+    env.set_config(&cfg);
     let j = env.circe(["registry", "--json"]).run();
     j.ok();
     assert!(j.json()["roles"].as_array().unwrap().iter().any(|r| r == "designer"), "{}", j.show());
@@ -155,6 +155,7 @@ fn registry_table_and_json() {
 
 #[test]
 fn inbox_json_gives_null_for_what_a_message_lacks() {
+    local_only!("plants a message file in an INBOX by hand");
     let env = Env::new();
     env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "no task"]).ok();
     std::fs::write(env.root().join("AGENTS/qa/INBOX/20251121_170001_x-qa_inform.md"), "junk\n")

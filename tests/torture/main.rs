@@ -26,6 +26,7 @@ mod kill;
 mod parsers;
 mod race;
 mod stale;
+mod watch;
 mod workers;
 mod writers;
 

@@ -1,4 +1,4 @@
-//! What `circe doctor` checks of the archive (invariant 7): the index agrees with the
+//! What `circe doctor` checks of the archive (invariant 8): the index agrees with the
 //! segments (each named segment and its member list are there, of the size the index says;
 //! no segment lies there unnamed), and no archive run was left interrupted (a journal or a
 //! staging folder with no run holding the lock). `--repair` finishes or undoes the
@@ -39,7 +39,7 @@ pub(super) fn check(
             };
             if repair {
                 let done = recover(eng, &mut |_| {})?;
-                v(7, format!("{what}: {}", done.join("; ")), true);
+                v(8, format!("{what}: {}", done.join("; ")), true);
             } else {
                 v(
                     7,

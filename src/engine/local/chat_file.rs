@@ -48,6 +48,13 @@ pub struct Appended {
 
 /// Filesystems where `O_APPEND` is not atomic across hosts and flock may be lost (FS_RULES
 /// 19): a name for the error, from `statfs`'s `f_type`.
+/// The filesystem's name when `dir` is on one where change notification and appends from
+/// several hosts cannot be trusted (NFS, FUSE, ...).
+pub fn remote_fs_at(dir: &Path) -> Option<&'static str> {
+    let magic = rustix::fs::statfs(dir).ok()?.f_type;
+    remote_fs(u64::try_from(magic).unwrap_or(0))
+}
+
 pub fn remote_fs(magic: u64) -> Option<&'static str> {
     match magic {
         0x6969 => Some("NFS"),

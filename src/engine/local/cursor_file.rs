@@ -58,6 +58,26 @@ impl Store {
         write().map_err(io_err("cannot save cursor", &dest))
     }
 
+    /// Append one dead letter (an event line) to `dead/<consumer>.jsonl`: one write on an
+    /// O_APPEND handle, fsynced (a consumer moves its cursor past the event right after).
+    pub fn append_dead_letter(&self, consumer: &CursorName, line: &str) -> Result<()> {
+        let dir = self.root.join("dead");
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        let p = dir.join(format!("{consumer}.jsonl"));
+        atomic::append_line(&p, format!("{line}\n").as_bytes(), self.sync)
+            .map_err(io_err("cannot append to", &p))
+    }
+
+    /// A consumer's dead letters, as written ("" when none).
+    pub fn read_dead_letters(&self, consumer: &CursorName) -> Result<String> {
+        let p = self.root.join("dead").join(format!("{consumer}.jsonl"));
+        match atomic::read_regular(&p) {
+            Ok(b) => Ok(String::from_utf8_lossy(&b).into_owned()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(String::new()),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
     /// Every saved cursor, (kind, name), sorted.
     pub fn list_cursors(&self) -> Result<Vec<(String, CursorName)>> {
         let mut out = Vec::new();

@@ -10,7 +10,8 @@
 //!    WORKSPACE, completed/failed -> anywhere (LOGS once handled);
 //! 5. `.owner` agrees with `.status`;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
-//! 7. the archive's index agrees with its segments, and no archive run was left half-way.
+//! 7. (checked by `ops::doctor`: every event-log cursor can read on);
+//! 8. the archive's index agrees with its segments, and no archive run was left half-way.
 
 use super::{LocalEngine, lanes, reconcile};
 use crate::boxes::Mailbox;
@@ -39,7 +40,7 @@ fn check_staging(
 ) -> Result<()> {
     for name in eng.store.tmp_leftovers()? {
         if name.starts_with("archive-") {
-            continue; // an archive run's staging: invariant 7 (archive_doctor)
+            continue; // an archive run's staging: invariant 8 (archive_doctor)
         }
         let committed_batch = name.starts_with("batch-") && !name.contains(".part");
         if committed_batch {

@@ -243,6 +243,64 @@ fn read_after_rotation(
     Ok(got)
 }
 
+/// Up to `max` events with ids below `before` (`None`: the newest), newest first: read from
+/// the end of the log backwards, a chunk at a time, so the last few events of a large log
+/// cost a few small reads.
+pub(super) fn read_back(store: &Store, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+    let mut out = Vec::new();
+    let mut files = vec![current(store)];
+    files.extend(segments(store)?.into_iter().rev().map(|s| s.path));
+    for path in files {
+        if out.len() >= max {
+            break;
+        }
+        let (f, len) = match atomic::open_regular(&path) {
+            Ok(x) => x,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("cannot read", &path, e)),
+        };
+        // Complete lines only: what follows the last newline is still being written.
+        let mut end = len;
+        let mut carry: Vec<u8> = Vec::new();
+        let mut first_chunk = true;
+        while end > 0 && out.len() < max {
+            let start = end.saturating_sub(CHUNK as u64);
+            let mut buf = vec![0u8; usize::try_from(end - start).unwrap_or(0)];
+            f.read_exact_at(&mut buf, start).map_err(io_err("cannot read", &path))?;
+            buf.extend_from_slice(&carry);
+            if first_chunk {
+                let upto = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+                buf.truncate(upto);
+                first_chunk = false;
+            }
+            // The first line of the chunk may be cut: keep it for the next, earlier read.
+            let cut = if start > 0 {
+                buf.iter().position(|&b| b == b'\n').map_or(buf.len(), |i| i + 1)
+            } else {
+                0
+            };
+            carry = buf[..cut].to_vec();
+            for line in buf[cut..].split(|&b| b == b'\n').rev() {
+                let Ok(line) = std::str::from_utf8(line) else { continue };
+                let Some(id) = event::line_id(line) else { continue };
+                if before.is_some_and(|b| id >= b) {
+                    continue;
+                }
+                match event::parse_line(line) {
+                    Ok(Line::Event(e)) => out.push(*e),
+                    Err(e) if e.kind == crate::error::Kind::Refused => return Err(e),
+                    Ok(Line::Legacy) | Err(_) => {}
+                }
+                if out.len() >= max {
+                    break;
+                }
+            }
+            end = start;
+        }
+    }
+    Ok(out)
+}
+
 /// A byte offset in `path` at or before the line holding id `want`: a binary search over
 /// line starts (ids grow with the offset), then the caller scans forward.
 fn offset_of(path: &Path, want: u64) -> Result<u64> {

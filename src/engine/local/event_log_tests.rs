@@ -80,3 +80,22 @@ fn large_log() {
     assert_eq!(read(&s, Cursor::after(12_345), 1).unwrap()[0].id, 12_346);
     assert!(offset_of(&current(&s), 19_991).unwrap() > 0, "not a scan from the start");
 }
+
+/// Reading backwards: the newest first, across segments, below a given id, and a line
+/// still being written is not read.
+#[test]
+fn reading_back() {
+    let (_d, s) = store();
+    append(&s, &mut [ev(), ev(), ev()]).unwrap();
+    rotate(&s).unwrap();
+    let mut batch: Vec<Event> = (0..9_000).map(|_| ev()).collect();
+    append(&s, &mut batch).unwrap();
+    raw_append(&s, "{\"id\":9004,\"v\":2,");
+    let back = |before, max| -> Vec<u64> {
+        read_back(&s, before, max).unwrap().iter().map(|e| e.id).collect()
+    };
+    assert_eq!(back(None, 3), [9003, 9002, 9001]);
+    assert_eq!(back(Some(6), 10), [5, 4, 3, 2, 1], "on into the older segment");
+    assert_eq!(back(None, usize::MAX).len(), 9003, "every event once");
+    assert_eq!(back(Some(1), 5), Vec::<u64>::new());
+}

@@ -11,8 +11,15 @@
 //! (tests/torture) can show that each checker catches a broken variant: `clobber` makes
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
-//! the log's lock; `archive-no-recover` stops an archive run finishing what an interrupted one
-//! left; `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
+//! the log's lock; `cursor-early` makes `watch` save its cursor before printing the event;
+//! `archive-no-recover` stops an archive run finishing what an interrupted one left;
+//! `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
+//! The database engine's: `pg-unlocked`
+//! (no row lock, no version check, a missing ticket ignored), `pg-client-clock` (leases by
+//! the client's clock on a server-clock root), `pg-forget-request` (claims do not store
+//! their request id), `pg-lost-reply` (a commit that succeeded is reported as of unknown
+//! outcome, as when the connection breaks after COMMIT). And the domain's `no-fence`: owner
+//! writes skip the owner and epoch checks.
 
 use std::io;
 use std::sync::OnceLock;
@@ -66,5 +73,6 @@ pub fn io_step() -> io::Result<()> {
 /// TEST BUILDS ONLY: is the safety mechanism `name` deliberately broken
 /// (`CIRCE_TEST_BREAK`)? Always false without the `test-break` feature.
 pub fn test_break(name: &str) -> bool {
-    cfg!(feature = "test-break") && faults().broken.as_deref() == Some(name)
+    cfg!(feature = "test-break")
+        && faults().broken.as_deref().is_some_and(|b| b.split(',').any(|n| n == name))
 }

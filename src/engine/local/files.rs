@@ -119,3 +119,8 @@ pub fn boot_id() -> String {
         .map(|s| s.trim().to_string())
         .unwrap_or_default()
 }
+
+/// A small text file of the user's (the database password file); `None` when unreadable.
+pub fn read_small_file(path: &std::path::Path) -> Option<String> {
+    std::fs::read_to_string(path).ok()
+}

@@ -169,6 +169,11 @@ impl Store {
         Ok(true)
     }
 
+    /// The path of message `name` in `mbox` (whether or not it is there).
+    pub fn message_path(&self, mbox: &Mailbox, name: &str) -> PathBuf {
+        self.box_dir(mbox).join(name)
+    }
+
     /// Does message `name` lie in `mbox`? (lstat: a planted symlink does not count)
     pub fn has_message(&self, mbox: &Mailbox, name: &str) -> bool {
         std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())

@@ -44,10 +44,13 @@ mod files;
 mod lanes;
 mod lock;
 mod messages;
+mod mirror;
 mod queue_files;
 mod reconcile;
 mod records;
 mod repair;
+mod requests;
+pub mod retire;
 mod root;
 #[cfg(test)]
 mod testing;
@@ -58,13 +61,14 @@ use std::collections::HashSet;
 
 pub use archive_store::write_restored;
 pub use chat_archive::ArchiveIds;
-pub use chat_file::{Appended, ChatFile, ChatReader, FileId};
-pub use fault::{CRASH_EXIT, crash_point};
+pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
+pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
-    read_stdin_capped,
+    read_small_file, read_stdin_capped,
 };
 pub use lock::Lock;
+pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
@@ -82,9 +86,16 @@ pub struct LocalEngine {
     settings: Settings,
 }
 
-/// Open the root `spec` names, with its configuration.
-pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn Engine>, Config)> {
-    let root = match spec {
+/// What a root folder holds: a local root, or a circe.yaml naming another engine.
+#[expect(clippy::large_enum_variant, reason = "made once per command and unpacked at once")]
+pub enum Opened {
+    Local(Box<dyn Engine>, Config),
+    Pointer(crate::engine::postgres::Target),
+}
+
+/// The root folder `spec` names (a folder holding circe.yaml).
+pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
+    Ok(match spec {
         RootSpec::Path(p) => root_at(p).ok_or_else(|| {
             Error::usage(format!(
                 "{} is not a circe root (no circe.yaml in it or in its .circe/)",
@@ -100,16 +111,45 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<(Box<dyn 
                 )
             })?
         }
-    };
+        RootSpec::Url(u) => {
+            return Err(Error::usage(format!("{u} is a database, not a folder")));
+        }
+    })
+}
+
+/// Open the root `spec` names, with its configuration.
+pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
+    let root = locate(spec)?;
+    let config = Config::parse(&root::read_config_at(&root)?)?;
+    if let Some(e) = &config.engine {
+        return Ok(Opened::Pointer(crate::engine::postgres::Target::from_config(e)?));
+    }
     let store = Store::open(&root)?;
-    let config = Config::parse(&store.read_config()?)?;
     let store = store.with_durability(durability.map_or_else(|| config.durability(), Ok)?);
     let settings = Settings {
         lease: config.lease(),
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    Ok((Box::new(LocalEngine { store, settings }), config))
+    Ok(Opened::Local(Box::new(LocalEngine { store, settings }), config))
+}
+
+/// The local engine of the root folder `root` (a folder holding circe.yaml and the boxes).
+pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
+    let config = Config::parse(&root::read_config_at(root)?)?;
+    let store = Store::open(root)?.with_durability(config.durability()?);
+    let settings = Settings {
+        lease: config.lease(),
+        max_attempts: config.max_attempts,
+        limits: config.limits,
+    };
+    Ok((LocalEngine { store, settings }, config))
+}
+
+/// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),
+/// unless a circe.yaml is there already. Returns the file's folder and whether it was written.
+pub fn init_pointer(dir: &std::path::Path, text: &str) -> Result<(std::path::PathBuf, bool)> {
+    root::write_pointer(dir, text)
 }
 
 /// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists. Returns
@@ -231,6 +271,10 @@ impl Engine for LocalEngine {
         event_log::last_id(&self.store)
     }
 
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+        event_log::read_back(&self.store, before, max)
+    }
+
     fn subscribe(&self, poll: Option<std::time::Duration>) -> Result<Box<dyn EventFeed + '_>> {
         let waker = match poll {
             Some(every) => watch::Waker::polling(every),
@@ -262,6 +306,41 @@ impl Engine for LocalEngine {
 
     fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
         self.store.list_cursors()
+    }
+
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
+        self.store.append_dead_letter(consumer, &event.to_line())
+    }
+
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>> {
+        let text = self.store.read_dead_letters(consumer)?;
+        Ok(text
+            .lines()
+            .filter_map(|l| match crate::event::parse_line(l) {
+                Ok(crate::event::Line::Event(e)) => Some(*e),
+                _ => None,
+            })
+            .collect())
+    }
+
+    fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<std::path::PathBuf> {
+        Some(self.store.message_path(mailbox, file))
+    }
+
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        crate::engine::Snapshot::read(self)
+    }
+
+    fn config_text(&self) -> Result<String> {
+        self.store.read_config()
+    }
+
+    fn set_config(&self, text: &str) -> Result<()> {
+        self.store.write_config(text)
+    }
+
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
+        requests::find(&self.store, agent, request)
     }
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {

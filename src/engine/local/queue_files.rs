@@ -125,6 +125,9 @@ impl Store {
     pub fn clear_queue(&self) -> Result<()> {
         let dir = self.root.join("queue");
         for n in list_names(&dir)? {
+            if n == super::requests::FILE {
+                continue; // not derived: the grants of claims with a request id
+            }
             let p = dir.join(n);
             atomic::remove(&p).map_err(io_err("cannot remove", &p))?;
         }

@@ -100,6 +100,13 @@ impl Store {
             ))
             .hint("run `circe init` to make one, or pass --root"));
         }
+        if root.join(super::mirror::MARKER).exists() {
+            return Err(Error::usage(format!(
+                "{} is a read-only mirror, not a root",
+                root.display()
+            ))
+            .hint(format!("its file {} names the root it mirrors", super::mirror::MARKER)));
+        }
         let store = Store { root: root.to_path_buf(), sync: true };
         for b in BOXES {
             let p = root.join(b);
@@ -143,10 +150,17 @@ impl Store {
     // ---- configuration -------------------------------------------------------------
 
     pub fn read_config(&self) -> Result<String> {
-        let p = self.root.join(CONFIG_FILE);
-        let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
-        String::from_utf8(bytes)
-            .map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
+        read_config_at(&self.root)
+    }
+
+    /// Replace circe.yaml (temp file, fsync, rename, fsync the folder).
+    pub fn write_config(&self, text: &str) -> Result<()> {
+        let dst = self.root.join(CONFIG_FILE);
+        let mut t = TempFile::write(&self.tmp_dir(), text.as_bytes(), self.sync)
+            .map_err(io_err("cannot write", &dst))?;
+        atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
+        t.disarm();
+        self.sync_dir(&self.root)
     }
 
     // ---- agents --------------------------------------------------------------------
@@ -243,10 +257,37 @@ impl Store {
     }
 }
 
+/// circe.yaml of the root folder `root`.
+pub(super) fn read_config_at(root: &Path) -> Result<String> {
+    let p = root.join(CONFIG_FILE);
+    let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
+    String::from_utf8(bytes).map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
+}
+
+/// `dir/.circe/circe.yaml` naming another engine, written unless one exists.
+pub(super) fn write_pointer(dir: &Path, text: &str) -> Result<(PathBuf, bool)> {
+    let root = dir.join(ROOT_DIR);
+    std::fs::create_dir_all(&root).map_err(io_err("cannot create", &root))?;
+    let cfg = root.join(CONFIG_FILE);
+    match atomic::write_new(&cfg, text.as_bytes(), true) {
+        Ok(()) => {
+            atomic::sync_dir(&root).map_err(io_err("cannot sync", &root))?;
+            Ok((root, true))
+        }
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok((root, false)),
+        Err(e) => Err(Error::io("cannot write", &cfg, e)),
+    }
+}
+
 /// `AGENTS/<name>/agent.yaml`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct AgentFile {
     role: String,
+}
+
+/// The text of `AGENTS/<name>/agent.yaml` for `role`.
+pub(super) fn agent_yaml(role: &str) -> String {
+    crate::yaml::to_string(&AgentFile { role: role.to_string() }).unwrap_or_default()
 }
 
 fn parse_agent(bytes: &[u8]) -> Option<String> {

@@ -106,7 +106,10 @@ impl TaskTx for LocalTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { op, mut record, checks, ticket, mut events, notices: _ } = change;
+        let Change { op, mut record, checks, ticket, mut events, notices: _, request } = change;
+        if let (Some(r), Some(owner)) = (&request, &record.owner) {
+            super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
+        }
         let before = self.st.as_ref().map(|s| (s.rec.status, s.rec.epoch, s.rec.message.clone()));
         let all_checks = checks
             .clone()
@@ -206,3 +209,7 @@ impl TaskTx for LocalTx<'_> {
         Ok(events)
     }
 }
+
+#[cfg(test)]
+#[path = "tx_tests.rs"]
+mod tests;

@@ -30,23 +30,32 @@ pub struct Waker {
     _watcher: Option<RecommendedWatcher>,
 }
 
+/// Does this notification wake the reader? Every event for the file (or, without a name,
+/// for anything in the folder), every event without a path, every overflow (`Rescan`: the
+/// kernel queue lost events, FS_RULES 15) and every watcher error: a reader that is woken
+/// for nothing only reads again from its cursor.
+fn wakes(res: &notify::Result<notify::Event>, name: Option<&OsString>) -> bool {
+    match res {
+        // Reading a file (open, read, close without writing) changes nothing, and the
+        // reader's own reads would otherwise wake it for ever.
+        Ok(ev) if matches!(ev.kind, notify::EventKind::Access(_)) && !ev.need_rescan() => false,
+        Ok(ev) => {
+            ev.need_rescan()
+                || ev.paths.is_empty()
+                || name
+                    .is_none_or(|n| ev.paths.iter().any(|p| p.file_name() == Some(n.as_os_str())))
+        }
+        Err(_) => true,
+    }
+}
+
 impl Waker {
     /// Wake on changes to the file `name` in folder `dir` (or to anything in `dir` when
     /// `name` is `None`). The folder must exist; it is watched, not the file.
     pub fn watch(dir: &Path, name: Option<OsString>) -> Result<Waker> {
         let (tx, rx) = channel();
         let handler = move |res: notify::Result<notify::Event>| {
-            let wake = match &res {
-                Ok(ev) => {
-                    ev.need_rescan()
-                        || ev.paths.is_empty()
-                        || name.as_ref().is_none_or(|n| {
-                            ev.paths.iter().any(|p| p.file_name() == Some(n.as_os_str()))
-                        })
-                }
-                Err(_) => true,
-            };
-            if wake {
+            if wakes(&res, name.as_ref()) {
                 let _ = tx.send(());
             }
         };
@@ -99,5 +108,38 @@ impl Waker {
                 Err(TryRecvError::Empty | TryRecvError::Disconnected) => return Ok(Wake::Woke),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use notify::event::{EventKind, Flag, ModifyKind};
+
+    use super::*;
+
+    fn ev(paths: &[&str]) -> notify::Event {
+        let mut e = notify::Event::new(EventKind::Modify(ModifyKind::Any));
+        for p in paths {
+            e = e.add_path(p.into());
+        }
+        e
+    }
+
+    /// An overflow (the kernel dropped events) and a pathless event wake the reader, who
+    /// reads again from its cursor: nothing is lost with the dropped notifications.
+    #[test]
+    fn overflows_and_pathless_events_wake() {
+        let log = OsString::from("events.jsonl");
+        assert!(wakes(&Ok(ev(&["/r/LOGS/events.jsonl"])), Some(&log)));
+        assert!(!wakes(&Ok(ev(&["/r/LOGS/other.md"])), Some(&log)), "another file");
+        assert!(wakes(&Ok(ev(&["/r/LOGS/other.md"])), None), "anything, when no name");
+        assert!(wakes(&Ok(ev(&[]).set_flag(Flag::Rescan)), Some(&log)), "overflow");
+        assert!(wakes(&Ok(ev(&[])), Some(&log)), "pathless");
+        assert!(wakes(&Err(notify::Error::generic("gone")), Some(&log)), "a watcher error");
+        let read = notify::Event::new(EventKind::Access(notify::event::AccessKind::Open(
+            notify::event::AccessMode::Read,
+        )))
+        .add_path("/r/LOGS/events.jsonl".into());
+        assert!(!wakes(&Ok(read), Some(&log)), "a read is no change: the reader's own reads");
     }
 }

@@ -29,6 +29,9 @@ struct Inner {
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
     archive: archive::Archived,
+    dead: BTreeMap<CursorName, Vec<Event>>,
+    grants: BTreeMap<(AgentName, String), (TaskId, u64)>,
+    config: String,
 }
 
 #[derive(Default)]
@@ -154,8 +157,11 @@ impl TaskTx for MemTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { mut record, checks, ticket, mut events, .. } = change;
+        let Change { mut record, checks, ticket, mut events, request, .. } = change;
         let mut g = self.eng.lock();
+        if let (Some(r), Some(o)) = (request, &record.owner) {
+            g.grants.insert((o.clone(), r), (self.task.clone(), record.epoch));
+        }
         let before = self.st.as_ref();
         let location = match ticket {
             Ticket::Deliver { name, content } => {
@@ -339,6 +345,14 @@ impl Engine for MemoryEngine {
         Ok(g.events[start..].iter().take(max).cloned().collect())
     }
 
+    fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+        let g = self.lock();
+        let end = before.map_or(g.events.len(), |b| {
+            usize::try_from(b.saturating_sub(1)).unwrap_or(usize::MAX).min(g.events.len())
+        });
+        Ok(g.events[..end].iter().rev().take(max).cloned().collect())
+    }
+
     fn last_event_id(&self) -> Result<u64> {
         Ok(self.lock().events.len() as u64)
     }
@@ -377,6 +391,41 @@ impl Engine for MemoryEngine {
 
     fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
         Ok(self.lock().cursors.keys().cloned().collect())
+    }
+
+    fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
+        self.lock().dead.entry(consumer.clone()).or_default().push(event.clone());
+        Ok(())
+    }
+
+    fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>> {
+        Ok(self.lock().dead.get(consumer).cloned().unwrap_or_default())
+    }
+
+    fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
+        None
+    }
+
+    fn snapshot(&self) -> Result<crate::engine::Snapshot> {
+        crate::engine::Snapshot::read(self)
+    }
+
+    fn config_text(&self) -> Result<String> {
+        let g = self.lock();
+        Ok(if g.config.is_empty() {
+            crate::config::DEFAULT_CONFIG.to_string()
+        } else {
+            g.config.clone()
+        })
+    }
+
+    fn set_config(&self, text: &str) -> Result<()> {
+        text.clone_into(&mut self.lock().config);
+        Ok(())
+    }
+
+    fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
+        Ok(self.lock().grants.get(&(agent.clone(), request.to_string())).cloned())
     }
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {

@@ -1,0 +1,225 @@
+//! The PostgreSQL engine beside the local one: a fresh-process `claim --next` against a
+//! local durable root, the same root in PostgreSQL reached directly, and through PgBouncer
+//! (transaction pooling), one of each per round in rotating order; then 8 claimers on the
+//! database root, with a follower reading the feed by cursor (it must skip nothing).
+//!
+//! A throwaway cluster and a PgBouncer are started for the run (PgBouncer runs as the
+//! `postgres` user; `.ci/run` installs both). Without them the section says why and is empty.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use circe::engine::RootSpec;
+use circe::engine::local::Durability;
+use circe::event::Cursor;
+use circe::workspace::Workspace;
+
+use crate::pg_cluster::{self, Cluster};
+use crate::procs::{circe, must, populate_circe, timed};
+use crate::stats::{median, paired_ratio};
+use crate::{Opts, circe_bin};
+
+/// A PgBouncer in front of `c`, on a unix socket in its own folder. Returns the socket
+/// folder and port; stopped by its pid when dropped.
+struct Bouncer {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl Bouncer {
+    fn start(c: &Cluster) -> Result<Bouncer, String> {
+        let exe = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .ok_or("pgbouncer is not installed (apt-get install pgbouncer)")?;
+        let dir = c.dir.join("bouncer");
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let port = c.port + 1;
+        std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").map_err(|e| e.to_string())?;
+        let ini = format!(
+            "[databases]\npostgres = host={sock} port={pg} dbname=postgres user=postgres\n\
+             [pgbouncer]\nlisten_addr =\nlisten_port = {port}\nunix_socket_dir = {d}\n\
+             auth_type = trust\nauth_file = {d}/users.txt\npool_mode = transaction\n\
+             max_client_conn = 500\ndefault_pool_size = 16\n\
+             ignore_startup_parameters = extra_float_digits,options\n\
+             logfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n",
+            sock = c.socket.display(),
+            pg = c.port,
+            d = dir.display()
+        );
+        std::fs::write(dir.join("pgbouncer.ini"), ini).map_err(|e| e.to_string())?;
+        let _ = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status();
+        let out = pg_cluster::as_owner(Path::new(exe))
+            .arg("-d")
+            .arg(dir.join("pgbouncer.ini"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("pgbouncer: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Bouncer { dir, port })
+    }
+
+    fn url(&self, schema: &str) -> String {
+        format!(
+            "postgres://postgres@/postgres?host={}&port={}&schema={schema}",
+            self.dir.display(),
+            self.port
+        )
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pgbouncer.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
+    }
+}
+
+/// A database root (schema `schema`) holding `n` waiting tasks, moved in from a local root.
+fn pg_root(dir: &Path, c: &Cluster, schema: &str, n: usize) -> String {
+    let url = format!("{}&schema={schema}", c.base_url());
+    let root = populate_circe(&dir.join(schema), n, 8);
+    must(Command::new(circe_bin()).args(["--root"]).arg(&root).args(["migrate", "--to", &url]));
+    url
+}
+
+fn claim(url_or_root: &str) -> Command {
+    let mut c = Command::new(circe_bin());
+    c.env_clear().env("CIRCE_ROOT", url_or_root).env("CIRCE_AGENT", "w0").args(["claim", "--next"]);
+    c
+}
+
+/// `workers` library claimers (one connection each) on `url` for `secs`, with a follower
+/// reading the feed; returns (claims per second, events followed, events skipped).
+fn throughput(url: &str, workers: usize, secs: f64) -> (f64, usize, usize) {
+    let stop = AtomicBool::new(false);
+    let claims = AtomicUsize::new(0);
+    let mut seen = Vec::new();
+    let started = Instant::now();
+    std::thread::scope(|s| {
+        for w in 0..workers {
+            let (stop, claims) = (&stop, &claims);
+            s.spawn(move || {
+                let ws = Workspace::open(&RootSpec::Url(url.to_string())).expect("open");
+                let (me, role) = ws.agent(Some(&format!("w{w}"))).expect("agent");
+                while !stop.load(Ordering::Relaxed) {
+                    match circe::ops::claim_next(&ws, &me, &role, None) {
+                        Ok(_) => {
+                            claims.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(e) if e.kind == circe::error::Kind::NothingToClaim => break,
+                        Err(e) => eprintln!("postgres: w{w}: {}", e.chain()),
+                    }
+                }
+            });
+        }
+        let (eng, _) = circe::engine::open(&RootSpec::Url(url.to_string())).expect("open");
+        let mut cursor = Cursor::after(eng.last_event_id().expect("feed"));
+        let until = Instant::now() + Duration::from_secs_f64(secs);
+        while Instant::now() < until {
+            for e in eng.read_events(cursor, 1000).expect("read") {
+                seen.push(e.id);
+                cursor = Cursor::after(e.id);
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        stop.store(true, Ordering::Relaxed);
+    });
+    #[expect(clippy::cast_precision_loss, reason = "a count of claims")]
+    let rate = claims.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+    let (eng, _) = circe::engine::open(&RootSpec::Url(url.to_string())).expect("open");
+    let first = seen.first().copied().unwrap_or(1);
+    let last = seen.last().copied().unwrap_or(0);
+    let all = eng.read_events(Cursor::after(first.saturating_sub(1)), usize::MAX).expect("read");
+    let skipped = all.iter().filter(|e| e.id <= last && seen.binary_search(&e.id).is_err()).count();
+    (rate, seen.len(), skipped)
+}
+
+/// The whole section.
+pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
+    let _ = writeln!(out, "\n## PostgreSQL engine\n");
+    let cluster = match pg_cluster::start(&[]) {
+        Ok(c) => c,
+        Err(why) => {
+            let _ = writeln!(out, "not measured: {why}");
+            return;
+        }
+    };
+    let bouncer = match Bouncer::start(&cluster) {
+        Ok(b) => Some(b),
+        Err(why) => {
+            let _ = writeln!(out, "PgBouncer not measured: {why}");
+            None
+        }
+    };
+    let rounds = opts.rounds.max(5) * 3;
+    eprintln!("postgres: populating ...");
+    let local = populate_circe(&dir.join("pg-local"), rounds + 10, 8);
+    let direct = pg_root(dir, &cluster, "bench_claims", 2 * rounds + 10);
+    let pooled = bouncer.as_ref().map(|b| b.url("bench_claims"));
+    let (mut local_ms, mut direct_ms, mut pooled_ms) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let mut order: Vec<u8> = vec![0, 1, 2];
+        order.rotate_left(r % 3);
+        for which in order {
+            match (which, &pooled) {
+                (0, _) => {
+                    let mut cmd = circe(&local, "w0", Durability::Full);
+                    cmd.args(["claim", "--next"]);
+                    local_ms.push(timed(&mut cmd, false).0);
+                }
+                (1, _) => direct_ms.push(timed(&mut claim(&direct), false).0),
+                (_, Some(u)) => pooled_ms.push(timed(&mut claim(u), false).0),
+                (_, None) => {}
+            }
+        }
+    }
+    let _ = writeln!(
+        out,
+        "fresh-process `claim --next`, {rounds} rounds (one of each per round, order rotating), medians:\n"
+    );
+    let _ = writeln!(
+        out,
+        "| root | median ms | ratio to local (paired median) | target |\n|---|---|---|---|"
+    );
+    let _ = writeln!(out, "| local, durability full | {:.2} | 1.00 | |", median(&local_ms));
+    if !pooled_ms.is_empty() {
+        let _ = writeln!(
+            out,
+            "| PostgreSQL through PgBouncer | {:.2} | {:.2}x | <= 1.5x |",
+            median(&pooled_ms),
+            paired_ratio(&pooled_ms, &local_ms)
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| PostgreSQL direct (unix socket) | {:.2} | {:.2}x | <= 2.5x |",
+        median(&direct_ms),
+        paired_ratio(&direct_ms, &local_ms)
+    );
+    let secs = opts.secs.max(2.0);
+    eprintln!("postgres: {} claimers for {secs} s ...", opts.workers);
+    let busy = pg_root(dir, &cluster, "bench_busy", 40_000);
+    let (rate, followed, skipped) = throughput(&busy, opts.workers, secs);
+    let _ = writeln!(
+        out,
+        "\n{} library claimers (one connection each, direct) for {secs:.0} s: {rate:.0} claims/s (target >= 1,000); \
+         a follower read {followed} events by cursor meanwhile and skipped {skipped}",
+        opts.workers
+    );
+    if let Some(b) = &bouncer {
+        pg_root(dir, &cluster, "bench_busy_pooled", 40_000);
+        let (rate, followed, skipped) = throughput(&b.url("bench_busy_pooled"), opts.workers, secs);
+        let _ = writeln!(
+            out,
+            "{} library claimers through PgBouncer: {rate:.0} claims/s; follower read {followed}, skipped {skipped}",
+            opts.workers
+        );
+    }
+}

@@ -1,0 +1,47 @@
+//! `circe config`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::config::Config;
+use crate::engine::local::{read_input_file, read_stdin_capped};
+use crate::error::{Error, Result};
+
+/// Print the root's configuration (circe.yaml; for a root in a database, the copy stored
+/// there, which every host reads). `--set FILE` replaces it after checking it.
+#[derive(Debug, Args)]
+pub struct ConfigArgs {
+    /// The new configuration (`-` for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub set: Option<PathBuf>,
+}
+
+pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let Some(path) = &a.set else {
+        let text = ws.engine.config_text()?;
+        return Ok(Report::new(text.clone(), json!({"config": text})));
+    };
+    // circe.yaml is small: a stream is read up to 1 MiB.
+    let bytes = if path.as_os_str() == "-" {
+        read_stdin_capped(1 << 20)?.bytes
+    } else {
+        read_input_file(path)?
+    };
+    let text = String::from_utf8(bytes)
+        .map_err(|_| Error::refused(format!("{} is not UTF-8", path.display())))?;
+    let parsed = Config::parse(&text)?;
+    if parsed.engine.is_some() {
+        return Err(Error::refused("the new configuration names an engine")
+            .hint("`engine:` belongs in a host's .circe/circe.yaml, not in the root's settings"));
+    }
+    crate::registry::Registry::from_config(&parsed.registry)?;
+    ws.engine.set_config(&text)?;
+    Ok(Report::new(
+        format!("configuration of {} replaced\n", ws.engine.location()),
+        json!({"root": ws.engine.location(), "replaced": true}),
+    ))
+}

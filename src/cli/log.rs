@@ -1,0 +1,127 @@
+//! `circe log`.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::output::Out;
+use super::stop::Stop;
+use super::{Ctx, Report, parse_interval};
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::names::TaskId;
+use crate::ops::stream::{Filter, Follow, Start, human_line};
+
+/// The event log, newest last: the last --limit events (20 by default) that pass the
+/// filters, read from the end of the log without scanning it whole; --follow then prints
+/// what happens next, across rotations of the log.
+///
+/// With --agent (or CIRCE_AGENT), only what concerns that agent (exactly that agent: qa is
+/// not qa-2); --all ignores it.
+///
+/// Example: circe log --task AUTH-012 --limit 50
+#[derive(Debug, Args)]
+pub struct LogArgs {
+    /// How many events to show (0: none; with --follow, only what comes next).
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    pub limit: usize,
+    /// Every event in the log, oldest first (instead of --limit).
+    #[arg(long, conflicts_with = "limit")]
+    pub everything: bool,
+    /// Go on printing events as they happen.
+    #[arg(long)]
+    pub follow: bool,
+    /// Only events of this task.
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Only these kinds of event (comma separated).
+    #[arg(long, value_delimiter = ',', value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Only events since: a duration back from now (90s, 30m, 2h, 1d) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// Every agent's events, even with --agent or CIRCE_AGENT set.
+    #[arg(long)]
+    pub all: bool,
+    /// With --follow: check every INTERVAL instead of being told by inotify (NFS, FUSE).
+    #[arg(long, value_name = "INTERVAL")]
+    pub poll: Option<String>,
+}
+
+/// `--since`: a time, or a duration back from now.
+fn since(ws: &crate::workspace::Workspace, s: &str) -> Result<String> {
+    if let Some(t) = crate::clock::parse(s) {
+        return Ok(crate::clock::stamp_ms(t));
+    }
+    let d = crate::config::parse_duration(s).map_err(|_| {
+        Error::usage(format!("--since `{s}` is neither a time nor a duration"))
+            .hint("write e.g. 1h, 30m or 2025-11-21T17:00:00Z")
+    })?;
+    let back = chrono::Duration::from_std(d).unwrap_or_default();
+    Ok(crate::clock::stamp_ms(ws.now() - back))
+}
+
+pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let agent =
+        if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
+    let task = a.task.as_deref().map(TaskId::new).transpose()?;
+    let mut filter = Filter::new(agent, task, super::watch::kinds(&a.kind)?);
+    let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
+    let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);
+    let mut out = Out::new(ctx.json);
+    let last = ws.engine.last_event_id()?;
+    // The last events that pass, read backwards from the end (the filter sees them in the
+    // order they are found, newest first; ownership it learns that way is only a hint).
+    let mut shown: Vec<Event> = Vec::new();
+    if a.everything {
+        let mut follow = Follow::open(&ws, None, Start::FromStart, None)?;
+        while let Some(batch) = follow.next(4096, Some(Duration::ZERO))? {
+            for e in batch {
+                if newer(&e) && filter.wants(&ws, &e) && !out.item(&human_line(&e), &e) {
+                    return Ok(Report::streamed());
+                }
+                follow.handed(e.id)?;
+            }
+        }
+    } else if a.limit > 0 {
+        let mut before = None;
+        'back: loop {
+            let batch = ws.engine.read_events_back(before, 512)?;
+            let Some(oldest) = batch.last() else { break };
+            before = Some(oldest.id);
+            for e in batch {
+                if !newer(&e) {
+                    break 'back;
+                }
+                if filter.wants(&ws, &e) {
+                    shown.push(e);
+                    if shown.len() == a.limit {
+                        break 'back;
+                    }
+                }
+            }
+        }
+    }
+    for e in shown.iter().rev() {
+        if !out.item(&human_line(e), e) {
+            return Ok(Report::streamed());
+        }
+    }
+    if !a.follow {
+        return Ok(Report::streamed());
+    }
+    let stop = Stop::install()?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    let mut follow = Follow::open(&ws, None, Start::After(last), poll)?;
+    while !stop.requested() {
+        let Some(batch) = follow.next(256, Some(Duration::from_secs(1)))? else { continue };
+        for e in batch {
+            if filter.wants(&ws, &e) && !out.item(&human_line(&e), &e) {
+                return Ok(Report::streamed());
+            }
+            follow.handed(e.id)?;
+        }
+    }
+    Ok(Report::streamed())
+}

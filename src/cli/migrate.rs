@@ -1,0 +1,154 @@
+//! `circe migrate`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use serde_json::json;
+
+use super::init::pointer_text;
+use super::{Ctx, Report};
+use crate::engine::postgres::{self, Clock, Target};
+use crate::engine::{Engine, RootSpec, Snapshot, local};
+use crate::error::{Error, Result};
+
+/// Move the whole root to another engine. `--to URL`: a local root goes into a database
+/// (one transaction; the schema must be empty); the old folder is renamed to
+/// `<root>.migrated` with a note, and a circe.yaml naming the database takes its place, so
+/// every command goes on working. `--to-local DIR`: a database root comes back as DIR/.circe
+/// (writers are stopped while it is read, and the database root is marked moved). Stop the
+/// agents first: a command running during the move fails rather than write to the old root.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The database to move a local root into: postgres://host/db?schema=NAME.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "to_local",
+        required_unless_present = "to_local"
+    )]
+    pub to: Option<String>,
+    /// The folder to move a database root into (it gets a .circe).
+    #[arg(long, value_name = "DIR")]
+    pub to_local: Option<PathBuf>,
+    /// With --to: which clock decides leases in the new root (server or client).
+    #[arg(long, value_name = "server|client", requires = "to")]
+    pub clock: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, a: &MigrateArgs) -> Result<Report> {
+    match (&a.to, &a.to_local) {
+        (Some(url), None) => to_database(ctx, url, a.clock.as_deref()),
+        (None, Some(dir)) => to_local(ctx, dir),
+        _ => Err(Error::usage("pass --to URL or --to-local DIR")),
+    }
+}
+
+fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
+    let target = Target::from_url(url)?;
+    let clock = clock.map_or(Some(Clock::Server), Clock::parse).ok_or_else(|| {
+        Error::usage("--clock: not server or client").hint("server (the default) or client")
+    })?;
+    let root = local::locate(&ctx.root_spec())?;
+    if let local::Opened::Pointer(t) = local::open(&RootSpec::Path(root.clone()), None)? {
+        return Err(Error::usage(format!("this root is in a database already ({})", t.location()))
+            .hint("`circe migrate --to-local DIR` brings it back into a folder"));
+    }
+    let staged = local::retire::stage(&root)?;
+    let moved = (|| -> Result<(usize, usize, usize)> {
+        let (eng, _) = local::open_at(&staged)?;
+        let found = eng.doctor(false)?;
+        if let Some(v) = found.iter().find(|v| !v.repaired) {
+            return Err(Error::refused(format!("the root has a violation: {}", v.what))
+                .hint("run `circe doctor --repair` first"));
+        }
+        let snap = Snapshot::read(&eng)?;
+        postgres::import(&target, &snap, clock)
+    })();
+    let (tasks, messages, events) = match moved {
+        Ok(n) => n,
+        Err(e) => {
+            local::retire::unstage(&staged, &root)?;
+            return Err(e);
+        }
+    };
+    let note = format!(
+        "This root moved to {} ({} tasks, {} messages, {} events). circe no longer reads this folder;\n\
+         its circe.yaml is now circe.yaml.migrated. The root's place holds a circe.yaml naming the database.\n",
+        target.location(),
+        tasks,
+        messages,
+        events
+    );
+    let retired = local::retire::finish(&staged, &root, &note, &pointer_text(&target))?;
+    let human = format!(
+        "moved {} into {}: {tasks} tasks, {messages} messages, {events} events\n\
+         old folder: {} (kept, unusable)\n{} names the database\n",
+        root.display(),
+        target.location(),
+        retired.display(),
+        root.join("circe.yaml").display()
+    );
+    Ok(Report::new(
+        human,
+        json!({"from": root.display().to_string(), "to": target.location(), "tasks": tasks,
+               "messages": messages, "events": events, "retired": retired.display().to_string()}),
+    ))
+}
+
+fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
+    let target = match ctx.root_spec() {
+        RootSpec::Url(u) => Target::from_url(&u)?,
+        spec => match local::open(&spec, None)? {
+            local::Opened::Pointer(t) => t,
+            local::Opened::Local(..) => {
+                return Err(Error::usage("this root is a folder already")
+                    .hint("`circe migrate --to URL` moves it into a database"));
+            }
+        },
+    };
+    let (eng, _) = postgres::connect(&target)?;
+    let dest = dir.join(".circe");
+    // A .circe naming this very root (the usual case: migrating in the project) is set aside.
+    let mut aside = None;
+    if dest.exists() {
+        match local::open(&RootSpec::Path(dest.clone()), None) {
+            Ok(local::Opened::Pointer(t)) if t.location() == target.location() => {
+                aside = Some(local::retire::set_aside(&dest, "pointer")?);
+            }
+            _ => {
+                return Err(Error::conflict(format!("{} exists", dest.display()))
+                    .hint("name a folder without a .circe"));
+            }
+        }
+    }
+    let to = dest.display().to_string();
+    let result = eng.export(&to, &mut |snap| {
+        local::write_tree(&dest, snap, None)?;
+        let (local_eng, _) = local::open_at(&dest)?;
+        local_eng.doctor(true)?; // builds the claim --next index and the board
+        Ok(())
+    });
+    let snap = match result {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(a) = aside {
+                let _ = local::retire::set_aside(&dest, "failed");
+                local::retire::unstage(&a, &dest)?;
+            }
+            return Err(e);
+        }
+    };
+    let human = format!(
+        "moved {} into {}: {} tasks, {} messages, {} events\nthe database root is marked moved\n",
+        target.location(),
+        dest.display(),
+        snap.tasks.len(),
+        snap.message_count(),
+        snap.events.len()
+    );
+    Ok(Report::new(
+        human,
+        json!({"from": target.location(), "to": to, "tasks": snap.tasks.len(),
+               "messages": snap.message_count(), "events": snap.events.len()}),
+    ))
+}

@@ -1,0 +1,62 @@
+//! `circe mirror`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::engine::local;
+use crate::error::Result;
+
+/// Write the whole root into DIR as plain files in the local layout (circe.yaml, the
+/// boxes, TASKS/, LOGS/events.jsonl), read-only, so people keep ls, cat and grep on a root
+/// kept in a database. Run again, it rewrites only what changed. With --watch it follows
+/// the root: after every new event, and at least every --interval (heartbeats change
+/// leases without an event).
+#[derive(Debug, Args)]
+pub struct MirrorArgs {
+    /// The folder to write (made if missing; refused if it holds a root).
+    pub dir: PathBuf,
+    /// Keep following the root until interrupted.
+    #[arg(long)]
+    pub watch: bool,
+    /// With --watch: the longest wait between two syncs (e.g. 10s).
+    #[arg(long, default_value = "10s")]
+    pub interval: String,
+    /// With --watch: stop after this many syncs (tests).
+    #[arg(long, hide = true)]
+    pub rounds: Option<u64>,
+}
+
+pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
+    let location = ws.engine.location();
+    let mut rounds = 0u64;
+    loop {
+        let snap = ws.engine.snapshot()?;
+        let last = snap.events.last().map_or(0, |e| e.id);
+        let done = local::write_tree(&a.dir, &snap, Some(&location))?;
+        rounds += 1;
+        if a.watch {
+            eprintln!("mirror: {} written, {} removed (event {last})", done.written, done.removed);
+        }
+        if !a.watch || a.rounds.is_some_and(|n| rounds >= n) {
+            let human = format!(
+                "{} mirrored into {}: {} files written, {} removed, {} unchanged\n",
+                location,
+                a.dir.display(),
+                done.written,
+                done.removed,
+                done.unchanged
+            );
+            return Ok(Report::new(
+                human,
+                json!({"root": location, "dir": a.dir.display().to_string(), "synced": done, "last_event": last}),
+            ));
+        }
+        ws.engine.wait_events(last, interval)?;
+    }
+}

@@ -1,0 +1,80 @@
+//! `circe wait`.
+
+use clap::Args;
+use serde_json::json;
+
+use super::{Ctx, Report, parse_interval};
+use crate::error::Result;
+use crate::ops::hook;
+use crate::ops::stream::human_line;
+use crate::ops::wait::{self, Condition};
+
+/// Block until something happens, then print it and exit 0 (exit 7 when --timeout passes
+/// first, exit 3 at once when it can never happen).
+///
+/// What to wait for: `inbox` (a message in my INBOX), `claimable` (a waiting task I may
+/// take; with --claim, claim it in the same call), `reply:MSGID` (an answer to that
+/// message), `status:TASK=STATUS` (the task reaching that status). A condition that already
+/// holds answers at once; --new waits for a fresh event.
+///
+/// Example: circe --agent engineer-2 wait --for claimable --claim --timeout 10m
+#[derive(Debug, Args)]
+pub struct WaitArgs {
+    /// inbox, claimable, reply:MSGID or status:TASK=STATUS.
+    #[arg(long = "for", value_name = "WHAT")]
+    pub what: String,
+    /// Only an event after the wait began counts, not what holds already.
+    #[arg(long)]
+    pub new: bool,
+    /// With --for claimable: claim the task (a race lost to another agent waits on).
+    #[arg(long)]
+    pub claim: bool,
+    /// Give up after this long (e.g. 30s, 500ms, 10m): exit 7.
+    #[arg(long, value_name = "DURATION")]
+    pub timeout: Option<String>,
+    /// Run CMD (with sh -c) with what happened, in CIRCE_* variables and as JSON on its
+    /// standard input (never in the command line); its exit status is circe's.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// Check every INTERVAL instead of being told by inotify (NFS, FUSE).
+    #[arg(long, value_name = "INTERVAL")]
+    pub poll: Option<String>,
+}
+
+pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
+    let (ws, me, role) = ctx.acting()?;
+    let cond = Condition::parse(&a.what)?;
+    let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
+    let met = wait::wait(&ws, &me, &role, &cond, opts)?;
+    if let Some(cmd) = &a.exec {
+        let e = met.event.clone().unwrap_or_else(|| {
+            let mut e =
+                crate::event::Event::now(crate::event::EventKind::Other, crate::event::CIRCE);
+            e.task.clone_from(&met.task_id);
+            if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
+                e = e.file(b.clone(), f.clone());
+            }
+            e
+        });
+        let ok = hook::run_once(&ws, cmd, &e)?;
+        let code = if ok { 0 } else { crate::exit_code::INTERNAL };
+        return Ok(Report::new(String::new(), json!(met)).code(code));
+    }
+    let human = match (&met.event, &met.claimed) {
+        (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),
+        (Some(e), None) => format!("{}\n", human_line(e)),
+        (None, None) => {
+            let mut s = String::from("already");
+            if let Some(t) = &met.task_id {
+                s.push_str(&format!(" {t}"));
+            }
+            if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
+                s.push_str(&format!(" {b}/{f}"));
+            }
+            s + "\n"
+        }
+    };
+    Ok(Report::new(human, met))
+}

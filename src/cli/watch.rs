@@ -1,0 +1,143 @@
+//! `circe watch`.
+
+use std::time::Duration;
+
+use clap::Args;
+
+use super::output::Out;
+use super::stop::Stop;
+use super::{Ctx, Report, parse_interval};
+use crate::error::{Error, Result};
+use crate::event::EventKind;
+use crate::names::{CursorName, TaskId};
+use crate::ops::hook::{self, Handled, Hook};
+use crate::ops::stream::{Filter, Follow, Start, human_line};
+
+/// Follow what happens in the root: one line per event as it happens (JSON lines with
+/// --json, each with the event's id), from now on, from the start, or from a saved cursor.
+///
+/// With --agent (or CIRCE_AGENT), only what concerns that agent: its boxes, what it did,
+/// the tasks it holds, and tasks waiting that it may take; --all shows everything.
+/// With --cursor NAME the position is saved after each event handed on (printed, or its
+/// --exec hook exited 0), and a restart goes on from there: nothing is skipped, and only an
+/// event in flight when the watcher died is seen twice (drop it by its id).
+///
+/// Example: circe watch --agent brain --cursor brain --exec 'tmux send-keys -t brain "@$CIRCE_FILE" Enter'
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Save the position under this name and resume from it.
+    #[arg(long, value_name = "NAME")]
+    pub cursor: Option<String>,
+    /// Start with the first event in the log (when the cursor has no saved place).
+    #[arg(long)]
+    pub from_start: bool,
+    /// Start after this event id (when the cursor has no saved place).
+    #[arg(long, value_name = "ID", conflicts_with = "from_start")]
+    pub after: Option<u64>,
+    /// Only events of this task.
+    #[arg(long, value_name = "TASK")]
+    pub task: Option<String>,
+    /// Only these kinds of event (comma separated: claim,complete,send,...).
+    #[arg(long, value_delimiter = ',', value_name = "KIND")]
+    pub kind: Vec<String>,
+    /// Every event, even with --agent or CIRCE_AGENT set.
+    #[arg(long)]
+    pub all: bool,
+    /// Run CMD (with sh -c) for each event instead of printing it; the event is in
+    /// CIRCE_* variables and as JSON on its standard input, never in the command line.
+    #[arg(long, value_name = "CMD")]
+    pub exec: Option<String>,
+    /// With --exec: set an event aside (dead letter) after this many failed runs (needs
+    /// --cursor: dead letters are kept per consumer).
+    #[arg(long, value_name = "N", requires_all = ["exec", "cursor"])]
+    pub max_attempts: Option<u32>,
+    /// Check for new events every INTERVAL (e.g. 500ms) instead of being told by inotify:
+    /// for roots on NFS or FUSE, where inotify sees nothing.
+    #[arg(long, value_name = "INTERVAL")]
+    pub poll: Option<String>,
+    /// Print what is there and exit, instead of following.
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// The event kinds named on the command line.
+pub fn kinds(names: &[String]) -> Result<Vec<EventKind>> {
+    names
+        .iter()
+        .map(|k| {
+            EventKind::parse(k).ok_or_else(|| {
+                Error::usage(format!("`{k}` is not an event kind"))
+                    .hint("PROTOCOLS.md section 10 lists them: open, send, claim, complete, ...")
+            })
+        })
+        .collect()
+}
+
+pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let agent =
+        if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
+    let task = a.task.as_deref().map(TaskId::new).transpose()?;
+    let mut filter = Filter::new(agent, task, kinds(&a.kind)?);
+    let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    if poll.is_none()
+        && let Some(fs) =
+            ws.engine.local_folder().and_then(|d| crate::engine::local::remote_fs_at(&d))
+    {
+        eprintln!(
+            "circe: the root is on {fs}: inotify may not see changes made on other hosts; pass --poll 1s"
+        );
+    }
+    let start = match (a.after, a.from_start) {
+        (Some(id), _) => Start::After(id),
+        (None, true) => Start::FromStart,
+        (None, false) => Start::Now,
+    };
+    let hook = a.exec.clone().map(|command| Hook {
+        command,
+        max_attempts: a.max_attempts,
+        consumer: cursor.clone(),
+    });
+    let stop = Stop::install()?;
+    let mut follow = Follow::open(&ws, cursor, start, poll)?;
+    let mut out = Out::new(ctx.json);
+    // Idle, the feed is asked once a second: the granularity at which a signal is noticed.
+    let tick = if a.once { Duration::ZERO } else { Duration::from_secs(1) };
+    'follow: loop {
+        if stop.requested() {
+            break;
+        }
+        let Some(events) = follow.next(256, Some(tick))? else {
+            if a.once {
+                break;
+            }
+            continue;
+        };
+        for e in events {
+            if stop.requested() {
+                break 'follow;
+            }
+            // TEST BUILDS ONLY: the cursor moved before the event is handed on (the kill
+            // checker must then see events lost).
+            let early = crate::engine::local::test_break("cursor-early");
+            if early {
+                follow.handed(e.id)?;
+            }
+            if filter.wants(&ws, &e) {
+                let handed = match &hook {
+                    Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())? != Handled::Stopped,
+                    // A reader that went away: end quietly, this event not handed on.
+                    None => out.item(&human_line(&e), &e),
+                };
+                if !handed {
+                    break 'follow;
+                }
+            }
+            if !early {
+                follow.handed(e.id)?;
+            }
+        }
+    }
+    Ok(Report::streamed())
+}

@@ -1,0 +1,180 @@
+//! A root written out as plain files in the local layout: `circe mirror` (read-only, for
+//! ls/cat/grep on a root kept elsewhere) and `circe migrate --to-local` (a working root).
+//!
+//! The folder is brought in line with a `Snapshot`: files that differ are replaced (temp
+//! file + rename, so a reader never sees half a file), files the snapshot lacks are removed,
+//! and the event log is appended to when it only grew. A mirror holds `.circe-mirror` naming
+//! the root it mirrors, and no `tmp/`, `locks/` or `queue/`: circe refuses it as a root.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+
+use super::atomic::{self, TempFile};
+use super::root::{CONFIG_FILE, agent_yaml, io_err};
+use crate::engine::Snapshot;
+use crate::error::{Error, Result};
+use crate::task::record;
+
+/// The file that marks a mirror (and names its root).
+pub const MARKER: &str = ".circe-mirror";
+const EVENTS: &str = "LOGS/events.jsonl";
+
+/// What a sync changed.
+#[derive(Debug, Default, Clone, Copy, serde::Serialize)]
+pub struct Synced {
+    pub written: usize,
+    pub removed: usize,
+    pub unchanged: usize,
+}
+
+/// Every file of the snapshot (path relative to the root -> bytes) and every folder.
+fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
+    let mut files = BTreeMap::new();
+    let mut dirs: BTreeSet<String> =
+        ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS"].into_iter().map(String::from).collect();
+    files.insert(CONFIG_FILE.to_string(), snap.config.clone().into_bytes());
+    for (a, role) in &snap.agents {
+        dirs.insert(format!("AGENTS/{a}"));
+        dirs.insert(format!("AGENTS/{a}/INBOX"));
+        dirs.insert(format!("AGENTS/{a}/WORKSPACE"));
+        files.insert(format!("AGENTS/{a}/agent.yaml"), agent_yaml(role).into_bytes());
+    }
+    for (b, msgs) in &snap.boxes {
+        let rel = b.rel_path();
+        dirs.insert(rel.clone());
+        for (name, bytes) in msgs {
+            files.insert(format!("{rel}/{name}"), bytes.clone());
+        }
+    }
+    for st in &snap.tasks {
+        let t = &st.rec.task_id;
+        files.insert(format!("TASKS/{t}.status"), st.rec.render().into_bytes());
+        if let Some(o) = &st.owner {
+            files.insert(format!("TASKS/{t}.owner"), o.render().into_bytes());
+        }
+        files.insert(format!("TASKS/{t}.checks"), record::render_checks(&st.checks).into_bytes());
+    }
+    if !snap.events.is_empty() {
+        let mut log = String::new();
+        for e in &snap.events {
+            log.push_str(&e.to_line());
+            log.push('\n');
+        }
+        files.insert(EVENTS.to_string(), log.into_bytes());
+    }
+    (files, dirs)
+}
+
+/// Every file and folder under `dir` (relative), the marker and `skip` left out.
+fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
+    let mut files = BTreeSet::new();
+    let mut dirs = BTreeSet::new();
+    let mut stack = vec![PathBuf::new()];
+    while let Some(rel) = stack.pop() {
+        let here = dir.join(&rel);
+        let rd = match std::fs::read_dir(&here) {
+            Ok(rd) => rd,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io("cannot list", &here, e)),
+        };
+        for entry in rd {
+            let entry = entry.map_err(io_err("cannot list", &here))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let r = rel.join(&name);
+            let rs = r.to_string_lossy().into_owned();
+            if rel.as_os_str().is_empty() && (name == MARKER || skip.contains(&name.as_str())) {
+                continue;
+            }
+            let ty = entry.file_type().map_err(io_err("cannot stat", &dir.join(&r)))?;
+            if ty.is_dir() {
+                dirs.insert(rs);
+                stack.push(r);
+            } else {
+                files.insert(rs);
+            }
+        }
+    }
+    Ok((files, dirs))
+}
+
+/// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
+/// (files mode 0444, the marker); `None`: a working local root (with tmp/, locks/, queue/).
+pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
+    std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+    let marker = dir.join(MARKER);
+    match mirror_of {
+        Some(root) => {
+            let has_root = dir.join(CONFIG_FILE).exists() && !marker.exists();
+            if has_root {
+                return Err(Error::refused(format!(
+                    "{} holds a circe root, not a mirror: not writing over it",
+                    dir.display()
+                ))
+                .hint("mirror into an empty folder"));
+            }
+            write_file(dir, MARKER, format!("mirror of {root}\n").as_bytes(), false)?;
+        }
+        None => {
+            for d in ["tmp", "locks", "queue"] {
+                let p = dir.join(d);
+                std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
+            }
+        }
+    }
+    let read_only = mirror_of.is_some();
+    let (want, want_dirs) = layout(snap);
+    let (have, have_dirs) = existing(dir, &["tmp", "locks", "queue"])?;
+    let mut done = Synced::default();
+    for d in &want_dirs {
+        let p = dir.join(d);
+        std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
+    }
+    for (rel, bytes) in &want {
+        let p = dir.join(rel);
+        let old = if have.contains(rel) { std::fs::read(&p).ok() } else { None };
+        match old {
+            Some(o) if o == *bytes => done.unchanged += 1,
+            Some(o) if rel == EVENTS && read_only && bytes.starts_with(&o) => {
+                // The log only grew: append what is new.
+                let mut f = std::fs::OpenOptions::new()
+                    .append(true)
+                    .open(&p)
+                    .map_err(io_err("cannot append to", &p))?;
+                f.write_all(&bytes[o.len()..]).map_err(io_err("cannot append to", &p))?;
+                done.written += 1;
+            }
+            _ => {
+                write_file(dir, rel, bytes, read_only)?;
+                done.written += 1;
+            }
+        }
+    }
+    for rel in have.iter().filter(|r| !want.contains_key(*r)) {
+        let p = dir.join(rel);
+        atomic::remove(&p).map_err(io_err("cannot remove", &p))?;
+        done.removed += 1;
+    }
+    // Folders the root no longer has (an agent removed by hand), deepest first.
+    for rel in have_dirs.iter().rev().filter(|d| !want_dirs.contains(*d)) {
+        let p = dir.join(rel);
+        if std::fs::remove_dir(&p).is_ok() {
+            done.removed += 1;
+        }
+    }
+    Ok(done)
+}
+
+/// Replace `dir/rel` with `bytes` (temp file in `dir`, rename).
+fn write_file(dir: &Path, rel: &str, bytes: &[u8], read_only: bool) -> Result<()> {
+    let dst = dir.join(rel);
+    let parent = dst.parent().unwrap_or(dir);
+    let mut t = TempFile::write(parent, bytes, false).map_err(io_err("cannot write", &dst))?;
+    if read_only {
+        let _ = std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o444));
+    }
+    atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
+    t.disarm();
+    Ok(())
+}

@@ -1,0 +1,72 @@
+//! Retiring a root folder whose root moved into a database (`circe migrate --to URL`).
+//!
+//! The folder is first renamed aside (one rename: a command that opened the root before it
+//! fails on its next path instead of writing where nobody reads), read and imported; then
+//! it gets its final name `<root>.migrated` with `circe.yaml` renamed to
+//! `circe.yaml.migrated` (so circe no longer finds a root there) and a note saying where
+//! the root went; and a circe.yaml naming the database takes the old root's place.
+
+use std::path::{Path, PathBuf};
+
+use super::root::{CONFIG_FILE, io_err};
+use crate::error::{Error, Result};
+
+/// The name a root folder has while it is being moved.
+fn staged_name(root: &Path) -> PathBuf {
+    let mut s = root.as_os_str().to_owned();
+    s.push(".moving");
+    PathBuf::from(s)
+}
+
+/// Rename `root` aside; returns where it is now.
+pub fn stage(root: &Path) -> Result<PathBuf> {
+    let staged = staged_name(root);
+    if staged.exists() {
+        return Err(Error::conflict(format!(
+            "{} exists: another move is under way or was interrupted",
+            staged.display()
+        ))
+        .hint("if no `circe migrate` runs, rename it back to the root's name and try again"));
+    }
+    super::atomic::rename_noclobber(root, &staged).map_err(io_err("cannot rename", root))?;
+    Ok(staged)
+}
+
+/// Put a staged root back (the move failed).
+pub fn unstage(staged: &Path, root: &Path) -> Result<()> {
+    super::atomic::rename_noclobber(staged, root).map_err(io_err("cannot rename back", staged))
+}
+
+/// Finish the move: the staged folder becomes `<root>.migrated` (with its note), and
+/// `root/circe.yaml` names the new place (`pointer`). Returns the retired folder's path.
+pub fn finish(staged: &Path, root: &Path, note: &str, pointer: &str) -> Result<PathBuf> {
+    let cfg = staged.join(CONFIG_FILE);
+    let mut old = cfg.as_os_str().to_owned();
+    old.push(".migrated");
+    std::fs::rename(&cfg, PathBuf::from(old)).map_err(io_err("cannot rename", &cfg))?;
+    let note_path = staged.join("MIGRATED.txt");
+    std::fs::write(&note_path, note).map_err(io_err("cannot write", &note_path))?;
+    let mut retired = root.as_os_str().to_owned();
+    retired.push(".migrated");
+    let retired = PathBuf::from(retired);
+    super::atomic::rename_noclobber(staged, &retired).map_err(io_err("cannot rename", staged))?;
+    std::fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
+    let p = root.join(CONFIG_FILE);
+    super::atomic::write_new(&p, pointer.as_bytes(), true).map_err(io_err("cannot write", &p))?;
+    Ok(retired)
+}
+
+/// Move a folder aside under a free `<path>.<suffix>[.N]` name; returns the new path.
+pub fn set_aside(path: &Path, suffix: &str) -> Result<PathBuf> {
+    for n in 1..100 {
+        let mut s = path.as_os_str().to_owned();
+        s.push(if n == 1 { format!(".{suffix}") } else { format!(".{suffix}.{n}") });
+        let dest = PathBuf::from(s);
+        match super::atomic::rename_noclobber(path, &dest) {
+            Ok(()) => return Ok(dest),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(Error::io("cannot rename", path, e)),
+        }
+    }
+    Err(Error::conflict(format!("no free name to set {} aside", path.display())))
+}

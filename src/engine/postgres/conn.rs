@@ -1,0 +1,162 @@
+//! One connection to the database, driven by a single-threaded runtime: every call blocks
+//! until its round trip is done or the time limit passes. Requests issued together are
+//! pipelined (sent before the first answer is awaited), so a `BEGIN` and the load that
+//! follows it cost one round trip.
+
+use std::future::Future;
+use std::time::Duration;
+
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls};
+
+use super::target::Target;
+use crate::error::{Error, Result};
+
+/// How long one round trip may take (a lock wait is at most `LOCK_WAIT`, plus the network).
+pub const ROUND_TRIP: Duration = Duration::from_secs(15);
+/// How long a command waits for a task another command has open (like the local engine's
+/// lock wait).
+pub const LOCK_WAIT: &str = "10s";
+
+pub struct Conn {
+    rt: tokio::runtime::Runtime,
+    pub(super) client: Client,
+    location: String,
+}
+
+/// What went wrong with a database call, before it becomes a circe error.
+pub enum Failure {
+    /// The server answered with an error (nothing of the call was committed).
+    Db(tokio_postgres::Error),
+    /// The connection broke or the time ran out: whether the call took effect is unknown.
+    Lost(String),
+}
+
+impl Conn {
+    /// Connect to `target` (within its connect timeout).
+    pub fn connect(target: &Target, config: &tokio_postgres::Config) -> Result<Conn> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .map_err(|e| Error::internal(format!("cannot start the database client: {e}")))?;
+        let limit = target.connect_timeout() + Duration::from_millis(500);
+        let connected =
+            rt.block_on(async { tokio::time::timeout(limit, config.connect(NoTls)).await });
+        let (client, connection) = match connected {
+            Ok(Ok(pair)) => pair,
+            Ok(Err(e)) => return Err(connect_error(target, &e)),
+            Err(_) => {
+                return Err(Error::internal(format!(
+                    "cannot reach the database {}: no answer within {} s",
+                    target.location(),
+                    target.connect_timeout().as_secs()
+                ))
+                .hint("check the network and that the server runs; nothing was changed"));
+            }
+        };
+        rt.spawn(connection);
+        Ok(Conn { rt, client, location: target.location() })
+    }
+
+    /// Run one round trip (or pipelined requests) to completion.
+    pub fn run<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
+        match self.rt.block_on(async { tokio::time::timeout(ROUND_TRIP, fut).await }) {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) if e.as_db_error().is_some() => Err(Failure::Db(e)),
+            Ok(Err(e)) => Err(Failure::Lost(e.to_string())),
+            Err(_) => Err(Failure::Lost(format!("no answer within {} s", ROUND_TRIP.as_secs()))),
+        }
+    }
+
+    /// `run`, for calls that change nothing or commit nothing: any failure is an error.
+    pub fn call<T, F>(&self, what: &str, fut: F) -> Result<T>
+    where
+        F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
+        self.run(fut).map_err(|f| self.error(what, f))
+    }
+
+    /// A failure as a circe error.
+    pub fn error(&self, what: &str, f: Failure) -> Error {
+        match f {
+            Failure::Db(e) => db_error(what, &e),
+            Failure::Lost(why) => Error::internal(format!(
+                "{what}: lost the connection to the database {}: {why}",
+                self.location
+            ))
+            .hint("check the network and the server; run the command again")
+            .detail("outcome", "unknown"),
+        }
+    }
+
+    /// The error for a commit whose outcome is unknown (the connection broke after it was
+    /// sent).
+    pub fn unknown_outcome(&self, what: &str, why: &str) -> Error {
+        Error::internal(format!(
+            "{what}: the outcome is unknown: the connection to {} broke after the commit was sent ({why})",
+            self.location
+        ))
+        .detail("outcome", "unknown")
+    }
+}
+
+fn connect_error(target: &Target, e: &tokio_postgres::Error) -> Error {
+    let mut err =
+        Error::internal(format!("cannot connect to the database {}: {e}", target.location()));
+    if let Some(db) = e.as_db_error() {
+        err = Error::internal(format!(
+            "cannot connect to the database {}: {}",
+            target.location(),
+            db.message()
+        ));
+        if *db.code() == SqlState::INVALID_PASSWORD
+            || *db.code() == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+        {
+            return err.hint("check the user and the password (PGPASSWORD or the password file)");
+        }
+    }
+    err.hint("check the URL, the network and that the server runs; nothing was changed")
+}
+
+/// A server error as a circe error. Errors circe's own functions raise start with
+/// `circe:<kind>:`.
+pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
+    let Some(db) = e.as_db_error() else {
+        return Error::internal(format!("{what}: {e}"));
+    };
+    let msg = db.message();
+    if let Some(rest) = msg.strip_prefix("circe:") {
+        let (kind, text) = rest.split_once(':').unwrap_or(("internal", rest));
+        return match kind {
+            "race" => Error::conflict(text.to_string()).detail("race", "true"),
+            "conflict" => Error::conflict(text.to_string()),
+            "not_found" => Error::not_found(text.to_string()),
+            "refused" => Error::refused(text.to_string()),
+            _ => Error::internal(text.to_string()),
+        };
+    }
+    let code = db.code();
+    if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED {
+        return Error::conflict(format!("{what}: another command held it for {LOCK_WAIT}"))
+            .hint("a holder may be stopped; try again later");
+    }
+    if *code == SqlState::T_R_SERIALIZATION_FAILURE || *code == SqlState::T_R_DEADLOCK_DETECTED {
+        return Error::conflict(format!("{what}: another command changed it at the same time"))
+            .hint("run the command again");
+    }
+    if *code == SqlState::UNIQUE_VIOLATION {
+        return Error::conflict(format!("{what}: {msg}"));
+    }
+    if *code == SqlState::UNDEFINED_TABLE
+        || *code == SqlState::INVALID_SCHEMA_NAME
+        || *code == SqlState::UNDEFINED_FUNCTION
+    {
+        return Error::usage(format!("{what}: the database holds no circe root there ({msg})"))
+            .hint("`circe init --engine URL` makes one");
+    }
+    Error::internal(format!("{what}: {msg}"))
+}

@@ -1,0 +1,104 @@
+//! The database engine's invariants, checked in SQL for `circe doctor`. A commit is one
+//! transaction, so nothing is ever half-done: these find damage from outside (hand edits,
+//! a restore) or a bug. The numbers follow the local engine's where the invariant is the same
+//! (PROTOCOLS.md section 8), and add the feed's:
+//!
+//! 3. every message parses;
+//! 4. every task's message lies in the box its row names, and that box agrees with the status;
+//! 5. the `.owner` part (claimed_at, lease) exists exactly while the task is held;
+//! 6. every message in NEW_MESSAGES is the current message of its task;
+//! 7. event ids are 1..=feed.last without a gap;
+//! 8. every agent box belongs to an agent.
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use crate::engine::Violation;
+use crate::error::Result;
+use crate::message::{self, Mode};
+
+/// Each check: its invariant and a query returning one text per violation.
+const CHECKS: [(u8, &str); 6] = [
+    (
+        4,
+        "SELECT 'task ' || t.task_id || ': its message ' || t.message || ' is not in ' || t.ticket
+           FROM {s}.tasks t
+          WHERE NOT EXISTS (SELECT 1 FROM {s}.messages m WHERE m.box = t.ticket AND m.file = t.message)
+          ORDER BY t.task_id",
+    ),
+    (
+        4,
+        "SELECT 'task ' || task_id || ' is ' || status || ' but its message is in ' || ticket
+           FROM {s}.tasks
+          WHERE (status IN ('new', 'parked') AND ticket <> 'new')
+             OR (status IN ('claimed', 'in_progress', 'blocked')
+                 AND ticket NOT IN ('inbox:' || coalesce(owner, ''), 'workspace:' || coalesce(owner, '')))
+          ORDER BY task_id",
+    ),
+    (
+        5,
+        "SELECT 'task ' || task_id || ' is ' || status || ': owner, claim time and lease disagree with it'
+           FROM {s}.tasks
+          WHERE (status IN ('claimed', 'in_progress', 'blocked'))
+                <> (claimed_at IS NOT NULL AND owner IS NOT NULL AND lease_expires_at IS NOT NULL
+                    AND lease_until IS NOT NULL)
+          ORDER BY task_id",
+    ),
+    (
+        6,
+        "SELECT 'NEW_MESSAGES/' || m.file || ' is no task''s current message'
+           FROM {s}.messages m
+          WHERE m.box = 'new'
+            AND NOT EXISTS (SELECT 1 FROM {s}.tasks t WHERE t.ticket = 'new' AND t.message = m.file)
+          ORDER BY m.file",
+    ),
+    (
+        7,
+        "SELECT 'the event log holds ' || count(*) || ' events with ids ' || coalesce(min(id), 0)
+                || '..' || coalesce(max(id), 0) || ' but the feed is at ' || (SELECT last FROM {s}.feed)
+           FROM {s}.events
+         HAVING count(*) <> (SELECT last FROM {s}.feed)
+             OR coalesce(max(id), 0) <> (SELECT last FROM {s}.feed)
+             OR coalesce(min(id), 1) <> 1",
+    ),
+    (
+        8,
+        "SELECT DISTINCT 'messages in ' || m.box || ', but there is no agent ' || m.owner
+           FROM {s}.messages m
+          WHERE m.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {s}.agents a WHERE a.name = m.owner)",
+    ),
+];
+
+pub(super) fn run(eng: &PgEngine) -> Result<Vec<Violation>> {
+    let mut out = Vec::new();
+    for (invariant, q) in CHECKS {
+        for what in eng.rows("checking the root", q, &[], |r| Ok(r.get::<_, String>(0)))? {
+            out.push(Violation { invariant, what, repaired: false });
+        }
+    }
+    // Invariant 3 needs the parser: read the messages in pages, oldest key first.
+    let mut after = (String::new(), String::new());
+    loop {
+        let page = eng.rows(
+            "reading messages",
+            "SELECT box, file, body FROM {s}.messages WHERE (box, file) > ($1, $2)
+              ORDER BY box, file LIMIT 500",
+            &[(&after.0, Type::TEXT), (&after.1, Type::TEXT)],
+            |r| Ok((r.get::<_, String>(0), r.get::<_, String>(1), r.get::<_, Vec<u8>>(2))),
+        )?;
+        let Some(last) = page.last() else { break };
+        after = (last.0.clone(), last.1.clone());
+        for (b, f, body) in &page {
+            if let Err(problems) = message::parse_bytes(body, Mode::Stored) {
+                let first = problems.first().map(ToString::to_string).unwrap_or_default();
+                out.push(Violation {
+                    invariant: 3,
+                    what: format!("{b}/{f} does not parse: {first}"),
+                    repaired: false,
+                });
+            }
+        }
+    }
+    out.sort_by_key(|v| v.invariant);
+    Ok(out)
+}

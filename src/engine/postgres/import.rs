@@ -1,0 +1,196 @@
+//! Moving a whole root into and out of a database (`circe migrate`).
+//!
+//! `import` loads a `Snapshot` into an empty schema in one transaction: the tables are made
+//! if missing, and every agent, message, task and event goes in with one statement per
+//! table, or nothing does. `export` reads the root under a lock that stops every writer,
+//! hands the snapshot to the caller (which writes the local root), and marks the schema
+//! `moved_to` in the same transaction, so no command writes to the old root afterwards.
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use super::conn::Conn;
+use super::schema::{self, Clock};
+use super::target::Target;
+use crate::engine::Snapshot;
+use crate::error::{Error, Result};
+
+/// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
+/// messages and events imported.
+pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, usize, usize)> {
+    let conn = Conn::connect(target, &target.config)?;
+    // The tables first (their own transaction; idempotent), then the data in one.
+    schema::init(&conn, &target.schema, &snap.config, clock)?;
+    conn.call("starting the import", conn.client.batch_execute("BEGIN"))?;
+    let done = load(&conn, target, snap);
+    match done {
+        Ok(()) => {
+            conn.call("committing the import", conn.client.batch_execute("COMMIT"))?;
+            // Fresh statistics, so claim --next plans on the index from the first claim.
+            let analyze =
+                schema::sql(&target.schema, "ANALYZE {s}.tasks, {s}.messages, {s}.events");
+            conn.call("analyzing the tables", conn.client.batch_execute(&analyze))?;
+            Ok((snap.tasks.len(), snap.message_count(), snap.events.len()))
+        }
+        Err(e) => {
+            let _ = conn.run(conn.client.batch_execute("ROLLBACK"));
+            Err(e)
+        }
+    }
+}
+
+/// The whole snapshot into the empty root, inside the caller's transaction.
+fn load(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let counts = conn.call(
+        "checking the target is empty",
+        conn.client.query_typed_one(
+            &sql("SELECT (SELECT count(*) FROM {s}.tasks) + (SELECT count(*) FROM {s}.messages)
+                         + (SELECT count(*) FROM {s}.events)"),
+            &[],
+        ),
+    )?;
+    if counts.get::<_, i64>(0) > 0 {
+        return Err(Error::refused(format!(
+            "the root {} holds tasks, messages or events already",
+            target.location()
+        ))
+        .hint("migrate into a new schema (?schema=NAME)"));
+    }
+    conn.call(
+        "writing the configuration",
+        conn.client
+            .execute_typed(&sql("UPDATE {s}.config SET text = $1"), &[(&snap.config, Type::TEXT)]),
+    )?;
+    let (names, roles): (Vec<String>, Vec<String>) =
+        snap.agents.iter().map(|(a, r)| (a.to_string(), r.clone())).unzip();
+    conn.call(
+        "importing the agents",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.agents (name, role) SELECT * FROM unnest($1::text[], $2::text[])
+                  ON CONFLICT (name) DO UPDATE SET role = excluded.role"),
+            &[(&names, Type::TEXT_ARRAY), (&roles, Type::TEXT_ARRAY)],
+        ),
+    )?;
+    let (mut boxes, mut files, mut bodies) = (Vec::new(), Vec::new(), Vec::new());
+    for (b, msgs) in &snap.boxes {
+        for (f, body) in msgs {
+            boxes.push(b.label());
+            files.push(f.clone());
+            bodies.push(body.clone());
+        }
+    }
+    let ids: Vec<Option<String>> = bodies.iter().map(|b| super::msg_id_of(b)).collect();
+    conn.call(
+        "importing the messages",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.messages (box, file, body, msg_id)
+                  SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])"),
+            &[
+                (&boxes, Type::TEXT_ARRAY),
+                (&files, Type::TEXT_ARRAY),
+                (&bodies, Type::BYTEA_ARRAY),
+                (&ids, Type::TEXT_ARRAY),
+            ],
+        ),
+    )?;
+    load_tasks_and_events(conn, target, snap)
+}
+
+fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let rows: Vec<serde_json::Value> = snap.tasks.iter().map(task_json).collect::<Result<_>>()?;
+    let rows = serde_json::Value::Array(rows).to_string();
+    conn.call(
+        "importing the tasks",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.tasks (task_id, v, status, owner, started_at, updated_at,
+                    created_at, intent, priority, \"to\", opened_by, epoch, attempts, expiries,
+                    message, lease_expires_at, note, handoff, handoff_checks, checks,
+                    claimed_at, host, pid, ticket, rev, lease_until)
+                  SELECT task_id, coalesce(v, 1), status, owner, started_at, updated_at,
+                    created_at, intent, priority, \"to\", opened_by, epoch, attempts,
+                    coalesce(expiries, 0), message, lease_expires_at, note, handoff,
+                    coalesce(handoff_checks, '[]'), coalesce(checks, '{}'), claimed_at, host,
+                    pid, ticket, 1, lease_expires_at::timestamptz
+                  FROM jsonb_populate_recordset(null::{s}.tasks, $1::text::jsonb)"),
+            &[(&rows, Type::TEXT)],
+        ),
+    )?;
+    let eids: Vec<i64> = snap.events.iter().map(|e| i64::try_from(e.id).unwrap_or(0)).collect();
+    let etasks: Vec<Option<String>> =
+        snap.events.iter().map(|e| e.task.as_ref().map(ToString::to_string)).collect();
+    let lines: Vec<String> =
+        snap.events.iter().map(|e| crate::event::Event { id: 0, ..e.clone() }.to_line()).collect();
+    let last = eids.iter().copied().max().unwrap_or(0);
+    conn.call(
+        "importing the events",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.events (id, task, line)
+                  SELECT * FROM unnest($1::int8[], $2::text[], $3::text[])"),
+            &[(&eids, Type::INT8_ARRAY), (&etasks, Type::TEXT_ARRAY), (&lines, Type::TEXT_ARRAY)],
+        ),
+    )?;
+    conn.call(
+        "setting the feed",
+        conn.client.execute_typed(&sql("UPDATE {s}.feed SET last = $1"), &[(&last, Type::INT8)]),
+    )?;
+    Ok(())
+}
+
+/// A task as a row of the tasks table (JSON with the column names).
+fn task_json(st: &crate::task::TaskState) -> Result<serde_json::Value> {
+    let mut v = serde_json::to_value(&st.rec)
+        .map_err(|e| Error::internal(format!("task {}: {e}", st.rec.task_id)))?;
+    let o = v.as_object_mut().ok_or_else(|| Error::internal("a record is not an object"))?;
+    o.insert("checks".into(), serde_json::to_value(&st.checks).unwrap_or_default());
+    if let Some(owner) = &st.owner {
+        o.insert("claimed_at".into(), owner.claimed_at.clone().into());
+        o.insert("host".into(), owner.host.clone().into());
+        o.insert("pid".into(), owner.pid.into());
+    }
+    let ticket = st.location.as_ref().map(crate::boxes::Mailbox::label).ok_or_else(|| {
+        Error::refused(format!("task {}: its message is in no box", st.rec.task_id))
+            .hint("run `circe doctor --repair` on the local root first")
+    })?;
+    o.insert("ticket".into(), ticket.into());
+    Ok(v)
+}
+
+impl PgEngine {
+    /// Read the whole root with every writer stopped, give it to `write`, and mark the root
+    /// moved to `to` in the same transaction (when `write` fails, nothing is marked).
+    pub fn export(
+        &self,
+        to: &str,
+        write: &mut dyn FnMut(&Snapshot) -> Result<()>,
+    ) -> Result<Snapshot> {
+        let c = &self.conn.client;
+        let lock = self.sql(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ;
+             SET LOCAL lock_timeout = '10s';
+             LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config IN EXCLUSIVE MODE",
+        );
+        self.conn.call("stopping the writers", c.batch_execute(&lock))?;
+        let done = (|| -> Result<Snapshot> {
+            let snap = Snapshot::read(self)?;
+            write(&snap)?;
+            self.exec(
+                "marking the root moved",
+                "INSERT INTO {s}.meta VALUES ('moved_to', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                &[(&to, Type::TEXT)],
+            )?;
+            Ok(snap)
+        })();
+        match done {
+            Ok(snap) => {
+                self.conn.call("committing the export", c.batch_execute("COMMIT"))?;
+                Ok(snap)
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! Creating, migrating and checking the root's schema. `meta.schema_version` says which
+//! version of the tables a root has; a circe refuses a root newer than it knows, and
+//! `circe init` migrates an older one (all in one transaction, under an advisory lock so
+//! two hosts initialising at once do not race).
+
+use tokio_postgres::types::Type;
+
+use super::conn::Conn;
+use crate::error::{Error, Result};
+
+/// The schema version this circe writes and reads.
+pub const VERSION: u32 = 1;
+
+/// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
+/// an empty schema).
+const MIGRATIONS: [&str; 1] = [include_str!("schema.sql")];
+
+/// Which clock decides leases: the database server's (`server`, the default), or each
+/// client's (`client`: `CIRCE_NOW` works; for tests and fixtures).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Clock {
+    Server,
+    Client,
+}
+
+impl Clock {
+    pub fn parse(s: &str) -> Option<Clock> {
+        match s {
+            "server" => Some(Clock::Server),
+            "client" => Some(Clock::Client),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Clock::Server => "server",
+            Clock::Client => "client",
+        }
+    }
+}
+
+/// `sql` with `{s}` the schema (a checked name) and `{channel}` its notification channel.
+pub fn sql(schema: &str, text: &str) -> String {
+    text.replace("{s}", &format!("\"{schema}\""))
+        .replace("{channel}", &format!("'{}'", channel(schema)))
+}
+
+/// The LISTEN/NOTIFY channel of a root.
+pub fn channel(schema: &str) -> String {
+    format!("circe_{schema}")
+}
+
+/// The version of the tables in `schema` (0: none).
+fn current(conn: &Conn, schema: &str) -> Result<u32> {
+    let q = "SELECT to_regclass($1)::text";
+    let meta = format!("\"{schema}\".meta");
+    let row =
+        conn.call("reading the schema", conn.client.query_typed_one(q, &[(&meta, Type::TEXT)]))?;
+    if row.get::<_, Option<String>>(0).is_none() {
+        return Ok(0);
+    }
+    let row = conn.call(
+        "reading the schema version",
+        conn.client.query_typed_opt(
+            &sql(schema, "SELECT value FROM {s}.meta WHERE key = 'schema_version'"),
+            &[],
+        ),
+    )?;
+    let v: String = row.map(|r| r.get(0)).unwrap_or_default();
+    v.parse().map_err(|_| {
+        Error::internal(format!("schema {schema}: schema_version `{v}` is not a number"))
+    })
+}
+
+/// Refuse a schema of another version than this circe's.
+pub fn check(version: u32, schema: &str) -> Result<()> {
+    if version > VERSION {
+        return Err(Error::refused(format!(
+            "the root in schema {schema} has schema version {version}; this circe knows up to {VERSION}"
+        ))
+        .hint("upgrade circe on this host"));
+    }
+    if version < VERSION {
+        return Err(Error::refused(format!(
+            "the root in schema {schema} has schema version {version}; this circe needs {VERSION}"
+        ))
+        .hint("`circe init --engine URL` migrates it (one transaction)"));
+    }
+    Ok(())
+}
+
+/// Make or migrate the schema; on a new one store `config` and the clock. Returns whether
+/// the root was created.
+pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<bool> {
+    let lock = format!("circe {schema}");
+    conn.call("starting the schema transaction", conn.client.batch_execute("BEGIN"))?;
+    let done = (|| -> Result<bool> {
+        conn.call(
+            "locking the schema",
+            conn.client
+                .query_typed("SELECT pg_advisory_xact_lock(hashtext($1))", &[(&lock, Type::TEXT)]),
+        )?;
+        let from = current(conn, schema)?;
+        if from > VERSION {
+            check(from, schema)?;
+        }
+        for m in MIGRATIONS.iter().skip(from as usize) {
+            conn.call("creating the tables", conn.client.batch_execute(&sql(schema, m)))?;
+        }
+        if from == 0 {
+            let ins = sql(
+                schema,
+                "INSERT INTO {s}.meta VALUES ('schema_version', $1), ('clock', $2);
+                 ",
+            );
+            let v = VERSION.to_string();
+            let c = clock.as_str().to_string();
+            conn.call(
+                "writing the schema version",
+                conn.client.execute_typed(&ins, &[(&v, Type::TEXT), (&c, Type::TEXT)]),
+            )?;
+            conn.call(
+                "writing the configuration",
+                conn.client.execute_typed(
+                    &sql(schema, "INSERT INTO {s}.config VALUES (1, $1)"),
+                    &[(&config, Type::TEXT)],
+                ),
+            )?;
+        } else if from < VERSION {
+            conn.call(
+                "writing the schema version",
+                conn.client.batch_execute(&sql(
+                    schema,
+                    &format!(
+                        "UPDATE {{s}}.meta SET value = '{VERSION}' WHERE key = 'schema_version'"
+                    ),
+                )),
+            )?;
+        }
+        Ok(from == 0)
+    })();
+    match done {
+        Ok(created) => {
+            conn.call("committing the schema", conn.client.batch_execute("COMMIT"))?;
+            Ok(created)
+        }
+        Err(e) => {
+            let _ = conn.run(conn.client.batch_execute("ROLLBACK"));
+            Err(e)
+        }
+    }
+}

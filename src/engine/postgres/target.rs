@@ -1,0 +1,269 @@
+//! Which database a root is in: the URL (`postgres://host[:port]/db?schema=team_a`), the
+//! schema, and the password (never from the URL: from `PGPASSWORD` or the password file).
+
+use std::time::Duration;
+
+use tokio_postgres::config::Host;
+
+use crate::config::EngineConfig;
+use crate::error::{Error, Result};
+
+/// The schema a URL without `schema=` names.
+pub const DEFAULT_SCHEMA: &str = "circe";
+/// How long a connection attempt may take unless the URL says (`connect_timeout=N`).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Does `s` name a database rather than a folder?
+pub fn is_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
+/// A database root: where to connect and which schema holds the tables.
+#[derive(Clone)]
+pub struct Target {
+    /// The URL as given, less `schema=` (it has no password).
+    pub url: String,
+    pub schema: String,
+    pub(super) config: tokio_postgres::Config,
+    /// Where LISTEN connects when that differs (PgBouncer in transaction mode does not pass
+    /// LISTEN): `listen_host=` and `listen_port=` in the URL.
+    pub(super) listen: tokio_postgres::Config,
+}
+
+impl std::fmt::Debug for Target {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.location())
+    }
+}
+
+fn check_schema(s: &str) -> Result<()> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && !s.starts_with("pg_");
+    if ok {
+        return Ok(());
+    }
+    Err(Error::usage(format!("`{s}` is not a schema name circe uses"))
+        .hint("a schema is 1-63 of a-z, 0-9 and _, starting with a letter or _ (not pg_)"))
+}
+
+impl Target {
+    /// Parse `postgres://...[?schema=NAME&...]`.
+    pub fn from_url(url: &str) -> Result<Target> {
+        Target::parse(url, None)
+    }
+
+    /// `engine:` of a circe.yaml.
+    pub fn from_config(e: &EngineConfig) -> Result<Target> {
+        Target::parse(&e.url, e.schema.as_deref())
+    }
+
+    fn parse(url: &str, schema: Option<&str>) -> Result<Target> {
+        if !is_url(url) {
+            return Err(Error::usage(format!("`{url}` is not a postgres:// URL"))
+                .hint("write postgres://host[:port]/database?schema=NAME"));
+        }
+        let (base, query) = url.split_once('?').unwrap_or((url, ""));
+        let mut kept = Vec::new();
+        let (mut from_url, mut listen_host, mut listen_port) = (None, None, None);
+        for pair in query.split('&').filter(|p| !p.is_empty()) {
+            match pair.split_once('=') {
+                Some(("schema", v)) => from_url = Some(v.to_string()),
+                Some(("listen_host", v)) => listen_host = Some(v.to_string()),
+                Some(("listen_port", v)) => listen_port = Some(v.to_string()),
+                Some(("password", _)) => return Err(password_in_url()),
+                _ => kept.push(pair),
+            }
+        }
+        let schema = match (schema, from_url.as_deref()) {
+            (Some(a), Some(b)) if a != b => {
+                return Err(Error::usage(format!(
+                    "the schema is `{a}` in circe.yaml but `{b}` in its url"
+                ))
+                .hint("name the schema once"));
+            }
+            (Some(s), _) | (None, Some(s)) => s.to_string(),
+            (None, None) => DEFAULT_SCHEMA.to_string(),
+        };
+        check_schema(&schema)?;
+        let plain =
+            if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
+        let mut config: tokio_postgres::Config = plain.parse().map_err(|e| {
+            Error::usage(format!("`{url}` is not a database URL: {e}"))
+                .hint("write postgres://user@host[:port]/database?schema=NAME")
+        })?;
+        if config.get_password().is_some() {
+            return Err(password_in_url());
+        }
+        fill_defaults(&mut config);
+        let mut listen = config.clone();
+        if let Some(h) = listen_host {
+            listen = with_host(&listen, &h);
+        }
+        if let Some(p) = listen_port {
+            let port: u16 = p
+                .parse()
+                .map_err(|_| Error::usage(format!("listen_port `{p}` is not a port number")))?;
+            listen.port(port);
+        }
+        Ok(Target { url: plain, schema, config, listen })
+    }
+
+    /// The root's name for people: the URL with its schema.
+    pub fn location(&self) -> String {
+        let sep = if self.url.contains('?') { '&' } else { '?' };
+        format!("{}{sep}schema={}", self.url, self.schema)
+    }
+
+    /// `engine:` for a circe.yaml pointing at this root.
+    pub fn engine_config(&self) -> EngineConfig {
+        EngineConfig {
+            kind: "postgres".into(),
+            url: self.url.clone(),
+            schema: Some(self.schema.clone()),
+        }
+    }
+
+    /// The connect timeout in force.
+    pub fn connect_timeout(&self) -> Duration {
+        self.config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT)
+    }
+}
+
+fn password_in_url() -> Error {
+    Error::usage(
+        "the database URL holds a password: circe does not keep passwords in URLs or circe.yaml",
+    )
+    .hint("put it in the password file (~/.pgpass, or the file PGPASSFILE names) or in PGPASSWORD")
+}
+
+fn with_host(c: &tokio_postgres::Config, host: &str) -> tokio_postgres::Config {
+    let mut n = c.clone();
+    // tokio_postgres keeps a list of hosts: rebuild it with the one given.
+    let mut fresh = tokio_postgres::Config::new();
+    for (k, v) in [("user", n.get_user()), ("dbname", n.get_dbname())] {
+        if let Some(v) = v {
+            match k {
+                "user" => fresh.user(v),
+                _ => fresh.dbname(v),
+            };
+        }
+    }
+    if let Some(p) = n.get_password() {
+        fresh.password(p);
+    }
+    if let Some(t) = n.get_connect_timeout() {
+        fresh.connect_timeout(*t);
+    }
+    fresh.application_name("circe");
+    if let Some(p) = n.get_ports().first() {
+        fresh.port(*p);
+    }
+    fresh.host(host);
+    n = fresh;
+    n
+}
+
+/// User, host, timeouts and the password, as libpq would find them.
+fn fill_defaults(c: &mut tokio_postgres::Config) {
+    if c.get_user().is_none() {
+        let user = std::env::var("PGUSER")
+            .or_else(|_| std::env::var("USER"))
+            .unwrap_or_else(|_| "postgres".into());
+        c.user(user);
+    }
+    if c.get_hosts().is_empty() {
+        let host = std::env::var("PGHOST").unwrap_or_else(|_| "/var/run/postgresql".into());
+        c.host(&host);
+    }
+    if c.get_connect_timeout().is_none() {
+        c.connect_timeout(CONNECT_TIMEOUT);
+    }
+    if c.get_application_name().is_none() {
+        c.application_name("circe");
+    }
+    // Keepalives find a dead peer of an idle connection (a waiting LISTEN) in about 30 s.
+    c.keepalives_idle(Duration::from_secs(10));
+    c.keepalives_interval(Duration::from_secs(5));
+    c.keepalives_retries(4);
+    if let Ok(p) = std::env::var("PGPASSWORD") {
+        c.password(p);
+    } else if let Some(p) = from_passfile(c) {
+        c.password(p);
+    }
+}
+
+/// The password for this connection from the password file (`PGPASSFILE`, else
+/// `~/.pgpass`): lines `host:port:database:user:password`, `*` matching anything.
+fn from_passfile(c: &tokio_postgres::Config) -> Option<String> {
+    let path = std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
+    let text = crate::engine::local::read_small_file(&path)?;
+    let host = match c.get_hosts().first()? {
+        Host::Tcp(h) => h.clone(),
+        Host::Unix(p) => {
+            // libpq matches a socket folder as `localhost`.
+            let _ = p;
+            "localhost".to_string()
+        }
+    };
+    let port = c.get_ports().first().copied().unwrap_or(5432).to_string();
+    let db = c.get_dbname().unwrap_or(c.get_user().unwrap_or_default()).to_string();
+    let user = c.get_user().unwrap_or_default().to_string();
+    let want = [host.as_str(), port.as_str(), db.as_str(), user.as_str()];
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let fields = split_passfile_line(l);
+        if fields.len() != 5 {
+            return None;
+        }
+        let matches = fields[..4].iter().zip(want).all(|(f, w)| f == "*" || f == w);
+        matches.then(|| fields[4].clone())
+    })
+}
+
+/// Split on `:`, with `\:` and `\\` as escapes.
+fn split_passfile_line(l: &str) -> Vec<String> {
+    let mut out = vec![String::new()];
+    let mut chars = l.chars();
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\\' => {
+                if let Some(n) = chars.next() {
+                    out.last_mut().expect("one field").push(n);
+                }
+            }
+            ':' => out.push(String::new()),
+            c => out.last_mut().expect("one field").push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        let t = Target::from_url("postgres://db.example/team?schema=team_a").unwrap();
+        assert_eq!((t.schema.as_str(), t.url.as_str()), ("team_a", "postgres://db.example/team"));
+        assert_eq!(t.location(), "postgres://db.example/team?schema=team_a");
+        let d = Target::from_url("postgresql://u@h:6432/x?connect_timeout=2").unwrap();
+        assert_eq!(d.schema, DEFAULT_SCHEMA);
+        assert_eq!(d.connect_timeout(), Duration::from_secs(2));
+        let e = Target::from_url("postgres://u:secret@h/x").unwrap_err();
+        assert!(e.message.contains("password") && e.hint.unwrap().contains("pgpass"));
+        assert!(Target::from_url("postgres://h/x?password=secret").is_err());
+        assert!(Target::from_url("postgres://h/x?schema=Bad-Name").is_err());
+        assert!(Target::from_url("postgres://h/x?schema=pg_catalog").is_err());
+        assert!(Target::from_url("/some/folder").is_err());
+    }
+
+    #[test]
+    fn passfile_lines() {
+        assert_eq!(split_passfile_line(r"h:5432:*:u:p\:w\\d"), ["h", "5432", "*", "u", r"p:w\d"]);
+    }
+}

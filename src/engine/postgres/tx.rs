@@ -1,0 +1,335 @@
+//! The task transaction of the database engine: two round trips. `begin` sends `BEGIN` and
+//! the task's row `FOR UPDATE` together (the row stays locked while the domain decides);
+//! `commit` sends `commit_task(...)` and `COMMIT` together: the ticket's move or delivery,
+//! the record and the events in one function, checked against the row version loaded.
+//! Dropping the transaction without a commit ends it with `COMMIT` all the same: the task
+//! is unchanged (only `commit_task` writes it), the row lock is released, and what the
+//! command did meanwhile outside the task (a plain message filed while the task was open,
+//! as the local engine does it beside its lock) stays done.
+
+use chrono::{DateTime, Utc};
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use super::conn::{Failure, LOCK_WAIT};
+use super::rows::TaskRow;
+use super::schema::Clock;
+use crate::clock;
+use crate::engine::TaskTx;
+use crate::engine::local::test_break;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::names::TaskId;
+use crate::task::record::OwnerRecord;
+use crate::task::{Change, TaskState, Ticket};
+
+/// Stands for the name a delivered ticket gets, in event lines sent to `commit_task`.
+const TICKET: &str = "@circe:ticket@";
+
+pub(super) struct PgTx<'a> {
+    eng: &'a PgEngine,
+    task: TaskId,
+    st: Option<TaskState>,
+    rev: u64,
+    now: DateTime<Utc>,
+    open: bool,
+}
+
+/// What `begin` asks before the load: the transaction and its lock waits.
+fn begin_sql() -> String {
+    format!(
+        "BEGIN; SET LOCAL lock_timeout = '{LOCK_WAIT}'; SET LOCAL idle_in_transaction_session_timeout = '{LOCK_WAIT}'"
+    )
+}
+
+impl<'a> PgTx<'a> {
+    /// Open the transaction on `task`, loading and locking its row.
+    pub(super) fn begin(eng: &'a PgEngine, task: &TaskId) -> Result<PgTx<'a>> {
+        eng.no_open_tx()?;
+        let mut load = eng.sql(
+            "SELECT (extract(epoch FROM now()) * 1000000)::int8,
+                    (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE task_id = $1 FOR UPDATE)",
+        );
+        if test_break("pg-unlocked") {
+            load = load.replace(" FOR UPDATE", "");
+        }
+        let id = task.as_str();
+        let c = &eng.conn.client;
+        let begin = begin_sql();
+        let row = eng.conn.call(
+            &format!("loading task {task}"),
+            futures_util::future::try_join(
+                c.batch_execute(&begin),
+                c.query_typed_one(&load, &[(&id, Type::TEXT)]),
+            ),
+        );
+        let row = match row {
+            Ok(((), row)) => row,
+            Err(e) => {
+                eng.rollback();
+                return Err(e);
+            }
+        };
+        PgTx::from_row(eng, task.clone(), row.get(0), row.get(1))
+    }
+
+    /// Open the transaction on the best waiting task `who` may take (skipping `skip` and,
+    /// first, rows another claimer has locked). `None` when there is none.
+    pub(super) fn begin_next(
+        eng: &'a PgEngine,
+        who: &crate::task::Eligibility,
+        skip: &[String],
+    ) -> Result<Option<PgTx<'a>>> {
+        eng.no_open_tx()?;
+        if let Some(tx) = PgTx::pick(eng, who, skip, true)? {
+            return Ok(Some(tx));
+        }
+        // Every waiting task may be locked by another claimer right now: wait for one (its
+        // row is checked again once the lock is granted; a task taken meanwhile is no match).
+        PgTx::pick(eng, who, skip, false)
+    }
+
+    fn pick(
+        eng: &'a PgEngine,
+        who: &crate::task::Eligibility,
+        skip: &[String],
+        skip_locked: bool,
+    ) -> Result<Option<PgTx<'a>>> {
+        let mut pick = eng.sql(
+            "SELECT (extract(epoch FROM now()) * 1000000)::int8,
+                    (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE t.task_id = x.task_id),
+                    x.task_id
+             FROM (SELECT 1) one
+             LEFT JOIN LATERAL (
+               SELECT task_id FROM {s}.tasks
+               WHERE status = 'new' AND (\"to\" = $1 OR (\"to\" = ANY($2) AND intent = ANY($3)))
+                 AND task_id <> ALL($4)
+               ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
+        );
+        if test_break("pg-unlocked") {
+            pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
+        } else if !skip_locked {
+            pick = pick.replace(" SKIP LOCKED", "");
+        }
+        let agent = who.agent.as_str();
+        let c = &eng.conn.client;
+        let begin = begin_sql();
+        let row = eng.conn.call(
+            "picking a waiting task",
+            futures_util::future::try_join(
+                c.batch_execute(&begin),
+                c.query_typed_one(
+                    &pick,
+                    &[
+                        (&agent, Type::TEXT),
+                        (&who.addresses, Type::TEXT_ARRAY),
+                        (&who.intents, Type::TEXT_ARRAY),
+                        (&skip, Type::TEXT_ARRAY),
+                    ],
+                ),
+            ),
+        );
+        let row = match row {
+            Ok(((), row)) => row,
+            Err(e) => {
+                eng.rollback();
+                return Err(e);
+            }
+        };
+        let Some(task) = row.get::<_, Option<String>>(2) else {
+            eng.rollback();
+            return Ok(None);
+        };
+        let task = TaskId::new(task)?;
+        PgTx::from_row(eng, task, row.get(0), row.get(1)).map(Some)
+    }
+
+    fn from_row(
+        eng: &'a PgEngine,
+        task: TaskId,
+        now_us: i64,
+        json: Option<String>,
+    ) -> Result<PgTx<'a>> {
+        let now = match eng.clock {
+            Clock::Server if !test_break("pg-client-clock") => {
+                DateTime::<Utc>::from_timestamp_micros(now_us).unwrap_or_else(Utc::now)
+            }
+            Clock::Server | Clock::Client => clock::now(),
+        };
+        let (st, rev) = match json {
+            Some(j) => match TaskRow::parse(&j) {
+                Ok(r) => {
+                    let rev = r.rev;
+                    (Some(r.state()), rev)
+                }
+                Err(e) => {
+                    eng.rollback();
+                    return Err(e);
+                }
+            },
+            None => (None, 0),
+        };
+        eng.open_tx.set(true);
+        Ok(PgTx { eng, task, st, rev, now, open: true })
+    }
+
+    /// The `.owner` record for the new record: kept when the same owner holds it at the
+    /// same epoch, else made now.
+    fn owner_for(&self, rec: &crate::task::StatusRecord) -> Option<OwnerRecord> {
+        if !rec.status.is_owned() {
+            return None;
+        }
+        let before = self.st.as_ref().and_then(|s| s.owner.as_ref());
+        match before {
+            Some(o) if Some(&o.owner) == rec.owner.as_ref() && o.epoch == rec.epoch => {
+                let mut o = o.clone();
+                o.lease_expires_at = rec.lease_expires_at.clone().unwrap_or_default();
+                Some(o)
+            }
+            _ => rec.owner_record(
+                &clock::stamp(self.now),
+                &crate::engine::local::host_name(),
+                std::os::unix::process::parent_id(),
+            ),
+        }
+    }
+}
+
+impl PgTx<'_> {
+    /// The error for a commit whose reply never came: a claim names its request id, so the
+    /// retry can find the grant.
+    fn lost(&self, op: &str, why: &str, request: Option<&str>) -> Error {
+        let err = self.eng.conn.unknown_outcome(&format!("{op} {}", self.task), why);
+        match (request, op) {
+            (Some(r), "claim") => err.detail("request_id", r.to_string()).hint(format!(
+                "run the claim again with --request-id {r} (or CIRCE_REQUEST_ID={r}): it returns the task if this claim got it"
+            )),
+            _ => err.hint("`circe show` tells whether the change was made"),
+        }
+    }
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        self.eng.open_tx.set(false);
+        if self.open {
+            let _ = self.eng.conn.run(self.eng.conn.client.batch_execute("COMMIT"));
+        }
+    }
+}
+
+impl TaskTx for PgTx<'_> {
+    fn task_id(&self) -> &TaskId {
+        &self.task
+    }
+
+    fn state(&self) -> Option<&TaskState> {
+        self.st.as_ref()
+    }
+
+    fn now(&self) -> DateTime<Utc> {
+        self.now
+    }
+
+    fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
+        if !self.open {
+            return Err(Error::internal(format!(
+                "task {}: a second commit in one transaction",
+                self.task
+            )));
+        }
+        let Change { op, record, checks, ticket, mut events, notices: _, request } = change;
+        // A claim always carries a request id, so that a claim whose outcome is unknown can
+        // be retried without taking a second task.
+        let request = match (op, request) {
+            ("claim", None) => Some(format!("r-{}", clock::random_suffix())),
+            (_, r) => r,
+        };
+        let stored = if test_break("pg-forget-request") { None } else { request.clone() };
+        let all_checks = checks
+            .clone()
+            .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
+        let owner = self.owner_for(&record);
+        let (mv, name, body) = match &ticket {
+            Ticket::Stay => (None, None, None),
+            Ticket::MoveTo(b) => (Some(b.label()), None, None),
+            Ticket::Deliver { name, content } => {
+                for f in events.iter_mut().flat_map(|e| e.files.iter_mut()) {
+                    if f.mailbox == "new" {
+                        f.file = TICKET.to_string();
+                    }
+                }
+                (None, Some(name.clone()), Some(content.clone()))
+            }
+        };
+        let rec_json = json(&record);
+        let checks_json = checks.as_ref().map(json);
+        let owner_json = owner.as_ref().map(json);
+        let lines: Vec<String> = events.iter().map(Event::to_line).collect();
+        let task = self.task.as_str();
+        let mut seen = i64::try_from(self.rev).unwrap_or(i64::MAX);
+        if test_break("pg-unlocked") && seen > 0 {
+            seen = -1;
+        }
+        let msg_id = body.as_deref().and_then(super::msg_id_of);
+        let q = self.eng.sql(
+            "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
+                 $6, $7, $8, $9, $10, $11)",
+        );
+        let c = &self.eng.conn.client;
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 11] = [
+            (&task, Type::TEXT),
+            (&seen, Type::INT8),
+            (&rec_json, Type::TEXT),
+            (&checks_json, Type::TEXT),
+            (&owner_json, Type::TEXT),
+            (&mv, Type::TEXT),
+            (&name, Type::TEXT),
+            (&body, Type::BYTEA),
+            (&msg_id, Type::TEXT),
+            (&lines, Type::TEXT_ARRAY),
+            (&stored, Type::TEXT),
+        ];
+        let sent = self.eng.conn.run(futures_util::future::try_join(
+            c.query_typed_one(&q, &params),
+            c.batch_execute("COMMIT"),
+        ));
+        self.open = false;
+        let row = match sent {
+            Ok((row, ())) => row,
+            Err(Failure::Db(e)) => {
+                self.eng.rollback();
+                return Err(super::conn::db_error(&format!("task {}", self.task), &e));
+            }
+            Err(Failure::Lost(why)) => return Err(self.lost(op, &why, request.as_deref())),
+        };
+        if test_break("pg-lost-reply") && op == "claim" {
+            return Err(self.lost(op, "CIRCE_TEST_BREAK=pg-lost-reply", request.as_deref()));
+        }
+        let file: String = row.get(0);
+        let first: i64 = row.get(1);
+        let mut record = record;
+        record.message.clone_from(&file);
+        for (i, e) in events.iter_mut().enumerate() {
+            e.id = u64::try_from(first).unwrap_or(0) + i as u64;
+            for f in &mut e.files {
+                if f.file == TICKET {
+                    f.file.clone_from(&file);
+                }
+            }
+        }
+        let location = match ticket {
+            Ticket::Stay => self.st.as_ref().and_then(|s| s.location.clone()),
+            Ticket::MoveTo(b) => Some(b),
+            Ticket::Deliver { .. } => Some(crate::boxes::Mailbox::NewMessages),
+        };
+        self.st = Some(TaskState { rec: record, owner, checks: all_checks, location });
+        self.rev += 1;
+        Ok(events)
+    }
+}
+
+/// JSON text of a record (records serialise infallibly).
+fn json<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_string(v).unwrap_or_default()
+}

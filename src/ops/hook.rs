@@ -1,0 +1,155 @@
+//! `--exec CMD`: a command run once per event, for `watch` and `wait`.
+//!
+//! CMD is run by `sh -c` exactly as given; the event reaches it only as data: environment
+//! variables (`CIRCE_EVENT_ID`, `CIRCE_EVENT_KIND`, `CIRCE_TASK`, `CIRCE_AGENT`, `CIRCE_BOX`,
+//! `CIRCE_FILE`, ...) and the event as one JSON line on its standard input. Nothing from a
+//! message is ever put into the command line, so a `to:` holding `;rm -rf ~` stays a string.
+//! One hook runs at a time per consumer; a failing one is retried with backoff and reported;
+//! after `max_attempts` failures the event is set aside (dead letter) and the stream goes on.
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::names::CursorName;
+use crate::workspace::Workspace;
+
+/// How a hook is run.
+pub struct Hook {
+    pub command: String,
+    /// Give up on an event after this many failed runs (`None`: retry for ever).
+    pub max_attempts: Option<u32>,
+    /// The consumer's cursor: where its dead letters are kept (required with
+    /// `max_attempts`).
+    pub consumer: Option<CursorName>,
+}
+
+/// What became of one event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handled {
+    /// The hook exited 0.
+    Done,
+    /// It failed `max_attempts` times: set aside.
+    SetAside,
+    /// The consumer was told to stop while retrying.
+    Stopped,
+}
+
+/// The first retry waits this long; each next one twice as long, up to `MAX_BACKOFF`.
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// The environment a hook sees for `e`.
+pub fn environment(ws: &Workspace, e: &Event) -> Vec<(&'static str, String)> {
+    let mut env = vec![
+        ("CIRCE_EVENT_ID", e.id.to_string()),
+        ("CIRCE_EVENT_KIND", e.event.as_str().to_string()),
+        ("CIRCE_AGENT", e.agent.clone()),
+        ("CIRCE_TS", e.ts.clone()),
+    ];
+    if let Some(t) = &e.task {
+        env.push(("CIRCE_TASK", t.to_string()));
+    }
+    if let Some(s) = e.to {
+        env.push(("CIRCE_STATUS", s.as_str().to_string()));
+    }
+    if let Some(m) = &e.msg_id {
+        env.push(("CIRCE_MSG_ID", m.clone()));
+    }
+    if let Some(f) = e.files.first() {
+        env.push(("CIRCE_BOX", f.mailbox.clone()));
+        let path = crate::boxes::Mailbox::from_label(&f.mailbox)
+            .and_then(|b| ws.engine.message_path(&b, &f.file));
+        let shown = path.map_or_else(|| f.file.clone(), |p| p.display().to_string());
+        env.push(("CIRCE_FILE", shown));
+    }
+    if let Some(root) = ws.engine.local_folder() {
+        env.push(("CIRCE_ROOT", root.display().to_string()));
+    }
+    env
+}
+
+/// Run `command` once with `e`: `Ok(true)` when it exited 0.
+pub fn run_once(ws: &Workspace, command: &str, e: &Event) -> Result<bool> {
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(command)
+        .envs(environment(ws, e))
+        .stdin(Stdio::piped())
+        // stdout is circe's data channel: the hook's output goes to stderr.
+        .stdout(std::io::stderr())
+        .spawn()
+        .map_err(|err| {
+            Error::internal(format!("cannot run the hook: {err}")).hint("is `sh` on PATH?")
+        })?;
+    if let Some(mut stdin) = child.stdin.take() {
+        // A hook that does not read its input is fine: a closed pipe is not an error.
+        let _ = stdin.write_all(format!("{}\n", e.to_line()).as_bytes());
+    }
+    let status =
+        child.wait().map_err(|err| Error::internal(format!("the hook was lost: {err}")))?;
+    Ok(status.success())
+}
+
+/// Is `e` this consumer's own dead-letter notice? Its hook never gets those: a hook that
+/// fails on everything would otherwise set aside its own notices for ever.
+pub fn own_notice(hook: &Hook, e: &Event) -> bool {
+    e.event == EventKind::DeadLetter
+        && e.consumer.is_some()
+        && e.consumer.as_deref() == hook.consumer.as_ref().map(CursorName::as_str)
+}
+
+/// Hand `e` to the hook until it succeeds, retrying with backoff; set it aside after
+/// `max_attempts` failures. `stop` is asked between attempts.
+pub fn handle(ws: &Workspace, hook: &Hook, e: &Event, stop: &dyn Fn() -> bool) -> Result<Handled> {
+    if own_notice(hook, e) {
+        return Ok(Handled::Done);
+    }
+    let mut attempt = 0u32;
+    let mut pause = FIRST_BACKOFF;
+    loop {
+        if run_once(ws, &hook.command, e)? {
+            return Ok(Handled::Done);
+        }
+        attempt += 1;
+        if hook.max_attempts.is_some_and(|m| attempt >= m) {
+            set_aside(ws, hook, e, attempt)?;
+            eprintln!("circe: event {} set aside after {attempt} failed hook runs", e.id);
+            return Ok(Handled::SetAside);
+        }
+        eprintln!(
+            "circe: the hook failed for event {} (attempt {attempt}); retrying in {} ms",
+            e.id,
+            pause.as_millis()
+        );
+        let until = std::time::Instant::now() + pause;
+        while std::time::Instant::now() < until {
+            if stop() {
+                return Ok(Handled::Stopped);
+            }
+            std::thread::sleep(Duration::from_millis(50).min(pause));
+        }
+        pause = (pause * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// The dead letter: the event kept in the consumer's dead-letter list, and a `dead_letter`
+/// event in the log naming it.
+fn set_aside(ws: &Workspace, hook: &Hook, e: &Event, attempts: u32) -> Result<()> {
+    let consumer = hook.consumer.clone().ok_or_else(|| {
+        Error::usage("--max-attempts needs --cursor: dead letters are kept per consumer")
+    })?;
+    ws.engine.dead_letter(&consumer, e)?;
+    let mut note = Event::now(EventKind::DeadLetter, crate::event::CIRCE);
+    note.task.clone_from(&e.task);
+    note.attempts = Some(attempts);
+    note.consumer = Some(consumer.to_string());
+    note.what = Some(format!(
+        "event {} set aside by consumer {consumer}: its hook failed {attempts} times",
+        e.id
+    ));
+    ws.engine.append_events(vec![note])?;
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! Following the event log: from a cursor, in id order, waking on the engine's feed (never
+//! polling when idle), with the position saved after each event a consumer handed on.
+//!
+//! Delivery is at least once: the cursor moves only after the caller says an event was
+//! handled (printed, or its hook exited 0), so a consumer killed in between sees that event
+//! again, and nothing is ever skipped: reads go by id, which survives rotation, and a
+//! wake-up (including an inotify overflow) only means "read again from the cursor".
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::engine::{CursorHold, EventFeed};
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event, EventKind};
+use crate::names::{AgentName, CursorName, TaskId};
+use crate::task::Status;
+use crate::workspace::Workspace;
+
+/// The cursor kind of event-log consumers (`.circe/cursors/events/<name>`).
+pub const KIND: &str = "events";
+
+/// A consumer's saved place (format version 1): the id of the last event it handed on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SavedCursor {
+    pub v: u32,
+    pub after: u64,
+    /// When it last moved.
+    pub saved_at: String,
+}
+
+impl SavedCursor {
+    pub fn parse(name: &CursorName, bytes: &[u8]) -> Result<SavedCursor> {
+        let c: SavedCursor = serde_json::from_slice(bytes).map_err(|e| {
+            Error::internal(format!("cursor {name} is damaged: {e}")).hint(format!(
+                "`circe cursors` lists it; remove .circe/cursors/{KIND}/{name} to start it afresh"
+            ))
+        })?;
+        if c.v > 1 {
+            return Err(Error::refused(format!(
+                "cursor {name} is of format {}; this circe reads format 1",
+                c.v
+            ))
+            .hint("upgrade circe"));
+        }
+        Ok(c)
+    }
+}
+
+/// Where a stream starts when its cursor has no saved place.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// After the newest event: only what happens from now on.
+    Now,
+    /// From the first event in the log.
+    FromStart,
+    /// After this event id.
+    After(u64),
+}
+
+/// Which events a consumer wants.
+#[derive(Debug, Default)]
+pub struct Filter {
+    /// What concerns this agent: its boxes, what it did, tasks it holds, tasks it may take.
+    pub agent: Option<(AgentName, String)>,
+    pub task: Option<TaskId>,
+    pub kinds: Vec<EventKind>,
+    /// Who holds which task, as far as the stream has seen (asked of the engine once).
+    owners: HashMap<TaskId, Option<AgentName>>,
+}
+
+impl Filter {
+    pub fn new(
+        agent: Option<(AgentName, String)>,
+        task: Option<TaskId>,
+        kinds: Vec<EventKind>,
+    ) -> Filter {
+        Filter { agent, task, kinds, owners: HashMap::new() }
+    }
+
+    /// Does `e` pass? Keeps track of task owners on the way.
+    pub fn wants(&mut self, ws: &Workspace, e: &Event) -> bool {
+        if !self.kinds.is_empty() && !self.kinds.contains(&e.event) {
+            return false;
+        }
+        if self.task.as_ref().is_some_and(|t| e.task.as_ref() != Some(t)) {
+            return false;
+        }
+        let Some((me, role)) = self.agent.clone() else { return true };
+        let held_before = e.task.as_ref().is_some_and(|t| self.owner(ws, t).as_ref() == Some(&me));
+        if let (Some(t), Some(to)) = (&e.task, e.to) {
+            let owner = match (e.event, to.is_owned()) {
+                (EventKind::Claim, _) => AgentName::new(e.agent.as_str()).ok(),
+                (_, true) => self.owners.get(t).cloned().flatten(),
+                (_, false) => None,
+            };
+            self.owners.insert(t.clone(), owner);
+        }
+        let waiting_for_me = e.to == Some(Status::New)
+            && e.task.as_ref().is_some_and(|t| {
+                ws.engine.peek(t).ok().flatten().is_some_and(|st| {
+                    st.rec.status == Status::New
+                        && ws.may_take(&me, &role, &st.rec.to, &st.rec.intent)
+                })
+            });
+        held_before || e.concerns_agent(&me) || waiting_for_me
+    }
+
+    fn owner(&mut self, ws: &Workspace, task: &TaskId) -> Option<AgentName> {
+        self.owners
+            .entry(task.clone())
+            .or_insert_with(|| {
+                ws.engine
+                    .peek(task)
+                    .ok()
+                    .flatten()
+                    .and_then(|st| st.rec.status.is_owned().then_some(st.rec.owner).flatten())
+            })
+            .clone()
+    }
+}
+
+/// An open stream over the event log.
+pub struct Follow<'a> {
+    ws: &'a Workspace,
+    feed: Box<dyn EventFeed + 'a>,
+    at: Cursor,
+    cursor: Option<(CursorName, CursorHold)>,
+}
+
+impl<'a> Follow<'a> {
+    /// Subscribe (first, so nothing appended from here on is missed), take the cursor when
+    /// one is named (one consumer per cursor: exit 4 when another holds it), and find the
+    /// place to start: the cursor's saved place, else `start`.
+    pub fn open(
+        ws: &'a Workspace,
+        cursor: Option<CursorName>,
+        start: Start,
+        poll: Option<Duration>,
+    ) -> Result<Follow<'a>> {
+        let feed = ws.engine.subscribe(poll)?;
+        let mut saved = None;
+        let cursor = match cursor {
+            Some(name) => {
+                let hold = ws.engine.hold_cursor(KIND, &name)?.ok_or_else(|| {
+                    Error::conflict(format!("cursor `{name}` is in use by another consumer"))
+                        .hint("each consumer needs its own --cursor name")
+                })?;
+                if let Some(bytes) = ws.engine.read_cursor(KIND, &name)? {
+                    saved = Some(SavedCursor::parse(&name, &bytes)?.after);
+                }
+                Some((name, hold))
+            }
+            None => None,
+        };
+        let after = match (saved, start) {
+            (Some(a), _) | (None, Start::After(a)) => a,
+            (None, Start::FromStart) => 0,
+            (None, Start::Now) => ws.engine.last_event_id()?,
+        };
+        Ok(Follow { ws, feed, at: Cursor::after(after), cursor })
+    }
+
+    /// The id of the last event handed on.
+    pub fn position(&self) -> u64 {
+        self.at.after
+    }
+
+    /// The next events after the position (at most `max`), waiting on the feed while there
+    /// are none. `None` when `timeout` passed first.
+    pub fn next(&mut self, max: usize, timeout: Option<Duration>) -> Result<Option<Vec<Event>>> {
+        let deadline = timeout.map(|t| std::time::Instant::now() + t);
+        loop {
+            let events = self.ws.engine.read_events(self.at, max)?;
+            if !events.is_empty() {
+                return Ok(Some(events));
+            }
+            let left = match deadline {
+                None => None,
+                Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
+                    Some(l) if !l.is_zero() => Some(l),
+                    _ => return Ok(None),
+                },
+            };
+            if !self.feed.wait(left)? && deadline.is_some() {
+                // The wait timed out; read once more (an append may race the timeout).
+                let last = self.ws.engine.read_events(self.at, max)?;
+                return Ok((!last.is_empty()).then_some(last));
+            }
+        }
+    }
+
+    /// Event `id` was handed on (or skipped by the filter): move the cursor past it and save
+    /// it when there is one.
+    pub fn handed(&mut self, id: u64) -> Result<()> {
+        self.at = Cursor::after(id);
+        if let Some((name, _)) = &self.cursor {
+            let c =
+                SavedCursor { v: 1, after: id, saved_at: crate::clock::stamp_ms(self.ws.now()) };
+            let bytes = serde_json::to_vec(&c).unwrap_or_default();
+            self.ws.engine.write_cursor(KIND, name, &bytes)?;
+        }
+        Ok(())
+    }
+}
+
+/// One line for people: `#12 17:05:00 claim AUTH-012 new -> claimed by engineer (epoch 1)
+/// inbox:engineer/<file>`.
+pub fn human_line(e: &Event) -> String {
+    let mut s = format!("#{} {} {}", e.id, e.ts, e.event.as_str());
+    if let Some(t) = &e.task {
+        s.push(' ');
+        s.push_str(t);
+    }
+    match (e.from, e.to) {
+        (Some(f), Some(t)) => s.push_str(&format!(" {} -> {}", f.as_str(), t.as_str())),
+        (None, Some(t)) => s.push_str(&format!(" -> {}", t.as_str())),
+        _ => {}
+    }
+    s.push_str(&format!(" by {}", e.agent));
+    if let Some(ep) = e.epoch {
+        s.push_str(&format!(" (epoch {ep})"));
+    }
+    if let (Some(c), Some(p)) = (&e.check, e.passed) {
+        s.push_str(&format!(" {c}={p}"));
+    }
+    if let Some(i) = &e.intent {
+        s.push_str(&format!(" {i}"));
+    }
+    for f in &e.files {
+        s.push_str(&format!(" {}/{}", f.mailbox, f.file));
+    }
+    if let Some(w) = &e.what {
+        s.push_str(&format!(": {w}"));
+    }
+    s
+}

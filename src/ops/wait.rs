@@ -1,0 +1,287 @@
+//! `circe wait`: block until something happens, then say what.
+//!
+//! Subscribe first, then look: a condition that already holds answers at once (unless only
+//! a fresh one will do), one that can no longer happen is refused at once, and otherwise the
+//! first event after the subscription that meets it ends the wait. Many waiters may wait at
+//! once; each reads the log on its own.
+
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::stream::{Follow, Start};
+use crate::boxes::Mailbox;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::names::{AgentName, TaskId};
+use crate::task::Status;
+use crate::task::lifecycle::{ALL_STATUSES, TABLE};
+use crate::workspace::Workspace;
+
+/// What to wait for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// A message in my INBOX.
+    Inbox,
+    /// A waiting task I may claim.
+    Claimable,
+    /// A message answering message `msg_id` (`in_reply_to`).
+    Reply(String),
+    /// Task `task` reaching `status`.
+    Status(TaskId, Status),
+}
+
+impl Condition {
+    /// `inbox`, `claimable`, `reply:MSGID`, `status:TASK=STATUS`.
+    pub fn parse(s: &str) -> Result<Condition> {
+        let bad = || {
+            Error::usage(format!("`{s}` is not something to wait for"))
+                .hint("use inbox, claimable, reply:MSGID or status:TASK=STATUS")
+        };
+        match s {
+            "inbox" => return Ok(Condition::Inbox),
+            "claimable" => return Ok(Condition::Claimable),
+            _ => {}
+        }
+        if let Some(id) = s.strip_prefix("reply:") {
+            crate::names::check_msg_id(id)?;
+            return Ok(Condition::Reply(id.to_string()));
+        }
+        let (task, status) =
+            s.strip_prefix("status:").and_then(|r| r.split_once('=')).ok_or_else(bad)?;
+        let status = crate::message::status::normalize(status)
+            .and_then(Status::parse)
+            .or_else(|| Status::parse(status))
+            .ok_or_else(|| {
+                Error::usage(format!("`{status}` is not a task status"))
+                    .hint("new, claimed, in_progress, blocked, completed, failed, parked")
+            })?;
+        Ok(Condition::Status(TaskId::new(task)?, status))
+    }
+}
+
+/// How the wait ended.
+#[derive(Debug, Clone, Serialize)]
+pub struct Met {
+    /// The event that met the condition; `None` when it held already.
+    pub event: Option<Event>,
+    /// It held when the wait began.
+    pub already: bool,
+    pub task_id: Option<TaskId>,
+    /// The message concerned (box and file), when there is one.
+    #[serde(rename = "box", skip_serializing_if = "Option::is_none")]
+    pub mailbox: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// What `--claim` took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub claimed: Option<super::ClaimOutcome>,
+}
+
+impl Met {
+    fn by_event(e: &Event) -> Met {
+        let f = e.files.first();
+        Met {
+            event: Some(e.clone()),
+            already: false,
+            task_id: e.task.clone(),
+            mailbox: f.map(|f| f.mailbox.clone()),
+            file: f.map(|f| f.file.clone()),
+            claimed: None,
+        }
+    }
+
+    fn already(task_id: Option<TaskId>, at: Option<(&Mailbox, &str)>) -> Met {
+        Met {
+            event: None,
+            already: true,
+            task_id,
+            mailbox: at.map(|(b, _)| b.label()),
+            file: at.map(|(_, f)| f.to_string()),
+            claimed: None,
+        }
+    }
+}
+
+/// The statuses a task in `from` can still reach by the lifecycle table.
+fn reachable(from: Status) -> Vec<Status> {
+    let mut seen = vec![from];
+    let mut i = 0;
+    while i < seen.len() {
+        let s = seen[i];
+        for r in TABLE.iter().filter(|r| r.from.contains(&s)) {
+            if !seen.contains(&r.to) {
+                seen.push(r.to);
+            }
+        }
+        i += 1;
+    }
+    seen.retain(|s| ALL_STATUSES.contains(s));
+    seen
+}
+
+/// Does the condition hold now? `Err` when it never can.
+fn holds_now(ws: &Workspace, me: &AgentName, role: &str, c: &Condition) -> Result<Option<Met>> {
+    match c {
+        Condition::Inbox => {
+            let inbox = Mailbox::Inbox(me.clone());
+            Ok(ws.engine.list_box(&inbox)?.first().map(|f| Met::already(None, Some((&inbox, f)))))
+        }
+        Condition::Claimable => {
+            let mut found = None;
+            ws.engine.board(&mut |row| {
+                if found.is_none()
+                    && row.status == Status::New
+                    && ws.may_take(me, role, &row.to, &row.intent)
+                {
+                    found = TaskId::new(row.task.as_ref()).ok();
+                }
+                Ok(())
+            })?;
+            Ok(found.map(|t| Met::already(Some(t), None)))
+        }
+        Condition::Reply(id) => {
+            for b in ws.engine.boxes()? {
+                for name in ws.engine.list_box(&b)? {
+                    if let Ok(m) = super::read(ws, &b, &name)
+                        && m.in_reply_to.as_deref() == Some(id.as_str())
+                    {
+                        let task = m.task_id.and_then(|t| TaskId::new(t).ok());
+                        return Ok(Some(Met::already(task, Some((&b, &name)))));
+                    }
+                }
+            }
+            Ok(None)
+        }
+        Condition::Status(t, want) => {
+            let st = ws.engine.peek(t)?.ok_or_else(|| crate::engine::no_task(t))?;
+            let now = st.rec.status;
+            if now == *want {
+                return Ok(Some(Met::already(Some(t.clone()), None)));
+            }
+            if !reachable(now).contains(want) {
+                return Err(Error::refused(format!(
+                    "task {t} is {}: it will never be {}",
+                    now.as_str(),
+                    want.as_str()
+                ))
+                .hint(format!("`circe show {t}` tells its story")));
+            }
+            Ok(None)
+        }
+    }
+}
+
+/// Does event `e` meet the condition?
+fn meets(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, e: &Event) -> Result<bool> {
+    Ok(match c {
+        Condition::Inbox => e.files.iter().any(|f| f.mailbox == format!("inbox:{me}")),
+        Condition::Claimable => {
+            e.to == Some(Status::New)
+                && match &e.task {
+                    Some(t) => ws.engine.peek(t)?.is_some_and(|st| {
+                        st.rec.status == Status::New
+                            && ws.may_take(me, role, &st.rec.to, &st.rec.intent)
+                    }),
+                    None => false,
+                }
+        }
+        Condition::Reply(id) => {
+            e.event == EventKind::Send && e.in_reply_to.as_deref() == Some(id.as_str())
+        }
+        Condition::Status(t, want) => e.task.as_ref() == Some(t) && e.to == Some(*want),
+    })
+}
+
+/// How to wait.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Options {
+    /// Only an event after the wait began counts.
+    pub fresh: bool,
+    /// For `claimable`: claim the task in the same call (a lost race waits on).
+    pub claim: bool,
+    /// Give up after this long: exit 7.
+    pub timeout: Option<Duration>,
+    /// Check on a timer instead of being told by the engine's feed.
+    pub poll: Option<Duration>,
+}
+
+/// Wait for `c` as `me`.
+pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Options) -> Result<Met> {
+    let Options { fresh, claim, timeout, poll } = o;
+    let mut follow = Follow::open(ws, None, Start::Now, poll)?;
+    let try_claim = |met: Met| -> Result<Option<Met>> {
+        if !(claim && c == &Condition::Claimable) {
+            return Ok(Some(met));
+        }
+        match super::claim_next(ws, me, role, None) {
+            Ok(o) => Ok(Some(Met { task_id: Some(o.task.clone()), claimed: Some(o), ..met })),
+            Err(e) if e.kind == crate::error::Kind::NothingToClaim => Ok(None),
+            Err(e) => Err(e),
+        }
+    };
+    if !fresh && let Some(met) = holds_now(ws, me, role, c)? {
+        if let Some(done) = try_claim(met)? {
+            return Ok(done);
+        }
+    } else if let Condition::Status(..) = c {
+        holds_now(ws, me, role, c)?; // a status that can never come: refused at once
+    }
+    let deadline = timeout.map(|t| Instant::now() + t);
+    loop {
+        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
+        let Some(events) = follow.next(256, left)? else {
+            return Err(Error::timed_out(format!(
+                "nothing came within {}",
+                timeout.map_or_else(String::new, |t| format!("{:.1}s", t.as_secs_f64()))
+            ))
+            .hint("wait longer with --timeout, or `circe log` to see what did happen"));
+        };
+        for e in events {
+            if meets(ws, me, role, c, &e)?
+                && let Some(done) = try_claim(Met::by_event(&e))?
+            {
+                return Ok(done);
+            }
+            if let Condition::Status(t, want) = c
+                && e.task.as_ref() == Some(t)
+                && let Some(now) = e.to
+                && !reachable(now).contains(want)
+            {
+                return Err(Error::refused(format!(
+                    "task {t} became {}: it will never be {}",
+                    now.as_str(),
+                    want.as_str()
+                ))
+                .hint(format!("`circe show {t}` tells its story")));
+            }
+            follow.handed(e.id)?;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn conditions_parse() {
+        assert_eq!(Condition::parse("inbox").unwrap(), Condition::Inbox);
+        assert_eq!(
+            Condition::parse("status:T-1=complete").unwrap(),
+            Condition::Status(TaskId::new("T-1").unwrap(), Status::Completed)
+        );
+        assert_eq!(Condition::parse("reply:abc-1").unwrap(), Condition::Reply("abc-1".into()));
+        for bad in ["", "inbox2", "status:T-1", "status:T-1=done", "reply:a/b", "status:../x=new"] {
+            assert!(Condition::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn what_can_still_happen() {
+        assert!(reachable(Status::New).contains(&Status::Completed));
+        assert_eq!(reachable(Status::Failed), [Status::Failed]);
+        assert!(!reachable(Status::Completed).contains(&Status::New));
+        assert!(reachable(Status::Parked).contains(&Status::Completed), "requeued, then done");
+    }
+}

@@ -1,0 +1,291 @@
+//! The streams: `watch` with cursors and hooks, `wait`, `log`, `cursors`.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::common::{Env, exe};
+
+fn spawn(env: &Env, agent: Option<&str>, args: &[&str]) -> Child {
+    let mut c = Command::new(exe());
+    c.args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("HOME", env.path())
+        .current_dir(env.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    if let Some(a) = agent {
+        c.env("CIRCE_AGENT", a);
+    }
+    c.spawn().unwrap()
+}
+
+/// Read JSON lines from a child until `n` came (or 20 s passed).
+fn lines(child: &mut Child, n: usize) -> Vec<Value> {
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut got = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while got.len() < n {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match rx.recv_timeout(left) {
+            Ok(l) => got.push(serde_json::from_str(&l).unwrap_or_else(|e| panic!("{e}: {l}"))),
+            Err(_) => break,
+        }
+    }
+    got
+}
+
+fn inform(env: &Env, from: &str, to: &str, text: &str) {
+    env.as_(from, &["send", "--to", to, "--intent", "inform", "--summary", text]).ok();
+}
+
+fn ids(v: &[Value]) -> Vec<u64> {
+    v.iter().map(|e| e["id"].as_u64().unwrap()).collect()
+}
+
+/// A watcher prints each event as it happens, one JSON line with its id; --agent keeps what
+/// concerns that agent (its inbox, tasks it may take), not others'.
+#[test]
+fn watch_follows_and_filters() {
+    let env = Env::new();
+    let mut all = spawn(&env, None, &["watch", "--json"]);
+    let mut qa = spawn(&env, Some("qa"), &["watch", "--json"]);
+    std::thread::sleep(Duration::from_millis(300));
+    inform(&env, "engineer", "qa", "for qa");
+    inform(&env, "qa", "scribe", "for scribe");
+    inform(&env, "engineer", "scribe", "not for qa");
+    env.open_task("W-1"); // implement_feature: not a task qa may take
+    let got = lines(&mut all, 4);
+    let mine = lines(&mut qa, 2);
+    for mut c in [all, qa] {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    assert_eq!(ids(&got), [1, 2, 3, 4]);
+    assert_eq!(got[3]["event"], "open");
+    assert_eq!(ids(&mine), [1, 2], "what qa received and what qa did, nothing else");
+    assert_eq!(mine[0]["files"][0]["box"], "inbox:qa");
+}
+
+/// Killed and restarted with the same cursor, a watcher goes on after the last event it
+/// handed on: nothing skipped, nothing repeated.
+#[test]
+fn a_cursor_survives_a_kill() {
+    let env = Env::new();
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("m{i}"));
+    }
+    let o =
+        env.circe(["watch", "--all", "--from-start", "--cursor", "c1", "--once", "--json"]).run();
+    o.ok();
+    assert_eq!(o.stdout.lines().count(), 3);
+    inform(&env, "engineer", "qa", "m3");
+    let mut w = spawn(&env, None, &["watch", "--all", "--cursor", "c1", "--json"]);
+    let first = lines(&mut w, 1);
+    // Once the cursor says 4 was handed on, kill it (a kill between printing and saving
+    // repeats the one event in flight: the torture suite counts those).
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while env.circe(["cursors", "--json"]).run().json()["cursors"][0]["after"] != 4
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.kill().unwrap(); // SIGKILL
+    let _ = w.wait();
+    inform(&env, "engineer", "qa", "m4");
+    let rest = env.circe(["watch", "--all", "--cursor", "c1", "--once", "--json"]).run();
+    rest.ok();
+    let rest: Vec<Value> = rest.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!((ids(&first), ids(&rest)), (vec![4], vec![5]));
+    let c = env.circe(["cursors", "--json"]).run();
+    c.ok();
+    assert_eq!(c.json()["cursors"][0]["after"], 5);
+    // One consumer per cursor.
+    let mut held = spawn(&env, None, &["watch", "--all", "--cursor", "c1"]);
+    std::thread::sleep(Duration::from_millis(300));
+    env.circe(["watch", "--all", "--cursor", "c1", "--once"]).run().code(4);
+    let _ = held.kill();
+    let _ = held.wait();
+}
+
+/// A watcher following through a rotation of the log misses nothing.
+#[test]
+fn rotation_under_a_follower() {
+    local_only!("rotates the local event log's file (the database keeps one table)");
+    let env = Env::new();
+    let mut w = spawn(&env, None, &["watch", "--all", "--json", "--cursor", "r"]);
+    std::thread::sleep(Duration::from_millis(300));
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("a{i}"));
+    }
+    let root = circe::engine::RootSpec::Path(env.root());
+    let ws = circe::workspace::Workspace::open(&root).unwrap();
+    assert!(ws.engine.rotate_events().unwrap().is_some());
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("b{i}"));
+    }
+    let got = lines(&mut w, 6);
+    let _ = w.kill();
+    let _ = w.wait();
+    assert_eq!(ids(&got), [1, 2, 3, 4, 5, 6]);
+}
+
+/// `--exec`: the event reaches the hook as data only; a failing hook is retried, then set
+/// aside with --max-attempts, and the stream goes on.
+#[test]
+fn exec_hooks_retry_and_set_aside() {
+    let env = Env::new();
+    let hostile = "$(touch pwned); `touch pwned2`";
+    inform(&env, "engineer", "qa", hostile);
+    inform(&env, "engineer", "qa", "second");
+    let seen = env.path().join("seen");
+    let hook = format!(
+        "cat >> {0}; echo \"$CIRCE_EVENT_ID $CIRCE_EVENT_KIND $CIRCE_BOX\" >> {0}.env",
+        seen.display()
+    );
+    env.circe(["watch", "--all", "--from-start", "--once", "--cursor", "h", "--exec", &hook])
+        .run()
+        .ok();
+    let env_lines = std::fs::read_to_string(seen.with_extension("env")).unwrap();
+    assert_eq!(env_lines, "1 send inbox:qa\n2 send inbox:qa\n");
+    assert!(!env.path().join("pwned").exists() && !env.path().join("pwned2").exists());
+    let stdin_json = std::fs::read_to_string(&seen).unwrap();
+    assert_eq!(stdin_json.lines().count(), 2, "each event as one JSON line on stdin");
+    // A hook that fails twice, then works: retried, and the cursor moves once it worked.
+    let count = env.path().join("count");
+    let flaky = format!(
+        "n=$(cat {0} 2>/dev/null || echo 0); n=$((n+1)); echo $n > {0}; [ $n -ge 3 ]",
+        count.display()
+    );
+    inform(&env, "engineer", "qa", "third");
+    let o = env.circe(["watch", "--all", "--once", "--cursor", "h", "--exec", &flaky]).run();
+    o.ok();
+    assert_eq!(o.stderr.matches("retrying").count(), 2, "{}", o.show());
+    assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
+    // Always failing, at most 2 runs: set aside, logged, and the next event still handled.
+    inform(&env, "engineer", "qa", "fourth");
+    inform(&env, "engineer", "qa", "fifth");
+    let o = env
+        .circe([
+            "watch",
+            "--all",
+            "--once",
+            "--cursor",
+            "h",
+            "--exec",
+            "exit 1",
+            "--max-attempts",
+            "2",
+        ])
+        .run();
+    o.ok();
+    assert_eq!(o.stderr.matches("set aside").count(), 2, "{}", o.show());
+    let c = env.circe(["cursors", "--json"]).run();
+    assert_eq!(c.json()["cursors"][0]["dead_letters"], 2);
+    assert!(env.events().iter().any(|e| e["event"] == "dead_letter"));
+}
+
+/// `wait`: what holds already answers at once; an event answers a waiter; many waiters at
+/// once; a timeout is exit 7; what can never happen is exit 3 at once.
+#[test]
+fn wait_for_things() {
+    let env = Env::new();
+    env.circe(["wait", "--for", "inbox", "--timeout", "300ms"]).agent("qa").run().code(7);
+    let waiters: Vec<Child> = (0..6)
+        .map(|_| spawn(&env, Some("qa"), &["wait", "--for", "inbox", "--json", "--timeout", "20s"]))
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    inform(&env, "engineer", "qa", "wake up");
+    for w in waiters {
+        let out = w.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["event"]["event"], "send");
+    }
+    let o = env.circe(["wait", "--for", "inbox", "--json"]).agent("qa").run();
+    o.ok();
+    assert_eq!(o.json()["already"], true);
+    env.circe(["wait", "--for", "inbox", "--new", "--timeout", "300ms"]).agent("qa").run().code(7);
+    // A task: claimable, claimed by the waiter itself, then a status that cannot come.
+    env.open_task("T-1");
+    let o = env.circe(["wait", "--for", "claimable", "--claim", "--json"]).agent("engineer").run();
+    o.ok();
+    assert_eq!(o.json()["claimed"]["task"], "T-1");
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["status", "T-1", "failed"]).ok();
+    let o = env.circe(["wait", "--for", "status:T-1=completed"]).agent("engineer").run();
+    o.code(3);
+    assert!(o.stderr.contains("will never be completed"), "{}", o.show());
+}
+
+/// `log`: the newest N, oldest first; `--limit 0` prints nothing; an agent filter matches
+/// that agent exactly (qa is not qa-2).
+#[test]
+fn log_views() {
+    let env = Env::new();
+    env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
+    for i in 0..5 {
+        inform(&env, "engineer", "qa", &format!("q{i}"));
+    }
+    inform(&env, "engineer", "qa-2", "for qa-2");
+    let o = env.circe(["log", "--all", "--limit", "3", "--json"]).run();
+    o.ok();
+    let got: Vec<u64> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["id"].as_u64().unwrap())
+        .collect();
+    assert_eq!(got, [5, 6, 7], "agent_add is event 1");
+    assert_eq!(env.circe(["log", "--all", "--limit", "0"]).run().stdout, "");
+    let o = env.circe(["log", "--limit", "100", "--json"]).agent("qa").run();
+    let n = o.stdout.lines().count();
+    assert_eq!(n, 5, "qa's five, not qa-2's: {}", o.stdout);
+    let o = env.circe(["log", "--all", "--kind", "agent_add"]).run();
+    assert_eq!(o.stdout.lines().count(), 1);
+}
+
+/// A reader that went away ends the command quietly.
+#[test]
+fn a_closed_pipe_ends_a_stream_quietly() {
+    let env = Env::new();
+    for i in 0..50 {
+        inform(&env, "engineer", "qa", &format!("p{i}"));
+    }
+    let mut c = Command::new("sh");
+    c.arg("-c")
+        .arg(format!(
+            "{} log --all --everything | head -1; echo \"rc=${{PIPESTATUS:-x}}\"",
+            exe().display()
+        ))
+        .current_dir(env.path())
+        .env("HOME", env.path());
+    let out = c.output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.starts_with("#1 "), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "no panic, no error");
+}
+
+/// doctor reports a cursor whose consumer stopped a week ago while the log went on.
+#[test]
+fn doctor_reports_a_stale_cursor() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "one");
+    env.circe(["watch", "--all", "--from-start", "--once", "--cursor", "old"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    inform(&env, "engineer", "qa", "two");
+    let o = env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run();
+    o.code(1);
+    assert!(o.stderr.contains("cursor old is 1 events behind"), "{}", o.show());
+}

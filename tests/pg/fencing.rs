@@ -1,0 +1,136 @@
+//! An owner paused past its lease (SIGSTOP) and hosts with wrong clocks: the lease and the
+//! epoch decide, by the server's clock. A stale owner's writes exit 4 and change nothing;
+//! a host whose clock runs ahead cannot take a task early, nor one whose clock runs
+//! behind stretch a lease.
+
+use std::time::{Duration, Instant};
+
+use chrono::{DateTime, Utc};
+
+use crate::common::{Root, nap};
+
+fn record(root: &Root, task: &str) -> circe::task::StatusRecord {
+    let id = circe::names::TaskId::new(task).unwrap();
+    root.engine().peek(&id).unwrap().expect("the task").rec
+}
+
+/// Send SIGSTOP or SIGCONT to a process.
+fn signal(pid: u32, sig: &str) {
+    std::process::Command::new("kill").args([sig, &pid.to_string()]).status().unwrap();
+}
+
+/// The stale owner's four writes, each must exit 4 and leave the task as it was. Returns
+/// the exit codes seen (for the broken variant).
+fn stale_writes(root: &Root, task: &str, epoch: &str) -> Vec<(String, i32, bool)> {
+    let mut seen = Vec::new();
+    for args in [
+        vec!["status", task, "in_progress", "--epoch", epoch],
+        vec!["heartbeat", task, "--epoch", epoch],
+        vec!["check", task, "tests_passed=true", "--epoch", epoch],
+        vec!["release", task, "--epoch", epoch],
+    ] {
+        let before = root.engine().peek(&circe::names::TaskId::new(task).unwrap()).unwrap();
+        let out = root.run(Some("e1"), &args);
+        let after = root.engine().peek(&circe::names::TaskId::new(task).unwrap()).unwrap();
+        let unchanged = format!("{before:?}") == format!("{after:?}");
+        seen.push((args[0].to_string(), out.code, unchanged));
+    }
+    seen
+}
+
+/// e1 holds T-000 with a 2 s lease while `check --run` is paused past it; e2 takes over.
+fn paused_owner(root: &Root) -> (i32, Vec<(String, i32, bool)>) {
+    root.open_tasks(1);
+    let g = root.run(Some("e1"), &["claim", "T-000", "--ttl", "2s", "--json"]);
+    g.ok();
+    let epoch = g.json()["epoch"].as_u64().unwrap().to_string();
+    // A long check: the process is stopped while its command runs (no transaction open).
+    let child = root
+        .command(
+            Some("e1"),
+            &["check", "T-000", "--run", "tests_passed", "--epoch", &epoch, "--", "sleep", "1"],
+        )
+        .spawn()
+        .unwrap();
+    nap(300);
+    signal(child.id(), "-STOP");
+    std::thread::sleep(Duration::from_secs(3)); // past the lease, by the server's clock
+    root.run(Some("e2"), &["claim", "T-000"]).ok();
+    signal(child.id(), "-CONT");
+    let out = child.wait_with_output().unwrap();
+    (out.status.code().unwrap_or(-1), stale_writes(root, "T-000", &epoch))
+}
+
+#[test]
+fn a_paused_owner_is_fenced_out_after_a_takeover() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 2);
+    let (check, writes) = paused_owner(&root);
+    assert_eq!(check, 4, "the paused check --run must not record its result");
+    assert_eq!(record(&root, "T-000").owner.unwrap().as_str(), "e2");
+    for (what, code, unchanged) in &writes {
+        assert_eq!(*code, 4, "the stale owner's {what} must exit 4");
+        assert!(unchanged, "the stale owner's {what} changed the task");
+    }
+}
+
+/// The checker fails when fencing is switched off.
+#[test]
+fn the_fencing_checker_sees_a_stale_write_without_fencing() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 2);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "no-fence".into()));
+    let (_, writes) = paused_owner(&root);
+    assert!(
+        writes.iter().any(|(_, code, unchanged)| *code != 4 || !unchanged),
+        "every stale write was refused although fencing was off: {writes:?}"
+    );
+}
+
+fn shifted(hours: i64) -> String {
+    let t: DateTime<Utc> = Utc::now() + chrono::Duration::hours(hours);
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// e1 claims with a 60 s lease; a host 2 h ahead tries to take over, a host 2 h behind
+/// heartbeats. Returns (the early claim's exit code, the lease after the heartbeat).
+fn skewed(root: &Root) -> (i32, DateTime<Utc>, Instant) {
+    root.open_tasks(1);
+    root.run(Some("e1"), &["claim", "T-000", "--ttl", "60s"]).ok();
+    let mut ahead = root.command(Some("e2"), &["claim", "T-000"]);
+    ahead.env("CIRCE_NOW", shifted(2));
+    let early = crate::common::Out::from(&ahead.output().unwrap());
+    let mut behind = root.command(Some("e1"), &["heartbeat", "T-000", "--ttl", "60s"]);
+    behind.env("CIRCE_NOW", shifted(-2));
+    let _ = behind.output().unwrap();
+    let mut ahead_beat = root.command(Some("e1"), &["heartbeat", "T-000", "--ttl", "60s"]);
+    ahead_beat.env("CIRCE_NOW", shifted(2));
+    let _ = ahead_beat.output().unwrap();
+    let lease = record(root, "T-000").lease_expires_at.unwrap();
+    (early.code, circe::clock::parse(&lease).unwrap(), Instant::now())
+}
+
+#[test]
+fn a_host_with_a_wrong_clock_can_neither_take_early_nor_stretch_a_lease() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 2);
+    let (early, lease, _) = skewed(&root);
+    assert_eq!(early, 4, "a host 2 h ahead took the task before its lease ran out");
+    let now = Utc::now();
+    let d = (lease - now).num_seconds();
+    assert!((50..=70).contains(&d), "the lease ends {d} s from now: not the server's now + 60 s");
+}
+
+/// The checker fails when leases follow the client's clock.
+#[test]
+fn the_clock_checker_sees_an_early_takeover_with_client_time() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 2);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-client-clock".into()));
+    let (early, lease, _) = skewed(&root);
+    let d = (lease - Utc::now()).num_seconds();
+    assert!(
+        early == 0 || !(50..=70).contains(&d),
+        "the broken variant passed: exit {early}, lease in {d} s"
+    );
+}

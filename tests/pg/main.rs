@@ -1,0 +1,23 @@
+//! The PostgreSQL engine's suite: races with kill -9, server restarts, a paused owner,
+//! partitions, wrong clocks, the ordered feed, request ids, mirror and migrate. Each test
+//! binary starts a throwaway cluster (tests/support/pg_cluster.rs); without PostgreSQL the
+//! tests say so and pass. The long runs are `#[ignore]`d: `cargo test --test pg -- --ignored`.
+#![allow(
+    clippy::disallowed_methods,
+    clippy::disallowed_types,
+    reason = "test harnesses set up and inspect roots directly"
+)]
+
+#[macro_use]
+mod common;
+#[path = "../support/pg_cluster.rs"]
+mod pg_cluster;
+
+mod feed;
+mod fencing;
+mod mirror;
+mod netns;
+mod race;
+mod relay;
+mod requests;
+mod restart;

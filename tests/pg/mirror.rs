@@ -1,0 +1,249 @@
+//! `circe mirror` after quiescence is byte-equal to a local root that ran the same commands
+//! (pinned clock, the same message ids), and `circe migrate` moves a root both ways.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::{BIN, Out};
+
+/// The script: (clock, agent, arguments).
+const SCRIPT: &[(&str, &str, &str)] = &[
+    (
+        "17:00:00",
+        "coordinator",
+        "send --to all --intent implement_feature --task M-1 --summary a --msg-id 20251121T170000000Z-aaaaaaa1",
+    ),
+    (
+        "17:00:30",
+        "coordinator",
+        "send --to all --intent fix_bug --task M-2 --summary b --priority high --msg-id 20251121T170030000Z-aaaaaaa2",
+    ),
+    ("17:01:00", "engineer", "claim M-1"),
+    ("17:02:00", "engineer", "status M-1 in_progress --note go"),
+    ("17:03:00", "engineer", "take M-1"),
+    ("17:04:00", "engineer", "check M-1 tests_passed=true"),
+    ("17:05:00", "engineer", "heartbeat M-1 --ttl 45m"),
+    (
+        "17:06:00",
+        "engineer",
+        "send --to qa --intent test --task M-1 --summary pls --msg-id 20251121T170600000Z-aaaaaaa3",
+    ),
+    ("17:07:00", "engineer", "done M-1"),
+    ("17:08:00", "qa", "claim M-1"),
+    ("17:09:00", "qa", "status M-1 in_progress"),
+    ("17:10:00", "qa", "check M-1 tests_passed=true"),
+    ("17:11:00", "qa", "status M-1 completed"),
+    ("17:12:00", "engineer", "claim --next"),
+    ("17:13:00", "engineer", "release M-2 --reason later"),
+    (
+        "17:14:00",
+        "engineer",
+        "send --to coordinator --intent status_update --summary hi --msg-id 20251121T171400000Z-aaaaaaa4",
+    ),
+    ("17:15:00", "qa", "done M-1"),
+    ("17:16:00", "engineer", "claim M-2 --ttl 5m"),
+];
+
+/// Run the script in `project` (a root is there already).
+fn play(project: &Path, extra: Option<&str>) {
+    let mut steps: Vec<(String, String, String)> = SCRIPT
+        .iter()
+        .map(|(t, a, s)| ((*t).to_string(), (*a).to_string(), (*s).to_string()))
+        .collect();
+    if let Some(x) = extra {
+        steps.push(("17:20:00".into(), "engineer".into(), x.to_string()));
+    }
+    for (t, agent, args) in steps {
+        let out = Command::new(BIN)
+            .args(args.split(' '))
+            .current_dir(project)
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("CIRCE_AGENT", &agent)
+            .env("CIRCE_NOW", format!("2025-11-21T{t}Z"))
+            .output()
+            .unwrap();
+        Out::from(&out).ok();
+    }
+}
+
+/// Every file under `dir` with its bytes (folders as `/`), circe's private folders left out.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            let rel = p.strip_prefix(dir).unwrap().to_string_lossy().into_owned();
+            if ["locks", "queue", "tmp", ".circe-mirror"].contains(&rel.as_str()) {
+                continue;
+            }
+            if p.is_dir() {
+                out.insert(format!("{rel}/"), Vec::new());
+                stack.push(p);
+            } else {
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[track_caller]
+fn assert_same(local: &BTreeMap<String, Vec<u8>>, mirror: &BTreeMap<String, Vec<u8>>) {
+    let mut diff = Vec::new();
+    for (k, v) in local {
+        match mirror.get(k) {
+            None => diff.push(format!("missing {k}")),
+            Some(w) if w != v => diff.push(format!("differs {k}")),
+            _ => {}
+        }
+    }
+    diff.extend(mirror.keys().filter(|k| !local.contains_key(*k)).map(|k| format!("extra {k}")));
+    assert!(diff.is_empty(), "the mirror is not the local root:\n{}", diff.join("\n"));
+}
+
+fn init(project: &Path, url: Option<&str>) {
+    let mut c = Command::new(BIN);
+    c.arg("init").current_dir(project).env_clear().env("CIRCE_NOW", "2025-11-21T17:00:00Z");
+    if let Some(u) = url {
+        c.args(["--engine", u, "--clock", "client"]);
+    }
+    Out::from(&c.output().unwrap()).ok();
+}
+
+/// The same script on a local root and a database root; returns both trees.
+fn both(
+    url: &str,
+    extra_on_pg: Option<&str>,
+) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
+    let (local, pg) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    init(local.path(), None);
+    init(pg.path(), Some(url));
+    play(local.path(), None);
+    play(pg.path(), extra_on_pg);
+    let mirror = pg.path().join("mirror");
+    let out = Command::new(BIN)
+        .arg("mirror")
+        .arg(&mirror)
+        .current_dir(pg.path())
+        .env_clear()
+        .output()
+        .unwrap();
+    Out::from(&out).ok();
+    (tree(&local.path().join(".circe")), tree(&mirror))
+}
+
+#[test]
+fn the_mirror_is_byte_equal_to_a_local_root_that_ran_the_same_commands() {
+    let c = need_pg!();
+    let (local, mirror) = both(&c.fresh_url(), None);
+    assert!(
+        local.keys().any(|k| std::path::Path::new(k).extension().is_some_and(|e| e == "owner")),
+        "the script leaves a held task"
+    );
+    assert!(local.contains_key("LOGS/events.jsonl"));
+    assert_same(&local, &mirror);
+}
+
+/// The comparison fails when the database root ran one command more.
+#[test]
+#[should_panic(expected = "the mirror is not the local root")]
+fn the_mirror_checker_sees_one_command_more() {
+    let Some(c) = crate::common::cluster() else {
+        panic!("the mirror is not the local root (skipped: no PostgreSQL)")
+    };
+    let (local, mirror) = both(&c.fresh_url(), Some("heartbeat M-2"));
+    assert_same(&local, &mirror);
+}
+
+#[test]
+fn migrate_moves_a_root_into_the_database_and_back() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    init(project.path(), None);
+    play(project.path(), None);
+    let before = tree(&project.path().join(".circe"));
+    let url = c.fresh_url();
+    let run = |args: &[&str]| {
+        Out::from(
+            &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
+        )
+    };
+    run(&["migrate", "--to", &url, "--clock", "client"]).ok();
+    assert!(
+        project.path().join(".circe.migrated/MIGRATED.txt").is_file(),
+        "the old folder is kept, with a note"
+    );
+    assert!(!project.path().join(".circe.migrated/circe.yaml").exists(), "and no longer a root");
+    let mirror = project.path().join("mirror");
+    run(&["mirror", mirror.to_str().unwrap()]).ok();
+    assert_same(&before, &tree(&mirror));
+    run(&["doctor"]).ok();
+    // And back into a folder of its own.
+    let back = project.path().join("back");
+    run(&["migrate", "--to-local", back.to_str().unwrap()]).ok();
+    let after = tree(&back.join(".circe"));
+    assert_same(&before, &after);
+    assert_eq!(run(&["tasks"]).code, 3, "the database root is marked moved");
+    let local = Out::from(
+        &Command::new(BIN)
+            .args(["--root", back.to_str().unwrap(), "doctor"])
+            .env_clear()
+            .output()
+            .unwrap(),
+    );
+    local.ok();
+}
+
+#[test]
+fn mirror_watch_follows_new_events() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("m");
+    let mut watch = root
+        .command(
+            None,
+            &["mirror", target.to_str().unwrap(), "--watch", "--interval", "30s", "--rounds", "2"],
+        )
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    root.open_tasks(1);
+    let status = watch.wait().unwrap();
+    assert!(status.success());
+    assert_eq!(
+        std::fs::read_dir(target.join("NEW_MESSAGES")).unwrap().count(),
+        1,
+        "the new task's message was mirrored"
+    );
+}
+
+#[test]
+fn doctor_reports_a_message_missing_from_its_box() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(2);
+    root.run(None, &["doctor"]).ok();
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!("DELETE FROM \"{schema}\".messages WHERE file LIKE '%T-001%'"));
+    c.psql(&format!("UPDATE \"{schema}\".feed SET last = last + 1"));
+    let out = root.run(None, &["doctor", "--json"]);
+    assert_eq!(out.code, 1);
+    let v = out.json();
+    let found: Vec<u64> = v["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x["invariant"].as_u64().unwrap())
+        .collect();
+    assert!(found.contains(&4), "{v}");
+    assert!(found.contains(&7), "{v}");
+}
