@@ -90,7 +90,11 @@ fn count_files(dir: &Path) -> usize {
         .map_or(0, |rd| rd.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_file())).count())
 }
 
-#[expect(clippy::too_many_lines, clippy::many_single_char_names, reason = "one section, step after step")]
+#[expect(
+    clippy::too_many_lines,
+    clippy::many_single_char_names,
+    reason = "one section, step after step"
+)]
 pub(crate) fn archive(opts: &Opts, n: usize, out: &mut String) {
     let base = opts.dir.join(format!("archive-{n}"));
     let t = Instant::now();

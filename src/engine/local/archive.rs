@@ -75,9 +75,7 @@ pub(super) fn run(
         staging: staging_name,
         segments: Vec::new(),
     };
-    eng.store.write_journal(&journal)?;
-    crash_point("archive.journal");
-    let staged = match stage(eng, req, &sel, &staging, &run_id, &mut report, progress) {
+    let staged = match stage(eng, req, &sel, &staging, &journal, &mut report, progress) {
         Ok(s) => s,
         Err(e) => {
             // Nothing outside the staging folder changed: undo it, and say what failed.
@@ -88,7 +86,6 @@ pub(super) fn run(
     };
     if staged.is_empty() {
         std::fs::remove_dir_all(&staging).map_err(io_err("cannot remove", &staging))?;
-        eng.store.remove_journal()?;
         return Ok(report);
     }
     journal.segments = staged.iter().map(|l| format!("{}/{}", l.period, l.segment)).collect();
@@ -240,10 +237,11 @@ fn stage(
     req: &Request,
     sel: &Selection,
     staging: &Path,
-    run: &str,
+    journal: &Journal,
     report: &mut Report,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Vec<SegmentLine>> {
+    let run = journal.run.as_str();
     std::fs::create_dir_all(staging).map_err(io_err("cannot create", staging))?;
     let nbuckets = (sel.tasks.len() / 1000).clamp(1, 256);
     let mut buckets = Buckets::new(staging, nbuckets)?;
@@ -258,8 +256,12 @@ fn stage(
             .lines()
             .count();
     if sel.tasks.is_empty() && loose_count == 0 && logs.is_empty() && chat.is_empty() {
-        return Ok(Vec::new());
+        return Ok(Vec::new()); // nothing to do: no journal was ever written
     }
+    // From here on the staging folder is the journal's (a crash before leaves a folder of a
+    // dead process, which the next run removes).
+    eng.store.write_journal(journal)?;
+    crash_point("archive.journal");
     let mut build = Build::new(eng, staging, run, req)?;
     let total = sel.tasks.len() as u64;
     for bucket in &bucket_paths {

@@ -64,7 +64,14 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
         for line in BufReader::new(f).lines() {
             let line = line.map_err(io_err("cannot read", &tpath))?;
             let Ok(t) = serde_json::from_str::<Tombstone>(&line) else { continue };
-            store.replace_file(&store.tombstone_path(t.task.as_str()), line.as_bytes(), false)?;
+            let path = store.tombstone_path(t.task.as_str());
+            match atomic::write_new(&path, line.as_bytes(), false) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    store.replace_file(&path, line.as_bytes(), false)?;
+                }
+                Err(e) => return Err(Error::io("cannot write", &path, e)),
+            }
         }
         dirs.push(tdir);
     }
@@ -120,9 +127,7 @@ fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<bool>
         remove_file(&root.join(e.origin.as_deref().unwrap_or_default()))?;
         crash_point("archive.message_removed");
     }
-    if eng.store.has_record(&id, "status") {
-        super::board::remove_unsynced(eng, &id)?;
-    }
+    eng.store.remove_records_unsynced(&id)?;
     Ok(true)
 }
 
@@ -193,11 +198,12 @@ fn flush_batch(
     }
     super::event_log::append(&eng.store, &mut events)?;
     let n = batch.len() as u64;
-    for (task, entries) in batch.drain(..) {
-        if !remove_task(eng, &task, &entries)? {
-            kept.push(task);
-        }
-    }
+    let ids: Vec<TaskId> = batch.iter().filter_map(|(t, _)| TaskId::new(t.as_str()).ok()).collect();
+    let entries: std::collections::HashMap<String, Vec<Entry>> = batch.drain(..).collect();
+    let removed = super::board::remove_batch(eng, &ids, &mut |id| {
+        remove_task(eng, id.as_str(), entries.get(id.as_str()).map_or(&[][..], Vec::as_slice))
+    })?;
+    kept.extend(ids.into_iter().filter(|i| !removed.contains(i)).map(|i| i.to_string()));
     Ok(n)
 }
 

@@ -42,7 +42,7 @@ pub(super) fn check(
                 v(8, format!("{what}: {}", done.join("; ")), true);
             } else {
                 v(
-                    7,
+                    8,
                     format!("{what} (`circe archive` or `circe doctor --repair` finishes it)"),
                     false,
                 );
@@ -55,7 +55,7 @@ pub(super) fn check(
         match std::fs::symlink_metadata(&seg) {
             Ok(m) if m.is_file() && m.len() == l.bytes => {}
             Ok(m) => v(
-                7,
+                8,
                 format!(
                     "ARCHIVE/{}/{} is {} bytes, the index says {}",
                     l.period,
@@ -66,14 +66,14 @@ pub(super) fn check(
                 false,
             ),
             Err(_) => v(
-                7,
+                8,
                 format!("ARCHIVE/{}/{} is named by the index but missing", l.period, l.segment),
                 false,
             ),
         }
         if !super::atomic::is_regular(&list) {
             v(
-                7,
+                8,
                 format!("the member list of ARCHIVE/{}/{} is missing", l.period, l.segment),
                 false,
             );

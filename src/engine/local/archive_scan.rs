@@ -8,7 +8,6 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{BufRead, BufReader};
-use std::path::PathBuf;
 
 use chrono::{DateTime, Utc};
 
@@ -186,8 +185,10 @@ struct Head {
     ts: Option<String>,
 }
 
-/// Stream the hot event log (rotated segments and the current file): every event of a task
-/// that goes is handed to the sink; each rotated segment that may go is returned.
+/// The rotated log segments that may go, and (when tasks go) every event of those tasks,
+/// handed to the sink. Whether a segment may go is read backwards from its end, stopping at
+/// the first line that keeps it (too young, or naming a task that stays): a run with nothing
+/// to do reads a few lines per segment, not the whole log.
 pub(super) fn scan_events(
     eng: &LocalEngine,
     sel: &Selection,
@@ -195,20 +196,37 @@ pub(super) fn scan_events(
     cursors_after: &[u64],
     sink: &mut dyn Sink,
 ) -> Result<Vec<LogSeg>> {
-    let mut files: Vec<(PathBuf, Option<(u64, u64)>)> = event_log::segments(&eng.store)?
-        .into_iter()
-        .map(|s| (s.path, Some((s.first, s.last))))
-        .collect();
-    files.push((event_log::current(&eng.store), None));
+    let segs = event_log::segments(&eng.store)?;
     let mut out = Vec::new();
-    for (path, ids) in files {
+    for s in &segs {
+        let (newest, pinned, bytes) = if cursors_after.iter().all(|a| *a >= s.last) {
+            read_back(&s.path, sel, cutoff)?
+        } else {
+            (None, false, 0) // a cursor needs it: not even read
+        };
+        let facts = LogFacts { first: s.first, last: s.last, newest, names_staying_task: pinned };
+        if select::log_goes(&facts, cutoff, cursors_after) {
+            let newest = newest.unwrap_or_default();
+            out.push(LogSeg {
+                name: s.path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string(),
+                first: s.first,
+                last: s.last,
+                bytes,
+                period: crate::archive::period_of(newest),
+                newest: crate::clock::stamp(newest),
+            });
+        }
+    }
+    if sel.tasks.is_empty() {
+        return Ok(out);
+    }
+    let files = segs.into_iter().map(|s| s.path).chain([event_log::current(&eng.store)]);
+    for path in files {
         let (f, len) = match atomic::open_regular(&path) {
             Ok(x) => x,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("cannot read", &path, e)),
         };
-        let mut newest: Option<DateTime<Utc>> = None;
-        let mut pinned = false;
         let mut read = 0u64;
         for line in BufReader::new(f).split(b'\n') {
             let line = line.map_err(io_err("cannot read", &path))?;
@@ -218,36 +236,57 @@ pub(super) fn scan_events(
             }
             let Ok(text) = std::str::from_utf8(&line) else { continue };
             let Ok(h) = serde_json::from_str::<Head>(text) else { continue };
-            if let Some(ts) = h.ts.as_deref().and_then(crate::clock::parse) {
-                newest = Some(newest.map_or(ts, |n| n.max(ts)));
-            }
-            let Some(task) = h.task else { continue };
-            if sel.staying.contains(&task) {
-                pinned = true;
-            } else if let Ok(id) = TaskId::new(task)
-                && sel.tasks.contains_key(&id)
+            if let Some(id) =
+                h.task.and_then(|t| TaskId::new(t).ok()).filter(|t| sel.tasks.contains_key(t))
             {
                 sink.task_event(&id, text)?;
             }
         }
-        if let Some((first, last)) = ids {
-            let facts = LogFacts { first, last, newest, names_staying_task: pinned };
-            if select::log_goes(&facts, cutoff, cursors_after) {
-                let name =
-                    path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
-                let newest = newest.unwrap_or_default();
-                out.push(LogSeg {
-                    name,
-                    first,
-                    last,
-                    bytes: len,
-                    period: crate::archive::period_of(newest),
-                    newest: crate::clock::stamp(newest),
-                });
-            }
-        }
     }
     Ok(out)
+}
+
+/// Read a rotated segment from its end: (newest time, whether a line keeps it, its size).
+/// Stops at the first line younger than the cutoff or naming a task that stays.
+fn read_back(
+    path: &std::path::Path,
+    sel: &Selection,
+    cutoff: DateTime<Utc>,
+) -> Result<(Option<DateTime<Utc>>, bool, u64)> {
+    use std::os::unix::fs::FileExt;
+    const STEP: u64 = 64 * 1024;
+    let (f, len) = match atomic::open_regular(path) {
+        Ok(x) => x,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((None, true, 0)),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let mut newest: Option<DateTime<Utc>> = None;
+    let mut pos = len;
+    let mut carry: Vec<u8> = Vec::new();
+    while pos > 0 {
+        let start = pos.saturating_sub(STEP);
+        let mut buf = vec![0u8; usize::try_from(pos - start).unwrap_or(0)];
+        f.read_exact_at(&mut buf, start).map_err(io_err("cannot read", path))?;
+        buf.extend_from_slice(&carry);
+        pos = start;
+        let mut pieces: Vec<&[u8]> = buf.split(|b| *b == b'\n').collect();
+        // The first piece may be cut by the chunk's start: keep it for the next read.
+        let first = if pos > 0 { pieces.remove(0).to_vec() } else { Vec::new() };
+        for line in pieces.into_iter().rev() {
+            let Ok(h) = serde_json::from_slice::<Head>(line) else { continue };
+            if let Some(ts) = h.ts.as_deref().and_then(crate::clock::parse) {
+                if ts >= cutoff {
+                    return Ok((Some(ts), false, len));
+                }
+                newest = Some(newest.map_or(ts, |n| n.max(ts)));
+            }
+            if h.task.is_some_and(|t| sel.staying.contains(&t)) {
+                return Ok((newest, true, len));
+            }
+        }
+        carry = first;
+    }
+    Ok((newest, false, len))
 }
 
 /// The oldest event time in the log's current file (to decide on rotation).
