@@ -199,6 +199,10 @@ pub struct Entry {
     /// A message's headline or the first line of its summary (for search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub summary: Option<String>,
+    /// The original's modification time (ns since the epoch) when it was read: with
+    /// `bytes`, what the removal checks before unlinking it (a hand edit changes them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mtime_ns: Option<u64>,
     /// For `log`: the event ids it holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub first_event: Option<u64>,

@@ -85,6 +85,7 @@ mod tests {
             to: Some("all".into()),
             intent: Some("implement_feature".into()),
             summary: Some("Implement JWT auth".into()),
+            mtime_ns: None,
             first_event: None,
             last_event: None,
         }

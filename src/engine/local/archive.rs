@@ -26,7 +26,6 @@ use crate::archive::{
     CIRCE_VERSION, Entry, EntryKind, FORMAT, Manifest, ManifestFile, Phase, Progress, Report,
     Request, SegmentLine, Tombstone,
 };
-use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::message::{self, Mode};
@@ -150,6 +149,9 @@ struct Counter {
 }
 
 impl Sink for Counter {
+    fn wants_sizes(&self) -> bool {
+        true
+    }
     fn task_message(&mut self, _: &TaskId, _: &str, bytes: u64) -> Result<()> {
         self.messages += 1;
         self.bytes += bytes;
@@ -365,6 +367,7 @@ fn entry(kind: EntryKind, task: Option<&TaskId>, origin: Option<String>) -> Entr
         to: None,
         intent: None,
         summary: None,
+        mtime_ns: None,
         first_event: None,
         last_event: None,
     }
@@ -390,6 +393,8 @@ impl<'a> Build<'a> {
         if !self.segs.contains_key(period) {
             let dir = self.staging.join(period);
             std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+            let sdir = self.staging.join("summaries").join(period);
+            std::fs::create_dir_all(&sdir).map_err(io_err("cannot create", &sdir))?;
             let name = format!("{period}.{}.tar.zst", self.run);
             let w = SegmentWriter::create(&dir, &name, self.mtime)?;
             let line = SegmentLine {
@@ -428,38 +433,50 @@ impl<'a> Build<'a> {
         let seg_name = format!("{}.{}.tar.zst", sel.period, self.run);
         let mut files = Vec::new();
         // Read again now (the selection keeps only the period: memory stays flat).
-        let Some(status) = store.read_record(id, "status")? else { return Ok(()) };
-        let mut rec = crate::task::StatusRecord::parse(id, &status)?;
+        let tasks_dir = store.root.join("TASKS");
+        let Some((status, status_mtime)) = read_original(&tasks_dir.join(format!("{id}.status")))?
+        else {
+            return Ok(());
+        };
+        let rec = crate::task::StatusRecord::parse(id, &String::from_utf8_lossy(&status))?;
         let mut checks = crate::task::Checks::new();
         let now = self.now.clone();
         let mut moved = 0u64;
         let seg = self.seg(&sel.period)?;
         for kind in ["status", "checks", "owner"] {
-            let Some(text) = store.read_record(id, kind)? else { continue };
-            if kind == "status" {
-                rec = crate::task::StatusRecord::parse(id, &text).unwrap_or(rec);
-            } else if kind == "checks" {
-                checks = crate::task::record::parse_checks(id, &text).unwrap_or_default();
+            let (text, mtime) = if kind == "status" {
+                (status.clone(), status_mtime)
+            } else {
+                let Some(x) = read_original(&tasks_dir.join(format!("{id}.{kind}")))? else {
+                    continue;
+                };
+                x
+            };
+            if kind == "checks" {
+                checks = crate::task::record::parse_checks(id, &String::from_utf8_lossy(&text))
+                    .unwrap_or_default();
             }
             let origin = format!("TASKS/{id}.{kind}");
-            let e = seg.w.add_bytes(
-                entry(EntryKind::Record, Some(id), Some(origin.clone())),
-                &format!("tasks/{id}/{origin}"),
-                text.as_bytes(),
-            )?;
+            let mut en = entry(EntryKind::Record, Some(id), Some(origin.clone()));
+            en.mtime_ns = Some(mtime);
+            let e = seg.w.add_bytes(en, &format!("tasks/{id}/{origin}"), &text)?;
             files.push(ManifestFile { origin, bytes: e.bytes, sha256: e.sha256 });
             seg.line.records += 1;
         }
         let mut thread = Vec::new();
         for name in names {
-            let bytes = match store.read_message(&Mailbox::Logs, name) {
-                Ok(b) => b,
-                Err(e) if e.kind == crate::error::Kind::NotFound => continue,
-                Err(e) => return Err(e),
+            let Some((bytes, mtime)) = read_original(&store.root.join("LOGS").join(name))? else {
+                continue;
             };
             let m = message::parse_bytes(&bytes, Mode::Draft).ok();
+            // Bucketed by its file name: its header must agree (headers are the truth), or
+            // it stays in LOGS for a later run to sort out.
+            if m.as_ref().and_then(|m| m.task_id.as_deref()).is_some_and(|t| t != id.as_str()) {
+                continue;
+            }
             let origin = format!("LOGS/{name}");
             let mut en = entry(EntryKind::Message, Some(id), Some(origin.clone()));
+            en.mtime_ns = Some(mtime);
             if let Some(m) = &m {
                 en.msg_id.clone_from(&m.msg_id);
                 en.created_at = m.created_at.map(crate::clock::stamp);
@@ -520,7 +537,6 @@ impl<'a> Build<'a> {
         seg.line.newest = seg.line.newest.clone().max(rec.updated_at.clone());
         self.report.bytes += moved;
         let sdir = self.staging.join("summaries").join(&sel.period);
-        std::fs::create_dir_all(&sdir).map_err(io_err("cannot create", &sdir))?;
         super::atomic::write_new(&sdir.join(format!("{id}.md")), md.as_bytes(), false)
             .map_err(io_err("cannot write", &sdir))?;
         let t = Tombstone {
@@ -541,14 +557,14 @@ impl<'a> Build<'a> {
 
     /// A message of no task that stays, old enough.
     fn loose(&mut self, period: &str, name: &str) -> Result<()> {
-        let bytes = match self.eng.store.read_message(&Mailbox::Logs, name) {
-            Ok(b) => b,
-            Err(e) if e.kind == crate::error::Kind::NotFound => return Ok(()),
-            Err(e) => return Err(e),
+        let Some((bytes, mtime)) = read_original(&self.eng.store.root.join("LOGS").join(name))?
+        else {
+            return Ok(());
         };
         let m = message::parse_bytes(&bytes, Mode::Draft).ok();
         let origin = format!("LOGS/{name}");
         let mut en = entry(EntryKind::Message, None, Some(origin.clone()));
+        en.mtime_ns = Some(mtime);
         if let Some(m) = &m {
             en.task.clone_from(&m.task_id);
             en.msg_id.clone_from(&m.msg_id);
@@ -574,6 +590,7 @@ impl<'a> Build<'a> {
             super::atomic::open_regular(&path).map_err(io_err("cannot read", &path))?;
         let origin = format!("LOGS/{}", l.name);
         let mut en = entry(EntryKind::Log, None, Some(origin.clone()));
+        en.mtime_ns = mtime_of(&f);
         en.first_event = Some(l.first);
         en.last_event = Some(l.last);
         let seg = self.seg(&l.period)?;
@@ -594,13 +611,10 @@ impl<'a> Build<'a> {
             let (mut f, len) =
                 super::atomic::open_regular(&path).map_err(io_err("cannot read", &path))?;
             let origin = format!("LOGS/chat/{}.{ext}", c.stem);
+            let mut en = entry(EntryKind::Chat, None, Some(origin.clone()));
+            en.mtime_ns = mtime_of(&f);
             let seg = self.seg(&c.period)?;
-            seg.w.add(
-                entry(EntryKind::Chat, None, Some(origin.clone())),
-                &format!("chat/{origin}"),
-                len,
-                &mut f,
-            )?;
+            seg.w.add(en, &format!("chat/{origin}"), len, &mut f)?;
             seg.line.chat += 1;
             seg.line.newest = seg.line.newest.clone().max(c.archived_at.clone());
             self.report.bytes += len;
@@ -631,4 +645,48 @@ impl<'a> Build<'a> {
         crash_point("archive.verified");
         Ok(out)
     }
+}
+
+/// A file's modification time in ns since the epoch.
+pub(super) fn mtime_of(f: &File) -> Option<u64> {
+    let m = f.metadata().ok()?.modified().ok()?;
+    u64::try_from(m.duration_since(std::time::UNIX_EPOCH).ok()?.as_nanos()).ok()
+}
+
+/// An original's bytes and modification time (`None` when it is gone): one open, one
+/// `fstat`, the reads.
+fn read_original(path: &Path) -> Result<Option<(Vec<u8>, u64)>> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let f = match File::options()
+        .read(true)
+        .custom_flags(super::atomic::NOFOLLOW_NONBLOCK)
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(Error::io("cannot read", path, e)),
+    };
+    let meta = f.metadata().map_err(io_err("cannot stat", path))?;
+    if !meta.is_file() {
+        return Err(Error::refused(format!("{} is not a regular file", path.display()))
+            .hint("`circe doctor --repair` moves it aside"));
+    }
+    let mtime = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .and_then(|d| u64::try_from(d.as_nanos()).ok())
+        .unwrap_or(0);
+    // Exactly its size, then one read that must find the end (no size probe, no seek).
+    let len = usize::try_from(meta.len()).unwrap_or(0);
+    let mut bytes = vec![0u8; len];
+    let mut f = f;
+    f.read_exact(&mut bytes).map_err(io_err("cannot read", path))?;
+    let mut probe = [0u8; 1];
+    if f.read(&mut probe).map_err(io_err("cannot read", path))? != 0 {
+        return Err(Error::internal(format!("{} grew while it was archived", path.display()))
+            .hint("run `circe archive` again"));
+    }
+    Ok(Some((bytes, mtime)))
 }

@@ -92,9 +92,25 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
     Ok(())
 }
 
-/// Does the original at `path` still hold what was archived (or is it gone already)?
-fn unchanged(path: &Path, sha: &str) -> Result<Option<bool>> {
-    Ok(sha256_file(path)?.map(|(s, _)| s == sha))
+/// Does the original still hold what was archived (`None`: it is gone already)? Its size
+/// and modification time as read when it was archived (one `stat`: circe never rewrites a
+/// message in place, and any write changes them), else its checksum.
+fn unchanged(path: &Path, e: &Entry) -> Result<Option<bool>> {
+    if let Some(mtime) = e.mtime_ns {
+        return match std::fs::symlink_metadata(path) {
+            Ok(m) => {
+                let t =
+                    m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                let same = m.is_file()
+                    && m.len() == e.bytes
+                    && t.and_then(|d| u64::try_from(d.as_nanos()).ok()) == Some(mtime);
+                Ok(Some(same))
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(Error::io("cannot stat", path, err)),
+        };
+    }
+    Ok(sha256_file(path)?.map(|(s, _)| s == e.sha256))
 }
 
 fn remove_file(path: &Path) -> Result<()> {
@@ -113,11 +129,12 @@ fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<bool>
     let root = &eng.store.root;
     for e in entries.iter().filter(|e| e.origin.is_some()) {
         let origin = e.origin.as_deref().unwrap_or_default();
-        let same = if e.kind == EntryKind::Record {
+        let same = if e.kind == EntryKind::Record && e.mtime_ns.is_none() {
             let kind = origin.rsplit('.').next().unwrap_or_default();
             eng.store.read_record(&id, kind)?.map(|t| sha256(t.as_bytes()) == e.sha256)
         } else {
-            unchanged(&root.join(origin), &e.sha256)?
+            // A record is replaced by rename: a change gives it another mtime (and size).
+            unchanged(&root.join(origin), e)?
         };
         if same == Some(false) {
             return Ok(false);
@@ -153,7 +170,7 @@ pub(super) fn remove_originals(
                 group.push(e);
             } else if let Some(origin) = e.origin.as_deref() {
                 let path = eng.store.root.join(origin);
-                if unchanged(&path, &e.sha256)? == Some(true) {
+                if unchanged(&path, &e)? == Some(true) {
                     remove_file(&path)?;
                     crash_point("archive.file_removed");
                 }

@@ -58,6 +58,10 @@ pub(super) struct ChatItem {
 
 /// Where the scan puts what it finds.
 pub(super) trait Sink {
+    /// Does this sink count bytes (a dry run)? Then each message is `stat`ed.
+    fn wants_sizes(&self) -> bool {
+        false
+    }
     fn task_message(&mut self, task: &TaskId, name: &str, bytes: u64) -> Result<()>;
     fn task_event(&mut self, task: &TaskId, line: &str) -> Result<()>;
     fn loose(&mut self, period: &str, name: &str, bytes: u64) -> Result<()>;
@@ -157,13 +161,29 @@ pub(super) fn scan_messages(
         {
             continue;
         }
+        let bytes = if sink.wants_sizes() { entry.metadata().map_or(0, |m| m.len()) } else { 0 };
+        // circe's file names carry the task id: one that names a task going now or a task
+        // that stays decides without a read (the headers are checked when the file is
+        // written into the segment: a message whose header says otherwise stays in LOGS).
+        let by_name = message::parse_file_name(&name).and_then(|f| f.task_id);
+        if let Some(t) = by_name.as_deref() {
+            if let Ok(id) = TaskId::new(t)
+                && sel.tasks.contains_key(&id)
+                && !sel.staying_tickets.contains(&name)
+            {
+                sink.task_message(&id, &name, bytes)?;
+                continue;
+            }
+            if stays(t) {
+                continue;
+            }
+        }
         let (task, created_at) = facts_of(eng, &Mailbox::Logs, &name);
         let facts = MessageFacts {
             task: task.as_deref(),
             created_at,
             is_live_ticket: sel.staying_tickets.contains(&name),
         };
-        let bytes = entry.metadata().map_or(0, |m| m.len());
         match select::message_fate(&facts, cutoff, &goes, &stays) {
             Fate::WithTask(t) => sink.task_message(&TaskId::new(t)?, &name, bytes)?,
             Fate::Loose => sink.loose(

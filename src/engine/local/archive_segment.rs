@@ -325,6 +325,7 @@ mod tests {
             to: None,
             intent: None,
             summary: None,
+            mtime_ns: None,
             first_event: None,
             last_event: None,
         }

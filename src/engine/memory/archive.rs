@@ -146,6 +146,7 @@ fn entry(task: Option<String>, origin: &str, bytes: &[u8]) -> Entry {
         to: m.as_ref().and_then(|m| m.to.clone()),
         intent: m.as_ref().and_then(|m| m.intent.clone()),
         summary: m.as_ref().map(|m| summary::summary_line(m.headline.as_deref(), &m.body)),
+        mtime_ns: None,
         first_event: None,
         last_event: None,
     }
