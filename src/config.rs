@@ -70,6 +70,12 @@ pub struct Config {
     /// settings live with the root (PROTOCOLS.md section 18).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineConfig>,
+    /// TX addresses (PROTOCOLS.md section 16).
+    #[serde(default)]
+    pub tx: crate::tx::TxConfig,
+    /// TX routing rules: agent or role -> status -> target -> text (section 16).
+    #[serde(default)]
+    pub routing: crate::tx::Routing,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -79,6 +85,10 @@ pub struct ChatConfig {
     /// The channel file, relative to the folder holding `.circe` (or absolute). Default
     /// `.circe/chat.md`.
     pub path: Option<String>,
+    /// `chat say` numbers its lines `(ME #N): text` with the sender's counter (PROTOCOLS.md
+    /// section 14). Default off: the reference's lines carry no number.
+    #[serde(default)]
+    pub seq: bool,
 }
 
 /// `engine:` in circe.yaml.
@@ -165,6 +175,8 @@ impl Config {
                 .hint("the other settings live with the root: `circe config` shows them, `circe config --set FILE` changes them"));
             }
         }
+        c.tx.check()?;
+        crate::tx::routing::check_shape(&c.routing)?;
         Ok(c)
     }
 
@@ -260,11 +272,17 @@ mod tests {
         assert!(Config::parse("version: 1\ndurability: maybe\n").is_err());
         assert!(Config::parse("version: 1\nchat: {path: ''}\n").is_err());
         assert!(Config::parse("version: 1\nchat: {file: x}\n").is_err());
+        assert!(Config::parse("version: 1\nchat: {seq: true}\n").unwrap().chat.seq);
         let pointer = "version: 1\nengine:\n  kind: postgres\n  url: postgres://db/x\n";
         assert_eq!(Config::parse(pointer).unwrap().engine.unwrap().url, "postgres://db/x");
         assert!(Config::parse(&pointer.replace("postgres\n", "mysql\n")).is_err());
         assert!(Config::parse(&format!("{pointer}lease: 1m\n")).is_err(), "pointer only");
         assert!(Config::parse(&format!("{pointer}  colour: red\n")).is_err());
+        assert!(Config::parse("version: 1\ntx: {mesh: Bad}\n").is_err());
+        assert!(Config::parse("version: 1\nrouting: {a: {done: {b: x}}}\n").is_err());
+        let c =
+            Config::parse("version: 1\ntx: {aliases: [core]}\nrouting: {a: {complete: {b: x}}}\n");
+        assert_eq!(c.unwrap().tx.aliases, ["core"]);
     }
 
     #[test]

@@ -46,5 +46,6 @@ pub mod ops;
 pub mod registry;
 pub mod seq;
 pub mod task;
+pub mod tx;
 pub mod workspace;
 pub mod yaml;

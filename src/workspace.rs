@@ -2,7 +2,7 @@
 //! what every operation works with.
 
 use std::cell::{Cell, OnceCell, RefCell};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::config::Config;
 use crate::engine::{self, Engine, RootSpec};
@@ -19,6 +19,8 @@ pub struct Workspace {
     /// agents' roles, which `role_of` asks the engine for one at a time).
     agents: OnceCell<BTreeMap<AgentName, String>>,
     roles: RefCell<HashMap<AgentName, Option<String>>>,
+    /// Retired agents (`circe agent retire`), loaded on first use.
+    retired: RefCell<Option<BTreeSet<AgentName>>>,
     pinned: Cell<Option<chrono::DateTime<chrono::Utc>>>,
 }
 
@@ -44,6 +46,7 @@ impl Workspace {
             registry,
             agents: OnceCell::new(),
             roles: RefCell::default(),
+            retired: RefCell::new(None),
             pinned: Cell::new(None),
         })
     }
@@ -101,7 +104,36 @@ impl Workspace {
             Error::not_found(format!("no agent `{name}` in this root"))
                 .hint("`circe agent list` shows them; `circe agent add` makes one")
         })?;
+        if self.is_retired(&name) {
+            return Err(Error::refused(format!("agent {name} is retired"))
+                .hint("a retired agent acts no more; `circe agent add` makes a new one"));
+        }
         Ok((name, role))
+    }
+
+    /// Has `agent` been retired (`circe agent retire`)?
+    pub fn is_retired(&self, agent: &AgentName) -> bool {
+        let mut known = self.retired.borrow_mut();
+        known
+            .get_or_insert_with(|| self.engine.retired().unwrap_or_default().into_iter().collect())
+            .contains(agent)
+    }
+
+    /// Forget the retired agents read so far (after a retirement).
+    pub fn forget_retired(&self) {
+        self.retired.borrow_mut().take();
+    }
+
+    /// This root's TX mesh names: its own (`tx: mesh:`, else the name of the folder that
+    /// holds `.circe`), then its aliases.
+    pub fn meshes(&self) -> Vec<String> {
+        let own = self.config.tx.mesh.clone().or_else(|| {
+            let folder = self.engine.local_folder()?;
+            let named = if folder.file_name()? == ".circe" { folder.parent()? } else { &folder };
+            let holder = named.file_name()?.to_str()?.to_string();
+            crate::names::check_agent(&holder).is_ok().then_some(holder)
+        });
+        own.into_iter().chain(self.config.tx.aliases.iter().cloned()).collect()
     }
 
     /// Is `agent` a coordinator (role coordinator or rooster, the human)?
@@ -109,9 +141,13 @@ impl Workspace {
         matches!(self.role_of(agent).as_deref(), Some("coordinator" | "rooster"))
     }
 
-    /// Agents with role `role`, sorted.
+    /// Agents with role `role`, sorted (retired ones left out).
     pub fn agents_with_role(&self, role: &str) -> Vec<AgentName> {
-        self.agents().iter().filter(|(_, r)| r.as_str() == role).map(|(a, _)| a.clone()).collect()
+        self.agents()
+            .iter()
+            .filter(|(a, r)| r.as_str() == role && !self.is_retired(a))
+            .map(|(a, _)| a.clone())
+            .collect()
     }
 
     /// May `me` (with `role`) take a task addressed to `to` with `intent`? The same answer
@@ -140,6 +176,6 @@ impl Workspace {
             .filter(|i| self.registry.may_receive(role, &i.name))
             .map(|i| i.name.clone())
             .collect();
-        Eligibility { agent: me.clone(), addresses, intents }
+        Eligibility { agent: me.clone(), addresses, intents, now: crate::clock::stamp(self.now()) }
     }
 }

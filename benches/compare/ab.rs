@@ -1,6 +1,6 @@
 //! `--against OLD`: the circe binary under test against another circe binary (say, the one
-//! built from the previous commit), on the two commands whose speed matters most: `claim
-//! <id>` and `claim --next`, durable. Both work on identical copies of one root, in
+//! built from the previous commit), on the commands whose speed matters most: `claim <id>`
+//! and `claim --next`, and `send` (a task, to one agent, to all), durable. Both work on identical copies of one root, in
 //! alternating order, and the report gives each side's median and the median of the
 //! per-round ratios new/old.
 
@@ -42,6 +42,8 @@ pub(crate) fn against(opts: &Opts, old: &Path, out: &mut String) {
         let mut by_id = [Vec::new(), Vec::new()];
         let mut next = [Vec::new(), Vec::new()];
         let mut relaxed = [Vec::new(), Vec::new()];
+        let (mut open, mut one, mut all) =
+            ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
         for r in 0..opts.rounds {
             let order: [usize; 2] = if r % 2 == 0 { [0, 1] } else { [1, 0] };
             for &k in &order {
@@ -57,11 +59,39 @@ pub(crate) fn against(opts: &Opts, old: &Path, out: &mut String) {
                 next[k].push(run("w1", &["claim", "--next"], Durability::Full));
                 let t = task_id(n / 2 - r);
                 relaxed[k].push(run("w0", &["claim", &t], Durability::Relaxed));
+                let task = format!("AB-{r}");
+                let inform = ["send", "--intent", "inform", "--summary", "x", "--to"];
+                open[k].push(run(
+                    "coordinator",
+                    &[
+                        "send",
+                        "--to",
+                        "all",
+                        "--intent",
+                        "implement_feature",
+                        "--task",
+                        &task,
+                        "--summary",
+                        "x",
+                    ],
+                    Durability::Full,
+                ));
+                one[k].push(run("coordinator", &[&inform[..], &["w0"]].concat(), Durability::Full));
+                all[k].push(run(
+                    "coordinator",
+                    &[&inform[..], &["all"]].concat(),
+                    Durability::Full,
+                ));
             }
         }
-        for (op, s) in
-            [("claim <id>", &by_id), ("claim --next", &next), ("claim <id>, relaxed", &relaxed)]
-        {
+        for (op, s) in [
+            ("claim <id>", &by_id),
+            ("claim --next", &next),
+            ("claim <id>, relaxed", &relaxed),
+            ("send (create a task)", &open),
+            ("send to one agent", &one),
+            ("send to all", &all),
+        ] {
             let _ = writeln!(
                 out,
                 "| {n} | {op} | {:.3} | {:.3} | {:.3} |",

@@ -239,7 +239,7 @@ pub struct Tombstone {
     pub period: String,
     pub segment: String,
     pub archived_at: String,
-    /// The task's last status (completed or failed).
+    /// The task's last status (completed, failed or expired).
     pub status: String,
 }
 

@@ -5,8 +5,8 @@ use chrono::{DateTime, Utc};
 
 use crate::task::{Status, StatusRecord};
 
-/// Is this task finished long enough to be archived? Only a terminal task (completed or
-/// failed) whose last change is older than `cutoff`; a task in any other status is never
+/// Is this task finished long enough to be archived? Only a terminal task (completed, failed
+/// or expired) whose last change is older than `cutoff`; a task in any other status is never
 /// touched. A record whose time does not read stays.
 pub fn task_goes(rec: &StatusRecord, cutoff: DateTime<Utc>) -> bool {
     rec.status.is_terminal() && crate::clock::parse(&rec.updated_at).is_some_and(|t| t < cutoff)
@@ -124,7 +124,7 @@ mod tests {
             assert!(!task_goes(&rec(s, "2026-02-01T00:00:00Z"), cutoff), "{s:?} at the cutoff");
             assert!(!task_goes(&rec(s, "not a time"), cutoff), "{s:?} unreadable time");
         }
-        assert_eq!(terminal_statuses(), [Status::Completed, Status::Failed]);
+        assert_eq!(terminal_statuses(), [Status::Completed, Status::Failed, Status::Expired]);
         assert_eq!(task_period(&rec(Status::Completed, "2026-01-31T23:59:59Z")), "2026-01");
     }
 

@@ -30,6 +30,8 @@ pub struct WatchOptions {
     pub first_line_only: bool,
     pub once: bool,
     pub poll: Option<Duration>,
+    /// Judge numbered lines by this agent's `lastSeen` (section 14): stale ones are skipped.
+    pub agent: Option<crate::names::AgentName>,
 }
 
 /// Whether to go on.
@@ -61,6 +63,7 @@ struct Follower<'a> {
     out: &'a mut dyn Write,
     note: &'a mut dyn FnMut(&str),
     printed: u64,
+    seq: Option<super::seq::ChatSeq>,
 }
 
 /// Watch the channel of `ws`, printing JSON lines to `out` and notes to `note`. Returns
@@ -84,7 +87,11 @@ pub fn watch(
     chat.ensure_dir()?;
     let known = ws.agents().keys().map(ToString::to_string).collect();
     let engine = ws.engine.as_ref();
-    let mut f = Follower { engine, cursor, chat, known, opts, out, note, printed: 0 };
+    let seq = match &opts.agent {
+        Some(a) => Some(super::seq::ChatSeq::new(engine, a.clone(), cursor.is_some())?),
+        None => None,
+    };
+    let mut f = Follower { engine, cursor, chat, known, opts, out, note, printed: 0, seq };
     // Watch before the first read, so that nothing written in between goes unnoticed.
     let waker = if opts.once {
         None
@@ -306,6 +313,17 @@ impl Follower<'_> {
 
     /// Print one message, then move the cursor past it.
     fn print(&mut self, src: &Source, f: &Found) -> Result<Flow> {
+        if let Some(s) = &mut self.seq
+            && let Some(last) = s.stale(self.engine, &f.message)?
+        {
+            (self.note)(&format!(
+                "note: line {} skipped: stale (lastSeen of {} is #{last})",
+                f.message.line_number, f.message.sender
+            ));
+            s.skipped(self.engine, &f.message, last)?;
+            self.save(src, f.resume)?;
+            return Ok(Flow::Go);
+        }
         let mut line = f.message.json_line(&clock::stamp_ms(clock::now()));
         line.push('\n');
         match self.out.write_all(line.as_bytes()).and_then(|()| self.out.flush()) {
@@ -314,6 +332,9 @@ impl Follower<'_> {
             Err(e) => return Err(Error::io("cannot write to", "standard output", e)),
         }
         self.printed += 1;
+        if let Some(s) = &mut self.seq {
+            s.printed(self.engine, &f.message)?;
+        }
         self.save(src, f.resume)?;
         Ok(Flow::Go)
     }

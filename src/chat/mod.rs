@@ -3,7 +3,8 @@
 //!
 //! Pure: `grammar` (the reference regex, hand-written), `line`, `message` (the JSON line),
 //! `render`, `scanner` (bytes in, whole messages out), `cursor` (a watcher's saved place).
-//! Operations over the store: `say`, `follow` (`circe chat watch`), `archive`.
+//! Operations over the store: `say`, `follow` (`circe chat watch`), `archive`; `seq` applies
+//! the sequence rules to numbered lines.
 
 pub mod archive;
 pub mod cursor;
@@ -14,6 +15,7 @@ pub mod message;
 pub mod render;
 pub mod say;
 pub mod scanner;
+pub mod seq;
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@ use super::line::parse_line;
 use super::message::ChatMessage;
 use super::render::{normalise_text, render};
 use crate::error::{Error, Result};
+use crate::names::AgentName;
+use crate::seq::render_numbered;
 use crate::workspace::Workspace;
 
 /// Who may be addressed: an agent of this root, or `all`.
@@ -16,20 +18,31 @@ fn check_agent(ws: &Workspace, name: &str, what: &str) -> Result<()> {
 }
 
 /// Append a message from `me` to `to` (copied to `cc`) and return it as read back.
-/// With `line_number` the message's line is counted (a read of the file up to it).
+/// With `line_number` the message's line is counted (a read of the file up to it). With
+/// `numbered` it starts `(ME #N): ` with `me`'s next sequence number, which commits with the
+/// append (PROTOCOLS.md section 14).
 pub fn say(
     ws: &Workspace,
-    me: &str,
+    me: &AgentName,
     to: &str,
     cc: &[String],
     text: &str,
     line_number: bool,
+    numbered: bool,
 ) -> Result<ChatMessage> {
+    let me_name = me;
+    let me = me.as_str();
     check_agent(ws, to, "recipient")?;
     for c in cc {
         check_agent(ws, c, "cc")?;
     }
-    let lines = normalise_text(text)?;
+    let mut lines = normalise_text(text)?;
+    let hold = if numbered { Some(ws.engine.seq_hold(me_name)?) } else { None };
+    if let Some(h) = &hold {
+        let next = h.next();
+        let role = me.to_ascii_uppercase();
+        lines[0] = render_numbered(&role, Some(next.last), next.epoch, &lines[0]);
+    }
     let bytes = render(me, to, cc, &lines);
     // The line must read back as meant: with names that contain `-to-`, the reader's split
     // (known agents first, then the regex's) decides.
@@ -53,7 +66,10 @@ pub fn say(
         .hint("keep the chat channel on a local filesystem (`chat: path:` in circe.yaml)"));
     }
     chat.ensure_dir()?;
-    let a = chat.append(bytes.as_bytes(), line_number)?;
+    let a = match &hold {
+        Some(h) => chat.append_numbered(h.as_ref(), bytes.as_bytes(), line_number)?,
+        None => chat.append(bytes.as_bytes(), line_number)?,
+    };
     let mut m = ChatMessage::new(back, a.lines_before.map_or(0, |n| n + 1));
     m.message = lines.join("\n");
     Ok(m)

@@ -15,6 +15,15 @@ pub enum AgentCommand {
     Add(AddArgs),
     /// List the agents and their roles.
     List,
+    /// Retire an agent (as a coordinator): its held tasks go back to the queue, and what lies
+    /// in its boxes, or reaches it later, is kept as orphans (`circe orphans`).
+    Retire(RetireArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RetireArgs {
+    /// The agent to retire.
+    pub name: String,
 }
 
 #[derive(Debug, Args)]
@@ -27,7 +36,22 @@ pub struct AddArgs {
 }
 
 pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    if let AgentCommand::Retire(r) = cmd {
+        let (ws, me, _) = ctx.acting()?;
+        let agent = names::AgentName::new(r.name.as_str())?;
+        let done = crate::ops::orphans::retire(&ws, &me, &agent)?;
+        let human = if done.retired {
+            format!(
+                "agent {agent} retired: {} held tasks back in the queue, {} orphans (`circe orphans`)\n",
+                done.released.len(),
+                done.orphans
+            )
+        } else {
+            format!("agent {agent} was retired already\n")
+        };
+        return Ok(Report::new(human, done));
+    }
+    let ws = ctx.workspace_for_setup()?;
     match cmd {
         AgentCommand::Add(a) => {
             // A name that is not UTF-8 breaks the name rule (exit 3), not the command line.
@@ -68,11 +92,19 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             ))
         }
         AgentCommand::List => {
-            let rows: Vec<Vec<String>> =
-                ws.agents().iter().map(|(a, r)| vec![a.to_string(), r.clone()]).collect();
-            let list: Vec<_> =
-                ws.agents().iter().map(|(a, r)| json!({"agent": a, "role": r})).collect();
-            Ok(Report::new(table(&["AGENT", "ROLE"], &rows), list))
+            let state = |a| if ws.is_retired(a) { "retired" } else { "active" };
+            let rows: Vec<Vec<String>> = ws
+                .agents()
+                .iter()
+                .map(|(a, r)| vec![a.to_string(), r.clone(), state(a).to_string()])
+                .collect();
+            let list: Vec<_> = ws
+                .agents()
+                .iter()
+                .map(|(a, r)| json!({"agent": a, "role": r, "retired": ws.is_retired(a)}))
+                .collect();
+            Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), list))
         }
+        AgentCommand::Retire(_) => unreachable!("handled above"),
     }
 }

@@ -33,6 +33,10 @@ pub struct SayArgs {
     /// Agents who should see it too, comma separated (`@ [a, b]`).
     #[arg(long, value_delimiter = ',')]
     pub cc: Vec<String>,
+    /// Number the line `(ME #N): text` with my next sequence number (always, with
+    /// `chat: {seq: true}` in circe.yaml).
+    #[arg(long)]
+    pub seq: bool,
     /// The text (words are joined with spaces). Without it, standard input is read.
     pub text: Vec<String>,
 }
@@ -44,6 +48,11 @@ pub struct SayArgs {
 /// starts at the end of the file, like the reference; with --cursor NAME it goes on from
 /// where the last watcher of that name stopped (a line may repeat after a crash, none is
 /// lost). The output is JSON lines with or without --json.
+///
+/// With --agent (or CIRCE_AGENT), lines numbered `(SENDER #N): ` that are meant for that
+/// agent follow its lastSeen: a stale one (N at or below what the agent last saw of the
+/// sender) is not printed (a note on stderr). With --cursor too, each printed line moves
+/// the agent's lastSeen and each stale one is logged as skipped.
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Save the position under .circe/cursors/chat/NAME after every printed line, and
@@ -115,7 +124,8 @@ fn say(ctx: &Ctx, a: &SayArgs) -> Result<Report> {
     };
     let cc: Vec<String> =
         a.cc.iter().map(|c| c.trim().to_string()).filter(|c| !c.is_empty()).collect();
-    let m = chat::say::say(&ws, &me, &a.to, &cc, &text, ctx.json)?;
+    let numbered = a.seq || ws.config.chat.seq;
+    let m = chat::say::say(&ws, &me, &a.to, &cc, &text, ctx.json, numbered)?;
     let now = crate::clock::stamp_ms(crate::clock::now());
     let human = format!("said to {} in {}", m.recipient, chat::channel(&ws)?.path().display());
     Ok(Report::new(human, json!(m.json(&now))))
@@ -130,6 +140,7 @@ fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         first_line_only: a.first_line_only,
         once: a.once,
         poll,
+        agent: ctx.agent.as_deref().map(|n| ws.agent(Some(n)).map(|(a, _)| a)).transpose()?,
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -17,8 +17,22 @@ pub struct DoctorArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    let ws = ctx.workspace_for_setup()?;
     let found = crate::ops::doctor::run(&ws, a.repair)?;
+    // Not violations, but a coordinator's to-do: orphans of retired agents, routing loops.
+    let orphans = crate::ops::orphans::list(&ws)?;
+    let loops = crate::ops::route::report(&ws).closed_loops;
+    let mut notes = Vec::new();
+    if !orphans.is_empty() {
+        notes.push(format!(
+            "{} orphaned messages and {} orphaned tasks wait for a coordinator (`circe orphans`)",
+            orphans.messages.len(),
+            orphans.tasks.len()
+        ));
+    }
+    for l in &loops {
+        notes.push(format!("routing loop with no terminal state: {}", l.join(" -> ")));
+    }
     let open = found.iter().filter(|v| !v.repaired).count();
     let mut human = String::new();
     for v in &found {
@@ -29,13 +43,22 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
             v.what
         ));
     }
+    let extra = json!({"messages": orphans.messages.len(), "tasks": orphans.tasks.len()});
     if open == 0 {
         human.push_str(&format!("ok: {} repaired, 0 violations\n", found.len()));
-        return Ok(Report::new(human, json!({"violations": found, "open": 0})));
+        return Ok(Report::new(
+            human,
+            json!({"violations": found, "open": 0, "orphans": extra, "routing_loops": loops}),
+        )
+        .warnings(notes));
     }
     if ctx.json {
-        return Ok(Report::new(human, json!({"violations": found, "open": open}))
-            .code(crate::exit_code::INTERNAL));
+        return Ok(Report::new(
+            human,
+            json!({"violations": found, "open": open, "orphans": extra, "routing_loops": loops}),
+        )
+        .code(crate::exit_code::INTERNAL)
+        .warnings(notes));
     }
     Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end()))
         .hint("run `circe doctor --repair` to mend what can be mended"))

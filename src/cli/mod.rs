@@ -3,6 +3,8 @@
 mod agent;
 mod archive;
 mod archive_show;
+mod asks;
+mod bridge;
 mod chat;
 mod check;
 mod claim;
@@ -17,16 +19,19 @@ mod log;
 mod migrate;
 mod mirror;
 mod move_msg;
+mod orphans;
 mod output;
 mod reap;
 mod registry;
 mod release;
 mod replay;
 mod send;
+mod seq;
 mod show;
 mod status;
 mod stop;
 mod tasks;
+mod thread;
 mod validate;
 mod wait;
 mod watch;
@@ -73,6 +78,8 @@ pub enum Command {
     #[command(subcommand)]
     Chat(chat::ChatCommand),
     Send(send::SendArgs),
+    #[command(subcommand)]
+    Seq(seq::SeqCommand),
     Inbox(inbox::InboxArgs),
     Show(show::ShowArgs),
     Validate(validate::ValidateArgs),
@@ -90,6 +97,13 @@ pub enum Command {
     Tasks(tasks::TasksArgs),
     Doctor(doctor::DoctorArgs),
     Reap(reap::ReapArgs),
+    Asks(asks::AsksArgs),
+    Thread(thread::ThreadArgs),
+    Orphans(orphans::OrphansArgs),
+    #[command(subcommand)]
+    Import(bridge::ImportCommand),
+    #[command(subcommand)]
+    Export(bridge::ExportCommand),
     Demo(demo::DemoArgs),
     Replay(replay::ReplayArgs),
     Watch(watch::WatchArgs),
@@ -111,7 +125,18 @@ impl Ctx {
         self.root.as_ref().map_or(RootSpec::Search, |p| RootSpec::parse(p.as_os_str()))
     }
 
+    /// The root, its routing rules checked against its agents and roles (section 16).
     pub fn workspace(&self) -> Result<Workspace> {
+        let ws = Workspace::open(&self.root_spec())?;
+        if !ws.config.routing.is_empty() {
+            crate::ops::route::check_names(&ws)?;
+        }
+        Ok(ws)
+    }
+
+    /// The root without the routing check: for the commands that set a root up or look at
+    /// it (`agent`, `import`, `validate`, `doctor`), so rules may name agents not added yet.
+    pub fn workspace_for_setup(&self) -> Result<Workspace> {
         Workspace::open(&self.root_spec())
     }
 
@@ -132,6 +157,7 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Archive(a) => archive::run(&ctx, &a),
         Command::Chat(a) => chat::run(&ctx, &a),
         Command::Send(a) => send::run(&ctx, &a),
+        Command::Seq(a) => seq::run(&ctx, &a),
         Command::Inbox(a) => inbox::run(&ctx, &a),
         Command::Show(a) => show::run(&ctx, &a),
         Command::Validate(a) => validate::run(&ctx, &a),
@@ -149,6 +175,11 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Tasks(a) => tasks::run(&ctx, &a),
         Command::Doctor(a) => doctor::run(&ctx, &a),
         Command::Reap(a) => reap::run(&ctx, &a),
+        Command::Asks(a) => asks::run(&ctx, &a),
+        Command::Thread(a) => thread::run(&ctx, &a),
+        Command::Orphans(a) => orphans::run(&ctx, &a),
+        Command::Import(a) => bridge::run_import(&ctx, &a),
+        Command::Export(a) => bridge::run_export(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::Replay(a) => replay::run(&ctx, &a),
         Command::Watch(a) => watch::run(&ctx, &a),

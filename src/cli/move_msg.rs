@@ -4,6 +4,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report};
+use crate::boxes::Mailbox;
 use crate::error::Result;
 use crate::ops;
 
@@ -25,13 +26,23 @@ pub struct DoneArgs {
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let (to, file) = ops::take(&ws, &me, &a.key)?;
-    Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file})))
+    let seen = ops::seq::handed_on(&ws, &me, &[(Mailbox::Workspace(me.clone()), file.clone())]);
+    Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file}))
+        .warnings(not_seen(seen)))
 }
 
 pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let moved = ops::done(&ws, &me, &a.key)?;
+    let filed: Vec<_> = moved.iter().map(|(_, f)| (Mailbox::Logs, f.clone())).collect();
+    let seen = ops::seq::handed_on(&ws, &me, &filed);
     let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
     let list: Vec<_> = moved.iter().map(|(to, file)| json!({"box": to, "file": file})).collect();
-    Ok(Report::new(human, json!({"moved": list})))
+    Ok(Report::new(human, json!({"moved": list})).warnings(not_seen(seen)))
+}
+
+/// The move is done whatever happens to lastSeen: a failure to record it is a warning
+/// (the message may show as new again, never hidden).
+fn not_seen(r: Result<()>) -> Vec<String> {
+    r.err().map(|e| format!("lastSeen not moved: {}", e.chain())).into_iter().collect()
 }

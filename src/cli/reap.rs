@@ -7,7 +7,9 @@ use super::{Ctx, Report};
 use crate::error::Result;
 
 /// Return every task whose lease ran out to the queue, or park it after too many
-/// attempts. Safe to run from cron at any interval.
+/// attempts; expire tasks and asks whose deadline passed (the coordinators, or the asker,
+/// are told) and file unread messages past their deadline into LOGS. Safe to run from cron
+/// at any interval.
 #[derive(Debug, Args)]
 pub struct ReapArgs {}
 
@@ -15,13 +17,25 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let by = ctx.agent.clone().unwrap_or_else(|| crate::event::CIRCE.into());
     let done = crate::ops::reap(&ws, &by)?;
+    let lapsed = crate::ops::deadline::reap_messages(&ws)?;
     let mut human = String::new();
     for (t, s) in &done {
-        human.push_str(&format!("{t}: lease ran out -> {}\n", s.as_str()));
+        let why =
+            if *s == crate::task::Status::Expired { "deadline passed" } else { "lease ran out" };
+        human.push_str(&format!("{t}: {why} -> {}\n", s.as_str()));
     }
-    if done.is_empty() {
-        human.push_str("no expired leases\n");
+    for a in &lapsed.asks {
+        human.push_str(&format!("ask {a}: deadline passed unanswered -> expired\n"));
+    }
+    for (b, f) in &lapsed.filed {
+        human.push_str(&format!("{b}/{f}: deadline passed unread -> logs\n"));
+    }
+    if done.is_empty() && lapsed.asks.is_empty() && lapsed.filed.is_empty() {
+        human.push_str("no expired leases or deadlines\n");
     }
     let list: Vec<_> = done.iter().map(|(t, s)| json!({"task": t, "status": s})).collect();
-    Ok(Report::new(human, json!({"reaped": list})))
+    Ok(Report::new(
+        human,
+        json!({"reaped": list, "asks_expired": lapsed.asks, "messages_filed": lapsed.filed}),
+    ))
 }

@@ -30,12 +30,14 @@ const TX_WORDS: &str = "TX spellings: in-progress, complete, approved, rejected"
 /// A status word as `circe status` and `circe tasks --status` take it: circe's own
 /// (`in_progress`, also `in-progress`) or a TX spelling that names a task status, by the
 /// one TX table (`message::status::normalize`: `complete` and `approved` -> completed,
-/// `rejected` -> failed). TX's `start` is refused: it marks a new request, and as a move it
+/// `rejected` -> failed). TX's `start` and `pending` are refused: it marks a new request, and as a move it
 /// would read as "begin work" but mean "release". `hint` lists the words that make sense.
 pub(super) fn status_word(word: &str, hint: &str) -> Result<Status> {
-    if word == "start" {
-        return Err(Error::usage("`start` is TX's word for a new request, not a task status")
-            .hint("to begin work say in_progress; to give the task back, new"));
+    if word == "start" || word == "pending" {
+        return Err(Error::usage(format!(
+            "`{word}` is TX's word for a new request, not a task status"
+        ))
+        .hint("to begin work say in_progress; to give the task back, new"));
     }
     message::status::normalize(word).map_or_else(|| Status::parse(word), Status::parse).ok_or_else(
         || Error::usage(format!("unknown status `{word}`")).hint(format!("{hint} ({TX_WORDS})")),

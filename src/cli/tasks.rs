@@ -8,7 +8,8 @@ use crate::clock;
 use crate::error::Result;
 use crate::task::Row;
 
-/// The board: every task with status, owner, age, lease left and checks passed/total.
+/// The board: every task with status, priority, owner, age, lease left and checks
+/// passed/total.
 #[derive(Debug, Args)]
 pub struct TasksArgs {
     /// Only tasks with this status.
@@ -37,7 +38,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let want = match &a.status {
         Some(s) => Some(super::status::status_word(
             s,
-            "new, claimed, in_progress, blocked, completed, failed, parked",
+            "new, claimed, in_progress, blocked, completed, failed, parked, expired",
         )?),
         None => None,
     };
@@ -58,7 +59,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     if rows.is_empty() {
         return Ok(Report::new("no tasks\n", json!({"tasks": rows})));
     }
-    let cells: Vec<[String; 3]> = rows
+    let cells: Vec<[String; 4]> = rows
         .iter()
         .map(|r| {
             let age =
@@ -69,15 +70,16 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
                 }
                 _ => "-".into(),
             };
-            [age, lease, format!("{}/{}", r.checks_passed, r.checks_total)]
+            [age, lease, format!("{}/{}", r.checks_passed, r.checks_total), r.priority.to_string()]
         })
         .collect();
-    let header = ["TASK", "STATUS", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"];
-    let mut w: [usize; 6] = std::array::from_fn(|i| header[i].len());
+    let header = ["TASK", "STATUS", "PRI", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"];
+    let mut w: [usize; 7] = std::array::from_fn(|i| header[i].len());
     for (r, c) in rows.iter().zip(&cells) {
         let lens = [
             r.task.len(),
             r.status.as_str().len(),
+            c[3].len(),
             r.owner.as_deref().map_or(1, str::len),
             c[0].len(),
             c[1].len(),
@@ -88,7 +90,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         }
     }
     let mut human = String::with_capacity(rows.len() * 96);
-    let mut line = |f: [&str; 6], last: &str, last2: Option<&str>| {
+    let mut line = |f: [&str; 7], last: &str, last2: Option<&str>| {
         for (i, s) in f.iter().enumerate() {
             human.push_str(s);
             human.extend(std::iter::repeat_n(' ', w[i] - s.len() + 2));
@@ -100,10 +102,22 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         }
         human.push('\n');
     };
-    line([header[0], header[1], header[2], header[3], header[4], header[5]], header[6], None);
+    line(
+        [header[0], header[1], header[2], header[3], header[4], header[5], header[6]],
+        header[7],
+        None,
+    );
     for (r, c) in rows.iter().zip(&cells) {
         line(
-            [&r.task, r.status.as_str(), r.owner.as_deref().unwrap_or("-"), &c[0], &c[1], &c[2]],
+            [
+                &r.task,
+                r.status.as_str(),
+                &c[3],
+                r.owner.as_deref().unwrap_or("-"),
+                &c[0],
+                &c[1],
+                &c[2],
+            ],
             &r.intent,
             Some(&r.to),
         );

@@ -11,24 +11,49 @@ use crate::error::{Error, Result};
 use crate::exit_code;
 use crate::message::{self, Limits, Mode, Problem};
 use crate::registry::Registry;
-use crate::workspace::Workspace;
 
 /// Check message files without delivering anything: the grammar (every problem, with its
 /// line), and the registry (intent known, task_id where needed). Exit 3 if any is invalid.
+/// `--config` checks the root's circe.yaml instead: routing rules name known agents, roles
+/// and statuses, and no set of agents routes only among itself (a loop with no terminal
+/// state).
 #[derive(Debug, Args)]
 pub struct ValidateArgs {
     /// Message files.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "config")]
     pub files: Vec<PathBuf>,
+    /// Check circe.yaml (its routing rules) instead of messages.
+    #[arg(long, conflicts_with_all = ["files", "draft"])]
+    pub config: bool,
     /// Check as a draft for `send --file` (from, status, created_at may be missing).
     #[arg(long)]
     pub draft: bool,
 }
 
+/// `validate --config`: circe.yaml loads (its shape was checked then), the rules' names are
+/// this root's, and no loop is closed. Exit 3 naming the first problem.
+fn config(ctx: &Ctx) -> Result<Report> {
+    let ws = ctx.workspace_for_setup()?;
+    crate::ops::route::check_names(&ws)?;
+    let r = crate::ops::route::report(&ws);
+    if let Some(l) = r.closed_loops.first() {
+        return Err(Error::refused(format!(
+            "circe.yaml: routing: {} route only among themselves: a loop with no terminal state",
+            l.join(", ")
+        ))
+        .detail("loop", l.join(","))
+        .hint("give one of them a rule that leaves the loop (e.g. `blocked` to a coordinator), or end it"));
+    }
+    Ok(Report::new(format!("circe.yaml: ok ({} routing rules)\n", r.rules), r))
+}
+
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
+    if a.config {
+        return config(ctx);
+    }
     // The root's registry and limits when inside one, else the built-in ones; a root whose
     // circe.yaml is broken is an error, not a reason to check against other rules.
-    let (registry, limits) = match Workspace::open(&ctx.root_spec()) {
+    let (registry, limits) = match ctx.workspace_for_setup() {
         Ok(ws) => (ws.registry, ws.config.limits),
         Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => {
             (Registry::builtin(), Limits::DEFAULT)

@@ -59,6 +59,9 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             e
         });
         let ok = hook::run_once(&ws, cmd, &e)?;
+        if ok {
+            seen(&ws, &me, &met);
+        }
         let code = if ok { 0 } else { crate::exit_code::INTERNAL };
         return Ok(Report::new(String::new(), json!(met)).code(code));
     }
@@ -76,5 +79,20 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             s + "\n"
         }
     };
-    Ok(Report::new(human, met))
+    // Printed here, so that lastSeen moves only once the message was handed on.
+    Report::new(human, &met).print(ctx.json);
+    seen(&ws, &me, &met);
+    Ok(Report::streamed())
+}
+
+/// The message in my INBOX that the wait handed on moves my lastSeen (a failure to record
+/// it only shows the message as new again: a warning).
+fn seen(ws: &crate::workspace::Workspace, me: &crate::names::AgentName, met: &wait::Met) {
+    let inbox = crate::boxes::Mailbox::Inbox(me.clone());
+    if let (Some(b), Some(f)) = (&met.mailbox, &met.file)
+        && *b == inbox.label()
+        && let Err(e) = crate::ops::seq::handed_on(ws, me, &[(inbox, f.clone())])
+    {
+        eprintln!("warning: lastSeen not moved: {}", e.chain());
+    }
 }

@@ -78,6 +78,8 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
     let task = a.task.as_deref().map(TaskId::new).transpose()?;
+    // A durable consumer of an agent moves that agent's lastSeen as it hands messages on.
+    let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
     let mut filter = Filter::new(agent, task, kinds(&a.kind)?);
     let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
@@ -125,13 +127,17 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
                 follow.handed(e.id)?;
             }
             if filter.wants(&ws, &e) {
-                let handed = match &hook {
-                    Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())? != Handled::Stopped,
+                let handled = match &hook {
+                    Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())?,
                     // A reader that went away: end quietly, this event not handed on.
-                    None => out.item(&human_line(&e), &e),
+                    None if out.item(&human_line(&e), &e) => Handled::Done,
+                    None => Handled::Stopped,
                 };
-                if !handed {
+                if handled == Handled::Stopped {
                     break 'follow;
+                }
+                if let (Some(me), Handled::Done) = (&seen_by, handled) {
+                    crate::ops::seq::handed_event(&ws, me, &e)?;
                 }
             }
             if !early {

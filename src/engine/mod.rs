@@ -28,8 +28,19 @@ use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Change, Eligibility, Row, TaskState};
+use crate::tx::AskRecord;
+
+/// One message of a batch delivery (`Engine::deliver_batch`): its text, its file name, and
+/// the boxes it goes to.
+#[derive(Debug, Clone)]
+pub struct Parcel {
+    pub content: Vec<u8>,
+    pub name: String,
+    pub to: Vec<Mailbox>,
+}
 
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
 /// input when it is known (a file's length; `None` for a stream cut at the cap).
@@ -145,6 +156,28 @@ pub trait Engine {
     /// `name` or the first free `name.N.md` in its box. Returns the names used.
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>>;
 
+    /// Deliver several messages, each to its boxes, all or none across a crash (a message and
+    /// what a routing rule sends with it). Returns the names used, per parcel and box. An
+    /// engine that does not implement it delivers one parcel and refuses more (never half).
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        match parcels {
+            [one] => Ok(vec![self.deliver(&one.content, &one.name, &one.to)?]),
+            _ => Err(not_kept(self, "several messages delivered as one (routing rules)")),
+        }
+    }
+
+    /// Finish the deliveries that a crashed command left past their commit point (a batch
+    /// committed but not yet landed), so that a retry finds what was sent. Returns how many.
+    fn finish_deliveries(&self) -> Result<usize> {
+        Ok(0)
+    }
+
+    /// Does this engine keep what TX adds (asks, prompts, retirement, deadlines, a change's
+    /// outbox)? Commands that need it refuse on an engine that does not, before writing.
+    fn keeps_tx(&self) -> bool {
+        false
+    }
+
     /// Move a message that is no task's ticket (tickets move inside their task's
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;
@@ -186,6 +219,45 @@ pub trait Engine {
         }
         v.push(Mailbox::Logs);
         Ok(v)
+    }
+
+    // ---- TX: asks, prompts, retirement -------------------------------------------------
+
+    /// The record of ask `id`; `None` when there is none.
+    fn ask(&self, _id: &MsgId) -> Result<Option<AskRecord>> {
+        Ok(None)
+    }
+
+    /// Every ask record, by msg id.
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        Ok(Vec::new())
+    }
+
+    /// Store an ask record if the stored one is still at revision `seen` (`None`: there is
+    /// none yet); a conflict otherwise. Returns it as stored, its `rev` = seen + 1.
+    fn put_ask(&self, _rec: &AskRecord, _seen: Option<u64>) -> Result<AskRecord> {
+        Err(not_kept(self, "asks"))
+    }
+
+    /// Make `message` (a whole prompt message) `agent`'s current prompt.
+    fn set_prompt(&self, _agent: &AgentName, _message: &[u8]) -> Result<()> {
+        Err(not_kept(self, "prompts"))
+    }
+
+    /// `agent`'s current prompt message, if it has one.
+    fn prompt(&self, _agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
+    /// Retire an agent at `at` (a time stamp): it acts no more, and what reaches it is kept
+    /// as an orphan. `false` when it was retired already.
+    fn retire_agent(&self, _agent: &AgentName, _at: &str) -> Result<bool> {
+        Err(not_kept(self, "retired agents"))
+    }
+
+    /// The retired agents, sorted.
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        Ok(Vec::new())
     }
 
     // ---- the event log -------------------------------------------------------------
@@ -325,6 +397,42 @@ pub trait Engine {
         self.task_ids()
     }
 
+    // ---- sequence numbers (PROTOCOLS.md section 14) -----------------------------------
+
+    /// Hold `sender`'s counter (one numbered send per sender at a time), after finishing or
+    /// undoing a numbered send of that sender that a crash interrupted. While the hold lives,
+    /// the first message this engine delivers on this thread (`deliver`, or the new ticket a
+    /// `TaskTx` commits) is the numbered one: its number (`SeqHold::next`) and its delivery
+    /// commit together, so a number is never given twice and never skipped. Dropped without
+    /// a delivery, the hold uses no number.
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>>;
+
+    /// Change `sender`'s counter under its hold (a reset, an import): `change` sees the
+    /// counter as it stands and edits it; an error from it changes nothing. Returns the new
+    /// counter.
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter>;
+
+    /// Every sender that has a counter, sorted by name (interrupted sends settled first).
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>>;
+
+    /// What `agent` last saw of each sender (its `lastSeen`; empty when nothing yet).
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver>;
+
+    /// Change what `agent` last saw, one change per agent at a time: `change` edits the
+    /// state as it stands; an error from it changes nothing. Returns (before, after).
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)>;
+
+    /// Every agent that has a `lastSeen` state, sorted by name.
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>>;
+
     // ---- upkeep --------------------------------------------------------------------
 
     /// Check the engine's invariants (and with `repair`, mend what can be mended).
@@ -348,6 +456,27 @@ pub trait TaskTx {
     fn commit(&mut self, change: Change) -> Result<Vec<Event>>;
 }
 
+/// The right to number one message of a sender (see `Engine::seq_hold`), held until dropped.
+pub trait SeqHold {
+    /// Whose counter this is.
+    fn sender(&self) -> &AgentName;
+    /// What the numbered message takes: `last` is its number, `epoch` its counter's epoch.
+    fn next(&self) -> Counter;
+    /// Whether the numbered message was delivered (its number is used).
+    fn used(&self) -> bool;
+}
+
+/// Is `content` the message numbered by `sender`'s hold, `next` (its `from`, `seq` and
+/// `seq_epoch`)? An engine routes only that delivery through the number: anything else it
+/// delivers while a hold lives (a leftover it finishes for another task) keeps its own.
+pub fn carries_number(content: &[u8], sender: &AgentName, next: Counter) -> bool {
+    crate::message::parse_bytes(content, crate::message::Mode::Draft).is_ok_and(|m| {
+        m.from_agent() == Some(sender.as_str())
+            && m.seq == Some(next.last)
+            && m.seq_epoch.unwrap_or(0) == next.epoch
+    })
+}
+
 /// A subscription to the event log (see `Engine::subscribe`).
 pub trait EventFeed {
     /// Sleep until new events may have been appended (`true`), or `timeout` passed with no
@@ -364,6 +493,12 @@ pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
+}
+
+/// The refusal of an engine that does not keep `what` (section 16's state) yet.
+pub fn not_kept<E: Engine + ?Sized>(eng: &E, what: &str) -> Error {
+    Error::refused(format!("the engine at {} does not keep {what} yet", eng.location()))
+        .hint("use a local root for TX's asks, prompts, retirement, deadlines and routing")
 }
 
 /// The error for a task that does not exist.

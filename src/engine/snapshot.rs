@@ -5,6 +5,7 @@ use crate::boxes::Mailbox;
 use crate::error::Result;
 use crate::event::{Cursor, Event};
 use crate::names::AgentName;
+use crate::seq::{Counter, Receiver};
 use crate::task::TaskState;
 
 use super::Engine;
@@ -24,6 +25,9 @@ pub struct Snapshot {
     pub tasks: Vec<TaskState>,
     /// The event log, oldest first.
     pub events: Vec<Event>,
+    /// Every sender's sequence counter, and every receiver's lastSeen (section 14).
+    pub counters: Vec<(AgentName, Counter)>,
+    pub receivers: Vec<(AgentName, Receiver)>,
 }
 
 impl Snapshot {
@@ -58,7 +62,9 @@ impl Snapshot {
             }
             events.extend(more);
         }
-        Ok(Snapshot { config, agents, boxes, tasks, events })
+        let counters = engine.seq_counters()?;
+        let receivers = engine.seq_receivers()?;
+        Ok(Snapshot { config, agents, boxes, tasks, events, counters, receivers })
     }
 
     /// How many messages it holds.

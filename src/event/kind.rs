@@ -39,11 +39,30 @@ pub enum EventKind {
     Archive,
     /// A consumer's hook failed too often: the event was set aside.
     DeadLetter,
+    /// A deadline passed: a task expired, an ask expired unanswered, or a message was filed.
+    Lapse,
+    /// A coordinator addressed a waiting task anew.
+    Readdress,
+    /// circe delivered a message a routing rule sends.
+    Route,
+    /// An agent was retired.
+    Retire,
+    /// A message reached a retired agent and is kept as an orphan.
+    Orphan,
+    /// An orphan was delivered to another agent.
+    Redeliver,
+    /// A message was imported from a TX folder.
+    Import,
+    /// A stale message (its number at or below the receiver's lastSeen of its sender) was
+    /// skipped: kept where it lies, not shown as new.
+    Skip,
+    /// A sender's sequence counter or a receiver's lastSeen was set by hand (reset, import).
+    Seq,
     #[serde(other)]
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 21] = [
+pub const ALL_KINDS: [EventKind; 30] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -65,6 +84,15 @@ pub const ALL_KINDS: [EventKind; 21] = [
     EventKind::AgentAdd,
     EventKind::Archive,
     EventKind::DeadLetter,
+    EventKind::Lapse,
+    EventKind::Readdress,
+    EventKind::Route,
+    EventKind::Retire,
+    EventKind::Orphan,
+    EventKind::Redeliver,
+    EventKind::Import,
+    EventKind::Skip,
+    EventKind::Seq,
 ];
 
 impl EventKind {
@@ -91,6 +119,15 @@ impl EventKind {
             EventKind::AgentAdd => "agent_add",
             EventKind::Archive => "archive",
             EventKind::DeadLetter => "dead_letter",
+            EventKind::Lapse => "lapse",
+            EventKind::Readdress => "readdress",
+            EventKind::Route => "route",
+            EventKind::Retire => "retire",
+            EventKind::Orphan => "orphan",
+            EventKind::Redeliver => "redeliver",
+            EventKind::Import => "import",
+            EventKind::Skip => "skip",
+            EventKind::Seq => "seq",
             EventKind::Other => "other",
         }
     }
@@ -113,6 +150,8 @@ impl EventKind {
             Move::Expire => EventKind::Expire,
             Move::Park => EventKind::Park,
             Move::Requeue => EventKind::Requeue,
+            Move::Lapse => EventKind::Lapse,
+            Move::Readdress => EventKind::Readdress,
         }
     }
 }
@@ -130,6 +169,20 @@ mod tests {
         }
         for mv in crate::task::lifecycle::ALL_MOVES {
             assert_eq!(EventKind::of_move(mv).as_str(), mv.as_str());
+        }
+    }
+
+    /// PROTOCOLS.md section 10's table names every kind.
+    #[test]
+    fn protocols_lists_every_kind() {
+        let doc = include_str!("../../PROTOCOLS.md");
+        let table = &doc[doc.find("## 10. The event log").unwrap()..doc.find("## 11.").unwrap()];
+        for k in ALL_KINDS {
+            let named = table.lines().any(|l| {
+                l.starts_with('|')
+                    && l.split('|').nth(1).is_some_and(|c| c.contains(&format!("`{}`", k.as_str())))
+            });
+            assert!(named, "PROTOCOLS.md section 10 has no row for `{}`", k.as_str());
         }
     }
 }

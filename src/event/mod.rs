@@ -102,6 +102,16 @@ pub struct Event {
     /// The consumer (cursor name) a `dead_letter` is about.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub consumer: Option<String>,
+    /// A `skip`: the stale message's sender, its number and epoch (absent when 0), and the
+    /// receiver's lastSeen of that sender.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sender: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seq_epoch: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<u64>,
 }
 
 impl Event {
@@ -136,6 +146,10 @@ impl Event {
             seconds: None,
             what: None,
             consumer: None,
+            sender: None,
+            seq: None,
+            seq_epoch: None,
+            last_seen: None,
         }
     }
 

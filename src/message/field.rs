@@ -14,6 +14,7 @@ pub enum Field {
     CreatedAt,
     MsgId,
     Seq,
+    SeqEpoch,
     InReplyTo,
     Headline,
     Priority,
@@ -25,7 +26,7 @@ pub enum Field {
 pub type Refusal = (String, Option<String>);
 
 impl Field {
-    pub const ALL: [Field; 13] = [
+    pub const ALL: [Field; 14] = [
         Field::From,
         Field::To,
         Field::Intent,
@@ -34,6 +35,7 @@ impl Field {
         Field::CreatedAt,
         Field::MsgId,
         Field::Seq,
+        Field::SeqEpoch,
         Field::InReplyTo,
         Field::Headline,
         Field::Priority,
@@ -52,6 +54,7 @@ impl Field {
             Field::CreatedAt => "created_at",
             Field::MsgId => "msg_id",
             Field::Seq => "seq",
+            Field::SeqEpoch => "seq_epoch",
             Field::InReplyTo => "in_reply_to",
             Field::Headline => "headline",
             Field::Priority => "priority",
@@ -68,6 +71,7 @@ impl Field {
             Field::CreatedAt => "timestamp",
             Field::MsgId => "msg-id",
             Field::InReplyTo => "in-reply-to",
+            Field::SeqEpoch => "seq-epoch",
             other => other.circe_key(),
         }
     }
@@ -114,7 +118,7 @@ impl Field {
                 m.task_id = text();
             }
             Field::Status => {
-                if status::normalize(value).is_none() {
+                if !status::is_known(value) {
                     return Err((
                         format!("unknown status `{}`", value.escape_debug()),
                         Some(format!(
@@ -141,6 +145,12 @@ impl Field {
                     (format!("`{}` is not a sequence number", value.escape_debug()), None)
                 })?;
                 m.seq = Some(n);
+            }
+            Field::SeqEpoch => {
+                let n = value.parse::<u64>().map_err(|_| {
+                    (format!("`{}` is not a sequence epoch", value.escape_debug()), None)
+                })?;
+                m.seq_epoch = Some(n);
             }
             Field::Headline => {
                 if value.chars().any(char::is_control) {
@@ -180,6 +190,7 @@ impl Field {
             Field::CreatedAt => m.created_at.map(clock::format),
             Field::MsgId => m.msg_id.clone(),
             Field::Seq => m.seq.map(|n| n.to_string()),
+            Field::SeqEpoch => m.seq_epoch.map(|n| n.to_string()),
             Field::InReplyTo => m.in_reply_to.clone(),
             Field::Headline => m.headline.clone(),
             Field::Priority => m.priority.map(|p| p.as_str().to_string()),

@@ -33,6 +33,9 @@ pub struct Message {
     pub tags: Vec<String>,
     /// Per-sender sequence number.
     pub seq: Option<u64>,
+    /// The epoch of the sender's counter `seq` was taken in (absent: 0); a reset starts a
+    /// new one (PROTOCOLS.md section 14).
+    pub seq_epoch: Option<u64>,
     /// Unknown headers in their original order; keys and values as written.
     #[serde(serialize_with = "ordered_map")]
     pub extra: Vec<(String, String)>,

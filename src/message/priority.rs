@@ -30,10 +30,10 @@ impl Priority {
         }
     }
 
-    /// `high`, `normal`, `low`, in any case; `urgent` is read as `high`.
+    /// `high`, `normal`, `low`, in any case; `urgent` and TX's `critical` are read as `high`.
     pub fn parse(s: &str) -> Option<Priority> {
         match s.to_ascii_lowercase().as_str() {
-            "high" | "urgent" => Some(Priority::High),
+            "high" | "urgent" | "critical" => Some(Priority::High),
             "normal" => Some(Priority::Normal),
             "low" => Some(Priority::Low),
             _ => None,
@@ -49,6 +49,7 @@ mod tests {
     fn parses_and_orders() {
         assert_eq!(Priority::parse("HIGH"), Some(Priority::High));
         assert_eq!(Priority::parse("urgent"), Some(Priority::High));
+        assert_eq!(Priority::parse("critical"), Some(Priority::High));
         assert_eq!(Priority::parse("Low"), Some(Priority::Low));
         assert_eq!(Priority::parse("medium"), None);
         let mut v = vec![Priority::Low, Priority::High, Priority::Normal];

@@ -288,7 +288,7 @@ fn message() -> impl Strategy<Value = Message> {
         proptest::option::of(proptest::sample::select(statuses)),
         proptest::option::of(time()),
         proptest::option::of(ids),
-        proptest::option::of(any::<u64>()),
+        (proptest::option::of(any::<u64>()), proptest::option::of(any::<u64>())),
     );
     let tails = (
         proptest::option::of(ids),
@@ -316,7 +316,7 @@ fn message() -> impl Strategy<Value = Message> {
     );
     (heads, tails).prop_map(
         |(
-            (circe, from, to, intent, task_id, status, created_at, msg_id, seq),
+            (circe, from, to, intent, task_id, status, created_at, msg_id, (seq, seq_epoch)),
             (in_reply_to, headline, priority, deadline, tags, extra, body),
         )| {
             let format = if circe { Format::Circe } else { Format::FrontMatter };
@@ -344,6 +344,7 @@ fn message() -> impl Strategy<Value = Message> {
                 deadline,
                 tags: tags.into_iter().filter(|t| !t.is_empty()).collect(),
                 seq,
+                seq_epoch,
                 extra: keep,
                 body,
             }

@@ -155,6 +155,7 @@ fn claim_in(
         note: None,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let (mut change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
     if !parked {
@@ -224,25 +225,33 @@ fn claim_next_in(
     Err(Error::conflict("gave up after 10000 lost races for waiting tasks"))
 }
 
-/// Return every task whose lease ran out to the queue (or park it): for cron.
+/// Return every task whose lease ran out to the queue (or park it), and expire every task
+/// whose deadline passed: for cron. (Opening each task's transaction also finishes what a
+/// crashed command left on it, a pending outbox included.)
 pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
     let mut done = Vec::new();
     for task in ws.engine.lease_candidates()? {
         let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
         let Some(st) = tx.state().cloned() else { continue };
         let now = ws.tx_now(tx.as_ref());
-        if !st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now) {
+        let lapsed = !st.rec.status.is_terminal() && effects::deadline_passed(&st.rec, now);
+        if !lapsed && (!st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now)) {
             continue;
         }
-        let mv = effects::lease_ran_out(&st.rec, ws.config.max_attempts);
+        let (mv, actor) = if lapsed {
+            (crate::task::Move::Lapse, Actor::Deadline)
+        } else {
+            (effects::lease_ran_out(&st.rec, ws.config.max_attempts), Actor::Lease)
+        };
         let ctx = MoveCtx {
             by,
-            actors: &[Actor::Lease],
+            actors: &[actor],
             now,
             lease: ws.config.lease(),
             note: None,
             forced: false,
             handoff: None,
+            readdress: None,
         };
         let change = effects::apply(mv, &st, &ctx)?;
         let notices = change.notices.clone();

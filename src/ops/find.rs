@@ -133,6 +133,7 @@ fn move_ticket(
         ticket: Ticket::MoveTo(to.clone()),
         events: vec![ev],
         notices: Vec::new(),
+        outbox: Vec::new(),
         request: None,
     })?;
     Ok(st.rec.message)

@@ -3,24 +3,37 @@
 //! transaction and commits one `Change` the task model computed.
 
 pub mod archive;
+pub mod asks;
+pub mod bridge;
 mod claim;
+pub mod deadline;
 pub mod doctor;
 mod find;
 pub mod hook;
 mod notify;
 mod open;
+pub mod orphans;
+pub mod prompt;
 mod read;
+pub mod route;
 mod send;
+pub mod seq;
+pub mod seq_state;
 pub mod stream;
+pub mod thread;
+mod tx;
 mod update;
 pub mod wait;
 
 pub use claim::{ClaimOutcome, claim, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
+pub use prompt::current_prompt;
 pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
-pub use update::{CheckRun, check_run, check_set, heartbeat, release, set_status};
+pub use update::{
+    CheckRun, check_run, check_set, heartbeat, release, set_status, set_status_sending,
+};
 
 #[cfg(test)]
 mod tests;

@@ -11,9 +11,9 @@ use crate::names::{AgentName, TaskId};
 use crate::task::Notice;
 use crate::workspace::Workspace;
 
-/// Who a notice of `intent` reaches: for `escalate`, every agent named in circe.yaml's
-/// `escalation` (agents or roles; default coordinator and rooster); otherwise the
-/// coordinators.
+/// Who a notice of `intent` reaches: for `escalate`, everyone circe.yaml's `escalation`
+/// names (default coordinator and rooster); otherwise every coordinator. An entry that is a
+/// role means every agent with that role (whatever agents are named), else the agent.
 fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
     let targets: Vec<&str> = if intent == "escalate" {
         ws.config.escalation.iter().map(String::as_str).collect()
@@ -22,9 +22,12 @@ fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
     };
     let mut out: Vec<AgentName> = Vec::new();
     for t in targets {
-        match AgentName::new(t) {
-            Ok(a) if ws.is_agent(&a) => out.push(a),
-            _ => out.extend(ws.agents_with_role(t)),
+        if ws.registry.is_role(t) {
+            out.extend(ws.agents_with_role(t));
+        } else if let Ok(a) = AgentName::new(t)
+            && ws.is_agent(&a)
+        {
+            out.push(a);
         }
     }
     out.sort();
@@ -54,6 +57,7 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         msg.created_at = Some(now);
         msg.msg_id = Some(clock::new_msg_id(now));
         msg.body = format!("## Summary\n{}\n", n.text);
+        let _numbered = super::seq::number(ws, &AgentName::new(CIRCE)?, &mut msg)?;
         let content = message::render(&msg);
         let name = message::file_name(now, CIRCE, "coordinator", n.intent, Some(task), 1);
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();

@@ -18,6 +18,8 @@ pub struct TaskMessage<'a> {
     pub to: &'a str,
     /// `None`: not set by the message (normal for a new task; kept at a handoff).
     pub priority: Option<&'a str>,
+    /// The message's deadline (`None`: none for a new task; kept at a handoff).
+    pub deadline: Option<String>,
     pub sender: &'a AgentName,
     pub required_checks: &'a [CheckName],
     /// The message's file name and text.
@@ -73,6 +75,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
             intent: m.intent.to_string(),
             to: m.to.to_string(),
             priority: m.priority.unwrap_or("normal").to_string(),
+            deadline: m.deadline.clone(),
             opened_by: m.sender.to_string(),
             required_checks: m.required_checks.to_vec(),
             name: m.name,
@@ -114,6 +117,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         intent: m.intent.to_string(),
         to: m.to.to_string(),
         priority: m.priority.map(str::to_string),
+        deadline: m.deadline.clone(),
         required_checks: m.required_checks.to_vec(),
     };
     let ctx = MoveCtx {
@@ -124,6 +128,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         note: None,
         forced: false,
         handoff: Some(&h),
+        readdress: None,
     };
     let change = effects::apply(Move::Handoff, &st, &ctx)?;
     let checks_reset: Vec<CheckName> =

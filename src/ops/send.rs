@@ -39,7 +39,8 @@ pub struct DeliveredCopy {
 /// Who `to` reaches: (agents, the roles they have). An agent name wins over a role name.
 fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, Vec<String>)> {
     if to == "all" {
-        let agents: Vec<AgentName> = ws.agents().keys().filter(|a| *a != me).cloned().collect();
+        let agents: Vec<AgentName> =
+            ws.agents().keys().filter(|a| *a != me && !ws.is_retired(a)).cloned().collect();
         let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
         if roles.is_empty() {
             roles = ws.registry.roles.iter().cloned().collect();
@@ -62,7 +63,7 @@ fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, 
 /// Fill in what a draft may leave out, and check the sender.
 fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
     if let Some(from) = msg.from_agent() {
-        if from != me.as_str() {
+        if from != me.as_str() && !super::tx::speaks_for(ws, me, msg) {
             return Err(Error::refused(format!(
                 "the message says it is from `{from}` but the acting agent is `{me}`"
             ))
@@ -97,18 +98,32 @@ pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
     })
 }
 
+/// TX types do what they mean (section 16: `ops::tx`).
 fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
+    let own_id = msg.msg_id.clone();
+    let plan = super::tx::prepare(ws, me, &mut msg)?;
     // A message that names its own id must be the only one with it (a retry of the very
     // same send is answered with the first delivery).
-    let earlier = match msg.msg_id.clone() {
-        Some(id) => earlier_copy(ws, &id, me, &msg)?,
+    let earlier = match own_id {
+        Some(id) => {
+            // A delivery a crash left past its commit point lands first, so a retry finds it.
+            ws.engine.finish_deliveries()?;
+            earlier_copy(ws, &id, me, &msg)?
+        }
         None => None,
     };
     if let Some(d) = earlier {
+        let to: Vec<AgentName> = d
+            .delivered
+            .iter()
+            .filter_map(|c| Mailbox::from_label(&c.mailbox)?.agent().cloned())
+            .collect();
+        super::tx::after_retry(ws, me, &msg, &plan, &to)?;
         return Ok(d);
     }
     complete(ws, &mut msg, me)?;
+    let _numbered = super::seq::number(ws, me, &mut msg)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
     let to = msg
@@ -148,6 +163,7 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
                 intent: &intent_name,
                 to: &to,
                 priority: msg.priority.map(crate::message::Priority::as_str),
+                deadline: msg.deadline.map(clock::stamp),
                 sender: me,
                 required_checks: &required,
                 name,
@@ -163,6 +179,23 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         });
     }
 
+    deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)
+}
+
+/// A message that opens no task: one copy into each receiver's INBOX (with what its TX type
+/// and the routing rules add), and its events.
+fn deliver_to_inboxes(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &Message,
+    plan: &super::tx::Plan,
+    agents: Vec<AgentName>,
+    content: &str,
+    name: &str,
+) -> Result<Delivery> {
+    let intent_name = msg.intent.clone().unwrap_or_default();
+    let to = msg.to_agent().unwrap_or_default().to_string();
+    let msg_id = msg.msg_id.clone().unwrap_or_default();
     let receivers: Vec<AgentName> = agents
         .into_iter()
         .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, &intent_name)))
@@ -176,12 +209,22 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         ));
     }
     let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
-    let files = ws.engine.deliver(content.as_bytes(), &name, &boxes)?;
+    let sent = super::tx::deliver(ws, me, msg, plan, content, name, &receivers)?;
     let delivered: Vec<DeliveredCopy> = boxes
         .iter()
-        .zip(files)
+        .zip(sent.files)
         .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
         .collect();
+    if sent.logged {
+        ws.engine.append_events(sent.events)?;
+        return Ok(Delivery {
+            msg_id,
+            intent: intent_name,
+            delivered,
+            task: None,
+            already_delivered: false,
+        });
+    }
     let mut ev = Event::now(EventKind::Send, me);
     ev.msg_id = Some(msg_id.clone());
     ev.intent = Some(intent_name.clone());
@@ -193,7 +236,9 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     for c in &delivered {
         ev = ev.file(c.mailbox.clone(), c.file.clone());
     }
-    ws.engine.append_events(vec![ev])?;
+    let mut events = vec![ev];
+    events.extend(sent.events);
+    ws.engine.append_events(events)?;
     Ok(Delivery { msg_id, intent: intent_name, delivered, task: None, already_delivered: false })
 }
 

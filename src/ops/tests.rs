@@ -16,8 +16,9 @@ use crate::names::{AgentName, CheckName, TaskId};
 use crate::task::Status;
 use crate::workspace::Workspace;
 
-const AGENTS: [(&str, &str); 6] = [
+const AGENTS: [(&str, &str); 7] = [
     ("coordinator", "coordinator"),
+    ("boss", "coordinator"),
     ("engineer", "engineer"),
     ("engineer-2", "engineer"),
     ("qa", "qa"),
@@ -223,6 +224,11 @@ on_both_engines! {
         assert_eq!(reaped, [(id("L-1"), Status::Parked)]);
         assert_eq!(ws.engine.list_box(&Mailbox::Inbox(a("coordinator"))).unwrap().len(), 1);
         assert_eq!(ws.engine.list_box(&Mailbox::Inbox(a("rooster"))).unwrap().len(), 1);
+        assert_eq!(
+            ws.engine.list_box(&Mailbox::Inbox(a("boss"))).unwrap().len(),
+            1,
+            "every agent with the coordinator role, not only the one named so"
+        );
         assert_eq!(claim(ws, &e2, "engineer", &id("L-1"), None).unwrap_err().kind, Kind::Refused);
         // Only a coordinator, with force, puts it back.
         let co = a("coordinator");
@@ -287,3 +293,9 @@ on_both_engines! {
 
 #[path = "archive_tests.rs"]
 mod archive_tests;
+
+#[path = "seq_tests.rs"]
+mod seq_tests;
+
+#[path = "tx_tests.rs"]
+mod tx_tests;

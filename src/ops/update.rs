@@ -14,7 +14,7 @@ use crate::event::{Event, EventKind};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::task::effects::{self, MoveCtx};
 use crate::task::lifecycle::move_to;
-use crate::task::{Actor, Checks, Move, Notice, Status, StatusRecord, TaskState};
+use crate::task::{Actor, Checks, Move, Notice, Outgoing, Status, StatusRecord, TaskState};
 use crate::workspace::Workspace;
 
 /// Open the task's transaction; exit 5 when there is no such task.
@@ -84,9 +84,18 @@ fn commit(
     tx: &mut dyn TaskTx,
     change: crate::task::Change,
 ) -> Result<StatusRecord> {
+    commit_logged(ws, tx, change).map(|(rec, _)| rec)
+}
+
+/// `commit`, returning the events logged too.
+fn commit_logged(
+    ws: &Workspace,
+    tx: &mut dyn TaskTx,
+    change: crate::task::Change,
+) -> Result<(StatusRecord, Vec<Event>)> {
     let mut notices = change.notices.clone();
     let announce = ws.config.announce == Announce::Inbox && !change.events.is_empty();
-    tx.commit(change)?;
+    let events = tx.commit(change)?;
     let st = state(tx)?;
     if announce {
         notices.push(Notice {
@@ -100,10 +109,11 @@ fn commit(
         });
     }
     notify::send(ws, &st.rec.task_id, &notices)?;
-    Ok(st.rec)
+    Ok((st.rec, events))
 }
 
-/// `circe status <task> <status>`.
+/// `circe status <task> <status>`. Routing rules for `me` reaching the new status send their
+/// messages with the change (exactly once).
 pub fn set_status(
     ws: &Workspace,
     me: &AgentName,
@@ -115,6 +125,20 @@ pub fn set_status(
     if target == Status::New {
         return release(ws, me, task, note, false, epoch);
     }
+    set_status_sending(ws, me, task, target, note, epoch, Vec::new()).map(|(rec, _)| rec)
+}
+
+/// `set_status` that also sends `outbox` (a `task-complete` message) with the change, each
+/// message exactly once; returns the events logged.
+pub fn set_status_sending(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+    outbox: Vec<Outgoing>,
+) -> Result<(StatusRecord, Vec<Event>)> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
@@ -128,6 +152,7 @@ pub fn set_status(
         note,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         // A refusal for someone who is not the holder says who holds it.
@@ -142,7 +167,17 @@ pub fn set_status(
             e
         }
     })?;
-    commit(ws, tx.as_mut(), change)
+    let mut change = change;
+    let reply_to = outbox.first().map(|o| o.msg_id.clone());
+    change.outbox = outbox;
+    change.outbox.extend(super::route::for_move(
+        ws,
+        me,
+        change.record.status,
+        task,
+        reply_to.as_deref(),
+    ));
+    commit_logged(ws, tx.as_mut(), change)
 }
 
 /// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
@@ -172,6 +207,7 @@ pub fn release(
         note: reason,
         forced,
         handoff: None,
+        readdress: None,
     };
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         if from.is_owned() && !who.contains(&Actor::Owner) {

@@ -53,6 +53,7 @@ const ROWS: &[Row] = &[
     ("approval_request", ANY, "coordinator|rooster", false, false, Some("answer"), &[], "request approval or sign-off"),
     // TX message types.
     ("ask", ANY, ANY, false, false, Some("ask-response"), &[], "request information and wait for the answer"),
+    ("ask-human", ANY, "coordinator|rooster", false, false, Some("ask-response"), &[], "ask a person and wait for the answer"),
     ("ask-response", ANY, ANY, false, false, None, &[], "answer an ask"),
     ("task", ANY, ANY, true, true, Some("task-complete"), &[], "assign work, non-blocking"),
     ("task-complete", ANY, ANY, false, true, None, &[], "report a task finished"),
@@ -123,6 +124,7 @@ mod tests {
             "audit",
             "document",
             "ask",
+            "ask-human",
             "ask-response",
             "task",
             "task-complete",

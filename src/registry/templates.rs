@@ -31,6 +31,7 @@ const TEMPLATES: &[(&str, &str)] = embedded![
     "audit_report",
     "approval_request",
     "ask",
+    "ask-human",
     "ask-response",
     "task",
     "task-complete",

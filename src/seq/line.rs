@@ -1,12 +1,15 @@
-//! The `(ROLE #N): text` line form, and the unnumbered `(ROLE): text`.
+//! The `(ROLE #N): text` line form, the unnumbered `(ROLE): text`, and circe's
+//! `(ROLE #N eE): text` for a number taken in epoch E > 0 (after a reset).
 
-/// One line of the form `(ROLE #N): text` or `(ROLE): text`.
+/// One line of the form `(ROLE #N): text`, `(ROLE #N eE): text` or `(ROLE): text`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SeqLine {
     /// The role as written.
     pub role: String,
     /// The sequence number; `None` for the unnumbered form (the reference: treat as 0).
     pub seq: Option<u64>,
+    /// The epoch of the sender's counter (` eE` after the number); 0 when not written.
+    pub epoch: u64,
     /// The text after `: ` (leading spaces dropped).
     pub text: String,
 }
@@ -28,30 +31,45 @@ fn is_role(s: &str) -> bool {
         && b[b.len() - 1].is_ascii_alphanumeric()
 }
 
+/// Decimal digits that fit a `u64`, nothing else.
+fn number(digits: &str) -> Option<u64> {
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse::<u64>().ok()
+}
+
 /// Parse one line; `None` when it is not in either form. Malformed numbers (`(ORACLE
-/// 123):`, `(ORACLE #):`, `(ORACLE #1x):`, a number past `u64`) and other brackets
-/// (`[ORACLE #1]:`), or a missing colon, are not taken.
+/// 123):`, `(ORACLE #):`, `(ORACLE #1x):`, a number past `u64`, an epoch that is not ` e`
+/// and digits) and other brackets (`[ORACLE #1]:`), or a missing colon, are not taken.
 pub fn parse_line(line: &str) -> Option<SeqLine> {
     let rest = line.strip_prefix('(')?;
     let (inside, after) = rest.split_once(')')?;
     let text = after.strip_prefix(':')?.trim_start_matches(' ');
-    let (role, seq) = match inside.split_once(' ') {
-        None => (inside, None),
+    let (role, seq, epoch) = match inside.split_once(' ') {
+        None => (inside, None, 0),
         Some((role, num)) => {
-            let digits = num.trim_start_matches(' ').strip_prefix('#')?;
-            if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
-            (role, Some(digits.parse::<u64>().ok()?))
+            let num = num.trim_start_matches(' ').strip_prefix('#')?;
+            let (digits, epoch) = match num.split_once(' ') {
+                None => (num, 0),
+                Some((digits, e)) => (digits, number(e.strip_prefix('e')?)?),
+            };
+            (role, Some(number(digits)?), epoch)
         }
     };
-    is_role(role).then(|| SeqLine { role: role.to_string(), seq, text: text.to_string() })
+    is_role(role).then(|| SeqLine { role: role.to_string(), seq, epoch, text: text.to_string() })
 }
 
 /// `(ROLE #N): text`, or `(ROLE): text` without a number.
 pub fn render_line(role: &str, seq: Option<u64>, text: &str) -> String {
-    match seq {
-        Some(n) => format!("({role} #{n}): {text}"),
-        None => format!("({role}): {text}"),
+    render_numbered(role, seq, 0, text)
+}
+
+/// `(ROLE #N): text`, with ` eE` after the number when the epoch is not 0.
+pub fn render_numbered(role: &str, seq: Option<u64>, epoch: u64, text: &str) -> String {
+    match (seq, epoch) {
+        (Some(n), 0) => format!("({role} #{n}): {text}"),
+        (Some(n), e) => format!("({role} #{n} e{e}): {text}"),
+        (None, _) => format!("({role}): {text}"),
     }
 }

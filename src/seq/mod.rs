@@ -12,6 +12,6 @@ pub mod state_file;
 mod tests;
 
 pub use counter::Counter;
-pub use line::{SeqLine, parse_line, render_line};
+pub use line::{SeqLine, parse_line, render_line, render_numbered};
 pub use receiver::{Receiver, Seen, Verdict};
 pub use state_file::MessageState;

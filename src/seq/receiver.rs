@@ -1,14 +1,18 @@
 //! The receiver's rules as a state machine: `lastSeen[sender]`, stale numbers skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
 /// What a receiver knows of one sender.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Seen {
     pub epoch: u64,
     pub last_seen: u64,
+    /// The message that set `last_seen`, when known: that message itself is not stale
+    /// (it was handed on, and may still lie in the INBOX).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub msg_id: Option<String>,
 }
 
 /// What to do with a message.
@@ -25,7 +29,11 @@ pub enum Verdict {
 /// so that the engine can keep one per agent.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Receiver {
+    #[serde(default)]
     pub senders: BTreeMap<String, Seen>,
+    /// Stale messages already logged as skipped (their ids), so that each is logged once.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub skipped: BTreeSet<String>,
 }
 
 impl Receiver {
@@ -38,20 +46,50 @@ impl Receiver {
     /// - same epoch: `N <= lastSeen` stale, else processed and lastSeen = N (so after a
     ///   gap, #7 then #5: #5 is stale).
     pub fn receive(&mut self, sender: &str, seq: Option<u64>, epoch: u64) -> Verdict {
+        self.receive_msg(sender, seq, epoch, None)
+    }
+
+    /// `receive`, remembering which message moved lastSeen (`msg_id`). The message that
+    /// set lastSeen, received again, is processed and changes nothing: handing a message on
+    /// twice (taken, then done) is not a duplicate.
+    pub fn receive_msg(
+        &mut self,
+        sender: &str,
+        seq: Option<u64>,
+        epoch: u64,
+        msg_id: Option<&str>,
+    ) -> Verdict {
+        let verdict = self.judge(sender, seq, epoch, msg_id);
+        if let (Verdict::Process, Some(n)) = (verdict, seq.filter(|n| *n > 0)) {
+            let seen = self.senders.entry(sender.to_ascii_uppercase()).or_default();
+            if epoch > seen.epoch || n > seen.last_seen {
+                *seen = Seen { epoch, last_seen: n, msg_id: msg_id.map(str::to_string) };
+            }
+        }
+        verdict
+    }
+
+    /// The verdict `receive_msg` would give, changing nothing (a listing marks stale
+    /// messages without handing anything on).
+    pub fn judge(
+        &self,
+        sender: &str,
+        seq: Option<u64>,
+        epoch: u64,
+        msg_id: Option<&str>,
+    ) -> Verdict {
         let n = match seq {
             None | Some(0) => return Verdict::Process,
             Some(n) => n,
         };
-        let seen = self.senders.entry(sender.to_ascii_uppercase()).or_default();
-        if epoch > seen.epoch {
-            *seen = Seen { epoch, last_seen: n };
+        let Some(seen) = self.senders.get(&sender.to_ascii_uppercase()) else {
+            return Verdict::Process;
+        };
+        let same = msg_id.is_some() && msg_id == seen.msg_id.as_deref();
+        if epoch > seen.epoch || (epoch == seen.epoch && (n > seen.last_seen || same)) {
             return Verdict::Process;
         }
-        if epoch < seen.epoch || n <= seen.last_seen {
-            return Verdict::Stale { last_seen: seen.last_seen };
-        }
-        seen.last_seen = n;
-        Verdict::Process
+        Verdict::Stale { last_seen: seen.last_seen }
     }
 
     /// lastSeen of `sender` (0 when unknown).
@@ -62,5 +100,6 @@ impl Receiver {
     /// The reference's resolution 1 ("manual clear on restart"): forget everything.
     pub fn reset(&mut self) {
         self.senders.clear();
+        self.skipped.clear();
     }
 }

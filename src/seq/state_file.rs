@@ -70,7 +70,10 @@ impl MessageState {
     pub fn receiver(&self, agent: &str) -> Receiver {
         let mut r = Receiver::default();
         for (sender, n) in self.last_seen.get(agent).map_or(&[][..], |m| m.0.as_slice()) {
-            r.senders.insert(sender.to_ascii_uppercase(), Seen { epoch: 0, last_seen: *n });
+            r.senders.insert(
+                sender.to_ascii_uppercase(),
+                Seen { epoch: 0, last_seen: *n, msg_id: None },
+            );
         }
         r
     }

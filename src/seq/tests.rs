@@ -169,3 +169,32 @@ fn message_state_round_trips_the_reference_example_exactly() {
     assert!(MessageState::parse(r#"{"counters": {"A": 1, "A": 2}, "lastSeen": {}}"#).is_err());
     assert_eq!(MessageState::default().render(), "{\n  \"counters\": {},\n  \"lastSeen\": {}\n}\n");
 }
+
+#[test]
+fn an_epoch_after_the_number_is_circes_form() {
+    let m = parse_line("(LEAD #1 e2): after the reset").unwrap();
+    assert_eq!((m.seq, m.epoch, m.text.as_str()), (Some(1), 2, "after the reset"));
+    assert_eq!(parse_line("(LEAD #4): x").unwrap().epoch, 0);
+    assert_eq!(render_numbered("LEAD", Some(1), 2, "x"), "(LEAD #1 e2): x");
+    assert_eq!(render_numbered("LEAD", Some(1), 0, "x"), "(LEAD #1): x");
+    for bad in ["(LEAD #1 2): x", "(LEAD #1 e): x", "(LEAD #1 ex): x", "(LEAD #1 e2 ): x"] {
+        assert_eq!(parse_line(bad), None, "{bad}");
+    }
+}
+
+#[test]
+fn judging_changes_nothing_and_the_message_that_set_last_seen_is_not_stale() {
+    let mut r = Receiver::default();
+    assert_eq!(r.receive_msg("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
+    // #5 itself (still in the INBOX after a watcher handed it on) is not stale; another #5 is.
+    assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
+    assert_eq!(r.judge("LEAD", Some(5), 0, Some("other")), Verdict::Stale { last_seen: 5 });
+    assert_eq!(r.judge("LEAD", Some(4), 0, Some("m4")), Verdict::Stale { last_seen: 5 });
+    assert_eq!(r.judge("LEAD", Some(6), 0, None), Verdict::Process);
+    assert_eq!(r.last_seen("LEAD"), 5);
+    // Handed on twice (taken, then done): processed, nothing moves.
+    assert_eq!(r.receive_msg("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
+    assert_eq!(r.senders["LEAD"].msg_id.as_deref(), Some("m5"));
+    assert_eq!(r.receive_msg("LEAD", Some(7), 0, Some("m7")), Verdict::Process);
+    assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Stale { last_seen: 7 });
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::lifecycle::{Actor, Move, Status, decide};
-use super::record::{Checks, StatusRecord};
+use super::record::{Checks, Outgoing, StatusRecord};
 use super::state::TaskState;
 use crate::boxes::Mailbox;
 use crate::clock;
@@ -50,6 +50,9 @@ pub struct Change {
     pub events: Vec<Event>,
     /// Sent after the commit.
     pub notices: Vec<Notice>,
+    /// Messages sent exactly once with the change: written into the record by its commit and
+    /// delivered right after (a crash in between is finished by the next transaction).
+    pub outbox: Vec<Outgoing>,
     /// The request id of the claim making this change: the engine remembers which grant it
     /// made, so a retry of an ambiguous claim finds it (`Engine::granted`).
     pub request: Option<String>,
@@ -64,6 +67,8 @@ pub struct Handoff {
     pub to: String,
     /// `None`: the task keeps its priority.
     pub priority: Option<String>,
+    /// `None`: the task keeps its deadline.
+    pub deadline: Option<String>,
     pub required_checks: Vec<CheckName>,
 }
 
@@ -80,6 +85,8 @@ pub struct MoveCtx<'a> {
     pub forced: bool,
     /// The new message of a handoff.
     pub handoff: Option<&'a Handoff>,
+    /// The new address of a readdress.
+    pub readdress: Option<&'a str>,
 }
 
 impl MoveCtx<'_> {
@@ -99,15 +106,44 @@ pub fn lease_expired(rec: &StatusRecord, now: DateTime<Utc>) -> bool {
     rec.lease_expires_at.as_deref().and_then(clock::parse).is_some_and(|t| t <= now)
 }
 
+/// Has the task's deadline passed at `now`?
+pub fn deadline_passed(rec: &StatusRecord, now: DateTime<Utc>) -> bool {
+    rec.deadline.as_deref().and_then(clock::parse).is_some_and(|t| t <= now)
+}
+
 /// The change `mv` makes to the task in `st`, or the table's refusal.
 pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
     let from = st.rec.status;
     let to = decide(from, mv, ctx.actors)?;
-    if mv == Move::Complete {
-        gate_on_checks(st)?;
+    match mv {
+        Move::Complete => {
+            gate_on_deadline(st, ctx.now, "completed")?;
+            gate_on_checks(st)?;
+        }
+        Move::Claim => gate_on_deadline(st, ctx.now, "claimed")?,
+        Move::Lapse if !deadline_passed(&st.rec, ctx.now) => {
+            return Err(Error::refused(format!(
+                "task {} is not past its deadline ({})",
+                st.rec.task_id,
+                st.rec.deadline.as_deref().unwrap_or("none")
+            )));
+        }
+        _ => {}
     }
     let (rec, ticket, checks) = next_record(mv, to, st, ctx)?;
     let mut notices = Vec::new();
+    if mv == Move::Lapse {
+        notices.push(Notice {
+            intent: "status_update",
+            text: format!(
+                "task {} expired: its deadline {} passed while it was {}{}",
+                rec.task_id,
+                st.rec.deadline.as_deref().unwrap_or("-"),
+                from.as_str(),
+                st.rec.owner.as_ref().map_or_else(String::new, |o| format!(" (held by {o})"))
+            ),
+        });
+    }
     if mv == Move::Park {
         notices.push(Notice {
             intent: "escalate",
@@ -127,8 +163,33 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
         Move::Expire => "expire",
         Move::Park => "park",
         Move::Handoff => "handoff",
+        Move::Lapse => "lapse",
+        Move::Readdress => "readdress",
     };
-    Ok(Change { op, record: rec, checks, ticket, events: vec![ev], notices, request: None })
+    Ok(Change {
+        op,
+        record: rec,
+        checks,
+        ticket,
+        events: vec![ev],
+        notices,
+        outbox: Vec::new(),
+        request: None,
+    })
+}
+
+/// Past its deadline a task is not claimed or completed.
+fn gate_on_deadline(st: &TaskState, now: DateTime<Utc>, what: &str) -> Result<()> {
+    if !deadline_passed(&st.rec, now) {
+        return Ok(());
+    }
+    let task = &st.rec.task_id;
+    Err(Error::refused(format!(
+        "task {task} cannot be {what}: its deadline {} has passed",
+        st.rec.deadline.as_deref().unwrap_or("-")
+    ))
+    .detail("deadline", st.rec.deadline.clone().unwrap_or_default())
+    .hint("`circe reap` marks it expired and tells the coordinators; open a new task to go on"))
 }
 
 /// Completion waits until every check of the task is true.
@@ -198,6 +259,25 @@ fn next_record(
                 ticket = Ticket::MoveTo(Mailbox::NewMessages);
             }
         }
+        Move::Lapse => {
+            rec.lease_expires_at = None;
+            rec.note =
+                Some(format!("deadline {} passed", st.rec.deadline.as_deref().unwrap_or("-")));
+            if st.location.as_ref() != Some(&Mailbox::Logs) {
+                ticket = Ticket::MoveTo(Mailbox::Logs);
+            }
+        }
+        Move::Readdress => {
+            let to =
+                ctx.readdress.ok_or_else(|| Error::internal("a readdress without an address"))?;
+            rec.to = to.to_string();
+            rec.attempts = 0;
+            rec.expiries = 0;
+            rec.note = ctx.note.map(str::to_string);
+            if st.location.as_ref() != Some(&Mailbox::NewMessages) {
+                ticket = Ticket::MoveTo(Mailbox::NewMessages);
+            }
+        }
         Move::Handoff => {
             let h = ctx.handoff.ok_or_else(|| Error::internal("a handoff without its message"))?;
             rec.owner = None;
@@ -210,6 +290,9 @@ fn next_record(
             rec.to.clone_from(&h.to);
             if let Some(p) = &h.priority {
                 rec.priority.clone_from(p);
+            }
+            if let Some(d) = &h.deadline {
+                rec.deadline = Some(d.clone());
             }
             // The new holder must pass the new intent's checks itself; others carry over.
             let mut c = st.checks.clone();
@@ -253,6 +336,17 @@ fn move_event(mv: Move, st: &TaskState, rec: &StatusRecord, ctx: &MoveCtx<'_>) -
             ev = ev.file("new".into(), rec.message.clone());
         }
         Move::Requeue => ev = ev.file("new".into(), rec.message.clone()),
+        Move::Lapse => {
+            ev.owner = st.rec.owner.as_ref().map(ToString::to_string);
+            ev.note.clone_from(&rec.note);
+            if st.location.as_ref() != Some(&Mailbox::Logs) {
+                ev = ev.file("logs".into(), rec.message.clone());
+            }
+        }
+        Move::Readdress => {
+            ev.addressed_to = Some(rec.to.clone());
+            ev.reason = ctx.note.map(str::to_string);
+        }
         Move::Start | Move::Block | Move::Unblock | Move::Complete | Move::Fail => {
             ev.note = ctx.note.map(str::to_string);
         }
@@ -276,6 +370,7 @@ pub fn claim(st: &TaskState, ctx: &MoveCtx<'_>, max_attempts: u32) -> Result<(Ch
         note: None,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let ran_out = apply(mv, st, &expiry)?;
     if mv == Move::Park {
@@ -294,93 +389,7 @@ pub fn claim(st: &TaskState, ctx: &MoveCtx<'_>, max_attempts: u32) -> Result<(Ch
     Ok((claimed, false))
 }
 
-/// What a task message says about the task it opens.
-pub struct OpenSpec {
-    pub task_id: crate::names::TaskId,
-    pub intent: String,
-    pub to: String,
-    pub priority: String,
-    pub opened_by: String,
-    pub required_checks: Vec<CheckName>,
-    /// The message's file name and text: it becomes the ticket.
-    pub name: String,
-    pub content: Vec<u8>,
-}
-
-/// A new task: `new`, its required checks false, its message delivered to NEW_MESSAGES.
-pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
-    let stamp = clock::stamp(now);
-    let rec = StatusRecord {
-        v: super::record::RECORD_FORMAT,
-        task_id: spec.task_id,
-        status: Status::New,
-        owner: None,
-        started_at: None,
-        updated_at: stamp.clone(),
-        created_at: stamp,
-        intent: spec.intent,
-        priority: spec.priority,
-        to: spec.to,
-        opened_by: spec.opened_by,
-        epoch: 0,
-        attempts: 0,
-        expiries: 0,
-        message: spec.name.clone(),
-        lease_expires_at: None,
-        note: None,
-        handoff: None,
-        handoff_checks: Vec::new(),
-    };
-    let checks: Checks = spec.required_checks.into_iter().map(|c| (c, false)).collect();
-    let mut ev = Event::new(EventKind::Open, &rec.opened_by, clock::stamp_ms(now))
-        .task(&rec.task_id)
-        .moved(None, Status::New, 0)
-        .file("new".into(), spec.name.clone());
-    ev.intent = Some(rec.intent.clone());
-    ev.addressed_to = Some(rec.to.clone());
-    Change {
-        op: "send",
-        record: rec,
-        checks: Some(checks),
-        ticket: Ticket::Deliver { name: spec.name, content: spec.content },
-        events: vec![ev],
-        notices: Vec::new(),
-        request: None,
-    }
-}
-
-/// A check result: `.checks` gets `name = passed` and the event says how it was decided.
-pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -> Change {
-    let mut checks = st.checks.clone();
-    checks.insert(name.clone(), passed);
-    let mut ev = ev.task(&st.rec.task_id);
-    ev.check = Some(name.to_string());
-    ev.passed = Some(passed);
-    Change {
-        op: "check",
-        record: st.rec.clone(),
-        checks: Some(checks),
-        ticket: Ticket::Stay,
-        events: vec![ev],
-        notices: Vec::new(),
-        request: None,
-    }
-}
-
-/// A heartbeat: the lease runs `lease` from `now`; nothing else changes and nothing is logged.
-pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<Change> {
-    let mut rec = st.rec.clone();
-    rec.lease_expires_at = Some(clock::stamp(clock::add_checked(now, lease)?));
-    Ok(Change {
-        op: "heartbeat",
-        record: rec,
-        checks: None,
-        ticket: Ticket::Stay,
-        events: Vec::new(),
-        notices: Vec::new(),
-        request: None,
-    })
-}
+pub use super::changes::{OpenSpec, heartbeat, open, record_check};
 
 #[cfg(test)]
 #[path = "effects_tests.rs"]

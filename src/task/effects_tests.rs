@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::*;
 use crate::names::TaskId;
 use crate::task::lifecycle::{ALL_MOVES, ALL_STATUSES, TABLE};
-use crate::task::record::RECORD_FORMAT;
+use crate::task::record::BASE_FORMAT;
 
 fn agent(s: &str) -> AgentName {
     AgentName::new(s).unwrap()
@@ -19,7 +19,7 @@ fn now() -> DateTime<Utc> {
 fn state(status: Status) -> TaskState {
     let held = status.is_owned() || status.is_terminal();
     let rec = StatusRecord {
-        v: RECORD_FORMAT,
+        v: BASE_FORMAT,
         task_id: TaskId::new("T-1").unwrap(),
         status,
         owner: held.then(|| agent("o1")),
@@ -38,6 +38,8 @@ fn state(status: Status) -> TaskState {
         note: None,
         handoff: None,
         handoff_checks: Vec::new(),
+        deadline: None,
+        outbox: Vec::new(),
     };
     let location = if held { Mailbox::Inbox(agent("o1")) } else { Mailbox::NewMessages };
     let mut checks = Checks::new();
@@ -52,15 +54,17 @@ fn handoff() -> Handoff {
         intent: "test".into(),
         to: "qa".into(),
         priority: None,
+        deadline: None,
         required_checks: vec![CheckName::new("tests_passed").unwrap()],
     }
 }
 
-const ACTOR_SETS: [&[Actor]; 5] = [
+const ACTOR_SETS: [&[Actor]; 6] = [
     &[Actor::Eligible],
     &[Actor::Owner],
     &[Actor::Coordinator],
     &[Actor::Lease],
+    &[Actor::Deadline],
     &[Actor::Owner, Actor::Coordinator],
 ];
 
@@ -83,7 +87,11 @@ fn exhaustive_effects() {
     for from in ALL_STATUSES {
         for mv in ALL_MOVES {
             for actors in ACTOR_SETS {
-                let st = state(from);
+                let mut st = state(from);
+                if mv == Move::Lapse {
+                    // Only a task whose deadline passed lapses.
+                    st.rec.deadline = Some("2025-11-21T16:30:00Z".into());
+                }
                 let ctx = MoveCtx {
                     by: by(actors),
                     actors,
@@ -92,6 +100,7 @@ fn exhaustive_effects() {
                     note: Some("n"),
                     forced: false,
                     handoff: Some(&h),
+                    readdress: Some("qa"),
                 };
                 let want = TABLE
                     .iter()
@@ -150,13 +159,57 @@ fn exhaustive_effects() {
                 );
                 assert_eq!(
                     c.notices.is_empty(),
-                    mv != Move::Park,
-                    "{what}: only parking escalates"
+                    !matches!(mv, Move::Park | Move::Lapse),
+                    "{what}: parking escalates, an expiry tells the coordinators"
                 );
+                if mv == Move::Lapse {
+                    let filed = match &c.ticket {
+                        Ticket::MoveTo(b) => *b == Mailbox::Logs,
+                        _ => false,
+                    };
+                    assert!(filed, "{what}: an expired task's message is history");
+                }
+                if mv == Move::Readdress {
+                    assert_eq!(r.to, "qa", "{what}");
+                }
+                assert!(c.outbox.is_empty(), "{what}: a move sends nothing by itself");
             }
         }
     }
-    assert_eq!(allowed, 41, "the same count as the table's own test");
+    assert_eq!(allowed, 50, "the same count as the table's own test");
+}
+
+/// Past its deadline a task is neither claimed nor completed; before it, it does not lapse.
+#[test]
+fn deadlines_gate_claims_and_completions() {
+    let mut st = state(Status::InProgress);
+    st.rec.deadline = Some("2025-11-21T16:59:59Z".into());
+    let owner = MoveCtx {
+        by: "o1",
+        actors: &[Actor::Owner],
+        now: now(),
+        lease: Duration::from_secs(60),
+        note: None,
+        forced: false,
+        handoff: None,
+        readdress: None,
+    };
+    let e = apply(Move::Complete, &st, &owner).unwrap_err();
+    assert!(e.message.contains("deadline"), "{}", e.message);
+    assert!(apply(Move::Fail, &st, &owner).is_ok(), "failing stays possible");
+    let mut waiting = state(Status::New);
+    waiting.rec.deadline = st.rec.deadline.clone();
+    let e = apply(Move::Claim, &waiting, &claim_ctx(now())).unwrap_err();
+    assert_eq!(e.kind, crate::error::Kind::Refused);
+    let lapse = MoveCtx { by: "circe", actors: &[Actor::Deadline], ..owner };
+    let c = apply(Move::Lapse, &st, &lapse).unwrap();
+    assert_eq!(c.record.status, Status::Expired);
+    assert_eq!(c.record.owner, st.rec.owner, "who held it is kept");
+    assert_eq!(c.notices[0].intent, "status_update");
+    st.rec.deadline = Some("2025-11-21T17:00:01Z".into());
+    assert!(apply(Move::Lapse, &st, &lapse).is_err(), "not yet past");
+    assert!(apply(Move::Complete, &st, &owner).is_ok(), "in time");
+    assert!(c.record.render().starts_with("v: 3\n"), "an expired record needs format 3");
 }
 
 #[test]
@@ -171,6 +224,7 @@ fn completion_is_gated_by_checks() {
         note: None,
         forced: false,
         handoff: None,
+        readdress: None,
     };
     let e = apply(Move::Complete, &st, &ctx).unwrap_err();
     assert!(e.message.contains("peer_reviewed"), "{}", e.message);
@@ -187,6 +241,7 @@ fn claim_ctx<'a>(at: DateTime<Utc>) -> MoveCtx<'a> {
         note: None,
         forced: false,
         handoff: None,
+        readdress: None,
     }
 }
 
@@ -239,6 +294,7 @@ fn handoff_keeps_priority_unless_the_message_sets_one() {
         note: None,
         forced: false,
         handoff: Some(&h),
+        readdress: None,
     };
     let c = apply(Move::Handoff, &st, &ctx).unwrap();
     assert_eq!(c.record.priority, "high");

@@ -10,6 +10,9 @@ pub struct Eligibility {
     pub agent: AgentName,
     pub addresses: Vec<String>,
     pub intents: Vec<String>,
+    /// The time of the claim (`clock::stamp`): a task whose deadline is not later is passed
+    /// over.
+    pub now: String,
 }
 
 impl Eligibility {
@@ -17,5 +20,10 @@ impl Eligibility {
     pub fn admits(&self, to: &str, intent: &str) -> bool {
         to == self.agent.as_str()
             || self.addresses.iter().any(|a| a == to) && self.intents.iter().any(|i| i == intent)
+    }
+
+    /// Is a task with this deadline (a `clock::stamp`) still open at `now`?
+    pub fn in_time(&self, deadline: Option<&str>) -> bool {
+        deadline.is_none_or(|d| d > self.now.as_str())
     }
 }

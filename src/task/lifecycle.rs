@@ -17,9 +17,11 @@ pub enum Status {
     Completed,
     Failed,
     Parked,
+    /// Its deadline passed before it was completed (`circe reap`): terminal.
+    Expired,
 }
 
-pub const ALL_STATUSES: [Status; 7] = [
+pub const ALL_STATUSES: [Status; 8] = [
     Status::New,
     Status::Claimed,
     Status::InProgress,
@@ -27,6 +29,7 @@ pub const ALL_STATUSES: [Status; 7] = [
     Status::Completed,
     Status::Failed,
     Status::Parked,
+    Status::Expired,
 ];
 
 impl Status {
@@ -39,6 +42,7 @@ impl Status {
             Status::Completed => "completed",
             Status::Failed => "failed",
             Status::Parked => "parked",
+            Status::Expired => "expired",
         }
     }
 
@@ -52,7 +56,7 @@ impl Status {
     }
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, Status::Completed | Status::Failed)
+        matches!(self, Status::Completed | Status::Failed | Status::Expired)
     }
 }
 
@@ -70,9 +74,13 @@ pub enum Move {
     Expire,
     Park,
     Requeue,
+    /// The task's deadline passed: it ends `expired`.
+    Lapse,
+    /// A coordinator addresses a waiting task anew (an orphan of a retired agent).
+    Readdress,
 }
 
-pub const ALL_MOVES: [Move; 11] = [
+pub const ALL_MOVES: [Move; 13] = [
     Move::Claim,
     Move::Start,
     Move::Block,
@@ -84,6 +92,8 @@ pub const ALL_MOVES: [Move; 11] = [
     Move::Expire,
     Move::Park,
     Move::Requeue,
+    Move::Lapse,
+    Move::Readdress,
 ];
 
 impl Move {
@@ -100,6 +110,8 @@ impl Move {
             Move::Expire => "expire",
             Move::Park => "park",
             Move::Requeue => "requeue",
+            Move::Lapse => "lapse",
+            Move::Readdress => "readdress",
         }
     }
 }
@@ -116,6 +128,8 @@ pub enum Actor {
     Coordinator,
     /// The lease ran out (any command noticing it, or `circe reap`).
     Lease,
+    /// The task's deadline passed (`circe reap`).
+    Deadline,
 }
 
 impl Actor {
@@ -125,6 +139,7 @@ impl Actor {
             Actor::Owner => "owner",
             Actor::Coordinator => "coordinator",
             Actor::Lease => "lease expiry",
+            Actor::Deadline => "deadline passed",
         }
     }
 }
@@ -137,8 +152,8 @@ pub struct Rule {
     pub by: &'static [Actor],
 }
 
-use Actor::{Coordinator, Eligible, Lease, Owner};
-use Status::{Blocked, Claimed, Completed, Failed, InProgress, New, Parked};
+use Actor::{Coordinator, Deadline, Eligible, Lease, Owner};
+use Status::{Blocked, Claimed, Completed, Expired, Failed, InProgress, New, Parked};
 
 /// The lifecycle. Anything not here is refused.
 pub const TABLE: &[Rule] = &[
@@ -165,6 +180,13 @@ pub const TABLE: &[Rule] = &[
     Rule { from: &[Claimed, InProgress, Blocked], mv: Move::Park, to: Parked, by: &[Lease] },
     Rule { from: &[Parked], mv: Move::Requeue, to: New, by: &[Coordinator] },
     Rule { from: &[Parked], mv: Move::Fail, to: Failed, by: &[Coordinator] },
+    Rule {
+        from: &[New, Claimed, InProgress, Blocked, Parked],
+        mv: Move::Lapse,
+        to: Expired,
+        by: &[Deadline],
+    },
+    Rule { from: &[New, Parked], mv: Move::Readdress, to: New, by: &[Coordinator] },
 ];
 
 /// The status `mv` leads to from `from` when made by one of `actors`, or a refusal.
@@ -217,6 +239,10 @@ pub fn move_to(from: Status, target: Status) -> Result<Move> {
             .hint("run `circe claim <task>`"));
         }
         Parked => return Err(Error::refused("only an expired lease parks a task")),
+        Expired => {
+            return Err(Error::refused("only a passed deadline expires a task")
+                .hint("`circe reap` expires tasks whose deadline passed"));
+        }
     };
     Ok(mv)
 }
@@ -253,8 +279,8 @@ mod tests {
         );
     }
 
-    const ACTOR_SETS: [&[Actor]; 5] =
-        [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Owner, Coordinator]];
+    const ACTOR_SETS: [&[Actor]; 6] =
+        [&[Eligible], &[Owner], &[Coordinator], &[Lease], &[Deadline], &[Owner, Coordinator]];
 
     /// Every status x every move x every actor: allowed exactly when a row says so, and
     /// then to the row's target.
@@ -286,15 +312,15 @@ mod tests {
             }
         }
         // A fixed count, so that widening the table by accident fails here.
-        assert_eq!(allowed, 41);
+        assert_eq!(allowed, 50);
     }
 
     #[test]
     fn terminal_states_are_final() {
-        for from in [Completed, Failed] {
+        for from in [Completed, Failed, Expired] {
             for mv in ALL_MOVES {
                 assert!(
-                    decide(from, mv, &[Eligible, Owner, Coordinator, Lease]).is_err(),
+                    decide(from, mv, &[Eligible, Owner, Coordinator, Lease, Deadline]).is_err(),
                     "{from:?} {mv:?}"
                 );
             }

@@ -1,9 +1,11 @@
 //! The task model: records, the lifecycle table and what each move changes. Pure: it knows
 //! nothing of where tasks are kept (the engine) or of commands (`ops`).
 
+mod changes;
 pub mod effects;
 mod eligibility;
 pub mod lifecycle;
+pub mod outbox;
 pub mod record;
 mod row;
 mod state;
@@ -11,6 +13,6 @@ mod state;
 pub use effects::{Change, Handoff, MoveCtx, Notice, OpenSpec, Ticket};
 pub use eligibility::Eligibility;
 pub use lifecycle::{Actor, Move, Status};
-pub use record::{Checks, OwnerRecord, StatusRecord};
+pub use record::{Checks, Outgoing, OwnerRecord, StatusRecord};
 pub use row::{Row, row_of};
 pub use state::TaskState;

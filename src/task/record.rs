@@ -13,9 +13,14 @@ use crate::error::{Error, Result};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::yaml;
 
-/// The version of the record format this circe writes (`v:` in `.status`). A record without
+/// The newest record format this circe reads and writes (`v:` in `.status`). A record without
 /// `v` is version 1 (no `expiries`); one with a higher version is refused, not misread.
-pub const RECORD_FORMAT: u32 = 2;
+/// Version 3 adds `deadline`, `outbox` and the status `expired`; a record that uses none of
+/// them is written as version 2, so an older circe still reads it.
+pub const RECORD_FORMAT: u32 = 3;
+
+/// The format of a record that uses nothing version 3 added.
+pub const BASE_FORMAT: u32 = 2;
 
 fn format_1() -> u32 {
     1
@@ -59,6 +64,31 @@ pub struct StatusRecord {
     /// With `handoff`: the checks the handoff resets (so a crashed one is finished the same).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub handoff_checks: Vec<CheckName>,
+    /// Past this time the task is not claimed or completed; `circe reap` expires it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<String>,
+    /// Messages the last change sends, written with it (its commit) and cleared once they
+    /// are delivered: a crash in between is finished by the next command on the task.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outbox: Vec<Outgoing>,
+}
+
+/// A message a task's change sends (a routed message, a `task-complete`), kept in the record
+/// until it is delivered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Outgoing {
+    /// Its msg id: delivery looks for it first, so it lands once.
+    pub msg_id: String,
+    /// The boxes it goes to (`inbox:<agent>` labels).
+    pub to: Vec<String>,
+    /// Its file name (the first free `name.N.md` in each box).
+    pub name: String,
+    pub content: String,
+    /// The event its delivery logs: `send` or `route`.
+    pub event: String,
+    /// For the event: the routing rule that sent it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule: Option<String>,
 }
 
 /// `TASKS/<id>.owner`.
@@ -91,12 +121,22 @@ impl StatusRecord {
         Ok(rec)
     }
 
-    /// The record in the current format (`v: 2`).
+    /// The oldest format that holds this record: 3 when it uses what version 3 added.
+    pub fn format_needed(&self) -> u32 {
+        if self.deadline.is_some() || !self.outbox.is_empty() || self.status == Status::Expired {
+            RECORD_FORMAT
+        } else {
+            BASE_FORMAT
+        }
+    }
+
+    /// The record in the format it needs (`v: 2`, or `v: 3`).
     pub fn render(&self) -> String {
-        if self.v == RECORD_FORMAT {
+        let v = self.format_needed();
+        if self.v == v {
             yaml::to_string(self).unwrap_or_default()
         } else {
-            yaml::to_string(&StatusRecord { v: RECORD_FORMAT, ..self.clone() }).unwrap_or_default()
+            yaml::to_string(&StatusRecord { v, ..self.clone() }).unwrap_or_default()
         }
     }
 
@@ -148,7 +188,7 @@ mod tests {
     #[test]
     fn status_round_trip() {
         let r = StatusRecord {
-            v: RECORD_FORMAT,
+            v: BASE_FORMAT,
             task_id: TaskId::new("AUTH-012").unwrap(),
             status: Status::InProgress,
             owner: Some(AgentName::new("engineer").unwrap()),
@@ -167,12 +207,14 @@ mod tests {
             note: Some("tests first: yes".into()),
             handoff: None,
             handoff_checks: Vec::new(),
+            deadline: None,
+            outbox: Vec::new(),
         };
         let text = r.render();
         assert!(text.contains("status: in_progress"), "{text}");
         assert_eq!(StatusRecord::parse("AUTH-012", &text).unwrap(), r);
         assert!(StatusRecord::parse("X", "status: [").is_err());
-        let newer = text.replace("v: 2", "v: 3");
+        let newer = text.replace("v: 2", "v: 4");
         assert_eq!(StatusRecord::parse("X", &newer).unwrap_err().kind, crate::error::Kind::Refused);
         let v1 = text.replace("v: 2\n", "").replace("expiries: 0\n", "");
         let old = StatusRecord::parse("X", &v1).unwrap();
@@ -182,6 +224,26 @@ mod tests {
             StatusRecord::parse("X", &text.replace("owner: engineer", "owner: ../x")).is_err(),
             "names in records are checked"
         );
+        // A deadline or an outbox needs format 3 (an older circe refuses it, not misreads it).
+        let mut r3 = r.clone();
+        r3.deadline = Some("2025-11-22T00:00:00Z".into());
+        r3.outbox.push(Outgoing {
+            msg_id: "m-1".into(),
+            to: vec!["inbox:qa".into()],
+            name: "x.md".into(),
+            content: "---\nto: qa\n---\nline one\n  two: \"quoted\"\n".into(),
+            event: "route".into(),
+            rule: Some("engineer.complete".into()),
+        });
+        let t3 = r3.render();
+        assert!(t3.starts_with("v: 3\n"), "{t3}");
+        let back = StatusRecord::parse("AUTH-012", &t3).unwrap();
+        assert_eq!(back.outbox, r3.outbox);
+        assert_eq!(back.deadline, r3.deadline);
+        let mut r2 = back.clone();
+        r2.outbox.clear();
+        r2.deadline = None;
+        assert!(r2.render().starts_with("v: 2\n"), "back to format 2 once cleared");
     }
 
     #[test]

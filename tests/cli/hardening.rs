@@ -136,3 +136,44 @@ fn a_task_message_cannot_claim_a_status() {
         d.show()
     );
 }
+
+/// `validate` inside a root whose circe.yaml is broken says so, instead of checking against
+/// the built-in registry as if nothing were wrong.
+#[test]
+fn validate_refuses_a_broken_config() {
+    local_only!("edits circe.yaml");
+    let env = Env::new();
+    let f = draft(&env, "m.md", "# MESSAGE\nto: qa\nintent: inform\n\nhi\n");
+    env.circe(["validate", "--draft", &f]).run().ok();
+    std::fs::write(env.root().join("circe.yaml"), "version: 1\ncolour: red\n").unwrap();
+    let o = env.circe(["validate", "--draft", &f]).run();
+    o.code(3);
+    assert!(o.stderr.contains("circe.yaml"), "{}", o.show());
+}
+
+/// A takeover that crashes before its rename logs nothing: the `expire` of the old owner is
+/// written with the `claim`, after the commit point, never before it.
+#[test]
+fn a_crashed_takeover_logs_no_expiry() {
+    local_only!("crash points are the local engine's");
+    let env = Env::new();
+    env.open_task(T);
+    env.circe(["claim", T, "--ttl", "1s"]).agent("engineer").run().ok();
+    let later = "2025-11-21T18:00:00Z";
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let o = env
+        .circe(["claim", T])
+        .agent("engineer-2")
+        .now(later)
+        .var("CIRCE_CRASH_AT", "claim.before_rename")
+        .run();
+    o.code(86);
+    let kinds: Vec<String> =
+        env.events().iter().map(|e| e["event"].as_str().unwrap().to_string()).collect();
+    assert!(!kinds.contains(&"expire".to_string()), "{kinds:?}");
+    let o = env.circe(["claim", T]).agent("engineer-2").now(later).run();
+    o.ok();
+    let kinds: Vec<String> =
+        env.events().iter().map(|e| e["event"].as_str().unwrap().to_string()).collect();
+    assert_eq!(kinds.iter().filter(|k| *k == "expire").count(), 1, "{kinds:?}");
+}

@@ -386,10 +386,13 @@ fn max_attempts_comes_from_the_config_and_reap_parks_too() {
     env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
     let nothing = env.circe(["reap"]).now("2025-11-21T17:05:30Z").run();
     nothing.ok();
-    assert_eq!(nothing.stdout, "no expired leases\n");
+    assert_eq!(nothing.stdout, "no expired leases or deadlines\n");
     let reaped = env.circe(["reap", "--json"]).now("2025-11-21T17:07:00Z").run();
     reaped.ok();
-    assert_eq!(reaped.json(), json!({"reaped": [{"task": T, "status": "parked"}]}));
+    assert_eq!(
+        reaped.json(),
+        json!({"reaped": [{"task": T, "status": "parked"}], "asks_expired": [], "messages_filed": []})
+    );
     assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
     assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
 }

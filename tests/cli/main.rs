@@ -25,5 +25,7 @@ mod message_limits;
 mod messages;
 mod requests;
 mod send;
+mod seq;
 mod status_words;
 mod streams;
+mod tx;

@@ -83,7 +83,7 @@ fn too_many_header_lines_are_refused_in_both_formats() {
         refused_naming(&o, "limits.header_lines", "200");
         let o = env.circe(["validate", "--draft", &file]).run();
         refused_naming(&o, "limits.header_lines", "200");
-        // 200 lines is a valid draft, but send fills in 4 more: refused as delivered.
+        // 200 lines is a valid draft, but send fills in 5 more: refused as delivered.
         let file = write(&env, name, &text.replacen("x-0: v\n", "", 1));
         env.circe(["validate", "--draft", &file]).run().ok();
         let o = env.as_("engineer", &["send", "--file", &file]);
@@ -91,7 +91,7 @@ fn too_many_header_lines_are_refused_in_both_formats() {
     }
     assert_unchanged(&before, &env.state());
     for (name, text) in
-        [("c.md", draft(HEADER_LINES - 6, 10)), ("f.md", draft_tx(HEADER_LINES - 6))]
+        [("c.md", draft(HEADER_LINES - 7, 10)), ("f.md", draft_tx(HEADER_LINES - 7))]
     {
         let file = write(&env, name, &text);
         env.as_("engineer", &["send", "--file", &file]).ok();
@@ -115,8 +115,8 @@ fn the_limits_are_configurable_and_checked() {
     refused_naming(&env.as_("engineer", &["send", "--file", &file]), "4096", "5033");
     let file = write(&env, "h.md", &draft(19, 10));
     refused_naming(&env.as_("engineer", &["send", "--file", &file]), "limits.header_lines", "20");
-    // As delivered: send fills in from, created_at, msg_id and status (4 more lines).
-    let file = write(&env, "ok.md", &draft(14, 3000));
+    // As delivered: send fills in from, created_at, msg_id, status and seq (5 more lines).
+    let file = write(&env, "ok.md", &draft(13, 3000));
     env.as_("engineer", &["send", "--file", &file]).ok();
     for (bad, named) in [
         ("{message_bytes: 10}", "limits.message_bytes"),

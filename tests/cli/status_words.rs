@@ -49,5 +49,9 @@ fn start_and_unknown_words_are_usage_errors() {
         assert!(o.stderr.contains("complete"), "{}", o.show());
     }
     env.circe(["tasks", "--status", "start"]).run().code(2);
+    // TX's `pending` is a new request too: as a move it would mean release.
+    let o = env.at(T5, "engineer", &["status", "T-1", "pending"]);
+    o.code(2);
+    assert!(o.stderr.contains("new request"), "{}", o.show());
     assert_unchanged(&before, &env.state());
 }

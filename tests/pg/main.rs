@@ -21,3 +21,4 @@ mod race;
 mod relay;
 mod requests;
 mod restart;
+mod seq;

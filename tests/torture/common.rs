@@ -337,3 +337,71 @@ pub fn worker_args() -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+// ---- sequence numbers -------------------------------------------------------------------
+
+/// One numbered thing a sender delivered: (sender, epoch, number, identity).
+pub type Numbered = (String, u64, u64, String);
+
+/// Every numbered message in the boxes (one per msg_id: a broadcast's copies share one) and
+/// every numbered line of the chat channel.
+pub fn numbered(r: &Root) -> Vec<Numbered> {
+    let mut out = Vec::new();
+    let mut seen_ids = std::collections::HashSet::new();
+    let mut dirs = vec![r.dir.join("NEW_MESSAGES"), r.dir.join("LOGS")];
+    if let Ok(rd) = std::fs::read_dir(r.dir.join("AGENTS")) {
+        for e in rd.flatten() {
+            dirs.push(e.path().join("INBOX"));
+            dirs.push(e.path().join("WORKSPACE"));
+        }
+    }
+    for d in dirs {
+        let Ok(rd) = std::fs::read_dir(&d) else { continue };
+        for e in rd.flatten() {
+            if !e.file_name().to_string_lossy().ends_with(".md") {
+                continue;
+            }
+            let Ok(bytes) = std::fs::read(e.path()) else { continue };
+            let Ok(m) = circe::message::parse_bytes(&bytes, circe::message::Mode::Draft) else {
+                continue;
+            };
+            let (Some(from), Some(n)) = (m.from_agent(), m.seq) else { continue };
+            let id = m.msg_id.clone().unwrap_or_else(|| e.path().display().to_string());
+            if seen_ids.insert(id.clone()) {
+                out.push((from.to_string(), m.seq_epoch.unwrap_or(0), n, id));
+            }
+        }
+    }
+    let chat = std::fs::read_to_string(r.dir.join("chat.md")).unwrap_or_default();
+    for (i, line) in chat.lines().enumerate() {
+        let Some(l) = circe::chat::parse_line(line, &|_| true) else { continue };
+        let Some(s) = circe::seq::parse_line(&l.body) else { continue };
+        if let (true, Some(n)) = (s.role_key() == l.sender.to_ascii_uppercase(), s.seq) {
+            out.push((l.sender, s.epoch, n, format!("chat line {}", i + 1)));
+        }
+    }
+    out
+}
+
+/// The numbering checker: per sender and epoch, the numbers delivered are exactly 1, 2, ...,
+/// max: no number twice (two different messages), none missing.
+pub fn numbering_problems(items: &[Numbered]) -> Vec<String> {
+    let mut by: BTreeMap<(&str, u64), BTreeMap<u64, Vec<&str>>> = BTreeMap::new();
+    for (s, e, n, id) in items {
+        by.entry((s.as_str(), *e)).or_default().entry(*n).or_default().push(id.as_str());
+    }
+    let mut p = Vec::new();
+    for ((s, e), nums) in &by {
+        for (n, ids) in nums {
+            if ids.len() > 1 {
+                p.push(format!("{s} epoch {e}: #{n} given to {} messages {ids:?}", ids.len()));
+            }
+        }
+        let max = nums.keys().next_back().copied().unwrap_or(0);
+        let missing: Vec<u64> = (1..=max).filter(|n| !nums.contains_key(n)).collect();
+        if !missing.is_empty() {
+            p.push(format!("{s} epoch {e}: numbers missing (gaps) {missing:?} of 1..={max}"));
+        }
+    }
+    p
+}

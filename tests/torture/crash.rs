@@ -8,13 +8,20 @@ use std::collections::BTreeMap;
 
 use circe::task::record::OwnerRecord;
 
-use crate::common::{Root, lost_or_duplicated};
+use crate::common::{Root, lost_or_duplicated, numbered, numbering_problems};
 
-pub const POINTS: [&str; 24] = [
-    "send.staged",
-    "send.delivered",
-    "send.fanout",
-    "send.fanout.committed",
+/// Every named step a command can reach. A message a command sends goes through the
+/// numbered steps `seq.*`; `put_message`'s own steps (`send.staged`, `send.delivered`) are
+/// reached by the outbox of a task change (tests/torture/route.rs), and the fan-out batch's
+/// (`send.fanout.committed`, `send.fanout`) only by a delivery with no sequence hold, which
+/// no command makes.
+pub const POINTS: [&str; 25] = [
+    "seq.staged",
+    "seq.outbox.staged",
+    "seq.committed",
+    "seq.delivered",
+    "seq.chat.staged",
+    "seq.chat.written",
     "send.recorded",
     "send.committed",
     "handoff.recorded",
@@ -34,8 +41,6 @@ pub const POINTS: [&str; 24] = [
     "heartbeat.recorded",
     "check.ran",
     "check.recorded",
-    // handled above by put_message; listed for completeness of the table
-    "send.delivered",
 ];
 
 /// One command line: agent, arguments, pinned clock.
@@ -76,6 +81,46 @@ pub const SCENARIOS: &[Scenario] = &[
             None,
         ),
         next: &[TASKS],
+    },
+    Scenario {
+        name: "chat_seq",
+        setup: &[(Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "first"], None)],
+        cmd: (Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "second"], None),
+        next: &[(Some("coordinator"), &["chat", "say", "--seq", "--to", "qa", "third"], None)],
+    },
+    Scenario {
+        name: "task_complete",
+        setup: &[
+            OPEN,
+            CLAIM,
+            (Some("engineer"), &["status", "T1", "in_progress"], None),
+            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+        ],
+        cmd: (
+            Some("engineer"),
+            &[
+                "send",
+                "--to",
+                "coordinator",
+                "--intent",
+                "task-complete",
+                "--task",
+                "T1",
+                "--summary",
+                "done",
+            ],
+            None,
+        ),
+        next: &[
+            TASKS,
+            (
+                Some("engineer"),
+                &["send", "--to", "qa", "--intent", "inform", "--summary", "z"],
+                None,
+            ),
+            // The task's next command delivers a change's messages a crash left.
+            (Some("engineer"), &["done", "T1"], None),
+        ],
     },
     Scenario {
         name: "handoff",
@@ -255,6 +300,12 @@ pub fn crash_run(
             .into_iter()
             .map(|x| format!("{} @ {point}: {x}", sc.name)),
     );
+    // Per sender, the numbers delivered are 1, 2, ... with no gap and no repeat.
+    p.extend(
+        numbering_problems(&numbered(&r))
+            .into_iter()
+            .map(|x| format!("{} @ {point}: {x}", sc.name)),
+    );
     // Task messages exist exactly once (circe's escalation has one copy per recipient).
     for (n, b) in &after {
         if n.contains("_T1") && !n.contains("_escalate_") && b.len() > 1 {
@@ -266,10 +317,12 @@ pub fn crash_run(
 
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
 const REACHED: &[(&str, &[&str])] = &[
-    ("send.staged", &["send_task", "handoff"]),
-    ("send.delivered", &["send_task", "handoff"]),
-    ("send.fanout", &["send_fanout", "park"]),
-    ("send.fanout.committed", &["send_fanout", "park"]),
+    ("seq.staged", &["send_task", "send_fanout", "handoff", "park"]),
+    ("seq.committed", &["send_task", "send_fanout", "handoff", "park"]),
+    ("seq.delivered", &["send_task", "send_fanout", "handoff", "park"]),
+    ("seq.outbox.staged", &["task_complete"]),
+    ("seq.chat.staged", &["chat_seq"]),
+    ("seq.chat.written", &["chat_seq"]),
     ("send.recorded", &["send_task"]),
     ("send.committed", &["send_task"]),
     ("handoff.recorded", &["handoff"]),
@@ -314,7 +367,7 @@ const REACHED: &[(&str, &[&str])] = &[
     ("expire.renamed", &["reap"]),
     ("release.renamed", &["release"]),
     ("release.recorded", &["release"]),
-    ("status.recorded", &["status", "complete"]),
+    ("status.recorded", &["status", "complete", "task_complete"]),
     ("heartbeat.recorded", &["heartbeat"]),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),
@@ -411,17 +464,19 @@ fn crash_checker_catches_no_reconcile() {
     eprintln!("no-reconcile caught: {p:?}");
 }
 
-/// A send to several inboxes is all or nothing across a crash: killed before its commit
-/// point it delivers nothing; killed after it (or between two deliveries) `doctor --repair`
-/// delivers the rest, so every recipient ends with exactly one copy.
+/// A send to several inboxes is all or nothing across a crash, and so is its number: killed
+/// before its commit point (the first copy leaving its entry) it delivers nothing and frees
+/// its number; killed after it (or between two deliveries) `doctor --repair` delivers the
+/// rest, so every recipient ends with exactly one copy, numbered #1.
 #[test]
 fn fanout_is_all_or_nothing() {
     let send = ["send", "--to", "all", "--intent", "inform", "--summary", "to everyone"];
-    for (point, env) in [
-        ("send.fanout.committed", vec![("CIRCE_CRASH_AT", "send.fanout.committed")]),
-        ("send.fanout", vec![("CIRCE_CRASH_AT", "send.fanout")]),
+    for (point, env, delivered) in [
+        ("seq.staged", vec![("CIRCE_CRASH_AT", "seq.staged")], false),
+        ("seq.committed", vec![("CIRCE_CRASH_AT", "seq.committed")], true),
+        ("seq.delivered", vec![("CIRCE_CRASH_AT", "seq.delivered")], true),
         // An I/O error while staging (the 3rd store mutation): before the commit point.
-        ("staging I/O error", vec![("CIRCE_FAIL_IO", "3")]),
+        ("staging I/O error", vec![("CIRCE_FAIL_IO", "3")], false),
     ] {
         let root = Root::new(2);
         let out = root.run_env(Some("coordinator"), &send, &env);
@@ -430,12 +485,7 @@ fn fanout_is_all_or_nothing() {
         assert_eq!(code, 0, "{point}: doctor --repair: {found:?}");
         let copies: Vec<(String, Vec<String>)> =
             root.messages().into_iter().filter(|(n, _)| n.contains("_inform")).collect();
-        if point == "staging I/O error" {
-            assert!(
-                copies.is_empty(),
-                "{point}: nothing may be delivered before the commit point: {copies:?}"
-            );
-        } else {
+        if delivered {
             // Every agent but the sender: coordinator's peers (engineer, qa, scribe, eagle,
             // rooster) and e1, e2.
             let holders = copies.iter().flat_map(|(_, b)| b.clone()).collect::<Vec<_>>();
@@ -444,7 +494,42 @@ fn fanout_is_all_or_nothing() {
             unique.sort();
             unique.dedup();
             assert_eq!(unique.len(), 7, "{point}: no recipient twice: {holders:?}");
+        } else {
+            assert!(
+                copies.is_empty(),
+                "{point}: nothing may be delivered before the commit point: {copies:?}"
+            );
         }
+        // The number was used exactly when the message arrived: the next send is #1 or #2.
+        root.ok(Some("coordinator"), &send);
+        let items = numbered(&root);
+        let want = if delivered { 2 } else { 1 };
+        assert_eq!(items.len(), want, "{point}: {items:?}");
+        let problems = numbering_problems(&items);
+        assert!(problems.is_empty(), "{point}: {problems:?}");
+        root.assert_clean(point);
+    }
+}
+
+/// A numbered chat line commits with its append: killed after its marker was staged and
+/// before the write, the number is free again; killed after the write, it stays used.
+#[test]
+fn a_chat_line_number_commits_with_its_append() {
+    for (point, written) in [("seq.chat.staged", false), ("seq.chat.written", true)] {
+        let root = Root::new(0);
+        let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
+        let out = root.run_env(Some("coordinator"), &say, &[("CIRCE_CRASH_AT", point)]);
+        assert_eq!(out.code, 86, "{point}: {out:?}");
+        let (code, found) = root.doctor(false);
+        assert_ne!(code, 0, "{point}: doctor must see the marker: {found:?}");
+        root.ok(Some("coordinator"), &say);
+        let chat = std::fs::read_to_string(root.dir.join("chat.md")).unwrap();
+        let want = if written {
+            "[coordinator-to-qa]: (COORDINATOR #1): hello\n[coordinator-to-qa]: (COORDINATOR #2): hello\n"
+        } else {
+            "[coordinator-to-qa]: (COORDINATOR #1): hello\n"
+        };
+        assert_eq!(chat, want, "{point}");
         root.assert_clean(point);
     }
 }

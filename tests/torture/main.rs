@@ -1,5 +1,6 @@
 //! The torture suite: races, crashes at every named step, kill -9 storms, stale owners,
-//! concurrent record writers, failing I/O, hostile input and parser fuzzing.
+//! concurrent record writers, failing I/O, hostile input and parser fuzzing, and sequence
+//! numbers under racing senders.
 //!
 //! Fast slice: `cargo test --test torture` (part of plain `cargo test`).
 //! Long run (see RELIABILITY.md):
@@ -25,6 +26,8 @@ mod iofail;
 mod kill;
 mod parsers;
 mod race;
+mod route;
+mod seq;
 mod stale;
 mod watch;
 mod workers;

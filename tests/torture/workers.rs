@@ -35,6 +35,7 @@ pub fn run(kind: &str, a: &[String]) {
         "storm" => storm(&a[0], a[1].parse().unwrap(), a[2].parse().unwrap(), Path::new(&a[3])),
         "writers" => writers(&a[0], &a[1], &a[2], a[3].parse().unwrap(), Path::new(&a[4])),
         "events" => events(a[0].parse().unwrap()),
+        "seq" => crate::seq::worker(a),
         other => panic!("unknown worker kind {other}"),
     }
 }

@@ -68,7 +68,7 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
             match atomic::write_new(&path, line.as_bytes(), false) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
-                    store.replace_file(&path, line.as_bytes(), false)?;
+                    store.archive_replace(&path, line.as_bytes(), false)?;
                 }
                 Err(e) => return Err(Error::io("cannot write", &path, e)),
             }

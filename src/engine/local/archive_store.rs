@@ -82,7 +82,7 @@ impl Store {
     pub(super) fn write_journal(&self, j: &Journal) -> Result<()> {
         let dir = self.archive_dir();
         std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
-        self.replace_file(&self.archive_journal(), j.render().as_bytes(), true)
+        self.archive_replace(&self.archive_journal(), j.render().as_bytes(), true)
     }
 
     pub(super) fn remove_journal(&self) -> Result<()> {
@@ -96,7 +96,7 @@ impl Store {
 
     /// Write `path` whole by temp file and rename (fsynced when `sync` and the root is
     /// durable).
-    pub(super) fn replace_file(
+    pub(super) fn archive_replace(
         &self,
         path: &std::path::Path,
         bytes: &[u8],
@@ -157,7 +157,7 @@ impl Store {
     pub(super) fn rewrite_index(&self, keep: &[SegmentLine]) -> Result<()> {
         let text: String =
             keep.iter().map(|l| serde_json::to_string(l).unwrap_or_default() + "\n").collect();
-        self.replace_file(&self.archive_index(), text.as_bytes(), true)
+        self.archive_replace(&self.archive_index(), text.as_bytes(), true)
     }
 
     /// Period folders, sorted.

@@ -21,7 +21,7 @@ pub struct FileId {
 }
 
 impl FileId {
-    fn of(m: &std::fs::Metadata) -> FileId {
+    pub(super) fn of(m: &std::fs::Metadata) -> FileId {
         FileId { dev: m.dev(), ino: m.ino() }
     }
 }
@@ -29,6 +29,7 @@ impl FileId {
 /// The channel file of a root, and the lock its writers share.
 #[derive(Debug, Clone)]
 pub struct ChatFile {
+    pub(super) root: PathBuf,
     pub(super) path: PathBuf,
     pub(super) lock: PathBuf,
     pub(super) logs: PathBuf,
@@ -71,6 +72,7 @@ impl ChatFile {
     /// in the folder `root` (its lock and archive records live there); fsynced when `sync`.
     pub fn new(root: &Path, path: PathBuf, sync: bool) -> ChatFile {
         ChatFile {
+            root: root.to_path_buf(),
             path,
             lock: root.join("locks").join("chat.lock"),
             logs: root.join("LOGS").join("chat"),
@@ -141,7 +143,7 @@ impl ChatFile {
         Ok(Appended { offset: 0, prefixed: false, lines_before: None })
     }
 
-    fn open_append(&self) -> Result<File> {
+    pub(super) fn open_append(&self) -> Result<File> {
         io_step().map_err(io_err("cannot open", &self.path))?;
         let f = OpenOptions::new()
             .read(true)
@@ -172,7 +174,7 @@ impl ChatFile {
         }
     }
 
-    fn last_byte(&self, f: &File, len: u64) -> Result<u8> {
+    pub(super) fn last_byte(&self, f: &File, len: u64) -> Result<u8> {
         let mut b = [0u8; 1];
         f.read_exact_at(&mut b, len - 1).map_err(io_err("cannot read", &self.path))?;
         Ok(b[0])
@@ -277,7 +279,7 @@ impl ChatReader {
 
 /// Newlines in the first `upto` bytes of `f`.
 #[expect(clippy::naive_bytecount, reason = "one loop; no crate for it")]
-fn count_newlines(f: &File, upto: u64, path: &Path) -> Result<u64> {
+pub(super) fn count_newlines(f: &File, upto: u64, path: &Path) -> Result<u64> {
     let mut chunk = vec![0u8; 64 * 1024];
     let (mut at, mut lines) = (0u64, 0u64);
     while at < upto {

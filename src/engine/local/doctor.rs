@@ -1,7 +1,8 @@
 //! The local engine's invariants, checked (and mended) for `circe doctor`.
 //!
 //! The invariants (PROTOCOLS.md "Invariants"):
-//! 1. nothing is left in tmp/ (a staged file that never reached a box);
+//! 1. nothing is left in tmp/ (a staged file that never reached a box), and no numbered
+//!    send is left half-way in `seq/`;
 //! 2. boxes hold only regular `*.md` message files (no links, FIFOs, folders, strays), and
 //!    circe's own files (TASKS/, locks/, LOGS/events.jsonl) are regular files;
 //! 3. every message file parses, within the limits of circe.yaml;
@@ -38,6 +39,8 @@ fn check_staging(
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
+    let mut settled = eng.store.seq_doctor(repair, v)?;
+    super::event_log::append(&eng.store, &mut settled)?;
     for name in eng.store.tmp_leftovers()? {
         if name.starts_with("archive-") {
             continue; // an archive run's staging: invariant 8 (archive_doctor)
@@ -247,6 +250,12 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             );
         }
         drop(lock);
+        if !st.rec.outbox.is_empty() {
+            // A change that sends messages was cut off before delivering them all.
+            let fixed = repair && reconciled(eng, &id)?.is_some_and(|s| s.rec.outbox.is_empty());
+            let n = st.rec.outbox.len();
+            v(4, format!("task {id}: {n} message(s) of its last change not yet delivered"), fixed);
+        }
         if let Some(problem) = disagreement(&st) {
             let after = if repair { reconciled(eng, &id)? } else { None };
             if let Some(s) = &after {

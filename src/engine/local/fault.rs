@@ -14,12 +14,20 @@
 //! the log's lock; `cursor-early` makes `watch` save its cursor before printing the event;
 //! `archive-no-recover` stops an archive run finishing what an interrupted one left;
 //! `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
+//! `seq-race` numbers a sender's messages without its lock (and lets a new counter entry
+//! replace an emptied one), so two sends can take one number; `seq-roll-forward` delivers a
+//! numbered send that never reached its commit point instead of undoing it (and only when
+//! its sender sends again, after a retry has looked for it).
 //! The database engine's: `pg-unlocked`
 //! (no row lock, no version check, a missing ticket ignored), `pg-client-clock` (leases by
 //! the client's clock on a server-clock root), `pg-forget-request` (claims do not store
 //! their request id), `pg-lost-reply` (a commit that succeeded is reported as of unknown
 //! outcome, as when the connection breaks after COMMIT). And the domain's `no-fence`: owner
 //! writes skip the owner and epoch checks.
+//! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut
+//! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
+//! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
+//! earlier copy of its message.
 
 use std::io;
 use std::sync::OnceLock;

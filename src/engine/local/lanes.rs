@@ -1,4 +1,4 @@
-//! The `claim --next` index: one append-only lane per (priority, to, intent) under
+//! The `claim --next` index: one append-only lane per (priority, to, intent, deadline) under
 //! `queue/`, with a head offset per lane. Derived data, never the truth: an entry is
 //! only a hint, re-checked against the task's `.status` before it is used, and
 //! `circe doctor --repair` rebuilds every lane from the records.
@@ -26,8 +26,14 @@ pub fn rank(priority: &str) -> u8 {
     }
 }
 
+/// `<rank>~<to>~<intent>`, and `~<deadline>` for a task with one: a lane's entries share a
+/// deadline, so its head is its best entry.
 fn lane_of(rec: &StatusRecord) -> String {
-    format!("{}~{}~{}", rank(&rec.priority), rec.to, rec.intent)
+    let base = format!("{}~{}~{}", rank(&rec.priority), rec.to, rec.intent);
+    match &rec.deadline {
+        Some(d) => format!("{base}~{d}"),
+        None => base,
+    }
 }
 
 /// Put a task that just became `new` at the back of its lane.
@@ -43,6 +49,8 @@ pub(super) fn push(eng: &LocalEngine, rec: &StatusRecord) -> Result<()> {
 #[derive(Debug)]
 pub(super) struct Candidate {
     pub rank: u8,
+    /// `None`: no deadline (after every task with one).
+    pub deadline: Option<String>,
     pub since: String,
     pub task: TaskId,
     /// The task's lock, taken without waiting. `None`: another process holds it (most
@@ -62,23 +70,32 @@ pub(super) fn best(
     let _q = eng.store.lock_named("queue")?;
     let mut best: Option<Candidate> = None;
     let mut busy: Option<Candidate> = None;
+    // Priority, then deadline (none: last), then time waiting.
+    let key = |c: &Candidate| (c.rank, c.deadline.is_none(), c.deadline.clone(), c.since.clone());
     for lane in eng.store.lanes()? {
-        let mut parts = lane.splitn(3, '~');
+        let mut parts = lane.splitn(4, '~');
         let (Some(r), Some(to), Some(intent)) = (parts.next(), parts.next(), parts.next()) else {
             continue;
         };
+        let deadline = parts.next();
         let rank: u8 = r.parse().unwrap_or(1);
-        if best.as_ref().is_some_and(|b| b.rank < rank) || !who.admits(to, intent) {
+        if best.as_ref().is_some_and(|b| b.rank < rank)
+            || !who.admits(to, intent)
+            || !who.in_time(deadline)
+        {
             continue;
         }
         let (free, held) = head_of(eng, &lane, rank, lost)?;
-        if let Some(c) = free
-            && best.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since))
+        let place = |c: Option<Candidate>| {
+            c.map(|c| Candidate { deadline: deadline.map(str::to_string), ..c })
+        };
+        if let Some(c) = place(free)
+            && best.as_ref().is_none_or(|b| key(&c) < key(b))
         {
             best = Some(c);
         }
-        if let Some(c) = held
-            && busy.as_ref().is_none_or(|b| (c.rank, &c.since) < (b.rank, &b.since))
+        if let Some(c) = place(held)
+            && busy.as_ref().is_none_or(|b| key(&c) < key(b))
         {
             busy = Some(c);
         }
@@ -100,13 +117,14 @@ fn head_of(
     lost: &HashSet<TaskId>,
 ) -> Result<(Option<Candidate>, Option<Candidate>)> {
     let store = &eng.store;
+    let lane_to = lane.split('~').nth(1).unwrap_or_default();
     let head = store.lane_head(lane);
     let mut consumed: u64 = 0;
     let mut can_advance = true;
     let mut found = None;
     let mut busy = None;
     let mut pos = head;
-    let mut known: HashMap<TaskId, Option<(Status, String, u64)>> = HashMap::new();
+    let mut known: HashMap<TaskId, Option<Live>> = HashMap::new();
     'chunks: loop {
         // The head entry is live in the common case: read one small chunk first.
         let text = store.lane_read(lane, pos, if pos == head { FIRST_CHUNK } else { CHUNK })?;
@@ -122,11 +140,12 @@ fn head_of(
             let task = task.and_then(|t| TaskId::new(t).ok());
             let live = match (since, task, ticket) {
                 (Some(since), Some(task), Some(ticket))
-                    if is_live(eng, &mut known, &task, ticket, epoch) =>
+                    if is_live(eng, &mut known, &task, (ticket, epoch, lane_to)) =>
                 {
                     if !lost.contains(&task) {
                         let c = |lock| Candidate {
                             rank,
+                            deadline: None,
                             since: since.to_string(),
                             task: task.clone(),
                             lock,
@@ -171,15 +190,18 @@ fn head_of(
     Ok((found, busy))
 }
 
-/// Is the entry still a waiting task with this ticket, queued at its current epoch? Every
-/// release re-queues a task, so older entries of it are dead for good once the epoch moved
-/// on. Read without the task lock (a hint), and at most once per task per scan (`known`).
+/// What a lane entry is checked against: the task's status, ticket, epoch and address.
+type Live = (Status, String, u64, String);
+
+/// Is the entry still a waiting task with this ticket, queued at its current epoch, in the
+/// lane of its address? Every release re-queues a task, so older entries of it are dead for
+/// good once the epoch moved on (and once it was addressed anew). Read without the task lock
+/// (a hint), and at most once per task per scan (`known`).
 fn is_live(
     eng: &LocalEngine,
-    known: &mut HashMap<TaskId, Option<(Status, String, u64)>>,
+    known: &mut HashMap<TaskId, Option<Live>>,
     task: &TaskId,
-    ticket: &str,
-    epoch: Option<u64>,
+    (ticket, epoch, lane_to): (&str, Option<u64>, &str),
 ) -> bool {
     let rec = known.entry(task.clone()).or_insert_with(|| {
         eng.store
@@ -187,10 +209,13 @@ fn is_live(
             .ok()
             .flatten()
             .and_then(|t| StatusRecord::parse(task, &t).ok())
-            .map(|r| (r.status, r.message, r.epoch))
+            .map(|r| (r.status, r.message, r.epoch, r.to))
     });
-    rec.as_ref().is_some_and(|(status, message, current)| {
-        *status == Status::New && message == ticket && epoch.is_none_or(|e| e == *current)
+    rec.as_ref().is_some_and(|(status, message, current, to)| {
+        *status == Status::New
+            && message == ticket
+            && epoch.is_none_or(|e| e == *current)
+            && to == lane_to
     })
 }
 

@@ -10,6 +10,9 @@ use super::root::{Store, io_err, is_message_name, list_all_names, list_names, li
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
+/// One copy of a batch delivery: its box, its name (given the collision counter), its text.
+pub type Copy<'a> = (Mailbox, &'a dyn Fn(u32) -> String, &'a [u8]);
+
 impl Store {
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
     /// Returns the name used. The rename is the commit point; nothing is ever replaced.
@@ -19,6 +22,10 @@ impl Store {
         name: &dyn Fn(u32) -> String,
         content: &[u8],
     ) -> Result<String> {
+        // A numbered send held on this thread: this delivery is its message.
+        if let Some(r) = self.route_numbered(&[(mbox.clone(), name, content)]) {
+            return r.and_then(|v| v.into_iter().next().ok_or_else(|| Error::internal("no copy")));
+        }
         let dir = self.box_dir(mbox);
         let mut t = TempFile::write(&self.tmp_dir(), content, self.sync)
             .map_err(io_err("cannot write", &self.tmp_dir()))?;
@@ -49,8 +56,19 @@ impl Store {
         targets: &[(Mailbox, &dyn Fn(u32) -> String)],
         content: &[u8],
     ) -> Result<Vec<String>> {
+        let each: Vec<Copy<'_>> = targets.iter().map(|(b, n)| (b.clone(), *n, content)).collect();
+        self.put_each(&each)
+    }
+
+    /// `put_messages` with a content per box: several messages (a message and what a routing
+    /// rule sends with it) land all or none.
+    pub fn put_each(&self, targets: &[Copy<'_>]) -> Result<Vec<String>> {
+        // A numbered send held on this thread: this delivery is its message.
+        if let Some(r) = self.route_numbered(targets) {
+            return r;
+        }
         // One box: one no-clobber rename is already all or nothing.
-        if let [(mbox, name)] = targets {
+        if let [(mbox, name, content)] = targets {
             return self.put_message(mbox, *name, content).map(|n| vec![n]);
         }
         let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
@@ -59,7 +77,7 @@ impl Store {
         let stage = || -> io::Result<Vec<String>> {
             std::fs::create_dir(&part)?;
             let mut files = Vec::with_capacity(targets.len());
-            for (i, (mbox, name)) in targets.iter().enumerate() {
+            for (i, (mbox, name, content)) in targets.iter().enumerate() {
                 let file = format!("{i:05}~{}~{}", mbox.rel_path().replace('/', "+"), name(1));
                 atomic::write_new(&part.join(&file), content, self.sync)?;
                 files.push(file);
@@ -81,7 +99,7 @@ impl Store {
             names.push(self.deliver_staged(&ready, f)?);
             crash_point("send.fanout");
         }
-        let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _)| self.box_dir(m)).collect();
+        let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _, _)| self.box_dir(m)).collect();
         dirs.sort();
         dirs.dedup();
         for d in dirs {
@@ -92,7 +110,7 @@ impl Store {
     }
 
     /// Rename one staged copy `<i>~<box>~<name>` into its box under the first free name.
-    fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
+    pub(super) fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
         let mut parts = file.splitn(3, '~');
         let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
         else {
@@ -167,6 +185,25 @@ impl Store {
         self.sync_dir(&self.box_dir(to))?;
         self.sync_dir(&self.box_dir(from))?;
         Ok(true)
+    }
+
+    /// The name under which a message with msg id `id` lies in `mbox`: `base` or one of its
+    /// numbered names (`base.2.md`, ...), looked at in order until a name is free.
+    pub fn find_numbered_with_id(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {
+        if super::fault::test_break("outbox-dup") {
+            return None;
+        }
+        for n in 1..10_000 {
+            let name = crate::message::numbered(base, n);
+            if !self.has_message(mbox, &name) {
+                return None;
+            }
+            let bytes = self.read_message(mbox, &name).ok()?;
+            if crate::task::outbox::has_msg_id(&bytes, id) {
+                return Some(name);
+            }
+        }
+        None
     }
 
     /// The path of message `name` in `mbox` (whether or not it is there).

@@ -56,6 +56,16 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
         }
         files.insert(format!("TASKS/{t}.checks"), record::render_checks(&st.checks).into_bytes());
     }
+    for (a, c) in &snap.counters {
+        let rel = super::seq_store::counter_rel(a, *c);
+        dirs.insert("seq".into());
+        dirs.insert(format!("seq/{a}"));
+        dirs.insert(rel);
+    }
+    for (a, r) in &snap.receivers {
+        dirs.insert("seen".into());
+        files.insert(format!("seen/{a}.json"), super::seen_file::seen_text(r));
+    }
     if !snap.events.is_empty() {
         let mut log = String::new();
         for e in &snap.events {

@@ -41,10 +41,12 @@ mod doctor;
 mod event_log;
 mod fault;
 mod files;
+mod folders;
 mod lanes;
 mod lock;
 mod messages;
 mod mirror;
+mod outbox;
 mod queue_files;
 mod reconcile;
 mod records;
@@ -52,9 +54,14 @@ mod repair;
 mod requests;
 pub mod retire;
 mod root;
+mod seen_file;
+mod seq_chat;
+mod seq_send;
+mod seq_store;
 #[cfg(test)]
 mod testing;
 mod tx;
+mod tx_records;
 pub mod watch;
 
 use std::collections::HashSet;
@@ -67,18 +74,23 @@ pub use files::{
     ScratchDir, boot_id, copy_tree, host_name, read_input_file, read_input_file_capped,
     read_small_file, read_stdin_capped,
 };
+pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
 pub use root::{Durability, find_root, root_at};
 
 use self::root::Store;
-use super::{Capped, CursorHold, Engine, EventFeed, RootSpec, Settings, TaskTx, Violation};
+use super::{
+    Capped, CursorHold, Engine, EventFeed, Parcel, RootSpec, SeqHold, Settings, TaskTx, Violation,
+};
 use crate::boxes::Mailbox;
 use crate::config::Config;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
+use crate::tx::AskRecord;
 
 /// A root in a folder.
 pub struct LocalEngine {
@@ -87,7 +99,6 @@ pub struct LocalEngine {
 }
 
 /// What a root folder holds: a local root, or a circe.yaml naming another engine.
-#[expect(clippy::large_enum_variant, reason = "made once per command and unpacked at once")]
 pub enum Opened {
     Local(Box<dyn Engine>, Config),
     Pointer(crate::engine::postgres::Target),
@@ -242,8 +253,80 @@ impl Engine for LocalEngine {
         self.store.put_messages(&targets, content)
     }
 
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        let names: Vec<Box<dyn Fn(u32) -> String + '_>> = parcels
+            .iter()
+            .map(|p| {
+                Box::new(move |n: u32| crate::message::numbered(&p.name, n))
+                    as Box<dyn Fn(u32) -> String>
+            })
+            .collect();
+        let mut each: Vec<messages::Copy<'_>> = Vec::new();
+        for (p, name) in parcels.iter().zip(&names) {
+            for b in &p.to {
+                each.push((b.clone(), name.as_ref(), &p.content));
+            }
+        }
+        let mut flat = self.store.put_each(&each)?.into_iter();
+        Ok(parcels.iter().map(|p| flat.by_ref().take(p.to.len()).collect()).collect())
+    }
+
+    fn keeps_tx(&self) -> bool {
+        true
+    }
+
+    fn finish_deliveries(&self) -> Result<usize> {
+        if fault::test_break("no-finish") {
+            return Ok(0);
+        }
+        let mut n = 0;
+        for name in self.store.tmp_leftovers()? {
+            // Best effort: another command (or doctor) may be landing the same batch.
+            if name.starts_with("batch-")
+                && !name.contains(".part")
+                && self.store.finish_batch(&name).is_ok()
+            {
+                n += 1;
+            }
+        }
+        // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
+        if !fault::test_break("seq-roll-forward") {
+            let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
+            event_log::append(&self.store, &mut settled)?;
+        }
+        Ok(n)
+    }
+
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         self.store.move_message(from, to, file)
+    }
+
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        self.store.read_ask(id)
+    }
+
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        self.store.list_asks()
+    }
+
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        self.store.put_ask(rec, seen)
+    }
+
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        self.store.write_prompt(agent, message)
+    }
+
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        self.store.read_prompt(agent)
+    }
+
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        self.store.retire_agent(agent, at)
+    }
+
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        self.store.retired_agents()
     }
 
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
@@ -325,6 +408,44 @@ impl Engine for LocalEngine {
 
     fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<std::path::PathBuf> {
         Some(self.store.message_path(mailbox, file))
+    }
+
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        let (hold, mut events) = self.store.seq_hold(sender)?;
+        event_log::append(&self.store, &mut events)?;
+        Ok(Box::new(hold))
+    }
+
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        let (c, mut events) = self.store.seq_update(sender, change)?;
+        event_log::append(&self.store, &mut events)?;
+        Ok(c)
+    }
+
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        let (counters, mut events) = self.store.seq_counters()?;
+        event_log::append(&self.store, &mut events)?;
+        Ok(counters)
+    }
+
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        self.store.read_seen(agent)
+    }
+
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        self.store.see(agent, change)
+    }
+
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        self.store.receivers()
     }
 
     fn snapshot(&self) -> Result<crate::engine::Snapshot> {

@@ -144,6 +144,9 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
     if let Some(ticket) = st.rec.handoff.clone() {
         finish_or_undo_handoff(eng, &mut st, &ticket)?;
     }
+    if !st.rec.outbox.is_empty() && !super::fault::test_break("no-outbox") {
+        finish_outbox(eng, &mut st)?;
+    }
     if st.location.is_none() && !st.rec.status.is_terminal() && !find_renamed_ticket(eng, &mut st)?
     {
         if st.rec.status == Status::New && st.rec.attempts == 0 {
@@ -218,6 +221,18 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
         st.owner = fixed;
     }
     Ok(Some(st))
+}
+
+/// A change committed with messages to send, and crashed before all were delivered and the
+/// outbox cleared: deliver what is missing (each once), then clear it.
+fn finish_outbox(eng: &LocalEngine, st: &mut TaskState) -> Result<()> {
+    let mut events = super::outbox::deliver(eng, &st.rec.outbox)?;
+    let n = st.rec.outbox.len();
+    st.rec.outbox.clear();
+    let status = st.rec.render();
+    board::write(eng, &st.rec.task_id, &[("status", Some(&status))], Some((&st.rec, &st.checks)))?;
+    events.push(repair_event(&st.rec.task_id, format!("outbox finished ({n} messages sent once)")));
+    super::event_log::append(&eng.store, &mut events)
 }
 
 /// A handoff recorded its message's name but crashed before clearing it: finish it when the

@@ -31,6 +31,8 @@ pub enum Durability {
 pub struct Store {
     pub(super) root: PathBuf,
     pub(super) sync: bool,
+    /// The numbered sends held on each thread (`seq_send.rs`): the next delivery is theirs.
+    pub(super) numbered: super::seq_send::Numbered,
 }
 
 /// Find the root: `dir` itself if it holds circe.yaml, `dir/.circe` if that does, else the
@@ -62,6 +64,11 @@ pub(super) fn io_err(context: &str, path: &Path) -> impl FnOnce(io::Error) -> Er
 }
 
 impl Store {
+    /// The root in the folder `root` (already checked), fsynced when `sync`.
+    pub(super) fn at(root: &Path, sync: bool) -> Store {
+        Store { root: root.to_path_buf(), sync, numbered: super::seq_send::Numbered::default() }
+    }
+
     /// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists.
     /// Returns the store and whether circe.yaml was written.
     pub fn init(dir: &Path, config: &str) -> Result<(Store, bool)> {
@@ -71,7 +78,7 @@ impl Store {
             let p = root.join(b);
             std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
         }
-        let store = Store { root, sync: true };
+        let store = Store::at(&root, true);
         let cfg = store.root.join(CONFIG_FILE);
         let written = if cfg.exists() {
             false
@@ -107,7 +114,7 @@ impl Store {
             ))
             .hint(format!("its file {} names the root it mirrors", super::mirror::MARKER)));
         }
-        let store = Store { root: root.to_path_buf(), sync: true };
+        let store = Store::at(root, true);
         for b in BOXES {
             let p = root.join(b);
             if !p.is_dir() {
@@ -168,8 +175,9 @@ impl Store {
     /// Create `AGENTS/<name>/` with INBOX, WORKSPACE and agent.yaml in one rename.
     /// Returns false (and changes nothing) when the agent exists already.
     pub fn create_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
-        let agent_yaml = crate::yaml::to_string(&AgentFile { role: role.to_string() })
-            .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
+        let agent_yaml =
+            crate::yaml::to_string(&AgentFile { role: role.to_string(), retired_at: None })
+                .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
         let name = name.as_str();
         let dest = self.root.join("AGENTS").join(name);
         if dest.exists() {
@@ -281,18 +289,26 @@ pub(super) fn write_pointer(dir: &Path, text: &str) -> Result<(PathBuf, bool)> {
 
 /// `AGENTS/<name>/agent.yaml`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct AgentFile {
-    role: String,
+pub(super) struct AgentFile {
+    pub role: String,
+    /// When the agent was retired (`circe agent retire`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retired_at: Option<String>,
+}
+
+pub(super) fn parse_agent_file(bytes: &[u8]) -> Option<AgentFile> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    crate::yaml::from_str::<AgentFile>(text).ok()
 }
 
 /// The text of `AGENTS/<name>/agent.yaml` for `role`.
 pub(super) fn agent_yaml(role: &str) -> String {
-    crate::yaml::to_string(&AgentFile { role: role.to_string() }).unwrap_or_default()
+    crate::yaml::to_string(&AgentFile { role: role.to_string(), retired_at: None })
+        .unwrap_or_default()
 }
 
 fn parse_agent(bytes: &[u8]) -> Option<String> {
-    let text = std::str::from_utf8(bytes).ok()?;
-    crate::yaml::from_str::<AgentFile>(text).ok().map(|a| a.role)
+    parse_agent_file(bytes).map(|a| a.role)
 }
 
 /// Sorted names in a folder, hidden ones included (empty when it does not exist).

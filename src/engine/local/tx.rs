@@ -87,6 +87,53 @@ impl<'a> LocalTx<'a> {
     }
 }
 
+impl LocalTx<'_> {
+    /// After the commit point: deliver the outbox the record carries (each message once),
+    /// then clear it.
+    fn send_outbox(
+        &self,
+        record: &mut StatusRecord,
+        owner: Option<&OwnerRecord>,
+        checks: &record::Checks,
+        events: &mut Vec<Event>,
+        numbered: Option<std::path::PathBuf>,
+    ) -> Result<()> {
+        if record.outbox.is_empty() {
+            return Ok(());
+        }
+        events.append(&mut super::outbox::deliver(self.eng, &record.outbox)?);
+        record.outbox.clear();
+        self.write(record, owner, checks, false)?;
+        crash_point("outbox.cleared");
+        // A numbered message among them (section 14): its entry is now the counter.
+        super::seq_send::outbox_done(numbered)
+    }
+}
+
+/// The outbox a change's record carries: only a change whose commit point is that record
+/// write (its message stays) may carry one.
+fn with_outbox(
+    outbox: Vec<crate::task::Outgoing>,
+    ticket: &Ticket,
+) -> Result<Vec<crate::task::Outgoing>> {
+    if !outbox.is_empty() && *ticket != Ticket::Stay {
+        return Err(Error::internal("an outbox goes only with a change that moves no message"));
+    }
+    Ok(outbox)
+}
+
+/// Did the task (just) become waiting in a lane it was not in: new now, and before not new,
+/// or at another epoch, with another ticket or another address?
+fn newly_waiting(before: Option<&StatusRecord>, after: &StatusRecord) -> bool {
+    after.status == Status::New
+        && before.is_none_or(|b| {
+            b.status != Status::New
+                || b.epoch != after.epoch
+                || b.message != after.message
+                || b.to != after.to
+        })
+}
+
 /// Does the ticket lie where the record says it should (reconciliation makes it so)?
 fn where_record_says(rec: &StatusRecord, at: &Mailbox) -> bool {
     match rec.status {
@@ -106,16 +153,19 @@ impl TaskTx for LocalTx<'_> {
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { op, mut record, checks, ticket, mut events, notices: _, request } = change;
+        let Change { op, mut record, checks, ticket, mut events, notices: _, outbox, request } =
+            change;
+        record.outbox = with_outbox(outbox, &ticket)?;
         if let (Some(r), Some(owner)) = (&request, &record.owner) {
             super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
         }
-        let before = self.st.as_ref().map(|s| (s.rec.status, s.rec.epoch, s.rec.message.clone()));
+        let before = self.st.as_ref().map(|s| s.rec.clone());
         let all_checks = checks
             .clone()
             .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
         let owner = self.owner_for(&record);
         let store = &self.eng.store;
+        let mut numbered = None; // a numbered message in the outbox commits with the record
         let location = match ticket {
             Ticket::Deliver { name, content } => {
                 let name = self.free_name(&name);
@@ -191,16 +241,14 @@ impl TaskTx for LocalTx<'_> {
             }
             Ticket::Stay => {
                 let st = self.st.as_ref().ok_or_else(|| no_task(&self.task))?;
+                numbered = store.seq_outbox_stage(&self.task, &record.outbox)?;
                 self.write(&record, owner.as_ref(), &all_checks, checks.is_some())?;
                 crash_point(&format!("{op}.recorded"));
                 st.location.clone().unwrap_or(Mailbox::NewMessages)
             }
         };
-        let requeue = record.status == Status::New
-            && before.as_ref().is_none_or(|(s, e, m)| {
-                *s != Status::New || *e != record.epoch || *m != record.message
-            });
-        if requeue {
+        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered)?;
+        if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
         event_log::append(store, &mut events)?;

@@ -25,6 +25,7 @@ fn a_move_that_did_not_happen_is_an_error() {
         ticket: Ticket::MoveTo(Mailbox::Workspace(agent("engineer"))),
         events: vec![crate::event::Event::now(crate::event::EventKind::Take, "engineer")],
         notices: Vec::new(),
+        outbox: Vec::new(),
         request: None,
     };
     let e = tx.commit(take).unwrap_err();

@@ -7,17 +7,23 @@
 //! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
 
 mod archive;
+mod seq;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
-use super::{Capped, CursorHold, Engine, EventFeed, TaskTx, Violation, no_task};
+use super::{Capped, CursorHold, Engine, EventFeed, Parcel, SeqHold, TaskTx, Violation};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 use crate::event::{Cursor, Event};
 use crate::message::numbered;
-use crate::names::{AgentName, CursorName, TaskId};
-use crate::task::{Change, Eligibility, Row, Status, TaskState, Ticket, row_of};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
+use crate::seq::{Counter, Receiver};
+use crate::task::{Eligibility, Row, Status, TaskState, row_of};
+use crate::tx::AskRecord;
+
+mod tx;
+use tx::MemTx;
 
 #[derive(Default)]
 struct Inner {
@@ -29,7 +35,11 @@ struct Inner {
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
     archive: archive::Archived,
+    asks: BTreeMap<MsgId, AskRecord>,
+    prompts: BTreeMap<AgentName, Vec<u8>>,
+    retired: BTreeMap<AgentName, String>,
     dead: BTreeMap<CursorName, Vec<Event>>,
+    seq: seq::SeqState,
     grants: BTreeMap<(AgentName, String), (TaskId, u64)>,
     config: String,
 }
@@ -134,77 +144,6 @@ impl EventFeed for MemFeed<'_> {
     }
 }
 
-struct MemTx<'a> {
-    eng: &'a MemoryEngine,
-    task: TaskId,
-    st: Option<TaskState>,
-}
-
-impl Drop for MemTx<'_> {
-    fn drop(&mut self) {
-        self.eng.lock().busy.remove(&self.task);
-        self.eng.shared.freed.notify_all();
-    }
-}
-
-impl TaskTx for MemTx<'_> {
-    fn task_id(&self) -> &TaskId {
-        &self.task
-    }
-
-    fn state(&self) -> Option<&TaskState> {
-        self.st.as_ref()
-    }
-
-    fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
-        let Change { mut record, checks, ticket, mut events, request, .. } = change;
-        let mut g = self.eng.lock();
-        if let (Some(r), Some(o)) = (request, &record.owner) {
-            g.grants.insert((o.clone(), r), (self.task.clone(), record.epoch));
-        }
-        let before = self.st.as_ref();
-        let location = match ticket {
-            Ticket::Deliver { name, content } => {
-                let name = g.free_name(&Mailbox::NewMessages, &name);
-                record.message.clone_from(&name);
-                for f in events.iter_mut().flat_map(|e| e.files.iter_mut()) {
-                    if f.mailbox == "new" {
-                        f.file.clone_from(&name);
-                    }
-                }
-                g.boxes.entry(Mailbox::NewMessages).or_default().insert(name, content);
-                Mailbox::NewMessages
-            }
-            Ticket::MoveTo(to) => {
-                let st = before.ok_or_else(|| no_task(&self.task))?;
-                let from = st.location.clone().ok_or_else(|| {
-                    Error::internal(format!("the message of task {} is in no box", self.task))
-                })?;
-                let body = g.boxes.get_mut(&from).and_then(|b| b.remove(&st.rec.message));
-                let Some(body) = body else {
-                    return Err(Error::conflict(format!(
-                        "task {} was taken by another process",
-                        self.task
-                    )));
-                };
-                g.boxes.entry(to.clone()).or_default().insert(st.rec.message.clone(), body);
-                to
-            }
-            Ticket::Stay => {
-                before.and_then(|s| s.location.clone()).ok_or_else(|| no_task(&self.task))?
-            }
-        };
-        let checks = checks.unwrap_or_else(|| before.map(|s| s.checks.clone()).unwrap_or_default());
-        let st = TaskState { rec: record, owner: None, checks, location: Some(location) };
-        g.tasks.insert(self.task.clone(), st.clone());
-        g.append(&mut events);
-        drop(g);
-        self.eng.shared.freed.notify_all();
-        self.st = Some(st);
-        Ok(events)
-    }
-}
-
 fn rank(priority: &str) -> u8 {
     match priority {
         "high" => 0,
@@ -260,13 +199,14 @@ impl Engine for MemoryEngine {
                     st.rec.status == Status::New
                         && !skip.contains(*id)
                         && who.admits(&st.rec.to, &st.rec.intent)
+                        && who.in_time(st.rec.deadline.as_deref())
                 })
+                // Priority, then deadline (none: last), then time waiting.
                 .min_by(|(ia, a), (ib, b)| {
-                    (rank(&a.rec.priority), &a.rec.updated_at, ia).cmp(&(
-                        rank(&b.rec.priority),
-                        &b.rec.updated_at,
-                        ib,
-                    ))
+                    let key = |st: &TaskState| {
+                        (rank(&st.rec.priority), st.rec.deadline.is_none(), st.rec.deadline.clone())
+                    };
+                    (key(a), &a.rec.updated_at, ia).cmp(&(key(b), &b.rec.updated_at, ib))
                 })
                 .map(|(id, _)| id.clone())
         };
@@ -300,7 +240,81 @@ impl Engine for MemoryEngine {
             g.boxes.entry(b.clone()).or_default().insert(n.clone(), content.to_vec());
             out.push(n);
         }
+        g.use_number(content);
         Ok(out)
+    }
+
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        let mut g = self.lock();
+        let mut out = Vec::with_capacity(parcels.len());
+        for p in parcels {
+            let mut names = Vec::with_capacity(p.to.len());
+            for b in &p.to {
+                let n = g.free_name(b, &p.name);
+                g.boxes.entry(b.clone()).or_default().insert(n.clone(), p.content.clone());
+                names.push(n);
+            }
+            out.push(names);
+            g.use_number(&p.content);
+        }
+        Ok(out)
+    }
+
+    fn keeps_tx(&self) -> bool {
+        true
+    }
+
+    fn finish_deliveries(&self) -> Result<usize> {
+        // Every delivery is one step under the mutex: none is ever left half-way.
+        Ok(0)
+    }
+
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        Ok(self.lock().asks.get(id).cloned())
+    }
+
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        Ok(self.lock().asks.values().cloned().collect())
+    }
+
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        let mut g = self.lock();
+        let now = g.asks.get(&rec.msg_id).map(|r| r.rev);
+        if now != seen {
+            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id)));
+        }
+        let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
+        g.asks.insert(rec.msg_id.clone(), stored.clone());
+        Ok(stored)
+    }
+
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        let mut g = self.lock();
+        if !g.agents.contains_key(agent) {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        }
+        g.prompts.insert(agent.clone(), message.to_vec());
+        Ok(())
+    }
+
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        Ok(self.lock().prompts.get(agent).cloned())
+    }
+
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        let mut g = self.lock();
+        if !g.agents.contains_key(agent) {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        }
+        if g.retired.contains_key(agent) {
+            return Ok(false);
+        }
+        g.retired.insert(agent.clone(), at.to_string());
+        Ok(true)
+    }
+
+    fn retired(&self) -> Result<Vec<AgentName>> {
+        Ok(self.lock().retired.keys().cloned().collect())
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
@@ -404,6 +418,38 @@ impl Engine for MemoryEngine {
 
     fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
         None
+    }
+
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        self.hold(sender)
+    }
+
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        self.update(sender, change)
+    }
+
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        Ok(self.counters())
+    }
+
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        Ok(self.lock().seq.seen.get(agent).cloned().unwrap_or_default())
+    }
+
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        self.see(agent, change)
+    }
+
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        Ok(self.receivers())
     }
 
     fn snapshot(&self) -> Result<crate::engine::Snapshot> {

@@ -135,6 +135,36 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
         "setting the feed",
         conn.client.execute_typed(&sql("UPDATE {s}.feed SET last = $1"), &[(&last, Type::INT8)]),
     )?;
+    load_sequence(conn, target, snap)
+}
+
+/// Every sender's counter and every receiver's lastSeen (section 14): numbering goes on.
+fn load_sequence(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let agents: Vec<String> = snap.counters.iter().map(|(a, _)| a.to_string()).collect();
+    let epochs: Vec<i64> =
+        snap.counters.iter().map(|(_, c)| i64::try_from(c.epoch).unwrap_or(i64::MAX)).collect();
+    let lasts: Vec<i64> =
+        snap.counters.iter().map(|(_, c)| i64::try_from(c.last).unwrap_or(i64::MAX)).collect();
+    conn.call(
+        "importing the sequence counters",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.seq_counters (agent, epoch, last)
+                  SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])"),
+            &[(&agents, Type::TEXT_ARRAY), (&epochs, Type::INT8_ARRAY), (&lasts, Type::INT8_ARRAY)],
+        ),
+    )?;
+    let receivers: Vec<String> = snap.receivers.iter().map(|(a, _)| a.to_string()).collect();
+    let states: Vec<String> =
+        snap.receivers.iter().map(|(_, r)| serde_json::to_string(r).unwrap_or_default()).collect();
+    conn.call(
+        "importing what each agent has seen",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.seq_seen (agent, state)
+                  SELECT * FROM unnest($1::text[], $2::text[])"),
+            &[(&receivers, Type::TEXT_ARRAY), (&states, Type::TEXT_ARRAY)],
+        ),
+    )?;
     Ok(())
 }
 
@@ -169,7 +199,8 @@ impl PgEngine {
         let lock = self.sql(
             "BEGIN ISOLATION LEVEL REPEATABLE READ;
              SET LOCAL lock_timeout = '10s';
-             LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config IN EXCLUSIVE MODE",
+             LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config,
+                        {s}.seq_counters, {s}.seq_seen IN EXCLUSIVE MODE",
         );
         self.conn.call("stopping the writers", c.batch_execute(&lock))?;
         let done = (|| -> Result<Snapshot> {

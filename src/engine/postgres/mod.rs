@@ -16,6 +16,7 @@ mod listen;
 mod rows;
 mod schema;
 mod seam;
+mod seq;
 mod target;
 mod tx;
 
@@ -44,6 +45,8 @@ pub struct PgEngine {
     open_tx: std::cell::Cell<bool>,
     /// The LISTEN connection of `wait_events`, made on first use.
     listener: RefCell<Option<listen::Listener>>,
+    /// The numbered send held on this connection (`seq.rs`), until its delivery.
+    seq_active: RefCell<Option<seq::Active>>,
 }
 
 /// Open the root at `target`, with its configuration.
@@ -121,6 +124,7 @@ impl PgEngine {
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
             listener: RefCell::new(None),
+            seq_active: RefCell::new(None),
         };
         Ok((eng, config))
     }

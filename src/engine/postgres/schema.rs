@@ -9,11 +9,11 @@ use super::conn::Conn;
 use crate::error::{Error, Result};
 
 /// The schema version this circe writes and reads.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
 /// an empty schema).
-const MIGRATIONS: [&str; 1] = [include_str!("schema.sql")];
+const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("schema_v2.sql")];
 
 /// Which clock decides leases: the database server's (`server`, the default), or each
 /// client's (`client`: `CIRCE_NOW` works; for tests and fixtures).

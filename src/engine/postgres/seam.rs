@@ -10,10 +10,11 @@ use super::rows::TaskRow;
 use super::schema::Clock;
 use super::{PgEngine, doctor, listen, msg_id_of, tx};
 use crate::boxes::Mailbox;
-use crate::engine::{Capped, CursorHold, Engine, EventFeed, TaskTx, Violation};
+use crate::engine::{Capped, CursorHold, Engine, EventFeed, SeqHold, TaskTx, Violation};
 use crate::error::{Error, Result};
 use crate::event::{self, Cursor, Event, Line};
 use crate::names::{AgentName, CursorName, TaskId};
+use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
 
 /// Woken by LISTEN/NOTIFY (through `wait_events`), or on a timer with `--poll`.
@@ -119,6 +120,15 @@ impl Engine for PgEngine {
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
         let boxes: Vec<String> = to.iter().map(Mailbox::label).collect();
         let msg_id = msg_id_of(content);
+        if let Some((agent, epoch, last)) = self.pending_number(content) {
+            return self.deliver_numbered(
+                content,
+                name,
+                &boxes,
+                msg_id.as_ref(),
+                (&agent, epoch, last),
+            );
+        }
         // One statement: every copy or none.
         self.rows(
             "delivering a message",
@@ -126,6 +136,38 @@ impl Engine for PgEngine {
             &[(&boxes, Type::TEXT_ARRAY), (&name, Type::TEXT), (&content, Type::BYTEA), (&msg_id, Type::TEXT)],
             |r| Ok(r.get::<_, String>(0)),
         )
+    }
+
+    fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        self.hold(sender)
+    }
+
+    fn seq_update(
+        &self,
+        sender: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        self.update(sender, change)
+    }
+
+    fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        self.counters()
+    }
+
+    fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {
+        self.seen(agent)
+    }
+
+    fn seq_see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        self.see(agent, change)
+    }
+
+    fn seq_receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        self.receivers()
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
@@ -187,20 +229,7 @@ impl Engine for PgEngine {
     fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         let after = i64::try_from(from.after).unwrap_or(i64::MAX);
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = self.rows(
-            "reading events",
-            "SELECT id, line FROM {s}.events WHERE id > $1 ORDER BY id LIMIT $2",
-            &[(&after, Type::INT8), (&max, Type::INT8)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, line) in rows {
-            if let Line::Event(mut e) = event::parse_line(&line)? {
-                e.id = u64::try_from(id).unwrap_or(0);
-                out.push(*e);
-            }
-        }
-        Ok(out)
+        self.events_where("WHERE id > $1 ORDER BY id LIMIT $2", after, max)
     }
 
     fn last_event_id(&self) -> Result<u64> {
@@ -232,20 +261,7 @@ impl Engine for PgEngine {
     fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        let rows = self.rows(
-            "reading events",
-            "SELECT id, line FROM {s}.events WHERE id < $1 ORDER BY id DESC LIMIT $2",
-            &[(&before, Type::INT8), (&max, Type::INT8)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, line) in rows {
-            if let Line::Event(mut e) = event::parse_line(&line)? {
-                e.id = u64::try_from(id).unwrap_or(0);
-                out.push(*e);
-            }
-        }
-        Ok(out)
+        self.events_where("WHERE id < $1 ORDER BY id DESC LIMIT $2", before, max)
     }
 
     fn subscribe(&self, poll: Option<Duration>) -> Result<Box<dyn EventFeed + '_>> {
@@ -437,5 +453,26 @@ impl Engine for PgEngine {
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self)
+    }
+}
+
+impl PgEngine {
+    /// The events of the log selected by `tail` (a `WHERE id … ORDER BY … LIMIT $2` over
+    /// `id` bound to `$1`), in the order it names.
+    fn events_where(&self, tail: &str, id: i64, max: i64) -> Result<Vec<Event>> {
+        let rows = self.rows(
+            "reading events",
+            &format!("SELECT id, line FROM {{s}}.events {tail}"),
+            &[(&id, Type::INT8), (&max, Type::INT8)],
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, line) in rows {
+            if let Line::Event(mut e) = event::parse_line(&line)? {
+                e.id = u64::try_from(id).unwrap_or(0);
+                out.push(*e);
+            }
+        }
+        Ok(out)
     }
 }

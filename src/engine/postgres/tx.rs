@@ -238,7 +238,16 @@ impl TaskTx for PgTx<'_> {
                 self.task
             )));
         }
-        let Change { op, record, checks, ticket, mut events, notices: _, request } = change;
+        let Change { op, record, checks, ticket, mut events, notices: _, request, outbox } = change;
+        // What section 16 adds to a task is not kept here yet: refuse rather than drop it.
+        if !outbox.is_empty() || record.deadline.is_some() || !record.outbox.is_empty() {
+            self.eng.rollback();
+            self.open = false;
+            return Err(crate::engine::not_kept(
+                self.eng,
+                "a task's deadline or the messages a change sends (routing, task-complete)",
+            ));
+        }
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
         let request = match (op, request) {
@@ -267,10 +276,8 @@ impl TaskTx for PgTx<'_> {
         let owner_json = owner.as_ref().map(json);
         let lines: Vec<String> = events.iter().map(Event::to_line).collect();
         let task = self.task.as_str();
-        let mut seen = i64::try_from(self.rev).unwrap_or(i64::MAX);
-        if test_break("pg-unlocked") && seen > 0 {
-            seen = -1;
-        }
+        let rev = i64::try_from(self.rev).unwrap_or(i64::MAX);
+        let seen = if test_break("pg-unlocked") && rev > 0 { -1 } else { rev };
         let msg_id = body.as_deref().and_then(super::msg_id_of);
         let q = self.eng.sql(
             "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
@@ -290,13 +297,14 @@ impl TaskTx for PgTx<'_> {
             (&lines, Type::TEXT_ARRAY),
             (&stored, Type::TEXT),
         ];
-        let sent = self.eng.conn.run(futures_util::future::try_join(
+        let sent = self.eng.conn.run(futures_util::future::try_join3(
+            self.eng.move_counter(body.as_deref()), // a numbered ticket: its counter, here
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ));
         self.open = false;
         let row = match sent {
-            Ok((row, ())) => row,
+            Ok((moved, row, ())) => self.eng.counter_moved(moved, row),
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
                 return Err(super::conn::db_error(&format!("task {}", self.task), &e));

@@ -1,0 +1,127 @@
+//! `circe import tx DIR` and `circe export tx DIR`.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use serde_json::json;
+
+use super::{Ctx, Report};
+use crate::engine::local::{Written, read_message_dir, write_new_file};
+use crate::error::{Error, Result};
+use crate::ops::bridge;
+
+/// Bring messages in from another system.
+#[derive(Debug, Subcommand)]
+pub enum ImportCommand {
+    /// Read a TX message folder (`.ai/tx/msgs/`) into this root: msg-ids and threads kept,
+    /// the agents it names added (`mesh/agent` -> agent), answered asks and completed tasks
+    /// filed as history in LOGS, open asks into their recipient's INBOX, open tasks into
+    /// NEW_MESSAGES. Files that cannot be read are reported; the rest is imported.
+    Tx(ImportTxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImportTxArgs {
+    /// The TX folder (`.ai/tx/msgs`).
+    pub dir: PathBuf,
+    /// The role of an agent the folder names (repeatable). Default: TX's `core` is the
+    /// coordinator, every other agent gets --default-role.
+    #[arg(long = "role", value_name = "AGENT=ROLE")]
+    pub roles: Vec<String>,
+    /// The role of the agents --role does not name.
+    #[arg(long, default_value = "engineer")]
+    pub default_role: String,
+}
+
+/// Write this root's messages out for another system.
+#[derive(Debug, Subcommand)]
+pub enum ExportCommand {
+    /// Write every message (once, whatever its box) into DIR in TX's naming
+    /// (`{mmddhhmmss}-{type}-{from}--{to}-{msgid}.md`, front matter): an imported message
+    /// byte for byte under its original name. Existing files are never replaced.
+    Tx(ExportTxArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ExportTxArgs {
+    /// The folder to write (made when missing).
+    pub dir: PathBuf,
+}
+
+pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
+    let ImportCommand::Tx(a) = cmd;
+    let mut given = BTreeMap::new();
+    for r in &a.roles {
+        let (agent, role) = r.split_once('=').ok_or_else(|| {
+            Error::usage(format!("--role `{r}` is not AGENT=ROLE"))
+                .hint("e.g. --role brain=engineer")
+        })?;
+        given.insert(agent.to_string(), role.to_string());
+    }
+    let ws = ctx.workspace_for_setup()?;
+    let files = read_message_dir(&a.dir, ws.config.limits.message_bytes)?
+        .into_iter()
+        .map(|(name, read)| {
+            let bytes =
+                read.and_then(|c| match ws.config.limits.size_problem(c.size.unwrap_or(0), true) {
+                    Some(p) => Err(p.message),
+                    None => Ok(c.bytes),
+                });
+            (name, bytes)
+        })
+        .collect();
+    let roles = bridge::Roles { given, default: a.default_role.clone() };
+    let r = bridge::import_tx(&ws, files, &roles)?;
+    let mut human = format!(
+        "imported {} messages from {}: {} history (LOGS), {} open asks, {} open tasks\n",
+        r.history + r.open_asks + r.open_tasks,
+        a.dir.display(),
+        r.history,
+        r.open_asks,
+        r.open_tasks
+    );
+    for (agent, role) in &r.agents_added {
+        human.push_str(&format!("  agent {agent} added ({role})\n"));
+    }
+    let mut report = Report::new(human, json!(r));
+    let mut warnings: Vec<String> =
+        r.skipped.iter().map(|s| format!("{}: not imported: {}", s.file, s.reason)).collect();
+    let foreign: Vec<&String> = r.meshes.iter().filter(|m| !ws.meshes().contains(m)).collect();
+    if !foreign.is_empty() {
+        let list: Vec<&str> = foreign.iter().map(|m| m.as_str()).collect();
+        warnings.push(format!(
+            "the messages address meshes {}: to send to `mesh/agent` as TX does, add `tx: {{aliases: [{}]}}` to circe.yaml",
+            list.join(", "),
+            list.join(", ")
+        ));
+    }
+    report = report.warnings(warnings);
+    Ok(report)
+}
+
+pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
+    let ExportCommand::Tx(a) = cmd;
+    let ws = ctx.workspace()?;
+    let (files, skipped) = bridge::export_tx(&ws)?;
+    let (mut new, mut same, mut kept) = (0, 0, Vec::new());
+    for f in &files {
+        match write_new_file(&a.dir, &f.name, &f.bytes)? {
+            Written::New => new += 1,
+            Written::Same => same += 1,
+            Written::Kept => kept.push(f.name.clone()),
+        }
+    }
+    let originals = files.iter().filter(|f| f.original).count();
+    let human = format!(
+        "exported {} messages to {} ({new} written, {same} there already; {originals} as imported, byte for byte)\n",
+        files.len(),
+        a.dir.display()
+    );
+    let mut warnings: Vec<String> =
+        kept.iter().map(|k| format!("{k}: another file has this name; left as it is")).collect();
+    warnings.extend(skipped.iter().map(|s| format!("{}: not exported: {}", s.file, s.reason)));
+    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written": new, "unchanged": same, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
+        .warnings(warnings))
+}

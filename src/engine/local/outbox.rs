@@ -1,0 +1,35 @@
+//! Delivering a task's outbox (`task::outbox`): each message once, into each of its boxes.
+
+use super::LocalEngine;
+use super::fault::crash_point;
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::task::Outgoing;
+
+/// Deliver every message of `outbox` that is not in its box yet (found by its msg id under
+/// its name or a numbered one); returns the events to log.
+pub(super) fn deliver(eng: &LocalEngine, outbox: &[Outgoing]) -> Result<Vec<Event>> {
+    let store = &eng.store;
+    let mut events = Vec::with_capacity(outbox.len());
+    for o in outbox {
+        let mut files = Vec::with_capacity(o.to.len());
+        for label in &o.to {
+            let b = Mailbox::from_label(label).ok_or_else(|| {
+                Error::internal(format!("an outbox names a box `{label}` that is none"))
+            })?;
+            let name = if let Some(n) = store.find_numbered_with_id(&b, &o.name, &o.msg_id) {
+                n
+            } else {
+                let numbered = |n: u32| crate::message::numbered(&o.name, n);
+                let n = store.put_message(&b, &numbered, o.content.as_bytes())?;
+                crash_point("outbox.delivered");
+                n
+            };
+            files.push((label.clone(), name));
+        }
+        events.push(crate::task::outbox::event(o, &files, clock::stamp_ms(clock::now())));
+    }
+    Ok(events)
+}

@@ -1,0 +1,430 @@
+//! Sequence numbers in a local root (PROTOCOLS.md section 14): each sender's counter as the
+//! entries of `seq/<agent>/`, a numbered send in flight staged inside its entry, and each
+//! receiver's `lastSeen` in `seen/<agent>.json`.
+//!
+//! An entry is a folder `seq/<agent>/<epoch>-<n>/` (both 20 digits, so names sort by
+//! number). The newest settled entry is the counter. A numbered send stages its copies in
+//! `tmp/`, renames the folder to the next entry (all copies, or none, appear), then renames
+//! each copy out into its box: the first copy leaving is the commit point of both the number
+//! and the delivery. So under the sender's lock an entry that still holds every copy was
+//! never delivered (it is removed: its number is free again), one that holds some copies was
+//! (the rest are delivered), and an empty one is done. A chat line's entry holds a marker
+//! instead, settled by looking for the line in the channel (`seq_chat.rs`).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::atomic;
+use super::fault::test_break;
+use super::lock::Lock;
+use super::root::{Store, io_err, list_all_names, list_names};
+use crate::error::{Error, Result};
+use crate::event::{CIRCE, Event, EventKind};
+use crate::names::AgentName;
+use crate::seq::Counter;
+
+/// A sender and its counter.
+pub(super) type SenderCounter = (AgentName, Counter);
+
+/// The chat marker's name inside an entry.
+pub(super) const CHAT_MARKER: &str = "chat";
+/// The outbox marker's name inside an entry (a numbered message a task change carries).
+pub(super) const OUTBOX_MARKER: &str = "outbox";
+
+/// What an outbox marker says: the task whose record carries the message, and where the
+/// message goes.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct OutboxMarker {
+    pub task: String,
+    pub msg_id: String,
+    pub name: String,
+    pub to: Vec<String>,
+}
+
+/// One entry of a sender's folder: a number in an epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Entry {
+    pub epoch: u64,
+    pub n: u64,
+}
+
+impl Entry {
+    pub fn of(c: Counter) -> Entry {
+        Entry { epoch: c.epoch, n: c.last }
+    }
+
+    pub fn name(self) -> String {
+        format!("{:020}-{:020}", self.epoch, self.n)
+    }
+
+    fn parse(s: &str) -> Option<Entry> {
+        let (e, n) = s.split_once('-')?;
+        let digits = |d: &str| d.len() == 20 && d.bytes().all(|b| b.is_ascii_digit());
+        if !digits(e) || !digits(n) {
+            return None;
+        }
+        Some(Entry { epoch: e.parse().ok()?, n: n.parse().ok()? })
+    }
+
+    pub fn counter(self) -> Counter {
+        Counter { epoch: self.epoch, last: self.n }
+    }
+}
+
+/// What an entry holds.
+enum Content {
+    Empty,
+    /// Staged copies `<i>-<k>~<box>~<name>` still in it, and `k`.
+    Copies(Vec<String>, usize),
+    /// A chat line's marker.
+    Chat,
+    /// A task change's outbox marker.
+    Outbox,
+}
+
+/// `NEW_MESSAGES`, `AGENTS/a/INBOX`, ... as the box's label (`new`, `inbox:a`, ...).
+fn label_of(rel: &str) -> String {
+    match rel.split('/').collect::<Vec<_>>().as_slice() {
+        ["NEW_MESSAGES"] => "new".into(),
+        ["LOGS"] => "logs".into(),
+        ["AGENTS", a, b] => format!("{}:{a}", b.to_ascii_lowercase()),
+        _ => rel.to_string(),
+    }
+}
+
+fn repair(what: String) -> Event {
+    let mut e = Event::now(EventKind::Repair, CIRCE);
+    e.what = Some(what);
+    e
+}
+
+impl Store {
+    pub(super) fn seq_dir(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("seq").join(agent.as_str())
+    }
+
+    fn seq_lock_path(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("locks").join(format!("seq-{agent}.lock"))
+    }
+
+    /// The sender's lock: one numbered send (or counter change) per sender at a time.
+    pub(super) fn lock_seq(&self, agent: &AgentName) -> Result<Lock> {
+        // TEST BUILDS ONLY: every process takes a lock of its own, so senders race.
+        if test_break("seq-race") {
+            let own =
+                self.root.join("locks").join(format!("seq-{agent}-{}.lock", std::process::id()));
+            return Lock::acquire(&own, "a broken sequence lock");
+        }
+        Lock::acquire(&self.seq_lock_path(agent), &format!("the sequence counter of {agent}"))
+    }
+
+    /// The sender's lock if no live sender holds it (doctor leaves a busy sender alone).
+    pub(super) fn try_lock_seq(&self, agent: &AgentName) -> Result<Option<Lock>> {
+        Lock::try_acquire(&self.seq_lock_path(agent))
+    }
+
+    /// Agents that have a counter folder, sorted.
+    pub(super) fn seq_senders(&self) -> Result<Vec<AgentName>> {
+        Ok(list_names(&self.root.join("seq"))?
+            .into_iter()
+            .filter_map(|n| AgentName::new(n).ok())
+            .collect())
+    }
+
+    /// The entries of `agent`'s folder, oldest first.
+    pub(super) fn seq_entries(&self, agent: &AgentName) -> Result<Vec<Entry>> {
+        let mut v: Vec<Entry> =
+            list_names(&self.seq_dir(agent))?.iter().filter_map(|n| Entry::parse(n)).collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    fn content(dir: &Path) -> Result<Content> {
+        let files = list_all_names(dir)?;
+        if files.iter().any(|f| f == CHAT_MARKER) {
+            return Ok(Content::Chat);
+        }
+        if files.iter().any(|f| f == OUTBOX_MARKER) {
+            return Ok(Content::Outbox);
+        }
+        let Some(first) = files.first() else { return Ok(Content::Empty) };
+        let total = first
+            .split('~')
+            .next()
+            .and_then(|p| p.split_once('-'))
+            .and_then(|(_, k)| k.parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        Ok(Content::Copies(files, total))
+    }
+
+    /// Does any entry of `agent` still hold work (copies or a marker)?
+    pub(super) fn seq_unsettled(&self, agent: &AgentName) -> Result<Vec<String>> {
+        let mut out = Vec::new();
+        for e in self.seq_entries(agent)? {
+            if !matches!(Self::content(&self.seq_dir(agent).join(e.name()))?, Content::Empty) {
+                out.push(e.name());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Finish or undo what an interrupted numbered send of `agent` left (hold its lock), drop
+    /// the entries older than the counter, and return the counter with the repairs to log.
+    pub(super) fn seq_settle(
+        &self,
+        agent: &AgentName,
+        _lock: &Lock,
+    ) -> Result<(Counter, Vec<Event>)> {
+        let entries = self.seq_entries(agent)?;
+        let mut events = Vec::new();
+        let mut current: Option<Entry> = None;
+        for (i, e) in entries.iter().enumerate() {
+            let newest = i + 1 == entries.len();
+            let dir = self.seq_dir(agent).join(e.name());
+            let keep = match Self::content(&dir)? {
+                Content::Empty => true,
+                // TEST BUILDS ONLY (`seq-roll-forward`): a send that never committed is
+                // delivered after all, as if its staging were its commit point.
+                Content::Copies(files, total)
+                    if newest && files.len() >= total && !test_break("seq-roll-forward") =>
+                {
+                    for f in &files {
+                        atomic::remove(&dir.join(f)).map_err(io_err("cannot remove", &dir))?;
+                    }
+                    events.push(repair(format!(
+                        "numbered send {agent} #{} was never delivered: the number is free again",
+                        e.n
+                    )));
+                    false
+                }
+                Content::Copies(files, _) => {
+                    events.push(self.seq_finish(agent, *e, &dir, &files)?);
+                    true
+                }
+                Content::Outbox => {
+                    let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
+                    let marker = dir.join(OUTBOX_MARKER);
+                    atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
+                    let what = if used || !newest { "was committed" } else { "never committed" };
+                    events.push(repair(format!(
+                        "numbered message {agent} #{} of a task change {what}",
+                        e.n
+                    )));
+                    used || !newest
+                }
+                Content::Chat => {
+                    let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
+                    atomic::remove(&dir.join(CHAT_MARKER))
+                        .map_err(io_err("cannot remove", &dir))?;
+                    let what =
+                        if appended || !newest { "was written" } else { "was never written" };
+                    events.push(repair(format!("chat line {agent} #{} {what}", e.n)));
+                    appended || !newest
+                }
+            };
+            if keep {
+                current = Some(*e);
+            } else {
+                std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
+            }
+        }
+        if let Some(c) = current {
+            self.seq_prune(agent, c);
+        }
+        if !events.is_empty() {
+            self.sync_dir(&self.seq_dir(agent))?;
+        }
+        Ok((current.map_or_else(Counter::default, Entry::counter), events))
+    }
+
+    /// Did the task change an outbox marker stands for commit: its record still carries the
+    /// message, or the message lies in one of its recipients' boxes?
+    fn outbox_committed(&self, marker: &Path) -> Result<bool> {
+        let bytes = atomic::read_regular(marker).map_err(io_err("cannot read", marker))?;
+        let m: OutboxMarker = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::internal(format!("{} does not parse: {e}", marker.display())))?;
+        let task = crate::names::TaskId::new(&m.task)?;
+        if let Some(text) = self.read_record(&task, "status")?
+            && crate::task::StatusRecord::parse(&task, &text)
+                .is_ok_and(|r| r.outbox.iter().any(|o| o.msg_id == m.msg_id))
+        {
+            return Ok(true);
+        }
+        let mut boxes = vec![crate::boxes::Mailbox::Logs];
+        for label in &m.to {
+            if let Some(b) = crate::boxes::Mailbox::from_label(label) {
+                if let Some(a) = b.agent() {
+                    boxes.push(crate::boxes::Mailbox::Workspace(a.clone()));
+                }
+                boxes.push(b);
+            }
+        }
+        Ok(boxes.iter().any(|b| self.find_numbered_with_id(b, &m.name, &m.msg_id).is_some()))
+    }
+
+    /// Deliver the copies an interrupted send left in its entry.
+    fn seq_finish(
+        &self,
+        agent: &AgentName,
+        e: Entry,
+        dir: &Path,
+        files: &[String],
+    ) -> Result<Event> {
+        let mut ev =
+            repair(format!("numbered send {agent} #{} finished after an interruption", e.n));
+        let mut boxes = Vec::new();
+        for f in files {
+            let name = self.deliver_staged(dir, f)?;
+            let rel = f.split('~').nth(1).unwrap_or_default().replace('+', "/");
+            ev = ev.file(label_of(&rel), name);
+            boxes.push(self.root.join(rel));
+        }
+        boxes.sort();
+        boxes.dedup();
+        for b in boxes {
+            self.sync_dir(&b)?;
+        }
+        Ok(ev)
+    }
+
+    /// Remove the (settled, empty) entries older than `keep`. Best effort: a leftover entry
+    /// is removed by the next send.
+    pub(super) fn seq_prune(&self, agent: &AgentName, keep: Entry) {
+        let Ok(entries) = self.seq_entries(agent) else { return };
+        for e in entries.into_iter().filter(|e| *e < keep) {
+            let _ = std::fs::remove_dir(self.seq_dir(agent).join(e.name()));
+        }
+    }
+
+    /// Make the entry `e` of `agent` appear with `files` in it, all at once: built in
+    /// `tmp/seq-<pid>-<id>.part/`, synced, renamed into `seq/<agent>/` (never over an
+    /// existing entry: two senders with one number is a conflict). Returns its folder.
+    pub(super) fn seq_stage(
+        &self,
+        agent: &AgentName,
+        e: Entry,
+        files: &[(String, &[u8])],
+    ) -> Result<PathBuf> {
+        let parent = self.seq_dir(agent);
+        std::fs::create_dir_all(&parent).map_err(io_err("cannot create", &parent))?;
+        let part = self.tmp_dir().join(format!(
+            "seq-{}-{}.part",
+            std::process::id(),
+            crate::clock::random_suffix()
+        ));
+        let dest = parent.join(e.name());
+        let stage = || -> io::Result<()> {
+            std::fs::create_dir(&part)?;
+            for (name, content) in files {
+                atomic::write_new(&part.join(name), content, self.sync)?;
+            }
+            if self.sync && !files.is_empty() {
+                atomic::sync_dir(&part)?;
+            }
+            if test_break("seq-race") {
+                // TEST BUILDS ONLY: an entry replaces one that was emptied meanwhile.
+                return std::fs::rename(&part, &dest);
+            }
+            atomic::rename_noclobber(&part, &dest)
+        };
+        if let Err(err) = stage() {
+            let _ = std::fs::remove_dir_all(&part);
+            if err.kind() == io::ErrorKind::AlreadyExists || err.raw_os_error() == Some(39) {
+                return Err(Error::conflict(format!(
+                    "{agent}'s number #{} was taken by another sender meanwhile",
+                    e.n
+                ))
+                .hint("one numbered send per sender at a time: run `circe doctor`"));
+            }
+            return Err(Error::io("cannot stage the numbered message in", &parent, err));
+        }
+        self.sync_dir(&parent)?;
+        Ok(dest)
+    }
+
+    /// Change `agent`'s counter under its lock, after settling (a reset, an import): never
+    /// back. Returns the counter and the repairs to log.
+    pub(super) fn seq_update(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<(Counter, Vec<Event>)> {
+        let lock = self.lock_seq(agent)?;
+        let (before, events) = self.seq_settle(agent, &lock)?;
+        let mut after = before;
+        change(&mut after)?;
+        if after != before {
+            if Entry::of(after) < Entry::of(before) {
+                return Err(Error::internal(format!("{agent}'s counter cannot go back")));
+            }
+            self.seq_stage(agent, Entry::of(after), &[])?;
+            self.seq_prune(agent, Entry::of(after));
+        }
+        Ok((after, events))
+    }
+
+    /// Every sender's counter (settled first), leaving out those still at 0, and the
+    /// repairs to log.
+    pub(super) fn seq_counters(&self) -> Result<(Vec<SenderCounter>, Vec<Event>)> {
+        let (mut out, mut events) = (Vec::new(), Vec::new());
+        for a in self.seq_senders()? {
+            let lock = self.lock_seq(&a)?;
+            let (c, e) = self.seq_settle(&a, &lock)?;
+            events.extend(e);
+            if c != Counter::default() {
+                out.push((a, c));
+            }
+        }
+        Ok((out, events))
+    }
+
+    /// Invariant 1 for numbered sends: no entry of a sender that is not sending right now
+    /// still holds copies or a chat marker. With `repair`, settle it (the next send by that
+    /// sender would). Returns the repairs to log.
+    pub(super) fn seq_doctor(
+        &self,
+        repair: bool,
+        v: &mut dyn FnMut(u8, String, bool),
+    ) -> Result<Vec<Event>> {
+        let mut events = Vec::new();
+        for agent in self.seq_senders()? {
+            // A live sender holds its lock: its entry is work in progress.
+            let Some(lock) = self.try_lock_seq(&agent)? else { continue };
+            for e in self.seq_unsettled(&agent)? {
+                v(
+                    1,
+                    format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted"),
+                    repair,
+                );
+            }
+            if repair {
+                events.extend(self.seq_settle(&agent, &lock)?.1);
+            }
+        }
+        Ok(events)
+    }
+}
+
+/// Where a counter lives in a root's layout: `seq/<agent>/<epoch>-<n>` (a folder).
+pub(super) fn counter_rel(agent: &AgentName, c: Counter) -> String {
+    format!("seq/{agent}/{}", Entry::of(c).name())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entry_names_sort_by_number() {
+        let a = Entry { epoch: 0, n: 9 };
+        let b = Entry { epoch: 0, n: 10 };
+        let c = Entry { epoch: 1, n: 0 };
+        assert!(a.name() < b.name() && b.name() < c.name());
+        assert_eq!(Entry::parse(&b.name()), Some(b));
+        for bad in ["1-2", "x", "00000000000000000001-0000000000000000000x", ".part"] {
+            assert_eq!(Entry::parse(bad), None, "{bad}");
+        }
+        assert_eq!(label_of("AGENTS/qa/INBOX"), "inbox:qa");
+        assert_eq!(label_of("NEW_MESSAGES"), "new");
+    }
+}

@@ -1,0 +1,132 @@
+//! What TX adds to a root: open asks (`ASKS/<msg id>.ask`), each agent's current prompt
+//! (`AGENTS/<a>/prompt.md`) and retirement (`retired_at` in `AGENTS/<a>/agent.yaml`).
+
+use std::io;
+use std::path::PathBuf;
+
+use super::atomic::{self, TempFile};
+use super::root::{Store, io_err, list_names};
+use crate::error::{Error, Result};
+use crate::names::{AgentName, MsgId};
+use crate::tx::AskRecord;
+
+impl Store {
+    fn ask_path(&self, id: &MsgId) -> PathBuf {
+        self.root.join("ASKS").join(format!("{id}.ask"))
+    }
+
+    /// Replace `path` with `content` (temp file, fsync, rename, fsync the folder), making the
+    /// folder first when it is missing (roots made before it existed).
+    fn replace_file(&self, path: &std::path::Path, content: &[u8]) -> Result<()> {
+        let dir = path.parent().map(std::path::Path::to_path_buf).unwrap_or_default();
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        let mut t = TempFile::write(&self.tmp_dir(), content, self.sync)
+            .map_err(io_err("cannot write", &self.tmp_dir()))?;
+        atomic::rename_replace(&t.path, path).map_err(io_err("cannot write", path))?;
+        t.disarm();
+        self.sync_dir(&dir)
+    }
+
+    fn read_optional(path: &std::path::Path) -> Result<Option<Vec<u8>>> {
+        match atomic::read_regular(path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read", path, e)),
+        }
+    }
+
+    pub fn read_ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        let Some(b) = Self::read_optional(&self.ask_path(id))? else { return Ok(None) };
+        let text = String::from_utf8(b)
+            .map_err(|_| Error::internal(format!("ASKS/{id}.ask is not UTF-8")))?;
+        AskRecord::parse(&text).map(Some)
+    }
+
+    /// Every ask record, by msg id (damaged ones are left out: doctor names them).
+    pub fn list_asks(&self) -> Result<Vec<AskRecord>> {
+        let mut out = Vec::new();
+        for n in list_names(&self.root.join("ASKS"))? {
+            let Some(id) = n.strip_suffix(".ask").and_then(|i| MsgId::new(i).ok()) else {
+                continue;
+            };
+            if let Ok(Some(r)) = self.read_ask(&id) {
+                out.push(r);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Write an ask record if the stored one is at revision `seen` (`None`: none stored),
+    /// under the ask's lock. Returns it as stored (`rev` = seen + 1).
+    pub fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        let _lock = super::lock::Lock::acquire(
+            &self.root.join("locks").join(format!("ask-{}.lock", rec.msg_id)),
+            &format!("ask {}", rec.msg_id),
+        )?;
+        let now = self.read_ask(&rec.msg_id)?.map(|r| r.rev);
+        if now != seen {
+            return Err(Error::conflict(format!(
+                "ask {} changed meanwhile (revision {} where {} was read)",
+                rec.msg_id,
+                now.map_or_else(|| "none".into(), |r| r.to_string()),
+                seen.map_or_else(|| "none".into(), |r| r.to_string())
+            ))
+            .hint("look again: `circe asks --all`"));
+        }
+        let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
+        self.replace_file(&self.ask_path(&rec.msg_id), stored.render().as_bytes())?;
+        Ok(stored)
+    }
+
+    fn agent_dir(&self, agent: &AgentName) -> PathBuf {
+        self.root.join("AGENTS").join(agent.as_str())
+    }
+
+    pub fn write_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        if !self.agent_dir(agent).is_dir() {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        }
+        self.replace_file(&self.agent_dir(agent).join("prompt.md"), message)
+    }
+
+    pub fn read_prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        Self::read_optional(&self.agent_dir(agent).join("prompt.md"))
+    }
+
+    /// Mark an agent retired (`retired_at` in its agent.yaml). `false` when it was already.
+    pub fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        let _lock = self.lock_named("agents")?;
+        let path = self.agent_dir(agent).join("agent.yaml");
+        let Some(bytes) = Self::read_optional(&path)? else {
+            return Err(Error::not_found(format!("no agent `{agent}`")));
+        };
+        let mut file = super::root::parse_agent_file(&bytes)
+            .ok_or_else(|| Error::internal(format!("{} is damaged", path.display())))?;
+        if file.retired_at.is_some() {
+            return Ok(false);
+        }
+        file.retired_at = Some(at.to_string());
+        let text = crate::yaml::to_string(&file)
+            .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
+        self.replace_file(&path, text.as_bytes())?;
+        Ok(true)
+    }
+
+    /// Retired agents, sorted.
+    pub fn retired_agents(&self) -> Result<Vec<AgentName>> {
+        let dir = self.root.join("AGENTS");
+        let mut out = Vec::new();
+        for name in list_names(&dir)? {
+            let Ok(agent) = AgentName::new(name) else { continue };
+            let p = dir.join(agent.as_str()).join("agent.yaml");
+            let retired = atomic::read_regular(&p)
+                .ok()
+                .and_then(|b| super::root::parse_agent_file(&b))
+                .is_some_and(|f| f.retired_at.is_some());
+            if retired {
+                out.push(agent);
+            }
+        }
+        Ok(out)
+    }
+}

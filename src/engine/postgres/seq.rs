@@ -1,0 +1,328 @@
+//! Sequence numbers in the database (PROTOCOLS.md section 14): `seq_counters` (one row per
+//! sender) and `seq_seen` (each receiver's lastSeen as JSON).
+//!
+//! A sender's hold is a session advisory lock on it, taken by polling `pg_try_advisory_lock`
+//! for at most `LOCK_WAIT` (10 s) and released when the hold is dropped, or when the
+//! connection ends: a killed sender leaves none. The delivery that uses the number upserts
+//! the counter in the transaction that stores the message (`deliver`, or the ticket's
+//! `commit_task`), so the number and the message commit together; a crash before that
+//! commit changed neither.
+
+use std::time::{Duration, Instant};
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use crate::engine::SeqHold;
+use crate::error::{Error, Result};
+use crate::names::AgentName;
+use crate::seq::{Counter, Receiver};
+
+/// Moves a sender's counter to `$2, $3`.
+pub(super) const UPSERT: &str =
+    "INSERT INTO {s}.seq_counters (agent, epoch, last) VALUES ($1, $2, $3)
+     ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last";
+
+/// The numbered send held on the engine's connection, until its delivery.
+#[derive(Debug, Clone)]
+pub(super) struct Active {
+    pub agent: AgentName,
+    pub next: Counter,
+    pub used: bool,
+}
+
+struct PgHold<'a> {
+    eng: &'a PgEngine,
+    agent: AgentName,
+    next: Counter,
+}
+
+impl SeqHold for PgHold<'_> {
+    fn sender(&self) -> &AgentName {
+        &self.agent
+    }
+
+    fn next(&self) -> Counter {
+        self.next
+    }
+
+    fn used(&self) -> bool {
+        self.eng.seq_active.borrow().as_ref().is_some_and(|a| a.used)
+    }
+}
+
+impl Drop for PgHold<'_> {
+    fn drop(&mut self) {
+        self.eng.seq_active.borrow_mut().take();
+        let _ = self.eng.unlock_sender(&self.agent);
+    }
+}
+
+/// The lock key of a sender's counter.
+fn key(agent: &AgentName) -> String {
+    format!("seq/{agent}")
+}
+
+fn i64_of(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn u64_of(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+impl PgEngine {
+    /// Wait (at most 10 s) for `agent`'s advisory lock.
+    fn lock_sender(&self, agent: &AgentName) -> Result<()> {
+        // TEST BUILDS ONLY: senders race for numbers.
+        if crate::engine::local::test_break("seq-race") {
+            return Ok(());
+        }
+        let k = key(agent);
+        let start = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            let got = self.rows(
+                &format!("holding the sequence counter of {agent}"),
+                "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
+                &[(&k, Type::TEXT)],
+                |r| Ok(r.get::<_, bool>(0)),
+            )?;
+            if got.first().copied().unwrap_or(false) {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_secs(10) {
+                return Err(Error::conflict(format!(
+                    "the sequence counter of {agent} is held by another command for over 10s"
+                ))
+                .hint(
+                    "a circe process may be stopped while holding it; resume or kill it and retry",
+                ));
+            }
+            std::thread::sleep(pause);
+            pause = (pause * 2).min(Duration::from_millis(20));
+        }
+    }
+
+    fn unlock_sender(&self, agent: &AgentName) -> Result<()> {
+        if crate::engine::local::test_break("seq-race") {
+            return Ok(());
+        }
+        let k = key(agent);
+        self.rows(
+            "releasing a sequence counter",
+            "SELECT pg_advisory_unlock(hashtext('{s}'), hashtext($1))",
+            &[(&k, Type::TEXT)],
+            |_| Ok(()),
+        )?;
+        Ok(())
+    }
+
+    fn counter_of(&self, agent: &AgentName) -> Result<Counter> {
+        let a = agent.as_str();
+        let v = self.rows(
+            &format!("reading the sequence counter of {agent}"),
+            "SELECT epoch, last FROM {s}.seq_counters WHERE agent = $1",
+            &[(&a, Type::TEXT)],
+            |r| Ok(Counter { epoch: u64_of(r.get(0)), last: u64_of(r.get(1)) }),
+        )?;
+        Ok(v.into_iter().next().unwrap_or_default())
+    }
+
+    pub(super) fn hold(&self, agent: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
+        self.lock_sender(agent)?;
+        let c = match self.counter_of(agent) {
+            Ok(c) => c,
+            Err(e) => {
+                let _ = self.unlock_sender(agent);
+                return Err(e);
+            }
+        };
+        let Some(last) = c.last.checked_add(1) else {
+            let _ = self.unlock_sender(agent);
+            return Err(Error::refused(format!("{agent}'s sequence counter is at its end")));
+        };
+        let next = Counter { epoch: c.epoch, last };
+        *self.seq_active.borrow_mut() = Some(Active { agent: agent.clone(), next, used: false });
+        Ok(Box::new(PgHold { eng: self, agent: agent.clone(), next }))
+    }
+
+    /// The numbered send waiting for its delivery on this connection, when `content` is its
+    /// message: (sender, epoch, number).
+    pub(super) fn pending_number(&self, content: &[u8]) -> Option<(String, i64, i64)> {
+        let a = self.seq_active.borrow();
+        let a = a
+            .as_ref()
+            .filter(|a| !a.used && crate::engine::carries_number(content, &a.agent, a.next))?;
+        Some((a.agent.to_string(), i64_of(a.next.epoch), i64_of(a.next.last)))
+    }
+
+    /// The pending numbered send was delivered (its counter committed with it).
+    pub(super) fn number_used(&self) {
+        if let Some(a) = self.seq_active.borrow_mut().as_mut() {
+            a.used = true;
+        }
+    }
+
+    /// Deliver the numbered message: the counter and every copy in one statement (so in
+    /// one transaction, or in the caller's when one is open).
+    pub(super) fn deliver_numbered(
+        &self,
+        content: &[u8],
+        name: &str,
+        boxes: &[String],
+        msg_id: Option<&String>,
+        (agent, epoch, last): (&String, i64, i64),
+    ) -> Result<Vec<String>> {
+        let names = self.rows(
+            "delivering a message",
+            "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last) VALUES ($5, $6, $7)
+                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
+                 RETURNING 1)
+             SELECT {s}.put_message(b, $2, $3, $4)
+               FROM unnest($1::text[]) WITH ORDINALITY AS x(b, o), c ORDER BY o",
+            &[
+                (&boxes, Type::TEXT_ARRAY),
+                (&name, Type::TEXT),
+                (&content, Type::BYTEA),
+                (&msg_id, Type::TEXT),
+                (agent, Type::TEXT),
+                (&epoch, Type::INT8),
+                (&last, Type::INT8),
+            ],
+            |r| Ok(r.get::<_, String>(0)),
+        )?;
+        self.number_used();
+        Ok(names)
+    }
+
+    /// The counter upsert of a numbered ticket (`body`, the ticket delivered), sent in the
+    /// task transaction's pipeline; `false` when it carries no pending number.
+    pub(super) async fn move_counter(
+        &self,
+        body: Option<&[u8]>,
+    ) -> std::result::Result<bool, tokio_postgres::Error> {
+        let Some((a, e, n)) = body.and_then(|b| self.pending_number(b)) else { return Ok(false) };
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
+            [(&a, Type::TEXT), (&e, Type::INT8), (&n, Type::INT8)];
+        self.conn.client.execute_typed(&self.sql(UPSERT), &params).await.map(|_| true)
+    }
+
+    /// After the commit: the counter moved with the ticket, so the number is used.
+    pub(super) fn counter_moved<T>(&self, moved: bool, row: T) -> T {
+        if moved {
+            self.number_used();
+        }
+        row
+    }
+
+    pub(super) fn update(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Counter) -> Result<()>,
+    ) -> Result<Counter> {
+        self.lock_sender(agent)?;
+        let done = (|| {
+            let before = self.counter_of(agent)?;
+            let mut after = before;
+            change(&mut after)?;
+            if after != before {
+                let (a, e, n) = (agent.as_str(), i64_of(after.epoch), i64_of(after.last));
+                self.exec(
+                    &format!("setting the sequence counter of {agent}"),
+                    UPSERT,
+                    &[(&a, Type::TEXT), (&e, Type::INT8), (&n, Type::INT8)],
+                )?;
+            }
+            Ok(after)
+        })();
+        let _ = self.unlock_sender(agent);
+        done
+    }
+
+    pub(super) fn counters(&self) -> Result<Vec<(AgentName, Counter)>> {
+        self.rows(
+            "reading the sequence counters",
+            "SELECT agent, epoch, last FROM {s}.seq_counters
+              WHERE epoch > 0 OR last > 0 ORDER BY agent",
+            &[],
+            |r| {
+                let c = Counter { epoch: u64_of(r.get(1)), last: u64_of(r.get(2)) };
+                Ok((AgentName::new(r.get::<_, String>(0))?, c))
+            },
+        )
+    }
+
+    pub(super) fn seen(&self, agent: &AgentName) -> Result<Receiver> {
+        let a = agent.as_str();
+        let v = self.rows(
+            &format!("reading what {agent} has seen"),
+            "SELECT state FROM {s}.seq_seen WHERE agent = $1",
+            &[(&a, Type::TEXT)],
+            |r| parse(&r.get::<_, String>(0)),
+        )?;
+        Ok(v.into_iter().next().unwrap_or_default())
+    }
+
+    /// Read-modify-write of `agent`'s lastSeen in one transaction, its row locked.
+    pub(super) fn see(
+        &self,
+        agent: &AgentName,
+        change: &mut dyn FnMut(&mut Receiver) -> Result<()>,
+    ) -> Result<(Receiver, Receiver)> {
+        self.no_open_tx()?;
+        let a = agent.as_str();
+        let c = &self.conn.client;
+        let make = self.sql(
+            "INSERT INTO {s}.seq_seen (agent, state) VALUES ($1, '{}') ON CONFLICT DO NOTHING",
+        );
+        let load = self.sql("SELECT state FROM {s}.seq_seen WHERE agent = $1 FOR UPDATE");
+        let loaded = self.conn.call(
+            &format!("reading what {agent} has seen"),
+            futures_util::future::try_join3(
+                c.batch_execute("BEGIN; SET LOCAL lock_timeout = '10s'"),
+                c.execute_typed(&make, &[(&a, Type::TEXT)]),
+                c.query_typed_one(&load, &[(&a, Type::TEXT)]),
+            ),
+        );
+        let done = loaded.and_then(|((), _, row)| {
+            let before = parse(&row.get::<_, String>(0))?;
+            let mut after = before.clone();
+            change(&mut after)?;
+            if after != before {
+                let text = serde_json::to_string(&after).unwrap_or_default();
+                self.exec(
+                    &format!("saving what {agent} has seen"),
+                    "UPDATE {s}.seq_seen SET state = $2 WHERE agent = $1",
+                    &[(&a, Type::TEXT), (&text, Type::TEXT)],
+                )?;
+            }
+            Ok((before, after))
+        });
+        match done {
+            Ok(v) => {
+                self.conn.call("committing lastSeen", c.batch_execute("COMMIT"))?;
+                Ok(v)
+            }
+            Err(e) => {
+                self.rollback();
+                Err(e)
+            }
+        }
+    }
+
+    pub(super) fn receivers(&self) -> Result<Vec<(AgentName, Receiver)>> {
+        let v = self.rows(
+            "reading every lastSeen",
+            "SELECT agent, state FROM {s}.seq_seen ORDER BY agent",
+            &[],
+            |r| Ok((AgentName::new(r.get::<_, String>(0))?, parse(&r.get::<_, String>(1))?)),
+        )?;
+        Ok(v.into_iter().filter(|(_, r)| !r.senders.is_empty()).collect())
+    }
+}
+
+fn parse(text: &str) -> Result<Receiver> {
+    serde_json::from_str(text)
+        .map_err(|e| Error::internal(format!("a lastSeen row does not read: {e}")))
+}

@@ -1,0 +1,231 @@
+//! Open asks (TX `ask`, `ask-human`): recorded when delivered, closed by the one
+//! `ask-response` that answers them, listed by `circe asks`, expired by `circe reap` once
+//! their deadline passed.
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::names::{AgentName, MsgId, TaskId};
+use crate::tx::{ASK_FORMAT, AskRecord, AskState, Semantics, semantics};
+use crate::workspace::Workspace;
+
+/// The record of an ask just delivered to `recipients` (kept as it is when a retry finds it).
+pub fn record(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &Message,
+    recipients: &[AgentName],
+) -> Result<AskRecord> {
+    let id = MsgId::new(msg.msg_id.clone().unwrap_or_default())?;
+    if let Some(r) = ws.engine.ask(&id)? {
+        return Ok(r);
+    }
+    let rec = AskRecord {
+        v: ASK_FORMAT,
+        msg_id: id,
+        intent: msg.intent.clone().unwrap_or_else(|| "ask".into()),
+        from: me.clone(),
+        to: msg.to.clone().unwrap_or_default(),
+        recipients: recipients.to_vec(),
+        task: msg.task_id.as_deref().and_then(|t| TaskId::new(t).ok()),
+        headline: msg.headline.clone(),
+        asked_at: clock::stamp(msg.created_at.unwrap_or_else(|| ws.now())),
+        deadline: msg.deadline.map(clock::stamp),
+        state: AskState::Open,
+        answer: None,
+        answered_by: None,
+        answered_at: None,
+        rev: 0,
+    };
+    ws.engine.put_ask(&rec, None)
+}
+
+/// Is message `id` in one of the asker's boxes (where its answer lands)?
+fn answer_delivered(ws: &Workspace, rec: &AskRecord, id: &str) -> Result<bool> {
+    let boxes =
+        [Mailbox::Inbox(rec.from.clone()), Mailbox::Workspace(rec.from.clone()), Mailbox::Logs];
+    let found = super::find_in(ws, &boxes, id)?;
+    Ok(found.iter().any(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id)))
+}
+
+/// An ask left `answering` by a crash: answered if its answer was delivered, else open again.
+pub fn settle(ws: &Workspace, rec: AskRecord) -> Result<AskRecord> {
+    if rec.state != AskState::Answering {
+        return Ok(rec);
+    }
+    let delivered = match &rec.answer {
+        Some(a) => answer_delivered(ws, &rec, a)?,
+        None => false,
+    };
+    let next = if delivered {
+        AskRecord { state: AskState::Answered, ..rec.clone() }
+    } else {
+        AskRecord {
+            state: AskState::Open,
+            answer: None,
+            answered_by: None,
+            answered_at: None,
+            ..rec.clone()
+        }
+    };
+    ws.engine.put_ask(&next, Some(rec.rev))
+}
+
+/// The ask `id` names, settled; recovered from the ask message itself when a crash left it
+/// delivered but unrecorded (found in `me`'s boxes, where it was delivered).
+fn load(ws: &Workspace, me: &AgentName, id: &MsgId) -> Result<Option<AskRecord>> {
+    if let Some(r) = ws.engine.ask(id)? {
+        return settle(ws, r).map(Some);
+    }
+    let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone()), Mailbox::Logs];
+    let found = super::find_in(ws, &mine, id.as_str())?;
+    let ask = found.into_iter().filter_map(|f| f.message).find(|m| {
+        m.msg_id.as_deref() == Some(id.as_str())
+            && m.intent.as_deref().map(semantics) == Some(Semantics::OpensAsk)
+    });
+    let Some(m) = ask else { return Ok(None) };
+    let Some(from) = m.from_agent().and_then(|f| AgentName::new(f).ok()) else { return Ok(None) };
+    record(ws, &from, &m, std::slice::from_ref(me)).map(Some)
+}
+
+/// The open asks addressed to `me`, for a refusal's hint.
+fn open_for(ws: &Workspace, me: &AgentName) -> Result<Vec<String>> {
+    Ok(ws
+        .engine
+        .asks()?
+        .into_iter()
+        .filter(|a| a.is_open() && a.recipients.contains(me))
+        .map(|a| format!("{} from {}", a.msg_id, a.from))
+        .collect())
+}
+
+/// The open ask an `ask-response` from `me` answers (`in_reply_to`), or the refusal: no
+/// in-reply-to, no such ask, not addressed to `me`, answered already (by another message
+/// than `own`, the response's msg id: a retry of the same answer passes), past its deadline.
+pub fn answered_by(
+    ws: &Workspace,
+    me: &AgentName,
+    in_reply_to: Option<&str>,
+    own: Option<&str>,
+) -> Result<AskRecord> {
+    let hint = |ws: &Workspace| -> String {
+        match open_for(ws, me) {
+            Ok(v) if !v.is_empty() => format!("open asks for {me}: {}", v.join("; ")),
+            _ => format!("{me} has no open ask to answer; `circe asks` lists them"),
+        }
+    };
+    let Some(id) = in_reply_to else {
+        return Err(Error::refused("an ask-response must name the ask it answers (in-reply-to)")
+            .hint(hint(ws)));
+    };
+    let rec = match MsgId::new(id) {
+        Ok(mid) => load(ws, me, &mid)?,
+        Err(_) => None,
+    };
+    let Some(rec) = rec else {
+        return Err(Error::refused(format!("in-reply-to `{id}` names no ask")).hint(hint(ws)));
+    };
+    if !rec.recipients.contains(me) {
+        return Err(Error::refused(format!(
+            "ask {id} was addressed to {}, not to {me}",
+            rec.recipients.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        ))
+        .hint(hint(ws)));
+    }
+    match rec.state {
+        AskState::Open => {}
+        AskState::Answered | AskState::Answering
+            if own.is_some() && rec.answer.as_deref() == own =>
+        {
+            return Ok(rec);
+        }
+        AskState::Answered | AskState::Answering => {
+            return Err(Error::refused(format!(
+                "ask {id} was answered already by {} ({})",
+                rec.answer.as_deref().unwrap_or("-"),
+                rec.answered_by.as_ref().map_or("-", AgentName::as_str)
+            ))
+            .hint("an ask takes one answer; say more with an `update` in reply to it"));
+        }
+        AskState::Expired => {
+            return Err(Error::refused(format!(
+                "ask {id} expired: its deadline passed unanswered"
+            ))
+            .hint(format!("{} was told; send an `update` if the answer still matters", rec.from)));
+        }
+    }
+    if rec.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= ws.now()) {
+        return Err(Error::refused(format!(
+            "ask {id} is past its deadline {}",
+            rec.deadline.as_deref().unwrap_or("-")
+        ))
+        .hint("`circe reap` expires it and tells the asker"));
+    }
+    Ok(rec)
+}
+
+/// Mark `rec` as being answered by `answer` (before the answer is delivered).
+pub fn answering(
+    ws: &Workspace,
+    me: &AgentName,
+    rec: &AskRecord,
+    answer: &str,
+) -> Result<AskRecord> {
+    let next = AskRecord {
+        state: AskState::Answering,
+        answer: Some(answer.to_string()),
+        answered_by: Some(me.clone()),
+        answered_at: Some(clock::stamp(ws.now())),
+        ..rec.clone()
+    };
+    ws.engine.put_ask(&next, Some(rec.rev))
+}
+
+/// The answer was delivered: the ask is closed.
+pub fn answered(ws: &Workspace, rec: &AskRecord) -> Result<AskRecord> {
+    ws.engine.put_ask(&AskRecord { state: AskState::Answered, ..rec.clone() }, Some(rec.rev))
+}
+
+/// One ask as `circe asks` lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct AskRow {
+    #[serde(flatten)]
+    pub ask: AskRecord,
+    /// Seconds since it was asked.
+    pub age_seconds: i64,
+}
+
+/// Every ask (settled), open ones only unless `all`, oldest first.
+pub fn list(ws: &Workspace, all: bool) -> Result<Vec<AskRow>> {
+    let now = ws.now().timestamp();
+    let mut rows = Vec::new();
+    for r in ws.engine.asks()? {
+        let r = settle(ws, r)?;
+        if all || r.is_open() {
+            let age = clock::epoch_secs(&r.asked_at).map_or(0, |t| now - t);
+            rows.push(AskRow { ask: r, age_seconds: age });
+        }
+    }
+    rows.sort_by(|a, b| a.ask.asked_at.cmp(&b.ask.asked_at).then(a.ask.msg_id.cmp(&b.ask.msg_id)));
+    Ok(rows)
+}
+
+/// Expire the open asks whose deadline passed (`circe reap`). Returns them.
+pub fn expire(ws: &Workspace) -> Result<Vec<AskRecord>> {
+    let now = ws.now();
+    let mut out = Vec::new();
+    for r in ws.engine.asks()? {
+        let r = settle(ws, r)?;
+        let due = r.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= now);
+        if r.state == AskState::Open && due {
+            out.push(
+                ws.engine
+                    .put_ask(&AskRecord { state: AskState::Expired, ..r.clone() }, Some(r.rev))?,
+            );
+        }
+    }
+    Ok(out)
+}

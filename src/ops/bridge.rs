@@ -1,0 +1,398 @@
+//! `circe import tx` and `circe export tx`: a TX message folder in and out of a root
+//! (PROTOCOLS.md section 16, "The bridge"). The pure half is `tx::bridge`.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::message::{self, Format, Message, agent_of};
+use crate::names::{AgentName, TaskId};
+use crate::tx::bridge::{self as pure, Imported, Landing};
+use crate::tx::{AskState, tx_name};
+use crate::workspace::Workspace;
+
+use super::open::{TaskMessage, open_task};
+
+/// A file that was not imported, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct Skipped {
+    pub file: String,
+    pub reason: String,
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImportReport {
+    /// Messages filed as history into LOGS.
+    pub history: usize,
+    /// Asks still waiting: in their recipient's INBOX, with an open ask.
+    pub open_asks: usize,
+    /// Tasks nobody completed: waiting in NEW_MESSAGES.
+    pub open_tasks: usize,
+    /// Agents added, with their roles.
+    pub agents_added: Vec<(String, String)>,
+    /// Meshes the addresses named (`mesh/agent`).
+    pub meshes: Vec<String>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// How the importer picks roles: `--role AGENT=ROLE`, else TX's `core` is the coordinator,
+/// else `default`.
+pub struct Roles {
+    pub given: BTreeMap<String, String>,
+    pub default: String,
+}
+
+impl Roles {
+    fn of(&self, agent: &str) -> String {
+        self.given.get(agent).cloned().unwrap_or_else(|| {
+            if agent == "core" { "coordinator".into() } else { self.default.clone() }
+        })
+    }
+}
+
+/// Names that are no agent to add: circe itself, TX's `system`, `all`.
+fn is_actor(name: &str) -> bool {
+    !matches!(name, "circe" | "system" | "all")
+}
+
+/// Every msg id in the root, to tell an import already done.
+fn ids_in_root(ws: &Workspace) -> Result<BTreeSet<String>> {
+    let mut out = BTreeSet::new();
+    for b in ws.engine.boxes()? {
+        for name in ws.engine.list_box(&b)? {
+            if let Ok(m) = super::read(ws, &b, &name)
+                && let Some(id) = m.msg_id
+            {
+                out.insert(id);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Import the files of a TX folder (`files`: name and bytes, or why they could not be read).
+pub fn import_tx(
+    ws: &Workspace,
+    files: Vec<(String, std::result::Result<Vec<u8>, String>)>,
+    roles: &Roles,
+) -> Result<ImportReport> {
+    for r in roles.given.values().chain(std::iter::once(&roles.default)) {
+        if !ws.registry.is_role(r) {
+            return Err(Error::usage(format!("unknown role `{r}`"))
+                .hint("`circe registry` lists the roles"));
+        }
+    }
+    if !ws.engine.keeps_tx() {
+        return Err(crate::engine::not_kept(
+            ws.engine.as_ref(),
+            "what a TX import brings (asks, prompts)",
+        ));
+    }
+    let mut report = ImportReport::default();
+    let now = ws.now();
+    // First pass: what each file says, to order them and know each message's task.
+    let mut firsts: Vec<(String, Vec<u8>, Message)> = Vec::new();
+    for (name, bytes) in files {
+        let bytes = match bytes {
+            Ok(b) => b,
+            Err(reason) => {
+                report.skipped.push(Skipped { file: name, reason });
+                continue;
+            }
+        };
+        match pure::import_file(&name, &bytes, now, &|_| None) {
+            Ok(i) => firsts.push((name, bytes, i.message)),
+            Err(reason) => report.skipped.push(Skipped { file: name, reason }),
+        }
+    }
+    firsts.sort_by(|a, b| (a.2.created_at, &a.0).cmp(&(b.2.created_at, &b.0)));
+    let taken = ids_in_root(ws)?;
+    let tasks: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
+    let mut seen = BTreeSet::new();
+    let mut imported: Vec<(String, Imported)> = Vec::new();
+    for (name, bytes, first) in firsts {
+        let id = first.msg_id.clone().unwrap_or_default();
+        if taken.contains(&id) {
+            report.skipped.push(Skipped {
+                file: name,
+                reason: format!("msg-id {id} is in the root already (imported before?)"),
+            });
+            continue;
+        }
+        if !seen.insert(id.clone()) {
+            report.skipped.push(Skipped {
+                file: name,
+                reason: format!("msg-id {id} is taken by an earlier file"),
+            });
+            continue;
+        }
+        let lookup = |parent: &str| tasks.borrow().get(parent).cloned();
+        match pure::import_file(&name, &bytes, now, &lookup) {
+            Ok(i) => {
+                if let Some(t) = &i.message.task_id {
+                    tasks.borrow_mut().insert(id, t.clone());
+                }
+                imported.push((name, i));
+            }
+            Err(reason) => report.skipped.push(Skipped { file: name, reason }),
+        }
+    }
+    add_agents(ws, &imported, roles, &mut report)?;
+    let msgs: Vec<&Message> = imported.iter().map(|(_, i)| &i.message).collect();
+    let landings = pure::landings(&msgs);
+    let answers: HashMap<String, (String, Option<String>)> = imported
+        .iter()
+        .filter(|(_, i)| i.message.intent.as_deref() == Some("ask-response"))
+        .filter_map(|(_, i)| {
+            let m = &i.message;
+            Some((m.in_reply_to.clone()?, (m.msg_id.clone()?, m.from_agent().map(str::to_string))))
+        })
+        .collect();
+    for ((orig, i), landing) in imported.iter().zip(landings) {
+        match land(ws, orig, i, landing, &answers) {
+            Ok(l) => match l {
+                Landing::History => report.history += 1,
+                Landing::OpenAsk => report.open_asks += 1,
+                Landing::OpenTask => report.open_tasks += 1,
+            },
+            Err(e) => report.skipped.push(Skipped { file: orig.clone(), reason: e.chain() }),
+        }
+    }
+    Ok(report)
+}
+
+/// Add the agents the messages name (mesh/agent -> agent), and note the meshes.
+fn add_agents(
+    ws: &Workspace,
+    imported: &[(String, Imported)],
+    roles: &Roles,
+    report: &mut ImportReport,
+) -> Result<()> {
+    let mut names = BTreeSet::new();
+    let mut meshes = BTreeSet::new();
+    for (_, i) in imported {
+        for addr in [&i.message.from, &i.message.to].into_iter().flatten() {
+            if let Some((mesh, _)) = addr.split_once('/') {
+                meshes.insert(mesh.to_string());
+            }
+            names.insert(agent_of(addr).to_string());
+        }
+    }
+    for n in names.into_iter().filter(|n| is_actor(n)) {
+        let Ok(agent) = AgentName::new(&n) else { continue };
+        // A role's name that no agent has is an address to the role, not a new agent.
+        if ws.is_agent(&agent) || ws.registry.is_role(&n) {
+            continue;
+        }
+        let role = roles.of(&n);
+        if ws.engine.add_agent(&agent, &role)? {
+            let mut ev = Event::now(EventKind::AgentAdd, &n);
+            ev.note = Some(format!("role {role} (imported from TX)"));
+            ws.engine.append_events(vec![ev])?;
+            report.agents_added.push((n, role));
+        }
+    }
+    report.meshes = meshes.into_iter().collect();
+    Ok(())
+}
+
+/// The agents an address reaches in this root.
+fn reached(ws: &Workspace, to: &str) -> Vec<AgentName> {
+    let t = agent_of(to);
+    match AgentName::new(t) {
+        Ok(a) if ws.is_agent(&a) => vec![a],
+        _ => ws.agents_with_role(t),
+    }
+}
+
+/// Put one imported message where it lands; returns where it went.
+fn land(
+    ws: &Workspace,
+    orig: &str,
+    i: &Imported,
+    landing: Landing,
+    answers: &HashMap<String, (String, Option<String>)>,
+) -> Result<Landing> {
+    let m = &i.message;
+    let created = m.created_at.unwrap_or_else(|| ws.now());
+    let from = m.from_agent().unwrap_or("system");
+    let to = m.to.clone().unwrap_or_default();
+    let intent = m.intent.clone().unwrap_or_default();
+    let name = message::file_name(created, from, &to, &intent, m.task_id.as_deref(), 1);
+    let waiting_status =
+        m.status.as_deref().is_none_or(|s| matches!(s, "new" | "start" | "pending"));
+    let landing =
+        if landing == Landing::OpenTask && !waiting_status { Landing::History } else { landing };
+    let recipients = reached(ws, &to);
+    let (mailbox, files) = match landing {
+        Landing::OpenTask => {
+            let task = TaskId::new(m.task_id.clone().unwrap_or_default())?;
+            let sender = AgentName::new(from)?;
+            let opened = open_task(
+                ws,
+                &TaskMessage {
+                    task_id: &task,
+                    intent: &intent,
+                    to: agent_of(&to),
+                    priority: m.priority.map(crate::message::Priority::as_str),
+                    deadline: m.deadline.map(clock::stamp),
+                    sender: &sender,
+                    required_checks: &[],
+                    name,
+                    content: i.content.clone(),
+                },
+            )?;
+            (Mailbox::NewMessages, vec![opened.message])
+        }
+        Landing::OpenAsk if !recipients.is_empty() => {
+            let boxes: Vec<Mailbox> =
+                recipients.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
+            let files = ws.engine.deliver(&i.content, &name, &boxes)?;
+            if let Ok(asker) = AgentName::new(from) {
+                super::asks::record(ws, &asker, m, &recipients)?;
+            }
+            (boxes[0].clone(), files)
+        }
+        _ => {
+            let files = ws.engine.deliver(&i.content, &name, &[Mailbox::Logs])?;
+            (Mailbox::Logs, files)
+        }
+    };
+    history_records(ws, m, &i.content, &recipients, answers)?;
+    let mut ev = Event::now(EventKind::Import, from);
+    ev.msg_id.clone_from(&m.msg_id);
+    ev.intent = Some(intent);
+    ev.addressed_to = Some(to);
+    ev.in_reply_to.clone_from(&m.in_reply_to);
+    ev.note = Some(format!("from TX file {orig}"));
+    if let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
+        ev = ev.task(&t);
+    }
+    for f in files {
+        ev = ev.file(mailbox.label(), f);
+    }
+    ws.engine.append_events(vec![ev])?;
+    Ok(landing)
+}
+
+/// What history keeps besides the message: an answered ask's record (closed), the latest
+/// prompt of each agent.
+fn history_records(
+    ws: &Workspace,
+    m: &Message,
+    content: &[u8],
+    recipients: &[AgentName],
+    answers: &HashMap<String, (String, Option<String>)>,
+) -> Result<()> {
+    let id = m.msg_id.clone().unwrap_or_default();
+    match m.intent.as_deref() {
+        Some("prompt") => {
+            for r in recipients {
+                ws.engine.set_prompt(r, content)?;
+            }
+        }
+        Some("ask" | "ask-human") => {
+            let (Some((answer, by)), Ok(asker)) =
+                (answers.get(&id), AgentName::new(m.from_agent().unwrap_or("")))
+            else {
+                return Ok(());
+            };
+            let rec = super::asks::record(ws, &asker, m, recipients)?;
+            if rec.state == AskState::Open {
+                let closed = crate::tx::AskRecord {
+                    state: AskState::Answered,
+                    answer: Some(answer.clone()),
+                    answered_by: by.as_deref().and_then(|b| AgentName::new(b).ok()),
+                    ..rec.clone()
+                };
+                ws.engine.put_ask(&closed, Some(rec.rev))?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// One file of an export.
+#[derive(Debug, Clone)]
+pub struct ExportFile {
+    pub name: String,
+    pub bytes: Vec<u8>,
+    /// Written as imported, byte for byte (else: converted to TX front matter).
+    pub original: bool,
+}
+
+/// Every message of the root once (by msg id), as TX would have written it: an imported one
+/// byte for byte under its original name, any other in TX front matter under TX's naming.
+/// Messages without a msg id are left out (reported).
+pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
+    let mut out: BTreeMap<String, ExportFile> = BTreeMap::new();
+    let mut ids = BTreeSet::new();
+    let mut skipped = Vec::new();
+    for b in ws.engine.boxes()? {
+        for name in ws.engine.list_box(&b)? {
+            let bytes =
+                match ws.engine.read_message_capped(&b, &name, ws.config.limits.message_bytes) {
+                    Ok(c) => c.bytes,
+                    Err(e) => {
+                        skipped.push(Skipped {
+                            file: format!("{}/{name}", b.label()),
+                            reason: e.chain(),
+                        });
+                        continue;
+                    }
+                };
+            let Ok(m) = super::read(ws, &b, &name) else {
+                skipped.push(Skipped {
+                    file: format!("{}/{name}", b.label()),
+                    reason: "does not parse".into(),
+                });
+                continue;
+            };
+            let Some(id) = m.msg_id.clone() else {
+                skipped.push(Skipped {
+                    file: format!("{}/{name}", b.label()),
+                    reason: "no msg id".into(),
+                });
+                continue;
+            };
+            if !ids.insert(id.clone()) {
+                continue; // a copy of a message sent to several agents
+            }
+            let file = if let Some((orig, text)) = pure::original(&bytes) {
+                ExportFile { name: orig, bytes: text, original: true }
+            } else {
+                as_tx(ws, &m, bytes, &id)
+            };
+            out.insert(file.name.clone(), file);
+        }
+    }
+    Ok((out.into_values().collect(), skipped))
+}
+
+/// A message circe wrote, as TX would have: front matter (a CIRCE-format one converted),
+/// TX's file name.
+fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
+    let text = if m.format == Format::FrontMatter {
+        bytes
+    } else {
+        let mut fm = m.clone();
+        fm.format = Format::FrontMatter;
+        message::render(&fm).into_bytes()
+    };
+    let at = m.created_at.unwrap_or_else(|| ws.now());
+    let name = tx_name(
+        at,
+        m.intent.as_deref().unwrap_or("update"),
+        m.from.as_deref().unwrap_or("circe"),
+        m.to.as_deref().unwrap_or("all"),
+        id,
+    );
+    ExportFile { name, bytes: text, original: false }
+}

@@ -1,0 +1,93 @@
+//! Deadlines on what is not a task (PROTOCOLS.md section 16): an open ask whose deadline
+//! passed expires and its asker is told; a message lying unread in an INBOX past its deadline
+//! is filed into LOGS ("expired messages logged but not processed"). `circe reap` does both.
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::Result;
+use crate::event::{CIRCE, Event, EventKind};
+use crate::message::{self, Format, Message};
+use crate::names::TaskId;
+use crate::workspace::Workspace;
+
+/// What `reap_messages` did.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Lapsed {
+    /// Asks that expired unanswered.
+    pub asks: Vec<String>,
+    /// Messages filed from an INBOX into LOGS: (box, file).
+    pub filed: Vec<(String, String)>,
+}
+
+/// Expire overdue asks (telling each asker) and file overdue INBOX messages into LOGS.
+pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
+    let mut out = Lapsed::default();
+    for a in super::asks::expire(ws)? {
+        tell_asker(ws, &a)?;
+        out.asks.push(a.msg_id.to_string());
+    }
+    let now = ws.now();
+    for (agent, _) in ws.agents().clone() {
+        let inbox = Mailbox::Inbox(agent.clone());
+        for name in ws.engine.list_box(&inbox)? {
+            let Ok(m) = super::read(ws, &inbox, &name) else { continue };
+            if m.deadline.is_none_or(|d| d > now) || is_ticket(ws, &m, &name)? {
+                continue;
+            }
+            if !ws.engine.move_message(&inbox, &Mailbox::Logs, &name)? {
+                continue;
+            }
+            let mut ev =
+                Event::now(EventKind::Lapse, CIRCE).file(Mailbox::Logs.label(), name.clone());
+            ev.msg_id.clone_from(&m.msg_id);
+            ev.owner = Some(agent.to_string());
+            ev.note = m.deadline.map(|d| format!("deadline {} passed unread", clock::format(d)));
+            ws.engine.append_events(vec![ev])?;
+            out.filed.push((inbox.label(), name));
+        }
+    }
+    Ok(out)
+}
+
+/// Is message `name` its task's current message (its deadline is the task's affair)?
+fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
+    let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) else { return Ok(false) };
+    Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
+}
+
+/// An `update` from circe to the asker: its ask expired unanswered.
+fn tell_asker(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<()> {
+    let now = ws.now();
+    let mut m = Message::new(Format::FrontMatter);
+    m.from = Some(CIRCE.to_string());
+    m.to = Some(a.from.to_string());
+    m.intent = Some("update".into());
+    m.task_id = a.task.as_ref().map(ToString::to_string);
+    m.status = Some("failed".into());
+    m.created_at = Some(now);
+    m.msg_id = Some(clock::new_msg_id(now));
+    m.in_reply_to = Some(a.msg_id.to_string());
+    m.headline = Some(format!("ask {} expired unanswered", a.msg_id));
+    m.body = format!(
+        "\nYour {} {} to {} passed its deadline {} without an answer.\n",
+        a.intent,
+        a.msg_id,
+        a.to,
+        a.deadline.as_deref().unwrap_or("-")
+    );
+    let _numbered = super::seq::number(ws, &crate::names::AgentName::new(CIRCE)?, &mut m)?;
+    let content = message::render(&m);
+    let name = message::file_name(now, CIRCE, a.from.as_str(), "update", m.task_id.as_deref(), 1);
+    let inbox = Mailbox::Inbox(a.from.clone());
+    let files = ws.engine.deliver(content.as_bytes(), &name, std::slice::from_ref(&inbox))?;
+    let mut ev = Event::now(EventKind::Lapse, CIRCE);
+    ev.msg_id = Some(a.msg_id.to_string());
+    ev.note = Some(format!("ask expired; {} told", a.from));
+    for f in files {
+        ev = ev.file(inbox.label(), f);
+    }
+    ws.engine.append_events(vec![ev])?;
+    Ok(())
+}

@@ -1,0 +1,276 @@
+//! Retired agents and their orphans (PROTOCOLS.md section 16): `circe agent retire A` gives
+//! A's held tasks back to the queue and keeps what reaches A as orphans; a coordinator sees
+//! them (`circe orphans`, `circe doctor`) and hands each on (`circe orphans redeliver`).
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::engine::no_task;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::names::{AgentName, TaskId};
+use crate::task::effects::{self, MoveCtx};
+use crate::task::{Actor, Move, Status};
+use crate::workspace::Workspace;
+
+fn coordinator_only(ws: &Workspace, me: &AgentName, what: &str) -> Result<()> {
+    if ws.is_coordinator(me) {
+        return Ok(());
+    }
+    Err(Error::refused(format!("only a coordinator may {what}"))
+        .hint("act as a coordinator with --agent (role coordinator or rooster)"))
+}
+
+/// What retiring an agent did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Retired {
+    pub agent: AgentName,
+    /// `false`: it was retired already (nothing changed).
+    pub retired: bool,
+    /// Its held tasks, now back in the queue.
+    pub released: Vec<TaskId>,
+    /// Messages left in its boxes: orphans now.
+    pub orphans: usize,
+}
+
+/// Retire `agent`: it acts no more, its held tasks go back to the queue, and what lies in its
+/// boxes (or reaches it later) is kept as orphans for a coordinator.
+pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retired> {
+    coordinator_only(ws, me, "retire an agent")?;
+    if agent == me {
+        return Err(
+            Error::refused("an agent cannot retire itself").hint("another coordinator retires it")
+        );
+    }
+    if !ws.is_agent(agent) {
+        return Err(Error::not_found(format!("no agent `{agent}`"))
+            .hint("`circe agent list` shows the agents"));
+    }
+    let retired = ws.engine.retire_agent(agent, &clock::stamp(ws.now()))?;
+    ws.forget_retired();
+    let mut released = Vec::new();
+    for task in ws.engine.task_ids()? {
+        let held = ws
+            .engine
+            .peek(&task)?
+            .is_some_and(|st| st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent));
+        if held {
+            let reason = format!("{agent} retired");
+            super::release(ws, me, &task, Some(&reason), true, None)?;
+            released.push(task);
+        }
+    }
+    let orphans = list(ws)?.messages.iter().filter(|o| o.agent == *agent).count();
+    if retired {
+        let mut ev = Event::now(EventKind::Retire, me);
+        ev.owner = Some(agent.to_string());
+        ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
+        ws.engine.append_events(vec![ev])?;
+    }
+    Ok(Retired { agent: agent.clone(), retired, released, orphans })
+}
+
+/// A message kept for a retired agent.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrphanMessage {
+    pub agent: AgentName,
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    pub msg_id: Option<String>,
+    pub from: Option<String>,
+    pub intent: Option<String>,
+    pub task_id: Option<String>,
+    pub created_at: Option<String>,
+}
+
+/// A waiting task addressed to a retired agent by name.
+#[derive(Debug, Clone, Serialize)]
+pub struct OrphanTask {
+    pub task: TaskId,
+    pub status: Status,
+    pub to: String,
+    pub intent: String,
+}
+
+/// Everything waiting for a coordinator because its agent retired.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Orphans {
+    pub messages: Vec<OrphanMessage>,
+    pub tasks: Vec<OrphanTask>,
+}
+
+impl Orphans {
+    pub fn is_empty(&self) -> bool {
+        self.messages.is_empty() && self.tasks.is_empty()
+    }
+}
+
+/// Every orphan: the messages in retired agents' boxes (tasks' own messages aside), and the
+/// waiting tasks addressed to a retired agent.
+pub fn list(ws: &Workspace) -> Result<Orphans> {
+    let retired = ws.engine.retired()?;
+    let mut out = Orphans::default();
+    if retired.is_empty() {
+        return Ok(out);
+    }
+    for a in &retired {
+        for b in [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())] {
+            for name in ws.engine.list_box(&b)? {
+                let m = super::read(ws, &b, &name).ok();
+                let task = m.as_ref().and_then(|m| m.task_id.clone());
+                let ticket = match task.as_deref().and_then(|t| TaskId::new(t).ok()) {
+                    Some(t) => ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name),
+                    None => false,
+                };
+                if ticket {
+                    continue;
+                }
+                out.messages.push(OrphanMessage {
+                    agent: a.clone(),
+                    mailbox: b.label(),
+                    file: name,
+                    msg_id: m.as_ref().and_then(|m| m.msg_id.clone()),
+                    from: m.as_ref().and_then(|m| m.from.clone()),
+                    intent: m.as_ref().and_then(|m| m.intent.clone()),
+                    task_id: task,
+                    created_at: m.as_ref().and_then(|m| m.created_at.map(clock::format)),
+                });
+            }
+        }
+    }
+    out.messages.sort_by(|x, y| {
+        (&x.agent, &x.created_at, &x.msg_id, &x.file).cmp(&(
+            &y.agent,
+            &y.created_at,
+            &y.msg_id,
+            &y.file,
+        ))
+    });
+    ws.engine.board(&mut |r| {
+        let waiting = matches!(r.status, Status::New | Status::Parked);
+        if waiting && retired.iter().any(|a| a.as_str() == r.to) {
+            out.tasks.push(OrphanTask {
+                task: TaskId::new(r.task.as_ref())?,
+                status: r.status,
+                to: r.to.to_string(),
+                intent: r.intent.to_string(),
+            });
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// What a redelivery did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Redelivered {
+    /// `message` or `task`.
+    pub kind: &'static str,
+    pub to: AgentName,
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+}
+
+/// Hand orphan `key` (a message's msg id or file name, or an orphaned task's id) to agent
+/// `to`: the message moves into `to`'s INBOX; the task is addressed to `to`.
+pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> Result<Redelivered> {
+    coordinator_only(ws, me, "redeliver an orphan")?;
+    let role = ws.role_of(to).ok_or_else(|| Error::not_found(format!("no agent `{to}`")))?;
+    if ws.is_retired(to) {
+        return Err(Error::refused(format!("{to} is retired too")).hint("pick an active agent"));
+    }
+    let orphans = list(ws)?;
+    if let Some(t) = orphans.tasks.iter().find(|t| t.task.as_str() == key) {
+        return readdress(ws, me, &t.task, to, &role);
+    }
+    let hits: Vec<&OrphanMessage> = orphans
+        .messages
+        .iter()
+        .filter(|o| o.file == key || o.msg_id.as_deref() == Some(key))
+        .collect();
+    let o = match hits.as_slice() {
+        [one] => *one,
+        [] => {
+            return Err(Error::not_found(format!("no orphan `{key}`"))
+                .hint("`circe orphans` lists them (msg ids, file names, task ids)"));
+        }
+        _ => {
+            return Err(
+                Error::usage(format!("`{key}` names several orphans")).hint("give the file name")
+            );
+        }
+    };
+    let intent = o.intent.clone().unwrap_or_default();
+    if !ws.registry.may_receive(&role, &intent) {
+        return Err(Error::refused(format!("{to} ({role}) may not receive {intent}"))
+            .hint("`circe registry` shows who may receive each intent"));
+    }
+    let from = Mailbox::from_label(&o.mailbox).ok_or_else(|| Error::internal("bad box label"))?;
+    let m = super::read(ws, &from, &o.file).ok();
+    if let Some(d) = m.as_ref().and_then(|m| m.deadline)
+        && d <= ws.now()
+    {
+        return Err(Error::refused(format!(
+            "{} is past its deadline {}: it is not delivered",
+            o.file,
+            clock::format(d)
+        ))
+        .hint("`circe reap` files it into LOGS"));
+    }
+    let dest = Mailbox::Inbox(to.clone());
+    if !ws.engine.move_message(&from, &dest, &o.file)? {
+        return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox)));
+    }
+    // An open ask goes with its message: its new recipient may answer it.
+    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
+        && let Some(ask) = ws.engine.ask(&id)?
+        && ask.is_open()
+    {
+        let mut recipients: Vec<AgentName> =
+            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
+        recipients.push(to.clone());
+        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
+    }
+    let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), o.file.clone());
+    ev.msg_id.clone_from(&o.msg_id);
+    ev.owner = Some(o.agent.to_string());
+    ev.addressed_to = Some(to.to_string());
+    if let Some(t) = o.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
+        ev = ev.task(&t);
+    }
+    ws.engine.append_events(vec![ev])?;
+    Ok(Redelivered { kind: "message", to: to.clone(), mailbox: dest.label(), file: o.file.clone() })
+}
+
+/// A waiting task addressed to a retired agent, addressed to `to` instead.
+fn readdress(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    to: &AgentName,
+    role: &str,
+) -> Result<Redelivered> {
+    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+    let st = tx.state().cloned().ok_or_else(|| no_task(task))?;
+    if !ws.registry.may_receive(role, &st.rec.intent) {
+        return Err(Error::refused(format!("{to} ({role}) may not take a {} task", st.rec.intent))
+            .hint("`circe registry` shows who may receive each intent"));
+    }
+    let reason = format!("{} retired", st.rec.to);
+    let ctx = MoveCtx {
+        by: me.as_str(),
+        actors: &[Actor::Coordinator],
+        now: ws.now(),
+        lease: ws.config.lease(),
+        note: Some(&reason),
+        forced: false,
+        handoff: None,
+        readdress: Some(to.as_str()),
+    };
+    let change = effects::apply(Move::Readdress, &st, &ctx)?;
+    tx.commit(change)?;
+    Ok(Redelivered { kind: "task", to: to.clone(), mailbox: "new".into(), file: st.rec.message })
+}

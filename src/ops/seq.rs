@@ -1,0 +1,245 @@
+//! Sequence numbers in the operations (PROTOCOLS.md section 14, shared/reference 003):
+//! numbering what a sender sends, moving a receiver's `lastSeen` once it has handed a
+//! message on, telling stale messages apart, and the one-line `(ROLE #N): text` form.
+
+use crate::boxes::Mailbox;
+use crate::engine::SeqHold;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::message::{self, Message};
+use crate::names::AgentName;
+use crate::seq::{Receiver, Verdict, render_numbered};
+use crate::workspace::Workspace;
+
+/// Number `msg` as `me`'s next message: `seq` (and `seq_epoch` after a reset). The number
+/// is used only when the message is delivered while the returned hold lives (its number and
+/// its delivery commit together); keep it until then.
+pub fn number<'a>(
+    ws: &'a Workspace,
+    me: &AgentName,
+    msg: &mut Message,
+) -> Result<Box<dyn SeqHold + 'a>> {
+    if msg.seq.is_some() || msg.seq_epoch.is_some() {
+        return Err(Error::refused("the message brings its own sequence number")
+            .hint("remove the seq (and seq_epoch) line: circe numbers every message it sends"));
+    }
+    let hold = ws.engine.seq_hold(me)?;
+    let next = hold.next();
+    msg.seq = Some(next.last);
+    msg.seq_epoch = (next.epoch > 0).then_some(next.epoch);
+    Ok(hold)
+}
+
+/// What decides a message's fate: its sender, number, epoch and id.
+struct Numbered {
+    sender: String,
+    seq: Option<u64>,
+    epoch: u64,
+    msg_id: Option<String>,
+}
+
+fn numbered(m: &Message) -> Option<Numbered> {
+    Some(Numbered {
+        sender: m.from_agent()?.to_string(),
+        seq: m.seq,
+        epoch: m.seq_epoch.unwrap_or(0),
+        msg_id: m.msg_id.clone(),
+    })
+}
+
+/// Was `m` meant for `me`: addressed to it, to its role, or to `all`, and not its own?
+fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
+    let to = m.to_agent().unwrap_or_default();
+    m.from_agent() != Some(me.as_str())
+        && (to == me.as_str() || to == "all" || ws.role_of(me).is_some_and(|r| r == to))
+}
+
+/// `me` handed these messages on (took them, filed them, or a consumer of its own passed
+/// them on): each moves `lastSeen` of its sender (never back). Stale messages of those
+/// senders in `me`'s INBOX are logged as skipped, each once.
+pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<()> {
+    let mut moves = Vec::new();
+    for (b, f) in messages {
+        let Ok(m) = super::read(ws, b, f) else { continue };
+        if !meant_for(ws, me, &m) {
+            continue;
+        }
+        if let Some(mut n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+            // Handed on from the INBOX (a watcher, a wait), the message is still there and is
+            // not stale; taken or filed, it has left, and a copy arriving again is.
+            if !matches!(b, Mailbox::Inbox(_)) {
+                n.msg_id = None;
+            }
+            moves.push(n);
+        }
+    }
+    if moves.is_empty() {
+        return Ok(());
+    }
+    let senders: Vec<String> = moves.iter().map(|n| n.sender.to_ascii_uppercase()).collect();
+    let candidates = inbox_from(ws, me, Some(&senders))?;
+    see_and_log(ws, me, &candidates, None, &mut |r| {
+        for n in &moves {
+            r.receive_msg(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
+        }
+    })
+}
+
+/// An event a consumer acting as `me` handed on: the messages it put in `me`'s INBOX.
+pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let label = inbox.label();
+    let files: Vec<(Mailbox, String)> = e
+        .files
+        .iter()
+        .filter(|f| f.mailbox == label)
+        .map(|f| (inbox.clone(), f.file.clone()))
+        .collect();
+    if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files) }
+}
+
+/// A message in an INBOX: its file and what decides its fate.
+pub struct InInbox {
+    file: String,
+    n: Numbered,
+}
+
+impl InInbox {
+    /// The key a skipped message is remembered by: its id, else its file name.
+    fn key(&self) -> String {
+        self.n.msg_id.clone().unwrap_or_else(|| format!("file:{}", self.file))
+    }
+}
+
+/// The numbered messages in `me`'s INBOX (only those from `senders`, upper case, when given:
+/// circe's file names say the sender, so others are not read).
+fn inbox_from(ws: &Workspace, me: &AgentName, senders: Option<&[String]>) -> Result<Vec<InInbox>> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let mut out = Vec::new();
+    for file in ws.engine.list_box(&inbox)? {
+        let by_name = message::parse_file_name(&file).map(|f| f.from.to_ascii_uppercase());
+        if let (Some(s), Some(from)) = (senders, &by_name)
+            && !s.contains(from)
+        {
+            continue;
+        }
+        let Ok(m) = super::read(ws, &inbox, &file) else { continue };
+        if let Some(n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+            out.push(InInbox { file, n });
+        }
+    }
+    Ok(out)
+}
+
+/// Change `me`'s lastSeen with `change`, and in the same step pick the `candidates` that are
+/// stale afterwards and were never logged: remember them, then log each as a `skip`. With
+/// `present` (every key of the INBOX), forget remembered messages no longer there.
+fn see_and_log(
+    ws: &Workspace,
+    me: &AgentName,
+    candidates: &[InInbox],
+    present: Option<&std::collections::HashSet<String>>,
+    change: &mut dyn FnMut(&mut Receiver),
+) -> Result<()> {
+    let mut events = Vec::new();
+    ws.engine.seq_see(me, &mut |r| {
+        change(r);
+        events.clear();
+        if let Some(p) = present {
+            r.skipped.retain(|k| p.contains(k));
+        }
+        for c in candidates {
+            let n = &c.n;
+            let verdict = r.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
+            if let Verdict::Stale { last_seen } = verdict
+                && r.skipped.insert(c.key())
+            {
+                let mut e = Event::now(EventKind::Skip, me)
+                    .file(Mailbox::Inbox(me.clone()).label(), c.file.clone());
+                e.msg_id.clone_from(&n.msg_id);
+                e.sender = Some(n.sender.clone());
+                e.seq = n.seq;
+                e.seq_epoch = (n.epoch > 0).then_some(n.epoch);
+                e.last_seen = Some(last_seen);
+                events.push(e);
+            }
+        }
+        Ok(())
+    })?;
+    if !events.is_empty() {
+        ws.engine.append_events(events)?;
+    }
+    Ok(())
+}
+
+/// Log as skipped, once, every stale message of `inbox` (all of `me`'s INBOX: file names
+/// and messages) that was not logged yet: one that arrived stale (a copy put there by hand,
+/// or after an import). `circe inbox` calls this with what it listed.
+pub fn log_stale(ws: &Workspace, me: &AgentName, inbox: &[(&str, &Message)]) -> Result<()> {
+    let all: Vec<InInbox> = inbox
+        .iter()
+        .filter_map(|(f, m)| {
+            let n = numbered(m).filter(|n| n.seq.is_some_and(|s| s > 0))?;
+            Some(InInbox { file: (*f).to_string(), n })
+        })
+        .collect();
+    let present = all.iter().map(InInbox::key).collect();
+    see_and_log(ws, me, &all, Some(&present), &mut |_| {})
+}
+
+/// After an import changed `me`'s lastSeen: log what it made stale.
+pub fn log_after_import(ws: &Workspace, me: &AgentName) -> Result<()> {
+    let all = inbox_from(ws, me, None)?;
+    see_and_log(ws, me, &all, None, &mut |_| {})
+}
+
+/// Tells which messages of an INBOX are stale for its agent.
+pub struct Staleness {
+    receiver: Receiver,
+}
+
+impl Staleness {
+    /// `me`'s lastSeen as it stands.
+    pub fn of(ws: &Workspace, me: &AgentName) -> Result<Staleness> {
+        Ok(Staleness { receiver: ws.engine.seq_seen(me)? })
+    }
+
+    /// `Some(lastSeen)` when `m` is stale: numbered at or below what its agent has seen of
+    /// its sender (not the very message that set it), or of an older epoch.
+    pub fn stale(&self, m: &Message) -> Option<u64> {
+        let n = numbered(m)?;
+        match self.receiver.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref()) {
+            Verdict::Stale { last_seen } => Some(last_seen),
+            Verdict::Process => None,
+        }
+    }
+}
+
+/// The text of the one-line form: the headline, else the first line of the `## Summary`
+/// section, else the body's first line that is not a heading; whitespace runs become one
+/// space.
+pub fn summary(m: &Message) -> String {
+    let pick = m.headline.clone().or_else(|| {
+        let mut lines = m.body.lines().map(str::trim);
+        let in_summary = lines
+            .by_ref()
+            .skip_while(|l| !l.eq_ignore_ascii_case("## summary"))
+            .skip(1)
+            .find(|l| !l.is_empty() && !l.starts_with('#'));
+        in_summary.map(str::to_string).or_else(|| {
+            m.body
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .map(str::to_string)
+        })
+    });
+    pick.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `(ROLE #N): text`: the sender in upper case (its counter is the agent's), the number
+/// (with ` eE` after a reset), and `summary`.
+pub fn oneline(m: &Message) -> String {
+    let role = m.from_agent().unwrap_or("?").to_ascii_uppercase();
+    render_numbered(&role, m.seq, m.seq_epoch.unwrap_or(0), &summary(m))
+}

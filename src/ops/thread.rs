@@ -1,0 +1,187 @@
+//! Threads: messages joined by `in_reply_to`. A reply that names no task inherits the task of
+//! the message it answers; `circe thread MSGID` prints the whole conversation as a tree.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::error::{Error, Result};
+use crate::message::Message;
+use crate::names::{MsgId, TaskId};
+use crate::workspace::Workspace;
+
+/// The task of message `id`: its ask's task, the task named after it (a TX `task` whose
+/// msg-id is its task id), or its `task_id` header, looking in `first` boxes before the rest.
+pub fn task_of(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<String>> {
+    if let Ok(mid) = MsgId::new(id)
+        && let Some(ask) = ws.engine.ask(&mid)?
+    {
+        return Ok(ask.task.map(|t| t.to_string()));
+    }
+    if let Ok(t) = TaskId::new(id)
+        && ws.engine.peek(&t)?.is_some()
+    {
+        return Ok(Some(t.to_string()));
+    }
+    let mut boxes: Vec<Mailbox> = first.to_vec();
+    boxes.extend(ws.engine.boxes()?.into_iter().filter(|b| !first.contains(b)));
+    for b in boxes {
+        let found = super::find_in(ws, std::slice::from_ref(&b), id)?;
+        if let Some(m) = found
+            .iter()
+            .filter_map(|f| f.message.as_ref())
+            .find(|m| m.msg_id.as_deref() == Some(id))
+        {
+            return Ok(m.task_id.clone());
+        }
+    }
+    Ok(None)
+}
+
+/// One message of a thread, with its replies.
+#[derive(Debug, Clone, Serialize)]
+pub struct Node {
+    pub msg_id: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+    pub intent: Option<String>,
+    pub task_id: Option<String>,
+    pub status: Option<String>,
+    pub created_at: Option<String>,
+    pub summary: String,
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    pub replies: Vec<Node>,
+}
+
+/// A headline, else the first line of the body that says something.
+fn summary(m: &Message) -> String {
+    let line = m.headline.clone().unwrap_or_else(|| {
+        m.body
+            .lines()
+            .map(|l| l.trim().trim_start_matches('#').trim())
+            .find(|l| !l.is_empty())
+            .unwrap_or("")
+            .to_string()
+    });
+    let mut s: String = line.chars().take(80).collect();
+    if line.chars().count() > 80 {
+        s.push('…');
+    }
+    s
+}
+
+/// Every message with a msg id, once (the first copy found), with where it lies.
+fn every_message(ws: &Workspace) -> Result<BTreeMap<String, (Message, Mailbox, String)>> {
+    let mut out = BTreeMap::new();
+    for b in ws.engine.boxes()? {
+        for name in ws.engine.list_box(&b)? {
+            let Ok(m) = super::read(ws, &b, &name) else { continue };
+            if let Some(id) = m.msg_id.clone() {
+                out.entry(id).or_insert((m, b.clone(), name));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The whole conversation `key` (a msg id, or a unique prefix of 8+ characters) is part of,
+/// from its first message.
+pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
+    let all = every_message(ws)?;
+    let hits: Vec<&String> = all
+        .keys()
+        .filter(|id| id.as_str() == key || (key.len() >= 8 && id.starts_with(key)))
+        .collect();
+    let start = match hits.as_slice() {
+        [one] => (*one).clone(),
+        [] => {
+            return Err(Error::not_found(format!("no message with msg id `{key}`"))
+                .hint("`circe inbox` and `circe show` give msg ids"));
+        }
+        many if many.iter().any(|id| id.as_str() == key) => key.to_string(),
+        many => {
+            return Err(Error::usage(format!("`{key}` matches {} messages", many.len()))
+                .hint("give the whole msg id"));
+        }
+    };
+    // Up to the first message (a broken or circular chain stops where it stops).
+    let mut root = start;
+    let mut seen = HashSet::new();
+    while seen.insert(root.clone()) {
+        match all[&root].0.in_reply_to.as_ref().filter(|p| all.contains_key(*p)) {
+            Some(p) => root.clone_from(p),
+            None => break,
+        }
+    }
+    let mut children: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for (id, (m, _, _)) in &all {
+        if let Some(p) = &m.in_reply_to {
+            children.entry(p.as_str()).or_default().push(id.as_str());
+        }
+    }
+    let mut placed = HashSet::new();
+    Ok(node(&all, &children, &root, &mut placed))
+}
+
+fn node(
+    all: &BTreeMap<String, (Message, Mailbox, String)>,
+    children: &BTreeMap<&str, Vec<&str>>,
+    id: &str,
+    placed: &mut HashSet<String>,
+) -> Node {
+    placed.insert(id.to_string());
+    let (m, b, file) = &all[id];
+    let mut kids: Vec<&str> = children
+        .get(id)
+        .map(|v| v.iter().copied().filter(|k| !placed.contains(*k)).collect())
+        .unwrap_or_default();
+    kids.sort_by_key(|k| (all[*k].0.created_at, (*k).to_string()));
+    let mut replies = Vec::with_capacity(kids.len());
+    for k in kids {
+        if !placed.contains(k) {
+            replies.push(node(all, children, k, placed));
+        }
+    }
+    Node {
+        msg_id: id.to_string(),
+        from: m.from.clone(),
+        to: m.to.clone(),
+        intent: m.intent.clone(),
+        task_id: m.task_id.clone(),
+        status: m.status.clone(),
+        created_at: m.created_at.map(clock::format),
+        summary: summary(m),
+        mailbox: b.label(),
+        file: file.clone(),
+        replies,
+    }
+}
+
+/// The tree as text: one line per message, replies indented under what they answer.
+pub fn render(root: &Node) -> String {
+    let mut out = String::new();
+    line(root, "", "", &mut out);
+    out
+}
+
+fn line(n: &Node, lead: &str, rest: &str, out: &mut String) {
+    let dash = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    out.push_str(&format!(
+        "{lead}{}  {} -> {}  {}  {}  {}\n",
+        n.msg_id,
+        dash(&n.from),
+        dash(&n.to),
+        dash(&n.intent),
+        dash(&n.created_at),
+        n.summary
+    ));
+    for (i, r) in n.replies.iter().enumerate() {
+        let last = i + 1 == n.replies.len();
+        let (l, r2) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
+        line(r, &format!("{rest}{l}"), &format!("{rest}{r2}"), out);
+    }
+}

@@ -1,0 +1,236 @@
+//! What `circe send` does for TX (PROTOCOLS.md section 16): `mesh/agent` addresses,
+//! deadlines, a reply's task, and the meaning of each TX type (an ask waits for its answer,
+//! an ask-response closes it, a task-complete completes its task through the checks' gate, a
+//! prompt becomes its recipient's current prompt), plus the messages routing rules send with
+//! a message. Everything refused here is refused before anything is written.
+
+use crate::boxes::Mailbox;
+use crate::clock;
+use crate::engine::Parcel;
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::message::Message;
+use crate::names::{AgentName, TaskId};
+use crate::task::{Outgoing, Status};
+use crate::tx::{AskRecord, Semantics, check_address, semantics};
+use crate::workspace::Workspace;
+
+use super::{asks, route, thread};
+
+/// What a send does beyond delivering.
+#[derive(Debug, Clone)]
+pub enum Plan {
+    Plain,
+    OpenAsk,
+    CloseAsk(Box<AskRecord>),
+    CompleteTask(TaskId),
+    Prompt,
+}
+
+/// Check and fill a message before it is looked up or delivered: addresses, deadline, the
+/// task it belongs to, and its type's conditions. `me` sends it.
+pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan> {
+    let meshes = ws.meshes();
+    if let Some(to) = &msg.to {
+        check_address("to", to, &meshes)?;
+    }
+    if let Some(from) = &msg.from {
+        check_address("from", from, &meshes)?;
+    }
+    if let Some(d) = msg.deadline
+        && d <= ws.now()
+    {
+        return Err(Error::refused(format!(
+            "the message's deadline {} has passed: it would not be delivered",
+            clock::format(d)
+        ))
+        .hint("set a later deadline, or leave it out"));
+    }
+    let sem = semantics(msg.intent.as_deref().unwrap_or_default());
+    if matches!(sem, Semantics::OpensAsk | Semantics::ClosesAsk | Semantics::Prompt)
+        && !ws.engine.keeps_tx()
+    {
+        return Err(crate::engine::not_kept(ws.engine.as_ref(), "asks and prompts"));
+    }
+    let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
+    let plan = match sem {
+        Semantics::OpensTask => {
+            if msg.task_id.is_none() {
+                let id = msg.msg_id.get_or_insert_with(|| clock::new_msg_id(ws.now())).clone();
+                crate::names::check_task_id(&id).map_err(|_| {
+                    Error::refused(format!(
+                        "a task needs a task id, and its msg-id `{id}` is not one"
+                    ))
+                    .hint("add a `task-id:` line (A-Z a-z 0-9 - _), or give it such a msg-id")
+                })?;
+                msg.task_id = Some(id);
+            }
+            Plan::Plain
+        }
+        Semantics::ClosesAsk => {
+            let rec = asks::answered_by(ws, me, msg.in_reply_to.as_deref(), msg.msg_id.as_deref())?;
+            if msg.task_id.is_none() {
+                msg.task_id = rec.task.as_ref().map(ToString::to_string);
+            }
+            Plan::CloseAsk(Box::new(rec))
+        }
+        _ => {
+            if msg.task_id.is_none()
+                && let Some(parent) = msg.in_reply_to.clone()
+            {
+                msg.task_id = thread::task_of(ws, &parent, &mine)?;
+            }
+            match sem {
+                Semantics::OpensAsk => Plan::OpenAsk,
+                Semantics::Prompt => Plan::Prompt,
+                Semantics::CompletesTask => Plan::CompleteTask(completed_task(ws, msg)?),
+                _ => Plan::Plain,
+            }
+        }
+    };
+    Ok(plan)
+}
+
+/// The task a `task-complete` completes: its `task-id`, or the task of what it replies to.
+fn completed_task(ws: &Workspace, msg: &Message) -> Result<TaskId> {
+    let Some(t) = msg.task_id.clone() else {
+        return Err(Error::refused("a task-complete names no task")
+            .hint("set in-reply-to to the task's msg-id, or add a `task-id:` line"));
+    };
+    let task = TaskId::new(t)?;
+    // Opening the task's transaction finishes what a crashed completion left (its outbox),
+    // so a retry of the same message finds it delivered.
+    drop(ws.engine.begin(&task, false)?.ok_or_else(|| crate::engine::no_task(&task))?);
+    Ok(task)
+}
+
+/// May `me` send a message that says it is from someone else? Only a TX prompt `from:
+/// system`, sent by a coordinator (who plays TX's system).
+pub fn speaks_for(ws: &Workspace, me: &AgentName, msg: &Message) -> bool {
+    msg.from.as_deref() == Some("system")
+        && semantics(msg.intent.as_deref().unwrap_or_default()) == Semantics::Prompt
+        && ws.is_coordinator(me)
+}
+
+/// What the delivery did.
+pub struct Sent {
+    /// The names used, one per receiver.
+    pub files: Vec<String>,
+    /// Events to log after the send's own (routes, orphans).
+    pub events: Vec<Event>,
+    /// The send's own event is logged already (a task-complete's, by its task's change).
+    pub logged: bool,
+}
+
+/// Deliver `content` (named `name`) to `receivers` as `plan` says, with what routing rules
+/// send along.
+pub fn deliver(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &Message,
+    plan: &Plan,
+    content: &str,
+    name: &str,
+    receivers: &[AgentName],
+) -> Result<Sent> {
+    let msg_id = msg.msg_id.clone().unwrap_or_default();
+    let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
+    if let Plan::CompleteTask(task) = plan {
+        return complete(ws, me, task, &msg_id, content, name, &boxes);
+    }
+    let role = ws.role_of(me).unwrap_or_default();
+    let routed =
+        route::for_message(ws, me, &role, msg.status.as_deref(), msg.task_id.as_deref(), &msg_id);
+    let mut parcels =
+        vec![Parcel { content: content.as_bytes().to_vec(), name: name.to_string(), to: boxes }];
+    parcels.extend(route::parcels(&routed));
+    let mut names = match plan {
+        Plan::CloseAsk(rec) => {
+            let marked = asks::answering(ws, me, rec, &msg_id)?;
+            let names = ws.engine.deliver_batch(&parcels)?;
+            asks::answered(ws, &marked)?;
+            names
+        }
+        Plan::Prompt => {
+            // Stored first: a retry of the same prompt stores the same again.
+            for r in receivers {
+                ws.engine.set_prompt(r, content.as_bytes())?;
+            }
+            ws.engine.deliver_batch(&parcels)?
+        }
+        _ => ws.engine.deliver_batch(&parcels)?,
+    };
+    if matches!(plan, Plan::OpenAsk) {
+        asks::record(ws, me, msg, receivers)?;
+    }
+    let files = names.remove(0);
+    let mut events = route::events(&routed, &names, msg.task_id.as_deref());
+    events.extend(orphans(ws, receivers, &files, &msg_id));
+    Ok(Sent { files, events, logged: false })
+}
+
+/// A `task-complete`: the task completes (owner or coordinator, checks passed, in time) and
+/// the message goes out with the change, exactly once.
+fn complete(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    msg_id: &str,
+    content: &str,
+    name: &str,
+    boxes: &[Mailbox],
+) -> Result<Sent> {
+    let out = Outgoing {
+        msg_id: msg_id.to_string(),
+        to: boxes.iter().map(Mailbox::label).collect(),
+        name: name.to_string(),
+        content: content.to_string(),
+        event: "send".into(),
+        rule: None,
+    };
+    let (_, events) =
+        super::update::set_status_sending(ws, me, task, Status::Completed, None, None, vec![out])?;
+    let files = events
+        .iter()
+        .find(|e| e.event == EventKind::Send && e.msg_id.as_deref() == Some(msg_id))
+        .map(|e| e.files.iter().map(|f| f.file.clone()).collect())
+        .unwrap_or_default();
+    Ok(Sent { files, events: Vec::new(), logged: true })
+}
+
+/// `orphan` events for the copies that reached retired agents.
+fn orphans(ws: &Workspace, receivers: &[AgentName], files: &[String], msg_id: &str) -> Vec<Event> {
+    receivers
+        .iter()
+        .zip(files)
+        .filter(|(a, _)| ws.is_retired(a))
+        .map(|(a, f)| {
+            let mut ev = Event::now(EventKind::Orphan, crate::event::CIRCE)
+                .file(Mailbox::Inbox(a.clone()).label(), f.clone());
+            ev.msg_id = Some(msg_id.to_string());
+            ev.owner = Some(a.to_string());
+            ev
+        })
+        .collect()
+}
+
+/// A send found delivered before (a retry): finish what its first run may have left (an ask
+/// delivered but not recorded, an answer delivered but its ask not closed).
+pub fn after_retry(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &Message,
+    plan: &Plan,
+    to: &[AgentName],
+) -> Result<()> {
+    match plan {
+        Plan::OpenAsk => asks::record(ws, me, msg, to).map(|_| ()),
+        Plan::CloseAsk(rec) => {
+            if let Some(r) = ws.engine.ask(&rec.msg_id)? {
+                asks::settle(ws, r)?;
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
+}

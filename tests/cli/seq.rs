@@ -1,0 +1,341 @@
+//! Sequence numbers through the CLI: every example of shared/reference 003 with the
+//! reference's outcome (the five-line exchange, a gap, a missing number, a reset, a broadcast
+//! with one counter, the state file), numbered chat lines, and the refusals.
+
+use serde_json::Value;
+
+use crate::common::{Env, assert_unchanged};
+
+/// A root with the reference's team: lead, worker-a, worker-b, reviewer.
+fn team() -> Env {
+    let env = Env::new();
+    for (a, r) in [
+        ("lead", "coordinator"),
+        ("worker-a", "engineer"),
+        ("worker-b", "engineer"),
+        ("reviewer", "qa"),
+    ] {
+        env.circe(["agent", "add", a, "--role", r]).run().ok();
+    }
+    env
+}
+
+/// `from` says `text` to `to` at second `s` of the test's minute (one message per second
+/// keeps the INBOX in sending order).
+fn say(env: &Env, s: u32, from: &str, to: &str, text: &str) -> String {
+    let now = format!("2025-11-21T17:00:{s:02}Z");
+    let o = env.at(
+        &now,
+        from,
+        &["--json", "send", "--to", to, "--intent", "inform", "--summary", text],
+    );
+    o.ok();
+    o.json()["delivered"][0]["file"].as_str().unwrap().to_string()
+}
+
+fn oneline(env: &Env, agent: &str) -> String {
+    let o = env.as_(agent, &["inbox", "--oneline"]);
+    o.ok();
+    o.stdout.clone()
+}
+
+fn events(env: &Env, kind: &str) -> Vec<Value> {
+    env.events().into_iter().filter(|e| e["event"] == kind).collect()
+}
+
+const STALE: &str =
+    "\nstale (numbered at or below what you last saw of the sender: not new, kept):\n";
+
+#[test]
+fn the_five_line_exchange_reads_as_the_reference_writes_it() {
+    let env = team();
+    say(&env, 1, "lead", "all", "Hey team, starting comms check");
+    say(&env, 2, "worker-a", "all", "Lead, I'm online");
+    say(&env, 3, "reviewer", "all", "Confirmed, ready to review");
+    say(&env, 4, "lead", "all", "Great, let's discuss the new feature");
+    say(&env, 5, "worker-a", "all", "I have a question about that");
+    let exchange = "(LEAD #1): Hey team, starting comms check
+(WORKER-A #1): Lead, I'm online
+(REVIEWER #1): Confirmed, ready to review
+(LEAD #2): Great, let's discuss the new feature
+(WORKER-A #2): I have a question about that
+";
+    assert_eq!(oneline(&env, "worker-b"), exchange);
+    // The headers say the same: seq per sender, no epoch in epoch 0.
+    let inbox = env.ls("AGENTS/worker-b/INBOX");
+    let texts: Vec<String> =
+        inbox.iter().map(|f| env.read(&format!("AGENTS/worker-b/INBOX/{f}"))).collect();
+    assert!(texts.iter().any(|t| t.contains("from: lead\n") && t.contains("seq: 2\n")));
+    assert!(texts.iter().all(|t| !t.contains("seq_epoch")));
+    // worker-b processes all five; the same five arriving again (crossed in transit) are
+    // stale: shown apart, kept, each logged as skipped once.
+    local_only!("copies are put into the INBOX folder by hand");
+    for f in &inbox {
+        env.as_("worker-b", &["take", f]).ok();
+    }
+    for (i, f) in inbox.iter().enumerate() {
+        let text = env.read(&format!("AGENTS/worker-b/WORKSPACE/{f}"));
+        std::fs::write(env.root().join(format!("AGENTS/worker-b/INBOX/again-{i}.md")), text)
+            .unwrap();
+    }
+    assert_eq!(oneline(&env, "worker-b"), format!("{}{exchange}", STALE.trim_start()));
+    assert_eq!(env.ls("AGENTS/worker-b/INBOX").len(), 5, "stale messages are kept");
+    assert_eq!(events(&env, "skip").len(), 5);
+    oneline(&env, "worker-b");
+    assert_eq!(events(&env, "skip").len(), 5, "logged once");
+    let json = env.as_("worker-b", &["--json", "inbox"]).json();
+    assert_eq!(json["messages"].as_array().unwrap().len(), 0);
+    assert_eq!(json["stale"][0]["last_seen"], 2);
+}
+
+#[test]
+fn a_gap_processes_7_and_skips_5() {
+    let env = team();
+    let mut files = Vec::new();
+    for n in 1..=7 {
+        let to = if n == 5 || n == 7 { "worker-b" } else { "reviewer" };
+        files.push(say(&env, n, "lead", to, &format!("number {n}")));
+    }
+    assert_eq!(oneline(&env, "worker-b"), "(LEAD #5): number 5\n(LEAD #7): number 7\n");
+    // #7 is processed although #6 never came (the gap is fine), and #5 is then stale.
+    env.as_("worker-b", &["take", &files[6]]).ok();
+    assert_eq!(oneline(&env, "worker-b"), format!("{}(LEAD #5): number 5\n", STALE.trim_start()));
+    let skip = &events(&env, "skip")[0];
+    assert_eq!((skip["agent"].as_str(), skip["sender"].as_str()), (Some("worker-b"), Some("lead")));
+    assert_eq!((skip["seq"].as_u64(), skip["last_seen"].as_u64()), (Some(5), Some(7)));
+    assert_eq!(skip["files"][0]["file"].as_str(), Some(files[4].as_str()));
+    // #8 is new.
+    say(&env, 8, "lead", "worker-b", "number 8");
+    assert!(oneline(&env, "worker-b").starts_with("(LEAD #8): number 8\n"));
+}
+
+#[test]
+fn a_missing_number_is_0_and_always_processed() {
+    local_only!("messages from an old client are put into the INBOX folder by hand");
+    let env = team();
+    let f = say(&env, 1, "lead", "worker-b", "numbered");
+    env.as_("worker-b", &["take", &f]).ok();
+    let old = "# MESSAGE\nfrom: lead\nto: worker-b\nintent: inform\nstatus: new\ncreated_at: 2025-11-21T17:00:02Z\n\n## Summary\nfrom an old client\n";
+    std::fs::write(env.root().join("AGENTS/worker-b/INBOX/old-client.md"), old).unwrap();
+    let zero =
+        old.replace("status: new\n", "status: new\nseq: 0\n").replace("an old client", "a zero");
+    std::fs::write(env.root().join("AGENTS/worker-b/INBOX/zero.md"), zero).unwrap();
+    assert_eq!(oneline(&env, "worker-b"), "(LEAD): from an old client\n(LEAD #0): from a zero\n");
+    env.as_("worker-b", &["take", "old-client.md"]).ok();
+    env.as_("worker-b", &["take", "zero.md"]).ok();
+    assert!(events(&env, "skip").is_empty());
+    let s = env.circe(["--json", "seq", "state"]).run();
+    s.ok();
+    assert_eq!(s.json()["lastSeen"]["WORKER-B"]["LEAD"], 1, "unnumbered messages move nothing");
+}
+
+#[test]
+fn a_reset_sender_starts_at_1_and_is_heard() {
+    let env = team();
+    let mut last = String::new();
+    for n in 1..=3 {
+        last = say(&env, n, "lead", "worker-b", &format!("before {n}"));
+    }
+    env.as_("worker-b", &["take", &last]).ok();
+    let o = env.as_("lead", &["--json", "seq", "reset"]);
+    o.ok();
+    assert_eq!(o.json()["epoch"], 1);
+    let f = say(&env, 10, "lead", "worker-b", "after the restart");
+    let text = env.read(&format!("AGENTS/worker-b/INBOX/{f}"));
+    assert!(text.contains("seq: 1\nseq_epoch: 1\n"), "{text}");
+    // The reference's implementation dropped this #1 (lastSeen was 3): circe takes it, and
+    // the old epoch's #1 and #2 stay stale.
+    assert_eq!(
+        oneline(&env, "worker-b"),
+        format!(
+            "(LEAD #1 e1): after the restart\n{STALE}(LEAD #1): before 1\n(LEAD #2): before 2\n"
+        )
+    );
+    assert_eq!(events(&env, "seq")[0]["seq_epoch"], 1);
+    let human = env.circe(["seq", "state"]).run();
+    assert!(human.stdout.contains("lead: #1 (epoch 1)"), "{}", human.stdout);
+}
+
+#[test]
+fn a_broadcast_uses_the_one_counter() {
+    let env = team();
+    let to_a = say(&env, 1, "lead", "worker-a", "to A");
+    let all = say(&env, 2, "lead", "all", "to everyone");
+    say(&env, 3, "lead", "worker-b", "to B");
+    assert_eq!(oneline(&env, "worker-a"), "(LEAD #1): to A\n(LEAD #2): to everyone\n");
+    assert_eq!(oneline(&env, "worker-b"), "(LEAD #2): to everyone\n(LEAD #3): to B\n");
+    assert!(oneline(&env, "reviewer").starts_with("(LEAD #2): to everyone\n"));
+    // worker-a handles the broadcast first: #1 arriving late is stale.
+    env.as_("worker-a", &["done", &all]).ok();
+    assert_eq!(oneline(&env, "worker-a"), format!("{}(LEAD #1): to A\n", STALE.trim_start()));
+    assert!(env.ls("AGENTS/worker-a/INBOX").contains(&to_a));
+    let s = env.circe(["--json", "seq", "state"]).run();
+    assert_eq!(s.json()["counters"]["LEAD"], 3);
+}
+
+const REFERENCE_STATE: &str = r#"{
+  "counters": {
+    "LEAD": 5,
+    "WORKER-A": 3,
+    "WORKER-B": 2,
+    "REVIEWER": 4
+  },
+  "lastSeen": {
+    "LEAD": { "WORKER-A": 3, "WORKER-B": 2, "REVIEWER": 4 },
+    "WORKER-A": { "LEAD": 5, "WORKER-B": 2, "REVIEWER": 4 },
+    "WORKER-B": { "LEAD": 5, "WORKER-A": 3, "REVIEWER": 4 },
+    "REVIEWER": { "LEAD": 5, "WORKER-A": 3, "WORKER-B": 2 }
+  }
+}
+"#;
+
+#[test]
+fn the_reference_state_file_goes_in_and_comes_out() {
+    let env = team();
+    let empty = env.circe(["--json", "seq", "state"]).run();
+    empty.ok();
+    assert_eq!(empty.stdout, "{\n  \"counters\": {},\n  \"lastSeen\": {}\n}\n");
+    std::fs::write(env.path().join("message-state.json"), REFERENCE_STATE).unwrap();
+    let o = env.circe(["--json", "seq", "import", "message-state.json"]).run();
+    o.ok();
+    assert_eq!(
+        (o.json()["counters"].as_u64(), o.json()["last_seen"].as_u64()),
+        (Some(4), Some(12))
+    );
+    let out = env.circe(["--json", "seq", "state"]).run();
+    out.ok();
+    let got: Value = serde_json::from_str(&out.stdout).unwrap();
+    let want: Value = serde_json::from_str(REFERENCE_STATE).unwrap();
+    assert_eq!(got, want);
+    // In the reference's layout (names sorted): each receiver's lastSeen on one line.
+    assert!(
+        out.stdout
+            .contains("    \"LEAD\": { \"REVIEWER\": 4, \"WORKER-A\": 3, \"WORKER-B\": 2 },\n"),
+        "{}",
+        out.stdout
+    );
+    // Numbering goes on from the file.
+    let f = say(&env, 1, "lead", "worker-b", "sixth");
+    assert!(env.read(&format!("AGENTS/worker-b/INBOX/{f}")).contains("seq: 6\n"));
+    // Round trip: circe's own output imports again and changes nothing.
+    let out = env.circe(["--json", "seq", "state"]).run();
+    std::fs::write(env.path().join("again.json"), &out.stdout).unwrap();
+    let again = env.circe(["--json", "seq", "import", "again.json"]).run();
+    again.ok();
+    assert_eq!(again.json()["last_seen"], 0);
+}
+
+#[test]
+fn bad_state_files_and_numbered_drafts_are_refused_and_change_nothing() {
+    let env = team();
+    say(&env, 1, "lead", "worker-b", "one");
+    say(&env, 2, "lead", "worker-b", "two");
+    let before = env.state();
+    let cases = [
+        ("unknown.json", r#"{"counters": {"ORACLE": 1}, "lastSeen": {}}"#, 5, "ORACLE"),
+        ("back.json", r#"{"counters": {"LEAD": 1}, "lastSeen": {}}"#, 3, "counter is at #2"),
+        ("dup.json", r#"{"counters": {"LEAD": 3, "LEAD": 4}, "lastSeen": {}}"#, 3, "duplicate key"),
+        ("extra.json", r#"{"counters": {}, "lastSeen": {}, "epochs": {}}"#, 3, "epochs"),
+        ("text.json", "LEAD=5", 3, "not a message-state.json"),
+    ];
+    for (name, text, code, says) in cases {
+        std::fs::write(env.path().join(name), text).unwrap();
+        let o = env.circe(["seq", "import", name]).run();
+        o.code(code);
+        assert!(o.stderr.contains(says) && o.stderr.contains("hint:"), "{name}: {}", o.stderr);
+    }
+    env.circe(["seq", "import", "missing.json"]).run().code(5);
+    let draft = "# MESSAGE\nto: worker-b\nintent: inform\nseq: 9\n\nhi\n";
+    std::fs::write(env.path().join("draft.md"), draft).unwrap();
+    let o = env.as_("lead", &["send", "--file", "draft.md"]);
+    o.code(3);
+    assert!(o.stderr.contains("own sequence number"), "{}", o.stderr);
+    assert_unchanged(&before, &env.state());
+    env.circe(["seq", "reset"]).run().code(2);
+}
+
+#[test]
+fn chat_lines_carry_the_same_counter_and_watchers_skip_stale_ones() {
+    local_only!("the chat channel is a file beside a local root");
+    let env = team();
+    let chat = |text: &str| env.as_("lead", &["chat", "say", "--seq", "--to", "worker-b", text]);
+    chat("first").ok();
+    say(&env, 1, "lead", "worker-a", "a message between");
+    chat("third").ok();
+    env.as_("lead", &["chat", "say", "--to", "worker-b", "not numbered"]).ok();
+    let text = env.read("chat.md");
+    assert_eq!(
+        text,
+        "[lead-to-worker-b]: (LEAD #1): first\n[lead-to-worker-b]: (LEAD #3): third\n[lead-to-worker-b]: not numbered\n"
+    );
+    // A line that comes again (crossed in transit) is stale for worker-b's watcher.
+    std::fs::write(
+        env.root().join("chat.md"),
+        format!("{text}[lead-to-worker-b]: (LEAD #1): first\n"),
+    )
+    .unwrap();
+    let o = env.as_("worker-b", &["chat", "watch", "--once", "--from-start", "--cursor", "wb"]);
+    o.ok();
+    let got: Vec<Value> = o.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let msgs: Vec<&str> = got.iter().map(|v| v["message"].as_str().unwrap()).collect();
+    assert_eq!(msgs, ["(LEAD #1): first", "(LEAD #3): third", "not numbered"]);
+    assert!(o.stderr.contains("line 4 skipped: stale"), "{}", o.stderr);
+    let skip = &events(&env, "skip")[0];
+    assert_eq!((skip["seq"].as_u64(), skip["note"].as_str()), (Some(1), Some("chat line 4")));
+    let s = env.circe(["--json", "seq", "state"]).run();
+    assert_eq!(s.json()["lastSeen"]["WORKER-B"]["LEAD"], 3);
+    // Without an agent the watcher prints every line, as the reference's server does.
+    let all = env.circe(["chat", "watch", "--once", "--from-start"]).run();
+    assert_eq!(all.stdout.lines().count(), 4);
+    // With `chat: {seq: true}` every say is numbered, from the same counter.
+    let cfg = env.read("circe.yaml");
+    std::fs::write(env.root().join("circe.yaml"), format!("{cfg}chat: {{seq: true}}\n")).unwrap();
+    env.as_("lead", &["chat", "say", "--to", "worker-b", "fourth"]).ok();
+    assert!(env.read("chat.md").ends_with("[lead-to-worker-b]: (LEAD #4): fourth\n"));
+}
+
+/// lastSeen of worker-b's sender `lead`, as `seq state` prints it (0 when none).
+fn seen_lead(env: &Env) -> u64 {
+    let s = env.circe(["--json", "seq", "state"]).run();
+    s.json()["lastSeen"]["WORKER-B"]["LEAD"].as_u64().unwrap_or(0)
+}
+
+#[test]
+fn consumers_move_last_seen_only_once_the_message_was_handed_on() {
+    let env = team();
+    say(&env, 1, "lead", "worker-b", "one");
+    say(&env, 2, "lead", "worker-b", "two");
+    // A hook that fails is not a hand-on: the event is set aside, lastSeen stays.
+    let watch = |exec: &str, cursor: &str| {
+        env.as_(
+            "worker-b",
+            &[
+                "watch",
+                "--once",
+                "--from-start",
+                "--cursor",
+                cursor,
+                "--exec",
+                exec,
+                "--max-attempts",
+                "1",
+            ],
+        )
+    };
+    watch("exit 1", "failing").ok();
+    assert_eq!(seen_lead(&env), 0);
+    // Without --cursor a watcher is no consumer of the agent: nothing moves.
+    env.as_("worker-b", &["watch", "--once", "--from-start"]).ok();
+    assert_eq!(seen_lead(&env), 0);
+    // A hook that succeeds hands both on: lastSeen is #2, and #2, still in the INBOX, is
+    // not stale (it is the message that set it); nothing was skipped.
+    watch("true", "hook").ok();
+    assert_eq!(seen_lead(&env), 2);
+    assert_eq!(oneline(&env, "worker-b"), format!("(LEAD #2): two\n{STALE}(LEAD #1): one\n"));
+    // `wait` hands on what it printed: lead's #3, to worker-a.
+    say(&env, 3, "lead", "worker-a", "three");
+    env.as_("worker-a", &["wait", "--for", "inbox", "--timeout", "5s"]).ok();
+    let s = env.circe(["--json", "seq", "state"]).run();
+    assert_eq!(s.json()["lastSeen"]["WORKER-A"]["LEAD"], 3);
+    assert_eq!(seen_lead(&env), 2);
+}

@@ -1,0 +1,400 @@
+//! circe speaks TX (reference 000 and 001, PROTOCOLS.md section 16): every example message of
+//! reference 000 sent, and imported from a TX folder, with the outcome the reference
+//! describes; the bridge's round trip; addresses; deadlines; orphans; routing on load.
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::common::{Env, assert_unchanged};
+
+const ASK: &str = include_str!("../../src/message/testdata/tx_ask.md");
+const ASK_RESPONSE: &str = include_str!("../../src/message/testdata/tx_ask_response.md");
+const TASK: &str = include_str!("../../src/message/testdata/tx_task.md");
+const TASK_COMPLETE: &str = include_str!("../../src/message/testdata/tx_task_complete.md");
+const UPDATE: &str = include_str!("../../src/message/testdata/tx_update.md");
+const PROMPT: &str = include_str!("../../src/message/testdata/tx_prompt.md");
+const EX1_ASK: &str = include_str!("../../src/message/testdata/tx_ex1_ask.md");
+const EX1_RESPONSE: &str = include_str!("../../src/message/testdata/tx_ex1_response.md");
+const EX2_TASK: &str = include_str!("../../src/message/testdata/tx_ex2_task.md");
+const EX2_COMPLETE: &str = include_str!("../../src/message/testdata/tx_ex2_complete.md");
+const EX3_UPDATE: &str = include_str!("../../src/message/testdata/tx_ex3_update.md");
+
+/// A root that speaks for reference 000's meshes: agents core (the coordinator), brain and
+/// interviewer; `code-review/coordinator` is the init's coordinator.
+fn tx_root() -> Env {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    std::fs::write(
+        env.root().join("circe.yaml"),
+        format!("{cfg}tx:\n  aliases: [core, brain, code-review, research-abc123]\n"),
+    )
+    .unwrap();
+    for (a, r) in [("core", "coordinator"), ("brain", "engineer"), ("interviewer", "engineer")] {
+        env.circe(["agent", "add", a, "--role", r]).run().ok();
+    }
+    env
+}
+
+/// `circe --agent AGENT send --file -` with `text` on stdin.
+fn send(env: &Env, agent: &str, text: &str) -> crate::common::Out {
+    env.circe(["send", "--file", "-", "--json"]).agent(agent).stdin(text.as_bytes()).run()
+}
+
+fn asks(env: &Env) -> Vec<Value> {
+    let o = env.circe(["asks", "--json"]).run();
+    o.ok();
+    o.json()["asks"].as_array().unwrap().clone()
+}
+
+/// Every example message of reference 000, sent as written (TX's "core" acting as itself),
+/// does what the reference says: an ask waits until its response; a task opens a task its
+/// task-complete closes; an update is delivered and awaits nothing; a prompt from system
+/// becomes the agent's current prompt. The minimal examples, without headline, timestamp or
+/// requester, are accepted with circe's defaults (the time of sending).
+#[test]
+fn every_reference_example_sent_does_what_it_says() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = tx_root();
+    // ask / ask-response (the long examples, then Example 1).
+    for (ask, response, id) in
+        [(ASK, ASK_RESPONSE, "ask-brain-001"), (EX1_ASK, EX1_RESPONSE, "ask-001")]
+    {
+        send(&env, "core", ask).ok();
+        assert_eq!(env.ls("AGENTS/brain/INBOX").len(), if id == "ask-001" { 2 } else { 1 });
+        let open = asks(&env);
+        assert_eq!(open.len(), 1, "{open:?}");
+        assert_eq!(open[0]["msg_id"], id);
+        send(&env, "brain", response).ok();
+        assert!(asks(&env).is_empty(), "the response closed {id}");
+    }
+    assert_eq!(env.ls("AGENTS/core/INBOX").len(), 2, "both answers reached core");
+    // task / task-complete (the long example, then Example 2): the task's msg-id is its id.
+    for (task, complete, id) in
+        [(TASK, TASK_COMPLETE, "task-review-001"), (EX2_TASK, EX2_COMPLETE, "task-001")]
+    {
+        let o = send(&env, "core", task);
+        o.ok();
+        assert_eq!(o.json()["task"]["record"]["task_id"], id);
+        assert_eq!(env.record(id).status.as_str(), "new");
+        assert_eq!(env.record(id).to, "coordinator");
+        env.as_("coordinator", &["claim", id]).ok();
+        send(&env, "coordinator", complete).ok();
+        assert_eq!(env.record(id).status.as_str(), "completed", "{id}");
+    }
+    assert_eq!(env.ls("AGENTS/core/INBOX").len(), 4, "both completions reached core");
+    // update (the long example, then Example 3): delivered, nothing awaited.
+    for u in [UPDATE, EX3_UPDATE] {
+        send(&env, "brain", u).ok();
+    }
+    assert_eq!(env.ls("AGENTS/core/INBOX").len(), 6);
+    assert!(asks(&env).is_empty());
+    // prompt: from system, sent by a coordinator, becomes interviewer's current prompt.
+    send(&env, "core", PROMPT).ok();
+    let prompt = env.read("AGENTS/interviewer/prompt.md");
+    assert!(prompt.contains("You are the interviewer agent"), "{prompt}");
+    assert_eq!(env.ls("AGENTS/interviewer/INBOX").len(), 1);
+    env.circe(["doctor"]).run().ok();
+}
+
+/// Fail-closed: an ask-response that answers no open ask addressed to its sender, a second
+/// answer, a task whose msg-id cannot be a task id, a mesh that is not this root: each is
+/// refused (exit 3) with its reason, and changes nothing.
+#[test]
+fn tx_refusals_say_why_and_write_nothing() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = tx_root();
+    send(&env, "core", EX1_ASK).ok();
+    let before = env.state();
+    for (agent, text, says) in [
+        ("brain", "---\nto: core\ntype: ask-response\n---\nx\n", "must name the ask"),
+        ("brain", "---\nto: core\ntype: ask-response\nin-reply-to: nope\n---\nx\n", "names no ask"),
+        (
+            "interviewer",
+            "---\nto: core\ntype: ask-response\nin-reply-to: ask-001\n---\nx\n",
+            "not to interviewer",
+        ),
+        ("core", "---\nto: brain\ntype: task\nmsg-id: review.v2\n---\nx\n", "not one"),
+        ("core", "---\nto: other-mesh/brain\ntype: update\n---\nx\n", "names mesh `other-mesh`"),
+        (
+            "core",
+            "---\nto: brain\ntype: update\ndeadline: 2020-01-01T00:00:00Z\n---\nx\n",
+            "deadline",
+        ),
+        ("brain", "---\nto: interviewer\nfrom: system\ntype: prompt\n---\nx\n", "from"),
+    ] {
+        let o = send(&env, agent, text);
+        o.code(3);
+        let err = o.json()["error"].clone();
+        assert!(err["message"].as_str().unwrap().contains(says), "{says}: {err}");
+        assert!(err["hint"].is_string(), "{says}: a hint: {err}");
+    }
+    let o = send(&env, "brain", "---\nto: core\ntype: ask-response\nin-reply-to: nope\n---\nx\n");
+    assert!(
+        o.json()["error"]["hint"].as_str().unwrap().contains("ask-001"),
+        "the open ask is named"
+    );
+    assert_unchanged(&before, &env.state());
+    send(&env, "brain", EX1_RESPONSE).ok();
+    let o = send(&env, "brain", &EX1_RESPONSE.replace("response-001", "response-002"));
+    o.code(3);
+    let msg = o.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("answered already"), "{msg}");
+}
+
+/// TX file names for the examples (Example 2's task is addressed to code-review/coordinator).
+const FOLDER: [(&str, &str); 11] = [
+    ("1030100000-ask-core--brain-ask-brain-001.md", ASK),
+    ("1030100500-ask-response-brain--core-response-ask-brain-001.md", ASK_RESPONSE),
+    ("1030100000-task-core--coordinator-task-review-001.md", TASK),
+    ("1030120000-task-complete-coordinator--core-complete-review-001.md", TASK_COMPLETE),
+    ("1030110000-update-brain--core-update-spec-graph-001.md", UPDATE),
+    ("1103080000-prompt-system--interviewer-prompt-1730628000.md", PROMPT),
+    ("1102083000-ask-core--brain-ask-001.md", EX1_ASK),
+    ("1102084512-ask-response-brain--core-response-001.md", EX1_RESPONSE),
+    ("1102083000-task-core--coordinator-task-001.md", EX2_TASK),
+    ("1102091530-task-complete-coordinator--core-complete-001.md", EX2_COMPLETE),
+    ("1102093000-update-brain--core-update-001.md", EX3_UPDATE),
+];
+
+/// Files TX itself writes: `status: pending`, a bare `to:`, a reply with no status or
+/// timestamp, no trailing newline, and the older `>` names.
+const TX_OWN: [(&str, &str); 3] = [
+    (
+        "1102100000-task-core>brain-job-7.md",
+        "---\nto: brain\nfrom: core/core\ntype: task\nstatus: pending\nmsg-id: job-7\n---\n\nIndex the repo.",
+    ),
+    (
+        "1102100500-ask-brain>core-q-8.md",
+        "---\nto: core/core\nfrom: brain/brain\ntype: ask\nmsg-id: q-8\n---\n\nWhich branch?",
+    ),
+    (
+        "1102101000-update-core>brain-u-9.md",
+        "---\nto: brain\nfrom: core\ntype: update\nmsg-id: u-9\nin-reply-to: job-7\n---\nfyi",
+    ),
+];
+
+fn write_folder(dir: &Path, files: &[(&str, &str)]) {
+    std::fs::create_dir_all(dir).unwrap();
+    for (n, t) in files {
+        std::fs::write(dir.join(n), t).unwrap();
+    }
+}
+
+/// A TX folder imports into a fresh root: agents added from `mesh/agent`, history as history
+/// (answered asks and completed tasks in LOGS), what is open stays open, replies keep their
+/// thread; an unreadable file is reported and the rest imported; export gives every file
+/// back byte for byte under its own name; a second import changes nothing.
+#[test]
+fn a_tx_folder_imports_and_exports_byte_for_byte() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = Env::new();
+    let src = env.path().join("tx-msgs");
+    let mut files: Vec<(&str, &str)> = FOLDER.to_vec();
+    files.extend(TX_OWN);
+    files.push(("1102110000-update-core--brain-bad.md", "---\nto: [brain\n---\nbroken\n"));
+    write_folder(&src, &files);
+    let o = env
+        .circe(["import", "tx", src.to_str().unwrap(), "--role", "brain=engineer", "--json"])
+        .run();
+    o.ok();
+    let r = o.json();
+    assert_eq!(r["history"], 12, "the 11 examples (all answered or completed) and u-9: {r}");
+    assert_eq!((r["open_asks"].clone(), r["open_tasks"].clone()), (1.into(), 1.into()), "{r}");
+    assert_eq!(r["skipped"].as_array().unwrap().len(), 1, "{r}");
+    assert!(r["skipped"][0]["reason"].as_str().unwrap().contains("YAML"), "{r}");
+    assert!(o.stderr.contains("tx: {aliases:"), "the meshes are named: {}", o.stderr);
+    let agents = env.circe(["agent", "list", "--json"]).run().json();
+    let names: Vec<&str> =
+        agents.as_array().unwrap().iter().map(|a| a["agent"].as_str().unwrap()).collect();
+    for a in ["core", "brain", "interviewer"] {
+        assert!(names.contains(&a), "{a} added: {names:?}");
+    }
+    assert_eq!(env.record("job-7").status.as_str(), "new", "the open task waits");
+    assert_eq!(env.record("job-7").to, "brain");
+    let open = asks(&env);
+    assert_eq!(open.len(), 1);
+    assert_eq!(open[0]["msg_id"], "q-8");
+    assert_eq!(
+        env.circe(["asks", "--all", "--json"]).run().json()["asks"].as_array().unwrap().len(),
+        3
+    );
+    assert!(env.read("AGENTS/interviewer/prompt.md").contains("interviewer agent"));
+    // The update replying to job-7 joined its task.
+    let thread = env.circe(["thread", "u-9", "--json"]).run();
+    thread.ok();
+    assert_eq!(thread.json()["msg_id"], "job-7");
+    assert_eq!(thread.json()["replies"][0]["task_id"], "job-7");
+    env.circe(["doctor"]).run().ok();
+    // Export: every imported file back, byte for byte, under its name.
+    let out = env.path().join("exported");
+    env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
+    for (n, t) in files.iter().filter(|(n, _)| !n.ends_with("-bad.md")) {
+        let back = std::fs::read(out.join(n)).unwrap_or_else(|e| panic!("{n}: {e}"));
+        assert_eq!(back, t.as_bytes(), "{n}");
+    }
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), files.len() - 1);
+    // Again: the msg-ids are there already; nothing changes.
+    let before = env.state();
+    let again = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    again.ok();
+    assert_eq!(again.json()["skipped"].as_array().unwrap().len(), files.len());
+    assert_unchanged(&before, &env.state());
+}
+
+/// What circe itself writes exports in TX's naming, as front matter TX reads.
+#[test]
+fn circe_messages_export_in_tx_naming() {
+    let env = tx_root();
+    env.as_("coordinator", &["send", "--to", "brain", "--intent", "update", "--summary", "hello"])
+        .ok();
+    let out = env.path().join("out");
+    env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names.len(), 1);
+    assert!(names[0].starts_with("1121170000-update-coordinator--brain-"), "{names:?}");
+    let text = std::fs::read_to_string(out.join(&names[0])).unwrap();
+    assert!(text.starts_with("---\nfrom: coordinator\nto: brain\ntype: update\n"), "{text}");
+    // Exporting again writes nothing new and replaces nothing.
+    let o = env.circe(["export", "tx", out.to_str().unwrap(), "--json"]).run();
+    assert_eq!(o.json()["written"], 0);
+}
+
+/// `circe thread` prints the conversation as a tree from its first message.
+#[test]
+fn a_thread_is_a_tree() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = tx_root();
+    send(&env, "core", EX1_ASK).ok();
+    send(&env, "brain", EX1_RESPONSE).ok();
+    send(
+        &env,
+        "core",
+        "---\nto: brain\ntype: update\nmsg-id: thanks-1\nin-reply-to: response-001\n---\nThanks.\n",
+    )
+    .ok();
+    let o = env.circe(["thread", "thanks-1"]).run();
+    o.ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", o.stdout);
+    assert!(lines[0].starts_with("ask-001  core/core -> brain/brain  ask  "), "{}", o.stdout);
+    assert!(
+        lines[1].starts_with("└─ response-001  brain/brain -> core/core  ask-response"),
+        "{}",
+        o.stdout
+    );
+    assert!(lines[2].starts_with("   └─ thanks-1  core -> brain  update"), "{}", o.stdout);
+    assert!(lines[0].ends_with("What is the primary programming language?"), "{}", o.stdout);
+    env.circe(["thread", "nope"]).run().code(5);
+}
+
+/// Deadlines: past it a task is not claimed; `reap` expires it and tells the coordinators;
+/// the board shows it (and priorities).
+#[test]
+fn a_deadline_expires_a_task() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = tx_root();
+    send(&env, "core", "---\nto: brain\ntype: task\nmsg-id: d-1\npriority: critical\ndeadline: 2025-11-21T18:00:00Z\n---\nby six\n").ok();
+    let board = env.circe(["tasks"]).run();
+    assert!(board.stdout.contains("d-1   new     high"), "{}", board.stdout);
+    let late = "2025-11-21T18:00:01Z";
+    let o = env.at(late, "brain", &["claim", "d-1"]);
+    o.code(3);
+    assert!(o.stderr.contains("deadline") && o.stderr.contains("hint:"), "{}", o.stderr);
+    let r = env.circe(["reap"]).now(late).run();
+    r.ok();
+    assert!(r.stdout.contains("d-1: deadline passed -> expired"), "{}", r.stdout);
+    assert_eq!(env.record("d-1").status.as_str(), "expired");
+    assert_eq!(env.ls("LOGS").len(), 1, "its message is history");
+    assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1, "the coordinator is told");
+    env.at(late, "brain", &["claim", "d-1"]).code(3);
+    let rows = env.circe(["tasks", "--status", "expired", "--json"]).run().json();
+    assert_eq!(rows["tasks"].as_array().unwrap().len(), 1);
+    env.circe(["doctor"]).run().ok();
+}
+
+/// Retirement: held tasks back to the queue, orphans listed (`circe orphans`, doctor) and
+/// redelivered by a coordinator; a message to the retired agent is an orphan, not an error.
+#[test]
+fn a_retired_agent_leaves_orphans() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = tx_root();
+    env.open_task("T-1");
+    env.as_("brain", &["claim", "T-1"]).ok();
+    send(&env, "core", "---\nto: brain\ntype: update\nmsg-id: u-1\n---\nfyi\n").ok();
+    env.as_("engineer", &["agent", "retire", "brain"]).code(3);
+    let o = env.as_("core", &["agent", "retire", "brain"]);
+    o.ok();
+    assert!(o.stdout.contains("1 held tasks back in the queue"), "{}", o.stdout);
+    assert_eq!(env.record("T-1").status.as_str(), "new");
+    env.as_("brain", &["inbox"]).code(3);
+    send(&env, "core", "---\nto: brain\ntype: update\nmsg-id: u-2\n---\nlater\n").ok();
+    let list = env.circe(["orphans", "--json"]).run().json();
+    assert_eq!(list["messages"].as_array().unwrap().len(), 2, "{list}");
+    let doc = env.circe(["doctor"]).run();
+    doc.ok();
+    assert!(doc.stderr.contains("2 orphaned messages"), "{}", doc.stderr);
+    env.as_("core", &["orphans", "redeliver", "u-1", "--to", "engineer"]).ok();
+    assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 1);
+    env.as_("core", &["orphans", "redeliver", "u-2", "--to", "brain"]).code(3);
+    let list = env.circe(["orphans", "--json"]).run().json();
+    assert_eq!(list["messages"].as_array().unwrap().len(), 1);
+}
+
+/// Routing rules are checked when a root opens: an unknown agent or status is refused (exit
+/// 3, naming it) by every command but the setup ones; `validate --config` reports a loop
+/// with no terminal state.
+#[test]
+fn routing_rules_are_checked_on_load() {
+    local_only!(
+        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
+    );
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    let with = |routing: &str| {
+        std::fs::write(env.root().join("circe.yaml"), format!("{cfg}routing:\n{routing}")).unwrap();
+    };
+    with("  red-phase:\n    complete: {green-phase: Test written}\n");
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(o.stderr.contains("`red-phase` is no agent or role"), "{}", o.stderr);
+    for a in ["red-phase", "green-phase"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    env.circe(["tasks"]).run().ok();
+    env.circe(["validate", "--config"]).run().ok();
+    with("  red-phase:\n    done: {green-phase: x}\n");
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(o.stderr.contains("unknown status `done`"), "{}", o.stderr);
+    with(
+        "  red-phase:\n    complete: {green-phase: go}\n  green-phase:\n    failed: {red-phase: back}\n",
+    );
+    let o = env.circe(["validate", "--config"]).run();
+    o.code(3);
+    assert!(
+        o.stderr.contains("green-phase, red-phase route only among themselves"),
+        "{}",
+        o.stderr
+    );
+    assert!(env.circe(["doctor"]).run().stderr.contains("routing loop"));
+    with(
+        "  red-phase:\n    complete: {green-phase: go}\n  green-phase:\n    failed: {red-phase: back}\n    blocked: {coordinator: help}\n",
+    );
+    env.circe(["validate", "--config"]).run().ok();
+}
