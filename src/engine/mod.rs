@@ -317,8 +317,7 @@ pub trait Engine {
         _req: &crate::archive::Request,
         _progress: &mut dyn FnMut(crate::archive::Progress),
     ) -> Result<crate::archive::Report> {
-        Err(Error::usage(format!("the engine at {} has no archive yet", self.location()))
-            .hint("run `circe archive` on a local root"))
+        Err(no_archive(&self.location()))
     }
 
     /// The tombstone of an archived task (`None`: it was never archived). Cheap: opening a
@@ -344,12 +343,12 @@ pub trait Engine {
         _q: &crate::archive::query::Query,
         _each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
     ) -> Result<()> {
-        Ok(())
+        Err(no_archive(&self.location()))
     }
 
     /// Check every archived segment against its checksums: (segment, what is wrong).
     fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
-        Ok(Vec::new())
+        Err(no_archive(&self.location()))
     }
 
     /// Keep an event a consumer's hook kept failing on (its dead letters), in order.
@@ -504,4 +503,12 @@ pub fn not_kept<E: Engine + ?Sized>(eng: &E, what: &str) -> Error {
 /// The error for a task that does not exist.
 pub fn no_task(task: &TaskId) -> Error {
     Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")
+}
+
+/// What an engine without an archive says to `circe archive` (run, search, verify): refused
+/// (exit 3), nothing changed; its finished work stays where it is (PROTOCOLS.md section 17,
+/// "Engines").
+fn no_archive(location: &str) -> Error {
+    Error::refused(format!("the engine at {location} keeps no archive: its finished work stays in the database"))
+        .hint("nothing was changed; to archive, move the root to a folder (`circe migrate --to-local DIR`) and run `circe archive` there")
 }

@@ -39,7 +39,17 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
     let o = env.circe(["archive"]).now(LATER).run();
     o.ok();
     assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("", ""), "under cron a run prints nothing");
-    assert!(env.ls("TASKS").iter().all(|f| f.starts_with("T2.")), "{:?}", env.ls("TASKS"));
+    let names = |dir: &str| -> Vec<String> {
+        let rd = std::fs::read_dir(env.root().join(dir)).unwrap();
+        rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    let tasks = names("TASKS");
+    assert!(tasks.iter().any(|f| f == "T2.status"), "{tasks:?}");
+    assert!(tasks.iter().all(|f| f.starts_with("T2.")), "{tasks:?}");
+    // An archived task's lock file goes with it: locks/ holds what the hot folders hold.
+    let locks = names("locks");
+    assert!(locks.iter().any(|f| f == "task-T2.lock"), "{locks:?}");
+    assert!(!locks.iter().any(|f| f == "task-T1.lock"), "{locks:?}");
     let before = crate::common::tree(&env.root(), &["locks"]);
     let again = env.circe(["--json", "archive"]).now(LATER).run();
     again.ok();

@@ -13,6 +13,7 @@ mod common;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;
 
+mod archive;
 mod feed;
 mod fencing;
 mod mirror;

@@ -145,6 +145,8 @@ fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<bool>
         crash_point("archive.message_removed");
     }
     eng.store.remove_records_unsynced(&id)?;
+    // Its tombstone was committed before any removal: the lock file can go too.
+    eng.store.remove_task_lock(&id)?;
     Ok(true)
 }
 

@@ -249,25 +249,21 @@ impl Store {
         Ok(names)
     }
 
-    /// Message files of a box that are regular files, sorted: what `has_message` would say
-    /// yes to, for one listing instead of a `stat` per name (doctor).
-    pub fn list_box_regular(&self, mbox: &Mailbox) -> Result<Vec<String>> {
-        Ok(list_typed(&self.box_dir(mbox))?
-            .into_iter()
-            .filter(|(n, regular)| *regular && !n.starts_with('.') && is_message_name(n))
-            .map(|(n, _)| n)
-            .collect())
+    /// Every entry of a box but hidden ones, sorted, with whether it is a regular file: the
+    /// one listing doctor reads each box with (a folder that once held many files costs a
+    /// listing however few it holds now, so it is listed once).
+    pub fn list_box_typed(&self, mbox: &Mailbox) -> Result<Vec<(String, bool)>> {
+        let mut names = list_typed(&self.box_dir(mbox))?;
+        names.retain(|(n, _)| !n.starts_with('.'));
+        Ok(names)
     }
 
-    /// Names in a box that are not message files (planted or foreign), for doctor.
-    pub fn list_foreign(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+    /// Names in a box's listing that are not message files (planted or foreign), for doctor.
+    pub fn foreign_in(&self, mbox: &Mailbox, listing: &[(String, bool)]) -> Vec<String> {
         let dir = self.box_dir(mbox);
-        Ok(list_typed(&dir)?
-            .into_iter()
+        listing
+            .iter()
             .filter(|(n, regular)| {
-                if n.starts_with('.') {
-                    return false;
-                }
                 // LOGS/ keeps the event log, doctor's quarantine and the chat archives.
                 let keep_log = *mbox == Mailbox::Logs
                     && (n == "events.jsonl"
@@ -276,8 +272,8 @@ impl Store {
                             && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
                 !(keep_log || is_message_name(n) && *regular)
             })
-            .map(|(n, _)| n)
-            .collect())
+            .map(|(n, _)| n.clone())
+            .collect()
     }
 }
 
