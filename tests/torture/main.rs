@@ -17,6 +17,7 @@
 
 mod archive;
 mod archive_live;
+mod archive_scale;
 mod chat;
 mod common;
 mod crash;
