@@ -9,7 +9,8 @@ use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
 use super::LocalEngine;
-use super::archive_segment::{ListReader, sha256, sha256_file, verify};
+use super::archive_segment::{ListReader, sha256, verify};
+use super::archive_unlink::{Doomed, remove_file, unchanged};
 use super::atomic;
 use super::fault::crash_point;
 use super::root::{io_err, list_all_names, list_names};
@@ -92,61 +93,43 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
     Ok(())
 }
 
-/// Does the original still hold what was archived (`None`: it is gone already)? Its size
-/// and modification time as read when it was archived (one `stat`: circe never rewrites a
-/// message in place, and any write changes them), else its checksum.
-fn unchanged(path: &Path, e: &Entry) -> Result<Option<bool>> {
-    if let Some(mtime) = e.mtime_ns {
-        return match std::fs::symlink_metadata(path) {
-            Ok(m) => {
-                let t =
-                    m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
-                let same = m.is_file()
-                    && m.len() == e.bytes
-                    && t.and_then(|d| u64::try_from(d.as_nanos()).ok()) == Some(mtime);
-                Ok(Some(same))
-            }
-            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(err) => Err(Error::io("cannot stat", path, err)),
-        };
-    }
-    Ok(sha256_file(path)?.map(|(s, _)| s == e.sha256))
-}
-
-fn remove_file(path: &Path) -> Result<()> {
-    match atomic::remove(path) {
-        Ok(()) => Ok(()),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(Error::io("cannot remove", path, e)),
-    }
-}
-
-/// Remove one archived task's originals under its lock: its messages, then its records.
-/// Kept whole (and named in the result) when any of them changed since it was archived.
-fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<bool> {
+/// Remove one archived task's originals: under its lock, every original is checked, then its
+/// records and its lock file go (the tombstone was committed before: nobody can change the
+/// task afterwards); its messages, files in LOGS that are never rewritten, are handed to
+/// `doomed` to be unlinked in inode order. Kept whole (`false`) when any of them changed
+/// since it was archived.
+fn remove_task(
+    eng: &LocalEngine,
+    task: &str,
+    entries: &[Entry],
+    doomed: &mut Doomed,
+) -> Result<bool> {
     let id = TaskId::new(task)?;
     let _lock = eng.store.lock_task(&id)?;
     let root = &eng.store.root;
+    let mut messages = Vec::new();
     for e in entries.iter().filter(|e| e.origin.is_some()) {
         let origin = e.origin.as_deref().unwrap_or_default();
-        let same = if e.kind == EntryKind::Record && e.mtime_ns.is_none() {
+        let state = if e.kind == EntryKind::Record && e.mtime_ns.is_none() {
             let kind = origin.rsplit('.').next().unwrap_or_default();
-            eng.store.read_record(&id, kind)?.map(|t| sha256(t.as_bytes()) == e.sha256)
+            eng.store.read_record(&id, kind)?.map(|t| (sha256(t.as_bytes()) == e.sha256, 0))
         } else {
             // A record is replaced by rename: a change gives it another mtime (and size).
             unchanged(&root.join(origin), e)?
         };
-        if same == Some(false) {
-            return Ok(false);
+        match state {
+            Some((false, _)) => return Ok(false),
+            Some((true, ino)) if e.kind == EntryKind::Message => {
+                messages.push((ino, root.join(origin)));
+            }
+            _ => {}
         }
     }
-    for e in entries.iter().filter(|e| e.kind == EntryKind::Message) {
-        remove_file(&root.join(e.origin.as_deref().unwrap_or_default()))?;
-        crash_point("archive.message_removed");
-    }
     eng.store.remove_records_unsynced(&id)?;
-    // Its tombstone was committed before any removal: the lock file can go too.
     eng.store.remove_task_lock(&id)?;
+    for (ino, path) in messages {
+        doomed.push(ino, path, "archive.message_removed")?;
+    }
     Ok(true)
 }
 
@@ -158,6 +141,7 @@ pub(super) fn remove_originals(
 ) -> Result<Vec<String>> {
     let mut kept = Vec::new();
     let mut done = 0u64;
+    let mut doomed = Doomed::default();
     for seg in segments {
         let (period, file) = split(seg);
         let mut group: Vec<Entry> = Vec::new();
@@ -172,22 +156,22 @@ pub(super) fn remove_originals(
                 group.push(e);
             } else if let Some(origin) = e.origin.as_deref() {
                 let path = eng.store.root.join(origin);
-                if unchanged(&path, &e)? == Some(true) {
-                    remove_file(&path)?;
-                    crash_point("archive.file_removed");
+                if let Some((true, ino)) = unchanged(&path, &e)? {
+                    doomed.push(ino, path, "archive.file_removed")?;
                 }
             }
             if batch.len() >= 1000 {
-                done += flush_batch(eng, seg, &mut batch, &mut kept)?;
+                done += flush_batch(eng, seg, &mut batch, &mut kept, &mut doomed)?;
                 progress(Progress { phase: Phase::Remove, done, total: 0 });
             }
         }
         if !group.is_empty() {
             batch.push((group[0].task.clone().unwrap_or_default(), group));
         }
-        done += flush_batch(eng, seg, &mut batch, &mut kept)?;
+        done += flush_batch(eng, seg, &mut batch, &mut kept, &mut doomed)?;
         progress(Progress { phase: Phase::Remove, done, total: 0 });
     }
+    doomed.flush()?;
     for d in ["LOGS", "TASKS", "LOGS/chat"] {
         let p = eng.store.root.join(d);
         if p.is_dir() {
@@ -205,6 +189,7 @@ fn flush_batch(
     seg: &str,
     batch: &mut Vec<(String, Vec<Entry>)>,
     kept: &mut Vec<String>,
+    doomed: &mut Doomed,
 ) -> Result<u64> {
     let mut events: Vec<Event> = Vec::new();
     for (task, _) in batch.iter() {
@@ -220,7 +205,8 @@ fn flush_batch(
     let ids: Vec<TaskId> = batch.iter().filter_map(|(t, _)| TaskId::new(t.as_str()).ok()).collect();
     let entries: std::collections::HashMap<String, Vec<Entry>> = batch.drain(..).collect();
     let removed = super::board::remove_batch(eng, &ids, &mut |id| {
-        remove_task(eng, id.as_str(), entries.get(id.as_str()).map_or(&[][..], Vec::as_slice))
+        let mine = entries.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+        remove_task(eng, id.as_str(), mine, doomed)
     })?;
     kept.extend(ids.into_iter().filter(|i| !removed.contains(i)).map(|i| i.to_string()));
     Ok(n)

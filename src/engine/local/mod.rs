@@ -32,6 +32,7 @@ mod archive_doctor;
 mod archive_scan;
 mod archive_segment;
 mod archive_store;
+mod archive_unlink;
 mod atomic;
 mod board;
 mod chat_archive;
