@@ -30,6 +30,9 @@ escalation: [coordinator, rooster]
 limits:
   message_bytes: 1048576
   header_lines: 200
+# Checks that only their command may record (`circe check TASK --run NAME`), e.g.
+# checks:
+#   tests_passed: {run: cargo test}
 # Add roles and intents, or narrow the built-in rules (see `circe registry`).
 registry:
   roles: []
@@ -76,6 +79,17 @@ pub struct Config {
     /// TX routing rules: agent or role -> status -> target -> text (section 16).
     #[serde(default)]
     pub routing: crate::tx::Routing,
+    /// Checks declared with the command that proves them (PROTOCOLS.md "For agents").
+    #[serde(default)]
+    pub checks: std::collections::BTreeMap<String, CheckDecl>,
+}
+
+/// `checks: {NAME: {run: "cmd"}}`: a check that only its command may record.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckDecl {
+    /// Run with `sh -c` by `circe check TASK --run NAME`.
+    pub run: String,
 }
 
 /// `chat:` (PROTOCOLS.md "The chat channel").
@@ -155,6 +169,16 @@ impl Config {
                 .hint("name a file, e.g. `chat: {path: .workplace/chat.md}`, or remove the key"));
         }
         c.archive.check()?;
+        for (name, d) in &c.checks {
+            crate::names::check_check(name).map_err(|e| {
+                Error::refused(format!("circe.yaml: checks: {}", e.message))
+                    .hint(e.hint.unwrap_or_default())
+            })?;
+            if d.run.trim().is_empty() {
+                return Err(Error::refused(format!("circe.yaml: checks: {name}: run is empty"))
+                    .hint("give the command that proves the check, e.g. `run: cargo test`"));
+            }
+        }
         if c.max_attempts == 0 {
             return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
         }
@@ -262,6 +286,15 @@ mod tests {
         assert_eq!(c.chat.path, None);
         let c = Config::parse("version: 1\nchat: {path: .workplace/chat.md}\n").unwrap();
         assert_eq!(c.chat.path.as_deref(), Some(".workplace/chat.md"));
+    }
+
+    #[test]
+    fn checks_are_declared_with_their_command() {
+        let c = Config::parse("version: 1\nchecks: {tests_passed: {run: cargo test}}\n").unwrap();
+        assert_eq!(c.checks["tests_passed"].run, "cargo test");
+        assert!(Config::parse("version: 1\nchecks: {Tests: {run: x}}\n").is_err());
+        assert!(Config::parse("version: 1\nchecks: {t: {run: ''}}\n").is_err());
+        assert!(Config::parse("version: 1\nchecks: {t: {cmd: x}}\n").is_err());
     }
 
     #[test]

@@ -103,6 +103,24 @@ impl Error {
         self
     }
 
+    /// Rewrite the message.
+    #[must_use]
+    pub fn map_message(mut self, f: impl FnOnce(&str) -> String) -> Self {
+        self.message = f(&self.message);
+        self
+    }
+
+    /// Add `more` to the hint (after `; ` when there is one already).
+    #[must_use]
+    pub fn hint_more(mut self, more: impl Into<String>) -> Self {
+        let more = more.into();
+        self.hint = Some(match self.hint.take() {
+            Some(h) => format!("{h}; {more}"),
+            None => more,
+        });
+        self
+    }
+
     #[must_use]
     pub fn detail(mut self, key: &'static str, value: impl Into<String>) -> Self {
         self.details.push((key, value.into()));

@@ -105,7 +105,24 @@ pub fn run(
     steps: &[Step],
     each: &mut dyn FnMut(&Step, Option<&Outcome>),
 ) -> Result<Vec<Outcome>> {
-    let mut now = START.to_string();
+    run_shifted(exe, dir, steps, chrono::TimeDelta::zero(), each)
+}
+
+/// `run`, with every pinned time moved by `shift` (the demo shows today's times: the
+/// scenario's start becomes now).
+pub fn run_shifted(
+    exe: &Path,
+    dir: &Path,
+    steps: &[Step],
+    shift: chrono::TimeDelta,
+    each: &mut dyn FnMut(&Step, Option<&Outcome>),
+) -> Result<Vec<Outcome>> {
+    let moved = |t: &str| {
+        crate::clock::parse(t)
+            .and_then(|t| t.checked_add_signed(shift))
+            .map_or_else(|| t.to_string(), crate::clock::stamp)
+    };
+    let mut now = moved(START);
     let mut outcomes = Vec::new();
     let init = circe(exe, dir, None, &now, &["init".to_string()])?;
     if init.code != 0 {
@@ -114,7 +131,7 @@ pub fn run(
     for step in steps {
         match step {
             Step::Say(_) => each(step, None),
-            Step::Now(t) => now.clone_from(t),
+            Step::Now(t) => now = moved(t),
             Step::Run { agent, args } => {
                 let o = circe(exe, dir, agent.as_deref(), &now, args)?;
                 each(step, Some(&o));

@@ -29,6 +29,7 @@
 //! # Ok::<(), circe::error::Error>(())
 //! ```
 
+pub mod address;
 pub mod archive;
 pub mod boxes;
 pub mod chat;
@@ -45,6 +46,7 @@ pub mod names;
 pub mod ops;
 pub mod registry;
 pub mod seq;
+pub mod suggest;
 pub mod task;
 pub mod tx;
 pub mod workspace;

@@ -4,6 +4,7 @@
 use std::cell::{Cell, OnceCell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use crate::address::{self, Address};
 use crate::config::Config;
 use crate::engine::{self, Engine, RootSpec};
 use crate::error::{Error, Result};
@@ -94,21 +95,33 @@ impl Workspace {
         AgentName::new(name).is_ok_and(|a| self.is_agent(&a))
     }
 
-    /// The acting agent: it must exist.
+    /// The acting agent: it must exist. A mistyped name gets the closest agent as a hint,
+    /// and the root it was looked up in (an agent that ran `circe init` in the wrong folder
+    /// finds out where it is).
     pub fn agent(&self, name: Option<&str>) -> Result<(AgentName, String)> {
         let name = name.ok_or_else(|| {
             Error::usage("no acting agent").hint("pass --agent NAME or set CIRCE_AGENT")
         })?;
-        let name = AgentName::new(name)?;
-        let role = self.role_of(&name).ok_or_else(|| {
-            Error::not_found(format!("no agent `{name}` in this root"))
-                .hint("`circe agent list` shows them; `circe agent add` makes one")
+        let known = || self.agents().keys().map(AgentName::as_str);
+        let checked =
+            AgentName::new(name).map_err(|e| match crate::suggest::closest(name, known()) {
+                Some(c) => e.hint(format!("did you mean `{c}`?")),
+                None => e,
+            })?;
+        let role = self.role_of(&checked).ok_or_else(|| {
+            crate::suggest::not_found("agent", name, known())
+                .map_message(|m| format!("{m} in this root"))
+                .hint_more(format!(
+                    "this root is {}: `circe agent list` shows its agents; if your team's root is \
+                 elsewhere, pass --root DIR or set CIRCE_ROOT",
+                    self.engine.location()
+                ))
         })?;
-        if self.is_retired(&name) {
-            return Err(Error::refused(format!("agent {name} is retired"))
+        if self.is_retired(&checked) {
+            return Err(Error::refused(format!("agent {checked} is retired"))
                 .hint("a retired agent acts no more; `circe agent add` makes a new one"));
         }
-        Ok((name, role))
+        Ok((checked, role))
     }
 
     /// Has `agent` been retired (`circe agent retire`)?
@@ -153,22 +166,25 @@ impl Workspace {
     /// May `me` (with `role`) take a task addressed to `to` with `intent`? The same answer
     /// as `eligibility(..).admits(..)`, asking only what this one task needs.
     pub fn may_take(&self, me: &AgentName, role: &str, to: &str, intent: &str) -> bool {
-        if to == me.as_str() {
+        let addr = Address::parse(to);
+        let is_role = |n: &str| self.registry.is_role(n);
+        if addr.agent(is_role) == Some(me.as_str()) {
             return true;
         }
-        let addressed =
-            to == "all" || to == role && AgentName::new(role).is_ok_and(|r| !self.is_agent(&r));
+        let addressed = addr == Address::All || addr.role(is_role) == Some(role);
         addressed && self.registry.may_receive(role, intent)
     }
 
-    /// Which waiting tasks `me` (with `role`) may take: those addressed to it; and those
-    /// addressed to `all` or to its role (when no agent has the role's name: an agent name
-    /// wins over a role) whose intent its role may receive.
+    /// Which waiting tasks `me` (with `role`) may take: those addressed to it (`agent:NAME`,
+    /// or its bare name when no role has that name: a role name means the role); and those
+    /// addressed to `all` or to its role (bare or `role:`) whose intent its role may receive.
     pub fn eligibility(&self, me: &AgentName, role: &str) -> Eligibility {
-        let mut addresses = vec!["all".to_string()];
-        if AgentName::new(role).is_ok_and(|r| !self.is_agent(&r)) {
-            addresses.push(role.to_string());
+        let mut direct = vec![format!("{}{me}", address::AGENT)];
+        if !self.registry.is_role(me.as_str()) {
+            direct.push(me.to_string());
         }
+        let addresses =
+            vec!["all".to_string(), role.to_string(), format!("{}{role}", address::ROLE)];
         let intents = self
             .registry
             .intents
@@ -176,6 +192,47 @@ impl Workspace {
             .filter(|i| self.registry.may_receive(role, &i.name))
             .map(|i| i.name.clone())
             .collect();
-        Eligibility { agent: me.clone(), addresses, intents, now: crate::clock::stamp(self.now()) }
+        Eligibility {
+            agent: me.clone(),
+            direct,
+            addresses,
+            intents,
+            now: crate::clock::stamp(self.now()),
+        }
+    }
+
+    /// The agents an address reaches (`all`: every agent), and the roles they have; an
+    /// unknown agent or role is exit 5 with the closest name as a hint.
+    pub fn reach(&self, to: &str) -> Result<(Vec<AgentName>, Vec<String>)> {
+        let addr = Address::parse(to);
+        let is_role = |n: &str| self.registry.is_role(n);
+        if addr == Address::All {
+            let agents: Vec<AgentName> = self.agents().keys().cloned().collect();
+            let roles: std::collections::BTreeSet<String> =
+                agents.iter().filter_map(|a| self.role_of(a)).collect();
+            return Ok((agents, roles.into_iter().collect()));
+        }
+        if let Some(r) = addr.role(is_role) {
+            if !self.registry.is_role(r) {
+                let roles = self.registry.roles.iter().map(String::as_str);
+                return Err(crate::suggest::not_found("role", r, roles)
+                    .hint_more("`circe registry` lists the roles"));
+            }
+            return Ok((self.agents_with_role(r), vec![r.to_string()]));
+        }
+        let name = addr.agent(is_role).unwrap_or_default();
+        if let Ok(agent) = AgentName::new(name)
+            && let Some(role) = self.role_of(&agent)
+        {
+            return Ok((vec![agent], vec![role]));
+        }
+        let known: Vec<String> = self
+            .agents()
+            .keys()
+            .map(ToString::to_string)
+            .chain(self.registry.roles.iter().cloned())
+            .collect();
+        Err(crate::suggest::not_found("agent or role", name, known.iter().map(String::as_str))
+            .hint_more("`circe agent list` shows the agents, `circe registry` the roles; `all` reaches everyone"))
     }
 }

@@ -57,7 +57,7 @@ pub(crate) fn sqlite(db: &Path, sql: &str) -> Command {
 /// The task id field of `circe claim --json` output.
 pub(crate) fn claimed_task(json: &str) -> Option<String> {
     let v: serde_json::Value = serde_json::from_str(json).ok()?;
-    v.get("task").and_then(|t| t.as_str()).map(str::to_string)
+    v.get("task_id").and_then(|t| t.as_str()).map(str::to_string)
 }
 
 // ---- populating --------------------------------------------------------------------------

@@ -223,7 +223,13 @@ pub(crate) fn memory(s: &Sized, out: &mut String) {
     ];
     let next = peak_kib(circe(root, "w1", full).args(["claim", "--next"]));
     rows.push(("circe claim --next", next));
+    // The board is streamed: rows go to stdout as the engine hands them over.
     rows.push(("circe tasks", peak_kib(circe(root, "w0", full).arg("tasks"))));
+    rows.push(("circe tasks --json", peak_kib(circe(root, "w0", full).args(["tasks", "--json"]))));
+    rows.push((
+        "circe inbox (counts the tasks it may take)",
+        peak_kib(circe(root, "w0", full).arg("inbox")),
+    ));
     rows.push(("sqlite3 list", peak_kib(&mut sqlite(&s.db, "SELECT * FROM tasks"))));
     rows.push(("/bin/true", peak_kib(&mut Command::new("/bin/true"))));
     let _ = writeln!(out, "| command | peak RSS KiB |\n|---|---:|");

@@ -1,9 +1,11 @@
 //! `circe agent add|list`.
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::output::table;
+use super::vocab::AgentRole;
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
 use crate::names;
@@ -14,6 +16,7 @@ pub enum AgentCommand {
     /// Add an agent with a role (AGENTS/<name>/ with INBOX, WORKSPACE and agent.yaml).
     Add(AddArgs),
     /// List the agents and their roles.
+    #[command(after_help = "Examples:\n  circe agent list\n  circe agent list --json")]
     List,
     /// Retire an agent (as a coordinator): its held tasks go back to the queue, and what lies
     /// in its boxes, or reaches it later, is kept as orphans (`circe orphans`).
@@ -21,18 +24,39 @@ pub enum AgentCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe --agent coordinator agent retire brain")]
 pub struct RetireArgs {
     /// The agent to retire.
     pub name: String,
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe agent add engineer-2 --role engineer\n  circe agent add alice --role rooster     # a human"
+)]
 pub struct AddArgs {
     /// The agent's name: a-z, 0-9 and '-'.
     pub name: std::ffi::OsString,
     /// One of the registry's roles (`circe registry` lists them).
     #[arg(long)]
     pub role: String,
+}
+
+/// `circe agent add --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentAddJson {
+    pub agent: String,
+    pub role: String,
+    /// false: the agent was there already (with this role).
+    pub created: bool,
+}
+
+/// `circe agent list --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentListJson {
+    pub agents: Vec<AgentRole>,
 }
 
 pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
@@ -77,7 +101,7 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 }
                 return Ok(Report::new(
                     format!("agent {name} exists already ({existing})"),
-                    json!({"agent": name, "role": existing, "created": false}),
+                    AgentAddJson { agent: name.to_string(), role: existing, created: false },
                 ));
             }
             let created = ws.engine.add_agent(&name, &a.role)?;
@@ -88,7 +112,7 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             }
             Ok(Report::new(
                 format!("agent {name} added ({})", a.role),
-                json!({"agent": name, "role": a.role, "created": created}),
+                AgentAddJson { agent: name.to_string(), role: a.role.clone(), created },
             ))
         }
         AgentCommand::List => {
@@ -98,12 +122,16 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 .iter()
                 .map(|(a, r)| vec![a.to_string(), r.clone(), state(a).to_string()])
                 .collect();
-            let list: Vec<_> = ws
+            let agents = ws
                 .agents()
                 .iter()
-                .map(|(a, r)| json!({"agent": a, "role": r, "retired": ws.is_retired(a)}))
+                .map(|(a, r)| AgentRole {
+                    agent: a.to_string(),
+                    role: r.clone(),
+                    retired: ws.is_retired(a),
+                })
                 .collect();
-            Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), list))
+            Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), AgentListJson { agents }))
         }
         AgentCommand::Retire(_) => unreachable!("handled above"),
     }

@@ -2,14 +2,16 @@
 
 use std::io::IsTerminal;
 
-use clap::{Args, Subcommand};
-use serde_json::json;
-
+use super::archive_json::{
+    ArchiveHitJson, ArchiveJson, ArchiveRestoreJson, ArchiveSearchJson, ArchiveVerifyJson,
+    BadSegmentJson,
+};
 use super::{Ctx, Report};
 use crate::archive::query::Query;
 use crate::archive::{Phase, Progress};
 use crate::error::{Error, Result};
 use crate::ops::archive::Options;
+use clap::{Args, Subcommand};
 
 /// Move finished work out of the hot folders into ARCHIVE/, for cron: tasks completed or
 /// failed more than `archive.after` ago (default 7d) with their messages, records and
@@ -21,7 +23,10 @@ use crate::ops::archive::Options;
 /// Safe to kill at any point: the next run (or `doctor --repair`) finishes or undoes it.
 /// Silent unless stdout is a terminal, --verbose or --json (cron mails only errors).
 #[derive(Debug, Args)]
-#[command(args_conflicts_with_subcommands = true)]
+#[command(
+    args_conflicts_with_subcommands = true,
+    after_help = "Examples:\n  circe archive --dry-run               # what would move\n  circe archive                         # under cron: silent unless it fails\n  circe archive --older-than 30d --wait"
+)]
 pub struct ArchiveArgs {
     #[command(subcommand)]
     pub sub: Option<ArchiveSub>,
@@ -50,11 +55,16 @@ pub enum ArchiveSub {
 /// file name), by date (`--date 2026-11` or `2026-11-21`), or by words (`--text`; with
 /// `--in-files` inside the archived files themselves).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe archive search AUTH-012\n  circe archive search --date 2026-11\n  circe archive search --text jwt --in-files"
+)]
 pub struct SearchArgs {
     /// A task id, message id or file name.
     pub id: Option<String>,
+    /// A month (`2026-11`) or a day (`2026-11-21`).
     #[arg(long)]
     pub date: Option<String>,
+    /// Words to look for in ids, names and summaries.
     #[arg(long)]
     pub text: Option<String>,
     /// Look for --text inside the archived files (reads the segments).
@@ -68,14 +78,18 @@ pub struct SearchArgs {
 /// Write an archived task's files back, byte for byte, under DIR (TASKS/<id>.status,
 /// LOGS/<message>.md, ... as they lay in the root). Never replaces a file.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe archive restore AUTH-012 --to /tmp/auth-012")]
 pub struct RestoreArgs {
+    /// The archived task's id.
     pub task: String,
+    /// The folder to write into (made if missing; an existing file is never replaced).
     #[arg(long, value_name = "DIR")]
     pub to: std::path::PathBuf,
 }
 
 /// Read every archived segment back and check each member against its checksum.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe archive verify")]
 pub struct VerifyArgs {}
 
 pub fn run(ctx: &Ctx, a: &ArchiveArgs) -> Result<Report> {
@@ -154,7 +168,7 @@ fn archive(ctx: &Ctx, a: &ArchiveArgs) -> Result<Report> {
             human.push_str(&format!("  kept (changed while archived): {}\n", r.kept.join(", ")));
         }
     }
-    Ok(Report::new(human, &r))
+    Ok(Report::new(human, ArchiveJson::from(r)))
 }
 
 fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
@@ -187,7 +201,8 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
         return Err(Error::not_found("nothing in the archive matches")
             .hint("`circe archive search --date YYYY-MM` lists a month"));
     }
-    Ok(Report::new(human, json!({"hits": hits})))
+    let hits = hits.into_iter().map(ArchiveHitJson::from).collect();
+    Ok(Report::new(human, ArchiveSearchJson { hits }))
 }
 
 fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
@@ -199,10 +214,8 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     };
     let written = crate::engine::local::write_restored(&r.to, &b.files)?;
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
-    Ok(Report::new(
-        human,
-        json!({"task": task, "written": written, "bundle": b.tombstone.bundle()}),
-    ))
+    let bundle = b.tombstone.bundle();
+    Ok(Report::new(human, ArchiveRestoreJson { task_id: task.to_string(), written, bundle }))
 }
 
 fn verify(ctx: &Ctx) -> Result<Report> {
@@ -213,7 +226,16 @@ fn verify(ctx: &Ctx) -> Result<Report> {
     for (s, e) in &all {
         human.push_str(&format!("{}  ARCHIVE/{s}\n", e.as_deref().unwrap_or("ok")));
     }
-    let doc = json!({"segments": all.len(), "bad": bad.iter().map(|(s, e)| json!({"segment": s, "problem": e})).collect::<Vec<_>>()});
+    let doc = ArchiveVerifyJson {
+        segments: all.len(),
+        bad: bad
+            .iter()
+            .map(|(s, e)| BadSegmentJson {
+                segment: s.clone(),
+                problem: e.clone().unwrap_or_default(),
+            })
+            .collect(),
+    };
     if bad.is_empty() {
         Ok(Report::new(human, doc))
     } else if ctx.json {

@@ -1,9 +1,9 @@
 //! `circe show` for what is archived: a task's summary and bundle, or a message found in
 //! the archive by msg_id or file name.
 
-use serde_json::json;
-
 use super::Report;
+use super::archive_json::{ArchiveHitJson, ShowArchivedMessageJson, ShowArchivedTaskJson};
+use super::show::ShowOutput;
 use crate::archive::Bundle;
 use crate::archive::query::Query;
 use crate::error::Result;
@@ -24,12 +24,7 @@ pub fn task(b: &Bundle) -> Report {
         human.push_str(&format!("  {origin} ({} bytes)\n", bytes.len()));
     }
     human.push_str(&format!("events: {}\n\n{}", b.events.len(), b.summary));
-    let files: Vec<_> =
-        b.files.iter().map(|(o, bytes)| json!({"origin": o, "bytes": bytes.len()})).collect();
-    Report::new(
-        human,
-        json!({"task": t.task, "archived": t, "bundle": t.bundle(), "summary_file": t.summary_path(), "files": files, "events": b.events, "summary": b.summary, "manifest": b.manifest}),
-    )
+    Report::new(human, ShowOutput::ArchivedTask(Box::new(ShowArchivedTaskJson::from(b))))
 }
 
 /// A message that is only in the archive (by msg_id, prefix or file name): the first match.
@@ -57,5 +52,6 @@ pub fn message(ws: &Workspace, key: &str) -> Result<Option<Report>> {
         human.push('\n');
         human.push_str(t);
     }
-    Ok(Some(Report::new(human, json!({"archived": h, "text": text}))))
+    let doc = ShowArchivedMessageJson { archived: ArchiveHitJson::from(h), text };
+    Ok(Some(Report::new(human, ShowOutput::ArchivedMessage(Box::new(doc)))))
 }

@@ -12,6 +12,9 @@ use crate::ops::asks;
 /// The asks waiting for their answer (TX `ask`, `ask-human`): who asked whom, how long ago,
 /// and until when. An `ask-response` with `in-reply-to` closes one.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe asks\n  circe asks --for brain\n  circe asks --all --json"
+)]
 pub struct AsksArgs {
     /// Also list answered and expired asks.
     #[arg(long)]
@@ -56,5 +59,17 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
     } else {
         table(&["ASK", "FROM", "TO", "AGE", "STATE", "DEADLINE", "ABOUT"], &cells)
     };
-    Ok(Report::new(human, json!({"asks": rows})))
+    // One vocabulary: the ask's task is `task_id`.
+    let asks: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = json!(r);
+            if let Some(o) = v.as_object_mut() {
+                let t = o.remove("task").unwrap_or(serde_json::Value::Null);
+                o.insert("task_id".into(), t);
+            }
+            v
+        })
+        .collect();
+    Ok(Report::new(human, json!({ "asks": asks })))
 }

@@ -22,6 +22,9 @@ pub enum ImportCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe import tx .ai/tx/msgs\n  circe import tx .ai/tx/msgs --role brain=engineer --role interviewer=qa"
+)]
 pub struct ImportTxArgs {
     /// The TX folder (`.ai/tx/msgs`).
     pub dir: PathBuf,
@@ -44,6 +47,7 @@ pub enum ExportCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe export tx out/")]
 pub struct ExportTxArgs {
     /// The folder to write (made when missing).
     pub dir: PathBuf,

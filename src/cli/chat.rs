@@ -26,6 +26,9 @@ pub enum ChatCommand {
 /// Further lines of the text (from standard input when no TEXT is given) become continuation lines, indented by two spaces. Many
 /// agents may say at once: each message is one write under the channel's lock.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer chat say --to qa --cc coordinator \"please test src/auth.rs\"\n  printf 'Changes:\\n- JWT\\n' | circe --agent engineer chat say --to qa"
+)]
 pub struct SayArgs {
     /// The recipient: an agent, or `all`.
     #[arg(long)]
@@ -54,6 +57,9 @@ pub struct SayArgs {
 /// sender) is not printed (a note on stderr). With --cursor too, each printed line moves
 /// the agent's lastSeen and each stale one is logged as skipped.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe chat watch --cursor qa\n  circe chat watch --once --from-start"
+)]
 pub struct WatchArgs {
     /// Save the position under .circe/cursors/chat/NAME after every printed line, and
     /// resume from it.
@@ -81,6 +87,7 @@ pub struct WatchArgs {
 /// being appended is lost). Watchers and cursors follow
 /// the moved lines.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe chat archive\n  circe chat archive --before 120")]
 pub struct ArchiveArgs {
     /// Keep line N and everything after it (N must start a message or comment, not continue
     /// one); default: archive everything.

@@ -1,26 +1,44 @@
 //! `circe check`.
 
+use std::collections::BTreeMap;
+
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
 use crate::exit_code;
 use crate::names::CheckName;
 use crate::ops;
+use crate::task::Checks;
 
-/// Record a check on a task you hold. `NAME=true|false` asserts it; `--run NAME -- CMD`
-/// runs CMD and records its exit status (pass = 0), with the command in the event log. If
-/// the task changed hands while CMD ran, the result is refused (exit 4).
+/// Record one of a task's checks (`completed` waits until all of them passed). `--run NAME
+/// -- CMD` runs CMD and records its exit status (pass = 0), with the command in the event
+/// log; a check declared in circe.yaml (`checks: {NAME: {run: CMD}}`) runs its declared
+/// command (`--run NAME`, nothing after it) and can be recorded no other way, except by a
+/// coordinator asserting it with --reason. `NAME=true|false` asserts an undeclared check:
+/// the board and `show` mark it asserted, not run. Only the holder records checks; a name
+/// the task does not have is refused, listing its checks. If the task changed hands while
+/// CMD ran, the result is refused (exit 4).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer check AUTH-012 --run tests_passed -- cargo test\n  circe --agent engineer check AUTH-012 --run tests_passed     # the command circe.yaml declares\n  circe --agent coordinator check AUTH-012 peer_reviewed=true --reason \"reviewed in the call\""
+)]
 pub struct CheckArgs {
+    /// The task id (as `circe tasks` lists it), e.g. AUTH-012.
     pub task: String,
-    /// NAME=true or NAME=false.
+    /// NAME=true or NAME=false: assert a check without running anything.
     #[arg(conflicts_with = "run")]
     pub assignment: Option<String>,
-    /// Run the command after `--` and record NAME from its exit status.
+    /// Run the command after `--` (or the one circe.yaml declares) and record NAME from its
+    /// exit status.
     #[arg(long, value_name = "NAME")]
     pub run: Option<String>,
+    /// Why a coordinator asserts a check (recorded in the event log); lets a coordinator
+    /// assert a declared check, or a check of a task it does not hold.
+    #[arg(long, conflicts_with = "run")]
+    pub reason: Option<String>,
     /// Fencing: refuse unless the task is still at this epoch.
     #[arg(long, env = "CIRCE_EPOCH")]
     pub epoch: Option<u64>,
@@ -29,15 +47,34 @@ pub struct CheckArgs {
     pub command: Vec<String>,
 }
 
+/// `circe check --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CheckJson {
+    pub task_id: String,
+    pub check: String,
+    pub passed: bool,
+    /// `run` or `asserted`.
+    pub how: String,
+    /// For `run`: the command, its exit code (null: killed by a signal) and its duration.
+    pub command: Option<Vec<String>>,
+    pub exit_code: Option<i32>,
+    pub seconds: Option<f64>,
+    /// For an assertion with --reason.
+    pub reason: Option<String>,
+    /// Every check of the task after this one.
+    pub checks: BTreeMap<String, bool>,
+}
+
+fn names(c: &Checks) -> BTreeMap<String, bool> {
+    c.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+}
+
 pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = super::task_id(&a.task)?;
     if let Some(name) = &a.run {
         let name = CheckName::new(name.as_str())?;
-        if a.command.is_empty() {
-            return Err(Error::usage("--run needs a command after --")
-                .hint(format!("circe check {} --run {name} -- cargo test", a.task)));
-        }
         let r = ops::check_run(&ws, &me, &task, &name, &a.command, a.epoch)?;
         let human = format!(
             "{} {}: {} (exit {}, {:.2}s)\n",
@@ -48,10 +85,22 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
             r.seconds
         );
         let code = if r.passed { exit_code::OK } else { exit_code::REFUSED };
-        return Ok(Report::new(human, r).code(code));
+        let out = CheckJson {
+            task_id: r.task.to_string(),
+            check: r.check.to_string(),
+            passed: r.passed,
+            how: "run".into(),
+            command: Some(r.command),
+            exit_code: r.exit_code,
+            seconds: Some(r.seconds),
+            reason: None,
+            checks: names(&r.checks),
+        };
+        return Ok(Report::new(human, out).code(code));
     }
     let Some(assign) = &a.assignment else {
-        return Err(Error::usage("give NAME=true|false or --run NAME -- CMD"));
+        return Err(Error::usage("give NAME=true|false or --run NAME [-- CMD]")
+            .hint(format!("circe check {} --run tests_passed -- cargo test", a.task)));
     };
     let (name, value) = assign
         .split_once('=')
@@ -62,10 +111,21 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
         "false" | "no" | "fail" => false,
         v => return Err(Error::usage(format!("`{v}` is not true or false"))),
     };
-    let checks = ops::check_set(&ws, &me, &task, &name, value, a.epoch)?;
+    let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();
+    let out = CheckJson {
+        task_id: task.to_string(),
+        check: name.to_string(),
+        passed: value,
+        how: "asserted".into(),
+        command: None,
+        exit_code: None,
+        seconds: None,
+        reason: a.reason.clone(),
+        checks: names(&checks),
+    };
     Ok(Report::new(
-        format!("{} {name}={value} ({passed}/{} checks passed)\n", a.task, checks.len()),
-        json!({"task": a.task, "checks": checks}),
+        format!("{} {name}={value}, asserted ({passed}/{} checks passed)\n", a.task, checks.len()),
+        out,
     ))
 }

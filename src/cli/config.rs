@@ -13,6 +13,9 @@ use crate::error::{Error, Result};
 /// Print the root's configuration (circe.yaml; for a root in a database, the copy stored
 /// there, which every host reads). `--set FILE` replaces it after checking it.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe config > circe.yaml.new\n  circe config --set circe.yaml.new"
+)]
 pub struct ConfigArgs {
     /// The new configuration (`-` for standard input).
     #[arg(long, value_name = "FILE")]

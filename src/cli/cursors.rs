@@ -11,6 +11,7 @@ use crate::ops::stream::{KIND, SavedCursor};
 /// The consumers' saved places: each cursor's kind, name, the last event it handed on, how
 /// far behind the log it is, when it last moved, and its dead letters.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe cursors\n  circe cursors --json")]
 pub struct CursorsArgs {}
 
 pub fn run(ctx: &Ctx, _a: &CursorsArgs) -> Result<Report> {

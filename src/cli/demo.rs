@@ -7,10 +7,14 @@ use crate::engine::local::ScratchDir;
 use crate::error::Result;
 use crate::fixture;
 
-/// The reference's whole message flow, narrated, in a temporary root: the coordinator
-/// posts a task, an engineer claims it, works, runs a check, hands it to QA, QA tests and
-/// reports, and the coordinator sees it completed. Ends with the board.
+/// The reference's whole message flow, narrated, in a temporary root, at today's times:
+/// the coordinator posts a task, an engineer claims it, works, runs a check, hands it to
+/// QA, QA tests and reports, and the coordinator sees it completed. Ends with the board
+/// and what to run next in your own project.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe demo\n  circe demo --keep     # then look around the root it prints"
+)]
 pub struct DemoArgs {
     /// Keep the temporary root and print its path (to look around with ls and cat).
     #[arg(long)]
@@ -26,5 +30,18 @@ pub fn run(ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
     if a.keep {
         root.keep();
     }
-    super::replay::narrate(root.path(), &steps, a.keep, ctx.json)
+    // Today's times: the scenario's last step happens now (to the second), the others
+    // keep their spacing before it.
+    let last = steps
+        .iter()
+        .filter_map(|s| match s {
+            fixture::Step::Now(t) => crate::clock::parse(t),
+            _ => None,
+        })
+        .chain(crate::clock::parse(fixture::START))
+        .max()
+        .unwrap_or_else(crate::clock::now);
+    let now = crate::clock::now();
+    let shift = chrono::TimeDelta::seconds((now - last).num_seconds());
+    super::replay::narrate(root.path(), &steps, a.keep, ctx.json, shift)
 }

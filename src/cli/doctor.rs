@@ -1,7 +1,8 @@
 //! `circe doctor`.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::error::{Error, Result};
@@ -11,9 +12,34 @@ use crate::error::{Error, Result};
 /// --repair, finish or undo what crashed commands left, quarantine strays into
 /// LOGS/quarantine/, and rebuild the claim --next index.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe doctor\n  circe doctor --repair")]
 pub struct DoctorArgs {
+    /// Mend what can be mended: finish or undo crashed work, move strays and unreadable
+    /// files to LOGS/quarantine/, rebuild the derived indexes.
     #[arg(long)]
     pub repair: bool,
+}
+
+/// `circe doctor --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DoctorJson {
+    /// What was found, repaired or not.
+    #[schemars(with = "Vec<super::schema_defs::ViolationDef>")]
+    pub violations: Vec<crate::engine::Violation>,
+    /// How many are still violated (exit 1 when more than 0).
+    pub open: usize,
+    /// Orphans of retired agents waiting for a coordinator (`circe orphans`).
+    pub orphans: OrphanCounts,
+    /// Routing loops with no terminal state, each as its members in order.
+    pub routing_loops: Vec<Vec<String>>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct OrphanCounts {
+    pub messages: usize,
+    pub tasks: usize,
 }
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
@@ -43,19 +69,19 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
             v.what
         ));
     }
-    let extra = json!({"messages": orphans.messages.len(), "tasks": orphans.tasks.len()});
+    let extra = OrphanCounts { messages: orphans.messages.len(), tasks: orphans.tasks.len() };
     if open == 0 {
         human.push_str(&format!("ok: {} repaired, 0 violations\n", found.len()));
         return Ok(Report::new(
             human,
-            json!({"violations": found, "open": 0, "orphans": extra, "routing_loops": loops}),
+            DoctorJson { violations: found, open: 0, orphans: extra, routing_loops: loops },
         )
         .warnings(notes));
     }
     if ctx.json {
         return Ok(Report::new(
             human,
-            json!({"violations": found, "open": open, "orphans": extra, "routing_loops": loops}),
+            DoctorJson { violations: found, open, orphans: extra, routing_loops: loops },
         )
         .code(crate::exit_code::INTERNAL)
         .warnings(notes));

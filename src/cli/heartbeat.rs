@@ -7,7 +7,11 @@ use crate::error::Result;
 
 /// Extend your lease on a task you hold (only the lease fields change).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer heartbeat AUTH-012\n  circe --agent engineer heartbeat AUTH-012 --ttl 2h"
+)]
 pub struct HeartbeatArgs {
+    /// The task id (as `circe tasks` lists it), e.g. AUTH-012.
     pub task: String,
     /// New lease length from now (default from circe.yaml).
     #[arg(long)]
@@ -32,6 +36,6 @@ pub fn run(ctx: &Ctx, a: &HeartbeatArgs) -> Result<Report> {
             rec.task_id,
             rec.lease_expires_at.clone().unwrap_or_default()
         ),
-        rec,
+        super::vocab::TaskMoved::new(rec, false),
     ))
 }

@@ -1,18 +1,26 @@
-//! `circe inbox`.
+//! `circe inbox`: what waits for the acting agent, and the tasks it may take.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::output::table;
 use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
-use crate::message;
+use crate::message::{self, Priority};
+use crate::names::AgentName;
 use crate::ops;
+use crate::workspace::Workspace;
 
-/// What is waiting for the acting agent: its INBOX, oldest first.
+/// What is waiting for the acting agent: its INBOX, oldest first (id, sender, intent, task,
+/// priority, summary, what it answers), then how many waiting tasks it may take, with the
+/// best few (the order `claim --next` takes them in).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer inbox\n  circe --agent engineer inbox --workspace --json"
+)]
 pub struct InboxArgs {
     /// Also list the WORKSPACE.
     #[arg(long)]
@@ -23,16 +31,159 @@ pub struct InboxArgs {
     pub oneline: bool,
 }
 
+/// `circe inbox --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InboxJson {
+    pub agent: String,
+    pub role: String,
+    /// Oldest first; absent fields are null.
+    pub messages: Vec<InboxMessage>,
+    /// Messages numbered at or below what this agent last saw of their sender: not new,
+    /// kept (PROTOCOLS.md section 14). Each has `seq` and `last_seen`.
+    pub stale: Vec<InboxMessage>,
+    /// Waiting tasks this agent may take.
+    pub claimable: Claimable,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InboxMessage {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    pub msg_id: Option<String>,
+    pub created_at: Option<String>,
+    pub from: Option<String>,
+    pub intent: Option<String>,
+    pub task_id: Option<String>,
+    pub priority: Option<String>,
+    pub summary: Option<String>,
+    pub in_reply_to: Option<String>,
+    /// false: the file does not read as a message (`problem` says why).
+    pub valid: bool,
+    pub problem: Option<String>,
+    /// The sender's sequence number (stale messages only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
+    /// The highest number this agent had seen of the sender (stale messages only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub last_seen: Option<u64>,
+    /// `(ROLE #N): text` (with `--oneline`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub line: Option<String>,
+}
+
+/// How many waiting tasks the agent may take, and the best few.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Claimable {
+    pub count: usize,
+    /// At most three, best first: priority, then time waiting.
+    pub best: Vec<Waiting>,
+}
+
+/// A waiting task.
+#[expect(clippy::struct_field_names, reason = "`waiting_since` says what the time is")]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Waiting {
+    pub task_id: String,
+    pub intent: String,
+    pub to: String,
+    pub priority: String,
+    /// When it started waiting (its last change of status).
+    pub waiting_since: String,
+    pub summary: Option<String>,
+}
+
+/// How many waiting tasks `me` may take, and the best `keep` of them (priority, then time
+/// waiting), streamed from the board.
+pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
+    let who = ws.eligibility(me, role);
+    let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
+    let mut count = 0;
+    let mut best: Vec<(u8, Waiting)> = Vec::with_capacity(keep + 1);
+    ws.engine.board(&mut |r| {
+        if r.status != crate::task::Status::New || !who.admits(&r.to, &r.intent) {
+            return Ok(());
+        }
+        count += 1;
+        let k = rank(&r.priority);
+        let better =
+            |(bk, b): &(u8, Waiting)| (k, &*r.updated_at) < (*bk, b.waiting_since.as_str());
+        if best.len() < keep || best.last().is_some_and(&better) {
+            let w = Waiting {
+                task_id: r.task.to_string(),
+                intent: r.intent.to_string(),
+                to: r.to.to_string(),
+                priority: r.priority.to_string(),
+                waiting_since: r.updated_at.to_string(),
+                summary: None,
+            };
+            let at = best.iter().position(&better).unwrap_or(best.len());
+            best.insert(at, (k, w));
+            best.truncate(keep);
+        }
+        Ok(())
+    })?;
+    let best = best
+        .into_iter()
+        .map(|(_, mut w)| {
+            w.summary = task_summary(ws, &w.task_id);
+            w
+        })
+        .collect();
+    Ok(Claimable { count, best })
+}
+
+/// The summary of a waiting task's message.
+pub fn task_summary(ws: &Workspace, task: &str) -> Option<String> {
+    let id = crate::names::TaskId::new(task).ok()?;
+    let st = ws.engine.peek(&id).ok()??;
+    let b = st.location.unwrap_or(Mailbox::NewMessages);
+    ops::read(ws, &b, &st.rec.message).ok()?.summary()
+}
+
+/// The lines `inbox` and `prime` print under a claimable list.
+pub fn claimable_text(me: &AgentName, c: &Claimable) -> String {
+    if c.count == 0 {
+        return "no waiting task that you may take\n".to_string();
+    }
+    let mut s = format!(
+        "{} task{} waiting that you may take{}:\n",
+        c.count,
+        if c.count == 1 { "" } else { "s" },
+        if c.count > c.best.len() { " (the best first)" } else { "" }
+    );
+    let rows: Vec<Vec<String>> = c
+        .best
+        .iter()
+        .map(|w| {
+            vec![
+                format!("  {}", w.task_id),
+                w.priority.clone(),
+                format!("{} -> {}", w.intent, w.to),
+                w.summary.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let t = table(&["", "", "", ""], &rows);
+    s.push_str(t.split_once('\n').map_or("", |(_, rest)| rest));
+    s.push_str(&format!(
+        "take the best: circe --agent {me} claim --next (--dry-run to look first)\n"
+    ));
+    s
+}
+
 pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
-    let (ws, me, _) = ctx.acting()?;
+    let (ws, me, role) = ctx.acting()?;
     let mut boxes = vec![Mailbox::Inbox(me.clone())];
     if a.workspace {
         boxes.push(Mailbox::Workspace(me.clone()));
     }
-    let mut rows = Vec::new();
     let mut list = Vec::new();
     let mut warnings = Vec::new();
-    let mut parsed_all: Vec<(Mailbox, String, Option<message::Message>)> = Vec::new();
     for b in &boxes {
         for name in ws.engine.list_box(b)? {
             // Within the root's limits: a huge or planted file is reported, not read whole.
@@ -42,71 +193,124 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 warnings.push(format!("{}/{name}: {p}", b.label()));
             }
             let parsed = read.ok();
-            // Absent: null in --json, `-` in the table.
             let get = |f: fn(&message::Message) -> Option<String>| parsed.as_ref().and_then(f);
-            let created = get(|m| m.created_at.map(clock::format));
-            let from = get(|m| m.from.clone());
-            let intent = get(|m| m.intent.clone());
-            let task = get(|m| m.task_id.clone());
-            let msg_id = get(|m| m.msg_id.clone());
-            let priority = get(|m| m.priority.map(|p| p.as_str().to_string()));
-            let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
-            rows.push(vec![
-                cell(&created),
-                cell(&from),
-                cell(&intent),
-                cell(&priority),
-                cell(&task),
-                b.label(),
-                name.clone(),
-            ]);
-            list.push(json!({"box": b.label(), "file": name, "created_at": created, "from": from, "intent": intent, "task_id": task, "msg_id": msg_id, "priority": priority, "valid": parsed.is_some(), "problem": problem}));
-            parsed_all.push((b.clone(), name.clone(), parsed));
+            let row = InboxMessage {
+                mailbox: b.label(),
+                file: name.clone(),
+                msg_id: get(|m| m.msg_id.clone()),
+                created_at: get(|m| m.created_at.map(clock::format)),
+                from: get(|m| m.from.clone()),
+                intent: get(|m| m.intent.clone()),
+                task_id: get(|m| m.task_id.clone()),
+                priority: get(|m| m.priority.map(|p| p.as_str().to_string())),
+                summary: get(message::Message::summary),
+                in_reply_to: get(|m| m.in_reply_to.clone()),
+                valid: parsed.is_some(),
+                problem,
+                seq: None,
+                last_seen: None,
+                line: if a.oneline { parsed.as_ref().map(ops::seq::oneline) } else { None },
+            };
+            list.push((row, b.clone(), parsed));
         }
     }
     // Oldest first: file names begin with the creation time, but sort by the header.
-    let mut order: Vec<usize> = (0..rows.len()).collect();
-    order.sort_by(|&x, &y| rows[x][0].cmp(&rows[y][0]).then(rows[x][6].cmp(&rows[y][6])));
-    let rows: Vec<Vec<String>> = order.iter().map(|&i| rows[i].clone()).collect();
-    let mut list: Vec<serde_json::Value> = order.iter().map(|&i| list[i].clone()).collect();
-    let parsed_all: Vec<_> = order.iter().map(|&i| parsed_all[i].clone()).collect();
-    let stale = stale_marks(&ws, &me, &parsed_all)?;
-    let (fresh, old) = split_stale(&rows, &mut list, &parsed_all, &stale);
-    let header = ["CREATED", "FROM", "INTENT", "PRI", "TASK", "BOX", "FILE"];
-    let human = if a.oneline {
-        oneline(&me, &mut list, &parsed_all, &stale)
-    } else if fresh.is_empty() && old.is_empty() {
-        format!("{me}: inbox empty\n")
-    } else {
-        let mut h = if fresh.is_empty() { String::new() } else { table(&header, &fresh) };
-        if !old.is_empty() {
-            h.push_str(STALE_HEADING.trim_start_matches(|c| h.is_empty() && c == '\n'));
-            h.push_str(&table(&header, &old));
+    list.sort_by(|(x, ..), (y, ..)| x.created_at.cmp(&y.created_at).then(x.file.cmp(&y.file)));
+    let stale = stale_marks(&ws, &me, &list)?;
+    let (mut fresh, mut old) = (Vec::new(), Vec::new());
+    for ((mut row, _, parsed), mark) in list.into_iter().zip(stale) {
+        match mark {
+            None => fresh.push(row),
+            Some(seen) => {
+                row.seq = parsed.as_ref().and_then(|m| m.seq);
+                row.last_seen = Some(seen);
+                old.push(row);
+            }
         }
-        h
+    }
+    let claim = claimable(&ws, &me, &role, 3)?;
+    let mut human = if fresh.is_empty() && old.is_empty() {
+        format!("{me}: inbox empty\n")
+    } else if a.oneline {
+        let lines = |l: &[InboxMessage]| -> String {
+            l.iter().filter_map(|m| m.line.as_ref()).map(|t| format!("{t}\n")).collect()
+        };
+        with_stale(lines(&fresh), &lines(&old))
+    } else {
+        with_stale(rows_text(&fresh, a.workspace), &rows_text(&old, a.workspace))
     };
-    let (messages, stale_list): (Vec<_>, Vec<_>) =
-        list.into_iter().zip(&stale).partition(|(_, s)| s.is_none());
-    let messages: Vec<_> = messages.into_iter().map(|(v, _)| v).collect();
-    let stale_list: Vec<_> = stale_list.into_iter().map(|(v, _)| v).collect();
-    Ok(Report::new(human, json!({"agent": me, "messages": messages, "stale": stale_list}))
-        .warnings(warnings))
+    // `--oneline` is the reference's lines and nothing else.
+    if !a.oneline {
+        human.push('\n');
+        human.push_str(&claimable_text(&me, &claim));
+    }
+    let out =
+        InboxJson { agent: me.to_string(), role, messages: fresh, stale: old, claimable: claim };
+    Ok(Report::new(human, out).warnings(warnings))
 }
 
 const STALE_HEADING: &str =
     "\nstale (numbered at or below what you last saw of the sender: not new, kept):\n";
 
+/// The fresh part, then the stale part under its heading (when there is one).
+fn with_stale(mut fresh: String, old: &str) -> String {
+    if !old.is_empty() {
+        fresh.push_str(STALE_HEADING.trim_start_matches(|c| fresh.is_empty() && c == '\n'));
+        fresh.push_str(old);
+    }
+    fresh
+}
+
+/// The table of messages (empty text for none).
+fn rows_text(list: &[InboxMessage], workspace: bool) -> String {
+    if list.is_empty() {
+        return String::new();
+    }
+    let cell = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".into());
+    let mut header = vec!["MSG_ID", "CREATED", "FROM", "INTENT", "TASK", "PRI", "SUMMARY"];
+    let replies = list.iter().any(|m| m.in_reply_to.is_some());
+    if replies {
+        header.push("ANSWERS");
+    }
+    if workspace {
+        header.push("BOX");
+    }
+    let rows: Vec<Vec<String>> = list
+        .iter()
+        .map(|m| {
+            // A message without an id (or unreadable) is named by its file.
+            let mut r = vec![
+                m.msg_id.clone().unwrap_or_else(|| m.file.clone()),
+                cell(&m.created_at),
+                cell(&m.from),
+                cell(&m.intent),
+                cell(&m.task_id),
+                cell(&m.priority),
+                cell(&m.summary),
+            ];
+            if replies {
+                r.push(cell(&m.in_reply_to));
+            }
+            if workspace {
+                r.push(m.mailbox.clone());
+            }
+            r
+        })
+        .collect();
+    table(&header, &rows)
+}
+
 /// For each INBOX message, `Some(lastSeen)` when it is stale (PROTOCOLS.md section 14);
 /// WORKSPACE messages are being worked on and never stale.
 fn stale_marks(
-    ws: &crate::workspace::Workspace,
-    me: &crate::names::AgentName,
-    parsed: &[(Mailbox, String, Option<message::Message>)],
+    ws: &Workspace,
+    me: &AgentName,
+    list: &[(InboxMessage, Mailbox, Option<message::Message>)],
 ) -> Result<Vec<Option<u64>>> {
-    let inbox: Vec<(&str, &message::Message)> = parsed
+    let inbox: Vec<(&str, &message::Message)> = list
         .iter()
-        .filter_map(|(b, f, m)| match (b, m) {
-            (Mailbox::Inbox(_), Some(m)) => Some((f.as_str(), m)),
+        .filter_map(|(row, b, m)| match (b, m) {
+            (Mailbox::Inbox(_), Some(m)) => Some((row.file.as_str(), m)),
             _ => None,
         })
         .collect();
@@ -115,59 +319,11 @@ fn stale_marks(
         eprintln!("warning: stale messages not logged: {}", e.chain());
     }
     let judge = ops::seq::Staleness::of(ws, me)?;
-    Ok(parsed
+    Ok(list
         .iter()
-        .map(|(b, _, m)| match (b, m) {
+        .map(|(_, b, m)| match (b, m) {
             (Mailbox::Inbox(_), Some(m)) => judge.stale(m),
             _ => None,
         })
         .collect())
-}
-
-/// The table rows split into (fresh, stale); stale messages' JSON gets `seq` and
-/// `last_seen`.
-fn split_stale(
-    rows: &[Vec<String>],
-    list: &mut [serde_json::Value],
-    parsed: &[(Mailbox, String, Option<message::Message>)],
-    stale: &[Option<u64>],
-) -> (Vec<Vec<String>>, Vec<Vec<String>>) {
-    let (mut fresh, mut old) = (Vec::new(), Vec::new());
-    for (i, row) in rows.iter().enumerate() {
-        match stale[i] {
-            None => fresh.push(row.clone()),
-            Some(seen) => {
-                old.push(row.clone());
-                list[i]["seq"] = json!(parsed[i].2.as_ref().and_then(|m| m.seq));
-                list[i]["last_seen"] = json!(seen);
-            }
-        }
-    }
-    (fresh, old)
-}
-
-/// `--oneline`: `(ROLE #N): text` per message, the stale ones apart after the others; in
-/// JSON each message gets its `line`.
-fn oneline(
-    me: &crate::names::AgentName,
-    list: &mut [serde_json::Value],
-    parsed: &[(Mailbox, String, Option<message::Message>)],
-    stale: &[Option<u64>],
-) -> String {
-    let (mut fresh, mut old) = (String::new(), String::new());
-    for (i, (_, _, m)) in parsed.iter().enumerate() {
-        let Some(l) = m.as_ref().map(ops::seq::oneline) else { continue };
-        list[i]["line"] = json!(l);
-        let to = if stale[i].is_some() { &mut old } else { &mut fresh };
-        to.push_str(&l);
-        to.push('\n');
-    }
-    if fresh.is_empty() && old.is_empty() {
-        return format!("{me}: inbox empty\n");
-    }
-    if !old.is_empty() {
-        fresh.push_str(STALE_HEADING.trim_start_matches(|c| fresh.is_empty() && c == '\n'));
-        fresh.push_str(&old);
-    }
-    fresh
 }

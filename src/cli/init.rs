@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
+use super::vocab::AgentRole;
 use super::{Ctx, Report};
 use crate::config::DEFAULT_CONFIG;
 use crate::engine::postgres::{self, Clock, Target};
@@ -14,10 +16,16 @@ use crate::names::AgentName;
 use crate::registry::BUILTIN_ROLES;
 
 /// Make DIR/.circe with circe.yaml and the boxes, and one agent per built-in role, named
-/// after it. Safe to run again: it adds what is missing and never overwrites the config.
-/// With --engine URL the root is made in a database (its tables, migrated when older)
-/// and DIR/.circe/circe.yaml names it; `circe --root URL init` makes the root only.
+/// after it (coordinator, engineer, qa, scribe, eagle, rooster: the human). Safe to run
+/// again: it adds what is missing and never overwrites the config. A task sent to a role
+/// (`--to engineer` or `--to role:engineer`) stays claimable by every agent of that role,
+/// however many are added later. With --engine URL the root is made in a database (its
+/// tables, migrated when older) and DIR/.circe/circe.yaml names it; `circe --root URL init`
+/// makes the root only.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe init                  # ./.circe with one agent per built-in role\n  circe init ~/team           # ~/team/.circe"
+)]
 pub struct InitArgs {
     /// Where to make .circe (default: the current folder).
     pub dir: Option<PathBuf>,
@@ -30,6 +38,22 @@ pub struct InitArgs {
     /// lease. `client`: each host's own (CIRCE_NOW pins it; for tests and fixtures).
     #[arg(long, value_name = "server|client")]
     pub clock: Option<String>,
+}
+
+/// `circe init --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InitJson {
+    /// The root's folder (`.circe`).
+    pub root: String,
+    /// circe.yaml was written (false: one was there and was kept).
+    pub config_written: bool,
+    /// The agents this run added (none when all were there).
+    pub agents_added: Vec<AgentRole>,
+    /// A root in a database: whose clock decides leases (`server` or `client`).
+    pub clock: Option<String>,
+    /// `--engine URL`: DIR/.circe/circe.yaml was written to name the database.
+    pub pointer_written: bool,
 }
 
 /// circe.yaml of a host whose root is in a database.
@@ -88,25 +112,50 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     }
     let root = target.location();
     let mut human = format!(
-        "circe root: {root}\nconfig: {}\nagents added: {}\n",
-        if created { "stored in the database" } else { "kept as it was" },
-        if added.is_empty() { "none (all present)".to_string() } else { added.join(", ") }
+        "circe root: {root}\nconfig: {}\n",
+        if created { "stored in the database" } else { "kept as it was" }
     );
+    human.push_str(&agents_text(&added));
     if pointer_written {
         human.push_str(&format!("{} names it\n", dir.join(".circe/circe.yaml").display()));
     }
-    Ok(Report::new(
-        human,
-        json!({"root": root, "config_written": created, "agents_added": added,
-               "clock": eng.clock().as_str(), "pointer_written": pointer_written}),
-    ))
+    let out = InitJson {
+        root,
+        config_written: created,
+        agents_added: added,
+        clock: Some(eng.clock().as_str().to_string()),
+        pointer_written,
+    };
+    Ok(Report::new(human, out))
 }
 
-fn add_role_agents(eng: &dyn Engine) -> Result<Vec<&'static str>> {
+/// What init says about the agents it added.
+fn agents_text(added: &[AgentRole]) -> String {
+    let mut human = String::new();
+    if added.is_empty() {
+        human.push_str("agents: all present\n");
+    } else {
+        human.push_str("agents added, one per built-in role (rooster is the human):\n");
+        for a in added {
+            human.push_str(&format!("  {} ({})\n", a.agent, a.role));
+        }
+    }
+    human.push_str(
+        "next: `circe agent add NAME --role ROLE` for more agents; each agent starts with \
+         `circe --agent NAME prime`\n",
+    );
+    human
+}
+
+fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
     let mut added = Vec::new();
     for role in BUILTIN_ROLES {
         if eng.add_agent(&AgentName::new(role)?, role)? {
-            added.push(role);
+            added.push(AgentRole {
+                agent: (*role).to_string(),
+                role: (*role).to_string(),
+                retired: false,
+            });
         }
     }
     Ok(added)
@@ -117,13 +166,17 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
     let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
     let added = add_role_agents(ws.engine.as_ref())?;
     let root = root.display().to_string();
-    let human = format!(
-        "circe root: {root}\nconfig: {}\nagents added: {}\n",
-        if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" },
-        if added.is_empty() { "none (all present)".to_string() } else { added.join(", ") }
+    let mut human = format!(
+        "circe root: {root}\nconfig: {}\n",
+        if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" }
     );
-    Ok(Report::new(
-        human,
-        json!({"root": root, "config_written": wrote_config, "agents_added": added}),
-    ))
+    human.push_str(&agents_text(&added));
+    let out = InitJson {
+        root,
+        config_written: wrote_config,
+        agents_added: added,
+        clock: None,
+        pointer_written: false,
+    };
+    Ok(Report::new(human, out))
 }

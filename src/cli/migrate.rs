@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 /// (writers are stopped while it is read, and the database root is marked moved). Stop the
 /// agents first: a command running during the move fails rather than write to the old root.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe migrate --to postgres://db.internal/team\n  circe --root postgres://db.internal/team migrate --to-local ./team"
+)]
 pub struct MigrateArgs {
     /// The database to move a local root into: postgres://host/db?schema=NAME.
     #[arg(

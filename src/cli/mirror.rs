@@ -16,6 +16,9 @@ use crate::error::Result;
 /// the root: after every new event, and at least every --interval (heartbeats change
 /// leases without an event).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --root postgres://db/team mirror /srv/team-mirror\n  circe mirror /srv/team-mirror --watch --interval 30s"
+)]
 pub struct MirrorArgs {
     /// The folder to write (made if missing; refused if it holds a root).
     pub dir: PathBuf,

@@ -2,12 +2,15 @@
 
 mod agent;
 mod archive;
+mod archive_json;
 mod archive_show;
 mod asks;
+mod board;
 mod bridge;
 mod chat;
 mod check;
 mod claim;
+mod completions;
 mod config;
 mod cursors;
 mod demo;
@@ -21,10 +24,16 @@ mod mirror;
 mod move_msg;
 mod orphans;
 mod output;
+mod prime;
+mod questions;
 mod reap;
 mod registry;
 mod release;
 mod replay;
+mod schema;
+mod schema_defs;
+mod schema_more;
+mod schema_tx;
 mod send;
 mod seq;
 mod show;
@@ -33,6 +42,7 @@ mod stop;
 mod tasks;
 mod thread;
 mod validate;
+mod vocab;
 mod wait;
 mod watch;
 
@@ -50,10 +60,16 @@ use crate::workspace::Workspace;
 /// circe: coordinate a team of AI coding agents through plain files.
 ///
 /// Folders are states, an atomic rename is a transition, YAML records hold task ownership.
-/// Exit codes: 0 ok, 1 internal/I-O, 2 usage, 3 refused by a rule, 4 conflict, 5 not found,
-/// 6 nothing to claim. See PROTOCOLS.md.
+/// An agent starts with `circe --agent NAME prime`: who it is, what it may do, what waits
+/// for it. Exit codes: 0 ok, 1 internal/I-O, 2 usage, 3 refused by a rule, 4 conflict,
+/// 5 not found, 6 nothing to claim, 7 timed out. The whole contract: `circe help protocols`.
 #[derive(Debug, Parser)]
-#[command(name = "circe", version, max_term_width = 100)]
+#[command(
+    name = "circe",
+    version,
+    max_term_width = 100,
+    after_help = "Examples:\n  circe init && circe --agent coordinator prime\n  circe --agent engineer claim --next --dry-run\n  circe help protocols | less"
+)]
 pub struct Cli {
     /// The circe root (a folder holding circe.yaml, or one holding .circe/; or a database,
     /// postgres://host/db?schema=NAME). Default: search upwards from the current folder.
@@ -69,33 +85,55 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Each subcommand's arguments are built only when that subcommand runs (`defer`): circe is
+/// started thousands of times a day, and a command should not pay for the others' flags.
 #[derive(Debug, Subcommand)]
+#[command(defer = true)]
 pub enum Command {
+    /// Make a root here (.circe) with one agent per built-in role.
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
     Archive(archive::ArchiveArgs),
     #[command(subcommand)]
     Chat(chat::ChatCommand),
+    /// Send a message (a task intent opens a task to be claimed).
     Send(send::SendArgs),
     #[command(subcommand)]
     Seq(seq::SeqCommand),
+    /// Your messages, then the waiting tasks you may take.
     Inbox(inbox::InboxArgs),
+    /// One message, or one task with its records, messages and events.
     Show(show::ShowArgs),
+    /// Check message files against the grammar and the registry.
     Validate(validate::ValidateArgs),
+    /// The intents, and who may send them to whom.
     Registry(registry::RegistryArgs),
+    /// Take a task (--next: the best one you may take; --dry-run: look first).
     Claim(claim::ClaimArgs),
+    /// Give a task back to the queue.
+    /// Print the root's configuration, or replace it (--set).
     Config(config::ConfigArgs),
     Release(release::ReleaseArgs),
+    /// Move a task you hold: in_progress, blocked, completed, failed.
     Status(status::StatusArgs),
+    /// Extend your lease on a task you hold.
     Heartbeat(heartbeat::HeartbeatArgs),
+    /// Record one of a task's checks, by running its command.
     Check(check::CheckArgs),
+    /// Start on a message: INBOX -> WORKSPACE.
+    /// Move a root into a database, or out of one.
     Migrate(migrate::MigrateArgs),
+    /// Write a root kept in a database into a folder, as plain files.
     Mirror(mirror::MirrorArgs),
     Take(move_msg::TakeArgs),
+    /// File a message (or a finished task's messages) into LOGS.
     Done(move_msg::DoneArgs),
+    /// The board: every task with status, owner, lease and checks.
     Tasks(tasks::TasksArgs),
+    /// Check every invariant of the root (--repair mends).
     Doctor(doctor::DoctorArgs),
+    /// Return tasks whose lease ran out to the queue (for cron).
     Reap(reap::ReapArgs),
     Asks(asks::AsksArgs),
     Thread(thread::ThreadArgs),
@@ -104,11 +142,29 @@ pub enum Command {
     Import(bridge::ImportCommand),
     #[command(subcommand)]
     Export(bridge::ExportCommand),
+    /// The reference's whole message flow, narrated, in a temporary root.
     Demo(demo::DemoArgs),
+    /// Replay a fixture (fixtures/<case>/steps) in a temporary root.
     Replay(replay::ReplayArgs),
+    /// Start here: who you are, what you may do, what waits for you.
+    Prime(prime::PrimeArgs),
+    /// Questions nobody has answered yet.
+    Questions(questions::QuestionsArgs),
+    /// The live board for people: tasks, inboxes, events as they happen.
+    Board(board::BoardArgs),
+    /// The JSON Schema of a command's --json output.
+    Schema(schema::SchemaArgs),
+    /// A shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(completions::CompletionsArgs),
+    /// circe's man page, or a subcommand's.
+    Man(completions::ManArgs),
+    /// Follow what happens: one line per event, resumable with --cursor.
     Watch(watch::WatchArgs),
+    /// Block until something happens (inbox, claimable, a reply, a status).
     Wait(wait::WaitArgs),
+    /// The event log: the newest events, or follow it.
     Log(log::LogArgs),
+    /// The saved cursors of watchers, and how far behind they are.
     Cursors(cursors::CursorsArgs),
 }
 
@@ -182,6 +238,12 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Export(a) => bridge::run_export(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),
         Command::Replay(a) => replay::run(&ctx, &a),
+        Command::Prime(a) => prime::run(&ctx, &a),
+        Command::Questions(a) => questions::run(&ctx, &a),
+        Command::Board(a) => board::run(&ctx, &a),
+        Command::Schema(a) => schema::run(&ctx, &a),
+        Command::Completions(a) => completions::run_completions(&ctx, &a),
+        Command::Man(a) => completions::run_man(&ctx, &a),
         Command::Watch(a) => watch::run(&ctx, &a),
         Command::Wait(a) => wait::run(&ctx, &a),
         Command::Log(a) => log::run(&ctx, &a),
@@ -193,6 +255,13 @@ pub fn run(cli: Cli) -> Result<Report> {
 pub fn main() -> u8 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
+    // `circe help protocols`: the contract, built into the binary (an installed circe has
+    // no PROTOCOLS.md beside it).
+    if args.len() == 3 && args[1] == "help" && args[2] == "protocols" {
+        use std::io::Write;
+        let _ = std::io::stdout().lock().write_all(PROTOCOLS.as_bytes());
+        return 0;
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -211,7 +280,23 @@ pub fn main() -> u8 {
                 };
             }
             if json {
-                output::print_error(&Error::usage(e.kind().to_string()), true);
+                // The first line of clap's message names the flag or value at fault.
+                let text = e.render().to_string();
+                // clap's message up to its usage line, on one line (a missing argument is
+                // named on the line after "were not provided:").
+                let body = text.split("\n\nUsage:").next().unwrap_or_default();
+                let body = body.split("\n\nFor more information").next().unwrap_or_default();
+                let msg = body
+                    .strip_prefix("error: ")
+                    .unwrap_or(body)
+                    .lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                let err = Error::usage(msg).detail("clap", e.kind().to_string());
+                output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true);
+                return crate::exit_code::USAGE;
             }
             let _ = e.print();
             return crate::exit_code::USAGE;
@@ -229,6 +314,9 @@ pub fn main() -> u8 {
         }
     }
 }
+
+/// PROTOCOLS.md, the whole contract, as `circe help protocols` prints it.
+pub const PROTOCOLS: &str = include_str!("../../PROTOCOLS.md");
 
 /// Parse an optional `--ttl` value (1s to 365d, `config::parse_duration`).
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {

@@ -1,8 +1,10 @@
 //! `circe take` and `circe done`: INBOX -> WORKSPACE -> LOGS.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
+use super::vocab::BoxFile;
 use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::error::Result;
@@ -10,6 +12,9 @@ use crate::ops;
 
 /// Start working on a message: move it from your INBOX to your WORKSPACE.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer take AUTH-012\n  circe --agent engineer take 3e5xhztb"
+)]
 pub struct TakeArgs {
     /// A task id (its message), a msg_id, or a file name.
     pub key: String,
@@ -18,16 +23,35 @@ pub struct TakeArgs {
 /// Finish with a message: move it from your INBOX or WORKSPACE into LOGS (the permanent
 /// record). A task's message waits until the task is completed or failed.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent qa done AUTH-012             # every message of the task in your boxes\n  circe --agent engineer done 3e5xhztb       # one message"
+)]
 pub struct DoneArgs {
     /// A task id (its message), a msg_id, or a file name.
     pub key: String,
+}
+
+/// `circe take --json`: where the message is now.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TakeJson {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+}
+
+/// `circe done --json`: every message filed into LOGS.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DoneJson {
+    pub moved: Vec<BoxFile>,
 }
 
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let (to, file) = ops::take(&ws, &me, &a.key)?;
     let seen = ops::seq::handed_on(&ws, &me, &[(Mailbox::Workspace(me.clone()), file.clone())]);
-    Ok(Report::new(format!("{file} -> {to}\n"), json!({"box": to, "file": file}))
+    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file })
         .warnings(not_seen(seen)))
 }
 
@@ -37,8 +61,8 @@ pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
     let filed: Vec<_> = moved.iter().map(|(_, f)| (Mailbox::Logs, f.clone())).collect();
     let seen = ops::seq::handed_on(&ws, &me, &filed);
     let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
-    let list: Vec<_> = moved.iter().map(|(to, file)| json!({"box": to, "file": file})).collect();
-    Ok(Report::new(human, json!({"moved": list})).warnings(not_seen(seen)))
+    let moved = moved.into_iter().map(|(mailbox, file)| BoxFile { mailbox, file }).collect();
+    Ok(Report::new(human, DoneJson { moved }).warnings(not_seen(seen)))
 }
 
 /// The move is done whatever happens to lastSeen: a failure to record it is a warning

@@ -25,6 +25,9 @@ pub enum OrphansCommand {
 }
 
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent coordinator orphans redeliver AUTH-12 --to engineer-2"
+)]
 pub struct RedeliverArgs {
     /// The orphan: a message's msg id or file name, or a task id.
     pub key: String,

@@ -8,7 +8,7 @@
 use std::io::Write;
 
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::Error;
 
@@ -113,9 +113,15 @@ impl Out {
 /// Print an error: `error: …` and `hint: …` on stderr; with --json also a JSON object on stdout.
 pub fn print_error(e: &Error, json: bool) {
     if json {
-        let details: serde_json::Map<String, Value> =
-            e.details.iter().map(|(k, v)| ((*k).to_string(), Value::from(v.clone()))).collect();
-        let doc = json!({"error": {"kind": e.kind.as_str(), "exit_code": e.exit_code(), "message": e.chain(), "hint": e.hint, "details": details}});
+        let doc = super::vocab::ErrorJson {
+            error: super::vocab::ErrorBody {
+                kind: e.kind.as_str().to_string(),
+                exit_code: e.exit_code(),
+                message: e.chain(),
+                hint: e.hint.clone(),
+                details: e.details.iter().map(|(k, v)| ((*k).to_string(), v.clone())).collect(),
+            },
+        };
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
     }

@@ -1,7 +1,8 @@
 //! `circe reap`.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::error::Result;
@@ -11,7 +12,30 @@ use crate::error::Result;
 /// are told) and file unread messages past their deadline into LOGS. Safe to run from cron
 /// at any interval.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe reap                          # by hand\n  * * * * * cd /srv/team && circe reap   # from cron, every minute"
+)]
 pub struct ReapArgs {}
+
+/// `circe reap --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReapJson {
+    /// Every task whose lease had run out, and its status now (new, or parked).
+    pub reaped: Vec<Reaped>,
+    /// Asks whose deadline passed unanswered (their msg ids), now expired.
+    pub asks_expired: Vec<String>,
+    /// Unread messages past their deadline filed into LOGS, as [box, file].
+    pub messages_filed: Vec<(String, String)>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Reaped {
+    pub task_id: String,
+    #[schemars(with = "super::schema_defs::StatusDef")]
+    pub status: crate::task::Status,
+}
 
 pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
@@ -33,9 +57,7 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     if done.is_empty() && lapsed.asks.is_empty() && lapsed.filed.is_empty() {
         human.push_str("no expired leases or deadlines\n");
     }
-    let list: Vec<_> = done.iter().map(|(t, s)| json!({"task": t, "status": s})).collect();
-    Ok(Report::new(
-        human,
-        json!({"reaped": list, "asks_expired": lapsed.asks, "messages_filed": lapsed.filed}),
-    ))
+    let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
+    let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed: lapsed.filed };
+    Ok(Report::new(human, out))
 }

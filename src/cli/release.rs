@@ -9,7 +9,11 @@ use crate::error::Result;
 /// cleared. The owner may release; a coordinator may with --force (also to requeue a
 /// parked task).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer release AUTH-012 --reason \"blocked on the DB schema\"\n  circe --agent coordinator release AUTH-012 --force --reason \"requeue\""
+)]
 pub struct ReleaseArgs {
+    /// The task id (as `circe tasks` lists it), e.g. AUTH-012.
     pub task: String,
     /// Why (recorded in the record and the event log).
     #[arg(long)]
@@ -34,6 +38,6 @@ pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
     )?;
     Ok(Report::new(
         format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch),
-        rec,
+        super::vocab::TaskMoved::new(rec, false),
     ))
 }

@@ -1,6 +1,7 @@
 //! `circe replay`.
 
 use clap::Args;
+use schemars::JsonSchema;
 use serde_json::json;
 
 use super::output::Out;
@@ -12,12 +13,38 @@ use crate::fixture::{self, Outcome, Step};
 /// Replay a fixture (fixtures/<case>/steps) in a fresh temporary root, printing each step
 /// and what it printed. The same runner the snapshot tests use.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe replay race-lost\n  circe replay fixtures/lease-expiry --json"
+)]
 pub struct ReplayArgs {
     /// A fixture folder, or a case name under ./fixtures.
     pub fixture: String,
     /// Keep the temporary root and print its path.
     #[arg(long)]
     pub keep: bool,
+}
+
+/// One line of `replay --json` / `demo --json`: a narration, a step, or the totals (last).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema: the lines are written with json!")]
+pub enum ReplayLine {
+    Say {
+        say: String,
+    },
+    Step {
+        step: usize,
+        agent: Option<String>,
+        args: Vec<String>,
+        exit_code: i32,
+        stdout: String,
+        stderr: String,
+    },
+    Totals {
+        steps: usize,
+        failed: usize,
+        root: Option<String>,
+    },
 }
 
 pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
@@ -33,12 +60,19 @@ pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
     if dir.join("tree").is_dir() {
         copy_tree(&dir.join("tree"), root.path())?;
     }
-    narrate(root.path(), &steps, a.keep, ctx.json)
+    narrate(root.path(), &steps, a.keep, ctx.json, chrono::TimeDelta::zero())
 }
 
 /// Run `steps` in `root`, printing as it goes: the transcript, or with `--json` one JSON line
 /// per narration and step and a last one with the totals.
-pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool, json: bool) -> Result<Report> {
+/// `shift` moves every pinned time of the scenario (the demo runs at today's times).
+pub fn narrate(
+    root: &std::path::Path,
+    steps: &[Step],
+    keep: bool,
+    json: bool,
+    shift: chrono::TimeDelta,
+) -> Result<Report> {
     let exe =
         std::env::current_exe().map_err(|e| Error::io("cannot find", "the circe executable", e))?;
     let mut out = Out::new(json);
@@ -63,7 +97,7 @@ pub fn narrate(root: &std::path::Path, steps: &[Step], keep: bool, json: bool) -
         }
         _ => {}
     };
-    let outcomes = fixture::run(&exe, root, steps, &mut print)?;
+    let outcomes = fixture::run_shifted(&exe, root, steps, shift, &mut print)?;
     let failed = outcomes.iter().filter(|o| o.code != 0).count();
     let kept = keep.then(|| root.join(".circe").display().to_string());
     let mut human = format!("\n{} steps, {failed} with a non-zero exit", outcomes.len());

@@ -3,7 +3,11 @@
 use std::path::PathBuf;
 
 use clap::Args;
+use schemars::JsonSchema;
+use serde::Serialize;
 
+use super::schema_defs::StatusRecordDef;
+use super::vocab::BoxFile;
 use super::{Ctx, Report};
 use crate::clock;
 use crate::engine::local::{read_input_file_capped, read_stdin_capped};
@@ -16,8 +20,13 @@ use crate::registry;
 /// and open a task to be claimed; other intents go to each recipient's INBOX. The intent
 /// registry is enforced: a refused message writes nothing.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent coordinator send --to role:engineer --intent implement_feature \\n      --task AUTH-012 --priority high --summary \"Implement JWT auth\" --body-file spec.md\n  circe --agent engineer send --to coordinator --intent question --summary \"which DB?\"\n  circe --agent coordinator send --to engineer --intent answer --in-reply-to MSG_ID --summary \"postgres\"\n  circe send --template test > draft.md && circe --agent engineer send --file draft.md"
+)]
 pub struct SendArgs {
-    /// Recipient: an agent, a role, or `all`.
+    /// Recipient: `role:NAME` (every agent of the role; for a task, any of them may claim
+    /// it), `agent:NAME`, `all`, or a bare NAME (the role when a role has that name, else
+    /// the agent).
     #[arg(long)]
     pub to: Option<String>,
     /// The intent (`circe registry` lists them).
@@ -29,13 +38,13 @@ pub struct SendArgs {
     /// One-line summary: becomes the `## Summary` section.
     #[arg(long)]
     pub summary: Option<String>,
-    /// Markdown file appended to the body.
+    /// Markdown file appended to the body (`-` for standard input).
     #[arg(long)]
     pub body_file: Option<PathBuf>,
     /// high, normal or low.
     #[arg(long)]
     pub priority: Option<String>,
-    /// The msg_id this message answers.
+    /// The msg_id this message answers; without --task it belongs to that message's task.
     #[arg(long)]
     pub in_reply_to: Option<String>,
     /// A whole message written by hand (`-` for standard input).
@@ -50,13 +59,60 @@ pub struct SendArgs {
     pub template: Option<String>,
 }
 
+/// `circe send --json`: a delivery, or with --template the template.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum SendOutput {
+    Sent(Box<SendJson>),
+    Template(TemplateJson),
+}
+
+/// What a send delivered.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SendJson {
+    pub msg_id: String,
+    pub intent: String,
+    /// The task the message is about (written, or inherited from the message it answers).
+    pub task_id: Option<String>,
+    pub in_reply_to: Option<String>,
+    /// The task id came from the message answered (`in_reply_to`).
+    pub task_inherited: bool,
+    /// Each copy (`new` for a task message).
+    pub delivered: Vec<BoxFile>,
+    /// The very same message was delivered before: nothing was sent again.
+    pub already_delivered: bool,
+    /// For a task message: the task's record after the send.
+    #[schemars(with = "Option<StatusRecordDef>")]
+    pub task: Option<crate::task::StatusRecord>,
+    /// For a handoff: the previous owner.
+    pub handoff_from: Option<String>,
+    /// For a handoff: the checks set back to false (the next holder passes them again).
+    pub checks_reset: Vec<String>,
+}
+
+/// `circe send --template INTENT --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TemplateJson {
+    pub intent: String,
+    pub template: String,
+}
+
 pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     if let Some(intent) = &a.template {
         let t = registry::template(intent).ok_or_else(|| {
-            Error::not_found(format!("no template for intent `{intent}`"))
-                .hint("`circe registry` lists the intents")
+            let known = registry::templates().map(|(n, _)| n);
+            let e = Error::not_found(format!("no template for intent `{intent}`"));
+            match crate::suggest::closest(intent, known) {
+                Some(c) => {
+                    e.hint(format!("did you mean `{c}`? `circe registry` lists the intents"))
+                }
+                None => e.hint("`circe registry` lists the intents"),
+            }
         })?;
-        return Ok(Report::new(t, serde_json::json!({"intent": intent, "template": t})));
+        let out = SendOutput::Template(TemplateJson { intent: intent.clone(), template: t.into() });
+        return Ok(Report::new(t, out));
     }
     let (ws, me, _role) = ctx.acting()?;
     let limits = ws.config.limits;
@@ -82,6 +138,12 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     for c in &d.delivered {
         human.push_str(&format!("  -> {} {}\n", c.mailbox, c.file));
     }
+    if d.task_inherited {
+        human.push_str(&format!(
+            "  task {} (from the message it answers)\n",
+            d.task_id.as_deref().unwrap_or_default()
+        ));
+    }
     if let Some(t) = &d.task {
         match &t.handoff_from {
             Some(o) => human.push_str(&format!(
@@ -91,8 +153,40 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             None => human
                 .push_str(&format!("task {} opened: waiting to be claimed\n", t.record.task_id)),
         }
+        if !t.checks_reset.is_empty() {
+            let names: Vec<&str> =
+                t.checks_reset.iter().map(crate::names::CheckName::as_str).collect();
+            human.push_str(&format!(
+                "checks reset to false: {} (the next holder passes them again)\n",
+                names.join(", ")
+            ));
+        }
     }
-    Ok(Report::new(human, d))
+    let out = SendJson {
+        msg_id: d.msg_id,
+        intent: d.intent,
+        task_id: d.task_id,
+        in_reply_to: d.in_reply_to,
+        task_inherited: d.task_inherited,
+        delivered: d
+            .delivered
+            .into_iter()
+            .map(|c| BoxFile { mailbox: c.mailbox, file: c.file })
+            .collect(),
+        already_delivered: d.already_delivered,
+        handoff_from: d
+            .task
+            .as_ref()
+            .and_then(|t| t.handoff_from.as_ref())
+            .map(ToString::to_string),
+        checks_reset: d
+            .task
+            .as_ref()
+            .map(|t| t.checks_reset.iter().map(ToString::to_string).collect())
+            .unwrap_or_default(),
+        task: d.task.map(|t| t.record),
+    };
+    Ok(Report::new(human, SendOutput::Sent(Box::new(out))))
 }
 
 fn with_file(label: &str, problems: &[Problem]) -> Error {
@@ -114,11 +208,7 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     })?;
     // Name the flag, not a line of a file nobody wrote.
     let flag = |f: &str, e: Error| Error { message: format!("--{f}: {}", e.message), ..e };
-    if to != "all" {
-        for part in to.split('/') {
-            crate::names::check_agent(part).map_err(|e| flag("to", e))?;
-        }
-    }
+    crate::address::check(&to).map_err(|e| flag("to", e))?;
     crate::names::check_intent(&intent).map_err(|e| flag("intent", e))?;
     if let Some(t) = &a.task {
         crate::names::check_task_id(t).map_err(|e| flag("task", e))?;
@@ -145,8 +235,13 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
         body.push_str(&format!("## Summary\n{s}\n"));
     }
     if let Some(f) = &a.body_file {
-        let c = read_input_file_capped(f, limits.message_bytes)?;
-        if let Some(p) = limits.size_problem(c.size.unwrap_or(0), true) {
+        let c = if f.as_os_str() == "-" {
+            read_stdin_capped(limits.message_bytes)?
+        } else {
+            read_input_file_capped(f, limits.message_bytes)?
+        };
+        let size = c.size.unwrap_or(c.bytes.len() as u64);
+        if let Some(p) = limits.size_problem(size, true) {
             return Err(with_file(&format!("--body-file {}", f.display()), &[p]));
         }
         let text = String::from_utf8(c.bytes)

@@ -26,16 +26,21 @@ pub enum SeqCommand {
 /// Start a new epoch of the acting agent's counter (`circe seq reset --agent A`): its next
 /// message is #1 again, and receivers take it as new; its older messages stay stale.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe --agent lead seq reset")]
 pub struct ResetArgs {}
 
 /// Print every counter and every lastSeen; with --json in the reference's
 /// `message-state.json` shape (`counters`, `lastSeen`; names in upper case).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe seq state\n  circe seq state --json > message-state.json"
+)]
 pub struct StateArgs {}
 
 /// Take a `message-state.json` (from the reference's tool): counters and lastSeen move up to
 /// its numbers. Names are agents in upper case; nothing goes back.
 #[derive(Debug, Args)]
+#[command(after_help = "Examples:\n  circe seq import .ai/message-state.json")]
 pub struct ImportArgs {
     /// The file.
     pub file: PathBuf,

@@ -1,22 +1,84 @@
-//! `circe show`.
+//! `circe show`: one message, or one task with its records, messages and events.
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
+use super::schema_defs::{EventDef, MessageDef, OwnerRecordDef, StatusRecordDef};
+use super::vocab::BoxFile;
 use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
-use crate::event::Cursor;
+use crate::event::{Cursor, Event};
 use crate::names::TaskId;
 use crate::ops;
 use crate::task;
 
-/// Show one message (by msg_id or file name) with its headers and body, or a task (by
-/// task id) with its records and every message that names it.
+/// Show one message (by msg_id, 8+ characters of its start or of its random end, or file
+/// name) with its headers and body, or a task (by task id) with its records, every message
+/// that names it and its events. A key that matches several messages lists them (exit 2).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe show AUTH-012          # a task: records, messages, events\n  circe show 3e5xhztb          # a message, by its id's random part\n  circe show 20251121_170000_coordinator-all_implement-feature_AUTH-012.md"
+)]
 pub struct ShowArgs {
-    /// A msg_id, a message file name, or a task id.
+    /// A task id, a msg_id (or 8+ characters of its start or end), or a message file name.
     pub key: String,
+}
+
+/// `circe show --json`: a task, or a message.
+#[derive(Serialize, JsonSchema)]
+#[serde(untagged)]
+pub enum ShowOutput {
+    Task(Box<ShowTaskJson>),
+    Message(Box<ShowMessageJson>),
+    /// A task that was archived (section 17).
+    ArchivedTask(Box<super::archive_json::ShowArchivedTaskJson>),
+    /// A message found only in the archive.
+    ArchivedMessage(Box<super::archive_json::ShowArchivedMessageJson>),
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowTaskJson {
+    pub task_id: String,
+    #[schemars(with = "StatusRecordDef")]
+    pub task: task::StatusRecord,
+    #[schemars(with = "Option<OwnerRecordDef>")]
+    pub owner: Option<task::OwnerRecord>,
+    /// Each check and whether it passed (`task.asserted` names those asserted, not run).
+    pub checks: std::collections::BTreeMap<String, bool>,
+    /// The box the task's message lies in.
+    pub location: Option<String>,
+    pub messages: Vec<TaskMessage>,
+    #[schemars(with = "Vec<EventDef>")]
+    pub events: Vec<Event>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskMessage {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    pub from: String,
+    pub intent: String,
+    /// This is the task's current message (its ticket).
+    pub current: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ShowMessageJson {
+    #[serde(rename = "box")]
+    pub mailbox: String,
+    pub file: String,
+    /// Every box holding a copy (a broadcast has one per recipient).
+    pub copies: Vec<BoxFile>,
+    #[schemars(with = "Option<MessageDef>")]
+    pub message: Option<crate::message::Message>,
+    /// The file's text, up to the size limit.
+    pub text: String,
 }
 
 pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
@@ -39,6 +101,25 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
             .hint("`circe inbox` and `circe tasks` list what exists; `circe archive search` looks in the archive"));
     };
+    // One key, several messages (not copies of one): say which, show none.
+    let mut ids: Vec<String> = Vec::new();
+    for x in &found {
+        let id = x.message.as_ref().and_then(|m| m.msg_id.clone()).unwrap_or(x.file.clone());
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.len() > 1 {
+        let shown: Vec<&str> = ids.iter().take(10).map(String::as_str).collect();
+        return Err(Error::usage(format!(
+            "`{}` matches {} messages: {}{}",
+            a.key,
+            ids.len(),
+            shown.join(", "),
+            if ids.len() > 10 { ", ..." } else { "" }
+        ))
+        .hint("give more of the id: its random end (8 characters after the `-`) is enough"));
+    }
     // At most the size limit is read and shown (a planted file may be huge).
     let limit = ws.config.limits.message_bytes;
     let c = ws.engine.read_message_capped(&f.location, &f.file, limit)?;
@@ -48,19 +129,25 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
     let mut human = format!("{} {}\n", f.mailbox, f.file);
     if found.len() > 1 {
         human.push_str(&format!(
-            "(also in: {})\n",
+            "(copies also in: {})\n",
             found[1..].iter().map(|x| x.mailbox.clone()).collect::<Vec<_>>().join(", ")
         ));
     }
     human.push('\n');
     human.push_str(&text);
-    let copies: Vec<_> = found.iter().map(|x| json!({"box": x.mailbox, "file": x.file})).collect();
+    let copies = found
+        .iter()
+        .map(|x| BoxFile { mailbox: x.mailbox.clone(), file: x.file.clone() })
+        .collect();
     let warnings = over.map(|p| vec![format!("{p}: shown up to the limit")]).unwrap_or_default();
-    Ok(Report::new(
-        human,
-        json!({"box": f.mailbox, "file": f.file, "copies": copies, "message": f.message, "text": text}),
-    )
-    .warnings(warnings))
+    let out = ShowMessageJson {
+        mailbox: f.mailbox.clone(),
+        file: f.file.clone(),
+        copies,
+        message: f.message.clone(),
+        text,
+    };
+    Ok(Report::new(human, ShowOutput::Message(Box::new(out))).warnings(warnings))
 }
 
 fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<Report> {
@@ -69,7 +156,19 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     if let Some(o) = &st.owner {
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
-    human.push_str(&format!(".checks\n{}\n", indent(&task::record::render_checks(&st.checks))));
+    human.push_str(".checks\n");
+    if st.checks.is_empty() {
+        human.push_str("  (none)\n");
+    }
+    for (name, passed) in &st.checks {
+        let how = match (passed, st.rec.asserted.contains(name)) {
+            (true, true) => "  (asserted, not run)",
+            (true, false) => "  (run)",
+            (false, _) => "",
+        };
+        human.push_str(&format!("  {name}: {passed}{how}\n"));
+    }
+    human.push('\n');
     let boxes = ws.engine.boxes()?;
     let mut msgs = Vec::new();
     human.push_str("messages\n");
@@ -77,9 +176,10 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         let m = ops::read(ws, &b, &name).ok();
         let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
         let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
-        let current = if name == st.rec.message { " (task message)" } else { "" };
-        human.push_str(&format!("  {:<22} {name}  {from} {intent}{current}\n", b.label()));
-        msgs.push(json!({"box": b.label(), "file": name, "from": from, "intent": intent, "current": name == st.rec.message}));
+        let current = name == st.rec.message;
+        let mark = if current { " (task message)" } else { "" };
+        human.push_str(&format!("  {:<22} {name}  {from} {intent}{mark}\n", b.label()));
+        msgs.push(TaskMessage { mailbox: b.label(), file: name, from, intent, current });
     }
     let mut events = Vec::new();
     let mut at = Cursor::START;
@@ -90,10 +190,16 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         events.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(id)));
     }
     human.push_str(&format!("events: {} (the whole trail: LOGS/events.jsonl)\n", events.len()));
-    Ok(Report::new(
-        human,
-        json!({"task": st.rec, "owner": st.owner, "checks": st.checks, "location": st.location.as_ref().map(Mailbox::label), "messages": msgs, "events": events}),
-    ))
+    let out = ShowTaskJson {
+        task_id: id.to_string(),
+        task: st.rec.clone(),
+        owner: st.owner.clone(),
+        checks: st.checks.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+        location: st.location.as_ref().map(Mailbox::label),
+        messages: msgs,
+        events,
+    };
+    Ok(Report::new(human, ShowOutput::Task(Box::new(out))))
 }
 
 fn indent(s: &str) -> String {

@@ -7,11 +7,18 @@ use crate::error::{Error, Result};
 use crate::message;
 use crate::task::Status;
 
-/// Move a task you hold: in_progress, blocked, completed (only when every check in
-/// TASKS/<id>.checks is true), failed, or new (= release). TX spellings work too:
-/// in-progress, complete and approved (= completed), rejected (= failed).
+/// Move a task you hold: in_progress (start work), blocked, completed, failed, or new (=
+/// release). The path is claimed -> in_progress -> completed: `completed` needs
+/// `in_progress` first, and every check in TASKS/<id>.checks passed (`circe check`).
+/// Asking for the status the task already has changes nothing and exits 0 ("already").
+/// TX spellings work too: in-progress, complete and approved (= completed), rejected
+/// (= failed).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer status AUTH-012 in_progress --note \"tests first\"\n  circe --agent engineer status AUTH-012 blocked --note \"waiting for the schema\"\n  circe --agent engineer status AUTH-012 completed"
+)]
 pub struct StatusArgs {
+    /// The task id (as `circe tasks` lists it), e.g. AUTH-012.
     pub task: String,
     /// in_progress | blocked | completed | failed | new (or in-progress, complete,
     /// approved, rejected)
@@ -47,7 +54,7 @@ pub(super) fn status_word(word: &str, hint: &str) -> Result<Status> {
 pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
     let target = status_word(&a.status, "use in_progress, blocked, completed, failed or new")?;
     let (ws, me, _) = ctx.acting()?;
-    let rec = crate::ops::set_status(
+    let (rec, already) = crate::ops::set_status_idempotent(
         &ws,
         &me,
         &super::task_id(&a.task)?,
@@ -55,8 +62,15 @@ pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
         a.note.as_deref(),
         a.epoch,
     )?;
-    Ok(Report::new(
-        format!("{} is {} (epoch {})\n", rec.task_id, rec.status.as_str(), rec.epoch),
-        rec,
-    ))
+    let human = if already {
+        format!(
+            "{} is already {} (epoch {}): nothing changed\n",
+            rec.task_id,
+            rec.status.as_str(),
+            rec.epoch
+        )
+    } else {
+        format!("{} is {} (epoch {})\n", rec.task_id, rec.status.as_str(), rec.epoch)
+    };
+    Ok(Report::new(human, super::vocab::TaskMoved::new(rec, already)))
 }

@@ -1,16 +1,23 @@
-//! `circe tasks`: the board.
+//! `circe tasks`: the board, streamed: rows go to stdout as the engine hands them over, so
+//! memory stays flat at any number of tasks.
+
+use std::io::Write;
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
 
+use super::schema_defs::RowDef;
 use super::{Ctx, Report};
 use crate::clock;
-use crate::error::Result;
-use crate::task::Row;
+use crate::error::{Error, Kind, Result};
+use crate::task::{Row, Status};
 
-/// The board: every task with status, priority, owner, age, lease left and checks
-/// passed/total.
+/// The board: every task with status, owner, priority, age, lease left and checks
+/// passed/total (`*`: a passed check was asserted, not run).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe tasks\n  circe tasks --status new --json\n  circe tasks --owner engineer-2"
+)]
 pub struct TasksArgs {
     /// Only tasks with this status.
     #[arg(long)]
@@ -20,7 +27,15 @@ pub struct TasksArgs {
     pub owner: Option<String>,
 }
 
-/// `95s` -> `1m35s`-style short durations (negative: `-`).
+/// `circe tasks --json` (written as a stream, row by row).
+#[derive(JsonSchema)]
+#[expect(dead_code, reason = "a schema: the rows are streamed")]
+pub struct TasksJson {
+    /// One row per task, in task id order.
+    tasks: Vec<RowDef>,
+}
+
+/// `95s` -> `1m35s`-style short durations (negative: `expired`).
 pub fn short(secs: i64) -> String {
     if secs < 0 {
         return "expired".into();
@@ -33,6 +48,47 @@ pub fn short(secs: i64) -> String {
     }
 }
 
+/// The cells of one row as the table shows them.
+pub fn cells(r: &Row<'_>, now: i64) -> [String; 8] {
+    let age = clock::epoch_secs(&r.created_at).map_or_else(|| "-".into(), |t| short(now - t));
+    let lease = match (&r.lease_expires_at, r.status.is_owned()) {
+        (Some(l), true) => clock::epoch_secs(l).map_or_else(|| "-".into(), |t| short(t - now)),
+        _ => "-".into(),
+    };
+    let star = if r.checks_asserted > 0 { "*" } else { "" };
+    [
+        r.task.to_string(),
+        r.status.as_str().to_string(),
+        r.owner.as_deref().unwrap_or("-").to_string(),
+        r.priority.to_string(),
+        age,
+        lease,
+        format!("{}/{}{star}", r.checks_passed, r.checks_total),
+        format!("{} -> {}", r.intent, r.to),
+    ]
+}
+
+const HEADER: [&str; 8] = ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT"];
+/// Rows read before the column widths are fixed: a board this small is aligned exactly; a
+/// bigger one streams on with these widths (a longer cell pushes only its own line).
+const MEASURE: usize = 1000;
+
+/// Stdout closed under us: stop quietly.
+const CLOSED: &str = "stdout closed";
+
+fn write_line(out: &mut impl Write, widths: &[usize; 8], c: &[String; 8]) -> Result<()> {
+    let mut line = String::with_capacity(128);
+    for (i, cell) in c.iter().enumerate() {
+        line.push_str(cell);
+        if i + 1 < c.len() {
+            let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
+            line.extend(std::iter::repeat_n(' ', pad));
+        }
+    }
+    line.push('\n');
+    out.write_all(line.as_bytes()).map_err(|_| Error::internal(CLOSED))
+}
+
 pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let want = match &a.status {
@@ -42,85 +98,87 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         )?),
         None => None,
     };
-    let now = clock::now().timestamp();
-    // The engine's board index: one read for the whole board, not two per task.
-    let mut rows: Vec<Row<'static>> = Vec::new();
-    ws.engine.board(&mut |r| {
-        if want.is_none_or(|w| w == r.status)
+    let keep = |r: &Row<'_>| {
+        want.is_none_or(|w: Status| w == r.status)
             && a.owner.as_deref().is_none_or(|o| r.owner.as_deref() == Some(o))
-        {
-            rows.push(r.into_owned());
-        }
-        Ok(())
-    })?;
-    if ctx.json {
-        return Ok(Report::new(String::new(), json!({"tasks": rows})));
-    }
-    if rows.is_empty() {
-        return Ok(Report::new("no tasks\n", json!({"tasks": rows})));
-    }
-    let cells: Vec<[String; 4]> = rows
-        .iter()
-        .map(|r| {
-            let age =
-                clock::epoch_secs(&r.created_at).map_or_else(|| "-".into(), |t| short(now - t));
-            let lease = match (&r.lease_expires_at, r.status.is_owned()) {
-                (Some(l), true) => {
-                    clock::epoch_secs(l).map_or_else(|| "-".into(), |t| short(t - now))
-                }
-                _ => "-".into(),
-            };
-            [age, lease, format!("{}/{}", r.checks_passed, r.checks_total), r.priority.to_string()]
-        })
-        .collect();
-    let header = ["TASK", "STATUS", "PRI", "OWNER", "AGE", "LEASE", "CHECKS", "INTENT"];
-    let mut w: [usize; 7] = std::array::from_fn(|i| header[i].len());
-    for (r, c) in rows.iter().zip(&cells) {
-        let lens = [
-            r.task.len(),
-            r.status.as_str().len(),
-            c[3].len(),
-            r.owner.as_deref().map_or(1, str::len),
-            c[0].len(),
-            c[1].len(),
-            c[2].len(),
-        ];
-        for (wi, l) in w.iter_mut().zip(lens) {
-            *wi = (*wi).max(l);
-        }
-    }
-    let mut human = String::with_capacity(rows.len() * 96);
-    let mut line = |f: [&str; 7], last: &str, last2: Option<&str>| {
-        for (i, s) in f.iter().enumerate() {
-            human.push_str(s);
-            human.extend(std::iter::repeat_n(' ', w[i] - s.len() + 2));
-        }
-        human.push_str(last);
-        if let Some(t) = last2 {
-            human.push_str(" -> ");
-            human.push_str(t);
-        }
-        human.push('\n');
     };
-    line(
-        [header[0], header[1], header[2], header[3], header[4], header[5], header[6]],
-        header[7],
-        None,
-    );
-    for (r, c) in rows.iter().zip(&cells) {
-        line(
-            [
-                &r.task,
-                r.status.as_str(),
-                &c[3],
-                r.owner.as_deref().unwrap_or("-"),
-                &c[0],
-                &c[1],
-                &c[2],
-            ],
-            &r.intent,
-            Some(&r.to),
-        );
+    let now = clock::now().timestamp();
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
+    let mut n = 0usize;
+    let mut asserted = false;
+    let result = if ctx.json {
+        out.write_all(b"{\n  \"tasks\": [").map_err(|_| Error::internal(CLOSED))?;
+        let r = ws.engine.board(&mut |r| {
+            if !keep(&r) {
+                return Ok(());
+            }
+            let sep = if n == 0 { "\n    " } else { ",\n    " };
+            n += 1;
+            let line = serde_json::to_string(&r).unwrap_or_default();
+            out.write_all(sep.as_bytes())
+                .and_then(|()| out.write_all(line.as_bytes()))
+                .map_err(|_| Error::internal(CLOSED))
+        });
+        let end: &[u8] = if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" };
+        r.and_then(|()| out.write_all(end).map_err(|_| Error::internal(CLOSED)))
+    } else {
+        let mut first: Vec<[String; 8]> = Vec::new();
+        let mut widths: Option<[usize; 8]> = None;
+        let r = ws.engine.board(&mut |r| {
+            if !keep(&r) {
+                return Ok(());
+            }
+            n += 1;
+            asserted |= r.checks_asserted > 0;
+            let c = cells(&r, now);
+            if let Some(w) = &widths {
+                return write_line(&mut out, w, &c);
+            }
+            first.push(c);
+            if first.len() >= MEASURE {
+                let w = measure(&first);
+                flush_first(&mut out, &w, &mut first)?;
+                widths = Some(w);
+            }
+            Ok(())
+        });
+        r.and_then(|()| {
+            if widths.is_none() && !first.is_empty() {
+                let w = measure(&first);
+                flush_first(&mut out, &w, &mut first)?;
+            }
+            let tail = if n == 0 {
+                "no tasks\n"
+            } else if asserted {
+                "* a passed check was asserted, not run: `circe show TASK` says by whom\n"
+            } else {
+                ""
+            };
+            out.write_all(tail.as_bytes()).map_err(|_| Error::internal(CLOSED))
+        })
+    };
+    match result.and_then(|()| out.flush().map_err(|_| Error::internal(CLOSED))) {
+        Err(e) if e.kind == Kind::Internal && e.message == CLOSED => Ok(Report::streamed()),
+        Err(e) => Err(e),
+        Ok(()) => Ok(Report::streamed()),
     }
-    Ok(Report::new(human, serde_json::Value::Null))
+}
+
+fn measure(rows: &[[String; 8]]) -> [usize; 8] {
+    let mut w: [usize; 8] = std::array::from_fn(|i| HEADER[i].len());
+    for c in rows {
+        for (wi, cell) in w.iter_mut().zip(c) {
+            *wi = (*wi).max(cell.chars().count());
+        }
+    }
+    w
+}
+
+fn flush_first(out: &mut impl Write, w: &[usize; 8], first: &mut Vec<[String; 8]>) -> Result<()> {
+    write_line(out, w, &HEADER.map(str::to_string))?;
+    for c in first.drain(..) {
+        write_line(out, w, &c)?;
+    }
+    Ok(())
 }

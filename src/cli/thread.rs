@@ -9,6 +9,9 @@ use crate::ops::thread;
 /// A whole conversation as a tree: the message MSGID belongs to, from its first message down
 /// through every reply (`in_reply_to`): who, to whom, intent, when, and a summary.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe thread ask-001\n  circe thread 20261123T0723abcd --json"
+)]
 pub struct ThreadArgs {
     /// A msg id (or a unique prefix of 8 characters or more) of any message of the thread.
     pub msg_id: String,

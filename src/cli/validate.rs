@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 
 use super::{Ctx, Report};
 use crate::engine::local::read_input_file_capped;
@@ -18,6 +19,9 @@ use crate::registry::Registry;
 /// and statuses, and no set of agents routes only among itself (a loop with no terminal
 /// state).
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe validate NEW_MESSAGES/*.md\n  circe validate --draft draft.md"
+)]
 pub struct ValidateArgs {
     /// Message files.
     #[arg(required_unless_present = "config")]
@@ -45,6 +49,24 @@ fn config(ctx: &Ctx) -> Result<Report> {
         .hint("give one of them a rule that leaves the loop (e.g. `blocked` to a coordinator), or end it"));
     }
     Ok(Report::new(format!("circe.yaml: ok ({} routing rules)\n", r.rules), r))
+}
+
+/// `circe validate --json` (exit 3 when any file is invalid).
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateJson {
+    pub files: Vec<FileCheck>,
+    /// How many files are invalid.
+    pub invalid: usize,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FileCheck {
+    pub file: String,
+    pub valid: bool,
+    #[schemars(with = "Vec<super::schema_defs::ProblemDef>")]
+    pub problems: Vec<Problem>,
 }
 
 pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
@@ -84,9 +106,9 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
                 }
             }
         }
-        results.push(json!({"file": label, "valid": problems.is_empty(), "problems": problems}));
+        results.push(FileCheck { file: label, valid: problems.is_empty(), problems });
     }
-    let report = Report::new(human, json!({"files": results, "invalid": bad}));
+    let report = Report::new(human, ValidateJson { files: results, invalid: bad });
     if bad > 0 {
         if ctx.json {
             return Ok(report.code(exit_code::REFUSED));

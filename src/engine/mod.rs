@@ -182,6 +182,12 @@ pub trait Engine {
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;
 
+    /// File a message that is no task's ticket into `to` (LOGS) under its name or, when a
+    /// copy of the same delivery was filed there before (one copy per receiver, one name),
+    /// under the first free numbered name (`name.2.md`, ...): every copy keeps its place.
+    /// Returns the name used; `None` when it is gone from `from` (someone else moved it).
+    fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>>;
+
     /// The message files of a box, sorted by name.
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>>;
 

@@ -1,7 +1,7 @@
 //! The event log's model: what happened, one typed event per line of `LOGS/events.jsonl`.
 //!
 //! Pure: the engine stores and reads lines; this module says what a line is. Format
-//! version 2 (PROTOCOLS.md section 10): every line is one JSON object whose first field is
+//! version 3 (PROTOCOLS.md section 10): every line is one JSON object whose first field is
 //! `id`, a number that is strictly increasing and gap-free per root (assigned by the engine
 //! under the log's lock), and whose second is `v`, this format's version. A reader refuses a
 //! line of a newer version instead of misreading it, and skips lines written before ids
@@ -20,7 +20,7 @@ use crate::names::{AgentName, TaskId};
 use crate::task::Status;
 
 /// The version of the line format this circe writes and reads.
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = 3;
 
 /// The acting name circe itself uses for what it does on its own (repairs, lease expiry
 /// noticed by cron, escalations). No agent may be called this.
@@ -47,7 +47,9 @@ pub struct Event {
     pub event: EventKind,
     /// Who did it: an agent, or `circe`.
     pub agent: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The task's id: `task_id`, as in every other JSON circe prints (format 2 wrote `task`,
+    /// still read).
+    #[serde(default, rename = "task_id", alias = "task", skip_serializing_if = "Option::is_none")]
     pub task: Option<TaskId>,
     /// The task's status before and after (always statuses, never placeholders).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -245,11 +247,21 @@ mod tests {
             .file("inbox:engineer".into(), "x.md".into());
         e.id = 42;
         let line = e.to_line();
-        assert!(line.starts_with("{\"id\":42,\"v\":2,"), "{line}");
+        assert!(line.starts_with("{\"id\":42,\"v\":3,"), "{line}");
+        assert!(line.contains("\"task_id\":\"AUTH-012\""), "{line}");
         assert!(!line.contains("null"), "absent fields are left out: {line}");
         assert_eq!(line_id(&line), Some(42));
         match parse_line(&line).unwrap() {
             Line::Event(back) => assert_eq!(*back, e),
+            Line::Legacy => panic!("not legacy"),
+        }
+    }
+
+    #[test]
+    fn format_2_lines_name_the_task_task() {
+        let v2 = r#"{"id":7,"v":2,"ts":"x","event":"claim","agent":"qa","task":"T-1"}"#;
+        match parse_line(v2).unwrap() {
+            Line::Event(e) => assert_eq!(e.task.unwrap().as_str(), "T-1"),
             Line::Legacy => panic!("not legacy"),
         }
     }

@@ -220,19 +220,10 @@ pub fn set_tags(m: &mut Message, tags: Vec<String>) -> Result<(), Refusal> {
     Ok(())
 }
 
-/// `agent`, `role`, `all`, or TX `mesh/agent`; every segment follows the agent-name rule.
+/// `agent`, `role`, `all`, `role:NAME`, `agent:NAME`, or TX `mesh/agent`; every name follows
+/// the agent-name rule (`address::check`).
 fn check_address(addr: &str) -> Result<(), Refusal> {
-    let segments: Vec<&str> = addr.split('/').collect();
-    if segments.len() > 2 {
-        return Err((
-            format!("address `{}` has more than one `/`", addr.escape_debug()),
-            Some("write `agent` or `mesh/agent`".into()),
-        ));
-    }
-    for s in segments {
-        names::check_agent(s).map_err(refusal)?;
-    }
-    Ok(())
+    crate::address::check(addr).map_err(refusal)
 }
 
 fn time(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Refusal> {

@@ -64,6 +64,30 @@ impl Message {
         self.to.as_deref().map(agent_of)
     }
 
+    /// One line saying what the message is about: its `headline`, else the first line of
+    /// its `## Summary` section, else its first line of text (at most 120 characters).
+    pub fn summary(&self) -> Option<String> {
+        let line = self.headline.clone().or_else(|| {
+            let mut lines = self.body.lines().map(str::trim);
+            let in_summary = self
+                .body
+                .lines()
+                .map(str::trim)
+                .position(|l| l.eq_ignore_ascii_case("## summary"))
+                .and_then(|i| {
+                    lines.clone().skip(i + 1).find(|l| !l.is_empty() && !l.starts_with('#'))
+                });
+            in_summary
+                .or_else(|| lines.find(|l| !l.is_empty() && !l.starts_with('#')))
+                .map(str::to_string)
+        })?;
+        let mut out: String = line.chars().take(120).collect();
+        if line.chars().count() > 120 {
+            out.push('…');
+        }
+        Some(out)
+    }
+
     /// The status mapped onto the CIRCE set (`complete` -> `completed`, ...).
     pub fn status_normalized(&self) -> Option<&'static str> {
         self.status.as_deref().and_then(status::normalize)
@@ -102,6 +126,18 @@ mod tests {
         assert_eq!(m.from_agent(), Some("brain"));
         assert_eq!(m.to_agent(), Some("all"));
         assert_eq!(m.status_normalized(), Some("completed"));
+    }
+
+    #[test]
+    fn summary_is_the_headline_or_the_summary_section() {
+        let mut m = Message::new(Format::Circe);
+        assert_eq!(m.summary(), None);
+        m.body = "## Context\nsome\n\n## Summary\n\nImplement JWT\nmore\n".into();
+        assert_eq!(m.summary().as_deref(), Some("Implement JWT"));
+        m.body = "# Title\nfirst words\n".into();
+        assert_eq!(m.summary().as_deref(), Some("first words"));
+        m.headline = Some("the headline".into());
+        assert_eq!(m.summary().as_deref(), Some("the headline"));
     }
 
     #[test]

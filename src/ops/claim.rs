@@ -17,6 +17,7 @@ use crate::workspace::Workspace;
 /// What a claim did.
 #[derive(Debug, Clone, Serialize)]
 pub struct ClaimOutcome {
+    #[serde(rename = "task_id")]
     pub task: TaskId,
     pub owner: AgentName,
     pub status: Status,
@@ -28,6 +29,10 @@ pub struct ClaimOutcome {
     pub already_held: bool,
     /// The previous owner whose lease had run out, if the task was taken over.
     pub expired_owner: Option<String>,
+    /// A look before claiming: what the claim would be; nothing changed.
+    pub dry_run: bool,
+    /// The box the task's message lies in now (the claimer's INBOX after a claim).
+    pub location: String,
 }
 
 /// Take task `task` for `me`: one rename of its message from NEW_MESSAGES (or from the
@@ -62,9 +67,27 @@ pub fn claim_with(
     match task {
         Some(task) => {
             let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-            claim_in(ws, me, role, tx.as_mut(), ttl, request)
+            claim_in(ws, me, role, tx.as_mut(), ttl, request, false)
         }
-        None => claim_next_in(ws, me, role, ttl, request),
+        None => claim_next_in(ws, me, role, ttl, request, false),
+    }
+}
+
+/// What `claim` (of `task`, or without one of the best waiting task) would do for `me`,
+/// without doing it: the same checks in the same transaction, nothing committed.
+pub fn claim_dry(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    task: Option<&TaskId>,
+    ttl: Option<Duration>,
+) -> Result<ClaimOutcome> {
+    match task {
+        Some(task) => {
+            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            claim_in(ws, me, role, tx.as_mut(), ttl, None, true)
+        }
+        None => claim_next_in(ws, me, role, ttl, None, true),
     }
 }
 
@@ -87,7 +110,7 @@ fn earlier_grant(
     let st = ws.engine.peek(&got)?.ok_or_else(|| no_task(&got))?;
     let held = st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(me);
     if held && st.rec.epoch == epoch {
-        return Ok(Some(outcome(&st.rec, true, None)));
+        return Ok(Some(outcome(&st.rec, true, None, false, st.location.as_ref())));
     }
     Err(Error::conflict(format!(
         "the claim with request id {request} got task {got} at epoch {epoch}, but it is at epoch {} now (owner {})",
@@ -106,6 +129,7 @@ fn claim_in(
     tx: &mut dyn TaskTx,
     ttl: Option<Duration>,
     request: Option<&str>,
+    dry: bool,
 ) -> Result<ClaimOutcome> {
     let task = tx.task_id().clone();
     let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
@@ -115,7 +139,7 @@ fn claim_in(
         s if s.is_owned() => {
             let owner = rec.owner.clone().map(String::from).unwrap_or_default();
             if owner == me.as_str() {
-                return Ok(outcome(&st.rec, true, None));
+                return Ok(outcome(&st.rec, true, None, dry, st.location.as_ref()));
             }
             if !effects::lease_expired(rec, now) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))
@@ -158,6 +182,17 @@ fn claim_in(
         readdress: None,
     };
     let (mut change, parked) = effects::claim(&st, &ctx, ws.config.max_attempts)?;
+    if dry {
+        if parked {
+            return Err(Error::refused(format!(
+                "task {task} would be parked: its lease ran out {} times",
+                rec.expiries + 1
+            ))
+            .hint("a coordinator can put it back with `circe release --force`"));
+        }
+        let owner = expired_owner.map(String::from);
+        return Ok(outcome(&change.record, false, owner, true, st.location.as_ref()));
+    }
     if !parked {
         change.request = request.map(str::to_string);
     }
@@ -172,10 +207,17 @@ fn claim_in(
         ))
         .hint("a coordinator can put it back with `circe release --force`"));
     }
-    Ok(outcome(&after.rec, false, expired_owner.map(String::from)))
+    let at = after.location.clone();
+    Ok(outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref()))
 }
 
-fn outcome(rec: &StatusRecord, already_held: bool, expired_owner: Option<String>) -> ClaimOutcome {
+fn outcome(
+    rec: &StatusRecord,
+    already_held: bool,
+    expired_owner: Option<String>,
+    dry_run: bool,
+    location: Option<&crate::boxes::Mailbox>,
+) -> ClaimOutcome {
     ClaimOutcome {
         task: rec.task_id.clone(),
         owner: rec.owner.clone().unwrap_or_else(|| AgentName::new(CIRCE).expect("a legal name")),
@@ -186,6 +228,8 @@ fn outcome(rec: &StatusRecord, already_held: bool, expired_owner: Option<String>
         message: rec.message.clone(),
         already_held,
         expired_owner,
+        dry_run,
+        location: location.map_or_else(|| "new".to_string(), crate::boxes::Mailbox::label),
     }
 }
 
@@ -205,6 +249,7 @@ fn claim_next_in(
     role: &str,
     ttl: Option<Duration>,
     request: Option<&str>,
+    dry: bool,
 ) -> Result<ClaimOutcome> {
     let who = ws.eligibility(me, role);
     let mut lost = HashSet::new();
@@ -212,9 +257,10 @@ fn claim_next_in(
         let Some(mut tx) = ws.engine.begin_next(&who, &lost)? else {
             return Err(Error::nothing_to_claim(format!(
                 "no waiting task that {me} ({role}) may take"
-            )));
+            ))
+            .hint("`circe wait --for claimable` waits for one; `circe tasks` shows the board"));
         };
-        match claim_in(ws, me, role, tx.as_mut(), ttl, request) {
+        match claim_in(ws, me, role, tx.as_mut(), ttl, request, dry) {
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());

@@ -36,11 +36,10 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
             if m.deadline.is_none_or(|d| d > now) || is_ticket(ws, &m, &name)? {
                 continue;
             }
-            if !ws.engine.move_message(&inbox, &Mailbox::Logs, &name)? {
+            let Some(used) = ws.engine.file_message(&inbox, &Mailbox::Logs, &name)? else {
                 continue;
-            }
-            let mut ev =
-                Event::now(EventKind::Lapse, CIRCE).file(Mailbox::Logs.label(), name.clone());
+            };
+            let mut ev = Event::now(EventKind::Lapse, CIRCE).file(Mailbox::Logs.label(), used);
             ev.msg_id.clone_from(&m.msg_id);
             ev.owner = Some(agent.to_string());
             ev.note = m.deadline.map(|d| format!("deadline {} passed unread", clock::format(d)));

@@ -26,8 +26,9 @@ pub struct Found {
     pub message: Option<Message>,
 }
 
-/// Every message whose file name or msg_id is `key` (a msg_id prefix of 8+ characters
-/// also matches), in all boxes.
+/// Every message whose file name or msg_id is `key`, in all boxes. 8 or more characters of
+/// a msg_id also match: its start (`20251121T1700`) or its end (the random part after the
+/// `-`, `3e5xhztb`), so one key may match several messages (`show` lists them).
 pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
     find_in(ws, &ws.engine.boxes()?, key)
 }
@@ -45,10 +46,9 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
             }
             let parsed =
                 message::parse_limited(&c.bytes, c.size, Mode::Draft, &ws.config.limits).ok();
-            let by_id = parsed
-                .as_ref()
-                .and_then(|m| m.msg_id.as_deref())
-                .is_some_and(|id| id == key || (key.len() >= 8 && id.starts_with(key)));
+            let by_id = parsed.as_ref().and_then(|m| m.msg_id.as_deref()).is_some_and(|id| {
+                id == key || (key.len() >= 8 && (id.starts_with(key) || id.ends_with(key)))
+            });
             if by_name || by_id {
                 out.push(Found {
                     mailbox: b.label(),
@@ -98,7 +98,7 @@ fn one(ws: &Workspace, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<F
         .hint(format!("`circe --agent {me} inbox` lists your messages"))),
         1 => Ok(found.remove(0)),
         n => Err(Error::usage(format!("`{key}` matches {n} messages"))
-            .hint("give the full file name or message id")),
+            .hint("give the full file name or message id (`circe inbox` lists them)")),
     }
 }
 
@@ -218,8 +218,8 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
             let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
             return Ok(vec![(Mailbox::Logs.label(), file)]);
         }
-        file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
-        return Ok(vec![(Mailbox::Logs.label(), f.file)]);
+        let used = file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
+        return Ok(vec![(Mailbox::Logs.label(), used)]);
     };
     let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
     let everywhere = st.rec.status.is_terminal() && ws.is_coordinator(me);
@@ -246,8 +246,8 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         return Err(Error::not_found(format!("{me} has no message of task {}", st.rec.task_id)));
     }
     for (b, name) in picked {
-        if file_plain_named(ws, me, &b, &name, &st.rec.task_id)? {
-            out.push((Mailbox::Logs.label(), name));
+        if let Some(used) = file_plain_named(ws, me, &b, &name, &st.rec.task_id)? {
+            out.push((Mailbox::Logs.label(), used));
         }
     }
     Ok(out)
@@ -276,19 +276,19 @@ fn file_plain(
     from: &Mailbox,
     file: &str,
     m: Option<&Message>,
-) -> Result<()> {
-    if !ws.engine.move_message(from, &Mailbox::Logs, file)? {
+) -> Result<String> {
+    let Some(used) = ws.engine.file_message(from, &Mailbox::Logs, file)? else {
         return Err(Error::conflict(format!("{file} left {from} meanwhile")));
-    }
+    };
     let task = m.and_then(|m| m.task_id.clone()).and_then(|t| TaskId::new(t).ok());
     ws.engine.append_events(vec![moved_event(
         EventKind::Done,
         me,
         task.as_ref(),
         &Mailbox::Logs,
-        file,
+        &used,
     )])?;
-    Ok(())
+    Ok(used)
 }
 
 fn file_plain_named(
@@ -297,16 +297,16 @@ fn file_plain_named(
     from: &Mailbox,
     file: &str,
     task: &TaskId,
-) -> Result<bool> {
-    if !ws.engine.move_message(from, &Mailbox::Logs, file)? {
-        return Ok(false); // someone else filed it meanwhile
-    }
+) -> Result<Option<String>> {
+    let Some(used) = ws.engine.file_message(from, &Mailbox::Logs, file)? else {
+        return Ok(None); // someone else filed it meanwhile
+    };
     ws.engine.append_events(vec![moved_event(
         EventKind::Done,
         me,
         Some(task),
         &Mailbox::Logs,
-        file,
+        &used,
     )])?;
-    Ok(true)
+    Ok(Some(used))
 }

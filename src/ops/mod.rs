@@ -14,6 +14,7 @@ mod notify;
 mod open;
 pub mod orphans;
 pub mod prompt;
+mod questions;
 mod read;
 pub mod route;
 mod send;
@@ -25,14 +26,16 @@ mod tx;
 mod update;
 pub mod wait;
 
-pub use claim::{ClaimOutcome, claim, claim_next, claim_with, reap};
+pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use open::OpenOutcome;
 pub use prompt::current_prompt;
+pub use questions::{Question, questions};
 pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, send};
 pub use update::{
-    CheckRun, check_run, check_set, heartbeat, release, set_status, set_status_sending,
+    CheckRun, check_assert, check_run, check_set, heartbeat, release, set_status,
+    set_status_idempotent, set_status_sending,
 };
 
 #[cfg(test)]

@@ -22,12 +22,9 @@ fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
     };
     let mut out: Vec<AgentName> = Vec::new();
     for t in targets {
-        if ws.registry.is_role(t) {
-            out.extend(ws.agents_with_role(t));
-        } else if let Ok(a) = AgentName::new(t)
-            && ws.is_agent(&a)
-        {
-            out.push(a);
+        // An address as in `to:` (a role name means the role); an unknown one reaches nobody.
+        if let Ok((agents, _)) = ws.reach(t) {
+            out.extend(agents);
         }
     }
     out.sort();

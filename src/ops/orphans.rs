@@ -88,6 +88,7 @@ pub struct OrphanMessage {
 /// A waiting task addressed to a retired agent by name.
 #[derive(Debug, Clone, Serialize)]
 pub struct OrphanTask {
+    #[serde(rename = "task_id")]
     pub task: TaskId,
     pub status: Status,
     pub to: String,

@@ -19,6 +19,11 @@ use crate::workspace::Workspace;
 pub struct Delivery {
     pub msg_id: String,
     pub intent: String,
+    /// The task the message is about (its `task_id`, or the one it inherited).
+    pub task_id: Option<String>,
+    pub in_reply_to: Option<String>,
+    /// The message named no task and took the one of the message it answers.
+    pub task_inherited: bool,
     /// `new` for a task message, else `inbox:<agent>` per copy.
     pub delivered: Vec<DeliveredCopy>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -36,9 +41,9 @@ pub struct DeliveredCopy {
     pub file: String,
 }
 
-/// Who `to` reaches: (agents, the roles they have). An agent name wins over a role name.
+/// Who `to` reaches: (agents, the roles they have); the sender is left out of `all`.
 fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, Vec<String>)> {
-    if to == "all" {
+    if crate::address::Address::parse(to) == crate::address::Address::All {
         let agents: Vec<AgentName> =
             ws.agents().keys().filter(|a| *a != me && !ws.is_retired(a)).cloned().collect();
         let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
@@ -47,17 +52,7 @@ fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, 
         }
         return Ok((agents, roles.into_iter().collect()));
     }
-    if let Ok(agent) = AgentName::new(to)
-        && let Some(role) = ws.role_of(&agent)
-    {
-        return Ok((vec![agent], vec![role]));
-    }
-    if ws.registry.is_role(to) {
-        return Ok((ws.agents_with_role(to), vec![to.to_string()]));
-    }
-    Err(Error::not_found(format!("no agent or role `{to}`")).hint(
-        "`circe agent list` shows the agents, `circe registry` the roles; `all` reaches everyone",
-    ))
+    ws.reach(to)
 }
 
 /// Fill in what a draft may leave out, and check the sender.
@@ -102,7 +97,10 @@ pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
 fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Delivery> {
     let my_role = ws.role_of(me).ok_or_else(|| Error::not_found(format!("no agent `{me}`")))?;
     let own_id = msg.msg_id.clone();
+    let named_task = msg.task_id.is_some();
     let plan = super::tx::prepare(ws, me, &mut msg)?;
+    // A reply that named no task took the task of what it answers.
+    let task_inherited = !named_task && msg.in_reply_to.is_some() && msg.task_id.is_some();
     // A message that names its own id must be the only one with it (a retry of the very
     // same send is answered with the first delivery).
     let earlier = match own_id {
@@ -126,6 +124,7 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     let _numbered = super::seq::number(ws, me, &mut msg)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
+    // A TX `mesh/agent` is its agent part; `role:NAME` and `agent:NAME` are kept as written.
     let to = msg
         .to_agent()
         .ok_or_else(|| Error::refused("the message has no recipient (to)"))?
@@ -144,7 +143,8 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     }
     let created = msg.created_at.unwrap_or_else(|| ws.now());
     let task_id = msg.task_id.clone();
-    let name = message::file_name(created, me, &to, &intent_name, task_id.as_deref(), 1);
+    let label = crate::address::Address::parse(&to).name();
+    let name = message::file_name(created, me, label, &intent_name, task_id.as_deref(), 1);
     let content = message::render(&msg);
     within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();
@@ -173,13 +173,18 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
+            task_id: Some(task_id.to_string()),
+            in_reply_to: msg.in_reply_to.clone(),
+            task_inherited,
             delivered: vec![DeliveredCopy { mailbox: "new".into(), file: opened.message.clone() }],
             task: Some(opened),
             already_delivered: false,
         });
     }
 
-    deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)
+    let mut d = deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)?;
+    d.task_inherited = task_inherited;
+    Ok(d)
 }
 
 /// A message that opens no task: one copy into each receiver's INBOX (with what its TX type
@@ -220,6 +225,9 @@ fn deliver_to_inboxes(
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
+            task_id: msg.task_id.clone(),
+            in_reply_to: msg.in_reply_to.clone(),
+            task_inherited: false,
             delivered,
             task: None,
             already_delivered: false,
@@ -239,7 +247,16 @@ fn deliver_to_inboxes(
     let mut events = vec![ev];
     events.extend(sent.events);
     ws.engine.append_events(events)?;
-    Ok(Delivery { msg_id, intent: intent_name, delivered, task: None, already_delivered: false })
+    Ok(Delivery {
+        msg_id,
+        intent: intent_name,
+        task_id: msg.task_id.clone(),
+        in_reply_to: msg.in_reply_to.clone(),
+        task_inherited: false,
+        delivered,
+        task: None,
+        already_delivered: false,
+    })
 }
 
 /// What is delivered, filled in, stays within the root's limits, so that every reader can
@@ -303,6 +320,9 @@ fn earlier_copy(
         return Ok(Some(Delivery {
             msg_id: id.to_string(),
             intent: msg.intent.clone().unwrap_or_default(),
+            task_id: msg.task_id.clone(),
+            in_reply_to: msg.in_reply_to.clone(),
+            task_inherited: false,
             delivered: found
                 .iter()
                 .map(|f| DeliveredCopy { mailbox: f.mailbox.clone(), file: f.file.clone() })

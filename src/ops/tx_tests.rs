@@ -145,7 +145,13 @@ on_both_engines! {
         ws.pin_clock(t(41));
         let lapsed = deadline::reap_messages(ws).unwrap();
         assert_eq!(lapsed.asks, ["q-1"]);
-        assert_eq!(lapsed.filed.len(), 2, "the update and the ask, unread: {lapsed:?}");
+        // `to: engineer` is the role: engineer and engineer-2 each hold a copy of both.
+        assert_eq!(lapsed.filed.len(), 4, "the update and the ask, unread: {lapsed:?}");
+        // Every copy keeps its place in LOGS: the second under a numbered name.
+        let logs = ws.engine.list_box(&Mailbox::Logs).unwrap();
+        for n in ["20251121_173000_qa-engineer_ask.md", "20251121_173000_qa-engineer_ask.2.md"] {
+            assert!(logs.iter().any(|f| f == n), "{n} not in LOGS: {logs:?}");
+        }
         assert_eq!(inbox(ws, "qa").len(), 1, "the asker is told");
         refused(send(ws, &a("engineer"), fm("---\nto: qa\ntype: ask-response\nin-reply-to: q-1\n---\nlate\n")));
     }

@@ -122,14 +122,27 @@ pub fn set_status(
     note: Option<&str>,
     epoch: Option<u64>,
 ) -> Result<StatusRecord> {
-    if target == Status::New {
-        return release(ws, me, task, note, false, epoch);
-    }
-    set_status_sending(ws, me, task, target, note, epoch, Vec::new()).map(|(rec, _)| rec)
+    set_status_idempotent(ws, me, task, target, note, epoch).map(|(rec, _)| rec)
+}
+
+/// `set_status`, and whether the task had the status already. Asking for the status a task
+/// has is no move and no error: the owner (or a coordinator) of a held task, and anyone for
+/// a waiting or finished one, gets the record back unchanged and `true`.
+pub fn set_status_idempotent(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+) -> Result<(StatusRecord, bool)> {
+    status_move(ws, me, task, target, note, epoch, Vec::new())
+        .map(|(rec, _, already)| (rec, already))
 }
 
 /// `set_status` that also sends `outbox` (a `task-complete` message) with the change, each
-/// message exactly once; returns the events logged.
+/// message exactly once; returns the events logged. A task that has the status already is
+/// refused here: what the outbox says is not sent twice, nor dropped.
 pub fn set_status_sending(
     ws: &Workspace,
     me: &AgentName,
@@ -139,10 +152,34 @@ pub fn set_status_sending(
     epoch: Option<u64>,
     outbox: Vec<Outgoing>,
 ) -> Result<(StatusRecord, Vec<Event>)> {
+    status_move(ws, me, task, target, note, epoch, outbox).map(|(rec, events, _)| (rec, events))
+}
+
+/// A status move, with its outbox; the record, the events logged, and whether the task had
+/// the status already (only without an outbox).
+fn status_move(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    target: Status,
+    note: Option<&str>,
+    epoch: Option<u64>,
+    outbox: Vec<Outgoing>,
+) -> Result<(StatusRecord, Vec<Event>, bool)> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
+    if from == target && outbox.is_empty() {
+        if from.is_owned() && who.is_empty() {
+            return Err(not_owner(&st, me));
+        }
+        return Ok((st.rec, Vec::new(), true));
+    }
+    if target == Status::New && outbox.is_empty() {
+        drop(tx);
+        return release(ws, me, task, note, false, epoch).map(|r| (r, Vec::new(), false));
+    }
     let mv = move_to(from, target)?;
     let ctx = MoveCtx {
         by: me.as_str(),
@@ -157,7 +194,7 @@ pub fn set_status_sending(
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         // A refusal for someone who is not the holder says who holds it.
         let acting = who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator);
-        if !acting && st.rec.owner.is_some() {
+        if !acting && st.rec.owner.is_some() && st.rec.status.is_owned() {
             not_owner(&st, me)
         } else if mv == Move::Complete && from == Status::Claimed && who.contains(&Actor::Owner) {
             Error::refused(format!("task {task} is claimed: start it before completing it")).hint(
@@ -177,7 +214,7 @@ pub fn set_status_sending(
         task,
         reply_to.as_deref(),
     ));
-    commit_logged(ws, tx.as_mut(), change)
+    commit_logged(ws, tx.as_mut(), change).map(|(rec, events)| (rec, events, false))
 }
 
 /// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
@@ -239,6 +276,17 @@ pub fn heartbeat(
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
+    if !st.rec.status.is_owned() {
+        return Err(Error::refused(format!(
+            "task {task} is {}: no lease runs, so there is none to extend",
+            st.rec.status.as_str()
+        ))
+        .hint(if st.rec.status == Status::New {
+            format!("claim it first: circe --agent {me} claim {task}")
+        } else {
+            "a heartbeat extends the lease of a task you hold".to_string()
+        }));
+    }
     if !who.contains(&Actor::Owner) {
         return Err(not_owner(&st, me));
     }
@@ -269,7 +317,22 @@ fn require_holder(
     }
 }
 
-/// `circe check <task> NAME=true|false`: record a check by assertion.
+/// A check must be one of the task's (`.checks`): a mistyped name is refused with the list.
+fn require_check(st: &TaskState, name: &CheckName) -> Result<()> {
+    if st.checks.contains_key(name) {
+        return Ok(());
+    }
+    let names: Vec<&str> = st.checks.keys().map(CheckName::as_str).collect();
+    let task = &st.rec.task_id;
+    let e = Error::refused(format!("task {task} has no check `{name}`"));
+    Err(match crate::suggest::closest(name.as_str(), names.iter().copied()) {
+        Some(c) => e.hint(format!("did you mean `{c}`? its checks: {}", names.join(", "))),
+        None if names.is_empty() => e.hint("it has no checks: its intent requires none"),
+        None => e.hint(format!("its checks: {}", names.join(", "))),
+    })
+}
+
+/// `circe check <task> NAME=true|false`: record a check by assertion (no reason given).
 pub fn check_set(
     ws: &Workspace,
     me: &AgentName,
@@ -278,11 +341,39 @@ pub fn check_set(
     value: bool,
     epoch: Option<u64>,
 ) -> Result<Checks> {
+    check_assert(ws, me, task, name, value, None, epoch)
+}
+
+/// Record a check by assertion. A check declared in circe.yaml with its command is recorded
+/// only by running it, unless a coordinator asserts it with a reason (logged in the event);
+/// a coordinator with a reason may also assert a check of a task it does not hold.
+pub fn check_assert(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    name: &CheckName,
+    value: bool,
+    reason: Option<&str>,
+    epoch: Option<u64>,
+) -> Result<Checks> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
-    require_holder(ws, &st, me, epoch)?;
+    let coordinator = ws.is_coordinator(me) && reason.is_some();
+    if !coordinator {
+        require_holder(ws, &st, me, epoch)?;
+    }
+    require_check(&st, name)?;
+    if let Some(d) = ws.config.checks.get(name.as_str())
+        && !coordinator
+    {
+        return Err(Error::refused(format!(
+            "check {name} is declared in circe.yaml with its command: it is recorded by running it"
+        ))
+        .hint(format!("circe check {task} --run {name}   (runs `{}`)", d.run)));
+    }
     let mut ev = Event::now(EventKind::Check, me);
     ev.how = Some("asserted".into());
+    ev.reason = reason.map(str::to_string);
     tx.commit(effects::record_check(&st, name, value, ev))?;
     Ok(state(tx.as_ref())?.checks)
 }
@@ -314,10 +405,29 @@ pub fn check_run(
         let tx = begin(ws, task)?;
         let st = state(tx.as_ref())?;
         require_holder(ws, &st, me, epoch)?;
+        require_check(&st, name)?;
         st.rec.epoch
     };
+    // A declared check runs its declared command, and only that.
+    let declared: Option<Vec<String>> = ws
+        .config
+        .checks
+        .get(name.as_str())
+        .map(|d| vec!["sh".to_string(), "-c".to_string(), d.run.clone()]);
+    let cmd: &[String] = match (&declared, cmd.is_empty()) {
+        (Some(d), true) => d,
+        (Some(d), false) => {
+            return Err(Error::refused(format!(
+                "check {name} is declared in circe.yaml with its own command (`{}`)",
+                d[2]
+            ))
+            .hint(format!("circe check {task} --run {name}   (no command after it)")));
+        }
+        (None, _) => cmd,
+    };
     let (prog, args) = cmd.split_first().ok_or_else(|| {
-        Error::usage("no command after --").hint("circe check TASK --run NAME -- cargo test")
+        Error::usage(format!("--run {name} needs a command after --"))
+            .hint(format!("circe check {task} --run {name} -- cargo test"))
     })?;
     let started = Instant::now();
     // stdout is circe's data channel: the command's output goes to stderr.

@@ -41,7 +41,7 @@ impl Registry {
         }
         if req.to_roles.is_empty() {
             return Err(Error::refused(format!("`to: {}` reaches no role", req.to_label))
-                .hint("address a role or an agent; `circe agents` lists them"));
+                .hint("address a role (`role:NAME`), an agent or `all`; `circe agent list` lists the agents"));
         }
         if let Some(unknown) = req.to_roles.iter().find(|r| !self.is_role(r)) {
             return Err(self.unknown_role(unknown, "recipient"));
@@ -74,7 +74,7 @@ impl Registry {
 
     fn unknown_intent(&self, name: &str) -> Error {
         let e = Error::refused(format!("unknown intent `{}`", name.escape_debug()));
-        match closest(name, self.intents.keys().map(String::as_str)) {
+        match crate::suggest::closest(name, self.intents.keys().map(String::as_str)) {
             Some(near) => {
                 e.hint(format!("did you mean `{near}`? `circe registry` lists the intents"))
             }
@@ -88,30 +88,6 @@ impl Registry {
             self.roles.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
         ))
     }
-}
-
-/// The candidate nearest to `name` within edit distance 2 (ties: the first in order).
-fn closest<'c>(name: &str, candidates: impl Iterator<Item = &'c str>) -> Option<&'c str> {
-    candidates
-        .map(|c| (edit_distance(name, c), c))
-        .filter(|&(d, _)| d <= 2)
-        .min_by_key(|&(d, _)| d)
-        .map(|(_, c)| c)
-}
-
-/// Levenshtein distance over chars.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, &cb) in b.iter().enumerate() {
-            let subst = prev[j] + usize::from(ca != cb);
-            cur[j + 1] = subst.min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]
@@ -226,15 +202,5 @@ mod tests {
         assert_eq!(e.message, "unknown recipient role `devops`");
         let e = refused(&r, &send("inform", "qa", &[], false));
         assert!(e.message.contains("reaches no role"), "{}", e.message);
-    }
-
-    #[test]
-    fn edit_distances() {
-        assert_eq!(edit_distance("", "abc"), 3);
-        assert_eq!(edit_distance("test", "test"), 0);
-        assert_eq!(edit_distance("tset", "test"), 2);
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
-        assert_eq!(closest("answr", ["ask", "answer"].into_iter()), Some("answer"));
-        assert_eq!(closest("zzz", ["ask", "answer"].into_iter()), None);
     }
 }

@@ -1,7 +1,7 @@
 //! Message templates, one per built-in intent, embedded from `templates/<intent>.md`.
 //!
 //! An agent copies one, edits it and sends it with `circe send --file`, so header values are
-//! valid as written (`to: engineer`, `task_id: TASK-001`); placeholders appear only in the body.
+//! valid as written (`to: role:engineer`, `task_id: TASK-001`); placeholders appear only in the body.
 
 macro_rules! embedded {
     ($($name:literal),* $(,)?) => {
@@ -91,7 +91,10 @@ mod tests {
             let from = get(&h, "from").unwrap();
             let to = get(&h, "to").unwrap();
             assert!(reg.may_send(from, name), "{name}: from {from} not allowed");
-            assert!(to == "all" || reg.may_receive(to, name), "{name}: to {to} not allowed");
+            // A template addresses a role (`role:NAME`), never one agent.
+            let role = to.strip_prefix("role:");
+            assert!(to == "all" || role.is_some(), "{name}: to {to} is not a role");
+            assert!(role.is_none_or(|r| reg.may_receive(r, name)), "{name}: to {to} not allowed");
             assert!(
                 ["new", "in_progress", "completed", "blocked"]
                     .contains(&get(&h, "status").unwrap()),

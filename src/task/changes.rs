@@ -54,6 +54,7 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
         handoff_checks: Vec::new(),
         deadline: spec.deadline,
         outbox: Vec::new(),
+        asserted: Vec::new(),
     };
     let checks: Checks = spec.required_checks.into_iter().map(|c| (c, false)).collect();
     let mut ev = Event::new(EventKind::Open, &rec.opened_by, clock::stamp_ms(now))
@@ -78,12 +79,18 @@ pub fn open(spec: OpenSpec, now: DateTime<Utc>) -> Change {
 pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -> Change {
     let mut checks = st.checks.clone();
     checks.insert(name.clone(), passed);
+    let mut rec = st.rec.clone();
+    rec.asserted.retain(|c| c != name);
+    if passed && ev.how.as_deref() == Some("asserted") {
+        rec.asserted.push(name.clone());
+        rec.asserted.sort();
+    }
     let mut ev = ev.task(&st.rec.task_id);
     ev.check = Some(name.to_string());
     ev.passed = Some(passed);
     Change {
         op: "check",
-        record: st.rec.clone(),
+        record: rec,
         checks: Some(checks),
         ticket: Ticket::Stay,
         events: vec![ev],

@@ -299,6 +299,7 @@ fn next_record(
             for name in &h.required_checks {
                 c.insert(name.clone(), false);
             }
+            rec.asserted.retain(|a| !h.required_checks.contains(a));
             checks = Some(c);
             rec.message.clone_from(&h.name);
             ticket = Ticket::Deliver { name: h.name.clone(), content: h.content.clone() };

@@ -40,6 +40,7 @@ fn state(status: Status) -> TaskState {
         handoff_checks: Vec::new(),
         deadline: None,
         outbox: Vec::new(),
+        asserted: Vec::new(),
     };
     let location = if held { Mailbox::Inbox(agent("o1")) } else { Mailbox::NewMessages };
     let mut checks = Checks::new();

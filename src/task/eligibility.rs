@@ -2,12 +2,14 @@
 
 use crate::names::AgentName;
 
-/// The waiting tasks an agent may take: those addressed to it by name, and those addressed
-/// to one of `addresses` (`all`, its role) with an intent its role may receive. A plain
-/// list, so that an engine can filter lanes by it or a database in SQL.
+/// The waiting tasks an agent may take: those addressed to it (`direct`: `agent:NAME`, and
+/// the bare NAME unless a role has that name), and those addressed to one of `addresses`
+/// (`all`, its role bare and as `role:ROLE`) with an intent its role may receive. Plain
+/// lists, so that an engine can filter lanes by them or a database in SQL.
 #[derive(Debug, Clone)]
 pub struct Eligibility {
     pub agent: AgentName,
+    pub direct: Vec<String>,
     pub addresses: Vec<String>,
     pub intents: Vec<String>,
     /// The time of the claim (`clock::stamp`): a task whose deadline is not later is passed
@@ -18,7 +20,7 @@ pub struct Eligibility {
 impl Eligibility {
     /// May the agent take a task addressed to `to` with `intent`?
     pub fn admits(&self, to: &str, intent: &str) -> bool {
-        to == self.agent.as_str()
+        self.direct.iter().any(|d| d == to)
             || self.addresses.iter().any(|a| a == to) && self.intents.iter().any(|i| i == intent)
     }
 

@@ -97,6 +97,24 @@ pub const ALL_MOVES: [Move; 13] = [
 ];
 
 impl Move {
+    /// What the move does, in the words `circe status` takes (for messages).
+    pub fn target_word(self) -> &'static str {
+        match self {
+            Move::Claim => "claimed (circe claim)",
+            Move::Start | Move::Unblock => "in_progress",
+            Move::Block => "blocked",
+            Move::Complete => "completed",
+            Move::Fail => "failed",
+            Move::Release => "new (a release)",
+            Move::Handoff => "new (a handoff)",
+            Move::Expire => "new (an expiry)",
+            Move::Park => "parked",
+            Move::Requeue => "new (a requeue)",
+            Move::Lapse => "expired (a passed deadline)",
+            Move::Readdress => "new (readdressed)",
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             Move::Claim => "claim",
@@ -199,13 +217,13 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
             .flat_map(|r| r.from.iter().map(|s| s.as_str()))
             .collect();
         return Err(Error::refused(format!(
-            "cannot {} a task that is {}",
-            mv.as_str(),
-            from.as_str()
+            "cannot move a task that is {} to {}",
+            from.as_str(),
+            mv.target_word()
         ))
         .hint(format!(
             "{} applies to tasks that are {}",
-            mv.as_str(),
+            mv.target_word(),
             allowed.join(" or ")
         )));
     }
@@ -216,10 +234,10 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
     }
     let who: Vec<&str> = rows.iter().flat_map(|r| r.by.iter().map(|a| a.as_str())).collect();
     Err(Error::refused(format!(
-        "only the {} may {} a task that is {}",
+        "only the {} may move a task that is {} to {}",
         who.join(" or "),
-        mv.as_str(),
-        from.as_str()
+        from.as_str(),
+        mv.target_word()
     )))
 }
 

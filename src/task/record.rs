@@ -15,8 +15,8 @@ use crate::yaml;
 
 /// The newest record format this circe reads and writes (`v:` in `.status`). A record without
 /// `v` is version 1 (no `expiries`); one with a higher version is refused, not misread.
-/// Version 3 adds `deadline`, `outbox` and the status `expired`; a record that uses none of
-/// them is written as version 2, so an older circe still reads it.
+/// Version 3 adds `deadline`, `outbox`, `asserted` and the status `expired`; a record that
+/// uses none of them is written as version 2, so an older circe still reads it.
 pub const RECORD_FORMAT: u32 = 3;
 
 /// The format of a record that uses nothing version 3 added.
@@ -71,6 +71,10 @@ pub struct StatusRecord {
     /// are delivered: a crash in between is finished by the next command on the task.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub outbox: Vec<Outgoing>,
+    /// Checks whose last result was asserted (`check T NAME=true`) rather than run: the board
+    /// and `show` say so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub asserted: Vec<CheckName>,
 }
 
 /// A message a task's change sends (a routed message, a `task-complete`), kept in the record
@@ -123,7 +127,11 @@ impl StatusRecord {
 
     /// The oldest format that holds this record: 3 when it uses what version 3 added.
     pub fn format_needed(&self) -> u32 {
-        if self.deadline.is_some() || !self.outbox.is_empty() || self.status == Status::Expired {
+        if self.deadline.is_some()
+            || !self.outbox.is_empty()
+            || !self.asserted.is_empty()
+            || self.status == Status::Expired
+        {
             RECORD_FORMAT
         } else {
             BASE_FORMAT
@@ -209,6 +217,7 @@ mod tests {
             handoff_checks: Vec::new(),
             deadline: None,
             outbox: Vec::new(),
+            asserted: Vec::new(),
         };
         let text = r.render();
         assert!(text.contains("status: in_progress"), "{text}");

@@ -10,11 +10,14 @@ use super::record::{Checks, StatusRecord};
 /// One task on the board; borrows from the engine's index where it can.
 #[derive(Debug, Clone, Serialize)]
 pub struct Row<'a> {
+    #[serde(rename = "task_id")]
     pub task: Cow<'a, str>,
     pub status: Status,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub owner: Option<Cow<'a, str>>,
     pub created_at: Cow<'a, str>,
+    /// The last change of status (for a waiting task: when it started waiting).
+    pub updated_at: Cow<'a, str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_expires_at: Option<Cow<'a, str>>,
     pub intent: Cow<'a, str>,
@@ -22,6 +25,8 @@ pub struct Row<'a> {
     pub priority: Cow<'a, str>,
     pub checks_passed: usize,
     pub checks_total: usize,
+    /// Of the passed checks, how many were asserted rather than run.
+    pub checks_asserted: usize,
 }
 
 impl Row<'_> {
@@ -33,12 +38,14 @@ impl Row<'_> {
             status: self.status,
             owner: self.owner.map(own),
             created_at: own(self.created_at),
+            updated_at: own(self.updated_at),
             lease_expires_at: self.lease_expires_at.map(own),
             intent: own(self.intent),
             to: own(self.to),
             priority: own(self.priority),
             checks_passed: self.checks_passed,
             checks_total: self.checks_total,
+            checks_asserted: self.checks_asserted,
         }
     }
 }
@@ -50,11 +57,13 @@ pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row<'static> {
         status: rec.status,
         owner: rec.owner.as_ref().map(|o| Cow::Owned(o.to_string())),
         created_at: Cow::Owned(rec.created_at.clone()),
+        updated_at: Cow::Owned(rec.updated_at.clone()),
         lease_expires_at: rec.lease_expires_at.clone().map(Cow::Owned),
         intent: Cow::Owned(rec.intent.clone()),
         to: Cow::Owned(rec.to.clone()),
         priority: Cow::Owned(rec.priority.clone()),
         checks_passed: checks.values().filter(|v| **v).count(),
         checks_total: checks.len(),
+        checks_asserted: rec.asserted.iter().filter(|c| checks.get(*c) == Some(&true)).count(),
     }
 }

@@ -20,7 +20,11 @@ fn add_and_list() {
     j.ok();
     let j = j.json();
     assert!(
-        j.as_array().unwrap().iter().any(|a| a["agent"] == "engineer-2" && a["role"] == "engineer")
+        j["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["agent"] == "engineer-2" && a["role"] == "engineer")
     );
 }
 

@@ -419,6 +419,8 @@ pub fn common_filters() -> Vec<(String, String)> {
         (r"\d+\.\d+s\)".into(), "[SECS])".into()),
         (r#"("seconds": ?)[0-9.e-]+"#.into(), "${1}[SECS]".into()),
         (r"/tmp/circe-test-[0-9A-Za-z]+".into(), "[PROJECT]".into()),
+        // A root in a database reads as the local root it stands for.
+        (r"postgres://\S*schema=[0-9A-Za-z_]+".into(), "[PROJECT]/.circe".into()),
         (r"\.tmp-\d+-[0-9a-z]{8}".into(), ".tmp-[PID]-[RAND]".into()),
     ]
 }

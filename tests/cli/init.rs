@@ -28,7 +28,7 @@ fn init_is_idempotent() {
     let out = env.circe(["init"]).run();
     out.ok();
     assert!(out.stdout.contains("kept as it was"), "{}", out.show());
-    assert!(out.stdout.contains("agents added: none"), "{}", out.show());
+    assert!(out.stdout.contains("agents: all present"), "{}", out.show());
     let j = env.circe(["init", "--json"]).run();
     j.ok();
     let j = j.json();
@@ -54,7 +54,7 @@ fn init_adds_missing_boxes_and_agents_back() {
     std::fs::remove_dir(env.root().join("queue")).unwrap();
     let out = env.circe(["init", "--json"]).run();
     out.ok();
-    assert_eq!(out.json()["agents_added"], serde_json::json!(["qa"]));
+    assert_eq!(out.json()["agents_added"], serde_json::json!([{"agent": "qa", "role": "qa"}]));
     assert!(env.root().join("queue").is_dir());
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
 }
@@ -74,7 +74,7 @@ fn the_root_is_found_from_a_subfolder() {
     std::fs::create_dir_all(&deep).unwrap();
     let out = env.circe(["agent", "list", "--json"]).cwd(&deep).run();
     out.ok();
-    assert_eq!(out.json().as_array().map(Vec::len), Some(6));
+    assert_eq!(out.json()["agents"].as_array().map(Vec::len), Some(6));
     // And a command run from there writes into that root.
     env.circe(["send", "--to", "qa", "--intent", "inform", "--summary", "hi"])
         .agent("engineer")

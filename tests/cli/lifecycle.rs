@@ -102,15 +102,17 @@ fn claim_next_takes_priority_then_age() {
     for _ in 0..4 {
         let o = env.at(T5, "engineer", &["claim", "--next", "--json"]);
         o.ok();
-        order.push(o.json()["task"].as_str().unwrap().to_string());
+        order.push(o.json()["task_id"].as_str().unwrap().to_string());
     }
     assert_eq!(order, ["HIGH-1", "OLD-1", "NEW-1", "LOW-1"]);
     let none = env.at(T5, "engineer", &["claim", "--next"]);
     none.code(6);
     snap!(env, none);
+    // Exit 6 is an answer, not an error: no `error:` line, and its own JSON.
+    assert!(!none.stderr.contains("error:"), "{}", none.show());
     assert_eq!(
-        env.at(T5, "engineer", &["claim", "--next", "--json"]).json()["error"]["kind"],
-        "nothing_to_claim"
+        env.at(T5, "engineer", &["claim", "--next", "--json"]).json()["nothing_to_claim"],
+        true
     );
 }
 
@@ -130,12 +132,12 @@ fn an_ineligible_agent_is_refused() {
     env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
     env.as_(
         "coordinator",
-        &["send", "--to", "engineer", "--intent", "implement_feature", "--task", "ONLY-1"],
+        &["send", "--to", "agent:engineer", "--intent", "implement_feature", "--task", "ONLY-1"],
     )
     .ok();
     env.open_task(T);
     let before = env.state();
-    // Addressed to another agent by name.
+    // Addressed to another agent by name (`agent:NAME`).
     let o = env.at(T5, "engineer-2", &["claim", "ONLY-1"]);
     o.code(3);
     assert!(o.stderr.contains("may not take task ONLY-1"), "{}", o.show());
@@ -159,11 +161,15 @@ fn status_moves_outside_the_table_are_refused() {
     env.at(T5, "engineer", &["claim", T]).ok();
     let before = env.state();
     let mut refused = Vec::new();
-    for target in ["completed", "blocked", "claimed", "parked"] {
+    for target in ["completed", "blocked", "parked"] {
         let o = env.at(T5, "engineer", &["status", T, target]);
         o.code(3);
         refused.push(o);
     }
+    // The status it has already: nothing to do, and no error.
+    let o = env.at(T5, "engineer", &["status", T, "claimed"]);
+    o.ok();
+    assert!(o.stdout.contains("already claimed"), "{}", o.show());
     snap!(env, refused);
     env.at(T5, "engineer", &["status", T, "sideways"]).code(2);
     assert_unchanged(&before, &env.state());
@@ -239,7 +245,8 @@ fn check_run_records_the_exit_status_and_logs_the_command() {
     env.at(T5, "engineer-2", &["check", T, "--run", "tests_passed", "--", "true"]).code(4);
     env.at(T5, "engineer-2", &["check", T, "tests_passed=false"]).code(4);
     env.at(T5, "engineer", &["check", T, "Bad-Name=true"]).code(3);
-    env.at(T5, "engineer", &["check", T, "--run", "x"]).code(2);
+    env.at(T5, "engineer", &["check", T, "--run", "x"]).code(3);
+    env.at(T5, "engineer", &["check", T, "--run", "tests_passed"]).code(2);
     assert_unchanged(&before, &env.state());
 }
 
@@ -391,7 +398,7 @@ fn max_attempts_comes_from_the_config_and_reap_parks_too() {
     reaped.ok();
     assert_eq!(
         reaped.json(),
-        json!({"reaped": [{"task": T, "status": "parked"}], "asks_expired": [], "messages_filed": []})
+        json!({"reaped": [{"task_id": T, "status": "parked"}], "asks_expired": [], "messages_filed": []})
     );
     assert_eq!(env.ls("NEW_MESSAGES"), [MSG]);
     assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
@@ -508,7 +515,7 @@ fn the_board_and_its_filters() {
             .as_array()
             .unwrap()
             .iter()
-            .map(|t| t["task"].as_str().unwrap().to_string())
+            .map(|t| t["task_id"].as_str().unwrap().to_string())
             .collect()
     };
     assert_eq!(only(&[]), [T, "OTHER-1"]);
@@ -585,7 +592,7 @@ fn json_everywhere() {
         (Some("engineer"), &["heartbeat", T], 0),
         (Some("engineer"), &["take", T], 0),
         (Some("engineer"), &["check", T, "tests_passed=true"], 0),
-        (Some("engineer"), &["check", T, "--run", "lint", "--", "true"], 0),
+        (Some("engineer"), &["check", T, "--run", "lint", "--", "true"], 3),
         (Some("engineer"), &["show", T], 0),
         (None, &["tasks"], 0),
         (Some("engineer"), &["release", T], 0),
@@ -607,6 +614,9 @@ fn json_everywhere() {
         if args[0] == "validate" && *code == 3 {
             // validate reports every file, valid or not, rather than one error.
             assert_eq!(v["invalid"], 1, "{}", o.show());
+        } else if *code == 6 {
+            // Nothing to claim is an answer, not an error.
+            assert_eq!(v["nothing_to_claim"], true, "{}", o.show());
         } else if *code != 0 {
             assert!(v["error"]["message"].is_string(), "{}", o.show());
             assert_eq!(v["error"]["exit_code"], *code, "{}", o.show());

@@ -41,7 +41,7 @@ fn inbox_is_oldest_first() {
     // Somebody else's inbox is empty.
     let e = env.as_("engineer", &["inbox"]);
     e.ok();
-    assert_eq!(e.stdout, "engineer: inbox empty\n");
+    assert_eq!(e.stdout, "engineer: inbox empty\n\nno waiting task that you may take\n");
 }
 
 #[test]

@@ -12,7 +12,7 @@ fn a_claim_retried_with_its_request_id_returns_the_same_task() {
     a.ok();
     let b = env.as_("engineer", &["claim", "--next", "--request-id", "r-1", "--json"]);
     b.ok();
-    assert_eq!(a.json()["task"], b.json()["task"]);
+    assert_eq!(a.json()["task_id"], b.json()["task_id"]);
     assert_eq!(b.json()["already_held"], true);
     assert_eq!(env.record("T-2").status.as_str(), "new", "no second task was taken");
     // A request id names one claim: another task with it is a usage error.
@@ -20,7 +20,7 @@ fn a_claim_retried_with_its_request_id_returns_the_same_task() {
     // Without a request id, claim --next means the next task.
     let c = env.as_("engineer", &["claim", "--next", "--json"]);
     c.ok();
-    assert_eq!(c.json()["task"], "T-2");
+    assert_eq!(c.json()["task_id"], "T-2");
     // Once the task changed hands, the old request id no longer returns it.
     env.as_("engineer", &["release", "T-1"]).ok();
     env.as_("engineer-2", &["claim", "T-1"]).code(5);

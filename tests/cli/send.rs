@@ -219,8 +219,16 @@ fn a_role_reaches_each_agent_of_that_role() {
         .iter()
         .map(|d| d["box"].as_str().unwrap().to_string())
         .collect();
-    // `qa` is both an agent and a role: an agent name wins.
-    assert_eq!(boxes, ["inbox:qa"]);
+    // `qa` is both an agent and a role: a role name means the role, every agent of it.
+    assert_eq!(boxes, ["inbox:qa", "inbox:qa-2"]);
+    // `agent:qa` is the one agent.
+    let out = env.as_(
+        "engineer",
+        &["send", "--to", "agent:qa", "--intent", "inform", "--summary", "hi", "--json"],
+    );
+    out.ok();
+    assert_eq!(out.json()["delivered"][0]["box"], "inbox:qa");
+    assert_eq!(out.json()["delivered"].as_array().map(Vec::len), Some(1));
     local_only!("removes an agent's folder");
     env.circe(["agent", "add", "tester", "--role", "qa"]).run().ok();
     env.circe(["agent", "add", "tester-2", "--role", "qa"]).run().ok();

@@ -222,7 +222,7 @@ fn wait_for_things() {
     env.open_task("T-1");
     let o = env.circe(["wait", "--for", "claimable", "--claim", "--json"]).agent("engineer").run();
     o.ok();
-    assert_eq!(o.json()["claimed"]["task"], "T-1");
+    assert_eq!(o.json()["claimed"]["task_id"], "T-1");
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
     env.as_("engineer", &["status", "T-1", "failed"]).ok();
     let o = env.circe(["wait", "--for", "status:T-1=completed"]).agent("engineer").run();

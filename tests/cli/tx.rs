@@ -77,7 +77,7 @@ fn every_reference_example_sent_does_what_it_says() {
     {
         let o = send(&env, "core", task);
         o.ok();
-        assert_eq!(o.json()["task"]["record"]["task_id"], id);
+        assert_eq!(o.json()["task"]["task_id"], id);
         assert_eq!(env.record(id).status.as_str(), "new");
         assert_eq!(env.record(id).to, "coordinator");
         env.as_("coordinator", &["claim", id]).ok();
@@ -212,7 +212,7 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     assert!(o.stderr.contains("tx: {aliases:"), "the meshes are named: {}", o.stderr);
     let agents = env.circe(["agent", "list", "--json"]).run().json();
     let names: Vec<&str> =
-        agents.as_array().unwrap().iter().map(|a| a["agent"].as_str().unwrap()).collect();
+        agents["agents"].as_array().unwrap().iter().map(|a| a["agent"].as_str().unwrap()).collect();
     for a in ["core", "brain", "interviewer"] {
         assert!(names.contains(&a), "{a} added: {names:?}");
     }
@@ -309,7 +309,7 @@ fn a_deadline_expires_a_task() {
     let env = tx_root();
     send(&env, "core", "---\nto: brain\ntype: task\nmsg-id: d-1\npriority: critical\ndeadline: 2025-11-21T18:00:00Z\n---\nby six\n").ok();
     let board = env.circe(["tasks"]).run();
-    assert!(board.stdout.contains("d-1   new     high"), "{}", board.stdout);
+    assert!(board.stdout.contains("d-1   new     -      high"), "{}", board.stdout);
     let late = "2025-11-21T18:00:01Z";
     let o = env.at(late, "brain", &["claim", "d-1"]);
     o.code(3);

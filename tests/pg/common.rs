@@ -167,7 +167,7 @@ pub struct Grant {
 impl Grant {
     pub fn from_json(agent: &str, v: &Value) -> Option<Grant> {
         Some(Grant {
-            task: v["task"].as_str()?.to_string(),
+            task: v["task_id"].as_str()?.to_string(),
             epoch: v["epoch"].as_u64()?,
             agent: agent.to_string(),
         })

@@ -25,7 +25,7 @@ fn follow(root: &Root, secs: u64) -> (Vec<u64>, Vec<u64>, usize) {
                 while !stop.load(Ordering::Relaxed) {
                     let o = root.run(Some(&agent), &["claim", "--next", "--json"]);
                     if o.code == 0 {
-                        let t = o.json()["task"].as_str().unwrap_or_default().to_string();
+                        let t = o.json()["task_id"].as_str().unwrap_or_default().to_string();
                         root.run(Some(&agent), &["release", &t]);
                     } else {
                         nap(10);

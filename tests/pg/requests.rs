@@ -21,7 +21,7 @@ fn lost_reply_then_retry(root: &Root, retry_break: Option<&str>) -> (i32, String
         retry.env("CIRCE_TEST_BREAK", b);
     }
     let retry = crate::common::Out::from(&retry.output().unwrap());
-    let task = retry.json()["task"].as_str().unwrap_or_default().to_string();
+    let task = retry.json()["task_id"].as_str().unwrap_or_default().to_string();
     let mut held = 0;
     root.engine()
         .board(&mut |r| {

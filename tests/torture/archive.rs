@@ -49,7 +49,8 @@ fn sha(b: &[u8]) -> String {
 }
 
 /// A root with finished tasks in every place a finished task's message can be, failed and
-/// live tasks, a loose old message and one a live task names. Returns it.
+/// live tasks, a loose old message and one a live task names (each sent to the agent
+/// `engineer` alone: `engineer` is also a role, held by `e1` too). Returns it.
 pub fn populated(finished: usize) -> Root {
     let r = Root::new(1);
     let at = [("CIRCE_NOW", T0)];
@@ -84,14 +85,14 @@ pub fn populated(finished: usize) -> Root {
     ok("coordinator", &crate::common::open_args("L2"));
     ok(
         "coordinator",
-        &["send", "--to", "engineer", "--intent", "question", "--summary", "old question"],
+        &["send", "--to", "agent:engineer", "--intent", "question", "--summary", "old question"],
     );
     ok(
         "coordinator",
         &[
             "send",
             "--to",
-            "engineer",
+            "agent:engineer",
             "--intent",
             "inform",
             "--task",

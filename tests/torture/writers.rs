@@ -7,6 +7,14 @@ use crate::common::{Root, scaled, spawn_worker, wait_all};
 
 fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
     let r = Root::new(0);
+    // Every name a writer sets is a check the task has (a check it has not is refused).
+    let names: Vec<String> =
+        (0..8).flat_map(|w| (0..per).map(move |i| format!("w{w}_{i}"))).collect();
+    let yaml = std::fs::read_to_string(r.dir.join("circe.yaml")).unwrap().replace(
+        "  intents: {}",
+        &format!("  intents:\n    implement_feature: {{checks: [{}]}}", names.join(", ")),
+    );
+    std::fs::write(r.dir.join("circe.yaml"), yaml).unwrap();
     r.open("T1");
     r.ok(Some("engineer"), &["claim", "T1"]);
     let logs = tempfile::tempdir().unwrap();

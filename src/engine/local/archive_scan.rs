@@ -197,9 +197,11 @@ pub(super) fn scan_messages(
     Ok(())
 }
 
+/// What the scan reads of an event line: its task (`task_id` in format 3, `task` before)
+/// and its time.
 #[derive(serde::Deserialize)]
 struct Head {
-    #[serde(default)]
+    #[serde(default, rename = "task_id", alias = "task")]
     task: Option<String>,
     #[serde(default)]
     ts: Option<String>,

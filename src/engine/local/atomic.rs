@@ -42,6 +42,23 @@ impl TempFile {
         Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
     }
 
+    /// Create a new, empty temp file in `dir`, open for writing (a derived file written as
+    /// a stream: no fsync).
+    pub fn create(dir: &Path) -> io::Result<(TempFile, File)> {
+        io_step()?;
+        let mut last = None;
+        for _ in 0..16 {
+            let path =
+                dir.join(format!(".tmp-{}-{}", std::process::id(), crate::clock::random_suffix()));
+            match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+                Ok(f) => return Ok((TempFile { path, armed: true }, f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
+    }
+
     /// The file now lives elsewhere; do not remove it on drop.
     pub fn disarm(&mut self) {
         self.armed = false;

@@ -1,69 +1,82 @@
 //! The board index: `queue/board.log`, so `circe tasks` reads one file instead of two per
-//! task. Derived data, never the truth, and built so that it is never wrong either:
+//! task, and hands its rows on one at a time (memory stays flat however many tasks there
+//! are). Derived data, never the truth, and built so that it is never wrong either:
 //!
 //! - every change of a task's `.status` or `.checks` appends `P <task>` (pending) before the
 //!   record write and `C <task> <row>` (or `D <task>` when the records went) after it, all
 //!   while holding the `board` lock in shared mode;
-//! - a reader takes the lock exclusively (so no write is half-way), uses the last line per
-//!   task, and re-reads the record files of any task whose last line is `P` (a writer that
-//!   crashed between the two lines);
+//! - a reader takes the lock exclusively (so no write is half-way), notes the log's length
+//!   and scans its tail, then lets the lock go and reads on from its own open file; it uses
+//!   the last line per task, and re-reads the record files of any task whose last line is
+//!   `P` (a writer that crashed between the two lines);
 //! - the header names the boot: the log is not fsynced, so after a reboot it is rebuilt from
 //!   the records, as it is when missing (`doctor --repair` deletes it);
-//! - it is compacted to one line per task when it grows past twice the tasks.
+//! - it is compacted (one `C` line per task, in task order: the base) when its tail grows
+//!   past the base; the base's line count and byte length are in its second line, so a
+//!   reader finds the tail without reading the base.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::FileExt;
 
 use super::LocalEngine;
-use super::lock::Lock;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::names::TaskId;
 use crate::task::record::{self, Checks, StatusRecord};
 use crate::task::{Row, Status, row_of};
 
 const FILE: &str = "board.log";
 const LOCK: &str = "board";
+/// A line circe writes is far shorter (names are at most 64 bytes).
+const LINE_MAX: usize = 2048;
 
 fn header() -> String {
-    format!("# circe board v3 boot={}\n", super::boot_id())
+    format!("# circe board v4 boot={}\n", super::boot_id())
 }
 
-/// `C <task> <status> <owner|-> <created_at> <lease|-> <intent> <to> <priority> <passed>
-/// <total>`: one space-separated line (no field can hold a space: names and times are
-/// allowlisted, a priority is one word).
+/// `C <task> <status> <owner|-> <created_at> <updated_at> <lease|-> <intent> <to> <priority>
+/// <passed> <total> <asserted>`: one space-separated line (no field can hold a space: names
+/// and times are allowlisted, a priority is one word).
 fn committed(r: &Row) -> String {
     format!(
-        "C {} {} {} {} {} {} {} {} {} {}\n",
+        "C {} {} {} {} {} {} {} {} {} {} {} {}\n",
         r.task,
         r.status.as_str(),
         r.owner.as_deref().unwrap_or("-"),
         r.created_at,
+        r.updated_at,
         r.lease_expires_at.as_deref().unwrap_or("-"),
         r.intent,
         r.to,
         r.priority,
         r.checks_passed,
-        r.checks_total
+        r.checks_total,
+        r.checks_asserted
     )
 }
 
 /// The row of a `C` line (after the `C `), or `None` when it is not one circe wrote.
 fn parse_committed(line: &str) -> Option<Row<'_>> {
-    let mut f = line.split(' ');
+    let mut f = line.trim_end_matches('\n').split(' ');
     let mut next = || f.next();
-    let (task, status, owner, created, lease, intent, to, priority, passed, total) =
-        (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
+    let (task, status, owner, created, updated, lease, intent, to, priority) =
+        (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
+    let (passed, total, asserted) = (next()?, next()?, next()?);
     Some(Row {
         task: Cow::Borrowed(task),
         status: Status::parse(status)?,
         owner: (owner != "-").then_some(Cow::Borrowed(owner)),
         created_at: Cow::Borrowed(created),
+        updated_at: Cow::Borrowed(updated),
         lease_expires_at: (lease != "-").then_some(Cow::Borrowed(lease)),
         intent: Cow::Borrowed(intent),
         to: Cow::Borrowed(to),
         priority: Cow::Borrowed(priority),
         checks_passed: passed.parse().ok()?,
         checks_total: total.parse().ok()?,
+        checks_asserted: asserted.parse().ok()?,
     })
 }
 
@@ -111,104 +124,219 @@ pub(super) fn remove_batch(
     Ok(removed)
 }
 
-/// The board log as read under the exclusive `board` lock (held until dropped, so a
-/// compaction cannot lose a line appended meanwhile).
-pub(super) struct Snapshot {
-    _lock: Lock,
-    text: String,
+/// A byte range of the open log, read with positioned reads (no shared file offset).
+struct Range<'f> {
+    file: &'f File,
+    pos: u64,
+    end: u64,
 }
 
-/// Lock and read the board log, rebuilding it from the records when it is missing or was
-/// written before the last reboot.
-pub(super) fn snapshot(eng: &LocalEngine) -> Result<Snapshot> {
-    let lock = eng.store.lock_named(LOCK)?;
-    let mut text = eng.store.queue_value(FILE).unwrap_or_default();
-    if !text.starts_with(header().as_str()) {
-        let mut rows = Vec::new();
-        for task in eng.store.list_tasks()? {
-            rows.extend(read_row(eng, &task)?);
+impl Read for Range<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left = usize::try_from(self.end.saturating_sub(self.pos)).unwrap_or(usize::MAX);
+        let want = buf.len().min(left);
+        if want == 0 {
+            return Ok(0);
         }
-        text = save(eng, &rows)?;
+        let n = self.file.read_at(&mut buf[..want], self.pos)?;
+        self.pos += n as u64;
+        Ok(n)
     }
-    Ok(Snapshot { _lock: lock, text })
 }
 
-impl Snapshot {
-    /// Every task on the board, sorted by task id.
-    ///
-    /// A compacted log starts with `# base <n>` and n `C` lines, one per task in task order;
-    /// lines appended since (the tail) override them. Only the tail is hashed, so reading
-    /// a mostly compacted board costs one pass and no sort.
-    pub(super) fn rows(&self, eng: &LocalEngine) -> Result<Vec<Row<'_>>> {
-        let mut body = &self.text[header().len()..];
-        let mut base_len = 0usize;
-        if let Some((n, rest)) = body.strip_prefix("# base ").and_then(|r| r.split_once('\n')) {
-            base_len = n.parse().unwrap_or(0);
-            body = rest;
+/// The log as one reader sees it: its file, its length when the reader looked, where the
+/// base is, and the last tail line of every task in the tail (by offset: no text is kept).
+struct View {
+    file: File,
+    base: (u64, u64),
+    base_lines: usize,
+    tail: HashMap<String, u64>,
+    tail_lines: usize,
+}
+
+/// The second word of a `P`/`C`/`D` line: its task.
+fn task_of(line: &str) -> Option<&str> {
+    let rest = line.get(2..)?;
+    Some(rest.split([' ', '\n']).next().unwrap_or(""))
+}
+
+fn io(what: &str, e: std::io::Error) -> Error {
+    Error::io(what, "queue/board.log", e)
+}
+
+/// Read every whole line of `range`, handing each with its offset.
+fn lines(range: Range<'_>, each: &mut dyn FnMut(u64, &str) -> Result<()>) -> Result<()> {
+    let mut at = range.pos;
+    let mut r = BufReader::with_capacity(64 * 1024, range);
+    let mut buf = Vec::with_capacity(256);
+    loop {
+        buf.clear();
+        let n = r.read_until(b'\n', &mut buf).map_err(|e| io("cannot read", e))?;
+        // The end, or a last line without its newline (still being appended): stop.
+        if n == 0 || buf.last() != Some(&b'\n') {
+            return Ok(());
         }
-        let mut lines = body.lines();
-        let base: Vec<&str> = lines.by_ref().take(base_len).collect();
-        // The last tail line per task decides: `Some((committed, rest))`, or `None` if deleted.
-        let mut tail: HashMap<&str, Option<(bool, &str)>> = HashMap::new();
-        let mut count = base.len();
-        for line in lines {
+        if let Ok(line) = std::str::from_utf8(&buf) {
+            each(at, line)?;
+        }
+        at += n as u64;
+    }
+}
+
+impl View {
+    /// Open the log and scan its tail; `None` when it is missing or from another boot.
+    fn open(eng: &LocalEngine) -> Result<Option<View>> {
+        let Some((file, len)) = eng.store.queue_open(FILE)? else { return Ok(None) };
+        let head = header();
+        let mut first = vec![0u8; head.len() + 64];
+        let n = file.read_at(&mut first, 0).map_err(|e| io("cannot read", e))?;
+        first.truncate(n);
+        if !first.starts_with(head.as_bytes()) {
+            return Ok(None);
+        }
+        let mut base = (head.len() as u64, head.len() as u64);
+        let mut base_lines = 0;
+        let after = String::from_utf8_lossy(&first[head.len()..]).into_owned();
+        if let Some((line, _)) = after.strip_prefix("# base ").and_then(|r| r.split_once('\n')) {
+            let mut w = line.split(' ').map(|x| x.parse::<u64>().ok());
+            let (Some(Some(count)), Some(Some(bytes))) = (w.next(), w.next()) else {
+                return Ok(None);
+            };
+            let start = head.len() as u64 + "# base ".len() as u64 + line.len() as u64 + 1;
+            base = (start, start + bytes);
+            base_lines = usize::try_from(count).unwrap_or(0);
+        }
+        if base.1 > len {
+            return Ok(None);
+        }
+        let mut tail: HashMap<String, u64> = HashMap::new();
+        let mut tail_lines = 0;
+        lines(Range { file: &file, pos: base.1, end: len }, &mut |at, line| {
+            tail_lines += 1;
+            if let Some(task) = task_of(line) {
+                match tail.get_mut(task) {
+                    Some(o) => *o = at,
+                    None => {
+                        tail.insert(task.to_string(), at);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(Some(View { file, base, base_lines, tail, tail_lines }))
+    }
+
+    /// Every row, in task order: the base merged with the tail's last word per task.
+    fn rows(&self, eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+        let mut keys: Vec<(&str, u64)> = self.tail.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        keys.sort_unstable();
+        let mut next = 0;
+        let mut line_buf = vec![0u8; LINE_MAX];
+        let mut from_tail = |at: u64, each: &mut dyn FnMut(Row<'_>) -> Result<()>| -> Result<()> {
+            let n = self.file.read_at(&mut line_buf, at).map_err(|e| io("cannot read", e))?;
+            let got = &line_buf[..n];
+            let line = got
+                .iter()
+                .position(|b| *b == b'\n')
+                .and_then(|end| std::str::from_utf8(&got[..=end]).ok())
+                .unwrap_or("");
+            emit(eng, line, each)
+        };
+        let base = Range { file: &self.file, pos: self.base.0, end: self.base.1 };
+        lines(base, &mut |_, line| {
+            let task = task_of(line).unwrap_or("");
+            while let Some(&(_, at)) = keys.get(next).filter(|(t, _)| *t < task) {
+                from_tail(at, each)?;
+                next += 1;
+            }
+            if let Some(&(_, at)) = keys.get(next).filter(|(t, _)| *t == task) {
+                next += 1;
+                return from_tail(at, each);
+            }
+            emit(eng, line, each)
+        })?;
+        for &(_, at) in &keys[next..] {
+            from_tail(at, each)?;
+        }
+        Ok(())
+    }
+}
+
+/// Hand on the row a line says: a `C` line's row, a `P` line's (or an unreadable line's)
+/// from the records, nothing for `D`.
+fn emit(eng: &LocalEngine, line: &str, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+    if line.starts_with("D ") {
+        return Ok(());
+    }
+    if let Some(r) = line.strip_prefix("C ").and_then(parse_committed) {
+        return each(r);
+    }
+    match task_of(line).map(TaskId::new) {
+        Some(Ok(t)) => match read_row(eng, &t)? {
+            Some(r) => each(r),
+            None => Ok(()),
+        },
+        _ => Ok(()),
+    }
+}
+
+/// Hand every task's row to `each`, in task id order. The `board` lock is held only while
+/// the log is looked at (and rebuilt or compacted); rows are read from the reader's own
+/// open file afterwards, so a slow consumer holds up no writer.
+pub(super) fn rows(eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+    let view = {
+        let _lock = eng.store.lock_named(LOCK)?;
+        match View::open(eng)? {
+            Some(v) if v.tail_lines <= v.base_lines + 64 => v,
+            Some(v) => {
+                compact(eng, &mut |out| v.rows(eng, out))?;
+                View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
+            }
+            None => {
+                rebuild(eng)?;
+                View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
+            }
+        }
+    };
+    view.rows(eng, each)
+}
+
+type Source<'a> = dyn FnMut(&mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> + 'a;
+
+/// Replace the log with a header and a base of one `C` line per row `source` hands on.
+fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
+    eng.store.queue_replace(FILE, &mut |f| {
+        let head = header();
+        // The base line is patched in place once the count and length are known.
+        let placeholder = format!("# base {:020} {:020}\n", 0, 0);
+        let mut w = std::io::BufWriter::with_capacity(64 * 1024, &*f);
+        w.write_all(head.as_bytes()).map_err(|e| io("cannot write", e))?;
+        w.write_all(placeholder.as_bytes()).map_err(|e| io("cannot write", e))?;
+        let (mut count, mut bytes) = (0u64, 0u64);
+        source(&mut |r| {
+            let line = committed(&r);
             count += 1;
-            let (Some(kind), Some(rest)) = (line.get(..2), line.get(2..)) else { continue };
-            let task = rest.split(' ').next().unwrap_or("");
-            match kind {
-                "C " | "P " => {
-                    tail.insert(task, Some((kind == "C ", rest)));
-                }
-                "D " => {
-                    tail.insert(task, None);
-                }
-                _ => {}
-            }
-        }
-        let mut out = Vec::with_capacity(base.len() + tail.len());
-        for line in base {
-            let rest = line.get(2..).unwrap_or("");
-            let task = rest.split(' ').next().unwrap_or("");
-            match tail.remove(task) {
-                None => push_row(eng, task, line.starts_with("C "), rest, &mut out)?,
-                Some(Some((committed, newer))) => push_row(eng, task, committed, newer, &mut out)?,
-                Some(None) => {}
-            }
-        }
-        let mut added: Vec<(&str, (bool, &str))> =
-            tail.into_iter().filter_map(|(t, e)| e.map(|e| (t, e))).collect();
-        if !added.is_empty() {
-            added.sort_unstable_by_key(|(t, _)| *t);
-            for (task, (committed, rest)) in added {
-                push_row(eng, task, committed, rest, &mut out)?;
-            }
-            out.sort_by(|a, b| a.task.cmp(&b.task));
-        }
-        if count > 2 * out.len() + 64 {
-            save(eng, &out)?;
-        }
-        Ok(out)
-    }
+            bytes += line.len() as u64;
+            w.write_all(line.as_bytes()).map_err(|e| io("cannot write", e))
+        })?;
+        w.flush().map_err(|e| io("cannot write", e))?;
+        drop(w);
+        let base = format!("# base {count:020} {bytes:020}\n");
+        f.write_all_at(base.as_bytes(), head.len() as u64).map_err(|e| io("cannot write", e))
+    })
 }
 
-/// The row of a task's last line: parsed from a `C` line, else (pending or unreadable) read
-/// from its records.
-fn push_row<'a>(
-    eng: &LocalEngine,
-    task: &str,
-    committed: bool,
-    rest: &'a str,
-    out: &mut Vec<Row<'a>>,
-) -> Result<()> {
-    match committed.then(|| parse_committed(rest)).flatten() {
-        Some(r) => out.push(r),
-        None => {
-            if let Ok(t) = TaskId::new(task) {
-                out.extend(read_row(eng, &t)?);
+/// Build the log from the records (missing, or written before the last reboot).
+fn rebuild(eng: &LocalEngine) -> Result<()> {
+    let tasks = eng.store.list_tasks()?;
+    compact(eng, &mut |out| {
+        for t in &tasks {
+            if let Some(r) = read_row(eng, t)? {
+                out(r)?;
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// A task's row straight from its records (`None` when it has none).
@@ -221,17 +349,6 @@ fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Row<'static>>> {
         .and_then(|t| record::parse_checks(task, &t).ok())
         .unwrap_or_default();
     Ok(Some(row_of(&rec, &checks)))
-}
-
-/// Replace the log with one `C` line per row; returns the new text.
-fn save(eng: &LocalEngine, rows: &[Row<'_>]) -> Result<String> {
-    let mut text = header();
-    text.push_str(&format!("# base {}\n", rows.len()));
-    for r in rows {
-        text.push_str(&committed(r));
-    }
-    eng.store.set_queue_value(FILE, &text)?;
-    Ok(text)
 }
 
 #[cfg(test)]

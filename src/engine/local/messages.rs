@@ -187,6 +187,32 @@ impl Store {
         Ok(true)
     }
 
+    /// `move_message` to the first free name among `name`, `name.2.md`, ... in `to`.
+    pub fn file_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<Option<String>> {
+        let src = self.box_dir(from).join(name);
+        for n in 1..10_000 {
+            let used = crate::message::numbered(name, n);
+            match atomic::rename_noclobber(&src, &self.box_dir(to).join(&used)) {
+                Ok(()) => {
+                    crash_point("move.renamed");
+                    self.sync_dir(&self.box_dir(to))?;
+                    self.sync_dir(&self.box_dir(from))?;
+                    return Ok(Some(used));
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    if !self.box_dir(to).is_dir() {
+                        return Err(Error::not_found(format!("box {to} does not exist")));
+                    }
+                    return Ok(None);
+                }
+                Err(e) => return Err(Error::io("cannot move", &src, e)),
+            }
+        }
+        Err(Error::conflict(format!("{to} holds 9,999 copies named like {name}"))
+            .hint("run `circe doctor` to see how so many copies came to be"))
+    }
+
     /// The name under which a message with msg id `id` lies in `mbox`: `base` or one of its
     /// numbered names (`base.2.md`, ...), looked at in order until a name is free.
     pub fn find_numbered_with_id(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {

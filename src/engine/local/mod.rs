@@ -236,11 +236,7 @@ impl Engine for LocalEngine {
     }
 
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
-        let snap = board::snapshot(self)?;
-        for r in snap.rows(self)? {
-            each(r)?;
-        }
-        Ok(())
+        board::rows(self, each)
     }
 
     fn peek(&self, task: &TaskId) -> Result<Option<TaskState>> {
@@ -300,6 +296,10 @@ impl Engine for LocalEngine {
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         self.store.move_message(from, to, file)
+    }
+
+    fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
+        self.store.file_message(from, to, file)
     }
 
     fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {

@@ -105,7 +105,8 @@ impl Store {
             .map_err(io_err("cannot write", &p))
     }
 
-    /// A small derived value file under queue/ (the board); `None` when absent.
+    /// A small derived value file under queue/; `None` when absent (tests read the board).
+    #[cfg(test)]
     pub fn queue_value(&self, name: &str) -> Option<String> {
         let bytes = atomic::read_regular(&self.root.join("queue").join(name)).ok()?;
         String::from_utf8(bytes).ok()
@@ -116,6 +117,34 @@ impl Store {
         let dst = self.root.join("queue").join(name);
         let mut t = TempFile::write(&self.tmp_dir(), value.as_bytes(), false)
             .map_err(io_err("cannot write", &dst))?;
+        atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
+        t.disarm();
+        Ok(())
+    }
+
+    /// Open a derived file under queue/ for reading: the file and its length; `None` when it
+    /// is absent or not a regular file (a planted link reads as absent: it is replaced).
+    pub fn queue_open(&self, name: &str) -> Result<Option<(std::fs::File, u64)>> {
+        let p = self.root.join("queue").join(name);
+        match atomic::open_regular(&p) {
+            Ok(f) => Ok(Some(f)),
+            Err(_) if !atomic::is_regular(&p) => Ok(None),
+            Err(e) => Err(Error::io("cannot open", &p, e)),
+        }
+    }
+
+    /// Replace a derived file under queue/ with what `write` streams into it (temp file +
+    /// rename, no fsync: rebuildable). `write` gets the file, to write and patch in place.
+    pub fn queue_replace(
+        &self,
+        name: &str,
+        write: &mut dyn FnMut(&mut std::fs::File) -> Result<()>,
+    ) -> Result<()> {
+        let dst = self.root.join("queue").join(name);
+        let (mut t, mut f) =
+            TempFile::create(&self.tmp_dir()).map_err(io_err("cannot write", &dst))?;
+        write(&mut f)?;
+        drop(f);
         atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
         t.disarm();
         Ok(())

@@ -263,6 +263,7 @@ fn finish_or_undo_handoff(eng: &LocalEngine, st: &mut TaskState, ticket: &str) -
         rec.message = ticket.to_string();
         // The new intent's checks are reset, as the handoff would have done.
         for c in std::mem::take(&mut rec.handoff_checks) {
+            rec.asserted.retain(|a| *a != c);
             st.checks.insert(c, false);
         }
         st.location = Some(Mailbox::NewMessages);

@@ -329,6 +329,21 @@ impl Engine for MemoryEngine {
         Ok(true)
     }
 
+    fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
+        let mut g = self.lock();
+        let taken = |g: &Inner, n: &str| g.boxes.get(to).is_some_and(|b| b.contains_key(n));
+        let Some(used) =
+            (1..10_000).map(|n| crate::message::numbered(file, n)).find(|n| !taken(&g, n))
+        else {
+            return Ok(None);
+        };
+        let Some(body) = g.boxes.get_mut(from).and_then(|b| b.remove(file)) else {
+            return Ok(None);
+        };
+        g.boxes.entry(to.clone()).or_default().insert(used.clone(), body);
+        Ok(Some(used))
+    }
+
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
         Ok(self.lock().boxes.get(mailbox).map(|b| b.keys().cloned().collect()).unwrap_or_default())
     }

@@ -185,6 +185,24 @@ impl Engine for PgEngine {
         }
     }
 
+    fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
+        let (f, t) = (from.label(), to.label());
+        for n in 1..=1000 {
+            let used = crate::message::numbered(file, n);
+            match self.exec(
+                &format!("filing {file}"),
+                "UPDATE {s}.messages SET box = $2, file = $4 WHERE box = $1 AND file = $3",
+                &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT), (&used, Type::TEXT)],
+            ) {
+                Ok(1) => return Ok(Some(used)),
+                Ok(_) => return Ok(None),
+                Err(e) if e.kind == crate::error::Kind::Conflict => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Error::conflict(format!("{to} holds 1000 copies named like {file}")))
+    }
+
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
         let b = mailbox.label();
         self.rows(

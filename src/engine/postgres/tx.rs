@@ -102,7 +102,7 @@ impl<'a> PgTx<'a> {
              FROM (SELECT 1) one
              LEFT JOIN LATERAL (
                SELECT task_id FROM {s}.tasks
-               WHERE status = 'new' AND (\"to\" = $1 OR (\"to\" = ANY($2) AND intent = ANY($3)))
+               WHERE status = 'new' AND (\"to\" = ANY($1) OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
                ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
         );
@@ -111,7 +111,8 @@ impl<'a> PgTx<'a> {
         } else if !skip_locked {
             pick = pick.replace(" SKIP LOCKED", "");
         }
-        let agent = who.agent.as_str();
+        // The agent's own addresses (`agent:NAME`, and NAME unless a role has that name).
+        let direct = &who.direct;
         let c = &eng.conn.client;
         let begin = begin_sql();
         let row = eng.conn.call(
@@ -121,7 +122,7 @@ impl<'a> PgTx<'a> {
                 c.query_typed_one(
                     &pick,
                     &[
-                        (&agent, Type::TEXT),
+                        (direct, Type::TEXT_ARRAY),
                         (&who.addresses, Type::TEXT_ARRAY),
                         (&who.intents, Type::TEXT_ARRAY),
                         (&skip, Type::TEXT_ARRAY),

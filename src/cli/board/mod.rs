@@ -1,0 +1,92 @@
+//! `circe board`: the live board for the human: tasks, each agent's inbox, the latest
+//! events, updated as the event log grows. On a terminal it is a full-screen view
+//! (`tui`, the only user of ratatui and its crossterm); otherwise it prints the board once.
+
+mod model;
+mod tui;
+
+use std::io::IsTerminal;
+
+use clap::Args;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::output::table;
+use super::schema_defs::{EventDef, RowDef};
+use super::tasks::cells;
+use super::{Ctx, Report};
+use crate::error::Result;
+use crate::event::Event;
+use crate::task::Row;
+
+pub use model::Model;
+
+/// The live board: every task (status, owner, priority, lease left, checks), each agent's
+/// inbox count and the latest events, updated as things change. Keys: ↑/↓ (or j/k) select,
+/// Enter opens the task, Esc goes back, / filters (task, owner, intent), s cycles the
+/// status shown, q quits. When stdout is not a terminal (a pipe, a file, --json) it prints
+/// the board once and exits.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe board\n  circe board --once            # the one-shot table, even on a terminal\n  circe board --json | jq '.agents'"
+)]
+pub struct BoardArgs {
+    /// Print the board once and exit, even on a terminal.
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// `circe board --json` (and what the one-shot table shows).
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BoardJson {
+    #[schemars(with = "Vec<RowDef>")]
+    pub tasks: Vec<Row<'static>>,
+    pub agents: Vec<AgentInbox>,
+    /// The latest events, oldest first.
+    #[schemars(with = "Vec<EventDef>")]
+    pub events: Vec<Event>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AgentInbox {
+    pub agent: String,
+    pub role: String,
+    /// Messages in its INBOX.
+    pub inbox: usize,
+}
+
+pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let model = Model::load(&ws)?;
+    if !a.once && !ctx.json && std::io::stdout().is_terminal() {
+        tui::run(&ws, model)?;
+        return Ok(Report::streamed());
+    }
+    let now = crate::clock::now().timestamp();
+    let rows: Vec<Vec<String>> = model.tasks.values().map(|r| cells(r, now).to_vec()).collect();
+    let mut human = if rows.is_empty() {
+        "no tasks\n".to_string()
+    } else {
+        table(&["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT"], &rows)
+    };
+    human.push('\n');
+    let agents: Vec<Vec<String>> =
+        model.agents.iter().map(|(a, r, n)| vec![a.clone(), r.clone(), n.to_string()]).collect();
+    human.push_str(&table(&["AGENT", "ROLE", "INBOX"], &agents));
+    human.push_str("\nlatest events\n");
+    for e in &model.events {
+        human.push_str(&format!("  {}\n", model::event_line(e)));
+    }
+    let out = BoardJson {
+        tasks: model.tasks.into_values().collect(),
+        agents: model
+            .agents
+            .into_iter()
+            .map(|(agent, role, inbox)| AgentInbox { agent, role, inbox })
+            .collect(),
+        events: model.events.into_iter().collect(),
+    };
+    Ok(Report::new(human, out))
+}

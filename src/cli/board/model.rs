@@ -1,0 +1,139 @@
+//! What the live board shows, kept up to date from the event log: the board is read once,
+//! then each new event re-reads only what it names (its task's record, the inboxes of the
+//! agents whose boxes it touched). Nothing is re-read on a timer.
+
+use std::collections::{BTreeMap, VecDeque};
+
+use crate::boxes::Mailbox;
+use crate::error::Result;
+use crate::event::{Cursor, Event, EventKind};
+use crate::names::AgentName;
+use crate::task::{Row, row_of};
+use crate::workspace::Workspace;
+
+/// How many recent events the board keeps.
+pub const RECENT: usize = 200;
+
+/// The board's state.
+pub struct Model {
+    pub tasks: BTreeMap<String, Row<'static>>,
+    /// Agent, role, messages in its INBOX.
+    pub agents: Vec<(String, String, usize)>,
+    pub events: VecDeque<Event>,
+    /// The id of the last event applied.
+    pub cursor: u64,
+}
+
+impl Model {
+    /// Read the whole board once, the agents' inboxes and the latest events.
+    pub fn load(ws: &Workspace) -> Result<Model> {
+        let mut tasks = BTreeMap::new();
+        ws.engine.board(&mut |r| {
+            tasks.insert(r.task.to_string(), r.into_owned());
+            Ok(())
+        })?;
+        let last = ws.engine.last_event_id()?;
+        let events: VecDeque<Event> =
+            ws.engine.read_events(Cursor::after(last.saturating_sub(20)), 20)?.into();
+        let mut m = Model { tasks, agents: Vec::new(), events, cursor: last };
+        m.load_agents(ws)?;
+        Ok(m)
+    }
+
+    fn load_agents(&mut self, ws: &Workspace) -> Result<()> {
+        self.agents.clear();
+        for (a, role) in ws.engine.agents()? {
+            let n = ws.engine.list_box(&Mailbox::Inbox(a.clone()))?.len();
+            self.agents.push((a.to_string(), role, n));
+        }
+        Ok(())
+    }
+
+    /// Apply every event after the cursor; returns how many there were.
+    pub fn follow(&mut self, ws: &Workspace) -> Result<usize> {
+        let mut n = 0;
+        loop {
+            let batch = ws.engine.read_events(Cursor::after(self.cursor), 1000)?;
+            if batch.is_empty() {
+                return Ok(n);
+            }
+            for ev in batch {
+                self.apply(ws, &ev)?;
+                self.cursor = ev.id;
+                self.events.push_back(ev);
+                if self.events.len() > RECENT {
+                    self.events.pop_front();
+                }
+                n += 1;
+            }
+        }
+    }
+
+    fn apply(&mut self, ws: &Workspace, ev: &Event) -> Result<()> {
+        if let Some(t) = &ev.task {
+            match ws.engine.peek(t)? {
+                Some(st) => {
+                    self.tasks.insert(t.to_string(), row_of(&st.rec, &st.checks));
+                }
+                None => {
+                    self.tasks.remove(t.as_str());
+                }
+            }
+        }
+        if ev.event == EventKind::AgentAdd {
+            return self.load_agents(ws);
+        }
+        // A message arrived in or left an agent's box: count that agent's INBOX again. A
+        // move out of an INBOX (take, done, claim from NEW) names only where it went.
+        let mut touched: Vec<&str> =
+            ev.files.iter().filter_map(|f| f.mailbox.split_once(':').map(|(_, a)| a)).collect();
+        if matches!(ev.event, EventKind::Take | EventKind::Done | EventKind::Handoff) {
+            touched.push(&ev.agent);
+        }
+        if let Some(o) = &ev.owner {
+            touched.push(o);
+        }
+        for a in touched {
+            if let Some(entry) = self.agents.iter_mut().find(|e| e.0 == a)
+                && let Ok(name) = AgentName::new(a)
+            {
+                entry.2 = ws.engine.list_box(&Mailbox::Inbox(name))?.len();
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One event as a line of the board.
+pub fn event_line(e: &Event) -> String {
+    let time = e.ts.get(11..19).unwrap_or(&e.ts);
+    let mut s = format!("{:>5} {time} {:<12} {:<9}", e.id, e.agent, serde_name(e));
+    if let Some(t) = &e.task {
+        s.push(' ');
+        s.push_str(t.as_str());
+    }
+    if let (Some(f), Some(t)) = (e.from, e.to) {
+        s.push_str(&format!(" {} -> {}", f.as_str(), t.as_str()));
+    } else if let Some(t) = e.to {
+        s.push_str(&format!(" -> {}", t.as_str()));
+    }
+    if let Some(c) = &e.check {
+        s.push_str(&format!(" {c}={}", e.passed.unwrap_or(false)));
+        if let Some(h) = &e.how {
+            s.push_str(&format!(" ({h})"));
+        }
+    }
+    if let Some(i) = &e.intent
+        && e.event == EventKind::Send
+    {
+        s.push_str(&format!(" {i} -> {}", e.addressed_to.as_deref().unwrap_or("?")));
+    }
+    s
+}
+
+fn serde_name(e: &Event) -> String {
+    serde_json::to_value(e.event)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}

@@ -1,0 +1,268 @@
+//! The full-screen board (ratatui over crossterm: the only code that uses them). One loop:
+//! draw, take a key if one is waiting, else wait on the event feed for up to 100 ms; a wake
+//! reads the new events and re-reads only what they name (`Model::follow`).
+
+use std::time::Duration;
+
+use ratatui::crossterm::event::{self, Event as TermEvent, KeyCode, KeyEventKind};
+use ratatui::layout::{Constraint, Layout, Rect};
+use ratatui::style::{Modifier, Style};
+use ratatui::text::Line;
+use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, TableState};
+use ratatui::{DefaultTerminal, Frame};
+
+use super::model::{Model, event_line};
+use crate::cli::tasks::cells;
+use crate::error::{Error, Result};
+use crate::names::TaskId;
+use crate::task::Status;
+use crate::task::lifecycle::ALL_STATUSES;
+use crate::workspace::Workspace;
+
+/// What the screen is doing.
+struct View {
+    filter: String,
+    typing: bool,
+    status: Option<Status>,
+    table: TableState,
+}
+
+#[expect(clippy::needless_pass_by_value, reason = "used as map_err(term_err)")]
+fn term_err(e: std::io::Error) -> Error {
+    Error::internal(format!("terminal: {e}"))
+}
+
+pub fn run(ws: &Workspace, mut model: Model) -> Result<()> {
+    let mut feed = ws.engine.subscribe(None)?;
+    // Subscribed first, then read: nothing appended meanwhile is missed.
+    model.follow(ws)?;
+    let mut terminal = ratatui::try_init().map_err(term_err)?;
+    let r = run_loop(ws, &mut model, feed.as_mut(), &mut terminal);
+    ratatui::try_restore().map_err(term_err)?;
+    r
+}
+
+fn run_loop(
+    ws: &Workspace,
+    model: &mut Model,
+    feed: &mut dyn crate::engine::EventFeed,
+    terminal: &mut DefaultTerminal,
+) -> Result<()> {
+    let mut view =
+        View { filter: String::new(), typing: false, status: None, table: TableState::default() };
+    view.table.select(Some(0));
+    let mut view = Wrap { v: view, open: None };
+    loop {
+        terminal.draw(|f| draw(f, ws, model, &mut view)).map_err(term_err)?;
+        if event::poll(Duration::ZERO).map_err(term_err)? {
+            if let TermEvent::Key(k) = event::read().map_err(term_err)?
+                && k.kind == KeyEventKind::Press
+                && !key(&mut view, model, k.code)
+            {
+                return Ok(());
+            }
+            continue;
+        }
+        if feed.wait(Some(Duration::from_millis(100)))? {
+            model.follow(ws)?;
+        }
+    }
+}
+
+/// The view and the task opened in it.
+struct Wrap {
+    v: View,
+    open: Option<String>,
+}
+
+/// The tasks shown: the status chosen with `s`, and the `/` filter.
+fn shown<'m>(model: &'m Model, v: &View) -> Vec<&'m crate::task::Row<'static>> {
+    model
+        .tasks
+        .values()
+        .filter(|r| v.status.is_none_or(|s| s == r.status))
+        .filter(|r| {
+            v.filter.is_empty()
+                || [&*r.task, r.owner.as_deref().unwrap_or(""), &*r.intent, &*r.to]
+                    .iter()
+                    .any(|f| f.contains(v.filter.as_str()))
+        })
+        .collect()
+}
+
+/// Handle a key; `false` to quit.
+fn key(w: &mut Wrap, model: &Model, code: KeyCode) -> bool {
+    let v = &mut w.v;
+    if v.typing {
+        match code {
+            KeyCode::Enter | KeyCode::Esc => v.typing = false,
+            KeyCode::Backspace => {
+                v.filter.pop();
+            }
+            KeyCode::Char(c) => v.filter.push(c),
+            _ => {}
+        }
+        v.table.select(Some(0));
+        return true;
+    }
+    let n = shown(model, v).len();
+    match code {
+        KeyCode::Char('q') => return false,
+        KeyCode::Esc => w.open = None,
+        KeyCode::Char('/') => {
+            v.typing = true;
+            v.filter.clear();
+        }
+        KeyCode::Char('s') => {
+            v.status = match v.status {
+                None => Some(ALL_STATUSES[0]),
+                Some(s) => ALL_STATUSES
+                    .iter()
+                    .position(|x| *x == s)
+                    .and_then(|i| ALL_STATUSES.get(i + 1))
+                    .copied(),
+            };
+            v.table.select(Some(0));
+        }
+        KeyCode::Down | KeyCode::Char('j') => {
+            let i = v.table.selected().unwrap_or(0);
+            v.table.select(Some((i + 1).min(n.saturating_sub(1))));
+        }
+        KeyCode::Up | KeyCode::Char('k') => {
+            let i = v.table.selected().unwrap_or(0);
+            v.table.select(Some(i.saturating_sub(1)));
+        }
+        KeyCode::Enter => {
+            let rows = shown(model, v);
+            w.open = v.table.selected().and_then(|i| rows.get(i)).map(|r| r.task.to_string());
+        }
+        _ => {}
+    }
+    true
+}
+
+fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
+    let [top, middle, bottom, keys] = Layout::vertical([
+        Constraint::Length(1),
+        Constraint::Min(6),
+        Constraint::Length(10),
+        Constraint::Length(1),
+    ])
+    .areas(f.area());
+    let v = &mut w.v;
+    let rows = shown(model, v);
+    let title = format!(
+        "circe board  {}  {} tasks shown of {}  status: {}  filter: {}{}",
+        ws.engine.location(),
+        rows.len(),
+        model.tasks.len(),
+        v.status.map_or("all", Status::as_str),
+        if v.filter.is_empty() && !v.typing { "-" } else { &v.filter },
+        if v.typing { "_" } else { "" }
+    );
+    f.render_widget(Paragraph::new(title), top);
+    let [left, right] =
+        Layout::horizontal([Constraint::Min(40), Constraint::Length(34)]).areas(middle);
+    match &w.open {
+        Some(t) => detail(f, ws, model, t, left),
+        None => task_table(f, &rows, &mut v.table, left),
+    }
+    let agents: Vec<TRow> = model
+        .agents
+        .iter()
+        .map(|(a, r, n)| {
+            TRow::new(vec![
+                Cell::from(a.as_str()),
+                Cell::from(r.as_str()),
+                Cell::from(n.to_string()),
+            ])
+        })
+        .collect();
+    let t =
+        Table::new(agents, [Constraint::Min(12), Constraint::Length(11), Constraint::Length(5)])
+            .header(
+                TRow::new(vec!["AGENT", "ROLE", "INBOX"])
+                    .style(Style::new().add_modifier(Modifier::BOLD)),
+            )
+            .block(Block::new().borders(Borders::ALL).title("agents"));
+    f.render_widget(t, right);
+    let shown_events = usize::from(bottom.height.saturating_sub(2));
+    let lines: Vec<Line> = model
+        .events
+        .iter()
+        .rev()
+        .take(shown_events)
+        .rev()
+        .map(|e| Line::from(event_line(e)))
+        .collect();
+    f.render_widget(
+        Paragraph::new(lines).block(Block::new().borders(Borders::ALL).title("latest events")),
+        bottom,
+    );
+    let help = if v.typing {
+        "type to filter · Enter/Esc done · Backspace"
+    } else {
+        "q quit · ↑↓/jk select · Enter open · Esc back · / filter · s status"
+    };
+    f.render_widget(Paragraph::new(help), keys);
+}
+
+fn task_table(
+    f: &mut Frame,
+    rows: &[&crate::task::Row<'static>],
+    state: &mut TableState,
+    area: Rect,
+) {
+    let now = crate::clock::now().timestamp();
+    let body: Vec<TRow> = rows
+        .iter()
+        .map(|r| TRow::new(cells(r, now).into_iter().map(Cell::from).collect::<Vec<_>>()))
+        .collect();
+    let widths = [
+        Constraint::Min(10),
+        Constraint::Length(11),
+        Constraint::Length(12),
+        Constraint::Length(6),
+        Constraint::Length(6),
+        Constraint::Length(7),
+        Constraint::Length(7),
+        Constraint::Min(16),
+    ];
+    let header = ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT -> TO"];
+    let t = Table::new(body, widths)
+        .header(TRow::new(header.to_vec()).style(Style::new().add_modifier(Modifier::BOLD)))
+        .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
+        .block(Block::new().borders(Borders::ALL).title("tasks"));
+    f.render_stateful_widget(t, area, state);
+}
+
+fn detail(f: &mut Frame, ws: &Workspace, model: &Model, task: &str, area: Rect) {
+    let mut lines: Vec<Line> = Vec::new();
+    let st = TaskId::new(task).ok().and_then(|t| ws.engine.peek(&t).ok().flatten());
+    match st {
+        None => lines.push(Line::from(format!("task {task} is gone"))),
+        Some(st) => {
+            for l in st.rec.render().lines() {
+                lines.push(Line::from(l.to_string()));
+            }
+            lines.push(Line::from("checks:"));
+            for (name, passed) in &st.checks {
+                let how = match (passed, st.rec.asserted.contains(name)) {
+                    (true, true) => " (asserted, not run)",
+                    (true, false) => " (run)",
+                    (false, _) => "",
+                };
+                lines.push(Line::from(format!("  {name}: {passed}{how}")));
+            }
+            lines.push(Line::from("events:"));
+            for e in
+                model.events.iter().filter(|e| e.task.as_ref().is_some_and(|t| t.as_str() == task))
+            {
+                lines.push(Line::from(format!("  {}", event_line(e))));
+            }
+        }
+    }
+    let p = Paragraph::new(lines)
+        .block(Block::new().borders(Borders::ALL).title(format!("task {task} (Esc: back)")));
+    f.render_widget(p, area);
+}

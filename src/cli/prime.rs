@@ -1,0 +1,277 @@
+//! `circe prime`: what an agent reads first, generated from the registry and the root: who
+//! it is, what it may send and take, what waits for it, the work loop, the exit codes.
+
+use std::collections::BTreeMap;
+
+use clap::Args;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::inbox::{Claimable, claimable, claimable_text};
+use super::{Ctx, Report};
+use crate::error::{Kind, Result};
+use crate::names::AgentName;
+use crate::registry::Roles;
+use crate::workspace::Workspace;
+
+/// Start here: who you are (agent, role), what you may send to whom and which tasks you may
+/// take, what waits for you now (inbox, tasks you hold, tasks you may take, questions), the
+/// work loop, how to wait for work, and the exit codes. Without an agent: the root's agents.
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer prime\n  CIRCE_AGENT=qa circe prime --json"
+)]
+pub struct PrimeArgs {}
+
+/// `circe prime --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrimeJson {
+    /// null without an acting agent (then only `agents` is filled in).
+    pub agent: Option<String>,
+    pub role: Option<String>,
+    pub root: String,
+    pub agents: Vec<super::vocab::AgentRole>,
+    /// What this agent may send: intent, the roles it may go to, whether it opens a task.
+    pub may_send: Vec<MaySend>,
+    /// Task intents this agent's role may take.
+    pub may_take: Vec<String>,
+    pub inbox_count: usize,
+    /// Tasks this agent holds now.
+    pub held: Vec<Held>,
+    pub claimable: Option<Claimable>,
+    pub open_questions: usize,
+    /// The default lease (circe.yaml `lease`).
+    pub lease: String,
+    /// The work loop, one command per step.
+    pub steps: Vec<String>,
+    pub exit_codes: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct MaySend {
+    pub intent: String,
+    pub to: Vec<String>,
+    pub opens_task: bool,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Held {
+    pub task_id: String,
+    pub status: String,
+    pub lease_expires_at: Option<String>,
+}
+
+const EXIT_CODES: [(&str, &str); 8] = [
+    ("0", "ok"),
+    ("1", "internal or I/O error"),
+    ("2", "usage (bad flags, no root, no agent)"),
+    ("3", "refused by a rule (registry, lifecycle, checks)"),
+    ("4", "conflict (another agent holds it; stale epoch)"),
+    ("5", "not found"),
+    ("6", "nothing to claim"),
+    ("7", "timed out (circe wait)"),
+];
+
+fn roles_of(r: &Roles) -> Vec<String> {
+    match r {
+        Roles::Any => vec!["any".to_string()],
+        Roles::Only(s) => s.iter().cloned().collect(),
+    }
+}
+
+fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
+    let reg = &ws.registry;
+    // The reference flow's hand-ons first (engineer -> qa, scribe -> eagle), then any
+    // task intent this role may send to another role.
+    let preferred = ["test", "review_code", "audit", "document"];
+    let hand_on = preferred
+        .iter()
+        .filter_map(|n| reg.intent(n))
+        .chain(reg.intents.values())
+        .filter(|i| i.opens_task && reg.may_send(role, &i.name))
+        .find_map(|i| match &i.to {
+            Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
+            Roles::Any => None,
+        });
+    let a = format!("circe --agent {me}");
+    let mut s = vec![
+        format!("{a} claim --next --dry-run      # look first: what would I get?"),
+        format!("{a} claim --next                # or: claim TASK"),
+        format!("{a} status TASK in_progress"),
+        format!("{a} take TASK                   # its message: INBOX -> WORKSPACE"),
+        format!(
+            "{a} heartbeat TASK              # before the lease ({}) runs out",
+            ws.config.lease
+        ),
+        format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
+    ];
+    if let Some((intent, to)) = hand_on {
+        s.push(format!(
+            "{a} send --to role:{to} --intent {intent} --task TASK --summary \"...\"   # hand it on"
+        ));
+    }
+    s.push(format!("{a} status TASK completed        # or: finish it yourself"));
+    s.push(format!("{a} done TASK                    # file its messages into LOGS"));
+    s
+}
+
+#[expect(clippy::too_many_lines, reason = "one document, written top to bottom")]
+pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
+    let ws = ctx.workspace()?;
+    let agents: Vec<super::vocab::AgentRole> = ws
+        .agents()
+        .iter()
+        .map(|(a, r)| super::vocab::AgentRole {
+            agent: a.to_string(),
+            role: r.clone(),
+            retired: ws.is_retired(a),
+        })
+        .collect();
+    let root = ws.engine.location();
+    let exit_codes: BTreeMap<String, String> =
+        EXIT_CODES.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect();
+    let codes_line =
+        EXIT_CODES.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(" · ");
+    let Some(name) = ctx.agent.as_deref() else {
+        let mut human = format!("circe root: {root}\nagents (name, role):\n");
+        for a in &agents {
+            human.push_str(&format!("  {:<16} {}\n", a.agent, a.role));
+        }
+        human.push_str("\nact as one: circe --agent NAME prime (or set CIRCE_AGENT=NAME)\n");
+        human.push_str("add one:    circe agent add NAME --role ROLE\n");
+        let out = PrimeJson {
+            agent: None,
+            role: None,
+            root,
+            agents,
+            may_send: Vec::new(),
+            may_take: Vec::new(),
+            inbox_count: 0,
+            held: Vec::new(),
+            claimable: None,
+            open_questions: 0,
+            lease: ws.config.lease.clone(),
+            steps: Vec::new(),
+            exit_codes,
+        };
+        return Ok(Report::new(human, out));
+    };
+    let (me, role) = ws.agent(Some(name))?;
+    let reg = &ws.registry;
+    let may_send: Vec<MaySend> = reg
+        .intents
+        .values()
+        .filter(|i| reg.may_send(&role, &i.name))
+        .map(|i| MaySend { intent: i.name.clone(), to: roles_of(&i.to), opens_task: i.opens_task })
+        .collect();
+    let may_take: Vec<String> = reg
+        .intents
+        .values()
+        .filter(|i| i.opens_task && reg.may_receive(&role, &i.name))
+        .map(|i| i.name.clone())
+        .collect();
+    let inbox_count = ws.engine.list_box(&crate::boxes::Mailbox::Inbox(me.clone()))?.len();
+    let mut held = Vec::new();
+    ws.engine.board(&mut |r| {
+        if r.owner.as_deref() == Some(me.as_str()) && r.status.is_owned() {
+            held.push(Held {
+                task_id: r.task.to_string(),
+                status: r.status.as_str().to_string(),
+                lease_expires_at: r.lease_expires_at.as_deref().map(str::to_string),
+            });
+        }
+        Ok(())
+    })?;
+    let claim = claimable(&ws, &me, &role, 3)?;
+    let open_questions = match crate::ops::questions(&ws, Some(&me)) {
+        Ok(q) => q.iter().filter(|q| q.direction == "to_me").count(),
+        Err(e) if e.kind == Kind::NotFound => 0,
+        Err(e) => return Err(e),
+    };
+    let steps = steps(&me, &ws, &role);
+
+    let mut h = format!("You are {me} (role {role}) in the circe root {root}.\n\n");
+    let (tasks, talk): (Vec<&MaySend>, Vec<&MaySend>) = may_send.iter().partition(|m| m.opens_task);
+    h.push_str("You may open tasks: ");
+    h.push_str(&list(&tasks));
+    h.push_str("\nYou may send: ");
+    h.push_str(&list(&talk));
+    h.push_str(&format!(
+        "\nYou may take tasks of intent: {}\nAddress a role as role:NAME (every agent of it), one agent as agent:NAME, everyone as all.\n\n",
+        if may_take.is_empty() { "none".to_string() } else { may_take.join(", ") }
+    ));
+    h.push_str(&format!(
+        "Now:\n  inbox: {inbox_count} message{} (circe --agent {me} inbox)\n",
+        plural(inbox_count)
+    ));
+    for t in &held {
+        h.push_str(&format!(
+            "  you hold {} ({}, lease until {})\n",
+            t.task_id,
+            t.status,
+            t.lease_expires_at.as_deref().unwrap_or("-")
+        ));
+    }
+    if open_questions > 0 {
+        h.push_str(&format!(
+            "  {open_questions} question{} waiting for your answer (circe --agent {me} questions)\n",
+            plural(open_questions)
+        ));
+    }
+    for l in claimable_text(&me, &claim).lines() {
+        h.push_str(&format!("  {l}\n"));
+    }
+    h.push_str("\nThe work loop:\n");
+    for (i, s) in steps.iter().enumerate() {
+        h.push_str(&format!("  {}. {s}\n", i + 1));
+    }
+    h.push_str(&format!(
+        "\nWaiting for work: circe wait --for claimable (exit 7 on timeout), or run `circe --agent {me} inbox` now and then.\n\
+         Questions: circe --agent {me} questions; answer with send --intent answer --in-reply-to MSG_ID.\n\
+         Exit codes: {codes_line}.\n\
+         More: circe help COMMAND · circe help protocols · circe schema COMMAND (the --json shapes).\n"
+    ));
+    let out = PrimeJson {
+        agent: Some(me.to_string()),
+        role: Some(role),
+        root,
+        agents,
+        may_send,
+        may_take,
+        inbox_count,
+        held,
+        claimable: Some(claim),
+        open_questions,
+        lease: ws.config.lease.clone(),
+        steps,
+        exit_codes,
+    };
+    Ok(Report::new(h, out))
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// `intent (to a, b)` items, comma separated, grouping intents that go to the same roles.
+fn list(items: &[&MaySend]) -> String {
+    if items.is_empty() {
+        return "none".to_string();
+    }
+    let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
+    for m in items {
+        let to = m.to.join("|");
+        match groups.iter_mut().find(|(t, _)| *t == to) {
+            Some((_, v)) => v.push(&m.intent),
+            None => groups.push((to, vec![&m.intent])),
+        }
+    }
+    groups
+        .iter()
+        .map(|(to, v)| format!("{} (to {to})", v.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
+}

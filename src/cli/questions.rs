@@ -1,0 +1,105 @@
+//! `circe questions`: questions nobody has answered yet.
+
+use clap::Args;
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use super::output::table;
+use super::tasks::short;
+use super::{Ctx, Report};
+use crate::error::Result;
+use crate::ops;
+
+/// Questions without an answer, oldest first, with their age: those asked of you (a copy
+/// is in your INBOX or WORKSPACE) and those you asked. A question is a message whose
+/// intent expects a reply (question, request_help, escalate, approval_request, ask); it is
+/// answered once any message names it in `in_reply_to` (`send --in-reply-to MSG_ID`; the
+/// answer joins the question's task).
+#[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer questions\n  circe --agent engineer send --to coordinator --intent answer --in-reply-to MSG_ID --summary \"postgres\"\n  circe questions --all --json"
+)]
+pub struct QuestionsArgs {
+    /// Every open question in the root, whoever asked (no acting agent needed).
+    #[arg(long)]
+    pub all: bool,
+}
+
+/// `circe questions --json`.
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionsJson {
+    /// The acting agent (null with --all).
+    pub agent: Option<String>,
+    pub questions: Vec<QuestionJson>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct QuestionJson {
+    pub msg_id: String,
+    pub intent: String,
+    /// The intent an answer has (`answer`, `ask-response`).
+    pub expects: String,
+    pub from: String,
+    pub to: String,
+    pub task_id: Option<String>,
+    pub summary: Option<String>,
+    pub created_at: Option<String>,
+    pub age_seconds: Option<i64>,
+    /// `to_me`, `from_me`, or `other` (with --all).
+    pub direction: String,
+    /// Agents holding a copy in their INBOX or WORKSPACE.
+    pub holders: Vec<String>,
+}
+
+pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
+    let (ws, me) = if a.all {
+        (ctx.workspace()?, None)
+    } else {
+        let (ws, me, _) = ctx.acting()?;
+        (ws, Some(me))
+    };
+    let qs = ops::questions(&ws, me.as_ref())?;
+    let rows: Vec<Vec<String>> = qs
+        .iter()
+        .map(|q| {
+            vec![
+                q.msg_id.clone(),
+                q.age_seconds.map_or_else(|| "-".into(), short),
+                match q.direction.as_str() {
+                    "to_me" => format!("{} asks you", q.from),
+                    "from_me" => format!("you asked {}", q.to),
+                    _ => format!("{} -> {}", q.from, q.to),
+                },
+                q.intent.clone(),
+                q.task_id.clone().unwrap_or_else(|| "-".into()),
+                q.summary.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    let human = if rows.is_empty() {
+        "no open questions\n".to_string()
+    } else {
+        let mut t = table(&["MSG_ID", "AGE", "WHO", "INTENT", "TASK", "SUMMARY"], &rows);
+        t.push_str("answer: circe send --to AGENT --intent answer --in-reply-to MSG_ID --summary \"...\"\n");
+        t
+    };
+    let questions = qs
+        .into_iter()
+        .map(|q| QuestionJson {
+            msg_id: q.msg_id,
+            intent: q.intent,
+            expects: q.expects,
+            from: q.from,
+            to: q.to,
+            task_id: q.task_id,
+            summary: q.summary,
+            created_at: q.created_at,
+            age_seconds: q.age_seconds,
+            direction: q.direction,
+            holders: q.holders,
+        })
+        .collect();
+    Ok(Report::new(human, QuestionsJson { agent: me.map(|m| m.to_string()), questions }))
+}

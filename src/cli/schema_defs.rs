@@ -1,0 +1,239 @@
+//! The JSON Schema side of the domain types that `--json` prints inside a command's output
+//! (records, events, messages, problems): schema-only mirrors, so that `schemars` stays in
+//! `src/cli/`. Each mirrors its type's serde output field for field and denies other
+//! fields; the schema test (tests/cli/schema.rs) validates real output against them, so a
+//! mirror that drifts from its type fails there.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+
+/// `TASKS/<id>.status`, as `task` in command output (`task::StatusRecord`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct StatusRecordDef {
+    /// The record format (2).
+    v: u32,
+    task_id: String,
+    status: StatusDef,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    started_at: Option<String>,
+    updated_at: String,
+    created_at: String,
+    intent: String,
+    /// high, normal or low.
+    priority: String,
+    /// The address the task message was sent to: `all`, `role:NAME`, `agent:NAME`, a name.
+    to: String,
+    opened_by: String,
+    epoch: u64,
+    attempts: u32,
+    expiries: u32,
+    /// The file name of the task's current message (its ticket).
+    message: String,
+    #[serde(default)]
+    lease_expires_at: Option<String>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    handoff: Option<String>,
+    #[serde(default)]
+    handoff_checks: Vec<String>,
+    /// Passed checks that were asserted, not run.
+    #[serde(default)]
+    asserted: Vec<String>,
+}
+
+/// A task's status.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum StatusDef {
+    New,
+    Claimed,
+    InProgress,
+    Blocked,
+    Completed,
+    Failed,
+    Parked,
+}
+
+/// `TASKS/<id>.owner` (`task::OwnerRecord`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct OwnerRecordDef {
+    owner: String,
+    claimed_at: String,
+    lease_expires_at: String,
+    epoch: u64,
+    host: String,
+    pid: u32,
+}
+
+/// One task on the board (`task::Row`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct RowDef {
+    task_id: String,
+    status: StatusDef,
+    #[serde(default)]
+    owner: Option<String>,
+    created_at: String,
+    /// The last change of status: for a waiting task, when it started waiting.
+    updated_at: String,
+    #[serde(default)]
+    lease_expires_at: Option<String>,
+    intent: String,
+    to: String,
+    priority: String,
+    checks_passed: usize,
+    checks_total: usize,
+    /// Of the passed checks, how many were asserted rather than run.
+    checks_asserted: usize,
+}
+
+/// A box and a file in it (`new`, `inbox:<agent>`, `workspace:<agent>`, `logs`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct FileRefDef {
+    #[serde(rename = "box")]
+    mailbox: String,
+    file: String,
+}
+
+/// One line of the event log (`event::Event`, PROTOCOLS.md section 10).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct EventDef {
+    id: u64,
+    v: u32,
+    ts: String,
+    /// The kind: open, send, claim, start, ... (a newer circe may add kinds).
+    event: String,
+    agent: String,
+    #[serde(default)]
+    task_id: Option<String>,
+    #[serde(default)]
+    from: Option<StatusDef>,
+    #[serde(default)]
+    to: Option<StatusDef>,
+    #[serde(default)]
+    epoch: Option<u64>,
+    #[serde(default)]
+    files: Vec<FileRefDef>,
+    #[serde(default)]
+    msg_id: Option<String>,
+    #[serde(default)]
+    intent: Option<String>,
+    #[serde(default)]
+    addressed_to: Option<String>,
+    #[serde(default)]
+    in_reply_to: Option<String>,
+    #[serde(default)]
+    owner: Option<String>,
+    #[serde(default)]
+    attempts: Option<u32>,
+    #[serde(default)]
+    expiries: Option<u32>,
+    #[serde(default)]
+    note: Option<String>,
+    #[serde(default)]
+    reason: Option<String>,
+    #[serde(default)]
+    forced: bool,
+    #[serde(default)]
+    check: Option<String>,
+    #[serde(default)]
+    passed: Option<bool>,
+    /// `run` or `asserted`.
+    #[serde(default)]
+    how: Option<String>,
+    #[serde(default)]
+    command: Option<Vec<String>>,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    seconds: Option<f64>,
+    #[serde(default)]
+    what: Option<String>,
+}
+
+/// A parsed message (`message::Message`); absent fields are `null`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct MessageDef {
+    /// `circe` (`# MESSAGE` headers) or `front_matter` (TX).
+    format: String,
+    msg_id: Option<String>,
+    from: Option<String>,
+    to: Option<String>,
+    intent: Option<String>,
+    task_id: Option<String>,
+    status: Option<String>,
+    created_at: Option<String>,
+    in_reply_to: Option<String>,
+    headline: Option<String>,
+    priority: Option<String>,
+    deadline: Option<String>,
+    tags: Vec<String>,
+    seq: Option<u64>,
+    extra: BTreeMap<String, String>,
+    body: String,
+}
+
+/// A problem with a message (`message::Problem`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ProblemDef {
+    line: Option<usize>,
+    field: Option<String>,
+    message: String,
+    hint: Option<String>,
+    /// `limits.message_bytes` or `limits.header_lines` when the message is over a limit.
+    #[serde(default)]
+    limit: Option<String>,
+}
+
+/// Something `doctor` found (`engine::Violation`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ViolationDef {
+    invariant: u8,
+    what: String,
+    repaired: bool,
+}
+
+/// One chat message as `chat watch` prints it (the reference server's fields).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ChatLineDef {
+    timestamp: String,
+    sender: String,
+    recipient: String,
+    broadcast: Vec<String>,
+    message: String,
+    line_number: u64,
+    #[serde(default)]
+    ambiguous: bool,
+}
+
+/// What `chat archive` did (`chat::archive::Archived`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ArchivedDef {
+    archive: Option<String>,
+    bytes: u64,
+    lines: u64,
+}

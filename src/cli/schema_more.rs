@@ -1,0 +1,117 @@
+//! Schemas of the streams' and the engines' commands (`watch`, `wait`, `log`, `cursors`,
+//! `config`, `migrate`, `mirror`): schema-only, like `schema_defs`, and checked the same way
+//! against real output by the schema test.
+
+use schemars::JsonSchema;
+
+use super::schema_defs::{EventDef, StatusDef};
+
+/// `circe config --json`: the configuration, or (with --set) that it was replaced.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum ConfigOutput {
+    Shown {
+        /// circe.yaml's text (for a root in a database, the copy stored there).
+        config: String,
+    },
+    Replaced {
+        root: String,
+        replaced: bool,
+    },
+}
+
+/// `circe migrate --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct MigrateDef {
+    from: String,
+    to: String,
+    tasks: usize,
+    messages: usize,
+    events: usize,
+    /// Into a database: where the old folder was moved.
+    #[serde(default)]
+    retired: Option<String>,
+}
+
+/// `circe mirror --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct MirrorDef {
+    root: String,
+    dir: String,
+    synced: SyncedDef,
+    /// The id of the newest event written.
+    last_event: u64,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct SyncedDef {
+    written: usize,
+    removed: usize,
+    unchanged: usize,
+}
+
+/// `circe wait --json`: what met the condition.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct WaitDef {
+    /// The event that met it; null when it held already.
+    event: Option<EventDef>,
+    already: bool,
+    task_id: Option<String>,
+    #[serde(default, rename = "box")]
+    mailbox: Option<String>,
+    #[serde(default)]
+    file: Option<String>,
+    /// What --claim took.
+    #[serde(default)]
+    claimed: Option<ClaimOutcomeDef>,
+}
+
+/// A claim as the library reports it (`ops::ClaimOutcome`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ClaimOutcomeDef {
+    task_id: String,
+    owner: String,
+    status: StatusDef,
+    epoch: u64,
+    attempts: u32,
+    lease_expires_at: Option<String>,
+    message: String,
+    already_held: bool,
+    expired_owner: Option<String>,
+    dry_run: bool,
+    location: String,
+}
+
+/// `circe cursors --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct CursorsDef {
+    last_event_id: u64,
+    cursors: Vec<CursorDef>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct CursorDef {
+    /// `events` or `chat`.
+    kind: String,
+    name: String,
+    /// The id of the last event handed on (events cursors).
+    after: Option<u64>,
+    behind: Option<u64>,
+    saved_at: Option<String>,
+    dead_letters: usize,
+}

@@ -1,0 +1,206 @@
+//! Schemas of TX's and sequence numbers' commands (`asks`, `thread`, `orphans`, `agent
+//! retire`, `import tx`, `export tx`, `seq`): schema-only, like `schema_defs`, and checked
+//! the same way against real output by the schema test.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+
+use super::schema_defs::StatusDef;
+
+/// `circe agent retire --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct RetiredDef {
+    agent: String,
+    /// `false`: it was retired already (nothing changed).
+    retired: bool,
+    /// Its held tasks, now back in the queue.
+    released: Vec<String>,
+    /// Messages left in its boxes: orphans now.
+    orphans: usize,
+}
+
+/// `circe asks --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct AsksDef {
+    /// Oldest first.
+    asks: Vec<AskDef>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct AskDef {
+    /// The ask record's format.
+    v: u32,
+    msg_id: String,
+    /// `ask` or `ask-human`.
+    intent: String,
+    from: String,
+    /// The address as written.
+    to: String,
+    /// The agents it was delivered to: any of them may answer.
+    recipients: Vec<String>,
+    #[serde(default)]
+    task_id: Option<String>,
+    #[serde(default)]
+    headline: Option<String>,
+    asked_at: String,
+    #[serde(default)]
+    deadline: Option<String>,
+    /// `open`, `answering`, `answered` or `expired`.
+    state: String,
+    #[serde(default)]
+    answer: Option<String>,
+    #[serde(default)]
+    answered_by: Option<String>,
+    #[serde(default)]
+    answered_at: Option<String>,
+    rev: u64,
+    age_seconds: i64,
+}
+
+/// `circe thread --json`: the first message, its replies nested.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct NodeDef {
+    msg_id: String,
+    from: Option<String>,
+    to: Option<String>,
+    intent: Option<String>,
+    task_id: Option<String>,
+    status: Option<String>,
+    created_at: Option<String>,
+    summary: String,
+    #[serde(rename = "box")]
+    mailbox: String,
+    file: String,
+    replies: Vec<NodeDef>,
+}
+
+/// `circe orphans --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct OrphansDef {
+    messages: Vec<OrphanMessageDef>,
+    tasks: Vec<OrphanTaskDef>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct OrphanMessageDef {
+    /// The retired agent.
+    agent: String,
+    #[serde(rename = "box")]
+    mailbox: String,
+    file: String,
+    msg_id: Option<String>,
+    from: Option<String>,
+    intent: Option<String>,
+    task_id: Option<String>,
+    created_at: Option<String>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct OrphanTaskDef {
+    task_id: String,
+    status: StatusDef,
+    to: String,
+    intent: String,
+}
+
+/// `circe orphans redeliver --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct RedeliveredDef {
+    /// `message` or `task`.
+    kind: String,
+    to: String,
+    #[serde(rename = "box")]
+    mailbox: String,
+    file: String,
+}
+
+/// `circe import tx --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ImportDef {
+    /// Messages filed as history into LOGS.
+    history: usize,
+    open_asks: usize,
+    open_tasks: usize,
+    /// Agents added, each as [agent, role].
+    agents_added: Vec<(String, String)>,
+    /// Meshes the addresses named (`mesh/agent`).
+    meshes: Vec<String>,
+    skipped: Vec<SkippedDef>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct SkippedDef {
+    file: String,
+    reason: String,
+}
+
+/// `circe export tx --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ExportDef {
+    dir: String,
+    /// Every file name the export holds.
+    files: Vec<String>,
+    written: usize,
+    /// Already there with the same bytes.
+    unchanged: usize,
+    /// Names another file holds: left as they are.
+    kept: Vec<String>,
+    skipped: Vec<SkippedDef>,
+}
+
+/// `circe seq reset --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct SeqResetDef {
+    agent: String,
+    epoch: u64,
+    /// The next message's number: 1.
+    next: u64,
+}
+
+/// `circe seq state --json`: the reference's `message-state.json` (names in upper case).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct SeqStateDef {
+    /// The last number each sender gave.
+    counters: BTreeMap<String, u64>,
+    /// By receiver, by sender: the last number handed on.
+    #[serde(rename = "lastSeen")]
+    last_seen: BTreeMap<String, BTreeMap<String, u64>>,
+}
+
+/// `circe seq import --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct SeqImportDef {
+    /// Counters moved up.
+    counters: usize,
+    /// lastSeen entries moved up.
+    last_seen: usize,
+}

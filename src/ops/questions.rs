@@ -1,0 +1,98 @@
+//! Open questions: a question is open until some message answers it (`in_reply_to` its
+//! `msg_id`). Read from the boxes alone: nothing is recorded beside the messages.
+
+use std::collections::{BTreeMap, HashSet};
+
+use serde::Serialize;
+
+use crate::boxes::Mailbox;
+use crate::error::Result;
+use crate::message::{self, Message, Mode};
+use crate::names::AgentName;
+use crate::workspace::Workspace;
+
+/// A question (a message whose intent expects a reply: question, request_help, escalate,
+/// approval_request, ask) that no message answers yet.
+#[derive(Debug, Clone, Serialize)]
+pub struct Question {
+    pub msg_id: String,
+    pub intent: String,
+    /// The intent an answer has (`answer`, `ask-response`).
+    pub expects: String,
+    pub from: String,
+    pub to: String,
+    pub task_id: Option<String>,
+    pub summary: Option<String>,
+    pub created_at: Option<String>,
+    /// Seconds since it was asked.
+    pub age_seconds: Option<i64>,
+    /// `to_me` (the acting agent has a copy), `from_me` (it asked), or `other`.
+    pub direction: String,
+    /// The agents holding a copy in their INBOX or WORKSPACE.
+    pub holders: Vec<String>,
+}
+
+/// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
+pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
+    let limits = &ws.config.limits;
+    let mut answered: HashSet<String> = HashSet::new();
+    let mut asked: BTreeMap<String, (Message, Vec<String>)> = BTreeMap::new();
+    for b in ws.engine.boxes()? {
+        if b == Mailbox::NewMessages {
+            continue;
+        }
+        for name in ws.engine.list_box(&b)? {
+            let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
+                continue;
+            };
+            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
+                continue;
+            };
+            if let Some(r) = &m.in_reply_to {
+                answered.insert(r.clone());
+            }
+            let expects = m.intent.as_deref().and_then(|i| ws.registry.intent(i));
+            let is_question = expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some());
+            let Some(id) = m.msg_id.clone().filter(|_| is_question) else { continue };
+            let entry = asked.entry(id).or_insert_with(|| (m, Vec::new()));
+            if let Some(a) = b.agent() {
+                entry.1.push(a.to_string());
+            }
+        }
+    }
+    let now = ws.now();
+    let mut out: Vec<Question> = asked
+        .into_iter()
+        .filter(|(id, _)| !answered.contains(id))
+        .filter_map(|(id, (m, holders))| {
+            let from = m.from_agent().unwrap_or_default().to_string();
+            let direction = match me {
+                Some(a) if from == a.as_str() => "from_me",
+                Some(a) if holders.iter().any(|h| h == a.as_str()) => "to_me",
+                Some(_) => return None,
+                None => "other",
+            };
+            let intent = m.intent.clone().unwrap_or_default();
+            let expects = ws
+                .registry
+                .intent(&intent)
+                .and_then(|i| i.expects_reply.clone())
+                .unwrap_or_default();
+            Some(Question {
+                msg_id: id,
+                intent,
+                expects,
+                from,
+                to: m.to_agent().unwrap_or_default().to_string(),
+                task_id: m.task_id.clone(),
+                summary: m.summary(),
+                created_at: m.created_at.map(crate::clock::format),
+                age_seconds: m.created_at.map(|t| (now - t).num_seconds()),
+                direction: direction.to_string(),
+                holders,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.msg_id.cmp(&b.msg_id)));
+    Ok(out)
+}

@@ -1,0 +1,136 @@
+//! `circe board`: the live board, driven in tmux as a person would (send-keys to type,
+//! capture-pane to read the screen), and its one-shot table when stdout is no terminal.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::common::{Env, exe};
+
+/// A tmux server of our own (its own socket), killed when dropped.
+struct Tmux {
+    socket: String,
+}
+
+impl Tmux {
+    fn run(&self, args: &[&str]) -> String {
+        let out = Command::new("tmux")
+            .args(["-L", &self.socket, "-f", "/dev/null"])
+            .args(args)
+            .output()
+            .expect("tmux is installed (.ci/run installs it)");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn screen(&self) -> String {
+        self.run(&["capture-pane", "-p", "-t", "board"])
+    }
+
+    /// Wait (at most 15 s) until the screen shows `what`; the screen as last read.
+    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let start = Instant::now();
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(15), "never saw {what}:\n{s}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    fn keys(&self, keys: &[&str]) {
+        self.run(&[&["send-keys", "-t", "board"][..], keys].concat());
+    }
+}
+
+impl Drop for Tmux {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).output();
+    }
+}
+
+fn open(env: &Env, task: &str, summary: &str) {
+    env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "implement_feature",
+            "--task",
+            task,
+            "--summary",
+            summary,
+        ],
+    )
+    .ok();
+}
+
+#[test]
+fn the_live_board_follows_the_log_and_answers_keys() {
+    local_only!("the terminal runs with the environment tmux passes on, not the database's");
+    let env = Env::new();
+    open(&env, "BOARD-1", "first");
+    let tmux = Tmux { socket: format!("circe-test-{}", std::process::id()) };
+    let root = env.root().display().to_string();
+    tmux.run(&[
+        "new-session",
+        "-d",
+        "-s",
+        "board",
+        "-x",
+        "150",
+        "-y",
+        "40",
+        "-e",
+        &format!("CIRCE_ROOT={root}"),
+        "-e",
+        &format!("CIRCE_NOW={}", env.now),
+        &format!("{} board", exe().display()),
+    ]);
+    let s = tmux
+        .until("the board with BOARD-1", |s| s.contains("circe board") && s.contains("BOARD-1"));
+    assert!(s.contains("AGENT") && s.contains("engineer"), "the agents' inboxes:\n{s}");
+    // A change elsewhere shows up without a key pressed: the event feed woke the board.
+    open(&env, "BOARD-2", "second");
+    env.as_("engineer", &["claim", "BOARD-1"]).ok();
+    tmux.until("BOARD-2 and BOARD-1 claimed", |s| {
+        s.contains("BOARD-2")
+            && s.lines().any(|l| l.starts_with("│BOARD-1") && l.contains("claimed"))
+    });
+    tmux.until("the claim event", |s| s.contains("claim") && s.contains("new -> claimed"));
+    // `/` filters.
+    tmux.keys(&["/"]);
+    tmux.keys(&["BOARD-2", "Enter"]);
+    let s = tmux.until("only BOARD-2", |s| {
+        s.contains("filter: BOARD-2") && !s.lines().any(|l| l.starts_with("│BOARD-1"))
+    });
+    assert!(s.contains("1 tasks shown of 2"), "{s}");
+    // Enter opens the selected task; Esc goes back.
+    tmux.keys(&["Enter"]);
+    tmux.until("the task's record", |s| {
+        s.contains("task BOARD-2 (Esc: back)") && s.contains("opened_by: coordinator")
+    });
+    tmux.keys(&["Escape"]);
+    tmux.until("the list again", |s| !s.contains("(Esc: back)"));
+    // `s` cycles the status shown.
+    tmux.keys(&["s"]);
+    tmux.until("status new", |s| s.contains("status: new"));
+    tmux.keys(&["q"]);
+    let start = Instant::now();
+    while tmux.run(&["list-sessions"]).contains("board") {
+        assert!(start.elapsed() < Duration::from_secs(10), "q did not end the board");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn without_a_terminal_the_board_prints_once() {
+    let env = Env::new();
+    open(&env, "BOARD-1", "first");
+    let o = env.circe(["board"]).run();
+    o.ok();
+    assert!(o.stdout.contains("BOARD-1") && o.stdout.contains("INBOX"), "{}", o.show());
+    assert!(o.stdout.contains("latest events") && o.stdout.contains("open"), "{}", o.show());
+}

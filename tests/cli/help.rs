@@ -1,0 +1,91 @@
+//! Help for the agents who read it: an example in every subcommand's help, every argument
+//! described, the contract built into the binary, completions and man pages.
+
+use clap::CommandFactory;
+
+use crate::common::Env;
+
+/// Every subcommand, with its path (`agent add`).
+fn all() -> Vec<(String, clap::Command)> {
+    fn walk(c: &clap::Command, prefix: &str, out: &mut Vec<(String, clap::Command)>) {
+        for s in c.get_subcommands() {
+            let name = format!("{prefix}{}", s.get_name());
+            out.push((name.clone(), s.clone()));
+            walk(s, &format!("{name} "), out);
+        }
+    }
+    let mut out = Vec::new();
+    let mut top = circe::cli::Cli::command();
+    top.build();
+    out.push(("circe".to_string(), top.clone()));
+    walk(&top, "", &mut out);
+    out
+}
+
+#[test]
+fn every_subcommand_has_an_example_and_every_argument_a_description() {
+    let mut missing = Vec::new();
+    for (name, c) in all() {
+        // clap's own `help` subcommands, and `agent`/`chat` (their leaves carry examples).
+        if name.split(' ').any(|w| w == "help") || c.has_subcommands() && name != "circe" {
+            continue;
+        }
+        let long = c.clone().render_long_help().to_string();
+        if !long.contains("Example") || !long.contains("  circe ") && !long.contains(": circe ") {
+            missing.push(format!("{name}: no example"));
+        }
+        for a in c.get_arguments() {
+            let id = a.get_id().as_str();
+            if matches!(id, "help" | "version") {
+                continue;
+            }
+            if a.get_help().is_none_or(|h| h.to_string().trim().is_empty()) {
+                missing.push(format!("{name}: argument `{id}` has no description"));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}
+
+#[test]
+fn help_points_to_the_built_in_contract_not_a_file() {
+    let env = Env::bare();
+    let h = env.circe(["--help"]).run();
+    h.ok();
+    assert!(h.stdout.contains("circe help protocols"), "{}", h.show());
+    assert!(!h.stdout.contains("See PROTOCOLS.md"), "{}", h.show());
+    let p = env.circe(["help", "protocols"]).run();
+    p.ok();
+    assert!(p.stdout.starts_with("# circe protocols"), "{}", &p.stdout[..200.min(p.stdout.len())]);
+    assert!(p.stdout.contains("## 11. Exit codes"), "the whole contract");
+    for sub in ["claim", "status", "check", "send"] {
+        let o = env.circe(["help", sub]).run();
+        o.ok();
+        assert!(o.stdout.contains("Examples:"), "{}", o.show());
+    }
+}
+
+#[test]
+fn completions_and_man_pages() {
+    let env = Env::bare();
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let o = env.circe(["completions", shell]).run();
+        o.ok();
+        assert!(o.stdout.contains("claim"), "{shell}: {}", o.show());
+    }
+    let o = env.circe(["completions", "tcsh"]).run();
+    o.code(2);
+    let m = env.circe(["man"]).run();
+    m.ok();
+    assert!(
+        m.stdout.starts_with(".ie \\n(.g .ds Aq") || m.stdout.contains(".TH circe"),
+        "{}",
+        m.show()
+    );
+    let m = env.circe(["man", "agent", "add"]).run();
+    m.ok();
+    assert!(m.stdout.contains(".TH circe-agent-add"), "{}", m.show());
+    let m = env.circe(["man", "clam"]).run();
+    m.code(5);
+    assert!(m.stderr.contains("did you mean `claim`?"), "{}", m.show());
+}

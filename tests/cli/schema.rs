@@ -1,0 +1,268 @@
+//! One JSON vocabulary: every command's real `--json` output (and every error's) validates
+//! against the schema `circe schema CMD` prints, and every command is covered.
+
+use std::collections::BTreeSet;
+
+use clap::CommandFactory;
+use serde_json::Value;
+
+use crate::common::{Env, Out};
+
+const T: &str = "AUTH-012";
+
+/// The schema `circe schema NAME` prints, as a validator.
+fn validator(env: &Env, name: &str) -> jsonschema::Validator {
+    let words: Vec<&str> = name.split(' ').collect();
+    let o = env.circe([&["schema"][..], &words].concat()).run();
+    o.ok();
+    let schema: Value = serde_json::from_str(&o.stdout).expect("a schema is JSON");
+    jsonschema::validator_for(&schema).unwrap_or_else(|e| panic!("schema of {name}: {e}"))
+}
+
+#[track_caller]
+fn valid(v: &jsonschema::Validator, doc: &Value, what: &str) {
+    let errors: Vec<String> =
+        v.iter_errors(doc).map(|e| format!("{e} at {}", e.instance_path())).collect();
+    assert!(
+        errors.is_empty(),
+        "{what}: output does not match its schema:\n{}\n{doc:#}",
+        errors.join("\n")
+    );
+}
+
+/// Every leaf command of the command line, as typed (`agent add`).
+fn leaves() -> BTreeSet<String> {
+    fn walk(c: &clap::Command, prefix: &str, out: &mut BTreeSet<String>) {
+        for s in c.get_subcommands() {
+            let name = format!("{prefix}{}", s.get_name());
+            if s.has_subcommands() {
+                walk(s, &format!("{name} "), out);
+            } else {
+                out.insert(name);
+            }
+        }
+    }
+    let mut out = BTreeSet::new();
+    walk(&circe::cli::Cli::command(), "", &mut out);
+    out
+}
+
+#[test]
+#[expect(clippy::too_many_lines, reason = "one step per command")]
+fn every_command_prints_what_its_schema_says() {
+    let env = Env::bare();
+    let draft = env.path().join("d.md");
+    std::fs::write(&draft, "# MESSAGE\nto: qa\nintent: inform\n\nhi\n").unwrap();
+    let d = draft.to_str().unwrap();
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/fixtures/race-lost");
+    let ask = env.path().join("ask.md");
+    std::fs::write(&ask, "---\nto: qa\ntype: ask\nmsg-id: ask-001\n---\nready?\n").unwrap();
+    let state = env.path().join("message-state.json");
+    std::fs::write(&state, r#"{"counters": {"ENGINEER": 9}, "lastSeen": {}}"#).unwrap();
+    let txdir = env.path().join("tx-msgs");
+    std::fs::create_dir(&txdir).unwrap();
+    std::fs::write(
+        txdir.join("1121170000-update-core--brain-u-1.md"),
+        "---\nto: core/brain\nfrom: core/core\ntype: update\nmsg-id: u-1\ntimestamp: 2025-11-21T17:00:00Z\n---\nhi\n",
+    )
+    .unwrap();
+    let out = env.path().join("tx-out");
+    let (ask, state, txdir, out) = (
+        ask.to_str().unwrap(),
+        state.to_str().unwrap(),
+        txdir.to_str().unwrap(),
+        out.to_str().unwrap(),
+    );
+    // (schema, agent, args, exit code)
+    let steps: &[(&str, Option<&str>, &[&str], i32)] = &[
+        ("init", None, &["init"], 0),
+        ("agent add", None, &["agent", "add", "engineer-2", "--role", "engineer"], 0),
+        ("agent list", None, &["agent", "list"], 0),
+        ("registry", None, &["registry"], 0),
+        ("send", None, &["send", "--template", "fix_bug"], 0),
+        (
+            "send",
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "role:engineer",
+                "--intent",
+                "implement_feature",
+                "--task",
+                T,
+                "--summary",
+                "JWT",
+                "--priority",
+                "high",
+            ],
+            0,
+        ),
+        ("send", Some("engineer"), &["send", "--file", d], 0),
+        (
+            "send",
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "engineer-2",
+                "--intent",
+                "question",
+                "--summary",
+                "which DB?",
+                "--msg-id",
+                "which-db-1",
+            ],
+            0,
+        ),
+        ("inbox", Some("qa"), &["inbox", "--workspace"], 0),
+        ("questions", Some("engineer-2"), &["questions"], 0),
+        ("questions", None, &["questions", "--all"], 0),
+        ("prime", Some("engineer"), &["prime"], 0),
+        ("prime", None, &["prime"], 0),
+        ("validate", None, &["validate", d, "--draft"], 0),
+        ("validate", None, &["validate", d], 3),
+        ("claim", Some("engineer"), &["claim", "--next", "--dry-run"], 0),
+        ("claim", Some("engineer"), &["claim", T], 0),
+        ("error", Some("engineer-2"), &["claim", T], 4),
+        ("claim", Some("engineer-2"), &["claim", "--next"], 6),
+        ("status", Some("engineer"), &["status", T, "in_progress"], 0),
+        ("status", Some("engineer"), &["status", T, "in_progress"], 0),
+        ("heartbeat", Some("engineer"), &["heartbeat", T], 0),
+        ("take", Some("engineer"), &["take", T], 0),
+        ("check", Some("engineer"), &["check", T, "tests_passed=true"], 0),
+        ("check", Some("engineer"), &["check", T, "--run", "tests_passed", "--", "true"], 0),
+        ("show", Some("engineer"), &["show", T], 0),
+        ("tasks", None, &["tasks"], 0),
+        ("board", None, &["board"], 0),
+        ("release", Some("engineer"), &["release", T], 0),
+        ("reap", None, &["reap"], 0),
+        ("doctor", None, &["doctor"], 0),
+        ("error", Some("engineer"), &["done", T], 5),
+        ("done", Some("qa"), &["done", "20251121_170000_engineer-qa_inform.md"], 0),
+        ("chat say", Some("engineer"), &["chat", "say", "--to", "qa", "hello"], 0),
+        ("chat watch", None, &["chat", "watch", "--once", "--from-start"], 0),
+        ("chat archive", None, &["chat", "archive"], 0),
+        ("schema", None, &["schema", "claim"], 0),
+        ("completions", None, &["completions", "bash"], 0),
+        ("man", None, &["man", "claim"], 0),
+        ("demo", None, &["demo"], 0),
+        ("replay", None, &["replay", fixture], 0),
+        ("wait", Some("engineer-2"), &["wait", "--for", "inbox", "--timeout", "10s"], 0),
+        ("watch", None, &["watch", "--once", "--from-start"], 0),
+        ("log", None, &["log", "--limit", "5"], 0),
+        ("cursors", None, &["cursors"], 0),
+        ("config", None, &["config"], 0),
+        ("mirror", None, &["mirror", "mirrored"], 0),
+        ("send", Some("engineer"), &["send", "--file", ask], 0),
+        ("asks", None, &["asks", "--all"], 0),
+        ("thread", None, &["thread", "ask-001"], 0),
+        ("seq reset", Some("engineer"), &["seq", "reset"], 0),
+        ("seq import", None, &["seq", "import", state], 0),
+        ("seq state", None, &["seq", "state"], 0),
+        ("agent retire", Some("coordinator"), &["agent", "retire", "engineer-2"], 0),
+        ("orphans", None, &["orphans"], 0),
+        (
+            "orphans redeliver",
+            Some("coordinator"),
+            &["orphans", "redeliver", "which-db-1", "--to", "engineer"],
+            0,
+        ),
+        ("import tx", None, &["import", "tx", txdir], 0),
+        ("export tx", None, &["export", "tx", out], 0),
+        (
+            "send",
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                "ARC-1",
+                "--summary",
+                "old",
+            ],
+            0,
+        ),
+        ("claim", Some("engineer"), &["claim", "ARC-1"], 0),
+        ("status", Some("engineer"), &["status", "ARC-1", "in_progress"], 0),
+        ("check", Some("engineer"), &["check", "ARC-1", "tests_passed=true"], 0),
+        ("status", Some("engineer"), &["status", "ARC-1", "completed"], 0),
+        // Only a root in a database can be migrated out of, or into one: the PostgreSQL
+        // suite (tests/pg) covers its output; here its refusal.
+        ("migrate", None, &["migrate"], 2),
+        ("error", Some("nobody"), &["inbox"], 5),
+        ("error", None, &["tasks", "--status", "x"], 2),
+        ("error", None, &["no-such-command"], 2),
+        ("error", None, &["claim", "--bogus-flag"], 2),
+    ];
+    let mut covered = BTreeSet::new();
+    for (schema, agent, args, code) in steps {
+        let mut run = env.circe([&["--json"][..], args].concat());
+        if let Some(a) = agent {
+            run = run.agent(a);
+        }
+        let o: Out = run.run();
+        o.code(*code);
+        let v = validator(&env, if *code != 0 && *schema == "error" { "error" } else { schema });
+        let streamed = ["chat watch", "demo", "replay", "watch", "log"].contains(schema);
+        if streamed {
+            for line in o.stdout.lines() {
+                let doc: Value = serde_json::from_str(line).expect("one JSON object per line");
+                valid(&v, &doc, &o.show());
+            }
+        } else {
+            let doc = o.json();
+            assert!(doc.is_object(), "an object at the top: {}", o.show());
+            if *code != 0 && *schema != "error" && doc.get("error").is_some() {
+                valid(&validator(&env, "error"), &doc, &o.show());
+            } else {
+                valid(&v, &doc, &o.show());
+            }
+        }
+        // Every task id is `task_id`, never `task` holding an id.
+        assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
+        covered.insert((*schema).to_string());
+    }
+    // The archive, a month later: ARC-1 goes; search, restore, verify and show find it.
+    let restored = env.path().join("restored");
+    let restored = restored.to_str().unwrap();
+    let archive_steps: &[(&str, &[&str])] = &[
+        ("archive", &["archive", "--dry-run"]),
+        ("archive", &["archive"]),
+        ("archive search", &["archive", "search", "ARC-1"]),
+        ("archive restore", &["archive", "restore", "ARC-1", "--to", restored]),
+        ("archive verify", &["archive", "verify"]),
+        ("show", &["show", "ARC-1"]),
+    ];
+    for (schema, args) in archive_steps {
+        let o = env.circe([&["--json"][..], args].concat()).now("2026-01-01T00:00:00Z").run();
+        o.ok();
+        valid(&validator(&env, schema), &o.json(), &o.show());
+        assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
+        covered.insert((*schema).to_string());
+    }
+    let bad = env.circe(["--json", "claim", "--bogus-flag"]).run();
+    assert!(
+        bad.json()["error"]["message"].as_str().unwrap().contains("--bogus-flag"),
+        "{}",
+        bad.show()
+    );
+    let missing: Vec<String> = leaves().difference(&covered).cloned().collect();
+    assert!(missing.is_empty(), "commands whose output no step validates: {missing:?}");
+}
+
+/// The validator is not a rubber stamp: output that breaks the vocabulary fails it.
+#[test]
+fn a_document_off_the_schema_fails() {
+    let env = Env::new();
+    let v = validator(&env, "reap");
+    assert!(v.is_valid(&serde_json::json!({"reaped": [{"task_id": "T-1", "status": "new"}],
+        "asks_expired": [], "messages_filed": []})));
+    assert!(!v.is_valid(&serde_json::json!({"reaped": [{"task": "T-1", "status": "new"}]})));
+    assert!(!v.is_valid(&serde_json::json!([{"task_id": "T-1", "status": "new"}])));
+    let v = validator(&env, "tasks");
+    assert!(!v.is_valid(&serde_json::json!({"tasks": [{"task_id": "T"}]})));
+}
