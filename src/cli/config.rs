@@ -23,7 +23,8 @@ pub struct ConfigArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    // A setup command: routing rules that name no agent yet are what it may have to fix.
+    let ws = ctx.workspace_for_setup()?;
     let Some(path) = &a.set else {
         let text = ws.engine.config_text()?;
         return Ok(Report::new(text.clone(), json!({"config": text})));

@@ -191,7 +191,8 @@ impl Ctx {
     }
 
     /// The root without the routing check: for the commands that set a root up or look at
-    /// it (`agent`, `import`, `validate`, `doctor`), so rules may name agents not added yet.
+    /// it (`agent`, `config`, `import`, `validate`, `doctor`), so rules may name agents not
+    /// added yet.
     pub fn workspace_for_setup(&self) -> Result<Workspace> {
         Workspace::open(&self.root_spec())
     }

@@ -157,25 +157,13 @@ pub trait Engine {
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>>;
 
     /// Deliver several messages, each to its boxes, all or none across a crash (a message and
-    /// what a routing rule sends with it). Returns the names used, per parcel and box. An
-    /// engine that does not implement it delivers one parcel and refuses more (never half).
-    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
-        match parcels {
-            [one] => Ok(vec![self.deliver(&one.content, &one.name, &one.to)?]),
-            _ => Err(not_kept(self, "several messages delivered as one (routing rules)")),
-        }
-    }
+    /// what a routing rule sends with it). Returns the names used, per parcel and box.
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>>;
 
     /// Finish the deliveries that a crashed command left past their commit point (a batch
     /// committed but not yet landed), so that a retry finds what was sent. Returns how many.
     fn finish_deliveries(&self) -> Result<usize> {
         Ok(0)
-    }
-
-    /// Does this engine keep what TX adds (asks, prompts, retirement, deadlines, a change's
-    /// outbox)? Commands that need it refuse on an engine that does not, before writing.
-    fn keeps_tx(&self) -> bool {
-        false
     }
 
     /// Move a message that is no task's ticket (tickets move inside their task's
@@ -230,40 +218,37 @@ pub trait Engine {
     // ---- TX: asks, prompts, retirement -------------------------------------------------
 
     /// The record of ask `id`; `None` when there is none.
-    fn ask(&self, _id: &MsgId) -> Result<Option<AskRecord>> {
-        Ok(None)
-    }
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>>;
 
     /// Every ask record, by msg id.
-    fn asks(&self) -> Result<Vec<AskRecord>> {
-        Ok(Vec::new())
-    }
+    fn asks(&self) -> Result<Vec<AskRecord>>;
 
     /// Store an ask record if the stored one is still at revision `seen` (`None`: there is
     /// none yet); a conflict otherwise. Returns it as stored, its `rev` = seen + 1.
-    fn put_ask(&self, _rec: &AskRecord, _seen: Option<u64>) -> Result<AskRecord> {
-        Err(not_kept(self, "asks"))
-    }
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord>;
+
+    /// Hold the answering of ask `id` until the guard drops: one answer under way at a time,
+    /// and while one is held the ask's `answering` state is an answer under way, not one a
+    /// crash left (`ops::asks::settle`). A holder that dies lets go. `wait`: wait for it (at
+    /// most the lock wait, then a conflict); else `None` when another holds it now.
+    fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<Held<'_>>>;
 
     /// Make `message` (a whole prompt message) `agent`'s current prompt.
-    fn set_prompt(&self, _agent: &AgentName, _message: &[u8]) -> Result<()> {
-        Err(not_kept(self, "prompts"))
-    }
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
 
     /// `agent`'s current prompt message, if it has one.
-    fn prompt(&self, _agent: &AgentName) -> Result<Option<Vec<u8>>> {
-        Ok(None)
-    }
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>>;
 
     /// Retire an agent at `at` (a time stamp): it acts no more, and what reaches it is kept
     /// as an orphan. `false` when it was retired already.
-    fn retire_agent(&self, _agent: &AgentName, _at: &str) -> Result<bool> {
-        Err(not_kept(self, "retired agents"))
-    }
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool>;
+
+    /// The retired agents and when each was retired, sorted by name.
+    fn retirements(&self) -> Result<Vec<(AgentName, String)>>;
 
     /// The retired agents, sorted.
     fn retired(&self) -> Result<Vec<AgentName>> {
-        Ok(Vec::new())
+        Ok(self.retirements()?.into_iter().map(|(a, _)| a).collect())
     }
 
     // ---- the event log -------------------------------------------------------------
@@ -492,18 +477,19 @@ pub trait EventFeed {
 /// The right to move one cursor, held until dropped.
 pub type CursorHold = Box<dyn std::any::Any>;
 
+/// Something held (a lock, a claim on a name) until dropped.
+pub trait Guard {}
+impl<T> Guard for T {}
+
+/// A held right that may borrow its engine (`Engine::hold_ask`).
+pub type Held<'a> = Box<dyn Guard + 'a>;
+
 /// Something `doctor` found.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
-}
-
-/// The refusal of an engine that does not keep `what` (section 16's state) yet.
-pub fn not_kept<E: Engine + ?Sized>(eng: &E, what: &str) -> Error {
-    Error::refused(format!("the engine at {} does not keep {what} yet", eng.location()))
-        .hint("use a local root for TX's asks, prompts, retirement, deadlines and routing")
 }
 
 /// The error for a task that does not exist.

@@ -7,6 +7,7 @@ use crate::event::{Cursor, Event};
 use crate::names::AgentName;
 use crate::seq::{Counter, Receiver};
 use crate::task::TaskState;
+use crate::tx::AskRecord;
 
 use super::Engine;
 
@@ -28,6 +29,11 @@ pub struct Snapshot {
     /// Every sender's sequence counter, and every receiver's lastSeen (section 14).
     pub counters: Vec<(AgentName, Counter)>,
     pub receivers: Vec<(AgentName, Receiver)>,
+    /// What TX adds (section 16): every ask record, each agent's current prompt message,
+    /// and when each retired agent was retired.
+    pub asks: Vec<AskRecord>,
+    pub prompts: Vec<(AgentName, Vec<u8>)>,
+    pub retired: Vec<(AgentName, String)>,
 }
 
 impl Snapshot {
@@ -64,7 +70,26 @@ impl Snapshot {
         }
         let counters = engine.seq_counters()?;
         let receivers = engine.seq_receivers()?;
-        Ok(Snapshot { config, agents, boxes, tasks, events, counters, receivers })
+        let asks = engine.asks()?;
+        let mut prompts = Vec::new();
+        for (a, _) in &agents {
+            if let Some(p) = engine.prompt(a)? {
+                prompts.push((a.clone(), p));
+            }
+        }
+        let retired = engine.retirements()?;
+        Ok(Snapshot {
+            config,
+            agents,
+            boxes,
+            tasks,
+            events,
+            counters,
+            receivers,
+            asks,
+            prompts,
+            retired,
+        })
     }
 
     /// How many messages it holds.

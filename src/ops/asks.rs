@@ -51,8 +51,33 @@ fn answer_delivered(ws: &Workspace, rec: &AskRecord, id: &str) -> Result<bool> {
     Ok(found.iter().any(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id)))
 }
 
+/// Hold the answering of ask `id` (waiting for another answer under way): see
+/// `Engine::hold_ask`.
+pub fn hold<'a>(ws: &'a Workspace, id: &MsgId) -> Result<Option<crate::engine::Held<'a>>> {
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=ask-unheld): an answer holds nothing.
+    if crate::engine::local::test_break("ask-unheld") {
+        return Ok(None);
+    }
+    ws.engine.hold_ask(id, true)
+}
+
+/// TEST BUILDS ONLY (CIRCE_TEST_BREAK=ask-slow-answer): a pause between an answer's mark and
+/// its delivery, so a race test meets it under way.
+pub fn slow_answer() {
+    if crate::engine::local::test_break("ask-slow-answer") {
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    }
+}
+
 /// An ask left `answering` by a crash: answered if its answer was delivered, else open again.
+/// One still under way (its answerer holds it) is left as it is.
 pub fn settle(ws: &Workspace, rec: AskRecord) -> Result<AskRecord> {
+    if rec.state != AskState::Answering {
+        return Ok(rec);
+    }
+    let Some(_held) = ws.engine.hold_ask(&rec.msg_id, false)? else { return Ok(rec) };
+    // Read again under the hold: the answer may have closed it meanwhile.
+    let Some(rec) = ws.engine.ask(&rec.msg_id)? else { return Ok(rec) };
     if rec.state != AskState::Answering {
         return Ok(rec);
     }

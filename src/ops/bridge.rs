@@ -88,12 +88,6 @@ pub fn import_tx(
                 .hint("`circe registry` lists the roles"));
         }
     }
-    if !ws.engine.keeps_tx() {
-        return Err(crate::engine::not_kept(
-            ws.engine.as_ref(),
-            "what a TX import brings (asks, prompts)",
-        ));
-    }
     let mut report = ImportReport::default();
     let now = ws.now();
     // First pass: what each file says, to order them and know each message's task.

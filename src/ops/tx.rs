@@ -47,11 +47,6 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         .hint("set a later deadline, or leave it out"));
     }
     let sem = semantics(msg.intent.as_deref().unwrap_or_default());
-    if matches!(sem, Semantics::OpensAsk | Semantics::ClosesAsk | Semantics::Prompt)
-        && !ws.engine.keeps_tx()
-    {
-        return Err(crate::engine::not_kept(ws.engine.as_ref(), "asks and prompts"));
-    }
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
     let plan = match sem {
         Semantics::OpensTask => {
@@ -146,7 +141,10 @@ pub fn deliver(
     parcels.extend(route::parcels(&routed));
     let mut names = match plan {
         Plan::CloseAsk(rec) => {
+            // Held from the mark to the close: meanwhile the mark is an answer under way.
+            let _held = asks::hold(ws, &rec.msg_id)?;
             let marked = asks::answering(ws, me, rec, &msg_id)?;
+            asks::slow_answer();
             let names = ws.engine.deliver_batch(&parcels)?;
             asks::answered(ws, &marked)?;
             names

@@ -55,6 +55,23 @@ on_both_engines! {
         assert_eq!(inbox(ws, "engineer").len(), 1);
     }
 
+    /// An ask marked `answering` by an answer still under way (it holds the ask) is left
+    /// alone: not reopened, not expired by `reap`, not answered by another; once its holder
+    /// is gone the mark is a crash's leftover and is settled (open again, then expired).
+    fn an_answer_under_way_is_left_alone(ws) {
+        send(ws, &a("engineer"), fm("---\nto: qa\ntype: ask\nmsg-id: ask-2\ndeadline: 2025-11-21T17:30:00Z\n---\n?\n")).unwrap();
+        let rec = ws.engine.ask(&crate::names::MsgId::new("ask-2").unwrap()).unwrap().unwrap();
+        let held = ws.engine.hold_ask(&rec.msg_id, false).unwrap().expect("free");
+        assert!(ws.engine.hold_ask(&rec.msg_id, false).unwrap().is_none(), "one holder");
+        let marked = asks::answering(ws, &a("qa"), &rec, "r-9").unwrap();
+        ws.pin_clock(t(31));
+        assert!(deadline::reap_messages(ws).unwrap().asks.is_empty(), "not expired under way");
+        assert_eq!(asks::settle(ws, marked.clone()).unwrap().state, crate::tx::AskState::Answering);
+        drop(held);
+        assert_eq!(asks::settle(ws, marked).unwrap().state, crate::tx::AskState::Open, "its answer never landed");
+        assert_eq!(deadline::reap_messages(ws).unwrap().asks, ["ask-2"]);
+    }
+
     /// A TX task opens a task named by its msg-id; its task-complete completes it through the
     /// same gate as `status completed` (started first, checks passed), and is delivered once.
     fn a_task_complete_completes_its_task(ws) {

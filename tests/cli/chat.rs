@@ -400,3 +400,24 @@ fn names_containing_to_are_split_by_the_known_agents() {
     assert!(o.stderr.contains("would read back as from coder-to-go to market"), "{}", o.stderr);
     assert_unchanged(&before, &env.state());
 }
+
+/// On a database root there is no chat channel: every chat command says so (exit 2) and
+/// changes nothing. (On a local root the other tests here cover the channel.)
+#[test]
+fn a_database_root_keeps_no_chat_channel() {
+    if !crate::common::pg_mode() {
+        return;
+    }
+    let env = Env::new();
+    let before = env.state();
+    for args in [
+        &["chat", "say", "--to", "qa", "hello"][..],
+        &["chat", "watch", "--once", "--from-start"],
+        &["chat", "archive"],
+    ] {
+        let o = env.as_("engineer", args);
+        o.code(2);
+        assert!(o.stderr.contains("no local folder") && o.stderr.contains("hint:"), "{}", o.stderr);
+    }
+    assert_unchanged(&before, &env.state());
+}

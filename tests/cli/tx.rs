@@ -25,11 +25,7 @@ const EX3_UPDATE: &str = include_str!("../../src/message/testdata/tx_ex3_update.
 fn tx_root() -> Env {
     let env = Env::new();
     let cfg = env.read("circe.yaml");
-    std::fs::write(
-        env.root().join("circe.yaml"),
-        format!("{cfg}tx:\n  aliases: [core, brain, code-review, research-abc123]\n"),
-    )
-    .unwrap();
+    env.set_config(&format!("{cfg}tx:\n  aliases: [core, brain, code-review, research-abc123]\n"));
     for (a, r) in [("core", "coordinator"), ("brain", "engineer"), ("interviewer", "engineer")] {
         env.circe(["agent", "add", a, "--role", r]).run().ok();
     }
@@ -54,9 +50,6 @@ fn asks(env: &Env) -> Vec<Value> {
 /// requester, are accepted with circe's defaults (the time of sending).
 #[test]
 fn every_reference_example_sent_does_what_it_says() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = tx_root();
     // ask / ask-response (the long examples, then Example 1).
     for (ask, response, id) in
@@ -104,9 +97,6 @@ fn every_reference_example_sent_does_what_it_says() {
 /// refused (exit 3) with its reason, and changes nothing.
 #[test]
 fn tx_refusals_say_why_and_write_nothing() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = tx_root();
     send(&env, "core", EX1_ASK).ok();
     let before = env.state();
@@ -191,9 +181,6 @@ fn write_folder(dir: &Path, files: &[(&str, &str)]) {
 /// back byte for byte under its own name; a second import changes nothing.
 #[test]
 fn a_tx_folder_imports_and_exports_byte_for_byte() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = Env::new();
     let src = env.path().join("tx-msgs");
     let mut files: Vec<(&str, &str)> = FOLDER.to_vec();
@@ -272,9 +259,6 @@ fn circe_messages_export_in_tx_naming() {
 /// `circe thread` prints the conversation as a tree from its first message.
 #[test]
 fn a_thread_is_a_tree() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = tx_root();
     send(&env, "core", EX1_ASK).ok();
     send(&env, "brain", EX1_RESPONSE).ok();
@@ -303,9 +287,6 @@ fn a_thread_is_a_tree() {
 /// the board shows it (and priorities).
 #[test]
 fn a_deadline_expires_a_task() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = tx_root();
     send(&env, "core", "---\nto: brain\ntype: task\nmsg-id: d-1\npriority: critical\ndeadline: 2025-11-21T18:00:00Z\n---\nby six\n").ok();
     let board = env.circe(["tasks"]).run();
@@ -330,9 +311,6 @@ fn a_deadline_expires_a_task() {
 /// redelivered by a coordinator; a message to the retired agent is an orphan, not an error.
 #[test]
 fn a_retired_agent_leaves_orphans() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = tx_root();
     env.open_task("T-1");
     env.as_("brain", &["claim", "T-1"]).ok();
@@ -361,14 +339,9 @@ fn a_retired_agent_leaves_orphans() {
 /// with no terminal state.
 #[test]
 fn routing_rules_are_checked_on_load() {
-    local_only!(
-        "the database engine does not keep TX state (asks, prompts, retirement, deadlines) yet"
-    );
     let env = Env::new();
     let cfg = env.read("circe.yaml");
-    let with = |routing: &str| {
-        std::fs::write(env.root().join("circe.yaml"), format!("{cfg}routing:\n{routing}")).unwrap();
-    };
+    let with = |routing: &str| env.set_config(&format!("{cfg}routing:\n{routing}"));
     with("  red-phase:\n    complete: {green-phase: Test written}\n");
     let o = env.circe(["tasks"]).run();
     o.code(3);
@@ -378,10 +351,20 @@ fn routing_rules_are_checked_on_load() {
     }
     env.circe(["tasks"]).run().ok();
     env.circe(["validate", "--config"]).run().ok();
-    with("  red-phase:\n    done: {green-phase: x}\n");
-    let o = env.circe(["tasks"]).run();
+    // A status that is no routing key: refused when the configuration is set, and (a
+    // circe.yaml edited by hand) when the root opens.
+    let bad = format!("{cfg}routing:\n  red-phase:\n    done: {{green-phase: x}}\n");
+    let o = env.circe(["config", "--set", "-"]).stdin(bad.as_bytes()).run();
     o.code(3);
     assert!(o.stderr.contains("unknown status `done`"), "{}", o.stderr);
+    if env.url.is_none() {
+        let good = env.read("circe.yaml");
+        std::fs::write(env.root().join("circe.yaml"), &bad).unwrap();
+        let o = env.circe(["tasks"]).run();
+        o.code(3);
+        assert!(o.stderr.contains("unknown status `done`"), "{}", o.stderr);
+        std::fs::write(env.root().join("circe.yaml"), good).unwrap();
+    }
     with(
         "  red-phase:\n    complete: {green-phase: go}\n  green-phase:\n    failed: {red-phase: back}\n",
     );

@@ -14,12 +14,15 @@ mod common;
 mod pg_cluster;
 
 mod archive;
+mod ask_race;
 mod feed;
 mod fencing;
 mod mirror;
 mod netns;
+mod outbox;
 mod race;
 mod relay;
 mod requests;
 mod restart;
+mod schema;
 mod seq;

@@ -45,9 +45,81 @@ const SCRIPT: &[(&str, &str, &str)] = &[
     ("17:16:00", "engineer", "claim M-2 --ttl 5m"),
 ];
 
+/// What TX adds (section 16), played after `SCRIPT`: asks (answered, and expired by
+/// `reap`), a prompt, tasks with deadlines (`claim --next` takes the earliest; one lapses),
+/// a routing rule firing on a move, a task-complete (its outbox), a retirement, and the
+/// readdress of the orphaned task. Message files are (name, text) written into the project.
+const TX_FILES: &[(&str, &str)] = &[
+    ("tx.yaml", "routing:\n  brain:\n    in-progress: {qa: brain started}\n"),
+    (
+        "ask1.md",
+        "---\nto: brain\ntype: ask\nmsg-id: ask-1\nheadline: Which branch?\ndeadline: 2025-11-21T19:00:00Z\n---\nWhich one?\n",
+    ),
+    (
+        "answer1.md",
+        "---\nto: coordinator\ntype: ask-response\nin-reply-to: ask-1\nmsg-id: ans-1\n---\nmain\n",
+    ),
+    (
+        "ask2.md",
+        "---\nto: qa\ntype: ask\nmsg-id: ask-2\ndeadline: 2025-11-21T17:40:00Z\n---\nReady?\n",
+    ),
+    ("prompt.md", "---\nto: brain\nfrom: system\ntype: prompt\nmsg-id: p-1\n---\nYou are brain.\n"),
+    (
+        "task1.md",
+        "---\nto: brain\ntype: task\nmsg-id: tx-1\ndeadline: 2025-11-21T19:00:00Z\n---\nlate one\n",
+    ),
+    (
+        "task2.md",
+        "---\nto: brain\ntype: task\nmsg-id: tx-2\ndeadline: 2025-11-21T17:45:00Z\n---\nearly one\n",
+    ),
+    (
+        "done1.md",
+        "---\nto: coordinator\ntype: task-complete\ntask-id: tx-1\nmsg-id: done-1\n---\ndone\n",
+    ),
+    ("task3.md", "---\nto: brain\ntype: task\nmsg-id: tx-3\n---\nthird\n"),
+];
+
+const TX_SCRIPT: &[(&str, &str, &str)] = &[
+    ("17:20:00", "coordinator", "agent add brain --role engineer"),
+    ("17:20:30", "coordinator", "config --set tx.yaml"),
+    ("17:21:00", "coordinator", "send --file ask1.md"),
+    ("17:22:00", "brain", "send --file answer1.md"),
+    ("17:23:00", "coordinator", "send --file ask2.md"),
+    ("17:24:00", "coordinator", "send --file prompt.md"),
+    ("17:25:00", "coordinator", "send --file task1.md"),
+    ("17:26:00", "coordinator", "send --file task2.md"),
+    ("17:27:00", "brain", "claim --next"),
+    ("17:28:00", "brain", "status tx-2 in_progress"),
+    ("17:50:00", "coordinator", "reap"),
+    ("17:51:00", "brain", "claim tx-1"),
+    ("17:52:00", "brain", "status tx-1 in_progress"),
+    ("17:53:00", "brain", "send --file done1.md"),
+    ("17:54:00", "coordinator", "send --file task3.md"),
+    ("17:55:00", "brain", "claim tx-3"),
+    ("17:56:00", "coordinator", "agent retire brain"),
+    ("17:57:00", "coordinator", "orphans redeliver tx-3 --to engineer"),
+];
+
 /// Run the script in `project` (a root is there already).
 fn play(project: &Path, extra: Option<&str>) {
-    let mut steps: Vec<(String, String, String)> = SCRIPT
+    play_steps(project, SCRIPT, extra);
+}
+
+/// Run `SCRIPT`, then `TX_SCRIPT` with its files.
+fn play_tx(project: &Path) {
+    play_steps(project, SCRIPT, None);
+    let config = Command::new(BIN).arg("config").current_dir(project).env_clear().output().unwrap();
+    let config = String::from_utf8(Out::from(&config).ok().stdout.clone().into_bytes()).unwrap();
+    for (name, text) in TX_FILES {
+        // tx.yaml: the root's configuration with the routing rule added.
+        let text = if *name == "tx.yaml" { format!("{config}{text}") } else { (*text).to_string() };
+        std::fs::write(project.join(name), text).unwrap();
+    }
+    play_steps(project, TX_SCRIPT, None);
+}
+
+fn play_steps(project: &Path, script: &[(&str, &str, &str)], extra: Option<&str>) {
+    let mut steps: Vec<(String, String, String)> = script
         .iter()
         .map(|(t, a, s)| ((*t).to_string(), (*a).to_string(), (*s).to_string()))
         .collect();
@@ -135,11 +207,20 @@ fn both(
     url: &str,
     extra_on_pg: Option<&str>,
 ) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
+    both_with(url, &|p| play(p, None), &|p| play(p, extra_on_pg))
+}
+
+/// `both`, each root played by its own function.
+fn both_with(
+    url: &str,
+    on_local: &dyn Fn(&Path),
+    on_pg: &dyn Fn(&Path),
+) -> (BTreeMap<String, Vec<u8>>, BTreeMap<String, Vec<u8>>) {
     let (local, pg) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     init(local.path(), None);
     init(pg.path(), Some(url));
-    play(local.path(), None);
-    play(pg.path(), extra_on_pg);
+    on_local(local.path());
+    on_pg(pg.path());
     let mirror = pg.path().join("mirror");
     let out = Command::new(BIN)
         .arg("mirror")
@@ -164,6 +245,56 @@ fn the_mirror_is_byte_equal_to_a_local_root_that_ran_the_same_commands() {
     assert_same(&local, &mirror);
 }
 
+/// Message ids circe makes itself (`YYYYMMDDTHHMMSSmmmZ-` and 8 random characters: a routed
+/// update, a notice, an expired ask's notice) replaced by `[ID]`: the rest is compared byte
+/// for byte.
+fn mask_ids(tree: &BTreeMap<String, Vec<u8>>) -> BTreeMap<String, Vec<u8>> {
+    let is_id = |w: &[u8]| {
+        w.len() == 28
+            && w[..8].iter().all(u8::is_ascii_digit)
+            && w[8] == b'T'
+            && w[9..18].iter().all(u8::is_ascii_digit)
+            && w[18] == b'Z'
+            && w[19] == b'-'
+            && w[20..].iter().all(u8::is_ascii_alphanumeric)
+    };
+    let mask = |b: &[u8]| {
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            if b.len() - i >= 28 && is_id(&b[i..i + 28]) {
+                out.extend_from_slice(b"[ID]");
+                i += 28;
+            } else {
+                out.push(b[i]);
+                i += 1;
+            }
+        }
+        out
+    };
+    tree.iter().map(|(k, v)| (k.clone(), mask(v))).collect()
+}
+
+/// With TX state (asks, prompts, deadlines, routing, outboxes, retirement, orphans) too: the
+/// mirror is the local root, byte for byte but for the ids circe makes itself.
+#[test]
+fn the_mirror_keeps_tx_state_as_a_local_root_does() {
+    let c = need_pg!();
+    let (local, mirror) = both_with(&c.fresh_url(), &play_tx, &play_tx);
+    for k in ["ASKS/ask-1.ask", "ASKS/ask-2.ask", "AGENTS/brain/prompt.md", "TASKS/tx-2.status"] {
+        assert!(local.contains_key(k), "the TX script leaves {k}");
+    }
+    let text = |k: &str| String::from_utf8_lossy(&local[k]).into_owned();
+    assert!(text("ASKS/ask-2.ask").contains("state: expired"), "{}", text("ASKS/ask-2.ask"));
+    assert!(text("TASKS/tx-2.status").contains("status: expired"));
+    assert!(text("TASKS/tx-1.status").contains("status: completed"));
+    assert!(text("TASKS/tx-3.status").contains("to: engineer"), "readdressed");
+    assert!(text("AGENTS/brain/agent.yaml").contains("retired_at:"));
+    let routed = text("LOGS/events.jsonl").matches("\"event\":\"route\"").count();
+    assert_eq!(routed, 2, "the rule fired on both moves to in_progress");
+    assert_same(&mask_ids(&local), &mask_ids(&mirror));
+}
+
 /// The comparison fails when the database root ran one command more.
 #[test]
 #[should_panic(expected = "the mirror is not the local root")]
@@ -180,8 +311,9 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     let c = need_pg!();
     let project = tempfile::tempdir().unwrap();
     init(project.path(), None);
-    play(project.path(), None);
+    play_tx(project.path());
     let before = tree(&project.path().join(".circe"));
+    assert!(before.contains_key("ASKS/ask-1.ask"), "TX state goes along");
     let url = c.fresh_url();
     let run = |args: &[&str]| {
         Out::from(
@@ -198,6 +330,11 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     run(&["mirror", mirror.to_str().unwrap()]).ok();
     assert_same(&before, &tree(&mirror));
     run(&["doctor"]).ok();
+    let asks = run(&["asks", "--all", "--json"]);
+    assert_eq!(asks.ok().json()["asks"].as_array().map(Vec::len), Some(2), "{}", asks.stdout);
+    let orphans = run(&["orphans", "--json"]).json();
+    let kept = orphans["messages"].as_array().cloned().unwrap_or_default();
+    assert!(!kept.is_empty() && kept.iter().all(|m| m["agent"] == "brain"), "{orphans}");
     // And back into a folder of its own.
     let back = project.path().join("back");
     run(&["migrate", "--to-local", back.to_str().unwrap()]).ok();

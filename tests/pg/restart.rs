@@ -76,8 +76,9 @@ fn run(restarts: usize, claimers: usize) {
             std::thread::sleep(Duration::from_millis(1500));
             let seen = unknown.load(Ordering::Relaxed);
             cluster.stop_immediate();
-            // Down until a client has met the stopped server (at most 5 s).
-            let until = std::time::Instant::now() + Duration::from_secs(5);
+            // Down until a client has met the stopped server (at most 20 s: a loaded machine
+            // starts the next claim late).
+            let until = std::time::Instant::now() + Duration::from_secs(20);
             while unknown.load(Ordering::Relaxed) == seen && std::time::Instant::now() < until {
                 nap(50);
             }

@@ -22,8 +22,11 @@
 //! (no row lock, no version check, a missing ticket ignored), `pg-client-clock` (leases by
 //! the client's clock on a server-clock root), `pg-forget-request` (claims do not store
 //! their request id), `pg-lost-reply` (a commit that succeeded is reported as of unknown
-//! outcome, as when the connection breaks after COMMIT). And the domain's `no-fence`: owner
-//! writes skip the owner and epoch checks.
+//! outcome, as when the connection breaks after COMMIT), `pg-outbox-apart` (a change's
+//! outbox delivered after its task's commit), `pg-ask-nocas` (an ask's write compares no
+//! revision), `pg-schema-v2` (init makes and circe accepts
+//! schema version 2). And the domain's `no-fence`: owner writes skip the owner and epoch
+//! checks; `ask-unheld`: an answer holds nothing (`ask-slow-answer` pauses one under way).
 //! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut
 //! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
 //! `no-finish` stops a send landing a committed delivery a crash left before it looks for an

@@ -39,7 +39,15 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
         dirs.insert(format!("AGENTS/{a}"));
         dirs.insert(format!("AGENTS/{a}/INBOX"));
         dirs.insert(format!("AGENTS/{a}/WORKSPACE"));
-        files.insert(format!("AGENTS/{a}/agent.yaml"), agent_yaml(role).into_bytes());
+        let retired = snap.retired.iter().find(|(r, _)| r == a).map(|(_, at)| at.as_str());
+        files.insert(format!("AGENTS/{a}/agent.yaml"), agent_yaml(role, retired).into_bytes());
+    }
+    for (a, prompt) in &snap.prompts {
+        files.insert(format!("AGENTS/{a}/prompt.md"), prompt.clone());
+    }
+    for ask in &snap.asks {
+        dirs.insert("ASKS".into());
+        files.insert(format!("ASKS/{}.ask", ask.msg_id), ask.render().into_bytes());
     }
     for (b, msgs) in &snap.boxes {
         let rel = b.rel_path();

@@ -268,10 +268,6 @@ impl Engine for LocalEngine {
         Ok(parcels.iter().map(|p| flat.by_ref().take(p.to.len()).collect()).collect())
     }
 
-    fn keeps_tx(&self) -> bool {
-        true
-    }
-
     fn finish_deliveries(&self) -> Result<usize> {
         if fault::test_break("no-finish") {
             return Ok(0);
@@ -314,6 +310,10 @@ impl Engine for LocalEngine {
         self.store.put_ask(rec, seen)
     }
 
+    fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<super::Held<'_>>> {
+        Ok(self.store.lock_answer(id, wait)?.map(|l| Box::new(l) as super::Held<'_>))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.store.write_prompt(agent, message)
     }
@@ -326,7 +326,7 @@ impl Engine for LocalEngine {
         self.store.retire_agent(agent, at)
     }
 
-    fn retired(&self) -> Result<Vec<AgentName>> {
+    fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
         self.store.retired_agents()
     }
 

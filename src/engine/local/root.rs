@@ -314,10 +314,10 @@ pub(super) fn parse_agent_file(bytes: &[u8]) -> Option<AgentFile> {
     crate::yaml::from_str::<AgentFile>(text).ok()
 }
 
-/// The text of `AGENTS/<name>/agent.yaml` for `role`.
-pub(super) fn agent_yaml(role: &str) -> String {
-    crate::yaml::to_string(&AgentFile { role: role.to_string(), retired_at: None })
-        .unwrap_or_default()
+/// The text of `AGENTS/<name>/agent.yaml` for `role` (retired at `retired_at`, if it was).
+pub(super) fn agent_yaml(role: &str, retired_at: Option<&str>) -> String {
+    let file = AgentFile { role: role.to_string(), retired_at: retired_at.map(str::to_string) };
+    crate::yaml::to_string(&file).unwrap_or_default()
 }
 
 fn parse_agent(bytes: &[u8]) -> Option<String> {

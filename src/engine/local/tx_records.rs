@@ -1,5 +1,6 @@
-//! What TX adds to a root: open asks (`ASKS/<msg id>.ask`), each agent's current prompt
-//! (`AGENTS/<a>/prompt.md`) and retirement (`retired_at` in `AGENTS/<a>/agent.yaml`).
+//! What TX adds to a root: open asks (`ASKS/<msg id>.ask`, and the lock an answer under
+//! way holds), each agent's current prompt (`AGENTS/<a>/prompt.md`) and retirement
+//! (`retired_at` in `AGENTS/<a>/agent.yaml`).
 
 use std::io;
 use std::path::PathBuf;
@@ -78,6 +79,17 @@ impl Store {
         Ok(stored)
     }
 
+    /// The lock an answer to ask `id` holds while it is under way (`locks/answer-<id>.lock`,
+    /// not the ask record's own lock, which each write takes).
+    pub fn lock_answer(&self, id: &MsgId, wait: bool) -> Result<Option<super::lock::Lock>> {
+        let path = self.root.join("locks").join(format!("answer-{id}.lock"));
+        if wait {
+            super::lock::Lock::acquire(&path, &format!("the answer to ask {id}")).map(Some)
+        } else {
+            super::lock::Lock::try_acquire(&path)
+        }
+    }
+
     fn agent_dir(&self, agent: &AgentName) -> PathBuf {
         self.root.join("AGENTS").join(agent.as_str())
     }
@@ -112,19 +124,19 @@ impl Store {
         Ok(true)
     }
 
-    /// Retired agents, sorted.
-    pub fn retired_agents(&self) -> Result<Vec<AgentName>> {
+    /// Retired agents and when each was retired, sorted by name.
+    pub fn retired_agents(&self) -> Result<Vec<(AgentName, String)>> {
         let dir = self.root.join("AGENTS");
         let mut out = Vec::new();
         for name in list_names(&dir)? {
             let Ok(agent) = AgentName::new(name) else { continue };
             let p = dir.join(agent.as_str()).join("agent.yaml");
-            let retired = atomic::read_regular(&p)
+            let at = atomic::read_regular(&p)
                 .ok()
                 .and_then(|b| super::root::parse_agent_file(&b))
-                .is_some_and(|f| f.retired_at.is_some());
-            if retired {
-                out.push(agent);
+                .and_then(|f| f.retired_at);
+            if let Some(at) = at {
+                out.push((agent, at));
             }
         }
         Ok(out)

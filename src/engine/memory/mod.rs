@@ -23,6 +23,7 @@ use crate::task::{Eligibility, Row, Status, TaskState, row_of};
 use crate::tx::AskRecord;
 
 mod tx;
+mod tx_state;
 use tx::MemTx;
 
 #[derive(Default)]
@@ -36,6 +37,8 @@ struct Inner {
     held: HashSet<(String, CursorName)>,
     archive: archive::Archived,
     asks: BTreeMap<MsgId, AskRecord>,
+    /// Asks whose answer is under way (`Engine::hold_ask`).
+    answering: HashSet<MsgId>,
     prompts: BTreeMap<AgentName, Vec<u8>>,
     retired: BTreeMap<AgentName, String>,
     dead: BTreeMap<CursorName, Vec<Event>>,
@@ -260,10 +263,6 @@ impl Engine for MemoryEngine {
         Ok(out)
     }
 
-    fn keeps_tx(&self) -> bool {
-        true
-    }
-
     fn finish_deliveries(&self) -> Result<usize> {
         // Every delivery is one step under the mutex: none is ever left half-way.
         Ok(0)
@@ -278,23 +277,15 @@ impl Engine for MemoryEngine {
     }
 
     fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
-        let mut g = self.lock();
-        let now = g.asks.get(&rec.msg_id).map(|r| r.rev);
-        if now != seen {
-            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id)));
-        }
-        let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
-        g.asks.insert(rec.msg_id.clone(), stored.clone());
-        Ok(stored)
+        self.store_ask(rec, seen)
+    }
+
+    fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<super::Held<'_>>> {
+        self.hold_answer(id, wait)
     }
 
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
-        let mut g = self.lock();
-        if !g.agents.contains_key(agent) {
-            return Err(Error::not_found(format!("no agent `{agent}`")));
-        }
-        g.prompts.insert(agent.clone(), message.to_vec());
-        Ok(())
+        self.store_prompt(agent, message)
     }
 
     fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
@@ -302,19 +293,11 @@ impl Engine for MemoryEngine {
     }
 
     fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
-        let mut g = self.lock();
-        if !g.agents.contains_key(agent) {
-            return Err(Error::not_found(format!("no agent `{agent}`")));
-        }
-        if g.retired.contains_key(agent) {
-            return Ok(false);
-        }
-        g.retired.insert(agent.clone(), at.to_string());
-        Ok(true)
+        self.mark_retired(agent, at)
     }
 
-    fn retired(&self) -> Result<Vec<AgentName>> {
-        Ok(self.lock().retired.keys().cloned().collect())
+    fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
+        Ok(self.lock().retired.iter().map(|(a, t)| (a.clone(), t.clone())).collect())
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {

@@ -107,12 +107,13 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
             &sql("INSERT INTO {s}.tasks (task_id, v, status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts, expiries,
                     message, lease_expires_at, note, handoff, handoff_checks, checks,
-                    claimed_at, host, pid, ticket, rev, lease_until)
+                    claimed_at, host, pid, ticket, rev, lease_until, deadline, deadline_at)
                   SELECT task_id, coalesce(v, 1), status, owner, started_at, updated_at,
                     created_at, intent, priority, \"to\", opened_by, epoch, attempts,
                     coalesce(expiries, 0), message, lease_expires_at, note, handoff,
                     coalesce(handoff_checks, '[]'), coalesce(checks, '{}'), claimed_at, host,
-                    pid, ticket, 1, lease_expires_at::timestamptz
+                    pid, ticket, 1, lease_expires_at::timestamptz, deadline,
+                    deadline::timestamptz
                   FROM jsonb_populate_recordset(null::{s}.tasks, $1::text::jsonb)"),
             &[(&rows, Type::TEXT)],
         ),
@@ -165,11 +166,62 @@ fn load_sequence(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
             &[(&receivers, Type::TEXT_ARRAY), (&states, Type::TEXT_ARRAY)],
         ),
     )?;
+    load_tx(conn, target, snap)
+}
+
+/// What TX adds (section 16): ask records, current prompts, retirements.
+fn load_tx(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let ids: Vec<String> = snap.asks.iter().map(|a| a.msg_id.to_string()).collect();
+    let revs: Vec<i64> =
+        snap.asks.iter().map(|a| i64::try_from(a.rev).unwrap_or(i64::MAX)).collect();
+    let records: Vec<String> = snap
+        .asks
+        .iter()
+        .map(|a| {
+            serde_json::to_string(a).map_err(|e| Error::internal(format!("ask {}: {e}", a.msg_id)))
+        })
+        .collect::<Result<_>>()?;
+    conn.call(
+        "importing the asks",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.asks (msg_id, rev, record)
+                  SELECT * FROM unnest($1::text[], $2::int8[], $3::text[])"),
+            &[(&ids, Type::TEXT_ARRAY), (&revs, Type::INT8_ARRAY), (&records, Type::TEXT_ARRAY)],
+        ),
+    )?;
+    let (agents, prompts): (Vec<String>, Vec<Vec<u8>>) =
+        snap.prompts.iter().map(|(a, p)| (a.to_string(), p.clone())).unzip();
+    conn.call(
+        "importing the prompts",
+        conn.client.execute_typed(
+            &sql("UPDATE {s}.agents a SET prompt = x.p
+                  FROM unnest($1::text[], $2::bytea[]) AS x(n, p) WHERE a.name = x.n"),
+            &[(&agents, Type::TEXT_ARRAY), (&prompts, Type::BYTEA_ARRAY)],
+        ),
+    )?;
+    let (agents, at): (Vec<String>, Vec<String>) =
+        snap.retired.iter().map(|(a, t)| (a.to_string(), t.clone())).unzip();
+    conn.call(
+        "importing the retirements",
+        conn.client.execute_typed(
+            &sql("UPDATE {s}.agents a SET retired_at = x.t
+                  FROM unnest($1::text[], $2::text[]) AS x(n, t) WHERE a.name = x.n"),
+            &[(&agents, Type::TEXT_ARRAY), (&at, Type::TEXT_ARRAY)],
+        ),
+    )?;
     Ok(())
 }
 
 /// A task as a row of the tasks table (JSON with the column names).
 fn task_json(st: &crate::task::TaskState) -> Result<serde_json::Value> {
+    if !st.rec.outbox.is_empty() {
+        return Err(Error::refused(format!(
+            "task {}: its record holds messages not yet delivered (an outbox)",
+            st.rec.task_id
+        ))
+        .hint("run `circe doctor --repair` on the local root first"));
+    }
     let mut v = serde_json::to_value(&st.rec)
         .map_err(|e| Error::internal(format!("task {}: {e}", st.rec.task_id)))?;
     let o = v.as_object_mut().ok_or_else(|| Error::internal("a record is not an object"))?;
@@ -200,7 +252,7 @@ impl PgEngine {
             "BEGIN ISOLATION LEVEL REPEATABLE READ;
              SET LOCAL lock_timeout = '10s';
              LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config,
-                        {s}.seq_counters, {s}.seq_seen IN EXCLUSIVE MODE",
+                        {s}.seq_counters, {s}.seq_seen, {s}.asks IN EXCLUSIVE MODE",
         );
         self.conn.call("stopping the writers", c.batch_execute(&lock))?;
         let done = (|| -> Result<Snapshot> {

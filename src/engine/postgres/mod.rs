@@ -10,6 +10,7 @@
 //! (`client`, for tests: `CIRCE_NOW` works).
 
 mod conn;
+mod deliver;
 mod doctor;
 mod import;
 mod listen;
@@ -19,6 +20,7 @@ mod seam;
 mod seq;
 mod target;
 mod tx;
+mod tx_state;
 
 use std::cell::RefCell;
 use tokio_postgres::types::Type;

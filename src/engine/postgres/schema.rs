@@ -9,11 +9,19 @@ use super::conn::Conn;
 use crate::error::{Error, Result};
 
 /// The schema version this circe writes and reads.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 
 /// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
 /// an empty schema).
-const MIGRATIONS: [&str; 2] = [include_str!("schema.sql"), include_str!("schema_v2.sql")];
+const MIGRATIONS: [&str; 3] =
+    [include_str!("schema.sql"), include_str!("schema_v2.sql"), include_str!("schema_v3.sql")];
+
+/// The version this process makes and accepts: `VERSION`, or (TEST BUILDS ONLY,
+/// `CIRCE_TEST_BREAK=pg-schema-v2`) version 2, as the circe before version 3 did, so a test
+/// can make an old root and migrate it.
+fn target() -> u32 {
+    if crate::engine::local::test_break("pg-schema-v2") { 2 } else { VERSION }
+}
 
 /// Which clock decides leases: the database server's (`server`, the default), or each
 /// client's (`client`: `CIRCE_NOW` works; for tests and fixtures).
@@ -75,15 +83,16 @@ fn current(conn: &Conn, schema: &str) -> Result<u32> {
 
 /// Refuse a schema of another version than this circe's.
 pub fn check(version: u32, schema: &str) -> Result<()> {
-    if version > VERSION {
+    let want = target();
+    if version > want {
         return Err(Error::refused(format!(
-            "the root in schema {schema} has schema version {version}; this circe knows up to {VERSION}"
+            "the root in schema {schema} has schema version {version}; this circe knows up to {want}"
         ))
         .hint("upgrade circe on this host"));
     }
-    if version < VERSION {
+    if version < want {
         return Err(Error::refused(format!(
-            "the root in schema {schema} has schema version {version}; this circe needs {VERSION}"
+            "the root in schema {schema} has schema version {version}; this circe needs {want}"
         ))
         .hint("`circe init --engine URL` migrates it (one transaction)"));
     }
@@ -102,10 +111,11 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<boo
                 .query_typed("SELECT pg_advisory_xact_lock(hashtext($1))", &[(&lock, Type::TEXT)]),
         )?;
         let from = current(conn, schema)?;
-        if from > VERSION {
+        let to = target();
+        if from > to {
             check(from, schema)?;
         }
-        for m in MIGRATIONS.iter().skip(from as usize) {
+        for m in MIGRATIONS.iter().take(to as usize).skip(from as usize) {
             conn.call("creating the tables", conn.client.batch_execute(&sql(schema, m)))?;
         }
         if from == 0 {
@@ -114,7 +124,7 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<boo
                 "INSERT INTO {s}.meta VALUES ('schema_version', $1), ('clock', $2);
                  ",
             );
-            let v = VERSION.to_string();
+            let v = to.to_string();
             let c = clock.as_str().to_string();
             conn.call(
                 "writing the schema version",
@@ -127,14 +137,12 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<boo
                     &[(&config, Type::TEXT)],
                 ),
             )?;
-        } else if from < VERSION {
+        } else if from < to {
             conn.call(
                 "writing the schema version",
                 conn.client.batch_execute(&sql(
                     schema,
-                    &format!(
-                        "UPDATE {{s}}.meta SET value = '{VERSION}' WHERE key = 'schema_version'"
-                    ),
+                    &format!("UPDATE {{s}}.meta SET value = '{to}' WHERE key = 'schema_version'"),
                 )),
             )?;
         }

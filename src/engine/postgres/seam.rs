@@ -8,14 +8,15 @@ use tokio_postgres::types::Type;
 
 use super::rows::TaskRow;
 use super::schema::Clock;
-use super::{PgEngine, doctor, listen, msg_id_of, tx};
+use super::{PgEngine, doctor, listen, tx};
 use crate::boxes::Mailbox;
-use crate::engine::{Capped, CursorHold, Engine, EventFeed, SeqHold, TaskTx, Violation};
+use crate::engine::{Capped, CursorHold, Engine, EventFeed, Parcel, SeqHold, TaskTx, Violation};
 use crate::error::{Error, Result};
 use crate::event::{self, Cursor, Event, Line};
-use crate::names::{AgentName, CursorName, TaskId};
+use crate::names::{AgentName, CursorName, MsgId, TaskId};
 use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
+use crate::tx::AskRecord;
 
 /// Woken by LISTEN/NOTIFY (through `wait_events`), or on a timer with `--poll`.
 struct PgFeed<'a> {
@@ -118,24 +119,43 @@ impl Engine for PgEngine {
     }
 
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
-        let boxes: Vec<String> = to.iter().map(Mailbox::label).collect();
-        let msg_id = msg_id_of(content);
-        if let Some((agent, epoch, last)) = self.pending_number(content) {
-            return self.deliver_numbered(
-                content,
-                name,
-                &boxes,
-                msg_id.as_ref(),
-                (&agent, epoch, last),
-            );
-        }
-        // One statement: every copy or none.
-        self.rows(
-            "delivering a message",
-            "SELECT {s}.put_message(b, $2, $3, $4) FROM unnest($1::text[]) WITH ORDINALITY AS x(b, o) ORDER BY o",
-            &[(&boxes, Type::TEXT_ARRAY), (&name, Type::TEXT), (&content, Type::BYTEA), (&msg_id, Type::TEXT)],
-            |r| Ok(r.get::<_, String>(0)),
-        )
+        self.deliver_one(content, name, to)
+    }
+
+    fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        self.deliver_all(parcels)
+    }
+
+    fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
+        self.read_ask(id)
+    }
+
+    fn asks(&self) -> Result<Vec<AskRecord>> {
+        self.list_asks()
+    }
+
+    fn put_ask(&self, rec: &AskRecord, seen: Option<u64>) -> Result<AskRecord> {
+        self.write_ask(rec, seen)
+    }
+
+    fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<crate::engine::Held<'_>>> {
+        self.lock_ask(id, wait)
+    }
+
+    fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
+        self.write_prompt(agent, message)
+    }
+
+    fn prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        self.read_prompt(agent)
+    }
+
+    fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        self.mark_retired(agent, at)
+    }
+
+    fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
+        self.list_retired()
     }
 
     fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
@@ -453,19 +473,19 @@ impl Engine for PgEngine {
             "DELETE FROM {s}.grants WHERE at < now() - interval '7 days'",
             &[],
         )?;
-        let q = match self.clock {
-            Clock::Server => {
-                "SELECT task_id FROM {s}.tasks WHERE lease_until <= now() ORDER BY task_id"
-            }
-            Clock::Client => {
-                "SELECT task_id FROM {s}.tasks WHERE lease_until <= $1::text::timestamptz ORDER BY task_id"
-            }
+        // Held tasks whose lease ran out, and unfinished tasks past their deadline.
+        let q =
+            "SELECT task_id FROM {s}.tasks WHERE lease_until <= coalesce($1::timestamptz, now())
+                 UNION
+                 SELECT task_id FROM {s}.tasks
+                  WHERE deadline_at <= coalesce($1::timestamptz, now())
+                    AND deadline_at IS NOT NULL AND status NOT IN ('completed', 'failed', 'expired')
+                 ORDER BY task_id";
+        let now = match self.clock {
+            Clock::Server => None,
+            Clock::Client => Some(crate::clock::stamp(crate::clock::now())),
         };
-        let now = crate::clock::stamp(crate::clock::now());
-        let params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> = match self.clock {
-            Clock::Server => Vec::new(),
-            Clock::Client => vec![(&now, Type::TEXT)],
-        };
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 1] = [(&now, Type::TEXT)];
         self.rows("finding expired leases", q, &params, |r| TaskId::new(r.get::<_, String>(0)))
     }
 

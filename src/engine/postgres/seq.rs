@@ -164,38 +164,6 @@ impl PgEngine {
         }
     }
 
-    /// Deliver the numbered message: the counter and every copy in one statement (so in
-    /// one transaction, or in the caller's when one is open).
-    pub(super) fn deliver_numbered(
-        &self,
-        content: &[u8],
-        name: &str,
-        boxes: &[String],
-        msg_id: Option<&String>,
-        (agent, epoch, last): (&String, i64, i64),
-    ) -> Result<Vec<String>> {
-        let names = self.rows(
-            "delivering a message",
-            "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last) VALUES ($5, $6, $7)
-                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
-                 RETURNING 1)
-             SELECT {s}.put_message(b, $2, $3, $4)
-               FROM unnest($1::text[]) WITH ORDINALITY AS x(b, o), c ORDER BY o",
-            &[
-                (&boxes, Type::TEXT_ARRAY),
-                (&name, Type::TEXT),
-                (&content, Type::BYTEA),
-                (&msg_id, Type::TEXT),
-                (agent, Type::TEXT),
-                (&epoch, Type::INT8),
-                (&last, Type::INT8),
-            ],
-            |r| Ok(r.get::<_, String>(0)),
-        )?;
-        self.number_used();
-        Ok(names)
-    }
-
     /// The counter upsert of a numbered ticket (`body`, the ticket delivered), sent in the
     /// task transaction's pipeline; `false` when it carries no pending number.
     pub(super) async fn move_counter(

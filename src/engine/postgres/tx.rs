@@ -26,6 +26,8 @@ use crate::task::{Change, TaskState, Ticket};
 /// Stands for the name a delivered ticket gets, in event lines sent to `commit_task`.
 const TICKET: &str = "@circe:ticket@";
 
+mod outbox;
+
 pub(super) struct PgTx<'a> {
     eng: &'a PgEngine,
     task: TaskId,
@@ -104,7 +106,9 @@ impl<'a> PgTx<'a> {
                SELECT task_id FROM {s}.tasks
                WHERE status = 'new' AND (\"to\" = ANY($1) OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
-               ORDER BY rank, updated_at, task_id LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
+                 AND (deadline_at IS NULL OR deadline_at > coalesce($5::timestamptz, now()))
+               ORDER BY rank, (deadline IS NULL), deadline, updated_at, task_id
+               LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
         );
         if test_break("pg-unlocked") {
             pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
@@ -113,6 +117,11 @@ impl<'a> PgTx<'a> {
         }
         // The agent's own addresses (`agent:NAME`, and NAME unless a role has that name).
         let direct = &who.direct;
+        // Past its deadline a task is passed over, by the clock that decides (section 18).
+        let now = match eng.clock {
+            Clock::Server if !test_break("pg-client-clock") => None,
+            Clock::Server | Clock::Client => Some(who.now.as_str()),
+        };
         let c = &eng.conn.client;
         let begin = begin_sql();
         let row = eng.conn.call(
@@ -126,6 +135,7 @@ impl<'a> PgTx<'a> {
                         (&who.addresses, Type::TEXT_ARRAY),
                         (&who.intents, Type::TEXT_ARRAY),
                         (&skip, Type::TEXT_ARRAY),
+                        (&now, Type::TEXT),
                     ],
                 ),
             ),
@@ -239,16 +249,14 @@ impl TaskTx for PgTx<'_> {
                 self.task
             )));
         }
-        let Change { op, record, checks, ticket, mut events, notices: _, request, outbox } = change;
-        // What section 16 adds to a task is not kept here yet: refuse rather than drop it.
-        if !outbox.is_empty() || record.deadline.is_some() || !record.outbox.is_empty() {
-            self.eng.rollback();
-            self.open = false;
-            return Err(crate::engine::not_kept(
-                self.eng,
-                "a task's deadline or the messages a change sends (routing, task-complete)",
-            ));
-        }
+        let Change { op, mut record, checks, ticket, mut events, notices: _, request, outbox } =
+            change;
+        // The outbox is delivered inside this transaction: it commits with the change, so
+        // the record never holds one.
+        record.outbox.clear();
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-outbox-apart): the outbox after the commit.
+        let apart = !outbox.is_empty() && test_break("pg-outbox-apart");
+        let numbered_out = !apart && self.put_outbox(&outbox, &ticket, &mut events)?;
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
         let request = match (op, request) {
@@ -305,7 +313,7 @@ impl TaskTx for PgTx<'_> {
         ));
         self.open = false;
         let row = match sent {
-            Ok((moved, row, ())) => self.eng.counter_moved(moved, row),
+            Ok((moved, row, ())) => self.eng.counter_moved(moved || numbered_out, row),
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
                 return Err(super::conn::db_error(&format!("task {}", self.task), &e));
@@ -317,7 +325,6 @@ impl TaskTx for PgTx<'_> {
         }
         let file: String = row.get(0);
         let first: i64 = row.get(1);
-        let mut record = record;
         record.message.clone_from(&file);
         for (i, e) in events.iter_mut().enumerate() {
             e.id = u64::try_from(first).unwrap_or(0) + i as u64;
@@ -326,6 +333,9 @@ impl TaskTx for PgTx<'_> {
                     f.file.clone_from(&file);
                 }
             }
+        }
+        if apart {
+            self.outbox_apart(&outbox, &mut events)?;
         }
         let location = match ticket {
             Ticket::Stay => self.st.as_ref().and_then(|s| s.location.clone()),
