@@ -66,6 +66,8 @@ pub struct Config {
     pub registry: RegistryConfig,
     #[serde(default)]
     pub chat: ChatConfig,
+    #[serde(default)]
+    pub archive: crate::archive::config::ArchiveConfig,
     /// Where the root is kept when it is not this folder: `engine: {kind: postgres, url,
     /// schema}`. A circe.yaml with an engine holds only `version` and `engine`; the other
     /// settings live with the root (PROTOCOLS.md section 18).
@@ -166,6 +168,7 @@ impl Config {
             return Err(Error::refused("circe.yaml: chat: path is empty")
                 .hint("name a file, e.g. `chat: {path: .workplace/chat.md}`, or remove the key"));
         }
+        c.archive.check()?;
         for (name, d) in &c.checks {
             crate::names::check_check(name).map_err(|e| {
                 Error::refused(format!("circe.yaml: checks: {}", e.message))

@@ -30,6 +30,7 @@
 //! ```
 
 pub mod address;
+pub mod archive;
 pub mod boxes;
 pub mod chat;
 pub mod cli;

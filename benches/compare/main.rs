@@ -12,8 +12,10 @@
 //!   --workers N                     concurrent claimers in the contention run (default 8)
 //!   --secs S                        contention run length per side (default 8)
 //!   --contention-tasks N            waiting tasks for the contention run (default 60000: four circe runs draw from one root)
-//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams, --no-pg
-//!                                   skip those sections
+//!   --no-contention, --no-memory, --no-rounds, --no-limits, --no-chat, --no-streams, --no-pg,
+//!   --no-archive                    skip those sections
+//!   --archive-tasks N               finished tasks (10 messages each) in the archive run
+//!                                   (default 10000; 100000 is the full size, ~1M messages)
 //!   --pg-only                       only the PostgreSQL section (local vs database claims)
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
@@ -42,6 +44,7 @@ use crate::stats::Samples;
 use crate::verdicts::verdicts;
 
 mod ab;
+mod archive;
 mod chat;
 mod contention;
 mod limits;
@@ -75,6 +78,8 @@ pub(crate) struct Opts {
     pub(crate) per_call: bool,
     pub(crate) limits: bool,
     pub(crate) chat: bool,
+    pub(crate) archive: bool,
+    pub(crate) archive_tasks: usize,
     pub(crate) streams: bool,
     pub(crate) pg: bool,
     pub(crate) dir: PathBuf,
@@ -94,6 +99,8 @@ pub(crate) fn parse_opts() -> Opts {
         per_call: true,
         limits: true,
         chat: true,
+        archive: true,
+        archive_tasks: 10_000,
         streams: true,
         pg: true,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
@@ -103,6 +110,7 @@ pub(crate) fn parse_opts() -> Opts {
     };
     let args: Vec<String> = std::env::args().skip(1).collect();
     let (mut sizes, mut rounds, mut secs, mut ctasks) = (None, None, None, None);
+    let mut atasks = None;
     let mut i = 0;
     let value = |i: &mut usize| -> String {
         *i += 1;
@@ -126,6 +134,7 @@ pub(crate) fn parse_opts() -> Opts {
                 rounds.get_or_insert(7);
                 secs.get_or_insert(2.0);
                 ctasks.get_or_insert(20_000);
+                atasks.get_or_insert(1000);
             }
             "--workers" => {
                 o.workers = value(&mut i).parse().unwrap_or_else(|_| usage("bad --workers"));
@@ -140,6 +149,11 @@ pub(crate) fn parse_opts() -> Opts {
             "--no-rounds" => o.per_call = false,
             "--no-limits" => o.limits = false,
             "--no-chat" => o.chat = false,
+            "--no-archive" => o.archive = false,
+            "--archive-tasks" => {
+                atasks =
+                    Some(value(&mut i).parse().unwrap_or_else(|_| usage("bad --archive-tasks")));
+            }
             "--no-streams" => o.streams = false,
             "--no-pg" => o.pg = false,
             "--pg-only" => {
@@ -149,6 +163,7 @@ pub(crate) fn parse_opts() -> Opts {
                 o.limits = false;
                 o.chat = false;
                 o.streams = false;
+                o.archive = false;
             }
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
@@ -167,6 +182,7 @@ pub(crate) fn parse_opts() -> Opts {
     o.rounds = rounds.unwrap_or(o.rounds).max(1);
     o.secs = secs.unwrap_or(o.secs);
     o.contention_tasks = ctasks.unwrap_or(o.contention_tasks);
+    o.archive_tasks = atasks.unwrap_or(o.archive_tasks);
     o.sizes.sort_unstable();
     o.sizes.dedup();
     o
@@ -177,6 +193,7 @@ pub(crate) fn usage(msg: &str) -> ! {
     eprintln!(
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
          --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
+         --no-archive --archive-tasks N \
          --no-streams --no-pg --pg-only --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
@@ -298,6 +315,9 @@ fn main() {
     }
     if opts.chat {
         report_chat(&chat(&opts, &opts.dir), &mut out);
+    }
+    if opts.archive {
+        archive::archive(&opts, opts.archive_tasks, &mut out);
     }
     if opts.streams {
         eprintln!("streams ...");

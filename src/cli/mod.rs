@@ -1,6 +1,9 @@
 //! The command line: one file per subcommand, one `Command` enum, one exhaustive match.
 
 mod agent;
+mod archive;
+mod archive_json;
+mod archive_show;
 mod asks;
 mod board;
 mod bridge;
@@ -91,6 +94,7 @@ pub enum Command {
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    Archive(archive::ArchiveArgs),
     #[command(subcommand)]
     Chat(chat::ChatCommand),
     /// Send a message (a task intent opens a task to be claimed).
@@ -207,6 +211,7 @@ pub fn run(cli: Cli) -> Result<Report> {
     match cli.command {
         Command::Init(a) => init::run(&ctx, &a),
         Command::Agent(a) => agent::run(&ctx, &a),
+        Command::Archive(a) => archive::run(&ctx, &a),
         Command::Chat(a) => chat::run(&ctx, &a),
         Command::Send(a) => send::run(&ctx, &a),
         Command::Seq(a) => seq::run(&ctx, &a),

@@ -50,9 +50,9 @@ pub struct TextJson {
 /// Every command with JSON output, and its schema.
 pub fn all() -> Vec<(&'static str, Schema)> {
     use super::{
-        agent, board, check, claim, doctor, inbox, init, move_msg, prime, questions, reap,
-        registry, replay, schema_defs as d, schema_more as m, schema_tx as x, send, show, tasks,
-        validate, vocab,
+        agent, archive_json as a, board, check, claim, doctor, inbox, init, move_msg, prime,
+        questions, reap, registry, replay, schema_defs as d, schema_more as m, schema_tx as x,
+        send, show, tasks, validate, vocab,
     };
     vec![
         ("init", schema_for!(init::InitJson)),
@@ -101,6 +101,10 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("seq reset", schema_for!(x::SeqResetDef)),
         ("seq state", schema_for!(x::SeqStateDef)),
         ("seq import", schema_for!(x::SeqImportDef)),
+        ("archive", schema_for!(a::ArchiveJson)),
+        ("archive search", schema_for!(a::ArchiveSearchJson)),
+        ("archive restore", schema_for!(a::ArchiveRestoreJson)),
+        ("archive verify", schema_for!(a::ArchiveVerifyJson)),
         ("error", schema_for!(vocab::ErrorJson)),
     ]
 }

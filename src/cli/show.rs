@@ -32,6 +32,10 @@ pub struct ShowArgs {
 pub enum ShowOutput {
     Task(Box<ShowTaskJson>),
     Message(Box<ShowMessageJson>),
+    /// A task that was archived (section 17).
+    ArchivedTask(Box<super::archive_json::ShowArchivedTaskJson>),
+    /// A message found only in the archive.
+    ArchivedMessage(Box<super::archive_json::ShowArchivedMessageJson>),
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -85,11 +89,17 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         if let Some(st) = st {
             return show_task(&ws, &st);
         }
+        if let Some(b) = ws.engine.archived_bundle(&id)? {
+            return Ok(super::archive_show::task(&b));
+        }
     }
     let found = ops::find(&ws, &a.key)?;
     let Some(f) = found.first() else {
+        if let Some(r) = super::archive_show::message(&ws, &a.key)? {
+            return Ok(r);
+        }
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
-            .hint("`circe inbox` and `circe tasks` list what exists"));
+            .hint("`circe inbox` and `circe tasks` list what exists; `circe archive search` looks in the archive"));
     };
     // One key, several messages (not copies of one): say which, show none.
     let mut ids: Vec<String> = Vec::new();

@@ -307,6 +307,50 @@ pub trait Engine {
     /// Every saved cursor: (kind, name), sorted.
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
 
+    // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------
+
+    /// Move what finished long enough ago out of the hot boxes into the archive (or, for a
+    /// dry run, count it). `progress` hears how far the run got. An engine without an
+    /// archive yet refuses (exit 2).
+    fn archive(
+        &self,
+        _req: &crate::archive::Request,
+        _progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report> {
+        Err(no_archive(&self.location()))
+    }
+
+    /// The tombstone of an archived task (`None`: it was never archived). Cheap: opening a
+    /// task asks it, so an archived id is never used again.
+    fn archived_task(&self, _task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        Ok(None)
+    }
+
+    /// An archived task's bundle: its files byte for byte, its events and its summary.
+    fn archived_bundle(&self, _task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
+        Ok(None)
+    }
+
+    /// Events that left the hot log (`read_events` reads the rest): up to `max` after `from`.
+    fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
+        Ok(Vec::new())
+    }
+
+    /// Everything archived that the query matches, handed over one at a time until `each`
+    /// says stop.
+    fn archive_search(
+        &self,
+        _q: &crate::archive::query::Query,
+        _each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()> {
+        Err(no_archive(&self.location()))
+    }
+
+    /// Check every archived segment against its checksums: (segment, what is wrong).
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+        Err(no_archive(&self.location()))
+    }
+
     /// Keep an event a consumer's hook kept failing on (its dead letters), in order.
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()>;
 
@@ -460,4 +504,12 @@ pub struct Violation {
 /// The error for a task that does not exist.
 pub fn no_task(task: &TaskId) -> Error {
     Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")
+}
+
+/// What an engine without an archive says to `circe archive` (run, search, verify): refused
+/// (exit 3), nothing changed; its finished work stays where it is (PROTOCOLS.md section 17,
+/// "Engines").
+fn no_archive(location: &str) -> Error {
+    Error::refused(format!("the engine at {location} keeps no archive: its finished work stays in the database"))
+        .hint("nothing was changed; to archive, move the root to a folder (`circe migrate --to-local DIR`) and run `circe archive` there")
 }

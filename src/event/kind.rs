@@ -35,6 +35,8 @@ pub enum EventKind {
     Repair,
     /// An agent was added to the root.
     AgentAdd,
+    /// A finished task moved into the archive (`what` names the segment).
+    Archive,
     /// A consumer's hook failed too often: the event was set aside.
     DeadLetter,
     /// A deadline passed: a task expired, an ask expired unanswered, or a message was filed.
@@ -60,7 +62,7 @@ pub enum EventKind {
     Other,
 }
 
-pub const ALL_KINDS: [EventKind; 29] = [
+pub const ALL_KINDS: [EventKind; 30] = [
     EventKind::Open,
     EventKind::Send,
     EventKind::Notify,
@@ -80,6 +82,7 @@ pub const ALL_KINDS: [EventKind; 29] = [
     EventKind::Done,
     EventKind::Repair,
     EventKind::AgentAdd,
+    EventKind::Archive,
     EventKind::DeadLetter,
     EventKind::Lapse,
     EventKind::Readdress,
@@ -114,6 +117,7 @@ impl EventKind {
             EventKind::Done => "done",
             EventKind::Repair => "repair",
             EventKind::AgentAdd => "agent_add",
+            EventKind::Archive => "archive",
             EventKind::DeadLetter => "dead_letter",
             EventKind::Lapse => "lapse",
             EventKind::Readdress => "readdress",

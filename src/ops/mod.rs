@@ -2,6 +2,7 @@
 //! task through its lifecycle, filing messages. Each task operation runs in one task
 //! transaction and commits one `Change` the task model computed.
 
+pub mod archive;
 pub mod asks;
 pub mod bridge;
 mod claim;

@@ -58,6 +58,18 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         .begin(task, true)?
         .ok_or_else(|| Error::internal(format!("cannot open a transaction on task {task}")))?;
     let Some(st) = tx.state().cloned() else {
+        // An archived task's id is never used again (its tombstone is asked under the task's
+        // transaction, so an archive run removing the records cannot slip in between).
+        if let Some(t) = ws.engine.archived_task(task)? {
+            return Err(Error::refused(format!(
+                "task {task} was archived ({}, archived on {}); its id is not used again",
+                t.status, t.archived_at
+            ))
+            .detail("archived", t.bundle())
+            .hint(format!(
+                "open the new work under a new task id; `circe show {task}` shows the archived one"
+            )));
+        }
         let spec = OpenSpec {
             task_id: task.clone(),
             intent: m.intent.to_string(),

@@ -291,6 +291,9 @@ on_both_engines! {
     }
 }
 
+#[path = "archive_tests.rs"]
+mod archive_tests;
+
 #[path = "seq_tests.rs"]
 mod seq_tests;
 

@@ -14,6 +14,7 @@ mod pg_cluster;
 
 mod agent;
 mod agents;
+mod archive;
 mod board;
 mod chat;
 mod fixtures;

@@ -170,6 +170,26 @@ fn every_command_prints_what_its_schema_says() {
         ),
         ("import tx", None, &["import", "tx", txdir], 0),
         ("export tx", None, &["export", "tx", out], 0),
+        (
+            "send",
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                "ARC-1",
+                "--summary",
+                "old",
+            ],
+            0,
+        ),
+        ("claim", Some("engineer"), &["claim", "ARC-1"], 0),
+        ("status", Some("engineer"), &["status", "ARC-1", "in_progress"], 0),
+        ("check", Some("engineer"), &["check", "ARC-1", "tests_passed=true"], 0),
+        ("status", Some("engineer"), &["status", "ARC-1", "completed"], 0),
         // Only a root in a database can be migrated out of, or into one: the PostgreSQL
         // suite (tests/pg) covers its output; here its refusal.
         ("migrate", None, &["migrate"], 2),
@@ -203,6 +223,24 @@ fn every_command_prints_what_its_schema_says() {
             }
         }
         // Every task id is `task_id`, never `task` holding an id.
+        assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
+        covered.insert((*schema).to_string());
+    }
+    // The archive, a month later: ARC-1 goes; search, restore, verify and show find it.
+    let restored = env.path().join("restored");
+    let restored = restored.to_str().unwrap();
+    let archive_steps: &[(&str, &[&str])] = &[
+        ("archive", &["archive", "--dry-run"]),
+        ("archive", &["archive"]),
+        ("archive search", &["archive", "search", "ARC-1"]),
+        ("archive restore", &["archive", "restore", "ARC-1", "--to", restored]),
+        ("archive verify", &["archive", "verify"]),
+        ("show", &["show", "ARC-1"]),
+    ];
+    for (schema, args) in archive_steps {
+        let o = env.circe([&["--json"][..], args].concat()).now("2026-01-01T00:00:00Z").run();
+        o.ok();
+        valid(&validator(&env, schema), &o.json(), &o.show());
         assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
         covered.insert((*schema).to_string());
     }

@@ -13,6 +13,7 @@ mod common;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;
 
+mod archive;
 mod ask_race;
 mod chat;
 mod feed;

@@ -70,6 +70,11 @@ impl Root {
         r
     }
 
+    /// An existing root (a copy of another).
+    pub fn at(dir: PathBuf) -> Root {
+        Root { tmp: tempfile::tempdir().unwrap(), dir }
+    }
+
     /// A command for the binary with a cleared environment and this root.
     pub fn cmd(&self, agent: Option<&str>, args: &[&str], env: &[(&str, &str)]) -> Command {
         let mut c = Command::new(BIN);

@@ -15,6 +15,9 @@
     reason = "test and bench harnesses set up and inspect roots directly"
 )]
 
+mod archive;
+mod archive_live;
+mod archive_scale;
 mod chat;
 mod common;
 mod crash;

@@ -25,22 +25,22 @@ const TAIL: u64 = 8 * 1024;
 const CHUNK: usize = 256 * 1024;
 
 /// A rotated segment: its path and the ids it holds.
-struct Segment {
-    path: PathBuf,
-    first: u64,
-    last: u64,
+pub(super) struct Segment {
+    pub path: PathBuf,
+    pub first: u64,
+    pub last: u64,
 }
 
 fn logs(store: &Store) -> PathBuf {
     store.root.join("LOGS")
 }
 
-fn current(store: &Store) -> PathBuf {
+pub(super) fn current(store: &Store) -> PathBuf {
     store.root.join(EVENTS)
 }
 
 /// Rotated segments, oldest first.
-fn segments(store: &Store) -> Result<Vec<Segment>> {
+pub(super) fn segments(store: &Store) -> Result<Vec<Segment>> {
     let mut out: Vec<Segment> = list_names(&logs(store))?
         .into_iter()
         .filter_map(|n| {
@@ -117,7 +117,17 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
     if let (Some(id), _) = tail_id(&current(store))? {
         return Ok(id);
     }
-    Ok(segments(store)?.last().map_or(0, |s| s.last))
+    before_current(store)
+}
+
+/// The last id before the current file: the newest segment's, else (every segment moved
+/// into the archive) the newest archived one's, else 0. The archive commits a segment to its
+/// index before it removes it from LOGS, so one of the two always names it.
+fn before_current(store: &Store) -> Result<u64> {
+    if let Some(s) = segments(store)?.last() {
+        return Ok(s.last);
+    }
+    Ok(store.segment_lines()?.iter().filter_map(|l| l.last_event).max().unwrap_or(0))
 }
 
 /// Give `events` the next ids and append them: one `write` under the log's lock.
@@ -135,7 +145,7 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     let (last, torn) = tail_id(&path)?;
     let mut next = match last {
         Some(id) => id,
-        None => segments(store)?.last().map_or(0, |s| s.last),
+        None => before_current(store)?,
     };
     let mut buf = String::with_capacity(events.len() * 256 + 1);
     if torn {
@@ -219,6 +229,9 @@ pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>
             Err(e) if e.kind == crate::error::Kind::NotFound && first.is_none() => {
                 return read_after_rotation(store, from, max, out);
             }
+            // A segment moved into the archive meanwhile: its events are read there
+            // (`Engine::archived_events`); no cursor that still needed it lets it go.
+            Err(e) if e.kind == crate::error::Kind::NotFound => continue,
             Err(e) => return Err(e),
         };
         while out.len() < max {

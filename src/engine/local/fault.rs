@@ -12,6 +12,8 @@
 //! `rename_noclobber` a plain rename and task locks no-ops; `no-reconcile` stops commands
 //! rolling forward what a crashed predecessor left; `events-nolock` appends events without
 //! the log's lock; `cursor-early` makes `watch` save its cursor before printing the event;
+//! `archive-no-recover` stops an archive run finishing what an interrupted one left;
+//! `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
 //! `seq-race` numbers a sender's messages without its lock (and lets a new counter entry
 //! replace an emptied one), so two sends can take one number; `seq-roll-forward` delivers a
 //! numbered send that never reached its commit point instead of undoing it (and only when

@@ -275,33 +275,39 @@ impl Store {
         Ok(names)
     }
 
-    /// Message files of a box that are regular files, sorted: what `has_message` would say
-    /// yes to, for one listing instead of a `stat` per name (doctor).
-    pub fn list_box_regular(&self, mbox: &Mailbox) -> Result<Vec<String>> {
-        Ok(list_typed(&self.box_dir(mbox))?
-            .into_iter()
-            .filter(|(n, regular)| *regular && !n.starts_with('.') && is_message_name(n))
-            .map(|(n, _)| n)
-            .collect())
+    /// Every entry of a box but hidden ones, sorted, with whether it is a regular file: the
+    /// one listing doctor reads each box with (a folder that once held many files costs a
+    /// listing however few it holds now, so it is listed once).
+    pub fn list_box_typed(&self, mbox: &Mailbox) -> Result<Vec<(String, bool)>> {
+        let mut names = list_typed(&self.box_dir(mbox))?;
+        names.retain(|(n, _)| !n.starts_with('.'));
+        Ok(names)
     }
 
-    /// Names in a box that are not message files (planted or foreign), for doctor.
-    pub fn list_foreign(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+    /// Names in a box's listing that are not message files (planted or foreign), for doctor.
+    pub fn foreign_in(&self, mbox: &Mailbox, listing: &[(String, bool)]) -> Vec<String> {
         let dir = self.box_dir(mbox);
-        Ok(list_typed(&dir)?
-            .into_iter()
+        listing
+            .iter()
             .filter(|(n, regular)| {
-                if n.starts_with('.') {
-                    return false;
-                }
                 // LOGS/ keeps the event log, doctor's quarantine and the chat archives.
                 let keep_log = *mbox == Mailbox::Logs
                     && (n == "events.jsonl"
+                        || is_log_segment(n) && *regular
                         || (n == "quarantine" || n == "chat")
                             && std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()));
                 !(keep_log || is_message_name(n) && *regular)
             })
-            .map(|(n, _)| n)
-            .collect())
+            .map(|(n, _)| n.clone())
+            .collect()
     }
+}
+
+/// A rotated segment of the event log (`events-<first>-<last>.jsonl`, 20-digit ids).
+fn is_log_segment(n: &str) -> bool {
+    n.strip_prefix("events-").and_then(|r| r.strip_suffix(".jsonl")).is_some_and(|ids| {
+        ids.len() == 41
+            && ids.as_bytes()[20] == b'-'
+            && ids.bytes().enumerate().all(|(i, b)| i == 20 || b.is_ascii_digit())
+    })
 }

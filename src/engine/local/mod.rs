@@ -26,6 +26,13 @@
     reason = "the local engine is the one layer that touches the filesystem"
 )]
 
+mod archive;
+mod archive_commit;
+mod archive_doctor;
+mod archive_scan;
+mod archive_segment;
+mod archive_store;
+mod archive_unlink;
 mod atomic;
 mod board;
 mod chat_archive;
@@ -61,6 +68,7 @@ pub mod watch;
 
 use std::collections::HashSet;
 
+pub use archive_store::write_restored;
 pub use chat_archive::ArchiveIds;
 pub use chat_copy::chat_copy;
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
@@ -94,7 +102,6 @@ pub struct LocalEngine {
 }
 
 /// What a root folder holds: a local root, or a circe.yaml naming another engine.
-#[expect(clippy::large_enum_variant, reason = "made once per command and unpacked at once")]
 pub enum Opened {
     Local(Box<dyn Engine>, Config),
     Pointer(crate::engine::postgres::Target),
@@ -467,5 +474,40 @@ impl Engine for LocalEngine {
 
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self, repair)
+    }
+
+    fn archive(
+        &self,
+        req: &crate::archive::Request,
+        progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report> {
+        archive::run(self, req, progress)
+    }
+
+    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        self.store.tombstone(task)
+    }
+
+    fn archived_bundle(&self, task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
+        self.store.bundle(task)
+    }
+
+    fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        self.store.archived_events(from, max)
+    }
+
+    fn archive_search(
+        &self,
+        q: &crate::archive::query::Query,
+        each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()> {
+        self.store.search(q, each)
+    }
+
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
+        Ok(archive_commit::verify_all(self)?
+            .into_iter()
+            .map(|(s, r)| (s, r.err().map(|e| e.chain())))
+            .collect())
     }
 }

@@ -77,6 +77,21 @@ impl Store {
         self.sync_dir(&self.root.join("TASKS"))
     }
 
+    /// Remove every record of a task (`.owner`, `.checks`, then `.status`, so a task is never
+    /// seen without its status while any record is left); the caller syncs `TASKS/`.
+    pub fn remove_records_unsynced(&self, task: &TaskId) -> Result<()> {
+        for kind in ["owner", "checks", "status"] {
+            let p = self.record_path(task, kind);
+            match atomic::remove(&p) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("cannot remove record", &p, e)),
+            }
+            crash_point(&format!("archive.record.{kind}"));
+        }
+        Ok(())
+    }
+
     /// Task ids that have a `.status` record, sorted (names that are no legal task id are
     /// left to doctor).
     pub fn list_tasks(&self) -> Result<Vec<TaskId>> {

@@ -248,6 +248,19 @@ impl Store {
         )
     }
 
+    /// Remove an archived task's lock file, called while holding it, after its records and
+    /// tombstone are settled (PROTOCOLS.md section 17, "Removal"): whoever locks the task
+    /// afterwards, through this file or a new one, finds no records and the tombstone, and
+    /// changes nothing; so `locks/` holds what the hot folders hold, not every task ever.
+    pub fn remove_task_lock(&self, task: &TaskId) -> Result<()> {
+        let p = self.root.join("locks").join(format!("task-{task}.lock"));
+        match atomic::remove(&p) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("cannot remove", &p, e)),
+        }
+    }
+
     /// The task's lock if no other process holds it right now (`claim --next` skips a
     /// task another claimer is busy with instead of queueing behind it).
     pub fn try_lock_task(&self, task: &TaskId) -> Result<Option<Lock>> {

@@ -6,6 +6,7 @@
 //! on a snapshot, and commits the change in one step under the mutex; a commit whose ticket
 //! is no longer where the snapshot saw it is refused as a conflict, like a lost rename.
 
+mod archive;
 mod chat;
 mod seq;
 
@@ -35,6 +36,7 @@ struct Inner {
     busy: HashSet<TaskId>,
     cursors: BTreeMap<(String, CursorName), Vec<u8>>,
     held: HashSet<(String, CursorName)>,
+    archive: archive::Archived,
     asks: BTreeMap<MsgId, AskRecord>,
     /// Asks whose answer is under way (`Engine::hold_ask`).
     answering: HashSet<MsgId>,
@@ -478,6 +480,41 @@ impl Engine for MemoryEngine {
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
         // Every change is one step under the mutex: nothing can be half-done.
+        Ok(Vec::new())
+    }
+
+    fn archive(
+        &self,
+        req: &crate::archive::Request,
+        _progress: &mut dyn FnMut(crate::archive::Progress),
+    ) -> Result<crate::archive::Report> {
+        let report = archive::run(&mut self.lock(), req);
+        self.shared.freed.notify_all();
+        Ok(report)
+    }
+
+    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        Ok(self.lock().archive.tasks.get(task).map(|b| b.tombstone.clone()))
+    }
+
+    fn archived_bundle(&self, task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
+        Ok(self.lock().archive.tasks.get(task).cloned())
+    }
+
+    fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
+        // The log is never rotated in memory: every event stays readable by `read_events`.
+        Ok(Vec::new())
+    }
+
+    fn archive_search(
+        &self,
+        q: &crate::archive::query::Query,
+        each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
+    ) -> Result<()> {
+        archive::search(&self.lock(), q, each)
+    }
+
+    fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
         Ok(Vec::new())
     }
 }

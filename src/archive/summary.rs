@@ -1,0 +1,286 @@
+//! A task's story for people (`ARCHIVE/<period>/summaries/<task>.md`), derived from its
+//! records, its events and its thread: intent, who opened, claimed, handed on and completed
+//! it and when, each check and how it was recorded, the time spent in each status, the
+//! thread's summaries, the outcome. Readable without unpacking anything.
+
+use std::collections::BTreeMap;
+
+use crate::event::{Event, EventKind};
+use crate::task::{Checks, StatusRecord};
+
+/// One message of the task's thread, as the summary shows it.
+#[derive(Debug, Clone)]
+pub struct ThreadItem {
+    pub created_at: String,
+    pub from: String,
+    pub to: String,
+    pub intent: String,
+    /// Its headline, or the first line of its `## Summary` section.
+    pub summary: String,
+}
+
+/// The first line worth showing of a message body: a headline wins, else the first
+/// non-empty line under `## Summary`, else the first non-empty line that is not a heading.
+pub fn summary_line(headline: Option<&str>, body: &str) -> String {
+    if let Some(h) = headline.filter(|h| !h.trim().is_empty()) {
+        return clip(h.trim());
+    }
+    let mut lines = body.lines();
+    while let Some(l) = lines.next() {
+        if l.trim().eq_ignore_ascii_case("## summary") {
+            if let Some(first) = lines.by_ref().map(str::trim).find(|l| !l.is_empty()) {
+                return clip(first);
+            }
+            break;
+        }
+    }
+    body.lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(clip)
+        .unwrap_or_default()
+}
+
+fn clip(s: &str) -> String {
+    const MAX: usize = 160;
+    if s.chars().count() <= MAX {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(MAX - 1).collect();
+    out.push('…');
+    out
+}
+
+fn secs_between(a: &str, b: &str) -> Option<i64> {
+    let (a, b) = (crate::clock::parse(a)?, crate::clock::parse(b)?);
+    Some((b - a).num_seconds().max(0))
+}
+
+/// `3d 4h`, `2h 5m`, `40s`.
+pub fn human_duration(secs: i64) -> String {
+    let (d, h, m, s) = (secs / 86_400, secs % 86_400 / 3600, secs % 3600 / 60, secs % 60);
+    match (d, h, m) {
+        (0, 0, 0) => format!("{s}s"),
+        (0, 0, _) => format!("{m}m {s}s"),
+        (0, _, _) => format!("{h}h {m}m"),
+        _ => format!("{d}d {h}h"),
+    }
+}
+
+/// Seconds spent in each status, from the events' moves (`from` -> `to` at `ts`), up to the
+/// task's last change.
+pub fn time_in_status(events: &[Event], rec: &StatusRecord) -> BTreeMap<String, i64> {
+    let mut out = BTreeMap::new();
+    let mut cur: Option<(String, String)> = None; // (status, since)
+    for e in events {
+        let Some(to) = e.to else { continue };
+        if let Some((s, since)) = cur.take() {
+            *out.entry(s).or_insert(0) += secs_between(&since, &e.ts).unwrap_or(0);
+        }
+        cur = Some((to.as_str().to_string(), e.ts.clone()));
+    }
+    if let Some((s, since)) = cur
+        && !rec.status.is_terminal()
+    {
+        *out.entry(s).or_insert(0) += secs_between(&since, &rec.updated_at).unwrap_or(0);
+    }
+    out
+}
+
+fn who_when(e: &Event) -> String {
+    format!("{} at {}", e.agent, e.ts)
+}
+
+/// The summary's Markdown.
+#[expect(clippy::too_many_lines, reason = "one document, section after section")]
+pub fn render(
+    rec: &StatusRecord,
+    checks: &Checks,
+    events: &[Event],
+    thread: &[ThreadItem],
+    archived_at: &str,
+) -> String {
+    let mut s = format!("# {}: {}\n\n", rec.task_id, rec.intent);
+    let outcome = match rec.note.as_deref() {
+        Some(n) => format!("**{}** ({n})", rec.status.as_str()),
+        None => format!("**{}**", rec.status.as_str()),
+    };
+    s.push_str(&format!("- outcome: {outcome}, by {}\n", rec.owner.as_deref().unwrap_or("-")));
+    s.push_str(&format!(
+        "- intent: {}, addressed to {}, priority {}\n",
+        rec.intent, rec.to, rec.priority
+    ));
+    s.push_str(&format!("- opened by {} at {}\n", rec.opened_by, rec.created_at));
+    let span = secs_between(&rec.created_at, &rec.updated_at).map(human_duration);
+    s.push_str(&format!(
+        "- finished at {}{}; claimed {} time(s), {} lease(s) ran out\n",
+        rec.updated_at,
+        span.map(|d| format!(" ({d} after it was opened)")).unwrap_or_default(),
+        rec.attempts,
+        rec.expiries
+    ));
+    s.push_str(&format!("- archived at {archived_at}\n\n## Story\n\n"));
+    let mut any = false;
+    for e in events {
+        let line = match e.event {
+            EventKind::Open => format!("opened by {}", who_when(e)),
+            EventKind::Claim => format!("claimed by {}", who_when(e)),
+            EventKind::Handoff => format!(
+                "handed on by {} to {} ({})",
+                who_when(e),
+                e.addressed_to.as_deref().unwrap_or("?"),
+                e.intent.as_deref().unwrap_or("?")
+            ),
+            EventKind::Release | EventKind::Requeue => format!(
+                "{} by {}{}",
+                e.event.as_str(),
+                who_when(e),
+                e.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+            ),
+            EventKind::Expire | EventKind::Park => format!(
+                "{}: the lease of {} ran out (noticed by {})",
+                e.event.as_str(),
+                e.owner.as_deref().unwrap_or("?"),
+                who_when(e)
+            ),
+            EventKind::Start
+            | EventKind::Block
+            | EventKind::Unblock
+            | EventKind::Complete
+            | EventKind::Fail => format!(
+                "{} by {}{}",
+                e.to.map_or(e.event.as_str(), crate::task::Status::as_str),
+                who_when(e),
+                e.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+            ),
+            EventKind::Repair => {
+                format!("repaired by circe at {}: {}", e.ts, e.what.as_deref().unwrap_or(""))
+            }
+            _ => continue,
+        };
+        any = true;
+        s.push_str(&format!("- {line}\n"));
+    }
+    if !any {
+        s.push_str("- (no lifecycle events in the log)\n");
+    }
+    s.push_str("\n## Checks\n\n");
+    let recorded: Vec<&Event> = events.iter().filter(|e| e.event == EventKind::Check).collect();
+    if checks.is_empty() && recorded.is_empty() {
+        s.push_str("- none required\n");
+    }
+    for (name, passed) in checks {
+        s.push_str(&format!("- {name}: {}", if *passed { "passed" } else { "not passed" }));
+        match recorded.iter().rev().find(|e| e.check.as_deref() == Some(name.as_str())) {
+            Some(e) => {
+                let how = e.how.as_deref().unwrap_or("asserted");
+                s.push_str(&format!(", {how} by {}", who_when(e)));
+                if let Some(cmd) = &e.command {
+                    s.push_str(&format!(": `{}`", cmd.join(" ")));
+                    if let Some(code) = e.exit_code {
+                        s.push_str(&format!(" exited {code}"));
+                    }
+                    if let Some(secs) = e.seconds {
+                        s.push_str(&format!(" after {secs:.1}s"));
+                    }
+                }
+            }
+            None => s.push_str(" (no check event in the log)"),
+        }
+        s.push('\n');
+    }
+    s.push_str("\n## Time in each status\n\n");
+    let times = time_in_status(events, rec);
+    if times.is_empty() {
+        s.push_str("- (no moves in the log)\n");
+    }
+    for (status, secs) in &times {
+        s.push_str(&format!("- {status}: {}\n", human_duration(*secs)));
+    }
+    s.push_str("\n## Thread\n\n");
+    if thread.is_empty() {
+        s.push_str("- (no messages)\n");
+    }
+    for m in thread {
+        s.push_str(&format!(
+            "- {} {} -> {} ({}): {}\n",
+            m.created_at, m.from, m.to, m.intent, m.summary
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::names::TaskId;
+    use crate::task::Status;
+
+    fn ev(kind: EventKind, agent: &str, ts: &str, to: Option<Status>) -> Event {
+        let mut e = Event::new(kind, agent, ts.into()).task(&TaskId::new("T1").unwrap());
+        e.to = to;
+        e
+    }
+
+    #[test]
+    fn the_story_of_a_task() {
+        let rec = StatusRecord::parse(
+            "T1",
+            "task_id: T1\nstatus: completed\nowner: qa\nupdated_at: 2026-01-03T00:00:00Z\ncreated_at: 2026-01-01T00:00:00Z\nintent: test\npriority: high\nto: qa\nopened_by: coordinator\nepoch: 3\nattempts: 2\nmessage: m.md\nnote: all green\n",
+        )
+        .unwrap();
+        let mut check = ev(EventKind::Check, "qa", "2026-01-02T12:00:00Z", None);
+        check.check = Some("tests_passed".into());
+        check.how = Some("run".into());
+        check.command = Some(vec!["cargo".into(), "test".into()]);
+        check.exit_code = Some(0);
+        check.seconds = Some(41.5);
+        let mut handoff =
+            ev(EventKind::Handoff, "engineer", "2026-01-02T00:00:00Z", Some(Status::New));
+        handoff.addressed_to = Some("qa".into());
+        handoff.intent = Some("test".into());
+        let events = vec![
+            ev(EventKind::Open, "coordinator", "2026-01-01T00:00:00Z", Some(Status::New)),
+            ev(EventKind::Claim, "engineer", "2026-01-01T01:00:00Z", Some(Status::Claimed)),
+            handoff,
+            ev(EventKind::Claim, "qa", "2026-01-02T06:00:00Z", Some(Status::Claimed)),
+            check,
+            ev(EventKind::Complete, "qa", "2026-01-03T00:00:00Z", Some(Status::Completed)),
+        ];
+        let mut checks = Checks::new();
+        checks.insert(crate::names::CheckName::new("tests_passed").unwrap(), true);
+        let thread = vec![ThreadItem {
+            created_at: "2026-01-01T00:00:00Z".into(),
+            from: "coordinator".into(),
+            to: "all".into(),
+            intent: "implement_feature".into(),
+            summary: summary_line(None, "## Summary\n\nImplement JWT auth\n"),
+        }];
+        let md = render(&rec, &checks, &events, &thread, "2026-02-01T00:00:00Z");
+        for want in [
+            "# T1: test",
+            "outcome: **completed** (all green), by qa",
+            "opened by coordinator at 2026-01-01T00:00:00Z",
+            "claimed by engineer at 2026-01-01T01:00:00Z",
+            "handed on by engineer at 2026-01-02T00:00:00Z to qa (test)",
+            "completed by qa at 2026-01-03T00:00:00Z",
+            "tests_passed: passed, run by qa at 2026-01-02T12:00:00Z: `cargo test` exited 0 after 41.5s",
+            "- claimed: 1d 17h",
+            "- new: 7h 0m",
+            "(implement_feature): Implement JWT auth",
+        ] {
+            assert!(md.contains(want), "missing {want:?} in:\n{md}");
+        }
+    }
+
+    #[test]
+    fn summary_lines() {
+        assert_eq!(summary_line(Some(" Fix it "), "## Summary\nx"), "Fix it");
+        assert_eq!(summary_line(None, "## Summary\n\nfirst\nsecond"), "first");
+        assert_eq!(summary_line(None, "# Title\n\nbody text"), "body text");
+        assert_eq!(summary_line(None, ""), "");
+        assert_eq!(summary_line(None, &"x".repeat(500)).chars().count(), 160);
+        assert_eq!(human_duration(40), "40s");
+        assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3d 4h");
+    }
+}

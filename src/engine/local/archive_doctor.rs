@@ -1,0 +1,83 @@
+//! What `circe doctor` checks of the archive (invariant 8): the index agrees with the
+//! segments (each named segment and its member list are there, of the size the index says;
+//! no segment lies there unnamed), and no archive run was left interrupted (a journal or a
+//! staging folder with no run holding the lock). `--repair` finishes or undoes the
+//! interrupted run, as the next `circe archive` would. Cheap: a `stat` per segment, never a
+//! read of what they hold (`circe archive verify` reads them all).
+
+use super::LocalEngine;
+use super::archive_commit::{orphans, recover};
+use super::root::list_names;
+use crate::error::Result;
+
+pub(super) fn check(
+    eng: &LocalEngine,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let store = &eng.store;
+    if !store.archive_dir().is_dir() {
+        return Ok(());
+    }
+    let journal = store.read_journal()?;
+    let staging: Vec<String> =
+        list_names(&store.tmp_dir())?.into_iter().filter(|n| n.starts_with("archive-")).collect();
+    let orphaned = orphans(eng)?;
+    if journal.is_some() || !staging.is_empty() || !orphaned.is_empty() {
+        // A run that holds the lock is working, not interrupted.
+        if let Some(_lock) = store.lock_archive(false)? {
+            let what = match journal.as_deref().map(crate::archive::plan::Journal::parse) {
+                Some(Ok(j)) => {
+                    format!("an archive run was interrupted ({}, state {:?})", j.run, j.state)
+                }
+                Some(Err(e)) => format!("the archive journal ARCHIVE/journal.json is broken ({e})"),
+                None => format!(
+                    "an archive run left {} staging folder(s) and {} uncommitted segment(s)",
+                    staging.len(),
+                    orphaned.len()
+                ),
+            };
+            if repair {
+                let done = recover(eng, &mut |_| {})?;
+                v(8, format!("{what}: {}", done.join("; ")), true);
+            } else {
+                v(
+                    8,
+                    format!("{what} (`circe archive` or `circe doctor --repair` finishes it)"),
+                    false,
+                );
+            }
+        }
+    }
+    for l in store.segment_lines()? {
+        let seg = store.segment_path(&l.period, &l.segment);
+        let list = store.list_path(&l.period, &l.segment);
+        match std::fs::symlink_metadata(&seg) {
+            Ok(m) if m.is_file() && m.len() == l.bytes => {}
+            Ok(m) => v(
+                8,
+                format!(
+                    "ARCHIVE/{}/{} is {} bytes, the index says {}",
+                    l.period,
+                    l.segment,
+                    m.len(),
+                    l.bytes
+                ),
+                false,
+            ),
+            Err(_) => v(
+                8,
+                format!("ARCHIVE/{}/{} is named by the index but missing", l.period, l.segment),
+                false,
+            ),
+        }
+        if !super::atomic::is_regular(&list) {
+            v(
+                8,
+                format!("the member list of ARCHIVE/{}/{} is missing", l.period, l.segment),
+                false,
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,339 @@
+//! The `ARCHIVE/` folder (PROTOCOLS.md section 17, "Layout"): the index of committed
+//! segments, tombstones, the run's journal and lock, and reading back what was archived
+//! (a task's bundle, events by id, search).
+//!
+//! ```text
+//! ARCHIVE/index.jsonl                       one line per committed segment (the commit point)
+//! ARCHIVE/journal.json                      the running (or interrupted) run's state
+//! ARCHIVE/tombstones/<task>                 an archived task: its id is never used again
+//! ARCHIVE/<period>/<period>.<run>.tar.zst   a segment (tar + zstd)
+//! ARCHIVE/<period>/<period>.<run>.index.jsonl.zst   its member list, with checksums
+//! ARCHIVE/<period>/summaries/<task>.md      a task's story for people
+//! ```
+
+use std::io::{self, Write};
+use std::path::PathBuf;
+
+use super::archive_segment::{ListReader, read_members};
+use super::atomic::{self, TempFile};
+use super::lock::Lock;
+use super::root::{Store, io_err, list_names};
+use crate::archive::plan::Journal;
+use crate::archive::query::{Query, words_in};
+use crate::archive::{
+    Bundle, EntryKind, Hit, Manifest, SegmentLine, Tombstone, check_format, is_period, segment_stem,
+};
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event, Line};
+use crate::names::TaskId;
+
+const LOCK: &str = "archive";
+
+impl Store {
+    pub(super) fn archive_dir(&self) -> PathBuf {
+        self.root.join("ARCHIVE")
+    }
+
+    pub(super) fn archive_index(&self) -> PathBuf {
+        self.archive_dir().join("index.jsonl")
+    }
+
+    pub(super) fn archive_journal(&self) -> PathBuf {
+        self.archive_dir().join("journal.json")
+    }
+
+    pub(super) fn tombstone_path(&self, task: &str) -> PathBuf {
+        self.archive_dir().join("tombstones").join(task)
+    }
+
+    /// `ARCHIVE/<period>/<file>` for a segment named `<period>/<file>` or by its parts.
+    pub(super) fn segment_path(&self, period: &str, file: &str) -> PathBuf {
+        self.archive_dir().join(period).join(file)
+    }
+
+    pub(super) fn list_path(&self, period: &str, segment: &str) -> PathBuf {
+        self.segment_path(period, &format!("{}.index.jsonl.zst", segment_stem(segment)))
+    }
+
+    /// The archive's lock, taken without waiting (`None`: another run holds it), or waited
+    /// for as long as it takes (`wait`).
+    pub(super) fn lock_archive(&self, wait: bool) -> Result<Option<Lock>> {
+        let path = self.root.join("locks").join(format!("{LOCK}.lock"));
+        loop {
+            match Lock::try_acquire(&path)? {
+                Some(l) => return Ok(Some(l)),
+                None if wait => std::thread::sleep(std::time::Duration::from_millis(50)),
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// The journal's bytes, if there is one.
+    pub(super) fn read_journal(&self) -> Result<Option<Vec<u8>>> {
+        let p = self.archive_journal();
+        match atomic::read_regular(&p) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
+    /// Replace the journal (temp file, fsync, rename, fsync the folder).
+    pub(super) fn write_journal(&self, j: &Journal) -> Result<()> {
+        let dir = self.archive_dir();
+        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+        self.archive_replace(&self.archive_journal(), j.render().as_bytes(), true)
+    }
+
+    pub(super) fn remove_journal(&self) -> Result<()> {
+        let p = self.archive_journal();
+        match atomic::remove(&p) {
+            Ok(()) => self.sync_dir(&self.archive_dir()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(Error::io("cannot remove", &p, e)),
+        }
+    }
+
+    /// Write `path` whole by temp file and rename (fsynced when `sync` and the root is
+    /// durable).
+    pub(super) fn archive_replace(
+        &self,
+        path: &std::path::Path,
+        bytes: &[u8],
+        sync: bool,
+    ) -> Result<()> {
+        let dir = path.parent().unwrap_or(&self.root).to_path_buf();
+        let mut t = TempFile::write(&dir, bytes, sync && self.sync)
+            .map_err(io_err("cannot write", path))?;
+        atomic::rename_replace(&t.path, path).map_err(io_err("cannot write", path))?;
+        t.disarm();
+        if sync { self.sync_dir(&dir) } else { Ok(()) }
+    }
+
+    /// Every committed segment, in index order. Lines that do not read (a torn last line)
+    /// are left out; a newer format is refused.
+    pub(super) fn segment_lines(&self) -> Result<Vec<SegmentLine>> {
+        let p = self.archive_index();
+        let text = match atomic::read_regular(&p) {
+            Ok(b) => String::from_utf8_lossy(&b).into_owned(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(Error::io("cannot read", &p, e)),
+        };
+        let mut out = Vec::new();
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            if let Ok(s) = serde_json::from_str::<SegmentLine>(line) {
+                check_format(s.v, "ARCHIVE/index.jsonl")?;
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Append committed segments to the index: one write, then fsync (the commit point).
+    /// A torn last line (a crash mid-write) is ended first, so it stays one bad line.
+    pub(super) fn append_index(&self, lines: &[SegmentLine]) -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        let p = self.archive_index();
+        let torn =
+            atomic::read_regular(&p).is_ok_and(|b| !b.is_empty() && b.last() != Some(&b'\n'));
+        let mut buf = if torn { "\n".to_string() } else { String::new() };
+        for l in lines {
+            buf.push_str(&serde_json::to_string(l).unwrap_or_default());
+            buf.push('\n');
+        }
+        let mut f = atomic::append_open(&p).map_err(io_err("cannot append to", &p))?;
+        f.write_all(buf.as_bytes()).map_err(io_err("cannot append to", &p))?;
+        if self.sync {
+            super::fault::io_step()
+                .and_then(|()| f.sync_data())
+                .map_err(io_err("cannot sync", &p))?;
+        }
+        self.sync_dir(&self.archive_dir())
+    }
+
+    /// Rewrite the index with only `keep` (retention, and rolling back an uncommitted run).
+    pub(super) fn rewrite_index(&self, keep: &[SegmentLine]) -> Result<()> {
+        let text: String =
+            keep.iter().map(|l| serde_json::to_string(l).unwrap_or_default() + "\n").collect();
+        self.archive_replace(&self.archive_index(), text.as_bytes(), true)
+    }
+
+    /// Period folders, sorted.
+    pub(super) fn periods(&self) -> Result<Vec<String>> {
+        Ok(list_names(&self.archive_dir())?.into_iter().filter(|p| is_period(p)).collect())
+    }
+
+    /// The tombstone of an archived task.
+    pub(super) fn tombstone(&self, task: &TaskId) -> Result<Option<Tombstone>> {
+        let p = self.tombstone_path(task.as_str());
+        let bytes = match atomic::read_regular(&p) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("cannot read", &p, e)),
+        };
+        let t: Tombstone = serde_json::from_slice(&bytes).map_err(|e| {
+            Error::internal(format!("{} does not read: {e}", p.display()))
+                .hint("`circe doctor` checks the archive")
+        })?;
+        check_format(t.v, &p.display().to_string())?;
+        Ok(Some(t))
+    }
+
+    /// An archived task's bundle: its files byte for byte, its events, its summary.
+    pub(super) fn bundle(&self, task: &TaskId) -> Result<Option<Bundle>> {
+        let Some(t) = self.tombstone(task)? else { return Ok(None) };
+        let path = self.segment_path(&t.period, &t.segment);
+        let prefix = format!("tasks/{task}/");
+        let (mut files, mut events, mut summary, mut manifest) =
+            (Vec::new(), Vec::new(), String::new(), None);
+        read_members(&path, &|rel| rel.starts_with(&prefix), &mut |rel, bytes| {
+            let rest = &rel[prefix.len()..];
+            match rest {
+                "manifest.json" => manifest = serde_json::from_slice::<Manifest>(&bytes).ok(),
+                "summary.md" => summary = String::from_utf8_lossy(&bytes).into_owned(),
+                "events.jsonl" => events.extend(parse_events(&bytes)?),
+                origin => files.push((origin.to_string(), bytes)),
+            }
+            Ok(true)
+        })?;
+        Ok(Some(Bundle { tombstone: t, manifest, files, events, summary }))
+    }
+
+    /// Events that left the hot log: up to `max` after `from`, from the archived log segments.
+    pub(super) fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        let want = from.next_id();
+        let mut lines: Vec<SegmentLine> = self
+            .segment_lines()?
+            .into_iter()
+            .filter(|l| l.last_event.is_some_and(|last| last >= want))
+            .collect();
+        lines.sort_by_key(|l| l.first_event);
+        let mut out: Vec<Event> = Vec::new();
+        for l in lines {
+            if out.len() >= max {
+                break;
+            }
+            read_members(
+                &self.segment_path(&l.period, &l.segment),
+                &|rel| rel.starts_with("log/"),
+                &mut |_, bytes| {
+                    out.extend(parse_events(&bytes)?.into_iter().filter(|e| e.id >= want));
+                    Ok(true)
+                },
+            )?;
+        }
+        out.sort_by_key(|e| e.id);
+        out.dedup_by_key(|e| e.id);
+        out.truncate(max);
+        Ok(out)
+    }
+
+    /// Everything the archive holds that `q` matches, handed to `each` (which says whether
+    /// to go on).
+    pub(super) fn search(
+        &self,
+        q: &Query,
+        each: &mut dyn FnMut(Hit) -> Result<bool>,
+    ) -> Result<()> {
+        for l in self.segment_lines()? {
+            if !q.period_may_match(&l.period) {
+                continue;
+            }
+            let mut hits = Vec::new();
+            for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
+                let entry = entry?;
+                if matches!(entry.kind, EntryKind::Message | EntryKind::Summary | EntryKind::Chat)
+                    && q.matches(&entry)
+                {
+                    hits.push(entry);
+                }
+            }
+            if q.in_text && q.text.is_some() {
+                let words = q.text.clone().unwrap_or_default();
+                let stem = segment_stem(&l.segment).to_string();
+                let wanted: std::collections::HashMap<String, crate::archive::Entry> =
+                    hits.into_iter().map(|e| (e.member.clone(), e)).collect();
+                let mut go = true;
+                read_members(
+                    &self.segment_path(&l.period, &l.segment),
+                    &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
+                    &mut |rel, bytes| {
+                        let text = String::from_utf8_lossy(&bytes);
+                        if let Some(line) = text.lines().find(|line| words_in(&words, line)) {
+                            let entry = wanted[&format!("{stem}/{rel}")].clone();
+                            go = each(Hit {
+                                period: l.period.clone(),
+                                segment: l.segment.clone(),
+                                entry,
+                                line: Some(line.to_string()),
+                            })?;
+                        }
+                        Ok(go)
+                    },
+                )?;
+                if !go {
+                    return Ok(());
+                }
+            } else {
+                for entry in hits {
+                    if !each(Hit {
+                        period: l.period.clone(),
+                        segment: l.segment.clone(),
+                        entry,
+                        line: None,
+                    })? {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Event lines in a buffer (legacy and damaged lines are skipped; a newer format refused).
+pub(super) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>> {
+    let mut out = Vec::new();
+    for line in String::from_utf8_lossy(bytes).lines() {
+        match crate::event::parse_line(line) {
+            Ok(Line::Event(e)) => out.push(*e),
+            Err(e) if e.kind == crate::error::Kind::Refused => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Write the files of a restored bundle under `dir` (`circe archive restore --to DIR`), byte
+/// for byte. Every path is checked first (relative, plain names only); existing files are
+/// never replaced. Returns the paths written.
+pub fn write_restored(dir: &std::path::Path, files: &[(String, Vec<u8>)]) -> Result<Vec<String>> {
+    for (origin, _) in files {
+        let ok = !origin.is_empty()
+            && !origin.starts_with('/')
+            && origin.split('/').all(|p| !p.is_empty() && p != "." && p != "..");
+        if !ok {
+            return Err(Error::refused(format!("archived file `{origin}` has an unsafe path"))
+                .hint("nothing was written; the archive may have been tampered with"));
+        }
+    }
+    let mut out = Vec::new();
+    for (origin, bytes) in files {
+        let p = dir.join(origin);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent).map_err(io_err("cannot create", parent))?;
+        }
+        atomic::write_new(&p, bytes, false).map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                Error::conflict(format!("{} exists already; not replacing it", p.display()))
+                    .hint("restore into an empty folder")
+            } else {
+                Error::io("cannot write", &p, e)
+            }
+        })?;
+        out.push(p.display().to_string());
+    }
+    Ok(out)
+}

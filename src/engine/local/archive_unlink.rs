@@ -1,0 +1,72 @@
+//! An archive run's originals: each checked unchanged, then unlinked in inode order, as
+//! `rm -r` does in a big folder: on ext4 consecutive unlinks then touch neighbouring
+//! inode-table blocks (measured here on a copy of 100,000 messages in LOGS: 10.9 s in inode
+//! order, 43.7 s in name order).
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use super::archive_segment::sha256_file;
+use super::atomic;
+use super::fault::crash_point;
+use crate::archive::Entry;
+use crate::error::{Error, Result};
+
+/// Files at most this many are held before they are unlinked (memory stays flat: about
+/// 130 bytes each).
+const LIMIT: usize = 50_000;
+
+/// Remove `path`; gone already is fine (a rerun finishing an interrupted removal).
+pub(super) fn remove_file(path: &Path) -> Result<()> {
+    match atomic::remove(path) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(Error::io("cannot remove", path, e)),
+    }
+}
+
+/// Originals checked unchanged and due to go: unlinked by inode, a batch at a time.
+#[derive(Default)]
+pub(super) struct Doomed {
+    files: Vec<(u64, PathBuf, &'static str)>,
+}
+
+impl Doomed {
+    /// `point` is the crash point reached after it is unlinked.
+    pub(super) fn push(&mut self, ino: u64, path: PathBuf, point: &'static str) -> Result<()> {
+        self.files.push((ino, path, point));
+        if self.files.len() >= LIMIT { self.flush() } else { Ok(()) }
+    }
+
+    pub(super) fn flush(&mut self) -> Result<()> {
+        self.files.sort_unstable_by_key(|f| f.0);
+        for (_, path, point) in self.files.drain(..) {
+            remove_file(&path)?;
+            crash_point(point);
+        }
+        Ok(())
+    }
+}
+
+/// Does the original still hold what was archived (`None`: it is gone already), and its
+/// inode (0 when unknown)? Its size and modification time as read when it was archived (one
+/// `stat`: circe never rewrites a message in place, and any write changes them), else its
+/// checksum.
+pub(super) fn unchanged(path: &Path, e: &Entry) -> Result<Option<(bool, u64)>> {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(mtime) = e.mtime_ns {
+        return match std::fs::symlink_metadata(path) {
+            Ok(m) => {
+                let t =
+                    m.modified().ok().and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+                let same = m.is_file()
+                    && m.len() == e.bytes
+                    && t.and_then(|d| u64::try_from(d.as_nanos()).ok()) == Some(mtime);
+                Ok(Some((same, m.ino())))
+            }
+            Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(err) => Err(Error::io("cannot stat", path, err)),
+        };
+    }
+    Ok(sha256_file(path)?.map(|(s, _)| (s == e.sha256, 0)))
+}

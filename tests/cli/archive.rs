@@ -1,0 +1,172 @@
+//! `circe archive` from the command line: silent under cron, one run at a time (exit 4
+//! naming the holder), dry run, search, restore byte for byte (refusing unsafe members), a
+//! broken journal reported and mended by doctor, and tombstones.
+
+use crate::common::Env;
+
+const LATER: &str = "2031-01-01T00:00:00Z";
+
+/// T1 completed (and filed) at the env's clock; T2 still in progress.
+fn with_work() -> Env {
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    env.as_("engineer", &["status", "T1", "in_progress"]).ok();
+    env.as_("engineer", &["check", "T1", "tests_passed=true"]).ok();
+    env.as_("engineer", &["status", "T1", "completed"]).ok();
+    env.open_task("T2");
+    env.as_("engineer", &["claim", "T2"]).ok();
+    env
+}
+
+/// The one segment of period 2025-11.
+fn segment(env: &Env) -> String {
+    let mut v: Vec<String> = std::fs::read_dir(env.root().join("ARCHIVE/2025-11"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".tar.zst"))
+        .collect();
+    v.sort();
+    v.remove(0)
+}
+
+#[test]
+fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
+    let env = with_work();
+    let dry = env.circe(["archive", "--dry-run"]).now(LATER).run();
+    dry.ok();
+    assert!(dry.stdout.starts_with("would archive 1 task(s)"), "{}", dry.show());
+    let o = env.circe(["archive"]).now(LATER).run();
+    o.ok();
+    assert_eq!((o.stdout.as_str(), o.stderr.as_str()), ("", ""), "under cron a run prints nothing");
+    let names = |dir: &str| -> Vec<String> {
+        let rd = std::fs::read_dir(env.root().join(dir)).unwrap();
+        rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect()
+    };
+    let tasks = names("TASKS");
+    assert!(tasks.iter().any(|f| f == "T2.status"), "{tasks:?}");
+    assert!(tasks.iter().all(|f| f.starts_with("T2.")), "{tasks:?}");
+    // An archived task's lock file goes with it: locks/ holds what the hot folders hold.
+    let locks = names("locks");
+    assert!(locks.iter().any(|f| f == "task-T2.lock"), "{locks:?}");
+    assert!(!locks.iter().any(|f| f == "task-T1.lock"), "{locks:?}");
+    let before = crate::common::tree(&env.root(), &["locks"]);
+    let again = env.circe(["--json", "archive"]).now(LATER).run();
+    again.ok();
+    assert_eq!(again.json()["tasks"], 0);
+    crate::common::assert_unchanged(&before, &crate::common::tree(&env.root(), &["locks"]));
+    env.circe(["doctor"]).run().ok();
+    // The id is not used again; show points to the bundle.
+    let o = env.as_(
+        "coordinator",
+        &["send", "--to", "all", "--intent", "implement_feature", "--task", "T1", "--summary", "x"],
+    );
+    o.code(3);
+    assert!(o.stderr.contains("was archived"), "{}", o.show());
+    let show = env.circe(["show", "T1"]).run();
+    show.ok();
+    assert!(
+        show.stdout.contains("bundle: ARCHIVE/") && show.stdout.contains("## Story"),
+        "{}",
+        show.show()
+    );
+}
+
+#[test]
+fn a_second_run_exits_4_naming_the_holder() {
+    let env = with_work();
+    // Another run holds the lock (flock(1) on the same file), its journal names it.
+    std::fs::create_dir_all(env.root().join("ARCHIVE")).unwrap();
+    let lock = env.root().join("locks/archive.lock");
+    std::fs::write(env.root().join("ARCHIVE/journal.json"), br#"{"v":1,"run":"R","state":"staging","pid":4242,"host":"elsewhere","started_at":"2031-01-01T00:00:00Z","staging":"archive-4242-R"}"#).unwrap();
+    let mut holder = std::process::Command::new("flock")
+        .arg("--no-fork")
+        .arg(&lock)
+        .args(["sleep", "30"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let o = env.circe(["archive"]).now(LATER).run();
+    let _ = holder.kill();
+    let _ = holder.wait();
+    o.code(4);
+    assert!(o.stderr.contains("pid 4242 on elsewhere"), "{}", o.show());
+    // The holder gone, the next run rolls its leftovers back and archives.
+    let o = env.circe(["--json", "archive"]).now(LATER).run();
+    o.ok();
+    assert!(o.json()["recovered"].as_array().is_some_and(|a| !a.is_empty()), "{}", o.show());
+}
+
+#[test]
+fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    std::fs::write(env.root().join("ARCHIVE/journal.json"), b"\x00garbage{").unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(d.stderr.contains("invariant 8") && d.stderr.contains("journal"), "{}", d.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    // A segment the index does not name (a run cut before its commit point) is reported.
+    let seg = segment(&env);
+    std::fs::copy(
+        env.root().join("ARCHIVE/2025-11").join(&seg),
+        env.root().join("ARCHIVE/2025-11/2025-11.X.tar.zst"),
+    )
+    .unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(d.stderr.contains("uncommitted segment"), "{}", d.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    env.circe(["archive", "verify"]).run().ok();
+}
+
+#[test]
+fn search_and_restore_byte_for_byte() {
+    let env = with_work();
+    let ticket = env.record("T1").message;
+    let original = std::fs::read(env.root().join("AGENTS/engineer/INBOX").join(&ticket)).unwrap();
+    let status = env.read("TASKS/T1.status");
+    env.circe(["archive"]).now(LATER).run().ok();
+    let s = env.circe(["--json", "archive", "search", "T1"]).run();
+    s.ok();
+    assert!(s.stdout.contains(&ticket), "{}", s.show());
+    env.circe(["archive", "search", "--date", "2025-11"]).run().ok();
+    env.circe(["archive", "search", "--text", "nothing-like-this"]).run().code(5);
+    let to = env.path().join("restored");
+    env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run().ok();
+    assert_eq!(std::fs::read(to.join("LOGS").join(&ticket)).unwrap(), original);
+    assert_eq!(std::fs::read_to_string(to.join("TASKS/T1.status")).unwrap(), status);
+    // Never over an existing file.
+    env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run().code(4);
+}
+
+#[test]
+fn restore_refuses_members_with_unsafe_paths() {
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let dir = env.root().join("ARCHIVE/2025-11");
+    let seg = segment(&env);
+    let stem = seg.trim_end_matches(".tar.zst").to_string();
+    // A hostile segment: a member climbing out of the segment's folder.
+    let evil = tempfile::tempdir().unwrap();
+    let inner = evil.path().join(&stem).join("tasks/T1");
+    std::fs::create_dir_all(&inner).unwrap();
+    std::fs::write(inner.join("x"), b"pwned").unwrap();
+    let st = std::process::Command::new("tar")
+        .current_dir(evil.path())
+        .args(["--zstd", "-cf"])
+        .arg(dir.join(&seg))
+        .arg("--transform")
+        .arg(format!("s,^{stem}/tasks/T1/x,{stem}/tasks/T1/../../../../escaped,"))
+        .arg(format!("{stem}/tasks/T1/x"))
+        .status()
+        .unwrap();
+    assert!(st.success());
+    let to = env.path().join("out");
+    let o = env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("unsafe path"), "{}", o.show());
+    assert!(!to.exists() && !env.path().join("escaped").exists(), "nothing may be written");
+}
