@@ -29,6 +29,9 @@ pub fn task(b: &Bundle) -> Report {
 
 /// A message that is only in the archive (by msg_id, prefix or file name): the first match.
 pub fn message(ws: &Workspace, key: &str) -> Result<Option<Report>> {
+    if !ws.engine.keeps_archive() {
+        return Ok(None);
+    }
     let q = Query { id: Some(key.to_string()), ..Query::default() };
     let mut hit = None;
     ws.engine.archive_search(&q, &mut |h| {

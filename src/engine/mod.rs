@@ -309,6 +309,12 @@ pub trait Engine {
 
     // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------
 
+    /// Does this engine keep an archive? Without one, `show` and `log` find nothing there,
+    /// and the archive's own commands refuse.
+    fn keeps_archive(&self) -> bool {
+        false
+    }
+
     /// Move what finished long enough ago out of the hot boxes into the archive (or, for a
     /// dry run, count it). `progress` hears how far the run got. An engine without an
     /// archive yet refuses (exit 2).

@@ -32,6 +32,9 @@ fn segment(env: &Env) -> String {
 
 #[test]
 fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
     let env = with_work();
     let dry = env.circe(["archive", "--dry-run"]).now(LATER).run();
     dry.ok();
@@ -74,6 +77,9 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
 
 #[test]
 fn a_second_run_exits_4_naming_the_holder() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
     let env = with_work();
     // Another run holds the lock (flock(1) on the same file), its journal names it.
     std::fs::create_dir_all(env.root().join("ARCHIVE")).unwrap();
@@ -99,6 +105,9 @@ fn a_second_run_exits_4_naming_the_holder() {
 
 #[test]
 fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
     let env = with_work();
     env.circe(["archive"]).now(LATER).run().ok();
     std::fs::write(env.root().join("ARCHIVE/journal.json"), b"\x00garbage{").unwrap();
@@ -124,6 +133,9 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
 
 #[test]
 fn search_and_restore_byte_for_byte() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
     let env = with_work();
     let ticket = env.record("T1").message;
     let original = std::fs::read(env.root().join("AGENTS/engineer/INBOX").join(&ticket)).unwrap();
@@ -144,6 +156,9 @@ fn search_and_restore_byte_for_byte() {
 
 #[test]
 fn restore_refuses_members_with_unsafe_paths() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
     let env = with_work();
     env.circe(["archive"]).now(LATER).run().ok();
     let dir = env.root().join("ARCHIVE/2025-11");

@@ -496,6 +496,10 @@ impl Engine for LocalEngine {
         self.store.archived_events(from, max)
     }
 
+    fn keeps_archive(&self) -> bool {
+        true
+    }
+
     fn archive_search(
         &self,
         q: &crate::archive::query::Query,

@@ -506,6 +506,10 @@ impl Engine for MemoryEngine {
         Ok(Vec::new())
     }
 
+    fn keeps_archive(&self) -> bool {
+        true
+    }
+
     fn archive_search(
         &self,
         q: &crate::archive::query::Query,
