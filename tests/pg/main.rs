@@ -1,5 +1,5 @@
 //! The PostgreSQL engine's suite: races with kill -9, server restarts, a paused owner,
-//! partitions, wrong clocks, the ordered feed, request ids, mirror and migrate. Each test
+//! partitions, wrong clocks, the ordered feed, watchers killed under writers, request ids, mirror and migrate. Each test
 //! binary starts a throwaway cluster (tests/support/pg_cluster.rs); without PostgreSQL the
 //! tests say so and pass. The long runs are `#[ignore]`d: `cargo test --test pg -- --ignored`.
 #![allow(
@@ -27,3 +27,4 @@ mod requests;
 mod restart;
 mod schema;
 mod seq;
+mod watchers;
