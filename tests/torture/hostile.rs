@@ -117,9 +117,8 @@ fn planted_files_are_refused_or_quarantined() {
     planted(false);
 }
 
-/// Links and FIFOs planted in TASKS/ are never followed and never hang a command. Known gap
-/// (RELIABILITY.md): doctor reports those tasks as damaged but cannot quarantine them, so
-/// those (and only those) violations stay after --repair.
+/// Links and FIFOs planted in TASKS/ are never followed and never hang a command; doctor
+/// --repair quarantines them, and doctor is clean afterwards.
 #[test]
 fn planted_files_in_tasks() {
     planted(true);
