@@ -316,27 +316,10 @@ impl Follower<'_> {
 
     /// Print one message, then move the cursor past it.
     fn print(&mut self, src: &Source, f: &Found) -> Result<Flow> {
-        if let Some(s) = &mut self.seq
-            && let Some(last) = s.stale(self.engine, &f.message)?
-        {
-            (self.note)(&format!(
-                "note: line {} skipped: stale (lastSeen of {} is #{last})",
-                f.message.line_number, f.message.sender
-            ));
-            s.skipped(self.engine, &f.message, last)?;
-            self.save(src, f.resume)?;
-            return Ok(Flow::Go);
-        }
-        let mut line = f.message.json_line(&clock::stamp_ms(clock::now()));
-        line.push('\n');
-        match self.out.write_all(line.as_bytes()).and_then(|()| self.out.flush()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Flow::Closed),
-            Err(e) => return Err(Error::io("cannot write to", "standard output", e)),
-        }
-        self.printed += 1;
-        if let Some(s) = &mut self.seq {
-            s.printed(self.engine, &f.message)?;
+        match emit(self.engine, &mut self.seq, &mut *self.out, &mut *self.note, f)? {
+            Emitted::Closed => return Ok(Flow::Closed),
+            Emitted::Printed => self.printed += 1,
+            Emitted::Skipped => {}
         }
         self.save(src, f.resume)?;
         Ok(Flow::Go)
@@ -348,4 +331,45 @@ impl Follower<'_> {
         let c = Cursor::new(src.reader.id(), at, &before);
         self.engine.write_cursor("chat", name, c.to_line().as_bytes())
     }
+}
+
+/// What `emit` did with a message.
+pub(super) enum Emitted {
+    Printed,
+    /// Stale: numbered at or below what its receiver last saw (a note says so).
+    Skipped,
+    /// Standard output is closed.
+    Closed,
+}
+
+/// Print one message as a JSON line, or skip it as stale. The file's watcher and a
+/// database channel's share it.
+pub(super) fn emit(
+    engine: &dyn Engine,
+    seq: &mut Option<super::seq::ChatSeq>,
+    out: &mut dyn Write,
+    note: &mut dyn FnMut(&str),
+    f: &Found,
+) -> Result<Emitted> {
+    if let Some(s) = seq
+        && let Some(last) = s.stale(engine, &f.message)?
+    {
+        note(&format!(
+            "note: line {} skipped: stale (lastSeen of {} is #{last})",
+            f.message.line_number, f.message.sender
+        ));
+        s.skipped(engine, &f.message, last)?;
+        return Ok(Emitted::Skipped);
+    }
+    let mut line = f.message.json_line(&clock::stamp_ms(clock::now()));
+    line.push('\n');
+    match out.write_all(line.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(Emitted::Closed),
+        Err(e) => return Err(Error::io("cannot write to", "standard output", e)),
+    }
+    if let Some(s) = seq {
+        s.printed(engine, &f.message)?;
+    }
+    Ok(Emitted::Printed)
 }

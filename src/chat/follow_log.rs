@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::follow::WatchOptions;
+use super::follow::{Emitted, WatchOptions, emit};
 use super::scanner::{Found, Position, Scanner, newlines};
-use crate::clock;
 use crate::engine::{ChatEntry, ChatLog, Engine};
 use crate::error::{Error, Result};
 use crate::names::CursorName;
@@ -160,26 +159,10 @@ impl Follower<'_> {
 
     /// Print one message (or skip it as stale). False: stdout closed.
     fn print(&mut self, f: &Found) -> Result<bool> {
-        if let Some(s) = &mut self.seq
-            && let Some(last) = s.stale(self.engine, &f.message)?
-        {
-            (self.note)(&format!(
-                "note: line {} skipped: stale (lastSeen of {} is #{last})",
-                f.message.line_number, f.message.sender
-            ));
-            s.skipped(self.engine, &f.message, last)?;
-            return Ok(true);
-        }
-        let mut line = f.message.json_line(&clock::stamp_ms(clock::now()));
-        line.push('\n');
-        match self.out.write_all(line.as_bytes()).and_then(|()| self.out.flush()) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(false),
-            Err(e) => return Err(Error::io("cannot write to", "standard output", e)),
-        }
-        self.printed += 1;
-        if let Some(s) = &mut self.seq {
-            s.printed(self.engine, &f.message)?;
+        match emit(self.engine, &mut self.seq, &mut *self.out, &mut *self.note, f)? {
+            Emitted::Closed => return Ok(false),
+            Emitted::Printed => self.printed += 1,
+            Emitted::Skipped => {}
         }
         Ok(true)
     }
