@@ -456,3 +456,77 @@ fn failing_io_every_archive_step() {
     eprintln!("archive failing I/O: {runs} runs");
     assert!(p.is_empty(), "{} problems: {p:#?}", p.len());
 }
+
+/// Set a folder's modification time an hour back (as if nothing had touched it for that
+/// long), so a run may trust its stamp.
+fn settle(dir: &Path) {
+    let s = Command::new("touch").args(["-m", "-d", "1 hour ago"]).arg(dir).status().unwrap();
+    assert!(s.success());
+}
+
+/// A message of no task written by hand into LOGS, created at `at`.
+fn loose_message(r: &Root, name: &str, at: &str) {
+    let text = format!(
+        "# MESSAGE\nfrom: coordinator\nto: all\nintent: inform\nstatus: new\ncreated_at: {at}\nmsg_id: {name}\n\n## Summary\nby hand\n"
+    );
+    std::fs::write(r.dir.join("LOGS").join(name), text).unwrap();
+}
+
+fn messages_taken(o: &Out) -> u64 {
+    assert_eq!(o.code, 0, "{o:?}");
+    let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+    v["messages"].as_u64().unwrap()
+}
+
+/// A run with nothing to do remembers what LOGS held (`locks/archive.scan`) and skips
+/// reading it while LOGS and TASKS stay as they were; a message that arrives, or one that
+/// grows old enough, is still taken by the next run. Returns what was missed (for the
+/// broken variant, `archive-trust-hint`, which trusts the hint whatever changed).
+fn quiet_hint_misses(broken: &[(&str, &str)]) -> Vec<String> {
+    let r = populated(3);
+    let json = |now: &str| {
+        let mut env = vec![("CIRCE_NOW", now)];
+        env.extend_from_slice(broken);
+        r.run_env(None, &["--json", "archive"], &env)
+    };
+    assert_eq!(archive(&r, &[]).code, 0);
+    let mut missed = Vec::new();
+    // Young at LATER (written a day before it): stays; due a month later.
+    loose_message(&r, "young.md", "2030-01-31T00:00:00Z");
+    for d in ["LOGS", "TASKS"] {
+        settle(&r.dir.join(d));
+    }
+    assert_eq!(messages_taken(&json(LATER)), 0, "nothing is due yet");
+    assert!(r.dir.join("locks/archive.scan").is_file(), "a quiet run remembers");
+    assert_eq!(messages_taken(&json(LATER)), 0, "still nothing");
+    // Arrives (LOGS changes): taken.
+    loose_message(&r, "arrived.md", "2029-12-01T00:00:00Z");
+    if messages_taken(&json(LATER)) != 1 {
+        missed.push("a message that arrived after the hint".to_string());
+    }
+    for d in ["LOGS", "TASKS"] {
+        settle(&r.dir.join(d));
+    }
+    assert_eq!(messages_taken(&json(LATER)), 0);
+    // Grows old (nothing changes on disk): taken when it is due.
+    if messages_taken(&json("2030-03-15T00:00:00Z")) != 1 {
+        missed.push("a message that grew old enough".to_string());
+    }
+    let (code, v) = r.doctor(false);
+    assert_eq!(code, 0, "{v:?}");
+    missed
+}
+
+#[test]
+fn a_quiet_run_skips_logs_but_never_misses_what_is_due() {
+    let missed = quiet_hint_misses(&[]);
+    assert!(missed.is_empty(), "{missed:?}");
+}
+
+/// The checker fails on a variant that trusts the hint whatever changed.
+#[test]
+fn quiet_hint_checker_catches_a_hint_trusted_blindly() {
+    let missed = quiet_hint_misses(&[("CIRCE_TEST_BREAK", "archive-trust-hint")]);
+    assert!(!missed.is_empty(), "the checker saw nothing");
+    eprintln!("archive-trust-hint caught: {missed:?}");
+}

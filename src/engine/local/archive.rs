@@ -53,6 +53,7 @@ pub(super) fn run(
     crash_point("archive.locked");
     let mut report = Report { recovered: commit::recover(eng, progress)?, ..Report::default() };
     report.expired = commit::expire(eng, req.keep_until)?;
+    let stamps = scan::stamps(eng)?;
     let sel = scan::select(eng, req.cutoff)?;
     report.filed = scan::file_messages(eng, &sel, false)?;
     crash_point("archive.filed");
@@ -60,6 +61,11 @@ pub(super) fn run(
         report.rotated = super::event_log::rotate(&eng.store)?.is_some();
         crash_point("archive.rotated");
     }
+    // A run that takes no task and changed nothing need not read LOGS again when nothing
+    // changed since the last such run (`scan::quiet_logs`).
+    let quiet = (sel.tasks.is_empty() && report.filed == 0 && !report.rotated)
+        .then(|| scan::quiet_logs(eng, &stamps, req.cutoff))
+        .flatten();
     let run_id =
         format!("{}-{}", req.now.format("%Y%m%dT%H%M%S%3fZ"), crate::clock::random_suffix());
     let staging_name = format!("archive-{}-{run_id}", std::process::id());
@@ -74,7 +80,8 @@ pub(super) fn run(
         staging: staging_name,
         segments: Vec::new(),
     };
-    let staged = match stage(eng, req, &sel, &staging, &journal, &mut report, progress) {
+    let logs = Logs { quiet, stamps: &stamps };
+    let staged = match stage(eng, req, &sel, logs, &staging, &journal, &mut report, progress) {
         Ok(s) => s,
         Err(e) => {
             // Nothing outside the staging folder changed: undo it, and say what failed.
@@ -109,8 +116,9 @@ fn dry_run(eng: &LocalEngine, req: &Request) -> Result<Report> {
     let sel = scan::select(eng, req.cutoff)?;
     let mut c = Counter::default();
     let filed = scan::file_messages(eng, &sel, true)?;
-    scan::scan_messages(eng, &sel, req.cutoff, &mut c)?;
-    let logs = scan::scan_events(eng, &sel, req.cutoff, &scan::event_cursors(eng)?, &mut c)?;
+    let seen = scan::scan_messages(eng, &sel, req.cutoff, &mut c)?;
+    let cursors = scan::event_cursors(eng)?;
+    let logs = scan::scan_events(eng, &sel, req.cutoff, &cursors, &seen.segments, &mut c)?;
     let chat = scan::chat_items(eng, req.cutoff, &req.chat_needed)?;
     let mut records = 0;
     for id in sel.tasks.keys() {
@@ -232,12 +240,21 @@ impl Sink for Buckets {
     }
 }
 
+/// How the run reads LOGS: from the last quiet run's hint when it holds, else in full (and
+/// then remembered when there is nothing to do).
+struct Logs<'a> {
+    quiet: Option<scan::LogsSeen>,
+    stamps: &'a scan::Stamps,
+}
+
 /// Find, write and verify the run's segments in `staging`. Returns their index lines (also
 /// saved as `segments.jsonl` in the staging folder for a roll-forward).
+#[expect(clippy::too_many_arguments, reason = "the run's parts, each used once")]
 fn stage(
     eng: &LocalEngine,
     req: &Request,
     sel: &Selection,
+    from: Logs<'_>,
     staging: &Path,
     journal: &Journal,
     report: &mut Report,
@@ -248,8 +265,13 @@ fn stage(
     let nbuckets = (sel.tasks.len() / 1000).clamp(1, 256);
     let mut buckets = Buckets::new(staging, nbuckets)?;
     progress(Progress { phase: Phase::Scan, done: 0, total: sel.tasks.len() as u64 });
-    scan::scan_messages(eng, sel, req.cutoff, &mut buckets)?;
-    let logs = scan::scan_events(eng, sel, req.cutoff, &scan::event_cursors(eng)?, &mut buckets)?;
+    let full = from.quiet.is_none();
+    let seen = match from.quiet {
+        Some(seen) => seen,
+        None => scan::scan_messages(eng, sel, req.cutoff, &mut buckets)?,
+    };
+    let cursors = scan::event_cursors(eng)?;
+    let logs = scan::scan_events(eng, sel, req.cutoff, &cursors, &seen.segments, &mut buckets)?;
     let chat = scan::chat_items(eng, req.cutoff, &req.chat_needed)?;
     let (bucket_paths, loose_path) = buckets.close()?;
     crash_point("archive.scanned");
@@ -258,6 +280,9 @@ fn stage(
             .lines()
             .count();
     if sel.tasks.is_empty() && loose_count == 0 && logs.is_empty() && chat.is_empty() {
+        if full {
+            scan::remember(eng, from.stamps, &seen);
+        }
         return Ok(Vec::new()); // nothing to do: no journal was ever written
     }
     // From here on the staging folder is the journal's (a crash before leaves a folder of a

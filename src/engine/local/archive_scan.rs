@@ -141,20 +141,36 @@ pub(super) fn file_messages(eng: &LocalEngine, sel: &Selection, dry_run: bool) -
     Ok(moved)
 }
 
-/// Stream LOGS: each message goes with its task, goes loose, or stays.
+/// What one pass over LOGS saw besides the messages it handed on.
+#[derive(Default)]
+pub(super) struct LogsSeen {
+    /// The rotated segments of the event log lying there, oldest first.
+    pub segments: Vec<event_log::Segment>,
+    /// The earliest time a message that stays becomes old enough to go on its own (one of
+    /// no task, kept only for its age).
+    pub next_due: Option<DateTime<Utc>>,
+}
+
+/// Stream LOGS (one pass, whatever its size): each message goes with its task, goes loose,
+/// or stays; the log segments are noted on the way.
 pub(super) fn scan_messages(
     eng: &LocalEngine,
     sel: &Selection,
     cutoff: DateTime<Utc>,
     sink: &mut dyn Sink,
-) -> Result<()> {
+) -> Result<LogsSeen> {
     let dir = eng.store.box_dir(&Mailbox::Logs);
     let rd = std::fs::read_dir(&dir).map_err(io_err("cannot list", &dir))?;
     let goes = |t: &str| TaskId::new(t).is_ok_and(|id| sel.tasks.contains_key(&id));
     let stays = |t: &str| sel.staying.contains(t);
+    let mut seen = LogsSeen::default();
     for entry in rd {
         let entry = entry.map_err(io_err("cannot list", &dir))?;
         let Some(name) = entry.file_name().to_str().map(str::to_string) else { continue };
+        if let Some(s) = event_log::segment_named(&eng.store, &name) {
+            seen.segments.push(s);
+            continue;
+        }
         if name.starts_with('.')
             || !is_message_name(&name)
             || !entry.file_type().is_ok_and(|t| t.is_file())
@@ -191,10 +207,16 @@ pub(super) fn scan_messages(
                 &name,
                 bytes,
             )?,
-            Fate::Stays => {}
+            Fate::Stays => {
+                let by_age = !facts.is_live_ticket && !task.as_deref().is_some_and(stays);
+                if let Some(c) = created_at.filter(|_| by_age) {
+                    seen.next_due = Some(seen.next_due.map_or(c, |n| n.min(c)));
+                }
+            }
         }
     }
-    Ok(())
+    seen.segments.sort_by_key(|s| s.first);
+    Ok(seen)
 }
 
 /// What the scan reads of an event line: its task (`task_id` in format 3, `task` before)
@@ -216,11 +238,11 @@ pub(super) fn scan_events(
     sel: &Selection,
     cutoff: DateTime<Utc>,
     cursors_after: &[u64],
+    segs: &[event_log::Segment],
     sink: &mut dyn Sink,
 ) -> Result<Vec<LogSeg>> {
-    let segs = event_log::segments(&eng.store)?;
     let mut out = Vec::new();
-    for s in &segs {
+    for s in segs {
         let (newest, pinned, bytes) = if cursors_after.iter().all(|a| *a >= s.last) {
             read_back(&s.path, sel, cutoff)?
         } else {
@@ -242,7 +264,7 @@ pub(super) fn scan_events(
     if sel.tasks.is_empty() {
         return Ok(out);
     }
-    let files = segs.into_iter().map(|s| s.path).chain([event_log::current(&eng.store)]);
+    let files = segs.iter().map(|s| s.path.clone()).chain([event_log::current(&eng.store)]);
     for path in files {
         let (f, len) = match atomic::open_regular(&path) {
             Ok(x) => x,
@@ -383,4 +405,124 @@ pub(super) fn chat_items(
         }
     }
     Ok(out)
+}
+
+/// A folder as `stat` sees it: making, renaming or removing an entry in it changes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(super) struct DirStamp {
+    ino: u64,
+    size: u64,
+    mtime_ns: i128,
+    ctime_ns: i128,
+}
+
+/// How long a folder must have been left alone before its stamp is trusted: well over the
+/// coarsest timestamp a Linux filesystem keeps (2 s), so a change made in the same tick as
+/// the stamp cannot go unseen.
+const SETTLED_NS: i128 = 3_000_000_000;
+
+fn dir_stamp(path: &std::path::Path) -> Result<DirStamp> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::symlink_metadata(path).map_err(io_err("cannot stat", path))?;
+    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
+    Ok(DirStamp {
+        ino: m.ino(),
+        size: m.size(),
+        mtime_ns: ns(m.mtime(), m.mtime_nsec()),
+        ctime_ns: ns(m.ctime(), m.ctime_nsec()),
+    })
+}
+
+/// LOGS and TASKS as a run found them before it read anything, and the wall clock then.
+pub(super) struct Stamps {
+    logs: DirStamp,
+    tasks: DirStamp,
+    wall_ns: i128,
+}
+
+pub(super) fn stamps(eng: &LocalEngine) -> Result<Stamps> {
+    let wall_ns = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
+    Ok(Stamps {
+        logs: dir_stamp(&eng.store.root.join("LOGS"))?,
+        tasks: dir_stamp(&eng.store.root.join("TASKS"))?,
+        wall_ns,
+    })
+}
+
+/// What a run that found nothing to do remembers (`locks/archive.scan`), so that the next
+/// such run need not read LOGS again while neither LOGS nor TASKS changed: the segments
+/// lying in LOGS and when its first message becomes old enough to go. A cache: a file that
+/// is missing, stale or unreadable only costs one full pass.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ScanHint {
+    v: u32,
+    logs: DirStamp,
+    tasks: DirStamp,
+    next_due: Option<String>,
+    segments: Vec<String>,
+}
+
+const HINT_VERSION: u32 = 1;
+
+fn hint_path(eng: &LocalEngine) -> std::path::PathBuf {
+    eng.store.root.join("locks").join("archive.scan")
+}
+
+/// What LOGS holds for a run that takes no task, from the hint, when the hint still holds:
+/// LOGS and TASKS are as they were, and no message it left becomes due by `cutoff`.
+pub(super) fn quiet_logs(
+    eng: &LocalEngine,
+    st: &Stamps,
+    cutoff: DateTime<Utc>,
+) -> Option<LogsSeen> {
+    // TEST BUILDS ONLY: `archive-trust-hint` trusts a hint whatever changed since.
+    let trust = super::fault::test_break("archive-trust-hint");
+    let bytes = atomic::read_regular(&hint_path(eng)).ok()?;
+    let h: ScanHint = serde_json::from_slice(&bytes).ok()?;
+    let next_due = match h.next_due.as_deref() {
+        Some(t) => Some(crate::clock::parse(t)?),
+        None => None,
+    };
+    let holds = h.v == HINT_VERSION
+        && (trust || (h.logs == st.logs && h.tasks == st.tasks))
+        && next_due.is_none_or(|t| t >= cutoff);
+    if !holds {
+        return None;
+    }
+    let mut segments: Vec<event_log::Segment> =
+        h.segments.iter().filter_map(|n| event_log::segment_named(&eng.store, n)).collect();
+    segments.sort_by_key(|s| s.first);
+    Some(LogsSeen { segments, next_due })
+}
+
+/// Remember a full pass that found nothing to do, when both folders had been left alone
+/// long enough before it and did not change during it. Best effort: a hint that cannot be
+/// written is no hint.
+pub(super) fn remember(eng: &LocalEngine, before: &Stamps, seen: &LogsSeen) {
+    // The last change to a folder's entries set its mtime; a later one gets a later time.
+    let settled = |d: &DirStamp| before.wall_ns - d.mtime_ns > SETTLED_NS;
+    let Ok(after) = stamps(eng) else { return };
+    if !settled(&before.logs)
+        || !settled(&before.tasks)
+        || after.logs != before.logs
+        || after.tasks != before.tasks
+    {
+        let _ = atomic::remove(&hint_path(eng));
+        return;
+    }
+    let h = ScanHint {
+        v: HINT_VERSION,
+        logs: before.logs,
+        tasks: before.tasks,
+        next_due: seen.next_due.map(crate::clock::stamp),
+        segments: seen
+            .segments
+            .iter()
+            .filter_map(|s| s.path.file_name()?.to_str().map(str::to_string))
+            .collect(),
+    };
+    let text = serde_json::to_string(&h).unwrap_or_default() + "\n";
+    let _ = eng.store.archive_replace(&hint_path(eng), text.as_bytes(), false);
 }

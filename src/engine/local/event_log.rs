@@ -14,7 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::atomic;
-use super::root::{EVENTS, Store, io_err, list_names};
+use super::root::{EVENTS, Store, io_err, list_where};
 use crate::error::{Error, Result};
 use crate::event::{self, Cursor, Event, Line};
 
@@ -41,17 +41,20 @@ pub(super) fn current(store: &Store) -> PathBuf {
 
 /// Rotated segments, oldest first.
 pub(super) fn segments(store: &Store) -> Result<Vec<Segment>> {
-    let mut out: Vec<Segment> = list_names(&logs(store))?
+    let mut out: Vec<Segment> = list_where(&logs(store), &mut |n| n.starts_with("events-"))?
         .into_iter()
-        .filter_map(|n| {
-            let ids = n.strip_prefix("events-")?.strip_suffix(".jsonl")?;
-            let (a, b) = ids.split_once('-')?;
-            let (first, last) = (a.parse().ok()?, b.parse().ok()?);
-            Some(Segment { path: logs(store).join(&n), first, last })
-        })
+        .filter_map(|(n, _)| segment_named(store, &n))
         .collect();
     out.sort_by_key(|s| s.first);
     Ok(out)
+}
+
+/// The rotated segment a name in LOGS is, if it is one (`events-<first>-<last>.jsonl`).
+pub(super) fn segment_named(store: &Store, name: &str) -> Option<Segment> {
+    let ids = name.strip_prefix("events-")?.strip_suffix(".jsonl")?;
+    let (a, b) = ids.split_once('-')?;
+    let (first, last) = (a.parse().ok()?, b.parse().ok()?);
+    Some(Segment { path: logs(store).join(name), first, last })
 }
 
 /// The name a file holding ids `first..=last` gets when rotated.

@@ -332,6 +332,16 @@ pub(super) fn list_all_names(dir: &Path) -> Result<Vec<String>> {
 /// Sorted names in a folder, hidden ones included, each with whether it is a regular file
 /// (from the directory entry's type: no `stat` per name where the filesystem records it).
 pub(super) fn list_typed(dir: &Path) -> Result<Vec<(String, bool)>> {
+    list_where(dir, &mut |_| true)
+}
+
+/// Sorted names in a folder that `keep` accepts, each with whether it is a regular file.
+/// The folder is read as a stream: only the names kept are held (LOGS may hold a million
+/// messages when a few log segments are wanted).
+pub(super) fn list_where(
+    dir: &Path,
+    keep: &mut dyn FnMut(&str) -> bool,
+) -> Result<Vec<(String, bool)>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -340,7 +350,9 @@ pub(super) fn list_typed(dir: &Path) -> Result<Vec<(String, bool)>> {
     let mut names = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io_err("cannot list", dir))?;
-        if let Some(n) = entry.file_name().to_str() {
+        if let Some(n) = entry.file_name().to_str()
+            && keep(n)
+        {
             let regular = entry.file_type().is_ok_and(|t| t.is_file());
             names.push((n.to_string(), regular));
         }
