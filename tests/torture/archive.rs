@@ -530,3 +530,53 @@ fn quiet_hint_checker_catches_a_hint_trusted_blindly() {
     assert!(!missed.is_empty(), "the checker saw nothing");
     eprintln!("archive-trust-hint caught: {missed:?}");
 }
+
+/// doctor remembers the listing of a LOGS that once held many files (`locks/logs.list`)
+/// while LOGS stays as it is; a file planted afterwards is still seen. Returns what was
+/// missed (for the broken variant, `listing-trust-cache`, which trusts the listing whatever
+/// changed), or `None` where the filesystem does not keep an emptied folder's size.
+fn doctor_listing_misses(broken: &[(&str, &str)]) -> Option<Vec<String>> {
+    let r = Root::new(1);
+    let logs = r.dir.join("LOGS");
+    // Grown past 1 MiB and emptied, as an archive run leaves it.
+    let grown: Vec<_> = (0..25_000)
+        .map(|i| logs.join(format!("{i:06}_a_message_held_once_and_archived_since.md")))
+        .collect();
+    for p in &grown {
+        std::fs::File::create(p).unwrap();
+    }
+    for p in &grown {
+        std::fs::remove_file(p).unwrap();
+    }
+    if std::fs::metadata(&logs).unwrap().len() < 1024 * 1024 {
+        eprintln!("skipped: this filesystem shrinks an emptied folder (nothing to remember)");
+        return None;
+    }
+    settle(&logs);
+    let doctor = || r.run_env(None, &["doctor"], broken);
+    assert_eq!(doctor().code, 0);
+    assert!(r.dir.join("locks/logs.list").is_file(), "the listing is remembered");
+    assert_eq!(doctor().code, 0, "and read back");
+    std::fs::write(logs.join("planted.txt"), "not a message\n").unwrap();
+    let mut missed = Vec::new();
+    if doctor().code == 0 {
+        missed.push("a file planted after the listing was remembered".to_string());
+    }
+    Some(missed)
+}
+
+#[test]
+fn doctor_remembers_a_grown_logs_listing_but_sees_what_changes() {
+    if let Some(missed) = doctor_listing_misses(&[]) {
+        assert!(missed.is_empty(), "{missed:?}");
+    }
+}
+
+/// The checker fails on a variant that trusts the remembered listing whatever changed.
+#[test]
+fn doctor_listing_checker_catches_a_listing_trusted_blindly() {
+    if let Some(missed) = doctor_listing_misses(&[("CIRCE_TEST_BREAK", "listing-trust-cache")]) {
+        assert!(!missed.is_empty(), "the checker saw nothing");
+        eprintln!("listing-trust-cache caught: {missed:?}");
+    }
+}

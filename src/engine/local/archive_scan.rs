@@ -13,6 +13,7 @@ use chrono::{DateTime, Utc};
 
 use super::LocalEngine;
 use super::atomic;
+use super::dir_stamp::{DirStamp, wall_ns};
 use super::event_log;
 use super::root::{io_err, is_message_name, list_names};
 use crate::archive::select::{self, Fate, LogFacts, MessageFacts};
@@ -407,32 +408,6 @@ pub(super) fn chat_items(
     Ok(out)
 }
 
-/// A folder as `stat` sees it: making, renaming or removing an entry in it changes it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(super) struct DirStamp {
-    ino: u64,
-    size: u64,
-    mtime_ns: i128,
-    ctime_ns: i128,
-}
-
-/// How long a folder must have been left alone before its stamp is trusted: well over the
-/// coarsest timestamp a Linux filesystem keeps (2 s), so a change made in the same tick as
-/// the stamp cannot go unseen.
-const SETTLED_NS: i128 = 3_000_000_000;
-
-fn dir_stamp(path: &std::path::Path) -> Result<DirStamp> {
-    use std::os::unix::fs::MetadataExt;
-    let m = std::fs::symlink_metadata(path).map_err(io_err("cannot stat", path))?;
-    let ns = |s: i64, n: i64| i128::from(s) * 1_000_000_000 + i128::from(n);
-    Ok(DirStamp {
-        ino: m.ino(),
-        size: m.size(),
-        mtime_ns: ns(m.mtime(), m.mtime_nsec()),
-        ctime_ns: ns(m.ctime(), m.ctime_nsec()),
-    })
-}
-
 /// LOGS and TASKS as a run found them before it read anything, and the wall clock then.
 pub(super) struct Stamps {
     logs: DirStamp,
@@ -441,13 +416,10 @@ pub(super) struct Stamps {
 }
 
 pub(super) fn stamps(eng: &LocalEngine) -> Result<Stamps> {
-    let wall_ns = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i128::try_from(d.as_nanos()).unwrap_or(0));
     Ok(Stamps {
-        logs: dir_stamp(&eng.store.root.join("LOGS"))?,
-        tasks: dir_stamp(&eng.store.root.join("TASKS"))?,
-        wall_ns,
+        wall_ns: wall_ns(),
+        logs: DirStamp::of(&eng.store.root.join("LOGS"))?,
+        tasks: DirStamp::of(&eng.store.root.join("TASKS"))?,
     })
 }
 
@@ -501,11 +473,9 @@ pub(super) fn quiet_logs(
 /// long enough before it and did not change during it. Best effort: a hint that cannot be
 /// written is no hint.
 pub(super) fn remember(eng: &LocalEngine, before: &Stamps, seen: &LogsSeen) {
-    // The last change to a folder's entries set its mtime; a later one gets a later time.
-    let settled = |d: &DirStamp| before.wall_ns - d.mtime_ns > SETTLED_NS;
     let Ok(after) = stamps(eng) else { return };
-    if !settled(&before.logs)
-        || !settled(&before.tasks)
+    if !before.logs.settled(before.wall_ns)
+        || !before.tasks.settled(before.wall_ns)
         || after.logs != before.logs
         || after.tasks != before.tasks
     {

@@ -279,7 +279,14 @@ impl Store {
     /// one listing doctor reads each box with (a folder that once held many files costs a
     /// listing however few it holds now, so it is listed once).
     pub fn list_box_typed(&self, mbox: &Mailbox) -> Result<Vec<(String, bool)>> {
-        let mut names = list_typed(&self.box_dir(mbox))?;
+        let dir = self.box_dir(mbox);
+        let mut names = if *mbox == Mailbox::Logs {
+            // LOGS only grows on disk (ext4 never shrinks a folder): once it held a million
+            // messages, its listing is remembered while it stays as it is.
+            super::dir_stamp::cached_listing(self, &dir, "logs")?
+        } else {
+            list_typed(&dir)?
+        };
         names.retain(|(n, _)| !n.starts_with('.'));
         Ok(names)
     }

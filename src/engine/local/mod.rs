@@ -39,6 +39,7 @@ mod chat_archive;
 mod chat_copy;
 mod chat_file;
 mod cursor_file;
+mod dir_stamp;
 mod doctor;
 mod event_log;
 mod fault;
