@@ -235,6 +235,20 @@ pub(super) fn read_members(
     want: &dyn Fn(&str) -> bool,
     each: &mut dyn FnMut(&str, Vec<u8>) -> Result<bool>,
 ) -> Result<String> {
+    visit_members(path, want, &mut |rel, size, data| {
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        data.read_to_end(&mut bytes).map_err(io_err("cannot read", path))?;
+        each(rel, bytes)
+    })
+}
+
+/// `read_members` as streams: `each(rel, size, data)` reads the member from `data` (a
+/// member may be a whole log segment: it is never held in memory here).
+pub(super) fn visit_members(
+    path: &Path,
+    want: &dyn Fn(&str) -> bool,
+    each: &mut dyn FnMut(&str, u64, &mut dyn Read) -> Result<bool>,
+) -> Result<String> {
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default();
     let stem = segment_stem(name).to_string();
     let (f, _) = super::atomic::open_regular(path).map_err(|e| match e.kind() {
@@ -257,9 +271,8 @@ pub(super) fn read_members(
         if !want(&rel) {
             continue;
         }
-        let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
-        entry.read_to_end(&mut bytes).map_err(io_err("cannot read", path))?;
-        if !each(&rel, bytes)? {
+        let size = entry.size();
+        if !each(&rel, size, &mut entry)? {
             return Ok(String::new());
         }
     }
@@ -278,18 +291,18 @@ pub(super) fn verify(path: &Path, list_path: &Path, sha: Option<&str>) -> Result
         Error::internal(format!("archive segment {} does not verify: {what}", path.display()))
             .hint("the archived copy is not trusted: the originals stay where they are; run `circe archive` again")
     };
-    let whole = read_members(path, &|_| true, &mut |rel, bytes| {
+    let whole = visit_members(path, &|_| true, &mut |rel, _, data| {
         let want = list
             .next()
             .transpose()?
             .ok_or_else(|| problem(format!("{rel} is not in the member list")))?;
-        let got = sha256(&bytes);
-        if !want.member.ends_with(rel) || want.bytes != bytes.len() as u64 || want.sha256 != got {
+        let mut h = Hashing { inner: data, sha: Sha256::new(), bytes: 0 };
+        io::copy(&mut h, &mut io::sink()).map_err(io_err("cannot read", path))?;
+        let got = hex(h.sha.finalize());
+        if !want.member.ends_with(rel) || want.bytes != h.bytes || want.sha256 != got {
             return Err(problem(format!(
                 "{rel}: listed {} bytes {}, found {} bytes {got}",
-                want.bytes,
-                want.sha256,
-                bytes.len()
+                want.bytes, want.sha256, h.bytes
             )));
         }
         n += 1;
