@@ -531,42 +531,45 @@ fn quiet_hint_checker_catches_a_hint_trusted_blindly() {
     eprintln!("archive-trust-hint caught: {missed:?}");
 }
 
-/// doctor remembers the listing of a LOGS that once held many files (`locks/logs.list`)
-/// while LOGS stays as it is; a file planted afterwards is still seen. Returns what was
-/// missed (for the broken variant, `listing-trust-cache`, which trusts the listing whatever
-/// changed), or `None` where the filesystem does not keep an emptied folder's size.
+/// doctor remembers the listing of a LOGS or TASKS folder that once held many files
+/// (`locks/logs.list`, `locks/tasks.list`) while the folder stays as it is; a file planted
+/// afterwards is still seen. Returns what was missed (for the broken variant,
+/// `listing-trust-cache`, which trusts the listing whatever changed), or `None` where the
+/// filesystem does not keep an emptied folder's size.
 fn doctor_listing_misses(broken: &[(&str, &str)]) -> Option<Vec<String>> {
-    let r = Root::new(1);
-    let logs = r.dir.join("LOGS");
-    // Grown past 1 MiB and emptied, as an archive run leaves it.
-    let grown: Vec<_> = (0..25_000)
-        .map(|i| logs.join(format!("{i:06}_a_message_held_once_and_archived_since.md")))
-        .collect();
-    for p in &grown {
-        std::fs::File::create(p).unwrap();
-    }
-    for p in &grown {
-        std::fs::remove_file(p).unwrap();
-    }
-    if std::fs::metadata(&logs).unwrap().len() < 1024 * 1024 {
-        eprintln!("skipped: this filesystem shrinks an emptied folder (nothing to remember)");
-        return None;
-    }
-    settle(&logs);
-    let doctor = || r.run_env(None, &["doctor"], broken);
-    assert_eq!(doctor().code, 0);
-    assert!(r.dir.join("locks/logs.list").is_file(), "the listing is remembered");
-    assert_eq!(doctor().code, 0, "and read back");
-    std::fs::write(logs.join("planted.txt"), "not a message\n").unwrap();
     let mut missed = Vec::new();
-    if doctor().code == 0 {
-        missed.push("a file planted after the listing was remembered".to_string());
+    for (folder, cache) in [("LOGS", "logs.list"), ("TASKS", "tasks.list")] {
+        let r = Root::new(1);
+        let dir = r.dir.join(folder);
+        // Grown past 1 MiB and emptied, as an archive run leaves it.
+        let grown: Vec<_> = (0..25_000)
+            .map(|i| dir.join(format!("{i:06}_a_file_held_once_and_archived_since.md")))
+            .collect();
+        for p in &grown {
+            std::fs::File::create(p).unwrap();
+        }
+        for p in &grown {
+            std::fs::remove_file(p).unwrap();
+        }
+        if std::fs::metadata(&dir).unwrap().len() < 1024 * 1024 {
+            eprintln!("skipped: this filesystem shrinks an emptied folder (nothing to remember)");
+            return None;
+        }
+        settle(&dir);
+        let doctor = || r.run_env(None, &["doctor"], broken);
+        assert_eq!(doctor().code, 0);
+        assert!(r.dir.join("locks").join(cache).is_file(), "the listing of {folder} is remembered");
+        assert_eq!(doctor().code, 0, "and read back");
+        std::fs::write(dir.join("planted.txt"), "not circe's\n").unwrap();
+        if doctor().code == 0 {
+            missed.push(format!("a file planted in {folder} after its listing was remembered"));
+        }
     }
     Some(missed)
 }
 
 #[test]
-fn doctor_remembers_a_grown_logs_listing_but_sees_what_changes() {
+fn doctor_remembers_a_grown_folder_listing_but_sees_what_changes() {
     if let Some(missed) = doctor_listing_misses(&[]) {
         assert!(missed.is_empty(), "{missed:?}");
     }

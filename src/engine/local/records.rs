@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::atomic::{self, TempFile};
 use super::fault::crash_point;
-use super::root::{Store, io_err, list_names};
+use super::root::{Store, io_err};
 use crate::error::{Error, Result};
 use crate::names::TaskId;
 
@@ -94,10 +94,18 @@ impl Store {
 
     /// Task ids that have a `.status` record, sorted (names that are no legal task id are
     /// left to doctor).
+    /// Every entry of TASKS/ with whether it is a regular file. TASKS only grows on disk
+    /// (ext4 never shrinks a folder): once an archive has emptied it of a million records,
+    /// its listing is remembered while it stays as it is (`dir_stamp::cached_listing`).
+    pub(super) fn tasks_listing(&self) -> Result<Vec<(String, bool)>> {
+        super::dir_stamp::cached_listing(self, &self.root.join("TASKS"), "tasks")
+    }
+
     pub fn list_tasks(&self) -> Result<Vec<TaskId>> {
-        let mut ids: Vec<TaskId> = list_names(&self.root.join("TASKS"))?
+        let mut ids: Vec<TaskId> = self
+            .tasks_listing()?
             .into_iter()
-            .filter_map(|n| n.strip_suffix(".status").and_then(|t| TaskId::new(t).ok()))
+            .filter_map(|(n, _)| n.strip_suffix(".status").and_then(|t| TaskId::new(t).ok()))
             .collect();
         ids.sort();
         Ok(ids)

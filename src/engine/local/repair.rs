@@ -39,16 +39,20 @@ impl Store {
     /// Entries of TASKS/ that are not regular files named `<task id>.status|owner|checks`
     /// (planted links, FIFOs, folders, strays).
     pub fn task_strays(&self) -> Result<Vec<String>> {
-        let dir = self.root.join("TASKS");
-        let mut out = list_all_names(&dir)?;
-        out.retain(|n| {
-            let regular = std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_file());
-            let named = n.rsplit_once('.').is_some_and(|(id, kind)| {
-                matches!(kind, "status" | "owner" | "checks")
-                    && crate::names::check_task_id(id).is_ok()
-            });
-            !(regular && named)
-        });
+        // Whether each is a regular file comes from its directory entry (a link, FIFO or
+        // folder says so there), not from a `stat` per name.
+        let out = self
+            .tasks_listing()?
+            .into_iter()
+            .filter(|(n, regular)| {
+                let named = n.rsplit_once('.').is_some_and(|(id, kind)| {
+                    matches!(kind, "status" | "owner" | "checks")
+                        && crate::names::check_task_id(id).is_ok()
+                });
+                !(*regular && named)
+            })
+            .map(|(n, _)| n)
+            .collect();
         Ok(out)
     }
 
