@@ -8,6 +8,8 @@
     reason = "test harnesses set up and inspect roots directly"
 )]
 
+#[path = "../support/caught.rs"]
+mod caught;
 #[macro_use]
 mod common;
 #[path = "../support/pg_cluster.rs"]

@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::process::Child;
 use std::time::{Duration, Instant};
 
+use crate::caught::until_caught;
 use crate::common::{Rng, Root, lost_or_duplicated, scaled, spawn_worker};
 
 pub struct Storm {
@@ -123,13 +124,18 @@ fn kill_storm_fast() {
 
 #[test]
 fn kill_storm_checker_catches_clobber() {
-    let s =
-        storm(4, 1, 40, 20, (40, 60), &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(30));
-    assert!(!s.problems.is_empty(), "storm checker saw nothing with locks broken");
+    // Each try gives the agents longer between kills, so that on a loaded machine they
+    // still get to race each other before they are killed.
+    let problems = until_caught("kill storm checker", 4, Duration::from_secs(120), |i| {
+        let gap = 40 + 120 * i as u64;
+        storm(4, 1, 40, 20, (gap, 60), &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(30))
+            .problems
+    });
+    assert!(!problems.is_empty(), "storm checker saw nothing with locks broken");
     eprintln!(
         "clobber caught by storm checker: {} problems, first: {}",
-        s.problems.len(),
-        s.problems[0]
+        problems.len(),
+        problems[0]
     );
 }
 

@@ -18,6 +18,8 @@
 mod archive;
 mod archive_live;
 mod archive_scale;
+#[path = "../support/caught.rs"]
+mod caught;
 mod chat;
 mod common;
 mod crash;

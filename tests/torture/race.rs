@@ -6,6 +6,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
+use crate::caught::until_caught;
 use crate::common::{Root, lost_or_duplicated, scaled, spawn_worker, wait_all};
 
 pub struct RaceRun {
@@ -87,16 +88,11 @@ fn race_by_id_and_next_fast() {
 #[test]
 fn race_checker_catches_clobber() {
     // With no-clobber renames and task locks broken, racing claims must show up.
-    let mut found = false;
-    for _ in 0..3 {
-        let r = race(6, 150, 2, "id", &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(60));
-        if !r.problems.is_empty() {
-            eprintln!("clobber caught: {} problems, first: {}", r.problems.len(), r.problems[0]);
-            found = true;
-            break;
-        }
-    }
-    assert!(found, "the race checker saw nothing wrong with locks and no-clobber broken");
+    let p = until_caught("race checker", 3, Duration::from_secs(180), |_| {
+        race(6, 150, 2, "id", &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(60)).problems
+    });
+    assert!(!p.is_empty(), "the race checker saw nothing wrong with locks and no-clobber broken");
+    eprintln!("clobber caught: {} problems, first: {}", p.len(), p[0]);
 }
 
 #[test]

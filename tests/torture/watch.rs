@@ -5,6 +5,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::caught::until_caught;
 use crate::common::{BIN, Rng, Root, scaled, spawn_worker, wait_all};
 
 pub struct Watched {
@@ -142,14 +143,9 @@ fn watcher_killed_under_writers_long() {
 /// The checker fails when the cursor moves before the event is printed.
 #[test]
 fn watch_checker_catches_cursor_early() {
-    let mut caught = Vec::new();
-    for _ in 0..5 {
-        let w = run(150, 40, &[("CIRCE_TEST_BREAK", "cursor-early")], Duration::from_secs(30));
-        caught = w.problems;
-        if !caught.is_empty() {
-            break;
-        }
-    }
+    let caught = until_caught("watch checker", 5, Duration::from_secs(150), |_| {
+        run(150, 40, &[("CIRCE_TEST_BREAK", "cursor-early")], Duration::from_secs(30)).problems
+    });
     assert!(!caught.is_empty(), "the checker saw nothing with the cursor saved too early");
     eprintln!("cursor-early caught: {:?}", &caught[..caught.len().min(3)]);
 }

@@ -3,6 +3,7 @@
 
 use std::time::{Duration, Instant};
 
+use crate::caught::until_caught;
 use crate::common::{Root, scaled, spawn_worker, wait_all};
 
 fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
@@ -77,7 +78,9 @@ fn concurrent_check_writers_fast() {
 
 #[test]
 fn writers_checker_catches_clobber() {
-    let p = writers_run(100, &[("CIRCE_TEST_BREAK", "clobber")]);
+    let p = until_caught("writers checker", 3, Duration::from_secs(120), |_| {
+        writers_run(100, &[("CIRCE_TEST_BREAK", "clobber")])
+    });
     assert!(!p.is_empty(), "lost updates went unseen with the task lock broken");
     eprintln!("clobber caught by writers checker: {}", p.last().unwrap());
 }
