@@ -108,6 +108,10 @@ pub(crate) fn archive(opts: &Opts, n: usize, out: &mut String) {
     let b = base.join("b/.circe");
     let files = count_files(&a.join("LOGS")) + count_files(&a.join("TASKS"));
     eprintln!("  done in {:.1}s ({files} files in LOGS and TASKS)", t.elapsed().as_secs_f64());
+    // Each side starts with nothing waiting to be written back: populating and `cp -a`
+    // leave about a million dirty inodes, and their writeback would otherwise run during
+    // whichever is timed first.
+    must(&mut Command::new("sync"));
     // circe archive, durable (the default), with its peak RSS (/usr/bin/time %M).
     let mut cmd = circe(&a, "coordinator", Durability::Full);
     cmd.env("CIRCE_NOW", LATER).arg("archive");
@@ -115,6 +119,7 @@ pub(crate) fn archive(opts: &Opts, n: usize, out: &mut String) {
     let rss = peak_kib(&mut cmd);
     let circe_s = start.elapsed().as_secs_f64();
     // The floor: the same files through tar --zstd, then rm.
+    must(&mut Command::new("sync"));
     let start = Instant::now();
     must(
         Command::new("tar")
