@@ -10,7 +10,7 @@ use std::path::Path;
 
 use super::LocalEngine;
 use super::archive_segment::{ListReader, sha256, verify};
-use super::archive_unlink::{Doomed, remove_file, unchanged};
+use super::archive_unlink::{self, Doomed, remove_file, unchanged};
 use super::atomic;
 use super::fault::crash_point;
 use super::root::{io_err, list_all_names, list_names};
@@ -98,12 +98,7 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
 /// task afterwards); its messages, files in LOGS that are never rewritten, are handed to
 /// `doomed` to be unlinked in inode order. Kept whole (`false`) when any of them changed
 /// since it was archived.
-fn remove_task(
-    eng: &LocalEngine,
-    task: &str,
-    entries: &[Entry],
-    doomed: &mut Doomed,
-) -> Result<bool> {
+fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<Option<Doomed>> {
     let id = TaskId::new(task)?;
     let _lock = eng.store.lock_task(&id)?;
     let root = &eng.store.root;
@@ -118,7 +113,7 @@ fn remove_task(
             unchanged(&root.join(origin), e)?
         };
         match state {
-            Some((false, _)) => return Ok(false),
+            Some((false, _)) => return Ok(None),
             Some((true, ino)) if e.kind == EntryKind::Message => {
                 messages.push((ino, root.join(origin)));
             }
@@ -127,10 +122,11 @@ fn remove_task(
     }
     eng.store.remove_records_unsynced(&id)?;
     eng.store.remove_task_lock(&id)?;
+    let mut doomed = Doomed::default();
     for (ino, path) in messages {
         doomed.push(ino, path, "archive.message_removed")?;
     }
-    Ok(true)
+    Ok(Some(doomed))
 }
 
 /// Remove the originals of committed segments. Returns the tasks kept because they changed.
@@ -204,9 +200,19 @@ fn flush_batch(
     let n = batch.len() as u64;
     let ids: Vec<TaskId> = batch.iter().filter_map(|(t, _)| TaskId::new(t.as_str()).ok()).collect();
     let entries: std::collections::HashMap<String, Vec<Entry>> = batch.drain(..).collect();
-    let removed = super::board::remove_batch(eng, &ids, &mut |id| {
-        let mine = entries.get(id.as_str()).map_or(&[][..], Vec::as_slice);
-        remove_task(eng, id.as_str(), mine, doomed)
+    let removed = super::board::remove_batch(eng, &ids, &mut |ids| {
+        let each = archive_unlink::in_parallel(ids, |id| {
+            let mine = entries.get(id.as_str()).map_or(&[][..], Vec::as_slice);
+            remove_task(eng, id.as_str(), mine)
+        })?;
+        let mut removed = Vec::new();
+        for (id, gone) in ids.iter().zip(each) {
+            if let Some(messages) = gone {
+                doomed.take(messages)?;
+                removed.push(id.clone());
+            }
+        }
+        Ok(removed)
     })?;
     kept.extend(ids.into_iter().filter(|i| !removed.contains(i)).map(|i| i.to_string()));
     Ok(n)

@@ -100,25 +100,20 @@ pub(super) fn write(
 }
 
 /// Remove tasks' records and rows (the archive), many at a time: under the board lock in
-/// shared mode, one append of their `P` lines, then `remove` for each (it removes the records
-/// and says whether it did), then one append of `D` lines for those removed. Like `write`, but
+/// shared mode, one append of their `P` lines, then `remove` for all of them (it removes the
+/// records and says which tasks it removed), then one append of `D` lines for those removed. Like `write`, but
 /// without syncing `TASKS/`: the archive syncs it once at the end of a run (its journal redoes
 /// what a power cut undid). A task `remove` kept keeps its `P` line: readers re-read it.
 pub(super) fn remove_batch(
     eng: &LocalEngine,
     tasks: &[TaskId],
-    remove: &mut dyn FnMut(&TaskId) -> Result<bool>,
+    remove: &mut dyn FnMut(&[TaskId]) -> Result<Vec<TaskId>>,
 ) -> Result<Vec<TaskId>> {
     let store = &eng.store;
     let _shared = store.lock_named_shared(LOCK)?;
     let pending: String = tasks.iter().map(|t| format!("P {t}\n")).collect();
     store.queue_append(FILE, &pending)?;
-    let mut removed = Vec::new();
-    for t in tasks {
-        if remove(t)? {
-            removed.push(t.clone());
-        }
-    }
+    let removed = remove(tasks)?;
     let gone: String = removed.iter().map(|t| format!("D {t}\n")).collect();
     let _ = store.queue_append(FILE, &gone);
     Ok(removed)
