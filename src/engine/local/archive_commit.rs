@@ -95,8 +95,8 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
 
 /// Remove one archived task's originals: under its lock, every original is checked, then its
 /// records and its lock file go (the tombstone was committed before: nobody can change the
-/// task afterwards); its messages, files in LOGS that are never rewritten, are handed to
-/// `doomed` to be unlinked in inode order. Kept whole (`false`) when any of them changed
+/// task afterwards); its messages, files in LOGS that are never rewritten, are returned to
+/// be unlinked with the batch's in inode order. Kept whole (`None`) when any of them changed
 /// since it was archived.
 fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<Option<Doomed>> {
     let id = TaskId::new(task)?;

@@ -101,9 +101,10 @@ pub(super) fn write(
 
 /// Remove tasks' records and rows (the archive), many at a time: under the board lock in
 /// shared mode, one append of their `P` lines, then `remove` for all of them (it removes the
-/// records and says which tasks it removed), then one append of `D` lines for those removed. Like `write`, but
-/// without syncing `TASKS/`: the archive syncs it once at the end of a run (its journal redoes
-/// what a power cut undid). A task `remove` kept keeps its `P` line: readers re-read it.
+/// records and says which tasks it removed), then one append of `D` lines for those
+/// removed. Like `write`, but without syncing `TASKS/`: the archive syncs it once at the end
+/// of a run (its journal redoes what a power cut undid). A task `remove` kept keeps its `P`
+/// line: readers re-read it.
 pub(super) fn remove_batch(
     eng: &LocalEngine,
     tasks: &[TaskId],
