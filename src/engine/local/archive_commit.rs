@@ -6,7 +6,7 @@
 
 use std::collections::HashSet;
 use std::io::{self, BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::LocalEngine;
 use super::archive_segment::{ListReader, sha256, verify};
@@ -98,7 +98,11 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
 /// task afterwards); its messages, files in LOGS that are never rewritten, are returned to
 /// be unlinked with the batch's in inode order. Kept whole (`None`) when any of them changed
 /// since it was archived.
-fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<Option<Doomed>> {
+fn remove_task(
+    eng: &LocalEngine,
+    task: &str,
+    entries: &[Entry],
+) -> Result<Option<Vec<(u64, PathBuf)>>> {
     let id = TaskId::new(task)?;
     let _lock = eng.store.lock_task(&id)?;
     let root = &eng.store.root;
@@ -122,11 +126,7 @@ fn remove_task(eng: &LocalEngine, task: &str, entries: &[Entry]) -> Result<Optio
     }
     eng.store.remove_records_unsynced(&id)?;
     eng.store.remove_task_lock(&id)?;
-    let mut doomed = Doomed::default();
-    for (ino, path) in messages {
-        doomed.push(ino, path, "archive.message_removed")?;
-    }
-    Ok(Some(doomed))
+    Ok(Some(messages))
 }
 
 /// Remove the originals of committed segments. Returns the tasks kept because they changed.
@@ -208,7 +208,9 @@ fn flush_batch(
         let mut removed = Vec::new();
         for (id, gone) in ids.iter().zip(each) {
             if let Some(messages) = gone {
-                doomed.take(messages)?;
+                for (ino, path) in messages {
+                    doomed.push(ino, path, "archive.message_removed")?;
+                }
                 removed.push(id.clone());
             }
         }

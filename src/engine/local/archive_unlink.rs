@@ -44,12 +44,6 @@ impl Doomed {
         if self.files.len() >= LIMIT { self.flush() } else { Ok(()) }
     }
 
-    /// Takes over another batch's files (flushing when it holds enough).
-    pub(super) fn take(&mut self, other: Doomed) -> Result<()> {
-        self.files.extend(other.files);
-        if self.files.len() >= LIMIT { self.flush() } else { Ok(()) }
-    }
-
     /// Unlinks the batch in inode order, a contiguous run of inodes per thread.
     pub(super) fn flush(&mut self) -> Result<()> {
         let mut files = std::mem::take(&mut self.files);

@@ -92,8 +92,6 @@ impl Store {
         Ok(())
     }
 
-    /// Task ids that have a `.status` record, sorted (names that are no legal task id are
-    /// left to doctor).
     /// Every entry of TASKS/ with whether it is a regular file. TASKS only grows on disk
     /// (ext4 never shrinks a folder): once an archive has emptied it of a million records,
     /// its listing is remembered while it stays as it is (`dir_stamp::cached_listing`).
@@ -101,6 +99,8 @@ impl Store {
         super::dir_stamp::cached_listing(self, &self.root.join("TASKS"), "tasks")
     }
 
+    /// Task ids that have a `.status` record, sorted (names that are no legal task id are
+    /// left to doctor).
     pub fn list_tasks(&self) -> Result<Vec<TaskId>> {
         let mut ids: Vec<TaskId> = self
             .tasks_listing()?
