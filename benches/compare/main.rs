@@ -255,6 +255,10 @@ fn main() {
         lib_worker(&args[2..]);
         return;
     }
+    if args.get(1).map(String::as_str) == Some("--sql-claim") {
+        pg::sql_claim(&args[2..]);
+        return;
+    }
     let opts = parse_opts();
     if !Path::new(SQLITE).exists() {
         install_sqlite3();

@@ -89,6 +89,39 @@ fn pg_root(dir: &Path, c: &Cluster, schema: &str, n: usize) -> String {
     url
 }
 
+/// The floor of a claim by a fresh process on this server (`compare --sql-claim URL SCHEMA
+/// AGENT`): connect, then the one statement a hand-written claim would send
+/// (`UPDATE ... WHERE task_id = (SELECT ... FOR UPDATE SKIP LOCKED) RETURNING`, autocommit)
+/// on circe's own tasks table, with none of circe's work (no configuration read, no event,
+/// no message moved, no grant). Prints the task; exit 6 when none waits.
+pub(crate) fn sql_claim(args: &[String]) {
+    let [url, schema, agent] = args else { crate::usage("--sql-claim URL SCHEMA AGENT") };
+    let config: tokio_postgres::Config = url.parse().expect("a PostgreSQL URL");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .expect("a runtime");
+    let q = format!(
+        "UPDATE \"{schema}\".tasks SET status = 'claimed', owner = $1, epoch = epoch + 1,
+                rev = rev + 1, lease_until = now() + interval '30 minutes'
+          WHERE task_id = (SELECT task_id FROM \"{schema}\".tasks WHERE status = 'new'
+                           ORDER BY rank, (deadline IS NULL), deadline, updated_at, task_id
+                           LIMIT 1 FOR UPDATE SKIP LOCKED)
+          RETURNING task_id"
+    );
+    let task: Option<String> = rt.block_on(async {
+        let (client, conn) = config.connect(tokio_postgres::NoTls).await.expect("connect");
+        tokio::spawn(conn);
+        let row = client.query_opt(&q, &[&agent.as_str()]).await.expect("the claim");
+        row.map(|r| r.get(0))
+    });
+    match task {
+        Some(t) => println!("claimed {t}"),
+        None => std::process::exit(6),
+    }
+}
+
 fn claim(url_or_root: &str) -> Command {
     let mut c = Command::new(circe_bin());
     c.env_clear().env("CIRCE_ROOT", url_or_root).env("CIRCE_AGENT", "w0").args(["claim", "--next"]);
@@ -163,10 +196,14 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
     let local = populate_circe(&dir.join("pg-local"), rounds + 10, 8);
     let direct = pg_root(dir, &cluster, "bench_claims", 2 * rounds + 10);
     let pooled = bouncer.as_ref().map(|b| b.url("bench_claims"));
+    pg_root(dir, &cluster, "bench_floor", rounds + 10);
+    let mut floor_cmd = Command::new(std::env::current_exe().expect("bench binary path"));
+    floor_cmd.args(["--sql-claim", &cluster.base_url(), "bench_floor", "w0"]);
     let (mut local_ms, mut direct_ms, mut pooled_ms) = (Vec::new(), Vec::new(), Vec::new());
+    let mut floor_ms = Vec::new();
     for r in 0..rounds {
-        let mut order: Vec<u8> = vec![0, 1, 2];
-        order.rotate_left(r % 3);
+        let mut order: Vec<u8> = vec![0, 1, 2, 3];
+        order.rotate_left(r % 4);
         for which in order {
             match (which, &pooled) {
                 (0, _) => {
@@ -175,6 +212,11 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
                     local_ms.push(timed(&mut cmd, false).0);
                 }
                 (1, _) => direct_ms.push(timed(&mut claim(&direct), false).0),
+                (3, _) => {
+                    let (ms, ok, _) = timed(&mut floor_cmd, false);
+                    assert!(ok, "the one-statement claim failed");
+                    floor_ms.push(ms);
+                }
                 (_, Some(u)) => pooled_ms.push(timed(&mut claim(u), false).0),
                 (_, None) => {}
             }
@@ -202,6 +244,17 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
         "| PostgreSQL direct (unix socket) | {:.2} | {:.2}x | <= 2.5x |",
         median(&direct_ms),
         paired_ratio(&direct_ms, &local_ms)
+    );
+    let _ = writeln!(
+        out,
+        "| floor: one SQL statement by a fresh process, direct | {:.2} | {:.2}x | |",
+        median(&floor_ms),
+        paired_ratio(&floor_ms, &local_ms)
+    );
+    let _ = writeln!(
+        out,
+        "\ncirce direct / the one-statement floor (paired median): {:.2}x",
+        paired_ratio(&direct_ms, &floor_ms)
     );
     let secs = opts.secs.max(2.0);
     eprintln!("postgres: {} claimers for {secs} s ...", opts.workers);

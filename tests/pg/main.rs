@@ -18,6 +18,7 @@ mod pg_cluster;
 mod archive;
 mod ask_race;
 mod chat;
+mod commit;
 mod feed;
 mod fencing;
 mod mirror;

@@ -1,5 +1,5 @@
 //! Waking followers of the feed: a connection of its own that LISTENs on the root's
-//! channel (`commit_task` and `append_events` NOTIFY it with the newest id when they
+//! channel (a task's commit and `append_events` NOTIFY it with the newest id when they
 //! commit). LISTEN needs a server connection of its own, which PgBouncer in transaction mode does not
 //! give, so it connects to `listen_host`/`listen_port` when the URL names them. A
 //! notification only wakes the reader: what is new is read from the table by id.

@@ -2,10 +2,11 @@
 //! hosts share it. The only module that speaks to a database (PROTOCOLS.md section 18).
 //!
 //! Every operation is one or two round trips: a task transaction is `BEGIN` + the row
-//! `FOR UPDATE` (pipelined), then `commit_task(...)` + `COMMIT` (pipelined), where
-//! `commit_task` (a function in the schema) moves or delivers the ticket, writes the
-//! record and appends the events with ids from a one-row counter updated in the same
-//! transaction, so the feed is ordered by commit and a follower never skips an id.
+//! `FOR UPDATE` (pipelined), then the commit + `COMMIT` (pipelined): one statement (or
+//! the schema's `commit_task` function, when a ticket is delivered) moves or delivers the
+//! ticket, writes the record and appends the events with ids from a one-row counter
+//! updated in the same transaction, so the feed is ordered by commit and a follower never
+//! skips an id.
 //! Leases are decided by the server's clock (`meta.clock = server`), or by each client's
 //! (`client`, for tests: `CIRCE_NOW` works).
 

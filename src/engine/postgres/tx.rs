@@ -1,9 +1,11 @@
 //! The task transaction of the database engine: two round trips. `begin` sends `BEGIN` and
 //! the task's row `FOR UPDATE` together (the row stays locked while the domain decides);
-//! `commit` sends `commit_task(...)` and `COMMIT` together: the ticket's move or delivery,
-//! the record and the events in one function, checked against the row version loaded.
+//! `commit` sends the commit and `COMMIT` together: the ticket's move or delivery, the
+//! record and the events, checked against the row version loaded. A task that exists
+//! whose ticket stays or moves is committed by one plain statement (`tx/commit_held.sql`);
+//! opening a task or delivering a ticket calls the schema's `commit_task` function.
 //! Dropping the transaction without a commit ends it with `COMMIT` all the same: the task
-//! is unchanged (only `commit_task` writes it), the row lock is released, and what the
+//! is unchanged (only the commit writes it), the row lock is released, and what the
 //! command did meanwhile outside the task (a plain message filed while the task was open,
 //! as the local engine does it beside its lock) stays done.
 
@@ -284,36 +286,35 @@ impl TaskTx for PgTx<'_> {
         let checks_json = checks.as_ref().map(json);
         let owner_json = owner.as_ref().map(json);
         let lines: Vec<String> = events.iter().map(Event::to_line).collect();
-        let task = self.task.as_str();
         let rev = i64::try_from(self.rev).unwrap_or(i64::MAX);
         let seen = if test_break("pg-unlocked") && rev > 0 { -1 } else { rev };
-        let msg_id = body.as_deref().and_then(super::msg_id_of);
-        let q = self.eng.sql(
-            "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
-                 $6, $7, $8, $9, $10, $11)",
-        );
-        let c = &self.eng.conn.client;
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 11] = [
-            (&task, Type::TEXT),
-            (&seen, Type::INT8),
-            (&rec_json, Type::TEXT),
-            (&checks_json, Type::TEXT),
-            (&owner_json, Type::TEXT),
-            (&mv, Type::TEXT),
-            (&name, Type::TEXT),
-            (&body, Type::BYTEA),
-            (&msg_id, Type::TEXT),
-            (&lines, Type::TEXT_ARRAY),
-            (&stored, Type::TEXT),
-        ];
-        let sent = self.eng.conn.run(futures_util::future::try_join3(
-            self.eng.move_counter(body.as_deref()), // a numbered ticket: its counter, here
-            c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
-        ));
+        let args = Args {
+            task: self.task.as_str(),
+            seen,
+            message: &record.message,
+            rec: &rec_json,
+            checks: checks_json.as_deref(),
+            owner: owner_json.as_deref(),
+            mv: mv.as_deref(),
+            stored: stored.as_deref(),
+            lines: &lines,
+        };
+        // A task that exists, whose ticket stays or moves: one plain statement (no plpgsql
+        // to load on a fresh connection). Opening a task or delivering a ticket: the
+        // function, which finds the ticket a free name.
+        let sent = if name.is_none() && seen != 0 {
+            self.send_held(&args)
+        } else {
+            self.send_function(&args, name.as_deref(), body.as_deref())
+        };
         self.open = false;
-        let row = match sent {
-            Ok((moved, row, ())) => self.eng.counter_moved(moved || numbered_out, row),
+        let (file, first) = match sent {
+            Ok(Sent::Done { file, first, moved }) => {
+                self.eng.counter_moved(moved || numbered_out, ());
+                (file, first)
+            }
+            // The statement changed nothing, and the COMMIT sent with it ended the transaction.
+            Ok(Sent::Refused(e)) => return Err(e),
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
                 return Err(super::conn::db_error(&format!("task {}", self.task), &e));
@@ -323,8 +324,6 @@ impl TaskTx for PgTx<'_> {
         if test_break("pg-lost-reply") && op == "claim" {
             return Err(self.lost(op, "CIRCE_TEST_BREAK=pg-lost-reply", request.as_deref()));
         }
-        let file: String = row.get(0);
-        let first: i64 = row.get(1);
         record.message.clone_from(&file);
         for (i, e) in events.iter_mut().enumerate() {
             e.id = u64::try_from(first).unwrap_or(0) + i as u64;
@@ -345,6 +344,107 @@ impl TaskTx for PgTx<'_> {
         self.st = Some(TaskState { rec: record, owner, checks: all_checks, location });
         self.rev += 1;
         Ok(events)
+    }
+}
+
+/// What a commit sends, whichever way it goes.
+struct Args<'x> {
+    task: &'x str,
+    /// The row version loaded (0: the task is being opened; < 0, test builds only: no
+    /// check).
+    seen: i64,
+    /// The ticket's name in the new record.
+    message: &'x str,
+    rec: &'x str,
+    checks: Option<&'x str>,
+    owner: Option<&'x str>,
+    /// The box the ticket moves to.
+    mv: Option<&'x str>,
+    /// The claim's request id, kept for a retry.
+    stored: Option<&'x str>,
+    lines: &'x [String],
+}
+
+/// What the server answered to a commit.
+enum Sent {
+    /// Committed: the ticket's name, the first event id, whether a sequence counter moved.
+    Done { file: String, first: i64, moved: bool },
+    /// A check failed: nothing was written.
+    Refused(Error),
+}
+
+/// The commit of a change to a task that exists and whose ticket stays or moves.
+const COMMIT_HELD: &str = include_str!("tx/commit_held.sql");
+
+impl PgTx<'_> {
+    /// Send `commit_task(...)` and `COMMIT` together (with a numbered ticket's counter).
+    fn send_function(
+        &self,
+        a: &Args<'_>,
+        name: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> std::result::Result<Sent, Failure> {
+        let msg_id = body.and_then(super::msg_id_of);
+        let q = self.eng.sql(
+            "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
+                 $6, $7, $8, $9, $10, $11)",
+        );
+        let c = &self.eng.conn.client;
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 11] = [
+            (&a.task, Type::TEXT),
+            (&a.seen, Type::INT8),
+            (&a.rec, Type::TEXT),
+            (&a.checks, Type::TEXT),
+            (&a.owner, Type::TEXT),
+            (&a.mv, Type::TEXT),
+            (&name, Type::TEXT),
+            (&body, Type::BYTEA),
+            (&msg_id, Type::TEXT),
+            (&a.lines, Type::TEXT_ARRAY),
+            (&a.stored, Type::TEXT),
+        ];
+        let (moved, row, ()) = self.eng.conn.run(futures_util::future::try_join3(
+            self.eng.move_counter(body), // a numbered ticket: its counter, here
+            c.query_typed_one(&q, &params),
+            c.batch_execute("COMMIT"),
+        ))?;
+        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved })
+    }
+
+    /// Send `COMMIT_HELD` and `COMMIT` together.
+    fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
+        let q = self.eng.sql(COMMIT_HELD);
+        let c = &self.eng.conn.client;
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 8] = [
+            (&a.task, Type::TEXT),
+            (&a.seen, Type::INT8),
+            (&a.rec, Type::TEXT),
+            (&a.checks, Type::TEXT),
+            (&a.owner, Type::TEXT),
+            (&a.mv, Type::TEXT),
+            (&a.stored, Type::TEXT),
+            (&a.lines, Type::TEXT_ARRAY),
+        ];
+        let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
+            c.query_typed_one(&q, &params),
+            c.batch_execute("COMMIT"),
+        ))?;
+        let (found, done, first): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
+        if !found {
+            return Ok(Sent::Refused(
+                Error::conflict(format!("task {} changed meanwhile", self.task))
+                    .detail("race", "true"),
+            ));
+        }
+        if !done {
+            let from = self.st.as_ref().and_then(|s| s.location.as_ref());
+            let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
+            return Ok(Sent::Refused(Error::conflict(format!(
+                "the message of task {} is not in {from}",
+                self.task
+            ))));
+        }
+        Ok(Sent::Done { file: a.message.to_string(), first, moved: false })
     }
 }
 

@@ -1,0 +1,51 @@
+-- The commit of a change to a task that exists, whose ticket stays or moves (claim, status,
+-- heartbeat, release, reap): the same writes as `commit_task` for that case, as one
+-- statement, so a fresh connection neither loads plpgsql nor compiles the function.
+-- $1 task, $2 the row version loaded (< 0, test builds only: no check), $3 the record,
+-- $4 the checks (NULL: unchanged), $5 the `.owner` record, $6 the box the ticket moves to
+-- (NULL: it stays), $7 the claim's request id, $8 the event lines.
+-- Every write is conditioned on the row version (and on the ticket's move), so when a
+-- check fails the statement changes nothing and answers which check failed.
+WITH p AS (
+  SELECT $3::jsonb AS r, $4::jsonb AS c, $5::jsonb AS o, coalesce(cardinality($8::text[]), 0) AS k
+), cur AS (
+  SELECT ticket, message FROM {s}.tasks
+   WHERE task_id = $1 AND ($2 < 0 OR rev = $2) FOR UPDATE
+), mv AS (
+  UPDATE {s}.messages m SET box = $6 FROM cur
+   WHERE $6 IS NOT NULL AND $6 <> cur.ticket AND m.box = cur.ticket AND m.file = cur.message
+  RETURNING 1
+), ok AS (
+  SELECT 1 FROM cur
+   WHERE $6 IS NULL OR $6 = cur.ticket OR $2 < 0 OR EXISTS (SELECT 1 FROM mv)
+), t AS (
+  UPDATE {s}.tasks SET v = (r->>'v')::int, status = r->>'status', owner = r->>'owner',
+      started_at = r->>'started_at', updated_at = r->>'updated_at',
+      created_at = r->>'created_at', intent = r->>'intent', priority = r->>'priority',
+      "to" = r->>'to', opened_by = r->>'opened_by', epoch = (r->>'epoch')::bigint,
+      attempts = (r->>'attempts')::int, expiries = (r->>'expiries')::int,
+      message = r->>'message', lease_expires_at = r->>'lease_expires_at',
+      note = r->>'note', handoff = r->>'handoff',
+      handoff_checks = coalesce(r->'handoff_checks', '[]'), checks = coalesce(c, checks),
+      claimed_at = o->>'claimed_at', host = o->>'host', pid = (o->>'pid')::bigint,
+      ticket = coalesce($6, ticket), rev = rev + 1,
+      lease_until = (r->>'lease_expires_at')::timestamptz,
+      deadline = r->>'deadline', deadline_at = (r->>'deadline')::timestamptz,
+      asserted = coalesce(r->'asserted', '[]')
+    FROM p, ok WHERE task_id = $1
+  RETURNING 1
+), g AS (
+  INSERT INTO {s}.grants (agent, request, task, epoch)
+  SELECT r->>'owner', $7, $1, (r->>'epoch')::bigint FROM p, t
+   WHERE $7 IS NOT NULL AND r->>'owner' IS NOT NULL
+  ON CONFLICT DO NOTHING
+), f AS (
+  UPDATE {s}.feed SET last = last + k FROM p, t WHERE id = 1 AND k > 0
+  RETURNING last, k
+), e AS (
+  INSERT INTO {s}.events (id, task, line)
+  SELECT f.last - f.k + x.o, $1, x.l FROM f, unnest($8::text[]) WITH ORDINALITY AS x(l, o)
+)
+SELECT EXISTS (SELECT 1 FROM cur), EXISTS (SELECT 1 FROM t),
+       coalesce((SELECT last - k + 1 FROM f), 0)::int8,
+       (SELECT pg_notify({channel}, last::text) FROM f)
