@@ -47,6 +47,9 @@ pub struct PgEngine {
     agents: RefCell<Vec<(AgentName, String)>>,
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
+    /// A task change was committed on this connection: the server has `commit_task`
+    /// compiled and planned for it, so later changes call it (`tx.rs`).
+    warm: std::cell::Cell<bool>,
     /// The LISTEN connection of `wait_events`, made on first use.
     listener: RefCell<Option<listen::Listener>>,
     /// The numbered send held on this connection (`seq.rs`), until its delivery.
@@ -127,6 +130,7 @@ impl PgEngine {
             clock,
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
+            warm: std::cell::Cell::new(false),
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),
         };

@@ -299,10 +299,12 @@ impl TaskTx for PgTx<'_> {
             stored: stored.as_deref(),
             lines: &lines,
         };
-        // A task that exists, whose ticket stays or moves: one plain statement (no plpgsql
-        // to load on a fresh connection). Opening a task or delivering a ticket: the
-        // function, which finds the ticket a free name.
-        let sent = if name.is_none() && seen != 0 {
+        // The first change on a connection to a task that exists, whose ticket stays or
+        // moves: one plain statement, so a fresh connection (a CLI run) neither loads
+        // plpgsql nor compiles a function. Later changes on the connection call
+        // `commit_task`, whose plans the server keeps for it; so do opening a task and
+        // delivering a ticket (the function finds the ticket a free name).
+        let sent = if name.is_none() && seen != 0 && !self.eng.warm.get() {
             self.send_held(&args)
         } else {
             self.send_function(&args, name.as_deref(), body.as_deref())
@@ -310,6 +312,7 @@ impl TaskTx for PgTx<'_> {
         self.open = false;
         let (file, first) = match sent {
             Ok(Sent::Done { file, first, moved }) => {
+                self.eng.warm.set(true);
                 self.eng.counter_moved(moved || numbered_out, ());
                 (file, first)
             }
