@@ -368,6 +368,23 @@ struct Args<'x> {
     lines: &'x [String],
 }
 
+/// A statement parameter with its type.
+type Param<'p> = &'p (dyn tokio_postgres::types::ToSql + Sync);
+
+impl Args<'_> {
+    /// The parameters both ways of committing begin with, `$1` to `$6`.
+    fn params(&self) -> Vec<(Param<'_>, Type)> {
+        vec![
+            (&self.task, Type::TEXT),
+            (&self.seen, Type::INT8),
+            (&self.rec, Type::TEXT),
+            (&self.checks, Type::TEXT),
+            (&self.owner, Type::TEXT),
+            (&self.mv, Type::TEXT),
+        ]
+    }
+}
+
 /// What the server answered to a commit.
 enum Sent {
     /// Committed: the ticket's name, the first event id, whether a sequence counter moved.
@@ -393,19 +410,14 @@ impl PgTx<'_> {
                  $6, $7, $8, $9, $10, $11)",
         );
         let c = &self.eng.conn.client;
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 11] = [
-            (&a.task, Type::TEXT),
-            (&a.seen, Type::INT8),
-            (&a.rec, Type::TEXT),
-            (&a.checks, Type::TEXT),
-            (&a.owner, Type::TEXT),
-            (&a.mv, Type::TEXT),
-            (&name, Type::TEXT),
+        let mut params = a.params();
+        params.extend([
+            (&name as Param<'_>, Type::TEXT),
             (&body, Type::BYTEA),
             (&msg_id, Type::TEXT),
             (&a.lines, Type::TEXT_ARRAY),
             (&a.stored, Type::TEXT),
-        ];
+        ]);
         let (moved, row, ()) = self.eng.conn.run(futures_util::future::try_join3(
             self.eng.move_counter(body), // a numbered ticket: its counter, here
             c.query_typed_one(&q, &params),
@@ -418,16 +430,8 @@ impl PgTx<'_> {
     fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
         let q = self.eng.sql(COMMIT_HELD);
         let c = &self.eng.conn.client;
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 8] = [
-            (&a.task, Type::TEXT),
-            (&a.seen, Type::INT8),
-            (&a.rec, Type::TEXT),
-            (&a.checks, Type::TEXT),
-            (&a.owner, Type::TEXT),
-            (&a.mv, Type::TEXT),
-            (&a.stored, Type::TEXT),
-            (&a.lines, Type::TEXT_ARRAY),
-        ];
+        let mut params = a.params();
+        params.extend([(&a.stored as Param<'_>, Type::TEXT), (&a.lines, Type::TEXT_ARRAY)]);
         let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
