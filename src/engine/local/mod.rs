@@ -27,6 +27,8 @@
 )]
 
 mod archive;
+mod archive_buckets;
+mod archive_build;
 mod archive_commit;
 mod archive_doctor;
 mod archive_scan;
