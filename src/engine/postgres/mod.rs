@@ -12,8 +12,10 @@
 
 mod chat;
 mod conn;
+mod cursors;
 mod deliver;
 mod doctor;
+mod feed;
 mod import;
 mod listen;
 mod rows;

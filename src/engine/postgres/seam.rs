@@ -8,40 +8,15 @@ use tokio_postgres::types::Type;
 
 use super::rows::TaskRow;
 use super::schema::Clock;
-use super::{PgEngine, doctor, listen, tx};
+use super::{PgEngine, doctor, tx};
 use crate::boxes::Mailbox;
 use crate::engine::{Capped, CursorHold, Engine, EventFeed, Parcel, SeqHold, TaskTx, Violation};
 use crate::error::{Error, Result};
-use crate::event::{self, Cursor, Event, Line};
+use crate::event::{Cursor, Event};
 use crate::names::{AgentName, CursorName, MsgId, TaskId};
 use crate::seq::{Counter, Receiver};
 use crate::task::{Eligibility, Row, TaskState};
 use crate::tx::AskRecord;
-
-/// Woken by LISTEN/NOTIFY (through `wait_events`), or on a timer with `--poll`.
-struct PgFeed<'a> {
-    eng: &'a PgEngine,
-    seen: u64,
-    poll: Option<Duration>,
-}
-
-impl EventFeed for PgFeed<'_> {
-    fn wait(&mut self, timeout: Option<Duration>) -> Result<bool> {
-        // `None`: no limit; the listener is asked in slices of an hour.
-        let limit = timeout.unwrap_or(Duration::from_secs(3600));
-        if let Some(every) = self.poll {
-            std::thread::sleep(every.min(limit));
-            let last = self.eng.last_event_id()?;
-            let woke = last > self.seen;
-            self.seen = last;
-            return Ok(woke || every <= limit);
-        }
-        let last = self.eng.wait_events(self.seen, limit)?;
-        let woke = last > self.seen;
-        self.seen = last;
-        Ok(woke)
-    }
-}
 
 impl Engine for PgEngine {
     fn location(&self) -> String {
@@ -244,67 +219,28 @@ impl Engine for PgEngine {
         rows.pop().ok_or_else(|| Error::not_found(format!("no message {file} in {mailbox}")))
     }
 
-    fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
-        if events.is_empty() {
-            return Ok(events);
-        }
-        let lines: Vec<String> = events.iter().map(Event::to_line).collect();
-        let task: Option<String> =
-            events.first().and_then(|e| e.task.as_ref()).map(ToString::to_string);
-        let first = self.rows(
-            "appending events",
-            "SELECT {s}.append_events($1, $2, NULL)",
-            &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY)],
-            |r| Ok(r.get::<_, i64>(0)),
-        )?;
-        let first = u64::try_from(first.first().copied().unwrap_or(0)).unwrap_or(0);
-        for (i, e) in events.iter_mut().enumerate() {
-            e.id = first + i as u64;
-        }
-        Ok(events)
+    fn append_events(&self, events: Vec<Event>) -> Result<Vec<Event>> {
+        self.append_lines(events)
     }
 
     fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
-        let after = i64::try_from(from.after).unwrap_or(i64::MAX);
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where("WHERE id > $1 ORDER BY id LIMIT $2", after, max)
+        self.events_after(from, max)
     }
 
     fn last_event_id(&self) -> Result<u64> {
-        let v = self.rows("reading the feed", "SELECT last FROM {s}.feed", &[], |r| {
-            Ok(r.get::<_, i64>(0))
-        })?;
-        Ok(u64::try_from(v.first().copied().unwrap_or(0)).unwrap_or(0))
+        self.feed_last()
     }
 
-    fn wait_events(&self, after: u64, timeout: std::time::Duration) -> Result<u64> {
-        let until = std::time::Instant::now() + timeout;
-        let mut listener = self.listener.borrow_mut();
-        if listener.is_none() {
-            *listener = Some(listen::Listener::start(&self.target)?);
-        }
-        let l = listener.as_mut().expect("just made");
-        loop {
-            // Read after listening: an event committed before the LISTEN is seen here.
-            let last = self.last_event_id()?;
-            let now = std::time::Instant::now();
-            if last > after || now >= until {
-                return Ok(last);
-            }
-            // A notification lost with a broken connection costs at most one second.
-            l.wait((until - now).min(std::time::Duration::from_secs(1)));
-        }
+    fn wait_events(&self, after: u64, timeout: Duration) -> Result<u64> {
+        self.wait_feed(after, timeout)
     }
 
     fn read_events_back(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
-        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where("WHERE id < $1 ORDER BY id DESC LIMIT $2", before, max)
+        self.events_before(before, max)
     }
 
     fn subscribe(&self, poll: Option<Duration>) -> Result<Box<dyn EventFeed + '_>> {
-        let seen = self.last_event_id()?;
-        Ok(Box::new(PgFeed { eng: self, seen, poll }))
+        self.feed(poll)
     }
 
     fn rotate_events(&self) -> Result<Option<String>> {
@@ -336,72 +272,27 @@ impl Engine for PgEngine {
     }
 
     fn hold_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
-        // A session advisory lock: held for as long as this process's connection lives.
-        let key = format!("{kind}/{name}");
-        let got = self.rows(
-            &format!("holding cursor {name}"),
-            "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
-            &[(&key, Type::TEXT)],
-            |r| Ok(r.get::<_, bool>(0)),
-        )?;
-        Ok(got.first().copied().unwrap_or(false).then(|| Box::new(()) as CursorHold))
+        self.lock_cursor(kind, name)
     }
 
     fn read_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>> {
-        let n = name.as_str();
-        let mut v = self.rows(
-            &format!("reading cursor {name}"),
-            "SELECT value FROM {s}.cursors WHERE kind = $1 AND name = $2",
-            &[(&kind, Type::TEXT), (&n, Type::TEXT)],
-            |r| Ok(r.get::<_, Vec<u8>>(0)),
-        )?;
-        Ok(v.pop())
+        self.cursor_value(kind, name)
     }
 
     fn write_cursor(&self, kind: &str, name: &CursorName, value: &[u8]) -> Result<()> {
-        let n = name.as_str();
-        self.exec(
-            &format!("saving cursor {name}"),
-            "INSERT INTO {s}.cursors (kind, name, value) VALUES ($1, $2, $3) ON CONFLICT (kind, name) DO UPDATE SET value = EXCLUDED.value",
-            &[(&kind, Type::TEXT), (&n, Type::TEXT), (&value, Type::BYTEA)],
-        )?;
-        Ok(())
+        self.save_cursor(kind, name, value)
     }
 
     fn cursors(&self) -> Result<Vec<(String, CursorName)>> {
-        self.rows(
-            "listing cursors",
-            "SELECT kind, name FROM {s}.cursors ORDER BY kind, name",
-            &[],
-            |r| Ok((r.get::<_, String>(0), CursorName::new(r.get::<_, String>(1))?)),
-        )
+        self.list_cursors()
     }
 
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
-        let (c, line) = (consumer.as_str(), event.to_line());
-        self.exec(
-            "setting an event aside",
-            "INSERT INTO {s}.dead_letters (consumer, line) VALUES ($1, $2)",
-            &[(&c, Type::TEXT), (&line, Type::TEXT)],
-        )?;
-        Ok(())
+        self.set_aside(consumer, event)
     }
 
     fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>> {
-        let c = consumer.as_str();
-        let lines = self.rows(
-            "reading dead letters",
-            "SELECT line FROM {s}.dead_letters WHERE consumer = $1 ORDER BY n",
-            &[(&c, Type::TEXT)],
-            |r| Ok(r.get::<_, String>(0)),
-        )?;
-        Ok(lines
-            .iter()
-            .filter_map(|l| match event::parse_line(l) {
-                Ok(Line::Event(e)) => Some(*e),
-                _ => None,
-            })
-            .collect())
+        self.set_aside_events(consumer)
     }
 
     fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
@@ -495,26 +386,5 @@ impl Engine for PgEngine {
 
     fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self)
-    }
-}
-
-impl PgEngine {
-    /// The events of the log selected by `tail` (a `WHERE id … ORDER BY … LIMIT $2` over
-    /// `id` bound to `$1`), in the order it names.
-    fn events_where(&self, tail: &str, id: i64, max: i64) -> Result<Vec<Event>> {
-        let rows = self.rows(
-            "reading events",
-            &format!("SELECT id, line FROM {{s}}.events {tail}"),
-            &[(&id, Type::INT8), (&max, Type::INT8)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, line) in rows {
-            if let Line::Event(mut e) = event::parse_line(&line)? {
-                e.id = u64::try_from(id).unwrap_or(0);
-                out.push(*e);
-            }
-        }
-        Ok(out)
     }
 }

@@ -1,0 +1,88 @@
+//! Consumers' saved places and the events their hooks kept failing on, for the database
+//! engine: a cursor is a row, held by a session advisory lock while its consumer runs.
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use crate::engine::CursorHold;
+use crate::error::Result;
+use crate::event::{self, Event, Line};
+use crate::names::CursorName;
+
+impl PgEngine {
+    /// `Engine::hold_cursor`: a session advisory lock on the cursor, or `None` when
+    /// another consumer holds it.
+    pub(super) fn lock_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
+        // A session advisory lock: held for as long as this process's connection lives.
+        let key = format!("{kind}/{name}");
+        let got = self.rows(
+            &format!("holding cursor {name}"),
+            "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
+            &[(&key, Type::TEXT)],
+            |r| Ok(r.get::<_, bool>(0)),
+        )?;
+        Ok(got.first().copied().unwrap_or(false).then(|| Box::new(()) as CursorHold))
+    }
+
+    /// `Engine::read_cursor`: the cursor's saved value.
+    pub(super) fn cursor_value(&self, kind: &str, name: &CursorName) -> Result<Option<Vec<u8>>> {
+        let n = name.as_str();
+        let mut v = self.rows(
+            &format!("reading cursor {name}"),
+            "SELECT value FROM {s}.cursors WHERE kind = $1 AND name = $2",
+            &[(&kind, Type::TEXT), (&n, Type::TEXT)],
+            |r| Ok(r.get::<_, Vec<u8>>(0)),
+        )?;
+        Ok(v.pop())
+    }
+
+    /// `Engine::write_cursor`: save the cursor's value.
+    pub(super) fn save_cursor(&self, kind: &str, name: &CursorName, value: &[u8]) -> Result<()> {
+        let n = name.as_str();
+        self.exec(
+            &format!("saving cursor {name}"),
+            "INSERT INTO {s}.cursors (kind, name, value) VALUES ($1, $2, $3) ON CONFLICT (kind, name) DO UPDATE SET value = EXCLUDED.value",
+            &[(&kind, Type::TEXT), (&n, Type::TEXT), (&value, Type::BYTEA)],
+        )?;
+        Ok(())
+    }
+
+    /// `Engine::cursors`: every saved cursor, by kind and name.
+    pub(super) fn list_cursors(&self) -> Result<Vec<(String, CursorName)>> {
+        self.rows(
+            "listing cursors",
+            "SELECT kind, name FROM {s}.cursors ORDER BY kind, name",
+            &[],
+            |r| Ok((r.get::<_, String>(0), CursorName::new(r.get::<_, String>(1))?)),
+        )
+    }
+
+    /// `Engine::dead_letter`: set an event aside for `consumer`.
+    pub(super) fn set_aside(&self, consumer: &CursorName, event: &Event) -> Result<()> {
+        let (c, line) = (consumer.as_str(), event.to_line());
+        self.exec(
+            "setting an event aside",
+            "INSERT INTO {s}.dead_letters (consumer, line) VALUES ($1, $2)",
+            &[(&c, Type::TEXT), (&line, Type::TEXT)],
+        )?;
+        Ok(())
+    }
+
+    /// `Engine::dead_letters`: the events set aside for `consumer`, in order.
+    pub(super) fn set_aside_events(&self, consumer: &CursorName) -> Result<Vec<Event>> {
+        let c = consumer.as_str();
+        let lines = self.rows(
+            "reading dead letters",
+            "SELECT line FROM {s}.dead_letters WHERE consumer = $1 ORDER BY n",
+            &[(&c, Type::TEXT)],
+            |r| Ok(r.get::<_, String>(0)),
+        )?;
+        Ok(lines
+            .iter()
+            .filter_map(|l| match event::parse_line(l) {
+                Ok(Line::Event(e)) => Some(*e),
+                _ => None,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,127 @@
+//! The event log of the database engine: appending (ids from the one-row `feed` counter,
+//! in the committing transaction), reading by cursor in either direction, and waiting for
+//! the next event (LISTEN/NOTIFY through `listen.rs`, or a timer with `--poll`).
+
+use std::time::Duration;
+
+use tokio_postgres::types::Type;
+
+use super::{PgEngine, listen};
+use crate::engine::EventFeed;
+use crate::error::Result;
+use crate::event::{self, Cursor, Event, Line};
+
+/// Woken by LISTEN/NOTIFY (through `wait_feed`), or on a timer with `--poll`.
+struct PgFeed<'a> {
+    eng: &'a PgEngine,
+    seen: u64,
+    poll: Option<Duration>,
+}
+
+impl EventFeed for PgFeed<'_> {
+    fn wait(&mut self, timeout: Option<Duration>) -> Result<bool> {
+        // `None`: no limit; the listener is asked in slices of an hour.
+        let limit = timeout.unwrap_or(Duration::from_secs(3600));
+        if let Some(every) = self.poll {
+            std::thread::sleep(every.min(limit));
+            let last = self.eng.feed_last()?;
+            let woke = last > self.seen;
+            self.seen = last;
+            return Ok(woke || every <= limit);
+        }
+        let last = self.eng.wait_feed(self.seen, limit)?;
+        let woke = last > self.seen;
+        self.seen = last;
+        Ok(woke)
+    }
+}
+
+impl PgEngine {
+    /// `Engine::append_events`: the events with the next ids, in one statement.
+    pub(super) fn append_lines(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
+        if events.is_empty() {
+            return Ok(events);
+        }
+        let lines: Vec<String> = events.iter().map(Event::to_line).collect();
+        let task: Option<String> =
+            events.first().and_then(|e| e.task.as_ref()).map(ToString::to_string);
+        let first = self.rows(
+            "appending events",
+            "SELECT {s}.append_events($1, $2, NULL)",
+            &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY)],
+            |r| Ok(r.get::<_, i64>(0)),
+        )?;
+        let first = u64::try_from(first.first().copied().unwrap_or(0)).unwrap_or(0);
+        for (i, e) in events.iter_mut().enumerate() {
+            e.id = first + i as u64;
+        }
+        Ok(events)
+    }
+
+    /// `Engine::read_events`: up to `max` events after the cursor, oldest first.
+    pub(super) fn events_after(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
+        let after = i64::try_from(from.after).unwrap_or(i64::MAX);
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.events_where("WHERE id > $1 ORDER BY id LIMIT $2", after, max)
+    }
+
+    /// `Engine::last_event_id`: the newest event id committed.
+    pub(super) fn feed_last(&self) -> Result<u64> {
+        let v = self.rows("reading the feed", "SELECT last FROM {s}.feed", &[], |r| {
+            Ok(r.get::<_, i64>(0))
+        })?;
+        Ok(u64::try_from(v.first().copied().unwrap_or(0)).unwrap_or(0))
+    }
+
+    /// `Engine::wait_events`: the newest id once it passes `after`, or at `timeout`.
+    pub(super) fn wait_feed(&self, after: u64, timeout: Duration) -> Result<u64> {
+        let until = std::time::Instant::now() + timeout;
+        let mut listener = self.listener.borrow_mut();
+        if listener.is_none() {
+            *listener = Some(listen::Listener::start(&self.target)?);
+        }
+        let l = listener.as_mut().expect("just made");
+        loop {
+            // Read after listening: an event committed before the LISTEN is seen here.
+            let last = self.feed_last()?;
+            let now = std::time::Instant::now();
+            if last > after || now >= until {
+                return Ok(last);
+            }
+            // A notification lost with a broken connection costs at most one second.
+            l.wait((until - now).min(std::time::Duration::from_secs(1)));
+        }
+    }
+
+    /// `Engine::read_events_back`: up to `max` events before `before`, newest first.
+    pub(super) fn events_before(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        self.events_where("WHERE id < $1 ORDER BY id DESC LIMIT $2", before, max)
+    }
+
+    /// `Engine::subscribe`: a feed woken by notifications (or every `poll`).
+    pub(super) fn feed(&self, poll: Option<Duration>) -> Result<Box<dyn EventFeed + '_>> {
+        let seen = self.feed_last()?;
+        Ok(Box::new(PgFeed { eng: self, seen, poll }))
+    }
+
+    /// The events of the log selected by `tail` (a `WHERE id … ORDER BY … LIMIT $2` over
+    /// `id` bound to `$1`), in the order it names.
+    fn events_where(&self, tail: &str, id: i64, max: i64) -> Result<Vec<Event>> {
+        let rows = self.rows(
+            "reading events",
+            &format!("SELECT id, line FROM {{s}}.events {tail}"),
+            &[(&id, Type::INT8), (&max, Type::INT8)],
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
+        )?;
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, line) in rows {
+            if let Line::Event(mut e) = event::parse_line(&line)? {
+                e.id = u64::try_from(id).unwrap_or(0);
+                out.push(*e);
+            }
+        }
+        Ok(out)
+    }
+}
