@@ -29,6 +29,9 @@ use crate::task::{Change, TaskState, Ticket};
 const TICKET: &str = "@circe:ticket@";
 
 mod outbox;
+mod send;
+
+use send::{Args, Sent};
 
 pub(super) struct PgTx<'a> {
     eng: &'a PgEngine,
@@ -347,111 +350,6 @@ impl TaskTx for PgTx<'_> {
         self.st = Some(TaskState { rec: record, owner, checks: all_checks, location });
         self.rev += 1;
         Ok(events)
-    }
-}
-
-/// What a commit sends, whichever way it goes.
-struct Args<'x> {
-    task: &'x str,
-    /// The row version loaded (0: the task is being opened; < 0, test builds only: no
-    /// check).
-    seen: i64,
-    /// The ticket's name in the new record.
-    message: &'x str,
-    rec: &'x str,
-    checks: Option<&'x str>,
-    owner: Option<&'x str>,
-    /// The box the ticket moves to.
-    mv: Option<&'x str>,
-    /// The claim's request id, kept for a retry.
-    stored: Option<&'x str>,
-    lines: &'x [String],
-}
-
-/// A statement parameter with its type.
-type Param<'p> = &'p (dyn tokio_postgres::types::ToSql + Sync);
-
-impl Args<'_> {
-    /// The parameters both ways of committing begin with, `$1` to `$6`.
-    fn params(&self) -> Vec<(Param<'_>, Type)> {
-        vec![
-            (&self.task, Type::TEXT),
-            (&self.seen, Type::INT8),
-            (&self.rec, Type::TEXT),
-            (&self.checks, Type::TEXT),
-            (&self.owner, Type::TEXT),
-            (&self.mv, Type::TEXT),
-        ]
-    }
-}
-
-/// What the server answered to a commit.
-enum Sent {
-    /// Committed: the ticket's name, the first event id, whether a sequence counter moved.
-    Done { file: String, first: i64, moved: bool },
-    /// A check failed: nothing was written.
-    Refused(Error),
-}
-
-/// The commit of a change to a task that exists and whose ticket stays or moves.
-const COMMIT_HELD: &str = include_str!("tx/commit_held.sql");
-
-impl PgTx<'_> {
-    /// Send `commit_task(...)` and `COMMIT` together (with a numbered ticket's counter).
-    fn send_function(
-        &self,
-        a: &Args<'_>,
-        name: Option<&str>,
-        body: Option<&[u8]>,
-    ) -> std::result::Result<Sent, Failure> {
-        let msg_id = body.and_then(super::msg_id_of);
-        let q = self.eng.sql(
-            "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
-                 $6, $7, $8, $9, $10, $11)",
-        );
-        let c = &self.eng.conn.client;
-        let mut params = a.params();
-        params.extend([
-            (&name as Param<'_>, Type::TEXT),
-            (&body, Type::BYTEA),
-            (&msg_id, Type::TEXT),
-            (&a.lines, Type::TEXT_ARRAY),
-            (&a.stored, Type::TEXT),
-        ]);
-        let (moved, row, ()) = self.eng.conn.run(futures_util::future::try_join3(
-            self.eng.move_counter(body), // a numbered ticket: its counter, here
-            c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
-        ))?;
-        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved })
-    }
-
-    /// Send `COMMIT_HELD` and `COMMIT` together.
-    fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
-        let q = self.eng.sql(COMMIT_HELD);
-        let c = &self.eng.conn.client;
-        let mut params = a.params();
-        params.extend([(&a.stored as Param<'_>, Type::TEXT), (&a.lines, Type::TEXT_ARRAY)]);
-        let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
-            c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
-        ))?;
-        let (found, done, first): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
-        if !found {
-            return Ok(Sent::Refused(
-                Error::conflict(format!("task {} changed meanwhile", self.task))
-                    .detail("race", "true"),
-            ));
-        }
-        if !done {
-            let from = self.st.as_ref().and_then(|s| s.location.as_ref());
-            let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
-            return Ok(Sent::Refused(Error::conflict(format!(
-                "the message of task {} is not in {from}",
-                self.task
-            ))));
-        }
-        Ok(Sent::Done { file: a.message.to_string(), first, moved: false })
     }
 }
 

@@ -1,0 +1,115 @@
+//! Sending a task transaction's commit: the first change on a connection to a task that
+//! exists, whose ticket stays or moves, as one plain statement (`commit_held.sql`);
+//! every other change as a call of the schema's `commit_task`. Each is pipelined with its
+//! `COMMIT`.
+
+use tokio_postgres::types::Type;
+
+use super::PgTx;
+use crate::engine::postgres::conn::Failure;
+use crate::error::Error;
+
+/// What a commit sends, whichever way it goes.
+pub(super) struct Args<'x> {
+    pub(super) task: &'x str,
+    /// The row version loaded (0: the task is being opened; < 0, test builds only: no
+    /// check).
+    pub(super) seen: i64,
+    /// The ticket's name in the new record.
+    pub(super) message: &'x str,
+    pub(super) rec: &'x str,
+    pub(super) checks: Option<&'x str>,
+    pub(super) owner: Option<&'x str>,
+    /// The box the ticket moves to.
+    pub(super) mv: Option<&'x str>,
+    /// The claim's request id, kept for a retry.
+    pub(super) stored: Option<&'x str>,
+    pub(super) lines: &'x [String],
+}
+
+/// A statement parameter with its type.
+type Param<'p> = &'p (dyn tokio_postgres::types::ToSql + Sync);
+
+impl Args<'_> {
+    /// The parameters both ways of committing begin with, `$1` to `$6`.
+    fn params(&self) -> Vec<(Param<'_>, Type)> {
+        vec![
+            (&self.task, Type::TEXT),
+            (&self.seen, Type::INT8),
+            (&self.rec, Type::TEXT),
+            (&self.checks, Type::TEXT),
+            (&self.owner, Type::TEXT),
+            (&self.mv, Type::TEXT),
+        ]
+    }
+}
+
+/// What the server answered to a commit.
+pub(super) enum Sent {
+    /// Committed: the ticket's name, the first event id, whether a sequence counter moved.
+    Done { file: String, first: i64, moved: bool },
+    /// A check failed: nothing was written.
+    Refused(Error),
+}
+
+/// The commit of a change to a task that exists and whose ticket stays or moves.
+const COMMIT_HELD: &str = include_str!("commit_held.sql");
+
+impl PgTx<'_> {
+    /// Send `commit_task(...)` and `COMMIT` together (with a numbered ticket's counter).
+    pub(super) fn send_function(
+        &self,
+        a: &Args<'_>,
+        name: Option<&str>,
+        body: Option<&[u8]>,
+    ) -> std::result::Result<Sent, Failure> {
+        let msg_id = body.and_then(crate::engine::postgres::msg_id_of);
+        let q = self.eng.sql(
+            "SELECT o_file, o_first FROM {s}.commit_task($1, $2, $3::jsonb, $4::jsonb, $5::jsonb,
+                 $6, $7, $8, $9, $10, $11)",
+        );
+        let c = &self.eng.conn.client;
+        let mut params = a.params();
+        params.extend([
+            (&name as Param<'_>, Type::TEXT),
+            (&body, Type::BYTEA),
+            (&msg_id, Type::TEXT),
+            (&a.lines, Type::TEXT_ARRAY),
+            (&a.stored, Type::TEXT),
+        ]);
+        let (moved, row, ()) = self.eng.conn.run(futures_util::future::try_join3(
+            self.eng.move_counter(body), // a numbered ticket: its counter, here
+            c.query_typed_one(&q, &params),
+            c.batch_execute("COMMIT"),
+        ))?;
+        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved })
+    }
+
+    /// Send `COMMIT_HELD` and `COMMIT` together.
+    pub(super) fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
+        let q = self.eng.sql(COMMIT_HELD);
+        let c = &self.eng.conn.client;
+        let mut params = a.params();
+        params.extend([(&a.stored as Param<'_>, Type::TEXT), (&a.lines, Type::TEXT_ARRAY)]);
+        let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
+            c.query_typed_one(&q, &params),
+            c.batch_execute("COMMIT"),
+        ))?;
+        let (found, done, first): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
+        if !found {
+            return Ok(Sent::Refused(
+                Error::conflict(format!("task {} changed meanwhile", self.task))
+                    .detail("race", "true"),
+            ));
+        }
+        if !done {
+            let from = self.st.as_ref().and_then(|s| s.location.as_ref());
+            let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
+            return Ok(Sent::Refused(Error::conflict(format!(
+                "the message of task {} is not in {from}",
+                self.task
+            ))));
+        }
+        Ok(Sent::Done { file: a.message.to_string(), first, moved: false })
+    }
+}
