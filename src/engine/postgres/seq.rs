@@ -177,11 +177,10 @@ impl PgEngine {
     }
 
     /// After the commit: the counter moved with the ticket, so the number is used.
-    pub(super) fn counter_moved<T>(&self, moved: bool, row: T) -> T {
+    pub(super) fn counter_moved(&self, moved: bool) {
         if moved {
             self.number_used();
         }
-        row
     }
 
     pub(super) fn update(

@@ -316,7 +316,7 @@ impl TaskTx for PgTx<'_> {
         let (file, first) = match sent {
             Ok(Sent::Done { file, first, moved }) => {
                 self.eng.warm.set(true);
-                self.eng.counter_moved(moved || numbered_out, ());
+                self.eng.counter_moved(moved || numbered_out);
                 (file, first)
             }
             // The statement changed nothing, and the COMMIT sent with it ended the transaction.
