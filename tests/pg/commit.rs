@@ -23,13 +23,14 @@ fn state(c: &Cluster, schema: &str) -> String {
 }
 
 /// Move the waiting tickets to LOGS by hand, claim T-000 with `claim` (the conflict's
-/// message, or `None` when it went through): refused, saying where it looked, changing
-/// nothing. Put back, the same claim goes through (the check is not refusing everything).
+/// message and hint, or `None` when it went through): refused, saying where it looked and
+/// what to do, changing nothing. Put back, the same claim goes through (the check is not refusing everything).
 fn refused_then_put_back(c: &Cluster, schema: &str, mut claim: impl FnMut() -> Option<String>) {
     c.psql(&format!("UPDATE \"{schema}\".messages SET box = 'logs' WHERE box = 'new'"));
     let before = state(c, schema);
     let refused = claim().expect("the claim is refused");
     assert!(refused.contains("is not in"), "says where the message was looked for: {refused}");
+    assert!(refused.contains("circe doctor"), "says what to do: {refused}");
     assert_eq!(state(c, schema), before, "the refused claim changed nothing");
     c.psql(&format!("UPDATE \"{schema}\".messages SET box = 'new' WHERE box = 'logs'"));
     assert_eq!(claim(), None, "the claim goes through once the message is back");
@@ -46,7 +47,9 @@ fn a_claim_whose_message_was_moved_by_hand_exits_4_and_changes_nothing() {
         let out = root.run(Some("e1"), &["claim", "T-000", "--json"]);
         match out.code {
             0 => None,
-            4 => Some(out.json()["error"]["message"].as_str().unwrap_or_default().to_string()),
+            4 => {
+                Some(format!("{} {}", out.json()["error"]["message"], out.json()["error"]["hint"]))
+            }
             code => panic!("exit {code}: {} {}", out.stdout, out.stderr),
         }
     });
@@ -69,7 +72,9 @@ fn on_a_warm_connection_too_a_refused_claim_changes_nothing() {
     refused_then_put_back(c, &schema_of(&url), || {
         match circe::ops::claim(&ws, &me, &role, &t0, None) {
             Ok(_) => None,
-            Err(e) if e.kind == circe::error::Kind::Conflict => Some(e.chain()),
+            Err(e) if e.kind == circe::error::Kind::Conflict => {
+                Some(format!("{} {}", e.chain(), e.hint.unwrap_or_default()))
+            }
             Err(e) => panic!("{}", e.chain()),
         }
     });

@@ -323,7 +323,10 @@ impl TaskTx for PgTx<'_> {
             Ok(Sent::Refused(e)) => return Err(e),
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
-                return Err(super::conn::db_error(&format!("task {}", self.task), &e));
+                let err = super::conn::db_error(&format!("task {}", self.task), &e);
+                // `commit_task` says it as the statement does; the hint is added here.
+                let moved = err.message.starts_with("the message of task ");
+                return Err(if moved { err.hint(send::TICKET_MOVED) } else { err });
             }
             Err(Failure::Lost(why)) => return Err(self.lost(op, &why, request.as_deref())),
         };

@@ -52,6 +52,10 @@ pub(super) enum Sent {
     Refused(Error),
 }
 
+/// The hint for a task whose message is not in the box its record names.
+pub(super) const TICKET_MOVED: &str =
+    "`circe doctor` says where it is; put it back in its box, then change the task";
+
 /// The commit of a change to a task that exists and whose ticket stays or moves.
 const COMMIT_HELD: &str = include_str!("commit_held.sql");
 
@@ -105,10 +109,10 @@ impl PgTx<'_> {
         if !done {
             let from = self.st.as_ref().and_then(|s| s.location.as_ref());
             let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
-            return Ok(Sent::Refused(Error::conflict(format!(
-                "the message of task {} is not in {from}",
-                self.task
-            ))));
+            return Ok(Sent::Refused(
+                Error::conflict(format!("the message of task {} is not in {from}", self.task))
+                    .hint(TICKET_MOVED),
+            ));
         }
         Ok(Sent::Done { file: a.message.to_string(), first, moved: false })
     }
