@@ -49,6 +49,8 @@ pub struct PgEngine {
     agents: RefCell<Vec<(AgentName, String)>>,
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
+    /// The retired agents read with the opening, for the first question right after.
+    retired_at_open: std::cell::Cell<Option<tx_state::Prefetched>>,
     /// A task change was committed on this connection: the server has `commit_task`
     /// compiled and planned for it, so later changes call it (`tx.rs`).
     warm: std::cell::Cell<bool>,
@@ -97,9 +99,24 @@ impl PgEngine {
                     (SELECT coalesce(json_agg(json_build_array(name, role) ORDER BY name), '[]')::text
                        FROM {s}.agents)",
         );
-        let row = conn
-            .call("opening the root", conn.client.query_typed_one(&q, &[]))
+        // The retired agents come in the same round trip (every command asks first thing);
+        // a root too old to have them answers the opening query all the same.
+        let retired_q = schema::sql(&target.schema, tx_state::RETIRED);
+        let (row, retired) = conn
+            .call("opening the root", async {
+                let (row, retired) = futures_util::future::join(
+                    conn.client.query_typed_one(&q, &[]),
+                    conn.client.query_typed(&retired_q, &[]),
+                )
+                .await;
+                row.map(|row| (row, retired.ok()))
+            })
             .map_err(|e| no_root(target, e))?;
+        let retired = retired
+            .and_then(|rows| {
+                rows.iter().map(tx_state::retired_row).collect::<Result<Vec<_>>>().ok()
+            })
+            .map(tx_state::Prefetched::new);
         let version: Option<String> = row.get(0);
         let version: u32 = version.and_then(|v| v.parse().ok()).unwrap_or(0);
         schema::check(version, &target.schema)?;
@@ -132,6 +149,7 @@ impl PgEngine {
             clock,
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
+            retired_at_open: std::cell::Cell::new(retired),
             warm: std::cell::Cell::new(false),
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),

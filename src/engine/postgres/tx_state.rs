@@ -157,6 +157,7 @@ impl PgEngine {
 
     /// One statement: mark the agent retired unless it is; tell which it was.
     pub(super) fn mark_retired(&self, agent: &AgentName, at: &str) -> Result<bool> {
+        self.retired_at_open.take();
         let a = agent.as_str();
         let v = self.rows(
             &format!("retiring {agent}"),
@@ -173,11 +174,39 @@ impl PgEngine {
     }
 
     pub(super) fn list_retired(&self) -> Result<Vec<(AgentName, String)>> {
-        self.rows(
-            "reading the retired agents",
-            "SELECT name, retired_at FROM {s}.agents WHERE retired_at IS NOT NULL ORDER BY name",
-            &[],
-            |r| Ok((AgentName::new(r.get::<_, String>(0))?, r.get::<_, String>(1))),
-        )
+        if let Some(read) = self.retired_at_open.take().and_then(Prefetched::fresh) {
+            return Ok(read);
+        }
+        self.rows("reading the retired agents", RETIRED, &[], retired_row)
+    }
+}
+
+/// The retired agents, by name.
+pub(super) const RETIRED: &str =
+    "SELECT name, retired_at FROM {s}.agents WHERE retired_at IS NOT NULL ORDER BY name";
+
+/// One row of `RETIRED`.
+pub(super) fn retired_row(r: &tokio_postgres::Row) -> Result<(AgentName, String)> {
+    Ok((AgentName::new(r.get::<_, String>(0))?, r.get::<_, String>(1)))
+}
+
+/// The retired agents read with the root's opening (in the same round trip), for the
+/// command's first question, asked right after.
+pub(super) struct Prefetched {
+    at: std::time::Instant,
+    read: Vec<(AgentName, String)>,
+}
+
+impl Prefetched {
+    /// How long after the opening the list answers for the database: a command asks at
+    /// once; a long-lived process asking later reads again.
+    const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
+
+    pub(super) fn new(read: Vec<(AgentName, String)>) -> Prefetched {
+        Prefetched { at: std::time::Instant::now(), read }
+    }
+
+    fn fresh(self) -> Option<Vec<(AgentName, String)>> {
+        (self.at.elapsed() < Self::FRESH).then_some(self.read)
     }
 }
