@@ -62,6 +62,16 @@ fn entry(kind: EntryKind, task: Option<&TaskId>, origin: Option<String>) -> Entr
     }
 }
 
+/// A message's entry takes its id, time, sender, recipient, intent and summary line.
+fn describe(en: &mut Entry, m: &message::Message) {
+    en.msg_id.clone_from(&m.msg_id);
+    en.created_at = m.created_at.map(crate::clock::stamp);
+    en.from.clone_from(&m.from);
+    en.to.clone_from(&m.to);
+    en.intent.clone_from(&m.intent);
+    en.summary = Some(summary::summary_line(m.headline.as_deref(), &m.body));
+}
+
 impl<'a> Build<'a> {
     pub(super) fn new(
         eng: &'a LocalEngine,
@@ -172,12 +182,7 @@ impl<'a> Build<'a> {
             let mut en = entry(EntryKind::Message, Some(id), Some(origin.clone()));
             en.mtime_ns = Some(mtime);
             if let Some(m) = &m {
-                en.msg_id.clone_from(&m.msg_id);
-                en.created_at = m.created_at.map(crate::clock::stamp);
-                en.from.clone_from(&m.from);
-                en.to.clone_from(&m.to);
-                en.intent.clone_from(&m.intent);
-                en.summary = Some(summary::summary_line(m.headline.as_deref(), &m.body));
+                describe(&mut en, m);
                 thread.push(ThreadItem {
                     created_at: en.created_at.clone().unwrap_or_default(),
                     from: en.from.clone().unwrap_or_default(),
@@ -261,12 +266,7 @@ impl<'a> Build<'a> {
         en.mtime_ns = Some(mtime);
         if let Some(m) = &m {
             en.task.clone_from(&m.task_id);
-            en.msg_id.clone_from(&m.msg_id);
-            en.created_at = m.created_at.map(crate::clock::stamp);
-            en.from.clone_from(&m.from);
-            en.to.clone_from(&m.to);
-            en.intent.clone_from(&m.intent);
-            en.summary = Some(summary::summary_line(m.headline.as_deref(), &m.body));
+            describe(&mut en, m);
         }
         let newest = en.created_at.clone().unwrap_or_default();
         let seg = self.seg(period)?;
