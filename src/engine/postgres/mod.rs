@@ -99,8 +99,8 @@ impl PgEngine {
                     (SELECT coalesce(json_agg(json_build_array(name, role) ORDER BY name), '[]')::text
                        FROM {s}.agents)",
         );
-        // The retired agents come in the same round trip (a command acting as an agent asks first thing);
-        // a root too old to have them answers the opening query all the same.
+        // The retired agents come in the same round trip (a command acting as an agent asks
+        // first thing); a root too old to have them answers the opening query all the same.
         let retired_q = schema::sql(&target.schema, tx_state::RETIRED);
         let (row, retired) = conn
             .call("opening the root", async {
