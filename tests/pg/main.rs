@@ -25,6 +25,7 @@ mod mirror;
 mod netns;
 mod outbox;
 mod race;
+mod read_ahead;
 mod relay;
 mod requests;
 mod restart;

@@ -18,6 +18,7 @@ mod doctor;
 mod feed;
 mod import;
 mod listen;
+mod prefetch;
 mod rows;
 mod schema;
 mod seam;
@@ -34,6 +35,7 @@ pub use schema::{Clock, VERSION as SCHEMA_VERSION};
 pub use target::{Target, is_url};
 
 use self::conn::Conn;
+use self::prefetch::Prefetched;
 use super::Engine;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -50,7 +52,9 @@ pub struct PgEngine {
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
     /// The retired agents read with the opening, for the first question right after.
-    retired_at_open: std::cell::Cell<Option<tx_state::Prefetched>>,
+    retired_at_open: std::cell::Cell<Option<Prefetched<Vec<(AgentName, String)>>>>,
+    /// The ticket a claim moved, returned by its commit, for the read right after.
+    ticket_read: std::cell::Cell<Option<Prefetched<prefetch::MovedMessage>>>,
     /// A task change was committed on this connection: the server has `commit_task`
     /// compiled and planned for it, so later changes call it (`tx.rs`).
     warm: std::cell::Cell<bool>,
@@ -90,59 +94,23 @@ pub(super) fn msg_id_of(content: &[u8]) -> Option<String> {
 impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
         let conn = Conn::connect(target, &target.config)?;
-        let q = schema::sql(
-            &target.schema,
-            "SELECT (SELECT value FROM {s}.meta WHERE key = 'schema_version'),
-                    (SELECT value FROM {s}.meta WHERE key = 'clock'),
-                    (SELECT value FROM {s}.meta WHERE key = 'moved_to'),
-                    (SELECT text FROM {s}.config),
-                    (SELECT coalesce(json_agg(json_build_array(name, role) ORDER BY name), '[]')::text
-                       FROM {s}.agents)",
-        );
-        // The retired agents come in the same round trip (a command acting as an agent asks
-        // first thing); a root too old to have them answers the opening query all the same.
-        let retired_q = schema::sql(&target.schema, tx_state::RETIRED);
-        let (row, retired) = conn
-            .call("opening the root", async {
-                let (row, retired) = futures_util::future::join(
-                    conn.client.query_typed_one(&q, &[]),
-                    conn.client.query_typed(&retired_q, &[]),
-                )
-                .await;
-                row.map(|row| (row, retired.ok()))
-            })
-            .map_err(|e| no_root(target, e))?;
-        let retired = retired
-            .and_then(|rows| {
-                rows.iter().map(tx_state::retired_row).collect::<Result<Vec<_>>>().ok()
-            })
-            .map(tx_state::Prefetched::new);
-        let version: Option<String> = row.get(0);
-        let version: u32 = version.and_then(|v| v.parse().ok()).unwrap_or(0);
-        schema::check(version, &target.schema)?;
-        if let Some(to) = row.get::<_, Option<String>>(2) {
+        let opening = Opening::read(&conn, target)?;
+        schema::check(opening.version, &target.schema)?;
+        if let Some(to) = opening.moved_to {
             return Err(Error::refused(format!(
                 "the root {} was moved to {to}",
                 target.location()
             ))
             .hint(format!("use the root at {to}")));
         }
-        let clock = row
-            .get::<_, Option<String>>(1)
-            .as_deref()
-            .and_then(Clock::parse)
-            .unwrap_or(Clock::Server);
-        let text: String = row.get::<_, Option<String>>(3).unwrap_or_default();
-        let config = Config::parse(&text)?;
+        let clock = opening.clock.as_deref().and_then(Clock::parse).unwrap_or(Clock::Server);
+        let config = Config::parse(&opening.config)?;
         if config.engine.is_some() {
             return Err(Error::refused("the configuration stored in the database names an engine")
                 .hint("`circe config --set FILE` with a circe.yaml without `engine:`"));
         }
-        let agents_json: String = row.get(4);
-        let pairs: Vec<(String, String)> = serde_json::from_str(&agents_json)
-            .map_err(|e| Error::internal(format!("the agents table does not read: {e}")))?;
-        let agents =
-            pairs.into_iter().filter_map(|(a, r)| AgentName::new(a).ok().map(|a| (a, r))).collect();
+        let (agents, retired) = (opening.agents, opening.retired);
+        let retired = Some(Prefetched::new(retired));
         let eng = PgEngine {
             conn,
             target: target.clone(),
@@ -150,6 +118,7 @@ impl PgEngine {
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
+            ticket_read: std::cell::Cell::new(None),
             warm: std::cell::Cell::new(false),
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),
@@ -219,4 +188,77 @@ fn no_root(target: &Target, e: Error) -> Error {
         .hint(format!("`circe init --engine {}` makes one", target.location()));
     }
     e
+}
+
+/// What the opening reads, in one statement: the schema's version, the clock, where the
+/// root moved (if it did), the configuration, every agent and which of them retired. One
+/// statement over the three tables, without per-key lookups: a fresh server process plans
+/// it for less than one subquery per value (each first use of an index costs it).
+struct Opening {
+    version: u32,
+    clock: Option<String>,
+    moved_to: Option<String>,
+    config: String,
+    agents: Vec<(AgentName, String)>,
+    retired: Vec<(AgentName, String)>,
+}
+
+impl Opening {
+    const QUERY: &str = "SELECT 0, key, value, NULL FROM {s}.meta
+        UNION ALL SELECT 1, NULL, text, NULL FROM {s}.config
+        UNION ALL SELECT 2, name, role, retired_at FROM {s}.agents";
+
+    fn read(conn: &Conn, target: &Target) -> Result<Opening> {
+        let q = schema::sql(&target.schema, Opening::QUERY);
+        let rows = match conn.call("opening the root", conn.client.query_typed(&q, &[])) {
+            Ok(rows) => rows,
+            // A root too old to have every column: say so (or that there is no root).
+            Err(e) => return Err(Opening::why_not(conn, target, e)),
+        };
+        let mut o = Opening {
+            version: 0,
+            clock: None,
+            moved_to: None,
+            config: String::new(),
+            agents: Vec::new(),
+            retired: Vec::new(),
+        };
+        for r in &rows {
+            let (kind, key, value): (i32, Option<String>, Option<String>) =
+                (r.get(0), r.get(1), r.get(2));
+            let value = value.unwrap_or_default();
+            match (kind, key.as_deref()) {
+                (0, Some("schema_version")) => o.version = value.parse().unwrap_or(0),
+                (0, Some("clock")) => o.clock = Some(value),
+                (0, Some("moved_to")) => o.moved_to = Some(value),
+                (1, _) => o.config = value,
+                (2, Some(name)) => {
+                    let Ok(name) = AgentName::new(name) else { continue };
+                    if let Some(at) = r.get::<_, Option<String>>(3) {
+                        o.retired.push((name.clone(), at));
+                    }
+                    o.agents.push((name, value));
+                }
+                _ => {}
+            }
+        }
+        o.agents.sort();
+        o.retired.sort();
+        Ok(o)
+    }
+
+    /// The error for an opening that failed: the schema's version when it can be read (a
+    /// root made by an older circe lacks columns the opening reads), else no root.
+    fn why_not(conn: &Conn, target: &Target, e: Error) -> Error {
+        let q = schema::sql(
+            &target.schema,
+            "SELECT value FROM {s}.meta WHERE key = 'schema_version'",
+        );
+        let read = conn.call("opening the root", conn.client.query_typed(&q, &[]));
+        let version = read.ok().and_then(|rows| rows.first().map(|r| r.get::<_, String>(0)));
+        match version.and_then(|v| v.parse::<u32>().ok()) {
+            Some(v) => schema::check(v, &target.schema).err().unwrap_or(e),
+            None => no_root(target, e),
+        }
+    }
 }

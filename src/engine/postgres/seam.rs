@@ -209,6 +209,9 @@ impl Engine for PgEngine {
     }
 
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
+        if let Some(body) = self.read_ahead(mailbox, file) {
+            return Ok(body);
+        }
         let b = mailbox.label();
         let mut rows = self.rows(
             &format!("reading {file}"),
@@ -249,6 +252,11 @@ impl Engine for PgEngine {
     }
 
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped> {
+        if let Some(mut bytes) = self.read_ahead(mailbox, file) {
+            let size = u64::try_from(bytes.len()).ok();
+            bytes.truncate(cap.saturating_add(1));
+            return Ok(Capped { bytes, size });
+        }
         let b = mailbox.label();
         let take = i32::try_from(cap.saturating_add(1)).unwrap_or(i32::MAX);
         let mut rows = self.rows(

@@ -14,6 +14,7 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use super::conn::{Failure, LOCK_WAIT};
+use super::prefetch::{MovedMessage, Prefetched};
 use super::rows::TaskRow;
 use super::schema::Clock;
 use crate::clock;
@@ -301,6 +302,7 @@ impl TaskTx for PgTx<'_> {
             mv: mv.as_deref(),
             stored: stored.as_deref(),
             lines: &lines,
+            want_body: op == "claim",
         };
         // The first change on a connection to a task that exists, whose ticket stays or
         // moves: one plain statement, so a fresh connection (a CLI run) neither loads
@@ -314,9 +316,13 @@ impl TaskTx for PgTx<'_> {
         };
         self.open = false;
         let (file, first) = match sent {
-            Ok(Sent::Done { file, first, moved }) => {
+            Ok(Sent::Done { file, first, moved, body }) => {
                 self.eng.warm.set(true);
                 self.eng.counter_moved(moved || numbered_out);
+                if let (Some(body), Some(mailbox)) = (body, mv) {
+                    let ticket = MovedMessage { mailbox, file: file.clone(), body };
+                    self.eng.ticket_read.set(Some(Prefetched::new(ticket)));
+                }
                 (file, first)
             }
             // The statement changed nothing, and the COMMIT sent with it ended the transaction.

@@ -5,6 +5,7 @@
 use tokio_postgres::types::Type;
 
 use super::PgEngine;
+use super::prefetch::Prefetched;
 use crate::engine::Held;
 use crate::error::{Error, Result};
 use crate::names::{AgentName, MsgId};
@@ -182,31 +183,10 @@ impl PgEngine {
 }
 
 /// The retired agents, by name.
-pub(super) const RETIRED: &str =
+const RETIRED: &str =
     "SELECT name, retired_at FROM {s}.agents WHERE retired_at IS NOT NULL ORDER BY name";
 
 /// One row of `RETIRED`.
-pub(super) fn retired_row(r: &tokio_postgres::Row) -> Result<(AgentName, String)> {
+fn retired_row(r: &tokio_postgres::Row) -> Result<(AgentName, String)> {
     Ok((AgentName::new(r.get::<_, String>(0))?, r.get::<_, String>(1)))
-}
-
-/// The retired agents read with the root's opening (in the same round trip), for the
-/// command's first question, asked right after.
-pub(super) struct Prefetched {
-    at: std::time::Instant,
-    read: Vec<(AgentName, String)>,
-}
-
-impl Prefetched {
-    /// How long after the opening the list answers for the database: a command asks at
-    /// once; a long-lived process asking later reads again.
-    const FRESH: std::time::Duration = std::time::Duration::from_secs(1);
-
-    pub(super) fn new(read: Vec<(AgentName, String)>) -> Prefetched {
-        Prefetched { at: std::time::Instant::now(), read }
-    }
-
-    fn fresh(self) -> Option<Vec<(AgentName, String)>> {
-        (self.at.elapsed() < Self::FRESH).then_some(self.read)
-    }
 }

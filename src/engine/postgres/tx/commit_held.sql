@@ -3,7 +3,8 @@
 -- statement, so a fresh connection neither loads plpgsql nor compiles the function.
 -- $1 task, $2 the row version loaded (< 0, test builds only: no check), $3 the record,
 -- $4 the checks (NULL: unchanged), $5 the `.owner` record, $6 the box the ticket moves to
--- (NULL: it stays), $7 the claim's request id, $8 the event lines.
+-- (NULL: it stays), $7 the claim's request id, $8 the event lines, $9 whether to answer
+-- with the moved ticket's bytes (a claim shows its summary).
 -- Every write is conditioned on the row version (and on the ticket's move), so when a
 -- check fails the statement changes nothing and answers which check failed.
 WITH p AS (
@@ -14,7 +15,7 @@ WITH p AS (
 ), mv AS (
   UPDATE {s}.messages m SET box = $6 FROM cur
    WHERE $6 IS NOT NULL AND $6 <> cur.ticket AND m.box = cur.ticket AND m.file = cur.message
-  RETURNING 1
+  RETURNING m.body
 ), ok AS (
   SELECT 1 FROM cur
    WHERE $6 IS NULL OR $6 = cur.ticket OR $2 < 0 OR EXISTS (SELECT 1 FROM mv)
@@ -48,4 +49,5 @@ WITH p AS (
 )
 SELECT EXISTS (SELECT 1 FROM cur), EXISTS (SELECT 1 FROM t),
        coalesce((SELECT last - k + 1 FROM f), 0)::int8,
-       (SELECT pg_notify({channel}, last::text) FROM f)
+       (SELECT pg_notify({channel}, last::text) FROM f),
+       (SELECT body FROM mv, t WHERE $9)

@@ -25,6 +25,8 @@ pub(super) struct Args<'x> {
     /// The claim's request id, kept for a retry.
     pub(super) stored: Option<&'x str>,
     pub(super) lines: &'x [String],
+    /// Answer with the ticket's bytes when it moves (a claim shows its summary).
+    pub(super) want_body: bool,
 }
 
 /// A statement parameter with its type.
@@ -46,8 +48,9 @@ impl Args<'_> {
 
 /// What the server answered to a commit.
 pub(super) enum Sent {
-    /// Committed: the ticket's name, the first event id, whether a sequence counter moved.
-    Done { file: String, first: i64, moved: bool },
+    /// Committed: the ticket's name, the first event id, whether a sequence counter moved,
+    /// and the moved ticket's bytes when they were asked for.
+    Done { file: String, first: i64, moved: bool, body: Option<Vec<u8>> },
     /// A check failed: nothing was written.
     Refused(Error),
 }
@@ -86,7 +89,7 @@ impl PgTx<'_> {
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ))?;
-        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved })
+        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, body: None })
     }
 
     /// Send `COMMIT_HELD` and `COMMIT` together.
@@ -94,7 +97,11 @@ impl PgTx<'_> {
         let q = self.eng.sql(COMMIT_HELD);
         let c = &self.eng.conn.client;
         let mut params = a.params();
-        params.extend([(&a.stored as Param<'_>, Type::TEXT), (&a.lines, Type::TEXT_ARRAY)]);
+        params.extend([
+            (&a.stored as Param<'_>, Type::TEXT),
+            (&a.lines, Type::TEXT_ARRAY),
+            (&a.want_body, Type::BOOL),
+        ]);
         let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
@@ -114,6 +121,7 @@ impl PgTx<'_> {
                     .hint(TICKET_MOVED),
             ));
         }
-        Ok(Sent::Done { file: a.message.to_string(), first, moved: false })
+        let body = row.get::<_, Option<Vec<u8>>>(4);
+        Ok(Sent::Done { file: a.message.to_string(), first, moved: false, body })
     }
 }
