@@ -71,3 +71,20 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     root.run(None, &["init"]).ok();
     assert_eq!(version(c).trim(), "5");
 }
+
+#[test]
+fn opening_a_schema_without_a_root_or_of_a_newer_circe_says_so_and_what_to_do() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let none = Root::at(&url).run(None, &["tasks"]);
+    assert_eq!(none.code, 2, "{none:?}");
+    assert!(none.stderr.contains(&format!("no circe root in schema {schema}")), "{none:?}");
+    assert!(none.stderr.contains("circe init --engine"), "{none:?}");
+    let root = Root::new(&url, "server", 1);
+    c.psql(&format!("UPDATE \"{schema}\".meta SET value = '99' WHERE key = 'schema_version'"));
+    let newer = root.run(None, &["tasks"]);
+    assert_eq!(newer.code, 3, "{newer:?}");
+    assert!(newer.stderr.contains("schema version 99"), "{newer:?}");
+    assert!(newer.stderr.contains("upgrade circe"), "{newer:?}");
+}

@@ -24,7 +24,7 @@ const MIGRATIONS: [&str; 5] = [
 /// The version this process makes and accepts: `VERSION`, or (TEST BUILDS ONLY,
 /// `CIRCE_TEST_BREAK=pg-schema-v2`) version 2, as a circe without TX state does, so a test
 /// can make an old root and migrate it.
-fn target() -> u32 {
+pub(super) fn target() -> u32 {
     if crate::engine::local::test_break("pg-schema-v2") { 2 } else { VERSION }
 }
 
