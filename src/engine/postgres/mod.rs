@@ -58,6 +58,9 @@ pub struct PgEngine {
     retired_at_open: std::cell::Cell<Option<Prefetched<Vec<Retired>>>>,
     /// The ticket a claim moved, returned by its commit, for the read right after.
     ticket_read: std::cell::Cell<Option<Prefetched<prefetch::MovedMessage>>>,
+    /// How much of a message a read brings (`limits.message_bytes`, read at the opening):
+    /// what a claim's commit brings of the message it moved.
+    message_cap: usize,
     /// A task change was committed on this connection: the server has `commit_task`
     /// compiled and planned for it, so later changes call it (`tx.rs`).
     warm: std::cell::Cell<bool>,
@@ -122,6 +125,7 @@ impl PgEngine {
             open_tx: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
             ticket_read: std::cell::Cell::new(None),
+            message_cap: config.limits.message_bytes,
             warm: std::cell::Cell::new(false),
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),
@@ -217,10 +221,13 @@ impl Opening {
             // A circe before retirement (test builds only, emulating one): no such column.
             q = q.replace("retired_at FROM", "NULL FROM");
         }
-        let rows = match conn.call("opening the root", conn.client.query_typed(&q, &[])) {
+        let rows = match conn.run(conn.client.query_typed(&q, &[])) {
             Ok(rows) => rows,
-            // A root too old to have every column: say so (or that there is no root).
-            Err(e) => return Err(Opening::why_not(conn, target, e)),
+            // The server refused it: a root too old to have every column (say so), or none.
+            Err(f @ conn::Failure::Db(_)) => {
+                return Err(Opening::why_not(conn, target, conn.error("opening the root", f)));
+            }
+            Err(f) => return Err(conn.error("opening the root", f)),
         };
         let mut o = Opening {
             version: 0,

@@ -28,17 +28,77 @@ impl<T> Prefetched<T> {
     }
 }
 
-/// A message as the commit that moved it left it: its box, its name, its bytes.
+/// A message as the commit that moved it left it: its box, its name, its first bytes
+/// (up to the read cap and one more, as a read brings them) and its whole size.
 pub(super) struct MovedMessage {
     pub(super) mailbox: String,
     pub(super) file: String,
-    pub(super) body: Vec<u8>,
+    pub(super) bytes: Vec<u8>,
+    pub(super) size: u64,
+}
+
+impl MovedMessage {
+    /// What a read of it would bring: the first `cap + 1` bytes (all of them when `cap` is
+    /// `None`) and the size; `None` when fewer bytes were brought than that read needs.
+    fn answer(self, cap: Option<usize>) -> Option<(Vec<u8>, u64)> {
+        let whole = self.bytes.len() as u64 == self.size;
+        let mut bytes = self.bytes;
+        match cap.map(|c| c.saturating_add(1)) {
+            None if whole => {}
+            Some(take) if whole || take <= bytes.len() => bytes.truncate(take),
+            _ => return None,
+        }
+        Some((bytes, self.size))
+    }
 }
 
 impl PgEngine {
-    /// The bytes of `file` in `mailbox`, when the last commit read them ahead (once).
-    pub(super) fn read_ahead(&self, mailbox: &Mailbox, file: &str) -> Option<Vec<u8>> {
+    /// The first `cap + 1` bytes of `file` in `mailbox` (all of them when `cap` is `None`)
+    /// and its size, when the last commit read them ahead and brought enough (once).
+    pub(super) fn read_ahead(
+        &self,
+        mailbox: &Mailbox,
+        file: &str,
+        cap: Option<usize>,
+    ) -> Option<(Vec<u8>, u64)> {
         let t = self.ticket_read.take()?.fresh()?;
-        (t.mailbox == mailbox.label() && t.file == file).then_some(t.body)
+        if t.mailbox != mailbox.label() || t.file != file {
+            return None;
+        }
+        t.answer(cap)
+    }
+
+    /// Forget what was read ahead: this process is about to change tasks or messages.
+    pub(super) fn forget_read_ahead(&self) {
+        self.ticket_read.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MovedMessage;
+
+    fn moved(bytes: &[u8], size: u64) -> MovedMessage {
+        MovedMessage {
+            mailbox: "inbox:e1".into(),
+            file: "m.md".into(),
+            bytes: bytes.to_vec(),
+            size,
+        }
+    }
+
+    #[test]
+    fn a_message_read_ahead_answers_only_the_reads_it_has_the_bytes_for() {
+        let all = b"0123456789abcdef";
+        // Brought whole: any read.
+        assert_eq!(moved(all, 16).answer(None), Some((all.to_vec(), 16)));
+        assert_eq!(moved(all, 16).answer(Some(3)), Some((b"0123".to_vec(), 16)));
+        assert_eq!(moved(all, 16).answer(Some(100)), Some((all.to_vec(), 16)));
+        // Brought cut (a message larger than the read cap): only reads capped within it.
+        let cut = &all[..9];
+        assert_eq!(moved(cut, 16).answer(Some(8)), Some((cut.to_vec(), 16)));
+        assert_eq!(moved(cut, 16).answer(Some(4)), Some((b"01234".to_vec(), 16)));
+        assert_eq!(moved(cut, 16).answer(Some(9)), None);
+        assert_eq!(moved(cut, 16).answer(None), None);
     }
 }

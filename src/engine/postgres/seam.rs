@@ -94,10 +94,12 @@ impl Engine for PgEngine {
     }
 
     fn deliver(&self, content: &[u8], name: &str, to: &[Mailbox]) -> Result<Vec<String>> {
+        self.forget_read_ahead();
         self.deliver_one(content, name, to)
     }
 
     fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
+        self.forget_read_ahead();
         self.deliver_all(parcels)
     }
 
@@ -166,6 +168,7 @@ impl Engine for PgEngine {
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
+        self.forget_read_ahead();
         let (f, t) = (from.label(), to.label());
         match self.exec(
             &format!("moving {file}"),
@@ -181,6 +184,7 @@ impl Engine for PgEngine {
     }
 
     fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
+        self.forget_read_ahead();
         let (f, t) = (from.label(), to.label());
         for n in 1..=1000 {
             let used = crate::message::numbered(file, n);
@@ -209,7 +213,7 @@ impl Engine for PgEngine {
     }
 
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
-        if let Some(body) = self.read_ahead(mailbox, file) {
+        if let Some((body, _)) = self.read_ahead(mailbox, file, None) {
             return Ok(body);
         }
         let b = mailbox.label();
@@ -252,10 +256,8 @@ impl Engine for PgEngine {
     }
 
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped> {
-        if let Some(mut bytes) = self.read_ahead(mailbox, file) {
-            let size = u64::try_from(bytes.len()).ok();
-            bytes.truncate(cap.saturating_add(1));
-            return Ok(Capped { bytes, size });
+        if let Some((bytes, size)) = self.read_ahead(mailbox, file, Some(cap)) {
+            return Ok(Capped { bytes, size: Some(size) });
         }
         let b = mailbox.label();
         let take = i32::try_from(cap.saturating_add(1)).unwrap_or(i32::MAX);

@@ -54,6 +54,7 @@ impl<'a> PgTx<'a> {
     /// Open the transaction on `task`, loading and locking its row.
     pub(super) fn begin(eng: &'a PgEngine, task: &TaskId) -> Result<PgTx<'a>> {
         eng.no_open_tx()?;
+        eng.forget_read_ahead();
         let mut load = eng.sql(
             "SELECT (extract(epoch FROM now()) * 1000000)::int8,
                     (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE task_id = $1 FOR UPDATE)",
@@ -89,6 +90,7 @@ impl<'a> PgTx<'a> {
         skip: &[String],
     ) -> Result<Option<PgTx<'a>>> {
         eng.no_open_tx()?;
+        eng.forget_read_ahead();
         if let Some(tx) = PgTx::pick(eng, who, skip, true)? {
             return Ok(Some(tx));
         }
@@ -302,7 +304,8 @@ impl TaskTx for PgTx<'_> {
             mv: mv.as_deref(),
             stored: stored.as_deref(),
             lines: &lines,
-            want_body: op == "claim",
+            bring: (op == "claim")
+                .then(|| i32::try_from(self.eng.message_cap.saturating_add(1)).unwrap_or(i32::MAX)),
         };
         // The first change on a connection to a task that exists, whose ticket stays or
         // moves: one plain statement, so a fresh connection (a CLI run) neither loads
@@ -316,11 +319,11 @@ impl TaskTx for PgTx<'_> {
         };
         self.open = false;
         let (file, first) = match sent {
-            Ok(Sent::Done { file, first, moved, body }) => {
+            Ok(Sent::Done { file, first, moved, brought }) => {
                 self.eng.warm.set(true);
                 self.eng.counter_moved(moved || numbered_out);
-                if let (Some(body), Some(mailbox)) = (body, mv) {
-                    let ticket = MovedMessage { mailbox, file: file.clone(), body };
+                if let (Some((bytes, size)), Some(mailbox)) = (brought, mv) {
+                    let ticket = MovedMessage { mailbox, file: file.clone(), bytes, size };
                     self.eng.ticket_read.set(Some(Prefetched::new(ticket)));
                 }
                 (file, first)

@@ -3,8 +3,9 @@
 -- statement, so a fresh connection neither loads plpgsql nor compiles the function.
 -- $1 task, $2 the row version loaded (< 0, test builds only: no check), $3 the record,
 -- $4 the checks (NULL: unchanged), $5 the `.owner` record, $6 the box the ticket moves to
--- (NULL: it stays), $7 the claim's request id, $8 the event lines, $9 whether to answer
--- with the moved ticket's bytes (a claim shows its summary).
+-- (NULL: it stays), $7 the claim's request id, $8 the event lines, $9 how many of the
+-- moved ticket's first bytes to answer with, and its size (NULL: none; a claim shows its
+-- summary).
 -- Every write is conditioned on the row version (and on the ticket's move), so when a
 -- check fails the statement changes nothing and answers which check failed.
 WITH p AS (
@@ -50,4 +51,5 @@ WITH p AS (
 SELECT EXISTS (SELECT 1 FROM cur), EXISTS (SELECT 1 FROM t),
        coalesce((SELECT last - k + 1 FROM f), 0)::int8,
        (SELECT pg_notify({channel}, last::text) FROM f),
-       (SELECT body FROM mv, t WHERE $9)
+       (SELECT substring(body FROM 1 FOR $9) FROM mv, t WHERE $9 IS NOT NULL),
+       (SELECT octet_length(body) FROM mv, t WHERE $9 IS NOT NULL)

@@ -25,8 +25,9 @@ pub(super) struct Args<'x> {
     /// The claim's request id, kept for a retry.
     pub(super) stored: Option<&'x str>,
     pub(super) lines: &'x [String],
-    /// Answer with the ticket's bytes when it moves (a claim shows its summary).
-    pub(super) want_body: bool,
+    /// Answer with the first bytes of the ticket, this many, and its size, when it moves
+    /// (a claim shows its summary).
+    pub(super) bring: Option<i32>,
 }
 
 /// A statement parameter with its type.
@@ -49,8 +50,8 @@ impl Args<'_> {
 /// What the server answered to a commit.
 pub(super) enum Sent {
     /// Committed: the ticket's name, the first event id, whether a sequence counter moved,
-    /// and the moved ticket's bytes when they were asked for.
-    Done { file: String, first: i64, moved: bool, body: Option<Vec<u8>> },
+    /// and the moved ticket's first bytes and size when they were asked for.
+    Done { file: String, first: i64, moved: bool, brought: Option<(Vec<u8>, u64)> },
     /// A check failed: nothing was written.
     Refused(Error),
 }
@@ -89,7 +90,7 @@ impl PgTx<'_> {
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ))?;
-        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, body: None })
+        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
     }
 
     /// Send `COMMIT_HELD` and `COMMIT` together.
@@ -100,7 +101,7 @@ impl PgTx<'_> {
         params.extend([
             (&a.stored as Param<'_>, Type::TEXT),
             (&a.lines, Type::TEXT_ARRAY),
-            (&a.want_body, Type::BOOL),
+            (&a.bring, Type::INT4),
         ]);
         let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
             c.query_typed_one(&q, &params),
@@ -121,7 +122,9 @@ impl PgTx<'_> {
                     .hint(TICKET_MOVED),
             ));
         }
-        let body = row.get::<_, Option<Vec<u8>>>(4);
-        Ok(Sent::Done { file: a.message.to_string(), first, moved: false, body })
+        let bytes = row.get::<_, Option<Vec<u8>>>(4);
+        let size = row.get::<_, Option<i32>>(5).and_then(|n| u64::try_from(n).ok());
+        let brought = bytes.zip(size);
+        Ok(Sent::Done { file: a.message.to_string(), first, moved: false, brought })
     }
 }
