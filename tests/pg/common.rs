@@ -116,8 +116,14 @@ impl Root {
 
     /// Open `n` tasks T-000.. for all engineers.
     pub fn open_tasks(&self, n: usize) {
+        self.open_tasks_saying(n, |_| "x".to_string());
+    }
+
+    /// Open `n` tasks T-000.. for all engineers, each with the summary `summary(id)`.
+    pub fn open_tasks_saying(&self, n: usize, summary: impl Fn(&str) -> String) {
         for i in 0..n {
             let id = format!("T-{i:03}");
+            let summary = summary(&id);
             self.run(
                 Some("coordinator"),
                 &[
@@ -129,7 +135,7 @@ impl Root {
                     "--task",
                     &id,
                     "--summary",
-                    "x",
+                    &summary,
                 ],
             )
             .ok();

@@ -14,24 +14,7 @@ use crate::common::Root;
 fn root_with(c: &crate::pg_cluster::Cluster, n: usize) -> (Root, String) {
     let url = c.fresh_url();
     let root = Root::new(&url, "server", 1);
-    for i in 0..n {
-        let id = format!("T-{i:03}");
-        root.run(
-            Some("coordinator"),
-            &[
-                "send",
-                "--to",
-                "all",
-                "--intent",
-                "implement_feature",
-                "--task",
-                &id,
-                "--summary",
-                &format!("the summary of {id}"),
-            ],
-        )
-        .ok();
-    }
+    root.open_tasks_saying(n, |id| format!("the summary of {id}"));
     let schema = url.rsplit_once("schema=").map(|(_, s)| s.to_string()).unwrap();
     (root, schema)
 }
