@@ -3,7 +3,8 @@
 //! (returned by the claim's commit, for its summary). Each answers once, and only within a
 //! second: a long-lived process asking later reads again. An answer read ahead is what a
 //! read at that moment would have said (a message's bytes never change; its box may, as it
-//! may between any read and the next command).
+//! may between any read and the next command); the message is dropped unread by any task
+//! transaction, delivery or move this process starts after it.
 
 use std::time::{Duration, Instant};
 
