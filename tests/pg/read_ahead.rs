@@ -41,19 +41,21 @@ fn bytes_of(c: &crate::pg_cluster::Cluster, schema: &str, file: &str) -> Vec<u8>
     (0..hex.len() / 2).map(|i| u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).unwrap()).collect()
 }
 
-/// T-001 claimed by e1 in a process of its own (so e1's INBOX holds another message), then
-/// T-000 claimed in this process; a second connection, opened before that claim, to change
-/// things behind its back. Returns the workspace, the second engine, the claimed message's
-/// box and name, its bytes, and the other message's name and bytes.
+/// A claim made in this process, and what the tests look at after it.
 struct Claimed {
     ws: Workspace,
+    /// A second connection, opened before the claim, to change things behind its back.
     other: Box<dyn circe::engine::Engine>,
+    /// The claimed message's box and name, and its bytes.
     mailbox: Mailbox,
     file: String,
     bytes: Vec<u8>,
+    /// Another message in the same box: its name and bytes.
     neighbour: (String, Vec<u8>),
 }
 
+/// T-001 claimed by e1 in a process of its own (so e1's INBOX holds another message), then
+/// T-000 claimed in this process.
 fn claimed(c: &crate::pg_cluster::Cluster) -> Claimed {
     let (root, schema) = root_with(c, 2);
     let first = root.run(Some("e1"), &["claim", "T-001", "--json"]);
