@@ -1,7 +1,8 @@
 //! Schema versions: a root made at version 2 (without TX state; a test build plays it with
 //! `pg-schema-v2`) is refused by this circe until `circe init` migrates it through every later
 //! version, in one transaction, keeping its agents, messages and tasks; then TX state and
-//! asserted checks work on it.
+//! asserted checks work on it. A hand-edited agents table is read as the local engine reads
+//! a hand-made folder.
 
 use std::io::Write;
 use std::process::Stdio;
@@ -87,4 +88,30 @@ fn opening_a_schema_without_a_root_or_of_a_newer_circe_says_so_and_what_to_do() 
     assert_eq!(newer.code, 3, "{newer:?}");
     assert!(newer.stderr.contains("schema version 99"), "{newer:?}");
     assert!(newer.stderr.contains("upgrade circe"), "{newer:?}");
+}
+
+/// A hand-edited agents table holding a name that is no agent name: the retired agents read
+/// with the opening and every later read of them pass it over alike (as the local engine
+/// passes over such a folder), so a command neither fails on it nor sees it.
+#[test]
+fn a_retired_row_without_an_agent_name_is_passed_over_by_every_read() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 2);
+    root.run(Some("coordinator"), &["agent", "retire", "e2"]).ok();
+    c.psql(&format!(
+        "INSERT INTO \"{schema}\".agents (name, role, retired_at) \
+         VALUES ('not an agent', 'engineer', '2026-01-01T00:00:00Z')"
+    ));
+    let eng = root.engine();
+    let names = |v: Vec<(circe::names::AgentName, String)>| -> Vec<String> {
+        v.into_iter().map(|(n, _)| n.as_str().to_string()).collect()
+    };
+    // The first question is answered by the opening's read; the second reads again.
+    let first = names(eng.retirements().expect("the retired agents read with the opening"));
+    let again = names(eng.retirements().expect("the retired agents read again"));
+    assert_eq!(first, ["e2"]);
+    assert_eq!(again, first);
+    root.run(Some("e1"), &["tasks"]).ok();
 }

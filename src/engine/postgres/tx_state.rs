@@ -178,7 +178,8 @@ impl PgEngine {
         if let Some(read) = self.retired_at_open.take().and_then(Prefetched::fresh) {
             return Ok(read);
         }
-        self.rows("reading the retired agents", RETIRED, &[], retired_row)
+        let rows = self.rows("reading the retired agents", RETIRED, &[], retired_row)?;
+        Ok(rows.into_iter().flatten().collect())
     }
 }
 
@@ -186,7 +187,8 @@ impl PgEngine {
 const RETIRED: &str =
     "SELECT name, retired_at FROM {s}.agents WHERE retired_at IS NOT NULL ORDER BY name";
 
-/// One row of `RETIRED`.
-fn retired_row(r: &tokio_postgres::Row) -> Result<(AgentName, String)> {
-    Ok((AgentName::new(r.get::<_, String>(0))?, r.get::<_, String>(1)))
+/// One row of `RETIRED`; a name that is no agent name (a hand-edited table) is passed over,
+/// as the opening and the local engine pass it over.
+fn retired_row(r: &tokio_postgres::Row) -> Result<Option<(AgentName, String)>> {
+    Ok(AgentName::new(r.get::<_, String>(0)).ok().map(|name| (name, r.get::<_, String>(1))))
 }
