@@ -178,7 +178,7 @@ impl PgEngine {
         if let Some(read) = self.retired_at_open.take().and_then(Prefetched::fresh) {
             return Ok(read);
         }
-        let rows = self.rows("reading the retired agents", RETIRED, &[], retired_row)?;
+        let rows = self.rows("reading the retired agents", RETIRED, &[], |r| Ok(retired_row(r)))?;
         Ok(rows.into_iter().flatten().collect())
     }
 }
@@ -189,6 +189,6 @@ const RETIRED: &str =
 
 /// One row of `RETIRED`; a name that is no agent name (a hand-edited table) is passed over,
 /// as the opening and the local engine pass it over.
-fn retired_row(r: &tokio_postgres::Row) -> Result<Option<(AgentName, String)>> {
-    Ok(AgentName::new(r.get::<_, String>(0)).ok().map(|name| (name, r.get::<_, String>(1))))
+fn retired_row(r: &tokio_postgres::Row) -> Option<(AgentName, String)> {
+    AgentName::new(r.get::<_, String>(0)).ok().map(|name| (name, r.get::<_, String>(1)))
 }
