@@ -42,7 +42,7 @@ pub(super) struct Build<'a> {
     pub(super) report: Report,
 }
 
-fn entry(kind: EntryKind, task: Option<&TaskId>, origin: Option<String>) -> Entry {
+pub(super) fn entry(kind: EntryKind, task: Option<&TaskId>, origin: Option<String>) -> Entry {
     Entry {
         kind,
         member: String::new(),

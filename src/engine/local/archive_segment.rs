@@ -325,23 +325,7 @@ mod tests {
     use crate::archive::EntryKind;
 
     fn entry(kind: EntryKind) -> Entry {
-        Entry {
-            kind,
-            member: String::new(),
-            task: None,
-            origin: None,
-            bytes: 0,
-            sha256: String::new(),
-            msg_id: None,
-            created_at: None,
-            from: None,
-            to: None,
-            intent: None,
-            summary: None,
-            mtime_ns: None,
-            first_event: None,
-            last_event: None,
-        }
+        super::super::archive_build::entry(kind, None, None)
     }
 
     #[test]
