@@ -66,7 +66,7 @@ pub fn pointer_text(target: &Target) -> String {
     let body = crate::yaml::to_string(&Pointer { version: 1, engine: target.engine_config() })
         .unwrap_or_default();
     format!(
-        "# This root is kept in a database (PROTOCOLS.md section 13). Its settings live there:\n\
+        "# This root is kept in a database (PROTOCOLS.md section 18). Its settings live there:\n\
          # `circe config` shows them. The password comes from PGPASSWORD or the password file.\n{body}"
     )
 }

@@ -17,6 +17,7 @@ mod pg_cluster;
 
 mod archive;
 mod ask_race;
+mod auth;
 mod chat;
 mod commit;
 mod feed;

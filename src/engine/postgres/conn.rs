@@ -105,21 +105,40 @@ impl Conn {
 }
 
 fn connect_error(target: &Target, e: &tokio_postgres::Error) -> Error {
-    let mut err =
-        Error::internal(format!("cannot connect to the database {}: {e}", target.location()));
+    let place = target.location();
     if let Some(db) = e.as_db_error() {
-        err = Error::internal(format!(
-            "cannot connect to the database {}: {}",
-            target.location(),
-            db.message()
-        ));
+        let err =
+            Error::internal(format!("cannot connect to the database {place}: {}", db.message()));
         if *db.code() == SqlState::INVALID_PASSWORD
             || *db.code() == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
         {
             return err.hint("check the user and the password (PGPASSWORD or the password file)");
         }
+        return err.hint("check the URL and the server's settings; nothing was changed");
     }
-    err.hint("check the URL, the network and that the server runs; nothing was changed")
+    // The client library names only the kind ("error connecting to server"); the reason is
+    // in its source ("Connection refused", "password missing").
+    let mut why = e.to_string();
+    let mut source = std::error::Error::source(e);
+    let mut password_missing = false;
+    while let Some(s) = source {
+        let text = s.to_string();
+        password_missing |= text == "password missing";
+        why = format!("{why}: {text}");
+        source = s.source();
+    }
+    if password_missing {
+        return Error::internal(format!(
+            "cannot connect to the database {place}: the server asks for a password, and \
+             neither PGPASSWORD nor a line of the password file gives one"
+        ))
+        .hint(
+            "add `host:port:database:user:password` to ~/.pgpass (mode 600; PGPASSFILE names \
+             another file; `localhost` stands for a socket folder) or set PGPASSWORD",
+        );
+    }
+    Error::internal(format!("cannot connect to the database {place}: {why}"))
+        .hint("check the URL, the network and that the server runs; nothing was changed")
 }
 
 /// A server error as a circe error. Errors circe's own functions raise start with

@@ -1,0 +1,90 @@
+//! Connecting: the password comes from `PGPASSWORD` or the password file (never the URL),
+//! and a connection that fails says why (the reason the client library keeps apart) with a
+//! hint that leads somewhere: the password file when the server asks for a password nobody
+//! gave, the password when the server refuses it.
+
+use std::path::Path;
+
+use crate::common::Root;
+
+/// A role of its own that must give a password over the socket (a line put first in the
+/// shared cluster's `pg_hba.conf`; every other role keeps `trust`).
+fn password_role(c: &crate::pg_cluster::Cluster, role: &str, password: &str) {
+    c.psql(&format!("CREATE ROLE {role} LOGIN SUPERUSER PASSWORD '{password}'"));
+    let hba = c.dir.join("data").join("pg_hba.conf");
+    let text = std::fs::read_to_string(&hba).expect("read pg_hba.conf");
+    std::fs::write(&hba, format!("local all {role} scram-sha-256\n{text}")).expect("write it");
+    c.psql("SELECT pg_reload_conf()");
+    // The postmaster reads the file on the signal; a new connection then sees it.
+    for _ in 0..50 {
+        if c.psql(&format!(
+            "SELECT count(*) FROM pg_hba_file_rules WHERE '{role}' = ANY(user_name)"
+        ))
+        .trim()
+            == "1"
+        {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+}
+
+fn passfile(dir: &Path, line: &str) -> String {
+    let p = dir.join("pgpass");
+    std::fs::write(&p, format!("# circe test\n{line}\n")).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn the_password_comes_from_the_environment_or_the_password_file_and_its_absence_is_explained() {
+    let c = need_pg!();
+    let role = format!("pw_{}", std::process::id());
+    password_role(c, &role, "s3cret:x");
+    let url = c.fresh_url().replacen("postgres://postgres@", &format!("postgres://{role}@"), 1);
+    let tmp = tempfile::tempdir().unwrap();
+
+    // No password anywhere (no HOME, no PGPASSFILE, no PGPASSWORD): say so, point to the file.
+    let none = Root::at(&url).run(None, &["init"]);
+    assert_eq!(none.code, 1, "{none:?}");
+    assert!(none.stderr.contains("asks for a password"), "{none:?}");
+    assert!(none.stderr.contains(".pgpass") && none.stderr.contains("PGPASSWORD"), "{none:?}");
+
+    // A wrong one: the server's refusal, and what to check.
+    let mut wrong = Root::at(&url);
+    wrong.env.push(("PGPASSWORD".into(), "nope".into()));
+    let o = wrong.run(None, &["init"]);
+    assert_eq!(o.code, 1, "{o:?}");
+    assert!(o.stderr.contains("password authentication failed"), "{o:?}");
+    assert!(o.stderr.contains("hint: check the user and the password"), "{o:?}");
+
+    // The password file (a socket folder is `localhost`; `\:` escapes a colon).
+    let mut filed = Root::at(&url);
+    let line = format!("localhost:{}:postgres:{role}:s3cret\\:x", c.port);
+    filed.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &line)));
+    filed.run(None, &["init"]).ok();
+    filed.run(None, &["tasks"]).ok();
+    // A line for another port gives nothing.
+    let mut other = Root::at(&url);
+    let line = format!("localhost:{}:postgres:{role}:s3cret\\:x", c.port + 1);
+    other.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &line)));
+    let o = other.run(None, &["tasks"]);
+    assert!(o.code == 1 && o.stderr.contains("asks for a password"), "{o:?}");
+    // `*` matches any port, and PGPASSWORD comes before the file.
+    let mut star = Root::at(&url);
+    star.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &format!("*:*:*:{role}:s3cret\\:x"))));
+    star.run(None, &["tasks"]).ok();
+    star.env.push(("PGPASSWORD".into(), "nope".into()));
+    assert_eq!(star.run(None, &["tasks"]).code, 1);
+}
+
+#[test]
+fn a_server_that_is_not_there_is_reported_with_the_reason() {
+    let c = need_pg!();
+    let url = c.fresh_url().replace(&format!("port={}", c.port), &format!("port={}", c.port + 7));
+    let o = Root::at(&url).run(None, &["tasks"]);
+    assert_eq!(o.code, 1, "{o:?}");
+    // The socket file of that port does not exist: the OS's reason is in the message.
+    assert!(o.stderr.contains("No such file or directory"), "{o:?}");
+    assert!(o.stderr.contains("hint: check the URL, the network"), "{o:?}");
+}
