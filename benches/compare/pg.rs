@@ -7,7 +7,7 @@
 //! `postgres` user; `.ci/run` installs both). Without them the section says why and is empty.
 
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -17,69 +17,10 @@ use circe::engine::local::Durability;
 use circe::event::Cursor;
 use circe::workspace::Workspace;
 
-use crate::pg_cluster::{self, Cluster};
+use crate::pg_cluster::{self, Bouncer, Cluster};
 use crate::procs::{circe, must, populate_circe, timed};
 use crate::stats::{median, paired_ratio};
 use crate::{Opts, circe_bin};
-
-/// A PgBouncer in front of `c`, on a unix socket in its own folder. Returns the socket
-/// folder and port; stopped by its pid when dropped.
-struct Bouncer {
-    dir: PathBuf,
-    port: u16,
-}
-
-impl Bouncer {
-    fn start(c: &Cluster) -> Result<Bouncer, String> {
-        let exe = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .ok_or("pgbouncer is not installed (apt-get install pgbouncer)")?;
-        let dir = c.dir.join("bouncer");
-        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-        let port = c.port + 1;
-        std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").map_err(|e| e.to_string())?;
-        let ini = format!(
-            "[databases]\npostgres = host={sock} port={pg} dbname=postgres user=postgres\n\
-             [pgbouncer]\nlisten_addr =\nlisten_port = {port}\nunix_socket_dir = {d}\n\
-             auth_type = trust\nauth_file = {d}/users.txt\npool_mode = transaction\n\
-             max_client_conn = 500\ndefault_pool_size = 16\n\
-             ignore_startup_parameters = extra_float_digits,options\n\
-             logfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n",
-            sock = c.socket.display(),
-            pg = c.port,
-            d = dir.display()
-        );
-        std::fs::write(dir.join("pgbouncer.ini"), ini).map_err(|e| e.to_string())?;
-        let _ = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status();
-        let out = pg_cluster::as_owner(Path::new(exe))
-            .arg("-d")
-            .arg(dir.join("pgbouncer.ini"))
-            .output()
-            .map_err(|e| e.to_string())?;
-        if !out.status.success() {
-            return Err(format!("pgbouncer: {}", String::from_utf8_lossy(&out.stderr)));
-        }
-        std::thread::sleep(Duration::from_millis(300));
-        Ok(Bouncer { dir, port })
-    }
-
-    fn url(&self, schema: &str) -> String {
-        format!(
-            "postgres://postgres@/postgres?host={}&port={}&schema={schema}",
-            self.dir.display(),
-            self.port
-        )
-    }
-}
-
-impl Drop for Bouncer {
-    fn drop(&mut self) {
-        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pgbouncer.pid")) {
-            let _ = Command::new("kill").arg(pid.trim()).status();
-        }
-    }
-}
 
 /// A database root (schema `schema`) holding `n` waiting tasks, moved in from a local root.
 fn pg_root(dir: &Path, c: &Cluster, schema: &str, n: usize) -> String {
@@ -184,7 +125,7 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
             return;
         }
     };
-    let bouncer = match Bouncer::start(&cluster) {
+    let bouncer = match Bouncer::start(&cluster, 16) {
         Ok(b) => Some(b),
         Err(why) => {
             let _ = writeln!(out, "PgBouncer not measured: {why}");

@@ -172,6 +172,7 @@ fn read_pid(data: &Path) -> Option<u32> {
 fn watchdog(base: &Path) {
     let script = format!(
         "while kill -0 {me} 2>/dev/null; do sleep 0.5; done; \
+         for f in '{dir}'/bouncer-*/pgbouncer.pid; do [ -f \"$f\" ] && kill $(cat \"$f\") 2>/dev/null; done; \
          pid=$(head -n 1 '{dir}/data/postmaster.pid' 2>/dev/null); \
          if [ -n \"$pid\" ]; then kill -QUIT $pid 2>/dev/null; \
            for i in 1 2 3 4 5 6 7 8 9 10; do kill -0 $pid 2>/dev/null || break; sleep 0.5; done; \
@@ -274,5 +275,66 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(100));
         }
         panic!("the server did not come back within 30 s");
+    }
+}
+
+/// A PgBouncer in front of `c`, on a unix socket in its own folder. Returns the socket
+/// folder and port; stopped by its pid when dropped.
+pub struct Bouncer {
+    pub dir: PathBuf,
+    pub port: u16,
+}
+
+impl Bouncer {
+    /// Start one whose pool holds `pool` server connections.
+    pub fn start(c: &Cluster, pool: usize) -> Result<Bouncer, String> {
+        let exe = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
+            .into_iter()
+            .find(|p| Path::new(p).exists())
+            .ok_or("pgbouncer is not installed (apt-get install pgbouncer)")?;
+        let dir = c.dir.join(format!("bouncer-{}", NEXT.fetch_add(1, Ordering::Relaxed)));
+        std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+        let port = c.port + 1;
+        std::fs::write(dir.join("users.txt"), "\"postgres\" \"\"\n").map_err(|e| e.to_string())?;
+        let ini = format!(
+            "[databases]\npostgres = host={sock} port={pg} dbname=postgres user=postgres\n\
+             [pgbouncer]\nlisten_addr =\nlisten_port = {port}\nunix_socket_dir = {d}\n\
+             auth_type = trust\nauth_file = {d}/users.txt\npool_mode = transaction\n\
+             max_client_conn = 500\ndefault_pool_size = {pool}\n\
+             ignore_startup_parameters = extra_float_digits,options\n\
+             logfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n",
+            sock = c.socket.display(),
+            pg = c.port,
+            d = dir.display()
+        );
+        std::fs::write(dir.join("pgbouncer.ini"), ini).map_err(|e| e.to_string())?;
+        let _ = Command::new("chown").args(["-R", "postgres:postgres"]).arg(&dir).status();
+        let out = as_owner(Path::new(exe))
+            .arg("-d")
+            .arg(dir.join("pgbouncer.ini"))
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!("pgbouncer: {}", String::from_utf8_lossy(&out.stderr)));
+        }
+        std::thread::sleep(Duration::from_millis(300));
+        Ok(Bouncer { dir, port })
+    }
+
+    /// The URL of schema `schema` through this PgBouncer.
+    pub fn url(&self, schema: &str) -> String {
+        format!(
+            "postgres://postgres@/postgres?host={}&port={}&schema={schema}",
+            self.dir.display(),
+            self.port
+        )
+    }
+}
+
+impl Drop for Bouncer {
+    fn drop(&mut self) {
+        if let Ok(pid) = std::fs::read_to_string(self.dir.join("pgbouncer.pid")) {
+            let _ = Command::new("kill").arg(pid.trim()).status();
+        }
     }
 }

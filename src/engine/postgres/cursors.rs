@@ -15,13 +15,8 @@ impl PgEngine {
     pub(super) fn lock_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
         // A session advisory lock: held for as long as this process's connection lives.
         let key = format!("{kind}/{name}");
-        let got = self.rows(
-            &format!("holding cursor {name}"),
-            "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
-            &[(&key, Type::TEXT)],
-            |r| Ok(r.get::<_, bool>(0)),
-        )?;
-        Ok(got.first().copied().unwrap_or(false).then(|| Box::new(()) as CursorHold))
+        let got = self.try_session_lock(&format!("holding cursor {name}"), &key)?;
+        Ok(got.then(|| Box::new(()) as CursorHold))
     }
 
     /// `Engine::read_cursor`: the cursor's saved value.

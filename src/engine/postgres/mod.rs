@@ -18,6 +18,7 @@ mod doctor;
 mod feed;
 mod import;
 mod listen;
+mod locks;
 mod prefetch;
 mod rows;
 mod schema;
@@ -68,6 +69,8 @@ pub struct PgEngine {
     listener: RefCell<Option<listen::Listener>>,
     /// The numbered send held on this connection (`seq.rs`), until its delivery.
     seq_active: RefCell<Option<seq::Active>>,
+    /// The connection session locks are taken on when a pooler is in front (`locks.rs`).
+    locks: std::cell::OnceCell<Conn>,
 }
 
 /// Open the root at `target`, with its configuration.
@@ -129,6 +132,7 @@ impl PgEngine {
             warm: std::cell::Cell::new(false),
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),
+            locks: std::cell::OnceCell::new(),
         };
         Ok((eng, config))
     }

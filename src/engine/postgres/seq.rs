@@ -82,13 +82,7 @@ impl PgEngine {
         let start = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
-            let got = self.rows(
-                &format!("holding the sequence counter of {agent}"),
-                "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
-                &[(&k, Type::TEXT)],
-                |r| Ok(r.get::<_, bool>(0)),
-            )?;
-            if got.first().copied().unwrap_or(false) {
+            if self.try_session_lock(&format!("holding the sequence counter of {agent}"), &k)? {
                 return Ok(());
             }
             if start.elapsed() > Duration::from_secs(10) {
@@ -108,14 +102,7 @@ impl PgEngine {
         if crate::engine::local::test_break("seq-race") {
             return Ok(());
         }
-        let k = key(agent);
-        self.rows(
-            "releasing a sequence counter",
-            "SELECT pg_advisory_unlock(hashtext('{s}'), hashtext($1))",
-            &[(&k, Type::TEXT)],
-            |_| Ok(()),
-        )?;
-        Ok(())
+        self.session_unlock("releasing a sequence counter", &key(agent))
     }
 
     fn counter_of(&self, agent: &AgentName) -> Result<Counter> {

@@ -28,6 +28,9 @@ pub struct Target {
     /// Where LISTEN connects when that differs (PgBouncer in transaction mode does not pass
     /// LISTEN): `listen_host=` and `listen_port=` in the URL.
     pub(super) listen: tokio_postgres::Config,
+    /// The URL names the server apart (`listen_host`/`listen_port`): a pooler is in front, so
+    /// what needs a server session of its own (LISTEN, session advisory locks) goes there.
+    pub(super) server_apart: bool,
 }
 
 impl std::fmt::Debug for Target {
@@ -98,17 +101,20 @@ impl Target {
             return Err(password_in_url());
         }
         fill_defaults(&mut config);
-        let mut listen = config.clone();
-        if let Some(h) = listen_host {
-            listen = with_host(&listen, &h);
-        }
-        if let Some(p) = listen_port {
-            let port: u16 = p
-                .parse()
-                .map_err(|_| Error::usage(format!("listen_port `{p}` is not a port number")))?;
-            listen.port(port);
-        }
-        Ok(Target { url: plain, schema, config, listen })
+        let server_apart = listen_host.is_some() || listen_port.is_some();
+        let listen_port = match listen_port {
+            None => None,
+            Some(p) => Some(p.parse::<u16>().map_err(|_| {
+                Error::usage(format!("listen_port `{p}` is not a port number"))
+                    .hint("listen_port= names the server's own port when a pooler is in front")
+            })?),
+        };
+        let listen = if server_apart {
+            apart(&config, listen_host.as_deref(), listen_port)
+        } else {
+            config.clone()
+        };
+        Ok(Target { url: plain, schema, config, listen, server_apart })
     }
 
     /// The root's name for people: the URL with its schema.
@@ -139,30 +145,52 @@ fn password_in_url() -> Error {
     .hint("put it in the password file (~/.pgpass, or the file PGPASSFILE names) or in PGPASSWORD")
 }
 
-fn with_host(c: &tokio_postgres::Config, host: &str) -> tokio_postgres::Config {
-    let mut n = c.clone();
-    // tokio_postgres keeps a list of hosts: rebuild it with the one given.
-    let mut fresh = tokio_postgres::Config::new();
-    for (k, v) in [("user", n.get_user()), ("dbname", n.get_dbname())] {
-        if let Some(v) = v {
-            match k {
-                "user" => fresh.user(v),
-                _ => fresh.dbname(v),
-            };
+/// `c` with one host and one port: `host` and `port` where given, else `c`'s first ones.
+/// (tokio_postgres keeps lists of hosts and ports, so the settings are copied into a new
+/// one rather than appended to.) The password is `c`'s, else the password file's line for
+/// the new place.
+fn apart(
+    c: &tokio_postgres::Config,
+    host: Option<&str>,
+    port: Option<u16>,
+) -> tokio_postgres::Config {
+    let mut n = tokio_postgres::Config::new();
+    if let Some(u) = c.get_user() {
+        n.user(u);
+    }
+    if let Some(d) = c.get_dbname() {
+        n.dbname(d);
+    }
+    if let Some(t) = c.get_connect_timeout() {
+        n.connect_timeout(*t);
+    }
+    n.application_name(c.get_application_name().unwrap_or("circe"));
+    n.keepalives(c.get_keepalives());
+    n.keepalives_idle(c.get_keepalives_idle());
+    if let Some(i) = c.get_keepalives_interval() {
+        n.keepalives_interval(i);
+    }
+    if let Some(r) = c.get_keepalives_retries() {
+        n.keepalives_retries(r);
+    }
+    match (host, c.get_hosts().first()) {
+        (Some(h), _) => {
+            n.host(h);
         }
+        (None, Some(Host::Tcp(h))) => {
+            n.host(h);
+        }
+        (None, Some(Host::Unix(p))) => {
+            n.host_path(p);
+        }
+        (None, None) => {}
     }
-    if let Some(p) = n.get_password() {
-        fresh.password(p);
+    n.port(port.or_else(|| c.get_ports().first().copied()).unwrap_or(5432));
+    if let Some(p) = c.get_password() {
+        n.password(p);
+    } else if let Some(p) = from_passfile(&n) {
+        n.password(p);
     }
-    if let Some(t) = n.get_connect_timeout() {
-        fresh.connect_timeout(*t);
-    }
-    fresh.application_name("circe");
-    if let Some(p) = n.get_ports().first() {
-        fresh.port(*p);
-    }
-    fresh.host(host);
-    n = fresh;
     n
 }
 
@@ -245,6 +273,40 @@ fn split_passfile_line(l: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one host and port a connection to the server named apart goes to.
+    fn place(c: &tokio_postgres::Config) -> (Vec<String>, Vec<u16>) {
+        let hosts = c
+            .get_hosts()
+            .iter()
+            .map(|h| match h {
+                Host::Tcp(h) => h.clone(),
+                Host::Unix(p) => p.display().to_string(),
+            })
+            .collect();
+        (hosts, c.get_ports().to_vec())
+    }
+
+    #[test]
+    fn the_server_named_apart_is_one_host_and_one_port() {
+        let base = "postgres://circe@pool.example:6432/circe?schema=team_a";
+        let t = Target::from_url(&format!("{base}&listen_port=5432")).unwrap();
+        assert!(t.server_apart);
+        assert_eq!(place(&t.config), (vec!["pool.example".into()], vec![6432]));
+        assert_eq!(place(&t.listen), (vec!["pool.example".into()], vec![5432]));
+        assert_eq!(t.listen.get_user(), Some("circe"));
+        assert_eq!(t.listen.get_dbname(), Some("circe"));
+        assert_eq!(t.listen.get_keepalives_idle(), t.config.get_keepalives_idle());
+        let t = Target::from_url(&format!("{base}&listen_host=db.example")).unwrap();
+        assert_eq!(place(&t.listen), (vec!["db.example".into()], vec![6432]));
+        let t = Target::from_url(&format!("{base}&listen_host=/run/pg&listen_port=5433")).unwrap();
+        assert_eq!(place(&t.listen), (vec!["/run/pg".into()], vec![5433]));
+        let t = Target::from_url(base).unwrap();
+        assert!(!t.server_apart);
+        assert_eq!(place(&t.listen), place(&t.config));
+        let e = Target::from_url(&format!("{base}&listen_port=x")).unwrap_err();
+        assert!(e.message.contains("listen_port"), "{e:?}");
+    }
 
     #[test]
     fn urls() {

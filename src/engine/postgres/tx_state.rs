@@ -39,12 +39,7 @@ struct AskLock<'a> {
 
 impl Drop for AskLock<'_> {
     fn drop(&mut self) {
-        let _ = self.eng.rows(
-            "letting go of an ask",
-            "SELECT pg_advisory_unlock(hashtext('{s}'), hashtext($1))",
-            &[(&self.key, Type::TEXT)],
-            |_| Ok(()),
-        );
+        let _ = self.eng.session_unlock("letting go of an ask", &self.key);
     }
 }
 
@@ -55,13 +50,7 @@ impl PgEngine {
         let start = std::time::Instant::now();
         let mut pause = std::time::Duration::from_millis(1);
         loop {
-            let got = self.rows(
-                &format!("holding ask {id}"),
-                "SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))",
-                &[(&key, Type::TEXT)],
-                |r| Ok(r.get::<_, bool>(0)),
-            )?;
-            if got.first().copied().unwrap_or(false) {
+            if self.try_session_lock(&format!("holding ask {id}"), &key)? {
                 return Ok(Some(Box::new(AskLock { eng: self, key })));
             }
             if !wait {

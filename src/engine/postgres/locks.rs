@@ -1,0 +1,46 @@
+//! Session advisory locks: a sender's sequence counter, an answer under way, a consumer's
+//! cursor. Each is held by a server session from one statement to a later one, so it must
+//! be taken and let go on a connection that is one server session throughout. A
+//! connection through a pooler in transaction mode is not (each statement may run on
+//! another server connection, where the lock would be held by nobody or by everybody), so
+//! when the URL names the server apart (`listen_host`/`listen_port`), the locks are taken
+//! on a connection of their own to it, made on first use; otherwise on the engine's own.
+//! Either way a process that dies lets go with its connection.
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use super::conn::Conn;
+use crate::engine::local::test_break;
+use crate::error::Result;
+
+impl PgEngine {
+    /// The connection session locks live on.
+    fn lock_conn(&self) -> Result<&Conn> {
+        // TEST BUILDS ONLY: locks through the pooler, as a client unaware of it would.
+        if !self.target.server_apart || test_break("pg-locks-pooled") {
+            return Ok(&self.conn);
+        }
+        if self.locks.get().is_none() {
+            let conn = Conn::connect(&self.target, &self.target.listen)?;
+            let _ = self.locks.set(conn);
+        }
+        Ok(self.locks.get().expect("just made"))
+    }
+
+    /// Try the session lock `key` of this root once: true when this process now holds it.
+    pub(super) fn try_session_lock(&self, what: &str, key: &str) -> Result<bool> {
+        let conn = self.lock_conn()?;
+        let q = self.sql("SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))");
+        let rows = conn.call(what, conn.client.query_typed(&q, &[(&key, Type::TEXT)]))?;
+        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+    }
+
+    /// Let go of the session lock `key`.
+    pub(super) fn session_unlock(&self, what: &str, key: &str) -> Result<()> {
+        let conn = self.lock_conn()?;
+        let q = self.sql("SELECT pg_advisory_unlock(hashtext('{s}'), hashtext($1))");
+        conn.call(what, conn.client.query_typed(&q, &[(&key, Type::TEXT)]))?;
+        Ok(())
+    }
+}
