@@ -93,3 +93,54 @@ fn the_feed_checker_sees_skips_with_sequence_ids() {
         all.iter().filter(|id| **id <= *got.last().unwrap_or(&0) && !got.contains(id)).count();
     assert!(missed > 0, "the broken feed showed no skip ({} events)", got.len());
 }
+
+/// CPU seconds (user + system) process `pid` has used so far.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which ends with the last ')'): utime is the 12th.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A waiter whose LISTEN connection is cut keeps waiting without spinning, listens again,
+/// and still sees what comes.
+#[test]
+fn a_waiter_whose_listen_connection_breaks_waits_on_and_is_woken() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    let waiter = root
+        .command(Some("e1"), &["wait", "--for", "claimable", "--timeout", "30s", "--json"])
+        .spawn()
+        .expect("spawn circe wait");
+    let pid = waiter.id();
+    let listening = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %{schema}%' AND state = 'idle'"
+    );
+    let started = Instant::now();
+    while c.psql(&listening).trim() != "1" {
+        assert!(started.elapsed() < Duration::from_secs(10), "the waiter never listened");
+        nap(50);
+    }
+    let cut = format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %{schema}%'"
+    );
+    c.psql(&cut);
+    let before = cpu_seconds(pid);
+    std::thread::sleep(Duration::from_secs(2));
+    let spent = cpu_seconds(pid) - before;
+    // Spinning on the closed connection burns a core; waiting costs next to nothing.
+    assert!(spent < 0.5, "the waiter used {spent:.2} s of CPU in 2 s after its LISTEN broke");
+    let relistened = Instant::now();
+    while c.psql(&listening).trim() != "1" {
+        assert!(relistened.elapsed() < Duration::from_secs(10), "the waiter never listened again");
+        nap(50);
+    }
+    root.open_tasks(1);
+    let out = waiter.wait_with_output().expect("wait for circe wait");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("T-000"), "{out:?}");
+}

@@ -147,7 +147,6 @@ impl ChatLog for PgEngine {
         if listener.is_none() {
             *listener = Some(listen::Listener::start(&self.target)?);
         }
-        let l = listener.as_mut().expect("just made");
         loop {
             // Read after listening: a line committed before the LISTEN is seen here.
             let last = self.chat_last()?;
@@ -155,8 +154,10 @@ impl ChatLog for PgEngine {
             if last > after || now >= until {
                 return Ok(last);
             }
-            // A notification lost with a broken connection costs at most one second.
-            l.wait((until - now).min(Duration::from_secs(1)));
+            // A notification lost with a broken connection costs at most one second; a
+            // listener whose connection broke is made again.
+            let slice = (until - now).min(Duration::from_secs(1));
+            listen::Listener::wait_in(&mut listener, &self.target, slice);
         }
     }
 

@@ -80,7 +80,6 @@ impl PgEngine {
         if listener.is_none() {
             *listener = Some(listen::Listener::start(&self.target)?);
         }
-        let l = listener.as_mut().expect("just made");
         loop {
             // Read after listening: an event committed before the LISTEN is seen here.
             let last = self.feed_last()?;
@@ -88,8 +87,10 @@ impl PgEngine {
             if last > after || now >= until {
                 return Ok(last);
             }
-            // A notification lost with a broken connection costs at most one second.
-            l.wait((until - now).min(std::time::Duration::from_secs(1)));
+            // A notification lost with a broken connection costs at most one second; a
+            // listener whose connection broke is made again.
+            let slice = (until - now).min(std::time::Duration::from_secs(1));
+            listen::Listener::wait_in(&mut listener, &self.target, slice);
         }
     }
 

@@ -298,7 +298,8 @@ impl PgEngine {
             "BEGIN ISOLATION LEVEL REPEATABLE READ;
              SET LOCAL lock_timeout = '10s';
              LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config,
-                        {s}.seq_counters, {s}.seq_seen, {s}.asks IN EXCLUSIVE MODE",
+                        {s}.seq_counters, {s}.seq_seen, {s}.asks, {s}.chat, {s}.chat_head,
+                        {s}.cursors, {s}.feed IN EXCLUSIVE MODE",
         );
         self.conn.call("stopping the writers", c.batch_execute(&lock))?;
         let done = (|| -> Result<Snapshot> {

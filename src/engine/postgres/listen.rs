@@ -55,12 +55,36 @@ impl Listener {
         Ok(Listener { rt, _client: client, woken })
     }
 
-    /// Wait up to `timeout` for a notification; true when one came.
+    /// Wait up to `timeout` for a notification; true when one came. When the connection
+    /// is gone this waits out `timeout` (the caller reads again then, as it would after a
+    /// lost notification) and `lost` says so.
     pub fn wait(&mut self, timeout: Duration) -> bool {
         let woken = &mut self.woken;
         let got = self.rt.block_on(async { tokio::time::timeout(timeout, woken.recv()).await });
+        if matches!(got, Ok(None)) {
+            std::thread::sleep(timeout);
+            return false;
+        }
         // Several commits may have notified: one wake is enough.
         while self.woken.try_recv().is_ok() {}
         matches!(got, Ok(Some(())))
+    }
+
+    /// The connection is gone: no notification will come.
+    pub fn lost(&self) -> bool {
+        self.woken.is_closed()
+    }
+
+    /// Wait as `wait`, on `slot`'s listener, made (again) when there is none or it lost its
+    /// connection; a listener that cannot be made now leaves the wait to `timeout`.
+    pub fn wait_in(slot: &mut Option<Listener>, target: &Target, timeout: Duration) -> bool {
+        if slot.as_ref().is_none_or(Listener::lost) {
+            *slot = Listener::start(target).ok();
+        }
+        if let Some(l) = slot {
+            return l.wait(timeout);
+        }
+        std::thread::sleep(timeout);
+        false
     }
 }
