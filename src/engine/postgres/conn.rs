@@ -34,7 +34,21 @@ pub enum Failure {
 
 impl Conn {
     /// Connect to `target` (within its connect timeout).
-    pub fn connect(target: &Target, config: &tokio_postgres::Config) -> Result<Conn> {
+    pub fn connect(target: &Target) -> Result<Conn> {
+        Conn::connect_to(target, &target.config, target.location())
+    }
+
+    /// Connect to the server `target` names apart (`listen_host`/`listen_port`), for what
+    /// needs a server session of its own.
+    pub fn connect_server(target: &Target) -> Result<Conn> {
+        Conn::connect_to(target, &target.listen, target.listen_location())
+    }
+
+    fn connect_to(
+        target: &Target,
+        config: &tokio_postgres::Config,
+        location: String,
+    ) -> Result<Conn> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_io()
             .enable_time()
@@ -45,18 +59,17 @@ impl Conn {
             rt.block_on(async { tokio::time::timeout(limit, config.connect(NoTls)).await });
         let (client, connection) = match connected {
             Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return Err(connect_error(target, &e)),
+            Ok(Err(e)) => return Err(connect_error(&location, &e)),
             Err(_) => {
                 return Err(Error::internal(format!(
-                    "cannot reach the database {}: no answer within {} s",
-                    target.location(),
+                    "cannot reach the database {location}: no answer within {} s",
                     target.connect_timeout().as_secs()
                 ))
                 .hint("check the network and that the server runs; nothing was changed"));
             }
         };
         rt.spawn(connection);
-        Ok(Conn { rt, client, location: target.location() })
+        Ok(Conn { rt, client, location })
     }
 
     /// Run one round trip (or pipelined requests) to completion.
@@ -104,8 +117,8 @@ impl Conn {
     }
 }
 
-fn connect_error(target: &Target, e: &tokio_postgres::Error) -> Error {
-    let place = target.location();
+/// A failed connection to `place` as a circe error: the reason, and where to look.
+pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {
         let err =
             Error::internal(format!("cannot connect to the database {place}: {}", db.message()));

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 /// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
 /// messages and events imported.
 pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, usize, usize)> {
-    let conn = Conn::connect(target, &target.config)?;
+    let conn = Conn::connect(target)?;
     // The tables first (their own transaction; idempotent), then the data in one.
     schema::init(&conn, &target.schema, &snap.config, clock)?;
     conn.call("starting the import", conn.client.batch_execute("BEGIN"))?;

@@ -30,7 +30,7 @@ impl Listener {
         let (client, mut connection) = rt
             .block_on(async { tokio::time::timeout(limit, target.listen.connect(NoTls)).await })
             .map_err(|_| Error::internal("cannot connect to listen for events: no answer"))?
-            .map_err(|e| Error::internal(format!("cannot connect to listen for events: {e}")))?;
+            .map_err(|e| super::conn::connect_error(&target.listen_location(), &e))?;
         let (tx, woken) = tokio::sync::mpsc::unbounded_channel();
         rt.spawn(async move {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));

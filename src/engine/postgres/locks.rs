@@ -22,7 +22,7 @@ impl PgEngine {
             return Ok(&self.conn);
         }
         if self.locks.get().is_none() {
-            let conn = Conn::connect(&self.target, &self.target.listen)?;
+            let conn = Conn::connect_server(&self.target)?;
             let _ = self.locks.set(conn);
         }
         Ok(self.locks.get().expect("just made"))

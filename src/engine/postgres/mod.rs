@@ -88,7 +88,7 @@ pub fn connect(target: &Target) -> Result<(PgEngine, Config)> {
 /// the clock leases are decided by. Returns the engine, the root's configuration, and
 /// whether the root was created.
 pub fn init(target: &Target, config: &str, clock: Clock) -> Result<(PgEngine, Config, bool)> {
-    let conn = Conn::connect(target, &target.config)?;
+    let conn = Conn::connect(target)?;
     let created = schema::init(&conn, &target.schema, config, clock)?;
     drop(conn);
     let (eng, config) = PgEngine::open(target)?;
@@ -102,7 +102,7 @@ pub(super) fn msg_id_of(content: &[u8]) -> Option<String> {
 
 impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
-        let conn = Conn::connect(target, &target.config)?;
+        let conn = Conn::connect(target)?;
         let opening = Opening::read(&conn, target)?;
         schema::check(opening.version, &target.schema)?;
         if let Some(to) = opening.moved_to {

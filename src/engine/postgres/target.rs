@@ -123,6 +123,15 @@ impl Target {
         format!("{}{sep}schema={}", self.url, self.schema)
     }
 
+    /// Where LISTEN and the session locks connect, for people.
+    pub fn listen_location(&self) -> String {
+        if self.server_apart {
+            format!("{} (its server, by listen_host/listen_port)", self.location())
+        } else {
+            self.location()
+        }
+    }
+
     /// `engine:` for a circe.yaml pointing at this root.
     pub fn engine_config(&self) -> EngineConfig {
         EngineConfig {
