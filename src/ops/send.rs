@@ -101,17 +101,30 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     let plan = super::tx::prepare(ws, me, &mut msg)?;
     // A reply that named no task took the task of what it answers.
     let task_inherited = !named_task && msg.in_reply_to.is_some() && msg.task_id.is_some();
+    complete(ws, &mut msg, me)?;
     // A message that names its own id must be the only one with it (a retry of the very
     // same send is answered with the first delivery).
-    let earlier = match own_id {
+    let look = |msg: &Message| match &own_id {
         Some(id) => {
             // A delivery a crash left past its commit point lands first, so a retry finds it.
             ws.engine.finish_deliveries()?;
-            earlier_copy(ws, &id, me, &msg)?
+            earlier_copy(ws, id, me, msg)
         }
-        None => None,
+        None => Ok(None),
     };
+    // TEST BUILDS ONLY: the look before the hold, so two sends of one id can both miss.
+    let unheld = crate::engine::local::test_break("msgid-unheld");
+    let mut earlier = if unheld { look(&msg)? } else { None };
+    // The sender's hold: its next number, and the turn in which the look is made, so that
+    // two sends of one id at once (a retry racing the first try) see each other: the second
+    // finds the first's delivery.
+    let numbered = super::seq::number(ws, me, &mut msg)?;
+    if !unheld {
+        earlier = look(&msg)?;
+    }
     if let Some(d) = earlier {
+        // The number goes unused: the counter moves only with a delivery.
+        drop(numbered);
         let to: Vec<AgentName> = d
             .delivered
             .iter()
@@ -120,8 +133,6 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         super::tx::after_retry(ws, me, &msg, &plan, &to)?;
         return Ok(d);
     }
-    complete(ws, &mut msg, me)?;
-    let _numbered = super::seq::number(ws, me, &mut msg)?;
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
     // A TX `mesh/agent` is its agent part; `role:NAME` and `agent:NAME` are kept as written.

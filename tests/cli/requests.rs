@@ -1,7 +1,7 @@
 //! Request ids and message ids (the same meaning for every engine): a claim retried with
 //! its request id returns the grant it made; a message id is never delivered twice.
 
-use crate::common::Env;
+use crate::common::{Env, Out};
 
 #[test]
 fn a_claim_retried_with_its_request_id_returns_the_same_task() {
@@ -61,4 +61,66 @@ fn a_message_id_is_delivered_once() {
         .ok();
     }
     assert_eq!(env.ls("NEW_MESSAGES").len(), 1, "a task message too");
+}
+
+/// `rounds` rounds of three sends of one message id started at once (a retry racing the
+/// first try), as engineer to qa, with `vars`: what went wrong (a send that failed, an id
+/// delivered more than once).
+fn racing_sends_of_one_id(env: &Env, rounds: usize, vars: &[(&str, &str)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    for r in 0..rounds {
+        let id = format!("20251121T170000000Z-r{r:07}");
+        let outs: Vec<Out> = std::thread::scope(|s| {
+            let runs: Vec<_> = (0..3)
+                .map(|_| {
+                    let id = &id;
+                    s.spawn(move || {
+                        let args = ["send", "--to", "qa", "--intent", "inform", "--summary", "hi"];
+                        let mut run = env.circe([&args[..], &["--msg-id", id, "--json"]].concat());
+                        run = run.agent("engineer");
+                        for (k, v) in vars {
+                            run = run.var(k, v);
+                        }
+                        run.run()
+                    })
+                })
+                .collect();
+            runs.into_iter().map(|h| h.join().expect("a sender thread")).collect()
+        });
+        for o in &outs {
+            if o.code != 0 {
+                problems.push(format!("round {r}: a send failed: {}", o.show()));
+            }
+        }
+        let fresh = outs.iter().filter(|o| o.code == 0 && o.json()["already_delivered"] == false);
+        if fresh.count() > 1 {
+            problems.push(format!("round {r}: {id} delivered by more than one send"));
+        }
+    }
+    let copies = env.ls("AGENTS/qa/INBOX").len();
+    if copies != rounds {
+        problems.push(format!("{copies} copies in qa's INBOX for {rounds} message ids"));
+    }
+    problems
+}
+
+/// Sends of one message id started at the same moment deliver it once: the look for an
+/// earlier copy is made under the sender's hold on its sequence counter, so the later
+/// sends find the first's delivery and answer with it.
+#[test]
+fn sends_of_one_message_id_at_the_same_moment_deliver_it_once() {
+    let env = Env::new();
+    let p = racing_sends_of_one_id(&env, 12, &[]);
+    assert!(p.is_empty(), "{p:#?}");
+}
+
+/// The checker above, on a variant that looks before taking the hold.
+#[test]
+fn the_message_id_checker_sees_two_deliveries_when_the_look_is_unheld() {
+    let env = Env::new();
+    let p = racing_sends_of_one_id(&env, 40, &[("CIRCE_TEST_BREAK", "msgid-unheld")]);
+    assert!(
+        p.iter().any(|x| x.contains("delivered by more than one")),
+        "no id delivered twice in 40 rounds with the look unheld: {p:#?}"
+    );
 }

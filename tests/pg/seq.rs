@@ -1,9 +1,12 @@
 //! Sequence numbers in a database root: senders racing from separate clients (two per
 //! agent, so one agent's sends race each other), some killed with -9. Every sender's
-//! delivered numbers are exactly 1..max (no repeat, no gap); with the advisory lock off
-//! (`CIRCE_TEST_BREAK=seq-race`) the checker sees numbers given twice. The same through
-//! PgBouncer in transaction mode, where the sender's session lock is taken on the server
-//! named apart; taken through the pooler instead (`pg-locks-pooled`), numbers repeat.
+//! delivered numbers are exactly 1..max (no repeat, no gap); with the advisory lock and the
+//! counter's compare-and-set off (`CIRCE_TEST_BREAK=seq-race`) the checker sees numbers
+//! given twice. With the lock alone off (`pg-seq-nolock`) the compare-and-set refuses the
+//! sends that lose a race (exit 4) and no number repeats. The same through PgBouncer in
+//! transaction mode, with kills, where the sender's session lock is taken on the server
+//! named apart; taken through the pooler instead (`pg-locks-pooled`, no kills), the lock
+//! holds nothing, and numbers still do not repeat: the compare-and-set refuses instead.
 
 use std::collections::{BTreeMap, HashSet};
 use std::os::unix::process::ExitStatusExt;
@@ -48,21 +51,36 @@ fn problems(n: &Numbers) -> Vec<String> {
     p
 }
 
+/// What a run of racing senders gave.
+struct Run {
+    /// Numbers given, over all senders.
+    total: usize,
+    kills: usize,
+    /// Sends refused because the counter moved while they held it (exit 4).
+    refused: usize,
+    /// Numbers given twice, gaps, and sends that failed otherwise.
+    problems: Vec<String>,
+}
+
 /// `agents` senders, two clients each, `secs` seconds, a client killed every `kill_ms`.
-/// Returns the numbers given, the kills, and the problems (a send that failed among them).
-fn run(root: &Root, agents: usize, secs: u64, kill_ms: Option<u64>) -> (usize, usize, Vec<String>) {
+fn run(root: &Root, agents: usize, secs: u64, kill_ms: Option<u64>) -> Run {
+    // Task ids of this run: a root can see several runs.
+    static RUNS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let nth = RUNS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let pids = Mutex::new(HashSet::new());
     let kills = Mutex::new(0usize);
+    let refused = Mutex::new(0usize);
     let failed = Mutex::new(Vec::new());
     let until = Instant::now() + Duration::from_secs(secs);
     std::thread::scope(|s| {
         for slot in 0..agents * 2 {
-            let (pids, failed, me) = (&pids, &failed, format!("e{}", slot % agents + 1));
+            let (pids, failed, refused) = (&pids, &failed, &refused);
+            let me = format!("e{}", slot % agents + 1);
             s.spawn(move || {
                 let mut i = 0;
                 while Instant::now() < until {
                     i += 1;
-                    let task = format!("T-{slot}-{i}");
+                    let task = format!("T-{nth}-{slot}-{i}");
                     let args: Vec<&str> = if i % 5 == 0 {
                         vec![
                             "send",
@@ -83,8 +101,11 @@ fn run(root: &Root, agents: usize, secs: u64, kill_ms: Option<u64>) -> (usize, u
                     pids.lock().unwrap().insert(pid);
                     let out = child.wait_with_output().expect("wait");
                     pids.lock().unwrap().remove(&pid);
-                    if !(out.status.success() || out.status.signal() == Some(9)) {
-                        let why = String::from_utf8_lossy(&out.stderr).into_owned();
+                    let why = String::from_utf8_lossy(&out.stderr).into_owned();
+                    if out.status.code() == Some(4) && why.contains("moved while this send held it")
+                    {
+                        *refused.lock().unwrap() += 1;
+                    } else if !(out.status.success() || out.status.signal() == Some(9)) {
                         failed.lock().unwrap().push(format!("{me}: a send failed: {why}"));
                     }
                 }
@@ -104,23 +125,52 @@ fn run(root: &Root, agents: usize, secs: u64, kill_ms: Option<u64>) -> (usize, u
         }
     });
     let n = numbers(root);
-    let total = n.values().map(BTreeMap::len).sum();
-    let k = *kills.lock().unwrap();
     let mut p = failed.into_inner().unwrap();
     p.extend(problems(&n));
-    (total, k, p)
+    Run {
+        total: n.values().map(BTreeMap::len).sum(),
+        kills: *kills.lock().unwrap(),
+        refused: *refused.lock().unwrap(),
+        problems: p,
+    }
+}
+
+/// The numbers given twice in `r`.
+fn repeats(r: Run) -> Vec<String> {
+    r.problems.into_iter().filter(|x| x.contains("given to")).collect()
 }
 
 #[test]
 fn racing_senders_with_kill_9_number_without_gaps_or_repeats() {
     let c = need_pg!();
     let root = Root::new(&c.fresh_url(), "server", 4);
-    let (total, kills, p) = run(&root, 4, 6, Some(40));
-    eprintln!("pg seq: {total} numbers, {kills} kills");
-    assert!(total > 20, "too few sends: {total}");
-    assert!(p.is_empty(), "{p:#?}");
+    let r = run(&root, 4, 6, Some(40));
+    eprintln!("pg seq: {} numbers, {} kills, {} refused", r.total, r.kills, r.refused);
+    assert!(r.total > 20, "too few sends: {}", r.total);
+    assert!(r.problems.is_empty(), "{:#?}", r.problems);
+    // On the engine's own connection the lock and the delivery share one session: no send
+    // ever finds its counter moved.
+    assert_eq!(r.refused, 0, "sends refused though the lock held");
     let doctor = root.run(None, &["doctor"]);
     doctor.ok();
+}
+
+#[test]
+fn without_the_lock_the_compare_and_set_refuses_a_send_rather_than_repeat_a_number() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 2);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-seq-nolock".into()));
+    let mut refused = 0;
+    for _ in 0..3 {
+        let r = run(&root, 2, 3, None);
+        assert!(r.problems.is_empty(), "{:#?}", r.problems);
+        refused += r.refused;
+        if refused > 0 {
+            break;
+        }
+    }
+    eprintln!("pg seq without the lock: {refused} sends refused");
+    assert!(refused > 0, "no send lost a race: the compare-and-set was not exercised");
 }
 
 #[test]
@@ -129,8 +179,7 @@ fn the_checker_catches_senders_without_the_lock() {
     let mut root = Root::new(&c.fresh_url(), "server", 2);
     root.env.push(("CIRCE_TEST_BREAK".into(), "seq-race".into()));
     let p = until_caught("pg numbering checker", 3, Duration::from_secs(60), |_| {
-        let (_, _, p) = run(&root, 2, 4, None);
-        p.into_iter().filter(|x| x.contains("given to")).collect()
+        repeats(run(&root, 2, 4, None))
     });
     assert!(!p.is_empty(), "no repeat with the lock off");
 }
@@ -165,13 +214,23 @@ fn pooled_root(
 fn through_pgbouncer_racing_senders_number_without_gaps_or_repeats() {
     let c = need_pg!();
     let Some((_bouncer, root)) = pooled_root(c, 3, 4) else { return };
-    // No kills here: a sender killed while its delivery is in flight through the pooler
-    // lets go of its lock (on its own connection) before the delivery commits, and the next
-    // sender can take the same number (PROTOCOLS section 18, "sequence numbers").
-    let (total, _, p) = run(&root, 4, 5, None);
-    eprintln!("pg seq through PgBouncer: {total} numbers");
-    assert!(p.is_empty(), "{p:#?}");
-    assert!(total > 20, "too few sends: {total}");
+    // Without kills the lock on the server named apart keeps each sender's turns apart: no
+    // send finds its counter moved.
+    let r = run(&root, 4, 4, None);
+    eprintln!("pg seq through PgBouncer: {} numbers, {} refused", r.total, r.refused);
+    assert!(r.problems.is_empty(), "{:#?}", r.problems);
+    assert_eq!(r.refused, 0, "sends refused though the lock held");
+    assert!(r.total > 20, "too few sends: {}", r.total);
+    // A sender killed while its delivery is in flight through the pooler lets go of its
+    // lock (on its own connection) before the delivery commits; the next sender's
+    // compare-and-set then finds the counter moved and is refused (exit 4), never numbering
+    // twice (PROTOCOLS section 18, "sequence numbers").
+    let r = run(&root, 4, 4, Some(60));
+    eprintln!(
+        "pg seq through PgBouncer, with kills: {} numbers, {} kills, {} refused",
+        r.total, r.kills, r.refused
+    );
+    assert!(r.problems.is_empty(), "{:#?}", r.problems);
     root.run(None, &["doctor"]).ok();
 }
 
@@ -180,9 +239,16 @@ fn the_checker_catches_session_locks_taken_through_pgbouncer() {
     let c = need_pg!();
     let Some((_bouncer, mut root)) = pooled_root(c, 3, 2) else { return };
     root.env.push(("CIRCE_TEST_BREAK".into(), "pg-locks-pooled".into()));
+    // Taken through the pooler, the lock keeps no sender waiting for another: sends race,
+    // and the compare-and-set refuses the losers (or a lock left on a pooled session makes
+    // them wait it out).
     let p = until_caught("pg numbering through a pooler", 3, Duration::from_secs(60), |_| {
-        let (_, _, p) = run(&root, 2, 4, None);
-        p.into_iter().filter(|x| x.contains("given to")).collect()
+        let r = run(&root, 2, 4, None);
+        let mut p = r.problems;
+        if r.refused > 0 {
+            p.push(format!("{} sends found their counter moved", r.refused));
+        }
+        p
     });
-    assert!(!p.is_empty(), "no repeat with the locks taken through the pooler");
+    assert!(!p.is_empty(), "every send kept its turn with the locks taken through the pooler");
 }

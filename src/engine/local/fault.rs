@@ -15,7 +15,10 @@
 //! `archive-no-recover` stops an archive run finishing what an interrupted one left;
 //! `archive-ignore-cursors` lets the archive move log segments a cursor still needs.
 //! `seq-race` numbers a sender's messages without its lock (and lets a new counter entry
-//! replace an emptied one), so two sends can take one number; `seq-roll-forward` delivers a
+//! replace an emptied one; on a database root, its delivery compares no counter), so two
+//! sends can take one number; `pg-seq-nolock` takes no lock on a database root but keeps
+//! the comparison; `msgid-unheld` looks for an earlier copy of a message id before taking
+//! the sender's hold (either engine); `seq-roll-forward` delivers a
 //! numbered send that never reached its commit point instead of undoing it (and only when
 //! its sender sends again, after a retry has looked for it).
 //! The database engine's: `pg-unlocked`

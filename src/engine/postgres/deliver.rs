@@ -32,24 +32,30 @@ impl PgEngine {
     /// is part of it.
     pub(super) fn put_copies(&self, copies: &[Copy<'_>]) -> Result<(Vec<String>, bool)> {
         let number = copies.iter().find_map(|c| self.pending_number(c.body));
-        let (agent, epoch, last) = match &number {
-            Some((a, e, n)) => (Some(a.clone()), Some(*e), Some(*n)),
-            None => (None, None, None),
-        };
+        let m = number.as_ref();
+        let agent = m.map(|m| m.agent.as_str());
+        let (epoch, last) = (m.map(|m| m.epoch), m.map(|m| m.last));
+        let from = m.and_then(|m| m.from);
+        let (from_epoch, from_last) = (from.map(|f| f.0), from.map(|f| f.1));
         let boxes: Vec<&str> = copies.iter().map(|c| c.to.as_str()).collect();
         let names: Vec<&str> = copies.iter().map(|c| c.name).collect();
         let bodies: Vec<&[u8]> = copies.iter().map(|c| c.body).collect();
         let ids: Vec<Option<String>> = copies.iter().map(|c| msg_id_of(c.body)).collect();
         // A data-modifying WITH runs whatever the main query reads: the counter moves (when
-        // there is a number) in the statement that stores the copies.
+        // there is a number, and it still is the one the hold read) in the statement that
+        // stores the copies, and when it did not move no copy is stored.
         let put = self.rows(
             "delivering messages",
             "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last)
                  SELECT $5, $6, $7 WHERE $5 IS NOT NULL
-                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last)
+                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
+                  WHERE $8::int8 IS NULL
+                     OR (seq_counters.epoch = $8 AND seq_counters.last = $9::int8)
+                 RETURNING 1)
              SELECT {s}.put_message(x.b, x.n, x.body, x.id)
                FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
                     WITH ORDINALITY AS x(b, n, body, id, o)
+              WHERE $5 IS NULL OR EXISTS (SELECT 1 FROM c)
               ORDER BY x.o",
             &[
                 (&boxes, Type::TEXT_ARRAY),
@@ -59,9 +65,16 @@ impl PgEngine {
                 (&agent, Type::TEXT),
                 (&epoch, Type::INT8),
                 (&last, Type::INT8),
+                (&from_epoch, Type::INT8),
+                (&from_last, Type::INT8),
             ],
             |r| Ok(r.get::<_, String>(0)),
         )?;
+        if let Some(m) = m
+            && put.len() < copies.len()
+        {
+            return Err(super::seq::counter_moved_meanwhile(&m.agent));
+        }
         Ok((put, number.is_some()))
     }
 

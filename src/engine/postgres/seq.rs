@@ -7,6 +7,13 @@
 //! the counter in the transaction that stores the message (`deliver`, or the ticket's
 //! `commit_task`), so the number and the message commit together; a crash before that
 //! commit changed neither.
+//!
+//! Every write of a counter is a compare-and-set against the counter the hold read
+//! (`ON CONFLICT ... DO UPDATE ... WHERE` the row still holds it): when the counter moved
+//! meanwhile, nothing is written and the send is refused (exit 4). The lock makes senders
+//! wait their turn; the compare-and-set is what keeps a number from being given twice when
+//! the lock is lost before the delivery commits (a sender killed mid-send through a pooler,
+//! whose lock lives on a connection of its own).
 
 use std::time::{Duration, Instant};
 
@@ -18,17 +25,49 @@ use crate::error::{Error, Result};
 use crate::names::AgentName;
 use crate::seq::{Counter, Receiver};
 
-/// Moves a sender's counter to `$2, $3`.
+/// Moves a sender's counter to `$2, $3` when it still is `$4, $5` (or is no row yet);
+/// one row answers when it moved. `$4` NULL (test builds only): no comparison.
 pub(super) const UPSERT: &str =
     "INSERT INTO {s}.seq_counters (agent, epoch, last) VALUES ($1, $2, $3)
-     ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last";
+     ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
+      WHERE $4::int8 IS NULL OR (seq_counters.epoch = $4 AND seq_counters.last = $5::int8)
+     RETURNING 1";
 
 /// The numbered send held on the engine's connection, until its delivery.
 #[derive(Debug, Clone)]
 pub(super) struct Active {
     pub agent: AgentName,
+    /// The counter as the hold read it.
+    pub prev: Counter,
     pub next: Counter,
     pub used: bool,
+}
+
+/// A numbered send's counter move: who, to what, and from what (`from` is `None` in test
+/// builds that turn the comparison off).
+pub(super) struct Move {
+    pub agent: String,
+    pub epoch: i64,
+    pub last: i64,
+    pub from: Option<(i64, i64)>,
+}
+
+/// The refusal of a numbered send whose counter moved while it held it.
+pub(super) fn counter_moved_meanwhile(agent: &str) -> Error {
+    Error::conflict(format!(
+        "the sequence counter of {agent} moved while this send held it; nothing was delivered"
+    ))
+    .detail("race", "true")
+    .hint("send again: the message takes the next number (another circe process lost its hold on the counter mid-send)")
+}
+
+/// The counter `from` as the comparison's parameters (`None`, test builds only: none).
+fn compared(prev: Counter) -> Option<(i64, i64)> {
+    // TEST BUILDS ONLY: senders race for numbers, and nothing compares the counter.
+    if crate::engine::local::test_break("seq-race") {
+        return None;
+    }
+    Some((i64_of(prev.epoch), i64_of(prev.last)))
 }
 
 struct PgHold<'a> {
@@ -74,8 +113,11 @@ fn u64_of(n: i64) -> u64 {
 impl PgEngine {
     /// Wait (at most 10 s) for `agent`'s advisory lock.
     fn lock_sender(&self, agent: &AgentName) -> Result<()> {
-        // TEST BUILDS ONLY: senders race for numbers.
-        if crate::engine::local::test_break("seq-race") {
+        // TEST BUILDS ONLY: senders race for numbers (`pg-seq-nolock`: the comparison alone
+        // keeps them apart).
+        if crate::engine::local::test_break("seq-race")
+            || crate::engine::local::test_break("pg-seq-nolock")
+        {
             return Ok(());
         }
         let k = key(agent);
@@ -99,7 +141,9 @@ impl PgEngine {
     }
 
     fn unlock_sender(&self, agent: &AgentName) -> Result<()> {
-        if crate::engine::local::test_break("seq-race") {
+        if crate::engine::local::test_break("seq-race")
+            || crate::engine::local::test_break("pg-seq-nolock")
+        {
             return Ok(());
         }
         self.session_unlock("releasing a sequence counter", &key(agent))
@@ -130,18 +174,24 @@ impl PgEngine {
             return Err(Error::refused(format!("{agent}'s sequence counter is at its end")));
         };
         let next = Counter { epoch: c.epoch, last };
-        *self.seq_active.borrow_mut() = Some(Active { agent: agent.clone(), next, used: false });
+        let active = Active { agent: agent.clone(), prev: c, next, used: false };
+        *self.seq_active.borrow_mut() = Some(active);
         Ok(Box::new(PgHold { eng: self, agent: agent.clone(), next }))
     }
 
     /// The numbered send waiting for its delivery on this connection, when `content` is its
-    /// message: (sender, epoch, number).
-    pub(super) fn pending_number(&self, content: &[u8]) -> Option<(String, i64, i64)> {
+    /// message: the counter move its delivery makes.
+    pub(super) fn pending_number(&self, content: &[u8]) -> Option<Move> {
         let a = self.seq_active.borrow();
         let a = a
             .as_ref()
             .filter(|a| !a.used && crate::engine::carries_number(content, &a.agent, a.next))?;
-        Some((a.agent.to_string(), i64_of(a.next.epoch), i64_of(a.next.last)))
+        Some(Move {
+            agent: a.agent.to_string(),
+            epoch: i64_of(a.next.epoch),
+            last: i64_of(a.next.last),
+            from: compared(a.prev),
+        })
     }
 
     /// The pending numbered send was delivered (its counter committed with it).
@@ -151,16 +201,21 @@ impl PgEngine {
         }
     }
 
-    /// The counter upsert of a numbered ticket (`body`, the ticket delivered), sent in the
-    /// task transaction's pipeline; `false` when it carries no pending number.
+    /// The counter's compare-and-set for a numbered ticket (`m`), sent in the task
+    /// transaction's pipeline: whether it moved.
     pub(super) async fn move_counter(
         &self,
-        body: Option<&[u8]>,
+        m: &Move,
     ) -> std::result::Result<bool, tokio_postgres::Error> {
-        let Some((a, e, n)) = body.and_then(|b| self.pending_number(b)) else { return Ok(false) };
-        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] =
-            [(&a, Type::TEXT), (&e, Type::INT8), (&n, Type::INT8)];
-        self.conn.client.execute_typed(&self.sql(UPSERT), &params).await.map(|_| true)
+        let (fe, fl) = (m.from.map(|f| f.0), m.from.map(|f| f.1));
+        let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 5] = [
+            (&m.agent, Type::TEXT),
+            (&m.epoch, Type::INT8),
+            (&m.last, Type::INT8),
+            (&fe, Type::INT8),
+            (&fl, Type::INT8),
+        ];
+        self.conn.client.execute_typed(&self.sql(UPSERT), &params).await.map(|n| n == 1)
     }
 
     /// After the commit: the counter moved with the ticket, so the number is used.
@@ -182,11 +237,27 @@ impl PgEngine {
             change(&mut after)?;
             if after != before {
                 let (a, e, n) = (agent.as_str(), i64_of(after.epoch), i64_of(after.last));
-                self.exec(
+                let from = compared(before);
+                let (fe, fl) = (from.map(|f| f.0), from.map(|f| f.1));
+                let moved = self.rows(
                     &format!("setting the sequence counter of {agent}"),
                     UPSERT,
-                    &[(&a, Type::TEXT), (&e, Type::INT8), (&n, Type::INT8)],
+                    &[
+                        (&a, Type::TEXT),
+                        (&e, Type::INT8),
+                        (&n, Type::INT8),
+                        (&fe, Type::INT8),
+                        (&fl, Type::INT8),
+                    ],
+                    |_| Ok(()),
                 )?;
+                if moved.is_empty() {
+                    return Err(Error::conflict(format!(
+                        "the sequence counter of {agent} moved while this command held it; it was not changed"
+                    ))
+                    .detail("race", "true")
+                    .hint("run the command again"));
+                }
             }
             Ok(after)
         })();

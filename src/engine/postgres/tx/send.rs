@@ -64,7 +64,9 @@ pub(super) const TICKET_MOVED: &str =
 const COMMIT_HELD: &str = include_str!("commit_held.sql");
 
 impl PgTx<'_> {
-    /// Send `commit_task(...)` and `COMMIT` together (with a numbered ticket's counter).
+    /// Send `commit_task(...)` and `COMMIT` together. A numbered ticket's counter moves by
+    /// compare-and-set in the same pipeline, and `COMMIT` then waits for its answer: when
+    /// the counter moved meanwhile the transaction is rolled back.
     pub(super) fn send_function(
         &self,
         a: &Args<'_>,
@@ -85,12 +87,30 @@ impl PgTx<'_> {
             (&a.lines, Type::TEXT_ARRAY),
             (&a.stored, Type::TEXT),
         ]);
-        let (moved, row, ()) = self.eng.conn.run(futures_util::future::try_join3(
-            self.eng.move_counter(body), // a numbered ticket: its counter, here
+        let Some(number) = body.and_then(|b| self.eng.pending_number(b)) else {
+            let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
+                c.query_typed_one(&q, &params),
+                c.batch_execute("COMMIT"),
+            ))?;
+            return Ok(Sent::Done {
+                file: row.get(0),
+                first: row.get(1),
+                moved: false,
+                brought: None,
+            });
+        };
+        let (moved, row) = self.eng.conn.run(futures_util::future::try_join(
+            self.eng.move_counter(&number),
             c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
         ))?;
-        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
+        if !moved {
+            self.eng.rollback();
+            return Ok(Sent::Refused(crate::engine::postgres::seq::counter_moved_meanwhile(
+                &number.agent,
+            )));
+        }
+        self.eng.conn.run(c.batch_execute("COMMIT"))?;
+        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved: true, brought: None })
     }
 
     /// Send `COMMIT_HELD` and `COMMIT` together.
