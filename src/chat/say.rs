@@ -31,6 +31,19 @@ pub fn say(
     line_number: bool,
     numbered: bool,
 ) -> Result<ChatMessage> {
+    // Refused because the counter moved while this append held it: nothing was written.
+    crate::seq::numbered_again(|| say_once(ws, me, to, cc, text, line_number, numbered))
+}
+
+fn say_once(
+    ws: &Workspace,
+    me: &AgentName,
+    to: &str,
+    cc: &[String],
+    text: &str,
+    line_number: bool,
+    numbered: bool,
+) -> Result<ChatMessage> {
     let me_name = me;
     let me = me.as_str();
     check_agent(ws, to, "recipient")?;

@@ -76,11 +76,12 @@ fn tell_asker(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<()> {
         a.to,
         a.deadline.as_deref().unwrap_or("-")
     );
-    let _numbered = super::seq::number(ws, &crate::names::AgentName::new(CIRCE)?, &mut m)?;
-    let content = message::render(&m);
     let name = message::file_name(now, CIRCE, a.from.as_str(), "update", m.task_id.as_deref(), 1);
     let inbox = Mailbox::Inbox(a.from.clone());
-    let files = ws.engine.deliver(content.as_bytes(), &name, std::slice::from_ref(&inbox))?;
+    let me = crate::names::AgentName::new(CIRCE)?;
+    let files = super::seq::deliver_numbered(ws, &me, &mut m, |m| {
+        ws.engine.deliver(message::render(m).as_bytes(), &name, std::slice::from_ref(&inbox))
+    })?;
     let mut ev = Event::now(EventKind::Lapse, CIRCE);
     ev.msg_id = Some(a.msg_id.to_string());
     ev.note = Some(format!("ask expired; {} told", a.from));

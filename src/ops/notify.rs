@@ -54,11 +54,11 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         msg.created_at = Some(now);
         msg.msg_id = Some(clock::new_msg_id(now));
         msg.body = format!("## Summary\n{}\n", n.text);
-        let _numbered = super::seq::number(ws, &AgentName::new(CIRCE)?, &mut msg)?;
-        let content = message::render(&msg);
         let name = message::file_name(now, CIRCE, "coordinator", n.intent, Some(task), 1);
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
-        let files = ws.engine.deliver(content.as_bytes(), &name, &boxes)?;
+        let files = super::seq::deliver_numbered(ws, &AgentName::new(CIRCE)?, &mut msg, |m| {
+            ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)
+        })?;
         let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
         ev.msg_id.clone_from(&msg.msg_id);
         ev.intent = Some(n.intent.to_string());

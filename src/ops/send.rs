@@ -82,7 +82,10 @@ fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
 /// NEW_MESSAGES and open (or hand off) their task; others go to each recipient's INBOX.
 pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
     let given_id = msg.msg_id.clone();
-    send_once(ws, me, msg).map_err(|e| {
+    // Refused because the sender's counter moved while this send held it: nothing was
+    // stored, and the send is numbered again.
+    let draft = msg;
+    crate::seq::numbered_again(|| send_once(ws, me, draft.clone())).map_err(|e| {
         let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
         match (&given_id, unknown) {
             (Some(id), true) => e.hint(format!(
@@ -112,8 +115,12 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         }
         None => Ok(None),
     };
-    // TEST BUILDS ONLY: the look before the hold, so two sends of one id can both miss.
-    let unheld = crate::engine::local::test_break("msgid-unheld");
+    // A draft that brings its own number is refused by the hold, unless it is the retry of a
+    // delivered send, which the look answers: it looks first. (TEST BUILDS ONLY: the look
+    // before the hold, so two sends of one id can both miss.)
+    let unheld = msg.seq.is_some()
+        || msg.seq_epoch.is_some()
+        || crate::engine::local::test_break("msgid-unheld");
     let mut earlier = if unheld { look(&msg)? } else { None };
     // The sender's hold: its next number, and the turn in which the look is made, so that
     // two sends of one id at once (a retry racing the first try) see each other: the second

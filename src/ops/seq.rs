@@ -30,6 +30,21 @@ pub fn number<'a>(
     Ok(hold)
 }
 
+/// Number `msg` as `me`'s next message and `deliver` it while the hold lives; numbered
+/// again when the counter moved meanwhile (`crate::seq::numbered_again`).
+pub fn deliver_numbered<T>(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &mut Message,
+    mut deliver: impl FnMut(&Message) -> Result<T>,
+) -> Result<T> {
+    crate::seq::numbered_again(|| {
+        (msg.seq, msg.seq_epoch) = (None, None);
+        let _hold = number(ws, me, msg)?;
+        deliver(msg)
+    })
+}
+
 /// What decides a message's fate: its sender, number, epoch and id.
 struct Numbered {
     sender: String,

@@ -15,3 +15,42 @@ pub use counter::Counter;
 pub use line::{SeqLine, parse_line, render_line, render_numbered};
 pub use receiver::{Receiver, Seen, Verdict};
 pub use state_file::MessageState;
+
+use crate::error::{Error, Result};
+
+/// The detail that marks a numbered send refused because its sender's counter moved while
+/// it held it (an engine whose counter write compares what the hold read: nothing was
+/// stored, and the send can be numbered again).
+const COUNTER_MOVED: &str = "counter_moved";
+
+/// How many times a numbered send is tried in all when its counter keeps moving.
+pub const TRIES: usize = 3;
+
+/// The refusal of a numbered send by `agent` whose counter moved while it held it.
+pub fn counter_moved(agent: &str) -> Error {
+    Error::conflict(format!(
+        "the sequence counter of {agent} moved while this send held it; nothing was delivered"
+    ))
+    .detail(COUNTER_MOVED, "true")
+    .hint("send again: the message takes the next number (another circe process lost its hold on the counter mid-send)")
+}
+
+/// Whether `e` is `counter_moved`'s refusal.
+pub fn is_counter_moved(e: &Error) -> bool {
+    e.details.iter().any(|(k, _)| *k == COUNTER_MOVED)
+}
+
+/// Run `attempt` (which takes a hold, numbers and delivers) again while it is refused
+/// because the counter moved meanwhile, `TRIES` times in all; each retry says so on stderr.
+pub fn numbered_again<T>(mut attempt: impl FnMut() -> Result<T>) -> Result<T> {
+    let mut tries = 1;
+    loop {
+        match attempt() {
+            Err(e) if is_counter_moved(&e) && tries < TRIES => {
+                eprintln!("warning: {}; numbering it again", e.message);
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}

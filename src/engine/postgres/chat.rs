@@ -85,13 +85,43 @@ impl ChatLog for PgEngine {
         if number.is_none() && test_break("pg-chat-race") {
             return self.chat_append_racing(text);
         }
-        let agent = number.map(|h| h.sender().to_string());
-        let epoch = number.map(|h| i64_of(h.next().epoch));
-        let last = number.map(|h| i64_of(h.next().last));
+        // The line's number: the hold on this connection for that sender and number.
+        let m = match number {
+            Some(h) => {
+                let (agent, next) = (h.sender(), h.next());
+                let m = self.held_move(|a| a.agent == *agent && a.next == next);
+                Some(m.ok_or_else(|| {
+                    crate::error::Error::internal("a chat line numbered by no hold on this root")
+                })?)
+            }
+            None => None,
+        };
+        let agent = m.as_ref().map(|m| m.agent.as_str());
+        let (epoch, last) = (m.as_ref().map(|m| m.epoch), m.as_ref().map(|m| m.last));
+        let from = m.as_ref().and_then(|m| m.from);
+        let (from_epoch, from_last) = (from.map(|f| f.0), from.map(|f| f.1));
+        // The counter moves by compare-and-set (section 18, "sequence numbers") in the
+        // statement that appends, and when it did not move nothing is appended: `chat_say`
+        // is called without the counter, lateral to a row that exists only when it moved.
         let got = self.rows(
             "appending to the chat channel",
-            "SELECT o_id, o_offset, o_line FROM {s}.chat_say($1, $2, $3, $4)",
-            &[(&text, Type::TEXT), (&agent, Type::TEXT), (&epoch, Type::INT8), (&last, Type::INT8)],
+            "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last)
+                 SELECT $2, $3, $4 WHERE $2 IS NOT NULL
+                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
+                  WHERE $5::int8 IS NULL
+                     OR (seq_counters.epoch = $5 AND seq_counters.last = $6::int8)
+                 RETURNING 1),
+             g AS (SELECT $1::text AS t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM c))
+             SELECT s.o_id, s.o_offset, s.o_line
+               FROM g, LATERAL {s}.chat_say(g.t, NULL, NULL, NULL) AS s",
+            &[
+                (&text, Type::TEXT),
+                (&agent, Type::TEXT),
+                (&epoch, Type::INT8),
+                (&last, Type::INT8),
+                (&from_epoch, Type::INT8),
+                (&from_last, Type::INT8),
+            ],
             |r| {
                 Ok(ChatEntry {
                     id: u64_of(r.get(0)),
@@ -102,12 +132,16 @@ impl ChatLog for PgEngine {
                 })
             },
         )?;
-        if number.is_some() {
+        let Some(entry) = got.into_iter().next() else {
+            return Err(match m {
+                Some(m) => super::seq::counter_moved_meanwhile(&m.agent),
+                None => crate::error::Error::internal("chat_say returned no row"),
+            });
+        };
+        if m.is_some() {
             self.number_used();
         }
-        got.into_iter()
-            .next()
-            .ok_or_else(|| crate::error::Error::internal("chat_say returned no row"))
+        Ok(entry)
     }
 
     fn chat_read(&self, after: u64, max: usize) -> Result<Vec<ChatEntry>> {

@@ -10,7 +10,8 @@
 //!
 //! Every write of a counter is a compare-and-set against the counter the hold read
 //! (`ON CONFLICT ... DO UPDATE ... WHERE` the row still holds it): when the counter moved
-//! meanwhile, nothing is written and the send is refused (exit 4). The lock makes senders
+//! meanwhile, nothing is written and the send is refused (`crate::seq::counter_moved`; it is
+//! numbered again, `crate::seq::numbered_again`). The lock makes senders
 //! wait their turn; the compare-and-set is what keeps a number from being given twice when
 //! the lock is lost before the delivery commits (a sender killed mid-send through a pooler,
 //! whose lock lives on a connection of its own).
@@ -37,8 +38,8 @@ pub(super) const UPSERT: &str =
 #[derive(Debug, Clone)]
 pub(super) struct Active {
     pub agent: AgentName,
-    /// The counter as the hold read it.
-    pub prev: Counter,
+    /// The counter's row as the hold read it, compared raw.
+    pub prev: Row,
     pub next: Counter,
     pub used: bool,
 }
@@ -54,20 +55,25 @@ pub(super) struct Move {
 
 /// The refusal of a numbered send whose counter moved while it held it.
 pub(super) fn counter_moved_meanwhile(agent: &str) -> Error {
-    Error::conflict(format!(
-        "the sequence counter of {agent} moved while this send held it; nothing was delivered"
-    ))
-    .detail("race", "true")
-    .hint("send again: the message takes the next number (another circe process lost its hold on the counter mid-send)")
+    crate::seq::counter_moved(agent)
 }
 
-/// The counter `from` as the comparison's parameters (`None`, test builds only: none).
-fn compared(prev: Counter) -> Option<(i64, i64)> {
+/// A counter's row as stored (`None`: no row yet, which reads as epoch 0, #0).
+type Row = Option<(i64, i64)>;
+
+/// The comparison's parameters for a counter read as `row` (`None`, test builds only: no
+/// comparison). An absent row is compared as (0, 0): nobody writes a counter back to it.
+fn compared(row: Row) -> Option<(i64, i64)> {
     // TEST BUILDS ONLY: senders race for numbers, and nothing compares the counter.
     if crate::engine::local::test_break("seq-race") {
         return None;
     }
-    Some((i64_of(prev.epoch), i64_of(prev.last)))
+    Some(row.unwrap_or((0, 0)))
+}
+
+/// The counter a row holds (values out of range read as 0).
+fn counter(row: Row) -> Counter {
+    row.map(|(e, l)| Counter { epoch: u64_of(e), last: u64_of(l) }).unwrap_or_default()
 }
 
 struct PgHold<'a> {
@@ -149,32 +155,33 @@ impl PgEngine {
         self.session_unlock("releasing a sequence counter", &key(agent))
     }
 
-    fn counter_of(&self, agent: &AgentName) -> Result<Counter> {
+    fn counter_of(&self, agent: &AgentName) -> Result<Row> {
         let a = agent.as_str();
         let v = self.rows(
             &format!("reading the sequence counter of {agent}"),
             "SELECT epoch, last FROM {s}.seq_counters WHERE agent = $1",
             &[(&a, Type::TEXT)],
-            |r| Ok(Counter { epoch: u64_of(r.get(0)), last: u64_of(r.get(1)) }),
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, i64>(1))),
         )?;
-        Ok(v.into_iter().next().unwrap_or_default())
+        Ok(v.into_iter().next())
     }
 
     pub(super) fn hold(&self, agent: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
         self.lock_sender(agent)?;
-        let c = match self.counter_of(agent) {
-            Ok(c) => c,
+        let row = match self.counter_of(agent) {
+            Ok(r) => r,
             Err(e) => {
                 let _ = self.unlock_sender(agent);
                 return Err(e);
             }
         };
+        let c = counter(row);
         let Some(last) = c.last.checked_add(1) else {
             let _ = self.unlock_sender(agent);
             return Err(Error::refused(format!("{agent}'s sequence counter is at its end")));
         };
         let next = Counter { epoch: c.epoch, last };
-        let active = Active { agent: agent.clone(), prev: c, next, used: false };
+        let active = Active { agent: agent.clone(), prev: row, next, used: false };
         *self.seq_active.borrow_mut() = Some(active);
         Ok(Box::new(PgHold { eng: self, agent: agent.clone(), next }))
     }
@@ -182,10 +189,14 @@ impl PgEngine {
     /// The numbered send waiting for its delivery on this connection, when `content` is its
     /// message: the counter move its delivery makes.
     pub(super) fn pending_number(&self, content: &[u8]) -> Option<Move> {
+        self.held_move(|a| crate::engine::carries_number(content, &a.agent, a.next))
+    }
+
+    /// The counter move of the numbered send held on this connection and not yet used, when
+    /// `it` is the one.
+    pub(super) fn held_move(&self, it: impl Fn(&Active) -> bool) -> Option<Move> {
         let a = self.seq_active.borrow();
-        let a = a
-            .as_ref()
-            .filter(|a| !a.used && crate::engine::carries_number(content, &a.agent, a.next))?;
+        let a = a.as_ref().filter(|a| !a.used && it(a))?;
         Some(Move {
             agent: a.agent.to_string(),
             epoch: i64_of(a.next.epoch),
@@ -232,12 +243,13 @@ impl PgEngine {
     ) -> Result<Counter> {
         self.lock_sender(agent)?;
         let done = (|| {
-            let before = self.counter_of(agent)?;
+            let row = self.counter_of(agent)?;
+            let before = counter(row);
             let mut after = before;
             change(&mut after)?;
             if after != before {
                 let (a, e, n) = (agent.as_str(), i64_of(after.epoch), i64_of(after.last));
-                let from = compared(before);
+                let from = compared(row);
                 let (fe, fl) = (from.map(|f| f.0), from.map(|f| f.1));
                 let moved = self.rows(
                     &format!("setting the sequence counter of {agent}"),
@@ -255,7 +267,6 @@ impl PgEngine {
                     return Err(Error::conflict(format!(
                         "the sequence counter of {agent} moved while this command held it; it was not changed"
                     ))
-                    .detail("race", "true")
                     .hint("run the command again"));
                 }
             }
