@@ -32,7 +32,9 @@ pub fn say(
     numbered: bool,
 ) -> Result<ChatMessage> {
     // Refused because the counter moved while this append held it: nothing was written.
-    crate::seq::numbered_again(|| say_once(ws, me, to, cc, text, line_number, numbered))
+    crate::seq::numbered_again(me.as_str(), || {
+        say_once(ws, me, to, cc, text, line_number, numbered)
+    })
 }
 
 fn say_once(

@@ -85,7 +85,7 @@ pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
     // Refused because the sender's counter moved while this send held it: nothing was
     // stored, and the send is numbered again.
     let draft = msg;
-    crate::seq::numbered_again(|| send_once(ws, me, draft.clone())).map_err(|e| {
+    crate::seq::numbered_again(me.as_str(), || send_once(ws, me, draft.clone())).map_err(|e| {
         let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
         match (&given_id, unknown) {
             (Some(id), true) => e.hint(format!(
@@ -121,24 +121,26 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     let unheld = msg.seq.is_some()
         || msg.seq_epoch.is_some()
         || crate::engine::local::test_break("msgid-unheld");
-    let mut earlier = if unheld { look(&msg)? } else { None };
-    // The sender's hold: its next number, and the turn in which the look is made, so that
-    // two sends of one id at once (a retry racing the first try) see each other: the second
-    // finds the first's delivery.
-    let numbered = super::seq::number(ws, me, &mut msg)?;
-    if !unheld {
-        earlier = look(&msg)?;
-    }
-    if let Some(d) = earlier {
-        // The number goes unused: the counter moves only with a delivery.
-        drop(numbered);
+    let answered = |d: Delivery, msg: &Message| {
         let to: Vec<AgentName> = d
             .delivered
             .iter()
             .filter_map(|c| Mailbox::from_label(&c.mailbox)?.agent().cloned())
             .collect();
-        super::tx::after_retry(ws, me, &msg, &plan, &to)?;
-        return Ok(d);
+        super::tx::after_retry(ws, me, msg, &plan, &to)?;
+        Ok(d)
+    };
+    if unheld && let Some(d) = look(&msg)? {
+        return answered(d, &msg);
+    }
+    // The sender's hold: its next number, and the turn in which the look is made, so that
+    // two sends of one id at once (a retry racing the first try) see each other: the second
+    // finds the first's delivery.
+    let numbered = super::seq::number(ws, me, &mut msg)?;
+    if !unheld && let Some(d) = look(&msg)? {
+        // The number goes unused: the counter moves only with a delivery.
+        drop(numbered);
+        return answered(d, &msg);
     }
     let intent_name =
         msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;

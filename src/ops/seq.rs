@@ -38,10 +38,22 @@ pub fn deliver_numbered<T>(
     msg: &mut Message,
     mut deliver: impl FnMut(&Message) -> Result<T>,
 ) -> Result<T> {
-    crate::seq::numbered_again(|| {
+    let done = crate::seq::numbered_again(me.as_str(), || {
         (msg.seq, msg.seq_epoch) = (None, None);
         let _hold = number(ws, me, msg)?;
         deliver(msg)
+    });
+    // Out of tries: said as what it is to the command that sent it (whose own change may
+    // have committed before), not as a refusal it could retry.
+    done.map_err(|e| {
+        if !crate::seq::is_counter_moved(&e, me.as_str()) {
+            return e;
+        }
+        Error::conflict(format!(
+            "{me}'s message was not delivered: its sequence counter kept moving under it ({} tries)",
+            crate::seq::TRIES
+        ))
+        .hint("what the command changed before it stands; another circe process keeps losing its hold on the counter mid-send (a pooler between circe and the server? PROTOCOLS.md section 18)")
     })
 }
 

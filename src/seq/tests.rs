@@ -203,22 +203,28 @@ fn judging_changes_nothing_and_the_message_that_set_last_seen_is_not_stale() {
 fn a_send_whose_counter_moved_is_numbered_again_three_times_in_all() {
     use crate::error::Error;
     let mut calls = 0;
-    let r = super::numbered_again(|| {
+    let r = super::numbered_again("e1", || {
         calls += 1;
         if calls < 3 { Err(super::counter_moved("e1")) } else { Ok(calls) }
     });
     assert_eq!(r.unwrap(), 3);
     let mut calls = 0;
-    let r: crate::error::Result<()> = super::numbered_again(|| {
+    let r: crate::error::Result<()> = super::numbered_again("e1", || {
         calls += 1;
         Err(super::counter_moved("e1"))
     });
     let e = r.unwrap_err();
-    assert!(super::is_counter_moved(&e) && calls == super::TRIES, "{calls} tries");
+    assert!(super::is_counter_moved(&e, "e1") && calls == super::TRIES, "{calls} tries");
     assert_eq!(e.exit_code(), 4);
-    // Any other error is not tried again.
+    // Another sender's refusal, or any other error, is not tried again.
     let mut calls = 0;
-    let r: crate::error::Result<()> = super::numbered_again(|| {
+    let r: crate::error::Result<()> = super::numbered_again("e1", || {
+        calls += 1;
+        Err(super::counter_moved("circe"))
+    });
+    assert!(r.is_err() && calls == 1);
+    let mut calls = 0;
+    let r: crate::error::Result<()> = super::numbered_again("e1", || {
         calls += 1;
         Err(Error::conflict("task T1 changed meanwhile"))
     });

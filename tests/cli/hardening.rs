@@ -32,6 +32,20 @@ fn message_ids_are_unique() {
     assert!(o.stderr.contains("message id note-1 is taken: inbox:qa/"), "{}", o.show());
     assert_eq!(env.state(), before, "a refused send changes nothing");
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
+    // The delivered copy itself (it carries its number) sent again: answered with the
+    // delivery too; with the id changed, it brings its own number and is refused.
+    let name = &env.ls("AGENTS/qa/INBOX")[0];
+    let copy = env.read(&format!("AGENTS/qa/INBOX/{name}"));
+    assert!(copy.contains("\nseq: 1\n"), "{copy}");
+    let again = draft(&env, "c.md", &copy);
+    let retry = env.as_("engineer", &["send", "--file", &again, "--json"]);
+    retry.ok();
+    assert_eq!(retry.json()["already_delivered"], true, "{}", retry.show());
+    let renamed = draft(&env, "d.md", &copy.replace("msg_id: note-1", "msg_id: note-2"));
+    let o = env.as_("engineer", &["send", "--file", &renamed]);
+    o.code(3);
+    assert!(o.stderr.contains("brings its own sequence number"), "{}", o.show());
+    assert_eq!(env.state(), before, "neither changes anything");
 }
 
 /// A ticket renamed by hand is still its task's message: the next command finds it by its

@@ -23,7 +23,8 @@ CREATE TABLE {s}.chat (
 CREATE INDEX chat_archive ON {s}.chat (archive) WHERE archive IS NOT NULL;
 
 -- Append a message (with the sender's counter when `p_agent` is given: the number commits
--- with the line). Returns its id, offset and line.
+-- with the line). Returns its id, offset and line. circe calls it with `p_agent` NULL and
+-- moves the counter itself, by compare-and-set, in the calling statement (chat.rs).
 CREATE FUNCTION {s}.chat_say(p_text text, p_agent text, p_epoch bigint, p_last bigint)
 RETURNS TABLE (o_id bigint, o_offset bigint, o_line bigint) LANGUAGE plpgsql AS $$
 DECLARE

@@ -176,9 +176,11 @@ impl PgEngine {
             }
         };
         let c = counter(row);
-        let Some(last) = c.last.checked_add(1) else {
+        // The database keeps a bigint: its largest number is the end.
+        let Some(last) = c.last.checked_add(1).filter(|l| i64::try_from(*l).is_ok()) else {
             let _ = self.unlock_sender(agent);
-            return Err(Error::refused(format!("{agent}'s sequence counter is at its end")));
+            return Err(Error::refused(format!("{agent}'s sequence counter is at its end"))
+                .hint(format!("`circe seq reset --agent {agent}` starts a new epoch at #1")));
         };
         let next = Counter { epoch: c.epoch, last };
         let active = Active { agent: agent.clone(), prev: row, next, used: false };
