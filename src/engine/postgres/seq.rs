@@ -34,6 +34,24 @@ pub(super) const UPSERT: &str =
       WHERE $4::int8 IS NULL OR (seq_counters.epoch = $4 AND seq_counters.last = $5::int8)
      RETURNING 1";
 
+/// The compare-and-set of a numbered ticket's counter, sent in the task transaction's
+/// pipeline ahead of `commit_task` and `COMMIT`: a counter that moved meanwhile gets `last`
+/// NULL, which the column refuses (`not_null_violation` on `seq_counters`), so the
+/// transaction aborts before its `COMMIT` without a round trip to look first.
+const TICKET_UPSERT: &str = "INSERT INTO {s}.seq_counters (agent, epoch, last) VALUES ($1, $2, $3)
+     ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch,
+       last = CASE WHEN $4::int8 IS NULL
+                     OR (seq_counters.epoch = $4 AND seq_counters.last = $5::int8)
+              THEN EXCLUDED.last END";
+
+/// Whether `e` is `TICKET_UPSERT`'s refusal of a counter that moved.
+pub(super) fn is_ticket_counter_refused(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| {
+        *d.code() == tokio_postgres::error::SqlState::NOT_NULL_VIOLATION
+            && d.table() == Some("seq_counters")
+    })
+}
+
 /// The numbered send held on the engine's connection, until its delivery.
 #[derive(Debug, Clone)]
 pub(super) struct Active {
@@ -215,11 +233,11 @@ impl PgEngine {
     }
 
     /// The counter's compare-and-set for a numbered ticket (`m`), sent in the task
-    /// transaction's pipeline: whether it moved.
+    /// transaction's pipeline (`TICKET_UPSERT`): an error when the counter moved.
     pub(super) async fn move_counter(
         &self,
         m: &Move,
-    ) -> std::result::Result<bool, tokio_postgres::Error> {
+    ) -> std::result::Result<(), tokio_postgres::Error> {
         let (fe, fl) = (m.from.map(|f| f.0), m.from.map(|f| f.1));
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 5] = [
             (&m.agent, Type::TEXT),
@@ -228,7 +246,7 @@ impl PgEngine {
             (&fe, Type::INT8),
             (&fl, Type::INT8),
         ];
-        self.conn.client.execute_typed(&self.sql(UPSERT), &params).await.map(|n| n == 1)
+        self.conn.client.execute_typed(&self.sql(TICKET_UPSERT), &params).await.map(|_| ())
     }
 
     /// After the commit: the counter moved with the ticket, so the number is used.

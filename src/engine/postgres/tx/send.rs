@@ -7,6 +7,7 @@ use tokio_postgres::types::Type;
 
 use super::PgTx;
 use crate::engine::postgres::conn::Failure;
+use crate::engine::postgres::seq::is_ticket_counter_refused;
 use crate::error::Error;
 
 /// What a commit sends, whichever way it goes.
@@ -64,9 +65,9 @@ pub(super) const TICKET_MOVED: &str =
 const COMMIT_HELD: &str = include_str!("commit_held.sql");
 
 impl PgTx<'_> {
-    /// Send `commit_task(...)` and `COMMIT` together. A numbered ticket's counter moves by
-    /// compare-and-set in the same pipeline, and `COMMIT` then waits for its answer: when
-    /// the counter moved meanwhile the transaction is rolled back.
+    /// Send `commit_task(...)` and `COMMIT` together, with a numbered ticket's counter
+    /// moved by compare-and-set ahead of them: when the counter moved meanwhile, its error
+    /// aborts the transaction.
     pub(super) fn send_function(
         &self,
         a: &Args<'_>,
@@ -87,30 +88,31 @@ impl PgTx<'_> {
             (&a.lines, Type::TEXT_ARRAY),
             (&a.stored, Type::TEXT),
         ]);
-        let Some(number) = body.and_then(|b| self.eng.pending_number(b)) else {
-            let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
-                c.query_typed_one(&q, &params),
-                c.batch_execute("COMMIT"),
-            ))?;
-            return Ok(Sent::Done {
-                file: row.get(0),
-                first: row.get(1),
-                moved: false,
-                brought: None,
-            });
+        let number = body.and_then(|b| self.eng.pending_number(b));
+        let counter = async {
+            match &number {
+                Some(m) => self.eng.move_counter(m).await.map(|()| true),
+                None => Ok(false),
+            }
         };
-        let (moved, row) = self.eng.conn.run(futures_util::future::try_join(
-            self.eng.move_counter(&number),
+        let sent = self.eng.conn.run(futures_util::future::try_join3(
+            counter,
             c.query_typed_one(&q, &params),
-        ))?;
-        if !moved {
-            self.eng.rollback();
-            return Ok(Sent::Refused(crate::engine::postgres::seq::counter_moved_meanwhile(
-                &number.agent,
-            )));
+            c.batch_execute("COMMIT"),
+        ));
+        match (sent, &number) {
+            (Ok((moved, row, ())), _) => {
+                Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
+            }
+            // The counter moved while the hold had it: the transaction aborted (the COMMIT
+            // sent with it ended it), nothing was written.
+            (Err(Failure::Db(e)), Some(held)) if is_ticket_counter_refused(&e) => {
+                self.eng.rollback();
+                let agent = &held.agent;
+                Ok(Sent::Refused(crate::engine::postgres::seq::counter_moved_meanwhile(agent)))
+            }
+            (Err(f), _) => Err(f),
         }
-        self.eng.conn.run(c.batch_execute("COMMIT"))?;
-        Ok(Sent::Done { file: row.get(0), first: row.get(1), moved: true, brought: None })
     }
 
     /// Send `COMMIT_HELD` and `COMMIT` together.
