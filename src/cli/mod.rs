@@ -94,6 +94,7 @@ pub enum Command {
     Init(init::InitArgs),
     #[command(subcommand)]
     Agent(agent::AgentCommand),
+    /// Move what is finished into ARCHIVE/ (for cron); search, restore, verify it.
     Archive(archive::ArchiveArgs),
     #[command(subcommand)]
     Chat(chat::ChatCommand),
@@ -111,9 +112,9 @@ pub enum Command {
     Registry(registry::RegistryArgs),
     /// Take a task (--next: the best one you may take; --dry-run: look first).
     Claim(claim::ClaimArgs),
-    /// Give a task back to the queue.
     /// Print the root's configuration, or replace it (--set).
     Config(config::ConfigArgs),
+    /// Give a task back to the queue.
     Release(release::ReleaseArgs),
     /// Move a task you hold: in_progress, blocked, completed, failed.
     Status(status::StatusArgs),
@@ -121,11 +122,11 @@ pub enum Command {
     Heartbeat(heartbeat::HeartbeatArgs),
     /// Record one of a task's checks, by running its command.
     Check(check::CheckArgs),
-    /// Start on a message: INBOX -> WORKSPACE.
     /// Move a root into a database, or out of one.
     Migrate(migrate::MigrateArgs),
     /// Write a root kept in a database into a folder, as plain files.
     Mirror(mirror::MirrorArgs),
+    /// Start on a message: INBOX -> WORKSPACE.
     Take(move_msg::TakeArgs),
     /// File a message (or a finished task's messages) into LOGS.
     Done(move_msg::DoneArgs),
@@ -135,8 +136,11 @@ pub enum Command {
     Doctor(doctor::DoctorArgs),
     /// Return tasks whose lease ran out to the queue (for cron).
     Reap(reap::ReapArgs),
+    /// The asks waiting for their answer: who asked whom, and until when.
     Asks(asks::AsksArgs),
+    /// A whole conversation as a tree, from its first message through every reply.
     Thread(thread::ThreadArgs),
+    /// What retired agents left: messages in their boxes, tasks addressed to them.
     Orphans(orphans::OrphansArgs),
     #[command(subcommand)]
     Import(bridge::ImportCommand),

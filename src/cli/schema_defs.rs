@@ -42,9 +42,31 @@ pub struct StatusRecordDef {
     handoff: Option<String>,
     #[serde(default)]
     handoff_checks: Vec<String>,
+    /// When the task must be completed by (RFC 3339); past it, `reap` expires the task.
+    #[serde(default)]
+    deadline: Option<String>,
+    /// Messages the task's last change sends, kept until they are delivered.
+    #[serde(default)]
+    outbox: Vec<OutgoingDef>,
     /// Passed checks that were asserted, not run.
     #[serde(default)]
     asserted: Vec<String>,
+}
+
+/// A message a task's change sends (`task::record::Outgoing`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct OutgoingDef {
+    msg_id: String,
+    /// The boxes it goes to (`inbox:<agent>`).
+    to: Vec<String>,
+    name: String,
+    content: String,
+    /// The event its delivery logs: `send` or `route`.
+    event: String,
+    #[serde(default)]
+    rule: Option<String>,
 }
 
 /// A task's status.
@@ -59,6 +81,8 @@ pub enum StatusDef {
     Completed,
     Failed,
     Parked,
+    /// Its deadline passed before it was completed.
+    Expired,
 }
 
 /// `TASKS/<id>.owner` (`task::OwnerRecord`).

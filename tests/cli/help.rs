@@ -47,6 +47,39 @@ fn every_subcommand_has_an_example_and_every_argument_a_description() {
     assert!(missing.is_empty(), "{}", missing.join("\n"));
 }
 
+/// `circe --help` lists every command with a line of its own that names what the command's
+/// own help is about (a doc comment on the wrong command once moved them about, and left
+/// some commands without one).
+#[test]
+fn every_command_in_the_list_says_what_it_does() {
+    let listing = circe::cli::Cli::command().render_help().to_string();
+    let words = |t: &str| -> std::collections::BTreeSet<String> {
+        t.split(|ch: char| !ch.is_alphanumeric())
+            .filter(|w| w.len() >= 4)
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let mut wrong = Vec::new();
+    for c in circe::cli::Cli::command().get_subcommands() {
+        let name = c.get_name();
+        let line = listing
+            .lines()
+            .find(|l| l.trim_start().split_whitespace().next() == Some(name))
+            .unwrap_or_default();
+        let said = line.trim_start().strip_prefix(name).unwrap_or_default().trim();
+        if said.is_empty() {
+            wrong.push(format!("{name}: nothing in the list"));
+            continue;
+        }
+        let own = c.clone().render_long_help().to_string();
+        let own = own.split("Usage:").next().unwrap_or_default();
+        if words(said).is_disjoint(&words(own)) {
+            wrong.push(format!("{name}: listed as \"{said}\", its help says \"{}\"", own.trim()));
+        }
+    }
+    assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+}
+
 #[test]
 fn help_points_to_the_built_in_contract_not_a_file() {
     let env = Env::bare();

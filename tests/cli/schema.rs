@@ -266,3 +266,55 @@ fn a_document_off_the_schema_fails() {
     let v = validator(&env, "tasks");
     assert!(!v.is_valid(&serde_json::json!({"tasks": [{"task_id": "T"}]})));
 }
+
+/// A task with a deadline, and the same task expired by `reap`, print what the schemas say
+/// in every command that shows a task (the record's `deadline`, the status `expired`).
+#[test]
+fn a_task_with_a_deadline_and_an_expired_task_print_what_their_schemas_say() {
+    let env = Env::new();
+    let draft = env.path().join("dl.md");
+    std::fs::write(
+        &draft,
+        "# MESSAGE\nto: role:engineer\nintent: implement_feature\ntask_id: DL-1\n\
+         deadline: 2030-01-01T00:00:00Z\n\n## Summary\nbefore the year ends\n",
+    )
+    .unwrap();
+    let d = draft.to_str().unwrap();
+    let later = "2030-01-02T00:00:00Z";
+    // (schema, agent, args, at the later time)
+    let steps: &[(&str, Option<&str>, &[&str], bool)] = &[
+        ("send", Some("coordinator"), &["send", "--file", d], false),
+        ("claim", Some("engineer"), &["claim", "DL-1"], false),
+        ("status", Some("engineer"), &["status", "DL-1", "in_progress"], false),
+        ("heartbeat", Some("engineer"), &["heartbeat", "DL-1"], false),
+        ("show", None, &["show", "DL-1"], false),
+        ("tasks", None, &["tasks"], false),
+        ("board", None, &["board"], false),
+        ("reap", None, &["reap"], true),
+        ("show", None, &["show", "DL-1"], true),
+        ("tasks", None, &["tasks"], true),
+        ("board", None, &["board"], true),
+        ("log", None, &["log", "--everything"], true),
+    ];
+    for (schema, agent, args, late) in steps {
+        let mut run = env.circe([&["--json"][..], args].concat());
+        if let Some(a) = agent {
+            run = run.agent(a);
+        }
+        if *late {
+            run = run.now(later);
+        }
+        let o = run.run();
+        o.ok();
+        let v = validator(&env, schema);
+        if *schema == "log" {
+            for line in o.stdout.lines() {
+                valid(&v, &serde_json::from_str(line).expect("a JSON line"), &o.show());
+            }
+        } else {
+            valid(&v, &o.json(), &o.show());
+        }
+    }
+    let shown = env.circe(["--json", "show", "DL-1"]).now(later).run();
+    assert_eq!(shown.json()["task"]["status"], "expired", "{}", shown.show());
+}
