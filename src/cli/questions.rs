@@ -82,7 +82,7 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
         "no open questions\n".to_string()
     } else {
         let mut t = table(&["MSG_ID", "AGE", "WHO", "INTENT", "TASK", "SUMMARY"], &rows);
-        t.push_str("answer: circe send --to AGENT --intent answer --in-reply-to MSG_ID --summary \"...\"\n");
+        t.push_str("answer: circe send --to agent:NAME --intent answer --in-reply-to MSG_ID --summary \"...\"\n");
         t
     };
     let questions = qs

@@ -21,7 +21,7 @@ use crate::registry;
 /// registry is enforced: a refused message writes nothing.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  circe --agent coordinator send --to role:engineer --intent implement_feature \\n      --task AUTH-012 --priority high --summary \"Implement JWT auth\" --body-file spec.md\n  circe --agent engineer send --to coordinator --intent question --summary \"which DB?\"\n  circe --agent coordinator send --to engineer --intent answer --in-reply-to MSG_ID --summary \"postgres\"\n  circe send --template test > draft.md && circe --agent engineer send --file draft.md"
+    after_help = "Examples:\n  circe --agent coordinator send --to role:engineer --intent implement_feature \\\n      --task AUTH-012 --priority high --summary \"Implement JWT auth\" --body-file spec.md\n  circe --agent engineer send --to coordinator --intent question --summary \"which DB?\"\n  circe --agent coordinator send --to agent:engineer --intent answer --in-reply-to MSG_ID --summary \"postgres\"\n  circe send --template test > draft.md && circe --agent engineer send --file draft.md"
 )]
 pub struct SendArgs {
     /// Recipient: `role:NAME` (every agent of the role; for a task, any of them may claim

@@ -58,7 +58,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             }
             e
         });
-        let ok = hook::run_once(&ws, cmd, &e)?;
+        let ok = hook::run_once(&ws, cmd, &e, Some(me.as_str()))?;
         if ok {
             seen(&ws, &me, &met);
         }

@@ -22,7 +22,7 @@ use crate::ops::stream::{Filter, Follow, Start, human_line};
 /// --exec hook exited 0), and a restart goes on from there: nothing is skipped, and only an
 /// event in flight when the watcher died is seen twice (drop it by its id).
 ///
-/// Example: circe watch --agent brain --cursor brain --exec 'tmux send-keys -t brain "@$CIRCE_FILE" Enter'
+/// Example: circe watch --agent brain --cursor brain --kind send,notify,route --exec '[ "$CIRCE_BOX" = inbox:brain ] || exit 0; tmux send-keys -t brain "@$CIRCE_FILE" Enter'
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Save the position under this name and resume from it.
@@ -80,6 +80,8 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     let task = a.task.as_deref().map(TaskId::new).transpose()?;
     // A durable consumer of an agent moves that agent's lastSeen as it hands messages on.
     let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
+    // A hook of an agent's stream is given that agent's copy of a message.
+    let hook_agent = agent.as_ref().map(|(me, _)| me.to_string());
     let mut filter = Filter::new(agent, task, kinds(&a.kind)?);
     let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
@@ -100,6 +102,7 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         command,
         max_attempts: a.max_attempts,
         consumer: cursor.clone(),
+        agent: hook_agent,
     });
     let stop = Stop::install()?;
     let mut follow = Follow::open(&ws, cursor, start, poll)?;

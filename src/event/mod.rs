@@ -117,6 +117,13 @@ pub struct Event {
 }
 
 impl Event {
+    /// The message file this event means for `agent`: its own INBOX copy when the event
+    /// names one (a message to a role or to `all` names every recipient's), else the first.
+    pub fn file_for(&self, agent: Option<&str>) -> Option<&FileRef> {
+        let own = agent.map(|a| format!("inbox:{a}"));
+        own.and_then(|b| self.files.iter().find(|f| f.mailbox == b)).or_else(|| self.files.first())
+    }
+
     /// A new event of `kind` by `agent` at `ts`, with every optional field absent.
     pub fn new(kind: EventKind, agent: &str, ts: String) -> Event {
         Event {

@@ -24,6 +24,8 @@ pub struct Hook {
     /// The consumer's cursor: where its dead letters are kept (required with
     /// `max_attempts`).
     pub consumer: Option<CursorName>,
+    /// The agent the stream is for: `CIRCE_BOX`/`CIRCE_FILE` name its own copy.
+    pub agent: Option<String>,
 }
 
 /// What became of one event.
@@ -41,8 +43,8 @@ pub enum Handled {
 const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
-/// The environment a hook sees for `e`.
-pub fn environment(ws: &Workspace, e: &Event) -> Vec<(&'static str, String)> {
+/// The environment a hook sees for `e`, run for `agent` (its own copy of a message).
+pub fn environment(ws: &Workspace, e: &Event, agent: Option<&str>) -> Vec<(&'static str, String)> {
     let mut env = vec![
         ("CIRCE_EVENT_ID", e.id.to_string()),
         ("CIRCE_EVENT_KIND", e.event.as_str().to_string()),
@@ -58,7 +60,7 @@ pub fn environment(ws: &Workspace, e: &Event) -> Vec<(&'static str, String)> {
     if let Some(m) = &e.msg_id {
         env.push(("CIRCE_MSG_ID", m.clone()));
     }
-    if let Some(f) = e.files.first() {
+    if let Some(f) = e.file_for(agent) {
         env.push(("CIRCE_BOX", f.mailbox.clone()));
         let path = crate::boxes::Mailbox::from_label(&f.mailbox)
             .and_then(|b| ws.engine.message_path(&b, &f.file));
@@ -72,11 +74,11 @@ pub fn environment(ws: &Workspace, e: &Event) -> Vec<(&'static str, String)> {
 }
 
 /// Run `command` once with `e`: `Ok(true)` when it exited 0.
-pub fn run_once(ws: &Workspace, command: &str, e: &Event) -> Result<bool> {
+pub fn run_once(ws: &Workspace, command: &str, e: &Event, agent: Option<&str>) -> Result<bool> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
-        .envs(environment(ws, e))
+        .envs(environment(ws, e, agent))
         .stdin(Stdio::piped())
         // stdout is circe's data channel: the hook's output goes to stderr.
         .stdout(std::io::stderr())
@@ -110,7 +112,7 @@ pub fn handle(ws: &Workspace, hook: &Hook, e: &Event, stop: &dyn Fn() -> bool) -
     let mut attempt = 0u32;
     let mut pause = FIRST_BACKOFF;
     loop {
-        if run_once(ws, &hook.command, e)? {
+        if run_once(ws, &hook.command, e, hook.agent.as_deref())? {
             return Ok(Handled::Done);
         }
         attempt += 1;

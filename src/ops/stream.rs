@@ -159,7 +159,13 @@ impl<'a> Follow<'a> {
             (None, Start::FromStart) => 0,
             (None, Start::Now) => ws.engine.last_event_id()?,
         };
-        Ok(Follow { ws, feed, at: Cursor::after(after), cursor })
+        let follow = Follow { ws, feed, at: Cursor::after(after), cursor };
+        // A new cursor keeps its starting place at once: a consumer stopped before its first
+        // event resumes there, rather than after whatever came meanwhile.
+        if saved.is_none() {
+            follow.save(after)?;
+        }
+        Ok(follow)
     }
 
     /// The id of the last event handed on.
@@ -195,6 +201,11 @@ impl<'a> Follow<'a> {
     /// it when there is one.
     pub fn handed(&mut self, id: u64) -> Result<()> {
         self.at = Cursor::after(id);
+        self.save(id)
+    }
+
+    /// Save the cursor (when there is one) as past event `id`.
+    fn save(&self, id: u64) -> Result<()> {
         if let Some((name, _)) = &self.cursor {
             let c =
                 SavedCursor { v: 1, after: id, saved_at: crate::clock::stamp_ms(self.ws.now()) };

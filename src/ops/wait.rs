@@ -79,8 +79,8 @@ pub struct Met {
 }
 
 impl Met {
-    fn by_event(e: &Event) -> Met {
-        let f = e.files.first();
+    fn by_event(e: &Event, me: &AgentName) -> Met {
+        let f = e.file_for(Some(me.as_str()));
         Met {
             event: Some(e.clone()),
             already: false,
@@ -239,7 +239,7 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
         };
         for e in events {
             if meets(ws, me, role, c, &e)?
-                && let Some(done) = try_claim(Met::by_event(&e))?
+                && let Some(done) = try_claim(Met::by_event(&e, me))?
             {
                 return Ok(done);
             }

@@ -204,7 +204,10 @@ fn gate_on_checks(st: &TaskState) -> Result<()> {
         "task {task} cannot be completed: checks not passed: {}",
         missing.join(", ")
     ))
-    .hint(format!("run them: circe check {task} --run {} -- <command that proves it>", missing[0])))
+    .hint(format!(
+        "run them: circe check {task} --run {0} -- <command that proves it> (a check declared in circe.yaml runs its own: circe check {task} --run {0})",
+        missing[0]
+    )))
 }
 
 /// The record after `mv` (allowed, leading to `to`), where the ticket goes, and the checks

@@ -62,10 +62,8 @@ fn every_command_in_the_list_says_what_it_does() {
     let mut wrong = Vec::new();
     for c in circe::cli::Cli::command().get_subcommands() {
         let name = c.get_name();
-        let line = listing
-            .lines()
-            .find(|l| l.trim_start().split_whitespace().next() == Some(name))
-            .unwrap_or_default();
+        let line =
+            listing.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_default();
         let said = line.trim_start().strip_prefix(name).unwrap_or_default().trim();
         if said.is_empty() {
             wrong.push(format!("{name}: nothing in the list"));

@@ -120,6 +120,47 @@ fn a_cursor_survives_a_kill() {
     let _ = held.wait();
 }
 
+/// A new cursor keeps its starting place from its first run: a consumer that stopped before
+/// any event came resumes there, and sees what came while it was away.
+#[test]
+fn a_new_cursor_keeps_its_place_before_its_first_event() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "before");
+    let first = env.circe(["watch", "--all", "--cursor", "fresh", "--once", "--json"]).run();
+    first.ok();
+    assert_eq!(first.stdout.lines().count(), 0, "{}", first.show());
+    inform(&env, "engineer", "qa", "while away");
+    let next = env.circe(["watch", "--all", "--cursor", "fresh", "--once", "--json"]).run();
+    next.ok();
+    let seen: Vec<Value> = next.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(ids(&seen), vec![2], "{}", next.show());
+}
+
+/// A message to a role lands in every member's INBOX: a stream for one of them (`wait`,
+/// a `watch` hook) is given that member's own copy, not the first member's.
+#[test]
+fn a_stream_for_an_agent_is_given_its_own_copy() {
+    let env = Env::new();
+    env.as_("coordinator", &["agent", "add", "qa-2", "--role", "qa"]).ok();
+    let w = spawn(&env, Some("qa-2"), &["wait", "--for", "inbox", "--new", "--json"]);
+    std::thread::sleep(Duration::from_millis(400));
+    inform(&env, "engineer", "role:qa", "for both");
+    let met = w.wait_with_output().unwrap();
+    let met: Value = serde_json::from_slice(&met.stdout).expect("wait's JSON");
+    assert_eq!(met["box"], "inbox:qa-2", "{met}");
+    let out = env.path().join("hook.txt");
+    let hook = format!("echo \"$CIRCE_BOX $CIRCE_FILE\" >> {}", out.display());
+    let o = env
+        .circe(["watch", "--from-start", "--once", "--kind", "send", "--exec", &hook])
+        .agent("qa-2")
+        .run();
+    o.ok();
+    let said = std::fs::read_to_string(&out).unwrap_or_default();
+    // A database root has no path to give: the file's name.
+    let path_ok = crate::common::pg_mode() || said.contains("/qa-2/");
+    assert!(said.starts_with("inbox:qa-2 ") && path_ok, "{said}");
+}
+
 /// A watcher following through a rotation of the log misses nothing.
 #[test]
 fn rotation_under_a_follower() {
