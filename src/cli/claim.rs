@@ -15,7 +15,7 @@ use crate::workspace::Workspace;
 /// Take a task: its message moves from NEW_MESSAGES into your INBOX with one rename, and
 /// TASKS/<id>.owner records you with a lease. Exactly one of several racing agents wins;
 /// the others get exit 4 and the winner's name. `--next` takes the best waiting task you
-/// may take (priority, then time waiting); none is exit 6 ("nothing to claim", not an
+/// may take (priority, then deadline, then time waiting); none is exit 6 ("nothing to claim", not an
 /// error). `--dry-run` says what you would get and changes nothing. The task's summary is
 /// printed, and its message's path: read it there.
 #[derive(Debug, Args)]

@@ -79,7 +79,8 @@ pub struct InboxMessage {
 #[serde(deny_unknown_fields)]
 pub struct Claimable {
     pub count: usize,
-    /// At most three, best first: priority, then time waiting.
+    /// At most three, best first, in `claim --next`'s order: priority, then deadline (none:
+    /// last), then time waiting.
     pub best: Vec<Waiting>,
 }
 
@@ -97,21 +98,30 @@ pub struct Waiting {
     pub summary: Option<String>,
 }
 
-/// How many waiting tasks `me` may take, and the best `keep` of them (priority, then time
-/// waiting), streamed from the board.
+/// A waiting task's place in `claim --next`'s order: (priority rank, no deadline, deadline),
+/// then its time waiting.
+type Key = (u8, bool, Option<String>);
+
+/// How many waiting tasks `me` may take, and the best `keep` of them in `claim --next`'s
+/// order (priority, then deadline, none last, then time waiting; a task past its deadline
+/// is not taken), streamed from the board.
 pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
     let who = ws.eligibility(me, role);
     let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
     let mut count = 0;
-    let mut best: Vec<(u8, Waiting)> = Vec::with_capacity(keep + 1);
+    let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);
     ws.engine.board(&mut |r| {
-        if r.status != crate::task::Status::New || !who.admits(&r.to, &r.intent) {
+        if r.status != crate::task::Status::New
+            || !who.admits(&r.to, &r.intent)
+            || !who.in_time(r.deadline.as_deref())
+        {
             return Ok(());
         }
         count += 1;
-        let k = rank(&r.priority);
+        let k: Key =
+            (rank(&r.priority), r.deadline.is_none(), r.deadline.as_deref().map(str::to_string));
         let better =
-            |(bk, b): &(u8, Waiting)| (k, &*r.updated_at) < (*bk, b.waiting_since.as_str());
+            |(bk, b): &(Key, Waiting)| (&k, &*r.updated_at) < (bk, b.waiting_since.as_str());
         if best.len() < keep || best.last().is_some_and(&better) {
             let w = Waiting {
                 task_id: r.task.to_string(),

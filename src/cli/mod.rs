@@ -300,7 +300,7 @@ pub fn main() -> u8 {
                     .collect::<Vec<_>>()
                     .join(" ");
                 let err = Error::usage(msg).detail("clap", e.kind().to_string());
-                output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true);
+                output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true, false);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();
@@ -308,15 +308,30 @@ pub fn main() -> u8 {
         }
     };
     let json = cli.json;
+    let lines = cli.command.prints_lines();
     match run(cli) {
         Ok(report) => {
             report.print(json);
             report.code
         }
         Err(e) => {
-            output::print_error(&e, json);
+            output::print_error(&e, json, lines);
             e.exit_code()
         }
+    }
+}
+
+impl Command {
+    /// Whether its `--json` output is JSON lines (one object per line), as its error is then.
+    fn prints_lines(&self) -> bool {
+        matches!(
+            self,
+            Command::Watch(_)
+                | Command::Log(_)
+                | Command::Demo(_)
+                | Command::Replay(_)
+                | Command::Chat(chat::ChatCommand::Watch(_))
+        )
     }
 }
 

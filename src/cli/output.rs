@@ -110,8 +110,9 @@ impl Out {
     }
 }
 
-/// Print an error: `error: …` and `hint: …` on stderr; with --json also a JSON object on stdout.
-pub fn print_error(e: &Error, json: bool) {
+/// Print an error: `error: …` and `hint: …` on stderr; with --json also a JSON object on stdout
+/// (on one line for a command whose output is JSON lines).
+pub fn print_error(e: &Error, json: bool, one_line: bool) {
     if json {
         let doc = super::vocab::ErrorJson {
             error: super::vocab::ErrorBody {
@@ -123,7 +124,9 @@ pub fn print_error(e: &Error, json: bool) {
             },
         };
         let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        let text =
+            if one_line { serde_json::to_string(&doc) } else { serde_json::to_string_pretty(&doc) };
+        let _ = writeln!(out, "{}", text.unwrap_or_default());
     }
     let mut err = std::io::stderr().lock();
     let _ = writeln!(err, "error: {}", e.chain());

@@ -52,7 +52,7 @@ pub fn all() -> Vec<(&'static str, Schema)> {
     use super::{
         agent, archive_json as a, board, check, claim, doctor, inbox, init, move_msg, prime,
         questions, reap, registry, replay, schema_defs as d, schema_more as m, schema_tx as x,
-        send, show, tasks, validate, vocab,
+        send, show, tasks, vocab,
     };
     vec![
         ("init", schema_for!(init::InitJson)),
@@ -64,7 +64,7 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("send", schema_for!(send::SendOutput)),
         ("inbox", schema_for!(inbox::InboxJson)),
         ("show", schema_for!(show::ShowOutput)),
-        ("validate", schema_for!(validate::ValidateJson)),
+        ("validate", schema_for!(m::ValidateOutput)),
         ("registry", schema_for!(registry::RegistryJson)),
         ("claim", schema_for!(claim::ClaimOutput)),
         ("release", schema_for!(vocab::TaskMoved)),

@@ -119,6 +119,9 @@ pub struct RowDef {
     checks_total: usize,
     /// Of the passed checks, how many were asserted rather than run.
     checks_asserted: usize,
+    /// When it must be completed by.
+    #[serde(default)]
+    deadline: Option<String>,
 }
 
 /// A box and a file in it (`new`, `inbox:<agent>`, `workspace:<agent>`, `logs`).

@@ -115,3 +115,24 @@ struct CursorDef {
     saved_at: Option<String>,
     dead_letters: usize,
 }
+
+/// `circe validate --json`: the message files checked, or (with --config) circe.yaml's
+/// routing rules.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum ValidateOutput {
+    Files(super::validate::ValidateJson),
+    Config(ConfigCheckDef),
+}
+
+/// `circe validate --config --json` (`ops::route::Report`).
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct ConfigCheckDef {
+    /// How many routing rules circe.yaml has.
+    rules: usize,
+    /// Agents that route only among themselves (no terminal state); empty when it passed.
+    closed_loops: Vec<Vec<String>>,
+}

@@ -4,7 +4,7 @@ use clap::Args;
 use serde_json::json;
 
 use super::{Ctx, Report, parse_interval};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::ops::hook;
 use crate::ops::stream::human_line;
 use crate::ops::wait::{self, Condition};
@@ -58,12 +58,19 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             }
             e
         });
-        let ok = hook::run_once(&ws, cmd, &e, Some(me.as_str()))?;
-        if ok {
-            seen(&ws, &me, &met);
+        if !hook::run_once(&ws, cmd, &e, Some(me.as_str()))? {
+            let what = met
+                .event
+                .as_ref()
+                .map_or_else(|| "it held already".to_string(), |e| format!("event {}", e.id));
+            return Err(Error::internal(format!(
+                "the --exec hook exited non-zero; what was awaited happened ({what})"
+            ))
+            .detail("already", met.already.to_string())
+            .hint("its output is above on stderr; nothing was marked seen, so the same wait finds it again"));
         }
-        let code = if ok { 0 } else { crate::exit_code::INTERNAL };
-        return Ok(Report::new(String::new(), json!(met)).code(code));
+        seen(&ws, &me, &met);
+        return Ok(Report::new(String::new(), json!(met)));
     }
     let human = match (&met.event, &met.claimed) {
         (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),

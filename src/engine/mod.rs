@@ -138,7 +138,8 @@ pub trait Engine {
     fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>>;
 
     /// The transaction on the best waiting task `who` may take, skipping `skip` (tasks it
-    /// just lost): priority, then time waiting. `None` when there is none.
+    /// just lost): priority, then deadline (none last), then time waiting. `None` when there
+    /// is none.
     fn begin_next<'a>(
         &'a self,
         who: &Eligibility,

@@ -69,12 +69,10 @@ pub struct Met {
     pub already: bool,
     pub task_id: Option<TaskId>,
     /// The message concerned (box and file), when there is one.
-    #[serde(rename = "box", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "box")]
     pub mailbox: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub file: Option<String>,
     /// What `--claim` took.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub claimed: Option<super::ClaimOutcome>,
 }
 

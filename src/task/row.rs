@@ -27,6 +27,9 @@ pub struct Row<'a> {
     pub checks_total: usize,
     /// Of the passed checks, how many were asserted rather than run.
     pub checks_asserted: usize,
+    /// When it must be completed by (`claim --next` takes a task with one first).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Cow<'a, str>>,
 }
 
 impl Row<'_> {
@@ -46,6 +49,7 @@ impl Row<'_> {
             checks_passed: self.checks_passed,
             checks_total: self.checks_total,
             checks_asserted: self.checks_asserted,
+            deadline: self.deadline.map(own),
         }
     }
 }
@@ -65,5 +69,6 @@ pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row<'static> {
         checks_passed: checks.values().filter(|v| **v).count(),
         checks_total: checks.len(),
         checks_asserted: rec.asserted.iter().filter(|c| checks.get(*c) == Some(&true)).count(),
+        deadline: rec.deadline.clone().map(Cow::Owned),
     }
 }

@@ -625,3 +625,32 @@ fn json_everywhere() {
         }
     }
 }
+
+/// The waiting tasks `inbox` shows best first are in `claim --next`'s order: a task with a
+/// deadline goes before one without at the same priority, however long that one waited.
+#[test]
+fn inbox_lists_the_best_tasks_in_claim_next_order() {
+    let env = Env::new();
+    env.open_task("BUG-1");
+    let draft = env.path().join("dl.md");
+    std::fs::write(
+        &draft,
+        "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: DL-2\n\
+         deadline: 2030-01-01T00:00:00Z\n\n## Summary\nsoon\n",
+    )
+    .unwrap();
+    env.as_("coordinator", &["send", "--file", draft.to_str().unwrap()]).ok();
+    let inbox = env.as_("engineer", &["inbox", "--json"]);
+    inbox.ok();
+    let doc = inbox.json();
+    let best: Vec<&str> = doc["claimable"]["best"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["task_id"].as_str().unwrap())
+        .collect();
+    let next = env.as_("engineer", &["claim", "--next", "--dry-run", "--json"]);
+    next.ok();
+    assert_eq!(best, ["DL-2", "BUG-1"], "{}", inbox.show());
+    assert_eq!(next.json()["task_id"], "DL-2", "{}", next.show());
+}

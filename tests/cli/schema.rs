@@ -122,6 +122,7 @@ fn every_command_prints_what_its_schema_says() {
         ("prime", None, &["prime"], 0),
         ("validate", None, &["validate", d, "--draft"], 0),
         ("validate", None, &["validate", d], 3),
+        ("validate", None, &["validate", "--config"], 0),
         ("claim", Some("engineer"), &["claim", "--next", "--dry-run"], 0),
         ("claim", Some("engineer"), &["claim", T], 0),
         ("error", Some("engineer-2"), &["claim", T], 4),

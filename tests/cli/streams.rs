@@ -116,6 +116,12 @@ fn a_cursor_survives_a_kill() {
     let mut held = spawn(&env, None, &["watch", "--all", "--cursor", "c1"]);
     std::thread::sleep(Duration::from_millis(300));
     env.circe(["watch", "--all", "--cursor", "c1", "--once"]).run().code(4);
+    // Its JSON error is one line, as every line a stream prints is one object.
+    let o = env.circe(["watch", "--all", "--cursor", "c1", "--once", "--json"]).run();
+    o.code(4);
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.show());
+    let e: Value = serde_json::from_str(o.stdout.trim()).unwrap();
+    assert_eq!(e["error"]["exit_code"], 4);
     let _ = held.kill();
     let _ = held.wait();
 }
@@ -258,6 +264,12 @@ fn wait_for_things() {
     let o = env.circe(["wait", "--for", "inbox", "--json"]).agent("qa").run();
     o.ok();
     assert_eq!(o.json()["already"], true);
+    // Every key is there, null when it does not apply.
+    assert!(o.json()["claimed"].is_null() && o.json().get("claimed").is_some(), "{}", o.show());
+    // A failing hook: exit 1 with an error that says so (and a JSON error, not the answer).
+    let o = env.circe(["wait", "--for", "inbox", "--json", "--exec", "exit 3"]).agent("qa").run();
+    o.code(1);
+    assert!(o.json()["error"]["message"].as_str().unwrap().contains("hook"), "{}", o.show());
     env.circe(["wait", "--for", "inbox", "--new", "--timeout", "300ms"]).agent("qa").run().code(7);
     // A task: claimable, claimed by the waiter itself, then a status that cannot come.
     env.open_task("T-1");

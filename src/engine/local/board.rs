@@ -33,15 +33,15 @@ const LOCK: &str = "board";
 const LINE_MAX: usize = 2048;
 
 fn header() -> String {
-    format!("# circe board v4 boot={}\n", super::boot_id())
+    format!("# circe board v5 boot={}\n", super::boot_id())
 }
 
 /// `C <task> <status> <owner|-> <created_at> <updated_at> <lease|-> <intent> <to> <priority>
-/// <passed> <total> <asserted>`: one space-separated line (no field can hold a space: names
-/// and times are allowlisted, a priority is one word).
+/// <passed> <total> <asserted> <deadline|->`: one space-separated line (no field can hold a
+/// space: names and times are allowlisted, a priority is one word).
 fn committed(r: &Row) -> String {
     format!(
-        "C {} {} {} {} {} {} {} {} {} {} {} {}\n",
+        "C {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
         r.task,
         r.status.as_str(),
         r.owner.as_deref().unwrap_or("-"),
@@ -53,7 +53,8 @@ fn committed(r: &Row) -> String {
         r.priority,
         r.checks_passed,
         r.checks_total,
-        r.checks_asserted
+        r.checks_asserted,
+        r.deadline.as_deref().unwrap_or("-")
     )
 }
 
@@ -63,7 +64,7 @@ fn parse_committed(line: &str) -> Option<Row<'_>> {
     let mut next = || f.next();
     let (task, status, owner, created, updated, lease, intent, to, priority) =
         (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
-    let (passed, total, asserted) = (next()?, next()?, next()?);
+    let (passed, total, asserted, deadline) = (next()?, next()?, next()?, next()?);
     Some(Row {
         task: Cow::Borrowed(task),
         status: Status::parse(status)?,
@@ -77,6 +78,7 @@ fn parse_committed(line: &str) -> Option<Row<'_>> {
         checks_passed: passed.parse().ok()?,
         checks_total: total.parse().ok()?,
         checks_asserted: asserted.parse().ok()?,
+        deadline: (deadline != "-").then_some(Cow::Borrowed(deadline)),
     })
 }
 
