@@ -114,7 +114,7 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     let stop = Stop::install()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     let mut follow = Follow::open(&ws, None, Start::After(last), poll)?;
-    while !stop.requested() {
+    while !stop.requested() && !super::stop::stdout_gone() {
         let Some(batch) = follow.next(256, Some(Duration::from_secs(1)))? else { continue };
         for e in batch {
             if filter.wants(&ws, &e) && !out.item(&human_line(&e), &e) {

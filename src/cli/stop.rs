@@ -24,3 +24,14 @@ impl Stop {
         self.0.load(Ordering::Relaxed)
     }
 }
+
+/// Whether whoever read standard output has gone (a pipe whose reader closed): a stream that
+/// prints to it ends then, even while no event comes to be written (`log --follow | head`).
+pub fn stdout_gone() -> bool {
+    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    let out = std::io::stdout();
+    let mut fds = [PollFd::new(&out, PollFlags::empty())];
+    let zero = Timespec { tv_sec: 0, tv_nsec: 0 };
+    poll(&mut fds, Some(&zero))
+        .is_ok_and(|n| n > 0 && fds[0].revents().intersects(PollFlags::ERR | PollFlags::HUP))
+}

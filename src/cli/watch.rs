@@ -110,7 +110,8 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     // Idle, the feed is asked once a second: the granularity at which a signal is noticed.
     let tick = if a.once { Duration::ZERO } else { Duration::from_secs(1) };
     'follow: loop {
-        if stop.requested() {
+        // A hook's stream prints nothing: only a printing one ends with its reader.
+        if stop.requested() || hook.is_none() && super::stop::stdout_gone() {
             break;
         }
         let Some(events) = follow.next(256, Some(tick))? else {

@@ -328,6 +328,24 @@ fn a_closed_pipe_ends_a_stream_quietly() {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.starts_with("#1 "), "{text}");
     assert!(String::from_utf8_lossy(&out.stderr).is_empty(), "no panic, no error");
+    // Following with nothing new to print: the reader going away ends it all the same.
+    for args in [&["log", "--all", "--follow"][..], &["watch", "--all"][..]] {
+        let mut f = spawn(&env, None, args);
+        std::thread::sleep(Duration::from_millis(300));
+        drop(f.stdout.take());
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            if let Some(s) = f.try_wait().unwrap() {
+                break Some(s);
+            }
+            if Instant::now() > deadline {
+                let _ = f.kill();
+                break None;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert!(status.is_some_and(|s| s.success()), "{args:?} went on after its reader left");
+    }
 }
 
 /// doctor reports a cursor whose consumer stopped a week ago while the log went on.
