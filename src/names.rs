@@ -85,6 +85,28 @@ fn check_chars(
     rest: fn(char) -> bool,
     alnum_end: bool,
 ) -> Result<()> {
+    let refused = chars_refused(name, what, first, rest, alnum_end);
+    // A name typed in capitals that is one in lower case is told that form.
+    let lower = name.to_ascii_lowercase();
+    if refused.is_err()
+        && lower != name
+        && chars_refused(&lower, what, first, rest, alnum_end).is_ok()
+    {
+        let shown = name.escape_debug();
+        return Err(Error::refused(format!(
+            "{what} `{shown}` has capital letters: names are lower case (`{lower}`)"
+        )));
+    }
+    refused
+}
+
+fn chars_refused(
+    name: &str,
+    what: &str,
+    first: fn(char) -> bool,
+    rest: fn(char) -> bool,
+    alnum_end: bool,
+) -> Result<()> {
     let shown = name.escape_debug();
     let Some(c0) = name.chars().next() else {
         return Err(Error::refused(format!("{what} is empty")));

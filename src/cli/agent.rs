@@ -90,8 +90,11 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             }
             if !ws.registry.is_role(&a.role) {
                 let roles: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
-                return Err(Error::refused(format!("unknown role `{}`", a.role))
-                    .hint(format!("roles: {}", roles.join(", "))));
+                let near = crate::suggest::closest(&a.role, roles.iter().copied())
+                    .map(|c| format!("did you mean `{c}`? "))
+                    .unwrap_or_default();
+                return Err(Error::not_found(format!("unknown role `{}`", a.role))
+                    .hint(format!("{near}roles: {}", roles.join(", "))));
             }
             if let Some(existing) = ws.role_of(&name) {
                 if existing != a.role {

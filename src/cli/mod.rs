@@ -351,14 +351,18 @@ pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
 
 /// `500ms`, or a duration as `lease` takes it (`2s`, `1m`): `--poll`, `--timeout`.
 pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
+    let bad = || {
+        Error::usage(format!(
+            "`{s}` is not an interval: a whole number with ms, s, m, h or d, from 1ms to 365d"
+        ))
+        .hint("write e.g. 500ms, 2s or 10m")
+    };
     let d = match s.trim().strip_suffix("ms") {
-        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| {
-            Error::usage(format!("`{s}` is not an interval")).hint("write e.g. 500ms or 2s")
-        })?,
-        None => crate::config::parse_duration(s)?,
+        Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| bad())?,
+        None => crate::config::parse_duration(s).map_err(|_| bad())?,
     };
     if d.is_zero() {
-        return Err(Error::usage("an interval must be more than 0").hint("write e.g. 500ms or 2s"));
+        return Err(bad());
     }
     Ok(d)
 }

@@ -139,7 +139,7 @@ fn all_problems_are_collected_with_lines() {
                 x: 1\nx: 2\ntask_id: _x\ntags: ,\n\nbody\n";
     let got = problems(text, Mode::Stored);
     let want_prefixes = [
-        "line 2: field `from`: agent name `Engineer` may not start with 'E'",
+        "line 2: field `from`: agent name `Engineer` has capital letters: names are lower case (`engineer`)",
         "line 3: field `to`: address `a/b/c` has more than one `/`",
         "line 5: field `status`: unknown status `done`",
         "line 6: field `created_at`: `yesterday` is not an RFC 3339 time",

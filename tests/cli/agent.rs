@@ -83,9 +83,16 @@ fn unknown_role_is_refused() {
     let env = Env::new();
     let before = env.state();
     let out = env.circe(["agent", "add", "bob", "--role", "wizard"]).run();
-    out.code(3);
+    out.code(5);
     assert!(out.stderr.contains("unknown role"), "{}", out.show());
     snap!(env, out);
+    let typo = env.circe(["agent", "add", "bob", "--role", "enginer"]).run();
+    typo.code(5);
+    assert!(typo.stderr.contains("did you mean `engineer`?"), "{}", typo.show());
+    // A name in capitals is told its lower-case form.
+    let caps = env.circe(["agent", "add", "QA-3", "--role", "qa"]).run();
+    caps.code(3);
+    assert!(caps.stderr.contains("names are lower case (`qa-3`)"), "{}", caps.show());
     assert_unchanged(&before, &env.state());
 }
 
