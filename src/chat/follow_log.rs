@@ -135,7 +135,19 @@ impl Follower<'_> {
                 }
             }
         }
-        if self.opts.from_start { self.log.chat_start() } else { self.log.chat_last() }
+        let at =
+            if self.opts.from_start { self.log.chat_start()? } else { self.log.chat_last()? };
+        // A new cursor keeps its starting place at once: a watcher stopped before its first
+        // line resumes there, rather than after whatever was said meanwhile.
+        if let Some(name) = &self.cursor {
+            let place = match self.log.chat_read(at.saturating_sub(1), 1)?.first() {
+                Some(e) if at > 0 && e.id == at => Place::after(e),
+                _ => Place { version: VERSION, entry: at, offset: 0, line: 1 },
+            };
+            let line = serde_json::to_string(&place).unwrap_or_default() + "\n";
+            self.engine.write_cursor("chat", name, line.as_bytes())?;
+        }
+        Ok(at)
     }
 
     /// Print the messages of one entry, then save the place after it. False: stdout closed.

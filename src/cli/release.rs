@@ -29,19 +29,12 @@ pub struct ReleaseArgs {
 pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = super::task_id(&a.task)?;
-    // Released already (a release run again): nothing to do, as the same status again is.
-    if let Some(st) = ws.engine.peek(&task)?
-        && st.rec.status == crate::task::Status::New
-    {
-        let rec = st.rec;
-        return Ok(Report::new(
-            format!("{} is waiting to be claimed already: nobody holds it\n", rec.task_id),
-            super::vocab::TaskMoved::new(rec, true),
-        ));
-    }
-    let rec = crate::ops::release(&ws, &me, &task, a.reason.as_deref(), a.force, a.epoch)?;
-    Ok(Report::new(
-        format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch),
-        super::vocab::TaskMoved::new(rec, false),
-    ))
+    let (rec, already) =
+        crate::ops::release(&ws, &me, &task, a.reason.as_deref(), a.force, a.epoch)?;
+    let human = if already {
+        format!("{} is waiting to be claimed already: nobody holds it\n", rec.task_id)
+    } else {
+        format!("released {} (epoch {}): waiting to be claimed\n", rec.task_id, rec.epoch)
+    };
+    Ok(Report::new(human, super::vocab::TaskMoved::new(rec, already)))
 }

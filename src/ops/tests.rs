@@ -233,7 +233,8 @@ on_both_engines! {
         // Only a coordinator, with force, puts it back.
         let co = a("coordinator");
         assert!(release(ws, &co, &id("L-1"), None, false, None).is_err());
-        let r = release(ws, &co, &id("L-1"), Some("retry"), true, None).unwrap();
+        let (r, already) = release(ws, &co, &id("L-1"), Some("retry"), true, None).unwrap();
+        assert!(!already);
         assert_eq!((r.status, r.expiries, r.attempts), (Status::New, 0, 0));
     }
 

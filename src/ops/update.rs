@@ -178,7 +178,8 @@ fn status_move(
     }
     if target == Status::New && outbox.is_empty() {
         drop(tx);
-        return release(ws, me, task, note, false, epoch).map(|r| (r, Vec::new(), false));
+        return release(ws, me, task, note, false, epoch)
+            .map(|(r, already)| (r, Vec::new(), already));
     }
     let mv = move_to(from, target)?;
     let ctx = MoveCtx {
@@ -218,7 +219,9 @@ fn status_move(
 }
 
 /// `circe release`: the owner (or a coordinator with `force`) gives the task back to the
-/// queue: its message goes back to NEW_MESSAGES with one rename.
+/// queue: its message goes back to NEW_MESSAGES with one rename. A task already waiting is
+/// answered as it is, with `true` (released already: nothing to do, as the same status
+/// again is).
 pub fn release(
     ws: &Workspace,
     me: &AgentName,
@@ -226,9 +229,12 @@ pub fn release(
     reason: Option<&str>,
     force: bool,
     epoch: Option<u64>,
-) -> Result<StatusRecord> {
+) -> Result<(StatusRecord, bool)> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
+    if st.rec.status == Status::New {
+        return Ok((st.rec, true));
+    }
     let mut who = actors(ws, &st, me, epoch)?;
     if !force {
         who.retain(|a| *a != Actor::Coordinator);
@@ -262,7 +268,7 @@ pub fn release(
             e
         }
     })?;
-    commit(ws, tx.as_mut(), change)
+    commit(ws, tx.as_mut(), change).map(|rec| (rec, false))
 }
 
 /// `circe heartbeat`: the owner extends its lease. Only the lease fields change.

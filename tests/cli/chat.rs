@@ -186,8 +186,12 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
         (got.len(), &got[0]["message"], &got[0]["line_number"]),
         (1, &json!("three"), &json!(3))
     );
-    // A new cursor without --from-start starts at the end.
+    // A new cursor without --from-start starts at the end, and keeps that place: what is
+    // said before its next run is seen then.
     assert!(once(&env, &["--cursor", "late"]).is_empty());
+    env.as_("engineer", &["chat", "say", "--to", "qa", "four"]).ok();
+    let got = once(&env, &["--cursor", "late"]);
+    assert_eq!((got.len(), &got[0]["message"]), (1, &json!("four")), "{got:?}");
     env.circe(["chat", "watch", "--once", "--cursor", "../x"]).run().code(3);
     local_only!("the cursor is a file, and the test rewrites chat.md by hand");
     let c: Value = serde_json::from_str(&env.read("cursors/chat/qa")).unwrap();

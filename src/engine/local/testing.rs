@@ -65,6 +65,6 @@ impl Root {
     }
 
     pub fn release(&self, who: &str, task: &str) {
-        crate::ops::release(&self.ws, &agent(who), &id(task), None, false, None).unwrap();
+        let _ = crate::ops::release(&self.ws, &agent(who), &id(task), None, false, None).unwrap();
     }
 }
