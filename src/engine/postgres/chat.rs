@@ -103,17 +103,16 @@ impl ChatLog for PgEngine {
         // The counter moves by compare-and-set (section 18, "sequence numbers") in the
         // statement that appends, and when it did not move nothing is appended: `chat_say`
         // is called without the counter, lateral to a row that exists only when it moved.
-        let got = self.rows(
-            "appending to the chat channel",
-            "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last)
-                 SELECT $2, $3, $4 WHERE $2 IS NOT NULL
-                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
-                  WHERE $5::int8 IS NULL
-                     OR (seq_counters.epoch = $5 AND seq_counters.last = $6::int8)
-                 RETURNING 1),
+        let sql = format!(
+            "WITH {},
              g AS (SELECT $1::text AS t WHERE $2::text IS NULL OR EXISTS (SELECT 1 FROM c))
              SELECT s.o_id, s.o_offset, s.o_line
-               FROM g, LATERAL {s}.chat_say(g.t, NULL, NULL, NULL) AS s",
+               FROM g, LATERAL {{s}}.chat_say(g.t, NULL, NULL, NULL) AS s",
+            super::seq::counter_cte(2)
+        );
+        let got = self.rows(
+            "appending to the chat channel",
+            &sql,
             &[
                 (&text, Type::TEXT),
                 (&agent, Type::TEXT),

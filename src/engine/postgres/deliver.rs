@@ -44,19 +44,18 @@ impl PgEngine {
         // A data-modifying WITH runs whatever the main query reads: the counter moves (when
         // there is a number, and it still is the one the hold read) in the statement that
         // stores the copies, and when it did not move no copy is stored.
-        let put = self.rows(
-            "delivering messages",
-            "WITH c AS (INSERT INTO {s}.seq_counters (agent, epoch, last)
-                 SELECT $5, $6, $7 WHERE $5 IS NOT NULL
-                 ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
-                  WHERE $8::int8 IS NULL
-                     OR (seq_counters.epoch = $8 AND seq_counters.last = $9::int8)
-                 RETURNING 1)
-             SELECT {s}.put_message(x.b, x.n, x.body, x.id)
+        let sql = format!(
+            "WITH {}
+             SELECT {{s}}.put_message(x.b, x.n, x.body, x.id)
                FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
                     WITH ORDINALITY AS x(b, n, body, id, o)
               WHERE $5 IS NULL OR EXISTS (SELECT 1 FROM c)
               ORDER BY x.o",
+            super::seq::counter_cte(5)
+        );
+        let put = self.rows(
+            "delivering messages",
+            &sql,
             &[
                 (&boxes, Type::TEXT_ARRAY),
                 (&names, Type::TEXT_ARRAY),

@@ -44,6 +44,23 @@ const TICKET_UPSERT: &str = "INSERT INTO {s}.seq_counters (agent, epoch, last) V
                      OR (seq_counters.epoch = $4 AND seq_counters.last = $5::int8)
               THEN EXCLUDED.last END";
 
+/// The data-modifying `WITH` item `c` that moves a numbered send's counter by compare-and-set
+/// in the statement that delivers it, its parameters from `$n`: the agent (NULL: no number),
+/// epoch, last, and the counter the hold read (its epoch NULL, test builds only: no
+/// comparison). `c` has a row exactly when the counter moved; what the statement stores is
+/// gated on that row.
+pub(super) fn counter_cte(n: usize) -> String {
+    let (a, e, l, fe, fl) = (n, n + 1, n + 2, n + 3, n + 4);
+    format!(
+        "c AS (INSERT INTO {{s}}.seq_counters (agent, epoch, last)
+             SELECT ${a}, ${e}, ${l} WHERE ${a}::text IS NOT NULL
+             ON CONFLICT (agent) DO UPDATE SET epoch = EXCLUDED.epoch, last = EXCLUDED.last
+              WHERE ${fe}::int8 IS NULL
+                 OR (seq_counters.epoch = ${fe} AND seq_counters.last = ${fl}::int8)
+             RETURNING 1)"
+    )
+}
+
 /// Whether `e` is `TICKET_UPSERT`'s refusal of a counter that moved.
 pub(super) fn is_ticket_counter_refused(e: &tokio_postgres::Error) -> bool {
     e.as_db_error().is_some_and(|d| {
