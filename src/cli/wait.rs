@@ -44,6 +44,13 @@ pub struct WaitArgs {
 pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let (ws, me, role) = ctx.acting()?;
     let cond = Condition::parse(&a.what)?;
+    if a.claim && cond != Condition::Claimable {
+        return Err(Error::usage(format!(
+            "--claim goes with --for claimable, not --for {}",
+            a.what
+        ))
+        .hint("circe wait --for claimable --claim takes the task it waited for"));
+    }
     let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };

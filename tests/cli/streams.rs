@@ -266,6 +266,10 @@ fn wait_for_things() {
     assert_eq!(o.json()["already"], true);
     // Every key is there, null when it does not apply.
     assert!(o.json()["claimed"].is_null() && o.json().get("claimed").is_some(), "{}", o.show());
+    // --claim only goes with claimable.
+    let o = env.circe(["wait", "--for", "inbox", "--claim"]).agent("qa").run();
+    o.code(2);
+    assert!(o.stderr.contains("--claim goes with --for claimable"), "{}", o.show());
     // A failing hook: exit 1 with an error that says so (and a JSON error, not the answer).
     let o = env.circe(["wait", "--for", "inbox", "--json", "--exec", "exit 3"]).agent("qa").run();
     o.code(1);
