@@ -84,7 +84,8 @@ pub struct NothingJson {
     pub message: String,
 }
 
-fn to_json(ws: &Workspace, o: ClaimOutcome) -> ClaimJson {
+/// A claim as `circe claim --json` prints it (`wait --claim` too).
+pub(super) fn to_json(ws: &Workspace, o: ClaimOutcome) -> ClaimJson {
     let mailbox = Mailbox::from_label(&o.location).unwrap_or(Mailbox::NewMessages);
     let summary = ops::read(ws, &mailbox, &o.message).ok().and_then(|m| m.summary());
     let path = ws

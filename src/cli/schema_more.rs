@@ -4,7 +4,7 @@
 
 use schemars::JsonSchema;
 
-use super::schema_defs::{EventDef, StatusDef};
+use super::schema_defs::EventDef;
 
 /// `circe config --json`: the configuration, or (with --set) that it was replaced.
 #[derive(JsonSchema)]
@@ -70,27 +70,9 @@ pub struct WaitDef {
     mailbox: Option<String>,
     #[serde(default)]
     file: Option<String>,
-    /// What --claim took.
+    /// What --claim took, as `circe claim --json` prints it.
     #[serde(default)]
-    claimed: Option<ClaimOutcomeDef>,
-}
-
-/// A claim as the library reports it (`ops::ClaimOutcome`).
-#[derive(JsonSchema)]
-#[serde(deny_unknown_fields)]
-#[expect(dead_code, reason = "a schema, never built")]
-pub struct ClaimOutcomeDef {
-    task_id: String,
-    owner: String,
-    status: StatusDef,
-    epoch: u64,
-    attempts: u32,
-    lease_expires_at: Option<String>,
-    message: String,
-    already_held: bool,
-    expired_owner: Option<String>,
-    dry_run: bool,
-    location: String,
+    claimed: Option<super::claim::ClaimJson>,
 }
 
 /// `circe cursors --json`.

@@ -77,7 +77,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             .hint("its output is above on stderr; nothing was marked seen, so the same wait finds it again"));
         }
         seen(&ws, &me, &met);
-        return Ok(Report::new(String::new(), json!(met)));
+        return Ok(Report::new(String::new(), met_json(&ws, &met)));
     }
     let human = match (&met.event, &met.claimed) {
         (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),
@@ -94,7 +94,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
         }
     };
     // Printed here, so that lastSeen moves only once the message was handed on.
-    Report::new(human, &met).print(ctx.json);
+    Report::new(human, met_json(&ws, &met)).print(ctx.json);
     seen(&ws, &me, &met);
     Ok(Report::streamed())
 }
@@ -109,4 +109,13 @@ fn seen(ws: &crate::workspace::Workspace, me: &crate::names::AgentName, met: &wa
     {
         eprintln!("warning: lastSeen not moved: {}", e.chain());
     }
+}
+
+/// What met the condition as JSON, its claim as `circe claim --json` prints one.
+fn met_json(ws: &crate::workspace::Workspace, met: &wait::Met) -> serde_json::Value {
+    let mut v = json!(met);
+    if let Some(c) = &met.claimed {
+        v["claimed"] = json!(super::claim::to_json(ws, c.clone()));
+    }
+    v
 }

@@ -285,7 +285,13 @@ fn a_task_with_a_deadline_and_an_expired_task_print_what_their_schemas_say() {
     // (schema, agent, args, at the later time)
     let steps: &[(&str, Option<&str>, &[&str], bool)] = &[
         ("send", Some("coordinator"), &["send", "--file", d], false),
-        ("claim", Some("engineer"), &["claim", "DL-1"], false),
+        // Claimed by a waiter: its `claimed` is a claim as `claim --json` prints one.
+        (
+            "wait",
+            Some("engineer"),
+            &["wait", "--for", "claimable", "--claim", "--timeout", "10s"],
+            false,
+        ),
         ("status", Some("engineer"), &["status", "DL-1", "in_progress"], false),
         ("heartbeat", Some("engineer"), &["heartbeat", "DL-1"], false),
         ("show", None, &["show", "DL-1"], false),

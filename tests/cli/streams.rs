@@ -280,6 +280,8 @@ fn wait_for_things() {
     let o = env.circe(["wait", "--for", "claimable", "--claim", "--json"]).agent("engineer").run();
     o.ok();
     assert_eq!(o.json()["claimed"]["task_id"], "T-1");
+    // The claim as `circe claim --json` prints one: its message's place is {box, file}.
+    assert_eq!(o.json()["claimed"]["message"]["box"], "inbox:engineer", "{}", o.show());
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
     env.as_("engineer", &["status", "T-1", "failed"]).ok();
     let o = env.circe(["wait", "--for", "status:T-1=completed"]).agent("engineer").run();
