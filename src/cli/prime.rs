@@ -52,7 +52,10 @@ pub struct PrimeJson {
 #[serde(deny_unknown_fields)]
 pub struct MaySend {
     pub intent: String,
+    /// The roles it may go to (all of them when `to_any`).
     pub to: Vec<String>,
+    /// Any role may receive it, as `registry --json` says it.
+    pub to_any: bool,
     pub opens_task: bool,
 }
 
@@ -74,13 +77,6 @@ const EXIT_CODES: [(&str, &str); 8] = [
     ("6", "nothing to claim"),
     ("7", "timed out (circe wait)"),
 ];
-
-fn roles_of(r: &Roles) -> Vec<String> {
-    match r {
-        Roles::Any => vec!["any".to_string()],
-        Roles::Only(s) => s.iter().cloned().collect(),
-    }
-}
 
 fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     let reg = &ws.registry;
@@ -161,11 +157,15 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     };
     let (me, role) = ws.agent(Some(name))?;
     let reg = &ws.registry;
+    let roles: Vec<String> = reg.roles.iter().cloned().collect();
     let may_send: Vec<MaySend> = reg
         .intents
         .values()
         .filter(|i| reg.may_send(&role, &i.name))
-        .map(|i| MaySend { intent: i.name.clone(), to: roles_of(&i.to), opens_task: i.opens_task })
+        .map(|i| {
+            let (to, to_any) = super::registry::listed(&i.to, &roles);
+            MaySend { intent: i.name.clone(), to, to_any, opens_task: i.opens_task }
+        })
         .collect();
     let may_take: Vec<String> = reg
         .intents
@@ -263,7 +263,7 @@ fn list(items: &[&MaySend]) -> String {
     }
     let mut groups: Vec<(String, Vec<&str>)> = Vec::new();
     for m in items {
-        let to = m.to.join("|");
+        let to = if m.to_any { "any".to_string() } else { m.to.join("|") };
         match groups.iter_mut().find(|(t, _)| *t == to) {
             Some((_, v)) => v.push(&m.intent),
             None => groups.push((to, vec![&m.intent])),

@@ -44,7 +44,8 @@ pub struct IntentJson {
     pub required_checks: Vec<String>,
 }
 
-fn listed(r: &Roles, all: &[String]) -> (Vec<String>, bool) {
+/// A rule's roles as a list, and whether it is "any role" (the list then names them all).
+pub(super) fn listed(r: &Roles, all: &[String]) -> (Vec<String>, bool) {
     match r {
         Roles::Any => (all.to_vec(), true),
         Roles::Only(set) => (set.iter().cloned().collect(), false),

@@ -346,6 +346,11 @@ fn onboarding() {
     let p = env.as_("engineer", &["prime"]);
     p.ok();
     assert!(p.stdout.contains("You are engineer (role engineer)"), "{}", p.show());
+    // In JSON, "any role" is said as registry --json says it: `to_any`, `to` listing roles.
+    let j = env.as_("engineer", &["prime", "--json"]).json();
+    let sends = j["may_send"].as_array().unwrap();
+    assert!(sends.iter().any(|m| m["to_any"] == true), "{j}");
+    assert!(sends.iter().all(|m| !m["to"].as_array().unwrap().contains(&"any".into())), "{j}");
 }
 
 /// Problem 13: Nothing to claim is exit 6 and not an error.
