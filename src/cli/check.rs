@@ -102,14 +102,18 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
         return Err(Error::usage("give NAME=true|false or --run NAME [-- CMD]")
             .hint(format!("circe check {} --run tests_passed -- cargo test", a.task)));
     };
-    let (name, value) = assign
-        .split_once('=')
-        .ok_or_else(|| Error::usage(format!("`{assign}` is not NAME=true|false")))?;
+    let (name, value) = assign.split_once('=').ok_or_else(|| {
+        Error::usage(format!("`{assign}` is not NAME=true|false"))
+            .hint(format!("circe check TASK {assign}=true, or --run {assign} -- COMMAND to run it"))
+    })?;
     let name = CheckName::new(name)?;
     let value = match value {
         "true" | "yes" | "pass" => true,
         "false" | "no" | "fail" => false,
-        v => return Err(Error::usage(format!("`{v}` is not true or false"))),
+        v => {
+            return Err(Error::usage(format!("`{v}` is not true or false"))
+                .hint("write NAME=true or NAME=false (yes/no and pass/fail are read too)"));
+        }
     };
     let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();

@@ -163,8 +163,13 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
     let mut tx = tx;
     let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
     if st.rec.owner.as_ref() != Some(me) || !st.rec.status.is_owned() {
-        return Err(Error::conflict(format!("task {} is not held by {me}", st.rec.task_id))
-            .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)));
+        let e = Error::conflict(format!("task {} is not held by {me}", st.rec.task_id));
+        return Err(match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
+            Some(owner) => e
+                .detail("owner", owner.to_string())
+                .hint(format!("{owner} holds it; `circe show {}` says until when", st.rec.task_id)),
+            None => e.hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
+        });
     }
     if st.location.as_ref() != Some(&inbox) {
         return Err(Error::refused(format!(

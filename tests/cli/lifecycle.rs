@@ -654,3 +654,17 @@ fn inbox_lists_the_best_tasks_in_claim_next_order() {
     assert_eq!(best, ["DL-2", "BUG-1"], "{}", inbox.show());
     assert_eq!(next.json()["task_id"], "DL-2", "{}", next.show());
 }
+
+/// `take` of a task another agent holds names the holder (as `claim` does), rather than
+/// telling the agent to claim what it cannot.
+#[test]
+fn take_of_a_task_another_holds_names_the_holder() {
+    let env = Env::new();
+    env.as_("coordinator", &["agent", "add", "engineer-2", "--role", "engineer"]).ok();
+    env.open_task("HELD-1");
+    env.as_("engineer", &["claim", "HELD-1"]).ok();
+    let o = env.as_("engineer-2", &["take", "HELD-1", "--json"]);
+    o.code(4);
+    assert_eq!(o.json()["error"]["details"]["owner"], "engineer", "{}", o.show());
+    assert!(o.stderr.contains("engineer holds it"), "{}", o.show());
+}
