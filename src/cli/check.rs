@@ -103,8 +103,9 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
             .hint(format!("circe check {} --run tests_passed -- cargo test", a.task)));
     };
     let (name, value) = assign.split_once('=').ok_or_else(|| {
-        Error::usage(format!("`{assign}` is not NAME=true|false"))
-            .hint(format!("circe check TASK {assign}=true, or --run {assign} -- COMMAND to run it"))
+        Error::usage(format!("`{assign}` is not NAME=true|false")).hint(format!(
+            "circe check {task} {assign}=true, or --run {assign} -- COMMAND to run it"
+        ))
     })?;
     let name = CheckName::new(name)?;
     let value = match value {

@@ -33,7 +33,7 @@ pub struct WaitArgs {
     #[arg(long, value_name = "DURATION")]
     pub timeout: Option<String>,
     /// Run CMD (with sh -c) with what happened, in CIRCE_* variables and as JSON on its
-    /// standard input (never in the command line); its exit status is circe's.
+    /// standard input (never in the command line); circe exits 0 when it exits 0, else 1.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
     /// Check every INTERVAL instead of being told by inotify (NFS, FUSE).
@@ -56,25 +56,47 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
     let met = wait::wait(&ws, &me, &role, &cond, opts)?;
     if let Some(cmd) = &a.exec {
-        let e = met.event.clone().unwrap_or_else(|| {
-            let mut e =
-                crate::event::Event::now(crate::event::EventKind::Other, crate::event::CIRCE);
-            e.task.clone_from(&met.task_id);
-            if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
-                e = e.file(b.clone(), f.clone());
+        use crate::event::{Event, EventKind};
+        // The hook is told what the wait did: the claim it made, else the event that met
+        // the condition, else (it held already) an event made for it.
+        let e = match (&met.claimed, &met.event) {
+            (Some(c), _) => {
+                let mut e = Event::now(EventKind::Claim, me.as_str()).task(&c.task);
+                e.to = Some(c.status);
+                e.epoch = Some(c.epoch);
+                e.file(c.location.clone(), c.message.clone())
             }
-            e
-        });
+            (None, Some(e)) => e.clone(),
+            (None, None) => {
+                let mut e = Event::now(EventKind::Other, crate::event::CIRCE);
+                e.task.clone_from(&met.task_id);
+                if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
+                    e = e.file(b.clone(), f.clone());
+                }
+                e
+            }
+        };
         if !hook::run_once(&ws, cmd, &e, Some(me.as_str()))? {
             let what = met
                 .event
                 .as_ref()
                 .map_or_else(|| "it held already".to_string(), |e| format!("event {}", e.id));
-            return Err(Error::internal(format!(
+            let err = Error::internal(format!(
                 "the --exec hook exited non-zero; what was awaited happened ({what})"
             ))
-            .detail("already", met.already.to_string())
-            .hint("its output is above on stderr; nothing was marked seen, so the same wait finds it again"));
+            .detail("already", met.already.to_string());
+            return Err(match &met.claimed {
+                Some(c) => err
+                    .detail("task_id", c.task.to_string())
+                    .detail("epoch", c.epoch.to_string())
+                    .hint(format!(
+                        "you hold {} now (claimed by this wait): work on it, or `circe release {}`",
+                        c.task, c.task
+                    )),
+                None => err.hint(
+                    "its output is above on stderr; nothing was marked seen, so the same wait finds it again",
+                ),
+            });
         }
         seen(&ws, &me, &met);
         return Ok(Report::new(String::new(), met_json(&ws, &met)));

@@ -233,7 +233,8 @@ fn outcome(
     }
 }
 
-/// The best waiting task this agent may take: priority, then time in the queue.
+/// The best waiting task this agent may take: priority, then deadline (none last; one past
+/// its deadline is not taken), then time in the queue.
 pub fn claim_next(
     ws: &Workspace,
     me: &AgentName,

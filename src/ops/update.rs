@@ -232,10 +232,11 @@ pub fn release(
 ) -> Result<(StatusRecord, bool)> {
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
+    // The fence first: a stale `--epoch` is exit 4 even on a task waiting again.
+    let mut who = actors(ws, &st, me, epoch)?;
     if st.rec.status == Status::New {
         return Ok((st.rec, true));
     }
-    let mut who = actors(ws, &st, me, epoch)?;
     if !force {
         who.retain(|a| *a != Actor::Coordinator);
     }

@@ -127,10 +127,13 @@ fn holds_now(ws: &Workspace, me: &AgentName, role: &str, c: &Condition) -> Resul
         }
         Condition::Claimable => {
             let mut found = None;
+            // As `claim --next` sees it: a task past its deadline is not taken.
+            let who = ws.eligibility(me, role);
             ws.engine.board(&mut |row| {
                 if found.is_none()
                     && row.status == Status::New
                     && ws.may_take(me, role, &row.to, &row.intent)
+                    && who.in_time(row.deadline.as_deref())
                 {
                     found = TaskId::new(row.task.as_ref()).ok();
                 }
@@ -180,6 +183,7 @@ fn meets(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, e: &Event) -
                     Some(t) => ws.engine.peek(t)?.is_some_and(|st| {
                         st.rec.status == Status::New
                             && ws.may_take(me, role, &st.rec.to, &st.rec.intent)
+                            && ws.eligibility(me, role).in_time(st.rec.deadline.as_deref())
                     }),
                     None => false,
                 }
@@ -213,7 +217,15 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
             return Ok(Some(met));
         }
         match super::claim_next(ws, me, role, None) {
-            Ok(o) => Ok(Some(Met { task_id: Some(o.task.clone()), claimed: Some(o), ..met })),
+            // What it reports is the task it took (the best it may take, which need not be
+            // the one whose event woke it) and where that task's message is now.
+            Ok(o) => Ok(Some(Met {
+                task_id: Some(o.task.clone()),
+                mailbox: Some(o.location.clone()),
+                file: Some(o.message.clone()),
+                claimed: Some(o),
+                ..met
+            })),
             Err(e) if e.kind == crate::error::Kind::NothingToClaim => Ok(None),
             Err(e) => Err(e),
         }

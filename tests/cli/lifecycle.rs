@@ -668,3 +668,17 @@ fn take_of_a_task_another_holds_names_the_holder() {
     assert_eq!(o.json()["error"]["details"]["owner"], "engineer", "{}", o.show());
     assert!(o.stderr.contains("engineer holds it"), "{}", o.show());
 }
+
+/// The release of a waiting task is exit 0 "already"; with a stale `--epoch` it is still
+/// the fence's exit 4, as every owner write is.
+#[test]
+fn a_release_run_again_is_already_and_a_stale_epoch_still_fences() {
+    let env = Env::new();
+    env.open_task("REL-9");
+    env.as_("engineer", &["claim", "REL-9"]).ok();
+    env.as_("engineer", &["release", "REL-9"]).ok();
+    let again = env.as_("engineer", &["release", "REL-9", "--json"]);
+    again.ok();
+    assert_eq!(again.json()["already"], true, "{}", again.show());
+    env.as_("engineer", &["release", "REL-9", "--epoch", "99"]).code(4);
+}

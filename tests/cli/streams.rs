@@ -366,3 +366,44 @@ fn doctor_reports_a_stale_cursor() {
     o.code(1);
     assert!(o.stderr.contains("cursor old is 1 events behind"), "{}", o.show());
 }
+
+/// `wait --for claimable` sees tasks as `claim --next` does (not one past its deadline), and
+/// with `--claim` it reports and hands its hook the task it took, in the agent's INBOX; a
+/// hook that fails after the claim says which task the agent now holds.
+#[test]
+fn wait_claim_reports_the_task_it_took() {
+    let env = Env::new();
+    let draft = env.path().join("dl.md");
+    std::fs::write(
+        &draft,
+        "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: LATE-1\n\
+         deadline: 2030-01-01T00:00:00Z\n\n## Summary\nlate\n",
+    )
+    .unwrap();
+    env.as_("coordinator", &["send", "--file", draft.to_str().unwrap()]).ok();
+    let late = "2030-06-01T00:00:00Z";
+    let o = env
+        .circe(["wait", "--for", "claimable", "--timeout", "300ms"])
+        .agent("engineer")
+        .now(late)
+        .run();
+    o.code(7);
+    // Before its deadline it is the best task (a deadline goes first), though T-1 came last.
+    env.open_task("T-1");
+    let hook = "test \"$CIRCE_BOX\" = inbox:engineer && test \"$CIRCE_TASK\" = LATE-1";
+    let o = env
+        .circe(["wait", "--for", "claimable", "--claim", "--json", "--exec", hook])
+        .agent("engineer")
+        .run();
+    o.ok();
+    assert_eq!(
+        (&o.json()["box"], &o.json()["task_id"]),
+        (&"inbox:engineer".into(), &"LATE-1".into())
+    );
+    let o = env
+        .circe(["wait", "--for", "claimable", "--claim", "--json", "--exec", "exit 1"])
+        .agent("engineer")
+        .run();
+    o.code(1);
+    assert_eq!(o.json()["error"]["details"]["task_id"], "T-1", "{}", o.show());
+}
