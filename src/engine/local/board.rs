@@ -65,6 +65,10 @@ fn parse_committed(line: &str) -> Option<Row<'_>> {
     let (task, status, owner, created, updated, lease, intent, to, priority) =
         (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
     let (passed, total, asserted, deadline) = (next()?, next()?, next()?, next()?);
+    // A field more is no line circe wrote (a value with a space): read the records instead.
+    if next().is_some() {
+        return None;
+    }
     Some(Row {
         task: Cow::Borrowed(task),
         status: Status::parse(status)?,
