@@ -322,6 +322,20 @@ impl Env {
         o
     }
 
+    /// Open task `task` addressed `to`, with a deadline (`send` has no flag for one: a
+    /// draft file carries it), as the coordinator.
+    pub fn open_task_due(&self, task: &str, to: &str, deadline: &str) -> Out {
+        let draft = self.path().join(format!("{task}.draft.md"));
+        let text = format!(
+            "# MESSAGE\nto: {to}\nintent: implement_feature\ntask_id: {task}\n\
+             deadline: {deadline}\n\n## Summary\ndue {deadline}\n"
+        );
+        std::fs::write(&draft, text).expect("write the draft");
+        let o = self.as_("coordinator", &["send", "--file", draft.to_str().expect("a UTF-8 path")]);
+        o.ok();
+        o
+    }
+
     /// Read a file under `.circe`.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root().join(rel))

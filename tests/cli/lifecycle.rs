@@ -632,14 +632,7 @@ fn json_everywhere() {
 fn inbox_lists_the_best_tasks_in_claim_next_order() {
     let env = Env::new();
     env.open_task("BUG-1");
-    let draft = env.path().join("dl.md");
-    std::fs::write(
-        &draft,
-        "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: DL-2\n\
-         deadline: 2030-01-01T00:00:00Z\n\n## Summary\nsoon\n",
-    )
-    .unwrap();
-    env.as_("coordinator", &["send", "--file", draft.to_str().unwrap()]).ok();
+    env.open_task_due("DL-2", "all", "2030-01-01T00:00:00Z");
     let inbox = env.as_("engineer", &["inbox", "--json"]);
     inbox.ok();
     let doc = inbox.json();

@@ -373,14 +373,7 @@ fn doctor_reports_a_stale_cursor() {
 #[test]
 fn wait_claim_reports_the_task_it_took() {
     let env = Env::new();
-    let draft = env.path().join("dl.md");
-    std::fs::write(
-        &draft,
-        "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: LATE-1\n\
-         deadline: 2030-01-01T00:00:00Z\n\n## Summary\nlate\n",
-    )
-    .unwrap();
-    env.as_("coordinator", &["send", "--file", draft.to_str().unwrap()]).ok();
+    env.open_task_due("LATE-1", "all", "2030-01-01T00:00:00Z");
     let late = "2030-06-01T00:00:00Z";
     let o = env
         .circe(["wait", "--for", "claimable", "--timeout", "300ms"])
