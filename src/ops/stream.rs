@@ -156,7 +156,12 @@ impl<'a> Follow<'a> {
         };
         let after = match (saved, start) {
             (Some(a), _) | (None, Start::After(a)) => a,
-            (None, Start::FromStart) => 0,
+            // From the oldest event kept (the archive may have moved the first ones).
+            (None, Start::FromStart) => ws
+                .engine
+                .read_events(Cursor::after(0), 1)?
+                .first()
+                .map_or(0, |e| e.id.saturating_sub(1)),
             (None, Start::Now) => ws.engine.last_event_id()?,
         };
         let follow = Follow { ws, feed, at: Cursor::after(after), cursor };

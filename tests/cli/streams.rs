@@ -167,6 +167,44 @@ fn a_stream_for_an_agent_is_given_its_own_copy() {
     assert!(said.starts_with("inbox:qa-2 ") && path_ok, "{said}");
 }
 
+/// A new `--from-start` cursor starts at the oldest event kept: once the log's first segment
+/// is gone (archived), one stopped before its first event does not need an event the log no
+/// longer has (doctor stays clean).
+#[test]
+fn a_new_from_start_cursor_starts_at_the_oldest_event_kept() {
+    local_only!("moves a rotated segment of the local event log by hand");
+    let env = Env::new();
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("a{i}"));
+    }
+    let root = circe::engine::RootSpec::Path(env.root());
+    let ws = circe::workspace::Workspace::open(&root).unwrap();
+    assert!(ws.engine.rotate_events().unwrap().is_some());
+    inform(&env, "engineer", "qa", "kept");
+    // The rotated segment leaves the log, as the archive would take it.
+    let logs = env.root().join("LOGS");
+    let away = env.path().join("away");
+    std::fs::create_dir(&away).unwrap();
+    for f in std::fs::read_dir(&logs).unwrap().map(|f| f.unwrap().path()) {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        if name.starts_with("events-") {
+            std::fs::rename(&f, away.join(name)).unwrap();
+        }
+    }
+    // A consumer whose hook keeps failing never hands its first event on.
+    let mut w = spawn(
+        &env,
+        None,
+        &["watch", "--all", "--from-start", "--cursor", "fs", "--exec", "exit 1"],
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let _ = w.kill();
+    let _ = w.wait();
+    let c = env.circe(["cursors", "--json"]).run();
+    assert_eq!(c.json()["cursors"][0]["after"], 3, "{}", c.show());
+    env.circe(["doctor"]).run().ok();
+}
+
 /// A watcher following through a rotation of the log misses nothing.
 #[test]
 fn rotation_under_a_follower() {
