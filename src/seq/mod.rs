@@ -1,5 +1,6 @@
 //! Sequence numbers (PROTOCOLS.md "Sequence numbers", shared/reference 003): the
-//! `(ROLE #N): text` line form, the sender's counter and the receiver's rules, all pure.
+//! `(ROLE #N): text` line form, the sender's counter and the receiver's rules, all pure
+//! (but for `numbered_again`'s warning on stderr).
 //! Where counters and `lastSeen` are stored comes with the engine; `state_file` is the
 //! reference's `message-state.json` shape.
 

@@ -98,8 +98,7 @@ impl ChatLog for PgEngine {
         };
         let agent = m.as_ref().map(|m| m.agent.as_str());
         let (epoch, last) = (m.as_ref().map(|m| m.epoch), m.as_ref().map(|m| m.last));
-        let from = m.as_ref().and_then(|m| m.from);
-        let (from_epoch, from_last) = (from.map(|f| f.0), from.map(|f| f.1));
+        let (from_epoch, from_last) = m.as_ref().and_then(|m| m.from).unzip();
         // The counter moves by compare-and-set (section 18, "sequence numbers") in the
         // statement that appends, and when it did not move nothing is appended: `chat_say`
         // is called without the counter, lateral to a row that exists only when it moved.
@@ -133,7 +132,7 @@ impl ChatLog for PgEngine {
         )?;
         let Some(entry) = got.into_iter().next() else {
             return Err(match m {
-                Some(m) => super::seq::counter_moved_meanwhile(&m.agent),
+                Some(m) => crate::seq::counter_moved(&m.agent),
                 None => crate::error::Error::internal("chat_say returned no row"),
             });
         };

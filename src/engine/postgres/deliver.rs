@@ -35,8 +35,7 @@ impl PgEngine {
         let m = number.as_ref();
         let agent = m.map(|m| m.agent.as_str());
         let (epoch, last) = (m.map(|m| m.epoch), m.map(|m| m.last));
-        let from = m.and_then(|m| m.from);
-        let (from_epoch, from_last) = (from.map(|f| f.0), from.map(|f| f.1));
+        let (from_epoch, from_last) = m.and_then(|m| m.from).unzip();
         let boxes: Vec<&str> = copies.iter().map(|c| c.to.as_str()).collect();
         let names: Vec<&str> = copies.iter().map(|c| c.name).collect();
         let bodies: Vec<&[u8]> = copies.iter().map(|c| c.body).collect();
@@ -72,7 +71,7 @@ impl PgEngine {
         if let Some(m) = m
             && put.len() < copies.len()
         {
-            return Err(super::seq::counter_moved_meanwhile(&m.agent));
+            return Err(crate::seq::counter_moved(&m.agent));
         }
         Ok((put, number.is_some()))
     }

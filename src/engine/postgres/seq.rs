@@ -11,10 +11,11 @@
 //! Every write of a counter is a compare-and-set against the counter the hold read
 //! (`ON CONFLICT ... DO UPDATE ... WHERE` the row still holds it): when the counter moved
 //! meanwhile, nothing is written and the send is refused (`crate::seq::counter_moved`; it is
-//! numbered again, `crate::seq::numbered_again`). The lock makes senders
-//! wait their turn; the compare-and-set is what keeps a number from being given twice when
-//! the lock is lost before the delivery commits (a sender killed mid-send through a pooler,
-//! whose lock lives on a connection of its own).
+//! numbered again, `crate::seq::numbered_again`). The lock makes senders wait their turn;
+//! the compare-and-set is what keeps a number from being given twice when the lock is lost
+//! before the delivery commits (a sender killed mid-send through a pooler, whose lock lives
+//! on a connection of its own). The ticket's statement (`TICKET_UPSERT`) sets `last` NULL
+//! instead of not writing, so its transaction aborts before the `COMMIT` sent with it.
 
 use std::time::{Duration, Instant};
 
@@ -86,11 +87,6 @@ pub(super) struct Move {
     pub epoch: i64,
     pub last: i64,
     pub from: Option<(i64, i64)>,
-}
-
-/// The refusal of a numbered send whose counter moved while it held it.
-pub(super) fn counter_moved_meanwhile(agent: &str) -> Error {
-    crate::seq::counter_moved(agent)
 }
 
 /// A counter's row as stored (`None`: no row yet, which reads as epoch 0, #0).
@@ -255,7 +251,7 @@ impl PgEngine {
         &self,
         m: &Move,
     ) -> std::result::Result<(), tokio_postgres::Error> {
-        let (fe, fl) = (m.from.map(|f| f.0), m.from.map(|f| f.1));
+        let (fe, fl) = m.from.unzip();
         let params: [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 5] = [
             (&m.agent, Type::TEXT),
             (&m.epoch, Type::INT8),
@@ -287,7 +283,7 @@ impl PgEngine {
             if after != before {
                 let (a, e, n) = (agent.as_str(), i64_of(after.epoch), i64_of(after.last));
                 let from = compared(row);
-                let (fe, fl) = (from.map(|f| f.0), from.map(|f| f.1));
+                let (fe, fl) = from.unzip();
                 let moved = self.rows(
                     &format!("setting the sequence counter of {agent}"),
                     UPSERT,

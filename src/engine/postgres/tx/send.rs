@@ -109,7 +109,7 @@ impl PgTx<'_> {
             (Err(Failure::Db(e)), Some(held)) if is_ticket_counter_refused(&e) => {
                 self.eng.rollback();
                 let agent = &held.agent;
-                Ok(Sent::Refused(crate::engine::postgres::seq::counter_moved_meanwhile(agent)))
+                Ok(Sent::Refused(crate::seq::counter_moved(agent)))
             }
             (Err(f), _) => Err(f),
         }
