@@ -61,12 +61,25 @@ fn since(ws: &crate::workspace::Workspace, s: &str) -> Result<String> {
     Ok(crate::clock::stamp_ms(ws.now() - back))
 }
 
+/// `--task` named a task with no event shown: exit 5 when it is not here (an archived task's
+/// events are in the archive; a task that does not exist has none). `--follow` waits for it.
+fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Result<()> {
+    if ws.engine.peek(t)?.is_some() {
+        return Ok(());
+    }
+    if ws.engine.archived_bundle(t)?.is_some() {
+        return Err(Error::not_found(format!("task `{t}` was archived: the log no longer holds its events"))
+            .hint(format!("`circe show {t}` shows them from the archive")));
+    }
+    Err(crate::engine::no_task(t))
+}
+
 pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
     let task = a.task.as_deref().map(TaskId::new).transpose()?;
-    let mut filter = Filter::new(agent, task, super::watch::kinds(&a.kind)?);
+    let mut filter = Filter::new(agent, task.clone(), super::watch::kinds(&a.kind)?);
     let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
     let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);
     let mut out = Out::new(ctx.json);
@@ -101,6 +114,11 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
                     }
                 }
             }
+        }
+    }
+    if shown.is_empty() && !a.everything && a.limit > 0 && !a.follow {
+        if let Some(t) = &task {
+            unknown_task(&ws, t)?;
         }
     }
     for e in shown.iter().rev() {

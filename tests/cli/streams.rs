@@ -353,6 +353,36 @@ fn log_views() {
     assert_eq!(o.stdout.lines().count(), 1);
 }
 
+/// `log --task`: a task's events; a task that is not here is exit 5 (not a silent nothing),
+/// and an archived one points at the archive.
+#[test]
+fn log_of_one_task_and_of_a_task_that_is_not_here() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let o = env.circe(["log", "--all", "--task", "T-1", "--json"]).run();
+    o.ok();
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.show());
+    let o = env.circe(["log", "--all", "--task", "T-9"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("no task `T-9`"), "{}", o.show());
+    assert!(o.stdout.is_empty(), "{}", o.show());
+    // `--limit 0` asks for nothing, so nothing is missing.
+    env.circe(["log", "--all", "--task", "T-9", "--limit", "0"]).run().ok();
+    local_only!("the archive is kept by the local engine");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["check", "T-1", "tests_passed=true"]).ok();
+    env.as_("engineer", &["status", "T-1", "completed"]).ok();
+    // The first run files the task and rotates the log; a year on, the second rotates the
+    // events the first logged and the third takes the old segments.
+    env.circe(["archive"]).now("2031-01-01T00:00:00Z").run().ok();
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    let o = env.circe(["log", "--all", "--task", "T-1"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("was archived") && o.stderr.contains("circe show T-1"), "{}", o.show());
+}
+
 /// A reader that went away ends the command quietly.
 #[test]
 fn a_closed_pipe_ends_a_stream_quietly() {
