@@ -68,8 +68,10 @@ fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Result<()> {
         return Ok(());
     }
     if ws.engine.archived_bundle(t)?.is_some() {
-        return Err(Error::not_found(format!("task `{t}` was archived: the log no longer holds its events"))
-            .hint(format!("`circe show {t}` shows them from the archive")));
+        return Err(Error::not_found(format!(
+            "task `{t}` was archived: the log no longer holds its events"
+        ))
+        .hint(format!("`circe show {t}` shows them from the archive")));
     }
     Err(crate::engine::no_task(t))
 }

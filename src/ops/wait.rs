@@ -101,9 +101,23 @@ impl Met {
     }
 }
 
-/// The statuses a task in `from` can still reach by the lifecycle table.
+/// The statuses a task in `from` can still reach by the lifecycle table: `from` itself, and
+/// those one or more moves away.
 fn reachable(from: Status) -> Vec<Status> {
     let mut seen = vec![from];
+    seen.extend(moves_away(from));
+    seen
+}
+
+/// The statuses a task in `from` can reach by one or more moves (`from` among them only
+/// when a way leads back to it: `--new` waits for that).
+fn moves_away(from: Status) -> Vec<Status> {
+    let mut seen: Vec<Status> = Vec::new();
+    for r in TABLE.iter().filter(|r| r.from.contains(&from)) {
+        if !seen.contains(&r.to) {
+            seen.push(r.to);
+        }
+    }
     let mut i = 0;
     while i < seen.len() {
         let s = seen[i];
@@ -119,7 +133,13 @@ fn reachable(from: Status) -> Vec<Status> {
 }
 
 /// Does the condition hold now? `Err` when it never can.
-fn holds_now(ws: &Workspace, me: &AgentName, role: &str, c: &Condition) -> Result<Option<Met>> {
+fn holds_now(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    c: &Condition,
+    fresh: bool,
+) -> Result<Option<Met>> {
     match c {
         Condition::Inbox => {
             let inbox = Mailbox::Inbox(me.clone());
@@ -142,23 +162,35 @@ fn holds_now(ws: &Workspace, me: &AgentName, role: &str, c: &Condition) -> Resul
             Ok(found.map(|t| Met::already(Some(t), None)))
         }
         Condition::Reply(id) => {
+            let mut asked = false;
             for b in ws.engine.boxes()? {
                 for name in ws.engine.list_box(&b)? {
-                    if let Ok(m) = super::read(ws, &b, &name)
-                        && m.in_reply_to.as_deref() == Some(id.as_str())
-                    {
+                    let Ok(m) = super::read(ws, &b, &name) else { continue };
+                    asked |= m.msg_id.as_deref() == Some(id.as_str());
+                    if !fresh && m.in_reply_to.as_deref() == Some(id.as_str()) {
                         let task = m.task_id.and_then(|t| TaskId::new(t).ok());
                         return Ok(Some(Met::already(task, Some((&b, &name)))));
                     }
                 }
+            }
+            if !asked && !archived_message(ws, id)? {
+                return Err(Error::not_found(format!("no message `{id}`: nothing can answer it"))
+                    .hint("wait for the full msg_id of a message that was sent (`circe show KEY` finds it)"));
             }
             Ok(None)
         }
         Condition::Status(t, want) => {
             let st = ws.engine.peek(t)?.ok_or_else(|| crate::engine::no_task(t))?;
             let now = st.rec.status;
-            if now == *want {
+            if now == *want && !fresh {
                 return Ok(Some(Met::already(Some(t.clone()), None)));
+            }
+            if now == *want && !moves_away(now).contains(want) {
+                return Err(Error::refused(format!(
+                    "task {t} is {} already, and no move leads back to it: a new one will never come",
+                    now.as_str()
+                ))
+                .hint(format!("without --new the wait answers at once; `circe show {t}` tells its story")));
             }
             if !reachable(now).contains(want) {
                 return Err(Error::refused(format!(
@@ -171,6 +203,20 @@ fn holds_now(ws: &Workspace, me: &AgentName, role: &str, c: &Condition) -> Resul
             Ok(None)
         }
     }
+}
+
+/// Is message `id` in the archive? (A reply may still answer it.)
+fn archived_message(ws: &Workspace, id: &str) -> Result<bool> {
+    if !ws.engine.keeps_archive() {
+        return Ok(false);
+    }
+    let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
+    let mut hit = false;
+    ws.engine.archive_search(&q, &mut |_| {
+        hit = true;
+        Ok(false)
+    })?;
+    Ok(hit)
 }
 
 /// Does event `e` meet the condition?
@@ -230,12 +276,13 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
             Err(e) => Err(e),
         }
     };
-    if !fresh && let Some(met) = holds_now(ws, me, role, c)? {
+    if !fresh && let Some(met) = holds_now(ws, me, role, c, false)? {
         if let Some(done) = try_claim(met)? {
             return Ok(done);
         }
-    } else if let Condition::Status(..) = c {
-        holds_now(ws, me, role, c)?; // a status that can never come: refused at once
+    } else if let Condition::Status(..) | Condition::Reply(_) = c {
+        // A status that can never come, a reply to no message: refused at once.
+        holds_now(ws, me, role, c, true)?;
     }
     let deadline = timeout.map(|t| Instant::now() + t);
     loop {

@@ -325,6 +325,50 @@ fn wait_for_things() {
     let o = env.circe(["wait", "--for", "status:T-1=completed"]).agent("engineer").run();
     o.code(3);
     assert!(o.stderr.contains("will never be completed"), "{}", o.show());
+    // Failed already: it holds at once, and a new failure will never come.
+    env.circe(["wait", "--for", "status:T-1=failed"]).agent("engineer").run().ok();
+    let args = ["wait", "--for", "status:T-1=failed", "--new", "--timeout", "5s"];
+    let o = env.circe(args).agent("engineer").run();
+    o.code(3);
+    assert!(o.stderr.contains("a new one will never come"), "{}", o.show());
+}
+
+/// `wait --for reply:ID`: waits for an answer to a message that was sent, holds once one
+/// came, and refuses an id no message has (nothing could answer it).
+#[test]
+fn wait_for_a_reply() {
+    let env = Env::new();
+    let q = env.as_(
+        "qa",
+        &["send", "--to", "engineer", "--intent", "inform", "--summary", "q?", "--json"],
+    );
+    let id = q.json()["msg_id"].as_str().unwrap().to_string();
+    let reply = format!("reply:{id}");
+    let o = env.circe(["wait", "--for", &reply, "--timeout", "300ms"]).agent("qa").run();
+    o.code(7);
+    env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--in-reply-to", &id, "--summary", "a"],
+    )
+    .ok();
+    let o = env.circe(["wait", "--for", &reply, "--json"]).agent("qa").run();
+    o.ok();
+    assert_eq!(o.json()["already"], true, "{}", o.show());
+    let o = env.circe(["wait", "--for", &reply, "--new", "--timeout", "300ms"]).agent("qa").run();
+    o.code(7);
+    let last = if id.ends_with('x') { "y" } else { "x" };
+    let nobody = format!("{}{last}", &id[..id.len() - 1]);
+    for fresh in [false, true] {
+        let mut args = vec!["wait", "--for", "", "--timeout", "5s"];
+        let r = format!("reply:{nobody}");
+        args[2] = &r;
+        if fresh {
+            args.push("--new");
+        }
+        let o = env.circe(args).agent("qa").run();
+        o.code(5);
+        assert!(o.stderr.contains("nothing can answer it"), "{}", o.show());
+    }
 }
 
 /// `log`: the newest N, oldest first; `--limit 0` prints nothing; an agent filter matches
@@ -380,7 +424,11 @@ fn log_of_one_task_and_of_a_task_that_is_not_here() {
     env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
     let o = env.circe(["log", "--all", "--task", "T-1"]).run();
     o.code(5);
-    assert!(o.stderr.contains("was archived") && o.stderr.contains("circe show T-1"), "{}", o.show());
+    assert!(
+        o.stderr.contains("was archived") && o.stderr.contains("circe show T-1"),
+        "{}",
+        o.show()
+    );
 }
 
 /// A reader that went away ends the command quietly.
