@@ -76,15 +76,16 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
                 e
             }
         };
-        if !hook::run_once(&ws, cmd, &e, Some(me.as_str()))? {
+        if let Some(why) = hook::run_once(&ws, cmd, &e, Some(me.as_str()))? {
             let what = met
                 .event
                 .as_ref()
                 .map_or_else(|| "it held already".to_string(), |e| format!("event {}", e.id));
             let err = Error::internal(format!(
-                "the --exec hook exited non-zero; what was awaited happened ({what})"
+                "the --exec hook failed ({why}); what was awaited happened ({what})"
             ))
-            .detail("already", met.already.to_string());
+            .detail("already", met.already.to_string())
+            .detail("hook", why);
             return Err(match &met.claimed {
                 Some(c) => err
                     .detail("task_id", c.task.to_string())

@@ -73,8 +73,14 @@ pub fn environment(ws: &Workspace, e: &Event, agent: Option<&str>) -> Vec<(&'sta
     env
 }
 
-/// Run `command` once with `e`: `Ok(true)` when it exited 0.
-pub fn run_once(ws: &Workspace, command: &str, e: &Event, agent: Option<&str>) -> Result<bool> {
+/// Run `command` once with `e`: `None` when it exited 0, else how it ended ("exit status 3",
+/// "killed by signal 9").
+pub fn run_once(
+    ws: &Workspace,
+    command: &str,
+    e: &Event,
+    agent: Option<&str>,
+) -> Result<Option<String>> {
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -92,7 +98,17 @@ pub fn run_once(ws: &Workspace, command: &str, e: &Event, agent: Option<&str>) -
     }
     let status =
         child.wait().map_err(|err| Error::internal(format!("the hook was lost: {err}")))?;
-    Ok(status.success())
+    Ok((!status.success()).then(|| ended(status)))
+}
+
+/// How a hook that failed ended.
+fn ended(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("killed by signal {s}"),
+        (None, None) => status.to_string(),
+    }
 }
 
 /// Is `e` this consumer's own dead-letter notice? Its hook never gets those: a hook that
@@ -112,17 +128,20 @@ pub fn handle(ws: &Workspace, hook: &Hook, e: &Event, stop: &dyn Fn() -> bool) -
     let mut attempt = 0u32;
     let mut pause = FIRST_BACKOFF;
     loop {
-        if run_once(ws, &hook.command, e, hook.agent.as_deref())? {
+        let Some(why) = run_once(ws, &hook.command, e, hook.agent.as_deref())? else {
             return Ok(Handled::Done);
-        }
+        };
         attempt += 1;
         if hook.max_attempts.is_some_and(|m| attempt >= m) {
             set_aside(ws, hook, e, attempt)?;
-            eprintln!("circe: event {} set aside after {attempt} failed hook runs", e.id);
+            eprintln!(
+                "circe: event {} set aside after {attempt} failed hook runs (the last: {why})",
+                e.id
+            );
             return Ok(Handled::SetAside);
         }
         eprintln!(
-            "circe: the hook failed for event {} (attempt {attempt}); retrying in {} ms",
+            "circe: the hook failed for event {} ({why}, attempt {attempt}); retrying in {} ms",
             e.id,
             pause.as_millis()
         );

@@ -257,7 +257,7 @@ fn exec_hooks_retry_and_set_aside() {
     inform(&env, "engineer", "qa", "third");
     let o = env.circe(["watch", "--all", "--once", "--cursor", "h", "--exec", &flaky]).run();
     o.ok();
-    assert_eq!(o.stderr.matches("retrying").count(), 2, "{}", o.show());
+    assert_eq!(o.stderr.matches("(exit status 1, attempt").count(), 2, "{}", o.show());
     assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3");
     // Always failing, at most 2 runs: set aside, logged, and the next event still handled.
     inform(&env, "engineer", "qa", "fourth");
@@ -276,7 +276,12 @@ fn exec_hooks_retry_and_set_aside() {
         ])
         .run();
     o.ok();
-    assert_eq!(o.stderr.matches("set aside").count(), 2, "{}", o.show());
+    assert_eq!(
+        o.stderr.matches("set aside after 2 failed hook runs (the last: exit status 1)").count(),
+        2,
+        "{}",
+        o.show()
+    );
     let c = env.circe(["cursors", "--json"]).run();
     assert_eq!(c.json()["cursors"][0]["dead_letters"], 2);
     assert!(env.events().iter().any(|e| e["event"] == "dead_letter"));
@@ -311,7 +316,8 @@ fn wait_for_things() {
     // A failing hook: exit 1 with an error that says so (and a JSON error, not the answer).
     let o = env.circe(["wait", "--for", "inbox", "--json", "--exec", "exit 3"]).agent("qa").run();
     o.code(1);
-    assert!(o.json()["error"]["message"].as_str().unwrap().contains("hook"), "{}", o.show());
+    let message = o.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("hook failed (exit status 3)"), "{}", o.show());
     env.circe(["wait", "--for", "inbox", "--new", "--timeout", "300ms"]).agent("qa").run().code(7);
     // A task: claimable, claimed by the waiter itself, then a status that cannot come.
     env.open_task("T-1");
