@@ -5,46 +5,93 @@ use serde_json::json;
 
 use super::output::table;
 use super::{Ctx, Report};
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::names::CursorName;
 use crate::ops::stream::{KIND, SavedCursor};
 
 /// The consumers' saved places: each cursor's kind, name, the last event it handed on, how
-/// far behind the log it is, when it last moved, and its dead letters.
+/// far behind the log it is, when it last moved, and its dead letters. `--remove NAME`
+/// forgets a consumer that is gone for good (its cursor and dead letters), so the archive
+/// may take the events it had not read.
 #[derive(Debug, Args)]
-#[command(after_help = "Examples:\n  circe cursors\n  circe cursors --json")]
-pub struct CursorsArgs {}
+#[command(
+    after_help = "Examples:\n  circe cursors\n  circe cursors --json\n  circe cursors --remove old-notifier\n  circe cursors --remove team-feed --kind chat"
+)]
+pub struct CursorsArgs {
+    /// Forget this consumer: remove its cursor (and dead letters). A running consumer holds
+    /// its cursor: exit 4 until it stops.
+    #[arg(long, value_name = "NAME")]
+    pub remove: Option<String>,
+    /// With --remove: the cursor's kind, `events` (watch) or `chat` (chat watch).
+    #[arg(long, value_name = "KIND", default_value = KIND, requires = "remove", value_parser = [KIND, "chat"])]
+    pub kind: String,
+}
 
-pub fn run(ctx: &Ctx, _a: &CursorsArgs) -> Result<Report> {
+pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
+    if let Some(name) = &a.remove {
+        return remove(&ws, &a.kind, &CursorName::new(name.as_str())?);
+    }
     let newest = ws.engine.last_event_id()?;
     let mut rows = Vec::new();
     let mut list = Vec::new();
     for (kind, name) in ws.engine.cursors()? {
         let raw = ws.engine.read_cursor(&kind, &name)?.unwrap_or_default();
-        let (after, saved_at) = if kind == KIND {
+        let (mut after, mut saved_at, mut problem) = (None, None, None);
+        if kind == KIND {
             match SavedCursor::parse(&name, &raw) {
-                Ok(c) => (Some(c.after), Some(c.saved_at)),
-                Err(_) => (None, None),
+                Ok(c) => (after, saved_at) = (Some(c.after), Some(c.saved_at)),
+                Err(e) => problem = Some(e.message),
             }
-        } else {
-            (None, None)
-        };
+        }
         let dead = if kind == KIND { ws.engine.dead_letters(&name)?.len() } else { 0 };
         let behind = after.map(|a| newest.saturating_sub(a));
         rows.push(vec![
             kind.clone(),
             name.to_string(),
-            after.map_or("-".into(), |a| a.to_string()),
+            after.map_or_else(
+                || if problem.is_some() { "damaged" } else { "-" }.into(),
+                |a| a.to_string(),
+            ),
             behind.map_or("-".into(), |b| b.to_string()),
             saved_at.clone().unwrap_or_else(|| "-".into()),
             dead.to_string(),
         ]);
-        list.push(json!({"kind": kind, "name": name, "after": after, "behind": behind, "saved_at": saved_at, "dead_letters": dead}));
+        list.push(json!({"kind": kind, "name": name, "after": after, "behind": behind, "saved_at": saved_at, "dead_letters": dead, "problem": problem}));
     }
-    let human = if rows.is_empty() {
+    let mut human = if rows.is_empty() {
         "no cursors\n".to_string()
     } else {
         table(&["KIND", "NAME", "AFTER", "BEHIND", "SAVED", "DEAD"], &rows)
     };
+    if list.iter().any(|c| !c["problem"].is_null()) {
+        human.push_str("a damaged cursor: `circe cursors --json` says why; `circe cursors --remove NAME` starts it afresh\n");
+    }
     Ok(Report::new(human, json!({"last_event_id": newest, "cursors": list})))
+}
+
+/// `--remove`: hold the cursor (no consumer is running on it), then forget it.
+fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Result<Report> {
+    let Some(_hold) = ws.engine.hold_cursor(kind, name)? else {
+        return Err(Error::conflict(format!(
+            "cursor `{name}` ({kind}) is in use by a running consumer"
+        ))
+        .hint("stop that consumer first (SIGTERM ends it with its place saved), then remove it"));
+    };
+    let dead = if kind == KIND { ws.engine.dead_letters(name)?.len() } else { 0 };
+    if !ws.engine.remove_cursor(kind, name)? {
+        let known: Vec<String> =
+            ws.engine.cursors()?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();
+        let hint = if known.is_empty() {
+            "there are no cursors".to_string()
+        } else {
+            format!("the cursors are: {}", known.join(", "))
+        };
+        return Err(Error::not_found(format!("no {kind} cursor `{name}`")).hint(hint));
+    }
+    let human = match dead {
+        0 => format!("removed cursor `{name}` ({kind})\n"),
+        n => format!("removed cursor `{name}` ({kind}) and its {n} dead letter(s)\n"),
+    };
+    Ok(Report::new(human, json!({"removed": {"kind": kind, "name": name, "dead_letters": dead}})))
 }

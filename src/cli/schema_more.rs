@@ -75,13 +75,38 @@ pub struct WaitDef {
     claimed: Option<super::claim::ClaimJson>,
 }
 
-/// `circe cursors --json`.
+/// `circe cursors --json`: the cursors, or (with --remove) the one removed.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum CursorsDef {
+    List(CursorListDef),
+    Removed(CursorRemovedDef),
+}
+
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
-pub struct CursorsDef {
+pub struct CursorListDef {
     last_event_id: u64,
     cursors: Vec<CursorDef>,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct CursorRemovedDef {
+    removed: RemovedCursorDef,
+}
+
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct RemovedCursorDef {
+    kind: String,
+    name: String,
+    /// The dead letters removed with it.
+    dead_letters: usize,
 }
 
 #[derive(JsonSchema)]
@@ -96,6 +121,8 @@ struct CursorDef {
     behind: Option<u64>,
     saved_at: Option<String>,
     dead_letters: usize,
+    /// Why the cursor cannot be read (damaged, or of a newer format); `null` when it can.
+    problem: Option<String>,
 }
 
 /// `circe validate --json`: the message files checked, or (with --config) circe.yaml's

@@ -308,6 +308,10 @@ pub trait Engine {
     /// Every saved cursor: (kind, name), sorted.
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
 
+    /// Forget a consumer: its saved cursor and, for an `events` cursor, the events it set
+    /// aside. Hold the cursor first. Returns whether there was a cursor.
+    fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool>;
+
     // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------
 
     /// Does this engine keep an archive? Without one, `show` and `log` find nothing there,

@@ -34,7 +34,7 @@ impl SavedCursor {
     pub fn parse(name: &CursorName, bytes: &[u8]) -> Result<SavedCursor> {
         let c: SavedCursor = serde_json::from_slice(bytes).map_err(|e| {
             Error::internal(format!("cursor {name} is damaged: {e}")).hint(format!(
-                "`circe cursors` lists it; remove .circe/cursors/{KIND}/{name} to start it afresh"
+                "`circe cursors --remove {name}` starts it afresh (from now, or with --from-start)"
             ))
         })?;
         if c.v > 1 {

@@ -489,6 +489,61 @@ fn doctor_reports_a_stale_cursor() {
     assert!(o.stderr.contains("cursor old is 1 events behind"), "{}", o.show());
 }
 
+/// `cursors --remove`: a consumer gone for good is forgotten (its cursor and dead letters),
+/// a running one's cursor is refused, an unknown name is exit 5; a damaged cursor is shown
+/// as damaged, with why.
+#[test]
+fn a_consumer_gone_for_good_is_removed() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "one");
+    env.circe([
+        "watch",
+        "--all",
+        "--from-start",
+        "--once",
+        "--cursor",
+        "old",
+        "--exec",
+        "exit 1",
+        "--max-attempts",
+        "1",
+    ])
+    .run()
+    .ok();
+    inform(&env, "engineer", "qa", "two");
+    env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run().code(1);
+    let mut live = spawn(&env, None, &["watch", "--all", "--cursor", "live"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let o = env.circe(["cursors", "--remove", "live"]).run();
+    o.code(4);
+    assert!(o.stderr.contains("in use by a running consumer"), "{}", o.show());
+    live.kill().unwrap();
+    live.wait().unwrap();
+    let o = env.circe(["cursors", "--remove", "old", "--json"]).run();
+    o.ok();
+    assert_eq!(o.json()["removed"]["dead_letters"], 1, "{}", o.show());
+    env.circe(["cursors", "--remove", "live"]).run().ok();
+    let o = env.circe(["cursors", "--json"]).run();
+    assert_eq!(o.json()["cursors"], serde_json::json!([]), "{}", o.show());
+    env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run().ok();
+    let o = env.circe(["cursors", "--remove", "old"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("no events cursor `old`"), "{}", o.show());
+    env.circe(["cursors", "--kind", "chat"]).run().code(2);
+    local_only!("writes a damaged cursor file by hand");
+    std::fs::write(env.root().join("cursors/events/bad"), "{not json").unwrap();
+    let o = env.circe(["cursors"]).run();
+    o.ok();
+    assert!(o.stdout.contains("damaged") && o.stdout.contains("--remove NAME"), "{}", o.show());
+    let o = env.circe(["cursors", "--json"]).run();
+    assert!(
+        o.json()["cursors"][0]["problem"].as_str().unwrap().contains("damaged"),
+        "{}",
+        o.show()
+    );
+    env.circe(["cursors", "--remove", "bad"]).run().ok();
+}
+
 /// `wait --for claimable` sees tasks as `claim --next` does (not one past its deadline), and
 /// with `--claim` it reports and hands its hook the task it took, in the agent's INBOX; a
 /// hook that fails after the claim says which task the agent now holds.

@@ -58,6 +58,26 @@ impl Store {
         write().map_err(io_err("cannot save cursor", &dest))
     }
 
+    /// Remove the cursor (hold its lock) and, for an events cursor, its dead letters.
+    /// Returns whether the cursor was there.
+    pub fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
+        let p = self.cursor_dir(kind).join(name.as_str());
+        let had = match std::fs::remove_file(&p) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(Error::io("cannot remove", &p, e)),
+        };
+        if kind == crate::ops::stream::KIND {
+            let dead = self.root.join("dead").join(format!("{name}.jsonl"));
+            match std::fs::remove_file(&dead) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(Error::io("cannot remove", &dead, e)),
+            }
+        }
+        Ok(had)
+    }
+
     /// Append one dead letter (an event line) to `dead/<consumer>.jsonl`: one write on an
     /// O_APPEND handle, fsynced (a consumer moves its cursor past the event right after).
     pub fn append_dead_letter(&self, consumer: &CursorName, line: &str) -> Result<()> {

@@ -402,6 +402,10 @@ impl Engine for LocalEngine {
         self.store.list_cursors()
     }
 
+    fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
+        self.store.remove_cursor(kind, name)
+    }
+
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         self.store.append_dead_letter(consumer, &event.to_line())
     }

@@ -411,6 +411,14 @@ impl Engine for MemoryEngine {
         Ok(self.lock().cursors.keys().cloned().collect())
     }
 
+    fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
+        let mut g = self.lock();
+        if kind == crate::ops::stream::KIND {
+            g.dead.remove(name);
+        }
+        Ok(g.cursors.remove(&(kind.to_string(), name.clone())).is_some())
+    }
+
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         self.lock().dead.entry(consumer.clone()).or_default().push(event.clone());
         Ok(())

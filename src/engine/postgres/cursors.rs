@@ -52,6 +52,22 @@ impl PgEngine {
         )
     }
 
+    /// `Engine::remove_cursor`: the cursor's row and, for an events cursor, its dead
+    /// letters, in one statement.
+    pub(super) fn drop_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
+        let n = name.as_str();
+        let events = kind == crate::ops::stream::KIND;
+        let had = self.rows(
+            &format!("removing cursor {name}"),
+            "WITH d AS (DELETE FROM {s}.dead_letters WHERE $3 AND consumer = $2),
+                  c AS (DELETE FROM {s}.cursors WHERE kind = $1 AND name = $2 RETURNING 1)
+             SELECT count(*) FROM c",
+            &[(&kind, Type::TEXT), (&n, Type::TEXT), (&events, Type::BOOL)],
+            |r| Ok(r.get::<_, i64>(0) > 0),
+        )?;
+        Ok(had.first().copied().unwrap_or(false))
+    }
+
     /// `Engine::dead_letter`: set an event aside for `consumer`.
     pub(super) fn set_aside(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         let (c, line) = (consumer.as_str(), event.to_line());

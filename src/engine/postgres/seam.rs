@@ -297,6 +297,10 @@ impl Engine for PgEngine {
         self.list_cursors()
     }
 
+    fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
+        self.drop_cursor(kind, name)
+    }
+
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         self.set_aside(consumer, event)
     }
