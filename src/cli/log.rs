@@ -118,10 +118,13 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
             }
         }
     }
-    if shown.is_empty() && !a.everything && a.limit > 0 && !a.follow {
-        if let Some(t) = &task {
-            unknown_task(&ws, t)?;
-        }
+    if shown.is_empty()
+        && !a.everything
+        && a.limit > 0
+        && !a.follow
+        && let Some(t) = &task
+    {
+        unknown_task(&ws, t)?;
     }
     for e in shown.iter().rev() {
         if !out.item(&human_line(e), e) {
