@@ -45,6 +45,8 @@ pub struct TakeJson {
 #[serde(deny_unknown_fields)]
 pub struct DoneJson {
     pub moved: Vec<BoxFile>,
+    /// It was all in LOGS already (`done` run again): nothing moved.
+    pub already: bool,
 }
 
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
@@ -60,9 +62,14 @@ pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
     let moved = ops::done(&ws, &me, &a.key)?;
     let filed: Vec<_> = moved.iter().map(|(_, f)| (Mailbox::Logs, f.clone())).collect();
     let seen = ops::seq::handed_on(&ws, &me, &filed);
-    let human: String = moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect();
+    let already = moved.is_empty();
+    let human: String = if already {
+        format!("{} is in LOGS already: nothing to file\n", a.key)
+    } else {
+        moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect()
+    };
     let moved = moved.into_iter().map(|(mailbox, file)| BoxFile { mailbox, file }).collect();
-    Ok(Report::new(human, DoneJson { moved }).warnings(not_seen(seen)))
+    Ok(Report::new(human, DoneJson { moved, already }).warnings(not_seen(seen)))
 }
 
 /// The move is done whatever happens to lastSeen: a failure to record it is a warning

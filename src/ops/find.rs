@@ -89,7 +89,11 @@ fn ticket_of<'a>(
 
 /// The one message `key` names in `boxes`.
 fn one(ws: &Workspace, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<Found> {
-    let mut found = find_in(ws, boxes, key)?;
+    only(find_in(ws, boxes, key)?, me, boxes, key)
+}
+
+/// The one message `key` found in `boxes`: exit 5 for none, 2 for several.
+fn only(mut found: Vec<Found>, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<Found> {
     match found.len() {
         0 => Err(Error::not_found(format!(
             "no message `{key}` in {}",
@@ -212,11 +216,16 @@ pub fn messages_of(
 /// INBOX or WORKSPACE -> LOGS: `me` is done with a message. A task id files every message of
 /// that task in `me`'s boxes; the task's own message waits until the task is completed or
 /// failed. A coordinator filing a finished task files its messages from every box (the
-/// reference flow's last step: "archives all related messages to LOGS").
+/// reference flow's last step: "archives all related messages to LOGS"). Empty when it is
+/// all in LOGS already (`done` run again).
 pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, String)>> {
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
     let Some(mut tx) = task_key(ws, key)? else {
-        let f = one(ws, me, &mine, key)?;
+        let found = find_in(ws, &mine, key)?;
+        if found.is_empty() && !find_in(ws, &[Mailbox::Logs], key)?.is_empty() {
+            return Ok(Vec::new());
+        }
+        let f = only(found, me, &mine, key)?;
         if let Some(mut tx) = ticket_of(ws, &f.file, f.message.as_ref())? {
             let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
             refuse_live_ticket(&st)?;
@@ -248,7 +257,11 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         }
     }
     if picked.is_empty() && out.is_empty() {
-        return Err(Error::not_found(format!("{me} has no message of task {}", st.rec.task_id)));
+        if st.location == Some(Mailbox::Logs) {
+            return Ok(Vec::new());
+        }
+        return Err(Error::not_found(format!("{me} has no message of task {}", st.rec.task_id))
+            .hint(format!("`circe show {}` says where its messages are", st.rec.task_id)));
     }
     for (b, name) in picked {
         if let Some(used) = file_plain_named(ws, me, &b, &name, &st.rec.task_id)? {

@@ -437,10 +437,14 @@ fn take_and_done_move_messages_along() {
     env.as_("engineer", &["done", &file]).code(5);
     let d = env.as_("qa", &["done", &file, "--json"]);
     d.ok();
-    assert_eq!(d.json(), json!({"moved": [{"box": "logs", "file": file}]}));
+    assert_eq!(d.json(), json!({"moved": [{"box": "logs", "file": file}], "already": false}));
     assert_eq!(env.ls("LOGS"), std::slice::from_ref(&file));
     assert!(env.ls("AGENTS/qa/WORKSPACE").is_empty());
-    env.as_("qa", &["done", &file]).code(5);
+    // Run again: it is filed already, nothing moves (a retry is not an error).
+    let again = env.as_("qa", &["done", &file, "--json"]);
+    again.ok();
+    assert_eq!(again.json(), json!({"moved": [], "already": true}));
+    env.as_("qa", &["done", "no-such-message.md"]).code(5);
 }
 
 #[test]
@@ -461,6 +465,10 @@ fn done_keeps_a_live_tasks_message() {
     env.at(T5, "engineer", &["check", T, "tests_passed=true"]).ok();
     env.at(T5, "engineer", &["status", T, "completed"]).ok();
     env.at(T5, "engineer", &["done", T]).ok();
+    assert_eq!(env.ls("LOGS"), [MSG]);
+    let again = env.at(T5, "engineer", &["done", T]);
+    again.ok();
+    assert!(again.stdout.contains("in LOGS already"), "{}", again.show());
     assert_eq!(env.ls("LOGS"), [MSG]);
     env.circe(["doctor"]).run().ok();
 }
