@@ -277,12 +277,14 @@ pub fn main() -> u8 {
                     | ErrorKind::DisplayVersion
                     | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
             ) {
-                let _ = e.print();
-                return if e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand {
-                    crate::exit_code::USAGE
-                } else {
-                    0
-                };
+                let missing = e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand;
+                if json && !missing {
+                    return help_json(&e);
+                }
+                if !json {
+                    let _ = e.print();
+                    return if missing { crate::exit_code::USAGE } else { 0 };
+                }
             }
             if json {
                 // The first line of clap's message names the flag or value at fault.
@@ -319,6 +321,17 @@ pub fn main() -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// `--version` and `--help` with `--json`: `{"name", "version"}` or `{"help"}`.
+fn help_json(e: &clap::Error) -> u8 {
+    let doc = if e.kind() == clap::error::ErrorKind::DisplayVersion {
+        serde_json::json!({"name": "circe", "version": env!("CARGO_PKG_VERSION")})
+    } else {
+        serde_json::json!({ "help": e.render().to_string() })
+    };
+    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    0
 }
 
 impl Command {

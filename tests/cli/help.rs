@@ -120,3 +120,21 @@ fn completions_and_man_pages() {
     m.code(5);
     assert!(m.stderr.contains("did you mean `claim`?"), "{}", m.show());
 }
+
+/// `--json` holds for `--version` and `--help` too: one JSON document, exit 0.
+#[test]
+fn version_and_help_answer_in_json_when_asked() {
+    let env = Env::new();
+    let o = env.circe(["--version", "--json"]).run();
+    o.ok();
+    assert_eq!(o.json()["name"], "circe", "{}", o.show());
+    assert_eq!(o.json()["version"], env!("CARGO_PKG_VERSION"), "{}", o.show());
+    let o = env.circe(["--json", "claim", "--help"]).run();
+    o.ok();
+    let help = o.json()["help"].as_str().unwrap_or_default().to_string();
+    assert!(help.contains("Usage: circe claim") && help.contains("--request-id"), "{}", o.show());
+    // Without --json, the text as before.
+    let o = env.circe(["--version"]).run();
+    o.ok();
+    assert_eq!(o.stdout, format!("circe {}\n", env!("CARGO_PKG_VERSION")));
+}
