@@ -133,4 +133,11 @@ fn without_a_terminal_the_board_prints_once() {
     o.ok();
     assert!(o.stdout.contains("BOARD-1") && o.stdout.contains("INBOX"), "{}", o.show());
     assert!(o.stdout.contains("latest events") && o.stdout.contains("open"), "{}", o.show());
+    // The JSON counts an agent's INBOX under the name `prime --json` gives it.
+    env.as_("engineer", &["send", "--to", "qa", "--intent", "inform", "--summary", "x"]).ok();
+    let board = env.circe(["board", "--json"]).run().json();
+    let qa = board["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "qa").cloned();
+    assert_eq!(qa.unwrap()["inbox_count"], 1, "{board}");
+    let prime = env.as_("qa", &["prime", "--json"]).json();
+    assert_eq!(prime["inbox_count"], 1, "{prime}");
 }

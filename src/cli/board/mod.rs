@@ -54,7 +54,7 @@ pub struct AgentInbox {
     pub agent: String,
     pub role: String,
     /// Messages in its INBOX.
-    pub inbox: usize,
+    pub inbox_count: usize,
 }
 
 pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
@@ -84,7 +84,7 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         agents: model
             .agents
             .into_iter()
-            .map(|(agent, role, inbox)| AgentInbox { agent, role, inbox })
+            .map(|(agent, role, inbox_count)| AgentInbox { agent, role, inbox_count })
             .collect(),
         events: model.events.into_iter().collect(),
     };
