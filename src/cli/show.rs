@@ -150,21 +150,40 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
     Ok(Report::new(human, ShowOutput::Message(Box::new(out))).warnings(warnings))
 }
 
+/// How many of a task's latest events its text shows (the JSON has them all).
+const SHOWN_EVENTS: usize = 10;
+
 fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<Report> {
     let id = &st.rec.task_id;
     let mut human = format!("task {id}\n\n.status\n{}\n", indent(&st.rec.render()));
     if let Some(o) = &st.owner {
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
+    let mut events = Vec::new();
+    let mut at = Cursor::START;
+    loop {
+        let batch = ws.engine.read_events(at, 4096)?;
+        let Some(last) = batch.last() else { break };
+        at = Cursor::after(last.id);
+        events.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(id)));
+    }
     human.push_str(".checks\n");
     if st.checks.is_empty() {
         human.push_str("  (none)\n");
     }
     for (name, passed) in &st.checks {
+        // Who recorded it, and when: the latest check event of that name.
+        let by = events
+            .iter()
+            .rev()
+            .find(|e| e.check.as_deref() == Some(name.as_str()))
+            .map(|e| format!(" by {} at {}", e.agent, e.ts))
+            .unwrap_or_default();
         let how = match (passed, st.rec.asserted.contains(name)) {
-            (true, true) => "  (asserted, not run)",
-            (true, false) => "  (run)",
-            (false, _) => "",
+            (true, true) => format!("  (asserted{by}, not run)"),
+            (true, false) => format!("  (run{by})"),
+            (false, _) if by.is_empty() => String::new(),
+            (false, _) => format!("  (recorded{by})"),
         };
         human.push_str(&format!("  {name}: {passed}{how}\n"));
     }
@@ -181,15 +200,17 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         human.push_str(&format!("  {:<22} {name}  {from} {intent}{mark}\n", b.label()));
         msgs.push(TaskMessage { mailbox: b.label(), file: name, from, intent, current });
     }
-    let mut events = Vec::new();
-    let mut at = Cursor::START;
-    loop {
-        let batch = ws.engine.read_events(at, 4096)?;
-        let Some(last) = batch.last() else { break };
-        at = Cursor::after(last.id);
-        events.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(id)));
+    human.push_str(&format!("\nevents: {}\n", events.len()));
+    let skipped = events.len().saturating_sub(SHOWN_EVENTS);
+    if skipped > 0 {
+        human.push_str(&format!(
+            "  ... {skipped} earlier (circe log --all --task {id} --limit {})\n",
+            events.len()
+        ));
     }
-    human.push_str(&format!("events: {} (the whole trail: LOGS/events.jsonl)\n", events.len()));
+    for e in &events[skipped..] {
+        human.push_str(&format!("  {}\n", crate::ops::stream::human_line(e)));
+    }
     let out = ShowTaskJson {
         task_id: id.to_string(),
         task: st.rec.clone(),

@@ -149,7 +149,24 @@ fn honest_checks() {
     let board = env.circe(["tasks"]).run();
     assert!(board.stdout.contains("1/1*"), "{}", board.show());
     let show = env.circe(["show", T]).run();
-    assert!(show.stdout.contains("tests_passed: true  (asserted, not run)"), "{}", show.show());
+    let asserted =
+        "tests_passed: true  (asserted by engineer at 2025-11-21T17:00:00.000Z, not run)";
+    assert!(show.stdout.contains(asserted), "{}", show.show());
+    // The text lists the latest events, the JSON all of them.
+    for _ in 0..8 {
+        env.as_("engineer", &["check", T, "tests_passed=true"]).ok();
+    }
+    let show = env.circe(["show", T]).run();
+    assert!(
+        show.stdout.contains("events: 12\n  ... 2 earlier (circe log --all --task"),
+        "{}",
+        show.show()
+    );
+    assert!(show.stdout.contains("check UI-1 by engineer tests_passed=true"), "{}", show.show());
+    assert_eq!(
+        env.circe(["show", T, "--json"]).run().json()["events"].as_array().unwrap().len(),
+        12
+    );
     // Declared in circe.yaml: only its command records it.
     let cfg = env.circe(["config"]).run().stdout + "checks:\n  tests_passed: {run: \"true\"}\n";
     let file = env.path().join("new.yaml");
@@ -161,7 +178,8 @@ fn honest_checks() {
     let run = env.as_("engineer", &["check", "UI-2", "--run", "tests_passed", "--json"]);
     run.ok();
     assert_eq!(run.json()["command"], serde_json::json!(["sh", "-c", "true"]));
-    assert!(env.circe(["show", "UI-2"]).run().stdout.contains("tests_passed: true  (run)"));
+    let ran = "tests_passed: true  (run by engineer at 2025-11-21T17:00:00.000Z)";
+    assert!(env.circe(["show", "UI-2"]).run().stdout.contains(ran));
     // A coordinator may assert it, with a reason that is logged.
     in_progress(&env, "UI-3");
     env.as_("coordinator", &["check", "UI-3", "tests_passed=true"]).code(4);
