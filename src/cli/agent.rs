@@ -100,6 +100,9 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 if existing != a.role {
                     return Err(Error::conflict(format!(
                         "agent {name} exists with role {existing}"
+                    ))
+                    .hint(format!(
+                        "an agent keeps its role: add the new one under another name (`circe agent list` shows the names taken)"
                     )));
                 }
                 return Ok(Report::new(

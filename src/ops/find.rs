@@ -154,7 +154,9 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
         let Some(tx) = ticket_of(ws, &f.file, f.message.as_ref())? else {
             // No task's ticket: a plain message moves on its own.
             if !ws.engine.move_message(&inbox, &to, &f.file)? {
-                return Err(Error::conflict(format!("{} left your INBOX meanwhile", f.file)));
+                return Err(Error::conflict(format!("{} left your INBOX meanwhile", f.file)).hint(
+                    format!("another command moved it: `circe show {}` says where", f.file),
+                ));
             }
             let task = f.message.as_ref().and_then(|m| m.task_id.clone());
             let task = task.and_then(|t| TaskId::new(t).ok());
@@ -296,7 +298,8 @@ fn file_plain(
     m: Option<&Message>,
 ) -> Result<String> {
     let Some(used) = ws.engine.file_message(from, &Mailbox::Logs, file)? else {
-        return Err(Error::conflict(format!("{file} left {from} meanwhile")));
+        return Err(Error::conflict(format!("{file} left {from} meanwhile"))
+            .hint(format!("another command moved it: `circe show {file}` says where")));
     };
     let task = m.and_then(|m| m.task_id.clone()).and_then(|t| TaskId::new(t).ok());
     ws.engine.append_events(vec![moved_event(

@@ -104,7 +104,8 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
             return Err(Error::conflict(format!(
                 "task {task} is held by {o}; only its owner can hand it on"
             ))
-            .detail("owner", o.to_string()));
+            .detail("owner", o.to_string())
+            .hint(format!("ask {o}, or wait for the lease: `circe show {task}` says until when")));
         }
         (s, _) => {
             return Err(Error::refused(format!("task {task} exists and is {}", s.as_str()))

@@ -223,7 +223,8 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     }
     let dest = Mailbox::Inbox(to.clone());
     if !ws.engine.move_message(&from, &dest, &o.file)? {
-        return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox)));
+        return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox))
+            .hint("another command moved it: `circe orphans` lists what is still orphaned"));
     }
     // An open ask goes with its message: its new recipient may answer it.
     if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())

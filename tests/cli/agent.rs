@@ -36,7 +36,10 @@ fn add_again_is_idempotent_but_a_different_role_conflicts() {
     let again = env.circe(["agent", "add", "e2", "--role", "engineer", "--json"]).run();
     again.ok();
     assert_eq!(again.json()["created"], false);
-    env.circe(["agent", "add", "e2", "--role", "qa"]).run().code(4);
+    let other = env.circe(["agent", "add", "e2", "--role", "qa"]).run();
+    other.code(4);
+    // A conflict says what to do instead.
+    assert!(other.stderr.contains("hint: an agent keeps its role"), "{}", other.show());
     assert_unchanged(&before, &env.state());
 }
 

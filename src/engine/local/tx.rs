@@ -231,7 +231,8 @@ impl TaskTx for LocalTx<'_> {
                         return Err(Error::conflict(format!(
                             "task {} was taken by another process",
                             self.task
-                        )));
+                        ))
+                        .hint(format!("`circe show {}` says who holds it now", self.task)));
                     }
                     crash_point(&format!("{op}.renamed"));
                 }

@@ -305,7 +305,8 @@ impl Engine for MemoryEngine {
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         let mut g = self.lock();
         if g.boxes.get(to).is_some_and(|b| b.contains_key(file)) {
-            return Err(Error::conflict(format!("{to}/{file} exists already; not replacing it")));
+            return Err(Error::conflict(format!("{to}/{file} exists already; not replacing it"))
+                .hint(format!("nothing moved: `circe show {file}` shows both")));
         }
         let Some(body) = g.boxes.get_mut(from).and_then(|b| b.remove(file)) else {
             return Ok(false);

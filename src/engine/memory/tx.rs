@@ -61,7 +61,8 @@ impl TaskTx for MemTx<'_> {
                     return Err(Error::conflict(format!(
                         "task {} was taken by another process",
                         self.task
-                    )));
+                    ))
+                    .hint(format!("`circe show {}` says who holds it now", self.task)));
                 };
                 g.boxes.entry(to.clone()).or_default().insert(st.rec.message.clone(), body);
                 to

@@ -31,7 +31,8 @@ impl MemoryEngine {
         let mut g = self.lock();
         let now = g.asks.get(&rec.msg_id).map(|r| r.rev);
         if now != seen {
-            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id)));
+            return Err(Error::conflict(format!("ask {} changed meanwhile", rec.msg_id))
+                .hint("look again: `circe asks --all`"));
         }
         let stored = AskRecord { rev: seen.map_or(1, |r| r + 1), ..rec.clone() };
         g.asks.insert(rec.msg_id.clone(), stored.clone());

@@ -177,7 +177,8 @@ impl Engine for PgEngine {
         ) {
             Ok(n) => Ok(n == 1),
             Err(e) if e.kind == crate::error::Kind::Conflict => {
-                Err(Error::conflict(format!("{to}/{file} exists already; not replacing it")))
+                Err(Error::conflict(format!("{to}/{file} exists already; not replacing it"))
+                    .hint(format!("nothing moved: `circe show {file}` shows both")))
             }
             Err(e) => Err(e),
         }
@@ -199,7 +200,8 @@ impl Engine for PgEngine {
                 Err(e) => return Err(e),
             }
         }
-        Err(Error::conflict(format!("{to} holds 1000 copies named like {file}")))
+        Err(Error::conflict(format!("{to} holds 1000 copies named like {file}"))
+            .hint(format!("nothing moved: `circe show {file}` lists them")))
     }
 
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
