@@ -331,3 +331,17 @@ fn file_plain_named(
     )])?;
     Ok(Some(used))
 }
+
+/// Is message `id` in the archive? (A reply may still answer it.)
+pub fn in_archive(ws: &Workspace, id: &str) -> Result<bool> {
+    if !ws.engine.keeps_archive() {
+        return Ok(false);
+    }
+    let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
+    let mut hit = false;
+    ws.engine.archive_search(&q, &mut |_| {
+        hit = true;
+        Ok(false)
+    })?;
+    Ok(hit)
+}

@@ -12,18 +12,20 @@ use crate::message::Message;
 use crate::names::{MsgId, TaskId};
 use crate::workspace::Workspace;
 
-/// The task of message `id`: its ask's task, the task named after it (a TX `task` whose
-/// msg-id is its task id), or its `task_id` header, looking in `first` boxes before the rest.
-pub fn task_of(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<String>> {
+/// What message `id` (a reply's parent) is here: `None` when nothing here has that id (no
+/// ask, task or message; the archive is not searched), else the parent's task: its ask's
+/// task, the task named after it (a TX `task` whose msg-id is its task id), or its
+/// `task_id` header, looking in `first` boxes before the rest.
+pub fn parent(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Option<String>>> {
     if let Ok(mid) = MsgId::new(id)
         && let Some(ask) = ws.engine.ask(&mid)?
     {
-        return Ok(ask.task.map(|t| t.to_string()));
+        return Ok(Some(ask.task.map(|t| t.to_string())));
     }
     if let Ok(t) = TaskId::new(id)
         && ws.engine.peek(&t)?.is_some()
     {
-        return Ok(Some(t.to_string()));
+        return Ok(Some(Some(t.to_string())));
     }
     let mut boxes: Vec<Mailbox> = first.to_vec();
     boxes.extend(ws.engine.boxes()?.into_iter().filter(|b| !first.contains(b)));
@@ -34,7 +36,7 @@ pub fn task_of(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Str
             .filter_map(|f| f.message.as_ref())
             .find(|m| m.msg_id.as_deref() == Some(id))
         {
-            return Ok(m.task_id.clone());
+            return Ok(Some(m.task_id.clone()));
         }
     }
     Ok(None)

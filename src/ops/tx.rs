@@ -70,10 +70,22 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             Plan::CloseAsk(Box::new(rec))
         }
         _ => {
-            if msg.task_id.is_none()
-                && let Some(parent) = msg.in_reply_to.clone()
+            let intent = msg.intent.as_deref().unwrap_or_default();
+            let reply =
+                ws.registry.intents.values().any(|i| i.expects_reply.as_deref() == Some(intent));
+            if let Some(parent) = msg.in_reply_to.clone()
+                && (msg.task_id.is_none() || reply)
             {
-                msg.task_id = thread::task_of(ws, &parent, &mine)?;
+                let found = thread::parent(ws, &parent, &mine)?;
+                if found.is_none() && reply && !super::find::in_archive(ws, &parent)? {
+                    return Err(Error::not_found(format!(
+                        "this `{intent}` answers `{parent}`, and no message has that id"
+                    ))
+                    .hint("`circe questions` lists the open questions with their msg_ids"));
+                }
+                if msg.task_id.is_none() {
+                    msg.task_id = found.flatten();
+                }
             }
             match sem {
                 Semantics::OpensAsk => Plan::OpenAsk,

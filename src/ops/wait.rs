@@ -173,7 +173,7 @@ fn holds_now(
                     }
                 }
             }
-            if !asked && !archived_message(ws, id)? {
+            if !asked && !super::find::in_archive(ws, id)? {
                 return Err(Error::not_found(format!("no message `{id}`: nothing can answer it"))
                     .hint("wait for the full msg_id of a message that was sent (`circe show KEY` finds it)"));
             }
@@ -203,20 +203,6 @@ fn holds_now(
             Ok(None)
         }
     }
-}
-
-/// Is message `id` in the archive? (A reply may still answer it.)
-fn archived_message(ws: &Workspace, id: &str) -> Result<bool> {
-    if !ws.engine.keeps_archive() {
-        return Ok(false);
-    }
-    let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
-    let mut hit = false;
-    ws.engine.archive_search(&q, &mut |_| {
-        hit = true;
-        Ok(false)
-    })?;
-    Ok(hit)
 }
 
 /// Does event `e` meet the condition?

@@ -325,6 +325,30 @@ fn threads_and_open_questions() {
     assert_eq!(open["questions"][0]["direction"], "to_me");
     let inbox = env.as_("coordinator", &["inbox"]);
     assert!(inbox.stdout.contains(&qid) && inbox.stdout.contains("which DB?"), "{}", inbox.show());
+    // An answer to an id no message has is refused (a mistyped id would answer nothing).
+    let typo = format!("{}{}", &qid[..qid.len() - 1], if qid.ends_with('z') { "y" } else { "z" });
+    let before = env.state();
+    let bad = env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "engineer",
+            "--intent",
+            "answer",
+            "--in-reply-to",
+            &typo,
+            "--summary",
+            "x",
+        ],
+    );
+    bad.code(5);
+    assert!(
+        bad.stderr.contains("no message has that id") && bad.stderr.contains("circe questions"),
+        "{}",
+        bad.show()
+    );
+    crate::common::assert_unchanged(&before, &env.state());
     let a = env.as_(
         "coordinator",
         &[
