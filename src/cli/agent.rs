@@ -101,9 +101,9 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                     return Err(Error::conflict(format!(
                         "agent {name} exists with role {existing}"
                     ))
-                    .hint(format!(
-                        "an agent keeps its role: add the new one under another name (`circe agent list` shows the names taken)"
-                    )));
+                    .hint(
+                        "an agent keeps its role: add the new one under another name (`circe agent list` shows the names taken)",
+                    ));
                 }
                 return Ok(Report::new(
                     format!("agent {name} exists already ({existing})"),

@@ -228,11 +228,9 @@ impl TaskTx for LocalTx<'_> {
                 if from != to {
                     crash_point(&format!("{op}.before_rename"));
                     if !store.move_message(&from, &to, &st.rec.message)? {
-                        return Err(Error::conflict(format!(
-                            "task {} was taken by another process",
-                            self.task
-                        ))
-                        .hint(format!("`circe show {}` says who holds it now", self.task)));
+                        let t = &self.task;
+                        return Err(Error::conflict(format!("task {t} was taken meanwhile"))
+                            .hint(format!("`circe show {t}` says who holds it now")));
                     }
                     crash_point(&format!("{op}.renamed"));
                 }

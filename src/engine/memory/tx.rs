@@ -58,11 +58,9 @@ impl TaskTx for MemTx<'_> {
                 })?;
                 let body = g.boxes.get_mut(&from).and_then(|b| b.remove(&st.rec.message));
                 let Some(body) = body else {
-                    return Err(Error::conflict(format!(
-                        "task {} was taken by another process",
-                        self.task
-                    ))
-                    .hint(format!("`circe show {}` says who holds it now", self.task)));
+                    let t = &self.task;
+                    return Err(Error::conflict(format!("task {t} was taken meanwhile"))
+                        .hint(format!("`circe show {t}` says who holds it now")));
                 };
                 g.boxes.entry(to.clone()).or_default().insert(st.rec.message.clone(), body);
                 to
