@@ -239,6 +239,11 @@ pub trait Engine {
     /// most the lock wait, then a conflict); else `None` when another holds it now.
     fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<Held<'_>>>;
 
+    /// Hold the sending of message id `id` until the guard drops, so that two sends naming
+    /// one id, by any senders, go one after the other and the later finds the earlier's
+    /// delivery. Waits at most the lock wait (then a conflict). Ids may share a hold.
+    fn hold_msg_id(&self, id: &str) -> Result<Held<'_>>;
+
     /// Make `message` (a whole prompt message) `agent`'s current prompt.
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
 

@@ -130,6 +130,14 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         super::tx::after_retry(ws, me, msg, &plan, &to)?;
         Ok(d)
     };
+    // One send of an id at a time, whoever sends it: taken before the sender's hold (every
+    // send takes them in this order). (TEST BUILDS ONLY: `msgid-unheld` skips it too.)
+    let _id_hold = match &own_id {
+        Some(id) if !crate::engine::local::test_break("msgid-unheld") => {
+            Some(ws.engine.hold_msg_id(id)?)
+        }
+        _ => None,
+    };
     if unheld && let Some(d) = look(&msg)? {
         return answered(d, &msg);
     }

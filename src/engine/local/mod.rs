@@ -319,6 +319,10 @@ impl Engine for LocalEngine {
         Ok(self.store.lock_answer(id, wait)?.map(|l| Box::new(l) as super::Held<'_>))
     }
 
+    fn hold_msg_id(&self, id: &str) -> Result<super::Held<'_>> {
+        Ok(Box::new(self.store.lock_msg_id(id)?))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.store.write_prompt(agent, message)
     }

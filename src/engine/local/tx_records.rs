@@ -90,6 +90,14 @@ impl Store {
         }
     }
 
+    /// The lock a send naming message id `id` holds (`locks/msgid-NN.lock`: one of 64, by
+    /// a hash of the id, so lock files do not pile up; ids that share one wait in turn).
+    pub fn lock_msg_id(&self, id: &str) -> Result<super::lock::Lock> {
+        let n = id.bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b))) % 64;
+        let path = self.root.join("locks").join(format!("msgid-{n:02}.lock"));
+        super::lock::Lock::acquire(&path, &format!("the sending of message id {id}"))
+    }
+
     fn agent_dir(&self, agent: &AgentName) -> PathBuf {
         self.root.join("AGENTS").join(agent.as_str())
     }

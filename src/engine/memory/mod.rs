@@ -38,8 +38,9 @@ struct Inner {
     held: HashSet<(String, CursorName)>,
     archive: archive::Archived,
     asks: BTreeMap<MsgId, AskRecord>,
-    /// Asks whose answer is under way (`Engine::hold_ask`).
-    answering: HashSet<MsgId>,
+    /// What is held until a guard drops: `ask/<id>` for an answer under way
+    /// (`Engine::hold_ask`), `send/<id>` for a send of a message id (`Engine::hold_msg_id`).
+    answering: HashSet<String>,
     prompts: BTreeMap<AgentName, Vec<u8>>,
     retired: BTreeMap<AgentName, String>,
     dead: BTreeMap<CursorName, Vec<Event>>,
@@ -284,6 +285,10 @@ impl Engine for MemoryEngine {
 
     fn hold_ask(&self, id: &MsgId, wait: bool) -> Result<Option<super::Held<'_>>> {
         self.hold_answer(id, wait)
+    }
+
+    fn hold_msg_id(&self, id: &str) -> Result<super::Held<'_>> {
+        self.hold_sending(id)
     }
 
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {

@@ -10,18 +10,18 @@ use crate::error::{Error, Result};
 use crate::names::{AgentName, MsgId};
 use crate::tx::AskRecord;
 
-/// How long `hold_ask` waits for another answer under way.
+/// How long `hold_ask` and `hold_msg_id` wait for another holder.
 const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
-/// An answer under way: released when dropped.
+/// An answer (or a send) under way: released when dropped.
 struct Answering {
     shared: Arc<Shared>,
-    id: MsgId,
+    key: String,
 }
 
 impl Drop for Answering {
     fn drop(&mut self) {
-        lock(&self.shared).answering.remove(&self.id);
+        lock(&self.shared).answering.remove(&self.key);
         self.shared.freed.notify_all();
     }
 }
@@ -41,15 +41,34 @@ impl MemoryEngine {
 
     /// `Engine::hold_ask`: waits at most `ANSWER_WAIT` for another answer, then a conflict.
     pub(super) fn hold_answer(&self, id: &MsgId, wait: bool) -> Result<Option<Held<'_>>> {
+        self.hold_key(format!("ask/{id}"), wait, || {
+            Error::conflict(format!("an answer to ask {id} has been under way for over 10s"))
+                .hint("retry once the other answer is done")
+        })
+    }
+
+    /// `Engine::hold_msg_id`: one send of message id `id` at a time.
+    pub(super) fn hold_sending(&self, id: &str) -> Result<Held<'_>> {
+        let held = self.hold_key(format!("send/{id}"), true, || {
+            Error::conflict(format!("a send of message id {id} has been under way for over 10s"))
+                .hint("retry once the other send is done")
+        })?;
+        held.ok_or_else(|| Error::internal("a held send came back empty"))
+    }
+
+    /// Hold `key` until the guard drops; `wait`: for at most 10 s, then `late`'s error.
+    fn hold_key(
+        &self,
+        key: String,
+        wait: bool,
+        late: impl Fn() -> Error,
+    ) -> Result<Option<Held<'_>>> {
         let until = Instant::now() + ANSWER_WAIT;
         let mut g = self.lock();
-        while wait && g.answering.contains(id) {
+        while wait && g.answering.contains(&key) {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                return Err(Error::conflict(format!(
-                    "an answer to ask {id} has been under way for over 10s"
-                ))
-                .hint("retry once the other answer is done"));
+                return Err(late());
             }
             g = self
                 .shared
@@ -58,10 +77,10 @@ impl MemoryEngine {
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .0;
         }
-        if !g.answering.insert(id.clone()) {
+        if !g.answering.insert(key.clone()) {
             return Ok(None);
         }
-        Ok(Some(Box::new(Answering { shared: Arc::clone(&self.shared), id: id.clone() })))
+        Ok(Some(Box::new(Answering { shared: Arc::clone(&self.shared), key })))
     }
 
     pub(super) fn store_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {

@@ -119,6 +119,10 @@ impl Engine for PgEngine {
         self.lock_ask(id, wait)
     }
 
+    fn hold_msg_id(&self, id: &str) -> Result<crate::engine::Held<'_>> {
+        self.lock_msg_id(id)
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.write_prompt(agent, message)
     }

@@ -30,39 +30,57 @@ fn parse_ask(json: &str) -> Result<AskRecord> {
     Ok(rec)
 }
 
-/// An answer under way: an advisory lock on `ask/<id>` held by the connection, released
-/// when dropped (or when the connection ends).
-struct AskLock<'a> {
+/// An answer (`ask/<id>`) or a send of a message id (`send/<id>`) under way: an advisory
+/// lock held by the connection, released when dropped (or when the connection ends).
+struct KeyLock<'a> {
     eng: &'a PgEngine,
     key: String,
 }
 
-impl Drop for AskLock<'_> {
+impl Drop for KeyLock<'_> {
     fn drop(&mut self) {
-        let _ = self.eng.session_unlock("letting go of an ask", &self.key);
+        let _ = self.eng.session_unlock("letting go of a lock", &self.key);
     }
 }
 
 impl PgEngine {
     /// `Engine::hold_ask`: the advisory lock, polled for at most 10 s when waiting.
     pub(super) fn lock_ask(&self, id: &MsgId, wait: bool) -> Result<Option<Held<'_>>> {
-        let key = format!("ask/{id}");
+        self.lock_key(format!("ask/{id}"), &format!("holding ask {id}"), wait, || {
+            Error::conflict(format!("an answer to ask {id} has been under way for over 10s"))
+                .hint("a circe process may be stopped while answering; resume or kill it and retry")
+        })
+    }
+
+    /// `Engine::hold_msg_id`: one send of message id `id` at a time.
+    pub(super) fn lock_msg_id(&self, id: &str) -> Result<Held<'_>> {
+        let what = format!("holding message id {id}");
+        let held = self.lock_key(format!("send/{id}"), &what, true, || {
+            Error::conflict(format!("a send of message id {id} has been under way for over 10s"))
+                .hint("a circe process may be stopped while sending; resume or kill it and retry")
+        })?;
+        held.ok_or_else(|| Error::internal("a held send came back empty"))
+    }
+
+    /// The session lock `key`, polled for at most 10 s when waiting (then `late`'s error).
+    fn lock_key(
+        &self,
+        key: String,
+        what: &str,
+        wait: bool,
+        late: impl Fn() -> Error,
+    ) -> Result<Option<Held<'_>>> {
         let start = std::time::Instant::now();
         let mut pause = std::time::Duration::from_millis(1);
         loop {
-            if self.try_session_lock(&format!("holding ask {id}"), &key)? {
-                return Ok(Some(Box::new(AskLock { eng: self, key })));
+            if self.try_session_lock(what, &key)? {
+                return Ok(Some(Box::new(KeyLock { eng: self, key })));
             }
             if !wait {
                 return Ok(None);
             }
             if start.elapsed() > std::time::Duration::from_secs(10) {
-                return Err(Error::conflict(format!(
-                    "an answer to ask {id} has been under way for over 10s"
-                ))
-                .hint(
-                    "a circe process may be stopped while answering; resume or kill it and retry",
-                ));
+                return Err(late());
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(20));
