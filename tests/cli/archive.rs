@@ -185,3 +185,39 @@ fn restore_refuses_members_with_unsafe_paths() {
     assert!(o.stderr.contains("unsafe path"), "{}", o.show());
     assert!(!to.exists() && !env.path().join("escaped").exists(), "nothing may be written");
 }
+
+/// Event ids go on increasing across archive runs: a run that moves a segment newer than
+/// the one LOGS keeps (for a task that stays) does not let the next event take an archived
+/// id, so a consumer's cursor sees what comes next.
+#[test]
+fn event_ids_are_never_given_again_after_the_archive_takes_a_newer_segment() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.open_task("P-1");
+    env.open_task("A-1");
+    env.as_("engineer", &["claim", "A-1"]).ok();
+    env.as_("engineer", &["status", "A-1", "in_progress"]).ok();
+    env.as_("engineer", &["status", "A-1", "failed"]).ok();
+    env.circe(["archive"]).now("2031-01-01T00:00:00Z").run().ok();
+    let ids = |o: &crate::common::Out| -> Vec<u64> {
+        o.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_u64().unwrap())
+            .collect()
+    };
+    let first =
+        env.circe(["watch", "--all", "--cursor", "mon", "--from-start", "--once", "--json"]).run();
+    first.ok();
+    let seen = *ids(&first).iter().max().expect("events before the second run");
+    env.circe(["archive"]).now("2031-03-01T00:00:00Z").run().ok();
+    env.as_("coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "x"]).ok();
+    let next = env.circe(["watch", "--all", "--cursor", "mon", "--once", "--json"]).run();
+    next.ok();
+    let got = ids(&next);
+    assert!(
+        !got.is_empty() && got.iter().all(|&i| i > seen),
+        "after #{seen}: {got:?}\n{}",
+        next.show()
+    );
+    env.circe(["doctor"]).now("2031-03-01T00:00:00Z").run().ok();
+}
