@@ -1,8 +1,9 @@
 //! `Workspace`: an opened root (its engine) with its configuration, registry and agents:
 //! what every operation works with.
 
-use std::cell::{Cell, OnceCell, RefCell};
+use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::rc::Rc;
 
 use crate::address::{self, Address};
 use crate::config::Config;
@@ -18,7 +19,7 @@ pub struct Workspace {
     pub registry: Registry,
     /// agent name -> role, loaded on first use of `agents()` (most commands need one or two
     /// agents' roles, which `role_of` asks the engine for one at a time).
-    agents: OnceCell<BTreeMap<AgentName, String>>,
+    agents: RefCell<Option<Rc<BTreeMap<AgentName, String>>>>,
     roles: RefCell<HashMap<AgentName, Option<String>>>,
     /// Retired agents (`circe agent retire`), loaded on first use.
     retired: RefCell<Option<BTreeSet<AgentName>>>,
@@ -45,7 +46,7 @@ impl Workspace {
             engine,
             config,
             registry,
-            agents: OnceCell::new(),
+            agents: RefCell::new(None),
             roles: RefCell::default(),
             retired: RefCell::new(None),
             pinned: Cell::new(None),
@@ -68,14 +69,26 @@ impl Workspace {
         self.pinned.set(Some(t));
     }
 
-    /// Every agent and its role, sorted by name.
-    pub fn agents(&self) -> &BTreeMap<AgentName, String> {
-        self.agents.get_or_init(|| self.engine.agents().unwrap_or_default().into_iter().collect())
+    /// Every agent and its role, sorted by name (read once, until `agents_changed`).
+    pub fn agents(&self) -> Rc<BTreeMap<AgentName, String>> {
+        if let Some(all) = self.agents.borrow().as_ref() {
+            return Rc::clone(all);
+        }
+        let all: Rc<BTreeMap<AgentName, String>> =
+            Rc::new(self.engine.agents().unwrap_or_default().into_iter().collect());
+        *self.agents.borrow_mut() = Some(Rc::clone(&all));
+        all
+    }
+
+    /// This command added agents: what was read of the agents is read again when asked.
+    pub fn agents_changed(&self) {
+        *self.agents.borrow_mut() = None;
+        self.roles.borrow_mut().clear();
     }
 
     /// The role of `agent`, or `None` when there is no such agent.
     pub fn role_of(&self, agent: &AgentName) -> Option<String> {
-        if let Some(all) = self.agents.get() {
+        if let Some(all) = self.agents.borrow().as_ref() {
             return all.get(agent).cloned();
         }
         if let Some(known) = self.roles.borrow().get(agent) {
@@ -102,14 +115,16 @@ impl Workspace {
         let name = name.ok_or_else(|| {
             Error::usage("no acting agent").hint("pass --agent NAME or set CIRCE_AGENT")
         })?;
-        let known = || self.agents().keys().map(AgentName::as_str);
-        let checked =
-            AgentName::new(name).map_err(|e| match crate::suggest::closest(name, known()) {
+        let checked = AgentName::new(name).map_err(|e| {
+            let all = self.agents();
+            match crate::suggest::closest(name, all.keys().map(AgentName::as_str)) {
                 Some(c) => e.hint(format!("did you mean `{c}`?")),
                 None => e,
-            })?;
+            }
+        })?;
         let role = self.role_of(&checked).ok_or_else(|| {
-            crate::suggest::not_found("agent", name, known())
+            let all = self.agents();
+            crate::suggest::not_found("agent", name, all.keys().map(AgentName::as_str))
                 .map_message(|m| format!("{m} in this root"))
                 .hint_more(format!(
                     "this root is {}: `circe agent list` shows its agents; if your team's root is \

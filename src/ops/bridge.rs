@@ -192,6 +192,8 @@ fn add_agents(
             report.agents_added.push((n, role));
         }
     }
+    // What was read of the agents before (that a name is no agent) no longer holds.
+    ws.agents_changed();
     report.meshes = meshes.into_iter().collect();
     Ok(())
 }

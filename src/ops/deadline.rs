@@ -29,7 +29,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         out.asks.push(a.msg_id.to_string());
     }
     let now = ws.now();
-    for (agent, _) in ws.agents().clone() {
+    for agent in ws.agents().keys().cloned().collect::<Vec<_>>() {
         let inbox = Mailbox::Inbox(agent.clone());
         for name in ws.engine.list_box(&inbox)? {
             let Ok(m) = super::read(ws, &inbox, &name) else { continue };

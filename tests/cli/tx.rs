@@ -235,6 +235,27 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     assert_unchanged(&before, &env.state());
 }
 
+/// An import whose only file is an open ask (or a prompt) to an agent the import itself
+/// adds: the ask lands in that agent's INBOX, open, and the prompt becomes its prompt (what
+/// was read of the agents before they were added is read again).
+#[test]
+fn an_open_ask_to_an_agent_the_import_adds_lands_in_its_inbox() {
+    let env = Env::new();
+    let src = env.path().join("tx-ask");
+    let ask = "---\ntype: ask\nstatus: start\nmsg-id: past1\nheadline: past\n---\n\nq\n";
+    write_folder(&src, &[("0101235959-ask-core--brain-past1.md", ask)]);
+    let o = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    o.ok();
+    assert_eq!(o.json()["open_asks"], 1, "{}", o.show());
+    assert_eq!(env.ls("AGENTS/brain/INBOX").len(), 1, "{}", o.show());
+    assert_eq!(asks(&env).len(), 1);
+    let src = env.path().join("tx-prompt");
+    let prompt = "---\ntype: prompt\nfrom: system\nmsg-id: p-1\n---\n\nYou are the scout.\n";
+    write_folder(&src, &[("0101235959-prompt-system--scout-p-1.md", prompt)]);
+    env.circe(["import", "tx", src.to_str().unwrap()]).run().ok();
+    assert!(env.read("AGENTS/scout/prompt.md").contains("You are the scout."));
+}
+
 /// What circe itself writes exports in TX's naming, as front matter TX reads.
 #[test]
 fn circe_messages_export_in_tx_naming() {
