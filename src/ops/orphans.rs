@@ -151,7 +151,9 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
     });
     ws.engine.board(&mut |r| {
         let waiting = matches!(r.status, Status::New | Status::Parked);
-        if waiting && retired.iter().any(|a| a.as_str() == r.to) {
+        // Addressed to a retired agent: by name, or as `agent:NAME`.
+        let agent = crate::address::Address::parse(&r.to).agent(|n| ws.registry.is_role(n));
+        if waiting && retired.iter().any(|a| Some(a.as_str()) == agent) {
             out.tasks.push(OrphanTask {
                 task: TaskId::new(r.task.as_ref())?,
                 status: r.status,
@@ -262,6 +264,8 @@ fn readdress(
             .hint("`circe registry` shows who may receive each intent"));
     }
     let reason = format!("{} retired", st.rec.to);
+    // `agent:B`: a bare B would be the role when a role has that name.
+    let address = format!("{}{to}", crate::address::AGENT);
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &[Actor::Coordinator],
@@ -270,7 +274,7 @@ fn readdress(
         note: Some(&reason),
         forced: false,
         handoff: None,
-        readdress: Some(to.as_str()),
+        readdress: Some(address.as_str()),
     };
     let change = effects::apply(Move::Readdress, &st, &ctx)?;
     tx.commit(change)?;

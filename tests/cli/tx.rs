@@ -355,6 +355,23 @@ fn a_retired_agent_leaves_orphans() {
     assert_eq!(list["messages"].as_array().unwrap().len(), 1);
 }
 
+/// A waiting task addressed to a retired agent as `agent:NAME` is an orphan too, and a
+/// task readdressed to an agent whose name is also a role's goes to that agent alone.
+#[test]
+fn a_task_for_agent_name_is_an_orphan_and_goes_to_the_agent_named() {
+    let env = tx_root();
+    let args = ["send", "--to", "agent:brain", "--intent", "implement_feature", "--task", "B-1"];
+    env.as_("core", &[&args[..], &["--summary", "x"]].concat()).ok();
+    env.as_("core", &["agent", "retire", "brain"]).ok();
+    let list = env.circe(["orphans", "--json"]).run().json();
+    assert_eq!(list["tasks"][0]["task_id"], "B-1", "{list}");
+    env.as_("core", &["orphans", "redeliver", "B-1", "--to", "engineer"]).ok();
+    assert_eq!(env.record("B-1").to, "agent:engineer");
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.as_("engineer-2", &["claim", "B-1"]).code(3);
+    env.as_("engineer", &["claim", "B-1"]).ok();
+}
+
 /// Routing rules are checked when a root opens: an unknown agent or status is refused (exit
 /// 3, naming it) by every command but the setup ones; `validate --config` reports a loop
 /// with no terminal state.
