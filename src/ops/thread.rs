@@ -59,16 +59,10 @@ pub struct Node {
     pub replies: Vec<Node>,
 }
 
-/// A headline, else the first line of the body that says something.
+/// What `inbox --oneline` shows of it (`seq::summary`: the headline, else the first line
+/// of its `## Summary` section, else its first line that is not a heading), clipped.
 fn summary(m: &Message) -> String {
-    let line = m.headline.clone().unwrap_or_else(|| {
-        m.body
-            .lines()
-            .map(|l| l.trim().trim_start_matches('#').trim())
-            .find(|l| !l.is_empty())
-            .unwrap_or("")
-            .to_string()
-    });
+    let line = super::seq::summary(m);
     let mut s: String = line.chars().take(80).collect();
     if line.chars().count() > 80 {
         s.push('…');

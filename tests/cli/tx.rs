@@ -302,6 +302,16 @@ fn a_thread_is_a_tree() {
     assert!(lines[2].starts_with("   └─ thanks-1  core -> brain  update"), "{}", o.stdout);
     assert!(lines[0].ends_with("What is the primary programming language?"), "{}", o.stdout);
     env.circe(["thread", "nope"]).run().code(5);
+    // A message sent with --summary is shown by its summary, not its `## Summary` heading.
+    let args = ["send", "--to", "brain", "--intent", "update", "--in-reply-to", "thanks-1"];
+    env.as_("core", &[&args[..], &["--summary", "all hands"]].concat()).ok();
+    let o = env.circe(["thread", "thanks-1", "--json"]).run();
+    assert_eq!(
+        o.json()["replies"][0]["replies"][0]["replies"][0]["summary"],
+        "all hands",
+        "{}",
+        o.show()
+    );
 }
 
 /// Deadlines: past it a task is not claimed; `reap` expires it and tells the coordinators;
