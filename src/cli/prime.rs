@@ -41,11 +41,23 @@ pub struct PrimeJson {
     pub held: Vec<Held>,
     pub claimable: Option<Claimable>,
     pub open_questions: usize,
+    /// The prompt this agent works from (the last TX `prompt` it was sent); null when none.
+    pub prompt: Option<PrimePrompt>,
     /// The default lease (circe.yaml `lease`).
     pub lease: String,
     /// The work loop, one command per step.
     pub steps: Vec<String>,
     pub exit_codes: BTreeMap<String, String>,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PrimePrompt {
+    pub msg_id: Option<String>,
+    /// Who set it (`system`, or a coordinator).
+    pub from: Option<String>,
+    pub set_at: Option<String>,
+    pub text: String,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -149,6 +161,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             held: Vec::new(),
             claimable: None,
             open_questions: 0,
+            prompt: None,
             lease: ws.config.lease.clone(),
             steps: Vec::new(),
             exit_codes,
@@ -192,8 +205,25 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         Err(e) => return Err(e),
     };
     let steps = steps(&me, &ws, &role);
+    let prompt = crate::ops::current_prompt(&ws, &me)?.map(|p| PrimePrompt {
+        msg_id: p.msg_id,
+        from: p.from,
+        set_at: p.set_at,
+        text: p.text,
+    });
 
     let mut h = format!("You are {me} (role {role}) in the circe root {root}.\n\n");
+    if let Some(p) = &prompt {
+        h.push_str(&format!(
+            "Your prompt (from {}, {}):\n",
+            p.from.as_deref().unwrap_or("-"),
+            p.set_at.as_deref().unwrap_or("-")
+        ));
+        for l in p.text.trim().lines() {
+            h.push_str(&format!("  {l}\n"));
+        }
+        h.push('\n');
+    }
     let (tasks, talk): (Vec<&MaySend>, Vec<&MaySend>) = may_send.iter().partition(|m| m.opens_task);
     h.push_str("You may open tasks: ");
     h.push_str(&list(&tasks));
@@ -245,6 +275,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         held,
         claimable: Some(claim),
         open_questions,
+        prompt,
         lease: ws.config.lease.clone(),
         steps,
         exit_codes,

@@ -254,6 +254,16 @@ fn an_open_ask_to_an_agent_the_import_adds_lands_in_its_inbox() {
     write_folder(&src, &[("0101235959-prompt-system--scout-p-1.md", prompt)]);
     env.circe(["import", "tx", src.to_str().unwrap()]).run().ok();
     assert!(env.read("AGENTS/scout/prompt.md").contains("You are the scout."));
+    // prime shows it.
+    let p = env.as_("scout", &["prime"]);
+    assert!(
+        p.stdout.contains("Your prompt (from system") && p.stdout.contains("  You are the scout."),
+        "{}",
+        p.show()
+    );
+    let p = env.as_("scout", &["prime", "--json"]).json();
+    assert_eq!(p["prompt"]["text"].as_str().map(str::trim), Some("You are the scout."), "{p}");
+    assert!(env.as_("qa", &["prime", "--json"]).json()["prompt"].is_null());
 }
 
 /// What circe itself writes exports in TX's naming, as front matter TX reads.
