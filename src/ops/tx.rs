@@ -64,6 +64,23 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         }
         Semantics::ClosesAsk => {
             let rec = asks::answered_by(ws, me, msg.in_reply_to.as_deref(), msg.msg_id.as_deref())?;
+            // The answer goes to the one who asked and waits (a response elsewhere would
+            // close the ask while the asker never sees it).
+            let asker = rec.from.as_str();
+            let to = msg.to.get_or_insert_with(|| asker.to_string());
+            // `agent:ASKER`, or the bare name (which reaches the asker even where a role has
+            // that name, as `init`'s agents do).
+            let named = match crate::address::Address::parse(to) {
+                crate::address::Address::Agent(a) | crate::address::Address::Bare(a) => Some(a),
+                _ => None,
+            };
+            if named != Some(asker) {
+                return Err(Error::refused(format!(
+                    "an ask-response goes to the asker: ask {} was asked by {asker}, and this one is addressed to {to}",
+                    rec.msg_id
+                ))
+                .hint(format!("address it to agent:{asker} (or leave `to` out: it goes to the asker)")));
+            }
             if msg.task_id.is_none() {
                 msg.task_id = rec.task.as_ref().map(ToString::to_string);
             }

@@ -108,6 +108,11 @@ fn tx_refusals_say_why_and_write_nothing() {
             "---\nto: core\ntype: ask-response\nin-reply-to: ask-001\n---\nx\n",
             "not to interviewer",
         ),
+        (
+            "brain",
+            "---\nto: interviewer\ntype: ask-response\nin-reply-to: ask-001\n---\nx\n",
+            "goes to the asker",
+        ),
         ("core", "---\nto: brain\ntype: task\nmsg-id: review.v2\n---\nx\n", "not one"),
         ("core", "---\nto: other-mesh/brain\ntype: update\n---\nx\n", "names mesh `other-mesh`"),
         (
