@@ -105,7 +105,13 @@ pub fn render(
         Some(n) => format!("**{}** ({n})", rec.status.as_str()),
         None => format!("**{}**", rec.status.as_str()),
     };
-    s.push_str(&format!("- outcome: {outcome}, by {}\n", rec.owner.as_deref().unwrap_or("-")));
+    // An expired task was nobody's doing: its deadline passed.
+    let by = match (rec.owner.as_deref(), rec.status) {
+        (Some(o), _) => format!(", by {o}"),
+        (None, crate::task::Status::Expired) => ", its deadline passed".to_string(),
+        (None, _) => String::new(),
+    };
+    s.push_str(&format!("- outcome: {outcome}{by}\n"));
     s.push_str(&format!(
         "- intent: {}, addressed to {}, priority {}\n",
         rec.intent, rec.to, rec.priority
@@ -152,6 +158,17 @@ pub fn render(
                 e.to.map_or(e.event.as_str(), crate::task::Status::as_str),
                 who_when(e),
                 e.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+            ),
+            EventKind::Lapse => format!(
+                "expired: its deadline passed (noticed by {}){}",
+                who_when(e),
+                e.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+            ),
+            EventKind::Readdress => format!(
+                "readdressed by {} to {}{}",
+                who_when(e),
+                e.addressed_to.as_deref().unwrap_or("?"),
+                e.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
             ),
             EventKind::Repair => {
                 format!("repaired by circe at {}: {}", e.ts, e.what.as_deref().unwrap_or(""))
@@ -268,6 +285,33 @@ mod tests {
             "- claimed: 1d 17h",
             "- new: 7h 0m",
             "(implement_feature): Implement JWT auth",
+        ] {
+            assert!(md.contains(want), "missing {want:?} in:\n{md}");
+        }
+    }
+
+    /// A task that expired tells it: the lapse and the readdress are in its story, and its
+    /// outcome says no one ended it.
+    #[test]
+    fn the_story_of_an_expired_task() {
+        let rec = StatusRecord::parse(
+            "T1",
+            "task_id: T1\nstatus: expired\nupdated_at: 2026-01-03T00:00:00Z\ncreated_at: 2026-01-01T00:00:00Z\nintent: test\npriority: normal\nto: agent:qa\nopened_by: coordinator\nepoch: 0\nattempts: 0\nmessage: m.md\n",
+        )
+        .unwrap();
+        let mut readdress = ev(EventKind::Readdress, "coordinator", "2026-01-02T00:00:00Z", None);
+        readdress.addressed_to = Some("agent:qa".into());
+        readdress.reason = Some("engineer-9 retired".into());
+        let events = vec![
+            ev(EventKind::Open, "coordinator", "2026-01-01T00:00:00Z", Some(Status::New)),
+            readdress,
+            ev(EventKind::Lapse, "circe", "2026-01-03T00:00:00Z", Some(Status::Expired)),
+        ];
+        let md = render(&rec, &Checks::new(), &events, &[], "2026-02-01T00:00:00Z");
+        for want in [
+            "outcome: **expired**, its deadline passed\n",
+            "readdressed by coordinator at 2026-01-02T00:00:00Z to agent:qa (engineer-9 retired)",
+            "expired: its deadline passed (noticed by circe at 2026-01-03T00:00:00Z)",
         ] {
             assert!(md.contains(want), "missing {want:?} in:\n{md}");
         }
