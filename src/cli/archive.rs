@@ -210,9 +210,9 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     let task = super::task_id(&r.task)?;
     let Some(b) = ws.engine.archived_bundle(&task)? else {
         return Err(Error::not_found(format!("task {task} is not in the archive"))
-            .hint("`circe archive search` finds archived work"));
+            .hint("`circe archive search TEXT` (or `--date YYYY-MM`) finds archived work"));
     };
-    let written = crate::engine::local::write_restored(&r.to, &b.files)?;
+    let written = crate::engine::local::write_restored(&r.to, &b.files, b.manifest.as_ref())?;
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
     let bundle = b.tombstone.bundle();
     Ok(Report::new(human, ArchiveRestoreJson { task_id: task.to_string(), written, bundle }))

@@ -150,8 +150,62 @@ fn search_and_restore_byte_for_byte() {
     env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run().ok();
     assert_eq!(std::fs::read(to.join("LOGS").join(&ticket)).unwrap(), original);
     assert_eq!(std::fs::read_to_string(to.join("TASKS/T1.status")).unwrap(), status);
-    // Never over an existing file.
+    // Never over an existing file, and nothing written when one is there: a folder holding
+    // only the task's message gets no record either.
     env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run().code(4);
+    let part = env.path().join("partly");
+    std::fs::create_dir_all(part.join("LOGS")).unwrap();
+    std::fs::write(part.join("LOGS").join(&ticket), b"mine").unwrap();
+    let o = env.circe(["archive", "restore", "T1", "--to", part.to_str().unwrap()]).run();
+    o.code(4);
+    assert!(o.stderr.contains("nothing was written"), "{}", o.show());
+    assert!(!part.join("TASKS").exists(), "no record written beside the refusal");
+}
+
+/// A member whose bytes differ from its manifest (same size, one word changed) is refused
+/// by restore, and nothing is written.
+#[test]
+fn restore_checks_each_file_against_its_manifest() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let dir = env.root().join("ARCHIVE/2025-11");
+    let seg = segment(&env);
+    let work = tempfile::tempdir().unwrap();
+    let tar = |args: &[&str]| {
+        let st = std::process::Command::new("tar").current_dir(work.path()).args(args).status();
+        assert!(st.unwrap().success(), "tar {args:?}");
+    };
+    let seg_path = dir.join(&seg);
+    // The members in their order, to write them back the same way (files only).
+    let list = std::process::Command::new("tar").args(["--zstd", "-tf"]).arg(&seg_path).output();
+    std::fs::write(work.path().join("members"), list.unwrap().stdout).unwrap();
+    tar(&["--zstd", "-xf", seg_path.to_str().unwrap()]);
+    let stem = seg.trim_end_matches(".tar.zst");
+    let status = walk(&work.path().join(stem)).into_iter().find(|p| p.ends_with("TASKS/T1.status"));
+    let status = status.expect("the archived record");
+    let text = std::fs::read_to_string(&status).unwrap();
+    std::fs::write(&status, text.replace("completed", "cOmpleted")).unwrap();
+    tar(&["--zstd", "-cf", seg_path.to_str().unwrap(), "--no-recursion", "-T", "members"]);
+    let to = env.path().join("out");
+    let o = env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("does not match its manifest"), "{}", o.show());
+    assert!(!to.exists(), "nothing may be written");
+}
+
+/// Every file under `dir`.
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }
 
 #[test]

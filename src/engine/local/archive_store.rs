@@ -307,16 +307,38 @@ pub(super) fn parse_events(bytes: &[u8]) -> Result<Vec<Event>> {
 }
 
 /// Write the files of a restored bundle under `dir` (`circe archive restore --to DIR`), byte
-/// for byte. Every path is checked first (relative, plain names only); existing files are
-/// never replaced. Returns the paths written.
-pub fn write_restored(dir: &std::path::Path, files: &[(String, Vec<u8>)]) -> Result<Vec<String>> {
-    for (origin, _) in files {
+/// for byte. Everything is checked before anything is written: every path (relative, plain
+/// names only), every file against its manifest's size and SHA-256, and that no file is
+/// there already (none is ever replaced). Returns the paths written.
+pub fn write_restored(
+    dir: &std::path::Path,
+    files: &[(String, Vec<u8>)],
+    manifest: Option<&crate::archive::Manifest>,
+) -> Result<Vec<String>> {
+    for (origin, bytes) in files {
         let ok = !origin.is_empty()
             && !origin.starts_with('/')
             && origin.split('/').all(|p| !p.is_empty() && p != "." && p != "..");
         if !ok {
             return Err(Error::refused(format!("archived file `{origin}` has an unsafe path"))
                 .hint("nothing was written; the archive may have been tampered with"));
+        }
+        let listed = manifest.and_then(|m| m.files.iter().find(|f| f.origin == *origin));
+        if let Some(f) = listed
+            && (f.bytes != bytes.len() as u64 || f.sha256 != super::archive_segment::sha256(bytes))
+        {
+            return Err(Error::refused(format!(
+                "archived file `{origin}` does not match its manifest (size or SHA-256)"
+            ))
+            .hint("nothing was written; `circe archive verify` checks every segment"));
+        }
+        let p = dir.join(origin);
+        if std::fs::symlink_metadata(&p).is_ok() {
+            return Err(Error::conflict(format!(
+                "{} exists already; not replacing it",
+                p.display()
+            ))
+            .hint("nothing was written; restore into an empty folder"));
         }
     }
     let mut out = Vec::new();
