@@ -62,7 +62,7 @@ pub struct SearchArgs {
     /// A task id, message id or file name.
     pub id: Option<String>,
     /// A month (`2026-11`) or a day (`2026-11-21`).
-    #[arg(long)]
+    #[arg(long, value_parser = month_or_day)]
     pub date: Option<String>,
     /// Words to look for in ids, names and summaries.
     #[arg(long)]
@@ -70,9 +70,18 @@ pub struct SearchArgs {
     /// Look for --text inside the archived files (reads the segments).
     #[arg(long)]
     pub in_files: bool,
-    /// At most this many results.
-    #[arg(long, default_value_t = 100)]
-    pub limit: usize,
+    /// At most this many results (1 or more).
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    pub limit: u32,
+}
+
+/// `--date`: `YYYY-MM` or `YYYY-MM-DD`, a real month or day.
+fn month_or_day(s: &str) -> std::result::Result<String, String> {
+    let day = if s.len() == 7 { format!("{s}-01") } else { s.to_string() };
+    match chrono::NaiveDate::parse_from_str(&day, "%Y-%m-%d") {
+        Ok(_) if s.len() == 7 || s.len() == 10 => Ok(s.to_string()),
+        _ => Err(format!("`{s}` is no month (YYYY-MM) or day (YYYY-MM-DD)")),
+    }
 }
 
 /// Write an archived task's files back, byte for byte, under DIR (TASKS/<id>.status,
@@ -182,7 +191,7 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     let mut hits = Vec::new();
     ws.engine.archive_search(&q, &mut |h| {
         hits.push(h);
-        Ok(hits.len() < s.limit)
+        Ok(hits.len() < s.limit as usize)
     })?;
     let mut human = String::new();
     for h in &hits {

@@ -146,6 +146,15 @@ fn search_and_restore_byte_for_byte() {
     assert!(s.stdout.contains(&ticket), "{}", s.show());
     env.circe(["archive", "search", "--date", "2025-11"]).run().ok();
     env.circe(["archive", "search", "--text", "nothing-like-this"]).run().code(5);
+    // A month or day that is none, and a limit of nothing, are usage errors.
+    for bad in [
+        &["--date", "2025-13"][..],
+        &["--date", "2025"],
+        &["--date", "2025-11-2"],
+        &["--limit", "0", "T1"],
+    ] {
+        env.circe([&["archive", "search"][..], bad].concat()).run().code(2);
+    }
     let to = env.path().join("restored");
     env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run().ok();
     assert_eq!(std::fs::read(to.join("LOGS").join(&ticket)).unwrap(), original);
