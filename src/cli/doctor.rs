@@ -86,6 +86,10 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
         .code(crate::exit_code::INTERNAL)
         .warnings(notes));
     }
-    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end()))
-        .hint("run `circe doctor --repair` to mend what can be mended"))
+    let hint = if a.repair {
+        "what is left is beyond --repair: each line above says what to do"
+    } else {
+        "run `circe doctor --repair` to mend what can be mended"
+    };
+    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end())).hint(hint))
 }

@@ -129,6 +129,25 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
     env.circe(["archive", "verify"]).run().ok();
+    // A segment cut short cannot be mended: doctor says so, and --repair does not send the
+    // reader back to itself.
+    let path = env.root().join("ARCHIVE/2025-11").join(&seg);
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(100).unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(
+        d.stderr.contains("the index says") && d.stderr.contains("from a backup"),
+        "{}",
+        d.show()
+    );
+    let d = env.circe(["doctor", "--repair"]).run();
+    d.code(1);
+    assert!(
+        d.stderr.contains("beyond --repair") && !d.stderr.contains("run `circe doctor --repair`"),
+        "{}",
+        d.show()
+    );
 }
 
 #[test]

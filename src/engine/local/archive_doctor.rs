@@ -10,6 +10,9 @@ use super::archive_commit::{orphans, recover};
 use super::root::list_names;
 use crate::error::Result;
 
+/// What doctor says of a damaged or missing segment: circe cannot make it again.
+const BY_HAND: &str = "circe cannot mend it: put the segment back from a backup; `circe archive verify` checks them all";
+
 pub(super) fn check(
     eng: &LocalEngine,
     repair: bool,
@@ -57,7 +60,7 @@ pub(super) fn check(
             Ok(m) => v(
                 8,
                 format!(
-                    "ARCHIVE/{}/{} is {} bytes, the index says {}",
+                    "ARCHIVE/{}/{} is {} bytes, the index says {} ({BY_HAND})",
                     l.period,
                     l.segment,
                     m.len(),
@@ -67,14 +70,20 @@ pub(super) fn check(
             ),
             Err(_) => v(
                 8,
-                format!("ARCHIVE/{}/{} is named by the index but missing", l.period, l.segment),
+                format!(
+                    "ARCHIVE/{}/{} is named by the index but missing ({BY_HAND})",
+                    l.period, l.segment
+                ),
                 false,
             ),
         }
         if !super::atomic::is_regular(&list) {
             v(
                 8,
-                format!("the member list of ARCHIVE/{}/{} is missing", l.period, l.segment),
+                format!(
+                    "the member list of ARCHIVE/{}/{} is missing ({BY_HAND})",
+                    l.period, l.segment
+                ),
                 false,
             );
         }
