@@ -208,7 +208,7 @@ impl Iterator for ListReader {
         };
         Some(serde_json::from_str(&line).map_err(|e| {
             Error::internal(format!("{} holds a line that does not read: {e}", self.path.display()))
-                .hint("`circe doctor` checks the archive")
+                .hint("`circe archive verify` reads every segment and says which are damaged")
         }))
     }
 }

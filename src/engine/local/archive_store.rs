@@ -174,8 +174,9 @@ impl Store {
             Err(e) => return Err(Error::io("cannot read", &p, e)),
         };
         let t: Tombstone = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::internal(format!("{} does not read: {e}", p.display()))
-                .hint("`circe doctor` checks the archive")
+            Error::internal(format!("{} does not read: {e}", p.display())).hint(format!(
+                "a tombstone is one JSON object (section 17: v, task, period, segment); `circe archive search {task}` says where the task lies, to write it again"
+            ))
         })?;
         check_format(t.v, &p.display().to_string())?;
         Ok(Some(t))
