@@ -303,3 +303,32 @@ fn event_ids_are_never_given_again_after_the_archive_takes_a_newer_segment() {
     );
     env.circe(["doctor"]).now("2031-03-01T00:00:00Z").run().ok();
 }
+
+/// A segment that cannot be read is passed over by a search (with a warning), and the
+/// others are still searched.
+#[test]
+fn a_search_passes_over_a_damaged_segment() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    env.as_("engineer", &["status", "T2", "in_progress"]).ok();
+    env.as_("engineer", &["status", "T2", "failed"]).ok();
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    let first = segment(&env);
+    let lists: Vec<_> = std::fs::read_dir(env.root().join("ARCHIVE/2025-11"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().contains(first.trim_end_matches(".tar.zst")))
+        .filter(|p| !p.to_string_lossy().ends_with(".tar.zst"))
+        .collect();
+    assert_eq!(lists.len(), 1, "one member list beside the first segment: {lists:?}");
+    std::fs::write(&lists[0], b"not zstd").unwrap();
+    let o = env.circe(["archive", "search", "T2"]).run();
+    o.ok();
+    assert!(o.stdout.contains("T2"), "{}", o.show());
+    assert!(
+        o.stderr.contains("passed over") && o.stderr.contains("archive verify"),
+        "{}",
+        o.show()
+    );
+}

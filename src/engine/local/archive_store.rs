@@ -232,7 +232,8 @@ impl Store {
     }
 
     /// Everything the archive holds that `q` matches, handed to `each` (which says whether
-    /// to go on).
+    /// to go on). A segment that cannot be read is passed over with a warning on stderr (the
+    /// others are still searched); an error from `each` ends the search.
     pub(super) fn search(
         &self,
         q: &Query,
@@ -242,55 +243,79 @@ impl Store {
             if !q.period_may_match(&l.period) {
                 continue;
             }
-            let mut hits = Vec::new();
-            for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
-                let entry = entry?;
-                if matches!(entry.kind, EntryKind::Message | EntryKind::Summary | EntryKind::Chat)
-                    && q.matches(&entry)
-                {
-                    hits.push(entry);
-                }
-            }
-            if q.in_text && q.text.is_some() {
-                let words = q.text.clone().unwrap_or_default();
-                let stem = segment_stem(&l.segment).to_string();
-                let wanted: std::collections::HashMap<String, crate::archive::Entry> =
-                    hits.into_iter().map(|e| (e.member.clone(), e)).collect();
-                let mut go = true;
-                read_members(
-                    &self.segment_path(&l.period, &l.segment),
-                    &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
-                    &mut |rel, bytes| {
-                        let text = String::from_utf8_lossy(&bytes);
-                        if let Some(line) = text.lines().find(|line| words_in(&words, line)) {
-                            let entry = wanted[&format!("{stem}/{rel}")].clone();
-                            go = each(Hit {
-                                period: l.period.clone(),
-                                segment: l.segment.clone(),
-                                entry,
-                                line: Some(line.to_string()),
-                            })?;
-                        }
-                        Ok(go)
-                    },
-                )?;
-                if !go {
-                    return Ok(());
-                }
-            } else {
-                for entry in hits {
-                    if !each(Hit {
-                        period: l.period.clone(),
-                        segment: l.segment.clone(),
-                        entry,
-                        line: None,
-                    })? {
-                        return Ok(());
-                    }
-                }
+            let mut theirs = false;
+            let mut handed = |h: Hit| {
+                let r = each(h);
+                theirs = r.is_err();
+                r
+            };
+            match self.search_segment(&l, q, &mut handed) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) if theirs => return Err(e),
+                Err(e) => eprintln!(
+                    "warning: ARCHIVE/{}/{} passed over: {} (`circe archive verify` checks every segment)",
+                    l.period,
+                    l.segment,
+                    e.chain()
+                ),
             }
         }
         Ok(())
+    }
+
+    /// `search` in one segment: whether to go on.
+    fn search_segment(
+        &self,
+        l: &crate::archive::SegmentLine,
+        q: &Query,
+        each: &mut dyn FnMut(Hit) -> Result<bool>,
+    ) -> Result<bool> {
+        let mut hits = Vec::new();
+        for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
+            let entry = entry?;
+            if matches!(entry.kind, EntryKind::Message | EntryKind::Summary | EntryKind::Chat)
+                && q.matches(&entry)
+            {
+                hits.push(entry);
+            }
+        }
+        if q.in_text && q.text.is_some() {
+            let words = q.text.clone().unwrap_or_default();
+            let stem = segment_stem(&l.segment).to_string();
+            let wanted: std::collections::HashMap<String, crate::archive::Entry> =
+                hits.into_iter().map(|e| (e.member.clone(), e)).collect();
+            let mut go = true;
+            read_members(
+                &self.segment_path(&l.period, &l.segment),
+                &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
+                &mut |rel, bytes| {
+                    let text = String::from_utf8_lossy(&bytes);
+                    if let Some(line) = text.lines().find(|line| words_in(&words, line)) {
+                        let entry = wanted[&format!("{stem}/{rel}")].clone();
+                        go = each(Hit {
+                            period: l.period.clone(),
+                            segment: l.segment.clone(),
+                            entry,
+                            line: Some(line.to_string()),
+                        })?;
+                    }
+                    Ok(go)
+                },
+            )?;
+            return Ok(go);
+        }
+        for entry in hits {
+            if !each(Hit {
+                period: l.period.clone(),
+                segment: l.segment.clone(),
+                entry,
+                line: None,
+            })? {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 }
 
