@@ -332,3 +332,45 @@ fn a_search_passes_over_a_damaged_segment() {
         o.show()
     );
 }
+
+/// Once retention removed a task's segment (with its period's summaries), `show` says so,
+/// and the task's id stays taken.
+#[test]
+fn a_task_whose_segment_retention_removed_is_still_told() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let cfg = env.read("circe.yaml") + "archive:\n  keep: 30d\n";
+    env.set_config(&cfg);
+    env.circe(["archive"]).now("2032-06-01T00:00:00Z").run().ok();
+    assert_eq!(segment_or_none(&env), "", "retention removed the segment");
+    let o = env.circe(["show", "T1"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("no longer there") && o.stderr.contains("tombstone"), "{}", o.show());
+    env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "all",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "T1",
+            "--summary",
+            "again",
+        ],
+    )
+    .code(3);
+}
+
+/// The first segment's name, or "" when none is left.
+fn segment_or_none(env: &Env) -> String {
+    let dir = env.root().join("ARCHIVE/2025-11");
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .map(|rd| rd.map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    v.retain(|n| n.ends_with(".tar.zst"));
+    v.sort();
+    v.into_iter().next().unwrap_or_default()
+}

@@ -189,6 +189,20 @@ impl Store {
         let prefix = format!("tasks/{task}/");
         let (mut files, mut events, mut summary, mut manifest) =
             (Vec::new(), Vec::new(), String::new(), None);
+        if !path.exists() {
+            // Retention removed it (or a person did): the tombstone and the summary stay.
+            let kept = self.root.join(t.summary_path());
+            let hint = if kept.is_file() {
+                format!("its story is kept in {}", t.summary_path())
+            } else {
+                "the segment is gone; only its tombstone says the task was archived".to_string()
+            };
+            return Err(Error::not_found(format!(
+                "task {task} was archived ({}, {}) into ARCHIVE/{}/{}, which is no longer there (retention: `archive.keep`)",
+                t.status, t.archived_at, t.period, t.segment
+            ))
+            .hint(hint));
+        }
         read_members(&path, &|rel| rel.starts_with(&prefix), &mut |rel, bytes| {
             let rest = &rel[prefix.len()..];
             match rest {
