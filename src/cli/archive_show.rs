@@ -47,7 +47,8 @@ pub fn message(ws: &Workspace, key: &str) -> Result<Option<Report>> {
             .archived_bundle(&id)?
             .and_then(|b| b.files.into_iter().find(|(o, _)| *o == origin))
             .map(|(_, b)| String::from_utf8_lossy(&b).into_owned()),
-        _ => None,
+        // A message of no task: the file itself, from its segment.
+        _ => ws.engine.archived_member(&h)?.map(|b| String::from_utf8_lossy(&b).into_owned()),
     };
     let mut human =
         format!("archived in ARCHIVE/{}/{} as {}\n", h.period, h.segment, h.entry.member);

@@ -347,6 +347,12 @@ pub trait Engine {
         Ok(None)
     }
 
+    /// One archived file, as a search found it (`Hit`): its bytes (`None` when the segment
+    /// no longer holds it).
+    fn archived_member(&self, _hit: &crate::archive::Hit) -> Result<Option<Vec<u8>>> {
+        Ok(None)
+    }
+
     /// Events that left the hot log (`read_events` reads the rest): up to `max` after `from`.
     fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
         Ok(Vec::new())

@@ -374,3 +374,21 @@ fn segment_or_none(env: &Env) -> String {
     v.sort();
     v.into_iter().next().unwrap_or_default()
 }
+
+/// A message of no task, archived on its own, is shown with its text.
+#[test]
+fn an_archived_message_of_no_task_is_shown_with_its_text() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    let sent = env.as_(
+        "engineer",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "loose words", "--json"],
+    );
+    let id = sent.json()["msg_id"].as_str().unwrap().to_string();
+    env.as_("qa", &["done", &id]).ok();
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(env.ls("LOGS").iter().all(|f| !f.contains("inform")), "the message left LOGS");
+    let o = env.circe(["show", &id, "--json"]).run();
+    o.ok();
+    assert!(o.json()["text"].as_str().unwrap_or_default().contains("loose words"), "{}", o.show());
+}

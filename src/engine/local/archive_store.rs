@@ -216,6 +216,21 @@ impl Store {
         Ok(Some(Bundle { tombstone: t, manifest, files, events, summary }))
     }
 
+    /// The bytes of the member a search found.
+    pub(super) fn member(&self, hit: &crate::archive::Hit) -> Result<Option<Vec<u8>>> {
+        let stem = segment_stem(&hit.segment).to_string();
+        let mut found = None;
+        read_members(
+            &self.segment_path(&hit.period, &hit.segment),
+            &|rel| format!("{stem}/{rel}") == hit.entry.member,
+            &mut |_, bytes| {
+                found = Some(bytes);
+                Ok(false)
+            },
+        )?;
+        Ok(found)
+    }
+
     /// Events that left the hot log: up to `max` after `from`, from the archived log segments.
     pub(super) fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         let want = from.next_id();

@@ -503,6 +503,10 @@ impl Engine for LocalEngine {
         self.store.bundle(task)
     }
 
+    fn archived_member(&self, hit: &crate::archive::Hit) -> Result<Option<Vec<u8>>> {
+        self.store.member(hit)
+    }
+
     fn archived_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         self.store.archived_events(from, max)
     }
