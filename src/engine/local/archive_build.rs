@@ -166,6 +166,7 @@ impl<'a> Build<'a> {
             let e = seg.w.add_bytes(en, &format!("tasks/{id}/{origin}"), &text)?;
             files.push(ManifestFile { origin, bytes: e.bytes, sha256: e.sha256 });
             seg.line.records += 1;
+            moved += text.len() as u64;
         }
         let mut thread = Vec::new();
         for name in names {
