@@ -211,11 +211,16 @@ pub const TABLE: &[Rule] = &[
 pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
     let rows: Vec<&Rule> = TABLE.iter().filter(|r| r.mv == mv && r.from.contains(&from)).collect();
     if rows.is_empty() {
-        let allowed: Vec<&str> = TABLE
-            .iter()
-            .filter(|r| r.mv == mv)
-            .flat_map(|r| r.from.iter().map(|s| s.as_str()))
-            .collect();
+        // The statuses this move starts from for these actors (for anyone, when none of
+        // its rows is theirs), each once.
+        let theirs = |r: &&Rule| r.mv == mv && r.by.iter().any(|a| actors.contains(a));
+        let anyone = !TABLE.iter().any(|r| theirs(&r));
+        let mut allowed: Vec<&str> = Vec::new();
+        for s in TABLE.iter().filter(|r| r.mv == mv && (anyone || theirs(r))).flat_map(|r| r.from) {
+            if !allowed.contains(&s.as_str()) {
+                allowed.push(s.as_str());
+            }
+        }
         return Err(Error::refused(format!(
             "cannot move a task that is {} to {}",
             from.as_str(),
@@ -285,6 +290,24 @@ pub fn markdown_rows() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A refused move's hint names each status it starts from once, for the actor asking.
+    #[test]
+    fn a_refusal_names_the_statuses_the_move_starts_from_for_its_actor() {
+        let hint = |actors: &[Actor]| decide(Completed, Move::Complete, actors).unwrap_err().hint;
+        assert_eq!(
+            hint(&[Owner]).as_deref(),
+            Some("completed applies to tasks that are in_progress")
+        );
+        assert_eq!(
+            hint(&[Coordinator]).as_deref(),
+            Some("completed applies to tasks that are claimed or in_progress or blocked")
+        );
+        assert_eq!(
+            hint(&[Lease]).as_deref(),
+            Some("completed applies to tasks that are in_progress or claimed or blocked")
+        );
+    }
 
     /// PROTOCOLS.md must show exactly this table.
     #[test]
