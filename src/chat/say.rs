@@ -71,7 +71,7 @@ fn say_once(
             "`[{me}-to-{to}]` would read back as from {} to {}",
             back.sender, back.recipient
         ))
-        .hint("agent names containing `-to-` make the line ambiguous: rename one of the agents"));
+        .hint("agent names containing `-to-` make the line ambiguous: say it as another agent, or retire one of them and add it again under a name without `-to-`"));
     }
     if let Some(log) = ws.engine.chat_log() {
         let e = log.chat_append(&bytes, hold.as_deref())?;

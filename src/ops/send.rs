@@ -59,10 +59,17 @@ fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, 
 fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
     if let Some(from) = msg.from_agent() {
         if from != me.as_str() && !super::tx::speaks_for(ws, me, msg) {
+            let hint = if ws.is_agent_named(from) {
+                "remove the from: line, or act as that agent with --agent"
+            } else if from == "system" {
+                "only a `prompt` may say `from: system` (sent by a coordinator or rooster); remove the from: line"
+            } else {
+                "remove the from: line: circe writes the acting agent's name"
+            };
             return Err(Error::refused(format!(
                 "the message says it is from `{from}` but the acting agent is `{me}`"
             ))
-            .hint("remove the from: line, or act as that agent with --agent"));
+            .hint(hint));
         }
     } else {
         msg.from = Some(me.to_string());

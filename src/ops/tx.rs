@@ -119,7 +119,7 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
 fn completed_task(ws: &Workspace, msg: &Message) -> Result<TaskId> {
     let Some(t) = msg.task_id.clone() else {
         return Err(Error::refused("a task-complete names no task")
-            .hint("set in-reply-to to the task's msg-id, or add a `task-id:` line"));
+            .hint("name the task: --task ID (a `task-id:` line), or --in-reply-to the task's msg-id (an `in-reply-to:` line)"));
     };
     let task = TaskId::new(t)?;
     // Opening the task's transaction finishes what a crashed completion left (its outbox),

@@ -271,6 +271,31 @@ fn an_open_ask_to_an_agent_the_import_adds_lands_in_its_inbox() {
     assert!(env.as_("qa", &["prime", "--json"]).json()["prompt"].is_null());
 }
 
+/// Refusals whose hints lead somewhere: `from: system` on what is no prompt, a task-complete
+/// that names no task (in flags, as it was sent), a file that is not there.
+#[test]
+fn refusal_hints_lead_somewhere() {
+    let env = tx_root();
+    let o = send(&env, "core", "---\nto: brain\nfrom: system\ntype: update\n---\nx\n");
+    o.code(3);
+    assert!(
+        o.json()["error"]["hint"].as_str().unwrap().contains("only a `prompt`"),
+        "{}",
+        o.show()
+    );
+    let o =
+        env.as_("brain", &["send", "--to", "core", "--intent", "task-complete", "--summary", "x"]);
+    o.code(3);
+    assert!(o.stderr.contains("--task ID") && o.stderr.contains("--in-reply-to"), "{}", o.show());
+    let o = env.circe(["seq", "import", "nonexist.json"]).run();
+    o.code(5);
+    assert!(
+        o.stderr.contains("hint: a relative path is read from the current folder"),
+        "{}",
+        o.show()
+    );
+}
+
 /// What circe itself writes exports in TX's naming, as front matter TX reads.
 #[test]
 fn circe_messages_export_in_tx_naming() {

@@ -30,7 +30,9 @@ fn input_error(path: &std::path::Path, e: std::io::Error) -> crate::error::Error
     use crate::error::Error;
     match (e.kind(), e.raw_os_error()) {
         (std::io::ErrorKind::NotFound, _) => {
+            let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
             Error::not_found(format!("no file {}", path.display()))
+                .hint(format!("a relative path is read from the current folder ({here})"))
         }
         (_, Some(40)) => Error::refused(format!(
             "{} is a symbolic link; circe does not follow links",
