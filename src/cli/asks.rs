@@ -59,7 +59,8 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
     } else {
         table(&["ASK", "FROM", "TO", "AGE", "STATE", "DEADLINE", "ABOUT"], &cells)
     };
-    // One vocabulary: the ask's task is `task_id`.
+    // One vocabulary: the ask's task is `task_id`, and what an ask lacks is `null` (the
+    // record's file leaves it out).
     let asks: Vec<serde_json::Value> = rows
         .iter()
         .map(|r| {
@@ -67,6 +68,9 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
             if let Some(o) = v.as_object_mut() {
                 let t = o.remove("task").unwrap_or(serde_json::Value::Null);
                 o.insert("task_id".into(), t);
+                for k in ["headline", "deadline", "answer", "answered_by", "answered_at"] {
+                    o.entry(k).or_insert(serde_json::Value::Null);
+                }
             }
             v
         })

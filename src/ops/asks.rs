@@ -31,7 +31,11 @@ pub fn record(
         to: msg.to.clone().unwrap_or_default(),
         recipients: recipients.to_vec(),
         task: msg.task_id.as_deref().and_then(|t| TaskId::new(t).ok()),
-        headline: msg.headline.clone(),
+        // What the ask is about: its headline, else its summary (an ask sent with flags).
+        headline: msg
+            .headline
+            .clone()
+            .or_else(|| Some(super::seq::summary(msg)).filter(|s| !s.is_empty())),
         asked_at: clock::stamp(msg.created_at.unwrap_or_else(|| ws.now())),
         deadline: msg.deadline.map(clock::stamp),
         state: AskState::Open,

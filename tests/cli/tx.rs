@@ -296,6 +296,21 @@ fn refusal_hints_lead_somewhere() {
     );
 }
 
+/// An ask sent with flags is listed by its summary; what an ask lacks is `null` in the JSON.
+#[test]
+fn an_ask_is_listed_by_its_summary_with_nulls_for_what_it_lacks() {
+    let env = tx_root();
+    env.as_("core", &["send", "--to", "brain", "--intent", "ask", "--summary", "which db?"]).ok();
+    let o = env.circe(["asks"]).run();
+    assert!(o.stdout.contains("which db?"), "{}", o.show());
+    let a = env.circe(["asks", "--json"]).run().json();
+    let ask = &a["asks"][0];
+    assert_eq!(ask["headline"], "which db?", "{a}");
+    for k in ["deadline", "answer", "answered_by", "answered_at", "task_id"] {
+        assert!(ask.get(k).is_some_and(Value::is_null), "{k}: {a}");
+    }
+}
+
 /// What circe itself writes exports in TX's naming, as front matter TX reads.
 #[test]
 fn circe_messages_export_in_tx_naming() {
