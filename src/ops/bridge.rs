@@ -324,6 +324,17 @@ pub struct ExportFile {
     pub original: bool,
 }
 
+/// A message status in TX's words (reference 000: start, in-progress, rejected, approved,
+/// complete, blocked); a word TX lacks is kept.
+fn tx_status(s: &str) -> &str {
+    match s {
+        "new" | "pending" => "start",
+        "in_progress" => "in-progress",
+        "completed" => "complete",
+        other => other,
+    }
+}
+
 /// Every message of the root once (by msg id), as TX would have written it: an imported one
 /// byte for byte under its original name, any other in TX front matter under TX's naming.
 /// Messages without a msg id are left out (reported).
@@ -373,13 +384,15 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
 }
 
 /// A message circe wrote, as TX would have: front matter (a CIRCE-format one converted),
-/// TX's file name.
+/// its status in TX's words, TX's file name.
 fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
-    let text = if m.format == Format::FrontMatter {
+    let status = m.status.as_deref().map(tx_status);
+    let text = if m.format == Format::FrontMatter && status == m.status.as_deref() {
         bytes
     } else {
         let mut fm = m.clone();
         fm.format = Format::FrontMatter;
+        fm.status = status.map(str::to_string);
         message::render(&fm).into_bytes()
     };
     let at = m.created_at.unwrap_or_else(|| ws.now());

@@ -327,6 +327,8 @@ fn circe_messages_export_in_tx_naming() {
     assert!(names[0].starts_with("1121170000-update-coordinator--brain-"), "{names:?}");
     let text = std::fs::read_to_string(out.join(&names[0])).unwrap();
     assert!(text.starts_with("---\nfrom: coordinator\nto: brain\ntype: update\n"), "{text}");
+    // Its status in TX's words: a new message starts.
+    assert!(text.contains("\nstatus: start\n") && !text.contains("status: new"), "{text}");
     // Exporting again writes nothing new and replaces nothing.
     let o = env.circe(["export", "tx", out.to_str().unwrap(), "--json"]).run();
     assert_eq!(o.json()["written"], 0);
