@@ -285,7 +285,13 @@ fn refuse_live_ticket(st: &TaskState) -> Result<()> {
     ))
     .hint(match st.rec.status {
         Status::New | Status::Parked => format!("`circe show {t}` tells where it stands"),
-        _ => format!("`circe status {t} completed` first, or `circe release {t}`"),
+        Status::InProgress => format!("`circe status {t} completed` first, or `circe release {t}`"),
+        Status::Blocked => format!(
+            "`circe status {t} in_progress`, then `completed`, first; or `circe release {t}`"
+        ),
+        _ => format!(
+            "`circe status {t} in_progress`, then `circe status {t} completed`, first; or `circe release {t}`"
+        ),
     }))
 }
 
