@@ -57,7 +57,13 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
     let (ws, me) = if a.all {
         (ctx.workspace()?, None)
     } else {
-        let (ws, me, _) = ctx.acting()?;
+        let (ws, me, _) = ctx.acting().map_err(|e| {
+            if e.kind == crate::error::Kind::Usage {
+                e.hint("pass --agent NAME (or set CIRCE_AGENT), or `circe questions --all` for every open question")
+            } else {
+                e
+            }
+        })?;
         (ws, Some(me))
     };
     let qs = ops::questions(&ws, me.as_ref())?;

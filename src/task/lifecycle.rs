@@ -261,7 +261,11 @@ pub fn move_to(from: Status, target: Status) -> Result<Move> {
             )
             .hint("run `circe claim <task>`"));
         }
-        Parked => return Err(Error::refused("only an expired lease parks a task")),
+        Parked => {
+            return Err(Error::refused("only an expired lease parks a task").hint(
+                "`circe status TASK blocked` says it waits on something; `circe release TASK` gives it back",
+            ));
+        }
         Expired => {
             return Err(Error::refused("only a passed deadline expires a task")
                 .hint("`circe reap` expires tasks whose deadline passed"));
