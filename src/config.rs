@@ -33,6 +33,10 @@ limits:
 # Checks that only their command may record (`circe check TASK --run NAME`), e.g.
 # checks:
 #   tests_passed: {run: cargo test}
+# `circe archive` (under cron) moves finished work into ARCHIVE/; its defaults:
+# archive:
+#   after: 7d      # what finished longer ago leaves the hot folders
+#   keep: forever  # how long archive segments are kept (or 1d to 36500d)
 # Add roles and intents, or narrow the built-in rules (see `circe registry`).
 registry:
   roles: []

@@ -13,8 +13,8 @@ use crate::error::{Error, Result};
 use crate::ops::archive::Options;
 use clap::{Args, Subcommand};
 
-/// Move finished work out of the hot folders into ARCHIVE/, for cron: tasks completed or
-/// failed more than `archive.after` ago (default 7d) with their messages, records and
+/// Move finished work out of the hot folders into ARCHIVE/, for cron: tasks completed,
+/// failed or expired more than `archive.after` ago (default 7d) with their messages, records and
 /// events; messages in LOGS that no task still here names; old event-log segments no cursor
 /// needs; old chat archives. Each period's segments are tar + zstd (`tar --zstd -xf` reads
 /// them), with an index, and a summary per task in ARCHIVE/<period>/summaries/.
