@@ -41,15 +41,22 @@ fn actors(
     if let Some(e) = epoch
         && e != st.rec.epoch
     {
+        let hint = if e > st.rec.epoch {
+            format!(
+                "the task has never been at epoch {e}: pass the epoch your claim printed (`circe show {}` shows the current one)",
+                st.rec.task_id
+            )
+        } else {
+            "another agent took the task after your lease ran out; claim it again if it is free"
+                .to_string()
+        };
         return Err(Error::conflict(format!(
             "stale epoch {e}: task {} is at epoch {} (owner {})",
             st.rec.task_id,
             st.rec.epoch,
             st.rec.owner.as_deref().unwrap_or("none")
         ))
-        .hint(
-            "another agent took the task after your lease ran out; claim it again if it is free",
-        ));
+        .hint(hint));
     }
     let mut a = Vec::new();
     if st.rec.owner.as_ref() == Some(me) && st.rec.status.is_owned() {

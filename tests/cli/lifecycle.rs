@@ -681,5 +681,8 @@ fn a_release_run_again_is_already_and_a_stale_epoch_still_fences() {
     let again = env.as_("engineer", &["release", "REL-9", "--json"]);
     again.ok();
     assert_eq!(again.json()["already"], true, "{}", again.show());
-    env.as_("engineer", &["release", "REL-9", "--epoch", "99"]).code(4);
+    let o = env.as_("engineer", &["release", "REL-9", "--epoch", "99"]);
+    o.code(4);
+    // An epoch the task never had is a mistaken epoch, not a lost lease.
+    assert!(o.stderr.contains("never been at epoch 99"), "{}", o.show());
 }
