@@ -106,12 +106,18 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
         (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),
         (Some(e), None) => format!("{}\n", human_line(e)),
         (None, None) => {
-            let mut s = String::from("already");
-            if let Some(t) = &met.task_id {
-                s.push_str(&format!(" {t}"));
+            // What held when the wait began, said as what was awaited.
+            let mut s = match &cond {
+                Condition::Status(t, st) => format!("already: {t} is {}", st.as_str()),
+                Condition::Claimable => "already: a task you may take is waiting".to_string(),
+                Condition::Inbox => "already: a message is in your INBOX".to_string(),
+                Condition::Reply(id) => format!("already: {id} was answered"),
+            };
+            if let (Condition::Claimable, Some(t)) = (&cond, &met.task_id) {
+                s.push_str(&format!(" ({t})"));
             }
             if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
-                s.push_str(&format!(" {b}/{f}"));
+                s.push_str(&format!(": {b}/{f}"));
             }
             s + "\n"
         }

@@ -332,7 +332,9 @@ fn wait_for_things() {
     o.code(3);
     assert!(o.stderr.contains("will never be completed"), "{}", o.show());
     // Failed already: it holds at once, and a new failure will never come.
-    env.circe(["wait", "--for", "status:T-1=failed"]).agent("engineer").run().ok();
+    let o = env.circe(["wait", "--for", "status:T-1=failed"]).agent("engineer").run();
+    o.ok();
+    assert_eq!(o.stdout, "already: T-1 is failed\n", "{}", o.show());
     let args = ["wait", "--for", "status:T-1=failed", "--new", "--timeout", "5s"];
     let o = env.circe(args).agent("engineer").run();
     o.code(3);
