@@ -158,8 +158,13 @@ pub struct Report {
 pub fn check_names(ws: &Workspace) -> Result<()> {
     let meshes = ws.meshes();
     let known = |name: &str| -> Result<()> {
-        crate::tx::check_address("routing", name, &meshes)
-            .map_err(|e| Error::refused(format!("circe.yaml: {}", e.message)))?;
+        crate::tx::check_address("routing", name, &meshes).map_err(|e| {
+            let err = Error::refused(format!("circe.yaml: {}", e.message));
+            match e.hint {
+                Some(h) => err.hint(h),
+                None => err,
+            }
+        })?;
         let n = agent_of(name);
         let agent = AgentName::new(n).is_ok_and(|a| ws.is_agent(&a));
         if agent || ws.registry.is_role(n) {

@@ -42,7 +42,7 @@ pub fn check_address(field: &str, addr: &str, meshes: &[String]) -> Result<()> {
     ))
     .detail("mesh", mesh.to_string())
     .hint(format!(
-        "write `{field}: {agent}`, or add `{mesh}` to `tx: aliases:` in circe.yaml if it means this root"
+        "write the bare agent `{agent}` (no mesh), or add `{mesh}` to `tx: aliases:` in circe.yaml if it means this root"
     )))
 }
 

@@ -447,6 +447,16 @@ fn routing_rules_are_checked_on_load() {
     let env = Env::new();
     let cfg = env.read("circe.yaml");
     let with = |routing: &str| env.set_config(&format!("{cfg}routing:\n{routing}"));
+    // A mesh that is not this root's: refused with the way out.
+    with("  engineer:\n    complete: {other/qa: go}\n");
+    let o = env.circe(["validate", "--config"]).run();
+    o.code(3);
+    assert!(
+        o.stderr.contains("names mesh `other`")
+            && o.stderr.contains("hint: write the bare agent `qa`"),
+        "{}",
+        o.show()
+    );
     with("  red-phase:\n    complete: {green-phase: Test written}\n");
     let o = env.circe(["tasks"]).run();
     o.code(3);
