@@ -215,8 +215,20 @@ fn complete(
         event: "send".into(),
         rule: None,
     };
-    let (_, events) =
-        super::update::set_status_sending(ws, me, task, Status::Completed, None, None, vec![out])?;
+    let done =
+        super::update::set_status_sending(ws, me, task, Status::Completed, None, None, vec![out]);
+    let (_, events) = done.map_err(|e| {
+        // A second completion message: the task completes once (unlike `status T completed`,
+        // which is a state to reach, this is a message that says it happened).
+        let now = ws.engine.peek(task).ok().flatten().map(|st| st.rec.status);
+        if e.kind == crate::error::Kind::Refused && now == Some(Status::Completed) {
+            Error::refused(format!("task {task} is completed already: a task completes once")).hint(
+                format!("say more with an `update` in reply to it: --intent update --task {task}"),
+            )
+        } else {
+            e
+        }
+    })?;
     let files = events
         .iter()
         .find(|e| e.event == EventKind::Send && e.msg_id.as_deref() == Some(msg_id))

@@ -311,6 +311,32 @@ fn an_ask_is_listed_by_its_summary_with_nulls_for_what_it_lacks() {
     }
 }
 
+/// A task completes once: a second task-complete (another message) is refused with a way to
+/// say more; the first, sent again with its own id, is answered with its delivery.
+#[test]
+fn a_task_completes_once() {
+    let env = Env::new();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["check", "T-1", "tests_passed=true"]).ok();
+    let args = ["send", "--to", "coordinator", "--intent", "task-complete", "--task", "T-1"];
+    let first =
+        [&args[..], &["--summary", "done", "--msg-id", "20251121T170000000Z-done0001", "--json"]]
+            .concat();
+    env.as_("engineer", &first).ok();
+    let again = env.as_("engineer", &first);
+    again.ok();
+    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
+    let o = env.as_("engineer", &[&args[..], &["--summary", "done again"]].concat());
+    o.code(3);
+    assert!(
+        o.stderr.contains("completed already") && o.stderr.contains("--intent update"),
+        "{}",
+        o.show()
+    );
+}
+
 /// What circe itself writes exports in TX's naming, as front matter TX reads.
 #[test]
 fn circe_messages_export_in_tx_naming() {
