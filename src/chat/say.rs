@@ -13,8 +13,15 @@ fn check_agent(ws: &Workspace, name: &str, what: &str) -> Result<()> {
     if ws.is_agent_named(name) || (what == "recipient" && name == "all") {
         return Ok(());
     }
-    Err(Error::not_found(format!("no agent `{name}` in this root ({what})"))
-        .hint("`circe agent list` shows the agents; `circe agent add` makes one"))
+    let hint = if name == "all" {
+        "`all` is for the recipient (--to all); a copy names agents".to_string()
+    } else {
+        let all = ws.agents();
+        let near = crate::suggest::closest(name, all.keys().map(AgentName::as_str));
+        let near = near.map(|c| format!("did you mean `{c}`? ")).unwrap_or_default();
+        format!("{near}`circe agent list` shows the agents; `circe agent add` makes one")
+    };
+    Err(Error::not_found(format!("no agent `{name}` in this root ({what})")).hint(hint))
 }
 
 /// Append a message from `me` to `to` (copied to `cc`) and return it as read back.
