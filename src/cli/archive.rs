@@ -221,6 +221,21 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
         return Err(Error::not_found(format!("task {task} is not in the archive"))
             .hint("`circe archive search TEXT` (or `--date YYYY-MM`) finds archived work"));
     };
+    // Not into the root itself: the task would be back on the board beside its tombstone.
+    let inside = |root: &std::path::Path| {
+        let to = std::fs::canonicalize(&r.to).unwrap_or_else(|_| r.to.clone());
+        let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
+        to.starts_with(&root)
+    };
+    if ws.engine.local_folder().is_some_and(|root| inside(&root)) {
+        return Err(Error::refused(format!(
+            "{} is this root's own folder: a restored task would be back beside its tombstone",
+            r.to.display()
+        ))
+        .hint(format!(
+            "restore into another folder to read it; to take the work up again, open a new task (its id {task} stays archived)"
+        )));
+    }
     let written = crate::engine::local::write_restored(&r.to, &b.files, b.manifest.as_ref())?;
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
     let bundle = b.tombstone.bundle();

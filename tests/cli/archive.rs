@@ -188,6 +188,10 @@ fn search_and_restore_byte_for_byte() {
     o.code(4);
     assert!(o.stderr.contains("nothing was written"), "{}", o.show());
     assert!(!part.join("TASKS").exists(), "no record written beside the refusal");
+    // Not into the root itself (the task would be back beside its tombstone).
+    let o = env.circe(["archive", "restore", "T1", "--to", env.root().to_str().unwrap()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("this root's own folder"), "{}", o.show());
 }
 
 /// A member whose bytes differ from its manifest (same size, one word changed) is refused
