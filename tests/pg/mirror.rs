@@ -290,7 +290,7 @@ fn the_mirror_keeps_tx_state_as_a_local_root_does() {
     assert!(text("ASKS/ask-2.ask").contains("state: expired"), "{}", text("ASKS/ask-2.ask"));
     assert!(text("TASKS/tx-2.status").contains("status: expired"));
     assert!(text("TASKS/tx-1.status").contains("status: completed"));
-    assert!(text("TASKS/tx-3.status").contains("to: engineer"), "readdressed");
+    assert!(text("TASKS/tx-3.status").contains("to: agent:engineer"), "readdressed to the agent");
     assert!(text("AGENTS/brain/agent.yaml").contains("retired_at:"));
     let routed = text("LOGS/events.jsonl").matches("\"event\":\"route\"").count();
     assert_eq!(routed, 2, "the rule fired on both moves to in_progress");
