@@ -249,6 +249,12 @@ impl Tombstone {
         format!("ARCHIVE/{}/summaries/{}.md", self.period, self.task)
     }
 
+    /// The folder the task's members lie under inside its segment (`tar --zstd -xf` writes
+    /// them there).
+    pub fn members(&self) -> String {
+        format!("{}/tasks/{}/", segment_stem(&self.segment), self.task)
+    }
+
     pub fn bundle(&self) -> String {
         format!(
             "ARCHIVE/{}/{} (members {}/tasks/{}/)",

@@ -238,7 +238,7 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     }
     let written = crate::engine::local::write_restored(&r.to, &b.files, b.manifest.as_ref())?;
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
-    let bundle = b.tombstone.bundle();
+    let bundle = b.tombstone.members();
     Ok(Report::new(human, ArchiveRestoreJson { task_id: task.to_string(), written, bundle }))
 }
 

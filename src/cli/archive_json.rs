@@ -128,7 +128,7 @@ pub struct ArchiveRestoreJson {
     pub task_id: String,
     /// The files written, under the folder given.
     pub written: Vec<String>,
-    /// Where the task lies in the archive.
+    /// The folder the task's members lie under in its segment (`<stem>/tasks/<task>/`).
     pub bundle: String,
 }
 
@@ -170,6 +170,7 @@ pub struct ShowArchivedTaskJson {
     pub archived_at: String,
     pub period: String,
     pub segment: String,
+    /// The folder its members lie under in the segment (`<stem>/tasks/<task>/`).
     pub bundle: String,
     /// `ARCHIVE/<period>/summaries/<task>.md`.
     pub summary_file: String,
@@ -195,7 +196,7 @@ impl From<&Bundle> for ShowArchivedTaskJson {
             archived_at: t.archived_at.clone(),
             period: t.period.clone(),
             segment: t.segment.clone(),
-            bundle: t.bundle(),
+            bundle: t.members(),
             summary_file: t.summary_path(),
             files: b
                 .files
