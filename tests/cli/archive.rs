@@ -164,6 +164,9 @@ fn search_and_restore_byte_for_byte() {
     s.ok();
     assert!(s.stdout.contains(&ticket), "{}", s.show());
     env.circe(["archive", "search", "--date", "2025-11"]).run().ok();
+    let shown = env.circe(["--json", "show", "T1"]).run().json();
+    let members = format!("{}/tasks/T1/", segment(&env).trim_end_matches(".tar.zst"));
+    assert_eq!(shown["bundle"], members.as_str(), "{shown}");
     env.circe(["archive", "search", "--text", "nothing-like-this"]).run().code(5);
     // A month or day that is none, and a limit of nothing, are usage errors.
     for bad in [
