@@ -150,6 +150,19 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
     );
 }
 
+/// A tombstone gone (so the archived id could be opened again) is reported by doctor.
+#[test]
+fn doctor_reports_a_missing_tombstone() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    env.circe(["doctor"]).run().ok();
+    std::fs::remove_file(env.root().join("ARCHIVE/tombstones/T1")).unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(d.stderr.contains("holds 1 task(s) but ARCHIVE/tombstones/ only 0"), "{}", d.show());
+}
+
 #[test]
 fn search_and_restore_byte_for_byte() {
     local_only!(
