@@ -67,14 +67,21 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             // The answer goes to the one who asked and waits (a response elsewhere would
             // close the ask while the asker never sees it).
             let asker = rec.from.as_str();
-            let to = msg.to.get_or_insert_with(|| asker.to_string());
-            // `agent:ASKER`, or the bare name (which reaches the asker even where a role has
-            // that name, as `init`'s agents do).
+            let one = format!("{}{asker}", crate::address::AGENT);
+            let to = msg.to.get_or_insert_with(|| one.clone());
+            // `agent:ASKER`, or the asker's bare name (`mesh/ASKER` too). Where a role has that
+            // name (as `init`'s agents do) a bare name would reach the whole role: the answer is
+            // addressed to the asker alone.
             let named = match crate::address::Address::parse(to) {
-                crate::address::Address::Agent(a) | crate::address::Address::Bare(a) => Some(a),
+                crate::address::Address::Agent(a) | crate::address::Address::Bare(a) => {
+                    Some(a.to_string())
+                }
                 _ => None,
             };
-            if named != Some(asker) {
+            if named.as_deref() == Some(asker) && ws.registry.is_role(asker) {
+                *to = one;
+            }
+            if named.as_deref() != Some(asker) {
                 return Err(Error::refused(format!(
                     "an ask-response goes to the asker: ask {} was asked by {asker}, and this one is addressed to {to}",
                     rec.msg_id

@@ -311,6 +311,40 @@ fn an_ask_is_listed_by_its_summary_with_nulls_for_what_it_lacks() {
     }
 }
 
+/// An answer to an asker whose name is also a role's goes to the asker alone, not to the
+/// whole role.
+#[test]
+fn an_ask_response_reaches_the_asker_alone() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.as_(
+        "engineer",
+        &[
+            "send",
+            "--to",
+            "qa",
+            "--intent",
+            "ask",
+            "--summary",
+            "q",
+            "--msg-id",
+            "20251121T170000000Z-ask00001",
+        ],
+    )
+    .ok();
+    let args = ["send", "--to", "engineer", "--intent", "ask-response", "--summary", "a"];
+    let o = env.as_(
+        "qa",
+        &[&args[..], &["--in-reply-to", "20251121T170000000Z-ask00001", "--json"]].concat(),
+    );
+    o.ok();
+    let doc = o.json();
+    let boxes: Vec<&str> =
+        doc["delivered"].as_array().unwrap().iter().map(|c| c["box"].as_str().unwrap()).collect();
+    assert_eq!(boxes, ["inbox:engineer"], "{}", o.show());
+    assert!(env.ls("AGENTS/engineer-2/INBOX").is_empty());
+}
+
 /// A task completes once: a second task-complete (another message) is refused with a way to
 /// say more; the first, sent again with its own id, is answered with its delivery.
 #[test]
