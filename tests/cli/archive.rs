@@ -412,3 +412,29 @@ fn an_archived_message_of_no_task_is_shown_with_its_text() {
     o.ok();
     assert!(o.json()["text"].as_str().unwrap_or_default().contains("loose words"), "{}", o.show());
 }
+
+/// Ids go on after retention removed every archived segment (and their index lines): the
+/// newest id removed is kept, so the next event does not start again at 1.
+#[test]
+fn event_ids_go_on_after_retention_removed_the_segments() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.open_task("A-1");
+    env.as_("engineer", &["claim", "A-1"]).ok();
+    env.as_("engineer", &["status", "A-1", "in_progress"]).ok();
+    env.as_("engineer", &["status", "A-1", "failed"]).ok();
+    let cfg = env.read("circe.yaml") + "archive:\n  keep: 30d\n";
+    env.set_config(&cfg);
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    let before = env.circe(["--json", "cursors"]).run().json()["last_event_id"].as_u64().unwrap();
+    assert!(before >= 5, "{before}");
+    // The second run takes the log segments into a segment of its own; the third, a year
+    // on, removes that one (and its index line) by retention.
+    env.circe(["archive"]).now("2033-01-01T00:00:00Z").run().ok();
+    env.circe(["archive"]).now("2034-01-01T00:00:00Z").run().ok();
+    let index = env.read("ARCHIVE/index.jsonl");
+    assert!(!index.contains("\"last_event\""), "no segment left names an event: {index}");
+    env.as_("coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "x"]).ok();
+    let after = env.circe(["--json", "cursors"]).run().json()["last_event_id"].as_u64().unwrap();
+    assert!(after > before, "an id at or below #{before} was given again: #{after}");
+}

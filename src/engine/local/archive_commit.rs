@@ -364,6 +364,9 @@ pub(super) fn expire(
     if gone.is_empty() {
         return Ok(Vec::new());
     }
+    // The ids they held are never given again: kept before their lines go.
+    let newest = gone.iter().filter_map(|l| l.last_event).max().unwrap_or(0);
+    store.keep_expired_last_event(newest)?;
     store.rewrite_index(&keep)?;
     crash_point("archive.expired");
     let mut out = Vec::new();

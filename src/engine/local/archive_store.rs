@@ -154,6 +154,33 @@ impl Store {
     }
 
     /// Rewrite the index with only `keep` (retention, and rolling back an uncommitted run).
+    /// `ARCHIVE/last_event`: the newest event id of the segments retention removed (their
+    /// index lines go with them; ids must never be given again).
+    fn expired_last_event_path(&self) -> PathBuf {
+        self.archive_dir().join("last_event")
+    }
+
+    /// The newest event id retention removed (0 when none).
+    pub(super) fn expired_last_event(&self) -> Result<u64> {
+        let p = self.expired_last_event_path();
+        match atomic::read_regular(&p) {
+            Ok(b) => String::from_utf8_lossy(&b).trim().parse().map_err(|_| {
+                Error::internal(format!("{} does not hold an event id", p.display()))
+                    .hint("it holds the newest event id retention removed: one number")
+            }),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
+    /// Remember `id` as removed by retention (before the index lines that name it go).
+    pub(super) fn keep_expired_last_event(&self, id: u64) -> Result<()> {
+        if id <= self.expired_last_event()? {
+            return Ok(());
+        }
+        self.archive_replace(&self.expired_last_event_path(), format!("{id}\n").as_bytes(), true)
+    }
+
     pub(super) fn rewrite_index(&self, keep: &[SegmentLine]) -> Result<()> {
         let text: String =
             keep.iter().map(|l| serde_json::to_string(l).unwrap_or_default() + "\n").collect();

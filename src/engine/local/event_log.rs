@@ -123,14 +123,15 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
     before_current(store)
 }
 
-/// The last id before the current file: the newest of the segments in LOGS and those moved
+/// The last id before the current file: the newest of the segments in LOGS, those moved
 /// into the archive (the archive may have taken newer segments than one LOGS keeps for a
-/// task that stays), else 0. The archive commits a segment to its index before it removes
-/// it from LOGS, so one of the two always names it.
+/// task that stays) and those retention removed since, else 0. The archive commits a
+/// segment to its index before it removes it from LOGS, and retention keeps the newest id
+/// before it drops index lines, so one of the three always names it.
 fn before_current(store: &Store) -> Result<u64> {
     let here = segments(store)?.last().map_or(0, |s| s.last);
     let archived = store.segment_lines()?.iter().filter_map(|l| l.last_event).max().unwrap_or(0);
-    Ok(here.max(archived))
+    Ok(here.max(archived).max(store.expired_last_event()?))
 }
 
 /// Give `events` the next ids and append them: one `write` under the log's lock.
