@@ -223,7 +223,7 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     };
     // Not into the root itself: the task would be back on the board beside its tombstone.
     let inside = |root: &std::path::Path| {
-        let to = std::fs::canonicalize(&r.to).unwrap_or_else(|_| r.to.clone());
+        let to = resolved(&r.to);
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         to.starts_with(&root)
     };
@@ -240,6 +240,26 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
     let bundle = b.tombstone.members();
     Ok(Report::new(human, ArchiveRestoreJson { task_id: task.to_string(), written, bundle }))
+}
+
+/// `path` made absolute with its links resolved as far as it exists (a folder to be made
+/// is its nearest existing ancestor, resolved, and the rest).
+fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    let abs = std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf());
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
 }
 
 fn verify(ctx: &Ctx) -> Result<Report> {

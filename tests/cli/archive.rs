@@ -208,6 +208,11 @@ fn search_and_restore_byte_for_byte() {
     let o = env.circe(["archive", "restore", "T1", "--to", env.root().to_str().unwrap()]).run();
     o.code(3);
     assert!(o.stderr.contains("this root's own folder"), "{}", o.show());
+    // Nor a folder inside it that does not exist yet, named relatively.
+    let rel = format!("{}/sub/new", env.root().file_name().unwrap().to_str().unwrap());
+    let o = env.circe(["archive", "restore", "T1", "--to", &rel]).run();
+    o.code(3);
+    assert!(!env.root().join("sub").exists(), "{}", o.show());
 }
 
 /// A member whose bytes differ from its manifest (same size, one word changed) is refused
