@@ -173,7 +173,12 @@ fn holds_now(
                     }
                 }
             }
-            if !asked && !super::find::in_archive(ws, id)? {
+            // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
+            // message here, or one in the archive.
+            let exists = asked
+                || super::thread::parent(ws, id, &[])?.is_some()
+                || super::find::in_archive(ws, id)?;
+            if !exists {
                 return Err(Error::not_found(format!("no message `{id}`: nothing can answer it"))
                     .hint("wait for the full msg_id of a message that was sent (`circe show KEY` finds it)"));
             }

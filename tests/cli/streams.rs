@@ -364,6 +364,9 @@ fn wait_for_a_reply() {
     assert_eq!(o.json()["already"], true, "{}", o.show());
     let o = env.circe(["wait", "--for", &reply, "--new", "--timeout", "300ms"]).agent("qa").run();
     o.code(7);
+    // A task id is something a reply may answer too.
+    env.open_task("T-5");
+    env.circe(["wait", "--for", "reply:T-5", "--timeout", "300ms"]).agent("qa").run().code(7);
     let last = if id.ends_with('x') { "y" } else { "x" };
     let nobody = format!("{}{last}", &id[..id.len() - 1]);
     for fresh in [false, true] {
