@@ -224,7 +224,16 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
     let Some(mut tx) = task_key(ws, key)? else {
         let found = find_in(ws, &mine, key)?;
-        if found.is_empty() && !find_in(ws, &[Mailbox::Logs], key)?.is_empty() {
+        // Filed already, and it was `me`'s: sent by it, or to it.
+        let mine_filed = |f: &Found| {
+            f.message.as_ref().is_some_and(|m| {
+                m.from_agent() == Some(me.as_str())
+                    || m.to.as_deref().is_some_and(|to| {
+                        ws.reach(to).is_ok_and(|(agents, _)| agents.contains(me))
+                    })
+            })
+        };
+        if found.is_empty() && find_in(ws, &[Mailbox::Logs], key)?.iter().any(mine_filed) {
             return Ok(Vec::new());
         }
         let f = only(found, me, &mine, key)?;
@@ -259,7 +268,12 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         }
     }
     if picked.is_empty() && out.is_empty() {
-        if st.location == Some(Mailbox::Logs) {
+        // The task's message is filed already, and the task was `me`'s (held, opened, or a
+        // coordinator's to file).
+        let was_mine = st.rec.owner.as_ref() == Some(me)
+            || st.rec.opened_by == me.as_str()
+            || ws.is_coordinator(me);
+        if st.location == Some(Mailbox::Logs) && was_mine {
             return Ok(Vec::new());
         }
         return Err(Error::not_found(format!("{me} has no message of task {}", st.rec.task_id))

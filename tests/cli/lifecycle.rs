@@ -444,6 +444,8 @@ fn take_and_done_move_messages_along() {
     let again = env.as_("qa", &["done", &file, "--json"]);
     again.ok();
     assert_eq!(again.json(), json!({"moved": [], "already": true}));
+    // Not for an agent it never concerned: that is no message of its.
+    env.as_("scribe", &["done", &file]).code(5);
     env.as_("qa", &["done", "no-such-message.md"]).code(5);
 }
 
