@@ -228,9 +228,9 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         let mine_filed = |f: &Found| {
             f.message.as_ref().is_some_and(|m| {
                 m.from_agent() == Some(me.as_str())
-                    || m.to.as_deref().is_some_and(|to| {
-                        ws.reach(to).is_ok_and(|(agents, _)| agents.contains(me))
-                    })
+                    || m.to
+                        .as_deref()
+                        .is_some_and(|to| ws.reach(to).is_ok_and(|(agents, _)| agents.contains(me)))
             })
         };
         if found.is_empty() && find_in(ws, &[Mailbox::Logs], key)?.iter().any(mine_filed) {

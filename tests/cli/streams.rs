@@ -547,6 +547,10 @@ fn a_consumer_gone_for_good_is_removed() {
         o.show()
     );
     env.circe(["cursors", "--remove", "bad"]).run().ok();
+    // Dead letters with no cursor: refused (exit 5), and nothing removed.
+    std::fs::write(env.root().join("dead/ghost.jsonl"), "{\"id\":1}\n").unwrap();
+    env.circe(["cursors", "--remove", "ghost"]).run().code(5);
+    assert!(env.root().join("dead/ghost.jsonl").exists(), "an error changes nothing");
 }
 
 /// `wait --for claimable` sees tasks as `claim --next` does (not one past its deadline), and

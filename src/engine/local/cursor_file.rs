@@ -67,7 +67,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => false,
             Err(e) => return Err(Error::io("cannot remove", &p, e)),
         };
-        if kind == crate::ops::stream::KIND {
+        if had && kind == crate::ops::stream::KIND {
             let dead = self.root.join("dead").join(format!("{name}.jsonl"));
             match std::fs::remove_file(&dead) {
                 Ok(()) => {}

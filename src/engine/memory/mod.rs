@@ -419,10 +419,11 @@ impl Engine for MemoryEngine {
 
     fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
         let mut g = self.lock();
-        if kind == crate::ops::stream::KIND {
+        let had = g.cursors.remove(&(kind.to_string(), name.clone())).is_some();
+        if had && kind == crate::ops::stream::KIND {
             g.dead.remove(name);
         }
-        Ok(g.cursors.remove(&(kind.to_string(), name.clone())).is_some())
+        Ok(had)
     }
 
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {

@@ -59,8 +59,9 @@ impl PgEngine {
         let events = kind == crate::ops::stream::KIND;
         let had = self.rows(
             &format!("removing cursor {name}"),
-            "WITH d AS (DELETE FROM {s}.dead_letters WHERE $3 AND consumer = $2),
-                  c AS (DELETE FROM {s}.cursors WHERE kind = $1 AND name = $2 RETURNING 1)
+            "WITH c AS (DELETE FROM {s}.cursors WHERE kind = $1 AND name = $2 RETURNING 1),
+                  d AS (DELETE FROM {s}.dead_letters
+                         WHERE $3 AND consumer = $2 AND EXISTS (SELECT 1 FROM c))
              SELECT count(*) FROM c",
             &[(&kind, Type::TEXT), (&n, Type::TEXT), (&events, Type::BOOL)],
             |r| Ok(r.get::<_, i64>(0) > 0),
