@@ -245,6 +245,20 @@ fn restore_checks_each_file_against_its_manifest() {
     o.code(3);
     assert!(o.stderr.contains("does not match its manifest"), "{}", o.show());
     assert!(!to.exists(), "nothing may be written");
+    // Without its manifest, nothing is restored unchecked.
+    std::fs::write(&status, text).unwrap();
+    let members = std::fs::read_to_string(work.path().join("members")).unwrap();
+    let kept: String = members
+        .lines()
+        .filter(|l| !l.ends_with("manifest.json"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(work.path().join("members"), kept).unwrap();
+    tar(&["--zstd", "-cf", seg_path.to_str().unwrap(), "--no-recursion", "-T", "members"]);
+    let o = env.circe(["archive", "restore", "T1", "--to", to.to_str().unwrap()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("manifest is missing"), "{}", o.show());
+    assert!(!to.exists(), "nothing may be written");
 }
 
 /// Every file under `dir`.

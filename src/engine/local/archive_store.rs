@@ -397,6 +397,22 @@ pub fn write_restored(
     files: &[(String, Vec<u8>)],
     manifest: Option<&crate::archive::Manifest>,
 ) -> Result<Vec<String>> {
+    let damaged = |what: String| {
+        Err(Error::refused(what)
+            .hint("nothing was written; `circe archive verify` checks every segment"))
+    };
+    let Some(manifest) = manifest.filter(|_| !files.is_empty()) else {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        return damaged("the task's manifest is missing or does not read".to_string());
+    };
+    if let Some(gone) = manifest.files.iter().find(|f| !files.iter().any(|(o, _)| *o == f.origin)) {
+        return damaged(format!(
+            "`{}` is listed by the task's manifest but not archived",
+            gone.origin
+        ));
+    }
     for (origin, bytes) in files {
         let ok = !origin.is_empty()
             && !origin.starts_with('/')
@@ -405,14 +421,13 @@ pub fn write_restored(
             return Err(Error::refused(format!("archived file `{origin}` has an unsafe path"))
                 .hint("nothing was written; the archive may have been tampered with"));
         }
-        let listed = manifest.and_then(|m| m.files.iter().find(|f| f.origin == *origin));
-        if let Some(f) = listed
-            && (f.bytes != bytes.len() as u64 || f.sha256 != super::archive_segment::sha256(bytes))
-        {
-            return Err(Error::refused(format!(
+        let Some(f) = manifest.files.iter().find(|f| f.origin == *origin) else {
+            return damaged(format!("archived file `{origin}` is not in the task's manifest"));
+        };
+        if f.bytes != bytes.len() as u64 || f.sha256 != super::archive_segment::sha256(bytes) {
+            return damaged(format!(
                 "archived file `{origin}` does not match its manifest (size or SHA-256)"
-            ))
-            .hint("nothing was written; `circe archive verify` checks every segment"));
+            ));
         }
         let p = dir.join(origin);
         if std::fs::symlink_metadata(&p).is_ok() {
