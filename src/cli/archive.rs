@@ -245,7 +245,7 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
 /// `path` made absolute with its links resolved as far as it exists (a folder to be made
 /// is its nearest existing ancestor, resolved, and the rest).
 fn resolved(path: &std::path::Path) -> std::path::PathBuf {
-    let abs = std::env::current_dir().map(|d| d.join(path)).unwrap_or_else(|_| path.to_path_buf());
+    let abs = std::env::current_dir().map_or_else(|_| path.to_path_buf(), |d| d.join(path));
     let mut rest = Vec::new();
     let mut at = abs.as_path();
     loop {
