@@ -99,15 +99,15 @@ fn play(root: &Root, i: usize) -> Round {
     // What reached the asker in reply to the ask: the answer, the expiry notice (from circe).
     let thread = root.run(None, &["thread", &format!("ask-{i}"), "--json"]).json();
     let replies = thread["replies"].as_array().cloned().unwrap_or_default();
-    let has = |from: &str, intent: &str| {
-        replies
-            .iter()
-            .any(|r| r["from"] == from && r["intent"] == intent && r["to"] == "coordinator")
+    // The answer goes to the asker alone (`agent:coordinator`: a role has that name); the
+    // notice as circe addresses it.
+    let has = |from: &str, intent: &str, to: &str| {
+        replies.iter().any(|r| r["from"] == from && r["intent"] == intent && r["to"] == to)
     };
     Round {
         state,
-        answer_delivered: has("e1", "ask-response"),
-        notice_delivered: has("circe", "update"),
+        answer_delivered: has("e1", "ask-response", "agent:coordinator"),
+        notice_delivered: has("circe", "update", "coordinator"),
     }
 }
 
@@ -170,7 +170,7 @@ fn two_answers(url: &str, rounds: usize, brk: Option<&str>) -> Vec<String> {
             .cloned()
             .unwrap_or_default()
             .iter()
-            .filter(|r| r["intent"] == "ask-response" && r["to"] == "coordinator")
+            .filter(|r| r["intent"] == "ask-response" && r["to"] == "agent:coordinator")
             .map(|r| r["msg_id"].as_str().unwrap_or_default().to_string())
             .collect();
         let asks = root.run(None, &["asks", "--all", "--json"]).json();
