@@ -314,8 +314,8 @@ pub trait Engine {
     fn cursors(&self) -> Result<Vec<(String, CursorName)>>;
 
     /// Forget a consumer: its saved cursor and, for an `events` cursor, the events it set
-    /// aside (only when there was a cursor: otherwise nothing changes). Hold the cursor
-    /// first. Returns whether there was a cursor.
+    /// aside. Hold the cursor first. Returns whether there was either (a name with neither
+    /// changes nothing).
     fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool>;
 
     // ---- the archive (PROTOCOLS.md section 17) ---------------------------------------

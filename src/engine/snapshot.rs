@@ -26,6 +26,9 @@ pub struct Snapshot {
     pub tasks: Vec<TaskState>,
     /// The event log, oldest first.
     pub events: Vec<Event>,
+    /// The newest event id ever given (above the log's last when the archive took the
+    /// newest events): the next root goes on after it.
+    pub last_event_id: u64,
     /// Every sender's sequence counter, and every receiver's lastSeen (section 14).
     pub counters: Vec<(AgentName, Counter)>,
     pub receivers: Vec<(AgentName, Receiver)>,
@@ -104,6 +107,7 @@ impl Snapshot {
             }
             events.extend(more);
         }
+        let last_event_id = engine.last_event_id()?.max(events.last().map_or(0, |e| e.id));
         let counters = engine.seq_counters()?;
         let receivers = engine.seq_receivers()?;
         let asks = engine.asks()?;
@@ -124,6 +128,7 @@ impl Snapshot {
             boxes,
             tasks,
             events,
+            last_event_id,
             counters,
             receivers,
             asks,

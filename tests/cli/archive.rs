@@ -161,6 +161,10 @@ fn doctor_reports_a_missing_tombstone() {
     let d = env.circe(["doctor"]).run();
     d.code(1);
     assert!(d.stderr.contains("holds 1 task(s) but ARCHIVE/tombstones/ only 0"), "{}", d.show());
+    // `archive verify` reads the segments, and names the task.
+    let v = env.circe(["archive", "verify"]).run();
+    v.code(1);
+    assert!(v.stderr.contains("task T1 has no tombstone"), "{}", v.show());
 }
 
 #[test]
@@ -213,6 +217,8 @@ fn search_and_restore_byte_for_byte() {
     let o = env.circe(["archive", "restore", "T1", "--to", &rel]).run();
     o.code(3);
     assert!(!env.root().join("sub").exists(), "{}", o.show());
+    let back = format!("nope/../{}", env.root().file_name().unwrap().to_str().unwrap());
+    env.circe(["archive", "restore", "T1", "--to", &back]).run().code(3);
 }
 
 /// A member whose bytes differ from its manifest (same size, one word changed) is refused

@@ -396,11 +396,23 @@ pub(super) fn expire(
 pub(super) fn verify_all(eng: &LocalEngine) -> Result<Vec<(String, Result<u64>)>> {
     let mut out = Vec::new();
     for l in eng.store.segment_lines()? {
-        let r = verify(
-            &eng.store.segment_path(&l.period, &l.segment),
-            &eng.store.list_path(&l.period, &l.segment),
-            Some(&l.sha256),
-        );
+        let list = eng.store.list_path(&l.period, &l.segment);
+        let r = verify(&eng.store.segment_path(&l.period, &l.segment), &list, Some(&l.sha256))
+            .and_then(|n| {
+                // Each task it holds keeps its id by its tombstone.
+                let tasks = ListReader::open(&list)?
+                    .filter_map(|e| e.ok())
+                    .filter(|e| e.kind == EntryKind::Manifest)
+                    .filter_map(|e| e.task);
+                for t in tasks {
+                    if !eng.store.tombstone_path(&t).is_file() {
+                        return Err(Error::internal(format!(
+                            "task {t} has no tombstone (ARCHIVE/tombstones/{t}): its id could be opened again"
+                        )));
+                    }
+                }
+                Ok(n)
+            });
         out.push((format!("{}/{}", l.period, l.segment), r));
     }
     Ok(out)

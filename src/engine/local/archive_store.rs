@@ -153,7 +153,6 @@ impl Store {
         self.sync_dir(&self.archive_dir())
     }
 
-    /// Rewrite the index with only `keep` (retention, and rolling back an uncommitted run).
     /// `ARCHIVE/last_event`: the newest event id of the segments retention removed (their
     /// index lines go with them; ids must never be given again).
     fn expired_last_event_path(&self) -> PathBuf {
@@ -181,6 +180,7 @@ impl Store {
         self.archive_replace(&self.expired_last_event_path(), format!("{id}\n").as_bytes(), true)
     }
 
+    /// Rewrite the index with only `keep` (retention, and rolling back an uncommitted run).
     pub(super) fn rewrite_index(&self, keep: &[SegmentLine]) -> Result<()> {
         let text: String =
             keep.iter().map(|l| serde_json::to_string(l).unwrap_or_default() + "\n").collect();
@@ -401,12 +401,12 @@ pub fn write_restored(
         Err(Error::refused(what)
             .hint("nothing was written; `circe archive verify` checks every segment"))
     };
-    let Some(manifest) = manifest.filter(|_| !files.is_empty()) else {
-        if files.is_empty() {
-            return Ok(Vec::new());
-        }
+    let Some(manifest) = manifest else {
         return damaged("the task's manifest is missing or does not read".to_string());
     };
+    if files.is_empty() {
+        return damaged("the task's bundle holds no file".to_string());
+    }
     if let Some(gone) = manifest.files.iter().find(|f| !files.iter().any(|(o, _)| *o == f.origin)) {
         return damaged(format!(
             "`{}` is listed by the task's manifest but not archived",

@@ -58,24 +58,19 @@ impl Store {
         write().map_err(io_err("cannot save cursor", &dest))
     }
 
-    /// Remove the cursor (hold its lock) and, for an events cursor, its dead letters.
-    /// Returns whether the cursor was there.
+    /// Remove the consumer's dead letters (an events cursor's), then its cursor (hold its
+    /// lock). Returns whether either was there (dead letters a consumer left without ever
+    /// saving its cursor go too).
     pub fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
-        let p = self.cursor_dir(kind).join(name.as_str());
-        let had = match std::fs::remove_file(&p) {
-            Ok(()) => true,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
-            Err(e) => return Err(Error::io("cannot remove", &p, e)),
+        let gone = |p: &std::path::Path| match std::fs::remove_file(p) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("cannot remove", p, e)),
         };
-        if had && kind == crate::ops::stream::KIND {
-            let dead = self.root.join("dead").join(format!("{name}.jsonl"));
-            match std::fs::remove_file(&dead) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(Error::io("cannot remove", &dead, e)),
-            }
-        }
-        Ok(had)
+        let dead = kind == crate::ops::stream::KIND
+            && gone(&self.root.join("dead").join(format!("{name}.jsonl")))?;
+        let had = gone(&self.cursor_dir(kind).join(name.as_str()))?;
+        Ok(had || dead)
     }
 
     /// Append one dead letter (an event line) to `dead/<consumer>.jsonl`: one write on an

@@ -419,11 +419,9 @@ impl Engine for MemoryEngine {
 
     fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
         let mut g = self.lock();
+        let dead = kind == crate::ops::stream::KIND && g.dead.remove(name).is_some();
         let had = g.cursors.remove(&(kind.to_string(), name.clone())).is_some();
-        if had && kind == crate::ops::stream::KIND {
-            g.dead.remove(name);
-        }
-        Ok(had)
+        Ok(had || dead)
     }
 
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {

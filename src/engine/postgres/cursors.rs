@@ -60,9 +60,8 @@ impl PgEngine {
         let had = self.rows(
             &format!("removing cursor {name}"),
             "WITH c AS (DELETE FROM {s}.cursors WHERE kind = $1 AND name = $2 RETURNING 1),
-                  d AS (DELETE FROM {s}.dead_letters
-                         WHERE $3 AND consumer = $2 AND EXISTS (SELECT 1 FROM c))
-             SELECT count(*) FROM c",
+                  d AS (DELETE FROM {s}.dead_letters WHERE $3 AND consumer = $2 RETURNING 1)
+             SELECT (SELECT count(*) FROM c) + (SELECT count(*) FROM d)",
             &[(&kind, Type::TEXT), (&n, Type::TEXT), (&events, Type::BOOL)],
             |r| Ok(r.get::<_, i64>(0) > 0),
         )?;

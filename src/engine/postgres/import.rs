@@ -123,7 +123,9 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
         snap.events.iter().map(|e| e.task.as_ref().map(ToString::to_string)).collect();
     let lines: Vec<String> =
         snap.events.iter().map(|e| crate::event::Event { id: 0, ..e.clone() }.to_line()).collect();
-    let last = eids.iter().copied().max().unwrap_or(0);
+    // Ids go on after the newest ever given (the archive may hold newer than the log).
+    let given = i64::try_from(snap.last_event_id).unwrap_or(i64::MAX);
+    let last = eids.iter().copied().max().unwrap_or(0).max(given);
     conn.call(
         "importing the events",
         conn.client.execute_typed(
