@@ -401,7 +401,7 @@ pub(super) fn verify_all(eng: &LocalEngine) -> Result<Vec<(String, Result<u64>)>
             .and_then(|n| {
                 // Each task it holds keeps its id by its tombstone.
                 let tasks = ListReader::open(&list)?
-                    .filter_map(|e| e.ok())
+                    .filter_map(std::result::Result::ok)
                     .filter(|e| e.kind == EntryKind::Manifest)
                     .filter_map(|e| e.task);
                 for t in tasks {
