@@ -27,3 +27,37 @@ fn archive_is_refused_with_a_hint_and_changes_nothing() {
     let after = root.run(None, &["--json", "tasks"]);
     assert_eq!(before.stdout, after.stdout);
 }
+
+/// A local root whose newest events are in its archive (its log empty) moves into a
+/// database whose feed goes on after the newest id ever given, not after the log's last.
+#[test]
+fn migrate_goes_on_after_the_newest_event_id_the_archive_holds() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |agent: Option<&str>, now: &str, args: &[&str]| {
+        let mut cmd = std::process::Command::new(crate::common::BIN);
+        cmd.args(args).current_dir(project.path()).env_clear().env("CIRCE_NOW", now);
+        if let Some(a) = agent {
+            cmd.env("CIRCE_AGENT", a);
+        }
+        crate::common::Out::from(&cmd.output().unwrap())
+    };
+    let t0 = "2025-11-21T17:00:00Z";
+    run(None, t0, &["init"]).ok();
+    let open =
+        ["send", "--to", "all", "--intent", "implement_feature", "--task", "A-1", "--summary", "x"];
+    run(Some("coordinator"), t0, &open).ok();
+    run(Some("engineer"), t0, &["claim", "A-1"]).ok();
+    run(Some("engineer"), t0, &["status", "A-1", "in_progress"]).ok();
+    run(Some("engineer"), t0, &["status", "A-1", "failed"]).ok();
+    // The first run files the task and rotates the log; the second takes the segments.
+    run(None, "2032-01-01T00:00:00Z", &["archive"]).ok();
+    run(None, "2033-01-01T00:00:00Z", &["archive"]).ok();
+    let given = run(None, t0, &["--json", "cursors"]).json()["last_event_id"].as_u64().unwrap();
+    assert!(given >= 5, "{given}");
+    run(None, t0, &["migrate", "--to", &c.fresh_url()]).ok();
+    run(Some("coordinator"), t0, &["send", "--to", "qa", "--intent", "inform", "--summary", "y"])
+        .ok();
+    let next = run(None, t0, &["--json", "cursors"]).json()["last_event_id"].as_u64().unwrap();
+    assert!(next > given, "an id at or below #{given} was given again in the database: #{next}");
+}
