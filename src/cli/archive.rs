@@ -189,7 +189,7 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     let q =
         Query { id: s.id.clone(), date: s.date.clone(), text: s.text.clone(), in_text: s.in_files };
     let mut hits = Vec::new();
-    ws.engine.archive_search(&q, &mut |h| {
+    let passed_over = ws.engine.archive_search(&q, &mut |h| {
         hits.push(h);
         Ok(hits.len() < s.limit as usize)
     })?;
@@ -206,12 +206,24 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
             h.line.as_deref().or(e.summary.as_deref()).unwrap_or("")
         ));
     }
-    if hits.is_empty() {
+    if hits.is_empty() && passed_over.is_empty() {
         return Err(Error::not_found("nothing in the archive matches")
             .hint("`circe archive search --date YYYY-MM` lists a month"));
     }
+    if hits.is_empty() {
+        return Err(Error::not_found(format!(
+            "nothing in the archive matches, but {} segment(s) could not be read: {}",
+            passed_over.len(),
+            passed_over.join("; ")
+        ))
+        .hint("what you look for may lie there: `circe archive verify` checks every segment"));
+    }
+    let warnings: Vec<String> = passed_over
+        .iter()
+        .map(|p| format!("{p} (passed over; `circe archive verify` checks every segment)"))
+        .collect();
     let hits = hits.into_iter().map(ArchiveHitJson::from).collect();
-    Ok(Report::new(human, ArchiveSearchJson { hits }))
+    Ok(Report::new(human, ArchiveSearchJson { hits, passed_over }).warnings(warnings))
 }
 
 fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {

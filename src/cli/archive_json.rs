@@ -119,6 +119,8 @@ impl From<Hit> for ArchiveHitJson {
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSearchJson {
     pub hits: Vec<ArchiveHitJson>,
+    /// Segments that could not be read, each with why (the others were searched).
+    pub passed_over: Vec<String>,
 }
 
 /// `circe archive restore --json`.

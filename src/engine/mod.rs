@@ -360,12 +360,13 @@ pub trait Engine {
     }
 
     /// Everything archived that the query matches, handed over one at a time until `each`
-    /// says stop.
+    /// says stop. Returns the segments passed over because they could not be read (each
+    /// with why); the others were searched.
     fn archive_search(
         &self,
         _q: &crate::archive::query::Query,
         _each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         Err(no_archive(&self.location()))
     }
 

@@ -359,6 +359,7 @@ pub fn in_archive(ws: &Workspace, id: &str) -> Result<bool> {
     }
     let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
     let mut hit = false;
+    // A segment that cannot be read is passed over here: `archive search` reports it.
     ws.engine.archive_search(&q, &mut |_| {
         hit = true;
         Ok(false)

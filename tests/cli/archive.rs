@@ -376,6 +376,18 @@ fn a_search_passes_over_a_damaged_segment() {
         "{}",
         o.show()
     );
+    let o = env.circe(["archive", "search", "T2", "--json"]).run();
+    assert_eq!(o.json()["passed_over"].as_array().map(Vec::len), Some(1), "{}", o.show());
+    // What lay only in the damaged segment: not "nothing matches" alone.
+    let o = env.circe(["archive", "search", "T1"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("could not be read"), "{}", o.show());
+    // A command that only looks in the archive on the way (an answer to an id found
+    // nowhere) says nothing of it.
+    let args = ["send", "--to", "qa", "--intent", "answer", "--summary", "x", "--in-reply-to"];
+    let sent = env.as_("engineer", &[&args[..], &["20251121T170000000Z-nowhere1"]].concat());
+    sent.code(5);
+    assert!(!sent.stderr.contains("passed over"), "{}", sent.show());
 }
 
 /// Once retention removed a task's segment (with its period's summaries), `show` says so,

@@ -288,13 +288,14 @@ impl Store {
     }
 
     /// Everything the archive holds that `q` matches, handed to `each` (which says whether
-    /// to go on). A segment that cannot be read is passed over with a warning on stderr (the
-    /// others are still searched); an error from `each` ends the search.
+    /// to go on). A segment that cannot be read is passed over (the others are still
+    /// searched) and returned with why; an error from `each` ends the search.
     pub(super) fn search(
         &self,
         q: &Query,
         each: &mut dyn FnMut(Hit) -> Result<bool>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
+        let mut passed = Vec::new();
         for l in self.segment_lines()? {
             if !q.period_may_match(&l.period) {
                 continue;
@@ -307,17 +308,12 @@ impl Store {
             };
             match self.search_segment(&l, q, &mut handed) {
                 Ok(true) => {}
-                Ok(false) => return Ok(()),
+                Ok(false) => return Ok(passed),
                 Err(e) if theirs => return Err(e),
-                Err(e) => eprintln!(
-                    "warning: ARCHIVE/{}/{} passed over: {} (`circe archive verify` checks every segment)",
-                    l.period,
-                    l.segment,
-                    e.chain()
-                ),
+                Err(e) => passed.push(format!("ARCHIVE/{}/{}: {}", l.period, l.segment, e.chain())),
             }
         }
-        Ok(())
+        Ok(passed)
     }
 
     /// `search` in one segment: whether to go on.

@@ -519,7 +519,7 @@ impl Engine for LocalEngine {
         &self,
         q: &crate::archive::query::Query,
         each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
-    ) -> Result<()> {
+    ) -> Result<Vec<String>> {
         self.store.search(q, each)
     }
 

@@ -527,8 +527,8 @@ impl Engine for MemoryEngine {
         &self,
         q: &crate::archive::query::Query,
         each: &mut dyn FnMut(crate::archive::Hit) -> Result<bool>,
-    ) -> Result<()> {
-        archive::search(&self.lock(), q, each)
+    ) -> Result<Vec<String>> {
+        archive::search(&self.lock(), q, each).map(|()| Vec::new())
     }
 
     fn archive_verify(&self) -> Result<Vec<(String, Option<String>)>> {
