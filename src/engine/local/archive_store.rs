@@ -165,7 +165,7 @@ impl Store {
         match atomic::read_regular(&p) {
             Ok(b) => String::from_utf8_lossy(&b).trim().parse().map_err(|_| {
                 Error::internal(format!("{} does not hold an event id", p.display()))
-                    .hint("it holds the newest event id retention removed: one number")
+                    .hint("it holds one number, the newest event id retention removed: write it back; if unsure, a number above every id a consumer may have seen is safe (ids then skip some, never repeat)")
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(0),
             Err(e) => Err(Error::io("cannot read", &p, e)),
