@@ -191,3 +191,21 @@ fn a_crashed_takeover_logs_no_expiry() {
         env.events().iter().map(|e| e["event"].as_str().unwrap().to_string()).collect();
     assert_eq!(kinds.iter().filter(|k| *k == "expire").count(), 1, "{kinds:?}");
 }
+
+/// `mirror DIR` makes DIR the root's copy, so it writes only into a new or empty folder, or
+/// a mirror it made before: a folder with other things in it is refused and left whole.
+#[test]
+fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let occupied = env.path().join("occupied");
+    std::fs::create_dir_all(occupied.join(".git")).unwrap();
+    std::fs::write(occupied.join("important.txt"), "keep me").unwrap();
+    let o = env.circe(["mirror", occupied.to_str().unwrap()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("is not empty and is no mirror"), "{}", o.show());
+    assert!(occupied.join("important.txt").exists() && occupied.join(".git").is_dir());
+    let fresh = env.path().join("fresh");
+    env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
+    env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
+}

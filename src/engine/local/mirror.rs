@@ -139,6 +139,18 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
                 ))
                 .hint("mirror into an empty folder"));
             }
+            // A mirror makes DIR the root's copy, removing what the root does not hold: only
+            // into a folder that is empty, or a mirror already (its marker).
+            let mut entries = std::fs::read_dir(dir).map_err(io_err("cannot read", dir))?;
+            if !marker.exists() && entries.next().is_some() {
+                return Err(Error::refused(format!(
+                    "{} is not empty and is no mirror: a mirror would remove what it holds",
+                    dir.display()
+                ))
+                .hint(format!(
+                    "mirror into a new or empty folder (a mirror keeps a {MARKER} file, and is then kept up to date in place)"
+                )));
+            }
             write_file(dir, MARKER, format!("mirror of {root}\n").as_bytes(), false)?;
         }
         None => {
