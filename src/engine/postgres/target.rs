@@ -31,6 +31,8 @@ pub struct Target {
     /// The URL names the server apart (`listen_host`/`listen_port`): a pooler is in front, so
     /// what needs a server session of its own (LISTEN, session advisory locks) goes there.
     pub(super) server_apart: bool,
+    /// `listen_host=`/`listen_port=` as given, for a circe.yaml naming this root.
+    apart_params: Vec<String>,
 }
 
 impl std::fmt::Debug for Target {
@@ -70,12 +72,19 @@ impl Target {
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
+        let mut apart_params = Vec::new();
         let (mut from_url, mut listen_host, mut listen_port) = (None, None, None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("schema", v)) => from_url = Some(v.to_string()),
-                Some(("listen_host", v)) => listen_host = Some(v.to_string()),
-                Some(("listen_port", v)) => listen_port = Some(v.to_string()),
+                Some(("listen_host", v)) => {
+                    listen_host = Some(v.to_string());
+                    apart_params.push(pair.to_string());
+                }
+                Some(("listen_port", v)) => {
+                    listen_port = Some(v.to_string());
+                    apart_params.push(pair.to_string());
+                }
                 Some(("password", _)) => return Err(password_in_url()),
                 _ => kept.push(pair),
             }
@@ -114,7 +123,7 @@ impl Target {
         } else {
             config.clone()
         };
-        Ok(Target { url: plain, schema, config, listen, server_apart })
+        Ok(Target { url: plain, schema, config, listen, server_apart, apart_params })
     }
 
     /// The root's name for people: the URL with its schema.
@@ -132,13 +141,15 @@ impl Target {
         }
     }
 
-    /// `engine:` for a circe.yaml pointing at this root.
+    /// `engine:` for a circe.yaml pointing at this root (the server named apart kept).
     pub fn engine_config(&self) -> EngineConfig {
-        EngineConfig {
-            kind: "postgres".into(),
-            url: self.url.clone(),
-            schema: Some(self.schema.clone()),
-        }
+        let url = if self.apart_params.is_empty() {
+            self.url.clone()
+        } else {
+            let sep = if self.url.contains('?') { '&' } else { '?' };
+            format!("{}{sep}{}", self.url, self.apart_params.join("&"))
+        };
+        EngineConfig { kind: "postgres".into(), url, schema: Some(self.schema.clone()) }
     }
 
     /// The connect timeout in force.
@@ -315,6 +326,22 @@ mod tests {
         assert_eq!(place(&t.listen), place(&t.config));
         let e = Target::from_url(&format!("{base}&listen_port=x")).unwrap_err();
         assert!(e.message.contains("listen_port"), "{e:?}");
+    }
+
+    /// The circe.yaml `init --engine` writes keeps the server named apart: read back, it is
+    /// the same target.
+    #[test]
+    fn the_written_configuration_keeps_the_server_named_apart() {
+        let url = "postgres://circe@pool.example:6432/circe?schema=team_a&listen_host=/run/pg&listen_port=5433";
+        let t = Target::from_url(url).unwrap();
+        let e = t.engine_config();
+        assert!(e.url.ends_with("?listen_host=/run/pg&listen_port=5433"), "{}", e.url);
+        let back = Target::from_config(&e).unwrap();
+        assert!(back.server_apart);
+        assert_eq!(place(&back.listen), (vec!["/run/pg".into()], vec![5433]));
+        assert_eq!(back.schema, "team_a");
+        let plain = Target::from_url("postgres:///circe?host=/run/pg&schema=b").unwrap();
+        assert_eq!(plain.engine_config().url, "postgres:///circe?host=/run/pg");
     }
 
     #[test]
