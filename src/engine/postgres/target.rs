@@ -31,8 +31,6 @@ pub struct Target {
     /// The URL names the server apart (`listen_host`/`listen_port`): a pooler is in front, so
     /// what needs a server session of its own (LISTEN, session advisory locks) goes there.
     pub(super) server_apart: bool,
-    /// `listen_host=`/`listen_port=` as given, for a circe.yaml naming this root.
-    apart_params: Vec<String>,
 }
 
 impl std::fmt::Debug for Target {
@@ -72,19 +70,12 @@ impl Target {
         }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
-        let mut apart_params = Vec::new();
         let (mut from_url, mut listen_host, mut listen_port) = (None, None, None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             match pair.split_once('=') {
                 Some(("schema", v)) => from_url = Some(v.to_string()),
-                Some(("listen_host", v)) => {
-                    listen_host = Some(v.to_string());
-                    apart_params.push(pair.to_string());
-                }
-                Some(("listen_port", v)) => {
-                    listen_port = Some(v.to_string());
-                    apart_params.push(pair.to_string());
-                }
+                Some(("listen_host", v)) => listen_host = Some(v.to_string()),
+                Some(("listen_port", v)) => listen_port = Some(v.to_string()),
                 Some(("password", _)) => return Err(password_in_url()),
                 _ => kept.push(pair),
             }
@@ -123,7 +114,7 @@ impl Target {
         } else {
             config.clone()
         };
-        Ok(Target { url: plain, schema, config, listen, server_apart, apart_params })
+        Ok(Target { url: plain, schema, config, listen, server_apart })
     }
 
     /// The root's name for people: the URL with its schema.
@@ -143,11 +134,19 @@ impl Target {
 
     /// `engine:` for a circe.yaml pointing at this root (the server named apart kept).
     pub fn engine_config(&self) -> EngineConfig {
-        let url = if self.apart_params.is_empty() {
-            self.url.clone()
-        } else {
+        let url = if self.server_apart {
+            // The server named apart, as `listen_host=` and `listen_port=` (its one host, port).
+            let host = self.listen.get_hosts().first().map(|h| match h {
+                tokio_postgres::config::Host::Tcp(h) => h.clone(),
+                tokio_postgres::config::Host::Unix(p) => p.display().to_string(),
+            });
+            let mut params: Vec<String> =
+                host.map(|h| format!("listen_host={h}")).into_iter().collect();
+            params.extend(self.listen.get_ports().first().map(|p| format!("listen_port={p}")));
             let sep = if self.url.contains('?') { '&' } else { '?' };
-            format!("{}{sep}{}", self.url, self.apart_params.join("&"))
+            format!("{}{sep}{}", self.url, params.join("&"))
+        } else {
+            self.url.clone()
         };
         EngineConfig { kind: "postgres".into(), url, schema: Some(self.schema.clone()) }
     }
