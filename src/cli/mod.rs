@@ -191,6 +191,7 @@ impl Ctx {
         if !ws.config.routing.is_empty() {
             crate::ops::route::check_names(&ws)?;
         }
+        crate::ops::check_escalation(&ws)?;
         Ok(ws)
     }
 

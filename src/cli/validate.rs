@@ -39,6 +39,7 @@ pub struct ValidateArgs {
 fn config(ctx: &Ctx) -> Result<Report> {
     let ws = ctx.workspace_for_setup()?;
     crate::ops::route::check_names(&ws)?;
+    crate::ops::check_escalation(&ws)?;
     let r = crate::ops::route::report(&ws);
     if let Some(l) = r.closed_loops.first() {
         return Err(Error::refused(format!(

@@ -28,6 +28,7 @@ pub mod wait;
 
 pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap};
 pub use find::{Found, done, find, find_in, messages_of, take};
+pub use notify::check_escalation;
 pub use open::OpenOutcome;
 pub use prompt::current_prompt;
 pub use questions::{Question, questions};

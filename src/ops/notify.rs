@@ -32,6 +32,33 @@ fn recipients(ws: &Workspace, intent: &str) -> Vec<AgentName> {
     out
 }
 
+/// Every entry of circe.yaml's `escalation` must reach someone: an agent or a role of this
+/// root (a typo would silently turn off the one alarm for parked tasks). Checked when a
+/// root opens, as routing is: exit 3 naming the entry, with the closest name.
+pub fn check_escalation(ws: &Workspace) -> Result<()> {
+    for t in &ws.config.escalation {
+        let name = crate::address::Address::parse(t).name();
+        let known = name == crate::registry::BROADCAST
+            || ws.registry.is_role(name)
+            || AgentName::new(name).is_ok_and(|a| ws.is_agent(&a));
+        if known {
+            continue;
+        }
+        let all = ws.agents();
+        let names =
+            all.keys().map(AgentName::as_str).chain(ws.registry.roles.iter().map(String::as_str));
+        let near = crate::suggest::closest(name, names).map(|c| format!("did you mean `{c}`? "));
+        return Err(crate::error::Error::refused(format!(
+            "circe.yaml: escalation: `{t}` is no agent or role of this root: a parked task would alert nobody there"
+        ))
+        .hint(format!(
+            "{}`circe agent list` and `circe registry` show them (the default is [coordinator, rooster])",
+            near.unwrap_or_default()
+        )));
+    }
+    Ok(())
+}
+
 /// Deliver `notices` about `task`, one message each, to their recipients' INBOXes.
 pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
     for n in notices {

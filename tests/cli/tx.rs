@@ -499,6 +499,33 @@ fn a_task_for_agent_name_is_an_orphan_and_goes_to_the_agent_named() {
     env.as_("engineer", &["claim", "B-1"]).ok();
 }
 
+/// An escalation list naming no one (a typo) is refused when the root opens, with the
+/// closest name: a parked task would otherwise alert nobody.
+#[test]
+fn an_escalation_to_no_one_is_refused() {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    env.set_config(
+        &cfg.replace("escalation: [coordinator, rooster]", "escalation: [cordinator, rooster]"),
+    );
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(
+        o.stderr.contains("`cordinator` is no agent or role")
+            && o.stderr.contains("did you mean `coordinator`?"),
+        "{}",
+        o.show()
+    );
+    env.circe(["validate", "--config"]).run().code(3);
+    env.set_config(
+        &cfg.replace(
+            "escalation: [coordinator, rooster]",
+            "escalation: [role:coordinator, agent:qa]",
+        ),
+    );
+    env.circe(["tasks"]).run().ok();
+}
+
 /// Routing rules are checked when a root opens: an unknown agent or status is refused (exit
 /// 3, naming it) by every command but the setup ones; `validate --config` reports a loop
 /// with no terminal state.
