@@ -16,7 +16,9 @@ pub fn to_string<T: Serialize>(value: &T) -> Result<String, YamlError> {
     serde_saphyr::to_string(value).map_err(|e| YamlError(e.to_string()))
 }
 
-/// serde-saphyr renders errors with a source snippet over several lines; keep the first.
+/// serde-saphyr renders errors with a source snippet over several lines; keep the first,
+/// without its own `error: ` (circe says that once, in front of the whole message).
 fn one_line(s: &str) -> String {
-    s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim().to_string()
+    let first = s.lines().find(|l| !l.trim().is_empty()).unwrap_or(s).trim();
+    first.strip_prefix("error: ").unwrap_or(first).to_string()
 }
