@@ -37,7 +37,18 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
     };
     let text = String::from_utf8(bytes)
         .map_err(|_| Error::refused(format!("{} is not UTF-8", path.display())))?;
-    let parsed = Config::parse(&text)?;
+    // Its errors name the file given (they say circe.yaml, what it is to become).
+    let given = if path.as_os_str() == "-" {
+        "standard input".to_string()
+    } else {
+        path.display().to_string()
+    };
+    let parsed = Config::parse(&text).map_err(|mut e| {
+        if let Some(rest) = e.message.strip_prefix("circe.yaml: ") {
+            e.message = format!("{given} (the new circe.yaml): {rest}");
+        }
+        e
+    })?;
     if parsed.engine.is_some() {
         return Err(Error::refused("the new configuration names an engine")
             .hint("`engine:` belongs in a host's .circe/circe.yaml, not in the root's settings"));

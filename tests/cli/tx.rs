@@ -517,11 +517,11 @@ fn an_escalation_to_no_one_is_refused() {
         o.show()
     );
     env.circe(["validate", "--config"]).run().code(3);
-    // A key circe does not know: refused, naming the line, with one `error:` in front.
+    // A key circe does not know: refused, naming where and the line, with one `error:`.
     let bad = format!("{cfg}colour: red\n");
     let o = env.circe(["config", "--set", "-"]).stdin(bad.as_bytes()).run();
     o.code(3);
-    let said = o.stderr.starts_with("error: circe.yaml: line ");
+    let said = o.stderr.starts_with("error: standard input (the new circe.yaml): line ");
     assert!(said && o.stderr.contains("unknown field `colour`"), "{}", o.show());
     env.set_config(
         &cfg.replace(
