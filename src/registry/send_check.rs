@@ -67,7 +67,7 @@ impl Registry {
         }
         if intent.needs_task_id && !req.has_task_id {
             return Err(Error::refused(format!("intent `{name}` needs a task_id"))
-                .hint("add a header line such as `task_id: TASK-001`"));
+                .hint("name the task: --task TASK-001 (or a `task_id: TASK-001` header line)"));
         }
         Ok(intent)
     }
