@@ -34,8 +34,11 @@ pub fn check_intent(name: &str) -> Result<()> {
 
 /// Message ids: letters, digits, `.`, `_` and `-`; starts with a letter or digit; at most 128 bytes.
 pub fn check_msg_id(id: &str) -> Result<()> {
+    const RULE: &str = "message ids use A-Z, a-z, 0-9, '.', '_' and '-', start with a letter or digit, at most 128 bytes (leave --msg-id out and circe makes one)";
     if id.len() > 2 * MAX_LEN {
-        return Err(Error::refused(format!("message id is {} bytes long, over 128", id.len())));
+        return Err(
+            Error::refused(format!("message id is {} bytes long, over 128", id.len())).hint(RULE)
+        );
     }
     check_chars(
         id,
@@ -44,6 +47,7 @@ pub fn check_msg_id(id: &str) -> Result<()> {
         |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'),
         false,
     )
+    .map_err(|e| if e.hint.is_some() { e } else { e.hint(RULE) })
 }
 
 /// Cursor names (a consumer's saved place): letters, digits, `-` and `_`; starts with a
@@ -281,5 +285,10 @@ mod tests {
         assert!(check_msg_id("ask-brain-001").is_ok());
         assert!(check_msg_id("a/b").is_err());
         assert!(check_msg_id(&"a".repeat(129)).is_err());
+        // Every refusal says the rule.
+        for bad in ["a/b", ".abc", &"a".repeat(129)] {
+            let hint = check_msg_id(bad).unwrap_err().hint.unwrap_or_default();
+            assert!(hint.contains("message ids use"), "{bad}: {hint}");
+        }
     }
 }
