@@ -246,6 +246,10 @@ pub fn parse_duration(s: &str) -> Result<Duration> {
         "m" => 60,
         "h" => 3600,
         "d" => 86_400,
+        _ if unit.starts_with(['.', ',']) => {
+            return Err(Error::usage(format!("`{s}` is not a whole number of one unit"))
+                .hint("write it in a smaller unit: 90m, not 1.5h (units are s, m, h and d)"));
+        }
         _ => {
             return Err(Error::usage(format!("`{s}` has an unknown unit `{unit}`"))
                 .hint("units are s, m, h and d"));
@@ -327,6 +331,12 @@ mod tests {
         assert_eq!(parse_duration("90").unwrap(), Duration::from_secs(90));
         assert_eq!(parse_duration("2h").unwrap(), Duration::from_secs(7200));
         assert!(parse_duration("2w").is_err());
+        let e = parse_duration("1.5h").unwrap_err();
+        assert!(
+            e.message.contains("whole number") && e.hint.unwrap().contains("90m"),
+            "{}",
+            e.message
+        );
         assert!(parse_duration("").is_err());
         assert_eq!(parse_duration("1s").unwrap(), MIN_DURATION);
         assert_eq!(parse_duration("365d").unwrap(), MAX_DURATION);
