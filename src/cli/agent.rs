@@ -88,6 +88,13 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 return Err(Error::refused("`circe` is circe's own name: no agent may use it")
                     .hint("pick another name"));
             }
+            // `all` and `any` are words of addresses and rules: `--to all` is everyone.
+            if name == crate::registry::BROADCAST || name == "any" {
+                return Err(Error::refused(format!(
+                    "`{name}` is a word of addresses and rules (everyone, any role): no agent may use it"
+                ))
+                .hint("pick another name"));
+            }
             if !ws.registry.is_role(&a.role) {
                 let roles: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
                 let near = crate::suggest::closest(&a.role, roles.iter().copied())

@@ -48,7 +48,9 @@ fn bad_names_are_refused_and_nothing_is_created() {
     let env = Env::new();
     let before = env.state();
     let long = "a".repeat(65);
-    for bad in ["../x", "a/b", "", "-a", ".a", long.as_str(), "A", "a_b", "a-"] {
+    for bad in
+        ["../x", "a/b", "", "-a", ".a", long.as_str(), "A", "a_b", "a-", "circe", "all", "any"]
+    {
         let out = env.circe(["agent", "add", bad, "--role", "engineer"]).run();
         // `-a` would parse as a flag; pass it after `--` too.
         if bad == "-a" {
