@@ -15,8 +15,9 @@ use super::roles::Roles;
 use crate::error::{Error, Result};
 use crate::names;
 
-/// Words that may not be role names: `any` is the rule keyword, `all` the broadcast address.
-const RESERVED_ROLES: [&str; 2] = ["any", "all"];
+/// Words that may not be role names: `any` is the rule keyword, `all` the broadcast address,
+/// `circe` circe's own acting name.
+const RESERVED_ROLES: [&str; 3] = ["any", "all", "circe"];
 
 /// The `registry:` key of circe.yaml.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, Serialize)]
@@ -70,7 +71,7 @@ impl Registry {
                 return Err(Error::refused(format!(
                     "circe.yaml registry: role name `{role}` is reserved"
                 ))
-                .hint("`any` and `all` are keywords in rules and addresses; pick another name"));
+                .hint("`any` and `all` are keywords in rules and addresses, `circe` is circe's own name; pick another name"));
             }
             reg.roles.insert(role.clone());
         }
@@ -377,8 +378,10 @@ intents:
         assert!(e.message.contains("unknown role `ghost`"), "{}", e.message);
         let e = refused("roles: [Dev_Ops]\n");
         assert!(e.message.starts_with("circe.yaml registry: role name"), "{}", e.message);
-        let e = refused("roles: [all]\n");
-        assert!(e.message.contains("reserved"), "{}", e.message);
+        for reserved in ["all", "any", "circe"] {
+            let e = refused(&format!("roles: [{reserved}]\n"));
+            assert!(e.message.contains("reserved"), "{reserved}: {}", e.message);
+        }
         let e = refused("intents:\n  Deploy: { from: any, to: any }\n");
         assert!(e.message.starts_with("circe.yaml registry: intent `Deploy`"), "{}", e.message);
         let e = refused("intents:\n  deploy: { from: [any, qa], to: any }\n");
