@@ -241,13 +241,14 @@ impl Workspace {
         {
             return Ok((vec![agent], vec![role]));
         }
-        let known: Vec<String> = self
-            .agents()
-            .keys()
-            .map(ToString::to_string)
-            .chain(self.registry.roles.iter().cloned())
-            .collect();
-        Err(crate::suggest::not_found("agent or role", name, known.iter().map(String::as_str))
+        // `agent:NAME` asked for an agent only; a bare name may have meant either.
+        let only_agent = matches!(addr, Address::Agent(_));
+        let mut known: Vec<String> = self.agents().keys().map(ToString::to_string).collect();
+        if !only_agent {
+            known.extend(self.registry.roles.iter().cloned());
+        }
+        let what = if only_agent { "agent" } else { "agent or role" };
+        Err(crate::suggest::not_found(what, name, known.iter().map(String::as_str))
             .hint_more("`circe agent list` shows the agents, `circe registry` the roles; `all` reaches everyone"))
     }
 }

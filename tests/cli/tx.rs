@@ -287,6 +287,15 @@ fn refusal_hints_lead_somewhere() {
         env.as_("brain", &["send", "--to", "core", "--intent", "task-complete", "--summary", "x"]);
     o.code(3);
     assert!(o.stderr.contains("--task ID") && o.stderr.contains("--in-reply-to"), "{}", o.show());
+    // `agent:NAME` asks for an agent only, and is told of agents only.
+    let o =
+        env.as_("core", &["send", "--to", "agent:enginer", "--intent", "update", "--summary", "x"]);
+    o.code(5);
+    assert!(
+        o.stderr.contains("no agent `enginer`") && o.stderr.contains("did you mean `engineer`?"),
+        "{}",
+        o.show()
+    );
     let o = env.circe(["seq", "import", "nonexist.json"]).run();
     o.code(5);
     assert!(
