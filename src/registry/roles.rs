@@ -60,6 +60,8 @@ impl fmt::Display for Roles {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Roles::Any => f.write_str("any"),
+            // An intent a rule turned off (`from: []`).
+            Roles::Only(set) if set.is_empty() => f.write_str("nobody"),
             Roles::Only(set) => {
                 f.write_str(&set.iter().map(String::as_str).collect::<Vec<_>>().join("|"))
             }
@@ -80,6 +82,14 @@ impl Serialize for Roles {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Shown as the registry table shows them: an intent turned off reads "nobody".
+    #[test]
+    fn shown() {
+        assert_eq!(Roles::Any.to_string(), "any");
+        assert_eq!(Roles::only(["coordinator", "engineer"]).to_string(), "coordinator|engineer");
+        assert_eq!(Roles::only(Vec::<&str>::new()).to_string(), "nobody");
+    }
 
     #[test]
     fn contains_and_within() {
