@@ -184,7 +184,8 @@ impl Config {
             }
         }
         if c.max_attempts == 0 {
-            return Err(Error::refused("circe.yaml: max_attempts must be at least 1"));
+            return Err(Error::refused("circe.yaml: max_attempts must be at least 1")
+                .hint("it is how many claims whose lease ran out park a task (the default is 3)"));
         }
         if let Some(e) = &c.engine {
             if e.kind != "postgres" {
@@ -214,13 +215,16 @@ impl Config {
 
     /// `CIRCE_DURABILITY` overrides the file (benchmarks and tests).
     pub fn durability(&self) -> Result<Durability> {
-        let v = std::env::var("CIRCE_DURABILITY").unwrap_or_else(|_| self.durability.clone());
-        match v.as_str() {
+        let from_env = std::env::var("CIRCE_DURABILITY").ok();
+        let (v, source) = match &from_env {
+            Some(v) => (v.as_str(), "CIRCE_DURABILITY"),
+            None => (self.durability.as_str(), "circe.yaml: durability"),
+        };
+        match v {
             "full" => Ok(Durability::Full),
             "relaxed" => Ok(Durability::Relaxed),
-            other => {
-                Err(Error::refused(format!("durability `{other}` is neither full nor relaxed")))
-            }
+            other => Err(Error::refused(format!("{source}: `{other}` is neither full nor relaxed"))
+                .hint("full: fsync every change (survives power loss); relaxed: leave it to the page cache")),
         }
     }
 }

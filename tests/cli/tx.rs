@@ -296,6 +296,14 @@ fn refusal_hints_lead_somewhere() {
         "{}",
         o.show()
     );
+    // A durability that is none names where it came from.
+    let o = env.circe(["tasks"]).var("CIRCE_DURABILITY", "bogus").run();
+    o.code(3);
+    assert!(
+        o.stderr.contains("CIRCE_DURABILITY: `bogus`") && o.stderr.contains("hint: full:"),
+        "{}",
+        o.show()
+    );
     let o = env.circe(["seq", "import", "nonexist.json"]).run();
     o.code(5);
     assert!(
