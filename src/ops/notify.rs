@@ -40,7 +40,7 @@ pub fn check_escalation(ws: &Workspace) -> Result<()> {
         let name = crate::address::Address::parse(t).name();
         let known = name == crate::registry::BROADCAST
             || ws.registry.is_role(name)
-            || AgentName::new(name).is_ok_and(|a| ws.is_agent(&a));
+            || ws.is_agent_named(name);
         if known {
             continue;
         }

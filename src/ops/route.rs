@@ -166,8 +166,7 @@ pub fn check_names(ws: &Workspace) -> Result<()> {
             }
         })?;
         let n = agent_of(name);
-        let agent = AgentName::new(n).is_ok_and(|a| ws.is_agent(&a));
-        if agent || ws.registry.is_role(n) {
+        if ws.is_agent_named(n) || ws.registry.is_role(n) {
             Ok(())
         } else {
             Err(Error::refused(format!("circe.yaml: routing: `{name}` is no agent or role of this root"))
