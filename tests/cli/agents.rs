@@ -327,21 +327,13 @@ fn threads_and_open_questions() {
     assert!(inbox.stdout.contains(&qid) && inbox.stdout.contains("which DB?"), "{}", inbox.show());
     // An answer to an id no message has is refused (a mistyped id would answer nothing).
     let typo = format!("{}{}", &qid[..qid.len() - 1], if qid.ends_with('z') { "y" } else { "z" });
+    // The coordinator answers message `id` with `more` arguments.
+    let answer = |id: &str, more: &[&str]| {
+        let args = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", id];
+        env.as_("coordinator", &[&args[..], more].concat())
+    };
     let before = env.state();
-    let bad = env.as_(
-        "coordinator",
-        &[
-            "send",
-            "--to",
-            "engineer",
-            "--intent",
-            "answer",
-            "--in-reply-to",
-            &typo,
-            "--summary",
-            "x",
-        ],
-    );
+    let bad = answer(&typo, &["--summary", "x"]);
     bad.code(5);
     assert!(
         bad.stderr.contains("no message has that id") && bad.stderr.contains("circe questions"),
@@ -349,21 +341,7 @@ fn threads_and_open_questions() {
         bad.show()
     );
     crate::common::assert_unchanged(&before, &env.state());
-    let a = env.as_(
-        "coordinator",
-        &[
-            "send",
-            "--to",
-            "engineer",
-            "--intent",
-            "answer",
-            "--in-reply-to",
-            &qid,
-            "--summary",
-            "postgres",
-            "--json",
-        ],
-    );
+    let a = answer(&qid, &["--summary", "postgres", "--json"]);
     a.ok();
     assert_eq!(a.json()["task_id"], T);
     let inbox = env.as_("engineer", &["inbox"]);
