@@ -100,16 +100,34 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
 }
 
 fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
+    // The folder the database root was named through (its circe.yaml), if any.
+    let mut pointer = None;
     let target = match ctx.root_spec() {
         RootSpec::Url(u) => Target::from_url(&u)?,
         spec => match local::open(&spec, None)? {
-            local::Opened::Pointer(t) => t,
+            local::Opened::Pointer(t) => {
+                pointer = Some(local::locate(&spec)?);
+                t
+            }
             local::Opened::Local(..) => {
                 return Err(Error::usage("this root is a folder already")
                     .hint("`circe migrate --to URL` moves it into a database"));
             }
         },
     };
+    if local::root_at(dir).is_some_and(|r| r == dir) {
+        let parent = match dir.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
+            _ => ".".to_string(),
+        };
+        return Err(Error::usage(format!(
+            "{} is a root's own folder (it holds circe.yaml); the root would land inside it",
+            dir.display()
+        ))
+        .hint(format!(
+            "name the folder that holds it: `circe migrate --to-local {parent}` writes {parent}/.circe"
+        )));
+    }
     let (eng, _) = postgres::connect(&target)?;
     let dest = dir.join(".circe");
     // A .circe naming this very root (the usual case: migrating in the project) is set aside.
@@ -142,7 +160,7 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
             return Err(e);
         }
     };
-    let human = format!(
+    let mut human = format!(
         "moved {} into {}: {} tasks, {} messages, {} events\nthe database root is marked moved\n",
         target.location(),
         dest.display(),
@@ -150,9 +168,22 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         snap.message_count(),
         snap.events.len()
     );
+    // A pointer left elsewhere still names the database: say so, and what to do with it.
+    let same =
+        |p: &std::path::Path| std::fs::canonicalize(p).ok() == std::fs::canonicalize(&dest).ok();
+    let stale = pointer.filter(|p| !same(p)).map(|p| p.join("circe.yaml"));
+    if let Some(p) = &stale {
+        human.push_str(&format!(
+            "{} still names the database; commands run there say where the root went \
+             (remove it, or pass --root {})\n",
+            p.display(),
+            dest.display()
+        ));
+    }
     Ok(Report::new(
         human,
         json!({"from": target.location(), "to": to, "tasks": snap.tasks.len(),
-               "messages": snap.message_count(), "events": snap.events.len()}),
+               "messages": snap.message_count(), "events": snap.events.len(),
+               "stale_pointer": stale.map(|p| p.display().to_string())}),
     ))
 }

@@ -34,6 +34,10 @@ pub struct MigrateDef {
     /// Into a database: where the old folder was moved.
     #[serde(default)]
     retired: Option<String>,
+    /// Into a folder: the circe.yaml the database root was named through, when it lies
+    /// elsewhere and still names the database (null otherwise).
+    #[serde(default)]
+    stale_pointer: Option<String>,
 }
 
 /// `circe mirror --json`.

@@ -337,9 +337,21 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     let orphans = run(&["orphans", "--json"]).json();
     let kept = orphans["messages"].as_array().cloned().unwrap_or_default();
     assert!(!kept.is_empty() && kept.iter().all(|m| m["agent"] == "brain"), "{orphans}");
+    // Not into the project's own .circe: the root would land inside it.
+    let own = project.path().join(".circe");
+    let inner = run(&["migrate", "--to-local", own.to_str().unwrap()]);
+    assert_eq!(inner.code, 2, "{}", inner.stderr);
+    assert!(
+        inner.stderr.contains("own folder") && inner.stderr.contains("writes"),
+        "{}",
+        inner.stderr
+    );
+    assert!(!own.join(".circe").exists(), "nothing was written");
+    run(&["tasks"]).ok();
     // And back into a folder of its own.
     let back = project.path().join("back");
-    run(&["migrate", "--to-local", back.to_str().unwrap()]).ok();
+    let moved = run(&["migrate", "--to-local", back.to_str().unwrap()]);
+    assert!(moved.ok().stdout.contains("still names the database"), "{}", moved.stdout);
     let after = tree(&back.join(".circe"));
     assert_same(&before, &after);
     assert_eq!(run(&["tasks"]).code, 3, "the database root is marked moved");
