@@ -475,3 +475,27 @@ fn event_ids_go_on_after_retention_removed_the_segments() {
     let after = env.circe(["--json", "cursors"]).run().json()["last_event_id"].as_u64().unwrap();
     assert!(after > before, "an id at or below #{before} was given again: #{after}");
 }
+
+/// A damaged `ARCHIVE/last_event` would stop the first append after a log rotation (ids
+/// could repeat): doctor names it as a violation with what to write back, rather than
+/// failing on it.
+#[test]
+fn doctor_names_a_damaged_last_event_as_a_violation() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.open_task("A-1");
+    std::fs::create_dir_all(env.root().join("ARCHIVE")).unwrap();
+    std::fs::write(env.root().join("ARCHIVE/last_event"), "garbage\n").unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.stderr);
+    assert!(
+        doc.stderr.contains("invariant 8") && doc.stderr.contains("last_event"),
+        "{}",
+        doc.stderr
+    );
+    assert!(doc.stderr.contains("write it back"), "{}", doc.stderr);
+    let json = env.circe(["--json", "doctor"]).run().json();
+    assert_eq!(json["open"], 1, "{json}");
+    std::fs::write(env.root().join("ARCHIVE/last_event"), "1\n").unwrap();
+    env.circe(["doctor"]).run().ok();
+}

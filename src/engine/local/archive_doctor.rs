@@ -53,6 +53,19 @@ pub(super) fn check(
             }
         }
     }
+    if let Err(e) = store.expired_last_event() {
+        // Fails closed: a log file started afresh (after a rotation) cannot number its
+        // first event until it holds a number again.
+        let hint = e.hint.as_deref().unwrap_or_default();
+        v(
+            8,
+            format!(
+                "{} (after the next log rotation no event can be logged until it is mended: {hint})",
+                e.message
+            ),
+            false,
+        );
+    }
     let lines = store.segment_lines()?;
     // Every archived task keeps its id by its tombstone: fewer tombstones than the segments
     // hold tasks means an archived id could be opened again (a count: one listing).
