@@ -35,10 +35,12 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
     let newest = ws.engine.last_event_id()?;
     let mut rows = Vec::new();
     let mut list = Vec::new();
-    for (kind, name) in ws.engine.cursors()? {
-        let raw = ws.engine.read_cursor(&kind, &name)?.unwrap_or_default();
+    for (kind, name) in consumers(&ws)? {
+        let raw = ws.engine.read_cursor(&kind, &name)?;
         let (mut after, mut saved_at, mut problem) = (None, None, None);
-        if kind == KIND {
+        if kind == KIND
+            && let Some(raw) = raw
+        {
             match SavedCursor::parse(&name, &raw) {
                 Ok(c) => (after, saved_at) = (Some(c.after), Some(c.saved_at)),
                 Err(e) => problem = Some(e.message),
@@ -70,6 +72,20 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
     Ok(Report::new(human, json!({"last_event_id": newest, "cursors": list})))
 }
 
+/// Every saved cursor, and each consumer that has dead letters but never saved a cursor
+/// (it died before its first save): (kind, name), sorted.
+fn consumers(ws: &crate::workspace::Workspace) -> Result<Vec<(String, CursorName)>> {
+    let mut all = ws.engine.cursors()?;
+    for name in ws.engine.dead_letter_consumers()? {
+        let key = (KIND.to_string(), name);
+        if !all.contains(&key) {
+            all.push(key);
+        }
+    }
+    all.sort();
+    Ok(all)
+}
+
 /// `--remove`: hold the cursor (no consumer is running on it), then forget it.
 fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Result<Report> {
     let Some(_hold) = ws.engine.hold_cursor(kind, name)? else {
@@ -81,7 +97,7 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
     let dead = if kind == KIND { ws.engine.dead_letters(name)?.len() } else { 0 };
     if !ws.engine.remove_cursor(kind, name)? {
         let known: Vec<String> =
-            ws.engine.cursors()?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();
+            consumers(ws)?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();
         let hint = if known.is_empty() {
             "there are no cursors".to_string()
         } else {

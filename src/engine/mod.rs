@@ -381,6 +381,10 @@ pub trait Engine {
     /// A consumer's dead letters, oldest first.
     fn dead_letters(&self, consumer: &CursorName) -> Result<Vec<Event>>;
 
+    /// Every consumer that has dead letters, sorted (with or without a saved cursor: one
+    /// that died before it first saved has only these).
+    fn dead_letter_consumers(&self) -> Result<Vec<CursorName>>;
+
     /// Where a person or a hook can open a message, when the engine keeps it as a file.
     fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<PathBuf>;
     /// The whole root as of one moment (`circe mirror`, `circe migrate`). The default reads

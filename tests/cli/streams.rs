@@ -550,6 +550,10 @@ fn a_consumer_gone_for_good_is_removed() {
     // Dead letters a consumer left without a cursor go too; a name with neither is exit 5.
     let event = env.read("LOGS/events.jsonl").lines().next().unwrap().to_string();
     std::fs::write(env.root().join("dead/ghost.jsonl"), event + "\n").unwrap();
+    let listed = env.circe(["cursors", "--json"]).run().json();
+    let ghost = &listed["cursors"][0];
+    assert_eq!((&ghost["name"], &ghost["dead_letters"]), (&"ghost".into(), &1.into()), "{listed}");
+    assert!(ghost["after"].is_null() && ghost["problem"].is_null(), "{listed}");
     let o = env.circe(["cursors", "--remove", "ghost", "--json"]).run();
     o.ok();
     assert_eq!(o.json()["removed"]["dead_letters"], 1, "{}", o.show());

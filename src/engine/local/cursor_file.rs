@@ -83,6 +83,16 @@ impl Store {
             .map_err(io_err("cannot append to", &p))
     }
 
+    /// The consumers with a dead-letter file, sorted.
+    pub fn dead_letter_consumers(&self) -> Result<Vec<CursorName>> {
+        let mut out: Vec<CursorName> = list_names(&self.root.join("dead"))?
+            .into_iter()
+            .filter_map(|n| n.strip_suffix(".jsonl").and_then(|n| CursorName::new(n).ok()))
+            .collect();
+        out.sort();
+        Ok(out)
+    }
+
     /// A consumer's dead letters, as written ("" when none).
     pub fn read_dead_letters(&self, consumer: &CursorName) -> Result<String> {
         let p = self.root.join("dead").join(format!("{consumer}.jsonl"));

@@ -425,6 +425,10 @@ impl Engine for LocalEngine {
             .collect())
     }
 
+    fn dead_letter_consumers(&self) -> Result<Vec<CursorName>> {
+        self.store.dead_letter_consumers()
+    }
+
     fn message_path(&self, mailbox: &Mailbox, file: &str) -> Option<std::path::PathBuf> {
         Some(self.store.message_path(mailbox, file))
     }

@@ -424,6 +424,10 @@ impl Engine for MemoryEngine {
         Ok(had || dead)
     }
 
+    fn dead_letter_consumers(&self) -> Result<Vec<CursorName>> {
+        Ok(self.lock().dead.keys().cloned().collect())
+    }
+
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         self.lock().dead.entry(consumer.clone()).or_default().push(event.clone());
         Ok(())

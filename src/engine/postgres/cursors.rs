@@ -79,6 +79,16 @@ impl PgEngine {
         Ok(())
     }
 
+    /// `Engine::dead_letter_consumers`.
+    pub(super) fn set_aside_consumers(&self) -> Result<Vec<CursorName>> {
+        self.rows(
+            "listing dead letters",
+            "SELECT DISTINCT consumer FROM {s}.dead_letters ORDER BY consumer",
+            &[],
+            |r| CursorName::new(r.get::<_, String>(0)),
+        )
+    }
+
     /// `Engine::dead_letters`: the events set aside for `consumer`, in order.
     pub(super) fn set_aside_events(&self, consumer: &CursorName) -> Result<Vec<Event>> {
         let c = consumer.as_str();

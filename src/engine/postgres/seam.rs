@@ -315,6 +315,10 @@ impl Engine for PgEngine {
         self.set_aside_events(consumer)
     }
 
+    fn dead_letter_consumers(&self) -> Result<Vec<CursorName>> {
+        self.set_aside_consumers()
+    }
+
     fn message_path(&self, _mailbox: &Mailbox, _file: &str) -> Option<std::path::PathBuf> {
         None
     }
