@@ -70,9 +70,19 @@ impl<'a> Address<'a> {
 /// Check an address's grammar: `all`, `role:NAME`, `agent:NAME`, a bare NAME, or TX
 /// `mesh/agent`; every name follows the agent-name rule.
 pub fn check(to: &str) -> crate::error::Result<()> {
-    let name = to.strip_prefix(ROLE).or_else(|| to.strip_prefix(AGENT));
-    if let Some(n) = name {
+    if let Some(n) = to.strip_prefix(ROLE) {
+        return crate::names::check_role(n);
+    }
+    if let Some(n) = to.strip_prefix(AGENT) {
         return crate::names::check_agent(n);
+    }
+    if let Some((kind, _)) = to.split_once(':') {
+        return Err(crate::error::Error::refused(format!(
+            "address `{}` starts with `{}:`, which is no kind of address",
+            to.escape_debug(),
+            kind.escape_debug()
+        ))
+        .hint("write `role:NAME`, `agent:NAME`, `NAME`, `all` or TX `mesh/agent`"));
     }
     let segments: Vec<&str> = to.split('/').collect();
     if segments.len() > 2 {
@@ -107,7 +117,10 @@ mod tests {
         assert_eq!(Address::parse("role:qa").name(), "qa");
         assert!(check("role:engineer").is_ok());
         assert!(check("agent:engineer-2").is_ok());
-        assert!(check("role:Engineer").is_err());
+        let msg = |to: &str| check(to).unwrap_err().message;
+        assert!(msg("role:Engineer").starts_with("role name `Engineer` has capital"));
+        assert!(msg("agent:Bob").starts_with("agent name `Bob`"));
+        assert!(msg("foo:bar").contains("`foo:`, which is no kind of address"));
         assert!(check("role:").is_err());
         assert!(check("a/b/c").is_err());
         assert!(check("mesh/qa").is_ok());

@@ -13,6 +13,13 @@ pub fn check_agent(name: &str) -> Result<()> {
         .map_err(|e| e.hint("agent names use a-z, 0-9 and '-', start and end with a letter or digit, at most 64 bytes"))
 }
 
+/// TX mesh names follow the agent-name rule.
+pub fn check_mesh(name: &str) -> Result<()> {
+    check(name, "mesh name", is_lower_alnum, |c| is_lower_alnum(c) || c == '-', true).map_err(|e| {
+        e.hint("mesh names use a-z, 0-9 and '-', start and end with a letter or digit, at most 64 bytes")
+    })
+}
+
 /// Role names follow the agent-name rule.
 pub fn check_role(name: &str) -> Result<()> {
     check(name, "role name", is_lower_alnum, |c| is_lower_alnum(c) || c == '-', true).map_err(|e| {
@@ -115,10 +122,23 @@ fn chars_refused(
     let Some(c0) = name.chars().next() else {
         return Err(Error::refused(format!("{what} is empty")));
     };
+    // A capital that is allowed in lower case is told as such.
+    let capital =
+        |c: char, ok: fn(char) -> bool| c.is_ascii_uppercase() && ok(c.to_ascii_lowercase());
     if !first(c0) {
+        if capital(c0, first) {
+            return Err(Error::refused(format!(
+                "{what} `{shown}` starts with a capital letter: names are lower case"
+            )));
+        }
         return Err(Error::refused(format!("{what} `{shown}` may not start with {c0:?}")));
     }
     if let Some(bad) = name.chars().find(|&c| !rest(c)) {
+        if capital(bad, rest) {
+            return Err(Error::refused(format!(
+                "{what} `{shown}` contains a capital letter ({bad:?}): names are lower case"
+            )));
+        }
         return Err(Error::refused(format!("{what} `{shown}` contains {bad:?}")));
     }
     if alnum_end && name.ends_with('-') {
@@ -252,6 +272,12 @@ mod tests {
         for bad in ["", "../x", "a/b", "-a", ".a", "A", "a_b", "a-", "a b", "a\0b", long.as_str()] {
             assert!(check_agent(bad).is_err(), "{bad:?}");
         }
+        // A capital is told as such, also when something else is wrong too.
+        let msg = |n: &str| check_agent(n).unwrap_err().message;
+        assert!(msg("My_Mesh").contains("starts with a capital letter"), "{}", msg("My_Mesh"));
+        assert!(msg("my_Mesh").contains("contains '_'"), "{}", msg("my_Mesh"));
+        assert!(msg("myMesh_").contains("contains a capital letter ('M')"), "{}", msg("myMesh_"));
+        assert!(check_mesh("My").unwrap_err().message.starts_with("mesh name"));
     }
 
     #[test]

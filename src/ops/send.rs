@@ -236,17 +236,35 @@ fn deliver_to_inboxes(
     let intent_name = msg.intent.clone().unwrap_or_default();
     let to = msg.to_agent().unwrap_or_default().to_string();
     let msg_id = msg.msg_id.clone().unwrap_or_default();
+    if agents.is_empty() {
+        let role = crate::address::Address::parse(&to).role(|r| ws.registry.is_role(r));
+        return Err(Error::refused(format!("`{to}` reaches no agent")).hint(match role {
+            Some(r) => {
+                format!("no agent has role `{r}`: `circe agent add NAME --role {r}` makes one")
+            }
+            None => "`circe agent list` shows the agents".to_string(),
+        }));
+    }
+    let reached: Vec<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
     let receivers: Vec<AgentName> = agents
         .into_iter()
         .filter(|a| ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, &intent_name)))
         .collect();
     if receivers.is_empty() {
+        let mut roles: Vec<&str> = reached.iter().map(String::as_str).collect();
+        roles.sort_unstable();
+        roles.dedup();
+        let all: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
+        let may = ws.registry.receivers(&intent_name, &all);
         return Err(Error::refused(format!(
-            "no agent reached by `{to}` may receive {intent_name}"
+            "`{to}` reaches role {}, which may not receive {intent_name}",
+            roles.join(", ")
         ))
-        .hint(
-            "`circe registry` shows who may receive each intent; `circe agent add` makes agents",
-        ));
+        .hint(if may.is_empty() {
+            format!("no role may receive {intent_name}; `circe registry` shows the rules")
+        } else {
+            format!("{intent_name} goes to: {}; `circe registry` shows the rules", may.join(", "))
+        }));
     }
     let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
     let sent = super::tx::deliver(ws, me, msg, plan, content, name, &receivers)?;

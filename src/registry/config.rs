@@ -208,10 +208,17 @@ fn resolve(list: &RoleList, reg: &Registry, intent: &str, field: &str) -> Result
             return Err(Error::refused(format!(
                 "circe.yaml registry: intent `{intent}`: `{field}` names unknown role `{role}`"
             ))
-            .hint(format!(
-                "known roles: {}; add roles under `registry: roles:`",
-                reg.roles.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
-            )));
+            .hint(
+                match crate::suggest::closest(role, reg.roles.iter().map(String::as_str)) {
+                    Some(near) => {
+                        format!("did you mean `{near}`? Or add `{role}` under `registry: roles:`")
+                    }
+                    None => format!(
+                        "known roles: {}; add roles under `registry: roles:`",
+                        reg.roles.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+                    ),
+                },
+            ));
         }
     }
     Ok(Roles::only(names))
@@ -376,6 +383,9 @@ intents:
         assert!(e.message.contains("`to` names unknown role `devops`"), "{}", e.message);
         let e = refused("intents:\n  fix_bug: { from: [ghost] }\n");
         assert!(e.message.contains("unknown role `ghost`"), "{}", e.message);
+        assert!(e.hint.as_deref().unwrap().starts_with("known roles: "), "{e:?}");
+        let e = refused("intents:\n  fix_bug: { from: [enginer] }\n");
+        assert!(e.hint.as_deref().unwrap().starts_with("did you mean `engineer`?"), "{e:?}");
         let e = refused("roles: [Dev_Ops]\n");
         assert!(e.message.starts_with("circe.yaml registry: role name"), "{}", e.message);
         for reserved in ["all", "any", "circe"] {

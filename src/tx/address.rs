@@ -20,9 +20,9 @@ impl TxConfig {
     /// Every mesh name checks the agent-name rule.
     pub fn check(&self) -> Result<()> {
         for m in self.mesh.iter().chain(&self.aliases) {
-            crate::names::check_agent(m).map_err(|e| {
-                Error::refused(format!("circe.yaml: tx: mesh name `{m}`: {}", e.message))
-                    .hint("mesh names use a-z, 0-9 and '-', like agent names")
+            crate::names::check_mesh(m).map_err(|e| {
+                let hint = e.hint.clone().unwrap_or_default();
+                Error::refused(format!("circe.yaml: tx: {}", e.message)).hint(hint)
             })?;
         }
         Ok(())

@@ -247,6 +247,22 @@ fn a_role_reaches_each_agent_of_that_role() {
     assert_eq!(boxes, ["inbox:qa-2", "inbox:tester", "inbox:tester-2"]);
 }
 
+/// A role no agent has yet is told as such, with how to make one; nothing is delivered.
+#[test]
+fn a_role_no_agent_has_says_how_to_make_one() {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml").replace("  roles: []", "  roles: [devops]");
+    env.set_config(&cfg);
+    let out = env
+        .as_("engineer", &["send", "--to", "role:devops", "--intent", "inform", "--summary", "hi"]);
+    assert_eq!(out.code, 3, "{}", out.show());
+    assert!(out.stderr.contains("`role:devops` reaches no agent"), "{}", out.show());
+    assert!(out.stderr.contains("circe agent add NAME --role devops"), "{}", out.show());
+    env.circe(["agent", "add", "dave", "--role", "devops"]).run().ok();
+    env.as_("engineer", &["send", "--to", "role:devops", "--intent", "inform", "--summary", "hi"])
+        .ok();
+}
+
 #[test]
 fn two_messages_in_the_same_second_both_land() {
     let env = Env::new();
