@@ -22,33 +22,9 @@ pub struct ThreadItem {
 /// The first line worth showing of a message body: a headline wins, else the first
 /// non-empty line under `## Summary`, else the first non-empty line that is not a heading.
 pub fn summary_line(headline: Option<&str>, body: &str) -> String {
-    if let Some(h) = headline.filter(|h| !h.trim().is_empty()) {
-        return clip(h.trim());
-    }
-    let mut lines = body.lines();
-    while let Some(l) = lines.next() {
-        if l.trim().eq_ignore_ascii_case("## summary") {
-            if let Some(first) = lines.by_ref().map(str::trim).find(|l| !l.is_empty()) {
-                return clip(first);
-            }
-            break;
-        }
-    }
-    body.lines()
-        .map(str::trim)
-        .find(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(clip)
+    crate::message::summary_of(headline, body)
+        .map(|s| crate::message::clip(s, 160))
         .unwrap_or_default()
-}
-
-fn clip(s: &str) -> String {
-    const MAX: usize = 160;
-    if s.chars().count() <= MAX {
-        return s.to_string();
-    }
-    let mut out: String = s.chars().take(MAX - 1).collect();
-    out.push('…');
-    out
 }
 
 fn secs_between(a: &str, b: &str) -> Option<i64> {

@@ -27,7 +27,7 @@ use field::Field;
 pub use filename::{FileName, file_name, numbered, parse_file_name};
 pub use format::Format;
 pub use limits::Limits;
-pub use model::{Message, agent_of};
+pub use model::{Message, agent_of, clip, summary_of};
 pub use parse::{Mode, parse, parse_bytes, parse_limited};
 pub use priority::Priority;
 pub use problem::Problem;

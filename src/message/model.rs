@@ -64,34 +64,43 @@ impl Message {
         self.to.as_deref().map(agent_of)
     }
 
-    /// One line saying what the message is about: its `headline`, else the first line of
-    /// its `## Summary` section, else its first line of text (at most 120 characters).
+    /// One line saying what the message is about (`summary_of`), at most 120 characters.
     pub fn summary(&self) -> Option<String> {
-        let line = self.headline.clone().or_else(|| {
-            let mut lines = self.body.lines().map(str::trim);
-            let in_summary = self
-                .body
-                .lines()
-                .map(str::trim)
-                .position(|l| l.eq_ignore_ascii_case("## summary"))
-                .and_then(|i| {
-                    lines.clone().skip(i + 1).find(|l| !l.is_empty() && !l.starts_with('#'))
-                });
-            in_summary
-                .or_else(|| lines.find(|l| !l.is_empty() && !l.starts_with('#')))
-                .map(str::to_string)
-        })?;
-        let mut out: String = line.chars().take(120).collect();
-        if line.chars().count() > 120 {
-            out.push('…');
-        }
-        Some(out)
+        summary_of(self.headline.as_deref(), &self.body).map(|s| clip(s, 120))
     }
 
     /// The status mapped onto the CIRCE set (`complete` -> `completed`, ...).
     pub fn status_normalized(&self) -> Option<&'static str> {
         self.status.as_deref().and_then(status::normalize)
     }
+}
+
+/// What a message is about, in one line as written: its headline, else the first line of
+/// text (not a heading) of its `## Summary` section, else its first line of text. `None`
+/// when it has none. Every one-line form (inbox, thread, chat, archive summary) starts here.
+pub fn summary_of<'m>(headline: Option<&'m str>, body: &'m str) -> Option<&'m str> {
+    let text = |l: &&str| !l.is_empty() && !l.starts_with('#');
+    if let Some(h) = headline.map(str::trim).filter(|h| !h.is_empty()) {
+        return Some(h);
+    }
+    let mut lines = body.lines().map(str::trim);
+    if lines.by_ref().any(|l| l.eq_ignore_ascii_case("## summary")) {
+        let section = lines.take_while(|l| !l.starts_with("## ")).find(text);
+        if section.is_some() {
+            return section;
+        }
+    }
+    body.lines().map(str::trim).find(text)
+}
+
+/// `s` cut to at most `max` characters, with `…` as the last one when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max - 1).collect();
+    out.push('…');
+    out
 }
 
 #[expect(clippy::ref_option, reason = "serde's serialize_with passes a reference to the field")]
@@ -138,6 +147,14 @@ mod tests {
         assert_eq!(m.summary().as_deref(), Some("first words"));
         m.headline = Some("the headline".into());
         assert_eq!(m.summary().as_deref(), Some("the headline"));
+        // A blank headline is none; the section ends at the next `## ` heading, and an empty
+        // one gives way to the body's first line.
+        assert_eq!(summary_of(Some("  "), "text"), Some("text"));
+        assert_eq!(summary_of(None, "intro\n## Summary\n\n## Context\nlater"), Some("intro"));
+        assert_eq!(summary_of(None, "## Summary\n### sub\n  one  \n"), Some("one"));
+        assert_eq!(summary_of(None, "# only a heading"), None);
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abcd", 4), "abcd");
     }
 
     #[test]

@@ -246,21 +246,7 @@ impl Staleness {
 /// section, else the body's first line that is not a heading; whitespace runs become one
 /// space.
 pub fn summary(m: &Message) -> String {
-    let pick = m.headline.clone().or_else(|| {
-        let mut lines = m.body.lines().map(str::trim);
-        let in_summary = lines
-            .by_ref()
-            .skip_while(|l| !l.eq_ignore_ascii_case("## summary"))
-            .skip(1)
-            .find(|l| !l.is_empty() && !l.starts_with('#'));
-        in_summary.map(str::to_string).or_else(|| {
-            m.body
-                .lines()
-                .map(str::trim)
-                .find(|l| !l.is_empty() && !l.starts_with('#'))
-                .map(str::to_string)
-        })
-    });
+    let pick = crate::message::summary_of(m.headline.as_deref(), &m.body);
     pick.unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 

@@ -62,12 +62,7 @@ pub struct Node {
 /// What `inbox --oneline` shows of it (`seq::summary`: the headline, else the first line
 /// of its `## Summary` section, else its first line that is not a heading), clipped.
 fn summary(m: &Message) -> String {
-    let line = super::seq::summary(m);
-    let mut s: String = line.chars().take(80).collect();
-    if line.chars().count() > 80 {
-        s.push('…');
-    }
-    s
+    crate::message::clip(&super::seq::summary(m), 80)
 }
 
 /// Every message with a msg id, once (the first copy found), with where it lies.
