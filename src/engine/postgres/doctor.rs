@@ -54,12 +54,17 @@ const CHECKS: [(u8, &str); 6] = [
     ),
     (
         7,
-        "SELECT 'the event log holds ' || count(*) || ' events with ids ' || coalesce(min(id), 0)
-                || '..' || coalesce(max(id), 0) || ' but the feed is at ' || (SELECT last FROM {s}.feed)
+        "WITH b AS (SELECT coalesce((SELECT value::int8 FROM {s}.meta WHERE key = 'imported_last'), 0) AS base)
+         SELECT 'the event log holds ' || count(*) || ' events with ids '
+                || coalesce(min(id), 0) || '..' || coalesce(max(id), 0)
+                || CASE WHEN (SELECT base FROM b) > 0
+                        THEN ' after the ' || (SELECT base FROM b) || ' the migration brought' ELSE '' END
+                || ' but the feed is at ' || (SELECT last FROM {s}.feed)
            FROM {s}.events
-         HAVING count(*) <> (SELECT last FROM {s}.feed)
-             OR coalesce(max(id), 0) <> (SELECT last FROM {s}.feed)
-             OR coalesce(min(id), 1) <> 1",
+          WHERE id > (SELECT base FROM b)
+         HAVING count(*) <> (SELECT last FROM {s}.feed) - (SELECT base FROM b)
+             OR coalesce(max(id), (SELECT base FROM b)) <> (SELECT last FROM {s}.feed)
+             OR coalesce(min(id), (SELECT base FROM b) + 1) <> (SELECT base FROM b) + 1",
     ),
     (
         8,

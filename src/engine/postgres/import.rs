@@ -134,9 +134,16 @@ fn load_tasks_and_events(conn: &Conn, target: &Target, snap: &Snapshot) -> Resul
             &[(&eids, Type::INT8_ARRAY), (&etasks, Type::TEXT_ARRAY), (&lines, Type::TEXT_ARRAY)],
         ),
     )?;
+    // Ids up to `last` are history as the folder held it (the archive may have taken some);
+    // doctor checks that those this engine gives after it have no gap.
     conn.call(
         "setting the feed",
-        conn.client.execute_typed(&sql("UPDATE {s}.feed SET last = $1"), &[(&last, Type::INT8)]),
+        conn.client.execute_typed(
+            &sql("WITH f AS (UPDATE {s}.feed SET last = $1)
+                  INSERT INTO {s}.meta VALUES ('imported_last', $1::text)
+                  ON CONFLICT (key) DO UPDATE SET value = excluded.value"),
+            &[(&last, Type::INT8)],
+        ),
     )?;
     load_sequence(conn, target, snap)
 }
