@@ -350,11 +350,14 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     run(&["tasks"]).ok();
     // And back into a folder of its own.
     let back = project.path().join("back");
-    let moved = run(&["migrate", "--to-local", back.to_str().unwrap()]);
+    let moved = run(&["migrate", "--to-local", "back"]); // relative to the project
     assert!(moved.ok().stdout.contains("still names the database"), "{}", moved.stdout);
     let after = tree(&back.join(".circe"));
     assert_same(&before, &after);
-    assert_eq!(run(&["tasks"]).code, 3, "the database root is marked moved");
+    let refused = run(&["tasks"]);
+    assert_eq!(refused.code, 3, "the database root is marked moved");
+    let place = back.join(".circe").display().to_string();
+    assert!(refused.stderr.contains(&place), "names the new place whole: {}", refused.stderr);
     let local = Out::from(
         &Command::new(BIN)
             .args(["--root", back.to_str().unwrap(), "doctor"])
