@@ -92,7 +92,27 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         return Err(Error::usage("--clock is for a root in a database").hint("pass --engine URL"));
     }
     let Some(target) = target else { return init_local(&dir) };
-    let (eng, _config, created) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
+    if pointer {
+        // Refused before the database is touched: a refusal changes nothing.
+        pointer_free(&dir, &target)?;
+    }
+    if args.engine.is_some()
+        && matches!(ctx.root_spec(), RootSpec::Url(u) if Target::from_url(&u).map(|t| t.location()).ok() != Some(target.location()))
+    {
+        return Err(Error::usage("--root (or CIRCE_ROOT) names another database than --engine")
+            .hint("pass one of them: `circe init --engine URL` makes the root at URL"));
+    }
+    let (eng, _config, found) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
+    let created = found == 0;
+    if !created && args.clock.is_some() && eng.clock() != clock {
+        return Err(Error::refused(format!(
+            "the root {} decides leases by the {} clock; --clock {} applies only when a root is made",
+            target.location(),
+            eng.clock().as_str(),
+            clock.as_str()
+        ))
+        .hint("leave --clock out (nothing was changed), or make a new root in another schema"));
+    }
     let added = add_role_agents(&eng)?;
     let mut pointer_written = false;
     if pointer {
@@ -115,6 +135,12 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         "circe root: {root}\nconfig: {}\n",
         if created { "stored in the database" } else { "kept as it was" }
     );
+    if !created && found < postgres::SCHEMA_VERSION {
+        human.push_str(&format!(
+            "schema: migrated from version {found} to {}\n",
+            postgres::SCHEMA_VERSION
+        ));
+    }
     human.push_str(&agents_text(&added));
     if pointer_written {
         human.push_str(&format!("{} names it\n", dir.join(".circe/circe.yaml").display()));
@@ -127,6 +153,37 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         pointer_written,
     };
     Ok(Report::new(human, out))
+}
+
+/// A `.circe` in `dir` may only be a pointer to this very database root.
+fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
+    let circe = dir.join(".circe");
+    if local::root_at(&circe).is_none_or(|r| r != circe) {
+        return Ok(());
+    }
+    let held = circe.display();
+    match local::open(&RootSpec::Path(circe.clone()), None) {
+        Ok(local::Opened::Pointer(t)) if t.location() == target.location() => Ok(()),
+        Ok(local::Opened::Pointer(t)) => Err(Error::conflict(format!(
+            "{held} names another database root ({})",
+            t.location()
+        ))
+        .hint(format!(
+            "use that root, or remove {held}/circe.yaml to point this folder at {}; nothing was changed",
+            target.location()
+        ))),
+        Ok(local::Opened::Local(..)) => {
+            Err(Error::conflict(format!("{held} holds a local root")).hint(format!(
+                "`circe migrate --to {}` moves it into the database; nothing was changed",
+                target.location()
+            )))
+        }
+        Err(e) => Err(Error::conflict(format!(
+            "{held} holds a circe.yaml that names no database root ({})",
+            e.message
+        ))
+        .hint("mend or remove it; nothing was changed")),
+    }
 }
 
 /// What init says about the agents it added.

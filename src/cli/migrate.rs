@@ -130,8 +130,8 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     }
     let (eng, _) = postgres::connect(&target)?;
     // Absolute: the database tells every host and folder where the root went.
-    let dest = std::path::absolute(dir.join(".circe"))
-        .map_err(|e| Error::io("cannot resolve", dir, e))?;
+    let dest =
+        std::path::absolute(dir.join(".circe")).map_err(|e| Error::io("cannot resolve", dir, e))?;
     // A .circe naming this very root (the usual case: migrating in the project) is set aside.
     let mut aside = None;
     if dest.exists() {

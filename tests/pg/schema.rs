@@ -41,8 +41,13 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     let o = root.run(None, &["tasks"]);
     assert_eq!(o.code, 3, "{o:?}");
     assert!(o.stderr.contains("schema version 2") && o.stderr.contains("circe init"), "{o:?}");
-    root.run(None, &["init"]).ok();
+    let made = root.run(None, &["init"]);
+    assert!(made.ok().stdout.contains("schema: migrated from version 2 to 5"), "{made:?}");
     assert_eq!(version(c).trim(), "5");
+    // The clock stays the one the root was made with: another is refused, not ignored.
+    let clock = root.run(None, &["init", "--clock", "server"]);
+    assert_eq!(clock.code, 3, "{clock:?}");
+    assert!(clock.stderr.contains("the client clock"), "{clock:?}");
     // What the old root held is there, and what version 3 adds works on it.
     let tasks = root.run(None, &["tasks", "--json"]).ok().json();
     assert!(tasks.to_string().contains("old-1"), "{tasks}");
@@ -71,6 +76,41 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     // A second init changes nothing.
     root.run(None, &["init"]).ok();
     assert_eq!(version(c).trim(), "5");
+}
+
+/// `init --engine URL DIR` where DIR/.circe is a local root, or names another database root:
+/// refused before the database is touched.
+#[test]
+fn init_refused_by_the_folder_leaves_the_database_untouched() {
+    let c = need_pg!();
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Out::from(
+            &std::process::Command::new(crate::common::BIN)
+                .args(args)
+                .current_dir(dir.path())
+                .env_clear()
+                .output()
+                .unwrap(),
+        )
+    };
+    run(&["init"]).ok();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let exists = || c.psql(&format!("SELECT to_regclass('\"{schema}\".meta')")).contains("meta");
+    let local = run(&["init", "--engine", &url]);
+    assert_eq!(local.code, 4, "{local:?}");
+    assert!(local.stderr.contains("holds a local root") && local.stderr.contains("migrate --to"));
+    assert!(!exists(), "the refusal made a root in the database");
+    // A pointer to another database root.
+    let other = c.fresh_url();
+    std::fs::remove_dir_all(dir.path().join(".circe")).unwrap();
+    run(&["init", "--engine", &other]).ok();
+    let pointed = run(&["init", "--engine", &url]);
+    assert_eq!(pointed.code, 4, "{pointed:?}");
+    assert!(pointed.stderr.contains("names another database root"), "{pointed:?}");
+    assert!(!exists(), "the refusal made a root in the database");
+    run(&["init", "--engine", &other]).ok();
 }
 
 #[test]

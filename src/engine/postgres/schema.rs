@@ -104,12 +104,12 @@ pub fn check(version: u32, schema: &str) -> Result<()> {
     Ok(())
 }
 
-/// Make or migrate the schema; on a new one store `config` and the clock. Returns whether
-/// the root was created.
-pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<bool> {
+/// Make or migrate the schema; on a new one store `config` and the clock. Returns the
+/// version found (0: the root was created; below `target()`: it was migrated).
+pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<u32> {
     let lock = format!("circe {schema}");
     conn.call("starting the schema transaction", conn.client.batch_execute("BEGIN"))?;
-    let done = (|| -> Result<bool> {
+    let done = (|| -> Result<u32> {
         conn.call(
             "locking the schema",
             conn.client
@@ -151,12 +151,12 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<boo
                 )),
             )?;
         }
-        Ok(from == 0)
+        Ok(from)
     })();
     match done {
-        Ok(created) => {
+        Ok(from) => {
             conn.call("committing the schema", conn.client.batch_execute("COMMIT"))?;
-            Ok(created)
+            Ok(from)
         }
         Err(e) => {
             let _ = conn.run(conn.client.batch_execute("ROLLBACK"));
