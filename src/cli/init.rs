@@ -220,6 +220,7 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
 
 fn init_local(dir: &std::path::Path) -> Result<Report> {
     let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
+    let remade = local::remake_agent_boxes(&root)?;
     let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
     let added = add_role_agents(ws.engine.as_ref())?;
     let root = root.display().to_string();
@@ -227,6 +228,9 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
         "circe root: {root}\nconfig: {}\n",
         if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" }
     );
+    if !remade.is_empty() {
+        human.push_str(&format!("boxes made again: {}\n", remade.join(", ")));
+    }
     human.push_str(&agents_text(&added));
     let out = InitJson {
         root,

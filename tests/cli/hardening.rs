@@ -209,3 +209,33 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
 }
+
+/// A clone of a committed root has no empty folders (git keeps none): doctor names each
+/// missing agent box, a send to several boxes refuses before it delivers anything (no copy
+/// in one box and an error for the next), and `circe init` makes the boxes again.
+#[test]
+fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
+    local_only!("removes agent folders by hand");
+    let env = Env::new();
+    std::fs::remove_dir(env.root().join("AGENTS/qa/INBOX")).unwrap();
+    std::fs::remove_dir(env.root().join("AGENTS/eagle/WORKSPACE")).unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("AGENTS/qa/INBOX is missing"), "{}", doc.show());
+    assert!(doc.stderr.contains("AGENTS/eagle/WORKSPACE is missing"), "{}", doc.show());
+    let all = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
+    let sent = env.as_("coordinator", &all);
+    assert_eq!(sent.code, 1, "{}", sent.show());
+    assert!(sent.stderr.contains("AGENTS/qa/INBOX") && sent.stderr.contains("circe init"));
+    for agent in ["eagle", "engineer", "rooster", "scribe"] {
+        assert!(env.ls(&format!("AGENTS/{agent}/INBOX")).is_empty(), "{agent} got a copy");
+    }
+    // The sender is not stuck: a send to a box that is there goes.
+    env.as_("coordinator", &["send", "--to", "engineer", "--intent", "inform", "--summary", "x"])
+        .ok();
+    let init = env.circe(["init"]).run();
+    assert!(init.ok().stdout.contains("boxes made again: AGENTS/eagle/WORKSPACE, AGENTS/qa/INBOX"));
+    env.circe(["doctor"]).run().ok();
+    env.as_("coordinator", &all).ok();
+    assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
+}

@@ -215,6 +215,10 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     };
 
     check_staging(eng, repair, &mut v)?;
+    for b in eng.store.missing_agent_boxes(repair)? {
+        let what = if repair { "made again" } else { "`circe init` or `--repair` makes it again" };
+        v(2, format!("{b} is missing ({what})"), repair);
+    }
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
     check_boxes(eng, repair, &all, &listings, &mut v)?;

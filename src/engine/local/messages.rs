@@ -22,6 +22,7 @@ impl Store {
         name: &dyn Fn(u32) -> String,
         content: &[u8],
     ) -> Result<String> {
+        self.boxes_present([mbox])?;
         // A numbered send held on this thread: this delivery is its message.
         if let Some(r) = self.route_numbered(&[(mbox.clone(), name, content)]) {
             return r.and_then(|v| v.into_iter().next().ok_or_else(|| Error::internal("no copy")));
@@ -46,6 +47,40 @@ impl Store {
         Err(Error::internal(format!("no free message name in {}", dir.display())))
     }
 
+    /// Every box in `boxes` is there, checked before anything is written, so a delivery is
+    /// never cut half-way by one that is not (a clone of a committed root lacks the empty
+    /// folders: `circe init` makes them again). A `stat` per box.
+    fn boxes_present<'b>(&self, boxes: impl IntoIterator<Item = &'b Mailbox>) -> Result<()> {
+        for b in boxes {
+            let dir = self.box_dir(b);
+            if !dir.is_dir() {
+                return Err(Error::internal(format!("the circe root is missing {}", dir.display()))
+                    .hint("nothing was delivered; run `circe init` again: it adds missing boxes and keeps your config"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Each agent's INBOX and WORKSPACE that is missing (paths under the root), made again
+    /// when `make`.
+    pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<String>> {
+        let mut missing = Vec::new();
+        for (agent, _) in self.list_agents()? {
+            for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent)] {
+                let dir = self.box_dir(&b);
+                if dir.is_dir() {
+                    continue;
+                }
+                if make {
+                    std::fs::create_dir(&dir).map_err(io_err("cannot create", &dir))?;
+                    self.sync_dir(dir.parent().unwrap_or(&self.root))?;
+                }
+                missing.push(b.rel_path());
+            }
+        }
+        Ok(missing)
+    }
+
     /// Deliver copies of one message to several boxes, all or none across a crash (one box
     /// takes the `put_message` path): every
     /// copy is written and synced into `tmp/batch-<id>.part/`, the folder is renamed to
@@ -63,6 +98,7 @@ impl Store {
     /// `put_messages` with a content per box: several messages (a message and what a routing
     /// rule sends with it) land all or none.
     pub fn put_each(&self, targets: &[Copy<'_>]) -> Result<Vec<String>> {
+        self.boxes_present(targets.iter().map(|(b, _, _)| b))?;
         // A numbered send held on this thread: this delivery is its message.
         if let Some(r) = self.route_numbered(targets) {
             return r;

@@ -176,6 +176,12 @@ pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, 
     Ok((store.root().to_path_buf(), written))
 }
 
+/// Make again the agents' boxes missing from the root at `root` (`circe init` on a root
+/// that exists); returns them.
+pub fn remake_agent_boxes(root: &std::path::Path) -> Result<Vec<String>> {
+    Store::open(root)?.missing_agent_boxes(true)
+}
+
 /// Woken by inotify on `LOGS/` (or a timer): any change there is a reason to read again.
 struct LocalFeed {
     waker: watch::Waker,
