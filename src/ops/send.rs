@@ -204,7 +204,8 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
                 name,
                 content: content.into_bytes(),
             },
-        )?;
+        )
+        .map_err(|e| delivered_anyway(e, &msg_id))?;
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
@@ -217,9 +218,21 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         });
     }
 
-    let mut d = deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)?;
+    let mut d = deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)
+        .map_err(|e| delivered_anyway(e, &msg_id))?;
     d.task_inherited = task_inherited;
     Ok(d)
+}
+
+/// A failure after the delivery's commit point (its events): say which message stands, so
+/// nobody sends it again for want of an id.
+fn delivered_anyway(e: Error, msg_id: &str) -> Error {
+    if e.details.iter().any(|(k, v)| *k == "committed" && v == "true") {
+        return e
+            .map_message(|m| format!("message {msg_id} was delivered, but {m}"))
+            .hint_more("do not send it again");
+    }
+    e
 }
 
 /// A message that opens no task: one copy into each receiver's INBOX (with what its TX type

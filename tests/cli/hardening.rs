@@ -239,3 +239,30 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
     env.as_("coordinator", &all).ok();
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
 }
+
+/// A send whose events cannot be logged (a symlink planted at the event log) after its
+/// message landed says so and names the message, so nobody sends it again for want of an
+/// id; doctor names what to mend.
+#[test]
+fn a_delivery_whose_events_fail_names_the_message_that_stands() {
+    local_only!("plants a symlink at the event log");
+    let env = Env::new();
+    let log = env.root().join("LOGS/events.jsonl");
+    let _ = std::fs::remove_file(&log);
+    std::os::unix::fs::symlink(env.root().join("nowhere"), &log).unwrap();
+    let out = env.as_(
+        "coordinator",
+        &["--json", "send", "--to", "engineer", "--intent", "inform", "--summary", "s"],
+    );
+    assert_eq!(out.code, 1, "{}", out.show());
+    let err = &out.json()["error"];
+    let msg = err["message"].as_str().unwrap();
+    let id = msg.strip_prefix("message ").and_then(|m| m.split(' ').next()).unwrap();
+    assert!(msg.contains("was delivered, but"), "{msg}");
+    assert!(err["hint"].as_str().unwrap().contains("do not send it again"), "{err}");
+    let inbox = env.ls("AGENTS/engineer/INBOX");
+    assert_eq!(inbox.len(), 1, "{inbox:?}");
+    assert!(env.read(&format!("AGENTS/engineer/INBOX/{}", inbox[0])).contains(id));
+    let doc = env.circe(["doctor"]).run();
+    assert!(doc.stderr.contains("LOGS/events.jsonl"), "{}", doc.show());
+}

@@ -134,11 +134,21 @@ fn before_current(store: &Store) -> Result<u64> {
     Ok(here.max(archived).max(store.expired_last_event()?))
 }
 
-/// Give `events` the next ids and append them: one `write` under the log's lock.
+/// Give `events` the next ids and append them: one `write` under the log's lock. Every
+/// caller appends after its change is made (the commit point), so a failure here says that
+/// the change stands (detail `committed`) and only its events are missing.
 pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     if events.is_empty() {
         return Ok(());
     }
+    append_now(store, events).map_err(|e| {
+        e.detail("committed", "true").hint_more(
+            "the change itself was made and stands; only its events are missing from the log: mend what the error names (`circe doctor` shows it), after which new events are logged",
+        )
+    })
+}
+
+fn append_now(store: &Store, events: &mut [Event]) -> Result<()> {
     let path = current(store);
     // TEST BUILDS ONLY: `events-nolock` shows the gap-free checker failing without the lock.
     let lock = if super::fault::test_break("events-nolock") {
