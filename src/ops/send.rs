@@ -112,6 +112,22 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     // A reply that named no task took the task of what it answers.
     let task_inherited = !named_task && msg.in_reply_to.is_some() && msg.task_id.is_some();
     complete(ws, &mut msg, me)?;
+    let msg_id = msg.msg_id.clone().unwrap_or_default();
+    let first = Draft { my_role, own_id, plan, task_inherited };
+    send_completed(ws, me, msg, first).map_err(|e| delivered_anyway(e, &msg_id))
+}
+
+/// What `send_once` knows of a draft before it is completed.
+struct Draft {
+    my_role: String,
+    /// The id the sender gave (`None`: circe made one).
+    own_id: Option<String>,
+    plan: super::tx::Plan,
+    task_inherited: bool,
+}
+
+fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) -> Result<Delivery> {
+    let Draft { my_role, own_id, plan, task_inherited } = d;
     // A message that names its own id must be the only one with it (a retry of the very
     // same send is answered with the first delivery).
     let look = |msg: &Message| match &own_id {
@@ -204,8 +220,7 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
                 name,
                 content: content.into_bytes(),
             },
-        )
-        .map_err(|e| delivered_anyway(e, &msg_id))?;
+        )?;
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
@@ -218,8 +233,7 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
         });
     }
 
-    let mut d = deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)
-        .map_err(|e| delivered_anyway(e, &msg_id))?;
+    let mut d = deliver_to_inboxes(ws, me, &msg, &plan, agents, &content, &name)?;
     d.task_inherited = task_inherited;
     Ok(d)
 }
