@@ -22,6 +22,24 @@ pub struct FileName {
 
 const STAMP: &str = "%Y%m%d_%H%M%S";
 
+/// The longest message file name circe makes: a folder entry holds at most 255 bytes, and
+/// staging a copy puts up to 84 bytes before the name (`00000~AGENTS+<agent>+INBOX~`) and a
+/// collision counter up to 5 after it.
+pub const MAX_NAME: usize = 160;
+
+/// Refuse a file name over `MAX_NAME` (exit 3), before anything is written.
+pub fn check_length(name: &str, task_id: Option<&str>) -> crate::error::Result<()> {
+    if name.len() <= MAX_NAME {
+        return Ok(());
+    }
+    let task = task_id.map(|t| format!(" (the task id is {} bytes)", t.len())).unwrap_or_default();
+    Err(crate::error::Error::refused(format!(
+        "the message's file name would be {} bytes, over {MAX_NAME}{task}",
+        name.len()
+    ))
+    .hint("the name holds both agents' names, the intent and the task id (a `-` in a name counts twice): use a shorter task id or shorter agent names; nothing was written"))
+}
+
 /// The file name for a message. `from` and `to` may be TX `mesh/agent` addresses (the agent
 /// part is used); a `-` inside a name is doubled so the single `-` between them stays
 /// unambiguous. `n` of 2 or more adds a `.n` collision counter.

@@ -24,7 +24,9 @@ mod tests;
 
 use field::Field;
 
-pub use filename::{FileName, file_name, numbered, parse_file_name};
+pub use filename::{
+    FileName, check_length as check_name_length, file_name, numbered, parse_file_name,
+};
 pub use format::Format;
 pub use limits::Limits;
 pub use model::{Message, agent_of, clip, summary_of};

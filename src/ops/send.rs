@@ -196,6 +196,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     let task_id = msg.task_id.clone();
     let label = crate::address::Address::parse(&to).name();
     let name = message::file_name(created, me, label, &intent_name, task_id.as_deref(), 1);
+    message::check_name_length(&name, task_id.as_deref())?;
     let content = message::render(&msg);
     within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();

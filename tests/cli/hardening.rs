@@ -266,3 +266,26 @@ fn a_delivery_whose_events_fail_names_the_message_that_stands() {
     let doc = env.circe(["doctor"]).run();
     assert!(doc.stderr.contains("LOGS/events.jsonl"), "{}", doc.show());
 }
+
+/// Names within their own limits can make a file name a folder cannot hold: refused before
+/// anything is written (exit 3, saying what to shorten), not an I/O error half-way.
+#[test]
+fn a_file_name_too_long_is_refused_before_anything_is_written() {
+    let env = Env::new();
+    let long = |c: &str| c.repeat(64);
+    env.circe(["agent", "add", &long("c"), "--role", "coordinator"]).run().ok();
+    env.circe(["agent", "add", &long("d"), "--role", "engineer"]).run().ok();
+    let task = long("T");
+    let to = format!("agent:{}", long("d"));
+    let args =
+        ["send", "--to", &to, "--intent", "implement_feature", "--task", &task, "--summary", "s"];
+    let out = env.as_(&long("c"), &args);
+    assert_eq!(out.code, 3, "{}", out.show());
+    assert!(out.stderr.contains("over 160 (the task id is 64 bytes)"), "{}", out.show());
+    assert!(env.circe(["tasks", "--json"]).run().json()["tasks"].as_array().unwrap().is_empty());
+    env.as_(
+        "coordinator",
+        &["send", "--to", &to, "--intent", "implement_feature", "--task", "T-1", "--summary", "s"],
+    )
+    .ok();
+}
