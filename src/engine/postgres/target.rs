@@ -110,7 +110,7 @@ impl Target {
             })?),
         };
         let listen = if server_apart {
-            apart(&config, listen_host.as_deref(), listen_port)
+            apart(&config, listen_host.as_deref(), listen_port, from_passfile)
         } else {
             config.clone()
         };
@@ -126,7 +126,16 @@ impl Target {
     /// Where LISTEN and the session locks connect, for people.
     pub fn listen_location(&self) -> String {
         if self.server_apart {
-            format!("{} (its server, by listen_host/listen_port)", self.location())
+            let host = match self.listen.get_hosts().first() {
+                Some(Host::Tcp(h)) => h.clone(),
+                Some(Host::Unix(p)) => p.display().to_string(),
+                None => "?".into(),
+            };
+            let port = self.listen.get_ports().first().copied().unwrap_or(5432);
+            format!(
+                "{} (its server {host} port {port}, by listen_host/listen_port)",
+                self.location()
+            )
         } else {
             self.location()
         }
@@ -166,12 +175,14 @@ fn password_in_url() -> Error {
 
 /// `c` with one host and one port: `host` and `port` where given, else `c`'s first ones.
 /// (tokio_postgres keeps lists of hosts and ports, so the settings are copied into a new
-/// one rather than appended to.) The password is `c`'s, else the password file's line for
-/// the new place.
+/// one rather than appended to.) The password is found as libpq would for the new place:
+/// `PGPASSWORD`, else the password file's line for its host and port, else `c`'s (the
+/// pooler's line), so a pooler and its server may have passwords of their own.
 fn apart(
     c: &tokio_postgres::Config,
     host: Option<&str>,
     port: Option<u16>,
+    passfile: fn(&tokio_postgres::Config) -> Option<String>,
 ) -> tokio_postgres::Config {
     let mut n = tokio_postgres::Config::new();
     if let Some(u) = c.get_user() {
@@ -205,9 +216,11 @@ fn apart(
         (None, None) => {}
     }
     n.port(port.or_else(|| c.get_ports().first().copied()).unwrap_or(5432));
-    if let Some(p) = c.get_password() {
+    if let Ok(p) = std::env::var("PGPASSWORD") {
         n.password(p);
-    } else if let Some(p) = from_passfile(&n) {
+    } else if let Some(p) = passfile(&n) {
+        n.password(p);
+    } else if let Some(p) = c.get_password() {
         n.password(p);
     }
     n
@@ -249,6 +262,11 @@ fn from_passfile(c: &tokio_postgres::Config) -> Option<String> {
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
     let text = crate::engine::local::read_small_file(&path)?;
+    passfile_match(&text, c)
+}
+
+/// The password of the first line of a password file's `text` that matches `c`.
+fn passfile_match(text: &str, c: &tokio_postgres::Config) -> Option<String> {
     let host = match c.get_hosts().first()? {
         Host::Tcp(h) => h.clone(),
         Host::Unix(p) => {
@@ -357,6 +375,21 @@ mod tests {
         assert!(Target::from_url("postgres://h/x?schema=Bad-Name").is_err());
         assert!(Target::from_url("postgres://h/x?schema=pg_catalog").is_err());
         assert!(Target::from_url("/some/folder").is_err());
+    }
+
+    /// The server named apart takes its own password file line, not the pooler's.
+    #[test]
+    fn the_server_apart_takes_its_own_password_line() {
+        const FILE: &str =
+            "pool.example:6432:circe:circe:pooler\nlocalhost:5433:circe:circe:server\n";
+        let mut pooler: tokio_postgres::Config =
+            "postgres://circe@pool.example:6432/circe".parse().unwrap();
+        pooler.password(passfile_match(FILE, &pooler).unwrap());
+        let server = apart(&pooler, Some("/run/pg"), Some(5433), |n| passfile_match(FILE, n));
+        assert_eq!(server.get_password(), Some(&b"server"[..]));
+        // Without a line of its own, the pooler's carries over.
+        let other = apart(&pooler, Some("/run/pg"), Some(5499), |n| passfile_match(FILE, n));
+        assert_eq!(other.get_password(), Some(&b"pooler"[..]));
     }
 
     #[test]
