@@ -129,6 +129,11 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         )));
     }
     let (eng, _) = postgres::connect(&target)?;
+    // What the folder could not hold would be left behind: a damaged root is mended first.
+    if let Some(v) = eng.doctor(false)?.iter().find(|v| !v.repaired) {
+        return Err(Error::refused(format!("the root has a violation: {}", v.what))
+            .hint("mend it first (`circe doctor` lists them all); nothing was moved"));
+    }
     // Absolute: the database tells every host and folder where the root went.
     let dest =
         std::path::absolute(dir.join(".circe")).map_err(|e| Error::io("cannot resolve", dir, e))?;

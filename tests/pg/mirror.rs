@@ -418,3 +418,23 @@ fn doctor_reports_a_message_missing_from_its_box() {
     assert!(found.contains(&4), "{v}");
     assert!(found.contains(&7), "{v}");
 }
+
+/// A database root with a violation is not moved into a folder (what the folder cannot
+/// hold would be left behind): refused, nothing written, the root still in use.
+#[test]
+fn migrate_to_local_refuses_a_damaged_root() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = crate::common::Root::new(&url, "server", 1);
+    c.psql(&format!(
+        "INSERT INTO \"{schema}\".messages (box, file, body) VALUES ('inbox:ghost', 'x.md', 'hello')"
+    ));
+    let dir = tempfile::tempdir().unwrap();
+    let back = dir.path().join("back");
+    let out = root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("inbox:ghost") && out.stderr.contains("nothing was moved"));
+    assert!(!back.exists(), "nothing was written");
+    root.run(None, &["tasks"]).ok();
+}
