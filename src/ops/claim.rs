@@ -112,13 +112,25 @@ fn earlier_grant(
     if held && st.rec.epoch == epoch {
         return Ok(Some(outcome(&st.rec, true, None, false, st.location.as_ref())));
     }
+    // Say what became of the grant since: moved on by its holder, or taken from it.
+    let status = st.rec.status.as_str();
+    let (now, since) = if st.rec.epoch == epoch {
+        (format!("it is {status} now"), "it went on past its claim since (its holder moved it)")
+    } else {
+        (
+            format!(
+                "it is at epoch {} now ({status}, owner {})",
+                st.rec.epoch,
+                st.rec.owner.as_deref().unwrap_or("none")
+            ),
+            "the lease ran out or the task was released since",
+        )
+    };
     Err(Error::conflict(format!(
-        "the claim with request id {request} got task {got} at epoch {epoch}, but it is at epoch {} now (owner {})",
-        st.rec.epoch,
-        st.rec.owner.as_deref().unwrap_or("none")
+        "the claim with request id {request} got task {got} at epoch {epoch}, but {now}"
     ))
     .detail("task", got.to_string())
-    .hint("the lease ran out or the task was released since; claim again without this request id"))
+    .hint(format!("{since}; `circe show {got}` says where it is; claim again without this request id for another task")))
 }
 
 /// The claim inside the task's transaction.

@@ -26,7 +26,18 @@ fn a_claim_retried_with_its_request_id_returns_the_same_task() {
     env.as_("engineer-2", &["claim", "T-1"]).code(5);
     env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
     env.as_("engineer-2", &["claim", "T-1"]).ok();
-    env.as_("engineer", &["claim", "--next", "--request-id", "r-1"]).code(4);
+    let gone = env.as_("engineer", &["claim", "--next", "--request-id", "r-1"]);
+    assert_eq!(gone.code, 4, "{}", gone.show());
+    assert!(gone.stderr.contains("now (claimed, owner engineer-2)"), "{}", gone.show());
+    // A grant its holder moved on (here: to in_progress) is told as such, not as lost.
+    env.open_task("T-3");
+    env.as_("engineer", &["claim", "T-3", "--request-id", "r-3"]).ok();
+    env.as_("engineer", &["status", "T-3", "in_progress"]).ok();
+    env.as_("engineer", &["status", "T-3", "failed"]).ok();
+    let moved = env.as_("engineer", &["claim", "T-3", "--request-id", "r-3"]);
+    assert_eq!(moved.code, 4, "{}", moved.show());
+    assert!(moved.stderr.contains("at epoch 1, but it is failed now"), "{}", moved.show());
+    assert!(moved.stderr.contains("its holder moved it"), "{}", moved.show());
 }
 
 #[test]
