@@ -93,13 +93,25 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
             return Ok(super::archive_show::task(&b));
         }
     }
-    let found = ops::find(&ws, &a.key)?;
+    let mut found = ops::find(&ws, &a.key)?;
+    // Copies of one name in several INBOXes: the acting agent's own one is meant.
+    let mine = |f: &&ops::Found| {
+        f.location.agent().map(crate::names::AgentName::as_str) == ctx.agent.as_deref()
+    };
+    if ctx.agent.is_some() && found.iter().filter(mine).count() == 1 {
+        found.retain(|f| mine(&f));
+    }
     let Some(f) = found.first() else {
         if let Some(r) = super::archive_show::message(&ws, &a.key)? {
             return Ok(r);
         }
+        let archive = if ws.engine.keeps_archive() {
+            "; `circe archive search` looks in the archive"
+        } else {
+            ""
+        };
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
-            .hint("`circe inbox` and `circe tasks` list what exists; `circe archive search` looks in the archive"));
+            .hint(format!("`circe inbox` and `circe tasks` list what exists{archive}")));
     };
     // One key, several messages (not copies of one): say which, show none.
     let mut ids: Vec<String> = Vec::new();

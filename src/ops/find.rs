@@ -101,6 +101,11 @@ fn only(mut found: Vec<Found>, me: &AgentName, boxes: &[Mailbox], key: &str) -> 
         ))
         .hint(format!("`circe --agent {me} inbox` lists your messages"))),
         1 => Ok(found.remove(0)),
+        // Copies of one name in several INBOXes: the asking agent's own one is meant.
+        _ if found.iter().filter(|f| f.location.agent() == Some(me)).count() == 1 => {
+            let mine = found.iter().position(|f| f.location.agent() == Some(me)).unwrap_or(0);
+            Ok(found.swap_remove(mine))
+        }
         n => Err(Error::usage(format!("`{key}` matches {n} messages"))
             .hint("give the full file name or message id (`circe inbox` lists them)")),
     }

@@ -289,3 +289,23 @@ fn a_file_name_too_long_is_refused_before_anything_is_written() {
     )
     .ok();
 }
+
+/// A name taken in one INBOX gives that copy the next counter, so one file name can name
+/// two messages in two INBOXes: `show NAME` by an agent means its own copy.
+#[test]
+fn show_by_file_name_means_the_agents_own_copy() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let to = |to: &str, s: &str| {
+        env.as_("coordinator", &["send", "--to", to, "--intent", "question", "--summary", s]).ok();
+    };
+    to("agent:engineer", "first");
+    to("engineer", "second");
+    let name = env.ls("AGENTS/engineer-2/INBOX").remove(0);
+    assert!(env.ls("AGENTS/engineer/INBOX").contains(&name), "the name is taken twice");
+    let mine = env.as_("engineer-2", &["show", &name]);
+    assert!(mine.ok().stdout.contains("second"), "{}", mine.show());
+    let theirs = env.as_("engineer", &["show", &name]);
+    assert!(theirs.ok().stdout.contains("first"), "{}", theirs.show());
+    assert_eq!(env.as_("qa", &["show", &name]).code, 2, "ambiguous for anyone else");
+}
