@@ -309,3 +309,21 @@ fn show_by_file_name_means_the_agents_own_copy() {
     assert!(theirs.ok().stdout.contains("first"), "{}", theirs.show());
     assert_eq!(env.as_("qa", &["show", &name]).code, 2, "ambiguous for anyone else");
 }
+
+/// A file whose name is not UTF-8 in a box is one no command can name: doctor reports it
+/// (invariant 2) and `--repair` moves it into quarantine.
+#[test]
+fn a_box_entry_whose_name_is_not_utf8_is_reported_and_quarantined() {
+    use std::os::unix::ffi::OsStrExt;
+    local_only!("plants a file by hand");
+    let env = Env::new();
+    let name = std::ffi::OsStr::from_bytes(b"bad\xffname.md");
+    std::fs::write(env.root().join("AGENTS/qa/INBOX").join(name), "# MESSAGE\n").unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("not UTF-8"), "{}", doc.show());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("moved to"), "{}", fixed.show());
+    assert_eq!(std::fs::read_dir(env.root().join("AGENTS/qa/INBOX")).unwrap().count(), 0);
+    env.circe(["doctor"]).run().ok();
+}

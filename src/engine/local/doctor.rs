@@ -149,6 +149,19 @@ fn check_boxes(
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     for (b, listing) in all.iter().zip(listings) {
+        for name in eng.store.undecodable_in(b)? {
+            let dest =
+                if repair { Some(eng.store.quarantine_undecodable(b, &name)?) } else { None };
+            v(
+                2,
+                format!(
+                    "{b}/{} has a name that is not UTF-8 (no command can name it){}",
+                    name.to_string_lossy(),
+                    dest.map(|d| format!("; moved to {d}")).unwrap_or_default()
+                ),
+                repair,
+            );
+        }
         let foreign = eng.store.foreign_in(b, listing);
         for name in &foreign {
             let dest = if repair { Some(eng.store.quarantine(b, name)?) } else { None };

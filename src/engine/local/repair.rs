@@ -36,6 +36,25 @@ impl Store {
         self.quarantine_from(&self.box_dir(mbox).join(name), &mbox.label().replace(':', "-"), name)
     }
 
+    /// Entries of a box (not LOGS: circe alone files there) whose names are not UTF-8.
+    pub fn undecodable_in(&self, mbox: &Mailbox) -> Result<Vec<std::ffi::OsString>> {
+        if *mbox == Mailbox::Logs {
+            return Ok(Vec::new());
+        }
+        super::root::list_undecodable(&self.box_dir(mbox))
+    }
+
+    /// Move an entry whose name is not UTF-8 out of a box into `LOGS/quarantine/` (under
+    /// its name made readable, `\u{fffd}` for each byte that is not).
+    pub fn quarantine_undecodable(&self, mbox: &Mailbox, name: &std::ffi::OsStr) -> Result<String> {
+        let shown = name.to_string_lossy().replace('/', "_");
+        self.quarantine_from(
+            &self.box_dir(mbox).join(name),
+            &mbox.label().replace(':', "-"),
+            &shown,
+        )
+    }
+
     /// Entries of TASKS/ that are not regular files named `<task id>.status|owner|checks`
     /// (planted links, FIFOs, folders, strays).
     pub fn task_strays(&self) -> Result<Vec<String>> {

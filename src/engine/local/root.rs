@@ -361,6 +361,25 @@ pub(super) fn list_where(
     Ok(names)
 }
 
+/// The names in a folder that are not UTF-8 (every listing above passes over them), for
+/// doctor: a file no command can name.
+pub(super) fn list_undecodable(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
+    let rd = match std::fs::read_dir(dir) {
+        Ok(rd) => rd,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io("cannot list", dir, e)),
+    };
+    let mut out = Vec::new();
+    for entry in rd {
+        let name = entry.map_err(io_err("cannot list", dir))?.file_name();
+        if name.to_str().is_none() {
+            out.push(name);
+        }
+    }
+    out.sort_unstable();
+    Ok(out)
+}
+
 /// Sorted names in a folder without hidden ones (empty when the folder does not exist).
 pub(super) fn list_names(dir: &Path) -> Result<Vec<String>> {
     let mut names = list_all_names(dir)?;
