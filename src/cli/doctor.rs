@@ -86,8 +86,11 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
         .code(crate::exit_code::INTERNAL)
         .warnings(notes));
     }
+    // A database root is never left half-done: it has nothing for --repair to finish.
     let hint = if a.repair {
         "what is left is beyond --repair: each line above says what to do"
+    } else if ws.engine.local_folder().is_none() {
+        "this engine has nothing for --repair to finish: each line above says what is wrong"
     } else {
         "run `circe doctor --repair` to mend what can be mended"
     };

@@ -151,7 +151,19 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
                     "mirror into a new or empty folder (a mirror keeps a {MARKER} file, and is then kept up to date in place)"
                 )));
             }
-            write_file(dir, MARKER, format!("mirror of {root}\n").as_bytes(), false)?;
+            // A mirror of another root is that root's copy: not replaced by this one's.
+            let said = format!("mirror of {root}\n");
+            if let Ok(held) = std::fs::read_to_string(&marker)
+                && held != said
+            {
+                return Err(Error::refused(format!(
+                    "{} is the {}, not of {root}",
+                    dir.display(),
+                    held.trim()
+                ))
+                .hint("mirror each root into a folder of its own; remove that folder first to reuse it"));
+            }
+            write_file(dir, MARKER, said.as_bytes(), false)?;
         }
         None => {
             for d in ["tmp", "locks", "queue"] {

@@ -71,7 +71,16 @@ impl Target {
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
         let (mut from_url, mut listen_host, mut listen_port) = (None, None, None);
+        let mut seen = Vec::new();
         for pair in query.split('&').filter(|p| !p.is_empty()) {
+            let key = pair.split_once('=').map_or(pair, |(k, _)| k);
+            // circe's own parameters, once each (libpq's are the parser's to judge).
+            let ours = matches!(key, "schema" | "listen_host" | "listen_port");
+            if ours && seen.contains(&key) {
+                return Err(Error::usage(format!("`{url}` names `{key}` twice"))
+                    .hint(format!("give `{key}=` once")));
+            }
+            seen.push(key);
             match pair.split_once('=') {
                 Some(("schema", v)) => from_url = Some(v.to_string()),
                 Some(("listen_host", v)) => listen_host = Some(v.to_string()),
@@ -93,9 +102,11 @@ impl Target {
         check_schema(&schema)?;
         let plain =
             if kept.is_empty() { base.to_string() } else { format!("{base}?{}", kept.join("&")) };
-        let mut config: tokio_postgres::Config = plain.parse().map_err(|e| {
-            Error::usage(format!("`{url}` is not a database URL: {e}"))
-                .hint("write postgres://user@host[:port]/database?schema=NAME")
+        let mut config: tokio_postgres::Config = plain.parse().map_err(|e: tokio_postgres::Error| {
+            // The parser's reason (an unknown option, a bad value) is the error's source.
+            let why = std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+            Error::usage(format!("`{url}` is not a database URL: {why}"))
+                .hint("write postgres://user@host[:port]/database?schema=NAME (libpq's parameters, and circe's schema=, listen_host=, listen_port=)")
         })?;
         if config.get_password().is_some() {
             return Err(password_in_url());
@@ -390,6 +401,14 @@ mod tests {
         // Without a line of its own, the pooler's carries over.
         let other = apart(&pooler, Some("/run/pg"), Some(5499), |n| passfile_match(FILE, n));
         assert_eq!(other.get_password(), Some(&b"pooler"[..]));
+    }
+
+    #[test]
+    fn a_parameter_twice_or_unknown_is_named() {
+        let e = Target::from_url("postgres://u@h/db?schema=a&schema=b").unwrap_err();
+        assert!(e.message.contains("names `schema` twice"), "{e:?}");
+        let e = Target::from_url("postgres://u@h/db?fooo=1").unwrap_err();
+        assert!(e.message.contains("unknown option `fooo`"), "{e:?}");
     }
 
     #[test]
