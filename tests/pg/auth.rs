@@ -88,3 +88,32 @@ fn a_server_that_is_not_there_is_reported_with_the_reason() {
     assert!(o.stderr.contains("No such file or directory"), "{o:?}");
     assert!(o.stderr.contains("hint: check the URL, the network"), "{o:?}");
 }
+
+/// A connection the server ends (stopped, restarting, or an administrator's terminate)
+/// is said as such, with what to do: here a `wait` whose connections are terminated.
+#[test]
+fn a_connection_the_server_ends_says_what_to_do() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let app = format!("circe_ended_{}", std::process::id());
+    let named = crate::common::Root::at(&format!("{url}&application_name={app}"));
+    let args = ["wait", "--for", "status:T-000=completed", "--timeout", "20s"];
+    let mut cmd = named.command(Some("e1"), &args);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let sql = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = '{app}'"
+    );
+    while c.psql(&sql).trim() == "0" && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    let out = crate::common::Out::from(&child.wait_with_output().unwrap());
+    assert_eq!(out.code, 1, "{out:?}");
+    // Which connection sees it first varies: the server's word, or the connection lost.
+    let told = out.stderr.contains("stopped or is restarting")
+        || out.stderr.contains("lost the connection");
+    assert!(told && out.stderr.contains("run the command again"), "{out:?}");
+}

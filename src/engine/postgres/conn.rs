@@ -182,6 +182,13 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         return Error::conflict(format!("{what}: another command changed it at the same time"))
             .hint("run the command again");
     }
+    if *code == SqlState::ADMIN_SHUTDOWN
+        || *code == SqlState::CRASH_SHUTDOWN
+        || *code == SqlState::CANNOT_CONNECT_NOW
+    {
+        return Error::internal(format!("{what}: {msg}"))
+            .hint("the server was stopped or is restarting: run the command again once it is up (a change whose outcome is unknown says so)");
+    }
     if *code == SqlState::UNIQUE_VIOLATION {
         return Error::conflict(format!("{what}: {msg}"));
     }

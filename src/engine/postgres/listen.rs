@@ -51,7 +51,7 @@ impl Listener {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
         .map_err(|_| Error::internal("cannot listen for events: no answer"))?
-        .map_err(|e| Error::internal(format!("cannot listen for events: {e}")))?;
+        .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
         Ok(Listener { rt, _client: client, woken })
     }
 
