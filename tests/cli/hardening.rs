@@ -333,3 +333,15 @@ fn a_box_entry_whose_name_is_not_utf8_is_reported_and_quarantined() {
     assert_eq!(std::fs::read_dir(env.root().join("AGENTS/qa/INBOX")).unwrap().count(), 0);
     env.circe(["doctor"]).run().ok();
 }
+
+/// doctor says why a message does not parse, and reports a planted link once.
+#[test]
+fn doctor_says_why_a_message_does_not_parse_and_names_a_link_once() {
+    local_only!("plants files by hand");
+    let env = Env::new();
+    std::fs::write(env.root().join("AGENTS/qa/INBOX/x.md"), "junk\n").unwrap();
+    std::os::unix::fs::symlink("/etc/passwd", env.root().join("AGENTS/qa/INBOX/y.md")).unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert!(doc.stderr.contains("x.md does not parse as a message (line 1:"), "{}", doc.show());
+    assert_eq!(doc.stderr.matches("y.md").count(), 1, "{}", doc.show());
+}

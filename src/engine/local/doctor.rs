@@ -174,8 +174,11 @@ fn check_boxes(
                 repair,
             );
         }
-        let moved = |n: &String| repair && foreign.contains(n);
-        for name in listing.iter().map(|(n, _)| n).filter(|n| is_message_name(n) && !moved(n)) {
+        // A foreign entry (a link, a FIFO, a folder) is reported once, above.
+        let foreign_name = |n: &String| foreign.contains(n);
+        for name in
+            listing.iter().map(|(n, _)| n).filter(|n| is_message_name(n) && !foreign_name(n))
+        {
             let name = name.clone();
             let limits = &eng.settings.limits;
             let read = eng
@@ -192,6 +195,7 @@ fn check_boxes(
                 v(3, what, false);
                 continue;
             }
+            let why = read.as_ref().err().and_then(|p| p.first()).map(ToString::to_string);
             let parsed = read.ok();
             // A message waiting in NEW_MESSAGES is a task waiting as new: its header must
             // not say otherwise (what circe records is in TASKS/).
@@ -208,8 +212,9 @@ fn check_boxes(
                 v(
                     3,
                     format!(
-                        "{b}/{name} does not parse as a message{}",
-                        dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()
+                        "{b}/{name} does not parse as a message ({}){}",
+                        why.as_deref().unwrap_or("unreadable"),
+                        dest.map(|d| format!("; moved to {d}")).unwrap_or_default()
                     ),
                     repair,
                 );
