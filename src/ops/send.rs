@@ -418,5 +418,5 @@ fn earlier_copy(
     ))
     .detail("box", first.mailbox.clone())
     .detail("file", first.file.clone())
-    .hint("remove the msg_id line to get a fresh id, or give the message its own"))
+    .hint("leave the id out (no --msg-id, no msg_id line in the draft) and circe makes a fresh one, or give the message an id of its own"))
 }
