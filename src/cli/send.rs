@@ -240,8 +240,9 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
         } else {
             read_input_file_capped(f, limits.message_bytes)?
         };
+        // A file's size is known; of standard input only that it passed the cap.
         let size = c.size.unwrap_or(c.bytes.len() as u64);
-        if let Some(p) = limits.size_problem(size, true) {
+        if let Some(p) = limits.size_problem(size, c.size.is_some()) {
             return Err(with_file(&format!("--body-file {}", f.display()), &[p]));
         }
         let text = String::from_utf8(c.bytes)
