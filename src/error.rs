@@ -92,6 +92,9 @@ impl Error {
             e.hint = Some("the disk is full: free space and run the command again".into());
         } else if source.kind() == io::ErrorKind::PermissionDenied {
             e.hint = Some("check the permissions of the circe root".into());
+        } else if source.raw_os_error() == Some(40) {
+            // ELOOP from O_NOFOLLOW: circe never follows a link where it keeps its files.
+            e.hint = Some("a symbolic link stands there, and circe never follows one: `circe doctor --repair` moves it to LOGS/quarantine/".into());
         }
         e.source = Some(Box::new(source));
         e

@@ -13,7 +13,14 @@ pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<P
     let c = ws
         .engine
         .read_message_capped(mbox, name, limits.message_bytes)
-        .map_err(|e| vec![Problem::new(None, None, e.chain())])?;
+        .map_err(|e| {
+            // A read error's hint (a planted link, the permissions) goes along with it.
+            let text = match &e.hint {
+                Some(h) => format!("{} ({h})", e.chain()),
+                None => e.chain(),
+            };
+            vec![Problem::new(None, None, text)]
+        })?;
     message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
 }
 

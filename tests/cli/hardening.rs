@@ -344,4 +344,7 @@ fn doctor_says_why_a_message_does_not_parse_and_names_a_link_once() {
     let doc = env.circe(["doctor"]).run();
     assert!(doc.stderr.contains("x.md does not parse as a message (line 1:"), "{}", doc.show());
     assert_eq!(doc.stderr.matches("y.md").count(), 1, "{}", doc.show());
+    // Reading it says what it is and what mends it.
+    let inbox = env.as_("qa", &["inbox"]);
+    assert!(inbox.stderr.contains("circe never follows one"), "{}", inbox.show());
 }
