@@ -33,6 +33,8 @@ fn password_role(c: &crate::pg_cluster::Cluster, role: &str, password: &str) {
 fn passfile(dir: &Path, line: &str) -> String {
     let p = dir.join("pgpass");
     std::fs::write(&p, format!("# circe test\n{line}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p.display().to_string()
 }
 
@@ -64,6 +66,12 @@ fn the_password_comes_from_the_environment_or_the_password_file_and_its_absence_
     filed.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &line)));
     filed.run(None, &["init"]).ok();
     filed.run(None, &["tasks"]).ok();
+    // As libpq: a password file others may read is not used, and says so.
+    use std::os::unix::fs::PermissionsExt;
+    let open = std::fs::Permissions::from_mode(0o644);
+    std::fs::set_permissions(tmp.path().join("pgpass"), open).unwrap();
+    let o = filed.run(None, &["tasks"]);
+    assert!(o.code == 1 && o.stderr.contains("has group or world access"), "{o:?}");
     // A line for another port gives nothing.
     let mut other = Root::at(&url);
     let line = format!("localhost:{}:postgres:{role}:s3cret\\:x", c.port + 1);
