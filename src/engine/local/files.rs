@@ -122,7 +122,17 @@ pub fn boot_id() -> String {
         .unwrap_or_default()
 }
 
-/// A small text file of the user's (the database password file); `None` when unreadable.
+/// A small private text file of the user's (the database password file); `None` when
+/// unreadable, or (as libpq does) when group or others may read it, with a warning.
 pub fn read_small_file(path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let m = std::fs::metadata(path).ok()?;
+    if m.permissions().mode() & 0o077 != 0 {
+        eprintln!(
+            "warning: password file {} has group or world access and is not used; `chmod 600` it",
+            path.display()
+        );
+        return None;
+    }
     std::fs::read_to_string(path).ok()
 }

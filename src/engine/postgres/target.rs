@@ -272,17 +272,6 @@ fn from_passfile(c: &tokio_postgres::Config) -> Option<String> {
     let path = std::env::var_os("PGPASSFILE")
         .map(std::path::PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
-    // As libpq: a file others may read is not used (and the user is told why).
-    if let Ok(m) = std::fs::metadata(&path) {
-        use std::os::unix::fs::PermissionsExt;
-        if m.permissions().mode() & 0o077 != 0 {
-            eprintln!(
-                "warning: password file {} has group or world access and is not used; `chmod 600` it",
-                path.display()
-            );
-            return None;
-        }
-    }
     let text = crate::engine::local::read_small_file(&path)?;
     passfile_match(&text, c)
 }
