@@ -3,6 +3,7 @@
 //! hint that leads somewhere: the password file when the server asks for a password nobody
 //! gave, the password when the server refuses it.
 
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 
 use crate::common::Root;
@@ -33,7 +34,6 @@ fn password_role(c: &crate::pg_cluster::Cluster, role: &str, password: &str) {
 fn passfile(dir: &Path, line: &str) -> String {
     let p = dir.join("pgpass");
     std::fs::write(&p, format!("# circe test\n{line}\n")).unwrap();
-    use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
     p.display().to_string()
 }
@@ -67,7 +67,6 @@ fn the_password_comes_from_the_environment_or_the_password_file_and_its_absence_
     filed.run(None, &["init"]).ok();
     filed.run(None, &["tasks"]).ok();
     // As libpq: a password file others may read is not used, and says so.
-    use std::os::unix::fs::PermissionsExt;
     let open = std::fs::Permissions::from_mode(0o644);
     std::fs::set_permissions(tmp.path().join("pgpass"), open).unwrap();
     let o = filed.run(None, &["tasks"]);
