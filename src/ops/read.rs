@@ -10,17 +10,14 @@ use crate::workspace::Workspace;
 /// parse problems, one problem tagged with the limit it is over, or the read error.
 pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<Problem>> {
     let limits = &ws.config.limits;
-    let c = ws
-        .engine
-        .read_message_capped(mbox, name, limits.message_bytes)
-        .map_err(|e| {
-            // A read error's hint (a planted link, the permissions) goes along with it.
-            let text = match &e.hint {
-                Some(h) => format!("{} ({h})", e.chain()),
-                None => e.chain(),
-            };
-            vec![Problem::new(None, None, text)]
-        })?;
+    let c = ws.engine.read_message_capped(mbox, name, limits.message_bytes).map_err(|e| {
+        // A read error's hint (a planted link, the permissions) goes along with it.
+        let text = match &e.hint {
+            Some(h) => format!("{} ({h})", e.chain()),
+            None => e.chain(),
+        };
+        vec![Problem::new(None, None, text)]
+    })?;
     message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
 }
 

@@ -348,3 +348,18 @@ fn doctor_says_why_a_message_does_not_parse_and_names_a_link_once() {
     let inbox = env.as_("qa", &["inbox"]);
     assert!(inbox.stderr.contains("circe never follows one"), "{}", inbox.show());
 }
+
+/// A stray in NEW_MESSAGES whose header claims a status is moved by `--repair` (it is no
+/// task's message), and then no longer reported as a violation left.
+#[test]
+fn repair_of_a_stray_that_claims_a_status_leaves_nothing_reported() {
+    local_only!("plants a message by hand");
+    let env = Env::new();
+    let text = "# MESSAGE\nfrom: coordinator\nto: engineer\nintent: implement_feature\ntask_id: H-2\nstatus: claimed\ncreated_at: 2025-01-01T00:00:00Z\n\nx\n";
+    std::fs::write(env.root().join("NEW_MESSAGES/h.md"), text).unwrap();
+    let before = env.circe(["doctor"]).run();
+    assert!(before.stderr.contains("says `status: claimed`"), "{}", before.show());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    fixed.ok();
+    assert!(!fixed.stdout.contains("VIOLATED"), "{}", fixed.show());
+}

@@ -140,14 +140,17 @@ fn copies_listed(listings: &[Vec<(String, bool)>]) -> std::collections::HashMap<
 }
 
 /// Invariants 2 and 3 for the boxes: only message files, each of which parses within the
-/// limits, and nothing waiting in NEW_MESSAGES claims to be anything but new.
+/// limits, and nothing waiting in NEW_MESSAGES claims to be anything but new. The last is
+/// returned (file, what) rather than reported: it is told once the tasks are known, since a
+/// file that is no task's message is invariant 6's, which `--repair` moves away.
 fn check_boxes(
     eng: &LocalEngine,
     repair: bool,
     all: &[Mailbox],
     listings: &[Vec<(String, bool)>],
     v: &mut dyn FnMut(u8, String, bool),
-) -> Result<()> {
+) -> Result<Vec<(String, String)>> {
+    let mut says_otherwise = Vec::new();
     for (b, listing) in all.iter().zip(listings) {
         for name in eng.store.undecodable_in(b)? {
             let dest =
@@ -205,7 +208,8 @@ fn check_boxes(
                     message::status::normalize(s) != Some("new") && s.as_str() != "pending"
                 })
             {
-                v(3, format!("{b}/{name} says `status: {s}` but waits in NEW_MESSAGES"), false);
+                let what = format!("{b}/{name} says `status: {s}` but waits in NEW_MESSAGES");
+                says_otherwise.push((name.clone(), what));
             }
             if parsed.is_none() {
                 let dest = if repair { Some(eng.store.quarantine(b, &name)?) } else { None };
@@ -221,7 +225,7 @@ fn check_boxes(
             }
         }
     }
-    Ok(())
+    Ok(says_otherwise)
 }
 
 /// Check (and with `repair`, mend) the root. Returns what was found.
@@ -239,7 +243,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     }
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
-    check_boxes(eng, repair, &all, &listings, &mut v)?;
+    let says_otherwise = check_boxes(eng, repair, &all, &listings, &mut v)?;
 
     let planted = check_own_files(eng, repair, &mut v)?;
 
@@ -292,6 +296,11 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                 reconciled(eng, &id)?;
             }
             v(5, format!("task {id}: .owner does not match .status"), repair);
+        }
+    }
+    for (name, what) in says_otherwise {
+        if !repair || tickets.contains(&name) {
+            v(3, what, false);
         }
     }
     check_new_messages(eng, repair, &tickets, &mut v)?;
