@@ -119,16 +119,13 @@ fn yaml_problem(err: &str, close_no: usize) -> Problem {
         Some((n, what)) => (Some((n + 1).min(close_no)), what),
         None => (None, rest),
     };
+    let mut p = Problem::new(line, None, format!("front matter is not valid YAML: {what}"));
     if what.contains("expected string scalar") {
-        // Valid YAML, but a list or mapping where a header takes one value.
-        return Problem::new(
-            line,
-            None,
-            "a header holds a list or mapping where a single value belongs (the other headers are checked once it is mended)",
-        )
-        .hint("only `tags` may hold a list; other values are single lines (quote them if needed)");
+        p = p.hint(
+            "only `tags` may hold a list; other values are single lines (quote them if needed)",
+        );
     }
-    Problem::new(line, None, format!("front matter is not valid YAML: {what}"))
+    p
 }
 
 /// A front-matter value as written.

@@ -218,7 +218,6 @@ fn yaml_errors_carry_the_file_line() {
     let p = parse("---\nto: qa\nrequester: [a, b]\n---\n", Mode::Draft).unwrap_err();
     assert_eq!(p[0].line, Some(3));
     assert!(p[0].hint.as_deref().unwrap().contains("only `tags` may hold a list"));
-    assert!(p[0].message.starts_with("a header holds a list or mapping"), "{}", p[0].message);
     let got =
         problems("---\nto: qa\ntype: test\nstatus: weird\ntimestamp: later\n---\n", Mode::Draft);
     assert_eq!(
