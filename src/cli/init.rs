@@ -92,15 +92,15 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         return Err(Error::usage("--clock is for a root in a database").hint("pass --engine URL"));
     }
     let Some(target) = target else { return init_local(&dir) };
-    if pointer {
-        // Refused before the database is touched: a refusal changes nothing.
-        pointer_free(&dir, &target)?;
-    }
-    if args.engine.is_some()
-        && matches!(ctx.root_spec(), RootSpec::Url(u) if Target::from_url(&u).map(|t| t.location()).ok() != Some(target.location()))
+    // Refused before the database is touched: a refusal changes nothing.
+    if let (Some(_), RootSpec::Url(u)) = (&args.engine, ctx.root_spec())
+        && Target::from_url(&u)?.location() != target.location()
     {
         return Err(Error::usage("--root (or CIRCE_ROOT) names another database than --engine")
             .hint("pass one of them: `circe init --engine URL` makes the root at URL"));
+    }
+    if pointer {
+        pointer_free(&dir, &target)?;
     }
     let (eng, _config, found) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
     let created = found == 0;

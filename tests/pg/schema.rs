@@ -110,6 +110,10 @@ fn init_refused_by_the_folder_leaves_the_database_untouched() {
     assert_eq!(pointed.code, 4, "{pointed:?}");
     assert!(pointed.stderr.contains("names another database root"), "{pointed:?}");
     assert!(!exists(), "the refusal made a root in the database");
+    // --root naming another database than --engine: which one was meant is unclear.
+    let both = run(&["--root", &other, "init", "--engine", &url]);
+    assert_eq!(both.code, 2, "{both:?}");
+    assert!(!exists(), "the refusal made a root in the database");
     run(&["init", "--engine", &other]).ok();
 }
 
