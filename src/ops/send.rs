@@ -112,9 +112,8 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     // A reply that named no task took the task of what it answers.
     let task_inherited = !named_task && msg.in_reply_to.is_some() && msg.task_id.is_some();
     complete(ws, &mut msg, me)?;
-    let msg_id = msg.msg_id.clone().unwrap_or_default();
     let first = Draft { my_role, own_id, plan, task_inherited };
-    send_completed(ws, me, msg, first).map_err(|e| delivered_anyway(e, &msg_id))
+    send_completed(ws, me, msg, first)
 }
 
 /// What `send_once` knows of a draft before it is completed.
@@ -221,7 +220,8 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
                 name,
                 content: content.into_bytes(),
             },
-        )?;
+        )
+        .map_err(|e| delivered_anyway(e, &msg_id))?;
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
@@ -239,8 +239,8 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     Ok(d)
 }
 
-/// A failure after the delivery's commit point (its events): say which message stands, so
-/// nobody sends it again for want of an id.
+/// A failure after this delivery's commit point (its events: detail `committed`): say
+/// which message stands, so nobody sends it again for want of an id.
 fn delivered_anyway(e: Error, msg_id: &str) -> Error {
     if e.details.iter().any(|(k, v)| *k == "committed" && v == "true") {
         return e
@@ -248,6 +248,18 @@ fn delivered_anyway(e: Error, msg_id: &str) -> Error {
             .hint_more("do not send it again");
     }
     e
+}
+
+/// The events of a delivery made: a failure to log them is past its commit point.
+fn log_delivered(ws: &Workspace, events: Vec<Event>, msg_id: &str) -> Result<Vec<Event>> {
+    ws.engine.append_events(events).map_err(|e| {
+        let e = if e.details.iter().any(|(k, _)| *k == "committed") {
+            e
+        } else {
+            e.detail("committed", "true")
+        };
+        delivered_anyway(e, msg_id)
+    })
 }
 
 /// A message that opens no task: one copy into each receiver's INBOX (with what its TX type
@@ -302,7 +314,7 @@ fn deliver_to_inboxes(
         .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
         .collect();
     if sent.logged {
-        ws.engine.append_events(sent.events)?;
+        log_delivered(ws, sent.events, &msg_id)?;
         return Ok(Delivery {
             msg_id,
             intent: intent_name,
@@ -327,7 +339,7 @@ fn deliver_to_inboxes(
     }
     let mut events = vec![ev];
     events.extend(sent.events);
-    ws.engine.append_events(events)?;
+    log_delivered(ws, events, &msg_id)?;
     Ok(Delivery {
         msg_id,
         intent: intent_name,

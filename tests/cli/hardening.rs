@@ -253,6 +253,10 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
 fn a_delivery_whose_events_fail_names_the_message_that_stands() {
     local_only!("plants a symlink at the event log");
     let env = Env::new();
+    // Another sender's send cut off past its staging: the next send with an id settles it
+    // first, and that settling is what fails to log below, before this send delivers.
+    let cut = ["send", "--to", "coordinator", "--intent", "status_update", "--summary", "s1"];
+    env.circe(cut).agent("engineer").var("CIRCE_CRASH_AT", "seq.staged").run().code(86);
     let log = env.root().join("LOGS/events.jsonl");
     let _ = std::fs::remove_file(&log);
     std::os::unix::fs::symlink(env.root().join("nowhere"), &log).unwrap();
@@ -271,6 +275,27 @@ fn a_delivery_whose_events_fail_names_the_message_that_stands() {
     assert!(env.read(&format!("AGENTS/engineer/INBOX/{}", inbox[0])).contains(id));
     let doc = env.circe(["doctor"]).run();
     assert!(doc.stderr.contains("LOGS/events.jsonl"), "{}", doc.show());
+    // A send that failed before its own delivery is not said to be delivered.
+    let with_id = [
+        "--json",
+        "send",
+        "--to",
+        "qa",
+        "--intent",
+        "inform",
+        "--summary",
+        "x",
+        "--msg-id",
+        "my-id-1",
+    ];
+    let out = env.as_("coordinator", &with_id);
+    assert_eq!(out.code, 1, "{}", out.show());
+    assert!(
+        !out.json()["error"]["message"].as_str().unwrap().contains("was delivered"),
+        "{}",
+        out.show()
+    );
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty());
 }
 
 /// Names within their own limits can make a file name a folder cannot hold: refused before

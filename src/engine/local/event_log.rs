@@ -123,6 +123,14 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
     before_current(store)
 }
 
+/// A failed append of the events of a change already made (past its commit point): the
+/// change stands (detail `committed`), only its events are missing.
+pub(super) fn committed(e: crate::error::Error) -> crate::error::Error {
+    e.detail("committed", "true").hint_more(
+        "the change itself was made and stands; only its events are missing from the log: mend what the error names (`circe doctor` shows it), after which new events are logged",
+    )
+}
+
 /// The last id before the current file: the newest of the segments in LOGS, those moved
 /// into the archive (the archive may have taken newer segments than one LOGS keeps for a
 /// task that stays) and those retention removed since, else 0. The archive commits a
@@ -134,21 +142,11 @@ fn before_current(store: &Store) -> Result<u64> {
     Ok(here.max(archived).max(store.expired_last_event()?))
 }
 
-/// Give `events` the next ids and append them: one `write` under the log's lock. Every
-/// caller appends after its change is made (the commit point), so a failure here says that
-/// the change stands (detail `committed`) and only its events are missing.
+/// Give `events` the next ids and append them: one `write` under the log's lock.
 pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     if events.is_empty() {
         return Ok(());
     }
-    append_now(store, events).map_err(|e| {
-        e.detail("committed", "true").hint_more(
-            "the change itself was made and stands; only its events are missing from the log: mend what the error names (`circe doctor` shows it), after which new events are logged",
-        )
-    })
-}
-
-fn append_now(store: &Store, events: &mut [Event]) -> Result<()> {
     let path = current(store);
     // TEST BUILDS ONLY: `events-nolock` shows the gap-free checker failing without the lock.
     let lock = if super::fault::test_break("events-nolock") {

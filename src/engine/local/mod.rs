@@ -442,9 +442,8 @@ impl Engine for LocalEngine {
     fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
         let (hold, mut events) = self.store.seq_hold(sender)?;
         // What fails here is logging an earlier send the hold settled, not this one.
-        event_log::append(&self.store, &mut events).map_err(|mut e| {
-            e.details.retain(|(k, _)| *k != "committed");
-            e.hint("an earlier send of this sender, cut off, was settled but could not be logged; nothing of this one was done: mend what the error names (`circe doctor` shows it) and run it again")
+        event_log::append(&self.store, &mut events).map_err(|e| {
+            e.hint_more("an earlier send of this sender, cut off, was settled but could not be logged; nothing of this one was done: mend what the error names (`circe doctor` shows it) and run it again")
         })?;
         Ok(Box::new(hold))
     }

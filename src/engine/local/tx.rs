@@ -250,7 +250,7 @@ impl TaskTx for LocalTx<'_> {
         if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
-        event_log::append(store, &mut events)?;
+        event_log::append(store, &mut events).map_err(event_log::committed)?;
         self.st =
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)
