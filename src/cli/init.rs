@@ -102,17 +102,9 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     if pointer {
         pointer_free(&dir, &target)?;
     }
-    let (eng, _config, found) = postgres::init(&target, DEFAULT_CONFIG, clock)?;
+    let (eng, _config, found) =
+        postgres::init(&target, DEFAULT_CONFIG, clock, args.clock.is_some())?;
     let created = found == 0;
-    if !created && args.clock.is_some() && eng.clock() != clock {
-        return Err(Error::refused(format!(
-            "the root {} decides leases by the {} clock; --clock {} applies only when a root is made",
-            target.location(),
-            eng.clock().as_str(),
-            clock.as_str()
-        ))
-        .hint("leave --clock out (nothing was changed), or make a new root in another schema"));
-    }
     let added = add_role_agents(&eng)?;
     let mut pointer_written = false;
     if pointer {

@@ -41,6 +41,10 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     let o = root.run(None, &["tasks"]);
     assert_eq!(o.code, 3, "{o:?}");
     assert!(o.stderr.contains("schema version 2") && o.stderr.contains("circe init"), "{o:?}");
+    // Another clock is refused before the migration: nothing changed.
+    let clock = root.run(None, &["init", "--clock", "server"]);
+    assert_eq!(clock.code, 3, "{clock:?}");
+    assert_eq!(version(c).trim(), "2", "the refusal migrated the schema");
     let made = root.run(None, &["init"]);
     assert!(made.ok().stdout.contains("schema: migrated from version 2 to 5"), "{made:?}");
     assert_eq!(version(c).trim(), "5");

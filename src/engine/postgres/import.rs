@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, usize, usize)> {
     let conn = Conn::connect(target)?;
     // The tables first (their own transaction; idempotent), then the data in one.
-    schema::init(&conn, &target.schema, &snap.config, clock)?;
+    schema::init(&conn, &target.schema, &snap.config, clock, false)?;
     conn.call("starting the import", conn.client.batch_execute("BEGIN"))?;
     let done = load(&conn, target, snap);
     match done {

@@ -87,9 +87,14 @@ pub fn connect(target: &Target) -> Result<(PgEngine, Config)> {
 /// Make (or migrate) the root at `target`: its tables, `config` when the root is new, and
 /// the clock leases are decided by. Returns the engine, the root's configuration, and the
 /// schema version found (0: the root was created).
-pub fn init(target: &Target, config: &str, clock: Clock) -> Result<(PgEngine, Config, u32)> {
+pub fn init(
+    target: &Target,
+    config: &str,
+    clock: Clock,
+    given: bool,
+) -> Result<(PgEngine, Config, u32)> {
     let conn = Conn::connect(target)?;
-    let found = schema::init(&conn, &target.schema, config, clock)?;
+    let found = schema::init(&conn, &target.schema, config, clock, given)?;
     drop(conn);
     let (eng, config) = PgEngine::open(target)?;
     Ok((eng, config, found))

@@ -105,8 +105,9 @@ pub fn check(version: u32, schema: &str) -> Result<()> {
 }
 
 /// Make or migrate the schema; on a new one store `config` and the clock. Returns the
-/// version found (0: the root was created; below `target()`: it was migrated).
-pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<u32> {
+/// version found (0: the root was created; below `target()`: it was migrated). `clock`
+/// given for a root that exists must be its own (refused before anything is changed).
+pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock, given: bool) -> Result<u32> {
     let lock = format!("circe {schema}");
     conn.call("starting the schema transaction", conn.client.batch_execute("BEGIN"))?;
     let done = (|| -> Result<u32> {
@@ -116,6 +117,18 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock) -> Result<u32
                 .query_typed("SELECT pg_advisory_xact_lock(hashtext($1))", &[(&lock, Type::TEXT)]),
         )?;
         let from = current(conn, schema)?;
+        if from > 0 && given {
+            let q = sql(schema, "SELECT value FROM {s}.meta WHERE key = 'clock'");
+            let row = conn.call("reading the clock", conn.client.query_typed_opt(&q, &[]))?;
+            let held = row.map(|r| r.get::<_, String>(0)).unwrap_or_else(|| "server".into());
+            if held != clock.as_str() {
+                return Err(Error::refused(format!(
+                    "the root in schema {schema} decides leases by the {held} clock; --clock {} applies only when a root is made",
+                    clock.as_str()
+                ))
+                .hint("leave --clock out (nothing was changed), or make a new root in another schema"));
+            }
+        }
         let to = target();
         if from > to {
             check(from, schema)?;
