@@ -120,7 +120,7 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock, given: bool) 
         if from > 0 && given {
             let q = sql(schema, "SELECT value FROM {s}.meta WHERE key = 'clock'");
             let row = conn.call("reading the clock", conn.client.query_typed_opt(&q, &[]))?;
-            let held = row.map(|r| r.get::<_, String>(0)).unwrap_or_else(|| "server".into());
+            let held = row.map_or_else(|| "server".into(), |r| r.get::<_, String>(0));
             if held != clock.as_str() {
                 return Err(Error::refused(format!(
                     "the root in schema {schema} decides leases by the {held} clock; --clock {} applies only when a root is made",
