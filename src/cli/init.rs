@@ -94,7 +94,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     let Some(target) = target else { return init_local(&dir) };
     // Refused before the database is touched: a refusal changes nothing.
     if let (Some(_), RootSpec::Url(u)) = (&args.engine, ctx.root_spec())
-        && Target::from_url(&u)?.location() != target.location()
+        && Target::from_url(&u)?.identity() != target.identity()
     {
         return Err(Error::usage("--root (or CIRCE_ROOT) names another database than --engine")
             .hint("pass one of them: `circe init --engine URL` makes the root at URL"));
@@ -111,7 +111,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         let (_, w) = local::init_pointer(&dir, &pointer_text(&target))?;
         if !w {
             let existing = local::open(&RootSpec::Path(dir.clone()), None);
-            let same = matches!(&existing, Ok(local::Opened::Pointer(t)) if t.location() == target.location());
+            let same = matches!(&existing, Ok(local::Opened::Pointer(t)) if t.identity() == target.identity());
             if !same {
                 return Err(Error::conflict(format!(
                     "{} holds a circe.yaml that names another root",
@@ -155,7 +155,7 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
     }
     let held = circe.display();
     match local::open(&RootSpec::Path(circe.clone()), None) {
-        Ok(local::Opened::Pointer(t)) if t.location() == target.location() => Ok(()),
+        Ok(local::Opened::Pointer(t)) if t.identity() == target.identity() => Ok(()),
         Ok(local::Opened::Pointer(t)) => Err(Error::conflict(format!(
             "{held} names another database root ({})",
             t.location()

@@ -141,7 +141,7 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     let mut aside = None;
     if dest.exists() {
         match local::open(&RootSpec::Path(dest.clone()), None) {
-            Ok(local::Opened::Pointer(t)) if t.location() == target.location() => {
+            Ok(local::Opened::Pointer(t)) if t.identity() == target.identity() => {
                 aside = Some(local::retire::set_aside(&dest, "pointer")?);
             }
             _ => {

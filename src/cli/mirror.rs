@@ -37,11 +37,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
     // What the mirror's marker names: one name for the root, however it was reached.
-    let location = ws
-        .engine
-        .local_folder()
-        .and_then(|f| std::fs::canonicalize(f).ok())
-        .map_or_else(|| ws.engine.location(), |f| f.display().to_string());
+    let location = ws.engine.identity();
     let mut rounds = 0u64;
     loop {
         let snap = ws.engine.snapshot()?;

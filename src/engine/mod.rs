@@ -120,6 +120,12 @@ pub trait Engine {
     /// Where the root is (a path or a URL), for people.
     fn location(&self) -> String;
 
+    /// One name for the root however it was reached (a mirror's marker names it): the
+    /// canonical path of a folder, the server, database and schema of a database.
+    fn identity(&self) -> String {
+        self.location()
+    }
+
     // ---- agents --------------------------------------------------------------------
 
     /// Every agent and its role, sorted by name.

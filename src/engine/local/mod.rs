@@ -204,6 +204,11 @@ impl Engine for LocalEngine {
         self.store.root().display().to_string()
     }
 
+    fn identity(&self) -> String {
+        std::fs::canonicalize(self.store.root())
+            .map_or_else(|_| self.location(), |p| p.display().to_string())
+    }
+
     fn agents(&self) -> Result<Vec<(AgentName, String)>> {
         self.store.list_agents()
     }

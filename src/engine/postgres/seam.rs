@@ -23,6 +23,10 @@ impl Engine for PgEngine {
         self.target.location()
     }
 
+    fn identity(&self) -> String {
+        self.target.identity()
+    }
+
     fn agents(&self) -> Result<Vec<(AgentName, String)>> {
         Ok(self.agents.borrow().clone())
     }

@@ -134,6 +134,20 @@ impl Target {
         format!("{}{sep}schema={}", self.url, self.schema)
     }
 
+    /// The server, database and schema, however the URL spells them (its order of
+    /// parameters, its timeouts): `postgres://USER@HOST:PORT/DB?schema=S`.
+    pub fn identity(&self) -> String {
+        let host = match self.config.get_hosts().first() {
+            Some(Host::Tcp(h)) => h.clone(),
+            Some(Host::Unix(p)) => p.display().to_string(),
+            None => String::new(),
+        };
+        let port = self.config.get_ports().first().copied().unwrap_or(5432);
+        let user = self.config.get_user().unwrap_or_default();
+        let db = self.config.get_dbname().unwrap_or(user);
+        format!("postgres://{user}@{host}:{port}/{db}?schema={}", self.schema)
+    }
+
     /// Where LISTEN and the session locks connect, for people.
     pub fn listen_location(&self) -> String {
         if self.server_apart {
@@ -401,6 +415,18 @@ mod tests {
         // Without a line of its own, the pooler's carries over.
         let other = apart(&pooler, Some("/run/pg"), Some(5499), |n| passfile_match(FILE, n));
         assert_eq!(other.get_password(), Some(&b"pooler"[..]));
+    }
+
+    #[test]
+    fn one_identity_however_the_url_spells_it() {
+        let a = Target::from_url("postgres://u@/db?host=/run/pg&port=5433&schema=s").unwrap();
+        let b =
+            Target::from_url("postgres://u@/db?port=5433&connect_timeout=9&host=/run/pg&schema=s")
+                .unwrap();
+        assert_eq!(a.identity(), b.identity());
+        assert_ne!(a.location(), b.location());
+        let other = Target::from_url("postgres://u@/db?host=/run/pg&port=5433&schema=t").unwrap();
+        assert_ne!(a.identity(), other.identity());
     }
 
     #[test]
