@@ -246,7 +246,13 @@ impl TaskTx for LocalTx<'_> {
                 st.location.clone().unwrap_or(Mailbox::NewMessages)
             }
         };
-        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered)?;
+        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered).map_err(
+            |e| {
+                e.detail("committed", "true").hint_more(
+                    "the task's change was made and stands; the messages it sends wait in its record (`outbox`) and go with the next command on the task, or `circe doctor --repair`, once this is mended",
+                )
+            },
+        )?;
         if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
