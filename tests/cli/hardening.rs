@@ -244,6 +244,18 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
     env.circe(["doctor"]).run().ok();
     env.as_("coordinator", &all).ok();
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 1);
+    // A file where a box belongs: reported, and moved away (never deleted) to make the box.
+    std::fs::remove_dir(env.root().join("AGENTS/eagle/WORKSPACE")).unwrap();
+    std::fs::write(env.root().join("AGENTS/eagle/WORKSPACE"), "x").unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert!(
+        doc.stderr.contains("AGENTS/eagle/WORKSPACE is a file, not a folder"),
+        "{}",
+        doc.show()
+    );
+    env.circe(["init"]).run().ok();
+    assert!(env.root().join("AGENTS/eagle/WORKSPACE").is_dir());
+    assert!(env.root().join("LOGS/quarantine/own~AGENTS~eagle~WORKSPACE").is_file());
 }
 
 /// A send whose events cannot be logged (a symlink planted at the event log) after its

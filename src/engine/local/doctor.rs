@@ -237,9 +237,15 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     };
 
     check_staging(eng, repair, &mut v)?;
-    for b in eng.store.missing_agent_boxes(repair)? {
-        let what = if repair { "made again" } else { "`circe init` or `--repair` makes it again" };
-        v(2, format!("{b} is missing ({what})"), repair);
+    for (b, stands) in eng.store.missing_agent_boxes(repair)? {
+        let what = match (repair, stands.is_some()) {
+            (true, true) => "what stood there moved to LOGS/quarantine/, and made again",
+            (true, false) => "made again",
+            (false, _) => "`circe init` or `--repair` makes it again",
+        };
+        let is =
+            stands.map_or_else(|| "is missing".to_string(), |s| format!("is {s}, not a folder"));
+        v(2, format!("{b} {is} ({what})"), repair);
     }
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;

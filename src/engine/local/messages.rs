@@ -61,9 +61,10 @@ impl Store {
         Ok(())
     }
 
-    /// Each agent's INBOX and WORKSPACE that is missing (paths under the root), made again
-    /// when `make`.
-    pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<String>> {
+    /// Each agent's INBOX and WORKSPACE that is missing, or where something else stands (a
+    /// file, a link that leads to no folder): paths under the root, each with what stood
+    /// there. Made again when `make` (what stood there moved into `LOGS/quarantine/`).
+    pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<(String, Option<String>)>> {
         let mut missing = Vec::new();
         for (agent, _) in self.list_agents()? {
             for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent)] {
@@ -71,11 +72,18 @@ impl Store {
                 if dir.is_dir() {
                     continue;
                 }
+                let rel = b.rel_path();
+                let stands = std::fs::symlink_metadata(&dir).ok().map(|m| {
+                    if m.file_type().is_symlink() { "a link" } else { "a file" }.to_string()
+                });
                 if make {
+                    if stands.is_some() {
+                        self.quarantine_from(&dir, "own", &rel.replace('/', "~"))?;
+                    }
                     std::fs::create_dir(&dir).map_err(io_err("cannot create", &dir))?;
                     self.sync_dir(dir.parent().unwrap_or(&self.root))?;
                 }
-                missing.push(b.rel_path());
+                missing.push((rel, stands));
             }
         }
         Ok(missing)

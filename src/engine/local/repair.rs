@@ -102,7 +102,7 @@ impl Store {
         self.quarantine_from(&self.root.join("TASKS").join(name), "tasks", name)
     }
 
-    fn quarantine_from(&self, src: &Path, label: &str, name: &str) -> Result<String> {
+    pub(super) fn quarantine_from(&self, src: &Path, label: &str, name: &str) -> Result<String> {
         let qdir = self.root.join("LOGS").join("quarantine");
         std::fs::create_dir_all(&qdir).map_err(io_err("cannot create", &qdir))?;
         for n in 1..1000 {

@@ -344,7 +344,12 @@ pub(super) fn list_where(
 ) -> Result<Vec<(String, bool)>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        // A box that is not there, or is no folder, holds nothing (doctor reports it).
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
+        {
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(Error::io("cannot list", dir, e)),
     };
     let mut names = Vec::new();
@@ -366,7 +371,11 @@ pub(super) fn list_where(
 pub(super) fn list_undecodable(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
     let rd = match std::fs::read_dir(dir) {
         Ok(rd) => rd,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
+        {
+            return Ok(Vec::new());
+        }
         Err(e) => return Err(Error::io("cannot list", dir, e)),
     };
     let mut out = Vec::new();

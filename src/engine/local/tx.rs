@@ -246,13 +246,8 @@ impl TaskTx for LocalTx<'_> {
                 st.location.clone().unwrap_or(Mailbox::NewMessages)
             }
         };
-        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered).map_err(
-            |e| {
-                e.detail("committed", "true").hint_more(
-                    "the task's change was made and stands; the messages it sends wait in its record (`outbox`) and go with the next command on the task, or `circe doctor --repair`, once this is mended",
-                )
-            },
-        )?;
+        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered)
+            .map_err(outbox_held)?;
         if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
@@ -261,6 +256,14 @@ impl TaskTx for LocalTx<'_> {
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)
     }
+}
+
+/// A change's messages that could not be delivered after its commit point: they wait in its
+/// record's outbox, and the change stands.
+fn outbox_held(e: Error) -> Error {
+    e.detail("committed", "true").hint_more(
+        "the task's change was made and stands; the messages it sends wait in its record (`outbox`) and go with the next command on the task, or `circe doctor --repair`, once this is mended",
+    )
 }
 
 #[cfg(test)]
