@@ -23,9 +23,23 @@ pub struct FileName {
 const STAMP: &str = "%Y%m%d_%H%M%S";
 
 /// The longest message file name circe makes: a folder entry holds at most 255 bytes, and
-/// staging a copy puts up to 84 bytes before the name (`00000~AGENTS+<agent>+INBOX~`) and a
-/// collision counter up to 5 after it.
+/// staging a copy puts up to 94 bytes before the name (`00000-00001~AGENTS+<agent>+WORKSPACE~`,
+/// a 64-byte agent); the collision counter (up to 5 bytes) is added only in the box.
 pub const MAX_NAME: usize = 160;
+
+/// A name circe makes for a message of its own (a notice, an import) cut to `MAX_NAME`
+/// bytes, `.md` kept: the name is a label, the headers are the truth.
+pub fn fit(name: String) -> String {
+    if name.len() <= MAX_NAME {
+        return name;
+    }
+    let stem = name.strip_suffix(".md").unwrap_or(&name);
+    let mut end = MAX_NAME - 3;
+    while !stem.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}.md", &stem[..end])
+}
 
 /// Refuse a file name over `MAX_NAME` (exit 3), before anything is written.
 pub fn check_length(name: &str, task_id: Option<&str>) -> crate::error::Result<()> {
@@ -246,5 +260,16 @@ mod tests {
         fn parse_file_name_never_panics(s in "\\PC{0,60}") {
             let _ = parse_file_name(&s);
         }
+    }
+
+    #[test]
+    fn a_name_circe_makes_is_cut_to_fit() {
+        let long = format!("{}.md", "a".repeat(300));
+        let cut = fit(long);
+        assert_eq!(cut.len(), MAX_NAME);
+        assert_eq!(&cut[cut.len() - 3..], ".md");
+        assert_eq!(fit("x.md".to_string()), "x.md");
+        let wide = format!("{}.md", "é".repeat(100));
+        assert!(fit(wide).len() <= MAX_NAME);
     }
 }

@@ -25,7 +25,8 @@ mod tests;
 use field::Field;
 
 pub use filename::{
-    FileName, check_length as check_name_length, file_name, numbered, parse_file_name,
+    FileName, check_length as check_name_length, file_name, fit as fit_name, numbered,
+    parse_file_name,
 };
 pub use format::Format;
 pub use limits::Limits;

@@ -220,7 +220,8 @@ fn land(
     let from = m.from_agent().unwrap_or("system");
     let to = m.to.clone().unwrap_or_default();
     let intent = m.intent.clone().unwrap_or_default();
-    let name = message::file_name(created, from, &to, &intent, m.task_id.as_deref(), 1);
+    let name =
+        message::fit_name(message::file_name(created, from, &to, &intent, m.task_id.as_deref(), 1));
     let waiting_status =
         m.status.as_deref().is_none_or(|s| matches!(s, "new" | "start" | "pending"));
     let landing =

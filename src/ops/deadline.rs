@@ -76,7 +76,14 @@ fn tell_asker(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<()> {
         a.to,
         a.deadline.as_deref().unwrap_or("-")
     );
-    let name = message::file_name(now, CIRCE, a.from.as_str(), "update", m.task_id.as_deref(), 1);
+    let name = message::fit_name(message::file_name(
+        now,
+        CIRCE,
+        a.from.as_str(),
+        "update",
+        m.task_id.as_deref(),
+        1,
+    ));
     let inbox = Mailbox::Inbox(a.from.clone());
     let me = crate::names::AgentName::new(CIRCE)?;
     let files = super::seq::deliver_numbered(ws, &me, &mut m, |m| {

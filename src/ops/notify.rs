@@ -81,7 +81,14 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         msg.created_at = Some(now);
         msg.msg_id = Some(clock::new_msg_id(now));
         msg.body = format!("## Summary\n{}\n", n.text);
-        let name = message::file_name(now, CIRCE, "coordinator", n.intent, Some(task), 1);
+        let name = message::fit_name(message::file_name(
+            now,
+            CIRCE,
+            "coordinator",
+            n.intent,
+            Some(task),
+            1,
+        ));
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
         let files = super::seq::deliver_numbered(ws, &AgentName::new(CIRCE)?, &mut msg, |m| {
             ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)

@@ -64,7 +64,7 @@ pub fn routed(
             rule: rule_name.clone(),
             target: target.clone(),
             boxes,
-            name: message::file_name(now, CIRCE, target, "update", task, 1),
+            name: message::fit_name(message::file_name(now, CIRCE, target, "update", task, 1)),
             content: message::render(&m),
             msg_id,
         });
