@@ -256,7 +256,7 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
 
 /// `path` made absolute with its links resolved as far as it exists (a folder to be made
 /// is its nearest existing ancestor, resolved, and the rest).
-fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+pub(super) fn resolved(path: &std::path::Path) -> std::path::PathBuf {
     let joined = std::env::current_dir().map_or_else(|_| path.to_path_buf(), |d| d.join(path));
     // `..` and `.` taken out first (a folder to be made has no links to follow).
     let mut abs = std::path::PathBuf::new();

@@ -115,7 +115,19 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
             }
         },
     };
-    if local::root_at(dir).is_some_and(|r| r == dir) {
+    // The path the database will keep: absolute, `..` and links resolved.
+    let dir = &super::archive::resolved(dir);
+    if let Some(inside) =
+        dir.ancestors().skip(1).find(|a| local::root_at(a).is_some_and(|r| r == *a))
+    {
+        return Err(Error::usage(format!(
+            "{} lies inside the root folder {}; the root would land inside a root",
+            dir.display(),
+            inside.display()
+        ))
+        .hint("name a folder outside any circe root (the project folder holding .circe is fine)"));
+    }
+    if local::root_at(dir).is_some_and(|r| r == *dir) {
         let parent = match dir.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.display().to_string(),
             _ => ".".to_string(),
@@ -134,9 +146,8 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         return Err(Error::refused(format!("the root has a violation: {}", v.what))
             .hint("mend it first (`circe doctor` lists them all); nothing was moved"));
     }
-    // Absolute: the database tells every host and folder where the root went.
-    let dest =
-        std::path::absolute(dir.join(".circe")).map_err(|e| Error::io("cannot resolve", dir, e))?;
+    // Absolute (`dir` is): the database tells every host and folder where the root went.
+    let dest = dir.join(".circe");
     // A .circe naming this very root (the usual case: migrating in the project) is set aside.
     let mut aside = None;
     if dest.exists() {

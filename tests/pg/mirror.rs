@@ -347,6 +347,9 @@ fn migrate_moves_a_root_into_the_database_and_back() {
         inner.stderr
     );
     assert!(!own.join(".circe").exists(), "nothing was written");
+    let deeper = run(&["migrate", "--to-local", own.join("AGENTS").to_str().unwrap()]);
+    assert_eq!(deeper.code, 2, "{}", deeper.stderr);
+    assert!(deeper.stderr.contains("lies inside the root folder"), "{}", deeper.stderr);
     run(&["tasks"]).ok();
     // And back into a folder of its own.
     let back = project.path().join("back");
