@@ -60,7 +60,7 @@ pub(super) fn check(
         v(
             8,
             format!(
-                "{} (after the next log rotation no event can be logged until it is mended: {hint})",
+                "{} (while the current log file is empty, as after a rotation, no event can be logged until it is mended: {hint})",
                 e.message
             ),
             false,
