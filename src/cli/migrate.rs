@@ -141,10 +141,13 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         )));
     }
     let (eng, _) = postgres::connect(&target)?;
-    // What the folder could not hold would be left behind: a damaged root is mended first.
-    if let Some(v) = eng.doctor(false)?.iter().find(|v| !v.repaired) {
-        return Err(Error::refused(format!("the root has a violation: {}", v.what))
-            .hint("mend it first (`circe doctor` lists them all); nothing was moved"));
+    // Messages in the boxes of an agent the root does not have (invariant 8) have no place
+    // in a folder and would be left behind: refused until they have one. Other violations
+    // go along, and the folder's `doctor --repair` mends what it can.
+    if let Some(v) = eng.doctor(false)?.iter().find(|v| !v.repaired && v.invariant == 8) {
+        return Err(Error::refused(format!("the root has a violation: {}", v.what)).hint(
+            "`circe agent add NAME --role ROLE` gives those messages a place (or move them in SQL); nothing was moved",
+        ));
     }
     // Absolute (`dir` is): the database tells every host and folder where the root went.
     let dest = dir.join(".circe");

@@ -422,8 +422,9 @@ fn doctor_reports_a_message_missing_from_its_box() {
     assert!(found.contains(&7), "{v}");
 }
 
-/// A database root with a violation is not moved into a folder (what the folder cannot
-/// hold would be left behind): refused, nothing written, the root still in use.
+/// A database root with messages in the boxes of an agent it does not have is not moved
+/// into a folder (they would be left behind): refused, nothing written, the root still in
+/// use; once the agent is there, the move goes, the unparseable message along with it.
 #[test]
 fn migrate_to_local_refuses_a_damaged_root() {
     let c = need_pg!();
@@ -437,7 +438,24 @@ fn migrate_to_local_refuses_a_damaged_root() {
     let back = dir.path().join("back");
     let out = root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]);
     assert_eq!(out.code, 3, "{out:?}");
-    assert!(out.stderr.contains("inbox:ghost") && out.stderr.contains("nothing was moved"));
+    assert!(out.stderr.contains("no agent ghost") && out.stderr.contains("agent add"), "{out:?}");
     assert!(!back.exists(), "nothing was written");
     root.run(None, &["tasks"]).ok();
+    root.run(None, &["agent", "add", "ghost", "--role", "qa"]).ok();
+    root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]).ok();
+    let found: Vec<_> = walkdir(&back);
+    let kept = found.iter().any(|p| p.to_string_lossy().ends_with("ghost~x.md"));
+    assert!(kept, "nothing left behind (the unparseable one in quarantine): {found:?}");
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() { stack.push(p) } else { out.push(p) }
+        }
+    }
+    out
 }
