@@ -92,10 +92,10 @@ pub fn check(to: &str) -> crate::error::Result<()> {
         ))
         .hint("write `role:NAME`, `agent:NAME`, `NAME`, `all` or TX `mesh/agent`"));
     }
-    for s in segments {
-        crate::names::check_agent(s)?;
+    if let [mesh, _] = segments.as_slice() {
+        crate::names::check_mesh(mesh)?;
     }
-    Ok(())
+    crate::names::check_agent(segments.last().copied().unwrap_or_default())
 }
 
 #[cfg(test)]

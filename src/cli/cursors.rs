@@ -95,6 +95,7 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
         .hint("stop that consumer first (SIGTERM ends it with its place saved), then remove it"));
     };
     let dead = if kind == KIND { ws.engine.dead_letters(name)?.len() } else { 0 };
+    let had_cursor = ws.engine.read_cursor(kind, name)?.is_some();
     if !ws.engine.remove_cursor(kind, name)? {
         let known: Vec<String> =
             consumers(ws)?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();
@@ -105,9 +106,10 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
         };
         return Err(Error::not_found(format!("no {kind} cursor `{name}`")).hint(hint));
     }
-    let human = match dead {
-        0 => format!("removed cursor `{name}` ({kind})\n"),
-        n => format!("removed cursor `{name}` ({kind}) and its {n} dead letter(s)\n"),
+    let human = match (had_cursor, dead) {
+        (_, 0) => format!("removed cursor `{name}` ({kind})\n"),
+        (true, n) => format!("removed cursor `{name}` ({kind}) and its {n} dead letter(s)\n"),
+        (false, n) => format!("removed the {n} dead letter(s) of `{name}` (it had no cursor)\n"),
     };
     Ok(Report::new(human, json!({"removed": {"kind": kind, "name": name, "dead_letters": dead}})))
 }

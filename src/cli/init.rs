@@ -54,6 +54,10 @@ pub struct InitJson {
     pub clock: Option<String>,
     /// `--engine URL`: DIR/.circe/circe.yaml was written to name the database.
     pub pointer_written: bool,
+    /// A folder root: the agents' boxes that were missing and were made again.
+    pub boxes_made: Vec<String>,
+    /// A database root: the schema version it was migrated from (null: not migrated).
+    pub migrated_from: Option<u32>,
 }
 
 /// circe.yaml of a host whose root is in a database.
@@ -143,6 +147,8 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         agents_added: added,
         clock: Some(eng.clock().as_str().to_string()),
         pointer_written,
+        boxes_made: Vec::new(),
+        migrated_from: (!created && found < postgres::SCHEMA_VERSION).then_some(found),
     };
     Ok(Report::new(human, out))
 }
@@ -174,7 +180,7 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
             "{held} holds a circe.yaml that names no database root ({})",
             e.message
         ))
-        .hint("mend or remove it; nothing was changed")),
+        .hint("its circe.yaml does not read: mend it (`circe validate --config` says what is wrong), or name another folder; nothing was changed")),
     }
 }
 
@@ -230,6 +236,8 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
         agents_added: added,
         clock: None,
         pointer_written: false,
+        boxes_made: remade,
+        migrated_from: None,
     };
     Ok(Report::new(human, out))
 }

@@ -128,10 +128,14 @@ pub fn read_small_file(path: &std::path::Path) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let m = std::fs::metadata(path).ok()?;
     if m.permissions().mode() & 0o077 != 0 {
-        eprintln!(
-            "warning: password file {} has group or world access and is not used; `chmod 600` it",
-            path.display()
-        );
+        // Said once a process, however many connections look for a password.
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "warning: password file {} has group or world access and is not used; `chmod 600` it",
+                path.display()
+            );
+        });
         return None;
     }
     std::fs::read_to_string(path).ok()

@@ -58,7 +58,7 @@ const CHECKS: [(u8, &str); 6] = [
          SELECT 'the event log holds ' || count(*) || ' events with ids '
                 || coalesce(min(id), 0) || '..' || coalesce(max(id), 0)
                 || CASE WHEN (SELECT base FROM b) > 0
-                        THEN ' after the ' || (SELECT base FROM b) || ' the migration brought' ELSE '' END
+                        THEN ' after id ' || (SELECT base FROM b) || ' (the newest the migration brought)' ELSE '' END
                 || ' but the feed is at ' || (SELECT last FROM {s}.feed)
            FROM {s}.events
           WHERE id > (SELECT base FROM b)

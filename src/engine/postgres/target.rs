@@ -121,7 +121,8 @@ impl Target {
             })?),
         };
         let listen = if server_apart {
-            apart(&config, listen_host.as_deref(), listen_port, from_passfile)
+            let env = std::env::var("PGPASSWORD").ok();
+            apart(&config, listen_host.as_deref(), listen_port, env, from_passfile)
         } else {
             config.clone()
         };
@@ -207,6 +208,7 @@ fn apart(
     c: &tokio_postgres::Config,
     host: Option<&str>,
     port: Option<u16>,
+    env_password: Option<String>,
     passfile: fn(&tokio_postgres::Config) -> Option<String>,
 ) -> tokio_postgres::Config {
     let mut n = tokio_postgres::Config::new();
@@ -241,7 +243,7 @@ fn apart(
         (None, None) => {}
     }
     n.port(port.or_else(|| c.get_ports().first().copied()).unwrap_or(5432));
-    if let Ok(p) = std::env::var("PGPASSWORD") {
+    if let Some(p) = env_password {
         n.password(p);
     } else if let Some(p) = passfile(&n) {
         n.password(p);
@@ -410,10 +412,10 @@ mod tests {
         let mut pooler: tokio_postgres::Config =
             "postgres://circe@pool.example:6432/circe".parse().unwrap();
         pooler.password(passfile_match(FILE, &pooler).unwrap());
-        let server = apart(&pooler, Some("/run/pg"), Some(5433), |n| passfile_match(FILE, n));
+        let server = apart(&pooler, Some("/run/pg"), Some(5433), None, |n| passfile_match(FILE, n));
         assert_eq!(server.get_password(), Some(&b"server"[..]));
         // Without a line of its own, the pooler's carries over.
-        let other = apart(&pooler, Some("/run/pg"), Some(5499), |n| passfile_match(FILE, n));
+        let other = apart(&pooler, Some("/run/pg"), Some(5499), None, |n| passfile_match(FILE, n));
         assert_eq!(other.get_password(), Some(&b"pooler"[..]));
     }
 
