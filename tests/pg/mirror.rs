@@ -459,3 +459,30 @@ fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A message row whose file name is no plain name (`../` in it) is never written outside
+/// the folder: doctor names it (invariant 2), and a mirror or a move into a folder refuse
+/// it before writing anything.
+#[test]
+fn a_row_whose_name_climbs_out_is_never_written_outside() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = crate::common::Root::new(&url, "server", 1);
+    let body = "# MESSAGE\nfrom: coordinator\nto: qa\nintent: inform\ncreated_at: 2025-01-01T00:00:00Z\n\nx\n";
+    c.psql(&format!(
+        "INSERT INTO \"{schema}\".messages (box, file, body) VALUES ('inbox:qa', '../../escape.md', convert_to('{body}', 'UTF8'))"
+    ));
+    let doc = root.run(None, &["doctor"]);
+    assert!(doc.code == 1 && doc.stderr.contains("invariant 2"), "{doc:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    let out = root.run(None, &["mirror", m.to_str().unwrap()]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let back = dir.path().join("back");
+    let out = root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]);
+    assert_eq!(out.code, 3, "{out:?}");
+    let found = walkdir(dir.path());
+    assert!(found.is_empty(), "nothing written: {found:?}");
+    root.run(None, &["tasks"]).ok();
+}

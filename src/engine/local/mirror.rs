@@ -29,8 +29,29 @@ pub struct Synced {
     pub unchanged: usize,
 }
 
+/// A name the snapshot brings for a file of its own (a message, an ask, a chat archive):
+/// one plain path component, so nothing is written outside its folder, whatever a
+/// database row holds.
+fn plain<'n>(name: &'n str, folder: &str) -> Result<&'n str> {
+    let bad = name.is_empty()
+        || name == "."
+        || name == ".."
+        || name.contains(['/', '\0'])
+        || name.starts_with('.');
+    if bad {
+        return Err(Error::refused(format!(
+            "the root holds `{}` in {folder}, which is no file name: nothing was written",
+            name.escape_debug()
+        ))
+        .hint("rename or remove it where the root is kept (`circe doctor` there names it)"));
+    }
+    Ok(name)
+}
+
 /// Every file of the snapshot (path relative to the root -> bytes) and every folder.
-fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
+type Layout = (BTreeMap<String, Vec<u8>>, BTreeSet<String>);
+
+fn layout(snap: &Snapshot) -> Result<Layout> {
     let mut files = BTreeMap::new();
     let mut dirs: BTreeSet<String> =
         ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS"].into_iter().map(String::from).collect();
@@ -47,13 +68,14 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
     }
     for ask in &snap.asks {
         dirs.insert("ASKS".into());
-        files.insert(format!("ASKS/{}.ask", ask.msg_id), ask.render().into_bytes());
+        let id = plain(&ask.msg_id, "ASKS")?;
+        files.insert(format!("ASKS/{id}.ask"), ask.render().into_bytes());
     }
     for (b, msgs) in &snap.boxes {
         let rel = b.rel_path();
         dirs.insert(rel.clone());
         for (name, bytes) in msgs {
-            files.insert(format!("{rel}/{name}"), bytes.clone());
+            files.insert(format!("{rel}/{}", plain(name, &rel)?), bytes.clone());
         }
     }
     for st in &snap.tasks {
@@ -78,7 +100,7 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
         files.insert("chat.md".to_string(), chat.channel.clone());
         for (name, text) in &chat.archives {
             dirs.insert("LOGS/chat".into());
-            files.insert(format!("LOGS/chat/{name}"), text.clone());
+            files.insert(format!("LOGS/chat/{}", plain(name, "LOGS/chat")?), text.clone());
         }
     }
     if !snap.events.is_empty() {
@@ -89,7 +111,7 @@ fn layout(snap: &Snapshot) -> (BTreeMap<String, Vec<u8>>, BTreeSet<String>) {
         }
         files.insert(EVENTS.to_string(), log.into_bytes());
     }
-    (files, dirs)
+    Ok((files, dirs))
 }
 
 /// Every file and folder under `dir` (relative), the marker and `skip` left out.
@@ -127,6 +149,8 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
 /// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
 /// (files mode 0444, the marker); `None`: a working local root (with tmp/, locks/, queue/).
 pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
+    // Every name checked before anything is written.
+    let (want, want_dirs) = layout(snap)?;
     std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
     let marker = dir.join(MARKER);
     match mirror_of {
@@ -173,7 +197,6 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
         }
     }
     let read_only = mirror_of.is_some();
-    let (want, want_dirs) = layout(snap);
     let (have, have_dirs) = existing(dir, &["tmp", "locks", "queue"])?;
     let mut done = Synced::default();
     for d in &want_dirs {

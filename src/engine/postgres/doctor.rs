@@ -3,6 +3,8 @@
 //! a restore) or a bug. The numbers follow the local engine's where the invariant is the same
 //! (PROTOCOLS.md section 8), and add the feed's:
 //!
+//! 2. every message's file name is one plain name (a folder could hold it: no `/`, not
+//!    hidden), so a mirror or a move into a folder writes nothing outside it;
 //! 3. every message parses;
 //! 4. every task's message lies in the box its row names, and that box agrees with the status;
 //! 5. the `.owner` part (claimed_at, lease) exists exactly while the task is held;
@@ -18,7 +20,14 @@ use crate::error::Result;
 use crate::message::{self, Mode};
 
 /// Each check: its invariant and a query returning one text per violation.
-const CHECKS: [(u8, &str); 6] = [
+const CHECKS: [(u8, &str); 7] = [
+    (
+        2,
+        "SELECT m.box || ': `' || m.file || '` is no plain file name (a mirror or a move into a folder refuses it)'
+           FROM {s}.messages m
+          WHERE m.file = '' OR m.file LIKE '.%' OR strpos(m.file, '/') > 0
+          ORDER BY m.box, m.file",
+    ),
     (
         4,
         "SELECT 'task ' || t.task_id || ': its message ' || t.message || ' is not in ' || t.ticket
