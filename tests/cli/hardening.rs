@@ -256,6 +256,17 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
     env.circe(["init"]).run().ok();
     assert!(env.root().join("AGENTS/eagle/WORKSPACE").is_dir());
     assert!(env.root().join("LOGS/quarantine/own~AGENTS~eagle~WORKSPACE").is_file());
+    // A link where a box belongs would take messages out of the root: never followed.
+    let outside = env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    let inbox = env.root().join("AGENTS/scribe/INBOX");
+    std::fs::remove_dir_all(&inbox).unwrap();
+    std::os::unix::fs::symlink(&outside, &inbox).unwrap();
+    let out =
+        env.as_("coordinator", &["send", "--to", "scribe", "--intent", "inform", "--summary", "x"]);
+    assert_eq!(out.code, 1, "{}", out.show());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "delivered through the link");
+    assert!(env.circe(["doctor"]).run().stderr.contains("AGENTS/scribe/INBOX is a link"));
 }
 
 /// A send whose events cannot be logged (a symlink planted at the event log) after its

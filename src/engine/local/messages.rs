@@ -13,6 +13,12 @@ use crate::error::{Error, Result};
 /// One copy of a batch delivery: its box, its name (given the collision counter), its text.
 pub type Copy<'a> = (Mailbox, &'a dyn Fn(u32) -> String, &'a [u8]);
 
+/// A folder itself, not a link to one (a box that is a link would take messages out of the
+/// root).
+fn is_real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
+}
+
 impl Store {
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
     /// Returns the name used. The rename is the commit point; nothing is ever replaced.
@@ -53,8 +59,11 @@ impl Store {
     fn boxes_present<'b>(&self, boxes: impl IntoIterator<Item = &'b Mailbox>) -> Result<()> {
         for b in boxes {
             let dir = self.box_dir(b);
-            if !dir.is_dir() {
-                return Err(Error::internal(format!("the circe root is missing {}", dir.display()))
+            if !is_real_dir(&dir) {
+                return Err(Error::internal(format!(
+                    "the circe root lacks the folder {} (it is missing, or a file or link stands there)",
+                    dir.display()
+                ))
                     .hint("nothing was delivered; run `circe init` again: it adds missing boxes and keeps your config"));
             }
         }
@@ -62,14 +71,14 @@ impl Store {
     }
 
     /// Each agent's INBOX and WORKSPACE that is missing, or where something else stands (a
-    /// file, a link that leads to no folder): paths under the root, each with what stood
+    /// file, a link, which circe never follows out of the root): paths under the root, each with what stood
     /// there. Made again when `make` (what stood there moved into `LOGS/quarantine/`).
     pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<(String, Option<String>)>> {
         let mut missing = Vec::new();
         for (agent, _) in self.list_agents()? {
             for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent)] {
                 let dir = self.box_dir(&b);
-                if dir.is_dir() {
+                if is_real_dir(&dir) {
                     continue;
                 }
                 let rel = b.rel_path();
