@@ -271,7 +271,8 @@ pub trait Engine {
     // ---- the event log -------------------------------------------------------------
 
     /// Append events that are not part of a task's change (a delivery, a take), giving each
-    /// the next id. Returns them with their ids.
+    /// the next id. Returns them with their ids. Called after the change they tell of: a
+    /// failure says the change stands (detail `committed`).
     fn append_events(&self, events: Vec<Event>) -> Result<Vec<Event>>;
 
     /// Up to `max` events after `from`, oldest first; fewer (or none) at the end of the log.

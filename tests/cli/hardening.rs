@@ -298,6 +298,11 @@ fn a_delivery_whose_events_fail_names_the_message_that_stands() {
     assert!(env.read(&format!("AGENTS/engineer/INBOX/{}", inbox[0])).contains(id));
     let doc = env.circe(["doctor"]).run();
     assert!(doc.stderr.contains("LOGS/events.jsonl"), "{}", doc.show());
+    // Any command's change made before its events fail says it stands (here a take).
+    let took = env.as_("engineer", &["take", &inbox[0]]);
+    assert_eq!(took.code, 1, "{}", took.show());
+    assert!(took.stderr.contains("the change itself was made and stands"), "{}", took.show());
+    assert_eq!(env.ls("AGENTS/engineer/WORKSPACE"), inbox);
     // A send that failed before its own delivery is not said to be delivered.
     let with_id = [
         "--json",

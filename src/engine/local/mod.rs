@@ -363,7 +363,8 @@ impl Engine for LocalEngine {
     }
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
-        event_log::append(&self.store, &mut events)?;
+        // A command logs what it did after doing it: a failure here leaves its change made.
+        event_log::append(&self.store, &mut events).map_err(event_log::committed)?;
         Ok(events)
     }
 
