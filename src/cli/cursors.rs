@@ -95,7 +95,8 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
         .hint("stop that consumer first (SIGTERM ends it with its place saved), then remove it"));
     };
     let dead = if kind == KIND { ws.engine.dead_letters(name)?.len() } else { 0 };
-    let had_cursor = ws.engine.read_cursor(kind, name)?.is_some();
+    // A cursor that does not read (damaged, a planted link) is still one to remove.
+    let had_cursor = ws.engine.read_cursor(kind, name).map_or(true, |c| c.is_some());
     if !ws.engine.remove_cursor(kind, name)? {
         let known: Vec<String> =
             consumers(ws)?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();

@@ -27,13 +27,20 @@ const STAMP: &str = "%Y%m%d_%H%M%S";
 /// a 64-byte agent); the collision counter (up to 5 bytes) is added only in the box.
 pub const MAX_NAME: usize = 160;
 
-/// A name circe makes for a message of its own (a notice, an import) cut to `MAX_NAME`
-/// bytes, `.md` kept: the name is a label, the headers are the truth.
+/// A name circe makes for a message of its own (a notice, an import) brought within
+/// `MAX_NAME` bytes, `.md` kept: the task id is left out first (a cut one could name another
+/// task: commands read a task id from a name without a header), then the rest is cut. The
+/// name is a label; the headers are the truth.
 pub fn fit(name: String) -> String {
     if name.len() <= MAX_NAME {
         return name;
     }
     let stem = name.strip_suffix(".md").unwrap_or(&name);
+    // `STAMP_from-to_intent_task`: the task id follows the third `_`.
+    let stem = stem.match_indices('_').nth(2).map_or(stem, |(i, _)| &stem[..i]);
+    if stem.len() + 3 <= MAX_NAME {
+        return format!("{stem}.md");
+    }
     let mut end = MAX_NAME - 3;
     while !stem.is_char_boundary(end) {
         end -= 1;
@@ -260,6 +267,17 @@ mod tests {
         fn parse_file_name_never_panics(s in "\\PC{0,60}") {
             let _ = parse_file_name(&s);
         }
+    }
+
+    #[test]
+    fn a_name_circe_makes_leaves_its_task_id_out_to_fit() {
+        let t = chrono::DateTime::parse_from_rfc3339("2025-11-21T17:00:00Z").unwrap().to_utc();
+        let task = "T".repeat(64);
+        let long = file_name(t, "circe", &"a".repeat(64), "update", Some(&task), 1);
+        assert!(long.len() > MAX_NAME);
+        let fitted = fit(long);
+        assert!(fitted.len() <= MAX_NAME, "{fitted}");
+        assert_eq!(parse_file_name(&fitted).and_then(|f| f.task_id), None, "{fitted}");
     }
 
     #[test]

@@ -307,7 +307,8 @@ fn deliver_to_inboxes(
         }));
     }
     let boxes: Vec<Mailbox> = receivers.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
-    let sent = super::tx::deliver(ws, me, msg, plan, content, name, &receivers)?;
+    let sent = super::tx::deliver(ws, me, msg, plan, content, name, &receivers)
+        .map_err(|e| delivered_anyway(e, &msg_id))?;
     let delivered: Vec<DeliveredCopy> = boxes
         .iter()
         .zip(sent.files)

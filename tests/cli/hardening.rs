@@ -208,6 +208,15 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
+    // A marker naming this root another way (as an older circe wrote it) is this root's.
+    let other_way = format!("mirror of {}/../.circe\n", env.root().display());
+    let marker = fresh.join(".circe-mirror");
+    let mut perms = std::fs::metadata(&marker).unwrap().permissions();
+    #[expect(clippy::permissions_set_readonly_false, reason = "a test rewrites the marker")]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&marker, perms).unwrap();
+    std::fs::write(&marker, other_way).unwrap();
+    env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
     // Another root's mirror is that root's copy.
     let other = Env::new();
     let o = other.circe(["mirror", fresh.to_str().unwrap()]).run();
@@ -253,7 +262,8 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
         "{}",
         doc.show()
     );
-    env.circe(["init"]).run().ok();
+    let init = env.circe(["init"]).run();
+    assert!(init.ok().stdout.contains("(a file that stood there moved to LOGS/quarantine/)"));
     assert!(env.root().join("AGENTS/eagle/WORKSPACE").is_dir());
     assert!(env.root().join("LOGS/quarantine/own~AGENTS~eagle~WORKSPACE").is_file());
     // A link where a box belongs would take messages out of the root: never followed.
@@ -415,4 +425,17 @@ fn repair_of_a_stray_that_claims_a_status_leaves_nothing_reported() {
     let fixed = env.circe(["doctor", "--repair"]).run();
     fixed.ok();
     assert!(!fixed.stdout.contains("VIOLATED"), "{}", fixed.show());
+}
+
+/// The root's own folders may be links a person set up (NEW_MESSAGES kept elsewhere): only
+/// an agent's box must be a folder itself.
+#[test]
+fn new_messages_may_be_a_link() {
+    local_only!("moves a folder by hand");
+    let env = Env::new();
+    let elsewhere = env.path().join("nm");
+    std::fs::rename(env.root().join("NEW_MESSAGES"), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, env.root().join("NEW_MESSAGES")).unwrap();
+    env.open_task("T-1");
+    assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
 }

@@ -59,7 +59,10 @@ impl Store {
     fn boxes_present<'b>(&self, boxes: impl IntoIterator<Item = &'b Mailbox>) -> Result<()> {
         for b in boxes {
             let dir = self.box_dir(b);
-            if !is_real_dir(&dir) {
+            // An agent's box must be a folder itself; the root's own (NEW_MESSAGES, LOGS)
+            // may be links a person set up, as before.
+            let there = if b.agent().is_some() { is_real_dir(&dir) } else { dir.is_dir() };
+            if !there {
                 return Err(Error::internal(format!(
                     "the circe root lacks the folder {} (it is missing, or a file or link stands there)",
                     dir.display()

@@ -29,6 +29,20 @@ pub struct Synced {
     pub unchanged: usize,
 }
 
+/// Does a mirror's marker (`mirror of ROOT`) name the root whose identity is `want`? A
+/// marker an older circe wrote names the root as it was reached (a path, a URL).
+fn same_root(held: &str, want: &str) -> bool {
+    let named = held.trim().strip_prefix("mirror of ").unwrap_or(held.trim());
+    if named == want {
+        return true;
+    }
+    if crate::engine::postgres::is_url(named) {
+        return crate::engine::postgres::Target::from_url(named)
+            .is_ok_and(|t| t.identity() == want);
+    }
+    std::fs::canonicalize(named).is_ok_and(|p| p.display().to_string() == want)
+}
+
 /// A name the snapshot brings for a file of its own (a message, an ask, a chat archive):
 /// one plain path component, so nothing is written outside its folder, whatever a
 /// database row holds.
@@ -178,7 +192,7 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
             // A mirror of another root is that root's copy: not replaced by this one's.
             let said = format!("mirror of {root}\n");
             if let Ok(held) = std::fs::read_to_string(&marker)
-                && held != said
+                && !same_root(&held, root)
             {
                 return Err(Error::refused(format!(
                     "{} is the {}, not of {root}",

@@ -179,7 +179,14 @@ pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, 
 /// Make again the agents' boxes missing from the root at `root` (`circe init` on a root
 /// that exists); returns them.
 pub fn remake_agent_boxes(root: &std::path::Path) -> Result<Vec<String>> {
-    Ok(Store::open(root)?.missing_agent_boxes(true)?.into_iter().map(|(b, _)| b).collect())
+    let made = Store::open(root)?.missing_agent_boxes(true)?;
+    Ok(made
+        .into_iter()
+        .map(|(b, stood)| match stood {
+            Some(s) => format!("{b} ({s} that stood there moved to LOGS/quarantine/)"),
+            None => b,
+        })
+        .collect())
 }
 
 /// Woken by inotify on `LOGS/` (or a timer): any change there is a reason to read again.

@@ -261,7 +261,7 @@ impl TaskTx for LocalTx<'_> {
 /// A change's messages that could not be delivered after its commit point: they wait in its
 /// record's outbox, and the change stands.
 fn outbox_held(e: Error) -> Error {
-    e.detail("committed", "true").hint_more(
+    e.detail("committed", "outbox").hint_more(
         "the task's change was made and stands; the messages it sends wait in its record (`outbox`) and go with the next command on the task, or `circe doctor --repair`, once this is mended",
     )
 }

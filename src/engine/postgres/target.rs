@@ -136,7 +136,7 @@ impl Target {
     }
 
     /// The server, database and schema, however the URL spells them (its order of
-    /// parameters, its timeouts): `postgres://USER@HOST:PORT/DB?schema=S`.
+    /// parameters, its timeouts, the user it connects as): `postgres://HOST:PORT/DB?schema=S`.
     pub fn identity(&self) -> String {
         let host = match self.config.get_hosts().first() {
             Some(Host::Tcp(h)) => h.clone(),
@@ -146,7 +146,7 @@ impl Target {
         let port = self.config.get_ports().first().copied().unwrap_or(5432);
         let user = self.config.get_user().unwrap_or_default();
         let db = self.config.get_dbname().unwrap_or(user);
-        format!("postgres://{user}@{host}:{port}/{db}?schema={}", self.schema)
+        format!("postgres://{host}:{port}/{db}?schema={}", self.schema)
     }
 
     /// Where LISTEN and the session locks connect, for people.
@@ -429,6 +429,9 @@ mod tests {
         assert_ne!(a.location(), b.location());
         let other = Target::from_url("postgres://u@/db?host=/run/pg&port=5433&schema=t").unwrap();
         assert_ne!(a.identity(), other.identity());
+        // Whoever connects, it is the same root.
+        let bob = Target::from_url("postgres://bob@/db?host=/run/pg&port=5433&schema=s").unwrap();
+        assert_eq!(a.identity(), bob.identity());
     }
 
     #[test]
