@@ -40,14 +40,25 @@ pub(super) fn parse(
         return None;
     };
     let block = &text[block_start..block_end];
+    let key_lines = key_lines(block);
     let entries = match yaml::from_str::<Entries>(block) {
         Ok(e) => e.0,
         Err(e) => {
-            problems.push(yaml_problem(&e.to_string(), close_no));
-            return None;
+            // Valid YAML with a list or mapping where a header takes one value: that
+            // header's problem alone, and the others are still read and checked.
+            let Some(kept) = without_nested(block, &key_lines, problems) else {
+                problems.push(yaml_problem(&e.to_string(), close_no));
+                return None;
+            };
+            match yaml::from_str::<Entries>(&kept) {
+                Ok(e) => e.0,
+                Err(e) => {
+                    problems.push(yaml_problem(&e.to_string(), close_no));
+                    return None;
+                }
+            }
         }
     };
-    let key_lines = key_lines(block);
     let mut m = Message::new(Format::FrontMatter);
     let mut seen: Vec<Field> = Vec::new();
     for (key, value) in entries {
@@ -84,6 +95,114 @@ pub(super) fn parse(
     }
     m.body = text[body_start..].to_string();
     Some((m, seen))
+}
+
+/// `block` without its top-level keys (other than `tags`) whose values are lists or
+/// mappings, each told as a problem; `None` when the block is no YAML mapping or has none.
+fn without_nested(
+    block: &str,
+    key_lines: &HashMap<&str, usize>,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    let shapes = yaml::from_str::<Shapes>(block).ok()?.0;
+    let nested: Vec<&str> =
+        shapes.iter().filter(|(k, n)| *n && k != "tags").map(|(k, _)| k.as_str()).collect();
+    if nested.is_empty() {
+        return None;
+    }
+    let mut kept = String::with_capacity(block.len());
+    let mut skipping = false;
+    for (_, l, start, end) in lines(block) {
+        let top = !l.is_empty() && !l.starts_with([' ', '\t', '#', '-']);
+        if top {
+            let key = l.split_once(':').map_or(l, |(k, _)| k).trim().trim_matches(['"', '\'']);
+            skipping = nested.contains(&key);
+        }
+        if !skipping {
+            kept.push_str(&block[start..end]);
+        }
+    }
+    for key in nested {
+        problems.push(
+            Problem::new(
+                key_lines.get(key).copied(),
+                Some(key),
+                "a list or mapping where a single value belongs",
+            )
+            .hint(
+                "only `tags` may hold a list; other values are single lines (quote them if needed)",
+            ),
+        );
+    }
+    Some(kept)
+}
+
+/// The top-level keys of a mapping, each with whether its value is a list or mapping.
+struct Shapes(Vec<(String, bool)>);
+
+impl<'de> Deserialize<'de> for Shapes {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Shapes;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shapes, A::Error> {
+                let mut out = Vec::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    out.push((key, map.next_value::<Shape>()?.0));
+                }
+                Ok(Shapes(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// Whether a value is a list or mapping (true) or a scalar.
+struct Shape(bool);
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Shape;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("any value")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_bool<E: de::Error>(self, _: bool) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_i64<E: de::Error>(self, _: i64) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_u64<E: de::Error>(self, _: u64) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_f64<E: de::Error>(self, _: f64) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_unit<E: de::Error>(self) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_none<E: de::Error>(self) -> Result<Shape, E> {
+                Ok(Shape(false))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
+                while seq.next_element::<de::IgnoredAny>()?.is_some() {}
+                Ok(Shape(true))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+                while map.next_entry::<de::IgnoredAny, de::IgnoredAny>()?.is_some() {}
+                Ok(Shape(true))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Whether `key` can be written as a front-matter extra header.

@@ -218,6 +218,19 @@ fn yaml_errors_carry_the_file_line() {
     let p = parse("---\nto: qa\nrequester: [a, b]\n---\n", Mode::Draft).unwrap_err();
     assert_eq!(p[0].line, Some(3));
     assert!(p[0].hint.as_deref().unwrap().contains("only `tags` may hold a list"));
+    // A list or mapping is that header's problem alone: the others are still checked.
+    let got = problems(
+        "---\nto: qa\ntype: test\nstatus: weird\nfoo:\n  a: 1\nbar:\n- x\n---\n",
+        Mode::Draft,
+    );
+    assert!(got.iter().any(|p| p.contains("unknown status `weird`")), "{got:?}");
+    for key in ["foo", "bar"] {
+        let said = format!("field `{key}`: a list or mapping where a single value belongs");
+        assert!(got.iter().any(|p| p.contains(&said)), "{got:?}");
+    }
+    // An unclosed list is broken YAML, and said so.
+    let got = problems("---\nto: [qa\n---\n", Mode::Draft);
+    assert!(got[0].contains("front matter is not valid YAML"), "{got:?}");
     let got =
         problems("---\nto: qa\ntype: test\nstatus: weird\ntimestamp: later\n---\n", Mode::Draft);
     assert_eq!(
