@@ -235,7 +235,7 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     };
     // Not into the root itself: the task would be back on the board beside its tombstone.
     let inside = |root: &std::path::Path| {
-        let to = resolved(&r.to);
+        let to = super::resolved(&r.to);
         let root = std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf());
         to.starts_with(&root)
     };
@@ -252,37 +252,6 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     let human: String = written.iter().map(|p| format!("{p}\n")).collect();
     let bundle = b.tombstone.members();
     Ok(Report::new(human, ArchiveRestoreJson { task_id: task.to_string(), written, bundle }))
-}
-
-/// `path` made absolute with its links resolved as far as it exists (a folder to be made
-/// is its nearest existing ancestor, resolved, and the rest).
-pub(super) fn resolved(path: &std::path::Path) -> std::path::PathBuf {
-    let joined = std::env::current_dir().map_or_else(|_| path.to_path_buf(), |d| d.join(path));
-    // `..` and `.` taken out first (a folder to be made has no links to follow).
-    let mut abs = std::path::PathBuf::new();
-    for c in joined.components() {
-        match c {
-            std::path::Component::ParentDir => {
-                abs.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => abs.push(other),
-        }
-    }
-    let mut rest = Vec::new();
-    let mut at = abs.as_path();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(real, |p, part| p.join(part));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                at = parent;
-            }
-            _ => return abs,
-        }
-    }
 }
 
 fn verify(ctx: &Ctx) -> Result<Report> {

@@ -116,7 +116,7 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         },
     };
     // The path the database will keep: absolute, `..` and links resolved.
-    let dir = &super::archive::resolved(dir);
+    let dir = &super::resolved(dir);
     if let Some(inside) =
         dir.ancestors().skip(1).find(|a| local::root_at(a).is_some_and(|r| r == *a))
     {

@@ -385,3 +385,34 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
 pub fn task_id(s: &str) -> Result<TaskId> {
     TaskId::new(s)
 }
+
+/// `path` made absolute with its links resolved as far as it exists (a folder to be made
+/// is its nearest existing ancestor, resolved, and the rest).
+pub(crate) fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    let joined = std::env::current_dir().map_or_else(|_| path.to_path_buf(), |d| d.join(path));
+    // `..` and `.` taken out first (a folder to be made has no links to follow).
+    let mut abs = std::path::PathBuf::new();
+    for c in joined.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                abs.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => abs.push(other),
+        }
+    }
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, part| p.join(part));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
+}

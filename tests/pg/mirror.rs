@@ -428,12 +428,7 @@ fn doctor_reports_a_message_missing_from_its_box() {
 #[test]
 fn migrate_to_local_refuses_a_damaged_root() {
     let c = need_pg!();
-    let url = c.fresh_url();
-    let schema = url.rsplit("schema=").next().unwrap().to_string();
-    let root = crate::common::Root::new(&url, "server", 1);
-    c.psql(&format!(
-        "INSERT INTO \"{schema}\".messages (box, file, body) VALUES ('inbox:ghost', 'x.md', 'hello')"
-    ));
+    let root = root_with_row(c, "inbox:ghost", "x.md", "hello");
     let dir = tempfile::tempdir().unwrap();
     let back = dir.path().join("back");
     let out = root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]);
@@ -446,6 +441,22 @@ fn migrate_to_local_refuses_a_damaged_root() {
     let found: Vec<_> = walkdir(&back);
     let kept = found.iter().any(|p| p.to_string_lossy().ends_with("ghost~x.md"));
     assert!(kept, "nothing left behind (the unparseable one in quarantine): {found:?}");
+}
+
+/// A fresh database root with one message row put in by hand (`box`, `file`, `body`).
+fn root_with_row(
+    c: &crate::pg_cluster::Cluster,
+    mailbox: &str,
+    file: &str,
+    body: &str,
+) -> crate::common::Root {
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = crate::common::Root::new(&url, "server", 1);
+    c.psql(&format!(
+        "INSERT INTO \"{schema}\".messages (box, file, body) VALUES ('{mailbox}', '{file}', convert_to('{body}', 'UTF8'))"
+    ));
+    root
 }
 
 fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
@@ -466,13 +477,8 @@ fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_row_whose_name_climbs_out_is_never_written_outside() {
     let c = need_pg!();
-    let url = c.fresh_url();
-    let schema = url.rsplit("schema=").next().unwrap().to_string();
-    let root = crate::common::Root::new(&url, "server", 1);
     let body = "# MESSAGE\nfrom: coordinator\nto: qa\nintent: inform\ncreated_at: 2025-01-01T00:00:00Z\n\nx\n";
-    c.psql(&format!(
-        "INSERT INTO \"{schema}\".messages (box, file, body) VALUES ('inbox:qa', '../../escape.md', convert_to('{body}', 'UTF8'))"
-    ));
+    let root = root_with_row(c, "inbox:qa", "../../escape.md", body);
     let doc = root.run(None, &["doctor"]);
     assert!(doc.code == 1 && doc.stderr.contains("invariant 2"), "{doc:?}");
     let dir = tempfile::tempdir().unwrap();

@@ -335,6 +335,20 @@ pub(super) fn list_typed(dir: &Path) -> Result<Vec<(String, bool)>> {
     list_where(dir, &mut |_| true)
 }
 
+/// A folder's entries; `None` when it is not there or is no folder (a box in that state
+/// holds nothing: doctor reports it).
+fn read_dir_if_any(dir: &Path) -> Result<Option<std::fs::ReadDir>> {
+    match std::fs::read_dir(dir) {
+        Ok(rd) => Ok(Some(rd)),
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(Error::io("cannot list", dir, e)),
+    }
+}
+
 /// Sorted names in a folder that `keep` accepts, each with whether it is a regular file.
 /// The folder is read as a stream: only the names kept are held (LOGS may hold a million
 /// messages when a few log segments are wanted).
@@ -342,16 +356,7 @@ pub(super) fn list_where(
     dir: &Path,
     keep: &mut dyn FnMut(&str) -> bool,
 ) -> Result<Vec<(String, bool)>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        // A box that is not there, or is no folder, holds nothing (doctor reports it).
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
-        {
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(Error::io("cannot list", dir, e)),
-    };
+    let Some(rd) = read_dir_if_any(dir)? else { return Ok(Vec::new()) };
     let mut names = Vec::new();
     for entry in rd {
         let entry = entry.map_err(io_err("cannot list", dir))?;
@@ -369,15 +374,7 @@ pub(super) fn list_where(
 /// The names in a folder that are not UTF-8 (every listing above passes over them), for
 /// doctor: a file no command can name.
 pub(super) fn list_undecodable(dir: &Path) -> Result<Vec<std::ffi::OsString>> {
-    let rd = match std::fs::read_dir(dir) {
-        Ok(rd) => rd,
-        Err(e)
-            if e.kind() == io::ErrorKind::NotFound || e.kind() == io::ErrorKind::NotADirectory =>
-        {
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(Error::io("cannot list", dir, e)),
-    };
+    let Some(rd) = read_dir_if_any(dir)? else { return Ok(Vec::new()) };
     let mut out = Vec::new();
     for entry in rd {
         let name = entry.map_err(io_err("cannot list", dir))?.file_name();
