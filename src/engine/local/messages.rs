@@ -118,14 +118,15 @@ impl Store {
     /// `put_messages` with a content per box: several messages (a message and what a routing
     /// rule sends with it) land all or none.
     pub fn put_each(&self, targets: &[Copy<'_>]) -> Result<Vec<String>> {
+        // One box: one no-clobber rename is already all or nothing (`put_message` checks
+        // the box and routes a numbered send as this would).
+        if let [(mbox, name, content)] = targets {
+            return self.put_message(mbox, *name, content).map(|n| vec![n]);
+        }
         self.boxes_present(targets.iter().map(|(b, _, _)| b))?;
         // A numbered send held on this thread: this delivery is its message.
         if let Some(r) = self.route_numbered(targets) {
             return r;
-        }
-        // One box: one no-clobber rename is already all or nothing.
-        if let [(mbox, name, content)] = targets {
-            return self.put_message(mbox, *name, content).map(|n| vec![n]);
         }
         let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
         let part = self.tmp_dir().join(format!("batch-{id}.part"));
