@@ -109,6 +109,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     let (eng, _config, found) =
         postgres::init(&target, DEFAULT_CONFIG, clock, args.clock.is_some())?;
     let created = found == 0;
+    let migrated_from = (!created && found < postgres::SCHEMA_VERSION).then_some(found);
     let added = add_role_agents(&eng)?;
     let mut pointer_written = false;
     if pointer {
@@ -131,9 +132,9 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         "circe root: {root}\nconfig: {}\n",
         if created { "stored in the database" } else { "kept as it was" }
     );
-    if !created && found < postgres::SCHEMA_VERSION {
+    if let Some(from) = migrated_from {
         human.push_str(&format!(
-            "schema: migrated from version {found} to {}\n",
+            "schema: migrated from version {from} to {}\n",
             postgres::SCHEMA_VERSION
         ));
     }
@@ -148,7 +149,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         clock: Some(eng.clock().as_str().to_string()),
         pointer_written,
         boxes_made: Vec::new(),
-        migrated_from: (!created && found < postgres::SCHEMA_VERSION).then_some(found),
+        migrated_from,
     };
     Ok(Report::new(human, out))
 }
