@@ -191,6 +191,13 @@ pub trait Engine {
     /// The message files of a box, sorted by name.
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>>;
 
+    /// What keeps a box from being listed or delivered into (a box missing, a link or a
+    /// file where an agent's box or folder belongs: circe never reads through one), or
+    /// `None`. A database's boxes are rows: nothing does.
+    fn box_fault(&self, _mailbox: &Mailbox) -> Option<String> {
+        None
+    }
+
     /// A message's bytes.
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>>;
 

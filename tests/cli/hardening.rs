@@ -440,3 +440,54 @@ fn new_messages_may_be_a_link() {
     env.open_task("T-1");
     assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 1);
 }
+
+/// An agent's own folder that is a link would take its messages out of the root, and
+/// bring foreign files in: nothing is delivered, moved or listed through it, `init` makes
+/// nothing through it, and doctor says what to do.
+#[test]
+fn an_agent_folder_that_is_a_link_is_never_followed() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    env.open_task("T-1");
+    let outside = env.path().join("engineer-elsewhere");
+    std::fs::rename(env.root().join("AGENTS/engineer"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    std::fs::write(outside.join("INBOX/20260101_000000_x-y_inform.md"), "planted").unwrap();
+    let files = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
+
+    let inbox = env.as_("engineer", &["inbox"]);
+    assert_eq!(inbox.code, 1, "{}", inbox.show());
+    assert!(inbox.stderr.contains("AGENTS/engineer is a link, not a folder"), "{}", inbox.show());
+    let sent = env
+        .as_("coordinator", &["send", "--to", "engineer", "--intent", "inform", "--summary", "x"]);
+    assert_eq!(sent.code, 1, "{}", sent.show());
+    assert!(sent.stderr.contains("cannot deliver into AGENTS/engineer/INBOX"), "{}", sent.show());
+    // The claim would move the ticket out of the root: refused, the ticket stays.
+    let claim = env.as_("engineer", &["claim", "T-1"]);
+    assert_eq!(claim.code, 1, "{}", claim.show());
+    assert!(claim.stderr.contains("AGENTS/engineer is a link"), "{}", claim.show());
+    assert_eq!(env.ls("NEW_MESSAGES").len(), 1);
+    assert_eq!(files(&outside.join("INBOX")), 1, "only the planted file");
+
+    let doc = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(
+        doc.stderr.contains("AGENTS/engineer is a link, not a folder (circe neither reads"),
+        "{}",
+        doc.show()
+    );
+    // The planted file is not read as a message of the root.
+    assert!(!doc.stderr.contains("20260101_000000_x-y_inform.md"), "{}", doc.show());
+    let init = env.circe(["init"]).run();
+    assert_eq!(init.code, 3, "{}", init.show());
+    assert!(init.stderr.contains("put the agent's folder itself there"), "{}", init.show());
+    assert_eq!(files(&outside), 3, "agent.yaml, INBOX, WORKSPACE: nothing made there");
+
+    // Put back as a folder, all is well again.
+    std::fs::remove_file(env.root().join("AGENTS/engineer")).unwrap();
+    std::fs::rename(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    std::fs::remove_file(env.root().join("AGENTS/engineer/INBOX/20260101_000000_x-y_inform.md"))
+        .unwrap();
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.circe(["doctor"]).run().ok();
+}

@@ -237,15 +237,19 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     };
 
     check_staging(eng, repair, &mut v)?;
-    for (b, stands) in eng.store.missing_agent_boxes(repair)? {
-        let what = match (repair, stands.is_some()) {
+    for f in eng.store.missing_agent_boxes(repair)? {
+        let what = match (f.made, f.stands.is_some()) {
             (true, true) => "what stood there moved to LOGS/quarantine/, and made again",
             (true, false) => "made again",
+            // An agent's folder: nothing is made through it.
+            (false, _) if f.agent_folder => {
+                "circe neither reads nor delivers through it: put the agent's folder itself there"
+            }
             (false, _) => "`circe init` or `--repair` makes it again",
         };
         let is =
-            stands.map_or_else(|| "is missing".to_string(), |s| format!("is {s}, not a folder"));
-        v(2, format!("{b} {is} ({what})"), repair);
+            f.stands.map_or_else(|| "is missing".to_string(), |s| format!("is {s}, not a folder"));
+        v(2, format!("{} {is} ({what})", f.path), f.made);
     }
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;

@@ -19,7 +19,53 @@ fn is_real_dir(p: &Path) -> bool {
     std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
+/// A folder of an agent's that is not what it should be (`Store::missing_agent_boxes`).
+pub struct BoxFault {
+    /// Its path under the root.
+    pub path: String,
+    /// What stands there (`a link`, `a file`); `None`: nothing.
+    pub stands: Option<String>,
+    /// It is the agent's own folder (`AGENTS/<agent>`), not one of its boxes: nothing is
+    /// made through it.
+    pub agent_folder: bool,
+    /// It was made again.
+    pub made: bool,
+}
+
+/// What stands where a folder should be: `None` when nothing does.
+fn what_stands(p: &Path) -> Option<&'static str> {
+    let m = std::fs::symlink_metadata(p).ok()?;
+    Some(if m.file_type().is_symlink() { "a link" } else { "a file" })
+}
+
 impl Store {
+    /// Is the box a folder circe may list and deliver into? An agent's box must be a folder
+    /// itself, inside the agent's own folder that is a folder itself (a link at either
+    /// place would take messages out of the root, or bring foreign files in); the root's
+    /// own (NEW_MESSAGES, LOGS) may be links a person set up.
+    pub fn box_is_sound(&self, b: &Mailbox) -> bool {
+        let dir = self.box_dir(b);
+        match dir.parent() {
+            Some(home) if b.agent().is_some() => is_real_dir(home) && is_real_dir(&dir),
+            _ => dir.is_dir(),
+        }
+    }
+
+    /// Why a box cannot be used, for an error: `None` when it is sound.
+    pub fn box_fault(&self, b: &Mailbox) -> Option<String> {
+        if self.box_is_sound(b) {
+            return None;
+        }
+        let dir = self.box_dir(b);
+        let at = |p: &Path| p.strip_prefix(&self.root).unwrap_or(p).display().to_string();
+        let home = dir.parent().filter(|h| b.agent().is_some() && !is_real_dir(h));
+        let place = home.unwrap_or(&dir);
+        Some(match what_stands(place) {
+            Some(s) => format!("{} is {s}, not a folder", at(place)),
+            None => format!("{} is missing", at(place)),
+        })
+    }
+
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
     /// Returns the name used. The rename is the commit point; nothing is ever replaced.
     pub fn put_message(
@@ -55,30 +101,43 @@ impl Store {
 
     /// Every box in `boxes` is there, checked before anything is written, so a delivery is
     /// never cut half-way by one that is not (a clone of a committed root lacks the empty
-    /// folders: `circe init` makes them again). A `stat` per box.
+    /// folders: `circe init` makes them again). An `lstat` per box, two for an agent's.
     fn boxes_present<'b>(&self, boxes: impl IntoIterator<Item = &'b Mailbox>) -> Result<()> {
-        for b in boxes {
-            let dir = self.box_dir(b);
-            // An agent's box must be a folder itself; the root's own (NEW_MESSAGES, LOGS)
-            // may be links a person set up, as before.
-            let there = if b.agent().is_some() { is_real_dir(&dir) } else { dir.is_dir() };
-            if !there {
-                return Err(Error::internal(format!(
-                    "the circe root lacks the folder {} (it is missing, or a file or link stands there)",
-                    dir.display()
-                ))
-                    .hint("nothing was delivered; run `circe init` again: it adds missing boxes and keeps your config"));
-            }
-        }
-        Ok(())
+        boxes.into_iter().try_for_each(|b| self.sound_for(b, "deliver into"))
+    }
+
+    /// Refuse to `doing` a box that is not sound (`box_is_sound`), before anything changes.
+    fn sound_for(&self, b: &Mailbox, doing: &str) -> Result<()> {
+        let Some(why) = self.box_fault(b) else { return Ok(()) };
+        Err(Error::internal(format!(
+            "cannot {doing} {b} of the circe root {}: {why}",
+            self.root.display()
+        ))
+        .hint(
+            "nothing was changed; `circe doctor` says what to do (`circe init` again adds missing boxes and keeps your config)",
+        ))
     }
 
     /// Each agent's INBOX and WORKSPACE that is missing, or where something else stands (a
-    /// file, a link, which circe never follows out of the root): paths under the root, each with what stood
-    /// there. Made again when `make` (what stood there moved into `LOGS/quarantine/`).
-    pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<(String, Option<String>)>> {
+    /// file, a link, which circe never follows out of the root), and each agent folder that
+    /// is not a folder itself. Boxes are made again when `make` (what stood there moved
+    /// into `LOGS/quarantine/`); nothing is made in an agent folder that is a link or a
+    /// file (it would land out of the root: a person puts the folder itself there).
+    pub fn missing_agent_boxes(&self, make: bool) -> Result<Vec<BoxFault>> {
         let mut missing = Vec::new();
         for (agent, _) in self.list_agents()? {
+            let home = self.root.join("AGENTS").join(agent.as_str());
+            if !is_real_dir(&home) {
+                // Nothing is made inside a link: it would land out of the root.
+                let stands = what_stands(&home).map(String::from);
+                missing.push(BoxFault {
+                    path: format!("AGENTS/{agent}"),
+                    stands,
+                    agent_folder: true,
+                    made: false,
+                });
+                continue;
+            }
             for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent)] {
                 let dir = self.box_dir(&b);
                 if is_real_dir(&dir) {
@@ -95,7 +154,7 @@ impl Store {
                     std::fs::create_dir(&dir).map_err(io_err("cannot create", &dir))?;
                     self.sync_dir(dir.parent().unwrap_or(&self.root))?;
                 }
-                missing.push((rel, stands));
+                missing.push(BoxFault { path: rel, stands, agent_folder: false, made: make });
             }
         }
         Ok(missing)
@@ -220,6 +279,9 @@ impl Store {
     /// Move message `name` from one box to another with one no-clobber rename.
     /// `Ok(false)` when the source is gone (someone else moved it: FS_RULES 1).
     pub fn move_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<bool> {
+        if to.agent().is_some() {
+            self.sound_for(to, &format!("move {name} into"))?;
+        }
         let src = self.box_dir(from).join(name);
         let dst = self.box_dir(to).join(name);
         match atomic::rename_noclobber(&src, &dst) {
@@ -246,6 +308,9 @@ impl Store {
 
     /// `move_message` to the first free name among `name`, `name.2.md`, ... in `to`.
     pub fn file_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<Option<String>> {
+        if to.agent().is_some() {
+            self.sound_for(to, &format!("move {name} into"))?;
+        }
         let src = self.box_dir(from).join(name);
         for n in 1..10_000 {
             let used = crate::message::numbered(name, n);
@@ -326,7 +391,12 @@ impl Store {
     }
 
     /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
+    /// An agent's box that is not sound (`box_is_sound`) holds nothing: circe never reads
+    /// through a link (doctor reports it).
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+        if mbox.agent().is_some() && !self.box_is_sound(mbox) {
+            return Ok(Vec::new());
+        }
         let mut names = list_names(&self.box_dir(mbox))?;
         names.retain(|n| is_message_name(n));
         Ok(names)
@@ -341,6 +411,8 @@ impl Store {
             // LOGS only grows on disk (ext4 never shrinks a folder): once it held a million
             // messages, its listing is remembered while it stays as it is.
             super::dir_stamp::cached_listing(self, &dir, "logs")?
+        } else if mbox.agent().is_some() && !self.box_is_sound(mbox) {
+            Vec::new()
         } else {
             list_typed(&dir)?
         };

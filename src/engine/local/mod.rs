@@ -177,14 +177,25 @@ pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, 
 }
 
 /// Make again the agents' boxes missing from the root at `root` (`circe init` on a root
-/// that exists); returns them.
+/// that exists); returns them. An agent folder that is a link or a file is refused before
+/// anything is made: nothing is made through it.
 pub fn remake_agent_boxes(root: &std::path::Path) -> Result<Vec<String>> {
-    let made = Store::open(root)?.missing_agent_boxes(true)?;
+    let store = Store::open(root)?;
+    if let Some(f) = store.missing_agent_boxes(false)?.into_iter().find(|f| f.agent_folder) {
+        return Err(Error::refused(format!(
+            "{} in the circe root {} is {}, not a folder: circe makes no box through it",
+            f.path,
+            root.display(),
+            f.stands.as_deref().unwrap_or("missing")
+        ))
+        .hint("put the agent's folder itself there (move the folder the link names in its place), then run `circe init` again"));
+    }
+    let made = store.missing_agent_boxes(true)?;
     Ok(made
         .into_iter()
-        .map(|(b, stood)| match stood {
-            Some(s) => format!("{b} ({s} that stood there moved to LOGS/quarantine/)"),
-            None => b,
+        .map(|f| match f.stands {
+            Some(s) => format!("{} ({s} that stood there moved to LOGS/quarantine/)", f.path),
+            None => f.path,
         })
         .collect())
 }
@@ -359,6 +370,10 @@ impl Engine for LocalEngine {
 
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
         self.store.list_box(mailbox)
+    }
+
+    fn box_fault(&self, mailbox: &Mailbox) -> Option<String> {
+        self.store.box_fault(mailbox)
     }
 
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {
