@@ -58,6 +58,9 @@ pub struct Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// What `Error::committed` adds to the hint.
+const COMMITTED: &str = "the change itself was made and stands; only its events are missing from the log: mend what the error names (`circe doctor` shows it), after which new events are logged";
+
 impl Error {
     pub fn new(kind: Kind, message: impl Into<String>) -> Self {
         Error { kind, message: message.into(), hint: None, details: Vec::new(), source: None }
@@ -122,6 +125,25 @@ impl Error {
             None => more,
         });
         self
+    }
+
+    /// Mark a failed append of the events of a change already made (past its commit
+    /// point): the change stands (detail `committed`), only its events are missing.
+    #[must_use]
+    pub fn committed(self) -> Self {
+        self.detail("committed", "true").hint_more(COMMITTED)
+    }
+
+    /// Take `committed` back where the events were all a command did: `instead` says what
+    /// stands.
+    #[must_use]
+    pub fn not_committed(mut self, instead: &str) -> Self {
+        self.details.retain(|(k, _)| *k != "committed");
+        self.hint = self
+            .hint
+            .map(|h| h.replace(&format!("; {COMMITTED}"), "").replace(COMMITTED, ""))
+            .filter(|h| !h.is_empty());
+        self.hint_more(instead)
     }
 
     #[must_use]

@@ -87,7 +87,13 @@ impl ChatSeq {
         e.seq_epoch = (n.epoch > 0).then_some(n.epoch);
         e.last_seen = Some(last_seen);
         e.note = Some(format!("chat line {}", m.line_number));
-        engine.append_events(vec![e])?;
+        // A skip changes nothing but the log: "the change stands" would not be so.
+        engine.append_events(vec![e]).map_err(|err| {
+            err.not_committed(&format!(
+                "chat line {} was passed over as stale and nothing else changed",
+                m.line_number
+            ))
+        })?;
         Ok(())
     }
 }

@@ -335,3 +335,28 @@ fn consumers_move_last_seen_only_once_the_message_was_handed_on() {
     assert_eq!(s.json()["lastSeen"]["WORKER-A"]["LEAD"], 3);
     assert_eq!(seen_lead(&env), 2);
 }
+
+/// A skip that cannot be logged says that nothing else changed, not that a change stands.
+#[test]
+fn a_chat_skip_that_cannot_be_logged_says_nothing_else_changed() {
+    local_only!("plants a symlink at the event log");
+    let env = team();
+    env.as_("lead", &["chat", "say", "--seq", "--to", "worker-b", "first"]).ok();
+    env.as_("lead", &["chat", "say", "--to", "worker-b", "(LEAD #1): first"]).ok();
+    let watch = ["--json", "chat", "watch", "--once", "--from-start", "--cursor", "wb"];
+    let log = env.root().join("LOGS/events.jsonl");
+    let _ = std::fs::remove_file(&log);
+    std::os::unix::fs::symlink(env.root().join("nowhere"), &log).unwrap();
+    let o = env.as_("worker-b", &watch);
+    assert_eq!(o.code, 1, "{}", o.show());
+    let last = o.stdout.lines().last().unwrap();
+    let err: Value = serde_json::from_str(last).unwrap();
+    let hint = err["error"]["hint"].as_str().unwrap();
+    assert!(
+        hint.contains("chat line 2 was passed over as stale and nothing else changed"),
+        "{hint}"
+    );
+    assert!(hint.contains("a symbolic link stands there"), "the reason is kept: {hint}");
+    assert!(!hint.contains("was made and stands"), "{hint}");
+    assert!(err["error"]["details"].get("committed").is_none(), "{last}");
+}

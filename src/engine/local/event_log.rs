@@ -123,14 +123,6 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
     before_current(store)
 }
 
-/// A failed append of the events of a change already made (past its commit point): the
-/// change stands (detail `committed`), only its events are missing.
-pub(super) fn committed(e: crate::error::Error) -> crate::error::Error {
-    e.detail("committed", "true").hint_more(
-        "the change itself was made and stands; only its events are missing from the log: mend what the error names (`circe doctor` shows it), after which new events are logged",
-    )
-}
-
 /// The last id before the current file: the newest of the segments in LOGS, those moved
 /// into the archive (the archive may have taken newer segments than one LOGS keeps for a
 /// task that stays) and those retention removed since, else 0. The archive commits a

@@ -386,7 +386,7 @@ impl Engine for LocalEngine {
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
         // A command logs what it did after doing it: a failure here leaves its change made.
-        event_log::append(&self.store, &mut events).map_err(event_log::committed)?;
+        event_log::append(&self.store, &mut events).map_err(crate::error::Error::committed)?;
         Ok(events)
     }
 

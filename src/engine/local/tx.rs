@@ -251,7 +251,7 @@ impl TaskTx for LocalTx<'_> {
         if newly_waiting(before.as_ref(), &record) {
             lanes::push(self.eng, &record)?;
         }
-        event_log::append(store, &mut events).map_err(event_log::committed)?;
+        event_log::append(store, &mut events).map_err(crate::error::Error::committed)?;
         self.st =
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)
