@@ -90,7 +90,7 @@ impl ChatSeq {
         // A skip changes nothing but the log: "the change stands" would not be so.
         engine.append_events(vec![e]).map_err(|err| {
             err.not_committed(&format!(
-                "chat line {} was passed over as stale and nothing else changed",
+                "chat line {} was passed over as stale: only its `skip` event is missing from the log",
                 m.line_number
             ))
         })?;

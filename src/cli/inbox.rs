@@ -8,7 +8,7 @@ use super::output::table;
 use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::clock;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::message::{self, Priority};
 use crate::names::AgentName;
 use crate::ops;
@@ -195,11 +195,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     let mut list = Vec::new();
     let mut warnings = Vec::new();
     for b in &boxes {
-        if let Some(why) = ws.engine.box_fault(b) {
-            return Err(Error::internal(format!("cannot list {b}: {why}")).hint(
-                "`circe doctor` says what is wrong; `circe doctor --repair` (or `circe init`) makes a missing box again",
-            ));
-        }
+        ws.engine.check_box(b, "list")?;
         for name in ws.engine.list_box(b)? {
             // Within the root's limits: a huge or planted file is reported, not read whole.
             let read = ops::read(&ws, b, &name);

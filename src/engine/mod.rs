@@ -191,11 +191,11 @@ pub trait Engine {
     /// The message files of a box, sorted by name.
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>>;
 
-    /// What keeps a box from being listed or delivered into (a box missing, a link or a
-    /// file where an agent's box or folder belongs: circe never reads through one), or
-    /// `None`. A database's boxes are rows: nothing does.
-    fn box_fault(&self, _mailbox: &Mailbox) -> Option<String> {
-        None
+    /// Refuse to `doing` (`list`, `deliver into`) a box that cannot be used: missing, or a
+    /// link or a file where an agent's box or folder belongs (circe never reads or writes
+    /// through one). A database's boxes are rows: always usable.
+    fn check_box(&self, _mailbox: &Mailbox, _doing: &str) -> Result<()> {
+        Ok(())
     }
 
     /// A message's bytes.

@@ -491,3 +491,79 @@ fn an_agent_folder_that_is_a_link_is_never_followed() {
     env.as_("engineer", &["claim", "T-1"]).ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// Nothing is taken out of, or brought in through, an agent's folder that is a link: a
+/// release, a `take` and a `done` that would move the ticket from behind it are refused, an
+/// archive run refuses rather than archive a task without its ticket, and `agent retire`
+/// writes nothing there.
+#[test]
+fn nothing_moves_out_through_an_agent_folder_that_is_a_link() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let ticket = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
+    let outside = env.path().join("engineer-elsewhere");
+    std::fs::rename(env.root().join("AGENTS/engineer"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    // What lies out there under the ticket's name is not the root's to move.
+    std::fs::write(outside.join("INBOX").join(&ticket), "not a circe message").unwrap();
+    let tree = || crate::common::tree(&env.root(), &["queue", "locks"]);
+    let before = tree();
+    for args in [
+        &["release", "T-1"][..],
+        &["take", "T-1"][..],
+        &["status", "T-1", "in_progress"][..],
+        &["show", &ticket][..],
+    ] {
+        let o = env.as_("engineer", args);
+        assert_eq!(o.code, 1, "{}", o.show());
+        assert!(o.stderr.contains("AGENTS/engineer is a link"), "{}", o.show());
+    }
+    let retire = env.as_("coordinator", &["agent", "retire", "engineer"]);
+    assert_eq!(retire.code, 3, "{}", retire.show());
+    let arch = env.circe(["archive"]).run();
+    assert_eq!(arch.code, 1, "{}", arch.show());
+    crate::common::assert_unchanged(&before, &tree());
+    assert!(!std::fs::read_to_string(outside.join("agent.yaml")).unwrap().contains("retired"));
+    // doctor --repair reports what it cannot mend and goes on.
+    let doc = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("AGENTS/engineer is a link"), "{}", doc.show());
+    // An agent added where a link stands is refused, not said to be added.
+    std::os::unix::fs::symlink(env.path().join("nowhere"), env.root().join("AGENTS/ghost"))
+        .unwrap();
+    let add = env.circe(["agent", "add", "ghost", "--role", "engineer"]).run();
+    assert_eq!(add.code, 3, "{}", add.show());
+}
+
+/// A change whose routed message cannot be delivered still logs its own event; the
+/// message waits in the outbox, and the error says the change stands.
+#[test]
+fn a_change_whose_routed_message_waits_still_logs_its_event() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    env.set_config(&format!("{cfg}routing:\n  engineer:\n    complete: {{coordinator: Done}}\n"));
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["check", "T-1", "tests_passed=true"]).ok();
+    let home = env.root().join("AGENTS/coordinator");
+    let away = env.path().join("coordinator-away");
+    std::fs::rename(&home, &away).unwrap();
+    std::os::unix::fs::symlink(&away, &home).unwrap();
+    let o = env.as_("engineer", &["--json", "status", "T-1", "completed"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    let err = &o.json()["error"];
+    assert_eq!(err["details"]["committed"], "outbox", "{err}");
+    assert!(!err["hint"].as_str().unwrap().contains("nothing was written there; `circe init`"));
+    let done: Vec<_> = env.events().into_iter().filter(|e| e["event"] == "complete").collect();
+    assert_eq!(done.len(), 1, "{:?}", env.events());
+    // Put back, the next command on the task delivers what waited.
+    std::fs::remove_file(&home).unwrap();
+    std::fs::rename(&away, &home).unwrap();
+    env.circe(["doctor", "--repair"]).run();
+    assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
+    env.circe(["doctor"]).run().ok();
+}

@@ -352,10 +352,7 @@ fn a_chat_skip_that_cannot_be_logged_says_nothing_else_changed() {
     let last = o.stdout.lines().last().unwrap();
     let err: Value = serde_json::from_str(last).unwrap();
     let hint = err["error"]["hint"].as_str().unwrap();
-    assert!(
-        hint.contains("chat line 2 was passed over as stale and nothing else changed"),
-        "{hint}"
-    );
+    assert!(hint.contains("chat line 2 was passed over as stale: only its `skip`"), "{hint}");
     assert!(hint.contains("a symbolic link stands there"), "the reason is kept: {hint}");
     assert!(!hint.contains("was made and stands"), "{hint}");
     assert!(err["error"]["details"].get("committed").is_none(), "{last}");

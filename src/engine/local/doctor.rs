@@ -288,24 +288,35 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             );
         }
         drop(lock);
+        // A repair this task refuses (a box behind a link, a full disk) is reported with
+        // why, and doctor goes on with the other tasks.
+        let mut refused = None;
+        let mut mend = |v: &mut dyn FnMut(u8, String, bool)| match reconciled(eng, &id) {
+            Ok(after) => Some(after),
+            Err(e) => {
+                if refused.is_none() {
+                    v(4, format!("task {id}: not repaired: {}", e.message), false);
+                }
+                refused = Some(());
+                None
+            }
+        };
         if !st.rec.outbox.is_empty() {
             // A change that sends messages was cut off before delivering them all.
-            let fixed = repair && reconciled(eng, &id)?.is_some_and(|s| s.rec.outbox.is_empty());
+            let fixed = repair && mend(&mut v).flatten().is_some_and(|s| s.rec.outbox.is_empty());
             let n = st.rec.outbox.len();
             v(4, format!("task {id}: {n} message(s) of its last change not yet delivered"), fixed);
         }
         if let Some(problem) = disagreement(&st) {
-            let after = if repair { reconciled(eng, &id)? } else { None };
-            if let Some(s) = &after {
+            let after = if repair { mend(&mut v) } else { None };
+            if let Some(Some(s)) = &after {
                 tickets.insert(s.rec.message.clone());
             }
-            let fixed = repair && after.is_none_or(|s| disagreement(&s).is_none());
+            let fixed = after.is_some_and(|a| a.is_none_or(|s| disagreement(&s).is_none()));
             v(4, format!("task {id}: {problem}"), fixed);
         } else if owner_mismatch(&st) {
-            if repair {
-                reconciled(eng, &id)?;
-            }
-            v(5, format!("task {id}: .owner does not match .status"), repair);
+            let fixed = repair && mend(&mut v).is_some();
+            v(5, format!("task {id}: .owner does not match .status"), fixed);
         }
     }
     for (name, what) in says_otherwise {

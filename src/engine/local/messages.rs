@@ -6,18 +6,14 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
 use super::fault::crash_point;
-use super::root::{Store, io_err, is_message_name, list_all_names, list_names, list_typed};
+use super::root::{
+    Store, io_err, is_message_name, is_real_dir, list_all_names, list_names, list_typed,
+};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
 /// One copy of a batch delivery: its box, its name (given the collision counter), its text.
 pub type Copy<'a> = (Mailbox, &'a dyn Fn(u32) -> String, &'a [u8]);
-
-/// A folder itself, not a link to one (a box that is a link would take messages out of the
-/// root).
-fn is_real_dir(p: &Path) -> bool {
-    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
-}
 
 /// A folder of an agent's that is not what it should be (`Store::missing_agent_boxes`).
 pub struct BoxFault {
@@ -30,6 +26,14 @@ pub struct BoxFault {
     pub agent_folder: bool,
     /// It was made again.
     pub made: bool,
+}
+
+/// What keeps a box from being used, and what mends it.
+struct Fault {
+    what: String,
+    /// Nothing stands there (a missing box holds nothing: it may be read as empty).
+    missing: bool,
+    hint: &'static str,
 }
 
 /// What stands where a folder should be: `None` when nothing does.
@@ -51,8 +55,8 @@ impl Store {
         }
     }
 
-    /// Why a box cannot be used, for an error: `None` when it is sound.
-    pub fn box_fault(&self, b: &Mailbox) -> Option<String> {
+    /// Why a box cannot be used: `None` when it is sound.
+    fn box_fault(&self, b: &Mailbox) -> Option<Fault> {
         if self.box_is_sound(b) {
             return None;
         }
@@ -60,10 +64,54 @@ impl Store {
         let at = |p: &Path| p.strip_prefix(&self.root).unwrap_or(p).display().to_string();
         let home = dir.parent().filter(|h| b.agent().is_some() && !is_real_dir(h));
         let place = home.unwrap_or(&dir);
-        Some(match what_stands(place) {
-            Some(s) => format!("{} is {s}, not a folder", at(place)),
-            None => format!("{} is missing", at(place)),
-        })
+        let (what, hint) = match (what_stands(place), home.is_some()) {
+            (None, _) => (
+                format!("{} is missing", at(place)),
+                "`circe init` (or `circe doctor --repair`) makes missing boxes again and keeps your config",
+            ),
+            (Some(s), true) => (
+                format!("{} is {s}, not a folder", at(place)),
+                "put the agent's folder itself there in place of what stands there (`circe doctor` lists what is wrong)",
+            ),
+            (Some(s), false) => (
+                format!("{} is {s}, not a folder", at(place)),
+                "`circe doctor --repair` moves what stands there into LOGS/quarantine/ and makes the box again",
+            ),
+        };
+        Some(Fault { what, missing: what_stands(place).is_none(), hint })
+    }
+
+    /// Refuse to `doing` a box that is not sound, before anything is written.
+    pub fn check_box(&self, b: &Mailbox, doing: &str) -> Result<()> {
+        let Some(f) = self.box_fault(b) else { return Ok(()) };
+        Err(Error::internal(format!(
+            "cannot {doing} {b} of the circe root {}: {}",
+            self.root.display(),
+            f.what
+        ))
+        .hint(if doing == "list" {
+            f.hint.to_string()
+        } else {
+            format!("nothing was written there; {}", f.hint)
+        }))
+    }
+
+    /// An agent's box behind a link or a file (at the box, or at the agent's folder). A
+    /// missing box is not: it holds nothing.
+    fn unsound(&self, b: &Mailbox) -> Option<Fault> {
+        b.agent()?;
+        self.box_fault(b).filter(|f| !f.missing)
+    }
+
+    /// Refuse to read or list through an agent's box that is a link or a file.
+    fn readable(&self, b: &Mailbox) -> Result<()> {
+        let Some(f) = self.unsound(b) else { return Ok(()) };
+        Err(Error::internal(format!(
+            "cannot read {b} of the circe root {}: {}, and circe never reads through one",
+            self.root.display(),
+            f.what
+        ))
+        .hint(f.hint))
     }
 
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ...
@@ -103,19 +151,7 @@ impl Store {
     /// never cut half-way by one that is not (a clone of a committed root lacks the empty
     /// folders: `circe init` makes them again). An `lstat` per box, two for an agent's.
     fn boxes_present<'b>(&self, boxes: impl IntoIterator<Item = &'b Mailbox>) -> Result<()> {
-        boxes.into_iter().try_for_each(|b| self.sound_for(b, "deliver into"))
-    }
-
-    /// Refuse to `doing` a box that is not sound (`box_is_sound`), before anything changes.
-    fn sound_for(&self, b: &Mailbox, doing: &str) -> Result<()> {
-        let Some(why) = self.box_fault(b) else { return Ok(()) };
-        Err(Error::internal(format!(
-            "cannot {doing} {b} of the circe root {}: {why}",
-            self.root.display()
-        ))
-        .hint(
-            "nothing was changed; `circe doctor` says what to do (`circe init` again adds missing boxes and keeps your config)",
-        ))
+        boxes.into_iter().try_for_each(|b| self.check_box(b, "deliver into"))
     }
 
     /// Each agent's INBOX and WORKSPACE that is missing, or where something else stands (a
@@ -276,12 +312,20 @@ impl Store {
         Ok(out)
     }
 
+    /// A move of `name` neither takes a message out through a link nor puts one in through
+    /// one (an agent's box or folder that is a link or a file), checked before it is made.
+    fn movable(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<()> {
+        self.readable(from)?;
+        if to.agent().is_some() {
+            self.check_box(to, &format!("move {name} into"))?;
+        }
+        Ok(())
+    }
+
     /// Move message `name` from one box to another with one no-clobber rename.
     /// `Ok(false)` when the source is gone (someone else moved it: FS_RULES 1).
     pub fn move_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<bool> {
-        if to.agent().is_some() {
-            self.sound_for(to, &format!("move {name} into"))?;
-        }
+        self.movable(from, to, name)?;
         let src = self.box_dir(from).join(name);
         let dst = self.box_dir(to).join(name);
         match atomic::rename_noclobber(&src, &dst) {
@@ -308,9 +352,7 @@ impl Store {
 
     /// `move_message` to the first free name among `name`, `name.2.md`, ... in `to`.
     pub fn file_message(&self, from: &Mailbox, to: &Mailbox, name: &str) -> Result<Option<String>> {
-        if to.agent().is_some() {
-            self.sound_for(to, &format!("move {name} into"))?;
-        }
+        self.movable(from, to, name)?;
         let src = self.box_dir(from).join(name);
         for n in 1..10_000 {
             let used = crate::message::numbered(name, n);
@@ -361,11 +403,14 @@ impl Store {
 
     /// Does message `name` lie in `mbox`? (lstat: a planted symlink does not count)
     pub fn has_message(&self, mbox: &Mailbox, name: &str) -> bool {
-        std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())
+        // Behind a link nothing is there for circe (reading it is refused).
+        (mbox.agent().is_none() || self.unsound(mbox).is_none())
+            && std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())
     }
 
     /// Read a message file; symlinks, FIFOs and devices are refused.
     pub fn read_message(&self, mbox: &Mailbox, name: &str) -> Result<Vec<u8>> {
+        self.readable(mbox)?;
         let p = self.box_dir(mbox).join(name);
         atomic::read_regular(&p).map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::not_found(format!("no message {name} in {mbox}")),
@@ -381,6 +426,7 @@ impl Store {
         name: &str,
         cap: usize,
     ) -> Result<crate::engine::Capped> {
+        self.readable(mbox)?;
         let p = self.box_dir(mbox).join(name);
         atomic::read_regular_capped(&p, cap)
             .map(|(bytes, len)| crate::engine::Capped { bytes, size: Some(len) })
@@ -391,12 +437,11 @@ impl Store {
     }
 
     /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
-    /// An agent's box that is not sound (`box_is_sound`) holds nothing: circe never reads
-    /// through a link (doctor reports it).
+    /// An agent's box behind a link or a file is refused (circe never reads through one,
+    /// and a scan that passed it over would miss what lies there); a missing one holds
+    /// nothing.
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
-        if mbox.agent().is_some() && !self.box_is_sound(mbox) {
-            return Ok(Vec::new());
-        }
+        self.readable(mbox)?;
         let mut names = list_names(&self.box_dir(mbox))?;
         names.retain(|n| is_message_name(n));
         Ok(names)

@@ -372,8 +372,8 @@ impl Engine for LocalEngine {
         self.store.list_box(mailbox)
     }
 
-    fn box_fault(&self, mailbox: &Mailbox) -> Option<String> {
-        self.store.box_fault(mailbox)
+    fn check_box(&self, mailbox: &Mailbox, doing: &str) -> Result<()> {
+        self.store.check_box(mailbox, doing)
     }
 
     fn read_message(&self, mailbox: &Mailbox, file: &str) -> Result<Vec<u8>> {

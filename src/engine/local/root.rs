@@ -180,8 +180,15 @@ impl Store {
                 .map_err(|e| Error::internal(format!("cannot write agent.yaml: {e}")))?;
         let name = name.as_str();
         let dest = self.root.join("AGENTS").join(name);
-        if dest.exists() {
-            return Ok(false);
+        if std::fs::symlink_metadata(&dest).is_ok() {
+            if is_real_dir(&dest) && self.read_agent(&AgentName::new(name)?)?.is_some() {
+                return Ok(false);
+            }
+            // A link, a file, or a folder without a readable agent.yaml: not this agent.
+            return Err(Error::refused(format!(
+                "AGENTS/{name} is there, but is no agent's folder (a link, a file, or a folder without a readable agent.yaml)"
+            ))
+            .hint("move it away (or put the agent's folder itself there), then add the agent again"));
         }
         let stage = self.tmp_dir().join(format!(
             ".agent-{}-{name}-{}",
@@ -391,6 +398,12 @@ pub(super) fn list_names(dir: &Path) -> Result<Vec<String>> {
     let mut names = list_all_names(dir)?;
     names.retain(|n| !n.starts_with('.'));
     Ok(names)
+}
+
+/// A folder itself, not a link to one (a box that is a link would take messages out of the
+/// root).
+pub(super) fn is_real_dir(p: &Path) -> bool {
+    std::fs::symlink_metadata(p).is_ok_and(|m| m.is_dir())
 }
 
 /// Message files are `*.md` (lowercase, as circe writes them).

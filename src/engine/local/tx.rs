@@ -88,6 +88,23 @@ impl<'a> LocalTx<'a> {
 }
 
 impl LocalTx<'_> {
+    /// After the commit point and the outbox (`sent`): the `--next` index, and the change's
+    /// own events, logged even while its messages wait in the outbox.
+    fn after_commit(
+        &self,
+        before: Option<&StatusRecord>,
+        record: &StatusRecord,
+        events: &mut [Event],
+        sent: Result<()>,
+    ) -> Result<()> {
+        if newly_waiting(before, record) {
+            lanes::push(self.eng, record)?;
+        }
+        let logged = event_log::append(&self.eng.store, events).map_err(Error::committed);
+        sent.map_err(outbox_held)?;
+        logged
+    }
+
     /// After the commit point: deliver the outbox the record carries (each message once),
     /// then clear it.
     fn send_outbox(
@@ -246,12 +263,9 @@ impl TaskTx for LocalTx<'_> {
                 st.location.clone().unwrap_or(Mailbox::NewMessages)
             }
         };
-        self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered)
-            .map_err(outbox_held)?;
-        if newly_waiting(before.as_ref(), &record) {
-            lanes::push(self.eng, &record)?;
-        }
-        event_log::append(store, &mut events).map_err(crate::error::Error::committed)?;
+        let sent =
+            self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered);
+        self.after_commit(before.as_ref(), &record, &mut events, sent)?;
         self.st =
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)

@@ -116,6 +116,12 @@ impl Store {
     /// Mark an agent retired (`retired_at` in its agent.yaml). `false` when it was already.
     pub fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
         let _lock = self.lock_named("agents")?;
+        if !super::root::is_real_dir(&self.agent_dir(agent)) {
+            return Err(Error::refused(format!(
+                "AGENTS/{agent} is no folder of the circe root (a link or a file stands there): circe writes nothing through it"
+            ))
+            .hint("put the agent's folder itself there, then run the command again"));
+        }
         let path = self.agent_dir(agent).join("agent.yaml");
         let Some(bytes) = Self::read_optional(&path)? else {
             return Err(Error::not_found(format!("no agent `{agent}`")));
