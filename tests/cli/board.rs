@@ -141,3 +141,25 @@ fn without_a_terminal_the_board_prints_once() {
     let prime = env.as_("qa", &["prime", "--json"]).json();
     assert_eq!(prime["inbox_count"], 1, "{prime}");
 }
+
+/// One agent's folder that cannot be read (a link stands there) does not take the board
+/// away from the others: its INBOX count is `?` (`null` in JSON), and the board says why.
+#[test]
+fn the_board_shows_an_inbox_it_cannot_read_as_unknown() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    open(&env, "BOARD-1", "first");
+    let away = env.path().join("qa-away");
+    std::fs::rename(env.root().join("AGENTS/qa"), &away).unwrap();
+    std::os::unix::fs::symlink(&away, env.root().join("AGENTS/qa")).unwrap();
+    let o = env.circe(["board"]).run();
+    o.ok();
+    assert!(o.stdout.contains("BOARD-1"), "{}", o.show());
+    assert!(o.stdout.contains("the INBOX cannot be read; `circe doctor` says why"), "{}", o.show());
+    let board = env.circe(["board", "--json"]).run().json();
+    let agent = |n: &str| {
+        board["agents"].as_array().unwrap().iter().find(|a| a["agent"] == n).cloned().unwrap()
+    };
+    assert!(agent("qa")["inbox_count"].is_null(), "{board}");
+    assert_eq!(agent("engineer")["inbox_count"], 0, "{board}");
+}

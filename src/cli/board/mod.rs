@@ -53,8 +53,14 @@ pub struct BoardJson {
 pub struct AgentInbox {
     pub agent: String,
     pub role: String,
-    /// Messages in its INBOX.
-    pub inbox_count: usize,
+    /// Messages in its INBOX; `null` when it cannot be read (a link or a file stands where
+    /// its folder belongs: `circe doctor` says what to do).
+    pub inbox_count: Option<usize>,
+}
+
+/// An INBOX count as the board shows it: `?` when the box cannot be read.
+pub(super) fn count(n: Option<usize>) -> String {
+    n.map_or_else(|| "?".to_string(), |n| n.to_string())
 }
 
 pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
@@ -73,8 +79,14 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
     };
     human.push('\n');
     let agents: Vec<Vec<String>> =
-        model.agents.iter().map(|(a, r, n)| vec![a.clone(), r.clone(), n.to_string()]).collect();
+        model.agents.iter().map(|(a, r, n)| vec![a.clone(), r.clone(), count(*n)]).collect();
     human.push_str(&table(&["AGENT", "ROLE", "INBOX"], &agents));
+    if model.agents.iter().any(|(_, _, n)| n.is_none()) {
+        human.push_str(
+            "(?: the INBOX cannot be read; `circe doctor` says why)
+",
+        );
+    }
     human.push_str("\nlatest events\n");
     for e in &model.events {
         human.push_str(&format!("  {}\n", model::event_line(e)));

@@ -18,7 +18,9 @@ pub const RECENT: usize = 200;
 pub struct Model {
     pub tasks: BTreeMap<String, Row<'static>>,
     /// Agent, role, messages in its INBOX.
-    pub agents: Vec<(String, String, usize)>,
+    /// Each agent, its role, and how many messages its INBOX holds (`None`: it cannot be
+    /// read, e.g. a link stands where its folder belongs: doctor says what to do).
+    pub agents: Vec<(String, String, Option<usize>)>,
     pub events: VecDeque<Event>,
     /// The id of the last event applied.
     pub cursor: u64,
@@ -43,7 +45,7 @@ impl Model {
     fn load_agents(&mut self, ws: &Workspace) -> Result<()> {
         self.agents.clear();
         for (a, role) in ws.engine.agents()? {
-            let n = ws.engine.list_box(&Mailbox::Inbox(a.clone()))?.len();
+            let n = ws.engine.list_box(&Mailbox::Inbox(a.clone())).ok().map(|l| l.len());
             self.agents.push((a.to_string(), role, n));
         }
         Ok(())
@@ -97,7 +99,7 @@ impl Model {
             if let Some(entry) = self.agents.iter_mut().find(|e| e.0 == a)
                 && let Ok(name) = AgentName::new(a)
             {
-                entry.2 = ws.engine.list_box(&Mailbox::Inbox(name))?.len();
+                entry.2 = ws.engine.list_box(&Mailbox::Inbox(name)).ok().map(|l| l.len());
             }
         }
         Ok(())

@@ -174,7 +174,7 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
             TRow::new(vec![
                 Cell::from(a.as_str()),
                 Cell::from(r.as_str()),
-                Cell::from(n.to_string()),
+                Cell::from(super::count(*n)),
             ])
         })
         .collect();
