@@ -5,7 +5,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::{Ctx, Report};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Return every task whose lease ran out to the queue, or park it after too many
 /// attempts; expire tasks and asks whose deadline passed (the coordinators, or the asker,
@@ -40,7 +40,7 @@ pub struct Reaped {
 pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let by = ctx.agent.clone().unwrap_or_else(|| crate::event::CIRCE.into());
-    let done = crate::ops::reap(&ws, &by)?;
+    let (done, failed) = crate::ops::reap_all(&ws, &by)?;
     let lapsed = crate::ops::deadline::reap_messages(&ws)?;
     let mut human = String::new();
     for (t, s) in &done {
@@ -56,6 +56,18 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     }
     if done.is_empty() && lapsed.asks.is_empty() && lapsed.filed.is_empty() {
         human.push_str("no expired leases or deadlines\n");
+    }
+    if !failed.is_empty() {
+        // The rest was reaped: say it with what could not be, so cron's mail tells both.
+        let what: Vec<String> = failed.iter().map(|(t, e)| format!("{t}: {}", e.message)).collect();
+        let kept = human.trim_end().replace('\n', "; ");
+        return Err(Error::internal(format!(
+            "{} task(s) could not be reaped: {} (done: {kept})",
+            failed.len(),
+            what.join("; ")
+        ))
+        .detail("reaped", done.len().to_string())
+        .hint("the others were reaped; mend what each names (`circe doctor` shows it) and the next run reaps the rest"));
     }
     let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
     let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed: lapsed.filed };

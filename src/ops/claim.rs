@@ -202,6 +202,8 @@ fn claim_in(
             ))
             .hint("a coordinator can put it back with `circe release --force`"));
         }
+        // The ticket's move into the claimer's INBOX would be refused as the claim is.
+        ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "move the ticket into")?;
         let owner = expired_owner.map(String::from);
         return Ok(outcome(&change.record, false, owner, true, st.location.as_ref()));
     }
@@ -287,37 +289,62 @@ fn claim_next_in(
 
 /// Return every task whose lease ran out to the queue (or park it), and expire every task
 /// whose deadline passed: for cron. (Opening each task's transaction also finishes what a
-/// crashed command left on it, a pending outbox included.)
+/// crashed command left on it, a pending outbox included.) The first task that cannot be
+/// reaped is the error; `reap_all` goes on past it.
 pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
-    let mut done = Vec::new();
-    for task in ws.engine.lease_candidates()? {
-        let Some(mut tx) = ws.engine.begin(&task, false)? else { continue };
-        let Some(st) = tx.state().cloned() else { continue };
-        let now = ws.tx_now(tx.as_ref());
-        let lapsed = !st.rec.status.is_terminal() && effects::deadline_passed(&st.rec, now);
-        if !lapsed && (!st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now)) {
-            continue;
-        }
-        let (mv, actor) = if lapsed {
-            (crate::task::Move::Lapse, Actor::Deadline)
-        } else {
-            (effects::lease_ran_out(&st.rec, ws.config.max_attempts), Actor::Lease)
-        };
-        let ctx = MoveCtx {
-            by,
-            actors: &[actor],
-            now,
-            lease: ws.config.lease(),
-            note: None,
-            forced: false,
-            handoff: None,
-            readdress: None,
-        };
-        let change = effects::apply(mv, &st, &ctx)?;
-        let notices = change.notices.clone();
-        tx.commit(change)?;
-        notify::send(ws, &task, &notices)?;
-        done.push((task, tx.state().map_or(Status::New, |s| s.rec.status)));
+    let (done, failed) = reap_all(ws, by)?;
+    match failed.into_iter().next() {
+        Some((_, e)) => Err(e),
+        None => Ok(done),
     }
-    Ok(done)
+}
+
+/// `reap`, going on past a task it cannot reap (a box behind a link, a task another
+/// command holds): the tasks reaped, and those that could not be with why. A task whose
+/// change was made but whose notice was not delivered counts as reaped, and as failed.
+pub fn reap_all(ws: &Workspace, by: &str) -> Result<(Vec<(TaskId, Status)>, Vec<(TaskId, Error)>)> {
+    let (mut done, mut failed) = (Vec::new(), Vec::new());
+    for task in ws.engine.lease_candidates()? {
+        match reap_one(ws, by, &task, &mut done) {
+            Ok(()) => {}
+            Err(e) => failed.push((task, e)),
+        }
+    }
+    Ok((done, failed))
+}
+
+fn reap_one(
+    ws: &Workspace,
+    by: &str,
+    task: &TaskId,
+    done: &mut Vec<(TaskId, Status)>,
+) -> Result<()> {
+    let Some(mut tx) = ws.engine.begin(task, false)? else { return Ok(()) };
+    let Some(st) = tx.state().cloned() else { return Ok(()) };
+    let now = ws.tx_now(tx.as_ref());
+    let lapsed = !st.rec.status.is_terminal() && effects::deadline_passed(&st.rec, now);
+    if !lapsed && (!st.rec.status.is_owned() || !effects::lease_expired(&st.rec, now)) {
+        return Ok(());
+    }
+    let (mv, actor) = if lapsed {
+        (crate::task::Move::Lapse, Actor::Deadline)
+    } else {
+        (effects::lease_ran_out(&st.rec, ws.config.max_attempts), Actor::Lease)
+    };
+    let ctx = MoveCtx {
+        by,
+        actors: &[actor],
+        now,
+        lease: ws.config.lease(),
+        note: None,
+        forced: false,
+        handoff: None,
+        readdress: None,
+    };
+    let change = effects::apply(mv, &st, &ctx)?;
+    let notices = change.notices.clone();
+    tx.commit(change)?;
+    done.push((task.clone(), tx.state().map_or(Status::New, |s| s.rec.status)));
+    drop(tx);
+    notify::send(ws, task, &notices)
 }

@@ -26,7 +26,7 @@ mod tx;
 mod update;
 pub mod wait;
 
-pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap};
+pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap, reap_all};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use notify::check_escalation;
 pub use open::OpenOutcome;

@@ -90,8 +90,15 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
             1,
         ));
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
+        // After the task's commit: a notice that cannot be delivered does not undo it.
         let files = super::seq::deliver_numbered(ws, &AgentName::new(CIRCE)?, &mut msg, |m| {
             ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)
+        })
+        .map_err(|e| {
+            e.detail("committed", "true").hint_more(format!(
+                "the change to task {task} was made and stands; only its `{}` notice to the coordinators was not delivered",
+                n.intent
+            ))
         })?;
         let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
         ev.msg_id.clone_from(&msg.msg_id);

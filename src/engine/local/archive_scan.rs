@@ -114,28 +114,36 @@ fn facts_of(eng: &LocalEngine, b: &Mailbox, name: &str) -> (Option<String>, Opti
 /// "WORKSPACE: archive on completion". Returns how many (would) move.
 pub(super) fn file_messages(eng: &LocalEngine, sel: &Selection, dry_run: bool) -> Result<u64> {
     let mut moved = 0u64;
-    for (agent, _) in eng.store.list_agents()? {
+    let agents = eng.store.list_agents()?;
+    // Every box is looked at before any is filed: one behind a link refuses the run before
+    // it moves anything.
+    let mut listed = Vec::new();
+    for (agent, _) in agents {
         for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent)] {
-            for name in eng.store.list_box(&b)? {
-                let (task, _) = facts_of(eng, &b, &name);
-                let Some(id) =
-                    task.and_then(|t| TaskId::new(t).ok()).filter(|t| sel.tasks.contains_key(t))
-                else {
-                    continue;
-                };
-                if dry_run {
-                    moved += 1;
-                    continue;
-                }
-                let _lock = eng.store.lock_task(&id)?;
-                if eng.store.move_message(&b, &Mailbox::Logs, &name)? {
-                    moved += 1;
-                    let mut e = Event::now(EventKind::Done, CIRCE)
-                        .task(&id)
-                        .file(Mailbox::Logs.label(), name.clone());
-                    e.note = Some(format!("filed from {} by the archive", b.label()));
-                    event_log::append(&eng.store, &mut [e])?;
-                }
+            let names = eng.store.list_box(&b)?;
+            listed.push((b, names));
+        }
+    }
+    for (b, names) in listed {
+        for name in names {
+            let (task, _) = facts_of(eng, &b, &name);
+            let Some(id) =
+                task.and_then(|t| TaskId::new(t).ok()).filter(|t| sel.tasks.contains_key(t))
+            else {
+                continue;
+            };
+            if dry_run {
+                moved += 1;
+                continue;
+            }
+            let _lock = eng.store.lock_task(&id)?;
+            if eng.store.move_message(&b, &Mailbox::Logs, &name)? {
+                moved += 1;
+                let mut e = Event::now(EventKind::Done, CIRCE)
+                    .task(&id)
+                    .file(Mailbox::Logs.label(), name.clone());
+                e.note = Some(format!("filed from {} by the archive", b.label()));
+                event_log::append(&eng.store, &mut [e])?;
             }
         }
     }

@@ -24,6 +24,12 @@ use crate::names::TaskId;
 use crate::task::{Status, StatusRecord, TaskState};
 
 /// Load and reconcile `task` under its lock (what every command does on entry).
+/// `reconciled`, for doctor's repairs: a repair this task refuses (a box behind a link, a
+/// full disk) is said, not an error, so doctor goes on with the others.
+fn mended(eng: &LocalEngine, task: &TaskId) -> std::result::Result<Option<TaskState>, String> {
+    reconciled(eng, task).map_err(|e| format!("not repaired: {}", e.message))
+}
+
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
     let _lock = eng.store.lock_task(task)?;
     match reconcile::load(eng, task)? {
@@ -40,25 +46,27 @@ fn check_staging(
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
-    let mut settled = eng.store.seq_doctor(repair, v)?;
-    super::event_log::append(&eng.store, &mut settled)?;
+    match eng.store.seq_doctor(repair, v) {
+        Ok(mut settled) => super::event_log::append(&eng.store, &mut settled)?,
+        // A box behind a link, say: said, and the numbered send waits for the next run.
+        Err(e) => {
+            v(1, format!("a numbered send left half-way was not settled: {}", e.message), false)
+        }
+    }
     for name in eng.store.tmp_leftovers()? {
         if name.starts_with("archive-") {
             continue; // an archive run's staging: invariant 8 (archive_doctor)
         }
         let committed_batch = name.starts_with("batch-") && !name.contains(".part");
         if committed_batch {
-            let what = if repair {
-                let n = eng.store.finish_batch(&name)?.len();
-                format!(
-                    "tmp/{name}: a send to several boxes was interrupted after its commit point ({n} copies delivered)"
-                )
-            } else {
-                format!(
-                    "tmp/{name}: a send to several boxes was interrupted after its commit point"
-                )
-            };
-            v(1, what, repair);
+            let what = format!(
+                "tmp/{name}: a send to several boxes was interrupted after its commit point"
+            );
+            match repair.then(|| eng.store.finish_batch(&name)) {
+                Some(Ok(n)) => v(1, format!("{what} ({} copies delivered)", n.len()), true),
+                Some(Err(e)) => v(1, format!("{what} (not finished: {})", e.message), false),
+                None => v(1, what, false),
+            }
             continue;
         }
         if repair {
@@ -110,11 +118,16 @@ fn check_new_messages(
                 let bytes = eng.store.read_message(&Mailbox::NewMessages, &name).ok()?;
                 message::parse_bytes(&bytes, message::Mode::Draft).ok()?.task_id
             });
-            let fixed = repair
-                && match task.map(TaskId::new) {
-                    Some(Ok(id)) => reconciled(eng, &id)?.is_some_and(|s| s.rec.message == name),
-                    _ => false,
-                };
+            let after = match task.map(TaskId::new) {
+                Some(Ok(id)) if repair => Some(mended(eng, &id)),
+                _ => None,
+            };
+            let fixed = matches!(&after, Some(Ok(Some(s))) if s.rec.message == name);
+            if let Some(Err(why)) = &after {
+                // Its task could not be looked at: left where it is, for the next run.
+                v(6, format!("NEW_MESSAGES/{name} is no task's current message ({why})"), false);
+                continue;
+            }
             // Still no task's message (a copy or a hard link planted there): move it aside
             // for a person to look at; nothing is deleted.
             let moved = if repair && !fixed {
@@ -288,35 +301,37 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             );
         }
         drop(lock);
-        // A repair this task refuses (a box behind a link, a full disk) is reported with
-        // why, and doctor goes on with the other tasks.
-        let mut refused = None;
-        let mut mend = |v: &mut dyn FnMut(u8, String, bool)| match reconciled(eng, &id) {
-            Ok(after) => Some(after),
-            Err(e) => {
-                if refused.is_none() {
-                    v(4, format!("task {id}: not repaired: {}", e.message), false);
-                }
-                refused = Some(());
-                None
-            }
+        // A repair this task refuses is said on its line, and doctor goes on.
+        let said = |r: &std::result::Result<Option<TaskState>, String>| match r {
+            Err(why) => format!(" ({why})"),
+            Ok(_) => String::new(),
         };
         if !st.rec.outbox.is_empty() {
             // A change that sends messages was cut off before delivering them all.
-            let fixed = repair && mend(&mut v).flatten().is_some_and(|s| s.rec.outbox.is_empty());
+            let after = if repair { mended(eng, &id) } else { Ok(None) };
+            let fixed = matches!(&after, Ok(Some(s)) if s.rec.outbox.is_empty());
             let n = st.rec.outbox.len();
-            v(4, format!("task {id}: {n} message(s) of its last change not yet delivered"), fixed);
+            let why = said(&after);
+            v(
+                4,
+                format!("task {id}: {n} message(s) of its last change not yet delivered{why}"),
+                fixed,
+            );
         }
         if let Some(problem) = disagreement(&st) {
-            let after = if repair { mend(&mut v) } else { None };
-            if let Some(Some(s)) = &after {
+            let after = if repair { mended(eng, &id) } else { Ok(None) };
+            if let Ok(Some(s)) = &after {
                 tickets.insert(s.rec.message.clone());
             }
-            let fixed = after.is_some_and(|a| a.is_none_or(|s| disagreement(&s).is_none()));
-            v(4, format!("task {id}: {problem}"), fixed);
+            let fixed = repair
+                && after
+                    .as_ref()
+                    .is_ok_and(|a| a.as_ref().is_none_or(|s| disagreement(s).is_none()));
+            v(4, format!("task {id}: {problem}{}", said(&after)), fixed);
         } else if owner_mismatch(&st) {
-            let fixed = repair && mend(&mut v).is_some();
-            v(5, format!("task {id}: .owner does not match .status"), fixed);
+            let after = if repair { mended(eng, &id) } else { Ok(None) };
+            let fixed = repair && after.is_ok();
+            v(5, format!("task {id}: .owner does not match .status{}", said(&after)), fixed);
         }
     }
     for (name, what) in says_otherwise {

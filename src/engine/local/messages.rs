@@ -89,11 +89,7 @@ impl Store {
             self.root.display(),
             f.what
         ))
-        .hint(if doing == "list" {
-            f.hint.to_string()
-        } else {
-            format!("nothing was written there; {}", f.hint)
-        }))
+        .hint(format!("nothing was written there; {}", f.hint)))
     }
 
     /// An agent's box behind a link or a file (at the box, or at the agent's folder). A
@@ -101,6 +97,23 @@ impl Store {
     fn unsound(&self, b: &Mailbox) -> Option<Fault> {
         b.agent()?;
         self.box_fault(b).filter(|f| !f.missing)
+    }
+
+    /// Refuse to `doing` an agent's own files (agent.yaml, prompt.md) while its folder, or
+    /// one of its boxes, is a link or a file: nothing is written (or read) through one,
+    /// and a change to the agent is not half made while its boxes cannot be used.
+    pub fn check_agent(&self, agent: &crate::names::AgentName, doing: &str) -> Result<()> {
+        for b in [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent.clone())] {
+            if let Some(f) = self.unsound(&b) {
+                return Err(Error::refused(format!(
+                    "cannot {doing} agent {agent}: {} in the circe root {}",
+                    f.what,
+                    self.root.display()
+                ))
+                .hint(format!("nothing was changed; {}", f.hint)));
+            }
+        }
+        Ok(())
     }
 
     /// Refuse to read or list through an agent's box that is a link or a file.
@@ -279,6 +292,13 @@ impl Store {
         let Some(stem) = stem else {
             return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
         };
+        // A box behind a link takes nothing, even the rest of a committed delivery: the copy
+        // waits here until the box is mended.
+        if let Some((agent, b)) = boxpath.strip_prefix("AGENTS/").and_then(|r| r.split_once('/')) {
+            let agent = crate::names::AgentName::new(agent)?;
+            let mbox = if b == "INBOX" { Mailbox::Inbox(agent) } else { Mailbox::Workspace(agent) };
+            self.check_box(&mbox, "deliver into")?;
+        }
         let dir = self.root.join(&boxpath);
         for n in 1..10_000 {
             let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };

@@ -101,8 +101,12 @@ impl LocalTx<'_> {
             lanes::push(self.eng, record)?;
         }
         let logged = event_log::append(&self.eng.store, events).map_err(Error::committed);
-        sent.map_err(outbox_held)?;
-        logged
+        match (sent, logged) {
+            // Both: the log's failure, with where the messages wait.
+            (Err(_), Err(l)) => Err(outbox_held(l)),
+            (Err(s), Ok(())) => Err(outbox_held(s)),
+            (Ok(()), logged) => logged,
+        }
     }
 
     /// After the commit point: deliver the outbox the record carries (each message once),

@@ -106,22 +106,19 @@ impl Store {
         if !self.agent_dir(agent).is_dir() {
             return Err(Error::not_found(format!("no agent `{agent}`")));
         }
+        self.check_agent(agent, "write the prompt of")?;
         self.replace_file(&self.agent_dir(agent).join("prompt.md"), message)
     }
 
     pub fn read_prompt(&self, agent: &AgentName) -> Result<Option<Vec<u8>>> {
+        self.check_agent(agent, "read the prompt of")?;
         Self::read_optional(&self.agent_dir(agent).join("prompt.md"))
     }
 
     /// Mark an agent retired (`retired_at` in its agent.yaml). `false` when it was already.
     pub fn retire_agent(&self, agent: &AgentName, at: &str) -> Result<bool> {
         let _lock = self.lock_named("agents")?;
-        if !super::root::is_real_dir(&self.agent_dir(agent)) {
-            return Err(Error::refused(format!(
-                "AGENTS/{agent} is no folder of the circe root (a link or a file stands there): circe writes nothing through it"
-            ))
-            .hint("put the agent's folder itself there, then run the command again"));
-        }
+        self.check_agent(agent, "retire")?;
         let path = self.agent_dir(agent).join("agent.yaml");
         let Some(bytes) = Self::read_optional(&path)? else {
             return Err(Error::not_found(format!("no agent `{agent}`")));
