@@ -57,13 +57,17 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     if done.is_empty() && lapsed.asks.is_empty() && lapsed.filed.is_empty() {
         human.push_str("no expired leases or deadlines\n");
     }
-    if !failed.is_empty() {
+    if !failed.is_empty() || !lapsed.unread.is_empty() {
         // The rest was reaped: say it with what could not be, so cron's mail tells both.
-        let what: Vec<String> = failed.iter().map(|(t, e)| format!("{t}: {}", e.message)).collect();
+        let what: Vec<String> = failed
+            .iter()
+            .map(|(t, e)| format!("{t}: {}", e.message))
+            .chain(lapsed.unread.iter().map(|(b, why)| format!("{b}: {why}")))
+            .collect();
         let kept = human.trim_end().replace('\n', "; ");
         return Err(Error::internal(format!(
-            "{} task(s) could not be reaped: {} (done: {kept})",
-            failed.len(),
+            "{} task(s) or box(es) could not be reaped: {} (done: {kept})",
+            what.len(),
             what.join("; ")
         ))
         .detail("reaped", done.len().to_string())

@@ -299,10 +299,14 @@ pub fn reap(ws: &Workspace, by: &str) -> Result<Vec<(TaskId, Status)>> {
     }
 }
 
+/// What `reap_all` did: the tasks reaped with their new status, and those it could not
+/// reap with why.
+pub type Reaped = (Vec<(TaskId, Status)>, Vec<(TaskId, Error)>);
+
 /// `reap`, going on past a task it cannot reap (a box behind a link, a task another
 /// command holds): the tasks reaped, and those that could not be with why. A task whose
 /// change was made but whose notice was not delivered counts as reaped, and as failed.
-pub fn reap_all(ws: &Workspace, by: &str) -> Result<(Vec<(TaskId, Status)>, Vec<(TaskId, Error)>)> {
+pub fn reap_all(ws: &Workspace, by: &str) -> Result<Reaped> {
     let (mut done, mut failed) = (Vec::new(), Vec::new());
     for task in ws.engine.lease_candidates()? {
         match reap_one(ws, by, &task, &mut done) {

@@ -19,6 +19,9 @@ pub struct Lapsed {
     pub asks: Vec<String>,
     /// Messages filed from an INBOX into LOGS: (box, file).
     pub filed: Vec<(String, String)>,
+    /// INBOXes that could not be looked at (behind a link, say), with why: the others were.
+    #[serde(skip)]
+    pub unread: Vec<(String, String)>,
 }
 
 /// Expire overdue asks (telling each asker) and file overdue INBOX messages into LOGS.
@@ -31,7 +34,14 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     let now = ws.now();
     for agent in ws.agents().keys().cloned().collect::<Vec<_>>() {
         let inbox = Mailbox::Inbox(agent.clone());
-        for name in ws.engine.list_box(&inbox)? {
+        let names = match ws.engine.list_box(&inbox) {
+            Ok(names) => names,
+            Err(e) => {
+                out.unread.push((inbox.label(), e.message));
+                continue;
+            }
+        };
+        for name in names {
             let Ok(m) = super::read(ws, &inbox, &name) else { continue };
             if m.deadline.is_none_or(|d| d > now) || is_ticket(ws, &m, &name)? {
                 continue;

@@ -567,3 +567,97 @@ fn a_change_whose_routed_message_waits_still_logs_its_event() {
     assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
     env.circe(["doctor"]).run().ok();
 }
+
+/// Links behind which doctor, retire, prompts and a recovered delivery must not reach; a
+/// repair doctor cannot make is said on its line, and the rest of the run goes on.
+#[test]
+fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
+    local_only!("moves agents' folders by hand");
+    let env = Env::new();
+    let link = |agent: &str| {
+        let away = env.path().join(format!("{agent}-away"));
+        std::fs::rename(env.root().join("AGENTS").join(agent), &away).unwrap();
+        std::os::unix::fs::symlink(&away, env.root().join("AGENTS").join(agent)).unwrap();
+        away
+    };
+    env.open_task("T-2");
+    let t2 = env.ls("NEW_MESSAGES").pop().unwrap();
+    std::fs::rename(
+        env.root().join("NEW_MESSAGES").join(&t2),
+        env.root().join("NEW_MESSAGES/handmade.md"),
+    )
+    .unwrap();
+    env.as_("coordinator", &["agent", "retire", "scribe"]).ok();
+    // A numbered send cut off after its commit point, finished later: not through a link.
+    let cut = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
+    env.circe(cut).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run().code(86);
+    let away = link("engineer");
+    link("scribe");
+    let bad = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"bad\xff.md");
+    std::fs::write(away.join("WORKSPACE").join(bad), "x").unwrap();
+    let inbox_before = std::fs::read_dir(away.join("INBOX")).unwrap().count();
+    let doc = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("AGENTS/engineer is a link"), "{}", doc.show());
+    assert!(
+        doc.stderr.contains("handmade.md is no task's current message (not repaired"),
+        "{}",
+        doc.show()
+    );
+    assert!(away.join("WORKSPACE").join(bad).exists(), "nothing taken in through the link");
+    assert!(doc.stderr.contains("numbered send left half-way was not settled"), "{}", doc.show());
+    assert_eq!(std::fs::read_dir(away.join("INBOX")).unwrap().count(), inbox_before);
+    // Only a box a link: the agent's own files are not written either.
+    let q = env.path().join("qa-inbox");
+    std::fs::rename(env.root().join("AGENTS/qa/INBOX"), &q).unwrap();
+    std::os::unix::fs::symlink(&q, env.root().join("AGENTS/qa/INBOX")).unwrap();
+    let yaml = env.read("AGENTS/qa/agent.yaml");
+    let retire = env.as_("coordinator", &["agent", "retire", "qa"]);
+    assert_eq!(retire.code, 3, "{}", retire.show());
+    assert_eq!(env.read("AGENTS/qa/agent.yaml"), yaml);
+    let prompt = env
+        .as_("coordinator", &["send", "--to", "engineer", "--intent", "prompt", "--summary", "hi"]);
+    assert_ne!(prompt.code, 0, "{}", prompt.show());
+    assert!(!away.join("prompt.md").exists(), "no prompt written through the link");
+}
+
+/// `reap` (for cron) goes on past a task it cannot reap and says which; a notice that
+/// cannot be delivered after a change says the change stands.
+#[test]
+fn reap_goes_on_past_a_task_behind_a_link() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
+    env.open_task("T-1");
+    env.open_task("T-2");
+    env.as_("eng2", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["claim", "T-2"]).ok();
+    let away = env.path().join("engineer-away");
+    std::fs::rename(env.root().join("AGENTS/engineer"), &away).unwrap();
+    std::os::unix::fs::symlink(&away, env.root().join("AGENTS/engineer")).unwrap();
+    let reap = env.circe(["--json", "reap"]).now("2030-01-01T00:00:00Z").run();
+    assert_eq!(reap.code, 1, "{}", reap.show());
+    let err = &reap.json()["error"];
+    let msg = err["message"].as_str().unwrap();
+    assert!(msg.contains("could not be reaped: T-2: "), "{err}");
+    assert!(msg.contains("inbox:engineer: "), "{err}");
+    assert!(err["message"].as_str().unwrap().contains("T-1: lease ran out"), "{err}");
+    assert_eq!(err["details"]["reaped"], "1", "{err}");
+    assert!(env.read("TASKS/T-1.status").contains("status: new"), "T-1 was reaped");
+
+    // A notice after a committed change: the change stands, and the error says so.
+    std::fs::remove_file(env.root().join("AGENTS/engineer")).unwrap();
+    std::fs::rename(&away, env.root().join("AGENTS/engineer")).unwrap();
+    let cfg = env.read("circe.yaml");
+    env.set_config(&cfg.replace("announce: events", "announce: inbox"));
+    let home = env.root().join("AGENTS/coordinator");
+    let gone = env.path().join("coordinator-away");
+    std::fs::rename(&home, &gone).unwrap();
+    std::os::unix::fs::symlink(&gone, &home).unwrap();
+    let o = env.as_("engineer", &["--json", "status", "T-2", "in_progress"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    let err = &o.json()["error"];
+    assert_eq!(err["details"]["committed"], "true", "{err}");
+    assert!(err["hint"].as_str().unwrap().contains("was made and stands"), "{err}");
+    assert!(env.read("TASKS/T-2.status").contains("status: in_progress"));
+}

@@ -50,7 +50,7 @@ fn check_staging(
         Ok(mut settled) => super::event_log::append(&eng.store, &mut settled)?,
         // A box behind a link, say: said, and the numbered send waits for the next run.
         Err(e) => {
-            v(1, format!("a numbered send left half-way was not settled: {}", e.message), false)
+            v(1, format!("a numbered send left half-way was not settled: {}", e.message), false);
         }
     }
     for name in eng.store.tmp_leftovers()? {
