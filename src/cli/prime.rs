@@ -40,7 +40,9 @@ pub struct PrimeJson {
     /// Tasks this agent holds now.
     pub held: Vec<Held>,
     pub claimable: Option<Claimable>,
-    pub open_questions: usize,
+    /// Questions waiting for this agent's answer; null when they cannot be counted (a box
+    /// of the root cannot be read: `circe questions` says why).
+    pub open_questions: Option<usize>,
     /// The prompt this agent works from (the last TX `prompt` it was sent); null when none.
     pub prompt: Option<PrimePrompt>,
     /// The default lease (circe.yaml `lease`).
@@ -160,7 +162,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             inbox_count: 0,
             held: Vec::new(),
             claimable: None,
-            open_questions: 0,
+            open_questions: Some(0),
             prompt: None,
             lease: ws.config.lease.clone(),
             steps: Vec::new(),
@@ -199,10 +201,12 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         Ok(())
     })?;
     let claim = claimable(&ws, &me, &role, 3)?;
+    // Counted over every box: one that cannot be read (another agent's, behind a link)
+    // leaves the count unknown, not this agent without its start.
     let open_questions = match crate::ops::questions(&ws, Some(&me)) {
-        Ok(q) => q.iter().filter(|q| q.direction == "to_me").count(),
-        Err(e) if e.kind == Kind::NotFound => 0,
-        Err(e) => return Err(e),
+        Ok(q) => Some(q.iter().filter(|q| q.direction == "to_me").count()),
+        Err(e) if e.kind == Kind::NotFound => Some(0),
+        Err(_) => None,
     };
     let steps = steps(&me, &ws, &role);
     let prompt = crate::ops::current_prompt(&ws, &me)?.map(|p| PrimePrompt {
@@ -245,11 +249,15 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             t.lease_expires_at.as_deref().unwrap_or("-")
         ));
     }
-    if open_questions > 0 {
-        h.push_str(&format!(
-            "  {open_questions} question{} waiting for your answer (circe --agent {me} questions)\n",
-            plural(open_questions)
-        ));
+    match open_questions {
+        Some(n) if n > 0 => h.push_str(&format!(
+            "  {n} question{} waiting for your answer (circe --agent {me} questions)\n",
+            plural(n)
+        )),
+        Some(_) => {}
+        None => h.push_str(&format!(
+            "  questions waiting for your answer: unknown (circe --agent {me} questions says why)\n"
+        )),
     }
     for l in claimable_text(&me, &claim).lines() {
         h.push_str(&format!("  {l}\n"));

@@ -162,4 +162,13 @@ fn the_board_shows_an_inbox_it_cannot_read_as_unknown() {
     };
     assert!(agent("qa")["inbox_count"].is_null(), "{board}");
     assert_eq!(agent("engineer")["inbox_count"], 0, "{board}");
+    // Another agent's start is not taken away either: its questions count is unknown.
+    let prime = env.as_("engineer", &["prime", "--json"]);
+    assert!(prime.json()["open_questions"].is_null(), "{}", prime.show());
+    let text = env.as_("engineer", &["prime"]);
+    assert!(
+        text.ok().stdout.contains("questions waiting for your answer: unknown"),
+        "{}",
+        text.show()
+    );
 }
