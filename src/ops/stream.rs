@@ -154,6 +154,16 @@ impl<'a> Follow<'a> {
             }
             None => None,
         };
+        if let (None, Start::After(a)) = (saved, start) {
+            // Past the newest event, the ids in between would be skipped when they come.
+            let last = ws.engine.last_event_id()?;
+            if a > last {
+                return Err(Error::usage(format!(
+                    "--after {a} is past the newest event ({last}): the events in between would never be handed on"
+                ))
+                .hint(format!("start at an event that was logged (`--after {last}` for what comes next, or leave --after out)")));
+            }
+        }
         let after = match (saved, start) {
             (Some(a), _) | (None, Start::After(a)) => a,
             // From the oldest event kept (the archive may have moved the first ones).

@@ -594,3 +594,17 @@ fn wait_claim_reports_the_task_it_took() {
     o.code(1);
     assert_eq!(o.json()["error"]["details"]["task_id"], "T-1", "{}", o.show());
 }
+
+/// `--after` past the newest event would save a cursor that skips the events in between
+/// as they come: refused, and nothing is saved.
+#[test]
+fn after_past_the_newest_event_is_refused() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let o = env.circe(["watch", "--all", "--cursor", "far", "--after", "999", "--once"]).run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert!(o.stderr.contains("--after 999 is past the newest event (1)"), "{}", o.show());
+    let cursors = env.circe(["--json", "cursors"]).run().json();
+    assert!(!cursors.to_string().contains("\"far\""), "{cursors}");
+    env.circe(["watch", "--all", "--cursor", "far", "--after", "1", "--once"]).run().ok();
+}

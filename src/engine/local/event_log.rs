@@ -291,8 +291,12 @@ pub(super) fn read_back(store: &Store, before: Option<u64>, max: usize) -> Resul
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(Error::io("cannot read", &path, e)),
         };
-        // Complete lines only: what follows the last newline is still being written.
-        let mut end = len;
+        // Complete lines only: what follows the last newline is still being written. Lines
+        // at or past `before` are not read at all (a filtered `log` reads back many times).
+        let mut end = match before {
+            Some(b) => end_before(&f, len, &path, b)?,
+            None => len,
+        };
         let mut carry: Vec<u8> = Vec::new();
         let mut first_chunk = true;
         while end > 0 && out.len() < max {
@@ -341,6 +345,51 @@ fn offset_of(path: &Path, want: u64) -> Result<u64> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
         Err(e) => return Err(Error::io("cannot read", path, e)),
     };
+    Ok(search(&f, len, path, want)?.0)
+}
+
+/// An offset in `f` (of `len` bytes) past every line whose id is below `want`, and close
+/// to them: where a backward read for the ids below `want` starts (`len` at most).
+fn end_before(f: &std::fs::File, len: u64, path: &Path, want: u64) -> Result<u64> {
+    let (_, hi) = search(f, len, path, want)?;
+    // From `hi`, the first line start whose line holds `want` or a later id (the search
+    // judged by the first line within 4 KiB, so a longer line is looked past here); every
+    // line before it has a lower id.
+    let mut at = hi;
+    let mut pending: Vec<u8> = Vec::new();
+    let mut line_start: Option<u64> = (hi == 0).then_some(0);
+    let mut buf = vec![0u8; 4096];
+    while at < len {
+        let n = f.read_at(&mut buf, at).map_err(io_err("cannot read", path))?;
+        if n == 0 {
+            break;
+        }
+        for (k, &b) in buf[..n].iter().enumerate() {
+            if b != b'\n' {
+                if line_start.is_some() {
+                    pending.push(b);
+                }
+                continue;
+            }
+            let next = at + k as u64 + 1;
+            if let Some(start) = line_start {
+                let id = std::str::from_utf8(&pending).ok().and_then(event::line_id);
+                if id.is_some_and(|id| id >= want) {
+                    return Ok(start);
+                }
+            }
+            pending.clear();
+            line_start = Some(next);
+        }
+        at += n as u64;
+    }
+    Ok(len)
+}
+
+/// The binary search over line starts: the line after `lo` (or the first, at 0) has an
+/// id below `want`, and the first whole line after `hi` has `want` or a later one (or
+/// there is none), with `hi - lo` at most `CHUNK`.
+fn search(f: &std::fs::File, len: u64, path: &Path, want: u64) -> Result<(u64, u64)> {
     let (mut lo, mut hi) = (0u64, len);
     let mut buf = vec![0u8; 4096];
     while hi - lo > CHUNK as u64 {
@@ -357,7 +406,7 @@ fn offset_of(path: &Path, want: u64) -> Result<u64> {
             _ => hi = mid,
         }
     }
-    Ok(lo)
+    Ok((lo, hi))
 }
 
 /// Reads whole lines from an offset; the first line is skipped when the offset is not at a

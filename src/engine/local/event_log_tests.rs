@@ -99,3 +99,32 @@ fn reading_back() {
     assert_eq!(back(None, usize::MAX).len(), 9003, "every event once");
     assert_eq!(back(Some(1), 5), Vec::<u64>::new());
 }
+
+/// Reading back below an id starts near it, not at the end of the file (a filtered `log`
+/// reads back many times: from the end each time it was quadratic), and lines longer than
+/// the search's reads are looked past, not lost.
+#[test]
+fn reading_back_below_an_id_starts_near_it() {
+    let (_d, s) = store();
+    let mut batch: Vec<Event> = (0..5_000)
+        .map(|i| {
+            let mut e = ev();
+            if i % 97 == 0 {
+                e.note = Some("x".repeat(9_000)); // longer than a search read
+            }
+            e
+        })
+        .collect();
+    append(&s, &mut batch).unwrap();
+    let back = |before, max| -> Vec<u64> {
+        read_back(&s, before, max).unwrap().iter().map(|e| e.id).collect()
+    };
+    for before in [2, 98, 99, 100, 1_000, 2_911, 2_912, 4_999, 5_000, 5_001, 9_000] {
+        let want: Vec<u64> = (1..before.min(5_001)).rev().take(7).collect();
+        assert_eq!(back(Some(before), 7), want, "before {before}");
+    }
+    let (f, len) = atomic::open_regular(&current(&s)).unwrap();
+    let end = end_before(&f, len, &current(&s), 1_000).unwrap();
+    assert!(end < len / 2, "starts near id 1000: {end} of {len}");
+    assert_eq!(end_before(&f, len, &current(&s), 9_999).unwrap(), len);
+}
