@@ -139,6 +139,9 @@ pub fn watch(
     Ok(f.printed)
 }
 
+/// The file of a cursor saved before the channel had one (no file has device 0, inode 0).
+const NO_FILE: crate::engine::local::FileId = crate::engine::local::FileId { dev: 0, ino: 0 };
+
 impl Follower<'_> {
     /// Where to begin: the saved cursor, else the start (`--from-start`) or the end.
     fn start(&mut self) -> Result<Vec<Step>> {
@@ -160,7 +163,15 @@ impl Follower<'_> {
             return Ok(vec![Step::Live { from: Position::START }]);
         }
         // The end: after the last whole line (a line being written is read when complete).
-        let Some(r) = live else { return Ok(vec![Step::Live { from: Position::START }]) };
+        let Some(r) = live else {
+            // No channel yet: a new cursor keeps "from its first line" at once, so a
+            // watcher stopped before the first line resumes there.
+            if let Some(name) = &self.cursor {
+                let c = Cursor::new(NO_FILE, Position::START, b"");
+                self.engine.write_cursor("chat", name, c.to_line().as_bytes())?;
+            }
+            return Ok(vec![Step::Live { from: Position::START }]);
+        };
         let mut data = Vec::new();
         r.read_to_end_from(0, &mut data)?;
         let end = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
@@ -169,6 +180,10 @@ impl Follower<'_> {
     }
 
     fn at_cursor(&mut self, c: &Cursor, live: Option<&ChatReader>) -> Result<Vec<Step>> {
+        if c.id() == NO_FILE {
+            // Saved before the channel had a file: from its first line.
+            return Ok(vec![Step::Live { from: Position::START }]);
+        }
         let live_id = live.map(ChatReader::id);
         if let Some(r) = live.filter(|r| r.id() == c.id()) {
             let from = c.offset.saturating_sub(CHECK_SPAN);

@@ -401,3 +401,17 @@ fn names_containing_to_are_split_by_the_known_agents() {
     assert!(o.stderr.contains("would read back as from coder-to-go to market"), "{}", o.stderr);
     assert_unchanged(&before, &env.state());
 }
+
+/// A watcher with a cursor that starts before the channel has a file keeps "from the first
+/// line" at once: stopped before any line, it resumes with every line said since.
+#[test]
+fn a_cursor_saved_before_the_channel_exists_reads_from_its_first_line() {
+    let env = Env::new();
+    assert!(once(&env, &["--cursor", "early"]).is_empty());
+    env.as_("engineer", &["chat", "say", "--to", "all", "a"]).ok();
+    env.as_("engineer", &["chat", "say", "--to", "all", "b"]).ok();
+    let got = once(&env, &["--cursor", "early"]);
+    let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
+    assert_eq!(said, ["a", "b"]);
+    assert!(once(&env, &["--cursor", "early"]).is_empty(), "and on from there");
+}
