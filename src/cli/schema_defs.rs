@@ -190,6 +190,18 @@ pub struct EventDef {
     seconds: Option<f64>,
     #[serde(default)]
     what: Option<String>,
+    /// The consumer (cursor name) a `dead_letter` is about.
+    #[serde(default)]
+    consumer: Option<String>,
+    /// A `skip`: the stale message's sender, number and epoch, and the receiver's lastSeen.
+    #[serde(default)]
+    sender: Option<String>,
+    #[serde(default)]
+    seq: Option<u64>,
+    #[serde(default)]
+    seq_epoch: Option<u64>,
+    #[serde(default)]
+    last_seen: Option<u64>,
 }
 
 /// A parsed message (`message::Message`); absent fields are `null`.
@@ -263,4 +275,57 @@ pub struct ArchivedDef {
     archive: Option<String>,
     bytes: u64,
     lines: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::event::{Event, EventKind, FileRef};
+    use crate::names::TaskId;
+    use crate::task::Status;
+
+    /// Every field an event line can carry is in the schema of `watch` and `log`: an event
+    /// with all of them set validates. (The literal names every field: a new one fails to
+    /// build here until the schema has it too.)
+    #[test]
+    fn the_event_schema_admits_every_field_of_an_event() {
+        let e = Event {
+            id: 7,
+            v: crate::event::FORMAT,
+            ts: "2026-01-01T00:00:00.000Z".into(),
+            event: EventKind::Skip,
+            agent: "qa".into(),
+            task: Some(TaskId::new("T-1").unwrap()),
+            from: Some(Status::New),
+            to: Some(Status::Claimed),
+            epoch: Some(1),
+            files: vec![FileRef { mailbox: "inbox:qa".into(), file: "m.md".into() }],
+            msg_id: Some("m".into()),
+            intent: Some("inform".into()),
+            addressed_to: Some("all".into()),
+            in_reply_to: Some("r".into()),
+            owner: Some("qa".into()),
+            attempts: Some(1),
+            expiries: Some(0),
+            note: Some("n".into()),
+            reason: Some("r".into()),
+            forced: true,
+            check: Some("tests".into()),
+            passed: Some(true),
+            how: Some("run".into()),
+            command: Some(vec!["true".into()]),
+            exit_code: Some(0),
+            seconds: Some(0.5),
+            what: Some("w".into()),
+            consumer: Some("c".into()),
+            sender: Some("lead".into()),
+            seq: Some(3),
+            seq_epoch: Some(2),
+            last_seen: Some(4),
+        };
+        let schema = serde_json::to_value(schemars::schema_for!(super::EventDef)).unwrap();
+        let v = jsonschema::validator_for(&schema).unwrap();
+        let line = serde_json::to_value(&e).unwrap();
+        let errors: Vec<String> = v.iter_errors(&line).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}\n{line}");
+    }
 }
