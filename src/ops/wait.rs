@@ -159,7 +159,13 @@ fn holds_now(
                 }
                 Ok(())
             })?;
-            Ok(found.map(|t| Met::already(Some(t), None)))
+            let Some(t) = found else { return Ok(None) };
+            // Its message, for a hook (CIRCE_BOX, CIRCE_FILE) as the event would name it.
+            let at = ws
+                .engine
+                .peek(&t)?
+                .map(|st| (st.location.unwrap_or(Mailbox::NewMessages), st.rec.message));
+            Ok(Some(Met::already(Some(t), at.as_ref().map(|(b, f)| (b, f.as_str())))))
         }
         Condition::Reply(id) => {
             let mut asked = false;

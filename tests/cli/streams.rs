@@ -608,3 +608,22 @@ fn after_past_the_newest_event_is_refused() {
     assert!(!cursors.to_string().contains("\"far\""), "{cursors}");
     env.circe(["watch", "--all", "--cursor", "far", "--after", "1", "--once"]).run().ok();
 }
+
+/// `wait --for claimable` that holds already names the task's message, for `--json` and
+/// for a hook, as the inbox condition does.
+#[test]
+fn a_claimable_wait_that_holds_names_the_message() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let ticket = env.ls("NEW_MESSAGES").pop().unwrap();
+    let o = env.circe(["--json", "wait", "--for", "claimable"]).agent("engineer").run();
+    o.ok();
+    assert_eq!(
+        (o.json()["box"].as_str(), o.json()["file"].as_str()),
+        (Some("new"), Some(ticket.as_str()))
+    );
+    let hook = format!(
+        "test \"$CIRCE_BOX\" = new && test \"$CIRCE_FILE\" = \"$CIRCE_ROOT/NEW_MESSAGES/{ticket}\""
+    );
+    env.circe(["wait", "--for", "claimable", "--exec", &hook]).agent("engineer").run().ok();
+}
