@@ -1,6 +1,7 @@
 //! What the live board shows, kept up to date from the event log: the board is read once,
 //! then each new event re-reads only what it names (its task's record, the inboxes of the
-//! agents whose boxes it touched). Nothing is re-read on a timer.
+//! agents whose boxes it touched). A heartbeat logs no event, so the held tasks' leases are
+//! read again on a timer (`leases`).
 
 use std::collections::{BTreeMap, VecDeque};
 
@@ -17,7 +18,6 @@ pub const RECENT: usize = 200;
 /// The board's state.
 pub struct Model {
     pub tasks: BTreeMap<String, Row<'static>>,
-    /// Agent, role, messages in its INBOX.
     /// Each agent, its role, and how many messages its INBOX holds (`None`: it cannot be
     /// read, e.g. a link stands where its folder belongs: doctor says what to do).
     pub agents: Vec<(String, String, Option<usize>)>,
@@ -52,6 +52,28 @@ impl Model {
     }
 
     /// Apply every event after the cursor; returns how many there were.
+    /// Read again the records of the tasks held now: a heartbeat moves a lease without an
+    /// event. Returns how many changed.
+    pub fn leases(&mut self, ws: &Workspace) -> Result<usize> {
+        let held: Vec<String> = self
+            .tasks
+            .iter()
+            .filter(|(_, r)| r.status.is_owned())
+            .map(|(t, _)| t.clone())
+            .collect();
+        let mut changed = 0;
+        for t in held {
+            let Ok(id) = crate::names::TaskId::new(t.as_str()) else { continue };
+            let Some(st) = ws.engine.peek(&id)? else { continue };
+            let row = row_of(&st.rec, &st.checks);
+            if self.tasks.get(&t).is_none_or(|r| r.lease_expires_at != row.lease_expires_at) {
+                changed += 1;
+            }
+            self.tasks.insert(t, row);
+        }
+        Ok(changed)
+    }
+
     pub fn follow(&mut self, ws: &Workspace) -> Result<usize> {
         let mut n = 0;
         loop {
@@ -138,4 +160,43 @@ fn serde_name(e: &Event) -> String {
         .ok()
         .and_then(|v| v.as_str().map(str::to_string))
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Model;
+    use crate::config::{Config, DEFAULT_CONFIG};
+    use crate::engine::memory::MemoryEngine;
+    use crate::message::{Format, Message};
+    use crate::names::{AgentName, TaskId};
+    use crate::workspace::Workspace;
+
+    /// A heartbeat logs no event: the live board reads the held tasks' leases again.
+    #[test]
+    fn a_heartbeat_reaches_the_board_on_its_timer() {
+        let config = Config::parse(DEFAULT_CONFIG).unwrap();
+        let ws = Workspace::with_engine(Box::new(MemoryEngine::new()), config).unwrap();
+        let (boss, eng) =
+            (AgentName::new("coordinator").unwrap(), AgentName::new("engineer").unwrap());
+        ws.engine.add_agent(&boss, "coordinator").unwrap();
+        ws.engine.add_agent(&eng, "engineer").unwrap();
+        let ws = Workspace::with_engine(ws.engine, Config::parse(DEFAULT_CONFIG).unwrap()).unwrap();
+        ws.pin_clock(crate::clock::parse("2025-11-21T17:00:00Z").unwrap());
+        let mut m = Message::new(Format::Circe);
+        m.to = Some("all".into());
+        m.intent = Some("implement_feature".into());
+        m.task_id = Some("T-1".into());
+        m.body = "## Summary\ndo it\n".into();
+        crate::ops::send(&ws, &boss, m).unwrap();
+        let t = TaskId::new("T-1").unwrap();
+        crate::ops::claim(&ws, &eng, "engineer", &t, None).unwrap();
+        let mut model = Model::load(&ws).unwrap();
+        let before = model.tasks["T-1"].lease_expires_at.clone();
+        ws.pin_clock(crate::clock::parse("2025-11-21T17:20:00Z").unwrap());
+        crate::ops::heartbeat(&ws, &eng, &t, None, None).unwrap();
+        assert_eq!(model.follow(&ws).unwrap(), 0, "a heartbeat logs no event");
+        assert_eq!(model.tasks["T-1"].lease_expires_at, before);
+        assert_eq!(model.leases(&ws).unwrap(), 1);
+        assert_ne!(model.tasks["T-1"].lease_expires_at, before);
+    }
 }

@@ -1,6 +1,7 @@
 //! The full-screen board (ratatui over crossterm: the only code that uses them). One loop:
 //! draw, take a key if one is waiting, else wait on the event feed for up to 100 ms; a wake
-//! reads the new events and re-reads only what they name (`Model::follow`).
+//! reads the new events and re-reads only what they name (`Model::follow`), and every 5 s
+//! the held tasks' leases, which a heartbeat moves without an event (`Model::leases`).
 
 use std::time::Duration;
 
@@ -52,7 +53,14 @@ fn run_loop(
         View { filter: String::new(), typing: false, status: None, table: TableState::default() };
     view.table.select(Some(0));
     let mut view = Wrap { v: view, open: None };
+    // Heartbeats log no event: the held tasks' leases are read again this often.
+    let every = Duration::from_secs(5);
+    let mut leases_read = std::time::Instant::now();
     loop {
+        if leases_read.elapsed() >= every {
+            model.leases(ws)?;
+            leases_read = std::time::Instant::now();
+        }
         terminal.draw(|f| draw(f, ws, model, &mut view)).map_err(term_err)?;
         if event::poll(Duration::ZERO).map_err(term_err)? {
             if let TermEvent::Key(k) = event::read().map_err(term_err)?
