@@ -357,3 +357,17 @@ fn a_chat_skip_that_cannot_be_logged_says_nothing_else_changed() {
     assert!(!hint.contains("was made and stands"), "{hint}");
     assert!(err["error"]["details"].get("committed").is_none(), "{last}");
 }
+
+/// A message counts for lastSeen however its address names the receiver: `agent:NAME`,
+/// `role:NAME`, the bare name, `all`.
+#[test]
+fn every_way_of_addressing_the_receiver_moves_last_seen() {
+    let env = team();
+    let mut n = 0;
+    for to in ["agent:worker-b", "role:engineer", "worker-b", "engineer", "all"] {
+        n += 1;
+        let f = say(&env, n, "lead", to, &format!("to {to}"));
+        env.as_("worker-b", &["take", &f]).ok();
+        assert_eq!(seen_lead(&env), u64::from(n), "after a message to {to}");
+    }
+}
