@@ -49,7 +49,8 @@ pub struct WatchArgs {
     pub exec: Option<String>,
     /// With --exec: set an event aside (dead letter) after this many failed runs (needs
     /// --cursor: dead letters are kept per consumer).
-    #[arg(long, value_name = "N", requires_all = ["exec", "cursor"])]
+    #[arg(long, value_name = "N", requires_all = ["exec", "cursor"],
+          value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: Option<u32>,
     /// Check for new events every INTERVAL (e.g. 500ms) instead of being told by inotify:
     /// for roots on NFS or FUSE, where inotify sees nothing.

@@ -273,7 +273,7 @@ fn claim_next_in(
             return Err(Error::nothing_to_claim(format!(
                 "no waiting task that {me} ({role}) may take"
             ))
-            .hint("`circe wait --for claimable` waits for one; `circe tasks` shows the board"));
+            .hint(format!("`circe --agent {me} wait --for claimable` waits for one; `circe tasks` shows the board")));
         };
         match claim_in(ws, me, role, tx.as_mut(), ttl, request, dry) {
             Ok(o) => return Ok(o),
