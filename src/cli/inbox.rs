@@ -195,6 +195,9 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     let mut list = Vec::new();
     let mut warnings = Vec::new();
     for b in &boxes {
+        // The agent's own box missing (a clone of a committed root) is said, with how to
+        // mend it: nothing can be delivered to it meanwhile.
+        ws.engine.check_box(b, "list")?;
         for name in ws.engine.list_box(b)? {
             // Within the root's limits: a huge or planted file is reported, not read whole.
             let read = ops::read(&ws, b, &name);

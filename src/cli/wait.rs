@@ -53,6 +53,10 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     }
     let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    // Waiting on an INBOX nothing can be delivered to would wait for nothing.
+    if cond == Condition::Inbox {
+        ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "list")?;
+    }
     let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
     let met = wait::wait(&ws, &me, &role, &cond, opts)?;
     if let Some(cmd) = &a.exec {

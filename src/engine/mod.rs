@@ -191,7 +191,7 @@ pub trait Engine {
     /// The message files of a box, sorted by name.
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>>;
 
-    /// Refuse to `doing` (`deliver into`) a box that cannot be used: missing, or a
+    /// Refuse to `doing` (`list`, `deliver into`) a box that cannot be used: missing, or a
     /// link or a file where an agent's box or folder belongs (circe never reads or writes
     /// through one). A database's boxes are rows: always usable.
     fn check_box(&self, _mailbox: &Mailbox, _doing: &str) -> Result<()> {

@@ -661,3 +661,19 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert!(err["hint"].as_str().unwrap().contains("was made and stands"), "{err}");
     assert!(env.read("TASKS/T-2.status").contains("status: in_progress"));
 }
+
+/// An agent's INBOX missing (a clone of a committed root): `inbox` and `wait --for inbox`
+/// say so, with the way to mend it, rather than show or wait on an empty box.
+#[test]
+fn a_missing_inbox_is_said_not_shown_empty() {
+    local_only!("removes an agent's box by hand");
+    let env = Env::new();
+    std::fs::remove_dir(env.root().join("AGENTS/qa/INBOX")).unwrap();
+    let o = env.as_("qa", &["inbox"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(o.stderr.contains("AGENTS/qa/INBOX is missing") && o.stderr.contains("circe init"));
+    let w = env.as_("qa", &["wait", "--for", "inbox", "--timeout", "1s"]);
+    assert_eq!(w.code, 1, "{}", w.show());
+    env.circe(["init"]).run().ok();
+    env.as_("qa", &["inbox"]).ok();
+}

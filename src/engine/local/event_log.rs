@@ -280,11 +280,17 @@ fn read_after_rotation(
 /// cost a few small reads.
 pub(super) fn read_back(store: &Store, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
     let mut out = Vec::new();
-    let mut files = vec![current(store)];
-    files.extend(segments(store)?.into_iter().rev().map(|s| s.path));
-    for path in files {
+    let segs = segments(store)?;
+    // Each file with the first id it holds (the current file's follows the newest
+    // segment's last): one that starts at or past `before` holds nothing wanted.
+    let mut files = vec![(current(store), segs.last().map(|s| s.last + 1))];
+    files.extend(segs.into_iter().rev().map(|s| (s.path, Some(s.first))));
+    for (path, first) in files {
         if out.len() >= max {
             break;
+        }
+        if before.zip(first).is_some_and(|(b, first)| first >= b) {
+            continue;
         }
         let (f, len) = match atomic::open_regular(&path) {
             Ok(x) => x,
@@ -352,55 +358,58 @@ fn offset_of(path: &Path, want: u64) -> Result<u64> {
 /// to them: where a backward read for the ids below `want` starts (`len` at most).
 fn end_before(f: &std::fs::File, len: u64, path: &Path, want: u64) -> Result<u64> {
     let (_, hi) = search(f, len, path, want)?;
-    // From `hi`, the first line start whose line holds `want` or a later id (the search
-    // judged by the first line within 4 KiB, so a longer line is looked past here); every
-    // line before it has a lower id.
+    // The first line start after `hi` whose line holds `want` or a later id (lines without
+    // one, from before ids, are passed); every line before it has a lower id.
     let mut at = hi;
-    let mut pending: Vec<u8> = Vec::new();
-    let mut line_start: Option<u64> = (hi == 0).then_some(0);
+    while let Some(start) = next_line_start(f, at, len, path)? {
+        if id_at(f, start, path)?.is_some_and(|id| id >= want) {
+            return Ok(start);
+        }
+        at = start;
+    }
+    Ok(len)
+}
+
+/// The offset just past the first newline at or after `at`, if there is one before `len`
+/// (a line of any length is read past, 4 KiB at a time).
+fn next_line_start(f: &std::fs::File, at: u64, len: u64, path: &Path) -> Result<Option<u64>> {
     let mut buf = vec![0u8; 4096];
+    let mut at = at;
     while at < len {
         let n = f.read_at(&mut buf, at).map_err(io_err("cannot read", path))?;
         if n == 0 {
             break;
         }
-        for (k, &b) in buf[..n].iter().enumerate() {
-            if b != b'\n' {
-                if line_start.is_some() {
-                    pending.push(b);
-                }
-                continue;
-            }
-            let next = at + k as u64 + 1;
-            if let Some(start) = line_start {
-                let id = std::str::from_utf8(&pending).ok().and_then(event::line_id);
-                if id.is_some_and(|id| id >= want) {
-                    return Ok(start);
-                }
-            }
-            pending.clear();
-            line_start = Some(next);
+        if let Some(i) = buf[..n].iter().position(|&b| b == b'\n') {
+            let start = at + i as u64 + 1;
+            return Ok((start < len).then_some(start));
         }
         at += n as u64;
     }
-    Ok(len)
+    Ok(None)
+}
+
+/// The id of the line starting at `start`, read from its first bytes (`{"id":N,`).
+fn id_at(f: &std::fs::File, start: u64, path: &Path) -> Result<Option<u64>> {
+    let mut buf = [0u8; 32];
+    let n = f.read_at(&mut buf, start).map_err(io_err("cannot read", path))?;
+    let head = &buf[..n];
+    let head = &head[..head.iter().position(|b| !b.is_ascii()).unwrap_or(head.len())];
+    Ok(std::str::from_utf8(head).ok().and_then(event::line_id))
 }
 
 /// The binary search over line starts: the line after `lo` (or the first, at 0) has an
 /// id below `want`, and the first whole line after `hi` has `want` or a later one (or
-/// there is none), with `hi - lo` at most `CHUNK`.
+/// none, or is from before ids), with `hi - lo` at most `CHUNK`. A probe reads past a long
+/// line to the next one's first bytes.
 fn search(f: &std::fs::File, len: u64, path: &Path, want: u64) -> Result<(u64, u64)> {
     let (mut lo, mut hi) = (0u64, len);
-    let mut buf = vec![0u8; 4096];
     while hi - lo > CHUNK as u64 {
         let mid = lo + (hi - lo) / 2;
-        let n = f.read_at(&mut buf, mid).map_err(io_err("cannot read", path))?;
-        let chunk = &buf[..n];
-        let id = chunk.iter().position(|&b| b == b'\n').and_then(|i| {
-            let rest = &chunk[i + 1..];
-            let end = rest.iter().position(|&b| b == b'\n')?;
-            event::line_id(std::str::from_utf8(&rest[..end]).ok()?)
-        });
+        let id = match next_line_start(f, mid, len, path)? {
+            Some(start) => id_at(f, start, path)?,
+            None => None,
+        };
         match id {
             Some(id) if id < want => lo = mid,
             _ => hi = mid,

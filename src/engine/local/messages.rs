@@ -89,7 +89,11 @@ impl Store {
             self.root.display(),
             f.what
         ))
-        .hint(format!("nothing was written there; {}", f.hint)))
+        .hint(if doing == "list" {
+            f.hint.to_string()
+        } else {
+            format!("nothing was written there; {}", f.hint)
+        }))
     }
 
     /// An agent's box behind a link or a file (at the box, or at the agent's folder). A
