@@ -58,22 +58,51 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
         human.push_str("no expired leases or deadlines\n");
     }
     if !failed.is_empty() || !lapsed.unread.is_empty() {
-        // The rest was reaped: say it with what could not be, so cron's mail tells both.
-        let what: Vec<String> = failed
-            .iter()
-            .map(|(t, e)| format!("{t}: {}", e.message))
-            .chain(lapsed.unread.iter().map(|(b, why)| format!("{b}: {why}")))
-            .collect();
-        let kept = human.trim_end().replace('\n', "; ");
-        return Err(Error::internal(format!(
-            "{} task(s) or box(es) could not be reaped: {} (done: {kept})",
-            what.len(),
-            what.join("; ")
-        ))
-        .detail("reaped", done.len().to_string())
-        .hint("the others were reaped; mend what each names (`circe doctor` shows it) and the next run reaps the rest"));
+        return Err(partly(&human, done.len(), &failed, &lapsed.unread));
     }
     let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
     let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed: lapsed.filed };
     Ok(Report::new(human, out))
+}
+
+/// A run that reaped some and not all: what was not done, and what was (cron mails it).
+/// A task whose change was made but whose notice was not delivered is reaped (its change
+/// stands): only its notice is said.
+fn partly(
+    human: &str,
+    reaped: usize,
+    failed: &[(crate::names::TaskId, Error)],
+    unread: &[(String, String)],
+) -> Error {
+    let committed = |e: &Error| e.details.iter().any(|(k, _)| *k == "committed");
+    let not_done: Vec<String> = failed
+        .iter()
+        .filter(|(_, e)| !committed(e))
+        .map(|(t, e)| format!("{t}: {}", e.message))
+        .chain(unread.iter().map(|(what, why)| format!("{what}: {why}")))
+        .collect();
+    let untold: Vec<String> = failed
+        .iter()
+        .filter(|(_, e)| committed(e))
+        .map(|(t, e)| format!("{t}: {}", e.message))
+        .collect();
+    let mut parts = Vec::new();
+    if !not_done.is_empty() {
+        parts.push(format!("{} could not be reaped: {}", not_done.len(), not_done.join("; ")));
+    }
+    if !untold.is_empty() {
+        parts.push(format!(
+            "{} task(s) were reaped, but their notice was not delivered (not sent again): {}",
+            untold.len(),
+            untold.join("; ")
+        ));
+    }
+    let done = human.trim_end().replace('\n', "; ");
+    let mut err = Error::internal(format!("{} (done: {done})", parts.join("; ")))
+        .detail("reaped", reaped.to_string())
+        .hint("mend what each names (`circe doctor` shows it); the next run reaps what was left");
+    if !untold.is_empty() {
+        err = err.detail("committed", "true");
+    }
+    err
 }

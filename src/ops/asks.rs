@@ -242,19 +242,29 @@ pub fn list(ws: &Workspace, all: bool) -> Result<Vec<AskRow>> {
     Ok(rows)
 }
 
-/// Expire the open asks whose deadline passed (`circe reap`). Returns them.
-pub fn expire(ws: &Workspace) -> Result<Vec<AskRecord>> {
+/// Expire the open asks whose deadline passed (`circe reap`) and whose asker `can_tell`
+/// allows. Returns them, and those kept open with why.
+pub fn expire(
+    ws: &Workspace,
+    can_tell: &dyn Fn(&AskRecord) -> Result<()>,
+) -> Result<(Vec<AskRecord>, Vec<(String, crate::error::Error)>)> {
     let now = ws.now();
-    let mut out = Vec::new();
+    let (mut out, mut kept) = (Vec::new(), Vec::new());
     for r in ws.engine.asks()? {
         let r = settle(ws, r)?;
         let due = r.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= now);
         if r.state == AskState::Open && due {
+            // Its asker must be told: an ask whose asker cannot be reached stays open (the
+            // next run expires it), rather than expire unsaid.
+            if let Err(e) = can_tell(&r) {
+                kept.push((r.msg_id.to_string(), e));
+                continue;
+            }
             out.push(
                 ws.engine
                     .put_ask(&AskRecord { state: AskState::Expired, ..r.clone() }, Some(r.rev))?,
             );
         }
     }
-    Ok(out)
+    Ok((out, kept))
 }

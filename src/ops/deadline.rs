@@ -19,7 +19,8 @@ pub struct Lapsed {
     pub asks: Vec<String>,
     /// Messages filed from an INBOX into LOGS: (box, file).
     pub filed: Vec<(String, String)>,
-    /// INBOXes that could not be looked at (behind a link, say), with why: the others were.
+    /// What could not be done, with why (an INBOX behind a link, an ask whose asker cannot
+    /// be told): the rest was.
     #[serde(skip)]
     pub unread: Vec<(String, String)>,
 }
@@ -27,8 +28,19 @@ pub struct Lapsed {
 /// Expire overdue asks (telling each asker) and file overdue INBOX messages into LOGS.
 pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     let mut out = Lapsed::default();
-    for a in super::asks::expire(ws)? {
-        tell_asker(ws, &a)?;
+    let can_tell = |a: &crate::tx::AskRecord| {
+        ws.engine.check_box(&Mailbox::Inbox(a.from.clone()), "deliver into")
+    };
+    let (expired, kept) = super::asks::expire(ws, &can_tell)?;
+    for (id, e) in kept {
+        out.unread.push((format!("ask {id}"), e.message));
+    }
+    for a in expired {
+        // Expired already: a notice that fails now is said, and the rest goes on.
+        if let Err(e) = tell_asker(ws, &a) {
+            out.unread
+                .push((format!("ask {} (expired; its asker was not told)", a.msg_id), e.message));
+        }
         out.asks.push(a.msg_id.to_string());
     }
     let now = ws.now();

@@ -639,7 +639,7 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert_eq!(reap.code, 1, "{}", reap.show());
     let err = &reap.json()["error"];
     let msg = err["message"].as_str().unwrap();
-    assert!(msg.contains("could not be reaped: T-2: "), "{err}");
+    assert!(msg.contains("2 could not be reaped: T-2: "), "{err}");
     assert!(msg.contains("inbox:engineer: "), "{err}");
     assert!(err["message"].as_str().unwrap().contains("T-1: lease ran out"), "{err}");
     assert_eq!(err["details"]["reaped"], "1", "{err}");
@@ -676,4 +676,51 @@ fn a_missing_inbox_is_said_not_shown_empty() {
     assert_eq!(w.code, 1, "{}", w.show());
     env.circe(["init"]).run().ok();
     env.as_("qa", &["inbox"]).ok();
+}
+
+/// `reap` with an asker and the coordinators out of reach: the overdue ask stays open (the
+/// next run expires it and tells the asker), and a parked task's change stands while its
+/// escalation is said as not delivered.
+#[test]
+fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
+    local_only!("moves agents' folders by hand");
+    let env = Env::new();
+    let draft = env.path().join("ask.md");
+    std::fs::write(
+        &draft,
+        "# MESSAGE\nto: scribe\nintent: ask\ndeadline: 2027-01-01T00:00:00Z\n\n## Summary\nwhere?\n",
+    )
+    .unwrap();
+    env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]).ok();
+    let cfg = env.read("circe.yaml");
+    env.set_config(&cfg.replace("max_attempts: 3", "max_attempts: 1"));
+    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
+    env.open_task("T-1");
+    env.as_("eng2", &["claim", "T-1"]).ok();
+    let link = |agent: &str| {
+        let away = env.path().join(format!("{agent}-away"));
+        std::fs::rename(env.root().join("AGENTS").join(agent), &away).unwrap();
+        std::os::unix::fs::symlink(&away, env.root().join("AGENTS").join(agent)).unwrap();
+        away
+    };
+    let eng = link("engineer");
+    let coord = link("coordinator");
+    let later = "2030-01-01T00:00:00Z";
+    let o = env.circe(["--json", "reap"]).now(later).run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    let msg = o.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(msg.contains("3 could not be reaped: ask "), "{msg}");
+    assert!(msg.contains("1 task(s) were reaped, but their notice was not delivered"), "{msg}");
+    assert_eq!(o.json()["error"]["details"]["committed"], "true", "{}", o.stdout);
+    assert!(env.read("TASKS/T-1.status").contains("status: parked"));
+    let asks = env.circe(["--json", "asks"]).agent("engineer").run();
+    assert!(asks.stdout.contains("\"open\""), "kept open: {}", asks.show());
+    // Mended, the next run expires it and tells the asker.
+    for (agent, away) in [("engineer", &eng), ("coordinator", &coord)] {
+        std::fs::remove_file(env.root().join("AGENTS").join(agent)).unwrap();
+        std::fs::rename(away, env.root().join("AGENTS").join(agent)).unwrap();
+    }
+    let o = env.circe(["--json", "reap"]).now(later).run();
+    o.ok();
+    assert_eq!(o.json()["asks_expired"].as_array().map(Vec::len), Some(1), "{}", o.stdout);
 }
