@@ -242,12 +242,15 @@ pub fn list(ws: &Workspace, all: bool) -> Result<Vec<AskRow>> {
     Ok(rows)
 }
 
+/// An overdue ask left open (its msg id), and why its asker could not be told.
+pub type KeptOpen = (String, crate::error::Error);
+
 /// Expire the open asks whose deadline passed (`circe reap`) and whose asker `can_tell`
 /// allows. Returns them, and those kept open with why.
 pub fn expire(
     ws: &Workspace,
     can_tell: &dyn Fn(&AskRecord) -> Result<()>,
-) -> Result<(Vec<AskRecord>, Vec<(String, crate::error::Error)>)> {
+) -> Result<(Vec<AskRecord>, Vec<KeptOpen>)> {
     let now = ws.now();
     let (mut out, mut kept) = (Vec::new(), Vec::new());
     for r in ws.engine.asks()? {
