@@ -180,11 +180,17 @@ impl Follower<'_> {
     }
 
     fn at_cursor(&mut self, c: &Cursor, live: Option<&ChatReader>) -> Result<Vec<Step>> {
-        if c.id() == NO_FILE {
-            // Saved before the channel had a file: from its first line.
-            return Ok(vec![Step::Live { from: Position::START }]);
-        }
         let live_id = live.map(ChatReader::id);
+        if c.id() == NO_FILE {
+            // Saved before the channel had a file: from its very first line, through every
+            // archive since (the first channel file is the one no archive made).
+            let recs = records(&self.chat.archive_records()?);
+            let first = recs.iter().find(|r| !recs.iter().any(|o| o.new == r.old));
+            return Ok(match first {
+                Some(r) => resolve(&recs, live_id, r.old, Position::START),
+                None => vec![Step::Live { from: Position::START }],
+            });
+        }
         if let Some(r) = live.filter(|r| r.id() == c.id()) {
             let from = c.offset.saturating_sub(CHECK_SPAN);
             if c.offset <= r.size()?

@@ -414,4 +414,13 @@ fn a_cursor_saved_before_the_channel_exists_reads_from_its_first_line() {
     let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
     assert_eq!(said, ["a", "b"]);
     assert!(once(&env, &["--cursor", "early"]).is_empty(), "and on from there");
+    // Saved before the channel, read after an archive: the archived lines too.
+    let fresh = Env::new();
+    assert!(once(&fresh, &["--cursor", "early"]).is_empty());
+    fresh.as_("engineer", &["chat", "say", "--to", "all", "a"]).ok();
+    fresh.circe(["chat", "archive"]).run().ok();
+    fresh.as_("engineer", &["chat", "say", "--to", "all", "b"]).ok();
+    let got = once(&fresh, &["--cursor", "early"]);
+    let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
+    assert_eq!(said, ["a", "b"], "through the archive");
 }
