@@ -47,9 +47,12 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
     let found = crate::ops::doctor::run(&ws, a.repair)?;
     // Not violations, but a coordinator's to-do: orphans of retired agents, routing loops.
     // A box that cannot be read (reported above) leaves the orphans uncounted, not doctor.
-    let orphans = crate::ops::orphans::list(&ws).unwrap_or_default();
-    let loops = crate::ops::route::report(&ws).closed_loops;
     let mut notes = Vec::new();
+    let orphans = crate::ops::orphans::list(&ws).unwrap_or_else(|e| {
+        notes.push(format!("orphans not counted: {}", e.message));
+        crate::ops::orphans::Orphans::default()
+    });
+    let loops = crate::ops::route::report(&ws).closed_loops;
     if !orphans.is_empty() {
         notes.push(format!(
             "{} orphaned messages and {} orphaned tasks wait for a coordinator (`circe orphans`)",

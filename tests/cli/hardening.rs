@@ -530,6 +530,13 @@ fn nothing_moves_out_through_an_agent_folder_that_is_a_link() {
     let doc = env.circe(["doctor", "--repair"]).run();
     assert_eq!(doc.code, 1, "{}", doc.show());
     assert!(doc.stderr.contains("AGENTS/engineer is a link"), "{}", doc.show());
+    assert!(
+        doc.stderr.contains(
+            "is in no box (AGENTS/engineer is a link, not a folder: the message may lie behind it"
+        ),
+        "{}",
+        doc.show()
+    );
     // An agent added where a link stands is refused, not said to be added.
     std::os::unix::fs::symlink(env.path().join("nowhere"), env.root().join("AGENTS/ghost"))
         .unwrap();

@@ -318,7 +318,16 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                 fixed,
             );
         }
-        if let Some(problem) = disagreement(&st) {
+        if let Some(mut problem) = disagreement(&st) {
+            // A ticket not found may lie behind its owner's folder that is a link.
+            if st.location.is_none()
+                && let Some(o) = &st.rec.owner
+                && let Some(why) = eng.store.unreadable_agent(o)
+            {
+                problem.push_str(&format!(
+                    " ({why}: the message may lie behind it, where circe does not follow)"
+                ));
+            }
             let after = if repair { mended(eng, &id) } else { Ok(None) };
             if let Ok(Some(s)) = &after {
                 tickets.insert(s.rec.message.clone());

@@ -120,6 +120,15 @@ impl Store {
         Ok(())
     }
 
+    /// What keeps `agent`'s boxes from being read (its folder or a box a link or a file),
+    /// or `None`.
+    pub fn unreadable_agent(&self, agent: &crate::names::AgentName) -> Option<String> {
+        [Mailbox::Inbox(agent.clone()), Mailbox::Workspace(agent.clone())]
+            .iter()
+            .find_map(|b| self.unsound(b))
+            .map(|f| f.what)
+    }
+
     /// Refuse to read or list through an agent's box that is a link or a file.
     fn readable(&self, b: &Mailbox) -> Result<()> {
         let Some(f) = self.unsound(b) else { return Ok(()) };
@@ -321,8 +330,16 @@ impl Store {
         let dir = self.tmp_dir().join(batch);
         let mut out = Vec::new();
         let mut boxes = Vec::new();
+        // A copy a box refuses (behind a link) waits here; the others go on.
+        let mut refused = None;
         for f in list_all_names(&dir)? {
-            out.push(self.deliver_staged(&dir, &f)?);
+            match self.deliver_staged(&dir, &f) {
+                Ok(name) => out.push(name),
+                Err(e) => {
+                    refused.get_or_insert(e);
+                    continue;
+                }
+            }
             if let Some(b) = f.split('~').nth(1) {
                 boxes.push(self.root.join(b.replace('+', "/")));
             }
@@ -331,6 +348,9 @@ impl Store {
         boxes.dedup();
         for b in boxes {
             self.sync_dir(&b)?;
+        }
+        if let Some(e) = refused {
+            return Err(e);
         }
         std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
         Ok(out)
