@@ -241,15 +241,13 @@ fn check_boxes(
     Ok(says_otherwise)
 }
 
-/// Check (and with `repair`, mend) the root. Returns what was found.
-pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
-    let _guard = eng.store.lock_named("doctor")?;
-    let mut out = Vec::new();
-    let mut v = |invariant: u8, what: String, repaired: bool| {
-        out.push(Violation { invariant, what, repaired });
-    };
-
-    check_staging(eng, repair, &mut v)?;
+/// Invariant 2 for the agents' folders and boxes: missing ones (made again with `repair`),
+/// and those a link or a file stands at.
+fn check_agent_boxes(
+    eng: &LocalEngine,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
     for f in eng.store.missing_agent_boxes(repair)? {
         let what = match (f.made, f.stands.is_some()) {
             (true, true) => "what stood there moved to LOGS/quarantine/, and made again",
@@ -264,6 +262,19 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             f.stands.map_or_else(|| "is missing".to_string(), |s| format!("is {s}, not a folder"));
         v(2, format!("{} {is} ({what})", f.path), f.made);
     }
+    Ok(())
+}
+
+/// Check (and with `repair`, mend) the root. Returns what was found.
+pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
+    let _guard = eng.store.lock_named("doctor")?;
+    let mut out = Vec::new();
+    let mut v = |invariant: u8, what: String, repaired: bool| {
+        out.push(Violation { invariant, what, repaired });
+    };
+
+    check_staging(eng, repair, &mut v)?;
+    check_agent_boxes(eng, repair, &mut v)?;
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
     let says_otherwise = check_boxes(eng, repair, &all, &listings, &mut v)?;
