@@ -149,9 +149,7 @@ fn the_board_shows_an_inbox_it_cannot_read_as_unknown() {
     local_only!("moves an agent's folder by hand");
     let env = Env::new();
     open(&env, "BOARD-1", "first");
-    let away = env.path().join("qa-away");
-    std::fs::rename(env.root().join("AGENTS/qa"), &away).unwrap();
-    std::os::unix::fs::symlink(&away, env.root().join("AGENTS/qa")).unwrap();
+    env.link_away("AGENTS/qa");
     let o = env.circe(["board"]).run();
     o.ok();
     assert!(o.stdout.contains("BOARD-1"), "{}", o.show());

@@ -336,6 +336,21 @@ impl Env {
         o
     }
 
+    /// Move the folder `.circe/REL` out of the root and put a link to it in its place (a
+    /// box or an agent's folder someone linked elsewhere). Returns where it went.
+    pub fn link_away(&self, rel: &str) -> PathBuf {
+        let away = self.path().join(format!("{}-away", rel.replace('/', "-")));
+        std::fs::rename(self.root().join(rel), &away).expect("move the folder away");
+        std::os::unix::fs::symlink(&away, self.root().join(rel)).expect("link it back");
+        away
+    }
+
+    /// Undo `link_away`: the folder itself back in place of the link.
+    pub fn put_back(&self, rel: &str, away: &Path) {
+        std::fs::remove_file(self.root().join(rel)).expect("remove the link");
+        std::fs::rename(away, self.root().join(rel)).expect("put the folder back");
+    }
+
     /// Read a file under `.circe`.
     pub fn read(&self, rel: &str) -> String {
         std::fs::read_to_string(self.root().join(rel))

@@ -449,9 +449,7 @@ fn an_agent_folder_that_is_a_link_is_never_followed() {
     local_only!("moves an agent's folder by hand");
     let env = Env::new();
     env.open_task("T-1");
-    let outside = env.path().join("engineer-elsewhere");
-    std::fs::rename(env.root().join("AGENTS/engineer"), &outside).unwrap();
-    std::os::unix::fs::symlink(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    let outside = env.link_away("AGENTS/engineer");
     std::fs::write(outside.join("INBOX/20260101_000000_x-y_inform.md"), "planted").unwrap();
     let files = |d: &std::path::Path| std::fs::read_dir(d).unwrap().count();
 
@@ -484,8 +482,7 @@ fn an_agent_folder_that_is_a_link_is_never_followed() {
     assert_eq!(files(&outside), 3, "agent.yaml, INBOX, WORKSPACE: nothing made there");
 
     // Put back as a folder, all is well again.
-    std::fs::remove_file(env.root().join("AGENTS/engineer")).unwrap();
-    std::fs::rename(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    env.put_back("AGENTS/engineer", &outside);
     std::fs::remove_file(env.root().join("AGENTS/engineer/INBOX/20260101_000000_x-y_inform.md"))
         .unwrap();
     env.as_("engineer", &["claim", "T-1"]).ok();
@@ -503,9 +500,7 @@ fn nothing_moves_out_through_an_agent_folder_that_is_a_link() {
     env.open_task("T-1");
     env.as_("engineer", &["claim", "T-1"]).ok();
     let ticket = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
-    let outside = env.path().join("engineer-elsewhere");
-    std::fs::rename(env.root().join("AGENTS/engineer"), &outside).unwrap();
-    std::os::unix::fs::symlink(&outside, env.root().join("AGENTS/engineer")).unwrap();
+    let outside = env.link_away("AGENTS/engineer");
     // What lies out there under the ticket's name is not the root's to move.
     std::fs::write(outside.join("INBOX").join(&ticket), "not a circe message").unwrap();
     let tree = || crate::common::tree(&env.root(), &["queue", "locks"]);
@@ -556,10 +551,7 @@ fn a_change_whose_routed_message_waits_still_logs_its_event() {
     env.as_("engineer", &["claim", "T-1"]).ok();
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
     env.as_("engineer", &["check", "T-1", "tests_passed=true"]).ok();
-    let home = env.root().join("AGENTS/coordinator");
-    let away = env.path().join("coordinator-away");
-    std::fs::rename(&home, &away).unwrap();
-    std::os::unix::fs::symlink(&away, &home).unwrap();
+    let away = env.link_away("AGENTS/coordinator");
     let o = env.as_("engineer", &["--json", "status", "T-1", "completed"]);
     assert_eq!(o.code, 1, "{}", o.show());
     let err = &o.json()["error"];
@@ -568,8 +560,7 @@ fn a_change_whose_routed_message_waits_still_logs_its_event() {
     let done: Vec<_> = env.events().into_iter().filter(|e| e["event"] == "complete").collect();
     assert_eq!(done.len(), 1, "{:?}", env.events());
     // Put back, the next command on the task delivers what waited.
-    std::fs::remove_file(&home).unwrap();
-    std::fs::rename(&away, &home).unwrap();
+    env.put_back("AGENTS/coordinator", &away);
     env.circe(["doctor", "--repair"]).run();
     assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
     env.circe(["doctor"]).run().ok();
@@ -581,12 +572,6 @@ fn a_change_whose_routed_message_waits_still_logs_its_event() {
 fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
     local_only!("moves agents' folders by hand");
     let env = Env::new();
-    let link = |agent: &str| {
-        let away = env.path().join(format!("{agent}-away"));
-        std::fs::rename(env.root().join("AGENTS").join(agent), &away).unwrap();
-        std::os::unix::fs::symlink(&away, env.root().join("AGENTS").join(agent)).unwrap();
-        away
-    };
     env.open_task("T-2");
     let t2 = env.ls("NEW_MESSAGES").pop().unwrap();
     std::fs::rename(
@@ -598,8 +583,8 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
     // A numbered send cut off after its commit point, finished later: not through a link.
     let cut = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
     env.circe(cut).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run().code(86);
-    let away = link("engineer");
-    link("scribe");
+    let away = env.link_away("AGENTS/engineer");
+    env.link_away("AGENTS/scribe");
     let bad = <std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(b"bad\xff.md");
     std::fs::write(away.join("WORKSPACE").join(bad), "x").unwrap();
     let inbox_before = std::fs::read_dir(away.join("INBOX")).unwrap().count();
@@ -615,9 +600,7 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
     assert!(doc.stderr.contains("numbered send left half-way was not settled"), "{}", doc.show());
     assert_eq!(std::fs::read_dir(away.join("INBOX")).unwrap().count(), inbox_before);
     // Only a box a link: the agent's own files are not written either.
-    let q = env.path().join("qa-inbox");
-    std::fs::rename(env.root().join("AGENTS/qa/INBOX"), &q).unwrap();
-    std::os::unix::fs::symlink(&q, env.root().join("AGENTS/qa/INBOX")).unwrap();
+    env.link_away("AGENTS/qa/INBOX");
     let yaml = env.read("AGENTS/qa/agent.yaml");
     let retire = env.as_("coordinator", &["agent", "retire", "qa"]);
     assert_eq!(retire.code, 3, "{}", retire.show());
@@ -639,9 +622,7 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     env.open_task("T-2");
     env.as_("eng2", &["claim", "T-1"]).ok();
     env.as_("engineer", &["claim", "T-2"]).ok();
-    let away = env.path().join("engineer-away");
-    std::fs::rename(env.root().join("AGENTS/engineer"), &away).unwrap();
-    std::os::unix::fs::symlink(&away, env.root().join("AGENTS/engineer")).unwrap();
+    let away = env.link_away("AGENTS/engineer");
     let reap = env.circe(["--json", "reap"]).now("2030-01-01T00:00:00Z").run();
     assert_eq!(reap.code, 1, "{}", reap.show());
     let err = &reap.json()["error"];
@@ -653,14 +634,10 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert!(env.read("TASKS/T-1.status").contains("status: new"), "T-1 was reaped");
 
     // A notice after a committed change: the change stands, and the error says so.
-    std::fs::remove_file(env.root().join("AGENTS/engineer")).unwrap();
-    std::fs::rename(&away, env.root().join("AGENTS/engineer")).unwrap();
+    env.put_back("AGENTS/engineer", &away);
     let cfg = env.read("circe.yaml");
     env.set_config(&cfg.replace("announce: events", "announce: inbox"));
-    let home = env.root().join("AGENTS/coordinator");
-    let gone = env.path().join("coordinator-away");
-    std::fs::rename(&home, &gone).unwrap();
-    std::os::unix::fs::symlink(&gone, &home).unwrap();
+    env.link_away("AGENTS/coordinator");
     let o = env.as_("engineer", &["--json", "status", "T-2", "in_progress"]);
     assert_eq!(o.code, 1, "{}", o.show());
     let err = &o.json()["error"];
@@ -704,14 +681,8 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
     env.open_task("T-1");
     env.as_("eng2", &["claim", "T-1"]).ok();
-    let link = |agent: &str| {
-        let away = env.path().join(format!("{agent}-away"));
-        std::fs::rename(env.root().join("AGENTS").join(agent), &away).unwrap();
-        std::os::unix::fs::symlink(&away, env.root().join("AGENTS").join(agent)).unwrap();
-        away
-    };
-    let eng = link("engineer");
-    let coord = link("coordinator");
+    let eng = env.link_away("AGENTS/engineer");
+    let coord = env.link_away("AGENTS/coordinator");
     let later = "2030-01-01T00:00:00Z";
     let o = env.circe(["--json", "reap"]).now(later).run();
     assert_eq!(o.code, 1, "{}", o.show());
@@ -724,8 +695,7 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     assert!(asks.stdout.contains("\"open\""), "kept open: {}", asks.show());
     // Mended, the next run expires it and tells the asker.
     for (agent, away) in [("engineer", &eng), ("coordinator", &coord)] {
-        std::fs::remove_file(env.root().join("AGENTS").join(agent)).unwrap();
-        std::fs::rename(away, env.root().join("AGENTS").join(agent)).unwrap();
+        env.put_back(&format!("AGENTS/{agent}"), away);
     }
     let o = env.circe(["--json", "reap"]).now(later).run();
     o.ok();
