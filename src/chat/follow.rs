@@ -186,8 +186,18 @@ impl Follower<'_> {
             // archive since (the first channel file is the one no archive made).
             let recs = records(&self.chat.archive_records()?);
             let first = recs.iter().find(|r| !recs.iter().any(|o| o.new == r.old));
+            // The first archive read whole, then on from the file it left (not by the first
+            // file's inode: that file is gone, and a later archive may reuse its number).
             return Ok(match first {
-                Some(r) => resolve(&recs, live_id, r.old, Position::START),
+                Some(r) => {
+                    let mut steps = vec![Step::Archive {
+                        name: r.archive.clone(),
+                        id: r.archive_id,
+                        from: Position::START,
+                    }];
+                    steps.extend(resolve(&recs, live_id, r.new, Position::START));
+                    steps
+                }
                 None => vec![Step::Live { from: Position::START }],
             });
         }

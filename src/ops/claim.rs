@@ -346,9 +346,15 @@ fn reap_one(
         readdress: None,
     };
     let change = effects::apply(mv, &st, &ctx)?;
-    let notices = change.notices.clone();
-    tx.commit(change)?;
-    done.push((task.clone(), tx.state().map_or(Status::New, |s| s.rec.status)));
+    let (notices, status) = (change.notices.clone(), change.record.status);
+    let committed = tx.commit(change);
+    // A commit whose change stands though what followed it failed (its events, its
+    // outbox) reaped the task all the same.
+    if committed.as_ref().is_err_and(|e| !e.details.iter().any(|(k, _)| *k == "committed")) {
+        return committed.map(|_| ());
+    }
+    done.push((task.clone(), status));
     drop(tx);
+    committed?;
     notify::send(ws, task, &notices)
 }

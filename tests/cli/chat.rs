@@ -423,4 +423,18 @@ fn a_cursor_saved_before_the_channel_exists_reads_from_its_first_line() {
     let got = once(&fresh, &["--cursor", "early"]);
     let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
     assert_eq!(said, ["a", "b"], "through the archive");
+    // Through two archives (the second's file may take the inode the first channel file
+    // had: the way on goes by the records, not by that number).
+    let two = Env::new();
+    assert!(once(&two, &["--cursor", "early"]).is_empty());
+    let say = |t: &str| {
+        two.as_("qa", &["chat", "say", "--to", "eagle", t]).ok();
+    };
+    ["m1", "m2", "m3"].into_iter().for_each(say);
+    two.circe(["chat", "archive", "--before", "2"]).run().ok();
+    ["m4", "m5"].into_iter().for_each(say);
+    two.circe(["chat", "archive", "--before", "3"]).run().ok();
+    let got = once(&two, &["--cursor", "early"]);
+    let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
+    assert_eq!(said, ["m1", "m2", "m3", "m4", "m5"]);
 }
