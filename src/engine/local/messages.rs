@@ -64,7 +64,8 @@ impl Store {
         let at = |p: &Path| p.strip_prefix(&self.root).unwrap_or(p).display().to_string();
         let home = dir.parent().filter(|h| b.agent().is_some() && !is_real_dir(h));
         let place = home.unwrap_or(&dir);
-        let (what, hint) = match (what_stands(place), home.is_some()) {
+        let stands = what_stands(place);
+        let (what, hint) = match (stands, home.is_some()) {
             (None, _) => (
                 format!("{} is missing", at(place)),
                 "`circe init` (or `circe doctor --repair`) makes missing boxes again and keeps your config",
@@ -78,7 +79,7 @@ impl Store {
                 "`circe doctor --repair` moves what stands there into LOGS/quarantine/ and makes the box again",
             ),
         };
-        Some(Fault { what, missing: what_stands(place).is_none(), hint })
+        Some(Fault { what, missing: stands.is_none(), hint })
     }
 
     /// Refuse to `doing` a box that is not sound, before anything is written.
