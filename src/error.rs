@@ -134,6 +134,11 @@ impl Error {
         self.detail("committed", "true").hint_more(COMMITTED)
     }
 
+    /// Is this the failure of something after a change that stands (detail `committed`)?
+    pub fn is_committed(&self) -> bool {
+        self.details.iter().any(|(k, _)| *k == "committed")
+    }
+
     /// Take `committed` back where the events were all a command did: `instead` says what
     /// stands.
     #[must_use]

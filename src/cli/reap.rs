@@ -57,8 +57,8 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
     if done.is_empty() && lapsed.asks.is_empty() && lapsed.filed.is_empty() {
         human.push_str("no expired leases or deadlines\n");
     }
-    if !failed.is_empty() || !lapsed.unread.is_empty() {
-        return Err(partly(&human, done.len(), &failed, &lapsed.unread));
+    if !failed.is_empty() || !lapsed.undone.is_empty() {
+        return Err(partly(&human, done.len(), &failed, &lapsed.undone));
     }
     let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
     let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed: lapsed.filed };
@@ -72,18 +72,17 @@ fn partly(
     human: &str,
     reaped: usize,
     failed: &[(crate::names::TaskId, Error)],
-    unread: &[(String, String)],
+    undone: &[(String, String)],
 ) -> Error {
-    let committed = |e: &Error| e.details.iter().any(|(k, _)| *k == "committed");
     let not_done: Vec<String> = failed
         .iter()
-        .filter(|(_, e)| !committed(e))
+        .filter(|(_, e)| !e.is_committed())
         .map(|(t, e)| format!("{t}: {}", e.message))
-        .chain(unread.iter().map(|(what, why)| format!("{what}: {why}")))
+        .chain(undone.iter().map(|(what, why)| format!("{what}: {why}")))
         .collect();
     let untold: Vec<String> = failed
         .iter()
-        .filter(|(_, e)| committed(e))
+        .filter(|(_, e)| e.is_committed())
         .map(|(t, e)| format!("{t}: {}", e.message))
         .collect();
     let mut parts = Vec::new();

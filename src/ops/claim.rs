@@ -350,7 +350,7 @@ fn reap_one(
     let committed = tx.commit(change);
     // A commit whose change stands though what followed it failed (its events, its
     // outbox) reaped the task all the same.
-    if committed.as_ref().is_err_and(|e| !e.details.iter().any(|(k, _)| *k == "committed")) {
+    if committed.as_ref().is_err_and(|e| !e.is_committed()) {
         return committed.map(|_| ());
     }
     done.push((task.clone(), status));

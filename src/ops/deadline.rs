@@ -22,7 +22,7 @@ pub struct Lapsed {
     /// What could not be done, with why (an INBOX behind a link, an ask whose asker cannot
     /// be told): the rest was.
     #[serde(skip)]
-    pub unread: Vec<(String, String)>,
+    pub undone: Vec<(String, String)>,
 }
 
 /// Expire overdue asks (telling each asker) and file overdue INBOX messages into LOGS.
@@ -33,12 +33,12 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     };
     let (expired, kept) = super::asks::expire(ws, &can_tell)?;
     for (id, e) in kept {
-        out.unread.push((format!("ask {id}"), e.message));
+        out.undone.push((format!("ask {id}"), e.message));
     }
     for a in expired {
         // Expired already: a notice that fails now is said, and the rest goes on.
         if let Err(e) = tell_asker(ws, &a) {
-            out.unread
+            out.undone
                 .push((format!("ask {} (expired; its asker was not told)", a.msg_id), e.message));
         }
         out.asks.push(a.msg_id.to_string());
@@ -49,7 +49,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         let names = match ws.engine.list_box(&inbox) {
             Ok(names) => names,
             Err(e) => {
-                out.unread.push((inbox.label(), e.message));
+                out.undone.push((inbox.label(), e.message));
                 continue;
             }
         };

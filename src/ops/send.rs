@@ -253,11 +253,7 @@ fn delivered_anyway(e: Error, msg_id: &str) -> Error {
 /// The events of a delivery made: a failure to log them is past its commit point.
 fn log_delivered(ws: &Workspace, events: Vec<Event>, msg_id: &str) -> Result<Vec<Event>> {
     ws.engine.append_events(events).map_err(|e| {
-        let e = if e.details.iter().any(|(k, _)| *k == "committed") {
-            e
-        } else {
-            e.detail("committed", "true")
-        };
+        let e = if e.is_committed() { e } else { e.detail("committed", "true") };
         delivered_anyway(e, msg_id)
     })
 }

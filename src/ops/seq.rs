@@ -77,17 +77,8 @@ fn numbered(m: &Message) -> Option<Numbered> {
 /// Was `m` meant for `me`: addressed to it, to its role, or to `all`, however the address
 /// is written (`agent:NAME`, `role:NAME`, bare), and not its own?
 fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
-    use crate::address::Address;
-    let addr = Address::parse(m.to.as_deref().unwrap_or_default());
-    let is_role = |n: &str| ws.registry.is_role(n);
-    let to_me = match addr {
-        Address::All => true,
-        _ => {
-            addr.agent(is_role) == Some(me.as_str())
-                || addr.role(is_role).is_some_and(|r| ws.role_of(me).is_some_and(|mine| mine == r))
-        }
-    };
-    m.from_agent() != Some(me.as_str()) && to_me
+    let to = m.to.as_deref().unwrap_or_default();
+    m.from_agent() != Some(me.as_str()) && ws.reach(to).is_ok_and(|(agents, _)| agents.contains(me))
 }
 
 /// `me` handed these messages on (took them, filed them, or a consumer of its own passed

@@ -82,10 +82,7 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         model.agents.iter().map(|(a, r, n)| vec![a.clone(), r.clone(), count(*n)]).collect();
     human.push_str(&table(&["AGENT", "ROLE", "INBOX"], &agents));
     if model.agents.iter().any(|(_, _, n)| n.is_none()) {
-        human.push_str(
-            "(?: the INBOX cannot be read; `circe doctor` says why)
-",
-        );
+        human.push_str("(?: the INBOX cannot be read; `circe doctor` says why)\n");
     }
     human.push_str("\nlatest events\n");
     for e in &model.events {

@@ -51,7 +51,6 @@ impl Model {
         Ok(())
     }
 
-    /// Apply every event after the cursor; returns how many there were.
     /// Read again the records of the tasks held now: a heartbeat moves a lease without an
     /// event. Returns how many changed.
     pub fn leases(&mut self, ws: &Workspace) -> Result<usize> {
@@ -74,6 +73,7 @@ impl Model {
         Ok(changed)
     }
 
+    /// Apply every event after the cursor; returns how many there were.
     pub fn follow(&mut self, ws: &Workspace) -> Result<usize> {
         let mut n = 0;
         loop {

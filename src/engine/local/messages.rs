@@ -47,7 +47,7 @@ impl Store {
     /// itself, inside the agent's own folder that is a folder itself (a link at either
     /// place would take messages out of the root, or bring foreign files in); the root's
     /// own (NEW_MESSAGES, LOGS) may be links a person set up.
-    pub fn box_is_sound(&self, b: &Mailbox) -> bool {
+    fn box_is_sound(&self, b: &Mailbox) -> bool {
         let dir = self.box_dir(b);
         match dir.parent() {
             Some(home) if b.agent().is_some() => is_real_dir(home) && is_real_dir(&dir),
@@ -128,6 +128,11 @@ impl Store {
             .iter()
             .find_map(|b| self.unsound(b))
             .map(|f| f.what)
+    }
+
+    /// Is `b` an agent's box behind a link or a file (never read through)?
+    pub(super) fn behind_link(&self, b: &Mailbox) -> bool {
+        self.unsound(b).is_some()
     }
 
     /// Refuse to read or list through an agent's box that is a link or a file.
@@ -449,7 +454,7 @@ impl Store {
     /// Does message `name` lie in `mbox`? (lstat: a planted symlink does not count)
     pub fn has_message(&self, mbox: &Mailbox, name: &str) -> bool {
         // Behind a link nothing is there for circe (reading it is refused).
-        (mbox.agent().is_none() || self.unsound(mbox).is_none())
+        self.unsound(mbox).is_none()
             && std::fs::symlink_metadata(self.box_dir(mbox).join(name)).is_ok_and(|m| m.is_file())
     }
 
@@ -501,7 +506,7 @@ impl Store {
             // LOGS only grows on disk (ext4 never shrinks a folder): once it held a million
             // messages, its listing is remembered while it stays as it is.
             super::dir_stamp::cached_listing(self, &dir, "logs")?
-        } else if mbox.agent().is_some() && !self.box_is_sound(mbox) {
+        } else if self.behind_link(mbox) {
             Vec::new()
         } else {
             list_typed(&dir)?

@@ -39,7 +39,7 @@ impl Store {
     /// Entries of a box (not LOGS: circe alone files there) whose names are not UTF-8.
     pub fn undecodable_in(&self, mbox: &Mailbox) -> Result<Vec<std::ffi::OsString>> {
         // Nothing is read through a box behind a link (doctor reports the box).
-        if *mbox == Mailbox::Logs || mbox.agent().is_some() && !self.box_is_sound(mbox) {
+        if *mbox == Mailbox::Logs || self.behind_link(mbox) {
             return Ok(Vec::new());
         }
         super::root::list_undecodable(&self.box_dir(mbox))
