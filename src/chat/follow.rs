@@ -183,9 +183,13 @@ impl Follower<'_> {
         let live_id = live.map(ChatReader::id);
         if c.id() == NO_FILE {
             // Saved before the channel had a file: from its very first line, through every
-            // archive since (the first channel file is the one no archive made).
+            // archive since. The first archive is the earliest made (not the one whose old
+            // file no archive made: a later channel file may take that file's inode number).
             let recs = records(&self.chat.archive_records()?);
-            let first = recs.iter().find(|r| !recs.iter().any(|o| o.new == r.old));
+            let first = recs.iter().min_by(|a, b| {
+                (a.archived_at.as_str(), a.archive.as_str())
+                    .cmp(&(b.archived_at.as_str(), b.archive.as_str()))
+            });
             // The first archive read whole, then on from the file it left (not by the first
             // file's inode: that file is gone, and a later archive may reuse its number).
             return Ok(match first {
