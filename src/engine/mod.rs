@@ -178,6 +178,20 @@ pub trait Engine {
         Ok(0)
     }
 
+    /// Keep `events`, those of a delivery of `msg_id` about to be made, until
+    /// `close_journal`: a command cut off between the delivery and its events leaves them to
+    /// be logged by the next settling (`finish_deliveries`, doctor's repair). Returns the
+    /// journal's name; `None` when the engine keeps none.
+    fn journal_events(&self, _msg_id: &str, _events: &[Event]) -> Result<Option<String>> {
+        Ok(None)
+    }
+
+    /// Close a journal: `logged`, its events are in the log; otherwise (the delivery failed
+    /// on the way) its events are logged now if the delivery was made.
+    fn close_journal(&self, _journal: &str, _logged: bool) -> Result<()> {
+        Ok(())
+    }
+
     /// Move a message that is no task's ticket (tickets move inside their task's
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;

@@ -227,7 +227,39 @@ fn land(
     let landing =
         if landing == Landing::OpenTask && !waiting_status { Landing::History } else { landing };
     let recipients = reached(ws, &to);
-    let (mailbox, files) = match landing {
+    let msg_id = m.msg_id.clone().unwrap_or_default();
+    // The import's event, given the boxes and the names the copies got there.
+    let events_of = |boxes: &[Mailbox], files: &[String]| {
+        let mut ev = Event::now(EventKind::Import, from);
+        ev.msg_id.clone_from(&m.msg_id);
+        ev.intent = Some(intent.clone());
+        ev.addressed_to = Some(to.clone());
+        ev.in_reply_to.clone_from(&m.in_reply_to);
+        ev.note = Some(format!("from TX file {orig}"));
+        if let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
+            ev = ev.task(&t);
+        }
+        for (b, f) in boxes.iter().zip(files) {
+            ev = ev.file(b.label(), f.clone());
+        }
+        vec![ev]
+    };
+    // A delivery keeps its event in a journal until it is logged (section 6, step 6).
+    let deliver = |boxes: &[Mailbox], then: &dyn Fn() -> Result<()>| {
+        let wanted = vec![name.clone(); boxes.len()];
+        super::send::deliver_logged(
+            ws,
+            &msg_id,
+            &wanted,
+            |f| events_of(boxes, f),
+            || {
+                let files = ws.engine.deliver(&i.content, &name, boxes)?;
+                then()?;
+                Ok(files)
+            },
+        )
+    };
+    let opened = match landing {
         Landing::OpenTask => {
             let task = TaskId::new(m.task_id.clone().unwrap_or_default())?;
             let sender = AgentName::new(from)?;
@@ -241,40 +273,30 @@ fn land(
                     deadline: m.deadline.map(clock::stamp),
                     sender: &sender,
                     required_checks: &[],
-                    name,
+                    name: name.clone(),
                     content: i.content.clone(),
                 },
             )?;
-            (Mailbox::NewMessages, vec![opened.message])
+            Some(opened.message)
         }
         Landing::OpenAsk if !recipients.is_empty() => {
             let boxes: Vec<Mailbox> =
                 recipients.iter().map(|a| Mailbox::Inbox(a.clone())).collect();
-            let files = ws.engine.deliver(&i.content, &name, &boxes)?;
-            if let Ok(asker) = AgentName::new(from) {
-                super::asks::record(ws, &asker, m, &recipients)?;
-            }
-            (boxes[0].clone(), files)
+            deliver(&boxes, &|| match AgentName::new(from) {
+                Ok(asker) => super::asks::record(ws, &asker, m, &recipients).map(drop),
+                Err(_) => Ok(()),
+            })?;
+            None
         }
         _ => {
-            let files = ws.engine.deliver(&i.content, &name, &[Mailbox::Logs])?;
-            (Mailbox::Logs, files)
+            deliver(&[Mailbox::Logs], &|| Ok(()))?;
+            None
         }
     };
     history_records(ws, m, &i.content, &recipients, answers)?;
-    let mut ev = Event::now(EventKind::Import, from);
-    ev.msg_id.clone_from(&m.msg_id);
-    ev.intent = Some(intent);
-    ev.addressed_to = Some(to);
-    ev.in_reply_to.clone_from(&m.in_reply_to);
-    ev.note = Some(format!("from TX file {orig}"));
-    if let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
-        ev = ev.task(&t);
+    if let Some(ticket) = opened {
+        ws.engine.append_events(events_of(&[Mailbox::NewMessages], &[ticket]))?;
     }
-    for f in files {
-        ev = ev.file(mailbox.label(), f);
-    }
-    ws.engine.append_events(vec![ev])?;
     Ok(landing)
 }
 

@@ -108,15 +108,20 @@ fn tell_asker(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<()> {
     ));
     let inbox = Mailbox::Inbox(a.from.clone());
     let me = crate::names::AgentName::new(CIRCE)?;
-    let files = super::seq::deliver_numbered(ws, &me, &mut m, |m| {
-        ws.engine.deliver(message::render(m).as_bytes(), &name, std::slice::from_ref(&inbox))
+    let events_of = |files: &[String]| {
+        let mut ev = Event::now(EventKind::Lapse, CIRCE);
+        ev.msg_id = Some(a.msg_id.to_string());
+        ev.note = Some(format!("ask expired; {} told", a.from));
+        for f in files {
+            ev = ev.file(inbox.label(), f.clone());
+        }
+        vec![ev]
+    };
+    let own_id = m.msg_id.clone().unwrap_or_default();
+    super::send::deliver_logged(ws, &own_id, std::slice::from_ref(&name), events_of, || {
+        super::seq::deliver_numbered(ws, &me, &mut m, |m| {
+            ws.engine.deliver(message::render(m).as_bytes(), &name, std::slice::from_ref(&inbox))
+        })
     })?;
-    let mut ev = Event::now(EventKind::Lapse, CIRCE);
-    ev.msg_id = Some(a.msg_id.to_string());
-    ev.note = Some(format!("ask expired; {} told", a.from));
-    for f in files {
-        ev = ev.file(inbox.label(), f);
-    }
-    ws.engine.append_events(vec![ev])?;
     Ok(())
 }

@@ -91,22 +91,29 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         ));
         let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
         // After the task's commit: a notice that cannot be delivered does not undo it.
-        let files = super::seq::deliver_numbered(ws, &AgentName::new(CIRCE)?, &mut msg, |m| {
-            ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)
-        })
-        .map_err(|e| {
-            e.detail("committed", "true").hint_more(format!(
-                "the change to task {task} was made and stands; only its `{}` notice to the coordinators was not delivered",
-                n.intent
-            ))
+        let msg_id = msg.msg_id.clone().unwrap_or_default();
+        let events_of = |files: &[String]| {
+            let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
+            ev.msg_id = Some(msg_id.clone());
+            ev.intent = Some(n.intent.to_string());
+            for (b, f) in boxes.iter().zip(files) {
+                ev = ev.file(b.label(), f.clone());
+            }
+            vec![ev]
+        };
+        let wanted = vec![name.clone(); boxes.len()];
+        let me = AgentName::new(CIRCE)?;
+        super::send::deliver_logged(ws, &msg_id, &wanted, events_of, || {
+            super::seq::deliver_numbered(ws, &me, &mut msg, |m| {
+                ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)
+            })
+            .map_err(|e| {
+                e.detail("committed", "true").hint_more(format!(
+                    "the change to task {task} was made and stands; only its `{}` notice to the coordinators was not delivered",
+                    n.intent
+                ))
+            })
         })?;
-        let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
-        ev.msg_id.clone_from(&msg.msg_id);
-        ev.intent = Some(n.intent.to_string());
-        for (b, f) in boxes.iter().zip(files) {
-            ev = ev.file(b.label(), f);
-        }
-        ws.engine.append_events(vec![ev])?;
     }
     Ok(())
 }

@@ -9,7 +9,7 @@ use super::open::{OpenOutcome, TaskMessage, open_task};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::{Error, Result};
-use crate::event::{Event, EventKind};
+use crate::event::Event;
 use crate::message::{self, Message};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::registry::SendCheck;
@@ -310,33 +310,13 @@ fn deliver_to_inboxes(
         .zip(sent.files)
         .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
         .collect();
-    if sent.logged {
-        log_delivered(ws, sent.events, &msg_id)?;
-        return Ok(Delivery {
-            msg_id,
-            intent: intent_name,
-            task_id: msg.task_id.clone(),
-            in_reply_to: msg.in_reply_to.clone(),
-            task_inherited: false,
-            delivered,
-            task: None,
-            already_delivered: false,
-        });
+    // TEST BUILDS ONLY (`send.logging`): cut off between the delivery and its events.
+    crate::engine::local::crash_point("send.logging");
+    log_delivered(ws, sent.events, &msg_id)?;
+    if let Some(j) = &sent.journal {
+        crate::engine::local::crash_point("send.logged");
+        ws.engine.close_journal(j, true)?;
     }
-    let mut ev = Event::now(EventKind::Send, me);
-    ev.msg_id = Some(msg_id.clone());
-    ev.intent = Some(intent_name.clone());
-    ev.addressed_to = Some(to.clone());
-    ev.in_reply_to.clone_from(&msg.in_reply_to);
-    if let Some(t) = msg.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
-        ev = ev.task(&t);
-    }
-    for c in &delivered {
-        ev = ev.file(c.mailbox.clone(), c.file.clone());
-    }
-    let mut events = vec![ev];
-    events.extend(sent.events);
-    log_delivered(ws, events, &msg_id)?;
     Ok(Delivery {
         msg_id,
         intent: intent_name,
@@ -347,6 +327,40 @@ fn deliver_to_inboxes(
         task: None,
         already_delivered: false,
     })
+}
+
+/// A delivery and its events, kept in a journal from before the delivery until they are
+/// logged (PROTOCOLS.md section 6, step 6): a command cut off between the two leaves them
+/// to `doctor --repair`. `events_of` makes the events of the names the copies got (the
+/// journal has them under the names they want, `wanted`; the delivery may number them).
+pub(super) fn deliver_logged(
+    ws: &Workspace,
+    msg_id: &str,
+    wanted: &[String],
+    events_of: impl Fn(&[String]) -> Vec<Event>,
+    deliver: impl FnOnce() -> Result<Vec<String>>,
+) -> Result<Vec<String>> {
+    let journal = journal(ws, msg_id, &events_of(wanted))?;
+    let files = deliver().inspect_err(|_| {
+        // Whatever was delivered before the failure gets its events.
+        if let Some(j) = &journal {
+            let _ = ws.engine.close_journal(j, false);
+        }
+    })?;
+    ws.engine.append_events(events_of(&files))?;
+    if let Some(j) = &journal {
+        ws.engine.close_journal(j, true)?;
+    }
+    Ok(files)
+}
+
+/// The journal of a delivery's events (TEST BUILDS ONLY: `no-journal` keeps none, so a
+/// cut-off delivery's events are lost).
+pub(super) fn journal(ws: &Workspace, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
+    if crate::engine::local::test_break("no-journal") {
+        return Ok(None);
+    }
+    ws.engine.journal_events(msg_id, events)
 }
 
 /// What is delivered, filled in, stays within the root's limits, so that every reader can

@@ -147,14 +147,16 @@ pub fn speaks_for(ws: &Workspace, me: &AgentName, msg: &Message) -> bool {
 pub struct Sent {
     /// The names used, one per receiver.
     pub files: Vec<String>,
-    /// Events to log after the send's own (routes, orphans).
+    /// The events to log: the send's own, then routes and orphans (none when the task's
+    /// change logged them: a task-complete's).
     pub events: Vec<Event>,
-    /// The send's own event is logged already (a task-complete's, by its task's change).
-    pub logged: bool,
+    /// The journal keeping `events` until they are logged (`Engine::journal_events`).
+    pub journal: Option<String>,
 }
 
 /// Deliver `content` (named `name`) to `receivers` as `plan` says, with what routing rules
-/// send along.
+/// send along. The events are kept in a journal before the delivery, so a command cut off
+/// before it logs them leaves them to `doctor --repair` (PROTOCOLS.md section 6, step 6).
 pub fn deliver(
     ws: &Workspace,
     me: &AgentName,
@@ -175,32 +177,90 @@ pub fn deliver(
     let mut parcels =
         vec![Parcel { content: content.as_bytes().to_vec(), name: name.to_string(), to: boxes }];
     parcels.extend(route::parcels(&routed));
-    let mut names = match plan {
+    // The events, given the names each parcel's copies got.
+    let events_of = |names: &[Vec<String>]| {
+        let files = names.first().map(Vec::as_slice).unwrap_or_default();
+        let mut events = vec![send_event(me, msg, &parcels[0].to, files)];
+        events.extend(route::events(
+            &routed,
+            names.get(1..).unwrap_or_default(),
+            msg.task_id.as_deref(),
+        ));
+        events.extend(orphans(ws, receivers, files, &msg_id));
+        events
+    };
+    let wanted: Vec<Vec<String>> =
+        parcels.iter().map(|p| vec![p.name.clone(); p.to.len()]).collect();
+    let journal = super::send::journal(ws, &msg_id, &events_of(&wanted))?;
+    match deliver_parcels(ws, me, msg, plan, &parcels, receivers) {
+        Ok(mut names) => {
+            let events = events_of(&names);
+            Ok(Sent { files: names.swap_remove(0), events, journal })
+        }
+        Err(e) => {
+            // Whatever was delivered before the failure gets its events.
+            if let Some(j) = journal {
+                let _ = ws.engine.close_journal(&j, false);
+            }
+            Err(e)
+        }
+    }
+}
+
+/// The delivery itself, with what the plan does around it.
+fn deliver_parcels(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &Message,
+    plan: &Plan,
+    parcels: &[Parcel],
+    receivers: &[AgentName],
+) -> Result<Vec<Vec<String>>> {
+    let msg_id = msg.msg_id.clone().unwrap_or_default();
+    let names = match plan {
         Plan::CloseAsk(rec) => {
             // Held from the mark to the close: meanwhile the mark is an answer under way.
             let _held = asks::hold(ws, &rec.msg_id)?;
             let marked = asks::answering(ws, me, rec, &msg_id)?;
             asks::slow_answer();
-            let names = ws.engine.deliver_batch(&parcels)?;
+            let names = ws.engine.deliver_batch(parcels)?;
             asks::answered(ws, &marked)?;
             names
         }
         Plan::Prompt => {
             // Stored first: a retry of the same prompt stores the same again.
             for r in receivers {
-                ws.engine.set_prompt(r, content.as_bytes())?;
+                ws.engine.set_prompt(r, msg_content(parcels))?;
             }
-            ws.engine.deliver_batch(&parcels)?
+            ws.engine.deliver_batch(parcels)?
         }
-        _ => ws.engine.deliver_batch(&parcels)?,
+        _ => ws.engine.deliver_batch(parcels)?,
     };
     if matches!(plan, Plan::OpenAsk) {
         asks::record(ws, me, msg, receivers)?;
     }
-    let files = names.remove(0);
-    let mut events = route::events(&routed, &names, msg.task_id.as_deref());
-    events.extend(orphans(ws, receivers, &files, &msg_id));
-    Ok(Sent { files, events, logged: false })
+    Ok(names)
+}
+
+/// The message's own bytes (the first parcel's).
+fn msg_content(parcels: &[Parcel]) -> &[u8] {
+    parcels.first().map(|p| p.content.as_slice()).unwrap_or_default()
+}
+
+/// The `send` event of a message delivered as `files` into `boxes`.
+fn send_event(me: &AgentName, msg: &Message, boxes: &[Mailbox], files: &[String]) -> Event {
+    let mut ev = Event::now(EventKind::Send, me);
+    ev.msg_id.clone_from(&msg.msg_id);
+    ev.intent.clone_from(&msg.intent);
+    ev.addressed_to = msg.to_agent().map(str::to_string);
+    ev.in_reply_to.clone_from(&msg.in_reply_to);
+    if let Some(t) = msg.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
+        ev = ev.task(&t);
+    }
+    for (b, f) in boxes.iter().zip(files) {
+        ev = ev.file(b.label(), f.clone());
+    }
+    ev
 }
 
 /// A `task-complete`: the task completes (owner or coordinator, checks passed, in time) and
@@ -241,7 +301,7 @@ fn complete(
         .find(|e| e.event == EventKind::Send && e.msg_id.as_deref() == Some(msg_id))
         .map(|e| e.files.iter().map(|f| f.file.clone()).collect())
         .unwrap_or_default();
-    Ok(Sent { files, events: Vec::new(), logged: true })
+    Ok(Sent { files, events: Vec::new(), journal: None })
 }
 
 /// `orphan` events for the copies that reached retired agents.

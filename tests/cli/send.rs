@@ -279,3 +279,82 @@ fn two_messages_in_the_same_second_both_land() {
     let b = env.read(&format!("AGENTS/qa/INBOX/{}", files[1]));
     assert_ne!(a, b, "different msg_ids");
 }
+
+/// A send cut off between its delivery and its events (PROTOCOLS.md section 6, step 6):
+/// doctor says so, `--repair` logs them once under the names the copies got, and a retry of
+/// a send with its own id finds the delivery and logs its events.
+#[test]
+fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
+    local_only!("the journal lies in tmp/; a database logs in the delivery's transaction");
+    let env = Env::new();
+    let sends = |id: &str| {
+        env.events()
+            .into_iter()
+            .filter(|e| e["event"] == "send" && e["msg_id"] == id)
+            .collect::<Vec<_>>()
+    };
+    let at = "2030-01-01T00:00:00Z";
+    let send = |summary: &str, id: &str| {
+        env.circe([
+            "send",
+            "--to",
+            "engineer",
+            "--intent",
+            "inform",
+            "--summary",
+            summary,
+            "--msg-id",
+            id,
+        ])
+        .agent("coordinator")
+        .now(at)
+    };
+    send("first", "m-1").run().ok();
+    // The same second: the second copy takes the next name (`.2.md`).
+    send("second", "m-2").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    assert!(sends("m-2").is_empty());
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(
+        doc.stderr.contains("a send was cut off before it logged its events"),
+        "{}",
+        doc.show()
+    );
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("(1 events logged)"), "{}", fixed.show());
+    let logged = sends("m-2");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let file = logged[0]["files"][0]["file"].as_str().unwrap().to_string();
+    assert!(file.ends_with(".2.md"), "{file}");
+    assert!(env.read(&format!("AGENTS/engineer/INBOX/{file}")).contains("m-2"));
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(sends("m-2").len(), 1, "logged once");
+    // Cut off after its events were logged: nothing is logged twice.
+    send("third", "m-3").var("CIRCE_CRASH_AT", "send.logged").run().code(86);
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("they were logged already"), "{}", fixed.show());
+    assert_eq!(sends("m-3").len(), 1);
+    // A retry of the same send (its own id) finds the delivery, and logs its events first.
+    send("fourth", "m-4").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    let again = env
+        .circe([
+            "--json",
+            "send",
+            "--to",
+            "engineer",
+            "--intent",
+            "inform",
+            "--summary",
+            "fourth",
+            "--msg-id",
+            "m-4",
+        ])
+        .agent("coordinator")
+        .now(at)
+        .run();
+    assert_eq!(again.code, 0, "{}", again.show());
+    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
+    assert_eq!(sends("m-4").len(), 1);
+    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    env.circe(["doctor"]).run().ok();
+}

@@ -15,7 +15,7 @@ use crate::common::{Root, lost_or_duplicated, numbered, numbering_problems};
 /// reached by the outbox of a task change (tests/torture/route.rs), and the fan-out batch's
 /// (`send.fanout.committed`, `send.fanout`) only by a delivery with no sequence hold, which
 /// no command makes.
-pub const POINTS: [&str; 25] = [
+pub const POINTS: [&str; 27] = [
     "seq.staged",
     "seq.outbox.staged",
     "seq.committed",
@@ -24,6 +24,8 @@ pub const POINTS: [&str; 25] = [
     "seq.chat.written",
     "send.recorded",
     "send.committed",
+    "send.logging",
+    "send.logged",
     "handoff.recorded",
     "handoff.delivered",
     "move.renamed",
@@ -294,6 +296,9 @@ pub fn crash_run(
         }
     }
     p.extend(r.task_problems().into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
+    if repair {
+        p.extend(send_events(&r).into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
+    }
     let after = r.messages();
     p.extend(
         lost_or_duplicated(&before, &after)
@@ -313,6 +318,45 @@ pub fn crash_run(
         }
     }
     (reached, p)
+}
+
+/// Every message that is no task's (its file name names no task) and that an agent sent
+/// has exactly one `send` event in the log, once doctor has repaired what a crash left.
+fn send_events(r: &Root) -> Vec<String> {
+    let log = std::fs::read_to_string(r.dir.join("LOGS/events.jsonl")).unwrap_or_default();
+    let mut sent: BTreeMap<String, usize> = BTreeMap::new();
+    for v in log.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
+        if v["event"] == "send"
+            && let Some(id) = v["msg_id"].as_str()
+        {
+            *sent.entry(id.to_string()).or_default() += 1;
+        }
+    }
+    let mut p = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
+    for (name, boxes) in r.messages() {
+        if name.contains("_T1") {
+            continue;
+        }
+        for b in boxes {
+            let dir = match b.split_once(':') {
+                Some((kind, a)) => r.dir.join("AGENTS").join(a).join(kind.to_uppercase()),
+                None if b == "logs" => r.dir.join("LOGS"),
+                None => r.dir.join("NEW_MESSAGES"),
+            };
+            let text = std::fs::read_to_string(dir.join(&name)).unwrap_or_default();
+            let from_circe = text.lines().any(|l| l == "from: circe");
+            let id = text.lines().find_map(|l| l.strip_prefix("msg_id: ")).unwrap_or_default();
+            if from_circe || id.is_empty() || !seen.insert(id.to_string()) {
+                continue;
+            }
+            match sent.get(id).copied().unwrap_or(0) {
+                1 => {}
+                n => p.push(format!("message {id} ({name}) has {n} send events")),
+            }
+        }
+    }
+    p
 }
 
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
@@ -359,6 +403,8 @@ const REACHED: &[(&str, &[&str])] = &[
             "heartbeat",
         ],
     ),
+    ("send.logging", &["send_fanout", "task_complete"]),
+    ("send.logged", &["send_fanout"]),
     ("record.checks", &["send_task", "check", "check_run"]),
     ("claim.before_rename", &["claim", "claim_next", "takeover"]),
     ("claim.renamed", &["claim", "claim_next", "takeover"]),
@@ -468,6 +514,16 @@ fn crash_checker_catches_no_reconcile() {
 /// before its commit point (the first copy leaving its entry) it delivers nothing and frees
 /// its number; killed after it (or between two deliveries) `doctor --repair` delivers the
 /// rest, so every recipient ends with exactly one copy, numbered #1.
+/// The send-event checker fails when a send keeps no journal of its events: cut off after
+/// its delivery, the message then has no `send` event, even after `doctor --repair`.
+#[test]
+fn crash_checker_catches_no_journal() {
+    let sc = SCENARIOS.iter().find(|s| s.name == "send_fanout").unwrap();
+    let (hit, p) = crash_run(sc, "send.logging", &[("CIRCE_TEST_BREAK", "no-journal")], true);
+    assert!(hit);
+    assert!(p.iter().any(|x| x.contains("has 0 send events")), "not caught: {p:?}");
+}
+
 #[test]
 fn fanout_is_all_or_nothing() {
     let send = ["send", "--to", "all", "--intent", "inform", "--summary", "to everyone"];

@@ -46,13 +46,18 @@ fn check_staging(
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
+    // A delivery left unfinished (a box behind a link, say) keeps its events' journal
+    // until it is finished: its event names every copy.
+    let mut unfinished = false;
     match eng.store.seq_doctor(repair, v) {
         Ok(mut settled) => super::event_log::append(&eng.store, &mut settled)?,
         // A box behind a link, say: said, and the numbered send waits for the next run.
         Err(e) => {
+            unfinished = true;
             v(1, format!("a numbered send left half-way was not settled: {}", e.message), false);
         }
     }
+    let mut journals = Vec::new();
     for name in eng.store.tmp_leftovers()? {
         if name.starts_with("archive-") {
             continue; // an archive run's staging: invariant 8 (archive_doctor)
@@ -64,9 +69,16 @@ fn check_staging(
             );
             match repair.then(|| eng.store.finish_batch(&name)) {
                 Some(Ok(n)) => v(1, format!("{what} ({} copies delivered)", n.len()), true),
-                Some(Err(e)) => v(1, format!("{what} (not finished: {})", e.message), false),
+                Some(Err(e)) => {
+                    unfinished = true;
+                    v(1, format!("{what} (not finished: {})", e.message), false);
+                }
                 None => v(1, what, false),
             }
+            continue;
+        }
+        if name.starts_with(super::journal::PREFIX) {
+            journals.push(name);
             continue;
         }
         if repair {
@@ -74,7 +86,30 @@ fn check_staging(
         }
         v(1, format!("tmp/{name} was staged but never delivered"), repair);
     }
+    for name in journals {
+        check_journal(eng, &name, repair && !unfinished, v);
+    }
     Ok(())
+}
+
+/// A delivery's events kept by a command that is gone (`journal.rs`): repair logs them when
+/// the delivery was made and they are not in the log yet.
+fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(u8, String, bool)) {
+    use super::journal::Settled;
+    let what = format!("tmp/{name}: a send was cut off before it logged its events");
+    match repair.then(|| eng.store.settle_journal(name)) {
+        Some(Ok(s)) => {
+            let done = match s {
+                Settled::Logged(n) => format!("{n} events logged"),
+                Settled::AlreadyLogged => "they were logged already".into(),
+                Settled::NotDelivered => "the message was never delivered".into(),
+                Settled::Gone => "settled by another command".into(),
+            };
+            v(1, format!("{what} ({done})"), true);
+        }
+        Some(Err(e)) => v(1, format!("{what} (not settled: {})", e.message), false),
+        None => v(1, what, false),
+    }
 }
 
 /// Invariant 2 for circe's own files: strays in TASKS/, and links, FIFOs or folders where

@@ -47,6 +47,7 @@ mod event_log;
 mod fault;
 mod files;
 mod folders;
+mod journal;
 mod lanes;
 mod lock;
 mod messages;
@@ -307,13 +308,14 @@ impl Engine for LocalEngine {
             return Ok(0);
         }
         let mut n = 0;
+        let mut unfinished = false;
         for name in self.store.tmp_leftovers()? {
             // Best effort: another command (or doctor) may be landing the same batch.
-            if name.starts_with("batch-")
-                && !name.contains(".part")
-                && self.store.finish_batch(&name).is_ok()
-            {
-                n += 1;
+            if name.starts_with("batch-") && !name.contains(".part") {
+                match self.store.finish_batch(&name) {
+                    Ok(_) => n += 1,
+                    Err(_) => unfinished = true,
+                }
             }
         }
         // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
@@ -321,7 +323,25 @@ impl Engine for LocalEngine {
             let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
             event_log::append(&self.store, &mut settled)?;
         }
+        // The events of deliveries whose commands were cut off before they logged them (once
+        // every delivery is finished: an event names every copy).
+        if unfinished {
+            return Ok(n);
+        }
+        let settled = self.store.settle_journals()?;
+        n += settled.iter().filter(|(_, s)| matches!(s, journal::Settled::Logged(_))).count();
         Ok(n)
+    }
+
+    fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
+        self.store.journal_events(msg_id, events).map(Some)
+    }
+
+    fn close_journal(&self, journal: &str, logged: bool) -> Result<()> {
+        if logged {
+            return self.store.drop_journal(journal);
+        }
+        self.store.settle_journal(journal).map(drop)
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {

@@ -1,0 +1,156 @@
+//! The events of a delivery, kept until they are logged (PROTOCOLS.md section 6, step 6).
+//!
+//! A send delivers first (its commit point) and logs its events after, so a command cut off
+//! in between would leave a delivered message without its `send` event. Before the delivery
+//! the events are written, as they will be logged, to `tmp/events-<pid>-<id>.json`, with the
+//! log's last id at that moment; once logged the file is removed. A file whose process is
+//! gone is settled by `circe doctor --repair` and by a send that names its own id: when the
+//! message lies in one of the boxes its event names (or moved on from there) and no event of
+//! its kind and msg id was logged since, the events are logged then; a message that lies
+//! nowhere was never delivered, and the file is removed. Not fsynced: this covers a command
+//! killed, not a power cut (which may cost the log's tail anyway).
+
+use serde::{Deserialize, Serialize};
+
+use super::atomic;
+use super::event_log;
+use super::root::{Store, io_err};
+use crate::boxes::Mailbox;
+use crate::error::{Error, Result};
+use crate::event::{Cursor, Event};
+
+/// The prefix of a journal's name in `tmp/`.
+pub(super) const PREFIX: &str = "events-";
+/// Settlers take this lock, so that two never log one journal twice.
+const LOCK: &str = "journal";
+/// Events read at a time when looking for a journal's events in the log.
+const BATCH: usize = 1024;
+
+#[derive(Serialize, Deserialize)]
+struct Journal {
+    msg_id: String,
+    /// The log's last id before the delivery: its events, if logged, come after it.
+    after: u64,
+    events: Vec<Event>,
+}
+
+/// What settling a journal did.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Settled {
+    /// The delivery was made and its events were not logged: they are now.
+    Logged(usize),
+    /// The events were in the log already.
+    AlreadyLogged,
+    /// The message lies nowhere: it was never delivered.
+    NotDelivered,
+    /// Another settler took it first.
+    Gone,
+}
+
+impl Store {
+    /// Write the journal of a delivery of `msg_id` about to be made; returns its name.
+    pub(super) fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<String> {
+        let j = Journal {
+            msg_id: msg_id.to_string(),
+            // A log whose end cannot be read now (its append will say so) is searched whole.
+            after: event_log::last_id(self).unwrap_or(0),
+            events: events.to_vec(),
+        };
+        let name = format!("{PREFIX}{}-{}.json", std::process::id(), crate::clock::random_suffix());
+        let bytes = serde_json::to_vec(&j).map_err(|e| Error::internal(e.to_string()))?;
+        let path = self.tmp_dir().join(&name);
+        atomic::write_new(&path, &bytes, false).map_err(io_err("cannot write", &path))?;
+        Ok(name)
+    }
+
+    /// The journal's events are logged: remove it.
+    pub(super) fn drop_journal(&self, name: &str) -> Result<()> {
+        let path = self.tmp_dir().join(name);
+        match atomic::remove(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(Error::io("cannot remove", &path, e))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Log a journal's events when its delivery was made and they are not in the log yet,
+    /// then remove it. For a journal whose command is gone (or failed before logging).
+    pub(super) fn settle_journal(&self, name: &str) -> Result<Settled> {
+        let _lock = self.lock_named(LOCK)?;
+        let path = self.tmp_dir().join(name);
+        let bytes = match atomic::read_regular(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Settled::Gone),
+            Err(e) => return Err(Error::io("cannot read", &path, e)),
+        };
+        let Ok(mut j) = serde_json::from_slice::<Journal>(&bytes) else {
+            // Cut off while it was written: its delivery had not begun.
+            self.drop_journal(name)?;
+            return Ok(Settled::NotDelivered);
+        };
+        let settled = if !self.delivered(&mut j) {
+            Settled::NotDelivered
+        } else if self.logged_since(&j)? {
+            Settled::AlreadyLogged
+        } else {
+            let n = j.events.len();
+            for e in &mut j.events {
+                e.what = Some("logged late: the command that made it was cut off first".into());
+            }
+            event_log::append(self, &mut j.events)?;
+            Settled::Logged(n)
+        };
+        self.drop_journal(name)?;
+        Ok(settled)
+    }
+
+    /// Does the journal's message lie where its first event put it (under the name it got
+    /// there, which the journal's files are set to), or where it moves on to (the agent's
+    /// WORKSPACE, LOGS)?
+    fn delivered(&self, j: &mut Journal) -> bool {
+        let Some(first) = j.events.first_mut() else { return false };
+        let mut found = false;
+        for f in &mut first.files {
+            let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
+            if let Some(n) = self.find_numbered_with_id(&b, &f.file, &j.msg_id) {
+                f.file = n;
+                found = true;
+                continue;
+            }
+            let mut later = vec![Mailbox::Logs];
+            if let Some(a) = b.agent() {
+                later.push(Mailbox::Workspace(a.clone()));
+            }
+            found |=
+                later.iter().any(|l| self.find_numbered_with_id(l, &f.file, &j.msg_id).is_some());
+        }
+        found
+    }
+
+    /// Is an event of the journal's first kind about its msg id in the log after `after`?
+    fn logged_since(&self, j: &Journal) -> Result<bool> {
+        let Some(first) = j.events.first() else { return Ok(true) };
+        let mut from = Cursor::after(j.after);
+        loop {
+            let batch = event_log::read(self, from, BATCH)?;
+            let Some(last) = batch.last() else { return Ok(false) };
+            if batch.iter().any(|e| e.event == first.event && e.msg_id == first.msg_id) {
+                return Ok(true);
+            }
+            from = Cursor::after(last.id);
+        }
+    }
+
+    /// Settle the journals in `tmp/` whose commands are gone; returns (name, outcome) each.
+    pub(super) fn settle_journals(&self) -> Result<Vec<(String, Settled)>> {
+        let mut out = Vec::new();
+        for name in self.tmp_leftovers()? {
+            if name.starts_with(PREFIX) {
+                let s = self.settle_journal(&name)?;
+                out.push((name, s));
+            }
+        }
+        Ok(out)
+    }
+}
