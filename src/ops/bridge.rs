@@ -88,6 +88,9 @@ pub fn import_tx(
                 .hint("`circe registry` lists the roles"));
         }
     }
+    for agent in roles.given.keys() {
+        AgentName::new(agent).map_err(|e| e.map_message(|m| format!("--role {agent}=...: {m}")))?;
+    }
     let mut report = ImportReport::default();
     let now = ws.now();
     // First pass: what each file says, to order them and know each message's task.
@@ -161,7 +164,9 @@ pub fn import_tx(
     Ok(report)
 }
 
-/// Add the agents the messages name (mesh/agent -> agent), and note the meshes.
+/// Add the agents the messages name (mesh/agent -> agent), and note the meshes. A `--role`
+/// that names no agent to add is refused before any is added (a mistyped name would give
+/// the agent the default role for good).
 fn add_agents(
     ws: &Workspace,
     imported: &[(String, Imported)],
@@ -178,12 +183,37 @@ fn add_agents(
             names.insert(agent_of(addr).to_string());
         }
     }
-    for n in names.into_iter().filter(|n| is_actor(n)) {
-        let Ok(agent) = AgentName::new(&n) else { continue };
-        // A role's name that no agent has is an address to the role, not a new agent.
-        if ws.is_agent(&agent) || ws.registry.is_role(&n) {
+    // A role's name that no agent has is an address to the role, not a new agent.
+    let new: Vec<AgentName> = names
+        .into_iter()
+        .filter(|n| is_actor(n) && !ws.registry.is_role(n))
+        .filter_map(|n| AgentName::new(&n).ok())
+        .filter(|a| !ws.is_agent(a))
+        .collect();
+    for (given, role) in &roles.given {
+        let existing = AgentName::new(given).ok().filter(|a| ws.is_agent(a));
+        // An import run again with the same flags: that agent has that role already.
+        if new.iter().any(|a| a.as_str() == given)
+            || existing.as_ref().is_some_and(|a| ws.role_of(a).as_ref() == Some(role))
+        {
             continue;
         }
+        let why = if let Some(a) = existing {
+            let has = ws.role_of(&a).unwrap_or_default();
+            format!("`{given}` is an agent already, with role {has} (an agent keeps its role)")
+        } else {
+            format!("no message of the folder names an agent `{given}`")
+        };
+        let adds: Vec<&str> = new.iter().map(AgentName::as_str).collect();
+        return Err(Error::refused(format!("--role {given}=...: {why}; nothing was imported"))
+            .hint(if adds.is_empty() {
+                "this import adds no agent: leave --role out".to_string()
+            } else {
+                format!("the agents this import adds: {}", adds.join(", "))
+            }));
+    }
+    for agent in new {
+        let n = agent.to_string();
         let role = roles.of(&n);
         if ws.engine.add_agent(&agent, &role)? {
             let mut ev = Event::now(EventKind::AgentAdd, &n);

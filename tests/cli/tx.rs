@@ -192,6 +192,21 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     files.extend(TX_OWN);
     files.push(("1102110000-update-core--brain-bad.md", "---\nto: [brain\n---\nbroken\n"));
     write_folder(&src, &files);
+    // A --role it cannot use (a name no agent could have, or that no message names) is
+    // refused, and nothing is imported: the agent would keep the default role for good.
+    let before = env.state();
+    for (given, says) in [
+        ("Brain=engineer", "capital letters"),
+        ("br ain=engineer", "contains ' '"),
+        ("brian=engineer", "no message of the folder names an agent `brian`"),
+    ] {
+        let o = env.circe(["import", "tx", src.to_str().unwrap(), "--role", given]).run();
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains(says), "{}", o.show());
+        assert_unchanged(&before, &env.state());
+    }
+    let o = env.circe(["import", "tx", src.to_str().unwrap(), "--role", "brian=engineer"]).run();
+    assert!(o.stderr.contains("the agents this import adds: brain, core"), "{}", o.show());
     let o = env
         .circe(["import", "tx", src.to_str().unwrap(), "--role", "brain=engineer", "--json"])
         .run();
