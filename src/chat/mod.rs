@@ -48,10 +48,40 @@ pub fn channel(ws: &crate::workspace::Workspace) -> crate::error::Result<ChatFil
     })?;
     let path = match ws.config.chat.path.as_deref() {
         None => root.join("chat.md"),
-        Some(p) => root.parent().unwrap_or(&root).join(p),
+        Some(p) => {
+            path_fits(&root, p)?;
+            root.parent().unwrap_or(&root).join(p)
+        }
     };
     let sync = ws.config.durability()? == crate::engine::local::Durability::Full;
     Ok(ChatFile::new(&root, path, sync))
 }
 
 use crate::engine::local::ChatFile;
+
+/// `chat: path:` names a file outside the root's folders: beside the root's own files
+/// (`.circe/<name>.md`) or anywhere outside the root, never in a box or circe's own folders,
+/// and not a folder.
+pub fn path_fits(root: &std::path::Path, chat: &str) -> crate::error::Result<()> {
+    let path = root.parent().unwrap_or(root).join(chat);
+    let at = crate::engine::local::resolved(&path);
+    let root = crate::engine::local::resolved(root);
+    let beside = at.parent() == Some(root.as_path())
+        && at.extension().is_some_and(|e| e == "md")
+        && at.file_name().is_some_and(|n| n != "circe.yaml");
+    if at.starts_with(&root) && !beside {
+        return Err(crate::error::Error::refused(format!(
+            "chat: path `{chat}` names {} inside the root, where circe keeps its own files",
+            at.display()
+        ))
+        .hint("name a file outside the root (e.g. `.workplace/chat.md`), or leave the key out for .circe/chat.md"));
+    }
+    if crate::engine::local::is_folder(&at) == Some(true) {
+        return Err(crate::error::Error::refused(format!(
+            "chat: path `{chat}` is a folder ({})",
+            at.display()
+        ))
+        .hint("name the channel's file, e.g. `.workplace/chat.md`"));
+    }
+    Ok(())
+}

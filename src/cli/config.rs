@@ -54,6 +54,9 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             .hint("`engine:` belongs in a host's .circe/circe.yaml, not in the root's settings"));
     }
     crate::registry::Registry::from_config(&parsed.registry)?;
+    if let (Some(root), Some(chat)) = (ws.engine.local_folder(), parsed.chat.path.as_deref()) {
+        crate::chat::path_fits(&root, chat)?;
+    }
     ws.engine.set_config(&text)?;
     Ok(Report::new(
         format!("configuration of {} replaced\n", ws.engine.location()),

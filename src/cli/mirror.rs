@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::engine::local;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Write the whole root into DIR as plain files in the local layout (circe.yaml, the
 /// boxes, TASKS/, LOGS/events.jsonl), read-only, so people keep ls, cat and grep on a root
@@ -36,6 +36,18 @@ pub struct MirrorArgs {
 pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
+    // A mirror inside the root would be read as the root's own files (strays in its boxes).
+    if let Some(root) = ws.engine.local_folder() {
+        let (dir, root) = (local::resolved(&a.dir), local::resolved(&root));
+        if dir.starts_with(&root) {
+            return Err(Error::refused(format!(
+                "{} lies inside the root {}: a mirror there would be read as the root's own files",
+                a.dir.display(),
+                root.display()
+            ))
+            .hint("mirror into a folder outside the root"));
+        }
+    }
     // What the mirror's marker names: one name for the root, however it was reached.
     let location = ws.engine.identity();
     let mut rounds = 0u64;

@@ -171,6 +171,33 @@ fn the_channel_path_comes_from_circe_yaml() {
     assert_eq!(once(&env, &["--from-start"])[0]["message"], "here");
     std::fs::write(&cfg, format!("{text}chat:\n  file: x\n")).unwrap();
     env.as_("engineer", &["chat", "say", "--to", "qa", "x"]).code(3);
+    // Never inside the root's own folders (a box would hold the channel as a stray), never a
+    // folder: refused by `config --set`, and by `chat say` when written by hand.
+    std::fs::create_dir_all(env.path().join(".workplace/folder")).unwrap();
+    for (path, says) in [
+        (".circe/AGENTS/qa/INBOX/chat.md", "inside the root"),
+        (".circe/circe.yaml", "inside the root"),
+        (".workplace/folder", "is a folder"),
+    ] {
+        std::fs::write(&cfg, &text).unwrap();
+        let new = env.path().join("new.yaml");
+        std::fs::write(&new, format!("{text}chat:\n  path: {path}\n")).unwrap();
+        let before = env.state();
+        let o = env.circe(["config", "--set", new.to_str().unwrap()]).run();
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains(says), "{}", o.show());
+        assert_unchanged(&before, &env.state());
+        std::fs::write(&cfg, format!("{text}chat:\n  path: {path}\n")).unwrap();
+        let o = env.as_("engineer", &["chat", "say", "--to", "qa", "x"]);
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains(says), "{}", o.show());
+    }
+    assert!(!env.root().join("AGENTS/qa/INBOX/chat.md").exists());
+    std::fs::write(&cfg, &text).unwrap();
+    // Beside the root's own files, a file of its own is fine.
+    let new = env.path().join("new.yaml");
+    std::fs::write(&new, format!("{text}chat:\n  path: .circe/team.md\n")).unwrap();
+    env.circe(["config", "--set", new.to_str().unwrap()]).run().ok();
 }
 
 #[test]

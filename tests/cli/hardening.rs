@@ -2,7 +2,7 @@
 //! task's messages, nothing is created for a name that exists nowhere, and a task message
 //! cannot claim a status circe does not record.
 
-use crate::common::Env;
+use crate::common::{Env, assert_unchanged};
 
 const T: &str = "A-1";
 const TICKET: &str = "20251121_170000_coordinator-all_implement-feature_A-1.md";
@@ -205,6 +205,16 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
     o.code(3);
     assert!(o.stderr.contains("is not empty and is no mirror"), "{}", o.show());
     assert!(occupied.join("important.txt").exists() && occupied.join(".git").is_dir());
+    // Never inside a local root: its copy there would be the root's strays.
+    if !crate::common::pg_mode() {
+        for inside in ["AGENTS/eagle/WORKSPACE", "newsub"] {
+            let before = env.state();
+            let o = env.circe(["mirror", env.root().join(inside).to_str().unwrap()]).run();
+            o.code(3);
+            assert!(o.stderr.contains("lies inside the root"), "{}", o.show());
+            assert_unchanged(&before, &env.state());
+        }
+    }
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();

@@ -170,6 +170,7 @@ impl ChatFile {
             .hint("make the chat channel a plain file, or point `chat: path:` in circe.yaml at the file itself"),
             Some(6) => Error::refused(format!("{} is not a regular file", self.path.display()))
                 .hint("the chat channel must be a plain file: move that away"),
+            Some(21) => folder_channel(&self.path),
             _ => Error::io("cannot open", &self.path, e),
         }
     }
@@ -220,8 +221,16 @@ pub(super) fn open_reader(path: &Path) -> Result<Option<ChatReader>> {
             path.display()
         ))
         .hint("make the chat channel a plain file")),
+        Err(_) if super::files::is_folder(path) == Some(true) => Err(folder_channel(path)),
         Err(e) => Err(Error::io("cannot open", path, e)),
     }
+}
+
+/// The channel's path names a folder.
+fn folder_channel(path: &Path) -> Error {
+    Error::refused(format!("{} is a folder, not the chat channel's file", path.display())).hint(
+        "point `chat: path:` in circe.yaml at a file (`circe config`, then `circe config --set`)",
+    )
 }
 
 /// An open channel file (or archive), read by offset.

@@ -140,3 +140,29 @@ pub fn read_small_file(path: &std::path::Path) -> Option<String> {
     }
     std::fs::read_to_string(path).ok()
 }
+
+/// Where `path` lies once every link in the part of it that exists is resolved (the rest
+/// appended as written): to tell whether a folder about to be made lies inside another.
+pub fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut rest = Vec::new();
+    let mut at = abs.as_path();
+    loop {
+        if let Ok(real) = std::fs::canonicalize(at) {
+            return rest.iter().rev().fold(real, |p, c| p.join(c));
+        }
+        match (at.parent(), at.file_name()) {
+            (Some(parent), Some(name)) => {
+                rest.push(name.to_os_string());
+                at = parent;
+            }
+            _ => return abs,
+        }
+    }
+}
+
+/// What stands at `path` (links not followed): `Some(true)` a folder, `Some(false)` anything
+/// else, `None` nothing.
+pub fn is_folder(path: &std::path::Path) -> Option<bool> {
+    std::fs::symlink_metadata(path).ok().map(|m| m.is_dir())
+}
