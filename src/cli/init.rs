@@ -218,6 +218,16 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
 }
 
 fn init_local(dir: &std::path::Path) -> Result<Report> {
+    // A root whose circe.yaml does not parse is left as it was: said with the file's path.
+    if let Some(text) = local::init_finds(dir)? {
+        let cfg = dir.join(".circe/circe.yaml");
+        crate::config::Config::parse(&text).map_err(|e| {
+            e.map_message(|m| {
+                format!("{}: {}", cfg.display(), m.strip_prefix("circe.yaml: ").unwrap_or(m))
+            })
+            .hint_more("mend it (`circe init` keeps an existing circe.yaml), or move it away for the default")
+        })?;
+    }
     let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
     let remade = local::remake_agent_boxes(&root)?;
     let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;

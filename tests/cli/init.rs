@@ -59,6 +59,29 @@ fn init_adds_missing_boxes_and_agents_back() {
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
 }
 
+/// A circe.yaml that does not parse, or a file where the folder belongs: refused (exit 3)
+/// naming the path, and nothing is made.
+#[test]
+fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
+    local_only!("makes local roots");
+    let env = Env::bare();
+    std::fs::create_dir_all(env.path().join("f2/.circe")).unwrap();
+    std::fs::write(env.path().join("f2/.circe/circe.yaml"), "garbage: [\n").unwrap();
+    let o = env.circe(["init", "f2"]).run();
+    assert_eq!(o.code, 3, "{}", o.show());
+    assert!(o.stderr.contains("f2/.circe/circe.yaml: "), "{}", o.show());
+    let made: Vec<_> = std::fs::read_dir(env.path().join("f2/.circe")).unwrap().collect();
+    assert_eq!(made.len(), 1, "only circe.yaml: {made:?}");
+    std::fs::write(env.path().join("afile"), "x").unwrap();
+    std::fs::create_dir(env.path().join("f1")).unwrap();
+    std::fs::write(env.path().join("f1/.circe"), "x").unwrap();
+    for (dir, says) in [("afile", "afile is a file"), ("f1", "f1/.circe is a file")] {
+        let o = env.circe(["init", dir]).run();
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains(says), "{}", o.show());
+    }
+}
+
 #[test]
 fn init_into_a_named_folder() {
     let env = Env::bare();

@@ -285,6 +285,24 @@ impl Store {
     }
 }
 
+/// What `circe init DIR` finds before it makes anything: refused when DIR or its `.circe`
+/// is no folder; the text of `.circe/circe.yaml` when there is one (checked before any box
+/// is made, so a root whose configuration does not parse is left as it was).
+pub fn init_finds(dir: &Path) -> Result<Option<String>> {
+    for p in [dir.to_path_buf(), dir.join(ROOT_DIR)] {
+        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) && !p.is_dir() {
+            return Err(Error::refused(format!("{} is a file, not a folder", p.display()))
+                .hint("`circe init DIR` makes DIR/.circe: name a folder (made when missing)"));
+        }
+    }
+    let cfg = dir.join(ROOT_DIR).join(CONFIG_FILE);
+    match atomic::read_regular(&cfg) {
+        Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(Error::io("cannot read", &cfg, e)),
+    }
+}
+
 /// circe.yaml of the root folder `root`.
 pub(super) fn read_config_at(root: &Path) -> Result<String> {
     let p = root.join(CONFIG_FILE);
