@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde::Serialize;
 
 use super::notify;
-use crate::engine::{TaskTx, no_task};
+use crate::engine::TaskTx;
 use crate::error::{Error, Kind, Result};
 use crate::event::CIRCE;
 use crate::names::{AgentName, TaskId};
@@ -66,7 +66,8 @@ pub fn claim_with(
     }
     match task {
         Some(task) => {
-            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            let mut tx =
+                ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))?;
             claim_in(ws, me, role, tx.as_mut(), ttl, request, false)
         }
         None => claim_next_in(ws, me, role, ttl, request, false),
@@ -84,7 +85,8 @@ pub fn claim_dry(
 ) -> Result<ClaimOutcome> {
     match task {
         Some(task) => {
-            let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
+            let mut tx =
+                ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))?;
             claim_in(ws, me, role, tx.as_mut(), ttl, None, true)
         }
         None => claim_next_in(ws, me, role, ttl, None, true),
@@ -107,7 +109,7 @@ fn earlier_grant(
         ))
         .hint("a request id names one claim: make a new one for another claim"));
     }
-    let st = ws.engine.peek(&got)?.ok_or_else(|| no_task(&got))?;
+    let st = ws.engine.peek(&got)?.ok_or_else(|| super::missing_task(ws, &got))?;
     let held = st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(me);
     if held && st.rec.epoch == epoch {
         return Ok(Some(outcome(&st.rec, true, None, false, st.location.as_ref())));
@@ -144,7 +146,7 @@ fn claim_in(
     dry: bool,
 ) -> Result<ClaimOutcome> {
     let task = tx.task_id().clone();
-    let st = tx.state().ok_or_else(|| no_task(&task))?.clone();
+    let st = tx.state().ok_or_else(|| super::missing_task(ws, &task))?.clone();
     let rec = &st.rec;
     let now = ws.tx_now(tx);
     match rec.status {
@@ -213,7 +215,7 @@ fn claim_in(
     let notices = change.notices.clone();
     tx.commit(change)?;
     notify::send(ws, &task, &notices)?;
-    let after = tx.state().ok_or_else(|| no_task(&task))?;
+    let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;
     if parked {
         return Err(Error::refused(format!(
             "task {task} is parked: its lease ran out {} times",

@@ -7,7 +7,7 @@
 use serde::Serialize;
 
 use crate::boxes::Mailbox;
-use crate::engine::{TaskTx, no_task};
+use crate::engine::TaskTx;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::message::{self, Message, Mode};
@@ -132,7 +132,7 @@ fn move_ticket(
     me: &AgentName,
     to: &Mailbox,
 ) -> Result<String> {
-    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     let ev = moved_event(kind, me, Some(&st.rec.task_id), to, &st.rec.message);
     let op = if kind == EventKind::Take { "take" } else { "done" };
     tx.commit(Change {
@@ -172,7 +172,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
         tx
     };
     let mut tx = tx;
-    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     if st.rec.owner.as_ref() != Some(me) || !st.rec.status.is_owned() {
         let e = Error::conflict(format!("task {} is not held by {me}", st.rec.task_id));
         return Err(match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
@@ -243,7 +243,7 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         }
         let f = only(found, me, &mine, key)?;
         if let Some(mut tx) = ticket_of(ws, &f.file, f.message.as_ref())? {
-            let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+            let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
             refuse_live_ticket(&st)?;
             let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
             return Ok(vec![(Mailbox::Logs.label(), file)]);
@@ -251,7 +251,7 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         let used = file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
         return Ok(vec![(Mailbox::Logs.label(), used)]);
     };
-    let st = tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))?;
+    let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     let everywhere = st.rec.status.is_terminal() && ws.is_coordinator(me);
     let boxes: Vec<Mailbox> = if everywhere {
         ws.engine.boxes()?.into_iter().filter(|b| *b != Mailbox::Logs).collect()

@@ -39,5 +39,22 @@ pub use update::{
     set_status_idempotent, set_status_sending,
 };
 
+/// Why `task` is not on the board: archived (its tombstone says how it ended; refused, exit
+/// 3, with where to read it), else unknown (exit 5).
+pub fn missing_task(
+    ws: &crate::workspace::Workspace,
+    task: &crate::names::TaskId,
+) -> crate::error::Error {
+    match ws.engine.archived_task(task) {
+        Ok(Some(t)) => crate::error::Error::refused(format!(
+            "task {task} was archived ({}, archived on {}): it is no longer on the board",
+            t.status, t.archived_at
+        ))
+        .detail("archived", t.bundle())
+        .hint(format!("`circe show {task}` shows it from the archive")),
+        _ => crate::engine::no_task(task),
+    }
+}
+
 #[cfg(test)]
 mod tests;

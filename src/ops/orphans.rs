@@ -6,7 +6,6 @@ use serde::Serialize;
 
 use crate::boxes::Mailbox;
 use crate::clock;
-use crate::engine::no_task;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::names::{AgentName, TaskId};
@@ -257,8 +256,8 @@ fn readdress(
     to: &AgentName,
     role: &str,
 ) -> Result<Redelivered> {
-    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))?;
-    let st = tx.state().cloned().ok_or_else(|| no_task(task))?;
+    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))?;
+    let st = tx.state().cloned().ok_or_else(|| super::missing_task(ws, task))?;
     if !ws.registry.may_receive(role, &st.rec.intent) {
         return Err(Error::refused(format!("{to} ({role}) may not take a {} task", st.rec.intent))
             .hint("`circe registry` shows who may receive each intent"));

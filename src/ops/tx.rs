@@ -131,7 +131,7 @@ fn completed_task(ws: &Workspace, msg: &Message) -> Result<TaskId> {
     let task = TaskId::new(t)?;
     // Opening the task's transaction finishes what a crashed completion left (its outbox),
     // so a retry of the same message finds it delivered.
-    drop(ws.engine.begin(&task, false)?.ok_or_else(|| crate::engine::no_task(&task))?);
+    drop(ws.engine.begin(&task, false)?.ok_or_else(|| super::missing_task(ws, &task))?);
     Ok(task)
 }
 

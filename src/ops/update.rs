@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::notify;
 use crate::config::Announce;
-use crate::engine::{TaskTx, no_task};
+use crate::engine::TaskTx;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::names::{AgentName, CheckName, TaskId};
@@ -19,11 +19,11 @@ use crate::workspace::Workspace;
 
 /// Open the task's transaction; exit 5 when there is no such task.
 fn begin<'a>(ws: &'a Workspace, task: &TaskId) -> Result<Box<dyn TaskTx + 'a>> {
-    ws.engine.begin(task, false)?.ok_or_else(|| no_task(task))
+    ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))
 }
 
 fn state(tx: &dyn TaskTx) -> Result<TaskState> {
-    tx.state().cloned().ok_or_else(|| no_task(tx.task_id()))
+    tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))
 }
 
 /// Who `me` is for this task, after the fencing check: owner and/or coordinator.

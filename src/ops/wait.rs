@@ -191,8 +191,22 @@ fn holds_now(
             Ok(None)
         }
         Condition::Status(t, want) => {
-            let st = ws.engine.peek(t)?.ok_or_else(|| crate::engine::no_task(t))?;
-            let now = st.rec.status;
+            let now = match ws.engine.peek(t)? {
+                Some(st) => st.rec.status,
+                // An archived task ended as its tombstone says: the wait is met, or never is.
+                None => match ws.engine.archived_task(t)? {
+                    Some(a) if a.status == want.as_str() && !fresh => {
+                        return Ok(Some(Met::already(Some(t.clone()), None)));
+                    }
+                    Some(a) => {
+                        let never = format!("; it stays {}, never {}", a.status, want.as_str());
+                        return Err(
+                            super::missing_task(ws, t).map_message(|m| format!("{m}{never}"))
+                        );
+                    }
+                    None => return Err(crate::engine::no_task(t)),
+                },
+            };
             if now == *want && !fresh {
                 return Ok(Some(Met::already(Some(t.clone()), None)));
             }

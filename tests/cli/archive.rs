@@ -66,6 +66,23 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
     );
     o.code(3);
     assert!(o.stderr.contains("was archived"), "{}", o.show());
+    // Every command about the task says where it went, not "no task".
+    for (agent, args) in [
+        ("engineer", &["claim", "T1"][..]),
+        ("engineer", &["status", "T1", "failed"][..]),
+        ("engineer", &["release", "T1"][..]),
+        ("engineer", &["wait", "--for", "status:T1=failed", "--timeout", "1s"][..]),
+    ] {
+        let o = env.as_(agent, args);
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(
+            o.stderr.contains("was archived") && o.stderr.contains("circe show T1"),
+            "{}",
+            o.show()
+        );
+    }
+    // It is completed: a wait for that is met at once.
+    env.as_("engineer", &["wait", "--for", "status:T1=completed", "--timeout", "1s"]).ok();
     let show = env.circe(["show", "T1"]).run();
     show.ok();
     assert!(
