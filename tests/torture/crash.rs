@@ -567,6 +567,50 @@ fn fanout_is_all_or_nothing() {
     }
 }
 
+/// A send cut off before its commit point leaves its numbered entry staged; the settling that
+/// frees the number is cut off in turn. Whatever it leaves, the message reaches nobody (never
+/// part of its recipients) and the numbers stay gap-free. Returns what went wrong.
+fn cut_off_settling(breaks: &[(&str, &str)]) -> Vec<String> {
+    let send =
+        |summary: &'static str| ["send", "--to", "all", "--intent", "inform", "--summary", summary];
+    let root = Root::new(2);
+    let first =
+        root.run_env(Some("coordinator"), &send("first"), &[("CIRCE_CRASH_AT", "seq.staged")]);
+    assert_eq!(first.code, 86, "{first:?}");
+    let mut settle = breaks.to_vec();
+    settle.push(("CIRCE_CRASH_AT", "seq.discarding"));
+    let cut = root.run_env(Some("coordinator"), &send("second"), &settle);
+    assert_eq!(cut.code, 86, "the settling should have been cut off: {cut:?}");
+    root.run_env(Some("coordinator"), &send("third"), breaks);
+    root.doctor(true);
+    let mut p = Vec::new();
+    let mut reached = Vec::new();
+    for (n, boxes) in root.messages() {
+        for b in boxes.iter().filter(|b| b.starts_with("inbox:")) {
+            let inbox = root.dir.join("AGENTS").join(&b["inbox:".len()..]).join("INBOX");
+            let text = std::fs::read_to_string(inbox.join(&n)).unwrap_or_default();
+            if text.contains("## Summary\nfirst\n") {
+                reached.push(b.clone());
+            }
+        }
+    }
+    if !reached.is_empty() {
+        p.push(format!("the message never delivered reached {reached:?}"));
+    }
+    p.extend(numbering_problems(&numbered(&root)));
+    p
+}
+
+#[test]
+fn a_cut_off_settling_frees_the_number_whole() {
+    let p = cut_off_settling(&[]);
+    assert!(p.is_empty(), "{p:?}");
+    // Removed where it lies, copy by copy, the settling leaves a part of them behind, which
+    // the next one reads as delivered to the others.
+    let broken = cut_off_settling(&[("CIRCE_TEST_BREAK", "seq-discard-in-place")]);
+    assert!(!broken.is_empty(), "the checker should see the broken variant");
+}
+
 /// A numbered chat line commits with its append: killed after its marker was staged and
 /// before the write, the number is free again; killed after the write, it stays used.
 #[test]

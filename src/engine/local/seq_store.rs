@@ -188,9 +188,6 @@ impl Store {
                 Content::Copies(files, total)
                     if newest && files.len() >= total && !test_break("seq-roll-forward") =>
                 {
-                    for f in &files {
-                        atomic::remove(&dir.join(f)).map_err(io_err("cannot remove", &dir))?;
-                    }
                     events.push(repair(format!(
                         "numbered send {agent} #{} was never delivered: the number is free again",
                         e.n
@@ -203,29 +200,33 @@ impl Store {
                 }
                 Content::Outbox => {
                     let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
-                    let marker = dir.join(OUTBOX_MARKER);
-                    atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
                     let what = if used || !newest { "was committed" } else { "never committed" };
                     events.push(repair(format!(
                         "numbered message {agent} #{} of a task change {what}",
                         e.n
                     )));
+                    if used || !newest {
+                        let marker = dir.join(OUTBOX_MARKER);
+                        atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
+                    }
                     used || !newest
                 }
                 Content::Chat => {
                     let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
-                    atomic::remove(&dir.join(CHAT_MARKER))
-                        .map_err(io_err("cannot remove", &dir))?;
                     let what =
                         if appended || !newest { "was written" } else { "was never written" };
                     events.push(repair(format!("chat line {agent} #{} {what}", e.n)));
+                    if appended || !newest {
+                        atomic::remove(&dir.join(CHAT_MARKER))
+                            .map_err(io_err("cannot remove", &dir))?;
+                    }
                     appended || !newest
                 }
             };
             if keep {
                 current = Some(*e);
             } else {
-                std::fs::remove_dir(&dir).map_err(io_err("cannot remove", &dir))?;
+                self.seq_discard(&dir)?;
             }
         }
         if let Some(c) = current {
@@ -235,6 +236,33 @@ impl Store {
             self.sync_dir(&self.seq_dir(agent))?;
         }
         Ok((current.map_or_else(Counter::default, Entry::counter), events))
+    }
+
+    /// Take an entry that was never used out of `seq/` whole, with one rename into `tmp/`,
+    /// then remove what it held: a settling cut off half-way must not leave part of the
+    /// copies (read as a delivery to the others) or an empty entry (read as a number used).
+    /// (TEST BUILDS ONLY: `seq-discard-in-place` removes it where it lies, file by file.)
+    fn seq_discard(&self, dir: &Path) -> Result<()> {
+        if test_break("seq-discard-in-place") {
+            for f in list_all_names(dir)? {
+                atomic::remove(&dir.join(&f)).map_err(io_err("cannot remove", dir))?;
+                super::fault::crash_point("seq.discarding");
+            }
+            return std::fs::remove_dir(dir).map_err(io_err("cannot remove", dir));
+        }
+        let away = self.tmp_dir().join(format!(
+            "seq-{}-{}.undone",
+            std::process::id(),
+            crate::clock::random_suffix()
+        ));
+        atomic::rename_noclobber(dir, &away).map_err(io_err("cannot move", dir))?;
+        if let Some(parent) = dir.parent() {
+            self.sync_dir(parent)?;
+        }
+        super::fault::crash_point("seq.discarding");
+        // What is left there is removed by doctor (a staging leftover of a process gone).
+        let _ = std::fs::remove_dir_all(&away);
+        Ok(())
     }
 
     /// Did the task change an outbox marker stands for commit: its record still carries the
