@@ -298,6 +298,14 @@ pub fn crash_run(
     p.extend(r.task_problems().into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
     if repair {
         p.extend(send_events(&r).into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
+        // No mark of a step cut off is left in a record once doctor has repaired.
+        for t in r.tasks() {
+            let text = std::fs::read_to_string(r.dir.join(format!("TASKS/{t}.status")))
+                .unwrap_or_default();
+            if text.lines().any(|l| l.starts_with("handoff")) {
+                p.push(format!("{} @ {point}: {t}.status keeps a handoff mark: {text}", sc.name));
+            }
+        }
     }
     let after = r.messages();
     p.extend(

@@ -364,6 +364,17 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                 fixed,
             );
         }
+        if let Some(h) = &st.rec.handoff {
+            // A handoff cut off between its mark and its end: finished or undone.
+            let after = if repair { mended(eng, &id) } else { Ok(None) };
+            let fixed = matches!(&after, Ok(Some(s)) if s.rec.handoff.is_none());
+            let why = said(&after);
+            v(
+                4,
+                format!("task {id}: a handoff (message {h}) was cut off; its mark is left{why}"),
+                fixed,
+            );
+        }
         if let Some(mut problem) = disagreement(&st) {
             // A ticket not found may lie behind its owner's folder that is a link.
             if st.location.is_none()

@@ -272,6 +272,7 @@ fn finish_or_undo_handoff(eng: &LocalEngine, st: &mut TaskState, ticket: &str) -
         return save_repair(eng, st, from, "handoff finished (its message was delivered)");
     }
     st.rec.handoff = None;
+    st.rec.handoff_checks.clear();
     let status = st.rec.render();
     board::write(eng, &task, &[("status", Some(&status))], Some((&st.rec, &st.checks)))?;
     let mut ev = [repair_event(&task, "handoff never delivered; mark removed".into())];
