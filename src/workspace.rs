@@ -134,7 +134,7 @@ impl Workspace {
         })?;
         if self.is_retired(&checked) {
             return Err(Error::refused(format!("agent {checked} is retired"))
-                .hint("a retired agent acts no more; `circe agent add` makes a new one"));
+                .hint("a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one"));
         }
         Ok((checked, role))
     }

@@ -103,6 +103,12 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 return Err(Error::not_found(format!("unknown role `{}`", a.role))
                     .hint(format!("{near}roles: {}", roles.join(", "))));
             }
+            if ws.is_retired(&name) {
+                return Err(Error::refused(format!(
+                    "agent {name} is retired: retirement is final, and its name is not used again"
+                ))
+                .hint("add the new agent under another name (`circe agent list` shows the names taken)"));
+            }
             if let Some(existing) = ws.role_of(&name) {
                 if existing != a.role {
                     return Err(Error::conflict(format!(

@@ -501,6 +501,12 @@ fn a_retired_agent_leaves_orphans() {
     assert!(o.stdout.contains("1 held tasks back in the queue"), "{}", o.stdout);
     assert_eq!(env.record("T-1").status.as_str(), "new");
     env.as_("brain", &["inbox"]).code(3);
+    // Retirement is final: the name is not given again, whatever role is asked.
+    for role in ["engineer", "qa"] {
+        let o = env.circe(["agent", "add", "brain", "--role", role]).run();
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains("agent brain is retired"), "{}", o.show());
+    }
     send(&env, "core", "---\nto: brain\ntype: update\nmsg-id: u-2\n---\nlater\n").ok();
     let list = env.circe(["orphans", "--json"]).run().json();
     assert_eq!(list["messages"].as_array().unwrap().len(), 2, "{list}");
