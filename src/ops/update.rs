@@ -17,6 +17,15 @@ use crate::task::lifecycle::move_to;
 use crate::task::{Actor, Checks, Move, Notice, Outgoing, Status, StatusRecord, TaskState};
 use crate::workspace::Workspace;
 
+/// A `--reason` is the audit trail of what it allows: one that says nothing is refused.
+fn blank_reason(reason: Option<&str>) -> Result<()> {
+    if reason.is_some_and(|r| r.trim().is_empty()) {
+        return Err(Error::refused("--reason is blank: it is what the event log keeps of why")
+            .hint("say why, e.g. --reason \"reviewed in the call\""));
+    }
+    Ok(())
+}
+
 /// Open the task's transaction; exit 5 when there is no such task.
 fn begin<'a>(ws: &'a Workspace, task: &TaskId) -> Result<Box<dyn TaskTx + 'a>> {
     ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))
@@ -240,6 +249,7 @@ pub fn release(
     force: bool,
     epoch: Option<u64>,
 ) -> Result<(StatusRecord, bool)> {
+    blank_reason(reason)?;
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     // The fence first: a stale `--epoch` is exit 4 even on a task waiting again.
@@ -373,6 +383,7 @@ pub fn check_assert(
     reason: Option<&str>,
     epoch: Option<u64>,
 ) -> Result<Checks> {
+    blank_reason(reason)?;
     let mut tx = begin(ws, task)?;
     let st = state(tx.as_ref())?;
     let coordinator = ws.is_coordinator(me) && reason.is_some();

@@ -183,6 +183,13 @@ fn honest_checks() {
     // A coordinator may assert it, with a reason that is logged.
     in_progress(&env, "UI-3");
     env.as_("coordinator", &["check", "UI-3", "tests_passed=true"]).code(4);
+    // A reason that says nothing is no reason (nor for a forced release).
+    let before = env.state();
+    let blank = env.as_("coordinator", &["check", "UI-3", "tests_passed=true", "--reason", "  "]);
+    assert_eq!(blank.code, 3, "{}", blank.show());
+    assert!(blank.stderr.contains("--reason is blank"), "{}", blank.show());
+    env.as_("coordinator", &["release", "UI-3", "--force", "--reason", ""]).code(3);
+    crate::common::assert_unchanged(&before, &env.state());
     env.as_("coordinator", &["check", "UI-3", "tests_passed=true", "--reason", "ran by hand"]).ok();
     let ev: Vec<Value> = env.events();
     let last = ev.iter().rev().find(|e| e["event"] == "check").unwrap();
