@@ -113,7 +113,7 @@ impl StatusRecord {
     pub fn parse(task: &str, text: &str) -> Result<StatusRecord> {
         let rec: StatusRecord = yaml::from_str(text).map_err(|e| {
             Error::internal(format!("TASKS/{task}.status is damaged: {e}"))
-                .hint("run `circe doctor`; the record can be rebuilt from the task's message")
+                .hint(format!("put TASKS/{task}.status back from version control or a backup; `circe log --task {task}` lists its events (its last status, owner and epoch)"))
         })?;
         if rec.v > RECORD_FORMAT {
             return Err(Error::refused(format!(

@@ -711,3 +711,22 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     o.ok();
     assert_eq!(o.json()["asks_expired"].as_array().map(Vec::len), Some(1), "{}", o.stdout);
 }
+
+/// A task record that does not parse: every command about the task, and doctor, say how to
+/// mend it (from version control or a backup, with the task's events to check against),
+/// rather than promise a rebuild nothing makes.
+#[test]
+fn a_damaged_record_says_how_to_mend_it() {
+    local_only!("writes a task record by hand");
+    let env = Env::new();
+    env.open_task("T-9");
+    std::fs::write(env.root().join("TASKS/T-9.status"), "task_id: T-9\nstatus: [\n").unwrap();
+    let o = env.as_("engineer", &["claim", "T-9"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(o.stderr.contains("T-9.status is damaged"), "{}", o.show());
+    assert!(o.stderr.contains("`circe log --task T-9`"), "{}", o.show());
+    let doc = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("back from version control or a backup"), "{}", doc.show());
+    env.circe(["log", "--task", "T-9"]).run().ok();
+}

@@ -323,9 +323,18 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             continue; // reported above; its lock cannot be taken until it is moved away
         }
         let lock = eng.store.lock_task(&id)?;
-        let Some(st) = reconcile::load(eng, &id).ok().flatten() else {
-            v(4, format!("TASKS/{id}.status is damaged"), false);
-            continue;
+        let st = match reconcile::load(eng, &id) {
+            Ok(Some(st)) => st,
+            Ok(None) => {
+                v(4, format!("TASKS/{id}.status is damaged"), false);
+                continue;
+            }
+            Err(e) => {
+                // Beyond --repair: what the record held is not known for sure.
+                let how = e.hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default();
+                v(4, format!("{}{how}", e.message), false);
+                continue;
+            }
         };
         tickets.insert(st.rec.message.clone());
         // Listed in more than one box: checked again under the task's lock (a command may
