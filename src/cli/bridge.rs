@@ -107,6 +107,7 @@ pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
 pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
     let ExportCommand::Tx(a) = cmd;
     let ws = ctx.workspace()?;
+    crate::engine::local::folder_can_be(&a.dir)?;
     let (files, skipped) = bridge::export_tx(&ws)?;
     let (mut new, mut same, mut kept) = (0, 0, Vec::new());
     for f in &files {

@@ -730,3 +730,28 @@ fn a_damaged_record_says_how_to_mend_it() {
     assert!(doc.stderr.contains("back from version control or a backup"), "{}", doc.show());
     env.circe(["log", "--task", "T-9"]).run().ok();
 }
+
+/// A path that names a file where a folder belongs, or nothing at all, is the user's
+/// mistake: said so with a hint (exit 2 or 5), never an I/O error, and nothing is written.
+#[test]
+fn a_file_where_a_folder_belongs_is_said_as_such() {
+    local_only!("mirrors and exports into local folders");
+    let env = Env::new();
+    let file = env.path().join("SOMEFILE");
+    std::fs::write(&file, "x").unwrap();
+    let f = file.to_str().unwrap();
+    let under = format!("{f}/sub");
+    for (args, code) in [
+        (vec!["import", "tx", f], 2),
+        (vec!["import", "tx", "/nonexistent-folder"], 5),
+        (vec!["export", "tx", f], 2),
+        (vec!["mirror", f], 2),
+        (vec!["mirror", &under], 2),
+        (vec!["validate", "/nonexistent-file.md"], 5),
+    ] {
+        let o = env.circe(&args).run();
+        assert_eq!(o.code, code, "{}", o.show());
+        assert!(o.stderr.contains("hint: "), "{}", o.show());
+    }
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
+}

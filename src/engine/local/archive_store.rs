@@ -426,6 +426,11 @@ pub fn write_restored(
             ));
         }
         let p = dir.join(origin);
+        if let Some(parent) = p.parent() {
+            super::files::folder_can_be(parent).map_err(|e| {
+                e.hint("nothing was written; restore into a folder (made when missing)")
+            })?;
+        }
         if std::fs::symlink_metadata(&p).is_ok() {
             return Err(Error::conflict(format!(
                 "{} exists already; not replacing it",

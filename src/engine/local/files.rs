@@ -166,3 +166,29 @@ pub fn resolved(path: &std::path::Path) -> std::path::PathBuf {
 pub fn is_folder(path: &std::path::Path) -> Option<bool> {
     std::fs::symlink_metadata(path).ok().map(|m| m.is_dir())
 }
+
+/// `dir` is a folder, or can be made one: no file stands on its path. A file there is the
+/// caller's mistake, said as such (exit 2), not an I/O error.
+pub fn folder_can_be(dir: &std::path::Path) -> crate::error::Result<()> {
+    let mut at = Some(dir);
+    while let Some(p) = at {
+        if std::fs::symlink_metadata(p).is_ok() {
+            if !p.is_dir() {
+                return Err(crate::error::Error::usage(format!(
+                    "{} is a file, not a folder",
+                    p.display()
+                ))
+                .hint(format!("name a folder (made when missing) for {}", dir.display())));
+            }
+            return Ok(());
+        }
+        at = p.parent();
+    }
+    Ok(())
+}
+
+/// Make folder `dir` (and what leads to it) when missing (`folder_can_be` first).
+pub fn make_folder(dir: &std::path::Path) -> crate::error::Result<()> {
+    folder_can_be(dir)?;
+    std::fs::create_dir_all(dir).map_err(super::root::io_err("cannot create", dir))
+}

@@ -16,7 +16,12 @@ pub fn read_message_dir(
     cap: usize,
 ) -> Result<Vec<(String, std::result::Result<Capped, String>)>> {
     let rd = std::fs::read_dir(dir).map_err(|e| match e.kind() {
-        io::ErrorKind::NotFound => Error::not_found(format!("no folder {}", dir.display())),
+        io::ErrorKind::NotFound => Error::not_found(format!("no folder {}", dir.display()))
+            .hint("name the folder that holds the messages (TX keeps them in .ai/tx/msgs)"),
+        io::ErrorKind::NotADirectory => {
+            Error::usage(format!("{} is a file, not a folder", dir.display()))
+                .hint("name the folder that holds the messages (TX keeps them in .ai/tx/msgs)")
+        }
         _ => Error::io("cannot list", dir, e),
     })?;
     let mut out = Vec::new();
@@ -61,7 +66,7 @@ pub fn write_new_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<Written> {
     if name.contains('/') || name.starts_with('.') {
         return Err(Error::internal(format!("`{name}` is no file name")));
     }
-    std::fs::create_dir_all(dir).map_err(|e| Error::io("cannot create", dir, e))?;
+    super::files::make_folder(dir)?;
     let path = dir.join(name);
     match atomic::write_new(&path, bytes, false) {
         Ok(()) => Ok(Written::New),

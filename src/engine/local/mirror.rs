@@ -165,7 +165,7 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
 pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
     // Every name checked before anything is written.
     let (want, want_dirs) = layout(snap)?;
-    std::fs::create_dir_all(dir).map_err(io_err("cannot create", dir))?;
+    super::files::make_folder(dir)?;
     let marker = dir.join(MARKER);
     match mirror_of {
         Some(root) => {
