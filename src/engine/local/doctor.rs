@@ -112,6 +112,41 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
     }
 }
 
+/// Invariant 4: what a task's change cut off left in its record (an outbox not yet
+/// delivered, a handoff's mark), finished or undone by reconciling it.
+fn check_cut_off(
+    eng: &LocalEngine,
+    repair: bool,
+    st: &TaskState,
+    v: &mut dyn FnMut(u8, String, bool),
+) {
+    let id = &st.rec.task_id;
+    // A repair this task refuses is said on its line, and doctor goes on.
+    let said = |r: &std::result::Result<Option<TaskState>, String>| match r {
+        Err(why) => format!(" ({why})"),
+        Ok(_) => String::new(),
+    };
+    if !st.rec.outbox.is_empty() {
+        // A change that sends messages was cut off before delivering them all.
+        let after = if repair { mended(eng, id) } else { Ok(None) };
+        let fixed = matches!(&after, Ok(Some(s)) if s.rec.outbox.is_empty());
+        let n = st.rec.outbox.len();
+        let why = said(&after);
+        v(4, format!("task {id}: {n} message(s) of its last change not yet delivered{why}"), fixed);
+    }
+    if let Some(h) = &st.rec.handoff {
+        // A handoff cut off between its mark and its end: finished or undone.
+        let after = if repair { mended(eng, id) } else { Ok(None) };
+        let fixed = matches!(&after, Ok(Some(s)) if s.rec.handoff.is_none());
+        let why = said(&after);
+        v(
+            4,
+            format!("task {id}: a handoff (message {h}) was cut off; its mark is left{why}"),
+            fixed,
+        );
+    }
+}
+
 /// Invariant 2 for circe's own files: strays in TASKS/, and links, FIFOs or folders where
 /// circe keeps lock files or the event log. Returns the planted lock files left in place
 /// (without `repair`): their tasks cannot be locked, so they are not checked further.
@@ -361,29 +396,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             Err(why) => format!(" ({why})"),
             Ok(_) => String::new(),
         };
-        if !st.rec.outbox.is_empty() {
-            // A change that sends messages was cut off before delivering them all.
-            let after = if repair { mended(eng, &id) } else { Ok(None) };
-            let fixed = matches!(&after, Ok(Some(s)) if s.rec.outbox.is_empty());
-            let n = st.rec.outbox.len();
-            let why = said(&after);
-            v(
-                4,
-                format!("task {id}: {n} message(s) of its last change not yet delivered{why}"),
-                fixed,
-            );
-        }
-        if let Some(h) = &st.rec.handoff {
-            // A handoff cut off between its mark and its end: finished or undone.
-            let after = if repair { mended(eng, &id) } else { Ok(None) };
-            let fixed = matches!(&after, Ok(Some(s)) if s.rec.handoff.is_none());
-            let why = said(&after);
-            v(
-                4,
-                format!("task {id}: a handoff (message {h}) was cut off; its mark is left{why}"),
-                fixed,
-            );
-        }
+        check_cut_off(eng, repair, &st, &mut v);
         if let Some(mut problem) = disagreement(&st) {
             // A ticket not found may lie behind its owner's folder that is a link.
             if st.location.is_none()
