@@ -282,6 +282,10 @@ pub fn main() -> u8 {
                 if json && !missing {
                     return help_json(&e);
                 }
+                if json {
+                    output::print_error(&needs_subcommand(&e.render().to_string()), true, false);
+                    return crate::exit_code::USAGE;
+                }
                 if !json {
                     let _ = e.print();
                     return if missing { crate::exit_code::USAGE } else { 0 };
@@ -322,6 +326,32 @@ pub fn main() -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// A command group run without its subcommand, said from clap's help text: which
+/// subcommands it has.
+fn needs_subcommand(help: &str) -> Error {
+    let path = help
+        .lines()
+        .find_map(|l| l.strip_prefix("Usage: "))
+        .map(|u| {
+            u.split(" [").next().unwrap_or(u).split(" <").next().unwrap_or(u).trim().to_string()
+        })
+        .unwrap_or_else(|| "circe".to_string());
+    let subs: Vec<&str> = help
+        .split("\nCommands:\n")
+        .nth(1)
+        .map(|c| {
+            c.lines()
+                .take_while(|l| l.starts_with("  "))
+                .filter_map(|l| l.split_whitespace().next())
+                .filter(|n| *n != "help")
+                .collect()
+        })
+        .unwrap_or_default();
+    Error::usage(format!("`{path}` needs a subcommand: {}", subs.join(", ")))
+        .detail("clap", "missing subcommand")
+        .hint(format!("`{path} --help` says what each does"))
 }
 
 /// `--version` and `--help` with `--json`: `{"name", "version"}` or `{"help"}`.

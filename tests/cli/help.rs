@@ -133,6 +133,15 @@ fn version_and_help_answer_in_json_when_asked() {
     o.ok();
     let help = o.json()["help"].as_str().unwrap_or_default().to_string();
     assert!(help.contains("Usage: circe claim") && help.contains("--request-id"), "{}", o.show());
+    // A command group without its subcommand: which it has (exit 2).
+    let o = env.circe(["--json", "agent"]).run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert_eq!(
+        o.json()["error"]["message"],
+        "`circe agent` needs a subcommand: add, list, retire",
+        "{}",
+        o.show()
+    );
     // Without --json, the text as before.
     let o = env.circe(["--version"]).run();
     o.ok();
