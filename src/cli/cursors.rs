@@ -88,6 +88,11 @@ fn consumers(ws: &crate::workspace::Workspace) -> Result<Vec<(String, CursorName
 
 /// `--remove`: hold the cursor (no consumer is running on it), then forget it.
 fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Result<Report> {
+    // A name that is no cursor is said before anything is held (no lock file is made for it).
+    let known = consumers(ws)?;
+    if !known.iter().any(|(k, n)| k == kind && n == name) {
+        return Err(no_cursor(kind, name, &known));
+    }
     let Some(_hold) = ws.engine.hold_cursor(kind, name)? else {
         return Err(Error::conflict(format!(
             "cursor `{name}` ({kind}) is in use by a running consumer"
@@ -98,14 +103,7 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
     // A cursor that does not read (damaged, a planted link) is still one to remove.
     let had_cursor = ws.engine.read_cursor(kind, name).map_or(true, |c| c.is_some());
     if !ws.engine.remove_cursor(kind, name)? {
-        let known: Vec<String> =
-            consumers(ws)?.into_iter().map(|(k, n)| format!("{n} ({k})")).collect();
-        let hint = if known.is_empty() {
-            "there are no cursors".to_string()
-        } else {
-            format!("the cursors are: {}", known.join(", "))
-        };
-        return Err(Error::not_found(format!("no {kind} cursor `{name}`")).hint(hint));
+        return Err(no_cursor(kind, name, &consumers(ws)?));
     }
     let human = match (had_cursor, dead) {
         (_, 0) => format!("removed cursor `{name}` ({kind})\n"),
@@ -113,4 +111,15 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
         (false, n) => format!("removed the {n} dead letter(s) of `{name}` (it had no cursor)\n"),
     };
     Ok(Report::new(human, json!({"removed": {"kind": kind, "name": name, "dead_letters": dead}})))
+}
+
+/// No cursor `name` of `kind`: exit 5, naming the cursors there are.
+fn no_cursor(kind: &str, name: &CursorName, known: &[(String, CursorName)]) -> Error {
+    let known: Vec<String> = known.iter().map(|(k, n)| format!("{n} ({k})")).collect();
+    let hint = if known.is_empty() {
+        "there are no cursors".to_string()
+    } else {
+        format!("the cursors are: {}", known.join(", "))
+    };
+    Error::not_found(format!("no {kind} cursor `{name}`")).hint(hint)
 }

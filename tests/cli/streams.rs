@@ -531,9 +531,16 @@ fn a_consumer_gone_for_good_is_removed() {
     let o = env.circe(["cursors", "--json"]).run();
     assert_eq!(o.json()["cursors"], serde_json::json!([]), "{}", o.show());
     env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run().ok();
+    let before = env.state();
     let o = env.circe(["cursors", "--remove", "old"]).run();
     o.code(5);
     assert!(o.stderr.contains("no events cursor `old`"), "{}", o.show());
+    crate::common::assert_unchanged(&before, &env.state());
+    // A name that never was a cursor gets no lock file either.
+    env.circe(["cursors", "--remove", "never-was"]).run().code(5);
+    if !crate::common::pg_mode() {
+        assert!(!env.root().join("locks/cursor-events-never-was.lock").exists());
+    }
     env.circe(["cursors", "--kind", "chat"]).run().code(2);
     local_only!("writes a damaged cursor file by hand");
     std::fs::write(env.root().join("cursors/events/bad"), "{not json").unwrap();
