@@ -67,8 +67,12 @@ pub fn kinds(names: &[String]) -> Result<Vec<EventKind>> {
         .iter()
         .map(|k| {
             EventKind::parse(k).ok_or_else(|| {
+                let all = crate::event::ALL_KINDS.map(EventKind::as_str);
+                let near = crate::suggest::closest(k, all.iter().copied())
+                    .map(|c| format!("did you mean `{c}`? "))
+                    .unwrap_or_default();
                 Error::usage(format!("`{k}` is not an event kind"))
-                    .hint("PROTOCOLS.md section 10 lists them: open, send, claim, complete, ...")
+                    .hint(format!("{near}the kinds: {}", all.join(", ")))
             })
         })
         .collect()

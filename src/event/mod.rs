@@ -13,7 +13,7 @@ mod kind;
 use serde::{Deserialize, Serialize};
 
 pub use cursor::Cursor;
-pub use kind::EventKind;
+pub use kind::{ALL_KINDS, EventKind};
 
 use crate::error::{Error, Result};
 use crate::names::{AgentName, TaskId};

@@ -178,11 +178,23 @@ fn claim_in(
         }
     }
     if !ws.may_take(me, role, &rec.to, &rec.intent) {
+        // Addressed to one agent: nobody else takes it, whatever the registry allows.
+        let one = match crate::address::Address::parse(&rec.to) {
+            crate::address::Address::Agent(a) => Some(a),
+            crate::address::Address::Bare(a) if !ws.registry.is_role(a) => Some(a),
+            _ => None,
+        };
+        let hint = match one {
+            Some(a) => format!(
+                "it is meant for agent {a} alone; a coordinator can readdress it (`circe orphans redeliver {task} --to AGENT` when {a} is retired)"
+            ),
+            _ => "`circe registry` shows which roles may receive each intent".to_string(),
+        };
         return Err(Error::refused(format!(
             "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
             rec.to, rec.intent
         ))
-        .hint("`circe registry` shows which roles may receive each intent"));
+        .hint(hint));
     }
     let expired_owner = rec.status.is_owned().then(|| rec.owner.clone()).flatten();
     let ctx = MoveCtx {

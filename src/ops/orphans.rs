@@ -180,7 +180,12 @@ pub struct Redelivered {
 /// `to`: the message moves into `to`'s INBOX; the task is addressed to `to`.
 pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> Result<Redelivered> {
     coordinator_only(ws, me, "redeliver an orphan")?;
-    let role = ws.role_of(to).ok_or_else(|| Error::not_found(format!("no agent `{to}`")))?;
+    let role = ws.role_of(to).ok_or_else(|| {
+        let all = ws.agents();
+        let active = all.keys().filter(|a| !ws.is_retired(a)).map(AgentName::as_str);
+        crate::suggest::not_found("agent", to.as_str(), active)
+            .hint_more("`circe agent list` shows the agents")
+    })?;
     if ws.is_retired(to) {
         return Err(Error::refused(format!("{to} is retired too")).hint("pick an active agent"));
     }

@@ -755,3 +755,26 @@ fn a_file_where_a_folder_belongs_is_said_as_such() {
     }
     assert_eq!(std::fs::read_to_string(&file).unwrap(), "x");
 }
+
+/// Hints that lead somewhere: a mistyped event kind gets the closest and the list, a task
+/// meant for one agent says so (not the registry), a mistyped agent gets the closest name.
+#[test]
+fn hints_name_what_was_meant() {
+    let env = Env::new();
+    let o = env.circe(["log", "--kind", "claimm"]).run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert!(
+        o.stderr.contains("did you mean `claim`?") && o.stderr.contains("dead_letter"),
+        "{}",
+        o.show()
+    );
+    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
+    let args = ["send", "--to", "agent:engineer", "--intent", "implement_feature", "--task", "R-1"];
+    env.as_("coordinator", &[&args[..], &["--summary", "x"]].concat()).ok();
+    let o = env.as_("eng2", &["claim", "R-1"]);
+    assert_eq!(o.code, 3, "{}", o.show());
+    assert!(o.stderr.contains("meant for agent engineer alone"), "{}", o.show());
+    let o = env.as_("coordinator", &["orphans", "redeliver", "X", "--to", "enginer"]);
+    assert_eq!(o.code, 5, "{}", o.show());
+    assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+}
