@@ -331,13 +331,10 @@ pub fn main() -> u8 {
 /// A command group run without its subcommand, said from clap's help text: which
 /// subcommands it has.
 fn needs_subcommand(help: &str) -> Error {
-    let path = help
-        .lines()
-        .find_map(|l| l.strip_prefix("Usage: "))
-        .map(|u| {
-            u.split(" [").next().unwrap_or(u).split(" <").next().unwrap_or(u).trim().to_string()
-        })
-        .unwrap_or_else(|| "circe".to_string());
+    let path = help.lines().find_map(|l| l.strip_prefix("Usage: ")).map_or_else(
+        || "circe".to_string(),
+        |u| u.split(" [").next().unwrap_or(u).split(" <").next().unwrap_or(u).trim().to_string(),
+    );
     let subs: Vec<&str> = help
         .split("\nCommands:\n")
         .nth(1)
