@@ -16,6 +16,7 @@ const STALE_AFTER: chrono::Duration = chrono::Duration::days(7);
 
 pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let mut found = ws.engine.doctor(repair)?;
+    asks_left_answering(ws, repair, &mut found)?;
     let last = match ws.engine.last_event_id() {
         Ok(last) => last,
         // Said as what it is, with what the engine found (it may name the cause).
@@ -59,4 +60,38 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
     }
     Ok(found)
+}
+
+/// Invariant 1 for asks: none is left `answering` by a command that is gone (an answer cut
+/// off between its mark and its end). `--repair` settles it as any reader of the ask would:
+/// answered when its answer was delivered, else open again. One under way is left alone.
+fn asks_left_answering(ws: &Workspace, repair: bool, found: &mut Vec<Violation>) -> Result<()> {
+    use crate::tx::AskState;
+    for r in ws.engine.asks()? {
+        if r.state != AskState::Answering {
+            continue;
+        }
+        let id = r.msg_id.clone();
+        let (what, repaired) = if repair {
+            let after = super::asks::settle(ws, r)?;
+            if after.state == AskState::Answering {
+                continue; // its answer is under way
+            }
+            (
+                format!(
+                    "ask {id} was left answering by a command cut off (now {})",
+                    after.state.as_str()
+                ),
+                true,
+            )
+        } else {
+            // Held by its answerer: under way, not left.
+            if ws.engine.hold_ask(&id, false)?.is_none() {
+                continue;
+            }
+            (format!("ask {id} was left answering by a command cut off"), false)
+        };
+        found.push(Violation { invariant: 1, what, repaired });
+    }
+    Ok(())
 }

@@ -627,3 +627,33 @@ fn routing_rules_are_checked_on_load() {
     );
     env.circe(["validate", "--config"]).run().ok();
 }
+
+/// An answer cut off between its mark on the ask and its delivery leaves the ask
+/// `answering`: doctor reports it, and `--repair` opens it again (the answer never arrived),
+/// so the same answer can be sent again.
+#[test]
+fn an_ask_left_answering_is_reported_and_repaired() {
+    local_only!("a crash point of the local engine");
+    let env = tx_root();
+    send(&env, "core", EX1_ASK).ok();
+    let answer = "---\nto: core\ntype: ask-response\nin-reply-to: ask-001\n---\nyes\n";
+    let cut = env
+        .circe(["send", "--file", "-"])
+        .agent("brain")
+        .stdin(answer.as_bytes())
+        .var("CIRCE_CRASH_AT", "seq.staged")
+        .run();
+    assert_eq!(cut.code, 86, "{}", cut.show());
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("ask ask-001 was left answering"), "{}", doc.show());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(
+        fixed.stdout.contains("ask ask-001 was left answering by a command cut off (now open)"),
+        "{}",
+        fixed.show()
+    );
+    env.circe(["doctor"]).run().ok();
+    send(&env, "brain", answer).ok();
+    assert!(asks(&env).is_empty(), "answered");
+}
