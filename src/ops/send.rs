@@ -250,12 +250,33 @@ fn delivered_anyway(e: Error, msg_id: &str) -> Error {
     e
 }
 
-/// The events of a delivery made: a failure to log them is past its commit point.
-fn log_delivered(ws: &Workspace, events: Vec<Event>, msg_id: &str) -> Result<Vec<Event>> {
-    ws.engine.append_events(events).map_err(|e| {
-        let e = if e.is_committed() { e } else { e.detail("committed", "true") };
-        delivered_anyway(e, msg_id)
-    })
+/// Log the events of a delivery made, and close its journal. When they cannot be logged,
+/// the journal is closed as failed: the delivery stands (said so, "was delivered, but"),
+/// unless the engine undid it with them (a database's transaction: nothing was delivered).
+fn log_delivered(
+    ws: &Workspace,
+    journal: Option<&str>,
+    events: Vec<Event>,
+    msg_id: &str,
+) -> Result<Vec<Event>> {
+    match ws.engine.append_events(events) {
+        Ok(events) => {
+            if let Some(j) = journal {
+                // TEST BUILDS ONLY (`send.logged`): cut off after its events were logged.
+                crate::engine::local::crash_point("send.logged");
+                ws.engine.close_journal(j, true)?;
+            }
+            Ok(events)
+        }
+        Err(e) => {
+            let stands = journal.is_none_or(|j| ws.engine.close_journal(j, false).unwrap_or(true));
+            if !stands {
+                return Err(e.hint_more("nothing was delivered: send it again"));
+            }
+            let e = if e.is_committed() { e } else { e.detail("committed", "true") };
+            Err(delivered_anyway(e, msg_id))
+        }
+    }
 }
 
 /// A message that opens no task: one copy into each receiver's INBOX (with what its TX type
@@ -312,11 +333,7 @@ fn deliver_to_inboxes(
         .collect();
     // TEST BUILDS ONLY (`send.logging`): cut off between the delivery and its events.
     crate::engine::local::crash_point("send.logging");
-    log_delivered(ws, sent.events, &msg_id)?;
-    if let Some(j) = &sent.journal {
-        crate::engine::local::crash_point("send.logged");
-        ws.engine.close_journal(j, true)?;
-    }
+    log_delivered(ws, sent.journal.as_deref(), sent.events, &msg_id)?;
     Ok(Delivery {
         msg_id,
         intent: intent_name,
@@ -347,10 +364,7 @@ pub(super) fn deliver_logged(
             let _ = ws.engine.close_journal(j, false);
         }
     })?;
-    ws.engine.append_events(events_of(&files))?;
-    if let Some(j) = &journal {
-        ws.engine.close_journal(j, true)?;
-    }
+    log_delivered(ws, journal.as_deref(), events_of(&files), msg_id)?;
     Ok(files)
 }
 

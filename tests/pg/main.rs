@@ -31,5 +31,6 @@ mod relay;
 mod requests;
 mod restart;
 mod schema;
+mod send_tx;
 mod seq;
 mod watchers;

@@ -337,11 +337,12 @@ impl Engine for LocalEngine {
         self.store.journal_events(msg_id, events).map(Some)
     }
 
-    fn close_journal(&self, journal: &str, logged: bool) -> Result<()> {
+    fn close_journal(&self, journal: &str, logged: bool) -> Result<bool> {
         if logged {
-            return self.store.drop_journal(journal);
+            return self.store.drop_journal(journal).map(|()| true);
         }
-        self.store.settle_journal(journal).map(drop)
+        let settled = self.store.settle_journal(journal)?;
+        Ok(settled != journal::Settled::NotDelivered)
     }
 
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
