@@ -221,12 +221,18 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
     // A root whose circe.yaml does not parse is left as it was: said with the file's path.
     if let Some(text) = local::init_finds(dir)? {
         let cfg = dir.join(".circe/circe.yaml");
-        crate::config::Config::parse(&text).map_err(|e| {
+        let said = |e: Error| {
             e.map_message(|m| {
-                format!("{}: {}", cfg.display(), m.strip_prefix("circe.yaml: ").unwrap_or(m))
+                format!(
+                    "{}: {}",
+                    cfg.display(),
+                    m.strip_prefix("circe.yaml: ").or(m.strip_prefix("circe.yaml ")).unwrap_or(m)
+                )
             })
             .hint_more("mend it (`circe init` keeps an existing circe.yaml), or move it away for the default")
-        })?;
+        };
+        let parsed = crate::config::Config::parse(&text).map_err(said)?;
+        crate::registry::Registry::from_config(&parsed.registry).map_err(said)?;
     }
     let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
     let remade = local::remake_agent_boxes(&root)?;

@@ -92,7 +92,9 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
         let problems: Vec<Problem> = match read_input_file_capped(f, limits.message_bytes) {
             // A file that is not there is a mistyped path, not an invalid message.
             Err(e) if e.kind == crate::error::Kind::NotFound => {
-                return Err(e.hint("name the message files to check (`circe validate FILE...`)"));
+                return Err(e
+                    .map_message(|m| format!("{m} (nothing was checked)"))
+                    .hint("name the message files to check (`circe validate FILE...`)"));
             }
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
             Ok(c) => match message::parse_limited(&c.bytes, c.size, mode, &limits) {

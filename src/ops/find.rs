@@ -89,7 +89,15 @@ fn ticket_of<'a>(
 
 /// The one message `key` names in `boxes`.
 fn one(ws: &Workspace, me: &AgentName, boxes: &[Mailbox], key: &str) -> Result<Found> {
-    only(find_in(ws, boxes, key)?, me, boxes, key)
+    let found = find_in(ws, boxes, key)?;
+    // An archived task's id names no message here: said as archived, not as nothing.
+    if found.is_empty()
+        && let Ok(t) = TaskId::new(key)
+        && ws.engine.archived_task(&t)?.is_some()
+    {
+        return Err(super::missing_task(ws, &t));
+    }
+    only(found, me, boxes, key)
 }
 
 /// The one message `key` found in `boxes`: exit 5 for none, 2 for several.
@@ -106,8 +114,12 @@ fn only(mut found: Vec<Found>, me: &AgentName, boxes: &[Mailbox], key: &str) -> 
             let mine = found.iter().position(|f| f.location.agent() == Some(me)).unwrap_or(0);
             Ok(found.swap_remove(mine))
         }
-        n => Err(Error::usage(format!("`{key}` matches {n} messages"))
-            .hint("give the full file name or message id (`circe inbox` lists them)")),
+        n => {
+            let names: Vec<String> =
+                found.iter().map(|f| format!("{}/{}", f.mailbox, f.file)).collect();
+            Err(Error::usage(format!("`{key}` matches {n} messages: {}", names.join(", ")))
+                .hint("give the full file name or message id"))
+        }
     }
 }
 
@@ -240,6 +252,12 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         };
         if found.is_empty() && find_in(ws, &[Mailbox::Logs], key)?.iter().any(mine_filed) {
             return Ok(Vec::new());
+        }
+        if found.is_empty()
+            && let Ok(t) = TaskId::new(key)
+            && ws.engine.archived_task(&t)?.is_some()
+        {
+            return Err(super::missing_task(ws, &t));
         }
         let f = only(found, me, &mine, key)?;
         if let Some(mut tx) = ticket_of(ws, &f.file, f.message.as_ref())? {

@@ -358,12 +358,13 @@ pub(super) fn deliver_logged(
     deliver: impl FnOnce() -> Result<Vec<String>>,
 ) -> Result<Vec<String>> {
     let journal = journal(ws, msg_id, &events_of(wanted))?;
-    let files = deliver().inspect_err(|_| {
-        // Whatever was delivered before the failure gets its events.
-        if let Some(j) = &journal {
-            let _ = ws.engine.close_journal(j, false);
-        }
+    let files = deliver().map_err(|e| {
+        // Whatever was delivered before the failure gets its events, and is said to stand.
+        let stands =
+            journal.as_ref().is_some_and(|j| ws.engine.close_journal(j, false).unwrap_or(true));
+        if stands && !e.is_committed() { e.detail("committed", "true") } else { e }
     })?;
+    crate::engine::local::crash_point("send.logging");
     log_delivered(ws, journal.as_deref(), events_of(&files), msg_id)?;
     Ok(files)
 }

@@ -198,11 +198,11 @@ pub fn deliver(
             Ok(Sent { files: names.swap_remove(0), events, journal })
         }
         Err(e) => {
-            // Whatever was delivered before the failure gets its events.
-            if let Some(j) = journal {
-                let _ = ws.engine.close_journal(&j, false);
-            }
-            Err(e)
+            // Whatever was delivered before the failure gets its events, and is said to
+            // stand (`committed`), so nobody sends it again.
+            let stands =
+                journal.is_some_and(|j| ws.engine.close_journal(&j, false).unwrap_or(true));
+            Err(if stands && !e.is_committed() { e.detail("committed", "true") } else { e })
         }
     }
 }

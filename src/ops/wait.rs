@@ -199,7 +199,11 @@ fn holds_now(
                         return Ok(Some(Met::already(Some(t.clone()), None)));
                     }
                     Some(a) => {
-                        let never = format!("; it stays {}, never {}", a.status, want.as_str());
+                        let never = if a.status == want.as_str() {
+                            format!("; it stays {}: a new one will never come", a.status)
+                        } else {
+                            format!("; it stays {}, never {}", a.status, want.as_str())
+                        };
                         return Err(
                             super::missing_task(ws, t).map_message(|m| format!("{m}{never}"))
                         );

@@ -71,6 +71,8 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
         ("engineer", &["claim", "T1"][..]),
         ("engineer", &["status", "T1", "failed"][..]),
         ("engineer", &["release", "T1"][..]),
+        ("engineer", &["take", "T1"][..]),
+        ("engineer", &["done", "T1"][..]),
         ("engineer", &["wait", "--for", "status:T1=failed", "--timeout", "1s"][..]),
     ] {
         let o = env.as_(agent, args);

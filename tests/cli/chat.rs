@@ -177,6 +177,7 @@ fn the_channel_path_comes_from_circe_yaml() {
     for (path, says) in [
         (".circe/AGENTS/qa/INBOX/chat.md", "inside the root"),
         (".circe/circe.yaml", "inside the root"),
+        ("nowhere/../.circe/AGENTS/qa/INBOX/chat.md", "inside the root"),
         (".workplace/folder", "is a folder"),
     ] {
         std::fs::write(&cfg, &text).unwrap();

@@ -207,7 +207,7 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
     assert!(occupied.join("important.txt").exists() && occupied.join(".git").is_dir());
     // Never inside a local root: its copy there would be the root's strays.
     if !crate::common::pg_mode() {
-        for inside in ["AGENTS/eagle/WORKSPACE", "newsub"] {
+        for inside in ["AGENTS/eagle/WORKSPACE", "newsub", "../nonexistent/../.circe/AGENTS/x"] {
             let before = env.state();
             let o = env.circe(["mirror", env.root().join(inside).to_str().unwrap()]).run();
             o.code(3);

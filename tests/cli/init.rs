@@ -75,11 +75,20 @@ fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
     std::fs::write(env.path().join("afile"), "x").unwrap();
     std::fs::create_dir(env.path().join("f1")).unwrap();
     std::fs::write(env.path().join("f1/.circe"), "x").unwrap();
-    for (dir, says) in [("afile", "afile is a file"), ("f1", "f1/.circe is a file")] {
+    std::fs::create_dir_all(env.path().join("f3/.circe")).unwrap();
+    std::fs::write(env.path().join("f3/.circe/AGENTS"), "x").unwrap();
+    for (dir, says) in [
+        ("afile", "afile is a file"),
+        ("afile/sub", "afile is a file"),
+        ("f1", "f1/.circe is a file"),
+        ("f3", "f3/.circe/AGENTS is a file"),
+    ] {
         let o = env.circe(["init", dir]).run();
-        assert_eq!(o.code, 3, "{}", o.show());
+        assert_eq!(o.code, 2, "{}", o.show());
         assert!(o.stderr.contains(says), "{}", o.show());
     }
+    let made: Vec<_> = std::fs::read_dir(env.path().join("f3/.circe")).unwrap().collect();
+    assert_eq!(made.len(), 1, "nothing made beside the file: {made:?}");
 }
 
 #[test]

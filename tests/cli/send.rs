@@ -313,13 +313,12 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     // The same second: the second copy takes the next name (`.2.md`).
     send("second", "m-2").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
     assert!(sends("m-2").is_empty());
+    // The first one taken on: its name is free in the INBOX, the second's `.2.md` is still
+    // found there.
+    env.as_("engineer", &["take", "m-1"]).ok();
     let doc = env.circe(["doctor"]).run();
     assert_eq!(doc.code, 1, "{}", doc.show());
-    assert!(
-        doc.stderr.contains("a send was cut off before it logged its events"),
-        "{}",
-        doc.show()
-    );
+    assert!(doc.stderr.contains("a send left the journal of its events"), "{}", doc.show());
     let fixed = env.circe(["doctor", "--repair"]).run();
     assert!(fixed.stdout.contains("(1 events logged)"), "{}", fixed.show());
     let logged = sends("m-2");
@@ -357,4 +356,38 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     assert_eq!(sends("m-4").len(), 1);
     assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
     env.circe(["doctor"]).run().ok();
+}
+
+/// An expired ask's notice cut off before its `lapse` event: the ask's own filing later logs
+/// a `lapse` about the same ask (into LOGS), which is not the notice's; repair logs the
+/// notice's event.
+#[test]
+fn an_expired_asks_notice_cut_off_gets_its_own_event() {
+    local_only!("the journal lies in tmp/");
+    let env = Env::new();
+    let ask = "---\nto: engineer\ntype: ask\nmsg-id: q-1\ndeadline: 2030-01-01T00:10:00Z\n---\n?\n";
+    env.circe(["send", "--file", "-"])
+        .agent("coordinator")
+        .now("2030-01-01T00:00:00Z")
+        .stdin(ask.as_bytes())
+        .run()
+        .ok();
+    let later = "2030-01-01T01:00:00Z";
+    let cut = env
+        .circe(["reap"])
+        .agent("coordinator")
+        .now(later)
+        .var("CIRCE_CRASH_AT", "send.logging")
+        .run();
+    assert_eq!(cut.code, 86, "{}", cut.show());
+    env.circe(["reap"]).agent("coordinator").now(later).run().ok();
+    let fixed = env.circe(["doctor", "--repair"]).now(later).run();
+    assert!(fixed.stdout.contains("(1 events logged)"), "{}", fixed.show());
+    let lapses: Vec<_> = env
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "lapse" && e["msg_id"] == "q-1")
+        .map(|e| e["files"][0]["box"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(lapses.iter().any(|b| b == "inbox:coordinator"), "the notice's event: {lapses:?}");
 }

@@ -96,7 +96,7 @@ fn check_staging(
 /// the delivery was made and they are not in the log yet.
 fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(u8, String, bool)) {
     use super::journal::Settled;
-    let what = format!("tmp/{name}: a send was cut off before it logged its events");
+    let what = format!("tmp/{name}: a send left the journal of its events (cut off, or failed)");
     match repair.then(|| eng.store.settle_journal(name)) {
         Some(Ok(s)) => {
             let done = match s {

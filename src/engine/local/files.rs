@@ -144,21 +144,27 @@ pub fn read_small_file(path: &std::path::Path) -> Option<String> {
 /// Where `path` lies once every link in the part of it that exists is resolved (the rest
 /// appended as written): to tell whether a folder about to be made lies inside another.
 pub fn resolved(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::{Component, PathBuf};
     let abs = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-    let mut rest = Vec::new();
-    let mut at = abs.as_path();
-    loop {
-        if let Ok(real) = std::fs::canonicalize(at) {
-            return rest.iter().rev().fold(real, |p, c| p.join(c));
-        }
-        match (at.parent(), at.file_name()) {
-            (Some(parent), Some(name)) => {
-                rest.push(name.to_os_string());
-                at = parent;
+    let parts: Vec<Component<'_>> = abs.components().collect();
+    // The longest part that exists, with its links resolved; what does not exist yet holds
+    // no link: its `..` and `.` are read as written.
+    for k in (1..=parts.len()).rev() {
+        let Ok(real) = std::fs::canonicalize(parts[..k].iter().collect::<PathBuf>()) else {
+            continue;
+        };
+        return parts[k..].iter().fold(real, |mut p, c| {
+            match c {
+                Component::ParentDir => {
+                    p.pop();
+                }
+                Component::CurDir => {}
+                c => p.push(c),
             }
-            _ => return abs,
-        }
+            p
+        });
     }
+    abs
 }
 
 /// What stands at `path` (links not followed): `Some(true)` a folder, `Some(false)` anything

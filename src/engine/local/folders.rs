@@ -18,10 +18,11 @@ pub fn read_message_dir(
     let rd = std::fs::read_dir(dir).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => Error::not_found(format!("no folder {}", dir.display()))
             .hint("name the folder that holds the messages (TX keeps them in .ai/tx/msgs)"),
-        io::ErrorKind::NotADirectory => {
-            Error::usage(format!("{} is a file, not a folder", dir.display()))
-                .hint("name the folder that holds the messages (TX keeps them in .ai/tx/msgs)")
-        }
+        // The file on the way is named (`file/sub`: `file`).
+        io::ErrorKind::NotADirectory => super::files::folder_can_be(dir)
+            .err()
+            .unwrap_or_else(|| Error::usage(format!("{} is a file, not a folder", dir.display())))
+            .hint("name the folder that holds the messages (TX keeps them in .ai/tx/msgs)"),
         _ => Error::io("cannot list", dir, e),
     })?;
     let mut out = Vec::new();

@@ -96,7 +96,8 @@ impl Store {
         } else {
             let n = j.events.len();
             for e in &mut j.events {
-                e.what = Some("logged late: the command that made it was cut off first".into());
+                e.what =
+                    Some("logged late: the command that made it stopped before logging it".into());
             }
             event_log::append(self, &mut j.events)?;
             Settled::Logged(n)
@@ -105,37 +106,65 @@ impl Store {
         Ok(settled)
     }
 
-    /// Does the journal's message lie where its first event put it (under the name it got
-    /// there, which the journal's files are set to), or where it moves on to (the agent's
-    /// WORKSPACE, LOGS)?
+    /// Does the journal's message lie where its first event put it, or where it moves on to
+    /// (the agent's WORKSPACE, LOGS)? Every event's files are set to the names the copies
+    /// got where they still lie (a copy may have taken a numbered name, `x.2.md`).
     fn delivered(&self, j: &mut Journal) -> bool {
-        let Some(first) = j.events.first_mut() else { return false };
         let mut found = false;
-        for f in &mut first.files {
-            let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
-            if let Some(n) = self.find_numbered_with_id(&b, &f.file, &j.msg_id) {
-                f.file = n;
-                found = true;
-                continue;
+        for (i, e) in j.events.iter_mut().enumerate() {
+            // A copy holds its own message's id: the event's (a send, a route), or the
+            // journal's (an expired ask's notice names the ask).
+            let ids: Vec<String> = e.msg_id.iter().chain([&j.msg_id]).cloned().collect();
+            for f in &mut e.files {
+                let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
+                if let Some(n) = ids.iter().find_map(|id| self.find_copy(&b, &f.file, id)) {
+                    f.file = n;
+                    found |= i == 0;
+                    continue;
+                }
+                if i > 0 {
+                    continue;
+                }
+                let mut later = vec![Mailbox::Logs];
+                if let Some(a) = b.agent() {
+                    later.push(Mailbox::Workspace(a.clone()));
+                }
+                found |= later.iter().any(|l| self.find_copy(l, &f.file, &j.msg_id).is_some());
             }
-            let mut later = vec![Mailbox::Logs];
-            if let Some(a) = b.agent() {
-                later.push(Mailbox::Workspace(a.clone()));
-            }
-            found |=
-                later.iter().any(|l| self.find_numbered_with_id(l, &f.file, &j.msg_id).is_some());
         }
         found
     }
 
-    /// Is an event of the journal's first kind about its msg id in the log after `after`?
+    /// The name under which a message with id `id` lies in `mbox`: `base` or any of its
+    /// numbered names (`base.2.md`, ...), whether or not the names before it are taken.
+    fn find_copy(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {
+        let stem = base.strip_suffix(".md")?;
+        let numbered = |n: &str| {
+            n.strip_prefix(stem)
+                .and_then(|r| r.strip_prefix('.'))
+                .and_then(|r| r.strip_suffix(".md"))
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_digit()))
+        };
+        let names = self.list_box(mbox).ok()?;
+        names.into_iter().filter(|n| n == base || numbered(n)).find(|n| {
+            self.read_message(mbox, n).is_ok_and(|b| crate::task::outbox::has_msg_id(&b, id))
+        })
+    }
+
+    /// Is the journal's first event in the log after `after`: one of its kind, about its msg
+    /// id, putting files into the same boxes (an expired ask's notice and the filing of the
+    /// ask are both `lapse` events about the ask, into different boxes)?
     fn logged_since(&self, j: &Journal) -> Result<bool> {
         let Some(first) = j.events.first() else { return Ok(true) };
+        let boxes = |e: &Event| e.files.iter().map(|f| f.mailbox.clone()).collect::<Vec<_>>();
+        let same = |e: &Event| {
+            e.event == first.event && e.msg_id == first.msg_id && boxes(e) == boxes(first)
+        };
         let mut from = Cursor::after(j.after);
         loop {
             let batch = event_log::read(self, from, BATCH)?;
             let Some(last) = batch.last() else { return Ok(false) };
-            if batch.iter().any(|e| e.event == first.event && e.msg_id == first.msg_id) {
+            if batch.iter().any(same) {
                 return Ok(true);
             }
             from = Cursor::after(last.id);

@@ -289,11 +289,11 @@ impl Store {
 /// is no folder; the text of `.circe/circe.yaml` when there is one (checked before any box
 /// is made, so a root whose configuration does not parse is left as it was).
 pub fn init_finds(dir: &Path) -> Result<Option<String>> {
-    for p in [dir.to_path_buf(), dir.join(ROOT_DIR)] {
-        if std::fs::symlink_metadata(&p).is_ok_and(|m| !m.is_dir()) && !p.is_dir() {
-            return Err(Error::refused(format!("{} is a file, not a folder", p.display()))
-                .hint("`circe init DIR` makes DIR/.circe: name a folder (made when missing)"));
-        }
+    let root = dir.join(ROOT_DIR);
+    for p in std::iter::once(root.clone()).chain(BOXES.iter().map(|b| root.join(b))) {
+        super::files::folder_can_be(&p).map_err(|e| {
+            e.hint("`circe init DIR` makes DIR/.circe and its folders: move the file away")
+        })?;
     }
     let cfg = dir.join(ROOT_DIR).join(CONFIG_FILE);
     match atomic::read_regular(&cfg) {
