@@ -391,3 +391,37 @@ fn an_expired_asks_notice_cut_off_gets_its_own_event() {
         .collect();
     assert!(lapses.iter().any(|b| b == "inbox:coordinator"), "the notice's event: {lapses:?}");
 }
+
+/// A journal whose message still has copies staged (a numbered fan-out cut off after its
+/// first copy landed, its sender's lock held by a live sender) waits: its event is logged
+/// once the copies have landed, naming each where it lies.
+#[test]
+fn a_journal_waits_for_its_staged_copies() {
+    local_only!("holds a sender's lock file by hand");
+    let env = Env::new();
+    let args = ["send", "--to", "all", "--intent", "inform", "--summary", "x", "--msg-id", "f-1"];
+    let cut = env.circe(args).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run();
+    assert_eq!(cut.code, 86, "{}", cut.show());
+    let lock = std::fs::File::create(env.root().join("locks/seq-coordinator.lock")).unwrap();
+    lock.lock().unwrap();
+    let held = env.circe(["doctor", "--repair"]).run();
+    assert!(
+        held.stderr.contains("(waits: copies of its message are still staged)"),
+        "{}",
+        held.show()
+    );
+    let sends = || env.events().into_iter().filter(|e| e["event"] == "send").collect::<Vec<_>>();
+    assert!(sends().is_empty());
+    drop(lock);
+    env.circe(["doctor", "--repair"]).run().ok();
+    let logged = sends();
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let files = logged[0]["files"].as_array().unwrap();
+    assert!(files.len() > 1);
+    for f in files {
+        let (b, name) = (f["box"].as_str().unwrap(), f["file"].as_str().unwrap());
+        let agent = b.strip_prefix("inbox:").unwrap();
+        assert!(env.read(&format!("AGENTS/{agent}/INBOX/{name}")).contains("f-1"), "{f}");
+    }
+    env.circe(["doctor"]).run().ok();
+}

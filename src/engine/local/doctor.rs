@@ -104,6 +104,10 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
                 Settled::AlreadyLogged => "they were logged already".into(),
                 Settled::NotDelivered => "the message was never delivered".into(),
                 Settled::Gone => "settled by another command".into(),
+                Settled::Waiting => {
+                    v(1, format!("{what} (waits: copies of its message are still staged)"), false);
+                    return;
+                }
             };
             v(1, format!("{what} ({done})"), true);
         }

@@ -43,6 +43,9 @@ pub(super) enum Settled {
     AlreadyLogged,
     /// The message lies nowhere: it was never delivered.
     NotDelivered,
+    /// Copies of its message still wait to land (a numbered entry or a fan-out batch whose
+    /// sender, or whose settling, has not finished them): it waits.
+    Waiting,
     /// Another settler took it first.
     Gone,
 }
@@ -89,7 +92,9 @@ impl Store {
             self.drop_journal(name)?;
             return Ok(Settled::NotDelivered);
         };
-        let settled = if !self.delivered(&mut j) {
+        let settled = if self.still_staged(&j)? {
+            return Ok(Settled::Waiting);
+        } else if !self.delivered(&mut j) {
             Settled::NotDelivered
         } else if self.logged_since(&j)? {
             Settled::AlreadyLogged
@@ -104,6 +109,35 @@ impl Store {
         };
         self.drop_journal(name)?;
         Ok(settled)
+    }
+
+    /// Do copies of the journal's message still wait in a numbered entry of its sender or
+    /// in a fan-out batch (staged as `<n>~<box>~<name>`)? Their delivery is not finished: a
+    /// live sender, or the next settling, lands them.
+    fn still_staged(&self, j: &Journal) -> Result<bool> {
+        let Some(first) = j.events.first() else { return Ok(false) };
+        let wanted: Vec<&str> = first.files.iter().map(|f| f.file.as_str()).collect();
+        let holds = |dir: &std::path::Path| -> Result<bool> {
+            Ok(super::root::list_all_names(dir)?
+                .iter()
+                .any(|n| n.splitn(3, '~').nth(2).is_some_and(|name| wanted.contains(&name))))
+        };
+        let mut dirs = Vec::new();
+        if let Ok(agent) = crate::names::AgentName::new(&first.agent) {
+            let seq = self.seq_dir(&agent);
+            dirs.extend(self.seq_entries(&agent)?.into_iter().map(|e| seq.join(e.name())));
+        }
+        for n in super::root::list_all_names(&self.tmp_dir())? {
+            if n.starts_with("batch-") && !n.contains(".part") {
+                dirs.push(self.tmp_dir().join(n));
+            }
+        }
+        for d in dirs {
+            if holds(&d)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     /// Does the journal's message lie where its first event put it, or where it moves on to
