@@ -59,8 +59,8 @@ fn init_adds_missing_boxes_and_agents_back() {
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
 }
 
-/// A circe.yaml that does not parse, or a file where the folder belongs: refused (exit 3)
-/// naming the path, and nothing is made.
+/// A circe.yaml that does not parse (exit 3), or a file where a folder belongs (exit 2):
+/// refused naming the path, and nothing is made.
 #[test]
 fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
     local_only!("makes local roots");

@@ -354,6 +354,14 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     assert_eq!(again.code, 0, "{}", again.show());
     assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
     assert_eq!(sends("m-4").len(), 1);
+    // Taken on before the repair under the numbered name it got: the event names that copy.
+    send("fifth", "m-5").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    env.as_("engineer", &["take", "m-5"]).ok();
+    env.circe(["doctor", "--repair"]).run().ok();
+    let logged = sends("m-5");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    let file = logged[0]["files"][0]["file"].as_str().unwrap().to_string();
+    assert!(env.read(&format!("AGENTS/engineer/WORKSPACE/{file}")).contains("m-5"), "{file}");
     assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
     env.circe(["doctor"]).run().ok();
 }

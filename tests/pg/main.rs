@@ -31,6 +31,5 @@ mod relay;
 mod requests;
 mod restart;
 mod schema;
-mod send_tx;
 mod seq;
 mod watchers;

@@ -33,9 +33,8 @@
 //! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut
 //! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
 //! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
-//! earlier copy of its message; `no-journal` keeps no journal of a delivery's events (on a
-//! database root, no transaction around the two), so a command cut off between them loses
-//! the events.
+//! earlier copy of its message; `no-journal` keeps no journal of a delivery's events, so a
+//! command cut off between the delivery and its events loses them.
 
 use std::io;
 use std::sync::OnceLock;

@@ -178,10 +178,11 @@ pub fn is_folder(path: &std::path::Path) -> Option<bool> {
 pub fn folder_can_be(dir: &std::path::Path) -> crate::error::Result<()> {
     let mut at = Some(dir);
     while let Some(p) = at {
-        if std::fs::symlink_metadata(p).is_ok() {
+        if let Ok(m) = std::fs::symlink_metadata(p) {
             if !p.is_dir() {
+                let what = if m.file_type().is_symlink() { "a link" } else { "a file" };
                 return Err(crate::error::Error::usage(format!(
-                    "{} is a file, not a folder",
+                    "{} is {what}, not a folder",
                     p.display()
                 ))
                 .hint(format!("name a folder (made when missing) for {}", dir.display())));

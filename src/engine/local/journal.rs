@@ -151,19 +151,19 @@ impl Store {
             let ids: Vec<String> = e.msg_id.iter().chain([&j.msg_id]).cloned().collect();
             for f in &mut e.files {
                 let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
-                if let Some(n) = ids.iter().find_map(|id| self.find_copy(&b, &f.file, id)) {
+                // Where it landed, else where it moved on to (taken: the same name).
+                let mut places = vec![b.clone()];
+                if let Some(a) = b.agent() {
+                    places.push(Mailbox::Workspace(a.clone()));
+                }
+                places.push(Mailbox::Logs);
+                let copy = places
+                    .iter()
+                    .find_map(|p| ids.iter().find_map(|id| self.find_copy(p, &f.file, id)));
+                if let Some(n) = copy {
                     f.file = n;
                     found |= i == 0;
-                    continue;
                 }
-                if i > 0 {
-                    continue;
-                }
-                let mut later = vec![Mailbox::Logs];
-                if let Some(a) = b.agent() {
-                    later.push(Mailbox::Workspace(a.clone()));
-                }
-                found |= later.iter().any(|l| self.find_copy(l, &f.file, &j.msg_id).is_some());
             }
         }
         found

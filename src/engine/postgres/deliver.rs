@@ -101,30 +101,4 @@ impl PgEngine {
         }
         Ok(names)
     }
-
-    /// `Engine::journal_events`: a send's delivery and its events commit in one
-    /// transaction, so a client killed between them leaves neither. None inside a task
-    /// transaction (its commit holds them) or a send's already open.
-    pub(super) fn begin_send(&self) -> Result<Option<String>> {
-        if self.open_tx.get() || self.open_send.get() {
-            return Ok(None);
-        }
-        self.conn.call("starting the send", self.conn.client.batch_execute("BEGIN"))?;
-        self.open_send.set(true);
-        Ok(Some("transaction".to_string()))
-    }
-
-    /// `Engine::close_journal`: `COMMIT` when the events are logged, else `ROLLBACK` (the
-    /// delivery does not stand). Returns whether it stands.
-    pub(super) fn end_send(&self, logged: bool) -> Result<bool> {
-        if !self.open_send.replace(false) {
-            return Ok(logged);
-        }
-        if !logged {
-            self.rollback();
-            return Ok(false);
-        }
-        self.conn.call("committing the send", self.conn.client.batch_execute("COMMIT"))?;
-        Ok(true)
-    }
 }

@@ -55,8 +55,6 @@ pub struct PgEngine {
     agents: RefCell<Vec<(AgentName, String)>>,
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
-    /// A send's transaction is open: its delivery and its events commit together.
-    open_send: std::cell::Cell<bool>,
     /// The retired agents read with the opening, for the first question right after.
     retired_at_open: std::cell::Cell<Option<Prefetched<Vec<Retired>>>>,
     /// The ticket a claim moved, returned by its commit, for the read right after.
@@ -133,7 +131,6 @@ impl PgEngine {
             clock,
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
-            open_send: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
             ticket_read: std::cell::Cell::new(None),
             message_cap: config.limits.message_bytes,
@@ -157,7 +154,7 @@ impl PgEngine {
 
     /// Refuse a second task transaction while one is open on the connection.
     pub(super) fn no_open_tx(&self) -> Result<()> {
-        if self.open_tx.get() || self.open_send.get() {
+        if self.open_tx.get() {
             return Err(Error::internal("a second task transaction while one is open")
                 .hint("this is a bug in circe: please report the command"));
         }

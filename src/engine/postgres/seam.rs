@@ -102,14 +102,6 @@ impl Engine for PgEngine {
         self.deliver_one(content, name, to)
     }
 
-    fn journal_events(&self, _msg_id: &str, _events: &[Event]) -> Result<Option<String>> {
-        self.begin_send()
-    }
-
-    fn close_journal(&self, _journal: &str, logged: bool) -> Result<bool> {
-        self.end_send(logged)
-    }
-
     fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>> {
         self.forget_read_ahead();
         self.deliver_all(parcels)
