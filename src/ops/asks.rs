@@ -245,29 +245,40 @@ pub fn list(ws: &Workspace, all: bool) -> Result<Vec<AskRow>> {
 /// An overdue ask left open (its msg id), and why its asker could not be told.
 pub type KeptOpen = (String, crate::error::Error);
 
-/// Expire the open asks whose deadline passed (`circe reap`) and whose asker `can_tell`
-/// allows. Returns them, and those kept open with why.
+/// Expire the open asks whose deadline passed (`circe reap`), each after `tell` has told
+/// its asker. Returns them, and those kept open with why.
+///
+/// Held while it is told and expired: an answer under way (holding the ask) finishes first,
+/// and one that comes after finds it expired. Told first, then expired: an ask whose asker
+/// cannot be told stays open (the next run tries again) rather than expire unsaid, and a
+/// run cut off between the two leaves it open, for the next run (whose `tell` finds the
+/// notice there already).
 pub fn expire(
     ws: &Workspace,
-    can_tell: &dyn Fn(&AskRecord) -> Result<()>,
+    tell: &dyn Fn(&AskRecord) -> Result<()>,
 ) -> Result<(Vec<AskRecord>, Vec<KeptOpen>)> {
     let now = ws.now();
     let (mut out, mut kept) = (Vec::new(), Vec::new());
     for r in ws.engine.asks()? {
         let r = settle(ws, r)?;
-        let due = r.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= now);
-        if r.state == AskState::Open && due {
-            // Its asker must be told: an ask whose asker cannot be reached stays open (the
-            // next run expires it), rather than expire unsaid.
-            if let Err(e) = can_tell(&r) {
-                kept.push((r.msg_id.to_string(), e));
-                continue;
-            }
-            out.push(
-                ws.engine
-                    .put_ask(&AskRecord { state: AskState::Expired, ..r.clone() }, Some(r.rev))?,
-            );
+        let due = |r: &AskRecord| {
+            r.state == AskState::Open
+                && r.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= now)
+        };
+        if !due(&r) {
+            continue;
         }
+        let Some(_held) = ws.engine.hold_ask(&r.msg_id, false)? else { continue };
+        // Read again under the hold: an answer may have closed it meanwhile.
+        let Some(r) = ws.engine.ask(&r.msg_id)?.filter(due) else { continue };
+        if let Err(e) = tell(&r) {
+            kept.push((r.msg_id.to_string(), e));
+            continue;
+        }
+        crate::engine::local::crash_point("ask.told");
+        out.push(
+            ws.engine.put_ask(&AskRecord { state: AskState::Expired, ..r.clone() }, Some(r.rev))?,
+        );
     }
     Ok((out, kept))
 }

@@ -28,19 +28,19 @@ pub struct Lapsed {
 /// Expire overdue asks (telling each asker) and file overdue INBOX messages into LOGS.
 pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     let mut out = Lapsed::default();
-    let can_tell = |a: &crate::tx::AskRecord| {
-        ws.engine.check_box(&Mailbox::Inbox(a.from.clone()), "deliver into")
+    // Told before the ask expires (a run cut off between the two told it already).
+    let tell = |a: &crate::tx::AskRecord| {
+        ws.engine.check_box(&Mailbox::Inbox(a.from.clone()), "deliver into")?;
+        if told_already(ws, a)? {
+            return Ok(());
+        }
+        tell_asker(ws, a)
     };
-    let (expired, kept) = super::asks::expire(ws, &can_tell)?;
+    let (expired, kept) = super::asks::expire(ws, &tell)?;
     for (id, e) in kept {
-        out.undone.push((format!("ask {id}"), e.message));
+        out.undone.push((format!("ask {id} (kept open: its asker was not told)"), e.message));
     }
     for a in expired {
-        // Expired already: a notice that fails now is said, and the rest goes on.
-        if let Err(e) = tell_asker(ws, &a) {
-            out.undone
-                .push((format!("ask {} (expired; its asker was not told)", a.msg_id), e.message));
-        }
         out.asks.push(a.msg_id.to_string());
     }
     let now = ws.now();
@@ -76,6 +76,22 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
 fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
     let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) else { return Ok(false) };
     Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
+}
+
+/// Is circe's notice that ask `a` expired in its asker's INBOX or WORKSPACE already (told by
+/// a run cut off before it marked the ask expired)?
+fn told_already(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<bool> {
+    let prefix = format!("_{CIRCE}-{}_update", a.from);
+    for b in [Mailbox::Inbox(a.from.clone()), Mailbox::Workspace(a.from.clone())] {
+        for name in ws.engine.list_box(&b)?.into_iter().filter(|n| n.contains(&prefix)) {
+            let Ok(m) = super::read(ws, &b, &name) else { continue };
+            if m.from_agent() == Some(CIRCE) && m.in_reply_to.as_deref() == Some(a.msg_id.as_str())
+            {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
 }
 
 /// An `update` from circe to the asker: its ask expired unanswered.

@@ -657,3 +657,33 @@ fn an_ask_left_answering_is_reported_and_repaired() {
     send(&env, "brain", answer).ok();
     assert!(asks(&env).is_empty(), "answered");
 }
+
+/// An ask's asker is told before the ask expires: `reap` cut off between the two leaves the
+/// ask open and its notice delivered; the next `reap` expires it without a second notice.
+#[test]
+fn an_expired_ask_is_told_once_across_a_cut_off_reap() {
+    let env = tx_root();
+    let ask = "---\nto: brain\ntype: ask\nmsg-id: dl-1\ndeadline: 2030-01-01T00:10:00Z\n---\n?\n";
+    env.circe(["send", "--file", "-"])
+        .agent("core")
+        .now("2030-01-01T00:00:00Z")
+        .stdin(ask.as_bytes())
+        .run()
+        .ok();
+    let later = "2030-01-01T01:00:00Z";
+    let notices = || {
+        env.ls("AGENTS/core/INBOX")
+            .into_iter()
+            .filter(|n| env.read(&format!("AGENTS/core/INBOX/{n}")).contains("expired unanswered"))
+            .count()
+    };
+    let cut = env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "ask.told").run();
+    assert_eq!(cut.code, 86, "{}", cut.show());
+    assert_eq!(notices(), 1, "told before it expires");
+    let open = env.circe(["asks", "--json"]).now(later).run().json();
+    assert_eq!(open["asks"][0]["state"], "open", "{open}");
+    env.circe(["reap"]).now(later).run().ok();
+    assert_eq!(notices(), 1, "told once");
+    let all = env.circe(["asks", "--all", "--json"]).now(later).run().json();
+    assert_eq!(all["asks"][0]["state"], "expired", "{all}");
+}
