@@ -34,6 +34,7 @@ pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
 }
 
 pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found>> {
+    empty_key(key)?;
     let mut out = Vec::new();
     for b in boxes {
         for name in ws.engine.list_box(b)? {
@@ -60,6 +61,15 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
         }
     }
     Ok(out)
+}
+
+/// An empty key names nothing: refused as an empty name is (exit 3).
+pub fn empty_key(key: &str) -> Result<()> {
+    if key.trim().is_empty() {
+        return Err(Error::refused("the key is empty")
+            .hint("name a message (its id, 8+ characters of it, or its file name) or a task id"));
+    }
+    Ok(())
 }
 
 fn contains(hay: &[u8], needle: &[u8]) -> bool {

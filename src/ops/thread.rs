@@ -82,6 +82,7 @@ fn every_message(ws: &Workspace) -> Result<BTreeMap<String, (Message, Mailbox, S
 /// The whole conversation `key` (a msg id, or a unique prefix of 8+ characters) is part of,
 /// from its first message.
 pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
+    super::find::empty_key(key)?;
     let all = every_message(ws)?;
     let hits: Vec<&String> = all
         .keys()

@@ -777,4 +777,10 @@ fn hints_name_what_was_meant() {
     let o = env.as_("coordinator", &["orphans", "redeliver", "X", "--to", "enginer"]);
     assert_eq!(o.code, 5, "{}", o.show());
     assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+    // An empty key names nothing: refused as an empty name is, whatever the command.
+    for args in [&["thread", ""][..], &["show", ""][..], &["done", ""][..], &["take", " "][..]] {
+        let o = env.as_("engineer", args);
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains("the key is empty"), "{}", o.show());
+    }
 }
