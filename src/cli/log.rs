@@ -63,7 +63,7 @@ fn since(ws: &crate::workspace::Workspace, s: &str) -> Result<String> {
 
 /// `--task` named a task with no event shown: exit 5 when it is not here (an archived task's
 /// events are in the archive; a task that does not exist has none). `--follow` waits for it.
-fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Result<()> {
+pub(super) fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Result<()> {
     if ws.engine.peek(t)?.is_some() {
         return Ok(());
     }

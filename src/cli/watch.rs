@@ -87,7 +87,8 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
     // A hook of an agent's stream is given that agent's copy of a message.
     let hook_agent = agent.as_ref().map(|(me, _)| me.to_string());
-    let mut filter = Filter::new(agent, task, kinds(&a.kind)?);
+    let mut filter = Filter::new(agent, task.clone(), kinds(&a.kind)?);
+    let mut matched = 0usize;
     let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     if poll.is_none()
@@ -136,6 +137,7 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
                 follow.handed(e.id)?;
             }
             if filter.wants(&ws, &e) {
+                matched += 1;
                 let handled = match &hook {
                     Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())?,
                     // A reader that went away: end quietly, this event not handed on.
@@ -153,6 +155,13 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
                 follow.handed(e.id)?;
             }
         }
+    }
+    // `--once` for a task that has nothing here says why, as `log --task` does.
+    if a.once
+        && matched == 0
+        && let Some(t) = &task
+    {
+        super::log::unknown_task(&ws, t)?;
     }
     Ok(Report::streamed())
 }

@@ -777,6 +777,10 @@ fn hints_name_what_was_meant() {
     let o = env.as_("coordinator", &["orphans", "redeliver", "X", "--to", "enginer"]);
     assert_eq!(o.code, 5, "{}", o.show());
     assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+    // A task that is nowhere: `watch --once` says so, as `log` does.
+    let o = env.circe(["watch", "--all", "--task", "NOPE-1", "--once"]).run();
+    assert_eq!(o.code, 5, "{}", o.show());
+    env.circe(["watch", "--all", "--task", "R-1", "--once"]).run().ok();
     // An empty key names nothing: refused as an empty name is, whatever the command.
     for args in [&["thread", ""][..], &["show", ""][..], &["done", ""][..], &["take", " "][..]] {
         let o = env.as_("engineer", args);
