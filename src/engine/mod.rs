@@ -180,17 +180,16 @@ pub trait Engine {
 
     /// Keep `events`, those of a delivery of `msg_id` about to be made, until
     /// `close_journal`: a command cut off between the delivery and its events leaves them to
-    /// be logged by the next settling (`finish_deliveries`, doctor's repair); a database
-    /// opens a transaction instead, which the delivery and its events share. Returns the
-    /// journal's name; `None` when the engine keeps none.
+    /// be logged by the next settling (`finish_deliveries`, doctor's repair). Returns the
+    /// journal's name; `None` when the engine keeps none (a database: PROTOCOLS.md section
+    /// 18).
     fn journal_events(&self, _msg_id: &str, _events: &[Event]) -> Result<Option<String>> {
         Ok(None)
     }
 
     /// Close a journal: `logged`, its events are in the log; otherwise (the delivery or its
-    /// events failed on the way) its events are logged now if the delivery was made, or, on
-    /// an engine that keeps both in one transaction, neither stands. Returns whether the
-    /// delivery stands.
+    /// events failed on the way) its events are logged now if the delivery was made.
+    /// Returns whether the delivery stands (was made, or may have been).
     fn close_journal(&self, _journal: &str, _logged: bool) -> Result<bool> {
         Ok(true)
     }

@@ -251,8 +251,8 @@ fn delivered_anyway(e: Error, msg_id: &str) -> Error {
 }
 
 /// Log the events of a delivery made, and close its journal. When they cannot be logged,
-/// the journal is closed as failed: the delivery stands (said so, "was delivered, but"),
-/// unless the engine undid it with them (a database's transaction: nothing was delivered).
+/// the journal is closed as failed (its events are tried again, else it stays for doctor)
+/// and the delivery is said to stand ("was delivered, but").
 fn log_delivered(
     ws: &Workspace,
     journal: Option<&str>,
@@ -269,9 +269,8 @@ fn log_delivered(
             Ok(events)
         }
         Err(e) => {
-            let stands = journal.is_none_or(|j| ws.engine.close_journal(j, false).unwrap_or(true));
-            if !stands {
-                return Err(e.hint_more("nothing was delivered: send it again"));
+            if let Some(j) = journal {
+                let _ = ws.engine.close_journal(j, false);
             }
             let e = if e.is_committed() { e } else { e.detail("committed", "true") };
             Err(delivered_anyway(e, msg_id))

@@ -4,11 +4,12 @@
 //! in between would leave a delivered message without its `send` event. Before the delivery
 //! the events are written, as they will be logged, to `tmp/events-<pid>-<id>.json`, with the
 //! log's last id at that moment; once logged the file is removed. A file whose process is
-//! gone is settled by `circe doctor --repair` and by a send that names its own id: when the
-//! message lies in one of the boxes its event names (or moved on from there) and no event of
-//! its kind and msg id was logged since, the events are logged then; a message that lies
-//! nowhere was never delivered, and the file is removed. Not fsynced: this covers a command
-//! killed, not a power cut (which may cost the log's tail anyway).
+//! gone is settled by `circe doctor --repair`, by a send that names its own id and by `circe
+//! archive`: when the message lies in one of the boxes its event names (or moved on from
+//! there) and no event of its kind, msg id and boxes was logged since, the events are logged
+//! then; a message that lies nowhere was never delivered, and the file is removed; one with
+//! copies still staged waits. Not fsynced: this covers a command killed, not a power cut
+//! (which may cost the log's tail anyway).
 
 use serde::{Deserialize, Serialize};
 
@@ -157,9 +158,9 @@ impl Store {
                     places.push(Mailbox::Workspace(a.clone()));
                 }
                 places.push(Mailbox::Logs);
-                let copy = places
-                    .iter()
-                    .find_map(|p| ids.iter().find_map(|id| self.find_copy(p, &f.file, id)));
+                let copy = places.iter().find_map(|p| {
+                    ids.iter().find_map(|id| self.find_any_numbered_with_id(p, &f.file, id))
+                });
                 if let Some(n) = copy {
                     f.file = n;
                     found |= i == 0;
@@ -167,22 +168,6 @@ impl Store {
             }
         }
         found
-    }
-
-    /// The name under which a message with id `id` lies in `mbox`: `base` or any of its
-    /// numbered names (`base.2.md`, ...), whether or not the names before it are taken.
-    fn find_copy(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {
-        let stem = base.strip_suffix(".md")?;
-        let numbered = |n: &str| {
-            n.strip_prefix(stem)
-                .and_then(|r| r.strip_prefix('.'))
-                .and_then(|r| r.strip_suffix(".md"))
-                .is_some_and(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_digit()))
-        };
-        let names = self.list_box(mbox).ok()?;
-        names.into_iter().filter(|n| n == base || numbered(n)).find(|n| {
-            self.read_message(mbox, n).is_ok_and(|b| crate::task::outbox::has_msg_id(&b, id))
-        })
     }
 
     /// Is the journal's first event in the log after `after`: one of its kind, about its msg

@@ -446,6 +446,28 @@ impl Store {
         None
     }
 
+    /// `find_numbered_with_id` over every numbered name of `base` in `mbox`, whether or not
+    /// the names before it are taken (one listing of the box): for a copy other commands may
+    /// have moved around since it landed (`base.md` taken on, `base.2.md` still there).
+    pub(super) fn find_any_numbered_with_id(
+        &self,
+        mbox: &Mailbox,
+        base: &str,
+        id: &str,
+    ) -> Option<String> {
+        let stem = base.strip_suffix(".md")?;
+        let numbered = |n: &str| {
+            n.strip_prefix(stem)
+                .and_then(|r| r.strip_prefix('.'))
+                .and_then(|r| r.strip_suffix(".md"))
+                .is_some_and(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_digit()))
+        };
+        let names = self.list_box(mbox).ok()?;
+        names.into_iter().filter(|n| n == base || numbered(n)).find(|n| {
+            self.read_message(mbox, n).is_ok_and(|b| crate::task::outbox::has_msg_id(&b, id))
+        })
+    }
+
     /// The path of message `name` in `mbox` (whether or not it is there).
     pub fn message_path(&self, mbox: &Mailbox, name: &str) -> PathBuf {
         self.box_dir(mbox).join(name)

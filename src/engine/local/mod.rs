@@ -308,14 +308,13 @@ impl Engine for LocalEngine {
             return Ok(0);
         }
         let mut n = 0;
-        let mut unfinished = false;
         for name in self.store.tmp_leftovers()? {
             // Best effort: another command (or doctor) may be landing the same batch.
-            if name.starts_with("batch-") && !name.contains(".part") {
-                match self.store.finish_batch(&name) {
-                    Ok(_) => n += 1,
-                    Err(_) => unfinished = true,
-                }
+            if name.starts_with("batch-")
+                && !name.contains(".part")
+                && self.store.finish_batch(&name).is_ok()
+            {
+                n += 1;
             }
         }
         // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
@@ -323,11 +322,8 @@ impl Engine for LocalEngine {
             let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
             event_log::append(&self.store, &mut settled)?;
         }
-        // The events of deliveries whose commands were cut off before they logged them (once
-        // every delivery is finished: an event names every copy).
-        if unfinished {
-            return Ok(n);
-        }
+        // The events of deliveries whose commands were cut off before they logged them (one
+        // whose copies are still staged waits for them).
         let settled = self.store.settle_journals()?;
         n += settled.iter().filter(|(_, s)| matches!(s, journal::Settled::Logged(_))).count();
         Ok(n)
