@@ -294,20 +294,11 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
             .collect::<Vec<_>>()
     };
     let at = "2030-01-01T00:00:00Z";
-    let send = |summary: &str, id: &str| {
-        env.circe([
-            "send",
-            "--to",
-            "engineer",
-            "--intent",
-            "inform",
-            "--summary",
-            summary,
-            "--msg-id",
-            id,
-        ])
-        .agent("coordinator")
-        .now(at)
+    let args = |summary: &'static str, id: &'static str| {
+        ["send", "--to", "engineer", "--intent", "inform", "--summary", summary, "--msg-id", id]
+    };
+    let send = |summary: &'static str, id: &'static str| {
+        env.circe(args(summary, id)).agent("coordinator").now(at)
     };
     send("first", "m-1").run().ok();
     // The same second: the second copy takes the next name (`.2.md`).
@@ -336,18 +327,7 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     // A retry of the same send (its own id) finds the delivery, and logs its events first.
     send("fourth", "m-4").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
     let again = env
-        .circe([
-            "--json",
-            "send",
-            "--to",
-            "engineer",
-            "--intent",
-            "inform",
-            "--summary",
-            "fourth",
-            "--msg-id",
-            "m-4",
-        ])
+        .circe([&["--json"][..], &args("fourth", "m-4")].concat())
         .agent("coordinator")
         .now(at)
         .run();
