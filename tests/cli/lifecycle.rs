@@ -688,3 +688,48 @@ fn a_release_run_again_is_already_and_a_stale_epoch_still_fences() {
     // An epoch the task never had is a mistaken epoch, not a lost lease.
     assert!(o.stderr.contains("never been at epoch 99"), "{}", o.show());
 }
+
+#[test]
+fn a_change_cut_off_before_its_events_has_them_logged_by_the_next_command() {
+    local_only!("the journal lies in tmp/; a database logs in the change's transaction");
+    let env = setup();
+    let of =
+        |kind: &str| env.events().into_iter().filter(|e| e["event"] == kind).collect::<Vec<_>>();
+    // Cut off before its commit point: the claim never happened, and nothing is logged.
+    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
+    eng(&["claim", T]).var("CIRCE_CRASH_AT", "claim.before_rename").run().code(86);
+    eng(&["claim", T]).var("CIRCE_CRASH_AT", "claim.recorded").run().code(86);
+    assert!(of("claim").is_empty());
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains(&format!("a change of task {T} was cut off")), "{}", doc.show());
+    // The task's next command logs the claim first, once.
+    env.as_("engineer", &["status", T, "in_progress"]).ok();
+    let claims = of("claim");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert!(claims[0]["what"].as_str().unwrap().starts_with("logged late"), "{claims:?}");
+    assert!(claims[0]["id"].as_u64() < of("start")[0]["id"].as_u64());
+    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    // A task-complete cut off once its outbox is delivered and cleared: doctor logs both the
+    // move and the message's `send`, once.
+    env.as_("engineer", &["check", T, "tests_passed=true"]).ok();
+    let done = ["send", "--to", "coordinator", "--intent", "task-complete", "--task", T];
+    eng(&done).var("CIRCE_CRASH_AT", "outbox.cleared").run().code(86);
+    assert!(of("complete").is_empty());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("(settled)"), "{}", fixed.show());
+    assert_eq!(of("complete").len(), 1);
+    let sent = of("send");
+    let to_coordinator: Vec<_> =
+        sent.iter().filter(|e| e["files"][0]["box"] == "inbox:coordinator").collect();
+    assert_eq!(to_coordinator.len(), 1, "{sent:?}");
+    env.circe(["doctor"]).run().ok();
+    // Cut off after its events were logged: nothing is logged twice.
+    eng(&["done", T]).run().ok();
+    let t2 = "AUTH-013";
+    env.open_task(t2);
+    eng(&["claim", t2]).var("CIRCE_CRASH_AT", "task.logged").run().code(86);
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(of("claim").len(), 2);
+    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+}

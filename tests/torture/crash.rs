@@ -15,7 +15,7 @@ use crate::common::{Root, lost_or_duplicated, numbered, numbering_problems};
 /// reached by the outbox of a task change (tests/torture/route.rs), and the fan-out batch's
 /// (`send.fanout.committed`, `send.fanout`) only by a delivery with no sequence hold, which
 /// no command makes.
-pub const POINTS: [&str; 27] = [
+pub const POINTS: [&str; 28] = [
     "seq.staged",
     "seq.outbox.staged",
     "seq.committed",
@@ -43,6 +43,7 @@ pub const POINTS: [&str; 27] = [
     "heartbeat.recorded",
     "check.ran",
     "check.recorded",
+    "task.logged",
 ];
 
 /// One command line: agent, arguments, pinned clock.
@@ -298,6 +299,7 @@ pub fn crash_run(
     p.extend(r.task_problems().into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
     if repair {
         p.extend(send_events(&r).into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
+        p.extend(task_moves(&r).into_iter().map(|x| format!("{} @ {point}: {x}", sc.name)));
         // No mark of a step cut off is left in a record once doctor has repaired.
         for t in r.tasks() {
             let text = std::fs::read_to_string(r.dir.join(format!("TASKS/{t}.status")))
@@ -367,6 +369,44 @@ fn send_events(r: &Root) -> Vec<String> {
     p
 }
 
+/// Every task's moves in the log follow on from each other (each event's `from` is the
+/// `to` before it) and end where its record stands, at its epoch, once doctor has repaired
+/// what a crash left: a change that stands has its event.
+pub fn task_moves(r: &Root) -> Vec<String> {
+    let log = std::fs::read_to_string(r.dir.join("LOGS/events.jsonl")).unwrap_or_default();
+    let mut last: BTreeMap<String, (String, u64)> = BTreeMap::new();
+    let mut p = Vec::new();
+    for v in log.lines().filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok()) {
+        let (Some(t), Some(to)) = (v["task_id"].as_str(), v["to"].as_str()) else { continue };
+        let epoch = v["epoch"].as_u64().unwrap_or_default();
+        if let (Some(from), Some((was, _))) = (v["from"].as_str(), last.get(t))
+            && from != was
+        {
+            p.push(format!(
+                "task {t}: event {} moves from {from}, but the one before left it {was}",
+                v["id"]
+            ));
+        }
+        last.insert(t.to_string(), (to.to_string(), epoch));
+    }
+    for t in r.tasks() {
+        let Ok(text) = std::fs::read_to_string(r.dir.join(format!("TASKS/{t}.status"))) else {
+            continue;
+        };
+        let field = |k: &str| {
+            text.lines().find_map(|l| l.strip_prefix(k)).unwrap_or_default().trim().to_string()
+        };
+        let now = (field("status:"), field("epoch:").parse().unwrap_or(u64::MAX));
+        if last.get(&t) != Some(&now) {
+            p.push(format!(
+                "task {t}: record at {now:?}, the log's last move at {:?}",
+                last.get(&t)
+            ));
+        }
+    }
+    p
+}
+
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
 const REACHED: &[(&str, &[&str])] = &[
     ("seq.staged", &["send_task", "send_fanout", "handoff", "park"]),
@@ -425,6 +465,25 @@ const REACHED: &[(&str, &[&str])] = &[
     ("heartbeat.recorded", &["heartbeat"]),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),
+    (
+        "task.logged",
+        &[
+            "send_task",
+            "task_complete",
+            "handoff",
+            "claim",
+            "claim_next",
+            "takeover",
+            "park",
+            "reap",
+            "release",
+            "status",
+            "complete",
+            "check",
+            "check_run",
+            "take",
+        ],
+    ),
 ];
 
 /// Fast slice: every (scenario, point) pair that reaches its point.
@@ -530,6 +589,19 @@ fn crash_checker_catches_no_journal() {
     let (hit, p) = crash_run(sc, "send.logging", &[("CIRCE_TEST_BREAK", "no-journal")], true);
     assert!(hit);
     assert!(p.iter().any(|x| x.contains("has 0 send events")), "not caught: {p:?}");
+}
+
+#[test]
+fn crash_checker_catches_no_task_journal() {
+    // A status change cut off after its record, before its event: with no journal of its
+    // events, the log skips the move and ends short of the record.
+    let sc = SCENARIOS.iter().find(|s| s.name == "status").unwrap();
+    let (hit, p) =
+        crash_run(sc, "status.recorded", &[("CIRCE_TEST_BREAK", "no-task-journal")], true);
+    assert!(hit);
+    assert!(p.iter().any(|x| x.contains("moves from in_progress")), "not caught: {p:?}");
+    let (hit, p) = crash_run(sc, "status.recorded", &[], true);
+    assert!(hit && p.is_empty(), "{p:?}");
 }
 
 #[test]

@@ -32,10 +32,7 @@ fn mended(eng: &LocalEngine, task: &TaskId) -> std::result::Result<Option<TaskSt
 
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
     let _lock = eng.store.lock_task(task)?;
-    match reconcile::load(eng, task)? {
-        Some(st) => reconcile::reconcile(eng, st),
-        None => Ok(None),
-    }
+    reconcile::settled(eng, task)
 }
 
 /// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
@@ -74,6 +71,10 @@ fn check_staging(
             journals.push(name);
             continue;
         }
+        if let Some(task) = super::task_journal::task_of(&name) {
+            check_task_journal(eng, &name, &task, repair, v)?;
+            continue;
+        }
         if repair {
             eng.store.remove_leftover(&name)?;
         }
@@ -108,6 +109,30 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
         Some(Err(e)) => v(1, format!("{what} (not settled: {})", e.message), false),
         None => v(1, what, false),
     }
+}
+
+/// The events a task's change kept (`task_journal.rs`) whose command is gone (the task's
+/// lock is free): repair reconciles the task, which logs them if the change stands.
+fn check_task_journal(
+    eng: &LocalEngine,
+    name: &str,
+    task: &TaskId,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let what = format!("tmp/{name}: a change of task {task} was cut off before logging its events");
+    if !repair {
+        // A command at work on the task holds its lock: its journal is no leftover.
+        if eng.store.try_lock_task(task)?.is_some() && eng.store.has_tmp(name) {
+            v(1, what, false);
+        }
+        return Ok(());
+    }
+    match mended(eng, task) {
+        Ok(_) => v(1, format!("{what} (settled)"), !eng.store.has_tmp(name)),
+        Err(why) => v(1, format!("{what} ({why})"), false),
+    }
+    Ok(())
 }
 
 /// Invariant 4: what a task's change cut off left in its record (an outbox not yet

@@ -145,11 +145,17 @@ impl Store {
     /// (the agent's WORKSPACE, LOGS)? Every event's files are set to the names the copies
     /// got where they still lie (a copy may have taken a numbered name, `x.2.md`).
     fn delivered(&self, j: &mut Journal) -> bool {
+        self.lies_where_said(&j.msg_id, &mut j.events)
+    }
+
+    /// Does the message `msg_id` (or the one an event names) lie where the first of `events`
+    /// put it, or where it moves on to? Every event's files are set to the names found.
+    pub(super) fn lies_where_said(&self, msg_id: &str, events: &mut [Event]) -> bool {
         let mut found = false;
-        for (i, e) in j.events.iter_mut().enumerate() {
+        for (i, e) in events.iter_mut().enumerate() {
             // A copy holds its own message's id: the event's (a send, a route), or the
             // journal's (an expired ask's notice names the ask).
-            let ids: Vec<String> = e.msg_id.iter().chain([&j.msg_id]).cloned().collect();
+            let ids: Vec<String> = e.msg_id.iter().cloned().chain([msg_id.to_string()]).collect();
             for f in &mut e.files {
                 let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
                 // Where it landed, else where it moved on to (taken: the same name).
@@ -175,11 +181,23 @@ impl Store {
     /// ask are both `lapse` events about the ask, into different boxes)?
     fn logged_since(&self, j: &Journal) -> Result<bool> {
         let Some(first) = j.events.first() else { return Ok(true) };
+        self.in_log_since(j.after, first, false)
+    }
+
+    /// Is an event like `like` in the log after `after`: its kind, task, msg id, epoch, move
+    /// and boxes (and, `same_time`, its `ts`: the very event, not one like it)?
+    pub(super) fn in_log_since(&self, after: u64, like: &Event, same_time: bool) -> Result<bool> {
         let boxes = |e: &Event| e.files.iter().map(|f| f.mailbox.clone()).collect::<Vec<_>>();
         let same = |e: &Event| {
-            e.event == first.event && e.msg_id == first.msg_id && boxes(e) == boxes(first)
+            e.event == like.event
+                && e.task == like.task
+                && e.msg_id == like.msg_id
+                && e.epoch == like.epoch
+                && (e.from, e.to) == (like.from, like.to)
+                && boxes(e) == boxes(like)
+                && (!same_time || e.ts == like.ts)
         };
-        let mut from = Cursor::after(j.after);
+        let mut from = Cursor::after(after);
         loop {
             let batch = event_log::read(self, from, BATCH)?;
             let Some(last) = batch.last() else { return Ok(false) };

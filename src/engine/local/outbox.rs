@@ -33,3 +33,17 @@ pub(super) fn deliver(eng: &LocalEngine, outbox: &[Outgoing]) -> Result<Vec<Even
     }
     Ok(events)
 }
+
+/// The `send` events of `outbox` under the names its messages are meant to get (a copy may
+/// get a numbered one), for the journal of the change that carries it.
+pub(super) fn meant(outbox: &[Outgoing]) -> Vec<Event> {
+    let ts = clock::stamp_ms(clock::now());
+    outbox
+        .iter()
+        .map(|o| {
+            let files: Vec<(String, String)> =
+                o.to.iter().map(|l| (l.clone(), o.name.clone())).collect();
+            crate::task::outbox::event(o, &files, ts.clone())
+        })
+        .collect()
+}

@@ -134,6 +134,18 @@ fn find_renamed_ticket(eng: &LocalEngine, st: &mut TaskState) -> Result<bool> {
     Ok(true)
 }
 
+/// Load `task`, settle the events a change cut off left unlogged (`task_journal.rs`) and
+/// make its records agree with its message's box: what every command does on entry. Call
+/// under the task lock. `None` when the task does not exist.
+pub(super) fn settled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
+    let st = load(eng, task)?;
+    eng.store.settle_task_journal(task, st.as_ref())?;
+    match st {
+        Some(st) => reconcile(eng, st),
+        None => Ok(None),
+    }
+}
+
 /// Make the records agree with the message's box. Call under the task lock. Returns `None`
 /// when the task does not exist (or its send never committed).
 pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<TaskState>> {

@@ -30,10 +30,7 @@ pub(super) struct LocalTx<'a> {
 impl<'a> LocalTx<'a> {
     /// The transaction on `task`, whose lock the caller took.
     pub(super) fn begin(eng: &'a LocalEngine, task: TaskId, lock: Lock) -> Result<LocalTx<'a>> {
-        let st = match reconcile::load(eng, &task)? {
-            Some(st) => reconcile::reconcile(eng, st)?,
-            None => None,
-        };
+        let st = reconcile::settled(eng, &task)?;
         Ok(LocalTx { eng, task, st, _lock: lock })
     }
 
@@ -177,17 +174,8 @@ impl TaskTx for LocalTx<'_> {
         let Change { op, mut record, checks, ticket, mut events, notices: _, outbox, request } =
             change;
         record.outbox = with_outbox(outbox, &ticket)?;
-        if let (Some(r), Some(owner)) = (&request, &record.owner) {
-            super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
-        }
-        let before = self.st.as_ref().map(|s| s.rec.clone());
-        let all_checks = checks
-            .clone()
-            .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
-        let owner = self.owner_for(&record);
-        let store = &self.eng.store;
-        let mut numbered = None; // a numbered message in the outbox commits with the record
-        let location = match ticket {
+        // A new ticket's name is chosen first: the journal names it.
+        let ticket = match ticket {
             Ticket::Deliver { name, content } => {
                 let name = self.free_name(&name);
                 record.message.clone_from(&name);
@@ -198,6 +186,63 @@ impl TaskTx for LocalTx<'_> {
                         }
                     }
                 }
+                Ticket::Deliver { name, content }
+            }
+            t => t,
+        };
+        let journal = self.journal(&record, &events)?;
+        let done =
+            self.commit_journaled(op, record, checks.as_ref(), ticket, events, request.as_deref());
+        if journal {
+            let store = &self.eng.store;
+            if done.is_ok() {
+                crash_point("task.logged");
+                store.drop_task_journal(&self.task);
+            } else {
+                // Failed on the way: its events are logged now if the change stands.
+                let now = reconcile::load(self.eng, &self.task).ok().flatten();
+                let _ = store.settle_task_journal(&self.task, now.as_ref());
+            }
+        }
+        done
+    }
+}
+
+impl LocalTx<'_> {
+    /// The journal of a change about to commit `record` with `events` (and the `send`
+    /// events of its outbox): `task_journal.rs`.
+    fn journal(&self, record: &StatusRecord, events: &[Event]) -> Result<bool> {
+        // TEST BUILDS ONLY: `no-task-journal` keeps none, so a cut-off change's events are lost.
+        if super::fault::test_break("no-task-journal") {
+            return Ok(false);
+        }
+        let sends = super::outbox::meant(&record.outbox);
+        self.eng.store.journal_task(&self.task, record, events, sends)
+    }
+
+    /// The change, once its journal is written: the commit point, the records, the outbox
+    /// and the events.
+    fn commit_journaled(
+        &mut self,
+        op: &str,
+        mut record: StatusRecord,
+        checks: Option<&record::Checks>,
+        ticket: Ticket,
+        mut events: Vec<Event>,
+        request: Option<&str>,
+    ) -> Result<Vec<Event>> {
+        if let (Some(r), Some(owner)) = (request, &record.owner) {
+            super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
+        }
+        let before = self.st.as_ref().map(|s| s.rec.clone());
+        let all_checks = checks
+            .cloned()
+            .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
+        let owner = self.owner_for(&record);
+        let store = &self.eng.store;
+        let mut numbered = None; // a numbered message in the outbox commits with the record
+        let location = match ticket {
+            Ticket::Deliver { name, content } => {
                 let fixed = |_n: u32| name.clone();
                 match &self.st {
                     None => {
