@@ -208,3 +208,71 @@ fn doctor_repair_alone_delivers_an_outbox_a_crash_left() {
     let (code, left) = r.doctor(false);
     assert_eq!(code, 0, "{left:?}");
 }
+
+/// A completion at `now` up to its routed message: the root, and the routed copy's name
+/// in qa's INBOX once delivered (`crash`: the step it is cut off at).
+fn complete_at(now: &str, crash: &str, plant: Option<(&str, &str)>) -> (Root, Vec<String>) {
+    let r = root();
+    let at = [("CIRCE_NOW", now)];
+    for (who, args) in [
+        ("coordinator", &crate::common::open_args("T1")[..]),
+        ("engineer", &["claim", "T1"][..]),
+        ("engineer", &["status", "T1", "in_progress"][..]),
+        ("engineer", &["check", "T1", "tests_passed=true"][..]),
+    ] {
+        let o = r.run_env(Some(who), args, &at);
+        assert_eq!(o.code, 0, "{args:?}: {o:?}");
+    }
+    if let Some((name, text)) = plant {
+        std::fs::write(r.dir.join("AGENTS/qa/INBOX").join(name), text).unwrap();
+    }
+    let o = r.run_env(
+        Some("engineer"),
+        &["status", "T1", "completed"],
+        &[("CIRCE_NOW", now), ("CIRCE_CRASH_AT", crash)],
+    );
+    assert!([0, 86].contains(&o.code), "{o:?}");
+    let mut names: Vec<String> = std::fs::read_dir(r.dir.join("AGENTS/qa/INBOX"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    (r, names)
+}
+
+/// A routed copy that took a numbered name (`x.2.md`, its base name held by another message)
+/// before a crash, whose base name is then taken on: the outbox's retry finds the copy where
+/// it lies instead of delivering it again at the freed name.
+#[test]
+fn a_retried_outbox_finds_its_copy_under_any_numbered_name() {
+    let now = "2030-01-01T00:00:00Z";
+    // Where the routed copy lands when nothing is in its way.
+    let (_, names) = complete_at(now, "none", None);
+    let [name] = &names[..] else { panic!("{names:?}") };
+    // Another message under that name, then the completion cut off once its copy landed.
+    let scratch = complete_at(now, "none", None).0;
+    let other = std::fs::read_to_string(scratch.dir.join("AGENTS/qa/INBOX").join(name)).unwrap();
+    let other = other.replace("routed-by: engineer.complete", "note: in the way");
+    let other = other
+        .lines()
+        .map(|l| if l.starts_with("msg_id:") { "msg_id: in-the-way-1" } else { l })
+        .collect::<Vec<_>>()
+        .join("\n")
+        + "\n";
+    let (r, names) = complete_at(now, "outbox.delivered", Some((name, &other)));
+    let numbered = name.replace(".md", ".2.md");
+    assert_eq!(names, vec![numbered, name.clone()], "the copy took the numbered name");
+    // The message in the way is moved on by hand before anything opens the task: its name
+    // is free.
+    let inbox = r.dir.join("AGENTS/qa/INBOX");
+    std::fs::rename(inbox.join(name), r.dir.join("AGENTS/qa/WORKSPACE").join(name)).unwrap();
+    let problems = check(
+        &r,
+        &[],
+        "retried outbox",
+        ("AGENTS/qa/INBOX", "routed-by: engineer.complete"),
+        ("AGENTS/engineer/INBOX", "task_id: T1"),
+    );
+    assert!(problems.is_empty(), "{problems:#?}");
+}

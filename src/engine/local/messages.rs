@@ -455,6 +455,9 @@ impl Store {
         base: &str,
         id: &str,
     ) -> Option<String> {
+        if super::fault::test_break("outbox-dup") {
+            return None;
+        }
         let stem = base.strip_suffix(".md")?;
         let numbered = |n: &str| {
             n.strip_prefix(stem)

@@ -9,8 +9,10 @@ use crate::event::Event;
 use crate::task::Outgoing;
 
 /// Deliver every message of `outbox` that is not in its box yet (found by its msg id under
-/// its name or a numbered one); returns the events to log.
-pub(super) fn deliver(eng: &LocalEngine, outbox: &[Outgoing]) -> Result<Vec<Event>> {
+/// its name or a numbered one); returns the events to log. `retry`: a cut-off change's
+/// outbox, whose copies may lie under any numbered name by now (the names before it freed
+/// since), so the box is listed; the first try looks at the names in order.
+pub(super) fn deliver(eng: &LocalEngine, outbox: &[Outgoing], retry: bool) -> Result<Vec<Event>> {
     let store = &eng.store;
     let mut events = Vec::with_capacity(outbox.len());
     for o in outbox {
@@ -19,7 +21,12 @@ pub(super) fn deliver(eng: &LocalEngine, outbox: &[Outgoing]) -> Result<Vec<Even
             let b = Mailbox::from_label(label).ok_or_else(|| {
                 Error::internal(format!("an outbox names a box `{label}` that is none"))
             })?;
-            let name = if let Some(n) = store.find_numbered_with_id(&b, &o.name, &o.msg_id) {
+            let earlier = if retry {
+                store.find_any_numbered_with_id(&b, &o.name, &o.msg_id)
+            } else {
+                store.find_numbered_with_id(&b, &o.name, &o.msg_id)
+            };
+            let name = if let Some(n) = earlier {
                 n
             } else {
                 let numbered = |n: u32| crate::message::numbered(&o.name, n);

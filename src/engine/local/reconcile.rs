@@ -238,7 +238,7 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
 /// A change committed with messages to send, and crashed before all were delivered and the
 /// outbox cleared: deliver what is missing (each once), then clear it.
 fn finish_outbox(eng: &LocalEngine, st: &mut TaskState) -> Result<()> {
-    let mut events = super::outbox::deliver(eng, &st.rec.outbox)?;
+    let mut events = super::outbox::deliver(eng, &st.rec.outbox, true)?;
     let n = st.rec.outbox.len();
     st.rec.outbox.clear();
     let status = st.rec.render();

@@ -287,7 +287,7 @@ impl Store {
                 boxes.push(b);
             }
         }
-        Ok(boxes.iter().any(|b| self.find_numbered_with_id(b, &m.name, &m.msg_id).is_some()))
+        Ok(boxes.iter().any(|b| self.find_any_numbered_with_id(b, &m.name, &m.msg_id).is_some()))
     }
 
     /// Deliver the copies an interrupted send left in its entry.

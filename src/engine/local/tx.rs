@@ -119,7 +119,7 @@ impl LocalTx<'_> {
         if record.outbox.is_empty() {
             return Ok(());
         }
-        events.append(&mut super::outbox::deliver(self.eng, &record.outbox)?);
+        events.append(&mut super::outbox::deliver(self.eng, &record.outbox, false)?);
         record.outbox.clear();
         self.write(record, owner, checks, false)?;
         crash_point("outbox.cleared");
