@@ -1,7 +1,8 @@
 //! kill -9 storm: agent processes loop claim / status / check / heartbeat / release; one is
 //! SIGKILLed at random every few ms and restarted under the same name. After each batch:
-//! `doctor --repair`, then doctor clean, records agree with boxes, no message lost or
-//! duplicated, no (task, epoch) claimed twice.
+//! `doctor --repair`, then doctor clean, records agree with boxes, every task's moves in the
+//! log follow on and end at its record, no message lost or duplicated, no (task, epoch)
+//! claimed twice.
 
 use std::collections::HashMap;
 use std::process::Child;
@@ -67,6 +68,10 @@ pub fn storm(
             problems.push(format!("after {done} kills and doctor --repair: {v:?}"));
         }
         problems.extend(r.task_problems().into_iter().map(|p| format!("after {done} kills: {p}")));
+        // Every change that stands has its event: each task's moves follow on in the log.
+        problems.extend(
+            crate::crash::task_moves(&r).into_iter().map(|p| format!("after {done} kills: {p}")),
+        );
         let after = r.messages();
         problems.extend(lost_or_duplicated(&before, &after));
         if after.len() != before.len() {
@@ -137,6 +142,18 @@ fn kill_storm_checker_catches_clobber() {
         problems.len(),
         problems[0]
     );
+}
+
+#[test]
+fn kill_storm_checker_catches_no_task_journal() {
+    // A kill between a change's records and its events, with no journal of the events: the
+    // task's moves in the log skip one.
+    let problems = until_caught("kill storm checker", 4, Duration::from_secs(120), |_| {
+        let broken = [("CIRCE_TEST_BREAK", "no-task-journal")];
+        storm(4, 6, 50, 25, (10, 30), &broken, Duration::from_secs(30)).problems
+    });
+    assert!(problems.iter().any(|p| p.contains("task T")), "{problems:#?}");
+    eprintln!("no-task-journal caught by storm checker: first: {}", problems[0]);
 }
 
 #[test]
