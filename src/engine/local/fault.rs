@@ -34,7 +34,9 @@
 //! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
 //! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
 //! earlier copy of its message; `no-journal` keeps no journal of a delivery's events, so a
-//! command cut off between the delivery and its events loses them.
+//! command cut off between the delivery and its events loses them; `no-task-journal` keeps
+//! none of a task change's events, so a change cut off between its records and its events
+//! loses them.
 
 use std::io;
 use std::sync::OnceLock;
