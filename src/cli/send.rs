@@ -116,20 +116,33 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     }
     let (ws, me, _role) = ctx.acting()?;
     let limits = ws.config.limits;
-    let msg = match &a.file {
-        Some(path) => {
+    let label = a.file.as_ref().map(|path| {
+        if path.as_os_str() == "-" {
+            "standard input".to_string()
+        } else {
+            path.display().to_string()
+        }
+    });
+    let msg = match (&a.file, &label) {
+        (Some(path), Some(label)) => {
             // Read at most the size limit (and one byte more to tell it is over).
-            let (c, label) = if path.as_os_str() == "-" {
-                (read_stdin_capped(limits.message_bytes)?, "standard input".to_string())
+            let c = if path.as_os_str() == "-" {
+                read_stdin_capped(limits.message_bytes)?
             } else {
-                (read_input_file_capped(path, limits.message_bytes)?, path.display().to_string())
+                read_input_file_capped(path, limits.message_bytes)?
             };
             message::parse_limited(&c.bytes, c.size, Mode::Draft, &limits)
-                .map_err(|p| with_file(&label, &p))?
+                .map_err(|p| with_file(label, &p))?
         }
-        None => from_flags(a, &limits)?,
+        _ => from_flags(a, &limits)?,
     };
-    let d = ops::send(&ws, &me, msg)?;
+    // A message refused for what it says names the file that says it.
+    let d = ops::send(&ws, &me, msg).map_err(|e| match &label {
+        Some(l) if e.kind == crate::error::Kind::Refused && !e.is_committed() => {
+            e.map_message(|m| format!("{l}: {m}"))
+        }
+        _ => e,
+    })?;
     let mut human = if d.already_delivered {
         format!("{} was delivered before: nothing sent again\n", d.msg_id)
     } else {

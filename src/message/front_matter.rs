@@ -243,6 +243,10 @@ fn yaml_problem(err: &str, close_no: usize) -> Problem {
         p = p.hint(
             "only `tags` may hold a list; other values are single lines (quote them if needed)",
         );
+    } else if what.contains("mapping values are not allowed") {
+        p = p.hint("a value holding `: ` reads as a mapping: quote it, as in `summary: \"a: b\"`");
+    } else if what.contains("quoted scalar") {
+        p = p.hint("a quoted value ends on its own line with its closing quote");
     }
     p
 }

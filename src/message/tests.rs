@@ -215,6 +215,11 @@ fn yaml_errors_carry_the_file_line() {
     let got = problems("---\nto: qa\ntype: test\nheadline: a: b\n---\n", Mode::Draft);
     assert_eq!(got.len(), 1);
     assert!(got[0].starts_with("line 4: front matter is not valid YAML: "), "{got:?}");
+    // The hint says what to do about the line it names: quote a value holding `: `.
+    let p = parse("---\nto: qa\ntype: test\nheadline: a: b\n---\n", Mode::Draft).unwrap_err();
+    assert!(p[0].hint.as_deref().unwrap_or_default().contains("quote it"), "{p:?}");
+    let p = parse("---\nto: qa\nheadline: \"a\n---\n", Mode::Draft).unwrap_err();
+    assert!(p[0].hint.as_deref().unwrap_or_default().contains("closing quote"), "{p:?}");
     let p = parse("---\nto: qa\nrequester: [a, b]\n---\n", Mode::Draft).unwrap_err();
     assert_eq!(p[0].line, Some(3));
     assert!(p[0].hint.as_deref().unwrap().contains("only `tags` may hold a list"));

@@ -45,6 +45,8 @@ fn message_ids_are_unique() {
     let o = env.as_("engineer", &["send", "--file", &renamed]);
     o.code(3);
     assert!(o.stderr.contains("brings its own sequence number"), "{}", o.show());
+    // A refusal of what a file says names the file.
+    assert!(o.stderr.contains(&format!("error: {renamed}: ")), "{}", o.show());
     assert_eq!(env.state(), before, "neither changes anything");
 }
 
