@@ -187,6 +187,19 @@ pub trait Engine {
         Ok(None)
     }
 
+    /// Keep `event`, that of a move of message `msg_id` (no task's ticket) from `from`/`file`
+    /// about to be made, until `close_journal`, as `journal_events` keeps a delivery's: the
+    /// next settling logs it when the message left `from` and lies where the event says.
+    fn journal_move(
+        &self,
+        _msg_id: &str,
+        _from: &Mailbox,
+        _file: &str,
+        _event: &Event,
+    ) -> Result<Option<String>> {
+        Ok(None)
+    }
+
     /// Close a journal: `logged`, its events are in the log; otherwise (the delivery or its
     /// events failed on the way) its events are logged now if the delivery was made.
     /// Returns whether the delivery stands (was made, or may have been).

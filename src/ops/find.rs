@@ -147,6 +147,47 @@ fn moved_event(
     ev
 }
 
+/// Move a message that is no task's ticket from `from` to `to` (LOGS: filed, under a
+/// numbered name when its own is taken there) and log the move's event, kept in a journal
+/// across the move when the message has an id (a command cut off in between leaves the
+/// event to the next settling). Returns the name used; `None` when it is gone from `from`.
+fn move_plain(
+    ws: &Workspace,
+    (kind, me): (EventKind, &AgentName),
+    (from, file): (&Mailbox, &str),
+    to: &Mailbox,
+    (task, msg_id): (Option<&TaskId>, Option<&str>),
+) -> Result<Option<String>> {
+    let event = |name: &str| moved_event(kind, me, task, to, name);
+    let journal = match msg_id {
+        Some(id) => ws.engine.journal_move(id, from, file, &event(file))?,
+        None => None,
+    };
+    crate::engine::local::crash_point("move.journaled");
+    let moved = if *to == Mailbox::Logs {
+        ws.engine.file_message(from, to, file)
+    } else {
+        ws.engine.move_message(from, to, file).map(|ok| ok.then(|| file.to_string()))
+    };
+    let used = match moved {
+        Ok(Some(used)) => used,
+        other => {
+            // Not moved by this command (another moved it, or it failed): its event is not
+            // this command's to log, so its journal goes as if logged.
+            if let Some(j) = &journal {
+                let _ = ws.engine.close_journal(j, true);
+            }
+            return other;
+        }
+    };
+    let logged = ws.engine.append_events(vec![event(&used)]);
+    if let Some(j) = &journal {
+        let _ = ws.engine.close_journal(j, logged.is_ok());
+    }
+    logged.map_err(Error::committed)?;
+    Ok(Some(used))
+}
+
 /// Move a task's ticket inside its transaction.
 fn move_ticket(
     tx: &mut dyn TaskTx,
@@ -180,16 +221,15 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
         let f = one(ws, me, std::slice::from_ref(&inbox), key)?;
         let Some(tx) = ticket_of(ws, &f.file, f.message.as_ref())? else {
             // No task's ticket: a plain message moves on its own.
-            if !ws.engine.move_message(&inbox, &to, &f.file)? {
+            let (task, id) = task_and_id(f.message.as_ref());
+            let about = (task.as_ref(), id.as_deref());
+            let Some(used) = move_plain(ws, (EventKind::Take, me), (&inbox, &f.file), &to, about)?
+            else {
                 return Err(Error::conflict(format!("{} left your INBOX meanwhile", f.file)).hint(
                     format!("another command moved it: `circe show {}` says where", f.file),
                 ));
-            }
-            let task = f.message.as_ref().and_then(|m| m.task_id.clone());
-            let task = task.and_then(|t| TaskId::new(t).ok());
-            let ev = moved_event(EventKind::Take, me, task.as_ref(), &to, &f.file);
-            ws.engine.append_events(vec![ev])?;
-            return Ok((to.label(), f.file));
+            };
+            return Ok((to.label(), used));
         };
         tx
     };
@@ -350,18 +390,13 @@ fn file_plain(
     file: &str,
     m: Option<&Message>,
 ) -> Result<String> {
-    let Some(used) = ws.engine.file_message(from, &Mailbox::Logs, file)? else {
+    let (task, id) = task_and_id(m);
+    let about = (task.as_ref(), id.as_deref());
+    let Some(used) = move_plain(ws, (EventKind::Done, me), (from, file), &Mailbox::Logs, about)?
+    else {
         return Err(Error::conflict(format!("{file} left {from} meanwhile"))
             .hint(format!("another command moved it: `circe show {file}` says where")));
     };
-    let task = m.and_then(|m| m.task_id.clone()).and_then(|t| TaskId::new(t).ok());
-    ws.engine.append_events(vec![moved_event(
-        EventKind::Done,
-        me,
-        task.as_ref(),
-        &Mailbox::Logs,
-        &used,
-    )])?;
     Ok(used)
 }
 
@@ -372,17 +407,18 @@ fn file_plain_named(
     file: &str,
     task: &TaskId,
 ) -> Result<Option<String>> {
-    let Some(used) = ws.engine.file_message(from, &Mailbox::Logs, file)? else {
-        return Ok(None); // someone else filed it meanwhile
-    };
-    ws.engine.append_events(vec![moved_event(
-        EventKind::Done,
-        me,
-        Some(task),
-        &Mailbox::Logs,
-        &used,
-    )])?;
-    Ok(Some(used))
+    // Its id, for the journal of the move (a message that does not parse has none).
+    let bytes = ws.engine.read_message(from, file).ok();
+    let m = bytes.and_then(|b| message::parse_bytes(&b, Mode::Draft).ok());
+    let id = m.and_then(|m| m.msg_id);
+    // None: someone else filed it meanwhile.
+    move_plain(ws, (EventKind::Done, me), (from, file), &Mailbox::Logs, (Some(task), id.as_deref()))
+}
+
+/// The task a message names and its msg id, each when it has one.
+fn task_and_id(m: Option<&Message>) -> (Option<TaskId>, Option<String>) {
+    let task = m.and_then(|m| m.task_id.clone()).and_then(|t| TaskId::new(t).ok());
+    (task, m.and_then(|m| m.msg_id.clone()))
 }
 
 /// Is message `id` in the archive? (A reply may still answer it.)

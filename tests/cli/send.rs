@@ -309,7 +309,11 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     env.as_("engineer", &["take", "m-1"]).ok();
     let doc = env.circe(["doctor"]).run();
     assert_eq!(doc.code, 1, "{}", doc.show());
-    assert!(doc.stderr.contains("a send left the journal of its events"), "{}", doc.show());
+    assert!(
+        doc.stderr.contains("a send or a move left the journal of its events"),
+        "{}",
+        doc.show()
+    );
     let fixed = env.circe(["doctor", "--repair"]).run();
     assert!(fixed.stdout.contains("(1 events logged)"), "{}", fixed.show());
     let logged = sends("m-2");
@@ -411,5 +415,50 @@ fn a_journal_waits_for_its_staged_copies() {
         let agent = b.strip_prefix("inbox:").unwrap();
         assert!(env.read(&format!("AGENTS/{agent}/INBOX/{name}")).contains("f-1"), "{f}");
     }
+    env.circe(["doctor"]).run().ok();
+}
+
+#[test]
+fn a_move_cut_off_before_its_event_has_it_logged_by_repair() {
+    local_only!("the journal lies in tmp/; a database logs apart from the move");
+    let env = Env::new();
+    let at = "2030-01-01T00:00:00Z";
+    let send = |to: &str, id: &str| {
+        let args = ["send", "--to", to, "--intent", "inform", "--summary", id, "--msg-id", id];
+        env.circe(args).agent("coordinator").now(at).run().ok();
+    };
+    send("engineer", "m-1");
+    let name = env.ls("AGENTS/engineer/INBOX")[0].clone();
+    let eng = |args: &[&str], point: &str| {
+        env.circe(args.to_vec()).agent("engineer").var("CIRCE_CRASH_AT", point).run().code(86);
+    };
+    // Cut off after the move, before its event: repair logs it, once.
+    eng(&["take", "m-1"], "move.renamed");
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("a send or a move left the journal"), "{}", doc.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    let takes = env.events().into_iter().filter(|e| e["event"] == "take").collect::<Vec<_>>();
+    assert_eq!(takes.len(), 1, "{takes:?}");
+    assert_eq!(takes[0]["files"][0]["box"], "workspace:engineer");
+    assert_eq!(takes[0]["files"][0]["file"].as_str(), Some(name.as_str()));
+    env.circe(["doctor", "--repair"]).run().ok();
+    let dones = |env: &Env| env.events().into_iter().filter(|e| e["event"] == "done").count();
+    eng(&["done", "m-1"], "move.renamed");
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(dones(&env), 1);
+    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    // Cut off before the move: nothing moved, nothing logged; and a copy of the same message
+    // filed by another receiver is not taken for this one's.
+    send("role:engineer", "m-2");
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    send("role:engineer", "m-3");
+    env.as_("engineer-2", &["done", "m-3"]).ok();
+    assert_eq!(dones(&env), 2);
+    eng(&["done", "m-3"], "move.journaled");
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(dones(&env), 2, "the cut-off done was never made");
+    assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 2, "m-2 and m-3 wait in the INBOX");
+    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
     env.circe(["doctor"]).run().ok();
 }

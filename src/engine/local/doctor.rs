@@ -91,7 +91,8 @@ fn check_staging(
 /// the delivery was made and they are not in the log yet.
 fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(u8, String, bool)) {
     use super::journal::Settled;
-    let what = format!("tmp/{name}: a send left the journal of its events (cut off, or failed)");
+    let what =
+        format!("tmp/{name}: a send or a move left the journal of its events (cut off, or failed)");
     match repair.then(|| eng.store.settle_journal(name)) {
         Some(Ok(s)) => {
             let done = match s {

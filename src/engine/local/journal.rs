@@ -33,6 +33,10 @@ struct Journal {
     /// The log's last id before the delivery: its events, if logged, come after it.
     after: u64,
     events: Vec<Event>,
+    /// A move's: the box and file the message leaves (while it lies there, the move was
+    /// not made, whatever copy of the same message lies where the event says).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    from: Option<(String, String)>,
 }
 
 /// What settling a journal did.
@@ -54,11 +58,36 @@ pub(super) enum Settled {
 impl Store {
     /// Write the journal of a delivery of `msg_id` about to be made; returns its name.
     pub(super) fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<String> {
+        self.write_events_journal(msg_id, events, None)
+    }
+
+    /// Write the journal of a move of `msg_id` out of `from`/`file`; returns its name.
+    pub(super) fn journal_move(
+        &self,
+        msg_id: &str,
+        from: &Mailbox,
+        file: &str,
+        event: &Event,
+    ) -> Result<String> {
+        self.write_events_journal(
+            msg_id,
+            std::slice::from_ref(event),
+            Some((from.label(), file.into())),
+        )
+    }
+
+    fn write_events_journal(
+        &self,
+        msg_id: &str,
+        events: &[Event],
+        from: Option<(String, String)>,
+    ) -> Result<String> {
         let j = Journal {
             msg_id: msg_id.to_string(),
             // A log whose end cannot be read now (its append will say so) is searched whole.
             after: event_log::last_id(self).unwrap_or(0),
             events: events.to_vec(),
+            from,
         };
         let name = format!("{PREFIX}{}-{}.json", std::process::id(), crate::clock::random_suffix());
         let bytes = serde_json::to_vec(&j).map_err(|e| Error::internal(e.to_string()))?;
@@ -95,7 +124,7 @@ impl Store {
         };
         let settled = if self.still_staged(&j)? {
             return Ok(Settled::Waiting);
-        } else if !self.delivered(&mut j) {
+        } else if self.not_moved(&j) || !self.delivered(&mut j) {
             Settled::NotDelivered
         } else if self.logged_since(&j)? {
             Settled::AlreadyLogged
@@ -141,6 +170,14 @@ impl Store {
         Ok(false)
     }
 
+    /// A move's message still lies where it was moved from: the move was not made.
+    fn not_moved(&self, j: &Journal) -> bool {
+        j.from.as_ref().is_some_and(|(label, file)| {
+            Mailbox::from_label(label)
+                .is_some_and(|b| self.find_any_numbered_with_id(&b, file, &j.msg_id).is_some())
+        })
+    }
+
     /// Does the journal's message lie where its first event put it, or where it moves on to
     /// (the agent's WORKSPACE, LOGS)? Every event's files are set to the names the copies
     /// got where they still lie (a copy may have taken a numbered name, `x.2.md`).
@@ -184,12 +221,13 @@ impl Store {
         self.in_log_since(j.after, first, false)
     }
 
-    /// Is an event like `like` in the log after `after`: its kind, task, msg id, epoch, move
-    /// and boxes (and, `same_time`, its `ts`: the very event, not one like it)?
+    /// Is an event like `like` in the log after `after`: its kind, agent, task, msg id, epoch,
+    /// move and boxes (and, `same_time`, its `ts`: the very event, not one like it)?
     pub(super) fn in_log_since(&self, after: u64, like: &Event, same_time: bool) -> Result<bool> {
         let boxes = |e: &Event| e.files.iter().map(|f| f.mailbox.clone()).collect::<Vec<_>>();
         let same = |e: &Event| {
             e.event == like.event
+                && e.agent == like.agent
                 && e.task == like.task
                 && e.msg_id == like.msg_id
                 && e.epoch == like.epoch

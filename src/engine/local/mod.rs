@@ -343,6 +343,16 @@ impl Engine for LocalEngine {
         self.store.journal_events(msg_id, events).map(Some)
     }
 
+    fn journal_move(
+        &self,
+        msg_id: &str,
+        from: &Mailbox,
+        file: &str,
+        event: &Event,
+    ) -> Result<Option<String>> {
+        self.store.journal_move(msg_id, from, file, event).map(Some)
+    }
+
     fn close_journal(&self, journal: &str, logged: bool) -> Result<bool> {
         if logged {
             // Delivered and logged: a journal that cannot be removed is left for doctor (which
