@@ -53,6 +53,11 @@ pub fn open_task(ws: &Workspace, m: &TaskMessage<'_>) -> Result<OpenOutcome> {
 
 fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let task = m.task_id;
+    // A tombstone stays for good: one seen now is refused before anything is locked (the
+    // look under the transaction below closes the race with an archive run).
+    if let Some(t) = ws.engine.archived_task(task)? {
+        return Err(archived(task, &t));
+    }
     let mut tx = ws
         .engine
         .begin(task, true)?
@@ -61,14 +66,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         // An archived task's id is never used again (its tombstone is asked under the task's
         // transaction, so an archive run removing the records cannot slip in between).
         if let Some(t) = ws.engine.archived_task(task)? {
-            return Err(Error::refused(format!(
-                "task {task} was archived ({}, archived on {}); its id is not used again",
-                t.status, t.archived_at
-            ))
-            .detail("archived", t.bundle())
-            .hint(format!(
-                "open the new work under a new task id; `circe show {task}` shows the archived one"
-            )));
+            return Err(archived(task, &t));
         }
         let spec = OpenSpec {
             task_id: task.clone(),
@@ -138,4 +136,16 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
     let message = rec.message.clone();
     Ok(OpenOutcome { record: rec, handoff_from: st.rec.owner, checks_reset, message })
+}
+
+/// An archived task's id is never used again.
+fn archived(task: &TaskId, t: &crate::archive::Tombstone) -> Error {
+    Error::refused(format!(
+        "task {task} was archived ({}, archived on {}); its id is not used again",
+        t.status, t.archived_at
+    ))
+    .detail("archived", t.bundle())
+    .hint(format!(
+        "open the new work under a new task id; `circe show {task}` shows the archived one"
+    ))
 }

@@ -83,6 +83,9 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
             o.show()
         );
     }
+    // Refused before anything was locked: no lock file comes back for the archived task.
+    let locks = env.ls_all("locks");
+    assert!(!locks.iter().any(|f| f == "task-T1.lock"), "{locks:?}");
     // It is completed: a wait for that is met at once.
     env.as_("engineer", &["wait", "--for", "status:T1=completed", "--timeout", "1s"]).ok();
     let show = env.circe(["show", "T1"]).run();

@@ -368,6 +368,16 @@ impl Env {
         v
     }
 
+    /// Every entry of a folder of the root (`ls` keeps message files only), sorted.
+    pub fn ls_all(&self, rel: &str) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(self.root().join(rel))
+            .unwrap_or_else(|e| panic!("cannot list .circe/{rel}: {e}"))
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
     /// A task's `.status` record, parsed by circe's own reader.
     pub fn record(&self, task: &str) -> StatusRecord {
         StatusRecord::parse(task, &self.read(&format!("TASKS/{task}.status")))

@@ -709,7 +709,7 @@ fn a_change_cut_off_before_its_events_has_them_logged_by_the_next_command() {
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert!(claims[0]["what"].as_str().unwrap().starts_with("logged late"), "{claims:?}");
     assert!(claims[0]["id"].as_u64() < of("start")[0]["id"].as_u64());
-    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     // A task-complete cut off once its outbox is delivered and cleared: doctor logs both the
     // move and the message's `send`, once.
     env.as_("engineer", &["check", T, "tests_passed=true"]).ok();
@@ -731,5 +731,5 @@ fn a_change_cut_off_before_its_events_has_them_logged_by_the_next_command() {
     eng(&["claim", t2]).var("CIRCE_CRASH_AT", "task.logged").run().code(86);
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(of("claim").len(), 2);
-    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
 }

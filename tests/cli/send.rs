@@ -346,7 +346,7 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     assert_eq!(logged.len(), 1, "{logged:?}");
     let file = logged[0]["files"][0]["file"].as_str().unwrap().to_string();
     assert!(env.read(&format!("AGENTS/engineer/WORKSPACE/{file}")).contains("m-5"), "{file}");
-    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     env.circe(["doctor"]).run().ok();
 }
 
@@ -447,7 +447,7 @@ fn a_move_cut_off_before_its_event_has_it_logged_by_repair() {
     eng(&["done", "m-1"], "move.renamed");
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(dones(&env), 1);
-    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     // Cut off before the move: nothing moved, nothing logged; and a copy of the same message
     // filed by another receiver is not taken for this one's.
     send("role:engineer", "m-2");
@@ -459,6 +459,6 @@ fn a_move_cut_off_before_its_event_has_it_logged_by_repair() {
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(dones(&env), 2, "the cut-off done was never made");
     assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 2, "m-2 and m-3 wait in the INBOX");
-    assert!(env.ls("tmp").is_empty(), "{:?}", env.ls("tmp"));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     env.circe(["doctor"]).run().ok();
 }
