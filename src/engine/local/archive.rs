@@ -51,6 +51,13 @@ pub(super) fn run(
     // since it move into the archive, the journal could not tell that they were logged.
     // (Best effort: what cannot be finished now, doctor reports.)
     let _ = crate::engine::Engine::finish_deliveries(eng);
+    // And the events a cut-off task change left in its task's lock file (for each task no
+    // command is at work on; what is left, doctor reports).
+    if let Ok(left) = eng.store.task_journals_left() {
+        for (task, lock) in left {
+            let _ = super::reconcile::settled(eng, &task, &lock);
+        }
+    }
     let mut report = Report { recovered: commit::recover(eng, progress)?, ..Report::default() };
     report.expired = commit::expire(eng, req.keep_until)?;
     let stamps = scan::stamps(eng)?;

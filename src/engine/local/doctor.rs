@@ -31,8 +31,8 @@ fn mended(eng: &LocalEngine, task: &TaskId) -> std::result::Result<Option<TaskSt
 }
 
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
-    let _lock = eng.store.lock_task(task)?;
-    reconcile::settled(eng, task)
+    let lock = eng.store.lock_task(task)?;
+    reconcile::settled(eng, task, &lock)
 }
 
 /// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
@@ -69,10 +69,6 @@ fn check_staging(
         }
         if name.starts_with(super::journal::PREFIX) {
             journals.push(name);
-            continue;
-        }
-        if let Some(task) = super::task_journal::task_of(&name) {
-            check_task_journal(eng, &name, &task, repair, v)?;
             continue;
         }
         if repair {
@@ -112,26 +108,26 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
     }
 }
 
-/// The events a task's change kept (`task_journal.rs`) whose command is gone (the task's
-/// lock is free): repair reconciles the task, which logs them if the change stands.
-fn check_task_journal(
+/// The events of task changes cut off before they logged them, kept in their tasks' lock
+/// files (`task_journal.rs`) and no command at work on them: repair settles each as the
+/// task's next command would (logged when the change stands).
+fn check_task_journals(
     eng: &LocalEngine,
-    name: &str,
-    task: &TaskId,
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
-    let what = format!("tmp/{name}: a change of task {task} was cut off before logging its events");
-    if !repair {
-        // A command at work on the task holds its lock: its journal is no leftover.
-        if eng.store.try_lock_task(task)?.is_some() && eng.store.has_tmp(name) {
+    for (task, lock) in eng.store.task_journals_left()? {
+        let what = format!(
+            "locks/task-{task}.lock: a change of task {task} was cut off before logging its events"
+        );
+        if !repair {
             v(1, what, false);
+            continue;
         }
-        return Ok(());
-    }
-    match mended(eng, task) {
-        Ok(_) => v(1, format!("{what} (settled)"), !eng.store.has_tmp(name)),
-        Err(why) => v(1, format!("{what} ({why})"), false),
+        match reconcile::settled(eng, &task, &lock) {
+            Ok(_) => v(1, format!("{what} (settled)"), true),
+            Err(e) => v(1, format!("{what} (not repaired: {})", e.message), false),
+        }
     }
     Ok(())
 }
@@ -374,6 +370,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     let says_otherwise = check_boxes(eng, repair, &all, &listings, &mut v)?;
 
     let planted = check_own_files(eng, repair, &mut v)?;
+    check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);
     let mut tickets = std::collections::BTreeSet::new();

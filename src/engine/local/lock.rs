@@ -2,6 +2,8 @@
 //!
 //! Lock files are created on first use and never renamed or deleted (FS_RULES 5): replacing
 //! one would let two holders in. A lock dies with its process, so a crash never leaves one.
+//! A task's lock file is empty but for the journal of a change under way, which only its
+//! holder writes (`task_journal.rs`).
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::Path;
@@ -12,7 +14,7 @@ use crate::error::{Error, Result};
 /// An exclusive lock, released on drop.
 #[derive(Debug)]
 pub struct Lock {
-    _file: File,
+    file: File,
 }
 
 /// How long a command waits for a lock before giving up (a holder may be stopped).
@@ -45,7 +47,7 @@ impl Lock {
     pub(super) fn try_acquire(path: &Path) -> Result<Option<Lock>> {
         let file = open(path)?;
         match file.try_lock() {
-            Ok(()) => Ok(Some(Lock { _file: file })),
+            Ok(()) => Ok(Some(Lock { file })),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
         }
@@ -55,10 +57,16 @@ impl Lock {
     pub(super) fn try_acquire_shared(path: &Path) -> Result<Option<Lock>> {
         let file = open(path)?;
         match file.try_lock_shared() {
-            Ok(()) => Ok(Some(Lock { _file: file })),
+            Ok(()) => Ok(Some(Lock { file })),
             Err(TryLockError::WouldBlock) => Ok(None),
             Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
         }
+    }
+
+    /// The lock file itself, for what its holder keeps in it (a task's lock file holds the
+    /// journal of a change under way: `task_journal.rs`).
+    pub(super) fn file(&self) -> &File {
+        &self.file
     }
 
     pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
@@ -73,14 +81,14 @@ impl Lock {
     fn acquire_mode(path: &Path, what: &str, shared: bool) -> Result<Lock> {
         let file = open(path)?;
         if super::fault::test_break("clobber") {
-            return Ok(Lock { _file: file });
+            return Ok(Lock { file });
         }
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
         loop {
             let got = if shared { file.try_lock_shared() } else { file.try_lock() };
             match got {
-                Ok(()) => return Ok(Lock { _file: file }),
+                Ok(()) => return Ok(Lock { file }),
                 Err(TryLockError::WouldBlock) => {
                     if start.elapsed() > WAIT {
                         return Err(Error::conflict(format!(

@@ -323,15 +323,6 @@ impl Engine for LocalEngine {
             let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
             event_log::append(&self.store, &mut settled)?;
         }
-        // The events of task changes cut off before they logged them, for each task no
-        // command is at work on (one this process holds, say).
-        for name in self.store.tmp_leftovers()? {
-            if let Some(task) = task_journal::task_of(&name)
-                && let Some(_lock) = self.store.try_lock_task(&task)?
-            {
-                reconcile::settled(self, &task)?;
-            }
-        }
         // The events of deliveries whose commands were cut off before they logged them (one
         // whose copies are still staged waits for them).
         let settled = self.store.settle_journals()?;

@@ -136,10 +136,14 @@ fn find_renamed_ticket(eng: &LocalEngine, st: &mut TaskState) -> Result<bool> {
 
 /// Load `task`, settle the events a change cut off left unlogged (`task_journal.rs`) and
 /// make its records agree with its message's box: what every command does on entry. Call
-/// under the task lock. `None` when the task does not exist.
-pub(super) fn settled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
+/// under the task lock (`lock`). `None` when the task does not exist.
+pub(super) fn settled(
+    eng: &LocalEngine,
+    task: &TaskId,
+    lock: &super::lock::Lock,
+) -> Result<Option<TaskState>> {
     let st = load(eng, task)?;
-    eng.store.settle_task_journal(task, st.as_ref())?;
+    eng.store.settle_task_journal(lock, st.as_ref())?;
     match st {
         Some(st) => reconcile(eng, st),
         None => Ok(None),

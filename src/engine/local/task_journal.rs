@@ -3,30 +3,35 @@
 //! A task's change commits (its ticket's rename, or its record) before its events are
 //! appended, so a command cut off in between would leave the change made and unlogged.
 //! Before the commit point the change's events, and the `send` events of the messages its
-//! outbox carries (under the names they are meant to get), are written to
-//! `tmp/task-events-<task>.json` with the record the change writes and the log's last id;
-//! once they are logged the file is removed. One file per task, written and removed under
-//! the task's lock: whoever holds the lock next and finds it knows its command is gone, and
-//! settles it before reconciling the task. When the task's record is the one the change
-//! wrote (its outbox aside) and its message lies in a box, the events not in the log since
-//! are logged; otherwise the change never committed, or reconciling finishes it and logs a
-//! `repair` event for it, and the file is removed. Not fsynced, as the delivery journal (`journal.rs`).
+//! outbox carries (under the names they are meant to get), are written with the record the
+//! change writes and the log's last id into the task's own lock file
+//! (`locks/task-<id>.lock`, which its holder alone writes): the journal, then a mark `J`
+//! before it. Once they are logged the mark becomes `-`. Whoever holds the lock next and
+//! finds the mark knows its command is gone, and settles it before reconciling the task:
+//! when the task's record is the one the change wrote (its outbox aside) and its message
+//! lies in a box, the events not in the log since are logged; otherwise the change never
+//! committed, or reconciling finishes it and logs a `repair` event for it. The lock file is
+//! open already, so the journal costs two writes and a read on it and no file made or
+//! removed (a file made in `tmp/` cost a claim 0.2 to 0.35 ms: BENCHMARKS). Not fsynced, as
+//! the delivery journal (`journal.rs`): a command killed, not a power cut.
 
-use std::path::PathBuf;
+use std::os::unix::fs::FileExt;
 
 use serde::{Deserialize, Serialize};
 
-use super::atomic;
 use super::event_log;
 use super::journal::Settled;
+use super::lock::Lock;
 use super::root::{Store, io_err};
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::names::TaskId;
 use crate::task::{StatusRecord, TaskState};
 
-/// The prefix of a task journal's name in `tmp/`.
-pub(super) const PREFIX: &str = "task-events-";
+/// The mark before a journal whose events are not logged yet.
+const PENDING: u8 = b'J';
+/// The mark once they are (what follows it is stale).
+const CLEARED: u8 = b'-';
 
 #[derive(Serialize, Deserialize)]
 struct TaskJournal {
@@ -50,22 +55,30 @@ fn settled_text(rec: &StatusRecord) -> String {
     r.render()
 }
 
-/// The task a journal's name in `tmp/` is of.
-pub(super) fn task_of(name: &str) -> Option<TaskId> {
-    let id = name.strip_prefix(PREFIX)?.strip_suffix(".json")?;
-    TaskId::new(id).ok()
+/// The journal a task's lock file holds, when its mark says its events are not logged:
+/// its line (`None`: no mark, or a journal cut off while it was written).
+fn pending(lock: &Lock) -> std::io::Result<Option<Vec<u8>>> {
+    let f = lock.file();
+    let mut mark = [0u8; 1];
+    if f.read_at(&mut mark, 0)? == 0 || mark[0] != PENDING {
+        return Ok(None);
+    }
+    let len = f.metadata()?.len();
+    let mut bytes = vec![0u8; usize::try_from(len.saturating_sub(1)).unwrap_or(0)];
+    f.read_exact_at(&mut bytes, 1)?;
+    // The journal is one line; what follows it was a longer one before.
+    Ok(bytes.iter().position(|&b| b == b'\n').map(|end| {
+        bytes.truncate(end);
+        bytes
+    }))
 }
 
 impl Store {
-    fn task_journal_path(&self, task: &TaskId) -> PathBuf {
-        self.tmp_dir().join(format!("{PREFIX}{task}.json"))
-    }
-
-    /// Write the journal of a change about to commit `record` (call under the task's lock).
-    /// Nothing to log, no journal: `false`.
+    /// Write the journal of a change about to commit `record` into the task's lock file
+    /// (`lock`, held). Nothing to log, no journal: `false`.
     pub(super) fn journal_task(
         &self,
-        task: &TaskId,
+        lock: &Lock,
         record: &StatusRecord,
         events: &[Event],
         sends: Vec<Event>,
@@ -80,54 +93,45 @@ impl Store {
             events: events.to_vec(),
             sends,
         };
-        let bytes = serde_json::to_vec(&j).map_err(|e| Error::internal(e.to_string()))?;
-        let path = self.task_journal_path(task);
-        let written = match atomic::write_new(&path, &bytes, false) {
-            // One a failed settling left (the lock is ours: its command is gone).
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                atomic::remove(&path).and_then(|()| atomic::write_new(&path, &bytes, false))
-            }
-            r => r,
-        };
-        written.map_err(io_err("cannot write", &path))?;
+        let mut bytes = serde_json::to_vec(&j).map_err(|e| Error::internal(e.to_string()))?;
+        bytes.push(b'\n');
+        // The journal first, then its mark: a journal cut off half-way is never marked.
+        let f = lock.file();
+        let path = self.root().join("locks");
+        f.write_all_at(&bytes, 1)
+            .and_then(|()| f.write_all_at(&[PENDING], 0))
+            .map_err(io_err("cannot write the journal of a change into a lock file in", &path))?;
         Ok(true)
     }
 
-    /// Is there an entry `name` in `tmp/`?
-    pub(super) fn has_tmp(&self, name: &str) -> bool {
-        self.tmp_dir().join(name).symlink_metadata().is_ok()
+    /// The change's events are logged: clear the mark (one left is settled later).
+    pub(super) fn drop_task_journal(lock: &Lock) {
+        let _ = lock.file().write_all_at(&[CLEARED], 0);
     }
 
-    /// The change's events are logged: remove its journal (one left is settled later).
-    pub(super) fn drop_task_journal(&self, task: &TaskId) {
-        let _ = atomic::remove(&self.task_journal_path(task));
-    }
-
-    /// Settle the journal a cut-off change of `task` left, if any, against the task as its
-    /// command left it (`st`, before reconciling: `None`, no record). Call under its lock.
-    /// The change stands when the record is the one it wrote and its message lies in a box.
+    /// Settle the journal a cut-off change of `task` left in its lock file (`lock`, held),
+    /// if any, against the task as its command left it (`st`, before reconciling: `None`,
+    /// no record). The change stands when the record is the one it wrote and its message
+    /// lies in a box.
     pub(super) fn settle_task_journal(
         &self,
-        task: &TaskId,
+        lock: &Lock,
         st: Option<&TaskState>,
     ) -> Result<Option<Settled>> {
-        let path = self.task_journal_path(task);
-        let bytes = match atomic::read_regular(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(Error::io("cannot read", &path, e)),
-        };
+        let path = self.root().join("locks");
+        let bytes = pending(lock).map_err(io_err("cannot read a lock file in", &path))?;
+        let Some(bytes) = bytes else { return Ok(None) };
         let journal = serde_json::from_slice::<TaskJournal>(&bytes).ok();
-        // Cut off while it was written (its change had not begun), or a change that did not
-        // commit, or one that reconciling finishes (its `repair` event says so).
         let stands = |j: &TaskJournal| {
             st.is_some_and(|s| {
                 (s.location.is_some() || s.rec.status.is_terminal())
                     && settled_text(&s.rec) == j.record
             })
         };
+        // A change that did not commit, or one that reconciling finishes (its `repair`
+        // event says so).
         let Some(j) = journal.filter(stands) else {
-            atomic::remove(&path).map_err(io_err("cannot remove", &path))?;
+            Self::drop_task_journal(lock);
             return Ok(Some(Settled::NotDelivered));
         };
         let mut late = Vec::new();
@@ -153,7 +157,34 @@ impl Store {
             });
         }
         event_log::append(self, &mut late)?;
-        atomic::remove(&path).map_err(io_err("cannot remove", &path))?;
+        Self::drop_task_journal(lock);
         Ok(Some(if n == 0 { Settled::AlreadyLogged } else { Settled::Logged(n) }))
+    }
+
+    /// The tasks whose lock file holds the journal of a change cut off (no command holds
+    /// the lock now), each with its lock, taken: for doctor and the archive. One look at
+    /// every task lock file.
+    pub(super) fn task_journals_left(&self) -> Result<Vec<(TaskId, Lock)>> {
+        let dir = self.root().join("locks");
+        let mut out = Vec::new();
+        for name in super::root::list_all_names(&dir)? {
+            let Some(task) = name
+                .strip_prefix("task-")
+                .and_then(|n| n.strip_suffix(".lock"))
+                .and_then(|t| TaskId::new(t).ok())
+            else {
+                continue;
+            };
+            // A lock file that is no regular file is doctor's invariant 2, not this.
+            if !super::atomic::is_regular(&dir.join(&name)) {
+                continue;
+            }
+            if let Some(lock) = self.try_lock_task(&task)?
+                && pending(&lock).map_err(io_err("cannot read", &dir.join(&name)))?.is_some()
+            {
+                out.push((task, lock));
+            }
+        }
+        Ok(out)
     }
 }

@@ -24,14 +24,14 @@ pub(super) struct LocalTx<'a> {
     eng: &'a LocalEngine,
     task: TaskId,
     st: Option<TaskState>,
-    _lock: Lock,
+    lock: Lock,
 }
 
 impl<'a> LocalTx<'a> {
     /// The transaction on `task`, whose lock the caller took.
     pub(super) fn begin(eng: &'a LocalEngine, task: TaskId, lock: Lock) -> Result<LocalTx<'a>> {
-        let st = reconcile::settled(eng, &task)?;
-        Ok(LocalTx { eng, task, st, _lock: lock })
+        let st = reconcile::settled(eng, &task, &lock)?;
+        Ok(LocalTx { eng, task, st, lock })
     }
 
     /// The first free name `base`, `base.2.md`, ... in NEW_MESSAGES.
@@ -197,11 +197,11 @@ impl TaskTx for LocalTx<'_> {
             let store = &self.eng.store;
             if done.is_ok() {
                 crash_point("task.logged");
-                store.drop_task_journal(&self.task);
+                super::root::Store::drop_task_journal(&self.lock);
             } else {
                 // Failed on the way: its events are logged now if the change stands.
                 let now = reconcile::load(self.eng, &self.task).ok().flatten();
-                let _ = store.settle_task_journal(&self.task, now.as_ref());
+                let _ = store.settle_task_journal(&self.lock, now.as_ref());
             }
         }
         done
@@ -217,7 +217,7 @@ impl LocalTx<'_> {
             return Ok(false);
         }
         let sends = super::outbox::meant(&record.outbox);
-        self.eng.store.journal_task(&self.task, record, events, sends)
+        self.eng.store.journal_task(&self.lock, record, events, sends)
     }
 
     /// The change, once its journal is written: the commit point, the records, the outbox
