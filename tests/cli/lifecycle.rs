@@ -733,3 +733,46 @@ fn a_change_cut_off_before_its_events_has_them_logged_by_the_next_command() {
     assert_eq!(of("claim").len(), 2);
     assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
 }
+
+#[test]
+fn a_cut_off_change_that_did_not_stand_logs_nothing_and_a_cut_off_repair_logs_its_event() {
+    local_only!(
+        "the journal lies in the task's lock file; a database logs in the change's transaction"
+    );
+    let env = setup();
+    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
+    let of = |kind: &str| env.events().into_iter().filter(|e| e["event"] == kind).count();
+    eng(&["claim", T]).run().ok();
+    eng(&["status", T, "in_progress"]).run().ok();
+    // A check whose `.checks` was never written (the second write fails): not logged, though
+    // `.status` is unchanged.
+    let run = ["check", T, "--run", "tests_passed", "--", "true"];
+    let o = eng(&run).var("CIRCE_FAIL_IO", "2").run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(of("check"), 0, "a check never recorded is not logged");
+    // A take cut off before its rename: the ticket never moved, and no `take` is logged.
+    eng(&["take", T]).var("CIRCE_CRASH_AT", "take.before_rename").run().code(86);
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(of("take"), 0);
+    eng(&["take", T]).run().ok();
+    assert_eq!(of("take"), 1);
+    // A release cut off after its rename, then the repair that finishes it cut off after its
+    // records: the repair's event is logged by the next holder, so the moves still chain.
+    eng(&["release", T]).var("CIRCE_CRASH_AT", "release.renamed").run().code(86);
+    let claim2 = env.circe(["claim", T]).agent("engineer-2").var("CIRCE_CRASH_AT", "record.status");
+    claim2.run().code(86);
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.as_("engineer-2", &["claim", T]).ok();
+    let moves: Vec<(String, String)> = env
+        .events()
+        .into_iter()
+        .filter(|e| e["task_id"] == T && e["to"].is_string())
+        .map(|e| (e["from"].as_str().unwrap_or("").to_string(), e["to"].as_str().unwrap().into()))
+        .collect();
+    for w in moves.windows(2) {
+        assert_eq!(w[1].0, w[0].1, "the moves chain: {moves:?}");
+    }
+    assert_eq!(moves.last().map(|m| m.1.as_str()), Some("claimed"), "{moves:?}");
+    env.circe(["doctor"]).run().ok();
+}

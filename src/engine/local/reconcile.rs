@@ -9,6 +9,9 @@
 
 use super::LocalEngine;
 use super::board;
+use super::lock::Lock;
+use super::root::Store;
+use super::task_journal::Leaves;
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
@@ -64,28 +67,59 @@ fn repair_event(task: &TaskId, what: String) -> Event {
     e
 }
 
+/// Write a repair's records (`write`) and log its `events`, the events kept in the task's
+/// lock file in between (`task_journal.rs`): a kill between the two leaves them to the next
+/// holder of the lock, which logs them when the records are the repair's (`after`, whole;
+/// `None`: removed).
+fn logged_repair(
+    eng: &LocalEngine,
+    lock: &Lock,
+    after: Option<&StatusRecord>,
+    events: &mut [Event],
+    write: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let leaves = Leaves { record: after, exact: true, checks: None, ticket_in: None };
+    let kept = eng.store.journal_task(lock, &leaves, events, Vec::new())?;
+    write()?;
+    super::event_log::append(&eng.store, events)?;
+    if kept {
+        Store::drop_task_journal(lock);
+    }
+    Ok(())
+}
+
 /// Write the status (and `.owner` as it follows from it) of a repaired task, keep the board in
 /// step, requeue it when it is waiting, and log the repair.
-fn save_repair(eng: &LocalEngine, st: &mut TaskState, from: Status, what: &str) -> Result<()> {
+fn save_repair(
+    eng: &LocalEngine,
+    lock: &Lock,
+    st: &mut TaskState,
+    from: Status,
+    what: &str,
+) -> Result<()> {
     let now = clock::stamp(clock::now());
     let rec = &mut st.rec;
     rec.updated_at.clone_from(&now);
     let owner = rec.owner_record(&now, &super::host_name(), 0);
     let status_text = rec.render();
     let owner_text = owner.as_ref().map(OwnerRecord::render);
-    board::write(
-        eng,
-        &rec.task_id,
-        &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
-        Some((&*rec, &st.checks)),
-    )?;
-    st.owner = owner;
-    if rec.status == Status::New {
-        super::lanes::push(eng, rec)?;
-    }
     let mut ev = repair_event(&rec.task_id, what.to_string());
     ev = ev.moved(Some(from), rec.status, rec.epoch);
-    super::event_log::append(&eng.store, &mut [ev])
+    let rec = &*rec;
+    logged_repair(eng, lock, Some(rec), &mut [ev], || {
+        board::write(
+            eng,
+            &rec.task_id,
+            &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
+            Some((rec, &st.checks)),
+        )?;
+        if rec.status == Status::New {
+            super::lanes::push(eng, rec)?;
+        }
+        Ok(())
+    })?;
+    st.owner = owner;
+    Ok(())
 }
 
 /// Messages that name `task` in their `task_id` header, other than under file names that say
@@ -118,7 +152,7 @@ fn messages_naming(
 
 /// The ticket is in no box under its recorded name: look for it by its headers (a person or
 /// an editor renamed it). Returns whether it was found and adopted.
-fn find_renamed_ticket(eng: &LocalEngine, st: &mut TaskState) -> Result<bool> {
+fn find_renamed_ticket(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Result<bool> {
     let named = messages_naming(eng, &st.rec.task_id)?;
     // The ticket is the newest message naming the task with the task's intent.
     let ticket = named
@@ -130,7 +164,7 @@ fn find_renamed_ticket(eng: &LocalEngine, st: &mut TaskState) -> Result<bool> {
     st.rec.message = name;
     st.location = Some(b);
     let from = st.rec.status;
-    save_repair(eng, st, from, &what)?;
+    save_repair(eng, lock, st, from, &what)?;
     Ok(true)
 }
 
@@ -145,38 +179,41 @@ pub(super) fn settled(
     let st = load(eng, task)?;
     eng.store.settle_task_journal(lock, st.as_ref())?;
     match st {
-        Some(st) => reconcile(eng, st),
+        Some(st) => reconcile(eng, lock, st),
         None => Ok(None),
     }
 }
 
 /// Make the records agree with the message's box. Call under the task lock. Returns `None`
 /// when the task does not exist (or its send never committed).
-pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<TaskState>> {
+pub(super) fn reconcile(
+    eng: &LocalEngine,
+    lock: &Lock,
+    mut st: TaskState,
+) -> Result<Option<TaskState>> {
     if super::fault::test_break("no-reconcile") {
         return Ok(Some(st));
     }
     let task = st.rec.task_id.clone();
     if let Some(ticket) = st.rec.handoff.clone() {
-        finish_or_undo_handoff(eng, &mut st, &ticket)?;
+        finish_or_undo_handoff(eng, lock, &mut st, &ticket)?;
     }
     if !st.rec.outbox.is_empty() && !super::fault::test_break("no-outbox") {
-        finish_outbox(eng, &mut st)?;
+        finish_outbox(eng, lock, &mut st)?;
     }
-    if st.location.is_none() && !st.rec.status.is_terminal() && !find_renamed_ticket(eng, &mut st)?
+    if st.location.is_none()
+        && !st.rec.status.is_terminal()
+        && !find_renamed_ticket(eng, lock, &mut st)?
     {
         if st.rec.status == Status::New && st.rec.attempts == 0 {
             // A send that wrote the record but crashed before delivering: undo it, unless some
             // message still names the task (then a person must look: doctor reports it).
             if messages_naming(eng, &task)?.is_empty() {
-                board::write(
-                    eng,
-                    &task,
-                    &[("status", None), ("owner", None), ("checks", None)],
-                    None,
-                )?;
                 let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
-                super::event_log::append(&eng.store, &mut ev)?;
+                logged_repair(eng, lock, None, &mut ev, || {
+                    let gone = [("status", None), ("owner", None), ("checks", None)];
+                    board::write(eng, &task, &gone, None)
+                })?;
                 return Ok(None);
             }
         }
@@ -211,7 +248,7 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
         _ => None,
     };
     if let Some(what) = fix {
-        save_repair(eng, &mut st, from, what)?;
+        save_repair(eng, lock, &mut st, from, what)?;
         return Ok(Some(st));
     }
     // `.owner` exists exactly while the task is held; a crash between the two record writes
@@ -241,19 +278,26 @@ pub(super) fn reconcile(eng: &LocalEngine, mut st: TaskState) -> Result<Option<T
 
 /// A change committed with messages to send, and crashed before all were delivered and the
 /// outbox cleared: deliver what is missing (each once), then clear it.
-fn finish_outbox(eng: &LocalEngine, st: &mut TaskState) -> Result<()> {
+fn finish_outbox(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Result<()> {
     let mut events = super::outbox::deliver(eng, &st.rec.outbox, true)?;
     let n = st.rec.outbox.len();
     st.rec.outbox.clear();
     let status = st.rec.render();
-    board::write(eng, &st.rec.task_id, &[("status", Some(&status))], Some((&st.rec, &st.checks)))?;
     events.push(repair_event(&st.rec.task_id, format!("outbox finished ({n} messages sent once)")));
-    super::event_log::append(&eng.store, &mut events)
+    let (rec, checks) = (&st.rec, &st.checks);
+    logged_repair(eng, lock, Some(rec), &mut events, || {
+        board::write(eng, &rec.task_id, &[("status", Some(&status))], Some((rec, checks)))
+    })
 }
 
 /// A handoff recorded its message's name but crashed before clearing it: finish it when the
 /// message is in NEW_MESSAGES (the commit point was reached), else undo the mark.
-fn finish_or_undo_handoff(eng: &LocalEngine, st: &mut TaskState, ticket: &str) -> Result<()> {
+fn finish_or_undo_handoff(
+    eng: &LocalEngine,
+    lock: &Lock,
+    st: &mut TaskState,
+    ticket: &str,
+) -> Result<()> {
     let store = &eng.store;
     let task = st.rec.task_id.clone();
     let parsed = store
@@ -285,12 +329,14 @@ fn finish_or_undo_handoff(eng: &LocalEngine, st: &mut TaskState, ticket: &str) -
         st.location = Some(Mailbox::NewMessages);
         let checks = record::render_checks(&st.checks);
         board::write(eng, &task, &[("checks", Some(&checks))], Some((&st.rec, &st.checks)))?;
-        return save_repair(eng, st, from, "handoff finished (its message was delivered)");
+        return save_repair(eng, lock, st, from, "handoff finished (its message was delivered)");
     }
     st.rec.handoff = None;
     st.rec.handoff_checks.clear();
     let status = st.rec.render();
-    board::write(eng, &task, &[("status", Some(&status))], Some((&st.rec, &st.checks)))?;
     let mut ev = [repair_event(&task, "handoff never delivered; mark removed".into())];
-    super::event_log::append(&eng.store, &mut ev)
+    let (rec, checks) = (&st.rec, &st.checks);
+    logged_repair(eng, lock, Some(rec), &mut ev, || {
+        board::write(eng, &task, &[("status", Some(&status))], Some((rec, checks)))
+    })
 }

@@ -37,12 +37,53 @@ const CLEARED: u8 = b'-';
 struct TaskJournal {
     /// The log's last id before the change: its events, if logged, come after it.
     after: u64,
-    /// The task's record as the change leaves it, outbox cleared.
+    /// The task's record as the change leaves it (outbox cleared unless `exact`); empty: the
+    /// change removes the task's records.
     record: String,
+    /// Compare the record whole (a repair's, written once), not with its outbox aside.
+    #[serde(default)]
+    exact: bool,
+    /// The `.checks` the change writes, when it writes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    checks: Option<String>,
+    /// The box the change moves its ticket into, when it moves it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    ticket_in: Option<String>,
     events: Vec<Event>,
     /// The `send` events of the change's outbox, under the names its messages are meant
     /// to get (a copy may get a numbered name: found when settled).
     sends: Vec<Event>,
+}
+
+/// What a change leaves, by which its settling tells whether it stands.
+pub(super) struct Leaves<'a> {
+    /// Its record (`None`: it removes the task's records).
+    pub record: Option<&'a StatusRecord>,
+    /// A record written once (a repair's): compared whole, outbox and all.
+    pub exact: bool,
+    /// The checks it writes, when it writes them.
+    pub checks: Option<&'a crate::task::record::Checks>,
+    /// The box it moves the ticket into, when it moves it.
+    pub ticket_in: Option<&'a crate::boxes::Mailbox>,
+}
+
+impl TaskJournal {
+    /// Does the task as its command left it (`st`, `None`: no record) show this change
+    /// made: its record, its checks, its ticket where it put it (and lying in a box)?
+    fn stands(&self, st: Option<&TaskState>) -> bool {
+        let Some(s) = st else { return self.record.is_empty() };
+        let text = if self.exact { s.rec.render() } else { settled_text(&s.rec) };
+        text == self.record
+            && (s.location.is_some() || s.rec.status.is_terminal())
+            && self
+                .checks
+                .as_ref()
+                .is_none_or(|c| *c == crate::task::record::render_checks(&s.checks))
+            && self
+                .ticket_in
+                .as_ref()
+                .is_none_or(|b| s.location.as_ref().is_some_and(|l| l.label() == *b))
+    }
 }
 
 /// A record as it reads once its outbox is delivered.
@@ -79,17 +120,26 @@ impl Store {
     pub(super) fn journal_task(
         &self,
         lock: &Lock,
-        record: &StatusRecord,
+        leaves: &Leaves<'_>,
         events: &[Event],
         sends: Vec<Event>,
     ) -> Result<bool> {
-        if events.is_empty() && sends.is_empty() {
+        // TEST BUILDS ONLY: `no-task-journal` keeps none, so a cut-off change's events are lost.
+        if (events.is_empty() && sends.is_empty()) || super::fault::test_break("no-task-journal") {
             return Ok(false);
         }
+        let record = match leaves.record {
+            Some(r) if leaves.exact => r.render(),
+            Some(r) => settled_text(r),
+            None => String::new(),
+        };
         let j = TaskJournal {
             // A log whose end cannot be read now (its append will say so) is searched whole.
             after: event_log::last_id(self).unwrap_or(0),
-            record: settled_text(record),
+            record,
+            exact: leaves.exact,
+            checks: leaves.checks.map(crate::task::record::render_checks),
+            ticket_in: leaves.ticket_in.map(crate::boxes::Mailbox::label),
             events: events.to_vec(),
             sends,
         };
@@ -122,15 +172,9 @@ impl Store {
         let bytes = pending(lock).map_err(io_err("cannot read a lock file in", &path))?;
         let Some(bytes) = bytes else { return Ok(None) };
         let journal = serde_json::from_slice::<TaskJournal>(&bytes).ok();
-        let stands = |j: &TaskJournal| {
-            st.is_some_and(|s| {
-                (s.location.is_some() || s.rec.status.is_terminal())
-                    && settled_text(&s.rec) == j.record
-            })
-        };
         // A change that did not commit, or one that reconciling finishes (its `repair`
-        // event says so).
-        let Some(j) = journal.filter(stands) else {
+        // event says so, kept in a journal of its own).
+        let Some(j) = journal.filter(|j| j.stands(st)) else {
             Self::drop_task_journal(lock);
             return Ok(Some(Settled::NotDelivered));
         };

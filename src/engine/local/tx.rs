@@ -10,6 +10,7 @@
 
 use super::fault::crash_point;
 use super::lock::Lock;
+use super::task_journal::Leaves;
 use super::{LocalEngine, board, event_log, lanes, reconcile};
 use crate::boxes::Mailbox;
 use crate::clock;
@@ -190,7 +191,18 @@ impl TaskTx for LocalTx<'_> {
             }
             t => t,
         };
-        let journal = self.journal(&record, &events)?;
+        let ticket_in = match &ticket {
+            Ticket::Deliver { .. } => Some(Mailbox::NewMessages),
+            Ticket::MoveTo(to) => Some(to.clone()),
+            Ticket::Stay => None,
+        };
+        let leaves = Leaves {
+            record: Some(&record),
+            exact: false,
+            checks: checks.as_ref(),
+            ticket_in: ticket_in.as_ref(),
+        };
+        let journal = self.journal(&leaves, &events)?;
         let done =
             self.commit_journaled(op, record, checks.as_ref(), ticket, events, request.as_deref());
         if journal {
@@ -209,15 +221,11 @@ impl TaskTx for LocalTx<'_> {
 }
 
 impl LocalTx<'_> {
-    /// The journal of a change about to commit `record` with `events` (and the `send`
-    /// events of its outbox): `task_journal.rs`.
-    fn journal(&self, record: &StatusRecord, events: &[Event]) -> Result<bool> {
-        // TEST BUILDS ONLY: `no-task-journal` keeps none, so a cut-off change's events are lost.
-        if super::fault::test_break("no-task-journal") {
-            return Ok(false);
-        }
-        let sends = super::outbox::meant(&record.outbox);
-        self.eng.store.journal_task(&self.lock, record, events, sends)
+    /// The journal of a change about to leave what `leaves` says, with `events` (and the
+    /// `send` events of its record's outbox): `task_journal.rs`.
+    fn journal(&self, leaves: &Leaves<'_>, events: &[Event]) -> Result<bool> {
+        let sends = leaves.record.map(|r| super::outbox::meant(&r.outbox)).unwrap_or_default();
+        self.eng.store.journal_task(&self.lock, leaves, events, sends)
     }
 
     /// The change, once its journal is written: the commit point, the records, the outbox
