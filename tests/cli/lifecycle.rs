@@ -776,3 +776,30 @@ fn a_cut_off_change_that_did_not_stand_logs_nothing_and_a_cut_off_repair_logs_it
     assert_eq!(moves.last().map(|m| m.1.as_str()), Some("claimed"), "{moves:?}");
     env.circe(["doctor"]).run().ok();
 }
+
+#[test]
+fn a_handoff_cut_off_between_its_status_and_its_checks_is_finished_by_the_next_holder() {
+    local_only!("the journal lies in the task's lock file; a database commits the change whole");
+    let env = setup();
+    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
+    eng(&["claim", T]).run().ok();
+    eng(&["check", T, "tests_passed=true"]).run().ok();
+    // The handoff's last records: `.status` and `.owner` written, `.checks` (its intent's
+    // checks reset) not yet.
+    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
+    eng(&handoff).var("CIRCE_CRASH_AT", "record.owner#2").run().code(86);
+    assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: true"));
+    env.as_("qa", &["claim", T]).ok();
+    // The next holder logged the handoff and wrote its checks before qa's claim.
+    assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: false"));
+    let kinds: Vec<String> = env
+        .events()
+        .into_iter()
+        .filter(|e| e["task_id"] == T)
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(kinds, ["open", "claim", "check", "handoff", "claim"], "{kinds:?}");
+    // The cut-off write's staged `.checks` is all that is left, for doctor.
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+}

@@ -459,6 +459,13 @@ fn a_move_cut_off_before_its_event_has_it_logged_by_repair() {
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(dones(&env), 2, "the cut-off done was never made");
     assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 2, "m-2 and m-3 wait in the INBOX");
+    // A take cut off before its move, then the message filed straight from the INBOX: the
+    // take was never made, and the message in LOGS does not pass for it.
+    let takes = |env: &Env| env.events().into_iter().filter(|e| e["event"] == "take").count();
+    eng(&["take", "m-2"], "move.journaled");
+    env.as_("engineer", &["done", "m-2"]).ok();
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(takes(&env), 1, "only m-1's take was made");
     assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     env.circe(["doctor"]).run().ok();
 }

@@ -378,6 +378,25 @@ fn planted_lock_links_are_refused() {
     r.ok(Some("e1"), &["claim", "T1"]);
 }
 
+/// A task's lock file hard-linked to a file outside the root (a snapshot made with `cp -al`
+/// or `rsync --link-dest`): the journal of a change is never written into it, so the outside
+/// file keeps its bytes.
+#[test]
+fn a_hard_linked_lock_file_gets_no_journal() {
+    let r = Root::new(1);
+    r.open("T1");
+    let outside = tempfile::tempdir().unwrap();
+    let bait = outside.path().join("snapshot-of-the-lock");
+    let lock = r.dir.join("locks/task-T1.lock");
+    std::fs::write(&bait, b"").unwrap();
+    let _ = std::fs::remove_file(&lock); // made by the open; nobody holds it now
+    std::fs::hard_link(&bait, &lock).unwrap();
+    r.ok(Some("e1"), &["claim", "T1"]);
+    r.ok(Some("e1"), &["status", "T1", "in_progress"]);
+    let bytes = std::fs::read(&bait).unwrap();
+    assert!(bytes.is_empty(), "written into the outside file: {}", String::from_utf8_lossy(&bytes));
+}
+
 /// A copy of a task's message planted in a second box is reported by doctor (it lists each
 /// box once and re-checks such a task under its lock).
 #[test]

@@ -1,7 +1,7 @@
 //! Fault injection for the torture suite: named crash points and failing I/O calls.
 //!
 //! `CIRCE_CRASH_AT=<point>` ends the process abruptly (exit 86, no destructors, no cleanup)
-//! when it reaches that named step. `CIRCE_FAIL_IO=<n>` makes the n-th store mutation
+//! when it reaches that named step (`<point>#k`: the k-th time). `CIRCE_FAIL_IO=<n>` makes the n-th store mutation
 //! (write, fsync, rename, unlink) fail with EIO, `CIRCE_FAIL_IO_ERRNO` picks another errno
 //! (28 = ENOSPC). Both are read once; without them each check is one relaxed load.
 //!
@@ -66,10 +66,17 @@ fn faults() -> &'static Faults {
 /// Exit code of a process killed at a crash point.
 pub const CRASH_EXIT: i32 = 86;
 
-/// A named step of a command. Crashes here when `CIRCE_CRASH_AT` names it.
+/// A named step of a command. Crashes here when `CIRCE_CRASH_AT` names it (`name#k`: the
+/// k-th time the command reaches it, for a step a command passes more than once).
 pub fn crash_point(name: &str) {
-    if faults().crash_at.as_deref() == Some(name) {
-        eprintln!("circe: crash point {name} reached (CIRCE_CRASH_AT)");
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+    let Some(at) = faults().crash_at.as_deref() else { return };
+    let (point, nth) = match at.rsplit_once('#') {
+        Some((p, k)) => (p, k.parse::<u64>().unwrap_or(1)),
+        None => (at, 1),
+    };
+    if point == name && REACHED.fetch_add(1, Ordering::Relaxed) + 1 == nth {
+        eprintln!("circe: crash point {at} reached (CIRCE_CRASH_AT)");
         std::process::exit(CRASH_EXIT);
     }
 }

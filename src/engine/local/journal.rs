@@ -182,12 +182,22 @@ impl Store {
     /// (the agent's WORKSPACE, LOGS)? Every event's files are set to the names the copies
     /// got where they still lie (a copy may have taken a numbered name, `x.2.md`).
     fn delivered(&self, j: &mut Journal) -> bool {
-        self.lies_where_said(&j.msg_id, &mut j.events)
+        // A move's message is looked for where it was moved to, not further: had it moved on
+        // (a `done` after a `take`), a `done` straight from the INBOX would pass for the
+        // `take` that was cut off before its move.
+        let moved_on = j.from.is_none();
+        self.lies_where_said(&j.msg_id, &mut j.events, moved_on)
     }
 
     /// Does the message `msg_id` (or the one an event names) lie where the first of `events`
-    /// put it, or where it moves on to? Every event's files are set to the names found.
-    pub(super) fn lies_where_said(&self, msg_id: &str, events: &mut [Event]) -> bool {
+    /// put it, or (`moved_on`) where it moves on to? Every event's files are set to the names
+    /// found.
+    pub(super) fn lies_where_said(
+        &self,
+        msg_id: &str,
+        events: &mut [Event],
+        moved_on: bool,
+    ) -> bool {
         let mut found = false;
         for (i, e) in events.iter_mut().enumerate() {
             // A copy holds its own message's id: the event's (a send, a route), or the
@@ -197,10 +207,12 @@ impl Store {
                 let Some(b) = Mailbox::from_label(&f.mailbox) else { continue };
                 // Where it landed, else where it moved on to (taken: the same name).
                 let mut places = vec![b.clone()];
-                if let Some(a) = b.agent() {
-                    places.push(Mailbox::Workspace(a.clone()));
+                if moved_on {
+                    if let Some(a) = b.agent() {
+                        places.push(Mailbox::Workspace(a.clone()));
+                    }
+                    places.push(Mailbox::Logs);
                 }
-                places.push(Mailbox::Logs);
                 let copy = places.iter().find_map(|p| {
                     ids.iter().find_map(|id| self.find_any_numbered_with_id(p, &f.file, id))
                 });

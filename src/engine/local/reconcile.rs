@@ -78,7 +78,7 @@ fn logged_repair(
     events: &mut [Event],
     write: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let leaves = Leaves { record: after, exact: true, checks: None, ticket_in: None };
+    let leaves = Leaves { record: after, exact: true, checks: None, ticket_in: None, before: None };
     let kept = eng.store.journal_task(lock, &leaves, events, Vec::new())?;
     write()?;
     super::event_log::append(&eng.store, events)?;
@@ -176,8 +176,22 @@ pub(super) fn settled(
     task: &TaskId,
     lock: &super::lock::Lock,
 ) -> Result<Option<TaskState>> {
-    let st = load(eng, task)?;
-    eng.store.settle_task_journal(lock, st.as_ref())?;
+    let mut st = load(eng, task)?;
+    let mut rolled = false;
+    let roll = &mut |checks: &str| {
+        rolled = true;
+        let now = st.as_ref().map(|s| (&s.rec, record::parse_checks(task.as_str(), checks)));
+        match now {
+            Some((rec, Ok(c))) => {
+                board::write(eng, task, &[("checks", Some(checks))], Some((rec, &c)))
+            }
+            _ => Ok(()),
+        }
+    };
+    eng.store.settle_task_journal(lock, st.as_ref(), roll)?;
+    if rolled {
+        st = load(eng, task)?;
+    }
     match st {
         Some(st) => reconcile(eng, lock, st),
         None => Ok(None),

@@ -15,7 +15,7 @@
 //! removed (a file made in `tmp/` cost a claim 0.2 to 0.35 ms: BENCHMARKS). Not fsynced, as
 //! the delivery journal (`journal.rs`): a command killed, not a power cut.
 
-use std::os::unix::fs::FileExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
 
 use serde::{Deserialize, Serialize};
 
@@ -46,6 +46,10 @@ struct TaskJournal {
     /// The `.checks` the change writes, when it writes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     checks: Option<String>,
+    /// Does the change rewrite `.status` (else only `.checks`, as `check --run` does)? Then
+    /// `.status` alone says it was made, and `.checks` written after it are rolled forward.
+    #[serde(default)]
+    moves_status: bool,
     /// The box the change moves its ticket into, when it moves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ticket_in: Option<String>,
@@ -65,6 +69,8 @@ pub(super) struct Leaves<'a> {
     pub checks: Option<&'a crate::task::record::Checks>,
     /// The box it moves the ticket into, when it moves it.
     pub ticket_in: Option<&'a crate::boxes::Mailbox>,
+    /// The record before it (`None`: the task is new, or the change is a repair).
+    pub before: Option<&'a StatusRecord>,
 }
 
 impl TaskJournal {
@@ -75,14 +81,17 @@ impl TaskJournal {
         let text = if self.exact { s.rec.render() } else { settled_text(&s.rec) };
         text == self.record
             && (s.location.is_some() || s.rec.status.is_terminal())
-            && self
-                .checks
-                .as_ref()
-                .is_none_or(|c| *c == crate::task::record::render_checks(&s.checks))
+            && (self.moves_status || self.checks_lag(s).is_none())
             && self
                 .ticket_in
                 .as_ref()
                 .is_none_or(|b| s.location.as_ref().is_some_and(|l| l.label() == *b))
+    }
+
+    /// The checks the change wrote, when `.checks` does not hold them (yet).
+    fn checks_lag(&self, s: &TaskState) -> Option<&str> {
+        let c = self.checks.as_deref()?;
+        (c != crate::task::record::render_checks(&s.checks)).then_some(c)
     }
 }
 
@@ -128,17 +137,28 @@ impl Store {
         if (events.is_empty() && sends.is_empty()) || super::fault::test_break("no-task-journal") {
             return Ok(false);
         }
+        // Written into a lock file linked elsewhere too (a snapshot by hard links), it would
+        // write there: no journal then.
+        let links = lock
+            .file()
+            .metadata()
+            .map_err(io_err("cannot read a lock file in", &self.root().join("locks")))?;
+        if links.nlink() > 1 {
+            return Ok(false);
+        }
         let record = match leaves.record {
             Some(r) if leaves.exact => r.render(),
             Some(r) => settled_text(r),
             None => String::new(),
         };
+        let moves_status = leaves.before.is_none_or(|b| settled_text(b) != record);
         let j = TaskJournal {
             // A log whose end cannot be read now (its append will say so) is searched whole.
             after: event_log::last_id(self).unwrap_or(0),
             record,
             exact: leaves.exact,
             checks: leaves.checks.map(crate::task::record::render_checks),
+            moves_status,
             ticket_in: leaves.ticket_in.map(crate::boxes::Mailbox::label),
             events: events.to_vec(),
             sends,
@@ -163,10 +183,14 @@ impl Store {
     /// if any, against the task as its command left it (`st`, before reconciling: `None`,
     /// no record). The change stands when the record is the one it wrote and its message
     /// lies in a box.
+    ///
+    /// A change that rewrote `.status` stands by it; `.checks` it wrote after that and that
+    /// lag are handed to `roll_checks` (to be written) before its events are logged.
     pub(super) fn settle_task_journal(
         &self,
         lock: &Lock,
         st: Option<&TaskState>,
+        roll_checks: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<Option<Settled>> {
         let path = self.root().join("locks");
         let bytes = pending(lock).map_err(io_err("cannot read a lock file in", &path))?;
@@ -178,6 +202,9 @@ impl Store {
             Self::drop_task_journal(lock);
             return Ok(Some(Settled::NotDelivered));
         };
+        if let Some(c) = st.and_then(|s| j.checks_lag(s)) {
+            roll_checks(c)?;
+        }
         let mut late = Vec::new();
         if let Some(first) = j.events.first()
             && !self.in_log_since(j.after, first, true)?
@@ -190,7 +217,9 @@ impl Store {
             let mut one = [s];
             let id = one[0].msg_id.clone().unwrap_or_default();
             // A message its outbox sent (its event names the copies as they lie), not logged.
-            if self.lies_where_said(&id, &mut one) && !self.in_log_since(j.after, &one[0], false)? {
+            if self.lies_where_said(&id, &mut one, true)
+                && !self.in_log_since(j.after, &one[0], false)?
+            {
                 late.extend(one);
             }
         }

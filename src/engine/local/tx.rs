@@ -201,6 +201,7 @@ impl TaskTx for LocalTx<'_> {
             exact: false,
             checks: checks.as_ref(),
             ticket_in: ticket_in.as_ref(),
+            before: self.st.as_ref().map(|s| &s.rec),
         };
         let journal = self.journal(&leaves, &events)?;
         let done =
@@ -213,7 +214,10 @@ impl TaskTx for LocalTx<'_> {
             } else {
                 // Failed on the way: its events are logged now if the change stands.
                 let now = reconcile::load(self.eng, &self.task).ok().flatten();
-                let _ = store.settle_task_journal(&self.lock, now.as_ref());
+                // Checks it left behind are not rolled forward here: the journal stays for
+                // the next holder, which does.
+                let later = &mut |_: &str| Err(Error::internal("checks left to the next holder"));
+                let _ = store.settle_task_journal(&self.lock, now.as_ref(), later);
             }
         }
         done
