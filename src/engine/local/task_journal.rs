@@ -6,7 +6,7 @@
 //! outbox carries (under the names they are meant to get), are written with the record the
 //! change writes and the log's last id into the task's own lock file
 //! (`locks/task-<id>.lock`, which its holder alone writes): the journal, then a mark `J`
-//! before it. Once they are logged the mark becomes `-`. Whoever holds the lock next and
+//! before it. Once they are logged the file is emptied again. Whoever holds the lock next and
 //! finds the mark knows its command is gone, and settles it before reconciling the task:
 //! when the task's record is the one the change wrote (its outbox aside) and its message
 //! lies in a box, the events not in the log since are logged; otherwise the change never
@@ -30,7 +30,7 @@ use crate::task::{StatusRecord, TaskState};
 
 /// The mark before a journal whose events are not logged yet.
 const PENDING: u8 = b'J';
-/// The mark once they are (what follows it is stale).
+/// The mark once they are, where the file could not be emptied (what follows it is stale).
 const CLEARED: u8 = b'-';
 
 #[derive(Serialize, Deserialize)]
@@ -174,9 +174,14 @@ impl Store {
         Ok(true)
     }
 
-    /// The change's events are logged: clear the mark (one left is settled later).
+    /// The change's events are logged: empty the lock file again (one left is settled
+    /// later). Emptied, not just unmarked: a lock file with data takes a block of the disk
+    /// per task, and one emptied before it is written back never takes one.
     pub(super) fn drop_task_journal(lock: &Lock) {
-        let _ = lock.file().write_all_at(&[CLEARED], 0);
+        let f = lock.file();
+        if f.set_len(0).is_err() {
+            let _ = f.write_all_at(&[CLEARED], 0);
+        }
     }
 
     /// Settle the journal a cut-off change of `task` left in its lock file (`lock`, held),
