@@ -171,11 +171,7 @@ fn find_renamed_ticket(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Re
 /// Load `task`, settle the events a change cut off left unlogged (`task_journal.rs`) and
 /// make its records agree with its message's box: what every command does on entry. Call
 /// under the task lock (`lock`). `None` when the task does not exist.
-pub(super) fn settled(
-    eng: &LocalEngine,
-    task: &TaskId,
-    lock: &super::lock::Lock,
-) -> Result<Option<TaskState>> {
+pub(super) fn settled(eng: &LocalEngine, task: &TaskId, lock: &Lock) -> Result<Option<TaskState>> {
     let mut st = load(eng, task)?;
     let mut rolled = false;
     let roll = &mut |checks: &str| {
