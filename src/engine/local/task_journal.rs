@@ -253,8 +253,10 @@ impl Store {
             else {
                 continue;
             };
-            // A lock file that is no regular file is doctor's invariant 2, not this.
-            if !super::atomic::is_regular(&dir.join(&name)) {
+            // Empty (nothing pending: one `stat`, no lock taken), or no regular file (doctor's
+            // invariant 2, not this).
+            let meta = std::fs::symlink_metadata(dir.join(&name));
+            if !meta.is_ok_and(|m| m.is_file() && m.len() > 0) {
                 continue;
             }
             if let Some(lock) = self.try_lock_task(&task)?
