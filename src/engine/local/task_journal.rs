@@ -105,10 +105,27 @@ fn settled_text(rec: &StatusRecord) -> String {
     r.render()
 }
 
-/// The journal a task's lock file holds, when its mark says its events are not logged:
-/// its line (`None`: no mark, or a journal cut off while it was written).
-fn pending(lock: &Lock) -> std::io::Result<Option<Vec<u8>>> {
+/// What a task's lock file holds.
+enum Held {
+    Empty,
+    /// No mark: a journal cut off before its mark was written (its change had not begun),
+    /// or one whose file could not be emptied.
+    Unmarked,
+    /// The line of a journal whose events are not logged.
+    Pending(Vec<u8>),
+}
+
+fn held(lock: &Lock) -> std::io::Result<Held> {
     let f = lock.file();
+    let mut mark = [0u8; 1];
+    if f.read_at(&mut mark, 0)? == 0 {
+        return Ok(Held::Empty);
+    }
+    Ok(pending(f)?.map_or(Held::Unmarked, Held::Pending))
+}
+
+/// The journal line after the mark `J` (`None`: no mark, or no whole line after it).
+fn pending(f: &std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
     let mut mark = [0u8; 1];
     if f.read_at(&mut mark, 0)? == 0 || mark[0] != PENDING {
         return Ok(None);
@@ -198,8 +215,15 @@ impl Store {
         roll_checks: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<Option<Settled>> {
         let path = self.root().join("locks");
-        let bytes = pending(lock).map_err(io_err("cannot read a lock file in", &path))?;
-        let Some(bytes) = bytes else { return Ok(None) };
+        let bytes = match held(lock).map_err(io_err("cannot read a lock file in", &path))? {
+            Held::Empty => return Ok(None),
+            Held::Unmarked => {
+                // Nothing to settle; emptied, so an idle lock file stays empty.
+                Self::drop_task_journal(lock);
+                return Ok(None);
+            }
+            Held::Pending(bytes) => bytes,
+        };
         let journal = serde_json::from_slice::<TaskJournal>(&bytes).ok();
         // A change that did not commit, or one that reconciling finishes (its `repair`
         // event says so, kept in a journal of its own).
@@ -260,7 +284,7 @@ impl Store {
                 continue;
             }
             if let Some(lock) = self.try_lock_task(&task)?
-                && pending(&lock).map_err(io_err("cannot read", &dir.join(&name)))?.is_some()
+                && pending(lock.file()).map_err(io_err("cannot read", &dir.join(&name)))?.is_some()
             {
                 out.push((task, lock));
             }

@@ -32,3 +32,20 @@ fn a_move_that_did_not_happen_is_an_error() {
     assert_eq!(e.kind, crate::error::Kind::Conflict, "{}", e.message);
     assert_eq!(r.eng.last_event_id().unwrap(), events_before, "no event for a move not made");
 }
+
+/// A journal cut off before its mark (the line written, the `J` not) is no journal: the next
+/// transaction on the task settles nothing and empties the lock file, so an idle lock file
+/// stays empty.
+#[test]
+fn an_unmarked_journal_is_emptied_by_the_next_holder() {
+    use crate::engine::Engine;
+    let (_d, r) = Root::new(&["coordinator", "engineer"]);
+    r.open("M-1");
+    let lock = r.eng.store.root().join("locks/task-M-1.lock");
+    let events_before = r.eng.last_event_id().unwrap();
+    std::fs::write(&lock, b"\0{\"after\":1,\"record\":\"x\",\"events\":[],\"sends\":[]}\n")
+        .unwrap();
+    drop(r.eng.begin(&id("M-1"), false).unwrap().unwrap());
+    assert_eq!(std::fs::metadata(&lock).unwrap().len(), 0, "the lock file is empty again");
+    assert_eq!(r.eng.last_event_id().unwrap(), events_before, "nothing logged");
+}
