@@ -395,6 +395,11 @@ fn a_hard_linked_lock_file_gets_no_journal() {
     r.ok(Some("e1"), &["status", "T1", "in_progress"]);
     let bytes = std::fs::read(&bait).unwrap();
     assert!(bytes.is_empty(), "written into the outside file: {}", String::from_utf8_lossy(&bytes));
+    // doctor says so (it cannot mend it: a lock file is never replaced), until the link goes.
+    let (code, v) = r.doctor(false);
+    assert!(code != 0 && v.iter().any(|x| x.contains("task-T1.lock has 2 links")), "{v:?}");
+    std::fs::remove_file(&bait).unwrap();
+    assert_eq!(r.doctor(false).0, 0);
 }
 
 /// A copy of a task's message planted in a second box is reported by doctor (it lists each

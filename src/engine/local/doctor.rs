@@ -116,6 +116,16 @@ fn check_task_journals(
     repair: bool,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
+    for (name, links) in eng.store.linked_task_locks()? {
+        // Never replaced (a lock file replaced while held lets two holders in): said only.
+        v(
+            2,
+            format!(
+                "locks/{name} has {links} links: its task's changes keep no journal of their events while another link stands (circe never writes into a file it shares); remove the other link, or put a copy in its place"
+            ),
+            false,
+        );
+    }
     for (task, lock) in eng.store.task_journals_left()? {
         let what = format!(
             "locks/task-{task}.lock: a change of task {task} was cut off before logging its events"

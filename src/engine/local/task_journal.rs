@@ -263,6 +263,25 @@ impl Store {
         Ok(Some(if n == 0 { Settled::AlreadyLogged } else { Settled::Logged(n) }))
     }
 
+    /// Task lock files with more than one link (a snapshot made with hard links): their
+    /// tasks' changes keep no journal while the other link stands. Name and link count each.
+    pub(super) fn linked_task_locks(&self) -> Result<Vec<(String, u64)>> {
+        let dir = self.root().join("locks");
+        let mut out = Vec::new();
+        for name in super::root::list_all_names(&dir)? {
+            if name.strip_prefix("task-").and_then(|n| n.strip_suffix(".lock")).is_none() {
+                continue;
+            }
+            if let Ok(m) = std::fs::symlink_metadata(dir.join(&name))
+                && m.is_file()
+                && m.nlink() > 1
+            {
+                out.push((name, m.nlink()));
+            }
+        }
+        Ok(out)
+    }
+
     /// The tasks whose lock file holds the journal of a change cut off (no command holds
     /// the lock now), each with its lock, taken: for doctor and the archive. One look at
     /// every task lock file.
