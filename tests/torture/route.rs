@@ -248,10 +248,9 @@ fn complete_at(now: &str, crash: &str, plant: Option<(&str, &str)>) -> (Root, Ve
 fn a_retried_outbox_finds_its_copy_under_any_numbered_name() {
     let now = "2030-01-01T00:00:00Z";
     // Where the routed copy lands when nothing is in its way.
-    let (_, names) = complete_at(now, "none", None);
+    let (scratch, names) = complete_at(now, "none", None);
     let [name] = &names[..] else { panic!("{names:?}") };
     // Another message under that name, then the completion cut off once its copy landed.
-    let scratch = complete_at(now, "none", None).0;
     let other = std::fs::read_to_string(scratch.dir.join("AGENTS/qa/INBOX").join(name)).unwrap();
     let other = other.replace("routed-by: engineer.complete", "note: in the way");
     let other = other

@@ -30,8 +30,6 @@ use crate::task::{StatusRecord, TaskState};
 
 /// The mark before a journal whose events are not logged yet.
 const PENDING: u8 = b'J';
-/// The mark once they are, where the file could not be emptied (what follows it is stale).
-const CLEARED: u8 = b'-';
 
 #[derive(Serialize, Deserialize)]
 struct TaskJournal {
@@ -108,36 +106,32 @@ fn settled_text(rec: &StatusRecord) -> String {
 /// What a task's lock file holds.
 enum Held {
     Empty,
-    /// No mark: a journal cut off before its mark was written (its change had not begun),
-    /// or one whose file could not be emptied.
+    /// No mark: a journal cut off before its mark was written (its change had not begun).
     Unmarked,
     /// The line of a journal whose events are not logged.
     Pending(Vec<u8>),
 }
 
-fn held(lock: &Lock) -> std::io::Result<Held> {
-    let f = lock.file();
+/// Read a task's lock file: one byte when it is empty (a claim's usual case).
+fn held(f: &std::fs::File) -> std::io::Result<Held> {
     let mut mark = [0u8; 1];
     if f.read_at(&mut mark, 0)? == 0 {
         return Ok(Held::Empty);
     }
-    Ok(pending(f)?.map_or(Held::Unmarked, Held::Pending))
-}
-
-/// The journal line after the mark `J` (`None`: no mark, or no whole line after it).
-fn pending(f: &std::fs::File) -> std::io::Result<Option<Vec<u8>>> {
-    let mut mark = [0u8; 1];
-    if f.read_at(&mut mark, 0)? == 0 || mark[0] != PENDING {
-        return Ok(None);
+    if mark[0] != PENDING {
+        return Ok(Held::Unmarked);
     }
     let len = f.metadata()?.len();
     let mut bytes = vec![0u8; usize::try_from(len.saturating_sub(1)).unwrap_or(0)];
     f.read_exact_at(&mut bytes, 1)?;
-    // The journal is one line; what follows it was a longer one before.
-    Ok(bytes.iter().position(|&b| b == b'\n').map(|end| {
-        bytes.truncate(end);
-        bytes
-    }))
+    // The journal is one line (a mark before a whole line: it was written first).
+    Ok(match bytes.iter().position(|&b| b == b'\n') {
+        Some(end) => {
+            bytes.truncate(end);
+            Held::Pending(bytes)
+        }
+        None => Held::Unmarked,
+    })
 }
 
 impl Store {
@@ -191,14 +185,12 @@ impl Store {
         Ok(true)
     }
 
-    /// The change's events are logged: empty the lock file again (one left is settled
-    /// later). Emptied, not just unmarked: a lock file with data takes a block of the disk
-    /// per task, and one emptied before it is written back never takes one.
+    /// The change's events are logged: empty the lock file again. Emptied, not just
+    /// unmarked: a lock file with data takes a block of the disk per task, and one emptied
+    /// before it is written back never takes one. One that cannot be emptied stays marked,
+    /// and the next holder settles it again, finding its events in the log.
     pub(super) fn drop_task_journal(lock: &Lock) {
-        let f = lock.file();
-        if f.set_len(0).is_err() {
-            let _ = f.write_all_at(&[CLEARED], 0);
-        }
+        let _ = lock.file().set_len(0);
     }
 
     /// Settle the journal a cut-off change of `task` left in its lock file (`lock`, held),
@@ -215,7 +207,7 @@ impl Store {
         roll_checks: &mut dyn FnMut(&str) -> Result<()>,
     ) -> Result<Option<Settled>> {
         let path = self.root().join("locks");
-        let bytes = match held(lock).map_err(io_err("cannot read a lock file in", &path))? {
+        let bytes = match held(lock.file()).map_err(io_err("cannot read a lock file in", &path))? {
             Held::Empty => return Ok(None),
             Held::Unmarked => {
                 // Nothing to settle; emptied, so an idle lock file stays empty.
@@ -303,7 +295,10 @@ impl Store {
                 continue;
             }
             if let Some(lock) = self.try_lock_task(&task)?
-                && pending(lock.file()).map_err(io_err("cannot read", &dir.join(&name)))?.is_some()
+                && matches!(
+                    held(lock.file()).map_err(io_err("cannot read", &dir.join(&name)))?,
+                    Held::Pending(_)
+                )
             {
                 out.push((task, lock));
             }
