@@ -264,6 +264,7 @@ pub fn crash_run(
     if !reached && o.code != normal {
         p.push(format!("{} @ {point}: command failed with {}: {}", sc.name, o.code, o.stderr));
     }
+    p.extend(waiting_found(&r, sc.name, point, env));
     for s in sc.next {
         let mut senv: Vec<(&str, &str)> = env.to_vec();
         if let Some(now) = s.2 {
@@ -328,6 +329,31 @@ pub fn crash_run(
         }
     }
     (reached, p)
+}
+
+/// A task that waits once doctor has repaired what a crash left is found by `claim --next`
+/// right after the crash, before any repair: the repair runs on a copy of the root, and an
+/// agent the task is addressed to looks (`--dry-run`) on the root itself.
+fn waiting_found(r: &Root, name: &str, point: &str, env: &[(&str, &str)]) -> Vec<String> {
+    let copy = r.tmp.path().join("repaired");
+    let cp = std::process::Command::new("cp").arg("-a").arg(&r.dir).arg(&copy).status().unwrap();
+    assert!(cp.success());
+    let fixed = Root::at(copy);
+    fixed.doctor(true);
+    let Some(rec) = fixed.status("T1") else { return Vec::new() };
+    if rec.status != circe::task::Status::New {
+        return Vec::new();
+    }
+    let agent = if rec.to == "qa" { "qa" } else { "e2" };
+    let o = r.run_env(Some(agent), &["claim", "--next", "--dry-run", "--json"], env);
+    if o.code == 0 && o.stdout.contains("\"T1\"") {
+        return Vec::new();
+    }
+    vec![format!(
+        "{name} @ {point}: T1 waits once repaired, but {agent}'s claim --next finds it not before (exit {}): {}",
+        o.code,
+        o.stderr.trim()
+    )]
 }
 
 /// Every message that is no task's (its file name names no task) and that an agent sent
@@ -601,6 +627,18 @@ fn crash_checker_catches_no_task_journal() {
     assert!(hit);
     assert!(p.iter().any(|x| x.contains("moves from in_progress")), "not caught: {p:?}");
     let (hit, p) = crash_run(sc, "status.recorded", &[], true);
+    assert!(hit && p.is_empty(), "{p:?}");
+}
+
+#[test]
+fn crash_checker_catches_a_waiting_task_queued_after_its_commit_point() {
+    // A release cut off after its records: queued only after the commit point (the broken
+    // variant), the task waits in no lane and `claim --next` finds nothing until a repair.
+    let sc = SCENARIOS.iter().find(|s| s.name == "release").unwrap();
+    let (hit, p) = crash_run(sc, "release.recorded", &[("CIRCE_TEST_BREAK", "late-queue")], true);
+    assert!(hit);
+    assert!(p.iter().any(|x| x.contains("finds it not before (exit 6)")), "not caught: {p:?}");
+    let (hit, p) = crash_run(sc, "release.recorded", &[], true);
     assert!(hit && p.is_empty(), "{p:?}");
 }
 

@@ -9,7 +9,8 @@
 use std::collections::{HashMap, HashSet};
 
 use super::LocalEngine;
-use super::lock::Lock;
+use super::lock::{Lock, Tried};
+use super::root::Store;
 use crate::error::Result;
 use crate::names::TaskId;
 use crate::task::record::StatusRecord;
@@ -139,27 +140,34 @@ fn head_of(
             let epoch = f.next().and_then(|e| e.parse().ok());
             let task = task.and_then(|t| TaskId::new(t).ok());
             let live = match (since, task, ticket) {
-                (Some(since), Some(task), Some(ticket))
-                    if is_live(eng, &mut known, &task, (ticket, epoch, lane_to)) =>
-                {
-                    if !lost.contains(&task) {
-                        let c = |lock| Candidate {
-                            rank,
-                            deadline: None,
-                            since: since.to_string(),
-                            task: task.clone(),
-                            lock,
-                        };
-                        match store.try_lock_task(&task)? {
-                            Some(lock) => {
-                                found = Some(c(Some(lock)));
-                                break 'chunks;
+                (Some(since), Some(task), Some(ticket)) => {
+                    match judge(eng, &mut known, &task, (ticket, epoch, lane_to))? {
+                        Judged::Dead => false,
+                        Judged::Pending => true,
+                        Judged::Live(_) if lost.contains(&task) => true,
+                        Judged::Live(lock) => {
+                            let lock = match lock {
+                                Some(l) => Some(l),
+                                None => store.try_lock_task(&task)?,
+                            };
+                            let c = |lock| Candidate {
+                                rank,
+                                deadline: None,
+                                since: since.to_string(),
+                                task: task.clone(),
+                                lock,
+                            };
+                            match lock {
+                                Some(lock) => {
+                                    found = Some(c(Some(lock)));
+                                    break 'chunks;
+                                }
+                                None if busy.is_none() => busy = Some(c(None)),
+                                None => {}
                             }
-                            None if busy.is_none() => busy = Some(c(None)),
-                            None => {}
+                            true
                         }
                     }
-                    true
                 }
                 _ => false,
             };
@@ -192,6 +200,50 @@ fn head_of(
 
 /// What a lane entry is checked against: the task's status, ticket, epoch and address.
 type Live = (Status, String, u64, String);
+
+/// What a lane entry is found to be.
+enum Judged {
+    /// A waiting task, with its lock when judging it took the lock.
+    Live(Option<Lock>),
+    /// Not waiting now, but a change that makes it so may be under way: kept.
+    Pending,
+    /// Never to be live again: the head moves past it.
+    Dead,
+}
+
+/// Judge one entry. A change that makes a task waiting queues it before its commit point
+/// (a cut-off change must not leave a waiting task out of every lane), so an entry that is
+/// not live by its records may belong to a change under way: unless the task has moved on
+/// past the entry's epoch since, its lock is tried. Held: kept for a later look. Free (or
+/// no lock file): the records are read again under the lock, and say for good.
+fn judge(
+    eng: &LocalEngine,
+    known: &mut HashMap<TaskId, Option<Live>>,
+    task: &TaskId,
+    entry: (&str, Option<u64>, &str),
+) -> Result<Judged> {
+    if is_live(eng, known, task, entry) {
+        return Ok(Judged::Live(None));
+    }
+    let moved_on = known
+        .get(task)
+        .and_then(Option::as_ref)
+        .is_some_and(|(_, _, current, _)| entry.1.is_some_and(|e| e < *current));
+    if moved_on {
+        return Ok(Judged::Dead);
+    }
+    let lock = match eng.store.try_lock_task_existing(task)? {
+        Tried::Held => return Ok(Judged::Pending),
+        Tried::Missing => None,
+        // A change cut off (a handoff delivered before its records, say): offered as it is,
+        // since the claimer's transaction settles and finishes it first (and loses the race
+        // when the task is not waiting then).
+        Tried::Got(lock) if Store::journal_left(&lock) => return Ok(Judged::Live(Some(lock))),
+        Tried::Got(lock) => Some(lock),
+    };
+    known.remove(task);
+    Ok(if is_live(eng, known, task, entry) { Judged::Live(lock) } else { Judged::Dead })
+}
 
 /// Is the entry still a waiting task with this ticket, queued at its current epoch, in the
 /// lane of its address? Every release re-queues a task, so older entries of it are dead for

@@ -23,29 +23,57 @@ const WAIT: Duration = Duration::from_secs(10);
 /// Never through a symlink (a planted link must not create or lock a file outside the
 /// root): that is refused with an error naming it.
 fn open(path: &Path) -> Result<File> {
+    open_as(path, true).map_err(|e| open_error(path, e))
+}
+
+fn open_as(path: &Path, create: bool) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
     OpenOptions::new()
         .read(true)
         .write(true)
-        .create(true)
+        .create(create)
         .truncate(false)
         .custom_flags(super::atomic::NOFOLLOW_NONBLOCK)
         .open(path)
-        .map_err(|e| {
-            let planted = e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error());
-            let err = Error::io("cannot open lock file", path, e);
-            if planted {
-                err.hint("a symlink stands where circe keeps a lock file: remove it")
-            } else {
-                err
-            }
-        })
+}
+
+fn open_error(path: &Path, e: std::io::Error) -> Error {
+    let planted = e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error());
+    let err = Error::io("cannot open lock file", path, e);
+    if planted {
+        err.hint("a symlink stands where circe keeps a lock file: remove it")
+    } else {
+        err
+    }
+}
+
+/// A lock tried without waiting on a lock file that may not exist.
+#[derive(Debug)]
+pub(super) enum Tried {
+    Got(Lock),
+    /// Another holder has it.
+    Held,
+    /// No such lock file: nobody holds it, and none is made.
+    Missing,
 }
 
 impl Lock {
     /// The lock if it is free right now; `None` when another holder has it.
     pub(super) fn try_acquire(path: &Path) -> Result<Option<Lock>> {
-        let file = open(path)?;
+        Self::try_file(path, open(path)?)
+    }
+
+    /// The lock if it is free right now, without making its file.
+    pub(super) fn try_existing(path: &Path) -> Result<Tried> {
+        let file = match open_as(path, false) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Tried::Missing),
+            Err(e) => return Err(open_error(path, e)),
+        };
+        Ok(Self::try_file(path, file)?.map_or(Tried::Held, Tried::Got))
+    }
+
+    fn try_file(path: &Path, file: File) -> Result<Option<Lock>> {
         match file.try_lock() {
             Ok(()) => Ok(Some(Lock { file })),
             Err(TryLockError::WouldBlock) => Ok(None),

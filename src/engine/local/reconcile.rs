@@ -107,16 +107,16 @@ fn save_repair(
     ev = ev.moved(Some(from), rec.status, rec.epoch);
     let rec = &*rec;
     logged_repair(eng, lock, Some(rec), &mut [ev], || {
+        // Queued before the records, as a change is (`lanes.rs`).
+        if rec.status == Status::New {
+            super::lanes::push(eng, rec)?;
+        }
         board::write(
             eng,
             &rec.task_id,
             &[("status", Some(&status_text)), ("owner", owner_text.as_deref())],
             Some((rec, &st.checks)),
-        )?;
-        if rec.status == Status::New {
-            super::lanes::push(eng, rec)?;
-        }
-        Ok(())
+        )
     })?;
     st.owner = owner;
     Ok(())

@@ -274,6 +274,11 @@ impl Store {
         Lock::try_acquire(&self.root.join("locks").join(format!("task-{task}.lock")))
     }
 
+    /// A task's lock if it is free right now, without making its lock file.
+    pub(super) fn try_lock_task_existing(&self, task: &TaskId) -> Result<super::lock::Tried> {
+        Lock::try_existing(&self.root.join("locks").join(format!("task-{task}.lock")))
+    }
+
     /// A named lock for root-wide work (`queue`, `agents`, `doctor`).
     pub fn lock_named(&self, name: &str) -> Result<Lock> {
         Lock::acquire(&self.root.join("locks").join(format!("{name}.lock")), name)

@@ -274,6 +274,11 @@ impl Store {
         Ok(out)
     }
 
+    /// Does the task's lock file (`lock`, held) hold the journal of a change cut off?
+    pub(super) fn journal_left(lock: &Lock) -> bool {
+        matches!(held(lock.file()), Ok(Held::Pending(_)))
+    }
+
     /// The tasks whose lock file holds the journal of a change cut off (no command holds
     /// the lock now), each with its lock, taken: for doctor and the archive. One look at
     /// every task lock file.

@@ -86,18 +86,9 @@ impl<'a> LocalTx<'a> {
 }
 
 impl LocalTx<'_> {
-    /// After the commit point and the outbox (`sent`): the `--next` index, and the change's
-    /// own events, logged even while its messages wait in the outbox.
-    fn after_commit(
-        &self,
-        before: Option<&StatusRecord>,
-        record: &StatusRecord,
-        events: &mut [Event],
-        sent: Result<()>,
-    ) -> Result<()> {
-        if newly_waiting(before, record) {
-            lanes::push(self.eng, record)?;
-        }
+    /// After the commit point and the outbox (`sent`): the change's own events, logged even
+    /// while its messages wait in the outbox.
+    fn after_commit(&self, events: &mut [Event], sent: Result<()>) -> Result<()> {
         let logged = event_log::append(&self.eng.store, events).map_err(Error::committed);
         match (sent, logged) {
             // Both: the log's failure, with where the messages wait.
@@ -204,8 +195,22 @@ impl TaskTx for LocalTx<'_> {
             before: self.st.as_ref().map(|s| &s.rec),
         };
         let journal = self.journal(&leaves, &events)?;
+        // Queued before the commit point: a change cut off after it must not leave a waiting
+        // task out of every lane (an entry that is not live yet is judged in `lanes.rs`).
+        // So is a ticket moved into NEW_MESSAGES (a park): cut off before its records, the
+        // task is rolled forward to waiting there.
+        let queue = newly_waiting(self.st.as_ref().map(|s| &s.rec), &record)
+            || (ticket_in == Some(Mailbox::NewMessages) && self.st.is_some());
+        // The test-only broken variant queues after the commit point, as circe once did.
+        let late = queue && super::fault::test_break("late-queue");
+        if queue && !late {
+            lanes::push(self.eng, &record)?;
+        }
         let done =
             self.commit_journaled(op, record, checks.as_ref(), ticket, events, request.as_deref());
+        if late && done.is_ok() {
+            lanes::push(self.eng, &self.st.as_ref().ok_or_else(|| no_task(&self.task))?.rec)?;
+        }
         if journal {
             let store = &self.eng.store;
             if done.is_ok() {
@@ -246,7 +251,6 @@ impl LocalTx<'_> {
         if let (Some(r), Some(owner)) = (request, &record.owner) {
             super::requests::record(&self.eng.store, owner.as_str(), r, &self.task, record.epoch)?;
         }
-        let before = self.st.as_ref().map(|s| s.rec.clone());
         let all_checks = checks
             .cloned()
             .unwrap_or_else(|| self.st.as_ref().map(|s| s.checks.clone()).unwrap_or_default());
@@ -326,7 +330,7 @@ impl LocalTx<'_> {
         };
         let sent =
             self.send_outbox(&mut record, owner.as_ref(), &all_checks, &mut events, numbered);
-        self.after_commit(before.as_ref(), &record, &mut events, sent)?;
+        self.after_commit(&mut events, sent)?;
         self.st =
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)
