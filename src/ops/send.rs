@@ -152,6 +152,19 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
         super::tx::after_retry(ws, me, msg, &plan, &to)?;
         Ok(d)
     };
+    let intent_name =
+        msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
+    // A TX `mesh/agent` is its agent part; `role:NAME` and `agent:NAME` are kept as written.
+    let to = msg
+        .to_agent()
+        .ok_or_else(|| Error::refused("the message has no recipient (to)"))?
+        .to_string();
+    // Its file name is refused before any hold is taken (a hold makes its lock file).
+    let created = msg.created_at.unwrap_or_else(|| ws.now());
+    let task_id = msg.task_id.clone();
+    let label = crate::address::Address::parse(&to).name();
+    let name = message::file_name(created, me, label, &intent_name, task_id.as_deref(), 1);
+    message::check_name_length(&name, task_id.as_deref())?;
     // One send of an id at a time, whoever sends it: taken before the sender's hold (every
     // send takes them in this order). (TEST BUILDS ONLY: `msgid-unheld` skips it too.)
     let _id_hold = match &own_id {
@@ -172,13 +185,6 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
         drop(numbered);
         return answered(d, &msg);
     }
-    let intent_name =
-        msg.intent.clone().ok_or_else(|| Error::refused("the message has no intent"))?;
-    // A TX `mesh/agent` is its agent part; `role:NAME` and `agent:NAME` are kept as written.
-    let to = msg
-        .to_agent()
-        .ok_or_else(|| Error::refused("the message has no recipient (to)"))?
-        .to_string();
     let (agents, roles) = resolve(ws, me, &to)?;
     let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
     let intent = ws.registry.check_send(&SendCheck {
@@ -191,11 +197,6 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     if intent.opens_task {
         header_status_opens(&msg)?;
     }
-    let created = msg.created_at.unwrap_or_else(|| ws.now());
-    let task_id = msg.task_id.clone();
-    let label = crate::address::Address::parse(&to).name();
-    let name = message::file_name(created, me, label, &intent_name, task_id.as_deref(), 1);
-    message::check_name_length(&name, task_id.as_deref())?;
     let content = message::render(&msg);
     within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();

@@ -365,6 +365,11 @@ fn a_file_name_too_long_is_refused_before_anything_is_written() {
     assert_eq!(out.code, 3, "{}", out.show());
     assert!(out.stderr.contains("over 160 (the task id is 64 bytes)"), "{}", out.show());
     assert!(env.circe(["tasks", "--json"]).run().json()["tasks"].as_array().unwrap().is_empty());
+    // Not even the sender's lock file: the name is refused before any hold is taken.
+    if !crate::common::pg_mode() {
+        let locks = env.ls_all("locks");
+        assert!(!locks.iter().any(|l| l.contains(&long("c"))), "{locks:?}");
+    }
     env.as_(
         "coordinator",
         &["send", "--to", &to, "--intent", "implement_feature", "--task", "T-1", "--summary", "s"],

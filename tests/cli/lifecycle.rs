@@ -803,3 +803,29 @@ fn a_handoff_cut_off_between_its_status_and_its_checks_is_finished_by_the_next_h
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// A handoff cut off once its message is delivered is finished by the next holder, and its
+/// `repair` event names the checks the new intent resets.
+#[test]
+fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
+    local_only!("crash points are the local engine's; a database commits the handoff whole");
+    let env = setup();
+    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
+    eng(&["claim", T]).run().ok();
+    eng(&["check", T, "tests_passed=true"]).run().ok();
+    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
+    eng(&handoff).var("CIRCE_CRASH_AT", "handoff.delivered").run().code(86);
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: false"));
+    let repairs: Vec<String> = env
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "repair" && e["task_id"] == T)
+        .map(|e| e["what"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert!(
+        repairs.iter().any(|w| w.starts_with("handoff finished")
+            && w.ends_with("checks reset: tests_passed")),
+        "{repairs:?}"
+    );
+}

@@ -332,14 +332,19 @@ fn finish_or_undo_handoff(
         }
         rec.message = ticket.to_string();
         // The new intent's checks are reset, as the handoff would have done.
-        for c in std::mem::take(&mut rec.handoff_checks) {
-            rec.asserted.retain(|a| *a != c);
-            st.checks.insert(c, false);
+        let reset = std::mem::take(&mut rec.handoff_checks);
+        for c in &reset {
+            rec.asserted.retain(|a| a != c);
+            st.checks.insert(c.clone(), false);
         }
         st.location = Some(Mailbox::NewMessages);
         let checks = record::render_checks(&st.checks);
         board::write(eng, &task, &[("checks", Some(&checks))], Some((&st.rec, &st.checks)))?;
-        return save_repair(eng, lock, st, from, "handoff finished (its message was delivered)");
+        let mut what = "handoff finished (its message was delivered)".to_string();
+        if !reset.is_empty() {
+            what.push_str(&format!("; checks reset: {}", reset.join(", ")));
+        }
+        return save_repair(eng, lock, st, from, &what);
     }
     st.rec.handoff = None;
     st.rec.handoff_checks.clear();
