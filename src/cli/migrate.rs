@@ -143,8 +143,9 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     let (eng, _) = postgres::connect(&target)?;
     // Messages in the boxes of an agent the root does not have (invariant 8) have no place
     // in a folder and would be left behind: refused until they have one. Other violations
-    // go along, and the folder's `doctor --repair` mends what it can.
-    if let Some(v) = eng.doctor(false)?.iter().find(|v| !v.repaired && v.invariant == 8) {
+    // go along, and the folder's `doctor --repair` mends what it can. The database's own
+    // repair first logs the events of sends cut off (its journals do not go along).
+    if let Some(v) = eng.doctor(true)?.iter().find(|v| !v.repaired && v.invariant == 8) {
         return Err(Error::refused(format!("the root has a violation: {}", v.what)).hint(
             "`circe agent add NAME --role ROLE` gives those messages a place (or move them in SQL); nothing was moved",
         ));

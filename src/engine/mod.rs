@@ -173,8 +173,10 @@ pub trait Engine {
     fn deliver_batch(&self, parcels: &[Parcel]) -> Result<Vec<Vec<String>>>;
 
     /// Finish the deliveries that a crashed command left past their commit point (a batch
-    /// committed but not yet landed), so that a retry finds what was sent. Returns how many.
-    fn finish_deliveries(&self) -> Result<usize> {
+    /// committed but not yet landed), so that a retry finds what was sent. `held`: a message
+    /// id this command holds (`hold_msg_id`), so any journal of it is an earlier try's,
+    /// however recent. Returns how many.
+    fn finish_deliveries(&self, _held: Option<&str>) -> Result<usize> {
         Ok(0)
     }
 

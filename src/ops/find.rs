@@ -180,6 +180,7 @@ fn move_plain(
             return other;
         }
     };
+    crate::engine::local::crash_point("move.logging");
     let logged = ws.engine.append_events(vec![event(&used)]);
     if let Some(j) = &journal {
         let _ = ws.engine.close_journal(j, logged.is_ok());

@@ -132,7 +132,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     let look = |msg: &Message| match &own_id {
         Some(id) => {
             // A delivery a crash left past its commit point lands first, so a retry finds it.
-            ws.engine.finish_deliveries()?;
+            ws.engine.finish_deliveries(Some(id))?;
             earlier_copy(ws, id, me, msg)
         }
         None => Ok(None),

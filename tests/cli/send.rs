@@ -350,6 +350,78 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// `doctor` sees one journal left (a database notices a client gone once its backend ends:
+/// asked again for a while), and `doctor --repair` logs its one event.
+fn settled(env: &Env) {
+    let mut doc = env.circe(["doctor"]).run();
+    for _ in 0..120 {
+        if doc.code != 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        doc = env.circe(["doctor"]).run();
+    }
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    let said = "a send or a move left the journal of its events";
+    assert!(doc.stderr.contains(said), "{}", doc.show());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("(1 events logged)"), "{}", fixed.show());
+}
+
+/// On either engine, a send cut off between its delivery and its events, and a `take` cut
+/// off between its move and its event: `doctor` says so, `doctor --repair` logs each event
+/// once (the copy named as it lies), and a retry of a send (its own id) logs the first try's
+/// event before it answers.
+#[test]
+fn a_send_or_a_move_cut_off_before_its_event_has_it_logged_once_on_either_engine() {
+    let env = Env::new();
+    let of = |kind: &str, id: &str| {
+        env.events()
+            .into_iter()
+            .filter(|e| e["event"] == kind && e["msg_id"] == id)
+            .collect::<Vec<_>>()
+    };
+    let at = "2030-01-01T00:00:00Z";
+    let args = |summary: &'static str, id: &'static str| {
+        ["send", "--to", "engineer", "--intent", "inform", "--summary", summary, "--msg-id", id]
+    };
+    let send = |summary: &'static str, id: &'static str| {
+        env.circe(args(summary, id)).agent("coordinator").now(at)
+    };
+    send("first", "m-1").run().ok();
+    // The same second: the second copy takes the next name (`.2.md`).
+    send("second", "m-2").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    assert!(of("send", "m-2").is_empty());
+    settled(&env);
+    let logged = of("send", "m-2");
+    assert_eq!(logged.len(), 1, "{logged:?}");
+    assert!(logged[0]["what"].as_str().unwrap().starts_with("logged late"), "{logged:?}");
+    let file = logged[0]["files"][0]["file"].as_str().unwrap();
+    assert!(file.ends_with(".2.md"), "{file}");
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(of("send", "m-2").len(), 1, "logged once");
+    // A retry of the same send (its own id) finds the delivery, and logs its events first.
+    send("third", "m-3").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    let again = env
+        .circe([&["--json"][..], &args("third", "m-3")].concat())
+        .agent("coordinator")
+        .now(at)
+        .run();
+    assert_eq!(again.code, 0, "{}", again.show());
+    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
+    assert_eq!(of("send", "m-3").len(), 1);
+    // A take cut off after its move, before its event.
+    let take = ["take", "m-2"];
+    env.circe(take).agent("engineer").var("CIRCE_CRASH_AT", "move.logging").run().code(86);
+    let takes = || env.events().into_iter().filter(|e| e["event"] == "take").count();
+    assert_eq!(takes(), 0);
+    settled(&env);
+    assert_eq!(takes(), 1);
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(takes(), 1);
+    env.circe(["doctor"]).run().ok();
+}
+
 /// An expired ask's notice cut off before its `lapse` event: the ask's own filing later logs
 /// a `lapse` about the same ask (into LOGS), which is not the notice's; repair logs the
 /// notice's event.

@@ -22,6 +22,7 @@ mod chat;
 mod commit;
 mod feed;
 mod fencing;
+mod journal;
 mod mirror;
 mod netns;
 mod outbox;

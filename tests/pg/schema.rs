@@ -46,8 +46,8 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert_eq!(clock.code, 3, "{clock:?}");
     assert_eq!(version(c).trim(), "2", "the refusal migrated the schema");
     let made = root.run(None, &["init"]);
-    assert!(made.ok().stdout.contains("schema: migrated from version 2 to 5"), "{made:?}");
-    assert_eq!(version(c).trim(), "5");
+    assert!(made.ok().stdout.contains("schema: migrated from version 2 to 6"), "{made:?}");
+    assert_eq!(version(c).trim(), "6");
     // The clock stays the one the root was made with: another is refused, not ignored.
     let clock = root.run(None, &["init", "--clock", "server"]);
     assert_eq!(clock.code, 3, "{clock:?}");
@@ -79,7 +79,7 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert!(board.to_string().contains("\"checks_asserted\":1"), "{board}");
     // A second init changes nothing.
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "5");
+    assert_eq!(version(c).trim(), "6");
 }
 
 /// `init --engine URL DIR` where DIR/.circe is a local root, or names another database root:

@@ -50,7 +50,7 @@ pub(super) fn run(
     // The events a cut-off send left in its journal are logged first: once the segments
     // since it move into the archive, the journal could not tell that they were logged.
     // (Best effort: what cannot be finished now, doctor reports.)
-    let _ = crate::engine::Engine::finish_deliveries(eng);
+    let _ = crate::engine::Engine::finish_deliveries(eng, None);
     // And the events a cut-off task change left in its task's lock file (for each task no
     // command is at work on; what is left, doctor reports).
     if let Ok(left) = eng.store.task_journals_left() {

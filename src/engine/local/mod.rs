@@ -304,7 +304,7 @@ impl Engine for LocalEngine {
         Ok(parcels.iter().map(|p| flat.by_ref().take(p.to.len()).collect()).collect())
     }
 
-    fn finish_deliveries(&self) -> Result<usize> {
+    fn finish_deliveries(&self, _held: Option<&str>) -> Result<usize> {
         if fault::test_break("no-finish") {
             return Ok(0);
         }

@@ -40,11 +40,20 @@ impl PgEngine {
         let names: Vec<&str> = copies.iter().map(|c| c.name).collect();
         let bodies: Vec<&[u8]> = copies.iter().map(|c| c.body).collect();
         let ids: Vec<Option<String>> = copies.iter().map(|c| msg_id_of(c.body)).collect();
+        // The journal of the delivery's events, when one waits: its row commits with the
+        // copies (`journal.rs`).
+        let journal = self.journal_to_insert();
+        let with_journal = match &journal {
+            Some(_) => {
+                format!(", {}", Self::journal_cte(10, "$5 IS NULL OR EXISTS (SELECT 1 FROM c)"))
+            }
+            None => String::new(),
+        };
         // A data-modifying WITH runs whatever the main query reads: the counter moves (when
         // there is a number, and it still is the one the hold read) in the statement that
         // stores the copies, and when it did not move no copy is stored.
         let sql = format!(
-            "WITH {}
+            "WITH {}{with_journal}
              SELECT {{s}}.put_message(x.b, x.n, x.body, x.id)
                FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
                     WITH ORDINALITY AS x(b, n, body, id, o)
@@ -52,22 +61,24 @@ impl PgEngine {
               ORDER BY x.o",
             super::seq::counter_cte(5)
         );
-        let put = self.rows(
-            "delivering messages",
-            &sql,
-            &[
-                (&boxes, Type::TEXT_ARRAY),
-                (&names, Type::TEXT_ARRAY),
-                (&bodies, Type::BYTEA_ARRAY),
-                (&ids, Type::TEXT_ARRAY),
-                (&agent, Type::TEXT),
-                (&epoch, Type::INT8),
-                (&last, Type::INT8),
-                (&from_epoch, Type::INT8),
-                (&from_last, Type::INT8),
-            ],
-            |r| Ok(r.get::<_, String>(0)),
-        )?;
+        let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> = vec![
+            (&boxes, Type::TEXT_ARRAY),
+            (&names, Type::TEXT_ARRAY),
+            (&bodies, Type::BYTEA_ARRAY),
+            (&ids, Type::TEXT_ARRAY),
+            (&agent, Type::TEXT),
+            (&epoch, Type::INT8),
+            (&last, Type::INT8),
+            (&from_epoch, Type::INT8),
+            (&from_last, Type::INT8),
+        ];
+        if let Some(j) = &journal {
+            params.extend(super::journal::params(j));
+        }
+        let put = self.rows("delivering messages", &sql, &params, |r| Ok(r.get::<_, String>(0)))?;
+        if journal.is_some() && !put.is_empty() {
+            self.journal_inserted();
+        }
         if let Some(m) = m
             && put.len() < copies.len()
         {

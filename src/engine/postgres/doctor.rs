@@ -1,8 +1,10 @@
-//! The database engine's invariants, checked in SQL for `circe doctor`. A commit is one
-//! transaction, so nothing is ever half-done: these find damage from outside (hand edits,
-//! a restore) or a bug. The numbers follow the local engine's where the invariant is the same
+//! The database engine's invariants, checked in SQL for `circe doctor`. A task's commit is
+//! one transaction, so nothing of it is ever half-done; but for a send's or a move's events
+//! (invariant 1), these find damage from outside (hand edits, a restore) or a bug. The numbers follow the local engine's where the invariant is the same
 //! (PROTOCOLS.md section 8), and add the feed's:
 //!
+//! 1. no send or move left the journal of its events (a client killed between its
+//!    statement and its events: `journal.rs`); repair logs them;
 //! 2. every message's file name is one plain name (a folder could hold it: no `/`, not
 //!    hidden), so a mirror or a move into a folder writes nothing outside it;
 //! 3. every message parses;
@@ -83,8 +85,25 @@ const CHECKS: [(u8, &str); 7] = [
     ),
 ];
 
-pub(super) fn run(eng: &PgEngine) -> Result<Vec<Violation>> {
+pub(super) fn run(eng: &PgEngine, repair: bool) -> Result<Vec<Violation>> {
     let mut out = Vec::new();
+    // 1. A send or a move cut off between its statement and its events (`journal.rs`):
+    // repair logs them (every journal, a live command's too: whoever deletes it logs).
+    let what = |key: &str, id: &str| {
+        format!(
+            "journal {key} (message {id}): a send or a move left the journal of its events (cut off, or failed)"
+        )
+    };
+    if repair {
+        for (key, id, n) in eng.settle_journals(super::journal::Which::All)? {
+            let what = format!("{} ({n} events logged)", what(&key, &id));
+            out.push(Violation { invariant: 1, what, repaired: true });
+        }
+    } else {
+        for (key, id) in eng.journals_left()? {
+            out.push(Violation { invariant: 1, what: what(&key, &id), repaired: false });
+        }
+    }
     for (invariant, q) in CHECKS {
         for what in eng.rows("checking the root", q, &[], |r| Ok(r.get::<_, String>(0)))? {
             out.push(Violation { invariant, what, repaired: false });

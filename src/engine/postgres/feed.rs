@@ -45,13 +45,28 @@ impl PgEngine {
         let lines: Vec<String> = events.iter().map(Event::to_line).collect();
         let task: Option<String> =
             events.first().and_then(|e| e.task.as_ref()).map(ToString::to_string);
+        // The events of a journal kept on this connection: appended only by the statement
+        // that deletes its row (a settler that took the row first logged them).
+        let journal = self.journal_to_log();
+        let q = match journal {
+            Some(_) => {
+                "WITH d AS (DELETE FROM {s}.event_journals WHERE key = $3 RETURNING 1)
+                 SELECT {s}.append_events($1, $2, NULL) FROM d"
+            }
+            None => "SELECT {s}.append_events($1, $2, NULL) WHERE $3::text IS NULL",
+        };
         let first = self.rows(
             "appending events",
-            "SELECT {s}.append_events($1, $2, NULL)",
-            &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY)],
+            q,
+            &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY), (&journal, Type::TEXT)],
             |r| Ok(r.get::<_, i64>(0)),
         )?;
-        let first = u64::try_from(first.first().copied().unwrap_or(0)).unwrap_or(0);
+        if let Some(key) = &journal {
+            self.journal.borrow_mut().take_if(|p| &p.key == key);
+        }
+        // No row: a settler took the journal first and logged the events.
+        let Some(&first) = first.first() else { return Ok(events) };
+        let first = u64::try_from(first).unwrap_or(0);
         for (i, e) in events.iter_mut().enumerate() {
             e.id = first + i as u64;
         }

@@ -17,6 +17,7 @@ mod deliver;
 mod doctor;
 mod feed;
 mod import;
+mod journal;
 mod listen;
 mod locks;
 mod prefetch;
@@ -71,6 +72,8 @@ pub struct PgEngine {
     seq_active: RefCell<Option<seq::Active>>,
     /// The connection session locks are taken on when a pooler is in front (`locks.rs`).
     locks: std::cell::OnceCell<Conn>,
+    /// The journal of a send's (or a move's) events on this connection (`journal.rs`).
+    journal: RefCell<Option<journal::Pending>>,
 }
 
 /// Open the root at `target`, with its configuration.
@@ -138,6 +141,7 @@ impl PgEngine {
             listener: RefCell::new(None),
             seq_active: RefCell::new(None),
             locks: std::cell::OnceCell::new(),
+            journal: RefCell::new(None),
         };
         Ok((eng, config))
     }

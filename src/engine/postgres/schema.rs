@@ -9,16 +9,17 @@ use super::conn::Conn;
 use crate::error::{Error, Result};
 
 /// The schema version this circe writes and reads.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
 
 /// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
 /// an empty schema).
-const MIGRATIONS: [&str; 5] = [
+const MIGRATIONS: [&str; 6] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
+    include_str!("schema_v6.sql"),
 ];
 
 /// The version this process makes and accepts: `VERSION`, or (TEST BUILDS ONLY,

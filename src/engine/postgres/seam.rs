@@ -8,7 +8,7 @@ use tokio_postgres::types::Type;
 
 use super::rows::TaskRow;
 use super::schema::Clock;
-use super::{PgEngine, doctor, tx};
+use super::{PgEngine, doctor, journal, tx};
 use crate::boxes::Mailbox;
 use crate::engine::{Capped, CursorHold, Engine, EventFeed, Parcel, SeqHold, TaskTx, Violation};
 use crate::error::{Error, Result};
@@ -107,6 +107,32 @@ impl Engine for PgEngine {
         self.deliver_all(parcels)
     }
 
+    fn finish_deliveries(&self, held: Option<&str>) -> Result<usize> {
+        let mut n = self.settle_journals(journal::Which::Left)?.len();
+        if let Some(id) = held {
+            n += self.settle_journals(journal::Which::Message(id))?.len();
+        }
+        Ok(n)
+    }
+
+    fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
+        Ok(self.keep_journal(msg_id, events, None))
+    }
+
+    fn journal_move(
+        &self,
+        msg_id: &str,
+        from: &Mailbox,
+        _file: &str,
+        event: &Event,
+    ) -> Result<Option<String>> {
+        Ok(self.keep_journal(msg_id, std::slice::from_ref(event), Some(from.label())))
+    }
+
+    fn close_journal(&self, journal: &str, logged: bool) -> Result<bool> {
+        self.end_journal(journal, logged)
+    }
+
     fn ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
         self.read_ask(id)
     }
@@ -178,7 +204,7 @@ impl Engine for PgEngine {
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool> {
         self.forget_read_ahead();
         let (f, t) = (from.label(), to.label());
-        match self.exec(
+        match self.update_journaled(
             &format!("moving {file}"),
             "UPDATE {s}.messages SET box = $2 WHERE box = $1 AND file = $3",
             &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT)],
@@ -197,7 +223,7 @@ impl Engine for PgEngine {
         let (f, t) = (from.label(), to.label());
         for n in 1..=1000 {
             let used = crate::message::numbered(file, n);
-            match self.exec(
+            match self.update_journaled(
                 &format!("filing {file}"),
                 "UPDATE {s}.messages SET box = $2, file = $4 WHERE box = $1 AND file = $3",
                 &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT), (&used, Type::TEXT)],
@@ -412,7 +438,7 @@ impl Engine for PgEngine {
         self.rows("finding expired leases", q, &params, |r| TaskId::new(r.get::<_, String>(0)))
     }
 
-    fn doctor(&self, _repair: bool) -> Result<Vec<Violation>> {
-        doctor::run(self)
+    fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
+        doctor::run(self, repair)
     }
 }

@@ -1,0 +1,286 @@
+//! The events of a delivery, or of a move of a message that is no task's ticket, kept until
+//! they are logged (PROTOCOLS.md sections 6 and 18; table `event_journals`, schema 6).
+//!
+//! The delivering (or moving) statement inserts the journal's row in a data-modifying
+//! `WITH`, so the row exists exactly when that statement committed. The sender's append of
+//! the events deletes the row in the same statement and appends only when it deleted it; a
+//! settler (`doctor --repair`, a send naming its own id, the sender itself after a failed
+//! append) deletes it and logs the events, the copies named as they lie, in one
+//! transaction. Whoever deletes the row logs: the events are logged once, and no lock is
+//! held across a round trip.
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use crate::error::Result;
+use crate::event::{self, Event, Line};
+
+/// A journal kept on this connection, from `journal_events` (or `journal_move`) until the
+/// append of its events or `close_journal`.
+#[derive(Debug, Clone)]
+pub(super) struct Pending {
+    pub key: String,
+    pub msg_id: String,
+    pub lines: Vec<String>,
+    /// A move's: the box it leaves.
+    pub from: Option<String>,
+    /// Its row was inserted: the statement that carried it committed.
+    pub inserted: bool,
+}
+
+/// Which journals a settling takes.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Which<'a> {
+    /// This one (its command's append failed).
+    Key(&'a str),
+    /// Those of a message whose id the caller holds: an earlier try's.
+    Message(&'a str),
+    /// Those whose command is gone: its backend ended, or the row is over 10 seconds old
+    /// (through a pooler, a killed client's backend lives on).
+    Left,
+    /// Every one (`doctor --repair`).
+    All,
+}
+
+/// The values of `journal_cte`, in its order.
+pub(super) fn params(p: &Pending) -> [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 4] {
+    [
+        (&p.key, Type::TEXT),
+        (&p.msg_id, Type::TEXT),
+        (&p.lines, Type::TEXT_ARRAY),
+        (&p.from, Type::TEXT),
+    ]
+}
+
+/// A journal whose command is gone: its backend ended (a direct connection), or it is over
+/// 10 seconds old (through a pooler a killed client's backend lives on).
+const LEFT: &str = "(made_at < now() - interval '10 seconds'
+    OR backend NOT IN (SELECT pid FROM pg_stat_activity WHERE pid IS NOT NULL))";
+
+/// What a settler writes into an event it logs.
+const LATE: &str = "logged late: the command that made it stopped before logging it";
+
+impl PgEngine {
+    /// Keep the events of a delivery (or, `from`, a move) of `msg_id` about to be made: the
+    /// next delivering or moving statement inserts them. Returns the journal's name.
+    pub(super) fn keep_journal(
+        &self,
+        msg_id: &str,
+        events: &[Event],
+        from: Option<String>,
+    ) -> Option<String> {
+        if self.open_tx.get() || !kept() {
+            return None; // a task transaction logs its events in its commit
+        }
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let key = format!("{}-{nanos}-{msg_id}", std::process::id());
+        *self.journal.borrow_mut() = Some(Pending {
+            key: key.clone(),
+            msg_id: msg_id.to_string(),
+            lines: events.iter().map(Event::to_line).collect(),
+            from,
+            inserted: false,
+        });
+        Some(key)
+    }
+
+    /// The journal the next delivering or moving statement carries, if one waits.
+    pub(super) fn journal_to_insert(&self) -> Option<Pending> {
+        if self.open_tx.get() {
+            return None;
+        }
+        self.journal.borrow().as_ref().filter(|p| !p.inserted).cloned()
+    }
+
+    /// The `WITH` part that inserts a journal's row, its values from `$first` on
+    /// (`params`), when `when` holds.
+    pub(super) fn journal_cte(first: usize, when: &str) -> String {
+        let values: Vec<String> = (first..first + 4).map(|i| format!("${i}")).collect();
+        format!(
+            "j AS (INSERT INTO {{s}}.event_journals (key, msg_id, lines, from_box)
+                   SELECT {} WHERE {when})",
+            values.join(", ")
+        )
+    }
+
+    /// Run `update` (an `UPDATE` of messages, without `RETURNING`) and, when a journal
+    /// waits, insert its row in the same statement when a row was updated. Returns the
+    /// rows updated.
+    pub(super) fn update_journaled(
+        &self,
+        what: &str,
+        update: &str,
+        values: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+    ) -> Result<u64> {
+        let journal = self.journal_to_insert();
+        let Some(j) = &journal else { return self.exec(what, update, values) };
+        let q = format!(
+            "WITH u AS ({update} RETURNING 1), {} SELECT count(*)::int8 FROM u",
+            Self::journal_cte(values.len() + 1, "EXISTS (SELECT 1 FROM u)")
+        );
+        let mut all: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> =
+            values.iter().map(|(v, t)| (*v, t.clone())).collect();
+        all.extend(params(j));
+        let n = self.rows(what, &q, &all, |r| Ok(r.get::<_, i64>(0)))?;
+        let n = u64::try_from(n.first().copied().unwrap_or(0)).unwrap_or(0);
+        if n > 0 {
+            self.journal_inserted();
+        }
+        Ok(n)
+    }
+
+    /// The statement that carried the journal committed.
+    pub(super) fn journal_inserted(&self) {
+        if let Some(p) = self.journal.borrow_mut().as_mut() {
+            p.inserted = true;
+        }
+    }
+
+    /// The journal whose row the next append deletes: its key.
+    pub(super) fn journal_to_log(&self) -> Option<String> {
+        self.journal.borrow().as_ref().filter(|p| p.inserted).map(|p| p.key.clone())
+    }
+
+    /// `Engine::close_journal`: the events were logged (the append deleted the row), or
+    /// settle it now. Returns whether the delivery stands.
+    pub(super) fn end_journal(&self, key: &str, logged: bool) -> Result<bool> {
+        let pending = self.journal.borrow_mut().take_if(|p| p.key == key);
+        let inserted = pending.as_ref().is_some_and(|p| p.inserted);
+        if logged || !inserted {
+            return Ok(logged || inserted);
+        }
+        self.settle_journals(Which::Key(key))?;
+        Ok(true)
+    }
+
+    /// Log the events of the journals `which` selects, each with its row deleted, in one
+    /// transaction; rows another settler holds are passed over. Returns (key, msg id,
+    /// events logged) each.
+    pub(super) fn settle_journals(&self, which: Which<'_>) -> Result<Vec<(String, String, usize)>> {
+        if self.open_tx.get() || !kept() {
+            return Ok(Vec::new());
+        }
+        let c = &self.conn;
+        c.call("settling journals", c.client.batch_execute("BEGIN"))?;
+        let done = self.settle_in_tx(which);
+        let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
+        let ended = c.call("settling journals", c.client.batch_execute(end));
+        let done = done?;
+        ended?;
+        Ok(done)
+    }
+
+    /// The journals whose command is gone (`Which::Left`), not settled: (key, msg id) each.
+    pub(super) fn journals_left(&self) -> Result<Vec<(String, String)>> {
+        if !kept() {
+            return Ok(Vec::new());
+        }
+        self.rows(
+            "reading journals",
+            &format!(
+                "SELECT key, msg_id FROM {{s}}.event_journals WHERE {LEFT} ORDER BY made_at, key"
+            ),
+            &[],
+            |r| Ok((r.get::<_, String>(0), r.get::<_, String>(1))),
+        )
+    }
+
+    fn settle_in_tx(&self, which: Which<'_>) -> Result<Vec<(String, String, usize)>> {
+        let (cond, key) = match which {
+            Which::Key(k) => ("key = $1".to_string(), k),
+            Which::Message(id) => ("msg_id = $1".to_string(), id),
+            Which::Left => (format!("$1 = '' AND {LEFT}"), ""),
+            Which::All => ("$1 = ''".to_string(), ""),
+        };
+        let rows = self.rows(
+            "reading journals",
+            &format!(
+                "SELECT key, msg_id, lines, from_box IS NOT NULL FROM {{s}}.event_journals
+                  WHERE {cond} ORDER BY made_at, key FOR UPDATE SKIP LOCKED"
+            ),
+            &[(&key, Type::TEXT)],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0),
+                    r.get::<_, String>(1),
+                    r.get::<_, Vec<String>>(2),
+                    r.get::<_, bool>(3),
+                ))
+            },
+        )?;
+        let mut out = Vec::new();
+        for (key, msg_id, lines, moved) in rows {
+            let lines = self.as_they_lie(&msg_id, &lines, !moved)?;
+            let task: Option<String> = lines.first().and_then(|(t, _)| t.clone());
+            let lines: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
+            self.rows(
+                "logging a journal's events",
+                "WITH d AS (DELETE FROM {s}.event_journals WHERE key = $3 RETURNING 1)
+                 SELECT {s}.append_events($1, $2, NULL) FROM d",
+                &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY), (&key, Type::TEXT)],
+                |r| Ok(r.get::<_, i64>(0)),
+            )?;
+            out.push((key, msg_id, lines.len()));
+        }
+        Ok(out)
+    }
+
+    /// A journal's events, marked as logged late, with every copy named as it lies (a copy
+    /// may have taken a numbered name, `x.2.md`; a delivered one, `moved_on`, may have been
+    /// taken on to its agent's WORKSPACE or filed in LOGS since): (task, line) each.
+    fn as_they_lie(
+        &self,
+        msg_id: &str,
+        lines: &[String],
+        moved_on: bool,
+    ) -> Result<Vec<(Option<String>, String)>> {
+        let copies = self.rows(
+            "looking for a journal's message",
+            "SELECT box, file FROM {s}.messages WHERE msg_id = $1 ORDER BY box, file",
+            &[(&msg_id, Type::TEXT)],
+            |r| Ok((r.get::<_, String>(0), r.get::<_, String>(1))),
+        )?;
+        let mut out = Vec::new();
+        for line in lines {
+            let Line::Event(mut e) = event::parse_line(line)? else { continue };
+            for f in &mut e.files {
+                let mut places = vec![f.mailbox.clone()];
+                if moved_on {
+                    if let Some((_, agent)) = f.mailbox.split_once(':') {
+                        places.push(format!("workspace:{agent}"));
+                    }
+                    places.push("logs".to_string());
+                }
+                let found = places.iter().find_map(|p| {
+                    copies.iter().find(|(b, n)| b == p && same_name(n, &f.file)).map(|(_, n)| n)
+                });
+                if let Some(n) = found {
+                    f.file.clone_from(n);
+                }
+            }
+            e.what = Some(LATE.to_string());
+            out.push((e.task.as_ref().map(ToString::to_string), e.to_line()));
+        }
+        Ok(out)
+    }
+}
+
+/// Does this circe keep journals? (TEST BUILDS ONLY: not as the older circe that
+/// `pg-schema-v2` stands for, whose schema has no `event_journals`.)
+fn kept() -> bool {
+    super::schema::target() >= 6
+}
+
+/// Is `name` the name `wanted`, or one of its numbered names (`x.md`, `x.2.md`)?
+fn same_name(name: &str, wanted: &str) -> bool {
+    let stem = wanted.strip_suffix(".md").unwrap_or(wanted);
+    name == wanted
+        || name
+            .strip_prefix(stem)
+            .and_then(|r| r.strip_prefix('.'))
+            .and_then(|r| r.strip_suffix(".md"))
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
