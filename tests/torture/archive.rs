@@ -583,3 +583,63 @@ fn doctor_listing_checker_catches_a_listing_trusted_blindly() {
         eprintln!("listing-trust-cache caught: {missed:?}");
     }
 }
+
+/// Every event line, in the hot log and in the archive (read with `tar --zstd`).
+fn every_event_line(r: &Root) -> Vec<String> {
+    let mut lines = Vec::new();
+    for n in names(&r.dir.join("LOGS")) {
+        if n.starts_with("events") && n.ends_with(".jsonl") {
+            let text = std::fs::read_to_string(r.dir.join("LOGS").join(&n)).unwrap_or_default();
+            lines.extend(text.lines().map(str::to_string));
+        }
+    }
+    let index = std::fs::read_to_string(r.dir.join("ARCHIVE/index.jsonl")).unwrap_or_default();
+    let tmp = tempfile::tempdir().unwrap();
+    for line in index.lines() {
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { continue };
+        let seg = r.dir.join("ARCHIVE").join(v["period"].as_str().unwrap());
+        let seg = seg.join(v["segment"].as_str().unwrap());
+        let mut tar = Command::new("tar");
+        tar.arg("--zstd").arg("-xf").arg(&seg).arg("-C").arg(tmp.path());
+        assert!(tar.output().unwrap().status.success());
+    }
+    walk(tmp.path(), &mut |rel, bytes| {
+        if rel.split('/').nth(1) == Some("log") {
+            lines.extend(String::from_utf8_lossy(bytes).lines().map(str::to_string));
+        }
+    });
+    lines
+}
+
+/// A `done` of a finished task's ticket cut off after its move, its events left in the
+/// task's lock file after the run settled the journals (`archive-no-settle` stands for a
+/// command cut off at that moment): the run logs the `done` before it removes the lock file
+/// with the journal in it.
+#[test]
+fn a_change_cut_off_during_a_run_has_its_event_logged_before_its_task_goes() {
+    let r = Root::new(1);
+    let at = [("CIRCE_NOW", T0)];
+    let eng = |args: &[&str]| r.run_env(Some("engineer"), args, &at);
+    assert_eq!(r.run_env(Some("coordinator"), &crate::common::open_args("T1"), &at).code, 0);
+    for step in [
+        &["claim", "T1"][..],
+        &["status", "T1", "in_progress"],
+        &["check", "T1", "tests_passed=true"],
+        &["status", "T1", "completed"],
+    ] {
+        assert_eq!(eng(step).code, 0, "{step:?}");
+    }
+    let cut =
+        r.run_env(Some("engineer"), &["done", "T1"], &[at[0], ("CIRCE_CRASH_AT", "done.renamed")]);
+    assert_eq!(cut.code, 86, "{cut:?}");
+    let o = archive(&r, &[("CIRCE_TEST_BREAK", "archive-no-settle")]);
+    assert_eq!(o.code, 0, "{o:?}");
+    assert!(r.status("T1").is_none(), "archived");
+    let done = |l: &String| l.contains("\"event\":\"done\"") && l.contains("\"task_id\":\"T1\"");
+    let lines = every_event_line(&r);
+    assert_eq!(lines.iter().filter(|l| done(l)).count(), 1, "{lines:#?}");
+    assert_eq!(archive(&r, &[]).code, 0);
+    assert_eq!(every_event_line(&r).iter().filter(|l| done(l)).count(), 1);
+    let (code, v) = r.doctor(false);
+    assert_eq!(code, 0, "{v:?}");
+}

@@ -104,7 +104,13 @@ fn remove_task(
     entries: &[Entry],
 ) -> Result<Option<Vec<(u64, PathBuf)>>> {
     let id = TaskId::new(task)?;
-    let _lock = eng.store.lock_task(&id)?;
+    let lock = eng.store.lock_task(&id)?;
+    // A change cut off on the task since this run settled the journals (a `done` of its
+    // ticket, say) left its events in the lock file, which goes below: they are logged
+    // first. (Whatever that change moved is then found changed, and the task kept.)
+    if super::root::Store::journal_left(&lock) {
+        super::reconcile::settled(eng, &id, &lock)?;
+    }
     let root = &eng.store.root;
     let mut messages = Vec::new();
     for e in entries.iter().filter(|e| e.origin.is_some()) {
