@@ -33,11 +33,10 @@ pub(super) struct Pending {
 pub(super) enum Which<'a> {
     /// This one (its command's append failed).
     Key(&'a str),
-    /// Those of a message whose id the caller holds: an earlier try's.
-    Message(&'a str),
     /// Those whose command is gone: its backend ended, or the row is over 10 seconds old
-    /// (through a pooler, a killed client's backend lives on).
-    Left,
+    /// (through a pooler, a killed client's backend lives on); and those of a message whose
+    /// id the caller holds (an earlier try's, however recent).
+    Left(Option<&'a str>),
     /// Every one (`doctor --repair`).
     All,
 }
@@ -163,9 +162,24 @@ impl PgEngine {
         if self.open_tx.get() || !kept() {
             return Ok(Vec::new());
         }
+        let (cond, key) = match which {
+            Which::Key(k) => ("key = $1".to_string(), k),
+            Which::Left(held) => (format!("(msg_id = $1 OR {LEFT})"), held.unwrap_or_default()),
+            Which::All => ("$1 = ''".to_string(), ""),
+        };
+        // Most often there is none: one look, outside any transaction.
+        let any = self.rows(
+            "looking for journals",
+            &format!("SELECT 1 FROM {{s}}.event_journals WHERE {cond} LIMIT 1"),
+            &[(&key, Type::TEXT)],
+            |_| Ok(()),
+        )?;
+        if any.is_empty() {
+            return Ok(Vec::new());
+        }
         let c = &self.conn;
         c.call("settling journals", c.client.batch_execute("BEGIN"))?;
-        let done = self.settle_in_tx(which);
+        let done = self.settle_in_tx(&cond, key);
         let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = c.call("settling journals", c.client.batch_execute(end));
         let done = done?;
@@ -173,7 +187,7 @@ impl PgEngine {
         Ok(done)
     }
 
-    /// The journals whose command is gone (`Which::Left`), not settled: (key, msg id) each.
+    /// The journals whose command is gone (`LEFT`), not settled: (key, msg id) each.
     pub(super) fn journals_left(&self) -> Result<Vec<(String, String)>> {
         if !kept() {
             return Ok(Vec::new());
@@ -188,13 +202,7 @@ impl PgEngine {
         )
     }
 
-    fn settle_in_tx(&self, which: Which<'_>) -> Result<Vec<(String, String, usize)>> {
-        let (cond, key) = match which {
-            Which::Key(k) => ("key = $1".to_string(), k),
-            Which::Message(id) => ("msg_id = $1".to_string(), id),
-            Which::Left => (format!("$1 = '' AND {LEFT}"), ""),
-            Which::All => ("$1 = ''".to_string(), ""),
-        };
+    fn settle_in_tx(&self, cond: &str, key: &str) -> Result<Vec<(String, String, usize)>> {
         let rows = self.rows(
             "reading journals",
             &format!(

@@ -108,11 +108,7 @@ impl Engine for PgEngine {
     }
 
     fn finish_deliveries(&self, held: Option<&str>) -> Result<usize> {
-        let mut n = self.settle_journals(journal::Which::Left)?.len();
-        if let Some(id) = held {
-            n += self.settle_journals(journal::Which::Message(id))?.len();
-        }
-        Ok(n)
+        Ok(self.settle_journals(journal::Which::Left(held))?.len())
     }
 
     fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
