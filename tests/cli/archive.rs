@@ -182,11 +182,39 @@ fn doctor_reports_a_missing_tombstone() {
     std::fs::remove_file(env.root().join("ARCHIVE/tombstones/T1")).unwrap();
     let d = env.circe(["doctor"]).run();
     d.code(1);
-    assert!(d.stderr.contains("holds 1 task(s) but ARCHIVE/tombstones/ only 0"), "{}", d.show());
+    assert!(
+        d.stderr.contains("1 archived task(s) have no tombstone in ARCHIVE/tombstones/ (T1)"),
+        "{}",
+        d.show()
+    );
     // `archive verify` reads the segments, and names the task.
     let v = env.circe(["archive", "verify"]).run();
     v.code(1);
     assert!(v.stderr.contains("task T1 has no tombstone"), "{}", v.show());
+}
+
+/// A task that changed while a run removed what it archived is kept in place and archived
+/// again: two archived copies, one tombstone, and doctor finds nothing wrong.
+#[test]
+fn a_task_kept_by_a_run_and_archived_again_leaves_doctor_clean() {
+    local_only!("the archive is kept by the local engine; a file is touched by hand");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).var("CIRCE_CRASH_AT", "archive.removing").run().code(86);
+    // Its message changes before the run is finished (a person adds a line).
+    let name = env.ls("LOGS").into_iter().find(|n| n.ends_with("_T1.md")).unwrap();
+    let message = env.root().join("LOGS").join(name);
+    let mut text = std::fs::read(&message).unwrap();
+    text.extend_from_slice(b"a line added by hand\n");
+    std::fs::write(&message, text).unwrap();
+    // The run finishing the first keeps T1, then archives it again.
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(!env.root().join("TASKS/T1.status").exists(), "archived again");
+    let index = env.read("ARCHIVE/index.jsonl");
+    let holding = index.lines().filter(|l| l.contains("\"tasks\":1")).count();
+    assert_eq!(holding, 2, "two archived copies of T1: {index}");
+    assert_eq!(env.ls_all("ARCHIVE/tombstones"), ["T1"]);
+    let d = env.circe(["doctor"]).run();
+    assert_eq!(d.code, 0, "{}", d.show());
 }
 
 #[test]
