@@ -206,8 +206,11 @@ fn a_task_kept_by_a_run_and_archived_again_leaves_doctor_clean() {
     let mut text = std::fs::read(&message).unwrap();
     text.extend_from_slice(b"a line added by hand\n");
     std::fs::write(&message, text).unwrap();
-    // The run finishing the first keeps T1, then archives it again.
-    env.circe(["archive"]).now(LATER).run().ok();
+    // The run finishing the first keeps T1 (and says so), then archives it again.
+    let run = env.circe(["--json", "archive"]).now(LATER).run();
+    run.ok();
+    let said = run.json()["recovered"].to_string();
+    assert!(said.contains("kept in place, changed since they were archived: T1"), "{said}");
     assert!(!env.root().join("TASKS/T1.status").exists(), "archived again");
     let index = env.read("ARCHIVE/index.jsonl");
     let holding = index.lines().filter(|l| l.contains("\"tasks\":1")).count();

@@ -226,6 +226,17 @@ fn flush_batch(
     Ok(n)
 }
 
+/// What a recovery says of the tasks it kept in place because they changed.
+fn keeping(kept: &[String]) -> String {
+    if kept.is_empty() {
+        return String::new();
+    }
+    format!(
+        "; kept in place, changed since they were archived: {} (archived again when they qualify)",
+        kept.join(", ")
+    )
+}
+
 /// Is a staging folder's process gone? (`archive-<pid>-...`)
 fn dead_staging(name: &str) -> bool {
     name.strip_prefix("archive-")
@@ -257,18 +268,20 @@ pub(super) fn recover(
         }
         Recovery::Commit { staging, segments, .. } => {
             commit(eng, &store.tmp_dir().join(&staging), &segments)?;
-            remove_originals(eng, &segments, progress)?;
+            let kept = remove_originals(eng, &segments, progress)?;
             let _ = std::fs::remove_dir_all(store.tmp_dir().join(&staging));
             out.push(format!(
-                "finished a run interrupted while committing ({} segment(s))",
-                segments.len()
+                "finished a run interrupted while committing ({} segment(s)){}",
+                segments.len(),
+                keeping(&kept)
             ));
         }
         Recovery::Remove { segments } => {
-            remove_originals(eng, &segments, progress)?;
+            let kept = remove_originals(eng, &segments, progress)?;
             out.push(format!(
-                "finished removing the originals of {} archived segment(s)",
-                segments.len()
+                "finished removing the originals of {} archived segment(s){}",
+                segments.len(),
+                keeping(&kept)
             ));
         }
         Recovery::Rebuild { why } => {
