@@ -1,6 +1,7 @@
 //! The database engine's invariants, checked in SQL for `circe doctor`. A task's commit is
 //! one transaction, so nothing of it is ever half-done; but for a send's or a move's events
-//! (invariant 1), these find damage from outside (hand edits, a restore) or a bug. The numbers follow the local engine's where the invariant is the same
+//! (invariant 1), these find damage from outside (hand edits, a restore) or a bug. The
+//! numbers follow the local engine's where the invariant is the same
 //! (PROTOCOLS.md section 8), and add the feed's:
 //!
 //! 1. no send or move left the journal of its events (a client killed between its

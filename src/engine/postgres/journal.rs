@@ -68,8 +68,9 @@ impl PgEngine {
         events: &[Event],
         from: Option<String>,
     ) -> Option<String> {
-        if self.open_tx.get() || !kept() {
-            return None; // a task transaction logs its events in its commit
+        // A task transaction logs its events in its commit; no events, nothing to keep.
+        if self.open_tx.get() || !kept() || events.is_empty() {
+            return None;
         }
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -140,6 +141,9 @@ impl PgEngine {
 
     /// The journal whose row the next append deletes: its key.
     pub(super) fn journal_to_log(&self) -> Option<String> {
+        if self.open_tx.get() {
+            return None;
+        }
         self.journal.borrow().as_ref().filter(|p| p.inserted).map(|p| p.key.clone())
     }
 
