@@ -287,19 +287,9 @@ fn two_messages_in_the_same_second_both_land() {
 fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     local_only!("the journal lies in tmp/; a database logs in the delivery's transaction");
     let env = Env::new();
-    let sends = |id: &str| {
-        env.events()
-            .into_iter()
-            .filter(|e| e["event"] == "send" && e["msg_id"] == id)
-            .collect::<Vec<_>>()
-    };
-    let at = "2030-01-01T00:00:00Z";
-    let args = |summary: &'static str, id: &'static str| {
-        ["send", "--to", "engineer", "--intent", "inform", "--summary", summary, "--msg-id", id]
-    };
-    let send = |summary: &'static str, id: &'static str| {
-        env.circe(args(summary, id)).agent("coordinator").now(at)
-    };
+    let sends = |id: &str| about(&env, "send", id);
+    let (at, args) = (AT, inform);
+    let send = |summary: &'static str, id: &'static str| inform_run(&env, summary, id);
     send("first", "m-1").run().ok();
     // The same second: the second copy takes the next name (`.2.md`).
     send("second", "m-2").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
@@ -350,6 +340,24 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// The clock of the cut-off sends below.
+const AT: &str = "2030-01-01T00:00:00Z";
+
+/// `send` of an `inform` to engineer, with its summary and its own message id.
+fn inform(summary: &'static str, id: &'static str) -> [&'static str; 9] {
+    ["send", "--to", "engineer", "--intent", "inform", "--summary", summary, "--msg-id", id]
+}
+
+/// That send, by coordinator at `AT`.
+fn inform_run<'a>(env: &'a Env, summary: &'static str, id: &'static str) -> crate::common::Run<'a> {
+    env.circe(inform(summary, id)).agent("coordinator").now(AT)
+}
+
+/// The events of `kind` about message `id`.
+fn about(env: &Env, kind: &str, id: &str) -> Vec<serde_json::Value> {
+    env.events().into_iter().filter(|e| e["event"] == kind && e["msg_id"] == id).collect()
+}
+
 /// `doctor` sees one journal left (a database notices a client gone once its backend ends:
 /// asked again for a while), and `doctor --repair` logs its one event.
 fn settled(env: &Env) {
@@ -375,19 +383,9 @@ fn settled(env: &Env) {
 #[test]
 fn a_send_or_a_move_cut_off_before_its_event_has_it_logged_once_on_either_engine() {
     let env = Env::new();
-    let of = |kind: &str, id: &str| {
-        env.events()
-            .into_iter()
-            .filter(|e| e["event"] == kind && e["msg_id"] == id)
-            .collect::<Vec<_>>()
-    };
-    let at = "2030-01-01T00:00:00Z";
-    let args = |summary: &'static str, id: &'static str| {
-        ["send", "--to", "engineer", "--intent", "inform", "--summary", summary, "--msg-id", id]
-    };
-    let send = |summary: &'static str, id: &'static str| {
-        env.circe(args(summary, id)).agent("coordinator").now(at)
-    };
+    let of = |kind: &str, id: &str| about(&env, kind, id);
+    let (at, args) = (AT, inform);
+    let send = |summary: &'static str, id: &'static str| inform_run(&env, summary, id);
     send("first", "m-1").run().ok();
     // The same second: the second copy takes the next name (`.2.md`).
     send("second", "m-2").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
