@@ -90,10 +90,13 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
         .code(crate::exit_code::INTERNAL)
         .warnings(notes));
     }
-    // A database root is never left half-done: it has nothing for --repair to finish.
+    // A database root is never left half-done but for the journals of sends and moves cut
+    // off (invariant 1): only those are --repair's to finish there.
     let hint = if a.repair {
         "what is left is beyond --repair: each line above says what to do"
-    } else if ws.engine.local_folder().is_none() {
+    } else if ws.engine.local_folder().is_none()
+        && !found.iter().any(|v| v.invariant == 1 && !v.repaired)
+    {
         "this engine has nothing for --repair to finish: each line above says what is wrong"
     } else {
         "run `circe doctor --repair` to mend what can be mended"

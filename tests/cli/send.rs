@@ -539,3 +539,45 @@ fn a_move_cut_off_before_its_event_has_it_logged_by_repair() {
     assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
     env.circe(["doctor"]).run().ok();
 }
+
+/// Events logged late name each copy as its statement made it: a `done` of one receiver's
+/// copy names the LOGS name that copy got, not another receiver's; on a database root a
+/// `send` names the name the copy was delivered under, even once it was filed under
+/// another.
+#[test]
+fn events_logged_late_name_the_copies_their_statements_made() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let to_both = ["send", "--to", "role:engineer", "--intent", "inform", "--summary", "x"];
+    let both = ["--msg-id", "both-1"];
+    env.circe([&to_both[..], &both].concat()).agent("coordinator").now(AT).run().ok();
+    let cut = env.circe(["done", "both-1"]).agent("engineer-2").now(AT);
+    cut.var("CIRCE_CRASH_AT", "move.logging").run().code(86);
+    env.circe(["done", "both-1"]).agent("engineer").now(AT).run().ok();
+    env.circe(["doctor", "--repair"]).run().ok();
+    let done: Vec<String> = env
+        .events()
+        .into_iter()
+        .filter(|e| e["event"] == "done")
+        .map(|e| e["files"][0]["file"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(done.len(), 2, "{done:?}");
+    assert_ne!(done[0], done[1], "each receiver's filed copy has its own name: {done:?}");
+    if !crate::common::pg_mode() {
+        return; // a folder's journal names a copy where it lies now (PROTOCOLS section 6)
+    }
+    // A send cut off, its copy then filed under a numbered name (another took `x.md`).
+    inform_run(&env, "a", "first-1").run().ok();
+    env.circe(["done", "first-1"]).agent("engineer").now(AT).run().ok();
+    inform_run(&env, "b", "second-1").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    let delivered = env.ls("AGENTS/engineer/INBOX");
+    env.circe(["done", "second-1"]).agent("engineer").now(AT).run().ok();
+    env.circe(["doctor", "--repair"]).run().ok();
+    let sent = about(&env, "send", "second-1");
+    assert_eq!(sent.len(), 1, "{sent:?}");
+    let file = sent[0]["files"][0]["file"].as_str().unwrap().to_string();
+    assert!(
+        delivered.contains(&file),
+        "{file} is not the name it was delivered under: {delivered:?}"
+    );
+}

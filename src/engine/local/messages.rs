@@ -465,8 +465,12 @@ impl Store {
                 .and_then(|r| r.strip_suffix(".md"))
                 .is_some_and(|k| !k.is_empty() && k.bytes().all(|c| c.is_ascii_digit()))
         };
-        let names = self.list_box(mbox).ok()?;
-        names.into_iter().filter(|n| n == base || numbered(n)).find(|n| {
+        let mut names: Vec<String> =
+            self.list_box(mbox).ok()?.into_iter().filter(|n| n == base || numbered(n)).collect();
+        // The name itself first: it sorts after its numbered names (`x.2.md` < `x.md`), and
+        // two receivers' copies of one message filed into LOGS both hold its id.
+        names.sort_by_key(|n| n != base);
+        names.into_iter().find(|n| {
             self.read_message(mbox, n).is_ok_and(|b| crate::task::outbox::has_msg_id(&b, id))
         })
     }

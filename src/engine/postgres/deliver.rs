@@ -43,24 +43,36 @@ impl PgEngine {
         // The journal of the delivery's events, when one waits: its row commits with the
         // copies (`journal.rs`).
         let journal = self.journal_to_insert();
-        let with_journal = match &journal {
-            Some(_) => {
-                format!(", {}", Self::journal_cte(10, "$5 IS NULL OR EXISTS (SELECT 1 FROM c)"))
-            }
-            None => String::new(),
-        };
         // A data-modifying WITH runs whatever the main query reads: the counter moves (when
         // there is a number, and it still is the one the hold read) in the statement that
         // stores the copies, and when it did not move no copy is stored.
-        let sql = format!(
-            "WITH {}{with_journal}
-             SELECT {{s}}.put_message(x.b, x.n, x.body, x.id)
-               FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
-                    WITH ORDINALITY AS x(b, n, body, id, o)
-              WHERE $5 IS NULL OR EXISTS (SELECT 1 FROM c)
-              ORDER BY x.o",
-            super::seq::counter_cte(5)
-        );
+        let sql = match &journal {
+            None => format!(
+                "WITH {}
+                 SELECT {{s}}.put_message(x.b, x.n, x.body, x.id)
+                   FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
+                        WITH ORDINALITY AS x(b, n, body, id, o)
+                  WHERE $5 IS NULL OR EXISTS (SELECT 1 FROM c)
+                  ORDER BY x.o",
+                super::seq::counter_cte(5)
+            ),
+            // The copies are put once (`p`, read twice), and the journal's row names each
+            // copy's box, wanted name and the name it got.
+            Some(_) => format!(
+                "WITH {}, p AS (
+                   SELECT {{s}}.put_message(x.b, x.n, x.body, x.id) AS name, x.o
+                     FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[])
+                          WITH ORDINALITY AS x(b, n, body, id, o)
+                    WHERE $5 IS NULL OR EXISTS (SELECT 1 FROM c)), {}
+                 SELECT name FROM p ORDER BY o",
+                super::seq::counter_cte(5),
+                Self::journal_cte(
+                    10,
+                    ["$1::text[]", "$2::text[]", "(SELECT array_agg(name ORDER BY o) FROM p)"],
+                    "EXISTS (SELECT 1 FROM p)"
+                )
+            ),
+        };
         let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> = vec![
             (&boxes, Type::TEXT_ARRAY),
             (&names, Type::TEXT_ARRAY),

@@ -96,30 +96,35 @@ impl PgEngine {
     }
 
     /// The `WITH` part that inserts a journal's row, its values from `$first` on
-    /// (`params`), when `when` holds.
-    pub(super) fn journal_cte(first: usize, when: &str) -> String {
+    /// (`params`) and its copies (`names`: the SQL of its boxes, the names they wanted and
+    /// the names they got, each a `text[]`), when `when` holds.
+    pub(super) fn journal_cte(first: usize, names: [&str; 3], when: &str) -> String {
         let values: Vec<String> = (first..first + 4).map(|i| format!("${i}")).collect();
+        let [boxes, wanted, got] = names;
         format!(
-            "j AS (INSERT INTO {{s}}.event_journals (key, msg_id, lines, from_box)
-                   SELECT {} WHERE {when})",
+            "j AS (INSERT INTO {{s}}.event_journals
+                     (key, msg_id, lines, from_box, boxes, wanted, got)
+                   SELECT {}, {boxes}, {wanted}, {got} WHERE {when})",
             values.join(", ")
         )
     }
 
-    /// Run `update` (an `UPDATE` of messages, without `RETURNING`) and, when a journal
-    /// waits, insert its row in the same statement when a row was updated. Returns the
-    /// rows updated.
+    /// Run `update` (an `UPDATE` of one message, without `RETURNING`) and, when a journal
+    /// waits, insert its row in the same statement when a row was updated; `names` as in
+    /// `journal_cte` (the SQL of the box it moves to, the name it had and the name it gets).
+    /// Returns the rows updated.
     pub(super) fn update_journaled(
         &self,
         what: &str,
         update: &str,
         values: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+        names: [&str; 3],
     ) -> Result<u64> {
         let journal = self.journal_to_insert();
         let Some(j) = &journal else { return self.exec(what, update, values) };
         let q = format!(
             "WITH u AS ({update} RETURNING 1), {} SELECT count(*)::int8 FROM u",
-            Self::journal_cte(values.len() + 1, "EXISTS (SELECT 1 FROM u)")
+            Self::journal_cte(values.len() + 1, names, "EXISTS (SELECT 1 FROM u)")
         );
         let mut all: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> =
             values.iter().map(|(v, t)| (*v, t.clone())).collect();
@@ -207,25 +212,21 @@ impl PgEngine {
     }
 
     fn settle_in_tx(&self, cond: &str, key: &str) -> Result<Vec<(String, String, usize)>> {
+        type Row = (String, String, Vec<String>, [Vec<String>; 3]);
         let rows = self.rows(
             "reading journals",
             &format!(
-                "SELECT key, msg_id, lines, from_box IS NOT NULL FROM {{s}}.event_journals
+                "SELECT key, msg_id, lines, boxes, wanted, got FROM {{s}}.event_journals
                   WHERE {cond} ORDER BY made_at, key FOR UPDATE SKIP LOCKED"
             ),
             &[(&key, Type::TEXT)],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0),
-                    r.get::<_, String>(1),
-                    r.get::<_, Vec<String>>(2),
-                    r.get::<_, bool>(3),
-                ))
+            |r| -> Result<Row> {
+                Ok((r.get(0), r.get(1), r.get(2), [r.get(3), r.get(4), r.get(5)]))
             },
         )?;
         let mut out = Vec::new();
-        for (key, msg_id, lines, moved) in rows {
-            let lines = self.as_they_lie(&msg_id, &lines, !moved)?;
+        for (key, msg_id, lines, copies) in rows {
+            let lines = as_made(&lines, &copies)?;
             let task: Option<String> = lines.first().and_then(|(t, _)| t.clone());
             let lines: Vec<String> = lines.into_iter().map(|(_, l)| l).collect();
             self.rows(
@@ -239,60 +240,31 @@ impl PgEngine {
         }
         Ok(out)
     }
+}
 
-    /// A journal's events, marked as logged late, with every copy named as it lies (a copy
-    /// may have taken a numbered name, `x.2.md`; a delivered one, `moved_on`, may have been
-    /// taken on to its agent's WORKSPACE or filed in LOGS since): (task, line) each.
-    fn as_they_lie(
-        &self,
-        msg_id: &str,
-        lines: &[String],
-        moved_on: bool,
-    ) -> Result<Vec<(Option<String>, String)>> {
-        let copies = self.rows(
-            "looking for a journal's message",
-            "SELECT box, file FROM {s}.messages WHERE msg_id = $1 ORDER BY box, file",
-            &[(&msg_id, Type::TEXT)],
-            |r| Ok((r.get::<_, String>(0), r.get::<_, String>(1))),
-        )?;
-        let mut out = Vec::new();
-        for line in lines {
-            let Line::Event(mut e) = event::parse_line(line)? else { continue };
-            for f in &mut e.files {
-                let mut places = vec![f.mailbox.clone()];
-                if moved_on {
-                    if let Some((_, agent)) = f.mailbox.split_once(':') {
-                        places.push(format!("workspace:{agent}"));
-                    }
-                    places.push("logs".to_string());
-                }
-                let found = places.iter().find_map(|p| {
-                    copies.iter().find(|(b, n)| b == p && same_name(n, &f.file)).map(|(_, n)| n)
-                });
-                if let Some(n) = found {
-                    f.file.clone_from(n);
-                }
+/// A journal's events, marked as logged late, with every copy named as the statement made
+/// it (`[boxes, wanted, got]`: a copy whose wanted name was taken got a numbered one,
+/// `x.2.md`), as the sender would have logged them: (task, line) each.
+fn as_made(lines: &[String], copies: &[Vec<String>; 3]) -> Result<Vec<(Option<String>, String)>> {
+    let [boxes, wanted, got] = copies;
+    let mut out = Vec::new();
+    for line in lines {
+        let Line::Event(mut e) = event::parse_line(line)? else { continue };
+        for f in &mut e.files {
+            let made = (0..boxes.len().min(wanted.len()).min(got.len()))
+                .find(|&i| boxes[i] == f.mailbox && wanted[i] == f.file);
+            if let Some(i) = made {
+                f.file.clone_from(&got[i]);
             }
-            e.what = Some(LATE.to_string());
-            out.push((e.task.as_ref().map(ToString::to_string), e.to_line()));
         }
-        Ok(out)
+        e.what = Some(LATE.to_string());
+        out.push((e.task.as_ref().map(ToString::to_string), e.to_line()));
     }
+    Ok(out)
 }
 
 /// Does this circe keep journals? (TEST BUILDS ONLY: not as the older circe that
 /// `pg-schema-v2` stands for, whose schema has no `event_journals`.)
 fn kept() -> bool {
     super::schema::target() >= 6
-}
-
-/// Is `name` the name `wanted`, or one of its numbered names (`x.md`, `x.2.md`)?
-fn same_name(name: &str, wanted: &str) -> bool {
-    let stem = wanted.strip_suffix(".md").unwrap_or(wanted);
-    name == wanted
-        || name
-            .strip_prefix(stem)
-            .and_then(|r| r.strip_prefix('.'))
-            .and_then(|r| r.strip_suffix(".md"))
-            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }

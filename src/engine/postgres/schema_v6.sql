@@ -10,10 +10,16 @@ CREATE TABLE {s}.event_journals (
   key text PRIMARY KEY,
   msg_id text NOT NULL,
   -- The events as the sender will log them (lines of the log), under the names the copies
-  -- wanted; a settler names the copies as they lie.
+  -- wanted.
   lines text[] NOT NULL,
   -- A move's: the box the message left (NULL: a delivery).
   from_box text,
+  -- Each copy's box, the name it wanted and the name it got (a numbered one when the
+  -- wanted name was taken), as the statement made them: a settler names the copies in the
+  -- events so, as the sender would have.
+  boxes text[] NOT NULL,
+  wanted text[] NOT NULL,
+  got text[] NOT NULL,
   backend int NOT NULL DEFAULT pg_backend_pid(),
   made_at timestamptz NOT NULL DEFAULT now()
 );

@@ -204,6 +204,7 @@ impl Engine for PgEngine {
             &format!("moving {file}"),
             "UPDATE {s}.messages SET box = $2 WHERE box = $1 AND file = $3",
             &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT)],
+            ["ARRAY[$2::text]", "ARRAY[$3::text]", "ARRAY[$3::text]"],
         ) {
             Ok(n) => Ok(n == 1),
             Err(e) if e.kind == crate::error::Kind::Conflict => {
@@ -223,6 +224,7 @@ impl Engine for PgEngine {
                 &format!("filing {file}"),
                 "UPDATE {s}.messages SET box = $2, file = $4 WHERE box = $1 AND file = $3",
                 &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT), (&used, Type::TEXT)],
+                ["ARRAY[$2::text]", "ARRAY[$3::text]", "ARRAY[$4::text]"],
             ) {
                 Ok(1) => return Ok(Some(used)),
                 Ok(_) => return Ok(None),
