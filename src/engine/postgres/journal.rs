@@ -22,8 +22,6 @@ pub(super) struct Pending {
     pub key: String,
     pub msg_id: String,
     pub lines: Vec<String>,
-    /// A move's: the box it leaves.
-    pub from: Option<String>,
     /// Its row was inserted: the statement that carried it committed.
     pub inserted: bool,
 }
@@ -42,13 +40,8 @@ pub(super) enum Which<'a> {
 }
 
 /// The values of `journal_cte`, in its order.
-pub(super) fn params(p: &Pending) -> [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 4] {
-    [
-        (&p.key, Type::TEXT),
-        (&p.msg_id, Type::TEXT),
-        (&p.lines, Type::TEXT_ARRAY),
-        (&p.from, Type::TEXT),
-    ]
+pub(super) fn params(p: &Pending) -> [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] {
+    [(&p.key, Type::TEXT), (&p.msg_id, Type::TEXT), (&p.lines, Type::TEXT_ARRAY)]
 }
 
 /// A journal whose command is gone: its backend ended (a direct connection), or it is over
@@ -60,14 +53,9 @@ const LEFT: &str = "(made_at < now() - interval '10 seconds'
 const LATE: &str = "logged late: the command that made it stopped before logging it";
 
 impl PgEngine {
-    /// Keep the events of a delivery (or, `from`, a move) of `msg_id` about to be made: the
+    /// Keep the events of a delivery (or a move) of `msg_id` about to be made: the
     /// next delivering or moving statement inserts them. Returns the journal's name.
-    pub(super) fn keep_journal(
-        &self,
-        msg_id: &str,
-        events: &[Event],
-        from: Option<String>,
-    ) -> Option<String> {
+    pub(super) fn keep_journal(&self, msg_id: &str, events: &[Event]) -> Option<String> {
         // A task transaction logs its events in its commit; no events, nothing to keep.
         if self.open_tx.get() || !kept() || events.is_empty() {
             return None;
@@ -81,7 +69,6 @@ impl PgEngine {
             key: key.clone(),
             msg_id: msg_id.to_string(),
             lines: events.iter().map(Event::to_line).collect(),
-            from,
             inserted: false,
         });
         Some(key)
@@ -99,11 +86,11 @@ impl PgEngine {
     /// (`params`) and its copies (`names`: the SQL of its boxes, the names they wanted and
     /// the names they got, each a `text[]`), when `when` holds.
     pub(super) fn journal_cte(first: usize, names: [&str; 3], when: &str) -> String {
-        let values: Vec<String> = (first..first + 4).map(|i| format!("${i}")).collect();
+        let values: Vec<String> = (first..first + 3).map(|i| format!("${i}")).collect();
         let [boxes, wanted, got] = names;
         format!(
             "j AS (INSERT INTO {{s}}.event_journals
-                     (key, msg_id, lines, from_box, boxes, wanted, got)
+                     (key, msg_id, lines, boxes, wanted, got)
                    SELECT {}, {boxes}, {wanted}, {got} WHERE {when})",
             values.join(", ")
         )

@@ -12,8 +12,6 @@ CREATE TABLE {s}.event_journals (
   -- The events as the sender will log them (lines of the log), under the names the copies
   -- wanted.
   lines text[] NOT NULL,
-  -- A move's: the box the message left (NULL: a delivery).
-  from_box text,
   -- Each copy's box, the name it wanted and the name it got (a numbered one when the
   -- wanted name was taken), as the statement made them: a settler names the copies in the
   -- events so, as the sender would have.

@@ -112,17 +112,18 @@ impl Engine for PgEngine {
     }
 
     fn journal_events(&self, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
-        Ok(self.keep_journal(msg_id, events, None))
+        Ok(self.keep_journal(msg_id, events))
     }
 
     fn journal_move(
         &self,
         msg_id: &str,
-        from: &Mailbox,
+        _from: &Mailbox,
         _file: &str,
         event: &Event,
     ) -> Result<Option<String>> {
-        Ok(self.keep_journal(msg_id, std::slice::from_ref(event), Some(from.label())))
+        // The move statement names the box it moves to and the name it gets.
+        Ok(self.keep_journal(msg_id, std::slice::from_ref(event)))
     }
 
     fn close_journal(&self, journal: &str, logged: bool) -> Result<bool> {
