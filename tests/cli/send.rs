@@ -288,7 +288,6 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     local_only!("the journal lies in tmp/; a database logs in the delivery's transaction");
     let env = Env::new();
     let sends = |id: &str| about(&env, "send", id);
-    let (at, args) = (AT, inform);
     let send = |summary: &'static str, id: &'static str| inform_run(&env, summary, id);
     send("first", "m-1").run().ok();
     // The same second: the second copy takes the next name (`.2.md`).
@@ -319,15 +318,7 @@ fn a_send_cut_off_before_its_events_has_them_logged_by_repair() {
     assert!(fixed.stdout.contains("they were logged already"), "{}", fixed.show());
     assert_eq!(sends("m-3").len(), 1);
     // A retry of the same send (its own id) finds the delivery, and logs its events first.
-    send("fourth", "m-4").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
-    let again = env
-        .circe([&["--json"][..], &args("fourth", "m-4")].concat())
-        .agent("coordinator")
-        .now(at)
-        .run();
-    assert_eq!(again.code, 0, "{}", again.show());
-    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
-    assert_eq!(sends("m-4").len(), 1);
+    retried_after_a_cut(&env, "fourth", "m-4");
     // Taken on before the repair under the numbered name it got: the event names that copy.
     send("fifth", "m-5").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
     env.as_("engineer", &["take", "m-5"]).ok();
@@ -351,6 +342,17 @@ fn inform(summary: &'static str, id: &'static str) -> [&'static str; 9] {
 /// That send, by coordinator at `AT`.
 fn inform_run<'a>(env: &'a Env, summary: &'static str, id: &'static str) -> crate::common::Run<'a> {
     env.circe(inform(summary, id)).agent("coordinator").now(AT)
+}
+
+/// That send cut off before its events, then sent again: the retry finds the delivery
+/// (`already_delivered`) and its `send` is logged once.
+fn retried_after_a_cut(env: &Env, summary: &'static str, id: &'static str) {
+    inform_run(env, summary, id).var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    let again = env.circe([&["--json"][..], &inform(summary, id)].concat());
+    let again = again.agent("coordinator").now(AT).run();
+    assert_eq!(again.code, 0, "{}", again.show());
+    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
+    assert_eq!(about(env, "send", id).len(), 1);
 }
 
 /// The events of `kind` about message `id`.
@@ -384,7 +386,6 @@ fn settled(env: &Env) {
 fn a_send_or_a_move_cut_off_before_its_event_has_it_logged_once_on_either_engine() {
     let env = Env::new();
     let of = |kind: &str, id: &str| about(&env, kind, id);
-    let (at, args) = (AT, inform);
     let send = |summary: &'static str, id: &'static str| inform_run(&env, summary, id);
     send("first", "m-1").run().ok();
     // The same second: the second copy takes the next name (`.2.md`).
@@ -399,15 +400,7 @@ fn a_send_or_a_move_cut_off_before_its_event_has_it_logged_once_on_either_engine
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(of("send", "m-2").len(), 1, "logged once");
     // A retry of the same send (its own id) finds the delivery, and logs its events first.
-    send("third", "m-3").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
-    let again = env
-        .circe([&["--json"][..], &args("third", "m-3")].concat())
-        .agent("coordinator")
-        .now(at)
-        .run();
-    assert_eq!(again.code, 0, "{}", again.show());
-    assert_eq!(again.json()["already_delivered"], true, "{}", again.show());
-    assert_eq!(of("send", "m-3").len(), 1);
+    retried_after_a_cut(&env, "third", "m-3");
     // A take cut off after its move, before its event.
     let take = ["take", "m-2"];
     env.circe(take).agent("engineer").var("CIRCE_CRASH_AT", "move.logging").run().code(86);
