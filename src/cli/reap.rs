@@ -91,7 +91,7 @@ fn partly(
     }
     if !untold.is_empty() {
         parts.push(format!(
-            "{} task(s) were reaped, but their notice was not delivered (not sent again): {}",
+            "{} task(s) were reaped, but their notice was not delivered (it waits in the task's outbox; the next `circe reap` or `circe doctor --repair` sends it once its box is mended): {}",
             untold.len(),
             untold.join("; ")
         ));

@@ -5,10 +5,10 @@
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
-use crate::event::{CIRCE, Event, EventKind};
+use crate::event::CIRCE;
 use crate::message::{self, Format, Message};
 use crate::names::{AgentName, TaskId};
-use crate::task::Notice;
+use crate::task::{Change, Notice, Outgoing};
 use crate::workspace::Workspace;
 
 /// Who a notice of `intent` reaches: for `escalate`, everyone circe.yaml's `escalation`
@@ -59,8 +59,12 @@ pub fn check_escalation(ws: &Workspace) -> Result<()> {
     Ok(())
 }
 
-/// Deliver `notices` about `task`, one message each, to their recipients' INBOXes.
-pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
+/// The outbox entries that carry `notices` about `task`, one message each to their
+/// recipients' INBOXes: they ride with the task's change (its outbox), so a command cut off
+/// after the change's commit point leaves them to the next command on the task, and they
+/// are delivered once. Unnumbered, as routed messages riding a change are (section 14).
+pub fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoing> {
+    let mut out = Vec::with_capacity(notices.len());
     for n in notices {
         let to = recipients(ws, n.intent);
         if to.is_empty() {
@@ -79,7 +83,8 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
         msg.task_id = Some(task.to_string());
         msg.status = Some("new".into());
         msg.created_at = Some(now);
-        msg.msg_id = Some(clock::new_msg_id(now));
+        let msg_id = clock::new_msg_id(now);
+        msg.msg_id = Some(msg_id.clone());
         msg.body = format!("## Summary\n{}\n", n.text);
         let name = message::fit_name(message::file_name(
             now,
@@ -89,31 +94,21 @@ pub fn send(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Result<()> {
             Some(task),
             1,
         ));
-        let boxes: Vec<Mailbox> = to.into_iter().map(Mailbox::Inbox).collect();
-        // After the task's commit: a notice that cannot be delivered does not undo it.
-        let msg_id = msg.msg_id.clone().unwrap_or_default();
-        let events_of = |files: &[String]| {
-            let mut ev = Event::now(EventKind::Notify, CIRCE).task(task);
-            ev.msg_id = Some(msg_id.clone());
-            ev.intent = Some(n.intent.to_string());
-            for (b, f) in boxes.iter().zip(files) {
-                ev = ev.file(b.label(), f.clone());
-            }
-            vec![ev]
-        };
-        let wanted = vec![name.clone(); boxes.len()];
-        let me = AgentName::new(CIRCE)?;
-        super::send::deliver_logged(ws, &msg_id, &wanted, events_of, || {
-            super::seq::deliver_numbered(ws, &me, &mut msg, |m| {
-                ws.engine.deliver(message::render(m).as_bytes(), &name, &boxes)
-            })
-            .map_err(|e| {
-                e.detail("committed", "true").hint_more(format!(
-                    "the change to task {task} was made and stands; only its `{}` notice to the coordinators was not delivered",
-                    n.intent
-                ))
-            })
-        })?;
+        out.push(Outgoing {
+            msg_id,
+            to: to.into_iter().map(|a| Mailbox::Inbox(a).label()).collect(),
+            name,
+            content: message::render(&msg),
+            event: "notify".into(),
+            rule: None,
+        });
     }
-    Ok(())
+    out
+}
+
+/// Put the notices `change` carries about `task` into its outbox (`outgoing`), to ride
+/// with it.
+pub fn ride(ws: &Workspace, task: &TaskId, change: &mut Change) {
+    let out = outgoing(ws, task, &change.notices);
+    change.outbox.extend(out);
 }

@@ -106,28 +106,29 @@ fn commit(
     commit_logged(ws, tx, change).map(|(rec, _)| rec)
 }
 
-/// `commit`, returning the events logged too.
+/// `commit`, returning the events logged too. The notices ride in the change's outbox.
 fn commit_logged(
     ws: &Workspace,
     tx: &mut dyn TaskTx,
-    change: crate::task::Change,
+    mut change: crate::task::Change,
 ) -> Result<(StatusRecord, Vec<Event>)> {
-    let mut notices = change.notices.clone();
     let announce = ws.config.announce == Announce::Inbox && !change.events.is_empty();
-    let events = tx.commit(change)?;
-    let st = state(tx)?;
     if announce {
-        notices.push(Notice {
+        let rec = &change.record;
+        change.notices.push(Notice {
             intent: "status_update",
             text: format!(
                 "task {} is now {} (epoch {})",
-                st.rec.task_id,
-                st.rec.status.as_str(),
-                st.rec.epoch
+                rec.task_id,
+                rec.status.as_str(),
+                rec.epoch
             ),
         });
     }
-    notify::send(ws, &st.rec.task_id, &notices)?;
+    let task = change.record.task_id.clone();
+    notify::ride(ws, &task, &mut change);
+    let events = tx.commit(change)?;
+    let st = state(tx)?;
     Ok((st.rec, events))
 }
 

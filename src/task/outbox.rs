@@ -9,13 +9,18 @@ use crate::event::{CIRCE, Event, EventKind};
 use crate::message::{self, Mode};
 use crate::names::TaskId;
 
-/// The event one delivered outgoing message logs: `route` (by `circe`, naming its rule) or
-/// `send` (by its sender), with every copy's box and file.
+/// The event one delivered outgoing message logs: `route` (by `circe`, naming its rule),
+/// `notify` (a notice of circe's own) or `send` (by its sender), with every copy's box and
+/// file.
 pub fn event(o: &Outgoing, files: &[(String, String)], ts: String) -> Event {
     let m = message::parse(&o.content, Mode::Draft).ok();
-    let kind = if o.event == "route" { EventKind::Route } else { EventKind::Send };
+    let kind = match o.event.as_str() {
+        "route" => EventKind::Route,
+        "notify" => EventKind::Notify,
+        _ => EventKind::Send,
+    };
     let by = match kind {
-        EventKind::Route => CIRCE.to_string(),
+        EventKind::Route | EventKind::Notify => CIRCE.to_string(),
         _ => m.as_ref().and_then(|m| m.from_agent().map(str::to_string)).unwrap_or_default(),
     };
     let mut ev = Event::new(kind, &by, ts);

@@ -88,7 +88,7 @@ pub struct Outgoing {
     /// Its file name (the first free `name.N.md` in each box).
     pub name: String,
     pub content: String,
-    /// The event its delivery logs: `send` or `route`.
+    /// The event its delivery logs: `send`, `route` or `notify`.
     pub event: String,
     /// For the event: the routing rule that sent it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -629,7 +629,8 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
 }
 
 /// `reap` (for cron) goes on past a task it cannot reap and says which; a notice that
-/// cannot be delivered after a change says the change stands.
+/// cannot be delivered with a change says the change stands, and goes with the task's next
+/// command.
 #[test]
 fn reap_goes_on_past_a_task_behind_a_link() {
     local_only!("moves an agent's folder by hand");
@@ -650,17 +651,26 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert_eq!(err["details"]["reaped"], "1", "{err}");
     assert!(env.read("TASKS/T-1.status").contains("status: new"), "T-1 was reaped");
 
-    // A notice after a committed change: the change stands, and the error says so.
+    // A notice that cannot be delivered with a committed change: the change stands, the
+    // error says so, and the notice waits in the task's outbox for its next command.
     env.put_back("AGENTS/engineer", &away);
     let cfg = env.read("circe.yaml");
     env.set_config(&cfg.replace("announce: events", "announce: inbox"));
-    env.link_away("AGENTS/coordinator");
+    let coord = env.link_away("AGENTS/coordinator");
     let o = env.as_("engineer", &["--json", "status", "T-2", "in_progress"]);
     assert_eq!(o.code, 1, "{}", o.show());
     let err = &o.json()["error"];
-    assert_eq!(err["details"]["committed"], "true", "{err}");
+    assert_eq!(err["details"]["committed"], "outbox", "{err}");
     assert!(err["hint"].as_str().unwrap().contains("was made and stands"), "{err}");
-    assert!(env.read("TASKS/T-2.status").contains("status: in_progress"));
+    let rec = env.read("TASKS/T-2.status");
+    assert!(rec.contains("status: in_progress") && rec.contains("status_update"), "{rec}");
+    env.put_back("AGENTS/coordinator", &coord);
+    env.as_("engineer", &["heartbeat", "T-2"]).ok();
+    let told = env.ls_all("AGENTS/coordinator/INBOX");
+    assert_eq!(told.len(), 1, "{told:?}");
+    let notice = env.read(&format!("AGENTS/coordinator/INBOX/{}", told[0]));
+    assert!(notice.contains("task T-2 is now in_progress"), "{notice}");
+    assert!(!env.read("TASKS/T-2.status").contains("outbox"));
 }
 
 /// An agent's INBOX missing (a clone of a committed root): `inbox` and `wait --for inbox`
@@ -681,7 +691,7 @@ fn a_missing_inbox_is_said_not_shown_empty() {
 
 /// `reap` with an asker and the coordinators out of reach: the overdue ask stays open (the
 /// next run expires it and tells the asker), and a parked task's change stands while its
-/// escalation is said as not delivered.
+/// escalation is said as not delivered; it waits in the task's outbox for the next run.
 #[test]
 fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     local_only!("moves agents' folders by hand");
@@ -717,6 +727,16 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     let o = env.circe(["--json", "reap"]).now(later).run();
     o.ok();
     assert_eq!(o.json()["asks_expired"].as_array().map(Vec::len), Some(1), "{}", o.stdout);
+    // The escalation waited in the parked task's outbox: the next run delivered it, once.
+    let escalations = || {
+        let inbox = env.ls_all("AGENTS/coordinator/INBOX");
+        inbox.iter().filter(|n| n.contains("_escalate_T-1")).count()
+    };
+    assert_eq!(escalations(), 1);
+    env.circe(["doctor", "--repair"]).now(later).run();
+    assert_eq!(escalations(), 1);
+    assert!(!env.read("TASKS/T-1.status").contains("outbox"));
+    env.circe(["doctor"]).now(later).run().ok();
 }
 
 /// A task record that does not parse: every command about the task, and doctor, say how to

@@ -404,6 +404,29 @@ fn max_attempts_comes_from_the_config_and_reap_parks_too() {
     assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1);
 }
 
+/// A reap that parks a task, cut off right after its commit: the escalation went with the
+/// change (in its outbox), so it is there, once, on either engine; repair sends no other.
+#[test]
+fn a_park_cut_off_after_its_commit_has_sent_its_escalation_once() {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
+    env.set_config(&cfg);
+    env.open_task(T);
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    let later = "2025-11-21T17:07:00Z";
+    env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "reap.committed").run().code(86);
+    assert_eq!(env.record(T).status.as_str(), "parked");
+    let told = || {
+        let inbox = env.ls("AGENTS/coordinator/INBOX");
+        let notified = env.events().into_iter().filter(|e| e["event"] == "notify").count();
+        (inbox.len(), notified)
+    };
+    assert_eq!(told(), (1, 1));
+    env.circe(["doctor", "--repair"]).now(later).run().ok();
+    assert_eq!(told(), (1, 1));
+    env.circe(["doctor"]).now(later).run().ok();
+}
+
 #[test]
 fn reap_returns_an_expired_task_to_the_queue() {
     let env = setup();

@@ -161,11 +161,16 @@ impl Root {
 
     /// `circe doctor [--repair] --json`: exit code and the violations' texts.
     pub fn doctor(&self, repair: bool) -> (i32, Vec<String>) {
+        self.doctor_env(repair, &[])
+    }
+
+    /// `doctor`, with `env` set (a test-only broken variant, say).
+    pub fn doctor_env(&self, repair: bool, env: &[(&str, &str)]) -> (i32, Vec<String>) {
         let mut args = vec!["--json", "doctor"];
         if repair {
             args.push("--repair");
         }
-        let o = self.run(None, &args);
+        let o = self.run_env(None, &args, env);
         let v: serde_json::Value = serde_json::from_str(&o.stdout)
             .unwrap_or_else(|e| panic!("doctor --json printed no JSON ({e}): {o:?}"));
         let list = find_violations(&v);

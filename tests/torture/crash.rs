@@ -11,11 +11,12 @@ use circe::task::record::OwnerRecord;
 use crate::common::{Root, lost_or_duplicated, numbered, numbering_problems};
 
 /// Every named step a command can reach. A message a command sends goes through the
-/// numbered steps `seq.*`; `put_message`'s own steps (`send.staged`, `send.delivered`) are
+/// numbered steps `seq.*`; a task change's outbox (a `task-complete`, a park's escalation)
+/// through `outbox.*`; `put_message`'s own steps (`send.staged`, `send.delivered`) are
 /// reached by the outbox of a task change (tests/torture/route.rs), and the fan-out batch's
 /// (`send.fanout.committed`, `send.fanout`) only by a delivery with no sequence hold, which
 /// no command makes.
-pub const POINTS: [&str; 28] = [
+pub const POINTS: [&str; 30] = [
     "seq.staged",
     "seq.outbox.staged",
     "seq.committed",
@@ -44,6 +45,8 @@ pub const POINTS: [&str; 28] = [
     "check.ran",
     "check.recorded",
     "task.logged",
+    "outbox.delivered",
+    "outbox.cleared",
 ];
 
 /// One command line: agent, arguments, pinned clock.
@@ -251,6 +254,7 @@ pub fn crash_run(
         assert_eq!(o.code, 0, "{}: setup {s:?}: {o:?}", sc.name);
     }
     let before = r.messages();
+    let start = outcome(&r);
     let mut cenv: Vec<(&str, &str)> = env.to_vec();
     cenv.push(("CIRCE_CRASH_AT", point));
     if let Some(now) = sc.cmd.2 {
@@ -264,7 +268,7 @@ pub fn crash_run(
     if !reached && o.code != normal {
         p.push(format!("{} @ {point}: command failed with {}: {}", sc.name, o.code, o.stderr));
     }
-    p.extend(waiting_found(&r, sc.name, point, env));
+    p.extend(after_repair(&r, sc, point, env, &start));
     for s in sc.next {
         let mut senv: Vec<(&str, &str)> = env.to_vec();
         if let Some(now) = s.2 {
@@ -331,29 +335,94 @@ pub fn crash_run(
     (reached, p)
 }
 
-/// A task that waits once doctor has repaired what a crash left is found by `claim --next`
-/// right after the crash, before any repair: the repair runs on a copy of the root, and an
-/// agent the task is addressed to looks (`--dry-run`) on the root itself.
-fn waiting_found(r: &Root, name: &str, point: &str, env: &[(&str, &str)]) -> Vec<String> {
+/// What a command leaves, as the checker compares it: task T1's record (its times aside),
+/// its checks, and how many messages each box holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Outcome {
+    task: Option<String>,
+    checks: String,
+    boxes: BTreeMap<String, usize>,
+}
+
+fn outcome(r: &Root) -> Outcome {
+    let task = r.status("T1").map(|s| {
+        format!(
+            "{} owner={:?} epoch={} attempts={} expiries={} to={} intent={}",
+            s.status.as_str(),
+            s.owner.map(|o| o.to_string()),
+            s.epoch,
+            s.attempts,
+            s.expiries,
+            s.to,
+            s.intent
+        )
+    });
+    let checks = std::fs::read_to_string(r.dir.join("TASKS/T1.checks")).unwrap_or_default();
+    let mut boxes = BTreeMap::new();
+    for (_, bs) in r.messages() {
+        for b in bs {
+            *boxes.entry(b).or_default() += 1;
+        }
+    }
+    Outcome { task, checks, boxes }
+}
+
+/// The outcome of a scenario's command run whole, once per scenario.
+fn uncut(sc: &Scenario) -> Outcome {
+    static SEEN: std::sync::Mutex<BTreeMap<&str, Outcome>> = std::sync::Mutex::new(BTreeMap::new());
+    if let Some(o) = SEEN.lock().unwrap().get(sc.name) {
+        return o.clone();
+    }
+    let r = Root::new(2);
+    for s in sc.setup {
+        assert_eq!(run_step(&r, s, None).code, 0, "{}: setup {s:?}", sc.name);
+    }
+    run_step(&r, &sc.cmd, None);
+    let o = outcome(&r);
+    SEEN.lock().unwrap().insert(sc.name, o.clone());
+    o
+}
+
+/// Right after the crash, a copy of the root is repaired by doctor (as built: `env`). There the cut-off
+/// command either happened whole (as it leaves things run uncut) or not at all (`start`).
+/// And a task that waits there is found by `claim --next` on the root itself, before any
+/// repair: an agent the task is addressed to looks (`--dry-run`).
+fn after_repair(
+    r: &Root,
+    sc: &Scenario,
+    point: &str,
+    env: &[(&str, &str)],
+    start: &Outcome,
+) -> Vec<String> {
+    let name = sc.name;
     let copy = r.tmp.path().join("repaired");
     let cp = std::process::Command::new("cp").arg("-a").arg(&r.dir).arg(&copy).status().unwrap();
     assert!(cp.success());
     let fixed = Root::at(copy);
-    fixed.doctor(true);
-    let Some(rec) = fixed.status("T1") else { return Vec::new() };
+    fixed.doctor_env(true, env);
+    let mut p = Vec::new();
+    let now = outcome(&fixed);
+    let whole = uncut(sc);
+    if now != *start && now != whole {
+        p.push(format!(
+            "{name} @ {point}: once repaired, neither done whole nor undone:\n  repaired: {now:?}\n  whole:    {whole:?}\n  undone:   {start:?}"
+        ));
+    }
+    let Some(rec) = fixed.status("T1") else { return p };
     if rec.status != circe::task::Status::New {
-        return Vec::new();
+        return p;
     }
     let agent = if rec.to == "qa" { "qa" } else { "e2" };
     let o = r.run_env(Some(agent), &["claim", "--next", "--dry-run", "--json"], env);
     if o.code == 0 && o.stdout.contains("\"T1\"") {
-        return Vec::new();
+        return p;
     }
-    vec![format!(
+    p.push(format!(
         "{name} @ {point}: T1 waits once repaired, but {agent}'s claim --next finds it not before (exit {}): {}",
         o.code,
         o.stderr.trim()
-    )]
+    ));
+    p
 }
 
 /// Every message that is no task's (its file name names no task) and that an agent sent
@@ -435,9 +504,9 @@ pub fn task_moves(r: &Root) -> Vec<String> {
 
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
 const REACHED: &[(&str, &[&str])] = &[
-    ("seq.staged", &["send_task", "send_fanout", "handoff", "park"]),
-    ("seq.committed", &["send_task", "send_fanout", "handoff", "park"]),
-    ("seq.delivered", &["send_task", "send_fanout", "handoff", "park"]),
+    ("seq.staged", &["send_task", "send_fanout", "handoff"]),
+    ("seq.committed", &["send_task", "send_fanout", "handoff"]),
+    ("seq.delivered", &["send_task", "send_fanout", "handoff"]),
     ("seq.outbox.staged", &["task_complete"]),
     ("seq.chat.staged", &["chat_seq"]),
     ("seq.chat.written", &["chat_seq"]),
@@ -489,6 +558,8 @@ const REACHED: &[(&str, &[&str])] = &[
     ("release.recorded", &["release"]),
     ("status.recorded", &["status", "complete", "task_complete"]),
     ("heartbeat.recorded", &["heartbeat"]),
+    ("outbox.delivered", &["task_complete", "park"]),
+    ("outbox.cleared", &["task_complete", "park"]),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),
     (
@@ -627,6 +698,23 @@ fn crash_checker_catches_no_task_journal() {
     assert!(hit);
     assert!(p.iter().any(|x| x.contains("moves from in_progress")), "not caught: {p:?}");
     let (hit, p) = crash_run(sc, "status.recorded", &[], true);
+    assert!(hit && p.is_empty(), "{p:?}");
+}
+
+#[test]
+fn crash_checker_catches_a_change_repaired_as_another() {
+    // A reap cut off between its ticket's rename and its records: inferred from where the
+    // ticket lies (the broken variant), it is repaired as a release, and the expired lease
+    // goes uncounted; a park loses its status and its escalation.
+    let reap = SCENARIOS.iter().find(|s| s.name == "reap").unwrap();
+    let (hit, p) = crash_run(reap, "expire.renamed", &[("CIRCE_TEST_BREAK", "no-roll")], true);
+    assert!(hit);
+    assert!(p.iter().any(|x| x.contains("neither done whole nor undone")), "not caught: {p:?}");
+    let park = SCENARIOS.iter().find(|s| s.name == "park").unwrap();
+    let (hit, p) = crash_run(park, "park.renamed", &[("CIRCE_TEST_BREAK", "no-roll")], true);
+    assert!(hit);
+    assert!(p.iter().any(|x| x.contains("neither done whole nor undone")), "not caught: {p:?}");
+    let (hit, p) = crash_run(park, "park.renamed", &[], true);
     assert!(hit && p.is_empty(), "{p:?}");
 }
 

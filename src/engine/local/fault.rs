@@ -36,7 +36,8 @@
 //! earlier copy of its message; `no-journal` keeps no journal of a delivery's events, so a
 //! command cut off between the delivery and its events loses them; `no-task-journal` keeps
 //! none of a task change's events, so a change cut off between its records and its events
-//! loses them.
+//! loses them; `no-roll` leaves a change cut off between its ticket's rename and its records
+//! to be inferred from where the ticket lies (a reap or a park repaired as a release).
 
 use std::io;
 use std::sync::OnceLock;

@@ -11,7 +11,7 @@ use super::LocalEngine;
 use super::board;
 use super::lock::Lock;
 use super::root::Store;
-use super::task_journal::Leaves;
+use super::task_journal::{Leaves, Roll};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
@@ -78,7 +78,14 @@ fn logged_repair(
     events: &mut [Event],
     write: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
-    let leaves = Leaves { record: after, exact: true, checks: None, ticket_in: None, before: None };
+    let leaves = Leaves {
+        record: after,
+        exact: true,
+        checks: None,
+        ticket_in: None,
+        before: None,
+        renames: false,
+    };
     let kept = eng.store.journal_task(lock, &leaves, events, Vec::new())?;
     write()?;
     super::event_log::append(&eng.store, events)?;
@@ -174,14 +181,11 @@ fn find_renamed_ticket(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Re
 pub(super) fn settled(eng: &LocalEngine, task: &TaskId, lock: &Lock) -> Result<Option<TaskState>> {
     let mut st = load(eng, task)?;
     let mut rolled = false;
-    let roll = &mut |checks: &str| {
+    let roll = &mut |work: Roll<'_>| {
         rolled = true;
-        let now = st.as_ref().map(|s| (&s.rec, record::parse_checks(task.as_str(), checks)));
-        match now {
-            Some((rec, Ok(c))) => {
-                board::write(eng, task, &[("checks", Some(checks))], Some((rec, &c)))
-            }
-            _ => Ok(()),
+        match work {
+            Roll::Checks(checks) => roll_checks(eng, task, st.as_ref(), checks),
+            Roll::Records { status, checks } => roll_records(eng, task, status, checks),
         }
     };
     eng.store.settle_task_journal(lock, st.as_ref(), roll)?;
@@ -192,6 +196,49 @@ pub(super) fn settled(eng: &LocalEngine, task: &TaskId, lock: &Lock) -> Result<O
         Some(st) => reconcile(eng, lock, st),
         None => Ok(None),
     }
+}
+
+/// Write the `.checks` a change wrote after its `.status` (`settled`).
+fn roll_checks(
+    eng: &LocalEngine,
+    task: &TaskId,
+    st: Option<&TaskState>,
+    checks: &str,
+) -> Result<()> {
+    match st.map(|s| (&s.rec, record::parse_checks(task.as_str(), checks))) {
+        Some((rec, Ok(c))) => board::write(eng, task, &[("checks", Some(checks))], Some((rec, &c))),
+        _ => Ok(()),
+    }
+}
+
+/// Write the records of a change cut off right after its ticket's rename (`settled`): its
+/// `.status` (`status`, outbox and all, delivered by reconciling next), `.owner` as it
+/// follows, and its `.checks` when it writes them. Queued first when it leaves the task
+/// waiting, as the change itself was.
+fn roll_records(
+    eng: &LocalEngine,
+    task: &TaskId,
+    status: &str,
+    checks: Option<&str>,
+) -> Result<()> {
+    let rec = StatusRecord::parse(task, status)?;
+    let all = match checks {
+        Some(c) => record::parse_checks(task.as_str(), c)?,
+        None => match eng.store.read_record(task, "checks")? {
+            Some(t) => record::parse_checks(task, &t)?,
+            None => Checks::new(),
+        },
+    };
+    let owner = rec.owner_record(&rec.updated_at, &super::host_name(), 0);
+    let owner_text = owner.as_ref().map(OwnerRecord::render);
+    if rec.status == Status::New {
+        super::lanes::push(eng, &rec)?;
+    }
+    let mut files = vec![("status", Some(status)), ("owner", owner_text.as_deref())];
+    if checks.is_some() {
+        files.push(("checks", checks));
+    }
+    board::write(eng, task, &files, Some((&rec, &all)))
 }
 
 /// Make the records agree with the message's box. Call under the task lock. Returns `None`

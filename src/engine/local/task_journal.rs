@@ -9,8 +9,11 @@
 //! before it. Once they are logged the file is emptied again. Whoever holds the lock next and
 //! finds the mark knows its command is gone, and settles it before reconciling the task:
 //! when the task's record is the one the change wrote (its outbox aside) and its message
-//! lies in a box, the events not in the log since are logged; otherwise the change never
-//! committed, or reconciling finishes it and logs a `repair` event for it. The lock file is
+//! lies in a box, the events not in the log since are logged; when the change's commit
+//! point is its ticket's rename, the ticket lies where it moved it and the record is still
+//! the one before, the change's records (kept in the journal, outbox and all) are written
+//! and its events logged; otherwise the change never committed, or reconciling finishes it
+//! and logs a `repair` event for it. The lock file is
 //! open already, so the journal costs two writes and a read on it and no file made or
 //! removed (a file made in `tmp/` cost a claim 0.2 to 0.35 ms: BENCHMARKS). Not fsynced, as
 //! the delivery journal (`journal.rs`): a command killed, not a power cut.
@@ -51,10 +54,35 @@ struct TaskJournal {
     /// The box the change moves its ticket into, when it moves it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ticket_in: Option<String>,
+    /// When the change's commit point is its ticket's rename: the record it writes after
+    /// (outbox and all), and the status and epoch of the record before it. Cut off between
+    /// the two, the ticket lies in `ticket_in` under the record before, and the change is
+    /// rolled forward to this record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rolls: Option<Rolls>,
     events: Vec<Event>,
     /// The `send` events of the change's outbox, under the names its messages are meant
     /// to get (a copy may get a numbered name: found when settled).
     sends: Vec<Event>,
+}
+
+/// What a change whose commit point is its ticket's rename rolls forward to.
+#[derive(Serialize, Deserialize)]
+struct Rolls {
+    /// The record as the change writes it.
+    record: String,
+    /// The status and epoch of the record before the change.
+    from: (String, u64),
+}
+
+/// A change's work left to the next holder of the task's lock, to be done before its events
+/// are logged.
+pub(super) enum Roll<'a> {
+    /// The `.checks` a change wrote after its `.status` (lagging).
+    Checks(&'a str),
+    /// A change cut off between its ticket's rename (its commit point) and its records:
+    /// its `.status` (outbox and all) and its `.checks`, when it writes them.
+    Records { status: &'a str, checks: Option<&'a str> },
 }
 
 /// What a change leaves, by which its settling tells whether it stands.
@@ -69,6 +97,8 @@ pub(super) struct Leaves<'a> {
     pub ticket_in: Option<&'a crate::boxes::Mailbox>,
     /// The record before it (`None`: the task is new, or the change is a repair).
     pub before: Option<&'a StatusRecord>,
+    /// The change's commit point is its ticket's rename (into `ticket_in`).
+    pub renames: bool,
 }
 
 impl TaskJournal {
@@ -84,6 +114,23 @@ impl TaskJournal {
                 .ticket_in
                 .as_ref()
                 .is_none_or(|b| s.location.as_ref().is_some_and(|l| l.label() == *b))
+    }
+
+    /// Was the change cut off between its ticket's rename and its records: the record
+    /// still the one before it, the ticket already where the change put it?
+    fn cut_after_rename(&self, st: Option<&TaskState>) -> Option<&Rolls> {
+        // TEST BUILDS ONLY: `no-roll` leaves such a change to reconciling, which infers it
+        // from where the ticket lies (a release, whatever the change was).
+        if super::fault::test_break("no-roll") || super::fault::test_break("no-reconcile") {
+            return None;
+        }
+        let (r, s) = (self.rolls.as_ref()?, st?);
+        let before = s.rec.status.as_str() == r.from.0 && s.rec.epoch == r.from.1;
+        let moved = self
+            .ticket_in
+            .as_ref()
+            .is_some_and(|b| s.location.as_ref().is_some_and(|l| l.label() == *b));
+        (before && moved).then_some(r)
     }
 
     /// The checks the change wrote, when `.checks` does not hold them (yet).
@@ -163,6 +210,12 @@ impl Store {
             None => String::new(),
         };
         let moves_status = leaves.before.is_none_or(|b| settled_text(b) != record);
+        let rolls = match (leaves.renames, leaves.record, leaves.before) {
+            (true, Some(r), Some(b)) => {
+                Some(Rolls { record: r.render(), from: (b.status.as_str().to_string(), b.epoch) })
+            }
+            _ => None,
+        };
         let j = TaskJournal {
             // A log whose end cannot be read now (its append will say so) is searched whole.
             after: event_log::last_id(self).unwrap_or(0),
@@ -171,6 +224,7 @@ impl Store {
             checks: leaves.checks.map(crate::task::record::render_checks),
             moves_status,
             ticket_in: leaves.ticket_in.map(crate::boxes::Mailbox::label),
+            rolls,
             events: events.to_vec(),
             sends,
         };
@@ -199,12 +253,13 @@ impl Store {
     /// lies in a box.
     ///
     /// A change that rewrote `.status` stands by it; `.checks` it wrote after that and that
-    /// lag are handed to `roll_checks` (to be written) before its events are logged.
+    /// lag are handed to `roll` (to be written) before its events are logged. So are the
+    /// records of a change cut off right after its ticket's rename (its commit point).
     pub(super) fn settle_task_journal(
         &self,
         lock: &Lock,
         st: Option<&TaskState>,
-        roll_checks: &mut dyn FnMut(&str) -> Result<()>,
+        roll: &mut dyn FnMut(Roll<'_>) -> Result<()>,
     ) -> Result<Option<Settled>> {
         let path = self.root().join("locks");
         let bytes = match held(lock.file()).map_err(io_err("cannot read a lock file in", &path))? {
@@ -217,14 +272,21 @@ impl Store {
             Held::Pending(bytes) => bytes,
         };
         let journal = serde_json::from_slice::<TaskJournal>(&bytes).ok();
+        let stands = journal.as_ref().is_some_and(|j| j.stands(st));
+        let cut = journal.as_ref().filter(|_| !stands);
+        let cut = cut.and_then(|j| Some((j.cut_after_rename(st)?, j)));
+        let rolled = cut.is_some();
+        if let Some((r, j)) = cut {
+            roll(Roll::Records { status: &r.record, checks: j.checks.as_deref() })?;
+        }
         // A change that did not commit, or one that reconciling finishes (its `repair`
         // event says so, kept in a journal of its own).
-        let Some(j) = journal.filter(|j| j.stands(st)) else {
+        let Some(j) = journal.filter(|_| rolled || stands) else {
             Self::drop_task_journal(lock);
             return Ok(Some(Settled::NotDelivered));
         };
-        if let Some(c) = st.and_then(|s| j.checks_lag(s)) {
-            roll_checks(c)?;
+        if let Some(c) = st.and_then(|s| j.checks_lag(s)).filter(|_| !rolled) {
+            roll(Roll::Checks(c))?;
         }
         let mut late = Vec::new();
         if let Some(first) = j.events.first()
@@ -232,8 +294,10 @@ impl Store {
         {
             late.extend(j.events);
         }
-        // Messages its outbox still holds are the reconciling's to send and log.
-        let sends = if st.is_some_and(|s| s.rec.outbox.is_empty()) { j.sends } else { Vec::new() };
+        // Messages its outbox still holds are the reconciling's to send and log (a change
+        // rolled forward holds all of its own).
+        let kept = rolled || st.is_none_or(|s| !s.rec.outbox.is_empty());
+        let sends = if kept { Vec::new() } else { j.sends };
         for s in sends {
             let mut one = [s];
             let id = one[0].msg_id.clone().unwrap_or_default();

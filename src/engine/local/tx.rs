@@ -10,7 +10,7 @@
 
 use super::fault::crash_point;
 use super::lock::Lock;
-use super::task_journal::Leaves;
+use super::task_journal::{Leaves, Roll};
 use super::{LocalEngine, board, event_log, lanes, reconcile};
 use crate::boxes::Mailbox;
 use crate::clock;
@@ -120,14 +120,15 @@ impl LocalTx<'_> {
     }
 }
 
-/// The outbox a change's record carries: only a change whose commit point is that record
-/// write (its message stays) may carry one.
+/// The outbox a change's record carries: not a change that delivers a new ticket (its
+/// commit point comes before the record that would carry it). A change that moves its
+/// ticket writes it after the rename, and its journal keeps it until then (`task_journal`).
 fn with_outbox(
     outbox: Vec<crate::task::Outgoing>,
     ticket: &Ticket,
 ) -> Result<Vec<crate::task::Outgoing>> {
-    if !outbox.is_empty() && *ticket != Ticket::Stay {
-        return Err(Error::internal("an outbox goes only with a change that moves no message"));
+    if !outbox.is_empty() && matches!(ticket, Ticket::Deliver { .. }) {
+        return Err(Error::internal("an outbox goes not with a change that delivers a ticket"));
     }
     Ok(outbox)
 }
@@ -187,12 +188,15 @@ impl TaskTx for LocalTx<'_> {
             Ticket::MoveTo(to) => Some(to.clone()),
             Ticket::Stay => None,
         };
+        let at = self.st.as_ref().and_then(|s| s.location.as_ref());
+        let renames = matches!(&ticket, Ticket::MoveTo(to) if at.is_some_and(|a| a != to));
         let leaves = Leaves {
             record: Some(&record),
             exact: false,
             checks: checks.as_ref(),
             ticket_in: ticket_in.as_ref(),
             before: self.st.as_ref().map(|s| &s.rec),
+            renames,
         };
         let journal = self.journal(&leaves, &events)?;
         // Queued before the commit point: a change cut off after it must not leave a waiting
@@ -219,9 +223,9 @@ impl TaskTx for LocalTx<'_> {
             } else {
                 // Failed on the way: its events are logged now if the change stands.
                 let now = reconcile::load(self.eng, &self.task).ok().flatten();
-                // Checks it left behind are not rolled forward here: the journal stays for
-                // the next holder, which does.
-                let later = &mut |_: &str| Err(Error::internal("checks left to the next holder"));
+                // Checks or records it left behind are not rolled forward here: the journal
+                // stays for the next holder, which does.
+                let later = &mut |_: Roll<'_>| Err(Error::internal("left to the next holder"));
                 let _ = store.settle_task_journal(&self.lock, now.as_ref(), later);
             }
         }

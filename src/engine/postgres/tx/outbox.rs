@@ -24,10 +24,10 @@ impl PgTx<'_> {
         if outbox.is_empty() {
             return Ok(false);
         }
-        let sent = if *ticket == Ticket::Stay {
-            self.send_outbox(outbox)
+        let sent = if matches!(ticket, Ticket::Deliver { .. }) {
+            Err(Error::internal("an outbox goes not with a change that delivers a ticket"))
         } else {
-            Err(Error::internal("an outbox goes only with a change that moves no message"))
+            self.send_outbox(outbox)
         };
         match sent {
             Ok((more, numbered)) => {
