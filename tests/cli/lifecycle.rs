@@ -427,6 +427,30 @@ fn a_park_cut_off_after_its_commit_has_sent_its_escalation_once() {
     env.circe(["doctor"]).now(later).run().ok();
 }
 
+/// A lapse (a deadline passed) cut off between its ticket's move into LOGS and its records:
+/// the next command writes the records the lapse wrote, and its notice goes once.
+#[test]
+fn a_lapse_cut_off_after_its_rename_is_finished_as_a_lapse() {
+    local_only!("a crash point between a rename and its records");
+    let env = Env::new();
+    env.open_task_due("DL-1", "all", "2030-01-01T00:00:00Z");
+    env.circe(["claim", "DL-1"]).agent("engineer").now("2029-12-31T00:00:00Z").run().ok();
+    let later = "2030-01-02T00:00:00Z";
+    env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "lapse.renamed").run().code(86);
+    env.circe(["doctor", "--repair"]).now(later).run().ok();
+    let r = env.record("DL-1");
+    assert_eq!((r.status.as_str(), r.owner.as_deref()), ("expired", Some("engineer")));
+    assert_eq!(env.ls("AGENTS/engineer/INBOX"), Vec::<String>::new());
+    assert_eq!(env.ls("LOGS").len(), 1);
+    let told = env.ls("AGENTS/coordinator/INBOX");
+    assert_eq!(told.len(), 1, "{told:?}");
+    let notice = env.read(&format!("AGENTS/coordinator/INBOX/{}", told[0]));
+    assert!(notice.contains("task DL-1 expired: its deadline"), "{notice}");
+    let lapses = env.events().into_iter().filter(|e| e["event"] == "lapse").count();
+    assert_eq!(lapses, 1);
+    env.circe(["doctor"]).now(later).run().ok();
+}
+
 #[test]
 fn reap_returns_an_expired_task_to_the_queue() {
     let env = setup();

@@ -112,7 +112,7 @@ impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
         let conn = Conn::connect(target)?;
         let opening = Opening::read(&conn, target)?;
-        schema::check(opening.version, &target.schema)?;
+        schema::check(opening.version, &target.schema, Some(&target.location()))?;
         if let Some(to) = opening.moved_to {
             return Err(Error::refused(format!(
                 "the root {} was moved to {to}",
@@ -282,7 +282,9 @@ impl Opening {
         let read = conn.call("opening the root", conn.client.query_typed(&q, &[]));
         let version = read.ok().and_then(|rows| rows.first().map(|r| r.get::<_, String>(0)));
         match version.and_then(|v| v.parse::<u32>().ok()) {
-            Some(v) => schema::check(v, &target.schema).err().unwrap_or(e),
+            Some(v) => {
+                schema::check(v, &target.schema, Some(&target.location())).err().unwrap_or(e)
+            }
             None => no_root(target, e),
         }
     }

@@ -87,8 +87,9 @@ fn current(conn: &Conn, schema: &str) -> Result<u32> {
     })
 }
 
-/// Refuse a schema of another version than this circe's.
-pub fn check(version: u32, schema: &str) -> Result<()> {
+/// Refuse a schema of another version than this circe's (`location`: the root's URL with
+/// its schema, for the hint; `None` within `init`, which migrates an older one).
+pub fn check(version: u32, schema: &str, location: Option<&str>) -> Result<()> {
     let want = target();
     if version > want {
         return Err(Error::refused(format!(
@@ -100,7 +101,10 @@ pub fn check(version: u32, schema: &str) -> Result<()> {
         return Err(Error::refused(format!(
             "the root in schema {schema} has schema version {version}; this circe needs {want}"
         ))
-        .hint("`circe init --engine URL` migrates it (one transaction)"));
+        .hint(format!(
+            "`circe --root '{}' init` migrates it (one transaction; no folder is written)",
+            location.unwrap_or("URL")
+        )));
     }
     Ok(())
 }
@@ -132,7 +136,7 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock, given: bool) 
         }
         let to = target();
         if from > to {
-            check(from, schema)?;
+            check(from, schema, None)?;
         }
         for m in MIGRATIONS.iter().take(to as usize).skip(from as usize) {
             conn.call("creating the tables", conn.client.batch_execute(&sql(schema, m)))?;
