@@ -89,9 +89,13 @@ fn the_live_board_follows_the_log_and_answers_keys() {
         &format!("CIRCE_NOW={}", env.now),
         &format!("{} board", exe().display()),
     ]);
-    let s = tmux
-        .until("the board with BOARD-1", |s| s.contains("circe board") && s.contains("BOARD-1"));
-    assert!(s.contains("AGENT") && s.contains("engineer"), "the agents' inboxes:\n{s}");
+    // Waited for whole: a capture can catch the screen half drawn.
+    tmux.until("the board with BOARD-1 and the agents' inboxes", |s| {
+        s.contains("circe board")
+            && s.contains("BOARD-1")
+            && s.contains("AGENT")
+            && s.contains("engineer")
+    });
     // A change elsewhere shows up without a key pressed: the event feed woke the board.
     open(&env, "BOARD-2", "second");
     env.as_("engineer", &["claim", "BOARD-1"]).ok();
