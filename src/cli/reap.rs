@@ -74,17 +74,23 @@ fn partly(
     failed: &[(crate::names::TaskId, Error)],
     undone: &[(String, String)],
 ) -> Error {
+    // Each error with its cause (the OS error a failed write carries).
+    let said = |t: &dyn std::fmt::Display, e: &Error| match std::error::Error::source(e) {
+        Some(cause) => format!("{t}: {}: {cause}", e.message),
+        None => format!("{t}: {}", e.message),
+    };
     let not_done: Vec<String> = failed
         .iter()
         .filter(|(_, e)| !e.is_committed())
-        .map(|(t, e)| format!("{t}: {}", e.message))
+        .map(|(t, e)| said(t, e))
         .chain(undone.iter().map(|(what, why)| format!("{what}: {why}")))
         .collect();
-    let untold: Vec<String> = failed
-        .iter()
-        .filter(|(_, e)| e.is_committed())
-        .map(|(t, e)| format!("{t}: {}", e.message))
-        .collect();
+    let outbox = |e: &Error| e.details.iter().any(|(k, v)| *k == "committed" && v == "outbox");
+    let committed = |unsent: bool| -> Vec<String> {
+        let mine = failed.iter().filter(|(_, e)| e.is_committed() && outbox(e) == unsent);
+        mine.map(|(t, e)| said(t, e)).collect()
+    };
+    let (untold, unfinished) = (committed(true), committed(false));
     let mut parts = Vec::new();
     if !not_done.is_empty() {
         parts.push(format!("{} could not be reaped: {}", not_done.len(), not_done.join("; ")));
@@ -94,6 +100,13 @@ fn partly(
             "{} task(s) were reaped, but their notice was not delivered (it waits in the task's outbox; the next `circe reap` or `circe doctor --repair` sends it once its box is mended): {}",
             untold.len(),
             untold.join("; ")
+        ));
+    }
+    if !unfinished.is_empty() {
+        parts.push(format!(
+            "{} task(s) were reaped, but what follows the change failed (it stands; the next `circe reap` or `circe doctor --repair` finishes it once this is mended): {}",
+            unfinished.len(),
+            unfinished.join("; ")
         ));
     }
     let done = human.trim_end().replace('\n', "; ");

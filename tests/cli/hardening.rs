@@ -673,6 +673,37 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert!(!env.read("TASKS/T-2.status").contains("outbox"));
 }
 
+/// One task whose outbox cannot be delivered (a coordinator's INBOX behind a link, with
+/// `announce: inbox`) does not stop `claim --next` for the others: that task is passed over
+/// and the next best is claimed; the task itself says why until the box is mended.
+#[test]
+fn claim_next_passes_over_a_task_whose_outbox_cannot_be_delivered() {
+    local_only!("moves an agent's folder by hand");
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    env.set_config(&cfg.replace("announce: events", "announce: inbox"));
+    let open = |task: &str, priority: &str| {
+        let args = ["send", "--to", "all", "--intent", "implement_feature", "--task", task];
+        let more = ["--priority", priority, "--summary", "x"];
+        env.as_("coordinator", &[&args[..], &more[..]].concat()).ok();
+    };
+    open("T-1", "high");
+    open("T-2", "normal");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let away = env.link_away("AGENTS/coordinator");
+    let o = env.as_("engineer", &["--json", "release", "T-1"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert_eq!(o.json()["error"]["details"]["committed"], "outbox", "{}", o.stdout);
+    let next = env.as_("engineer", &["--json", "claim", "--next"]);
+    next.ok();
+    assert_eq!(next.json()["task_id"], "T-2", "the best, T-1, is passed over: {}", next.show());
+    assert_eq!(env.as_("engineer", &["claim", "T-1"]).code, 1);
+    env.put_back("AGENTS/coordinator", &away);
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let told = env.ls("AGENTS/coordinator/INBOX");
+    assert_eq!(told.len(), 1, "the release's notice, once: {told:?}");
+}
+
 /// An agent's INBOX missing (a clone of a committed root): `inbox` and `wait --for inbox`
 /// say so, with the way to mend it, rather than show or wait on an empty box.
 #[test]

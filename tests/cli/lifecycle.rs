@@ -451,6 +451,43 @@ fn a_lapse_cut_off_after_its_rename_is_finished_as_a_lapse() {
     env.circe(["doctor"]).now(later).run().ok();
 }
 
+/// An edit of a kept record, for the test below.
+type Edit = fn(&str) -> String;
+
+/// A journal kept by a park cut off after its rename, edited by hand: a kept record that is
+/// no record, or that does not fit where the ticket lies, is not written. The task falls
+/// back to what its ticket's place says (a release), and no error blames its intact `.status`.
+#[test]
+fn a_kept_record_that_does_not_fit_is_not_rolled_forward() {
+    local_only!("edits a task's lock file by hand");
+    let edits: [(&str, Edit); 2] = [
+        ("garbage", |_| "this: [is not: a record".to_string()),
+        ("held by qa", |r| r.replace("status: parked", "status: claimed\nowner: qa")),
+    ];
+    for (what, edit) in edits {
+        let env = Env::new();
+        let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
+        env.set_config(&cfg);
+        env.open_task(T);
+        env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+        let later = "2025-11-21T17:07:00Z";
+        env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "park.renamed").run().code(86);
+        let lock = env.root().join(format!("locks/task-{T}.lock"));
+        let bytes = std::fs::read(&lock).unwrap();
+        let line = bytes[1..].split(|&b| b == b'\n').next().unwrap();
+        let mut j: serde_json::Value = serde_json::from_slice(line).unwrap();
+        let kept = j["rolls"]["record"].as_str().expect("a park keeps its record").to_string();
+        j["rolls"]["record"] = json!(edit(&kept));
+        std::fs::write(&lock, format!("J{j}\n")).unwrap();
+        let o = env.circe(["doctor", "--repair"]).now(later).run();
+        assert_eq!(o.code, 0, "{what}: {}", o.show());
+        assert!(!o.stderr.contains("damaged"), "{what}: {}", o.show());
+        let r = env.record(T);
+        assert_eq!((r.status.as_str(), r.owner.as_deref()), ("new", None), "{what}");
+        env.circe(["doctor"]).now(later).run().ok();
+    }
+}
+
 #[test]
 fn reap_returns_an_expired_task_to_the_queue() {
     let env = setup();

@@ -259,12 +259,32 @@ impl Engine for LocalEngine {
         who: &Eligibility,
         skip: &HashSet<TaskId>,
     ) -> Result<Option<Box<dyn TaskTx + 'a>>> {
-        let Some(c) = lanes::best(self, who, skip)? else { return Ok(None) };
-        let lock = match c.lock {
-            Some(l) => l,
-            None => self.lock_task(&c.task)?,
-        };
-        Ok(Some(Box::new(tx::LocalTx::begin(self, c.task, lock)?)))
+        // A task whose transaction cannot open (finishing what a cut-off command left on
+        // it fails: its outbox's box behind a link, say) is passed over for the next best,
+        // so one task's broken box does not stop every claim; its error is the answer only
+        // when no other task can be taken (or after a few such tasks: a failing disk).
+        let mut passed: Option<(HashSet<TaskId>, Error)> = None;
+        loop {
+            let skipping = passed.as_ref().map_or(skip, |(s, _)| s);
+            let Some(c) = lanes::best(self, who, skipping)? else {
+                return passed.map_or(Ok(None), |(_, e)| Err(e));
+            };
+            let lock = match c.lock {
+                Some(l) => l,
+                None => self.lock_task(&c.task)?,
+            };
+            match tx::LocalTx::begin(self, c.task.clone(), lock) {
+                Ok(t) => return Ok(Some(Box::new(t))),
+                Err(e) => {
+                    let (mut s, first) = passed.take().unwrap_or_else(|| (skip.clone(), e));
+                    s.insert(c.task);
+                    if s.len() > skip.len() + 3 {
+                        return Err(first);
+                    }
+                    passed = Some((s, first));
+                }
+            }
+        }
     }
 
     fn task_ids(&self) -> Result<Vec<TaskId>> {

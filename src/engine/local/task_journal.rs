@@ -126,11 +126,16 @@ impl TaskJournal {
         }
         let (r, s) = (self.rolls.as_ref()?, st?);
         let before = s.rec.status.as_str() == r.from.0 && s.rec.epoch == r.from.1;
-        let moved = self
-            .ticket_in
-            .as_ref()
-            .is_some_and(|b| s.location.as_ref().is_some_and(|l| l.label() == *b));
-        (before && moved).then_some(r)
+        let at = s.location.as_ref().filter(|l| self.ticket_in.as_ref() == Some(&l.label()))?;
+        // The kept record must be this task's, for this ticket, and say it lies where it was
+        // moved: a lock file damaged or edited by hand is no journal to roll forward.
+        let fits = StatusRecord::parse(&s.rec.task_id, &r.record).is_ok_and(|k| {
+            k.task_id == s.rec.task_id
+                && k.message == s.rec.message
+                && k.epoch >= s.rec.epoch
+                && super::tx::where_record_says(&k, at)
+        });
+        (before && fits).then_some(r)
     }
 
     /// The checks the change wrote, when `.checks` does not hold them (yet).

@@ -111,9 +111,12 @@ impl LocalTx<'_> {
         if record.outbox.is_empty() {
             return Ok(());
         }
-        events.append(&mut super::outbox::deliver(self.eng, &record.outbox, false)?);
+        let mut sent = super::outbox::deliver(self.eng, &record.outbox, false)?;
         record.outbox.clear();
+        // Not cleared: the outbox stays in the record, and the next holder, finding its
+        // messages delivered, logs their events then (logged here too, they would be twice).
         self.write(record, owner, checks, false)?;
+        events.append(&mut sent);
         crash_point("outbox.cleared");
         // A numbered message among them (section 14): its entry is now the counter.
         super::seq_send::outbox_done(numbered)
@@ -146,7 +149,7 @@ fn newly_waiting(before: Option<&StatusRecord>, after: &StatusRecord) -> bool {
 }
 
 /// Does the ticket lie where the record says it should (reconciliation makes it so)?
-fn where_record_says(rec: &StatusRecord, at: &Mailbox) -> bool {
+pub(super) fn where_record_says(rec: &StatusRecord, at: &Mailbox) -> bool {
     match rec.status {
         Status::New | Status::Parked => *at == Mailbox::NewMessages,
         s if s.is_owned() => at.agent() == rec.owner.as_ref() && *at != Mailbox::Logs,
@@ -320,7 +323,8 @@ impl LocalTx<'_> {
                     }
                     crash_point(&format!("{op}.renamed"));
                 }
-                self.write(&record, owner.as_ref(), &all_checks, checks.is_some())?;
+                self.write(&record, owner.as_ref(), &all_checks, checks.is_some())
+                    .map_err(|e| if from == to { e } else { renamed_unrecorded(e) })?;
                 crash_point(&format!("{op}.recorded"));
                 to
             }
@@ -339,6 +343,14 @@ impl LocalTx<'_> {
             Some(TaskState { rec: record, owner, checks: all_checks, location: Some(location) });
         Ok(events)
     }
+}
+
+/// A change whose ticket's rename (its commit point) was made but whose records could not be
+/// written: it stands, and the next command on the task writes them (from its journal).
+fn renamed_unrecorded(e: Error) -> Error {
+    e.detail("committed", "true").hint_more(
+        "the task's change was made and stands (its message moved); the next command on the task, or `circe doctor --repair`, writes its records once this is mended",
+    )
 }
 
 /// A change's messages that could not be delivered after its commit point: they wait in its
