@@ -384,13 +384,19 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next"]).ok();
 }
 
-#[test]
-fn max_attempts_comes_from_the_config_and_reap_parks_too() {
+/// A root whose first expired lease parks a task, with task T claimed at T5 for 60 s.
+fn claimed_to_park() -> Env {
     let env = Env::new();
     let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
     env.set_config(&cfg);
     env.open_task(T);
     env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env
+}
+
+#[test]
+fn max_attempts_comes_from_the_config_and_reap_parks_too() {
+    let env = claimed_to_park();
     let nothing = env.circe(["reap"]).now("2025-11-21T17:05:30Z").run();
     nothing.ok();
     assert_eq!(nothing.stdout, "no expired leases or deadlines\n");
@@ -408,11 +414,7 @@ fn max_attempts_comes_from_the_config_and_reap_parks_too() {
 /// change (in its outbox), so it is there, once, on either engine; repair sends no other.
 #[test]
 fn a_park_cut_off_after_its_commit_has_sent_its_escalation_once() {
-    let env = Env::new();
-    let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
-    env.set_config(&cfg);
-    env.open_task(T);
-    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    let env = claimed_to_park();
     let later = "2025-11-21T17:07:00Z";
     env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "reap.committed").run().code(86);
     assert_eq!(env.record(T).status.as_str(), "parked");
@@ -465,11 +467,7 @@ fn a_kept_record_that_does_not_fit_is_not_rolled_forward() {
         ("held by qa", |r| r.replace("status: parked", "status: claimed\nowner: qa")),
     ];
     for (what, edit) in edits {
-        let env = Env::new();
-        let cfg = env.read("circe.yaml").replace("max_attempts: 3", "max_attempts: 1");
-        env.set_config(&cfg);
-        env.open_task(T);
-        env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+        let env = claimed_to_park();
         let later = "2025-11-21T17:07:00Z";
         env.circe(["reap"]).now(later).var("CIRCE_CRASH_AT", "park.renamed").run().code(86);
         let lock = env.root().join(format!("locks/task-{T}.lock"));
