@@ -113,8 +113,9 @@ impl LocalTx<'_> {
         }
         let mut sent = super::outbox::deliver(self.eng, &record.outbox, false)?;
         record.outbox.clear();
-        // Not cleared: the outbox stays in the record, and the next holder, finding its
-        // messages delivered, logs their events then (logged here too, they would be twice).
+        // Their events count once the write that clears the outbox succeeded: if it fails,
+        // the outbox stays in the record, and the next holder, finding its messages
+        // delivered, logs them (counted here too, they would be logged twice).
         self.write(record, owner, checks, false)?;
         events.append(&mut sent);
         crash_point("outbox.cleared");
