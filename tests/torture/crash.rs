@@ -228,7 +228,52 @@ pub const SCENARIOS: &[Scenario] = &[
         cmd: (Some("engineer"), &["take", "T1"], None),
         next: &[TASKS, (Some("engineer"), &["status", "T1", "in_progress"], None)],
     },
+    // With `announce: inbox` (`root_for`): the change's status update rides in its outbox,
+    // after a rename (a release) or beside a numbered message (a task-complete).
+    Scenario {
+        name: "announce_release",
+        setup: &[OPEN, CLAIM],
+        cmd: (Some("engineer"), &["release", "T1"], None),
+        next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
+    },
+    Scenario {
+        name: "announce_complete",
+        setup: &[
+            OPEN,
+            CLAIM,
+            (Some("engineer"), &["status", "T1", "in_progress"], None),
+            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+        ],
+        cmd: (
+            Some("engineer"),
+            &[
+                "send",
+                "--to",
+                "coordinator",
+                "--intent",
+                "task-complete",
+                "--task",
+                "T1",
+                "--summary",
+                "done",
+            ],
+            None,
+        ),
+        next: &[TASKS, (Some("engineer"), &["done", "T1"], None)],
+    },
 ];
+
+/// A new root for `sc`: two engineers, and `announce: inbox` for the `announce_*` ones.
+pub fn root_for(sc: &Scenario) -> Root {
+    let r = Root::new(2);
+    if sc.name.starts_with("announce_") {
+        let path = r.dir.join("circe.yaml");
+        let cfg = std::fs::read_to_string(&path).unwrap();
+        assert!(cfg.contains("announce: events"), "{cfg}");
+        std::fs::write(&path, cfg.replace("announce: events", "announce: inbox")).unwrap();
+    }
+    r
+}
 
 fn run_step(r: &Root, s: &Step, crash: Option<&str>) -> crate::common::Out {
     let mut env = vec![];
@@ -248,7 +293,7 @@ pub fn crash_run(
     env: &[(&str, &str)],
     repair: bool,
 ) -> (bool, Vec<String>) {
-    let r = Root::new(2);
+    let r = root_for(sc);
     for s in sc.setup {
         let o = run_step(&r, s, None);
         assert_eq!(o.code, 0, "{}: setup {s:?}: {o:?}", sc.name);
@@ -373,7 +418,7 @@ fn uncut(sc: &Scenario) -> Outcome {
     if let Some(o) = SEEN.lock().unwrap().get(sc.name) {
         return o.clone();
     }
-    let r = Root::new(2);
+    let r = root_for(sc);
     for s in sc.setup {
         assert_eq!(run_step(&r, s, None).code, 0, "{}: setup {s:?}", sc.name);
     }
@@ -507,14 +552,17 @@ const REACHED: &[(&str, &[&str])] = &[
     ("seq.staged", &["send_task", "send_fanout", "handoff"]),
     ("seq.committed", &["send_task", "send_fanout", "handoff"]),
     ("seq.delivered", &["send_task", "send_fanout", "handoff"]),
-    ("seq.outbox.staged", &["task_complete"]),
+    ("seq.outbox.staged", &["task_complete", "announce_complete"]),
     ("seq.chat.staged", &["chat_seq"]),
     ("seq.chat.written", &["chat_seq"]),
     ("send.recorded", &["send_task"]),
     ("send.committed", &["send_task"]),
     ("handoff.recorded", &["handoff"]),
     ("handoff.delivered", &["handoff"]),
-    ("move.renamed", &["claim", "claim_next", "takeover", "park", "reap", "release", "take"]),
+    (
+        "move.renamed",
+        &["claim", "claim_next", "takeover", "park", "reap", "release", "take", "announce_release"],
+    ),
     (
         "record.status",
         &[
@@ -546,7 +594,7 @@ const REACHED: &[(&str, &[&str])] = &[
             "heartbeat",
         ],
     ),
-    ("send.logging", &["send_fanout", "task_complete"]),
+    ("send.logging", &["send_fanout", "task_complete", "announce_complete"]),
     ("send.logged", &["send_fanout"]),
     ("record.checks", &["send_task", "check", "check_run"]),
     ("claim.before_rename", &["claim", "claim_next", "takeover"]),
@@ -554,12 +602,12 @@ const REACHED: &[(&str, &[&str])] = &[
     ("claim.recorded", &["claim", "claim_next", "takeover"]),
     ("park.renamed", &["park"]),
     ("expire.renamed", &["reap"]),
-    ("release.renamed", &["release"]),
-    ("release.recorded", &["release"]),
-    ("status.recorded", &["status", "complete", "task_complete"]),
+    ("release.renamed", &["release", "announce_release"]),
+    ("release.recorded", &["release", "announce_release"]),
+    ("status.recorded", &["status", "complete", "task_complete", "announce_complete"]),
     ("heartbeat.recorded", &["heartbeat"]),
-    ("outbox.delivered", &["task_complete", "park"]),
-    ("outbox.cleared", &["task_complete", "park"]),
+    ("outbox.delivered", &["task_complete", "park", "announce_release", "announce_complete"]),
+    ("outbox.cleared", &["task_complete", "park", "announce_release", "announce_complete"]),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),
     (
@@ -579,6 +627,8 @@ const REACHED: &[(&str, &[&str])] = &[
             "check",
             "check_run",
             "take",
+            "announce_release",
+            "announce_complete",
         ],
     ),
 ];

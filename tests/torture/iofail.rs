@@ -10,7 +10,7 @@ fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
     let mut p = Vec::new();
     let mut normal_runs = 0;
     for n in 1..200 {
-        let r = Root::new(2);
+        let r = crate::crash::root_for(sc);
         for s in sc.setup {
             let mut env = vec![];
             if let Some(now) = s.2 {
@@ -100,7 +100,8 @@ fn notify_events(r: &Root) -> Vec<String> {
 fn failing_io_every_step() {
     let mut p = Vec::new();
     let mut runs = 0;
-    for name in ["send_task", "claim", "release", "status", "handoff", "check", "park", "reap"] {
+    let names = ["send_task", "claim", "release", "status", "handoff", "check", "park", "reap"];
+    for name in names.into_iter().chain(["announce_release"]) {
         let sc = SCENARIOS.iter().find(|s| s.name == name).unwrap();
         for errno in ["5", "28"] {
             let (n, pr) = fail_io_run(sc, errno);
