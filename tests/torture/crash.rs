@@ -66,6 +66,29 @@ const OPEN: Step = (
 );
 const CLAIM: Step = (Some("engineer"), &["claim", "T1"], None);
 const TASKS: Step = (None, &["tasks"], None);
+const RELEASE: Step = (Some("engineer"), &["release", "T1"], None);
+/// T1 held and ready to complete, and the message that completes it.
+const READY: &[Step] = &[
+    OPEN,
+    CLAIM,
+    (Some("engineer"), &["status", "T1", "in_progress"], None),
+    (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
+];
+const TASK_COMPLETE: Step = (
+    Some("engineer"),
+    &[
+        "send",
+        "--to",
+        "coordinator",
+        "--intent",
+        "task-complete",
+        "--task",
+        "T1",
+        "--summary",
+        "done",
+    ],
+    None,
+);
 const T0: Option<&str> = Some("2030-01-01T00:00:00Z");
 const T1: Option<&str> = Some("2030-01-02T00:00:00Z");
 const T2: Option<&str> = Some("2030-01-03T00:00:00Z");
@@ -96,27 +119,8 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "task_complete",
-        setup: &[
-            OPEN,
-            CLAIM,
-            (Some("engineer"), &["status", "T1", "in_progress"], None),
-            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
-        ],
-        cmd: (
-            Some("engineer"),
-            &[
-                "send",
-                "--to",
-                "coordinator",
-                "--intent",
-                "task-complete",
-                "--task",
-                "T1",
-                "--summary",
-                "done",
-            ],
-            None,
-        ),
+        setup: READY,
+        cmd: TASK_COMPLETE,
         next: &[
             TASKS,
             (
@@ -180,7 +184,7 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "release",
         setup: &[OPEN, CLAIM],
-        cmd: (Some("engineer"), &["release", "T1"], None),
+        cmd: RELEASE,
         next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
     },
     Scenario {
@@ -233,32 +237,13 @@ pub const SCENARIOS: &[Scenario] = &[
     Scenario {
         name: "announce_release",
         setup: &[OPEN, CLAIM],
-        cmd: (Some("engineer"), &["release", "T1"], None),
+        cmd: RELEASE,
         next: &[TASKS, (Some("e1"), &["claim", "T1"], None)],
     },
     Scenario {
         name: "announce_complete",
-        setup: &[
-            OPEN,
-            CLAIM,
-            (Some("engineer"), &["status", "T1", "in_progress"], None),
-            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
-        ],
-        cmd: (
-            Some("engineer"),
-            &[
-                "send",
-                "--to",
-                "coordinator",
-                "--intent",
-                "task-complete",
-                "--task",
-                "T1",
-                "--summary",
-                "done",
-            ],
-            None,
-        ),
+        setup: READY,
+        cmd: TASK_COMPLETE,
         next: &[TASKS, (Some("engineer"), &["done", "T1"], None)],
     },
 ];
