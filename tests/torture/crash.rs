@@ -195,12 +195,7 @@ pub const SCENARIOS: &[Scenario] = &[
     },
     Scenario {
         name: "complete",
-        setup: &[
-            OPEN,
-            CLAIM,
-            (Some("engineer"), &["status", "T1", "in_progress"], None),
-            (Some("engineer"), &["check", "T1", "tests_passed=true"], None),
-        ],
+        setup: READY,
         cmd: (Some("engineer"), &["status", "T1", "completed"], None),
         next: &[
             TASKS,
