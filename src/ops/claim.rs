@@ -224,7 +224,7 @@ fn claim_in(
     if !parked {
         change.request = request.map(str::to_string);
     }
-    notify::ride(ws, &task, &mut change);
+    notify::ride(ws, &mut change);
     tx.commit(change)?;
     let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;
     if parked {
@@ -359,7 +359,7 @@ fn reap_one(
         readdress: None,
     };
     let mut change = effects::apply(mv, &st, &ctx)?;
-    notify::ride(ws, task, &mut change);
+    notify::ride(ws, &mut change);
     let status = change.record.status;
     let committed = tx.commit(change);
     // A commit whose change stands though what followed it failed (its events, its

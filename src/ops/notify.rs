@@ -63,7 +63,7 @@ pub fn check_escalation(ws: &Workspace) -> Result<()> {
 /// recipients' INBOXes: they ride with the task's change (its outbox), so a command cut off
 /// after the change's commit point leaves them to the next command on the task, and they
 /// are delivered once. Unnumbered, as routed messages riding a change are (section 14).
-pub fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoing> {
+fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoing> {
     let mut out = Vec::with_capacity(notices.len());
     for n in notices {
         let to = recipients(ws, n.intent);
@@ -106,9 +106,9 @@ pub fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoi
     out
 }
 
-/// Put the notices `change` carries about `task` into its outbox (`outgoing`), to ride
+/// Put the notices `change` carries about its task into its outbox (`outgoing`), to ride
 /// with it.
-pub fn ride(ws: &Workspace, task: &TaskId, change: &mut Change) {
-    let out = outgoing(ws, task, &change.notices);
+pub fn ride(ws: &Workspace, change: &mut Change) {
+    let out = outgoing(ws, &change.record.task_id, &change.notices);
     change.outbox.extend(out);
 }

@@ -125,8 +125,7 @@ fn commit_logged(
             ),
         });
     }
-    let task = change.record.task_id.clone();
-    notify::ride(ws, &task, &mut change);
+    notify::ride(ws, &mut change);
     let events = tx.commit(change)?;
     let st = state(tx)?;
     Ok((st.rec, events))

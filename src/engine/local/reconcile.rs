@@ -53,12 +53,17 @@ pub(super) fn load(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>
     };
     let rec = StatusRecord::parse(task, &text)?;
     let owner = store.read_record(task, "owner")?.and_then(|t| OwnerRecord::parse(&t));
-    let checks = match store.read_record(task, "checks")? {
-        Some(t) => record::parse_checks(task, &t)?,
-        None => Checks::new(),
-    };
+    let checks = read_checks(eng, task)?;
     let location = locate(eng, rec.owner.as_ref(), &rec.message);
     Ok(Some(TaskState { rec, owner, checks, location }))
+}
+
+/// A task's `.checks` as they are (none: no checks).
+fn read_checks(eng: &LocalEngine, task: &TaskId) -> Result<Checks> {
+    match eng.store.read_record(task, "checks")? {
+        Some(t) => record::parse_checks(task, &t),
+        None => Ok(Checks::new()),
+    }
 }
 
 fn repair_event(task: &TaskId, what: String) -> Event {
@@ -224,10 +229,7 @@ fn roll_records(
     let rec = StatusRecord::parse(task, status)?;
     let all = match checks {
         Some(c) => record::parse_checks(task.as_str(), c)?,
-        None => match eng.store.read_record(task, "checks")? {
-            Some(t) => record::parse_checks(task, &t)?,
-            None => Checks::new(),
-        },
+        None => read_checks(eng, task)?,
     };
     let owner = rec.owner_record(&rec.updated_at, &super::host_name(), 0);
     let owner_text = owner.as_ref().map(OwnerRecord::render);
