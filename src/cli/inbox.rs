@@ -82,6 +82,9 @@ pub struct Claimable {
     /// At most three, best first, in `claim --next`'s order: priority, then deadline (none:
     /// last), then time waiting.
     pub best: Vec<Waiting>,
+    /// How many tasks other agents hold whose lease ran out that the agent may take over:
+    /// when no task waits, `claim --next` takes one over.
+    pub lapsed: usize,
 }
 
 /// A waiting task.
@@ -108,9 +111,10 @@ type Key = (u8, bool, Option<String>);
 pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
     let who = ws.eligibility(me, role);
     let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
-    let mut count = 0;
+    let (mut count, mut lapsed) = (0, 0);
     let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);
     ws.engine.board(&mut |r| {
+        lapsed += usize::from(who.may_take_over(&r));
         if r.status != crate::task::Status::New
             || !who.admits(&r.to, &r.intent)
             || !who.in_time(r.deadline.as_deref())
@@ -144,7 +148,7 @@ pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Res
             w
         })
         .collect();
-    Ok(Claimable { count, best })
+    Ok(Claimable { count, best, lapsed })
 }
 
 /// The summary of a waiting task's message.
@@ -157,8 +161,20 @@ pub fn task_summary(ws: &Workspace, task: &str) -> Option<String> {
 
 /// The lines `inbox` and `prime` print under a claimable list.
 pub fn claimable_text(me: &AgentName, c: &Claimable) -> String {
+    let lapsed = match c.lapsed {
+        0 => String::new(),
+        n => format!(
+            "{n} task{s} held by others whose lease ran out{took}\n",
+            s = if n == 1 { "" } else { "s" },
+            took = if c.count == 0 {
+                format!(": take one over with circe --agent {me} claim --next")
+            } else {
+                ": claim --next takes one over once none waits".to_string()
+            },
+        ),
+    };
     if c.count == 0 {
-        return "no waiting task that you may take\n".to_string();
+        return format!("no waiting task that you may take\n{lapsed}");
     }
     let mut s = format!(
         "{} task{} waiting that you may take{}:\n",
@@ -183,6 +199,7 @@ pub fn claimable_text(me: &AgentName, c: &Claimable) -> String {
     s.push_str(&format!(
         "take the best: circe --agent {me} claim --next (--dry-run to look first)\n"
     ));
+    s.push_str(&lapsed);
     s
 }
 

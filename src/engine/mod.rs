@@ -144,13 +144,32 @@ pub trait Engine {
     fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>>;
 
     /// The transaction on the best waiting task `who` may take, skipping `skip` (tasks it
-    /// just lost): priority, then deadline (none last), then time waiting. `None` when there
-    /// is none.
+    /// just lost): priority, then deadline (none last), then time waiting. When no task
+    /// waits, the transaction on a held task whose lease ran out that `who` may take over
+    /// (`lapsed_leases`'s order). `None` when there is neither.
     fn begin_next<'a>(
         &'a self,
         who: &Eligibility,
         skip: &HashSet<TaskId>,
     ) -> Result<Option<Box<dyn TaskTx + 'a>>>;
+
+    /// The held tasks `who` may take over (`Eligibility::may_take_over`) but `skip`, as the
+    /// board has them, best first: priority, then the lease that ran out first, then task
+    /// id. Candidates for `begin_next` when no task waits: the claim's transaction decides.
+    fn lapsed_leases(&self, who: &Eligibility, skip: &HashSet<TaskId>) -> Result<Vec<TaskId>> {
+        let mut found = Vec::new();
+        self.board(&mut |row| {
+            if who.may_take_over(&row) && !skip.contains(row.task.as_ref()) {
+                let rank = crate::message::Priority::parse(&row.priority)
+                    .map_or(1, crate::message::Priority::rank);
+                let lease = row.lease_expires_at.as_deref().and_then(crate::clock::parse);
+                found.push((rank, lease, TaskId::new(row.task.as_ref())?));
+            }
+            Ok(())
+        })?;
+        found.sort_unstable();
+        Ok(found.into_iter().map(|(_, _, t)| t).collect())
+    }
 
     /// Every task id, sorted.
     fn task_ids(&self) -> Result<Vec<TaskId>>;

@@ -261,7 +261,9 @@ fn outcome(
 }
 
 /// The best waiting task this agent may take: priority, then deadline (none last; one past
-/// its deadline is not taken), then time in the queue.
+/// its deadline is not taken), then time in the queue. When none waits, a task another
+/// agent holds whose lease ran out is taken over (priority, then the lease that ran out
+/// first), as `claim TASK` would take it over.
 pub fn claim_next(
     ws: &Workspace,
     me: &AgentName,
@@ -284,7 +286,7 @@ fn claim_next_in(
     for _ in 0..10_000 {
         let Some(mut tx) = ws.engine.begin_next(&who, &lost)? else {
             return Err(Error::nothing_to_claim(format!(
-                "no waiting task that {me} ({role}) may take"
+                "no waiting task that {me} ({role}) may take, nor one whose lease ran out"
             ))
             .hint(format!("`circe --agent {me} wait --for claimable` waits for one; `circe tasks` shows the board")));
         };

@@ -5,6 +5,7 @@
 //! first event after the subscription that meets it ends the wait. Many waiters may wait at
 //! once; each reads the log on its own.
 
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -159,6 +160,11 @@ fn holds_now(
                 }
                 Ok(())
             })?;
+            // None waits: a task whose lease ran out, as `claim --next` would take it over.
+            let found = match found {
+                Some(t) => Some(t),
+                None => ws.engine.lapsed_leases(&who, &HashSet::new())?.into_iter().next(),
+            };
             let Some(t) = found else { return Ok(None) };
             // Its message, for a hook (CIRCE_BOX, CIRCE_FILE) as the event would name it.
             let at = ws
@@ -300,15 +306,35 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
         holds_now(ws, me, role, c, true)?;
     }
     let deadline = timeout.map(|t| Instant::now() + t);
+    // A lease running out is no event: waiting for a claimable task, look again when the
+    // first lease of a task this agent could take over runs out.
+    let lapses = c == &Condition::Claimable && !fresh;
+    let mut wake = if lapses { next_lapse(ws, me, role, Duration::ZERO)? } else { None };
     loop {
-        let left = deadline.map(|d| d.saturating_duration_since(Instant::now()));
-        let Some(events) = follow.next(256, left)? else {
+        let now = Instant::now();
+        let left = deadline.map(|d| d.saturating_duration_since(now));
+        let nap = wake.map(|w| w.saturating_duration_since(now));
+        let Some(events) = follow.next(256, [left, nap].into_iter().flatten().min())? else {
+            if wake.is_some_and(|w| Instant::now() >= w)
+                && deadline.is_none_or(|d| Instant::now() < d)
+            {
+                if let Some(met) = holds_now(ws, me, role, c, false)?
+                    && let Some(done) = try_claim(met)?
+                {
+                    return Ok(done);
+                }
+                // Not yet (a heartbeat, a clock ahead of the engine's): not before a second.
+                wake = next_lapse(ws, me, role, Duration::from_secs(1))?;
+                continue;
+            }
             return Err(Error::timed_out(format!(
                 "nothing came within {}",
                 timeout.map_or_else(String::new, |t| format!("{:.1}s", t.as_secs_f64()))
             ))
             .hint("wait longer with --timeout, or `circe log` to see what did happen"));
         };
+        // A claim made a lease that may run out before the one looked for.
+        let leased = lapses && events.iter().any(|e| e.to.is_some_and(Status::is_owned));
         for e in events {
             if meets(ws, me, role, c, &e)?
                 && let Some(done) = try_claim(Met::by_event(&e, me))?
@@ -329,7 +355,32 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
             }
             follow.handed(e.id)?;
         }
+        if leased {
+            wake = next_lapse(ws, me, role, Duration::ZERO)?;
+        }
     }
+}
+
+/// When the first lease of a task another agent holds that `me` may take over runs out (by
+/// this host's clock, a little after, and not before `at_least` from now). `None`: no such
+/// task.
+fn next_lapse(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    at_least: Duration,
+) -> Result<Option<Instant>> {
+    let who = ws.eligibility(me, role);
+    let mut first = None;
+    ws.engine.board(&mut |row| {
+        if let Some(t) = who.lease_to_take_over(&row) {
+            first = Some(first.map_or(t, |f: chrono::DateTime<chrono::Utc>| f.min(t)));
+        }
+        Ok(())
+    })?;
+    let Some(first) = first else { return Ok(None) };
+    let after = (first - ws.now()).to_std().unwrap_or_default() + Duration::from_millis(20);
+    Ok(Some(Instant::now() + after.max(at_least)))
 }
 
 #[cfg(test)]

@@ -1,5 +1,8 @@
 //! Who may take which waiting task: what `claim --next` asks the engine to filter on.
 
+use chrono::{DateTime, Utc};
+
+use super::Row;
 use crate::names::AgentName;
 
 /// The waiting tasks an agent may take: those addressed to it (`direct`: `agent:NAME`, and
@@ -27,5 +30,23 @@ impl Eligibility {
     /// Is a task with this deadline (a `clock::stamp`) still open at `now`?
     pub fn in_time(&self, deadline: Option<&str>) -> bool {
         deadline.is_none_or(|d| d > self.now.as_str())
+    }
+
+    /// May the agent take over the held task of this board row? Another agent holds it,
+    /// its lease ran out by `now`, and it is addressed so that the agent may take it, still
+    /// in time. When no task waits, `claim --next` takes such a task over, as `claim TASK`
+    /// would (the claim's transaction decides: a row is only a candidate).
+    pub fn may_take_over(&self, row: &Row<'_>) -> bool {
+        let now = crate::clock::parse(&self.now);
+        self.lease_to_take_over(row).is_some_and(|lease| now.is_some_and(|n| lease <= n))
+    }
+
+    /// When the lease of the held task of this row runs out (or ran out), if another agent
+    /// holds it and this one may take it over then.
+    pub fn lease_to_take_over(&self, row: &Row<'_>) -> Option<DateTime<Utc>> {
+        let other = row.owner.as_deref() != Some(self.agent.as_str());
+        let ours = other && self.admits(&row.to, &row.intent);
+        let held = row.status.is_owned() && ours && self.in_time(row.deadline.as_deref());
+        row.lease_expires_at.as_deref().filter(|_| held).and_then(crate::clock::parse)
     }
 }

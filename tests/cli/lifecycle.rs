@@ -384,6 +384,68 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next"]).ok();
 }
 
+/// When no task waits, `claim --next` takes over a task another agent holds whose lease ran
+/// out (as `claim TASK` would), the best first; a waiting task goes before it, a lease still
+/// running or an agent the task is not for leaves it held, and its own holder gets nothing.
+#[test]
+fn claim_next_takes_over_a_task_whose_lease_ran_out_once_none_waits() {
+    const LONG: &str = "AUTH-020";
+    const WAITING: &str = "AUTH-030";
+    let env = setup();
+    open_at(&env, T5, LONG, "high");
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env.circe(["claim", LONG, "--ttl", "10m"]).agent("engineer").now(T5).run().ok();
+    open_at(&env, T5, WAITING, "low");
+    let t7 = "2025-11-21T17:07:00Z";
+    // A waiting task first, low as it is.
+    let o = env.at(t7, "engineer-2", &["claim", "--next", "--json"]);
+    o.ok();
+    assert_eq!(o.json()["task_id"], WAITING, "{}", o.show());
+    // Then the task whose lease ran out: a look changes nothing; the claim takes it over.
+    let before = env.state();
+    env.at(t7, "engineer", &["claim", "--next"]).code(6);
+    env.at(t7, "qa", &["claim", "--next"]).code(6);
+    let look = env.at(t7, "engineer-2", &["claim", "--next", "--dry-run", "--json"]);
+    look.ok();
+    assert_eq!((&look.json()["task_id"], &look.json()["dry_run"]), (&json!(T), &json!(true)));
+    assert_unchanged(&before, &env.state());
+    let o = env.at(t7, "engineer-2", &["claim", "--next", "--json"]);
+    o.ok();
+    let j = o.json();
+    assert_eq!(
+        (&j["task_id"], &j["owner"], &j["epoch"], &j["expired_owner"]),
+        (&json!(T), &json!("engineer-2"), &json!(3), &json!("engineer")),
+        "{}",
+        o.show()
+    );
+    let r = env.record(T);
+    assert_eq!((r.expiries, r.attempts), (1, 2));
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX").len(), 2);
+    env.at(t7, "engineer", &["heartbeat", T]).code(4);
+    // The other's lease runs until 17:15: held until then, taken over after.
+    let o = env.at(t7, "engineer-2", &["claim", "--next"]);
+    o.code(6);
+    assert!(o.stdout.contains("nor one whose lease ran out"), "{}", o.show());
+    let o = env.at("2025-11-21T17:16:00Z", "engineer-2", &["claim", "--next", "--json"]);
+    o.ok();
+    assert_eq!((&o.json()["task_id"], &o.json()["epoch"]), (&json!(LONG), &json!(3)));
+}
+
+/// `inbox` counts the tasks others hold whose lease ran out that the agent may take over.
+#[test]
+fn inbox_counts_the_tasks_it_may_take_over() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    let t7 = "2025-11-21T17:07:00Z";
+    let j = env.at(t7, "engineer-2", &["inbox", "--json"]).json();
+    assert_eq!((&j["claimable"]["count"], &j["claimable"]["lapsed"]), (&json!(0), &json!(1)));
+    let o = env.at(t7, "engineer-2", &["inbox"]);
+    assert!(o.stdout.contains("1 task held by others whose lease ran out: take one over with circe --agent engineer-2 claim --next"), "{}", o.show());
+    // Not for its own holder, nor before the lease ran out.
+    assert_eq!(env.at(t7, "engineer", &["inbox", "--json"]).json()["claimable"]["lapsed"], 0);
+    assert_eq!(env.at(T5, "engineer-2", &["inbox", "--json"]).json()["claimable"]["lapsed"], 0);
+}
+
 /// A root whose first expired lease parks a task, with task T claimed at T5 for 60 s.
 fn claimed_to_park() -> Env {
     let env = Env::new();

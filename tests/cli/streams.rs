@@ -602,6 +602,30 @@ fn wait_claim_reports_the_task_it_took() {
     assert_eq!(o.json()["error"]["details"]["task_id"], "T-1", "{}", o.show());
 }
 
+/// A lease running out is no event: `wait --for claimable` looks again when the first lease
+/// of a task the agent could take over runs out, and `--claim` takes it over.
+#[test]
+fn wait_for_claimable_wakes_when_a_lease_runs_out() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.open_task("T-1");
+    // The clock as it runs (an empty CIRCE_NOW pins nothing).
+    env.circe(["claim", "T-1", "--ttl", "2s"]).agent("engineer").now("").run().ok();
+    let o = env
+        .circe(["wait", "--for", "claimable", "--claim", "--json", "--timeout", "30s"])
+        .agent("engineer-2")
+        .now("")
+        .run();
+    o.ok();
+    let j = o.json();
+    assert_eq!(
+        (&j["task_id"], &j["claimed"]["expired_owner"], &j["box"]),
+        (&"T-1".into(), &"engineer".into(), &"inbox:engineer-2".into()),
+        "{}",
+        o.show()
+    );
+}
+
 /// `--after` past the newest event would save a cursor that skips the events in between
 /// as they come: refused, and nothing is saved.
 #[test]

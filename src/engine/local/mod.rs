@@ -217,6 +217,21 @@ impl LocalEngine {
     fn lock_task(&self, task: &TaskId) -> Result<lock::Lock> {
         self.store.lock_task(task)
     }
+
+    /// The best held task `who` may take over whose lock is free right now (one whose lock
+    /// is held is being changed: its owner's heartbeat, say).
+    fn lapsed(
+        &self,
+        who: &Eligibility,
+        skip: &HashSet<TaskId>,
+    ) -> Result<Option<(TaskId, lock::Lock)>> {
+        for task in self.lapsed_leases(who, skip)? {
+            if let Some(lock) = self.store.try_lock_task(&task)? {
+                return Ok(Some((task, lock)));
+            }
+        }
+        Ok(None)
+    }
 }
 
 impl Engine for LocalEngine {
@@ -266,18 +281,25 @@ impl Engine for LocalEngine {
         let mut passed: Option<(HashSet<TaskId>, Error)> = None;
         loop {
             let skipping = passed.as_ref().map_or(skip, |(s, _)| s);
-            let Some(c) = lanes::best(self, who, skipping)? else {
-                return passed.map_or(Ok(None), |(_, e)| Err(e));
+            let (task, lock) = match lanes::best(self, who, skipping)? {
+                Some(c) => {
+                    let lock = match c.lock {
+                        Some(l) => l,
+                        None => self.lock_task(&c.task)?,
+                    };
+                    (c.task, lock)
+                }
+                // No task waits: one whose lease ran out, whose lock is free.
+                None => match self.lapsed(who, skipping)? {
+                    Some(found) => found,
+                    None => return passed.map_or(Ok(None), |(_, e)| Err(e)),
+                },
             };
-            let lock = match c.lock {
-                Some(l) => l,
-                None => self.lock_task(&c.task)?,
-            };
-            match tx::LocalTx::begin(self, c.task.clone(), lock) {
+            match tx::LocalTx::begin(self, task.clone(), lock) {
                 Ok(t) => return Ok(Some(Box::new(t))),
                 Err(e) => {
                     let (mut s, first) = passed.take().unwrap_or_else(|| (skip.clone(), e));
-                    s.insert(c.task);
+                    s.insert(task);
                     if s.len() > skip.len() + 3 {
                         return Err(first);
                     }

@@ -216,7 +216,9 @@ impl Engine for MemoryEngine {
                 })
                 .map(|(id, _)| id.clone())
         };
-        let Some(task) = best else { return Ok(None) };
+        // No task waits: one whose lease ran out.
+        let lapsed = || self.lapsed_leases(who, skip).map(|l| l.into_iter().next());
+        let Some(task) = best.map_or_else(lapsed, |t| Ok(Some(t)))? else { return Ok(None) };
         let st = self.take(&task);
         Ok(Some(Box::new(MemTx { eng: self, task, st })))
     }

@@ -43,6 +43,17 @@ pub(super) struct PgTx<'a> {
     open: bool,
 }
 
+/// Which task `PgTx::pick` looks for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Pick {
+    /// A waiting task no other claimer has locked.
+    Free,
+    /// A waiting task, waiting for its lock.
+    Waiting,
+    /// A held task whose lease ran out, no other command's.
+    Lapsed,
+}
+
 /// What `begin` asks before the load: the transaction and its lock waits.
 fn begin_sql() -> String {
     format!(
@@ -83,7 +94,9 @@ impl<'a> PgTx<'a> {
     }
 
     /// Open the transaction on the best waiting task `who` may take (skipping `skip` and,
-    /// first, rows another claimer has locked). `None` when there is none.
+    /// first, rows another claimer has locked); when none waits, on the best held task
+    /// whose lease ran out that `who` may take over (one another command has locked is
+    /// being changed, and passed over). `None` when there is neither.
     pub(super) fn begin_next(
         eng: &'a PgEngine,
         who: &crate::task::Eligibility,
@@ -91,36 +104,52 @@ impl<'a> PgTx<'a> {
     ) -> Result<Option<PgTx<'a>>> {
         eng.no_open_tx()?;
         eng.forget_read_ahead();
-        if let Some(tx) = PgTx::pick(eng, who, skip, true)? {
+        if let Some(tx) = PgTx::pick(eng, who, skip, Pick::Free)? {
             return Ok(Some(tx));
         }
         // Every waiting task may be locked by another claimer right now: wait for one (its
         // row is checked again once the lock is granted; a task taken meanwhile is no match).
-        PgTx::pick(eng, who, skip, false)
+        if let Some(tx) = PgTx::pick(eng, who, skip, Pick::Waiting)? {
+            return Ok(Some(tx));
+        }
+        PgTx::pick(eng, who, skip, Pick::Lapsed)
     }
 
     fn pick(
         eng: &'a PgEngine,
         who: &crate::task::Eligibility,
         skip: &[String],
-        skip_locked: bool,
+        how: Pick,
     ) -> Result<Option<PgTx<'a>>> {
-        let mut pick = eng.sql(
+        // Waiting tasks: priority, then deadline (none last), then time waiting. Held ones
+        // whose lease ran out (by the clock that decides, section 18), another's: priority,
+        // then the lease that ran out first.
+        let (which, order) = match how {
+            Pick::Free | Pick::Waiting => {
+                ("status = 'new'", "rank, (deadline IS NULL), deadline, updated_at, task_id")
+            }
+            Pick::Lapsed => (
+                "status IN ('claimed', 'in_progress', 'blocked') AND owner <> $6
+                 AND lease_until <= coalesce($5::timestamptz, now())",
+                "rank, lease_until, task_id",
+            ),
+        };
+        let mut pick = eng.sql(&format!(
             "SELECT (extract(epoch FROM now()) * 1000000)::int8,
-                    (SELECT to_jsonb(t)::text FROM {s}.tasks t WHERE t.task_id = x.task_id),
+                    (SELECT to_jsonb(t)::text FROM {{s}}.tasks t WHERE t.task_id = x.task_id),
                     x.task_id
              FROM (SELECT 1) one
              LEFT JOIN LATERAL (
-               SELECT task_id FROM {s}.tasks
-               WHERE status = 'new' AND (\"to\" = ANY($1) OR (\"to\" = ANY($2) AND intent = ANY($3)))
+               SELECT task_id FROM {{s}}.tasks
+               WHERE {which} AND (\"to\" = ANY($1) OR (\"to\" = ANY($2) AND intent = ANY($3)))
                  AND task_id <> ALL($4)
                  AND (deadline_at IS NULL OR deadline_at > coalesce($5::timestamptz, now()))
-               ORDER BY rank, (deadline IS NULL), deadline, updated_at, task_id
-               LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true",
-        );
+               ORDER BY {order}
+               LIMIT 1 FOR UPDATE SKIP LOCKED) x ON true"
+        ));
         if test_break("pg-unlocked") {
             pick = pick.replace(" FOR UPDATE SKIP LOCKED", "");
-        } else if !skip_locked {
+        } else if how == Pick::Waiting {
             pick = pick.replace(" SKIP LOCKED", "");
         }
         // The agent's own addresses (`agent:NAME`, and NAME unless a role has that name).
@@ -130,22 +159,24 @@ impl<'a> PgTx<'a> {
             Clock::Server if !test_break("pg-client-clock") => None,
             Clock::Server | Clock::Client => Some(who.now.as_str()),
         };
+        let me = who.agent.as_str();
+        let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> = vec![
+            (direct, Type::TEXT_ARRAY),
+            (&who.addresses, Type::TEXT_ARRAY),
+            (&who.intents, Type::TEXT_ARRAY),
+            (&skip, Type::TEXT_ARRAY),
+            (&now, Type::TEXT),
+        ];
+        if how == Pick::Lapsed {
+            params.push((&me, Type::TEXT));
+        }
         let c = &eng.conn.client;
         let begin = begin_sql();
         let row = eng.conn.call(
             "picking a waiting task",
             futures_util::future::try_join(
                 c.batch_execute(&begin),
-                c.query_typed_one(
-                    &pick,
-                    &[
-                        (direct, Type::TEXT_ARRAY),
-                        (&who.addresses, Type::TEXT_ARRAY),
-                        (&who.intents, Type::TEXT_ARRAY),
-                        (&skip, Type::TEXT_ARRAY),
-                        (&now, Type::TEXT),
-                    ],
-                ),
+                c.query_typed_one(&pick, &params),
             ),
         );
         let row = match row {
