@@ -104,20 +104,31 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             });
         }
         seen(&ws, &me, &met);
-        return Ok(Report::new(String::new(), met_json(&ws, &met)));
+        return Ok(Report::new(human(&cond, &met), met_json(&ws, &met)));
     }
-    let human = match (&met.event, &met.claimed) {
+    // Printed here, so that lastSeen moves only once the message was handed on.
+    Report::new(human(&cond, &met), met_json(&ws, &met)).print(ctx.json);
+    seen(&ws, &me, &met);
+    Ok(Report::streamed())
+}
+
+/// What the wait met, in a line.
+fn human(cond: &Condition, met: &wait::Met) -> String {
+    match (&met.event, &met.claimed) {
         (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),
         (Some(e), None) => format!("{}\n", human_line(e)),
         (None, None) => {
             // What held when the wait began, said as what was awaited.
-            let mut s = match &cond {
+            let mut s = match cond {
                 Condition::Status(t, st) => format!("already: {t} is {}", st.as_str()),
+                Condition::Claimable if met.mailbox.as_deref().is_some_and(|b| b != "new") => {
+                    "already: a task you may take over: its lease ran out".to_string()
+                }
                 Condition::Claimable => "already: a task you may take is waiting".to_string(),
                 Condition::Inbox => "already: a message is in your INBOX".to_string(),
                 Condition::Reply(id) => format!("already: {id} was answered"),
             };
-            if let (Condition::Claimable, Some(t)) = (&cond, &met.task_id) {
+            if let (Condition::Claimable, Some(t)) = (cond, &met.task_id) {
                 s.push_str(&format!(" ({t})"));
             }
             if let (Some(b), Some(f)) = (&met.mailbox, &met.file) {
@@ -125,11 +136,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             }
             s + "\n"
         }
-    };
-    // Printed here, so that lastSeen moves only once the message was handed on.
-    Report::new(human, met_json(&ws, &met)).print(ctx.json);
-    seen(&ws, &me, &met);
-    Ok(Report::streamed())
+    }
 }
 
 /// The message in my INBOX that the wait handed on moves my lastSeen (a failure to record

@@ -1,7 +1,7 @@
 //! `--exec CMD`: a command run once per event, for `watch` and `wait`.
 //!
 //! CMD is run by `sh -c` exactly as given; the event reaches it only as data: environment
-//! variables (`CIRCE_EVENT_ID`, `CIRCE_EVENT_KIND`, `CIRCE_TASK`, `CIRCE_AGENT`, `CIRCE_BOX`,
+//! variables (`CIRCE_EVENT_ID`, `CIRCE_EVENT_KIND`, `CIRCE_TASK`, `CIRCE_EVENT_AGENT`, `CIRCE_BOX`,
 //! `CIRCE_FILE`, ...) and the event as one JSON line on its standard input. Nothing from a
 //! message is ever put into the command line, so a `to:` holding `;rm -rf ~` stays a string.
 //! One hook runs at a time per consumer; a failing one is retried with backoff and reported;
@@ -48,9 +48,14 @@ pub fn environment(ws: &Workspace, e: &Event, agent: Option<&str>) -> Vec<(&'sta
     let mut env = vec![
         ("CIRCE_EVENT_ID", e.id.to_string()),
         ("CIRCE_EVENT_KIND", e.event.as_str().to_string()),
-        ("CIRCE_AGENT", e.agent.clone()),
+        // Who did it. `CIRCE_AGENT` stays the agent the stream is for: a `circe` command
+        // the hook runs acts as that agent, never as whoever caused the event.
+        ("CIRCE_EVENT_AGENT", e.agent.clone()),
         ("CIRCE_TS", e.ts.clone()),
     ];
+    if let Some(a) = agent {
+        env.push(("CIRCE_AGENT", a.to_string()));
+    }
     if let Some(t) = &e.task {
         env.push(("CIRCE_TASK", t.to_string()));
     }
@@ -67,9 +72,10 @@ pub fn environment(ws: &Workspace, e: &Event, agent: Option<&str>) -> Vec<(&'sta
         let shown = path.map_or_else(|| f.file.clone(), |p| p.display().to_string());
         env.push(("CIRCE_FILE", shown));
     }
-    if let Some(root) = ws.engine.local_folder() {
-        env.push(("CIRCE_ROOT", root.display().to_string()));
-    }
+    // The root the stream reads, so that a `circe` command the hook runs acts on it too.
+    let root =
+        ws.engine.local_folder().map_or_else(|| ws.engine.location(), |r| r.display().to_string());
+    env.push(("CIRCE_ROOT", root));
     env
 }
 

@@ -167,6 +167,40 @@ fn a_stream_for_an_agent_is_given_its_own_copy() {
     assert!(said.starts_with("inbox:qa-2 ") && path_ok, "{said}");
 }
 
+/// A hook acts as the agent the stream is for: a `circe` command it runs finds the root
+/// (`CIRCE_ROOT`) and acts as that agent (`CIRCE_AGENT`), never as whoever caused the event
+/// (`CIRCE_EVENT_AGENT`).
+#[test]
+fn a_hook_acts_as_the_agent_the_stream_is_for() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "hello");
+    let out = env.path().join("hook.txt");
+    let hook = format!(
+        "echo \"$CIRCE_AGENT $CIRCE_EVENT_AGENT\" > {o}; cd /; {exe} prime --json > {o}.prime",
+        o = out.display(),
+        exe = exe().display()
+    );
+    let o = env
+        .circe(["watch", "--from-start", "--once", "--kind", "send", "--exec", &hook])
+        .agent("qa")
+        .run();
+    o.ok();
+    assert_eq!(std::fs::read_to_string(&out).unwrap_or_default(), "qa engineer\n");
+    let prime = std::fs::read_to_string(out.with_extension("txt.prime")).unwrap_or_default();
+    let prime: Value = serde_json::from_str(&prime).expect("prime's JSON from inside the hook");
+    assert_eq!(prime["agent"], "qa", "{prime}");
+}
+
+/// `wait --exec` prints what it waited for once the hook exited 0, as `wait` does.
+#[test]
+fn wait_with_a_hook_still_says_what_it_waited_for() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "hello");
+    let o = env.circe(["wait", "--for", "inbox", "--exec", "true"]).agent("qa").run();
+    o.ok();
+    assert!(o.stdout.starts_with("already: a message is in your INBOX: inbox:qa/"), "{}", o.show());
+}
+
 /// A new `--from-start` cursor starts at the oldest event kept: once the log's first segment
 /// is gone (archived), one stopped before its first event does not need an event the log no
 /// longer has (doctor stays clean).
