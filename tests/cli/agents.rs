@@ -418,6 +418,45 @@ fn typos_get_a_did_you_mean() {
     }
 }
 
+/// README's "Use it" block runs as written, line by line, in an empty folder (its `cargo
+/// test` stands for the project's tests): every command exits 0.
+#[test]
+fn readme_use_it_runs_as_written() {
+    let readme = include_str!("../../README.md");
+    let block = readme
+        .split_once("## Use it\n\n```sh\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(b, _)| b)
+        .expect("README has a \"Use it\" block");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("spec.md"), "Tokens expire after an hour.\n").unwrap();
+    let mut line = String::new();
+    let mut ran = 0;
+    for raw in block.lines() {
+        let code = raw.split(" # ").next().unwrap_or("").trim_end();
+        if let Some(more) = code.strip_suffix('\\') {
+            line.push_str(more);
+            continue;
+        }
+        line.push_str(code);
+        let cmd = std::mem::take(&mut line).replace("-- cargo test", "-- true");
+        let Some(args) = cmd.trim().strip_prefix("circe ") else { continue };
+        // The shell reads the quotes; `$0` is the binary under test.
+        let o = std::process::Command::new("sh")
+            .args(["-c", &format!("\"$0\" {args}")])
+            .arg(crate::common::exe())
+            .current_dir(dir.path())
+            .env_remove("CIRCE_ROOT")
+            .env_remove("CIRCE_AGENT")
+            .env_remove("CIRCE_NOW")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "README: `{}`: {}", cmd.trim(), String::from_utf8_lossy(&o.stderr));
+        ran += 1;
+    }
+    assert!(ran >= 15, "README's block ran {ran} commands");
+}
+
 /// Problem 15: The README installs with the lock file, says where the binary lands, and the demo
 /// ends with what to run next.
 #[test]
