@@ -21,7 +21,7 @@ max_attempts: 3
 # full: fsync every change (survives power loss). relaxed: leave it to the page cache.
 durability: full
 # How lifecycle changes reach the coordinator: events (LOGS/events.jsonl only) or inbox
-# (also a claim_task / release_task / status_update message in each coordinator's INBOX).
+# (also a status_update message in each coordinator's INBOX for each status and release).
 announce: events
 # Who hears of a parked task (agents or roles): circe sends them an `escalate` message.
 escalation: [coordinator, rooster]

@@ -116,6 +116,31 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     send_completed(ws, me, msg, first)
 }
 
+/// The rules on a message from `me` (role `my_role`) to `to`: the agents it reaches, and
+/// its intent, or why it may not go.
+fn judge<'w>(
+    ws: &'w Workspace,
+    me: &AgentName,
+    my_role: &str,
+    to: &str,
+    msg: &Message,
+) -> Result<(Vec<AgentName>, &'w crate::registry::Intent)> {
+    let intent = msg.intent.as_deref().unwrap_or_default();
+    let (agents, roles) = resolve(ws, me, to)?;
+    let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
+    let intent = ws.registry.check_send(&SendCheck {
+        intent,
+        from_role: my_role,
+        to_roles: &role_refs,
+        to_label: to,
+        has_task_id: msg.task_id.is_some(),
+    })?;
+    if intent.opens_task {
+        header_status_opens(msg)?;
+    }
+    Ok((agents, intent))
+}
+
 /// What `send_once` knows of a draft before it is completed.
 struct Draft {
     my_role: String,
@@ -165,6 +190,13 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     let label = crate::address::Address::parse(&to).name();
     let name = message::file_name(created, me, label, &intent_name, task_id.as_deref(), 1);
     message::check_name_length(&name, task_id.as_deref())?;
+    // The rules first, before any hold is taken (a hold makes its lock file): a refused
+    // message writes nothing. A message that names its own id may be the retry of one
+    // delivered before the rules changed: it looks for that delivery first, under the holds.
+    let judged = match judge(ws, me, &my_role, &to, &msg) {
+        Err(e) if own_id.is_none() => return Err(e),
+        j => j,
+    };
     // One send of an id at a time, whoever sends it: taken before the sender's hold (every
     // send takes them in this order). (TEST BUILDS ONLY: `msgid-unheld` skips it too.)
     let _id_hold = match &own_id {
@@ -185,18 +217,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
         drop(numbered);
         return answered(d, &msg);
     }
-    let (agents, roles) = resolve(ws, me, &to)?;
-    let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
-    let intent = ws.registry.check_send(&SendCheck {
-        intent: &intent_name,
-        from_role: &my_role,
-        to_roles: &role_refs,
-        to_label: &to,
-        has_task_id: msg.task_id.is_some(),
-    })?;
-    if intent.opens_task {
-        header_status_opens(&msg)?;
-    }
+    let (agents, intent) = judged?;
     let content = message::render(&msg);
     within_limits(ws, &content)?;
     let msg_id = msg.msg_id.clone().unwrap_or_default();

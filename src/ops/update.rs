@@ -283,6 +283,10 @@ pub fn release(
             } else {
                 err
             }
+        } else if from == Status::Parked && !force && ws.is_coordinator(me) {
+            // The coordinator it takes, without the flag that says it means it.
+            Error::refused(format!("task {task} is parked: a coordinator requeues it with --force"))
+                .hint(format!("circe --agent {me} release {task} --force"))
         } else if from == Status::Parked && !force {
             e.hint("a parked task goes back with `circe release --force` by a coordinator")
         } else {

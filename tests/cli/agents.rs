@@ -451,7 +451,12 @@ fn readme_use_it_runs_as_written() {
             .env_remove("CIRCE_NOW")
             .output()
             .unwrap();
-        assert!(o.status.success(), "README: `{}`: {}", cmd.trim(), String::from_utf8_lossy(&o.stderr));
+        assert!(
+            o.status.success(),
+            "README: `{}`: {}",
+            cmd.trim(),
+            String::from_utf8_lossy(&o.stderr)
+        );
         ran += 1;
     }
     assert!(ran >= 15, "README's block ran {ran} commands");

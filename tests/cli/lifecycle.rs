@@ -378,6 +378,15 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", T]).code(3);
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", "--next"]).code(6);
     env.at("2025-11-21T17:41:00Z", "engineer", &["release", T]).code(3);
+    // A coordinator is told the flag it left out, not that only a coordinator may.
+    let o = env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T]);
+    o.code(3);
+    assert!(o.stderr.contains("a coordinator requeues it with --force"), "{}", o.show());
+    assert!(
+        o.stderr.contains("circe --agent coordinator release AUTH-012 --force"),
+        "{}",
+        o.show()
+    );
     env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T, "--force"]).ok();
     let r = env.record(T);
     assert_eq!((r.status.as_str(), r.attempts), ("new", 0));

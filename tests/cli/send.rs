@@ -6,6 +6,25 @@ use crate::common::{Env, assert_unchanged};
 
 const DRAFT: &str = "# MESSAGE\nto: qa\nintent: inform\n\n## Summary\nthe build is green\n";
 
+/// A refused message writes nothing anywhere, not even the lock file of its sender's
+/// counter (a sender's first send that the rules refuse).
+#[test]
+fn a_refused_send_leaves_no_file_at_all() {
+    local_only!("lists the root's folder");
+    let env = Env::new();
+    let before = crate::common::tree(&env.root(), &[]);
+    let refused = [
+        &["send", "--to", "coordinator", "--intent", "implement_feature", "--task", "T5"][..],
+        &["send", "--to", "nobody", "--intent", "inform", "--summary", "x"][..],
+        &["send", "--to", "coordinator", "--intent", "no_such_intent", "--summary", "x"][..],
+    ];
+    for args in refused {
+        let o = env.as_("qa", args);
+        assert!(o.code == 3 || o.code == 5, "{}", o.show());
+    }
+    assert_eq!(before, crate::common::tree(&env.root(), &[]));
+}
+
 #[test]
 fn send_by_flags_to_an_inbox() {
     let env = Env::new();
