@@ -440,6 +440,21 @@ fn claim_next_takes_over_a_task_whose_lease_ran_out_once_none_waits() {
     assert_eq!((&o.json()["task_id"], &o.json()["epoch"]), (&json!(LONG), &json!(3)));
 }
 
+/// A record says the format it needs (`v: 3` with a deadline, section 7) on every engine:
+/// in its file, and in every command's JSON.
+#[test]
+fn a_record_with_a_deadline_says_format_3_in_json() {
+    let env = Env::new();
+    env.open_task_due("DUE-1", "all", "2030-01-01T00:00:00Z");
+    let c = env.at(T5, "engineer", &["claim", "DUE-1", "--json"]);
+    c.ok();
+    let r = env.at(T5, "engineer", &["release", "DUE-1", "--reason", "x", "--json"]);
+    r.ok();
+    assert_eq!(r.json()["task"]["v"], 3, "{}", r.show());
+    let s = env.at(T5, "engineer", &["show", "DUE-1", "--json"]);
+    assert_eq!(s.json()["task"]["v"], 3, "{}", s.show());
+}
+
 /// `inbox` counts the tasks others hold whose lease ran out that the agent may take over.
 #[test]
 fn inbox_counts_the_tasks_it_may_take_over() {

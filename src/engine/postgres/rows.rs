@@ -56,7 +56,10 @@ impl TaskRow {
     pub fn state(self) -> TaskState {
         let owner = self.owner();
         let location = Mailbox::from_label(&self.ticket);
-        TaskState { rec: self.rec, owner, checks: self.checks, location }
+        // Read in the format it needs, as a record file says it (rows written before the
+        // commit stored it say 2 for every record).
+        let rec = StatusRecord { v: self.rec.format_needed(), ..self.rec };
+        TaskState { rec, owner, checks: self.checks, location }
     }
 
     pub fn board_row(&self) -> Row<'static> {

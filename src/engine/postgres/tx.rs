@@ -293,6 +293,8 @@ impl TaskTx for PgTx<'_> {
         // The outbox is delivered inside this transaction: it commits with the change, so
         // the record never holds one.
         record.outbox.clear();
+        // The format it needs, as a record file says it (`StatusRecord::render`).
+        record.v = record.format_needed();
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-outbox-apart): the outbox after the commit.
         let apart = !outbox.is_empty() && test_break("pg-outbox-apart");
         let numbered_out = !apart && self.put_outbox(&outbox, &ticket, &mut events)?;
