@@ -224,6 +224,8 @@ pub struct MessageDef {
     deadline: Option<String>,
     tags: Vec<String>,
     seq: Option<u64>,
+    /// The sender's counter epoch the number belongs to, after a `seq reset` (section 14).
+    seq_epoch: Option<u64>,
     extra: BTreeMap<String, String>,
     body: String,
 }

@@ -445,7 +445,13 @@ fn claim_next_takes_over_a_task_whose_lease_ran_out_once_none_waits() {
 #[test]
 fn a_record_with_a_deadline_says_format_3_in_json() {
     let env = Env::new();
-    env.open_task_due("DUE-1", "all", "2030-01-01T00:00:00Z");
+    let draft = env.path().join("due.md");
+    let text = "# MESSAGE\nto: all\nintent: implement_feature\ntask_id: DUE-1\n\
+                deadline: 2030-01-01T00:00:00Z\n\n## Summary\ndue\n";
+    std::fs::write(&draft, text).unwrap();
+    let o = env.as_("coordinator", &["send", "--file", draft.to_str().unwrap(), "--json"]);
+    o.ok();
+    assert_eq!(o.json()["task"]["v"], 3, "{}", o.show());
     let c = env.at(T5, "engineer", &["claim", "DUE-1", "--json"]);
     c.ok();
     let r = env.at(T5, "engineer", &["release", "DUE-1", "--reason", "x", "--json"]);

@@ -158,6 +158,8 @@ fn every_command_prints_what_its_schema_says() {
         ("send", Some("engineer"), &["send", "--file", ask], 0),
         ("asks", None, &["asks", "--all"], 0),
         ("thread", None, &["thread", "ask-001"], 0),
+        // One message, by its id (a numbered one: `seq`, `seq_epoch`).
+        ("show", None, &["show", "ask-001"], 0),
         ("seq reset", Some("engineer"), &["seq", "reset"], 0),
         ("seq import", None, &["seq", "import", state], 0),
         ("seq state", None, &["seq", "state"], 0),

@@ -171,6 +171,8 @@ impl TaskTx for LocalTx<'_> {
         let Change { op, mut record, checks, ticket, mut events, notices: _, outbox, request } =
             change;
         record.outbox = with_outbox(outbox, &ticket)?;
+        // The format it needs, as its file will say it (`StatusRecord::render`).
+        record.v = record.format_needed();
         // A new ticket's name is chosen first: the journal names it.
         let ticket = match ticket {
             Ticket::Deliver { name, content } => {

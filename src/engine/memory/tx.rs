@@ -33,6 +33,7 @@ impl TaskTx for MemTx<'_> {
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
         let Change { mut record, checks, ticket, mut events, outbox, request, .. } = change;
+        record.v = record.format_needed();
         let mut g = self.eng.lock();
         if let (Some(r), Some(o)) = (request, &record.owner) {
             g.grants.insert((o.clone(), r), (self.task.clone(), record.epoch));
