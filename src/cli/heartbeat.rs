@@ -13,7 +13,8 @@ use crate::error::Result;
 pub struct HeartbeatArgs {
     /// The task id (as `circe tasks` lists it), e.g. AUTH-012.
     pub task: String,
-    /// New lease length from now (default from circe.yaml).
+    /// Lease length from now (default from circe.yaml); a lease that runs longer already is
+    /// kept: a heartbeat never cuts it short.
     #[arg(long)]
     pub ttl: Option<String>,
     /// Fencing: refuse unless the task is still at this epoch.

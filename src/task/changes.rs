@@ -103,7 +103,10 @@ pub fn record_check(st: &TaskState, name: &CheckName, passed: bool, ev: Event) -
 /// A heartbeat: the lease runs `lease` from `now`; nothing else changes and nothing is logged.
 pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<Change> {
     let mut rec = st.rec.clone();
-    rec.lease_expires_at = Some(clock::stamp(clock::add_checked(now, lease)?));
+    // Extended, never cut short: a claim's longer `--ttl` outlives a heartbeat's shorter one.
+    let runs = rec.lease_expires_at.as_deref().and_then(clock::parse);
+    let end = clock::add_checked(now, lease)?;
+    rec.lease_expires_at = Some(clock::stamp(runs.map_or(end, |r| r.max(end))));
     Ok(Change {
         op: "heartbeat",
         record: rec,

@@ -263,6 +263,21 @@ fn heartbeat_extends_the_lease() {
     // Past the first lease but inside the extended one: still held.
     env.at("2025-11-21T17:10:00Z", "engineer-2", &["claim", T]).code(4);
     env.at("2025-11-21T17:10:00Z", "engineer-2", &["heartbeat", T]).code(4);
+    // Never cut short: the lease runs to the later of its end and now + the ttl.
+    let hb = env.at("2025-11-21T17:10:00Z", "engineer", &["heartbeat", T, "--ttl", "1m"]);
+    assert_eq!(hb.stdout, format!("{T} lease until 2025-11-21T17:15:30Z\n"));
+}
+
+/// A claim's long `--ttl` outlives the heartbeats that use the configured lease (30m).
+#[test]
+fn a_heartbeat_never_cuts_a_long_lease_short() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "2h"]).agent("engineer").now(T5).run().ok();
+    let hb = env.at("2025-11-21T17:10:00Z", "engineer", &["heartbeat", T]);
+    assert_eq!(hb.stdout, format!("{T} lease until 2025-11-21T19:05:00Z\n"), "{}", hb.show());
+    env.at("2025-11-21T18:00:00Z", "engineer-2", &["claim", T]).code(4);
+    let hb = env.at("2025-11-21T19:00:00Z", "engineer", &["heartbeat", T]);
+    assert_eq!(hb.stdout, format!("{T} lease until 2025-11-21T19:30:00Z\n"), "{}", hb.show());
 }
 
 #[test]
