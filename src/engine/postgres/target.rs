@@ -294,25 +294,25 @@ fn from_passfile(c: &tokio_postgres::Config) -> Option<String> {
 
 /// The password of the first line of a password file's `text` that matches `c`.
 fn passfile_match(text: &str, c: &tokio_postgres::Config) -> Option<String> {
-    let host = match c.get_hosts().first()? {
-        Host::Tcp(h) => h.clone(),
-        Host::Unix(p) => {
-            // libpq matches a socket folder as `localhost`.
-            let _ = p;
-            "localhost".to_string()
-        }
+    // A socket folder is matched by its path, as libpq matches it, then as `localhost`
+    // (libpq's name for its default socket folder; circe's for any).
+    let hosts = match c.get_hosts().first()? {
+        Host::Tcp(h) => vec![h.clone()],
+        Host::Unix(p) => vec![p.display().to_string(), "localhost".to_string()],
     };
     let port = c.get_ports().first().copied().unwrap_or(5432).to_string();
     let db = c.get_dbname().unwrap_or(c.get_user().unwrap_or_default()).to_string();
     let user = c.get_user().unwrap_or_default().to_string();
-    let want = [host.as_str(), port.as_str(), db.as_str(), user.as_str()];
-    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
-        let fields = split_passfile_line(l);
-        if fields.len() != 5 {
-            return None;
-        }
-        let matches = fields[..4].iter().zip(want).all(|(f, w)| f == "*" || f == w);
-        matches.then(|| fields[4].clone())
+    hosts.iter().find_map(|host| {
+        let want = [host.as_str(), port.as_str(), db.as_str(), user.as_str()];
+        text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+            let fields = split_passfile_line(l);
+            if fields.len() != 5 {
+                return None;
+            }
+            let matches = fields[..4].iter().zip(want).all(|(f, w)| f == "*" || f == w);
+            matches.then(|| fields[4].clone())
+        })
     })
 }
 
@@ -417,6 +417,19 @@ mod tests {
         // Without a line of its own, the pooler's carries over.
         let other = apart(&pooler, Some("/run/pg"), Some(5499), None, |n| passfile_match(FILE, n));
         assert_eq!(other.get_password(), Some(&b"pooler"[..]));
+    }
+
+    /// A socket folder takes the line naming its path (as libpq and psql read the file), and
+    /// else a `localhost` line.
+    #[test]
+    fn a_socket_folder_takes_the_line_of_its_path() {
+        const FILE: &str = "localhost:5433:circe:circe:local\n/run/pg:5433:circe:circe:by-path\n";
+        let c: tokio_postgres::Config =
+            "postgres://circe@/circe?host=/run/pg&port=5433".parse().unwrap();
+        assert_eq!(passfile_match(FILE, &c).as_deref(), Some("by-path"));
+        let other: tokio_postgres::Config =
+            "postgres://circe@/circe?host=/tmp/other&port=5433".parse().unwrap();
+        assert_eq!(passfile_match(FILE, &other).as_deref(), Some("local"));
     }
 
     #[test]
