@@ -99,8 +99,10 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
         return Ok(Report::new(human, out).code(code));
     }
     let Some(assign) = &a.assignment else {
-        return Err(Error::usage("give NAME=true|false or --run NAME [-- CMD]")
-            .hint(format!("circe check {} --run tests_passed -- cargo test", a.task)));
+        return Err(Error::usage("give NAME=true|false or --run NAME [-- CMD]").hint(format!(
+            "circe --agent {me} check {} --run tests_passed -- cargo test",
+            a.task
+        )));
     };
     let (name, value) = assign.split_once('=').ok_or_else(|| {
         Error::usage(format!("`{assign}` is not NAME=true|false")).hint(format!(

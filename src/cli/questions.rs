@@ -88,7 +88,8 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
         "no open questions\n".to_string()
     } else {
         let mut t = table(&["MSG_ID", "AGE", "WHO", "INTENT", "TASK", "SUMMARY"], &rows);
-        t.push_str("answer: circe send --to agent:NAME --intent answer --in-reply-to MSG_ID --summary \"...\"\n");
+        let who = me.as_ref().map_or_else(|| "ME".to_string(), ToString::to_string);
+        t.push_str(&format!("answer: circe --agent {who} send --to agent:NAME --intent answer --in-reply-to MSG_ID --summary \"...\"\n"));
         t
     };
     let questions = qs

@@ -298,8 +298,9 @@ fn claim_next_in(
             Err(e) => return Err(e),
         }
     }
-    Err(Error::conflict("gave up after 10000 lost races for waiting tasks")
-        .hint("more claimers than waiting tasks: run `circe claim --next` again"))
+    Err(Error::conflict("gave up after 10000 lost races for waiting tasks").hint(format!(
+        "more claimers than waiting tasks: run `circe --agent {me} claim --next` again"
+    )))
 }
 
 /// Return every task whose lease ran out to the queue (or park it), and expire every task

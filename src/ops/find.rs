@@ -313,7 +313,7 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         let f = only(found, me, &mine, key)?;
         if let Some(mut tx) = ticket_of(ws, &f.file, f.message.as_ref())? {
             let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
-            refuse_live_ticket(&st)?;
+            refuse_live_ticket(&st, me)?;
             let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
             return Ok(vec![(Mailbox::Logs.label(), file)]);
         }
@@ -338,7 +338,7 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
                 move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?,
             ));
         } else if picked.is_empty() {
-            return Err(refuse_live_ticket(&st).unwrap_err());
+            return Err(refuse_live_ticket(&st, me).unwrap_err());
         }
     }
     if picked.is_empty() && out.is_empty() {
@@ -362,7 +362,7 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
 }
 
 /// A task's own message stays with its holder until the task is finished.
-fn refuse_live_ticket(st: &TaskState) -> Result<()> {
+fn refuse_live_ticket(st: &TaskState, me: &AgentName) -> Result<()> {
     if st.rec.status.is_terminal() {
         return Ok(());
     }
@@ -373,12 +373,14 @@ fn refuse_live_ticket(st: &TaskState) -> Result<()> {
     ))
     .hint(match st.rec.status {
         Status::New | Status::Parked => format!("`circe show {t}` tells where it stands"),
-        Status::InProgress => format!("`circe status {t} completed` first, or `circe release {t}`"),
+        Status::InProgress => format!(
+            "`circe --agent {me} status {t} completed` first, or `circe --agent {me} release {t}`"
+        ),
         Status::Blocked => format!(
-            "`circe status {t} in_progress`, then `completed`, first; or `circe release {t}`"
+            "`circe --agent {me} status {t} in_progress`, then `completed`, first; or `circe --agent {me} release {t}`"
         ),
         _ => format!(
-            "`circe status {t} in_progress`, then `circe status {t} completed`, first; or `circe release {t}`"
+            "`circe --agent {me} status {t} in_progress`, then `circe --agent {me} status {t} completed`, first; or `circe --agent {me} release {t}`"
         ),
     }))
 }

@@ -55,6 +55,12 @@ fn actors(
                 "the task has never been at epoch {e}: pass the epoch your claim printed (`circe show {}` shows the current one)",
                 st.rec.task_id
             )
+        } else if st.rec.owner.as_ref() == Some(me) && st.rec.status.is_owned() {
+            // Held by the caller still, at another epoch: its claim is a later one.
+            format!(
+                "you hold it at epoch {} (a later claim of yours): pass that epoch",
+                st.rec.epoch
+            )
         } else {
             "another agent took the task after your lease ran out; claim it again if it is free"
                 .to_string()
@@ -218,7 +224,7 @@ fn status_move(
             not_owner(&st, me)
         } else if mv == Move::Complete && from == Status::Claimed && who.contains(&Actor::Owner) {
             Error::refused(format!("task {task} is claimed: start it before completing it")).hint(
-                format!("circe status {task} in_progress, then circe status {task} completed"),
+                format!("circe --agent {me} status {task} in_progress, then circe --agent {me} status {task} completed"),
             )
         } else {
             e
@@ -401,7 +407,7 @@ pub fn check_assert(
         return Err(Error::refused(format!(
             "check {name} is declared in circe.yaml with its command: it is recorded by running it"
         ))
-        .hint(format!("circe check {task} --run {name}   (runs `{}`)", d.run)));
+        .hint(format!("circe --agent {me} check {task} --run {name}   (runs `{}`)", d.run)));
     }
     let mut ev = Event::now(EventKind::Check, me);
     ev.how = Some("asserted".into());
@@ -453,13 +459,15 @@ pub fn check_run(
                 "check {name} is declared in circe.yaml with its own command (`{}`)",
                 d[2]
             ))
-            .hint(format!("circe check {task} --run {name}   (no command after it)")));
+            .hint(format!(
+                "circe --agent {me} check {task} --run {name}   (no command after it)"
+            )));
         }
         (None, _) => cmd,
     };
     let (prog, args) = cmd.split_first().ok_or_else(|| {
         Error::usage(format!("--run {name} needs a command after --"))
-            .hint(format!("circe check {task} --run {name} -- cargo test"))
+            .hint(format!("circe --agent {me} check {task} --run {name} -- cargo test"))
     })?;
     let started = Instant::now();
     // stdout is circe's data channel: the command's output goes to stderr.

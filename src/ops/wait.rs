@@ -54,8 +54,8 @@ impl Condition {
             .and_then(Status::parse)
             .or_else(|| Status::parse(status))
             .ok_or_else(|| {
-                Error::usage(format!("`{status}` is not a task status"))
-                    .hint("new, claimed, in_progress, blocked, completed, failed, parked")
+                let all: Vec<&str> = ALL_STATUSES.iter().map(|s| s.as_str()).collect();
+                Error::usage(format!("`{status}` is not a task status")).hint(all.join(", "))
             })?;
         Ok(Condition::Status(TaskId::new(task)?, status))
     }

@@ -118,7 +118,7 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
     match mv {
         Move::Complete => {
             gate_on_deadline(st, ctx.now, "completed")?;
-            gate_on_checks(st)?;
+            gate_on_checks(st, ctx.by)?;
         }
         Move::Claim => gate_on_deadline(st, ctx.now, "claimed")?,
         Move::Lapse if !deadline_passed(&st.rec, ctx.now) => {
@@ -193,7 +193,7 @@ fn gate_on_deadline(st: &TaskState, now: DateTime<Utc>, what: &str) -> Result<()
 }
 
 /// Completion waits until every check of the task is true.
-fn gate_on_checks(st: &TaskState) -> Result<()> {
+fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
     let missing: Vec<&str> =
         st.checks.iter().filter(|(_, v)| !**v).map(|(k, _)| k.as_str()).collect();
     if missing.is_empty() {
@@ -205,7 +205,7 @@ fn gate_on_checks(st: &TaskState) -> Result<()> {
         missing.join(", ")
     ))
     .hint(format!(
-        "run them: circe check {task} --run {0} -- <command that proves it> (a check declared in circe.yaml runs its own: circe check {task} --run {0})",
+        "run them: circe --agent {by} check {task} --run {0} -- <command that proves it> (a check declared in circe.yaml runs its own: circe --agent {by} check {task} --run {0})",
         missing[0]
     )))
 }
