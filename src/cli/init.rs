@@ -238,7 +238,8 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
     let remade = local::remake_agent_boxes(&root)?;
     let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
     let added = add_role_agents(ws.engine.as_ref())?;
-    let root = root.display().to_string();
+    // Where it is, whatever folder it was named from (as `config`, `prime` and `mirror` say).
+    let root = ws.engine.identity();
     let mut human = format!(
         "circe root: {root}\nconfig: {}\n",
         if wrote_config { "circe.yaml written" } else { "circe.yaml kept as it was" }

@@ -99,20 +99,34 @@ pub struct TemplateJson {
     pub template: String,
 }
 
+/// `circe send --template INTENT`: the template, from the acting agent when there is one.
+fn template(ctx: &Ctx, intent: &str) -> Result<Report> {
+    let t = registry::template(intent).ok_or_else(|| {
+        let known = registry::templates().map(|(n, _)| n);
+        let e = Error::not_found(format!("no template for intent `{intent}`"));
+        match crate::suggest::closest(intent, known) {
+            Some(c) => e.hint(format!("did you mean `{c}`? `circe registry` lists the intents")),
+            None => e.hint("`circe registry` lists the intents"),
+        }
+    })?;
+    // From the acting agent, when there is one: the draft then sends as written.
+    let me = ctx.agent.as_deref().filter(|a| crate::names::AgentName::new(*a).is_ok());
+    let t = me.map_or_else(|| t.to_string(), |me| from_line(t, me));
+    let out =
+        SendOutput::Template(TemplateJson { intent: intent.to_string(), template: t.clone() });
+    Ok(Report::new(t, out))
+}
+
+/// A template with its header's `from:` line naming `me`.
+fn from_line(template: &str, me: &str) -> String {
+    let Some(at) = template.find("\nfrom: ") else { return template.to_string() };
+    let end = template[at + 1..].find('\n').map_or(template.len(), |n| at + 1 + n);
+    format!("{}\nfrom: {me}{}", &template[..at], &template[end..])
+}
+
 pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     if let Some(intent) = &a.template {
-        let t = registry::template(intent).ok_or_else(|| {
-            let known = registry::templates().map(|(n, _)| n);
-            let e = Error::not_found(format!("no template for intent `{intent}`"));
-            match crate::suggest::closest(intent, known) {
-                Some(c) => {
-                    e.hint(format!("did you mean `{c}`? `circe registry` lists the intents"))
-                }
-                None => e.hint("`circe registry` lists the intents"),
-            }
-        })?;
-        let out = SendOutput::Template(TemplateJson { intent: intent.clone(), template: t.into() });
-        return Ok(Report::new(t, out));
+        return template(ctx, intent);
     }
     let (ws, me, _role) = ctx.acting()?;
     let limits = ws.config.limits;

@@ -184,17 +184,25 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         human.push_str("  (none)\n");
     }
     for (name, passed) in &st.checks {
-        // Who recorded it, and when: the latest check event of that name.
-        let by = events
-            .iter()
-            .rev()
-            .find(|e| e.check.as_deref() == Some(name.as_str()))
-            .map(|e| format!(" by {} at {}", e.agent, e.ts))
-            .unwrap_or_default();
+        // Who recorded it, and when: the latest check event of that name, unless a handoff
+        // that resets it came after.
+        // (A handoff resets the checks its intent requires.)
+        let resets = |e: &crate::event::Event| {
+            e.event == crate::event::EventKind::Handoff
+                && e.intent
+                    .as_deref()
+                    .and_then(|i| ws.registry.intent(i))
+                    .is_some_and(|i| i.required_checks.iter().any(|c| c.as_str() == name.as_str()))
+        };
+        let last =
+            events.iter().rev().find(|e| e.check.as_deref() == Some(name.as_str()) || resets(e));
+        let by = last.map(|e| format!(" by {} at {}", e.agent, e.ts)).unwrap_or_default();
+        let handed = last.is_some_and(|e| e.event == crate::event::EventKind::Handoff);
         let how = match (passed, st.rec.asserted.contains(name)) {
             (true, true) => format!("  (asserted{by}, not run)"),
             (true, false) => format!("  (run{by})"),
             (false, _) if by.is_empty() => String::new(),
+            (false, _) if handed => format!("  (reset by the handoff{by})"),
             (false, _) => format!("  (recorded{by})"),
         };
         human.push_str(&format!("  {name}: {passed}{how}\n"));

@@ -246,11 +246,19 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
         });
     }
     if st.location.as_ref() != Some(&inbox) {
+        let t = &st.rec.task_id;
+        let hint = if st.location.as_ref() == Some(&to) {
+            format!(
+                "it is in your WORKSPACE already: work on it; `circe --agent {me} done {t}` files it once the task is finished"
+            )
+        } else {
+            format!("`circe show {t}` says where it is")
+        };
         return Err(Error::refused(format!(
-            "task {}'s message is in {}, not in your INBOX",
-            st.rec.task_id,
+            "task {t}'s message is in {}, not in your INBOX",
             st.location.as_ref().map_or("no box".into(), Mailbox::label)
-        )));
+        ))
+        .hint(hint));
     }
     let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
     Ok((to.label(), file))

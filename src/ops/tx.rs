@@ -102,10 +102,23 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             {
                 let found = thread::parent(ws, &parent, &mine)?;
                 if found.is_none() && reply && !super::find::in_archive(ws, &parent)? {
+                    // A part of an id (as `show` takes one) is answered with the whole one.
+                    let whole: Vec<String> = super::find::find(ws, &parent)?
+                        .into_iter()
+                        .filter_map(|f| f.message?.msg_id)
+                        .filter(|id| *id != parent)
+                        .collect();
+                    let hint = match whole.as_slice() {
+                        [one] => {
+                            format!("--in-reply-to takes a whole msg_id: did you mean `{one}`?")
+                        }
+                        _ => "`circe questions` lists the open questions with their msg_ids"
+                            .to_string(),
+                    };
                     return Err(Error::not_found(format!(
                         "this `{intent}` answers `{parent}`, and no message has that id"
                     ))
-                    .hint("`circe questions` lists the open questions with their msg_ids"));
+                    .hint(hint));
                 }
                 if msg.task_id.is_none() {
                     msg.task_id = found.flatten();

@@ -144,6 +144,15 @@ fn without_a_terminal_the_board_prints_once() {
     assert_eq!(qa.unwrap()["inbox_count"], 1, "{board}");
     let prime = env.as_("qa", &["prime", "--json"]).json();
     assert_eq!(prime["inbox_count"], 1, "{prime}");
+    assert!(!qa_retired(&env));
+    env.as_("coordinator", &["agent", "retire", "qa"]).ok();
+    assert!(qa_retired(&env), "a retired agent is said so, as `agent list` says it");
+}
+
+fn qa_retired(env: &Env) -> bool {
+    let board = env.circe(["board", "--json"]).run().json();
+    let qa = board["agents"].as_array().unwrap().iter().find(|a| a["agent"] == "qa").cloned();
+    qa.unwrap()["retired"].as_bool().expect("retired: a boolean")
 }
 
 /// One agent's folder that cannot be read (a link stands there) does not take the board

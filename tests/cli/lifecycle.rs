@@ -286,6 +286,9 @@ fn release_returns_the_message_and_another_agent_reclaims() {
     env.at(T5, "engineer", &["claim", T]).ok();
     env.at(T5, "engineer", &["take", T]).ok();
     assert_eq!(env.ls("AGENTS/engineer/WORKSPACE"), [MSG]);
+    let again = env.at(T5, "engineer", &["take", T]);
+    again.code(3);
+    assert!(again.stderr.contains("in your WORKSPACE already"), "{}", again.show());
     let r = env.at("2025-11-21T17:10:00Z", "engineer", &["release", T, "--reason", "stuck"]);
     r.ok();
     snap!(env, r);
@@ -684,6 +687,15 @@ fn handoff_sends_the_task_on_with_a_new_message() {
     );
     h.ok();
     assert!(h.stdout.contains("handed on by engineer"), "{}", h.show());
+    // `show` says the handoff reset the check, not that its last recorder set it false.
+    let shown = env.circe(["show", T]).run();
+    assert!(
+        shown.stdout.contains(
+            "tests_passed: false  (reset by the handoff by engineer at 2025-11-21T18:00:00"
+        ),
+        "{}",
+        shown.show()
+    );
     let r = env.record(T);
     assert_eq!(
         (r.status.as_str(), r.intent.as_str(), r.to.as_str(), r.epoch),

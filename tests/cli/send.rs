@@ -25,6 +25,20 @@ fn a_refused_send_leaves_no_file_at_all() {
     assert_eq!(before, crate::common::tree(&env.root(), &[]));
 }
 
+/// An answer whose `--in-reply-to` is a part of an id (as `show` takes one) is refused with
+/// the whole id in the hint.
+#[test]
+fn an_answer_to_part_of_an_id_is_told_the_whole_id() {
+    let env = Env::new();
+    let q = env.as_("engineer", &["send", "--to", "coordinator", "--intent", "question", "--json"]);
+    let id = q.json()["msg_id"].as_str().unwrap().to_string();
+    let tail = id.rsplit('-').next().unwrap();
+    let args = ["send", "--to", "agent:engineer", "--intent", "answer", "--in-reply-to", tail];
+    let o = env.as_("coordinator", &args);
+    o.code(5);
+    assert!(o.stderr.contains(&format!("did you mean `{id}`?")), "{}", o.show());
+}
+
 #[test]
 fn send_by_flags_to_an_inbox() {
     let env = Env::new();
@@ -116,6 +130,14 @@ fn the_template_sends_as_is_for_its_role() {
     env.circe(["send", "--file", "-"]).agent("coordinator").stdin(t.stdout.as_bytes()).run().ok();
     assert_eq!(env.record("TASK-001").intent, "implement_feature");
     env.circe(["send", "--template", "no_such"]).run().code(5);
+    // Asked by an agent, the template is from that agent: it sends as written.
+    let t = env.circe(["send", "--template", "ask"]).agent("qa").run();
+    assert!(
+        t.stdout.contains("\nfrom: qa\n") && !t.stdout.contains("from: engineer"),
+        "{}",
+        t.show()
+    );
+    env.circe(["send", "--file", "-"]).agent("qa").stdin(t.stdout.as_bytes()).run().ok();
 }
 
 #[test]

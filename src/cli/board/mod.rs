@@ -56,6 +56,8 @@ pub struct AgentInbox {
     /// Messages in its INBOX; `null` when it cannot be read (a link or a file stands where
     /// its folder belongs: `circe doctor` says what to do).
     pub inbox_count: Option<usize>,
+    /// Retired (`circe agent retire`): it takes no new work.
+    pub retired: bool,
 }
 
 /// An INBOX count as the board shows it: `?` when the box cannot be read.
@@ -93,7 +95,10 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         agents: model
             .agents
             .into_iter()
-            .map(|(agent, role, inbox_count)| AgentInbox { agent, role, inbox_count })
+            .map(|(agent, role, inbox_count)| {
+                let retired = crate::names::AgentName::new(&agent).is_ok_and(|a| ws.is_retired(&a));
+                AgentInbox { agent, role, inbox_count, retired }
+            })
             .collect(),
         events: model.events.into_iter().collect(),
     };
