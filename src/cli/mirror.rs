@@ -70,7 +70,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             );
             return Ok(Report::new(
                 human,
-                json!({"root": location, "dir": a.dir.display().to_string(), "synced": done, "last_event": last}),
+                json!({"root": location, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
             ));
         }
         ws.engine.wait_events(last, interval)?;

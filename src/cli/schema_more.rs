@@ -48,8 +48,8 @@ pub struct MirrorDef {
     root: String,
     dir: String,
     synced: SyncedDef,
-    /// The id of the newest event written.
-    last_event: u64,
+    /// The id of the newest event written (as `cursors` names it).
+    last_event_id: u64,
 }
 
 #[derive(JsonSchema)]

@@ -177,7 +177,9 @@ pub struct ExportDef {
 #[expect(dead_code, reason = "a schema, never built")]
 pub struct SeqResetDef {
     agent: String,
-    epoch: u64,
+    /// The sender's new counter epoch (`seq_epoch`, as events and messages name it; a task's
+    /// `epoch` is its fencing number).
+    seq_epoch: u64,
     /// The next message's number: 1.
     next: u64,
 }
@@ -199,8 +201,8 @@ pub struct SeqStateDef {
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
 pub struct SeqImportDef {
-    /// Counters moved up.
-    counters: usize,
-    /// lastSeen entries moved up.
-    last_seen: usize,
+    /// How many counters moved up (`seq state` gives the counters themselves).
+    counters_moved: usize,
+    /// How many lastSeen entries moved up.
+    last_seen_moved: usize,
 }

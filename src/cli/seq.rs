@@ -56,7 +56,7 @@ pub fn run(ctx: &Ctx, cmd: &SeqCommand) -> Result<Report> {
             let c = seq_state::reset(&ws, &me)?;
             Ok(Report::new(
                 format!("{me}: epoch {}, the next message is #1\n", c.epoch),
-                json!({"agent": me, "epoch": c.epoch, "next": 1}),
+                json!({"agent": me, "seq_epoch": c.epoch, "next": 1}),
             ))
         }
         SeqCommand::State(_) => state(ctx),
@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, cmd: &SeqCommand) -> Result<Report> {
             Ok(Report::new(
                 format!(
                     "imported: {} counters and {} lastSeen entries moved up\n",
-                    done.counters, done.last_seen
+                    done.counters_moved, done.last_seen_moved
                 ),
                 &done,
             ))

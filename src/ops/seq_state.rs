@@ -49,8 +49,10 @@ type Receiving = (AgentName, Vec<(AgentName, u64)>);
 /// What an import changed.
 #[derive(Debug, Clone, Serialize)]
 pub struct Imported {
-    pub counters: usize,
-    pub last_seen: usize,
+    /// How many counters moved up.
+    pub counters_moved: usize,
+    /// How many lastSeen entries moved up.
+    pub last_seen_moved: usize,
 }
 
 /// The agent a name of the file means (`WORKER-A` -> `worker-a`), or `None`.
@@ -114,13 +116,13 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
         ))
         .hint("numbers only go up; `circe seq reset --agent A` starts a sender's new epoch"));
     }
-    let mut out = Imported { counters: 0, last_seen: 0 };
+    let mut out = Imported { counters_moved: 0, last_seen_moved: 0 };
     for (a, n) in counters {
         let c = ws.engine.seq_update(&a, &mut |c| {
             c.last = c.last.max(n);
             Ok(())
         })?;
-        out.counters += usize::from(have.get(&a).is_none_or(|h| *h != c));
+        out.counters_moved += usize::from(have.get(&a).is_none_or(|h| *h != c));
     }
     for (r, m) in seen {
         let (before, after) = ws.engine.seq_see(&r, &mut |rec| {
@@ -135,14 +137,14 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
             }
             Ok(())
         })?;
-        out.last_seen +=
+        out.last_seen_moved +=
             after.senders.iter().filter(|(k, v)| before.senders.get(*k) != Some(*v)).count();
         super::seq::log_after_import(ws, &r)?;
     }
     let mut e = Event::now(EventKind::Seq, crate::event::CIRCE);
     e.what = Some(format!(
         "import: {} counters and {} lastSeen entries moved up",
-        out.counters, out.last_seen
+        out.counters_moved, out.last_seen_moved
     ));
     ws.engine.append_events(vec![e])?;
     Ok(out)

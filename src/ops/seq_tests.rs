@@ -137,7 +137,7 @@ on_both_engines! {
         assert_eq!(s.render(), "{\n  \"counters\": {\n    \"COORDINATOR\": 1\n  },\n  \"lastSeen\": {}\n}\n");
         let file = MessageState::parse(r#"{"counters": {"COORDINATOR": 5, "QA": 2}, "lastSeen": {"ENGINEER": {"COORDINATOR": 4}}}"#).unwrap();
         let done = seq_state::import(ws, &file).unwrap();
-        assert_eq!((done.counters, done.last_seen), (2, 1));
+        assert_eq!((done.counters_moved, done.last_seen_moved), (2, 1));
         assert_eq!(counter(ws, "coordinator").last, 5);
         assert_eq!(ws.engine.seq_seen(&a("engineer")).unwrap().last_seen("COORDINATOR"), 4);
         let d = inform(ws, "coordinator", "engineer", "after the import");

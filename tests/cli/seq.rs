@@ -139,7 +139,7 @@ fn a_reset_sender_starts_at_1_and_is_heard() {
     env.as_("worker-b", &["take", &last]).ok();
     let o = env.as_("lead", &["--json", "seq", "reset"]);
     o.ok();
-    assert_eq!(o.json()["epoch"], 1);
+    assert_eq!(o.json()["seq_epoch"], 1);
     let f = say(&env, 10, "lead", "worker-b", "after the restart");
     let text = env.read(&format!("AGENTS/worker-b/INBOX/{f}"));
     assert!(text.contains("seq: 1\nseq_epoch: 1\n"), "{text}");
@@ -199,7 +199,7 @@ fn the_reference_state_file_goes_in_and_comes_out() {
     let o = env.circe(["--json", "seq", "import", "message-state.json"]).run();
     o.ok();
     assert_eq!(
-        (o.json()["counters"].as_u64(), o.json()["last_seen"].as_u64()),
+        (o.json()["counters_moved"].as_u64(), o.json()["last_seen_moved"].as_u64()),
         (Some(4), Some(12))
     );
     let out = env.circe(["--json", "seq", "state"]).run();
@@ -222,7 +222,7 @@ fn the_reference_state_file_goes_in_and_comes_out() {
     std::fs::write(env.path().join("again.json"), &out.stdout).unwrap();
     let again = env.circe(["--json", "seq", "import", "again.json"]).run();
     again.ok();
-    assert_eq!(again.json()["last_seen"], 0);
+    assert_eq!(again.json()["last_seen_moved"], 0);
 }
 
 #[test]
