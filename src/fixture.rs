@@ -183,6 +183,28 @@ pub fn command_line(agent: Option<&str>, args: &[String]) -> String {
 }
 
 /// The fixture folder named `name`: a path, or a case under ./fixtures.
+/// The fixtures of circe's own source tree, built in: `circe replay CASE` runs them
+/// anywhere (a folder named so, or `fixtures/CASE` here, goes first).
+const BUILT_IN: &[(&str, &str)] = &[
+    ("agent-onboarding", include_str!("../fixtures/agent-onboarding/steps")),
+    ("lease-expiry", include_str!("../fixtures/lease-expiry/steps")),
+    ("parked", include_str!("../fixtures/parked/steps")),
+    ("race-lost", include_str!("../fixtures/race-lost/steps")),
+    ("reference-flow", include_str!("../fixtures/reference-flow/steps")),
+    ("refused-completion", include_str!("../fixtures/refused-completion/steps")),
+    ("release-reclaim", include_str!("../fixtures/release-reclaim/steps")),
+];
+
+/// The steps of built-in fixture `name`.
+pub fn built_in(name: &str) -> Option<&'static str> {
+    BUILT_IN.iter().find(|(n, _)| *n == name).map(|(_, steps)| *steps)
+}
+
+/// The names of the built-in fixtures.
+pub fn built_in_names() -> impl Iterator<Item = &'static str> {
+    BUILT_IN.iter().map(|(n, _)| *n)
+}
+
 pub fn locate(name: &str) -> Result<PathBuf> {
     let p = PathBuf::from(name);
     for cand in [p.clone(), PathBuf::from("fixtures").join(name)] {
@@ -190,6 +212,7 @@ pub fn locate(name: &str) -> Result<PathBuf> {
             return Ok(cand);
         }
     }
+    let known: Vec<&str> = built_in_names().collect();
     Err(Error::not_found(format!("no fixture `{name}` (a folder with a `steps` file)"))
-        .hint("fixtures live in fixtures/<case>/steps"))
+        .hint(format!("fixtures live in fixtures/<case>/steps; built in: {}", known.join(", "))))
 }

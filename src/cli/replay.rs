@@ -17,7 +17,8 @@ use crate::fixture::{self, Outcome, Step};
     after_help = "Examples:\n  circe replay race-lost\n  circe replay fixtures/lease-expiry --json"
 )]
 pub struct ReplayArgs {
-    /// A fixture folder, or a case name under ./fixtures.
+    /// A fixture folder, a case name under ./fixtures, or a built-in case (reference-flow,
+    /// race-lost, lease-expiry, parked, release-reclaim, refused-completion, agent-onboarding).
     pub fixture: String,
     /// Keep the temporary root and print its path.
     #[arg(long)]
@@ -48,17 +49,24 @@ pub enum ReplayLine {
 }
 
 pub fn run(ctx: &Ctx, a: &ReplayArgs) -> Result<Report> {
-    let dir = fixture::locate(&a.fixture)?;
-    let steps_file = dir.join("steps");
-    let text = String::from_utf8(read_input_file(&steps_file)?)
-        .map_err(|_| Error::refused(format!("{} is not UTF-8", steps_file.display())))?;
+    // A folder first; else one of circe's own, built in.
+    let (dir, text) = match (fixture::locate(&a.fixture), fixture::built_in(&a.fixture)) {
+        (Ok(dir), _) => {
+            let steps_file = dir.join("steps");
+            let text = String::from_utf8(read_input_file(&steps_file)?)
+                .map_err(|_| Error::refused(format!("{} is not UTF-8", steps_file.display())))?;
+            (Some(dir), text)
+        }
+        (Err(_), Some(text)) => (None, text.to_string()),
+        (Err(e), None) => return Err(e),
+    };
     let steps = fixture::parse_steps(&text)?;
     let mut root = ScratchDir::new("circe-replay")?;
     if a.keep {
         root.keep();
     }
-    if dir.join("tree").is_dir() {
-        copy_tree(&dir.join("tree"), root.path())?;
+    if let Some(tree) = dir.map(|d| d.join("tree")).filter(|t| t.is_dir()) {
+        copy_tree(&tree, root.path())?;
     }
     narrate(root.path(), &steps, a.keep, ctx.json, chrono::TimeDelta::zero())
 }

@@ -130,3 +130,24 @@ fn regex_escape(s: &str) -> String {
         out
     })
 }
+
+/// Every fixture of the source tree is built into the binary, exactly as its file says,
+/// so `circe replay CASE` runs where there is no source tree.
+#[test]
+fn every_fixture_is_built_in() {
+    let cases = cases();
+    let names: Vec<&str> = cases.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(fixture::built_in_names().collect::<Vec<_>>(), names);
+    for (name, dir) in &cases {
+        let steps = std::fs::read_to_string(dir.join("steps")).unwrap();
+        assert_eq!(fixture::built_in(name), Some(steps.as_str()), "{name}");
+    }
+    let away = tempfile::tempdir().unwrap();
+    let o = std::process::Command::new(exe())
+        .args(["replay", "race-lost"])
+        .current_dir(away.path())
+        .env_remove("CIRCE_ROOT")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
