@@ -298,16 +298,18 @@ pub fn main() -> u8 {
                 // named on the line after "were not provided:").
                 let body = text.split("\n\nUsage:").next().unwrap_or_default();
                 let body = body.split("\n\nFor more information").next().unwrap_or_default();
-                let msg = body
+                // Its `tip:` lines are hints, not the message.
+                let (tips, lines): (Vec<&str>, Vec<&str>) = body
                     .strip_prefix("error: ")
                     .unwrap_or(body)
                     .lines()
                     .map(str::trim)
                     .filter(|l| !l.is_empty())
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                let err = Error::usage(msg).detail("clap", e.kind().to_string());
-                output::print_error(&err.hint("`circe help COMMAND` shows its flags"), true, false);
+                    .partition(|l| l.starts_with("tip: "));
+                let mut hint: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
+                hint.push("`circe help COMMAND` shows its flags");
+                let err = Error::usage(lines.join(" ")).detail("clap", e.kind().to_string());
+                output::print_error(&err.hint(hint.join("; ")), true, false);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();
