@@ -99,7 +99,7 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
             Ok(c) => match message::parse_limited(&c.bytes, c.size, mode, &limits) {
                 Err(p) => p,
-                Ok(m) => registry_problems(&registry, &m),
+                Ok(m) => registry_problems(&registry, &m, &c.bytes),
             },
         };
         if problems.is_empty() {
@@ -130,21 +130,31 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
     Ok(report)
 }
 
-fn registry_problems(reg: &Registry, m: &message::Message) -> Vec<Problem> {
+/// What the registry says of a message that parses, with the line of the header at fault
+/// (`intent:`, or TX's `type:`; for a missing task id, the intent's line too).
+fn registry_problems(reg: &Registry, m: &message::Message, bytes: &[u8]) -> Vec<Problem> {
     let mut out = Vec::new();
     let Some(intent) = m.intent.as_deref() else { return out };
+    let text = String::from_utf8_lossy(bytes);
+    let line = text
+        .lines()
+        .position(|l| l.starts_with("intent:") || l.starts_with("type:"))
+        .map(|n| n + 1);
     match reg.intent(intent) {
-        None => out.push(
-            Problem::new(None, Some("intent"), format!("unknown intent `{intent}`"))
-                .hint("`circe registry` lists the intents"),
-        ),
+        None => {
+            let e = reg.unknown_intent(intent);
+            let p = Problem::new(line, Some("intent"), e.message);
+            out.push(match e.hint {
+                Some(h) => p.hint(h),
+                None => p,
+            });
+        }
         Some(i) => {
             if i.needs_task_id && m.task_id.is_none() {
-                out.push(Problem::new(
-                    None,
-                    Some("task_id"),
-                    format!("intent {intent} needs a task_id"),
-                ));
+                out.push(
+                    Problem::new(line, Some("task_id"), format!("intent {intent} needs a task_id"))
+                        .hint("add a `task_id:` line naming the task"),
+                );
             }
         }
     }

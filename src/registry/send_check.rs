@@ -72,7 +72,8 @@ impl Registry {
         Ok(intent)
     }
 
-    fn unknown_intent(&self, name: &str) -> Error {
+    /// The refusal of an intent the registry does not know, with the closest one it does.
+    pub fn unknown_intent(&self, name: &str) -> Error {
         let e = Error::refused(format!("unknown intent `{}`", name.escape_debug()));
         match crate::suggest::closest(name, self.intents.keys().map(String::as_str)) {
             Some(near) => {

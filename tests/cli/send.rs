@@ -615,3 +615,21 @@ fn events_logged_late_name_the_copies_their_statements_made() {
         "{file} is not the name it was delivered under: {delivered:?}"
     );
 }
+
+/// `validate` says a registry problem with the header line at fault and the closest name.
+#[test]
+fn validate_names_the_line_of_an_unknown_intent() {
+    let env = Env::new();
+    let f = env.path().join("typo.md");
+    std::fs::write(
+        &f,
+        "# MESSAGE\nfrom: engineer\nto: qa\nintent: inforn\nstatus: new\n\
+         created_at: 2026-01-01T00:00:00Z\n\n## Summary\nx\n",
+    )
+    .unwrap();
+    let o = env.circe(["validate", f.to_str().unwrap(), "--json"]).run();
+    o.code(3);
+    let p = &o.json()["files"][0]["problems"][0];
+    assert_eq!((&p["line"], &p["field"]), (&json!(4), &json!("intent")), "{}", o.show());
+    assert!(p["hint"].as_str().unwrap().contains("did you mean `inform`?"), "{}", o.show());
+}
