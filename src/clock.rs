@@ -12,9 +12,13 @@ use crate::error::{Error, Result};
 pub const FIRST: &str = "0000-01-01T00:00:00Z";
 pub const LAST: &str = "9999-12-31T23:59:59Z";
 
-/// The current time, or `CIRCE_NOW` when set.
+/// The current time to the millisecond, or `CIRCE_NOW` when set. Every time circe writes
+/// is to the second (records, leases, file names) or to the millisecond (messages, events,
+/// the chat), never finer.
 pub fn now() -> DateTime<Utc> {
-    pinned(std::env::var("CIRCE_NOW").ok().as_deref()).unwrap_or_else(Utc::now)
+    use chrono::SubsecRound;
+    pinned(std::env::var("CIRCE_NOW").ok().as_deref())
+        .unwrap_or_else(|| Utc::now().trunc_subsecs(3))
 }
 
 /// The time `CIRCE_NOW` pins, if it holds an RFC 3339 time.

@@ -633,3 +633,20 @@ fn validate_names_the_line_of_an_unknown_intent() {
     assert_eq!((&p["line"], &p["field"]), (&json!(4), &json!("intent")), "{}", o.show());
     assert!(p["hint"].as_str().unwrap().contains("did you mean `inform`?"), "{}", o.show());
 }
+
+/// A message's `created_at` that `send` fills in is to the millisecond at most, as events
+/// are (circe writes no time finer).
+#[test]
+fn a_sent_message_is_stamped_to_the_millisecond() {
+    let env = Env::new();
+    let o = env
+        .circe(["send", "--to", "qa", "--intent", "inform", "--summary", "x", "--json"])
+        .agent("engineer")
+        .now("")
+        .run();
+    o.ok();
+    let shown = env.circe(["show", o.json()["msg_id"].as_str().unwrap(), "--json"]).run();
+    let at = shown.json()["message"]["created_at"].as_str().unwrap().to_string();
+    let fraction = at.trim_end_matches('Z').split_once('.').map_or("", |(_, f)| f).to_string();
+    assert!(fraction.len() <= 3, "{at}");
+}
