@@ -125,6 +125,7 @@ struct OrphanTaskDef {
 pub struct RedeliveredDef {
     /// `message` or `task`.
     kind: String,
+    /// The address it goes to now: `agent:NAME`.
     to: String,
     #[serde(rename = "box")]
     mailbox: String,

@@ -44,8 +44,10 @@ pub struct ShowTaskJson {
     pub task_id: String,
     #[schemars(with = "StatusRecordDef")]
     pub task: task::StatusRecord,
+    /// The `.owner` record while the task is held (`owner` names an agent everywhere, so
+    /// the record is `owner_record`).
     #[schemars(with = "Option<OwnerRecordDef>")]
-    pub owner: Option<task::OwnerRecord>,
+    pub owner_record: Option<task::OwnerRecord>,
     /// Each check and whether it passed (`task.asserted` names those asserted, not run).
     pub checks: std::collections::BTreeMap<String, bool>,
     /// The box the task's message lies in.
@@ -234,7 +236,7 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     let out = ShowTaskJson {
         task_id: id.to_string(),
         task: st.rec.clone(),
-        owner: st.owner.clone(),
+        owner_record: st.owner.clone(),
         checks: st.checks.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
         location: st.location.as_ref().map(Mailbox::label),
         messages: msgs,

@@ -170,7 +170,9 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
 pub struct Redelivered {
     /// `message` or `task`.
     pub kind: &'static str,
-    pub to: AgentName,
+    /// The address it goes to now, `agent:NAME` (as a task's `to` and the events say it:
+    /// a bare name would be the role when a role has that name).
+    pub to: String,
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
@@ -245,12 +247,13 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), o.file.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
-    ev.addressed_to = Some(to.to_string());
+    ev.addressed_to = Some(format!("{}{to}", crate::address::AGENT));
     if let Some(t) = o.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
-    Ok(Redelivered { kind: "message", to: to.clone(), mailbox: dest.label(), file: o.file.clone() })
+    let to = format!("{}{to}", crate::address::AGENT);
+    Ok(Redelivered { kind: "message", to, mailbox: dest.label(), file: o.file.clone() })
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.
@@ -282,5 +285,5 @@ fn readdress(
     };
     let change = effects::apply(Move::Readdress, &st, &ctx)?;
     tx.commit(change)?;
-    Ok(Redelivered { kind: "task", to: to.clone(), mailbox: "new".into(), file: st.rec.message })
+    Ok(Redelivered { kind: "task", to: address, mailbox: "new".into(), file: st.rec.message })
 }

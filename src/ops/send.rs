@@ -137,6 +137,16 @@ fn judge<'w>(
     })?;
     if intent.opens_task {
         header_status_opens(msg)?;
+    } else if intent.needs_task_id
+        && let Some(t) = msg.task_id.as_deref()
+    {
+        // About one specific task (section 5, rule 8): a task that is, or was (archived).
+        let t = TaskId::new(t)?;
+        if ws.engine.peek(&t)?.is_none() && ws.engine.archived_task(&t)?.is_none() {
+            let name = &intent.name;
+            return Err(crate::engine::no_task(&t)
+                .map_message(|m| format!("{m}: a `{name}` is about a task that exists")));
+        }
     }
     Ok((agents, intent))
 }

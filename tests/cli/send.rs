@@ -650,3 +650,22 @@ fn a_sent_message_is_stamped_to_the_millisecond() {
     let fraction = at.trim_end_matches('Z').split_once('.').map_or("", |(_, f)| f).to_string();
     assert!(fraction.len() <= 3, "{at}");
 }
+
+/// A message about one specific task (`test_results`, ...) names a task that exists: a
+/// typo, or a template's TASK-001 left as it was, is refused and writes nothing.
+#[test]
+fn a_message_about_a_task_that_never_was_is_refused() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let before = env.state();
+    let args = ["send", "--to", "coordinator", "--intent", "test_results", "--summary", "ok"];
+    let o = env.as_("qa", &[&args[..], &["--task", "NOPE-9"]].concat());
+    o.code(5);
+    assert!(
+        o.stderr.contains("no task `NOPE-9`: a `test_results` is about a task that exists"),
+        "{}",
+        o.show()
+    );
+    assert_unchanged(&before, &env.state());
+    env.as_("qa", &[&args[..], &["--task", "T-1"]].concat()).ok();
+}

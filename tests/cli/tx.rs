@@ -513,8 +513,16 @@ fn a_retired_agent_leaves_orphans() {
     let doc = env.circe(["doctor"]).run();
     doc.ok();
     assert!(doc.stderr.contains("2 orphaned messages"), "{}", doc.stderr);
-    env.as_("core", &["orphans", "redeliver", "u-1", "--to", "engineer"]).ok();
+    let r = env.as_("core", &["orphans", "redeliver", "u-1", "--to", "engineer", "--json"]);
+    r.ok();
     assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 1);
+    // The agent alone, said as an address (a bare `engineer` would be the role).
+    assert_eq!(r.json()["to"], "agent:engineer", "{}", r.show());
+    let event = env.events().pop().unwrap();
+    assert_eq!(
+        (&event["event"], &event["addressed_to"]),
+        (&"redeliver".into(), &"agent:engineer".into())
+    );
     env.as_("core", &["orphans", "redeliver", "u-2", "--to", "brain"]).code(3);
     let list = env.circe(["orphans", "--json"]).run().json();
     assert_eq!(list["messages"].as_array().unwrap().len(), 1);
