@@ -65,13 +65,19 @@ fn actors(
             "another agent took the task after your lease ran out; claim it again if it is free"
                 .to_string()
         };
-        return Err(Error::conflict(format!(
+        let err = Error::conflict(format!(
             "stale epoch {e}: task {} is at epoch {} (owner {})",
             st.rec.task_id,
             st.rec.epoch,
             st.rec.owner.as_deref().unwrap_or("none")
         ))
-        .hint(hint));
+        .detail("epoch", st.rec.epoch.to_string());
+        // As every conflict over who holds a task says it: its holder.
+        let err = match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
+            Some(o) => err.detail("owner", o.to_string()),
+            None => err,
+        };
+        return Err(err.hint(hint));
     }
     let mut a = Vec::new();
     if st.rec.owner.as_ref() == Some(me) && st.rec.status.is_owned() {

@@ -362,9 +362,14 @@ fn an_expired_lease_is_taken_over_and_the_stale_owner_fenced_out() {
     assert_unchanged(&before, &env.state());
     // The new owner with the right epoch goes on.
     env.at(t2, "engineer-2", &["heartbeat", T, "--epoch", "3"]).ok();
-    let s = env.at(t2, "engineer-2", &["status", T, "in_progress", "--epoch", "2"]);
+    let s = env.at(t2, "engineer-2", &["status", T, "in_progress", "--epoch", "2", "--json"]);
     s.code(4);
-    assert!(s.stderr.contains("you hold it at epoch 3"), "{}", s.show());
+    let err = &s.json()["error"];
+    assert!(err["hint"].as_str().unwrap().contains("you hold it at epoch 3"), "{}", s.show());
+    assert_eq!(
+        (&err["details"]["epoch"], &err["details"]["owner"]),
+        (&json!("3"), &json!("engineer-2"))
+    );
     assert!(
         env.at(t2, "engineer", &["release", T, "--epoch", "1"])
             .stderr
