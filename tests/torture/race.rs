@@ -11,6 +11,9 @@ use crate::common::{Root, lost_or_duplicated, scaled, spawn_worker, wait_all};
 
 pub struct RaceRun {
     pub claims: usize,
+    /// In `lapse` mode (nothing released), claims that took a task over from an owner whose
+    /// lease ran out: epoch 3 and later.
+    pub takeovers: usize,
     pub problems: Vec<String>,
 }
 
@@ -23,6 +26,12 @@ pub fn race(
     limit: Duration,
 ) -> RaceRun {
     let root = Root::new(workers);
+    if mode == "lapse" {
+        // Takeovers go on and on: no task is parked by its expiries.
+        let cfg = root.dir.join("circe.yaml");
+        let text = std::fs::read_to_string(&cfg).unwrap();
+        std::fs::write(&cfg, text.replace("max_attempts: 3", "max_attempts: 1000000")).unwrap();
+    }
     for t in 0..ntasks {
         root.open(&format!("T{t}"));
     }
@@ -43,7 +52,7 @@ pub fn race(
     wait_all(children, limit);
     let mut problems = Vec::new();
     let mut seen: HashMap<(String, u64), String> = HashMap::new();
-    let mut claims = 0;
+    let (mut claims, mut takeovers) = (0, 0);
     for w in 1..=workers {
         let text =
             std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
@@ -52,6 +61,7 @@ pub fn race(
             if f[0] == "CLAIM" {
                 claims += 1;
                 let key = (f[1].to_string(), f[2].parse::<u64>().unwrap());
+                takeovers += usize::from(key.1 >= 3);
                 if let Some(prev) = seen.insert(key.clone(), f[3].to_string()) {
                     problems.push(format!("double owner: {key:?} claimed by {prev} and {}", f[3]));
                 }
@@ -73,7 +83,7 @@ pub fn race(
     // Every task must still be claimable exactly once more.
     let per_task: BTreeMap<String, usize> = BTreeMap::new();
     drop(per_task);
-    RaceRun { claims, problems }
+    RaceRun { claims, takeovers, problems }
 }
 
 #[test]
@@ -93,6 +103,32 @@ fn race_checker_catches_clobber() {
     });
     assert!(!p.is_empty(), "the race checker saw nothing wrong with locks and no-clobber broken");
     eprintln!("clobber caught: {} problems, first: {}", p.len(), p[0]);
+}
+
+/// `claim --next` taking over leases that ran out, six workers at once on three tasks:
+/// no lease is taken over twice (no task claimed twice at one epoch).
+#[test]
+fn race_takeovers_by_next_fast() {
+    let t = Instant::now();
+    let r = race(6, 120, 3, "lapse", &[], Duration::from_secs(60));
+    assert!(r.problems.is_empty(), "{:#?}", r.problems);
+    assert!(r.takeovers > 20, "too few takeovers ({}) to mean anything", r.takeovers);
+    eprintln!(
+        "race takeovers: 6 x 120 attempts, {} claims, {} takeovers, {:?}",
+        r.claims,
+        r.takeovers,
+        t.elapsed()
+    );
+}
+
+#[test]
+fn race_checker_catches_clobber_on_takeovers() {
+    let p = until_caught("takeover race checker", 3, Duration::from_secs(180), |_| {
+        race(6, 120, 2, "lapse", &[("CIRCE_TEST_BREAK", "clobber")], Duration::from_secs(60))
+            .problems
+    });
+    assert!(!p.is_empty(), "the race checker saw nothing wrong with locks and no-clobber broken");
+    eprintln!("clobber caught on takeovers: {} problems, first: {}", p.len(), p[0]);
 }
 
 #[test]

@@ -41,16 +41,29 @@ pub fn run(kind: &str, a: &[String]) {
 }
 
 /// Claim (by id or `--next`), log the success, release at that epoch (must succeed).
+/// Mode `lapse`: `--next` with a clock two seconds further each time and a lease of one,
+/// never released, so that nearly every claim takes over a lease another worker let run out.
 fn race(me: &str, ntasks: usize, attempts: usize, mode: &str, seed: u64, log: &Path) {
     let me = &AgentName::new(me).unwrap();
     let mut rng = Rng(seed | 1);
+    let base = circe::clock::parse("2030-01-01T00:00:00Z").unwrap();
     for i in 0..attempts {
         let ws = ws();
         let next = match mode {
-            "next" => true,
+            "next" | "lapse" => true,
             "id" => false,
             _ => i % 2 == 0,
         };
+        if mode == "lapse" {
+            let at = base + chrono::TimeDelta::seconds(2 * i64::try_from(i).unwrap());
+            ws.pin_clock(at);
+            match task::claim_next(&ws, me, "engineer", Some(Duration::from_secs(1))) {
+                Ok(o) => log_line(log, &format!("CLAIM {} {} {me}", o.task, o.epoch)),
+                Err(e) if matches!(e.kind, Kind::Conflict | Kind::NothingToClaim) => {}
+                Err(e) => log_line(log, &format!("ERR claim {me} {:?} {}", e.kind, e.message)),
+            }
+            continue;
+        }
         let r = if next {
             task::claim_next(&ws, me, "engineer", None)
         } else {
