@@ -279,6 +279,7 @@ pub struct Options {
 pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Options) -> Result<Met> {
     let Options { fresh, claim, timeout, poll } = o;
     let mut follow = Follow::open(ws, None, Start::Now, poll)?;
+    let busy = std::cell::Cell::new(false);
     let try_claim = |met: Met| -> Result<Option<Met>> {
         if !(claim && c == &Condition::Claimable) {
             return Ok(Some(met));
@@ -294,6 +295,12 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
                 ..met
             })),
             Err(e) if e.kind == crate::error::Kind::NothingToClaim => Ok(None),
+            // Every task it could take is held by another command (a lock held past its
+            // wait, a stopped process): a lost race, so it waits on, and looks again soon.
+            Err(e) if e.kind == crate::error::Kind::Conflict => {
+                busy.set(true);
+                Ok(None)
+            }
             Err(e) => Err(e),
         }
     };
@@ -312,6 +319,10 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
     let mut wake = if lapses { next_lapse(ws, me, role, Duration::ZERO)? } else { None };
     loop {
         let now = Instant::now();
+        if busy.take() {
+            let soon = now + Duration::from_secs(1);
+            wake = Some(wake.map_or(soon, |w| w.min(soon)));
+        }
         let left = deadline.map(|d| d.saturating_duration_since(now));
         let nap = wake.map(|w| w.saturating_duration_since(now));
         let Some(events) = follow.next(256, [left, nap].into_iter().flatten().min())? else {

@@ -660,6 +660,29 @@ fn wait_for_claimable_wakes_when_a_lease_runs_out() {
     );
 }
 
+/// `wait --for claimable --claim` whose task's lock another process holds past the lock's
+/// wait (10 s) waits on, and claims the task once the lock is free, instead of exit 4.
+#[test]
+fn a_claiming_wait_outlasts_a_lock_held_past_its_wait() {
+    local_only!("holds a task's lock file with flock");
+    let env = Env::new();
+    env.open_task("L-1");
+    let lock = env.root().join("locks/task-L-1.lock");
+    let mut holder = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "11"])
+        .spawn()
+        .expect("flock(1) runs");
+    std::thread::sleep(Duration::from_millis(300));
+    let o = env
+        .circe(["wait", "--for", "claimable", "--claim", "--json", "--timeout", "40s"])
+        .agent("engineer")
+        .run();
+    let _ = holder.wait();
+    o.ok();
+    assert_eq!(o.json()["task_id"], "L-1", "{}", o.show());
+}
+
 /// `--after` past the newest event would save a cursor that skips the events in between
 /// as they come: refused, and nothing is saved.
 #[test]
