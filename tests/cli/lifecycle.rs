@@ -491,6 +491,33 @@ fn a_record_with_a_deadline_says_format_3_in_json() {
     assert_eq!(s.json()["task"]["v"], 3, "{}", s.show());
 }
 
+/// A `claim --next` cut off after its records and before its events: the claimer's retry
+/// finishes it and answers that the task is the claimer's already (not exit 6), and doctor
+/// is clean after.
+#[test]
+fn a_claim_next_cut_off_before_its_events_is_told_to_its_retry() {
+    local_only!("crash points of the local engine");
+    let env = setup();
+    let cut = env
+        .circe(["claim", "--next"])
+        .agent("engineer")
+        .var("CIRCE_CRASH_AT", "claim.recorded")
+        .run();
+    cut.code(86);
+    assert_ne!(env.circe(["doctor"]).run().code, 0, "the cut-off change is seen");
+    let again = env.at(T5, "engineer", &["claim", "--next", "--json"]);
+    again.ok();
+    assert_eq!(
+        (&again.json()["task_id"], &again.json()["already_held"]),
+        (&json!(T), &json!(true)),
+        "{}",
+        again.show()
+    );
+    env.circe(["doctor"]).run().ok();
+    let claims = env.events().iter().filter(|e| e["event"] == "claim").count();
+    assert_eq!(claims, 1, "the cut-off claim's event, logged once");
+}
+
 /// `inbox` counts the tasks others hold whose lease ran out that the agent may take over.
 #[test]
 fn inbox_counts_the_tasks_it_may_take_over() {

@@ -230,6 +230,37 @@ impl LocalEngine {
                 return Ok(Some((task, lock)));
             }
         }
+        self.own_cut_off(who, skip)
+    }
+
+    /// A task whose message lies in `who`'s INBOX and whose lock file keeps the journal of
+    /// a change cut off (its claim, killed after its records and before its events): its
+    /// transaction finishes that change first, and the claim then answers that the agent
+    /// holds it already, so the claimer learns what its cut-off claim took.
+    fn own_cut_off(
+        &self,
+        who: &Eligibility,
+        skip: &HashSet<TaskId>,
+    ) -> Result<Option<(TaskId, lock::Lock)>> {
+        let inbox = Mailbox::Inbox(who.agent.clone());
+        let Ok(names) = self.store.list_box(&inbox) else { return Ok(None) };
+        let mut seen = HashSet::new();
+        for name in names {
+            let Some(task) = crate::message::parse_file_name(&name)
+                .and_then(|f| f.task_id)
+                .and_then(|t| TaskId::new(t).ok())
+            else {
+                continue;
+            };
+            if skip.contains(&task) || !seen.insert(task.clone()) {
+                continue;
+            }
+            if let lock::Tried::Got(lock) = self.store.try_lock_task_existing(&task)?
+                && Store::journal_left(&lock)
+            {
+                return Ok(Some((task, lock)));
+            }
+        }
         Ok(None)
     }
 }
