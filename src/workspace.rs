@@ -213,6 +213,7 @@ impl Workspace {
             addresses,
             intents,
             now: crate::clock::stamp(self.now()),
+            at: self.now(),
         }
     }
 

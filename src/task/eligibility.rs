@@ -18,6 +18,8 @@ pub struct Eligibility {
     /// The time of the claim (`clock::stamp`): a task whose deadline is not later is passed
     /// over.
     pub now: String,
+    /// The same time, as a time (a lease's end is compared with it).
+    pub at: DateTime<Utc>,
 }
 
 impl Eligibility {
@@ -37,8 +39,7 @@ impl Eligibility {
     /// in time. When no task waits, `claim --next` takes such a task over, as `claim TASK`
     /// would (the claim's transaction decides: a row is only a candidate).
     pub fn may_take_over(&self, row: &Row<'_>) -> bool {
-        let now = crate::clock::parse(&self.now);
-        self.lease_to_take_over(row).is_some_and(|lease| now.is_some_and(|n| lease <= n))
+        self.lease_to_take_over(row).is_some_and(|lease| lease <= self.at)
     }
 
     /// When the lease of the held task of this row runs out (or ran out), if another agent
