@@ -182,7 +182,6 @@ pub fn command_line(agent: Option<&str>, args: &[String]) -> String {
     }
 }
 
-/// The fixture folder named `name`: a path, or a case under ./fixtures.
 /// The fixtures of circe's own source tree, built in: `circe replay CASE` runs them
 /// anywhere (a folder named so, or `fixtures/CASE` here, goes first).
 const BUILT_IN: &[(&str, &str)] = &[
@@ -205,6 +204,7 @@ pub fn built_in_names() -> impl Iterator<Item = &'static str> {
     BUILT_IN.iter().map(|(n, _)| *n)
 }
 
+/// The fixture folder named `name`: a path, or a case under ./fixtures.
 pub fn locate(name: &str) -> Result<PathBuf> {
     let p = PathBuf::from(name);
     for cand in [p.clone(), PathBuf::from("fixtures").join(name)] {

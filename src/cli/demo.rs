@@ -21,11 +21,13 @@ pub struct DemoArgs {
     pub keep: bool,
 }
 
-/// The demo is the `reference-flow` fixture, so the snapshot test checks what it shows.
-const STEPS: &str = include_str!("../../fixtures/reference-flow/steps");
-
 pub fn run(ctx: &Ctx, a: &DemoArgs) -> Result<Report> {
-    let steps = fixture::parse_steps(STEPS)?;
+    // The demo is the built-in `reference-flow` fixture, so the snapshot test checks what
+    // it shows.
+    let text = fixture::built_in("reference-flow").ok_or_else(|| {
+        crate::error::Error::internal("the reference-flow fixture is not built in")
+    })?;
+    let steps = fixture::parse_steps(text)?;
     let mut root = ScratchDir::new("circe-demo")?;
     if a.keep {
         root.keep();
