@@ -247,13 +247,14 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), o.file.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
-    ev.addressed_to = Some(format!("{}{to}", crate::address::AGENT));
+    // `agent:B`: a bare B would be the role when a role has that name.
+    let address = format!("{}{to}", crate::address::AGENT);
+    ev.addressed_to = Some(address.clone());
     if let Some(t) = o.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
-    let to = format!("{}{to}", crate::address::AGENT);
-    Ok(Redelivered { kind: "message", to, mailbox: dest.label(), file: o.file.clone() })
+    Ok(Redelivered { kind: "message", to: address, mailbox: dest.label(), file: o.file.clone() })
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.
