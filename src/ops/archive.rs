@@ -42,7 +42,7 @@ pub fn run(ws: &Workspace, o: &Options, progress: &mut dyn FnMut(Progress)) -> R
 }
 
 /// Rotate the chat channel when it has lines and was started before the cutoff (its newest
-/// archive record is older, or it has none), then name the chat archives a saved chat cursor
+/// archive record is older; with none, its file was made before it), then name the chat archives a saved chat cursor
 /// still reads (they stay in LOGS/chat/).
 fn chat(
     ws: &Workspace,
@@ -51,11 +51,21 @@ fn chat(
 ) -> Result<Vec<String>> {
     let Ok(ch) = crate::chat::channel(ws) else { return Ok(Vec::new()) };
     let recs: Vec<ArchiveRecord> = records(&ch.archive_records()?);
-    let started = recs.iter().filter_map(|r| crate::clock::parse(&r.archived_at)).max();
-    let has_lines = ch.open()?.is_some_and(|r| r.size().is_ok_and(|s| s > 0));
-    if has_lines && !dry_run && started.is_none_or(|t| t < cutoff) {
+    let Some(live) = ch.open()? else { return needed_archives(ws, &ch) };
+    // The live file began at the newest archive's time; a channel never archived, when its
+    // file was made.
+    let started = match recs.iter().filter_map(|r| crate::clock::parse(&r.archived_at)).max() {
+        Some(t) => t,
+        None => chrono::DateTime::<chrono::Utc>::from(live.started()?),
+    };
+    if live.size()? > 0 && !dry_run && started < cutoff {
         crate::chat::archive::run(ws, None)?;
     }
+    needed_archives(ws, &ch)
+}
+
+/// The chat archives (their stems) a saved chat cursor still reads.
+fn needed_archives(ws: &Workspace, ch: &crate::engine::local::ChatFile) -> Result<Vec<String>> {
     let recs: Vec<ArchiveRecord> = records(&ch.archive_records()?);
     let live = ch.id_now()?;
     let mut needed = Vec::new();

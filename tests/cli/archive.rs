@@ -552,3 +552,20 @@ fn doctor_names_a_damaged_last_event_as_a_violation() {
     std::fs::write(env.root().join("ARCHIVE/last_event"), "1\n").unwrap();
     env.circe(["doctor"]).run().ok();
 }
+
+#[test]
+fn a_chat_channel_never_archived_stays_until_its_file_is_older_than_the_cutoff() {
+    local_only!(
+        "the channel's file is the local engine's (tests/pg/chat.rs archives the database's)"
+    );
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "started today"]).ok();
+    // The env's clock is a year before the file was made: the channel is new at that time.
+    env.circe(["archive"]).run().ok();
+    assert_eq!(env.read("chat.md"), "[engineer-to-qa]: started today\n");
+    assert!(!env.root().join("LOGS/chat").exists() || env.ls_all("LOGS/chat").is_empty());
+    // Seven days after the file was made, it goes (and a new channel starts).
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert_eq!(env.read("chat.md"), "");
+    assert_eq!(env.ls_all("LOGS/chat").len(), 2, "the archive and its record");
+}

@@ -251,6 +251,13 @@ impl ChatReader {
         Ok(self.file.metadata().map_err(io_err("cannot stat", &self.path))?.len())
     }
 
+    /// When the file was made: its birth time where the filesystem keeps one, else the
+    /// last time it was written (never earlier than the birth).
+    pub fn started(&self) -> Result<std::time::SystemTime> {
+        let m = self.file.metadata().map_err(io_err("cannot stat", &self.path))?;
+        m.created().or_else(|_| m.modified()).map_err(io_err("cannot stat", &self.path))
+    }
+
     /// Append everything from `offset` to the end of the file onto `buf`; returns how many
     /// bytes were read.
     pub fn read_to_end_from(&self, offset: u64, buf: &mut Vec<u8>) -> Result<usize> {
