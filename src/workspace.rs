@@ -64,6 +64,16 @@ impl Workspace {
         self.pinned.get().unwrap_or_else(|| tx.now())
     }
 
+    /// The time now by the clock that decides leases and deadlines: the pinned clock, else
+    /// the root's own (a database server's), else this host's (`CIRCE_NOW` when set). For
+    /// reports; a change decides by its transaction's (`tx_now`).
+    pub fn root_now(&self) -> Result<chrono::DateTime<chrono::Utc>> {
+        if let Some(t) = self.pinned.get() {
+            return Ok(t);
+        }
+        Ok(self.engine.root_clock()?.unwrap_or_else(crate::clock::now))
+    }
+
     /// Make `now` return `t` (a library user's or a test's own clock).
     pub fn pin_clock(&self, t: chrono::DateTime<chrono::Utc>) {
         self.pinned.set(Some(t));
@@ -194,6 +204,21 @@ impl Workspace {
     /// or its bare name when no role has that name: a role name means the role); and those
     /// addressed to `all` or to its role (bare or `role:`) whose intent its role may receive.
     pub fn eligibility(&self, me: &AgentName, role: &str) -> Eligibility {
+        self.eligibility_at(me, role, self.now())
+    }
+
+    /// `eligibility` at the time of the clock that decides leases and deadlines
+    /// (`root_now`): what a report says one may take is what a claim would decide.
+    pub fn eligibility_by_root_clock(&self, me: &AgentName, role: &str) -> Result<Eligibility> {
+        Ok(self.eligibility_at(me, role, self.root_now()?))
+    }
+
+    fn eligibility_at(
+        &self,
+        me: &AgentName,
+        role: &str,
+        at: chrono::DateTime<chrono::Utc>,
+    ) -> Eligibility {
         let mut direct = vec![format!("{}{me}", address::AGENT)];
         if !self.registry.is_role(me.as_str()) {
             direct.push(me.to_string());
@@ -212,8 +237,8 @@ impl Workspace {
             direct,
             addresses,
             intents,
-            now: crate::clock::stamp(self.now()),
-            at: self.now(),
+            now: crate::clock::stamp(at),
+            at,
         }
     }
 

@@ -109,7 +109,7 @@ type Key = (u8, bool, Option<String>);
 /// order (priority, then deadline, none last, then time waiting; a task past its deadline
 /// is not taken), streamed from the board.
 pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
-    let who = ws.eligibility(me, role);
+    let who = ws.eligibility_by_root_clock(me, role)?;
     let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
     let (mut count, mut lapsed) = (0, 0);
     let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);

@@ -102,7 +102,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         want.is_none_or(|w: Status| w == r.status)
             && a.owner.as_deref().is_none_or(|o| r.owner.as_deref() == Some(o))
     };
-    let now = clock::now().timestamp();
+    let now = ws.root_now()?.timestamp();
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::with_capacity(64 * 1024, stdout.lock());
     let mut n = 0usize;

@@ -174,6 +174,14 @@ pub trait Engine {
     /// Every task id, sorted.
     fn task_ids(&self) -> Result<Vec<TaskId>>;
 
+    /// The time now by the clock that decides leases and deadlines when it is not this
+    /// host's (a database server's); `None` when this host's clock decides. Reports (lease
+    /// ages, the tasks one may take over) read it so that a host whose clock is off shows
+    /// what a claim would decide.
+    fn root_clock(&self) -> Result<Option<DateTime<Utc>>> {
+        Ok(None)
+    }
+
     /// The board: one row per task, in task id order, handed over one at a time.
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()>;
 

@@ -149,7 +149,7 @@ fn holds_now(
         Condition::Claimable => {
             let mut found = None;
             // As `claim --next` sees it: a task past its deadline is not taken.
-            let who = ws.eligibility(me, role);
+            let who = ws.eligibility_by_root_clock(me, role)?;
             ws.engine.board(&mut |row| {
                 if found.is_none()
                     && row.status == Status::New
@@ -247,11 +247,16 @@ fn meets(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, e: &Event) -
         Condition::Claimable => {
             e.to == Some(Status::New)
                 && match &e.task {
-                    Some(t) => ws.engine.peek(t)?.is_some_and(|st| {
-                        st.rec.status == Status::New
-                            && ws.may_take(me, role, &st.rec.to, &st.rec.intent)
-                            && ws.eligibility(me, role).in_time(st.rec.deadline.as_deref())
-                    }),
+                    Some(t) => match ws.engine.peek(t)? {
+                        Some(st) => {
+                            st.rec.status == Status::New
+                                && ws.may_take(me, role, &st.rec.to, &st.rec.intent)
+                                && ws
+                                    .eligibility_by_root_clock(me, role)?
+                                    .in_time(st.rec.deadline.as_deref())
+                        }
+                        None => false,
+                    },
                     None => false,
                 }
         }
@@ -373,7 +378,7 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
 }
 
 /// When the first lease of a task another agent holds that `me` may take over runs out (by
-/// this host's clock, a little after, and not before `at_least` from now). `None`: no such
+/// the clock that decides leases, a little after, and not before `at_least` from now). `None`: no such
 /// task.
 fn next_lapse(
     ws: &Workspace,
@@ -381,7 +386,7 @@ fn next_lapse(
     role: &str,
     at_least: Duration,
 ) -> Result<Option<Instant>> {
-    let who = ws.eligibility(me, role);
+    let who = ws.eligibility_by_root_clock(me, role)?;
     let mut first = None;
     ws.engine.board(&mut |row| {
         if let Some(t) = who.lease_to_take_over(&row) {
@@ -390,7 +395,7 @@ fn next_lapse(
         Ok(())
     })?;
     let Some(first) = first else { return Ok(None) };
-    let after = (first - ws.now()).to_std().unwrap_or_default() + Duration::from_millis(20);
+    let after = (first - who.at).to_std().unwrap_or_default() + Duration::from_millis(20);
     Ok(Some(Instant::now() + after.max(at_least)))
 }
 

@@ -134,3 +134,41 @@ fn the_clock_checker_sees_an_early_takeover_with_client_time() {
         "the broken variant passed: exit {early}, lease in {d} s"
     );
 }
+
+/// What a host 2 h ahead is told about T-000, held by e1 with a 60 s lease: the LEASE cell of
+/// `tasks` and how many tasks `inbox` says e2 may take over.
+fn seen_from_ahead(root: &Root) -> (String, u64) {
+    root.open_tasks(1);
+    root.run(Some("e1"), &["claim", "T-000", "--ttl", "60s"]).ok();
+    let mut tasks = root.command(Some("e2"), &["tasks"]);
+    tasks.env("CIRCE_NOW", shifted(2));
+    let tasks = crate::common::Out::from(&tasks.output().unwrap());
+    tasks.ok();
+    let line = tasks.stdout.lines().find(|l| l.starts_with("T-000")).unwrap_or_default();
+    let lease = line.split_whitespace().nth(5).unwrap_or_default().to_string();
+    let mut inbox = root.command(Some("e2"), &["inbox", "--json"]);
+    inbox.env("CIRCE_NOW", shifted(2));
+    let inbox = crate::common::Out::from(&inbox.output().unwrap());
+    inbox.ok();
+    (lease, inbox.json()["claimable"]["lapsed"].as_u64().unwrap_or(99))
+}
+
+#[test]
+fn a_host_with_a_wrong_clock_is_shown_leases_by_the_server_clock() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 2);
+    let (lease, lapsed) = seen_from_ahead(&root);
+    let about_a_minute = lease == "1m" || lease.ends_with('s') && lease != "expired";
+    assert!(about_a_minute, "LEASE {lease:?}: not about 60 s left");
+    assert_eq!(lapsed, 0, "inbox offers a takeover the server's clock refuses");
+}
+
+/// The checker fails when reports read this host's clock.
+#[test]
+fn the_report_clock_checker_sees_host_time() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 2);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-client-clock".into()));
+    let (lease, lapsed) = seen_from_ahead(&root);
+    assert!(lease == "expired" && lapsed == 1, "the broken variant passed: {lease:?}, {lapsed}");
+}

@@ -72,7 +72,7 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         tui::run(&ws, model)?;
         return Ok(Report::streamed());
     }
-    let now = crate::clock::now().timestamp();
+    let now = model.now().timestamp();
     let rows: Vec<Vec<String>> = model.tasks.values().map(|r| cells(r, now).to_vec()).collect();
     let mut human = if rows.is_empty() {
         "no tasks\n".to_string()

@@ -24,6 +24,8 @@ pub struct Model {
     pub events: VecDeque<Event>,
     /// The id of the last event applied.
     pub cursor: u64,
+    /// The clock that decides leases (`Workspace::root_now`) less this host's, when loaded.
+    pub skew: chrono::TimeDelta,
 }
 
 impl Model {
@@ -37,9 +39,15 @@ impl Model {
         let last = ws.engine.last_event_id()?;
         let events: VecDeque<Event> =
             ws.engine.read_events(Cursor::after(last.saturating_sub(20)), 20)?.into();
-        let mut m = Model { tasks, agents: Vec::new(), events, cursor: last };
+        let skew = ws.root_now()? - crate::clock::now();
+        let mut m = Model { tasks, agents: Vec::new(), events, cursor: last, skew };
         m.load_agents(ws)?;
         Ok(m)
+    }
+
+    /// The time now by the clock that decides leases (lease ages are shown by it).
+    pub fn now(&self) -> chrono::DateTime<chrono::Utc> {
+        crate::clock::now() + self.skew
     }
 
     fn load_agents(&mut self, ws: &Workspace) -> Result<()> {

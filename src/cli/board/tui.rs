@@ -173,7 +173,7 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
         Layout::horizontal([Constraint::Min(40), Constraint::Length(34)]).areas(middle);
     match &w.open {
         Some(t) => detail(f, ws, model, t, left),
-        None => task_table(f, &rows, &mut v.table, left),
+        None => task_table(f, &rows, model.now(), &mut v.table, left),
     }
     let agents: Vec<TRow> = model
         .agents
@@ -218,10 +218,11 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
 fn task_table(
     f: &mut Frame,
     rows: &[&crate::task::Row<'static>],
+    now: chrono::DateTime<chrono::Utc>,
     state: &mut TableState,
     area: Rect,
 ) {
-    let now = crate::clock::now().timestamp();
+    let now = now.timestamp();
     let body: Vec<TRow> = rows
         .iter()
         .map(|r| TRow::new(cells(r, now).into_iter().map(Cell::from).collect::<Vec<_>>()))

@@ -73,6 +73,19 @@ impl Engine for PgEngine {
         })
     }
 
+    fn root_clock(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        if self.clock != Clock::Server || crate::engine::local::test_break("pg-client-clock") {
+            return Ok(None);
+        }
+        let us = self.rows(
+            "reading the server's clock",
+            "SELECT (extract(epoch FROM now()) * 1000000)::int8",
+            &[],
+            |r| Ok(r.get::<_, i64>(0)),
+        )?;
+        Ok(us.first().and_then(|&us| chrono::DateTime::from_timestamp_micros(us)))
+    }
+
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
         let rows = self.rows(
             "reading the board",
