@@ -17,6 +17,7 @@ const STALE_AFTER: chrono::Duration = chrono::Duration::days(7);
 pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let mut found = ws.engine.doctor(repair)?;
     asks_left_answering(ws, repair, &mut found)?;
+    checks_missing(ws, &mut found)?;
     let last = match ws.engine.last_event_id() {
         Ok(last) => last,
         // Said as what it is, with what the engine found (it may name the cause).
@@ -60,6 +61,42 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
     }
     Ok(found)
+}
+
+/// Invariant 5 for checks: a task not finished lists in its checks every check its intent
+/// requires (a `.checks` lost or cut by hand). Reported only: the completion gate counts a
+/// missing one as not passed, and `circe check` records it.
+fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) -> Result<()> {
+    let mut open = Vec::new();
+    ws.engine.board(&mut |r| {
+        let required = ws.registry.intent(&r.intent).map_or(0, |i| i.required_checks.len());
+        if required > 0 && !r.status.is_terminal() {
+            open.push(crate::names::TaskId::new(r.task.as_ref())?);
+        }
+        Ok(())
+    })?;
+    for task in open {
+        let Some(st) = ws.engine.peek(&task)? else { continue };
+        let Some(intent) = ws.registry.intent(st.rec.intent.as_str()) else { continue };
+        let missing: Vec<&str> = intent
+            .required_checks
+            .iter()
+            .filter(|c| !st.checks.keys().any(|k| k.as_str() == c.as_str()))
+            .map(String::as_str)
+            .collect();
+        if !missing.is_empty() {
+            found.push(Violation {
+                invariant: 5,
+                what: format!(
+                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; `circe check {task} NAME=true` (or `--run NAME`) records one",
+                    missing.join(", "),
+                    st.rec.intent
+                ),
+                repaired: false,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Invariant 1 for asks: none is left `answering` by a command that is gone (an answer cut

@@ -35,6 +35,18 @@ fn state(tx: &dyn TaskTx) -> Result<TaskState> {
     tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))
 }
 
+/// The task's checks, with every check its intent requires now (the registry) that its
+/// `.checks` does not list counted as not passed: a record lost or cut by hand, or a check
+/// the team added since the task opened, never lets a task complete unproven.
+fn with_required_checks(ws: &Workspace, mut st: TaskState) -> TaskState {
+    if let Some(intent) = ws.registry.intent(st.rec.intent.as_str()) {
+        for c in intent.required_checks.iter().filter_map(|c| CheckName::new(c).ok()) {
+            st.checks.entry(c).or_insert(false);
+        }
+    }
+    st
+}
+
 /// Who `me` is for this task, after the fencing check: owner and/or coordinator.
 fn actors(
     ws: &Workspace,
@@ -198,7 +210,7 @@ fn status_move(
     outbox: Vec<Outgoing>,
 ) -> Result<(StatusRecord, Vec<Event>, bool)> {
     let mut tx = begin(ws, task)?;
-    let st = state(tx.as_ref())?;
+    let st = with_required_checks(ws, state(tx.as_ref())?);
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
     if from == target && outbox.is_empty() {
@@ -401,7 +413,7 @@ pub fn check_assert(
 ) -> Result<Checks> {
     blank_reason(reason)?;
     let mut tx = begin(ws, task)?;
-    let st = state(tx.as_ref())?;
+    let st = with_required_checks(ws, state(tx.as_ref())?);
     let coordinator = ws.is_coordinator(me) && reason.is_some();
     if !coordinator {
         require_holder(ws, &st, me, epoch)?;
@@ -447,7 +459,7 @@ pub fn check_run(
 ) -> Result<CheckRun> {
     let start_epoch = {
         let tx = begin(ws, task)?;
-        let st = state(tx.as_ref())?;
+        let st = with_required_checks(ws, state(tx.as_ref())?);
         require_holder(ws, &st, me, epoch)?;
         require_check(&st, name)?;
         st.rec.epoch
@@ -489,7 +501,7 @@ pub fn check_run(
     let passed = status.success();
     crate::engine::local::crash_point("check.ran");
     let mut tx = begin(ws, task)?;
-    let st = state(tx.as_ref())?;
+    let st = with_required_checks(ws, state(tx.as_ref())?);
     require_holder(ws, &st, me, Some(start_epoch)).map_err(|e| {
         e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
     })?;

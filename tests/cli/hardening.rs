@@ -846,3 +846,29 @@ fn hints_name_what_was_meant() {
         assert!(o.stderr.contains("the key is empty"), "{}", o.show());
     }
 }
+
+/// A `.checks` lost or emptied by hand lets no task complete unproven: the checks its intent
+/// requires count as not passed, doctor names them, and `check` records them again.
+#[test]
+fn a_task_whose_checks_were_lost_still_needs_them() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    env.as_("engineer", &["status", "T1", "in_progress"]).ok();
+    for lost in ["", "{}\n"] {
+        std::fs::write(env.root().join("TASKS/T1.checks"), lost).unwrap();
+        let o = env.as_("engineer", &["status", "T1", "completed"]);
+        o.code(3);
+        assert!(o.stderr.contains("checks not passed: tests_passed"), "{}", o.show());
+        let d = env.circe(["doctor"]).run();
+        d.code(1);
+        assert!(d.stderr.contains("task T1 does not list check(s) tests_passed"), "{}", d.show());
+    }
+    std::fs::remove_file(env.root().join("TASKS/T1.checks")).unwrap();
+    env.as_("engineer", &["status", "T1", "completed"]).code(3);
+    env.as_("engineer", &["check", "T1", "tests_passed=true"]).ok();
+    assert_eq!(env.read("TASKS/T1.checks"), "tests_passed: true\n");
+    env.as_("engineer", &["status", "T1", "completed"]).ok();
+    env.circe(["doctor"]).run().ok();
+}
