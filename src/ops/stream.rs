@@ -140,6 +140,7 @@ impl<'a> Follow<'a> {
         poll: Option<Duration>,
     ) -> Result<Follow<'a>> {
         let feed = ws.engine.subscribe(poll)?;
+        settle_left(ws);
         let mut saved = None;
         let cursor = match cursor {
             Some(name) => {
@@ -204,7 +205,15 @@ impl<'a> Follow<'a> {
                     _ => return Ok(None),
                 },
             };
-            if !self.feed.wait(left)? && deadline.is_some() {
+            let nap = left.map_or(SETTLE_EVERY, |l| l.min(SETTLE_EVERY));
+            if self.feed.wait(Some(nap))? {
+                continue;
+            }
+            // Quiet for a while: log what a command cut off before its events left behind.
+            if settle_left(self.ws) > 0 {
+                continue;
+            }
+            if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 // The wait timed out; read once more (an append may race the timeout).
                 let last = self.ws.engine.read_events(self.at, max)?;
                 return Ok((!last.is_empty()).then_some(last));
@@ -229,6 +238,17 @@ impl<'a> Follow<'a> {
         }
         Ok(())
     }
+}
+
+/// How long a follower waits on a quiet log before it looks for deliveries whose events a
+/// command cut off left unlogged (`settle_left`).
+const SETTLE_EVERY: Duration = Duration::from_secs(2);
+
+/// Log the events of deliveries whose commands were cut off before they logged them (and
+/// land their batches), as `send`, `archive` and `doctor --repair` do: no follower waits for
+/// ever on a sender that died. Best effort (doctor reports what is left); returns how many.
+fn settle_left(ws: &Workspace) -> usize {
+    ws.engine.finish_deliveries(None).unwrap_or(0)
 }
 
 /// One line for people: `#12 17:05:00 claim AUTH-012 new -> claimed by engineer (epoch 1)

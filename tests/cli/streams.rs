@@ -716,3 +716,29 @@ fn a_claimable_wait_that_holds_names_the_message() {
     );
     env.circe(["wait", "--for", "claimable", "--exec", &hook]).agent("engineer").run().ok();
 }
+
+/// A sender cut off after its delivery and before it logged its events: a watcher still hands
+/// the message on (a follower logs such events when the log is quiet, as `send` with the same
+/// id, `archive` and `doctor --repair` do), and so does a wait.
+#[test]
+fn a_follower_hands_on_a_send_whose_sender_died_before_logging_it() {
+    local_only!("the local engine keeps a delivery's events in a journal file until logged");
+    let env = Env::new();
+    env.circe(["watch", "--cursor", "qa", "--once"]).agent("qa").run().ok();
+    let mut w = spawn(&env, Some("qa"), &["watch", "--cursor", "qa", "--json", "--kind", "send"]);
+    let waiting =
+        spawn(&env, Some("qa"), &["wait", "--for", "inbox", "--new", "--json", "--timeout", "15s"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let cut = ["send", "--to", "qa", "--intent", "inform", "--summary", "cut off"];
+    env.circe(cut).agent("engineer").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    let got = lines(&mut w, 1);
+    let _ = w.kill();
+    assert_eq!(got.len(), 1, "the watcher never handed on the delivered message");
+    assert_eq!(
+        (&got[0]["event"], &got[0]["agent"]),
+        (&Value::from("send"), &Value::from("engineer"))
+    );
+    let out = waiting.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
+}
