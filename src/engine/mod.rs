@@ -544,6 +544,13 @@ pub trait TaskTx {
     fn task_id(&self) -> &TaskId;
     /// The task as it is now; `None` for a task that does not exist yet.
     fn state(&self) -> Option<&TaskState>;
+    /// Was this transaction opened by `claim --next` on a task the agent holds already
+    /// because its own claim of it was cut off (a local root finishes that claim first)?
+    /// Only then is "held already" `claim --next`'s answer; otherwise another command of the
+    /// same agent took the task meanwhile, and `claim --next` looks on.
+    fn own_cut_off(&self) -> bool {
+        false
+    }
     /// The time this transaction decides by (leases, `updated_at`): the local clock
     /// (`CIRCE_NOW` when pinned), or a database server's clock.
     fn now(&self) -> DateTime<Utc> {

@@ -291,6 +291,10 @@ fn claim_next_in(
             .hint(format!("`circe --agent {me} wait --for claimable` waits for one; `circe tasks` shows the board")));
         };
         match claim_in(ws, me, role, tx.as_mut(), ttl, request, dry) {
+            // Taken meanwhile by another command of the same agent: look on.
+            Ok(o) if o.already_held && !tx.own_cut_off() => {
+                lost.insert(tx.task_id().clone());
+            }
             Ok(o) => return Ok(o),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());

@@ -742,3 +742,32 @@ fn a_follower_hands_on_a_send_whose_sender_died_before_logging_it() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(env.ls_all("tmp").is_empty(), "{:?}", env.ls_all("tmp"));
 }
+
+/// Two claiming waits of the same agent woken by one event take two tasks: a task the
+/// other one took meanwhile is no answer for `claim --next` (it looks on), only a claim of
+/// its own that was cut off is.
+#[test]
+fn two_claiming_waits_of_one_agent_take_two_tasks() {
+    for round in 0..4 {
+        let env = Env::new();
+        let open = |t: &str| {
+            let to = ["send", "--to", "role:engineer", "--intent", "implement_feature"];
+            env.as_("coordinator", &[&to[..], &["--task", t, "--summary", t]].concat()).ok();
+        };
+        open("T-1");
+        let args = ["wait", "--for", "claimable", "--new", "--claim", "--timeout", "10s", "--json"];
+        let (a, b) = (spawn(&env, Some("engineer"), &args), spawn(&env, Some("engineer"), &args));
+        std::thread::sleep(Duration::from_millis(400));
+        open("T-2");
+        let got: Vec<String> = [a, b]
+            .into_iter()
+            .map(|c| {
+                let out = c.wait_with_output().unwrap();
+                let v: Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+                assert_eq!(v["claimed"]["already_held"], Value::Bool(false), "round {round}: {v}");
+                v["task_id"].as_str().unwrap_or("none").to_string()
+            })
+            .collect();
+        assert!(got[0] != got[1] && !got.contains(&"none".to_string()), "round {round}: {got:?}");
+    }
+}

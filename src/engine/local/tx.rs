@@ -26,13 +26,25 @@ pub(super) struct LocalTx<'a> {
     task: TaskId,
     st: Option<TaskState>,
     lock: Lock,
+    /// Opened by `claim --next` on the agent's own task whose claim was cut off
+    /// (`LocalEngine::own_cut_off`).
+    own_cut_off: bool,
 }
 
 impl<'a> LocalTx<'a> {
     /// The transaction on `task`, whose lock the caller took.
     pub(super) fn begin(eng: &'a LocalEngine, task: TaskId, lock: Lock) -> Result<LocalTx<'a>> {
         let st = reconcile::settled(eng, &task, &lock)?;
-        Ok(LocalTx { eng, task, st, lock })
+        Ok(LocalTx { eng, task, st, lock, own_cut_off: false })
+    }
+
+    /// `begin` on the agent's own task whose claim was cut off (`claim --next`'s retry).
+    pub(super) fn begin_own_cut_off(
+        eng: &'a LocalEngine,
+        task: TaskId,
+        lock: Lock,
+    ) -> Result<LocalTx<'a>> {
+        Ok(LocalTx { own_cut_off: true, ..LocalTx::begin(eng, task, lock)? })
     }
 
     /// The first free name `base`, `base.2.md`, ... in NEW_MESSAGES.
@@ -165,6 +177,10 @@ impl TaskTx for LocalTx<'_> {
 
     fn state(&self) -> Option<&TaskState> {
         self.st.as_ref()
+    }
+
+    fn own_cut_off(&self) -> bool {
+        self.own_cut_off
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
