@@ -492,3 +492,30 @@ fn a_row_whose_name_climbs_out_is_never_written_outside() {
     assert!(found.is_empty(), "nothing written: {found:?}");
     root.run(None, &["tasks"]).ok();
 }
+
+/// A watched mirror shows an agent added while it runs, and the agent's messages.
+#[test]
+fn mirror_watch_shows_agents_added_while_it_runs() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("m");
+    let arg = target.to_str().unwrap();
+    let mut watch = root
+        .command(None, &["mirror", arg, "--watch", "--interval", "30s", "--rounds", "3"])
+        .spawn()
+        .unwrap();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    root.run(None, &["agent", "add", "dev2", "--role", "engineer"]).ok();
+    crate::common::nap(300);
+    let to = ["send", "--to", "agent:dev2", "--intent", "question", "--summary", "q2"];
+    root.run(Some("coordinator"), &to).ok();
+    assert!(watch.wait().unwrap().success());
+    let inbox = target.join("AGENTS/dev2/INBOX");
+    let n = std::fs::read_dir(&inbox).map_or(0, Iterator::count);
+    assert_eq!(n, 1, "{} does not hold dev2's message", inbox.display());
+}

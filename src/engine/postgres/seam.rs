@@ -28,11 +28,11 @@ impl Engine for PgEngine {
     }
 
     fn agents(&self) -> Result<Vec<(AgentName, String)>> {
-        Ok(self.agents.borrow().clone())
+        self.current_agents()
     }
 
     fn agent_role(&self, name: &AgentName) -> Result<Option<String>> {
-        Ok(self.agents.borrow().iter().find(|(a, _)| a == name).map(|(_, r)| r.clone()))
+        Ok(self.current_agents()?.into_iter().find(|(a, _)| a == name).map(|(_, r)| r))
     }
 
     fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
@@ -372,7 +372,8 @@ impl Engine for PgEngine {
             "starting a snapshot",
             c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
         )?;
-        let snap = crate::engine::Snapshot::read(self);
+        // The agents as of the snapshot, however recently the opening read them.
+        let snap = self.read_agents().and_then(|()| crate::engine::Snapshot::read(self));
         let end = self.conn.call("ending the snapshot", c.batch_execute("COMMIT"));
         let snap = snap?;
         end?;
