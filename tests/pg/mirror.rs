@@ -519,3 +519,29 @@ fn mirror_watch_shows_agents_added_while_it_runs() {
     let n = std::fs::read_dir(&inbox).map_or(0, Iterator::count);
     assert_eq!(n, 1, "{} does not hold dev2's message", inbox.display());
 }
+
+/// Damage only SQL can make: a task's message copied into a second box, and an owner on a
+/// waiting task. Doctor names both, with what to look at.
+#[test]
+fn doctor_reports_a_message_in_two_boxes_and_an_owner_on_a_waiting_task() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(2);
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!(
+        "INSERT INTO \"{schema}\".messages (box, file, body, msg_id)
+         SELECT 'inbox:coordinator', file, body, msg_id FROM \"{schema}\".messages WHERE file LIKE '%T-001%'"
+    ));
+    c.psql(&format!(
+        "UPDATE \"{schema}\".tasks SET owner = 'e1', claimed_at = '2026-01-01T00:00:00Z' WHERE task_id = 'T-000'"
+    ));
+    let out = root.run(None, &["doctor"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    assert!(out.stderr.contains("lies in 2 boxes (inbox:coordinator, new)"), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("task T-000 is new: it waits, but it names an owner (e1)"),
+        "{}",
+        out.stderr
+    );
+}

@@ -9,8 +9,10 @@
 //! 2. every message's file name is one plain name (a folder could hold it: no `/`, not
 //!    hidden), so a mirror or a move into a folder writes nothing outside it;
 //! 3. every message parses;
-//! 4. every task's message lies in the box its row names, and that box agrees with the status;
-//! 5. the `.owner` part (claimed_at, lease) exists exactly while the task is held;
+//! 4. every task's message lies in the box its row names, in that box alone, and that box
+//!    agrees with the status;
+//! 5. the `.owner` part (owner, claimed_at, lease) exists while the task is held, no lease
+//!    while it is not, and no owner while it waits;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
 //! 7. event ids are 1..=feed.last without a gap;
 //! 8. every agent box belongs to an agent.
@@ -23,7 +25,7 @@ use crate::error::Result;
 use crate::message::{self, Mode};
 
 /// Each check: its invariant and a query returning one text per violation.
-const CHECKS: [(u8, &str); 7] = [
+const CHECKS: [(u8, &str); 8] = [
     (
         2,
         "SELECT m.box || ': `' || m.file || '` is no plain file name (a mirror or a move into a folder refuses it)'
@@ -40,6 +42,16 @@ const CHECKS: [(u8, &str); 7] = [
     ),
     (
         4,
+        "SELECT 'task ' || t.task_id || ': its message ' || t.message || ' lies in '
+                || count(*) || ' boxes (' || string_agg(m.box, ', ' ORDER BY m.box)
+                || '); it belongs in ' || t.ticket || ' alone: delete the other rows of messages'
+           FROM {s}.tasks t JOIN {s}.messages m ON m.file = t.message
+          GROUP BY t.task_id, t.message, t.ticket
+         HAVING count(*) > 1
+          ORDER BY t.task_id",
+    ),
+    (
+        4,
         "SELECT 'task ' || task_id || ' is ' || status || ' but its message is in ' || ticket
            FROM {s}.tasks
           WHERE (status IN ('new', 'parked') AND ticket <> 'new')
@@ -49,11 +61,21 @@ const CHECKS: [(u8, &str); 7] = [
     ),
     (
         5,
-        "SELECT 'task ' || task_id || ' is ' || status || ': owner, claim time and lease disagree with it'
+        "SELECT 'task ' || task_id || ' is ' || status || ': ' || CASE
+                  WHEN status IN ('claimed', 'in_progress', 'blocked')
+                    THEN 'it is held, but its owner, claim time or lease is missing'
+                  WHEN lease_expires_at IS NOT NULL OR lease_until IS NOT NULL
+                    THEN 'it is not held, but it has a lease'
+                  ELSE 'it waits, but it names an owner (' || owner || ')' END
+                || '; `circe show ' || task_id || '` and `circe log --task ' || task_id
+                || '` tell what it should be'
            FROM {s}.tasks
-          WHERE (status IN ('claimed', 'in_progress', 'blocked'))
-                <> (claimed_at IS NOT NULL AND owner IS NOT NULL AND lease_expires_at IS NOT NULL
-                    AND lease_until IS NOT NULL)
+          WHERE (status IN ('claimed', 'in_progress', 'blocked')
+                 AND (claimed_at IS NULL OR owner IS NULL OR lease_expires_at IS NULL
+                      OR lease_until IS NULL))
+             OR (status NOT IN ('claimed', 'in_progress', 'blocked')
+                 AND (lease_expires_at IS NOT NULL OR lease_until IS NOT NULL))
+             OR (status IN ('new', 'parked') AND owner IS NOT NULL)
           ORDER BY task_id",
     ),
     (
@@ -81,6 +103,7 @@ const CHECKS: [(u8, &str); 7] = [
     (
         8,
         "SELECT DISTINCT 'messages in ' || m.box || ', but there is no agent ' || m.owner
+                || ': `circe agent add ' || m.owner || ' --role ROLE` makes it again'
            FROM {s}.messages m
           WHERE m.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {s}.agents a WHERE a.name = m.owner)",
     ),
