@@ -240,9 +240,10 @@ pub trait Engine {
     /// transaction). `Ok(false)` when it is gone from `from` (someone else moved it).
     fn move_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<bool>;
 
-    /// File a message that is no task's ticket into `to` (LOGS) under its name or, when a
-    /// copy of the same delivery was filed there before (one copy per receiver, one name),
-    /// under the first free numbered name (`name.2.md`, ...): every copy keeps its place.
+    /// File a message that is no task's ticket into `to` (LOGS, a WORKSPACE) under its name
+    /// or, when that is taken there (a copy of the same delivery filed before, one copy per
+    /// receiver; another message of the same second), under the first free numbered name
+    /// (`name.2.md`, ...): every message keeps its place.
     /// Returns the name used; `None` when it is gone from `from` (someone else moved it).
     fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>>;
 

@@ -147,8 +147,9 @@ fn moved_event(
     ev
 }
 
-/// Move a message that is no task's ticket from `from` to `to` (LOGS: filed, under a
-/// numbered name when its own is taken there) and log the move's event, kept in a journal
+/// Move a message that is no task's ticket from `from` to `to` (under a numbered name when
+/// its own is taken there: two messages sent in one second by one sender to one receiver
+/// with one intent share a name) and log the move's event, kept in a journal
 /// across the move when the message has an id (a command cut off in between leaves the
 /// event to the next settling). Returns the name used; `None` when it is gone from `from`.
 fn move_plain(
@@ -164,12 +165,7 @@ fn move_plain(
         None => None,
     };
     crate::engine::local::crash_point("move.journaled");
-    let moved = if *to == Mailbox::Logs {
-        ws.engine.file_message(from, to, file)
-    } else {
-        ws.engine.move_message(from, to, file).map(|ok| ok.then(|| file.to_string()))
-    };
-    let used = match moved {
+    let used = match ws.engine.file_message(from, to, file) {
         Ok(Some(used)) => used,
         other => {
             // Not moved by this command (another moved it, or it failed): its event is not

@@ -176,3 +176,26 @@ fn inbox_json_gives_null_for_what_a_message_lacks() {
     let human = env.as_("qa", &["inbox"]);
     assert!(human.stdout.lines().any(|l| l.contains("engineer  inform  -")), "{}", human.show());
 }
+
+/// Two messages of one second from one sender to one receiver with one intent share a file
+/// name: the second one taken lies beside the first in the WORKSPACE under a numbered name.
+#[test]
+fn take_keeps_two_messages_of_one_name_apart() {
+    let env = Env::new();
+    let mut taken = Vec::new();
+    for text in ["one", "two"] {
+        env.as_("qa", &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", text])
+            .ok();
+        let name = env.ls("AGENTS/engineer/INBOX").remove(0);
+        let o = env.as_("engineer", &["--json", "take", &name]);
+        o.ok();
+        taken.push(name);
+    }
+    assert_eq!(taken[0], taken[1], "the same name twice");
+    let ws = env.ls("AGENTS/engineer/WORKSPACE");
+    assert_eq!(ws.len(), 2, "{ws:?}");
+    assert!(ws.iter().any(|n| n.ends_with(".2.md")), "{ws:?}");
+    let o = env.as_("engineer", &["show", &ws[1]]);
+    o.ok();
+    env.circe(["doctor"]).run().ok();
+}
