@@ -87,6 +87,7 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
     // A hook of an agent's stream is given that agent's copy of a message.
     let hook_agent = agent.as_ref().map(|(me, _)| me.to_string());
+    let stale_for = agent.as_ref().map(|(me, _)| me.clone());
     let mut filter = Filter::new(agent, task.clone(), kinds(&a.kind)?);
     let mut matched = 0usize;
     let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
@@ -136,7 +137,17 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
             if early {
                 follow.handed(e.id)?;
             }
-            if filter.wants(&ws, &e) {
+            // A stream of an agent hands on no event that brought it only stale messages:
+            // a durable consumer logs them as skipped instead.
+            let stale = match &stale_for {
+                Some(me) => crate::ops::seq::only_stale(&ws, me, &e)?,
+                None => false,
+            };
+            if stale {
+                if let Some(me) = &seen_by {
+                    crate::ops::seq::handed_event(&ws, me, &e)?;
+                }
+            } else if filter.wants(&ws, &e) {
                 matched += 1;
                 let handled = match &hook {
                     Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())?,

@@ -125,6 +125,46 @@ pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
     if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files) }
 }
 
+/// Does event `e` put into `me`'s INBOX only messages that are stale for `me` (numbered at
+/// or below what it has seen of their sender)? Such an event is handed to no consumer of
+/// `me`'s stream: stale messages are kept and shown apart, never as new (one that is gone
+/// from the INBOX, or does not read, is no reason to hold an event back).
+pub fn only_stale(ws: &Workspace, me: &AgentName, e: &Event) -> Result<bool> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let label = inbox.label();
+    let mut files = e.files.iter().filter(|f| f.mailbox == label).peekable();
+    if files.peek().is_none() {
+        return Ok(false);
+    }
+    let judge = Staleness::of(ws, me)?;
+    for f in files {
+        match super::read(ws, &inbox, &f.file) {
+            Ok(m) if judge.stale(&m).is_some() => {}
+            _ => return Ok(false),
+        }
+    }
+    Ok(true)
+}
+
+/// The first message in `me`'s INBOX that is not stale for it, by name.
+pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let mut judge = None;
+    for f in ws.engine.list_box(&inbox)? {
+        let Ok(m) = super::read(ws, &inbox, &f) else { return Ok(Some(f)) };
+        if numbered(&m).is_none() {
+            return Ok(Some(f));
+        }
+        if judge.is_none() {
+            judge = Some(Staleness::of(ws, me)?);
+        }
+        if judge.as_ref().is_some_and(|j| j.stale(&m).is_none()) {
+            return Ok(Some(f));
+        }
+    }
+    Ok(None)
+}
+
 /// A message in an INBOX: its file and what decides its fate.
 pub struct InInbox {
     file: String,

@@ -143,8 +143,10 @@ fn holds_now(
 ) -> Result<Option<Met>> {
     match c {
         Condition::Inbox => {
+            // A stale message (numbered at or below what `me` saw of its sender) is not new.
             let inbox = Mailbox::Inbox(me.clone());
-            Ok(ws.engine.list_box(&inbox)?.first().map(|f| Met::already(None, Some((&inbox, f)))))
+            let first = super::seq::first_fresh(ws, me)?;
+            Ok(first.map(|f| Met::already(None, Some((&inbox, &f)))))
         }
         Condition::Claimable => {
             let mut found = None;
@@ -243,7 +245,10 @@ fn holds_now(
 /// Does event `e` meet the condition?
 fn meets(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, e: &Event) -> Result<bool> {
     Ok(match c {
-        Condition::Inbox => e.files.iter().any(|f| f.mailbox == format!("inbox:{me}")),
+        Condition::Inbox => {
+            e.files.iter().any(|f| f.mailbox == format!("inbox:{me}"))
+                && !super::seq::only_stale(ws, me, e)?
+        }
         Condition::Claimable => {
             e.to == Some(Status::New)
                 && match &e.task {

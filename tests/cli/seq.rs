@@ -371,3 +371,28 @@ fn every_way_of_addressing_the_receiver_moves_last_seen() {
         assert_eq!(seen_lead(&env), u64::from(n), "after a message to {to}");
     }
 }
+
+/// A stale message is never handed on as new: an agent's stream passes over the event that
+/// brought it, and `wait --for inbox` does not count it.
+#[test]
+fn streams_pass_over_stale_messages() {
+    let env = team();
+    let five = say(&env, 5, "lead", "worker-b", "number 5");
+    let seven = say(&env, 7, "lead", "worker-b", "number 7");
+    env.as_("worker-b", &["take", &seven]).ok();
+    let o = env.as_("worker-b", &["watch", "--from-start", "--once", "--json", "--kind", "send"]);
+    o.ok();
+    let files: Vec<String> = o
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|e| e["files"][0]["file"].as_str().map(str::to_string))
+        .collect();
+    assert_eq!(files, [seven], "#5 is stale once #7 was handled: {}", o.show());
+    let w = env.as_("worker-b", &["wait", "--for", "inbox", "--timeout", "1s"]);
+    w.code(7);
+    say(&env, 8, "lead", "worker-b", "number 8");
+    let w = env.as_("worker-b", &["wait", "--for", "inbox", "--timeout", "1s"]);
+    w.ok();
+    assert!(!w.stdout.contains(&five), "{}", w.show());
+}
