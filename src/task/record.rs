@@ -122,6 +122,13 @@ impl StatusRecord {
             ))
             .hint("upgrade circe"));
         }
+        if rec.task_id.as_str() != task {
+            return Err(Error::internal(format!(
+                "TASKS/{task}.status is damaged: it says it is the record of task {}",
+                rec.task_id
+            ))
+            .hint(format!("a record names its own task: put `task_id: {task}` back (or the file back from version control); `circe log --task {task}` lists its events")));
+        }
         Ok(rec)
     }
 
@@ -225,8 +232,10 @@ mod tests {
         assert!(StatusRecord::parse("X", "status: [").is_err());
         let newer = text.replace("v: 2", "v: 4");
         assert_eq!(StatusRecord::parse("X", &newer).unwrap_err().kind, crate::error::Kind::Refused);
+        let other = StatusRecord::parse("AUTH-013", &text).unwrap_err();
+        assert!(other.message.contains("it says it is the record of task AUTH-012"), "{other:?}");
         let v1 = text.replace("v: 2\n", "").replace("expiries: 0\n", "");
-        let old = StatusRecord::parse("X", &v1).unwrap();
+        let old = StatusRecord::parse("AUTH-012", &v1).unwrap();
         assert_eq!((old.v, old.expiries), (1, 0), "a record without v is format 1");
         assert!(old.render().starts_with("v: 2\n"), "written back in the current format");
         assert!(
