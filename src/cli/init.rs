@@ -27,7 +27,8 @@ use crate::registry::BUILTIN_ROLES;
     after_help = "Examples:\n  circe init                  # ./.circe with one agent per built-in role\n  circe init ~/team           # ~/team/.circe"
 )]
 pub struct InitArgs {
-    /// Where to make .circe (default: the current folder).
+    /// Where to make .circe (default: the folder --root or CIRCE_ROOT names, else the
+    /// current folder).
     pub dir: Option<PathBuf>,
     /// Keep the root in a database: postgres://host[:port]/database?schema=NAME (the
     /// password comes from PGPASSWORD or the password file, never from the URL).
@@ -83,7 +84,15 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
                 .hint("server (the default) or client (tests: CIRCE_NOW pins it)")
         })?,
     };
-    let dir = args.dir.clone().unwrap_or_else(|| PathBuf::from("."));
+    let dir = match (&args.dir, ctx.root_spec()) {
+        (Some(d), _) => d.clone(),
+        // `--root DIR` or `--root DIR/.circe`, as every other command reads it.
+        (None, RootSpec::Path(p)) if p.file_name().is_some_and(|n| n == ".circe") => {
+            p.parent().map_or_else(|| PathBuf::from("."), std::path::Path::to_path_buf)
+        }
+        (None, RootSpec::Path(p)) => p,
+        (None, _) => PathBuf::from("."),
+    };
     let (target, pointer) = match (&args.engine, ctx.root_spec()) {
         (Some(url), _) => (Some(Target::from_url(url)?), true),
         (None, RootSpec::Url(url)) => (Some(Target::from_url(&url)?), false),

@@ -150,3 +150,21 @@ fn root_flag_takes_the_project_or_the_circe_folder() {
     out.code(2);
     assert!(out.stderr.contains("hint:"), "{}", out.show());
 }
+
+/// `init --root DIR` (or `--root DIR/.circe`) makes the root there, as every other command
+/// reads `--root`; a DIR given as the argument wins.
+#[test]
+fn init_makes_the_root_that_root_names() {
+    local_only!("a folder root");
+    let env = Env::bare();
+    let there = env.path().join("team");
+    env.circe(["init", "--root", there.to_str().unwrap()]).run().ok();
+    assert!(there.join(".circe/circe.yaml").is_file());
+    assert!(!env.path().join(".circe").exists(), "made in the current folder");
+    let dotted = env.path().join("other/.circe");
+    env.circe(["init", "--root", dotted.to_str().unwrap()]).run().ok();
+    assert!(dotted.join("circe.yaml").is_file());
+    let arg = env.path().join("third");
+    env.circe(["init", arg.to_str().unwrap(), "--root", there.to_str().unwrap()]).run().ok();
+    assert!(arg.join(".circe/circe.yaml").is_file());
+}
