@@ -232,6 +232,16 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
     };
     let mut tx = tx;
     let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
+    if st.rec.status.is_terminal() {
+        let t = &st.rec.task_id;
+        return Err(Error::refused(format!(
+            "task {t} is {}: there is nothing to take up",
+            st.rec.status.as_str()
+        ))
+        .hint(format!(
+            "`circe --agent {me} done {t}` files its messages from your boxes into LOGS"
+        )));
+    }
     if st.rec.owner.as_ref() != Some(me) || !st.rec.status.is_owned() {
         let e = Error::conflict(format!("task {} is not held by {me}", st.rec.task_id));
         return Err(match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {

@@ -199,3 +199,18 @@ fn take_keeps_two_messages_of_one_name_apart() {
     o.ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// `take` of a finished task is refused as a rule (exit 3) with the command that files it.
+#[test]
+fn take_of_a_finished_task_points_at_done() {
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    env.as_("engineer", &["status", "T1", "in_progress"]).ok();
+    env.as_("engineer", &["check", "T1", "tests_passed=true"]).ok();
+    env.as_("engineer", &["status", "T1", "completed"]).ok();
+    let o = env.as_("engineer", &["take", "T1"]);
+    o.code(3);
+    assert!(o.stderr.contains("circe --agent engineer done T1"), "{}", o.show());
+    env.as_("engineer", &["done", "T1"]).ok();
+}
