@@ -57,6 +57,18 @@ pub fn check_msg_id(id: &str) -> Result<()> {
     .map_err(|e| if e.hint.is_some() { e } else { e.hint(RULE) })
 }
 
+/// Request ids (a claim's, for its retry): one word of printable ASCII, 1 to 128 bytes (the
+/// local engine keeps it as a field of a line). The same rule for every engine.
+pub fn check_request_id(request: &str) -> Result<()> {
+    if request.is_empty() || request.len() > 128 || !request.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(Error::usage(format!(
+            "request id `{request}` is not 1-128 printable characters"
+        ))
+        .hint("use letters, digits and -_.: (circe prints the ids it makes)"));
+    }
+    Ok(())
+}
+
 /// Cursor names (a consumer's saved place): letters, digits, `-` and `_`; starts with a
 /// letter or digit (the task-id rule).
 pub fn check_cursor(name: &str) -> Result<()> {

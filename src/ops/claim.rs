@@ -59,6 +59,9 @@ pub fn claim_with(
     ttl: Option<Duration>,
     request: Option<&str>,
 ) -> Result<ClaimOutcome> {
+    if let Some(r) = request {
+        crate::names::check_request_id(r)?;
+    }
     if let Some(r) = request
         && let Some(found) = earlier_grant(ws, me, task, r)?
     {

@@ -167,3 +167,18 @@ fn the_message_id_checker_sees_two_deliveries_when_the_look_is_unheld() {
         "no id delivered twice in 40 rounds with the look unheld: {p:#?}"
     );
 }
+
+/// A request id is 1 to 128 printable characters on every engine; another is a usage error
+/// that takes nothing.
+#[test]
+fn a_request_id_that_is_no_word_is_refused_and_takes_nothing() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let long = "x".repeat(129);
+    for bad in ["a b/c", "", long.as_str()] {
+        let o = env.as_("engineer", &["claim", "T-1", "--request-id", bad]);
+        o.code(2);
+        assert!(o.stderr.contains("is not 1-128 printable characters"), "{}", o.show());
+        assert_eq!(env.record("T-1").status.as_str(), "new", "{bad:?} took the task");
+    }
+}

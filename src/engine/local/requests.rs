@@ -12,17 +12,6 @@ use crate::names::{AgentName, TaskId};
 /// The file's name under queue/.
 pub const FILE: &str = "requests";
 
-/// A request id is one word of printable ASCII (it is a field of a line).
-fn check(request: &str) -> Result<()> {
-    if request.is_empty() || request.len() > 128 || !request.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Error::usage(format!(
-            "request id `{request}` is not 1-128 printable characters"
-        ))
-        .hint("use letters, digits and -_.: (circe prints the ids it makes)"));
-    }
-    Ok(())
-}
-
 /// Remember that `agent`'s claim `request` is about to make `task` its own at `epoch`.
 pub(super) fn record(
     store: &Store,
@@ -31,7 +20,7 @@ pub(super) fn record(
     task: &TaskId,
     epoch: u64,
 ) -> Result<()> {
-    check(request)?;
+    crate::names::check_request_id(request)?;
     let p = store.root.join("queue").join(FILE);
     atomic::append_line(&p, format!("{agent} {request} {task} {epoch}\n").as_bytes(), store.sync)
         .map_err(io_err("cannot append to", &p))
@@ -43,7 +32,7 @@ pub(super) fn find(
     agent: &AgentName,
     request: &str,
 ) -> Result<Option<(TaskId, u64)>> {
-    check(request)?;
+    crate::names::check_request_id(request)?;
     let p = store.root.join("queue").join(FILE);
     let bytes = match atomic::read_regular(&p) {
         Ok(b) => b,
