@@ -48,8 +48,11 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             .hint("mirror into a folder outside the root"));
         }
     }
-    // What the mirror's marker names: one name for the root, however it was reached.
+    // What the mirror's marker names: one name for the root, however it was reached; what
+    // it says to people and in JSON: the root as this command reached it (a URL one can
+    // pass to --root).
     let location = ws.engine.identity();
+    let reached = ws.engine.location();
     let mut rounds = 0u64;
     loop {
         let snap = ws.engine.snapshot()?;
@@ -62,7 +65,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
         if !a.watch || a.rounds.is_some_and(|n| rounds >= n) {
             let human = format!(
                 "{} mirrored into {}: {} files written, {} removed, {} unchanged\n",
-                location,
+                reached,
                 a.dir.display(),
                 done.written,
                 done.removed,
@@ -70,7 +73,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             );
             return Ok(Report::new(
                 human,
-                json!({"root": location, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
+                json!({"root": reached, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
             ));
         }
         ws.engine.wait_events(last, interval)?;

@@ -545,3 +545,20 @@ fn doctor_reports_a_message_in_two_boxes_and_an_owner_on_a_waiting_task() {
         out.stderr
     );
 }
+
+/// The root a mirror names is one that `--root` takes (the unix socket's folder included).
+#[test]
+fn the_root_a_mirror_names_can_be_passed_to_root() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("m");
+    let out = root.run(None, &["--json", "mirror", target.to_str().unwrap()]);
+    out.ok();
+    let named = out.json()["root"].as_str().unwrap().to_string();
+    let again = crate::common::Root::at(&named).run(None, &["--json", "tasks"]);
+    again.ok();
+    assert_eq!(again.json()["tasks"][0]["task_id"], "T-000", "{named}");
+}
