@@ -14,7 +14,7 @@ use crate::fixture::{self, Outcome, Step};
 /// and what it printed. The same runner the snapshot tests use.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  circe replay race-lost\n  circe replay fixtures/lease-expiry --json"
+    after_help = "Examples:\n  circe replay race-lost\n  circe replay lease-expiry --json"
 )]
 pub struct ReplayArgs {
     /// A fixture folder, a case name under ./fixtures, or a built-in case (reference-flow,

@@ -20,7 +20,7 @@ use crate::registry::Registry;
 /// state).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  circe validate NEW_MESSAGES/*.md\n  circe validate --draft draft.md"
+    after_help = "Examples:\n  circe validate .circe/NEW_MESSAGES/*.md\n  circe validate --draft draft.md"
 )]
 pub struct ValidateArgs {
     /// Message files.
