@@ -13,9 +13,7 @@ use crate::fixture::{self, Outcome, Step};
 /// Replay a fixture (fixtures/<case>/steps) in a fresh temporary root, printing each step
 /// and what it printed. The same runner the snapshot tests use.
 #[derive(Debug, Args)]
-#[command(
-    after_help = "Examples:\n  circe replay race-lost\n  circe replay lease-expiry --json"
-)]
+#[command(after_help = "Examples:\n  circe replay race-lost\n  circe replay lease-expiry --json")]
 pub struct ReplayArgs {
     /// A fixture folder, a case name under ./fixtures, or a built-in case (reference-flow,
     /// race-lost, lease-expiry, parked, release-reclaim, refused-completion, agent-onboarding).

@@ -872,3 +872,16 @@ fn a_task_whose_checks_were_lost_still_needs_them() {
     env.as_("engineer", &["status", "T1", "completed"]).ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// A filter naming no agent of the root is a typo: exit 5 with the closest name, not an
+/// empty list.
+#[test]
+fn a_filter_naming_no_agent_is_not_found() {
+    let env = Env::new();
+    let o = env.circe(["tasks", "--owner", "engneer"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+    env.circe(["asks", "--for", "nobody"]).run().code(5);
+    env.circe(["asks", "--from", "nobody"]).run().code(5);
+    env.circe(["tasks", "--owner", "engineer"]).run().ok();
+}
