@@ -51,7 +51,7 @@ impl Report {
     pub fn print(&self, json: bool) {
         let mut err = std::io::stderr().lock();
         for w in &self.warnings {
-            let _ = writeln!(err, "warning: {w}");
+            let _ = writeln!(err, "warning: {}", terminal_safe(w));
         }
         drop(err);
         let mut out = std::io::stdout().lock();
@@ -61,14 +61,36 @@ impl Report {
             writeln!(out, "{}", serde_json::to_string_pretty(&self.json).unwrap_or_default())
         } else if self.human.is_empty() {
             Ok(())
-        } else if self.human.ends_with('\n') {
-            out.write_all(self.human.as_bytes())
         } else {
-            writeln!(out, "{}", self.human)
+            let human = terminal_safe(&self.human);
+            if human.ends_with('\n') {
+                out.write_all(human.as_bytes())
+            } else {
+                writeln!(out, "{human}")
+            }
         };
         // A reader that went away is not an error (broken pipe).
         let _ = r.and_then(|()| out.flush());
     }
+}
+
+/// Text for a terminal: what other agents wrote (a summary, a body, a chat line) may hold
+/// control characters, and an escape sequence would act on the reader's terminal (colour,
+/// cursor moves, a title). Every control character but newline and tab is shown escaped
+/// (`\u{1b}`); JSON escapes them itself.
+pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    for c in s.chars() {
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 /// The writer of commands that print as they go: one line at a time on stdout, flushed per
@@ -91,7 +113,9 @@ impl Out {
         }
         let mut out = std::io::stdout().lock();
         let mut buf = String::with_capacity(text.len() + 1);
-        buf.push_str(text);
+        buf.push_str(
+            if self.json { std::borrow::Cow::Borrowed(text) } else { terminal_safe(text) }.as_ref(),
+        );
         buf.push('\n');
         if out.write_all(buf.as_bytes()).and_then(|()| out.flush()).is_err() {
             self.closed = true;
@@ -129,9 +153,9 @@ pub fn print_error(e: &Error, json: bool, one_line: bool) {
         let _ = writeln!(out, "{}", text.unwrap_or_default());
     }
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error: {}", e.chain());
+    let _ = writeln!(err, "error: {}", terminal_safe(&e.chain()));
     if let Some(h) = &e.hint {
-        let _ = writeln!(err, "hint: {h}");
+        let _ = writeln!(err, "hint: {}", terminal_safe(h));
     }
 }
 

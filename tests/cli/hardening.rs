@@ -885,3 +885,21 @@ fn a_filter_naming_no_agent_is_not_found() {
     env.circe(["asks", "--from", "nobody"]).run().code(5);
     env.circe(["tasks", "--owner", "engineer"]).run().ok();
 }
+
+/// What another agent wrote reaches a terminal with its control characters shown escaped:
+/// an escape sequence in a summary colours nothing. JSON keeps the text as it is.
+#[test]
+fn control_characters_from_other_agents_are_shown_escaped() {
+    let env = Env::new();
+    let sneaky = "a\u{7}b\u{1b}[31mred";
+    env.as_("qa", &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", sneaky])
+        .ok();
+    for args in [&["inbox"][..], &["inbox", "--oneline"]] {
+        let o = env.as_("engineer", args);
+        o.ok();
+        assert!(!o.stdout.contains('\u{1b}') && !o.stdout.contains('\u{7}'), "{:?}", o.stdout);
+        assert!(o.stdout.contains("a\\u{7}b\\u{1b}[31mred"), "{}", o.show());
+    }
+    let j = env.as_("engineer", &["--json", "inbox"]);
+    assert_eq!(j.json()["messages"][0]["summary"], sneaky);
+}
