@@ -36,6 +36,10 @@ pub struct WaitArgs {
     /// standard input (never in the command line); circe exits 0 when it exits 0, else 1.
     #[arg(long, value_name = "CMD")]
     pub exec: Option<String>,
+    /// With --exec: end the hook when it lasts longer than this (its process group is
+    /// killed) and exit 1. --timeout bounds the wait, not the hook.
+    #[arg(long, value_name = "DURATION", requires = "exec")]
+    pub exec_timeout: Option<String>,
     /// Check every INTERVAL instead of being told by inotify (NFS, FUSE).
     #[arg(long, value_name = "INTERVAL")]
     pub poll: Option<String>,
@@ -52,6 +56,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
         .hint("circe wait --for claimable --claim takes the task it waited for"));
     }
     let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
+    let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     // Waiting on an INBOX nothing can be delivered to would wait for nothing.
     if cond == Condition::Inbox {
@@ -80,7 +85,16 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
                 e
             }
         };
-        if let Some(why) = hook::run_once(&ws, cmd, &e, Some(me.as_str()))? {
+        // SIGINT or SIGTERM ends the hook too (its process group), as a failed run.
+        let stop = super::stop::Stop::install()?;
+        let ran =
+            hook::run_once(&ws, cmd, &e, Some(me.as_str()), exec_timeout, &|| stop.requested())?;
+        let failed = match ran {
+            hook::Ran::Ok => None,
+            hook::Ran::Failed(why) => Some(why),
+            hook::Ran::Stopped => Some("ended: circe was told to stop".to_string()),
+        };
+        if let Some(why) = failed {
             let what = met
                 .event
                 .as_ref()

@@ -52,6 +52,10 @@ pub struct WatchArgs {
     #[arg(long, value_name = "N", requires_all = ["exec", "cursor"],
           value_parser = clap::value_parser!(u32).range(1..))]
     pub max_attempts: Option<u32>,
+    /// With --exec: end a run of the hook that lasts longer than this (e.g. 30s, 5m; its
+    /// process group is killed) and count it as failed. Without it a hook may run for ever.
+    #[arg(long, value_name = "DURATION", requires = "exec")]
+    pub exec_timeout: Option<String>,
     /// Check for new events every INTERVAL (e.g. 500ms) instead of being told by inotify:
     /// for roots on NFS or FUSE, where inotify sees nothing.
     #[arg(long, value_name = "INTERVAL")]
@@ -105,11 +109,13 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         (None, true) => Start::FromStart,
         (None, false) => Start::Now,
     };
+    let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let hook = a.exec.clone().map(|command| Hook {
         command,
         max_attempts: a.max_attempts,
         consumer: cursor.clone(),
         agent: hook_agent,
+        timeout: exec_timeout,
     });
     let stop = Stop::install()?;
     let mut follow = Follow::open(&ws, cursor, start, poll)?;

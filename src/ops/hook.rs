@@ -26,6 +26,20 @@ pub struct Hook {
     pub consumer: Option<CursorName>,
     /// The agent the stream is for: `CIRCE_BOX`/`CIRCE_FILE` name its own copy.
     pub agent: Option<String>,
+    /// A run that lasts longer is ended (its process group killed) and counts as failed.
+    pub timeout: Option<Duration>,
+}
+
+/// How one run of a hook ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ran {
+    /// It exited 0.
+    Ok,
+    /// It failed: how ("exit status 3", "killed by signal 9", "ran past its 5s").
+    Failed(String),
+    /// The consumer was told to stop while it ran: it was ended, and the event is not
+    /// handed on (the next run of the consumer hands it again).
+    Stopped,
 }
 
 /// What became of one event.
@@ -79,14 +93,18 @@ pub fn environment(ws: &Workspace, e: &Event, agent: Option<&str>) -> Vec<(&'sta
     env
 }
 
-/// Run `command` once with `e`: `None` when it exited 0, else how it ended ("exit status 3",
-/// "killed by signal 9").
+/// Run `command` once with `e`, in a process group of its own. It is ended (the group
+/// killed: `sh` and whatever it started) when it runs past `timeout` (a failed run) or when
+/// `stop` says the consumer is told to stop (`Ran::Stopped`).
 pub fn run_once(
     ws: &Workspace,
     command: &str,
     e: &Event,
     agent: Option<&str>,
-) -> Result<Option<String>> {
+    timeout: Option<Duration>,
+    stop: &dyn Fn() -> bool,
+) -> Result<Ran> {
+    use std::os::unix::process::CommandExt;
     let mut child = Command::new("sh")
         .arg("-c")
         .arg(command)
@@ -94,6 +112,7 @@ pub fn run_once(
         .stdin(Stdio::piped())
         // stdout is circe's data channel: the hook's output goes to stderr.
         .stdout(std::io::stderr())
+        .process_group(0)
         .spawn()
         .map_err(|err| {
             Error::internal(format!("cannot run the hook: {err}")).hint("is `sh` on PATH?")
@@ -102,9 +121,40 @@ pub fn run_once(
         // A hook that does not read its input is fine: a closed pipe is not an error.
         let _ = stdin.write_all(format!("{}\n", e.to_line()).as_bytes());
     }
-    let status =
-        child.wait().map_err(|err| Error::internal(format!("the hook was lost: {err}")))?;
-    Ok((!status.success()).then(|| ended(status)))
+    let lost = |err: std::io::Error| Error::internal(format!("the hook was lost: {err}"));
+    let started = std::time::Instant::now();
+    let mut nap = Duration::from_millis(1);
+    loop {
+        if let Some(status) = child.try_wait().map_err(lost)? {
+            return Ok(if status.success() { Ran::Ok } else { Ran::Failed(ended(status)) });
+        }
+        let late = timeout.is_some_and(|t| started.elapsed() >= t);
+        if late || stop() {
+            end_group(child.id());
+            let _ = child.wait();
+            return Ok(match timeout.filter(|_| late) {
+                Some(t) => Ran::Failed(format!("ran longer than --exec-timeout {t:?}")),
+                None => Ran::Stopped,
+            });
+        }
+        std::thread::sleep(nap);
+        nap = (nap * 2).min(Duration::from_millis(50));
+    }
+}
+
+/// End a hook: SIGTERM to its process group, SIGKILL a second later if any is still there.
+fn end_group(pid: u32) {
+    let Some(group) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+        return;
+    };
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
+    for _ in 0..20 {
+        std::thread::sleep(Duration::from_millis(50));
+        if rustix::process::test_kill_process_group(group).is_err() {
+            return;
+        }
+    }
+    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
 }
 
 /// How a hook that failed ended.
@@ -134,8 +184,10 @@ pub fn handle(ws: &Workspace, hook: &Hook, e: &Event, stop: &dyn Fn() -> bool) -
     let mut attempt = 0u32;
     let mut pause = FIRST_BACKOFF;
     loop {
-        let Some(why) = run_once(ws, &hook.command, e, hook.agent.as_deref())? else {
-            return Ok(Handled::Done);
+        let why = match run_once(ws, &hook.command, e, hook.agent.as_deref(), hook.timeout, stop)? {
+            Ran::Ok => return Ok(Handled::Done),
+            Ran::Stopped => return Ok(Handled::Stopped),
+            Ran::Failed(why) => why,
         };
         attempt += 1;
         if hook.max_attempts.is_some_and(|m| attempt >= m) {

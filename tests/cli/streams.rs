@@ -771,3 +771,58 @@ fn two_claiming_waits_of_one_agent_take_two_tasks() {
         assert!(got[0] != got[1] && !got.contains(&"none".to_string()), "round {round}: {got:?}");
     }
 }
+
+/// A hook that hangs is bounded: `--exec-timeout` ends it (its process group) as a failed run,
+/// and SIGTERM ends the stream at once, the event not handed on (the cursor stays before it).
+#[test]
+fn a_hanging_hook_is_ended_by_its_timeout_and_by_sigterm() {
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "hello");
+    let started = Instant::now();
+    let o = env
+        .circe([
+            "watch",
+            "--all",
+            "--from-start",
+            "--once",
+            "--cursor",
+            "t",
+            "--kind",
+            "send",
+            "--exec",
+            "sleep 30",
+            "--exec-timeout",
+            "300ms",
+            "--max-attempts",
+            "1",
+        ])
+        .now("")
+        .run();
+    o.ok();
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    assert!(o.stderr.contains("ran longer than --exec-timeout 300ms"), "{}", o.show());
+    let mut w = spawn(
+        &env,
+        None,
+        &[
+            "watch",
+            "--all",
+            "--from-start",
+            "--cursor",
+            "s",
+            "--kind",
+            "send",
+            "--exec",
+            "sleep 30",
+        ],
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let stopped = Instant::now();
+    Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
+    let _ = w.wait();
+    assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
+    let again =
+        env.circe(["watch", "--all", "--once", "--cursor", "s", "--json", "--kind", "send"]).run();
+    again.ok();
+    assert_eq!(again.stdout.lines().count(), 1, "the event the hook was ended on comes again");
+}
