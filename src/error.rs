@@ -45,6 +45,9 @@ impl Kind {
     }
 }
 
+/// The detail `Error::transient` sets.
+const TRANSIENT: &str = "transient";
+
 /// A failure with a message (lowercase fragment), an optional hint, and an optional cause.
 #[derive(Debug)]
 pub struct Error {
@@ -159,6 +162,19 @@ impl Error {
 
     pub fn exit_code(&self) -> u8 {
         self.kind.exit_code()
+    }
+
+    /// Say that the error may pass by itself (the connection to a database server broke,
+    /// or the server is stopping or starting): detail `transient`. A follower (`watch`,
+    /// `mirror --watch`) connects again and goes on; a one-shot command exits 1.
+    #[must_use]
+    pub fn transient(self) -> Self {
+        self.detail(TRANSIENT, "true")
+    }
+
+    /// See `transient`.
+    pub fn is_transient(&self) -> bool {
+        self.details.iter().any(|(k, v)| *k == TRANSIENT && v == "true")
     }
 
     /// The message followed by every cause, joined with ": ".

@@ -54,9 +54,22 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let location = ws.engine.identity();
     let reached = ws.engine.location();
     let mut rounds = 0u64;
+    // A watching mirror outlives a database server's restart: it connects again.
+    let mut ws = ws;
+    let mut last = 0;
     loop {
-        let snap = ws.engine.snapshot()?;
-        let last = snap.events.last().map_or(0, |e| e.id);
+        let snap = match ws.engine.snapshot() {
+            Ok(s) => s,
+            Err(e) if a.watch && e.is_transient() => {
+                match super::reconnect(ctx, &e, &|| false)? {
+                    Some(again) => ws = again,
+                    None => return Err(e),
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        last = snap.events.last().map_or(last, |e| e.id);
         let done = local::write_tree(&a.dir, &snap, Some(&location))?;
         rounds += 1;
         if a.watch {
@@ -76,6 +89,14 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
                 json!({"root": reached, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
             ));
         }
-        ws.engine.wait_events(last, interval)?;
+        match ws.engine.wait_events(last, interval) {
+            Err(e) if e.is_transient() => match super::reconnect(ctx, &e, &|| false)? {
+                Some(again) => ws = again,
+                None => return Err(e),
+            },
+            r => {
+                r?;
+            }
+        }
     }
 }

@@ -381,6 +381,43 @@ impl Command {
 /// PROTOCOLS.md, the whole contract, as `circe help protocols` prints it.
 pub const PROTOCOLS: &str = include_str!("../../PROTOCOLS.md");
 
+/// A follower whose database connection broke (`lost`, a transient error: the server
+/// restarting, the network) opens the root again, every 250 ms at first and at most every
+/// 5 s, saying so on stderr, until it is back (or `stop` says to end: `None`). An error
+/// that will not pass by itself ends the follower.
+pub fn reconnect(
+    ctx: &Ctx,
+    lost: &Error,
+    stop: &dyn Fn() -> bool,
+) -> Result<Option<crate::workspace::Workspace>> {
+    eprintln!("circe: {}; connecting again", lost.message);
+    let mut pause = std::time::Duration::from_millis(250);
+    let mut said = std::time::Instant::now();
+    loop {
+        let until = std::time::Instant::now() + pause;
+        while std::time::Instant::now() < until {
+            if stop() {
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        match ctx.workspace() {
+            Ok(ws) => {
+                eprintln!("circe: connected again");
+                return Ok(Some(ws));
+            }
+            Err(e) if e.is_transient() => {
+                if said.elapsed() >= std::time::Duration::from_secs(30) {
+                    eprintln!("circe: still cannot connect ({}); trying on", e.message);
+                    said = std::time::Instant::now();
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
 /// Parse an optional `--ttl` value (1s to 365d, `config::parse_duration`).
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
     s.map(|s| {

@@ -9,9 +9,10 @@ use super::stop::Stop;
 use super::{Ctx, Report, parse_interval};
 use crate::error::{Error, Result};
 use crate::event::EventKind;
-use crate::names::{CursorName, TaskId};
+use crate::names::{AgentName, CursorName, TaskId};
 use crate::ops::hook::{self, Handled, Hook};
 use crate::ops::stream::{Filter, Follow, Start, human_line};
+use crate::workspace::Workspace;
 
 /// Follow what happens in the root: one line per event as it happens (JSON lines with
 /// --json, each with the event's id), from now on, from the start, or from a saved cursor.
@@ -92,8 +93,7 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     // A hook of an agent's stream is given that agent's copy of a message.
     let hook_agent = agent.as_ref().map(|(me, _)| me.to_string());
     let stale_for = agent.as_ref().map(|(me, _)| me.clone());
-    let mut filter = Filter::new(agent, task.clone(), kinds(&a.kind)?);
-    let mut matched = 0usize;
+    let filter = Filter::new(agent, task.clone(), kinds(&a.kind)?);
     let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     if poll.is_none()
@@ -118,24 +118,91 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         timeout: exec_timeout,
     });
     let stop = Stop::install()?;
-    let mut follow = Follow::open(&ws, cursor, start, poll)?;
-    let mut out = Out::new(ctx.json);
+    let mut stream = Stream {
+        filter,
+        hook,
+        seen_by,
+        stale_for,
+        out: Out::new(ctx.json),
+        stop: &stop,
+        once: a.once,
+        matched: 0,
+        at: None,
+    };
+    // A follower outlives a database server's restart: it connects again and goes on after
+    // the last event it handed on (a durable cursor from its saved place).
+    let (mut ws, mut start) = (ws, start);
+    loop {
+        match follow_on(&ws, &mut stream, cursor.clone(), start, poll) {
+            Err(e) if e.is_transient() && !a.once => {
+                if let Some(at) = stream.at {
+                    start = Start::After(at);
+                }
+                match super::reconnect(ctx, &e, &|| stop.requested())? {
+                    Some(again) => ws = again,
+                    None => break,
+                }
+            }
+            r => {
+                r?;
+                break;
+            }
+        }
+    }
+    let matched = stream.matched;
+    // `--once` for a task that has nothing here says why, as `log --task` does.
+    if a.once
+        && matched == 0
+        && let Some(t) = &task
+    {
+        super::log::unknown_task(&ws, t)?;
+    }
+    Ok(Report::streamed())
+}
+
+/// What a watch hands on, and how; kept across a reconnection.
+struct Stream<'s> {
+    filter: Filter,
+    hook: Option<Hook>,
+    /// A durable consumer of an agent: it moves that agent's lastSeen.
+    seen_by: Option<AgentName>,
+    /// An agent's stream: it hands on no event that brought only stale messages.
+    stale_for: Option<AgentName>,
+    out: Out,
+    stop: &'s Stop,
+    once: bool,
+    matched: usize,
+    /// The last event handed on (or passed over), or where the stream started.
+    at: Option<u64>,
+}
+
+/// Follow the log from `start` (or the cursor's saved place) until told to stop, the reader
+/// goes away, or (`--once`) the log's end.
+fn follow_on(
+    ws: &Workspace,
+    s: &mut Stream<'_>,
+    cursor: Option<CursorName>,
+    start: Start,
+    poll: Option<Duration>,
+) -> Result<()> {
+    let mut follow = Follow::open(ws, cursor, start, poll)?;
+    s.at = Some(follow.position());
     // Idle, the feed is asked once a second: the granularity at which a signal is noticed.
-    let tick = if a.once { Duration::ZERO } else { Duration::from_secs(1) };
-    'follow: loop {
+    let tick = if s.once { Duration::ZERO } else { Duration::from_secs(1) };
+    loop {
         // A hook's stream prints nothing: only a printing one ends with its reader.
-        if stop.requested() || hook.is_none() && super::stop::stdout_gone() {
-            break;
+        if s.stop.requested() || s.hook.is_none() && super::stop::stdout_gone() {
+            return Ok(());
         }
         let Some(events) = follow.next(256, Some(tick))? else {
-            if a.once {
-                break;
+            if s.once {
+                return Ok(());
             }
             continue;
         };
         for e in events {
-            if stop.requested() {
-                break 'follow;
+            if s.stop.requested() {
+                return Ok(());
             }
             // TEST BUILDS ONLY: the cursor moved before the event is handed on (the kill
             // checker must then see events lost).
@@ -145,40 +212,33 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
             }
             // A stream of an agent hands on no event that brought it only stale messages:
             // a durable consumer logs them as skipped instead.
-            let stale = match &stale_for {
-                Some(me) => crate::ops::seq::only_stale(&ws, me, &e)?,
+            let stale = match &s.stale_for {
+                Some(me) => crate::ops::seq::only_stale(ws, me, &e)?,
                 None => false,
             };
             if stale {
-                if let Some(me) = &seen_by {
-                    crate::ops::seq::handed_event(&ws, me, &e)?;
+                if let Some(me) = &s.seen_by {
+                    crate::ops::seq::handed_event(ws, me, &e)?;
                 }
-            } else if filter.wants(&ws, &e) {
-                matched += 1;
-                let handled = match &hook {
-                    Some(h) => hook::handle(&ws, h, &e, &|| stop.requested())?,
+            } else if s.filter.wants(ws, &e) {
+                s.matched += 1;
+                let handled = match &s.hook {
+                    Some(h) => hook::handle(ws, h, &e, &|| s.stop.requested())?,
                     // A reader that went away: end quietly, this event not handed on.
-                    None if out.item(&human_line(&e), &e) => Handled::Done,
+                    None if s.out.item(&human_line(&e), &e) => Handled::Done,
                     None => Handled::Stopped,
                 };
                 if handled == Handled::Stopped {
-                    break 'follow;
+                    return Ok(());
                 }
-                if let (Some(me), Handled::Done) = (&seen_by, handled) {
-                    crate::ops::seq::handed_event(&ws, me, &e)?;
+                if let (Some(me), Handled::Done) = (&s.seen_by, handled) {
+                    crate::ops::seq::handed_event(ws, me, &e)?;
                 }
             }
             if !early {
                 follow.handed(e.id)?;
             }
+            s.at = Some(e.id);
         }
     }
-    // `--once` for a task that has nothing here says why, as `log --task` does.
-    if a.once
-        && matched == 0
-        && let Some(t) = &task
-    {
-        super::log::unknown_task(&ws, t)?;
-    }
-    Ok(Report::streamed())
 }

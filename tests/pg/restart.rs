@@ -123,3 +123,71 @@ fn a_server_restart_under_load_loses_no_grant() {
 fn restart_full_five_times() {
     run(5, 4);
 }
+
+/// The followers outlive a server restart: `watch` connects again and hands on what comes
+/// after, from its cursor; `mirror --watch` goes on mirroring.
+#[test]
+fn followers_connect_again_after_a_server_restart() {
+    use std::io::BufRead;
+    let mut cluster = match pg_cluster::start(&[]) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let root = Root::new(&format!("{}&schema=follow", cluster.base_url()), "server", 1);
+    let dir = tempfile::tempdir().unwrap();
+    let mirror = dir.path().join("m");
+    let mut watch = root
+        .command(None, &["watch", "--all", "--cursor", "w", "--json", "--kind", "open"])
+        .spawn()
+        .unwrap();
+    let mut mirroring = root
+        .command(None, &["mirror", mirror.to_str().unwrap(), "--watch", "--interval", "1s"])
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let out = watch.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    nap(500);
+    root.open_tasks(1);
+    let first = rx.recv_timeout(Duration::from_secs(20)).expect("the first open");
+    assert!(first.contains("T-000"), "{first}");
+    cluster.stop_immediate();
+    nap(1500);
+    cluster.restart();
+    root.run(
+        Some("coordinator"),
+        &[
+            "send",
+            "--to",
+            "all",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "T-001",
+            "--summary",
+            "y",
+        ],
+    )
+    .ok();
+    let next = rx.recv_timeout(Duration::from_secs(30));
+    let until = std::time::Instant::now() + Duration::from_secs(30);
+    let count = || std::fs::read_dir(mirror.join("NEW_MESSAGES")).map_or(0, Iterator::count);
+    while count() < 2 && std::time::Instant::now() < until {
+        nap(100);
+    }
+    let mirrored = count();
+    let (w, m) = (watch.try_wait().unwrap(), mirroring.try_wait().unwrap());
+    let _ = (watch.kill(), mirroring.kill());
+    let _ = (watch.wait(), mirroring.wait());
+    assert!((w, m) == (None, None), "a follower ended: watch {w:?}, mirror {m:?}");
+    let next = next.expect("the watcher handed on nothing after the restart");
+    assert!(next.contains("T-001"), "{next}");
+    assert_eq!(mirrored, 2, "the mirror did not follow after the restart");
+}

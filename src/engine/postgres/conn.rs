@@ -102,7 +102,8 @@ impl Conn {
                 self.location
             ))
             .hint("check the network and the server; run the command again")
-            .detail("outcome", "unknown"),
+            .detail("outcome", "unknown")
+            .transient(),
         }
     }
 
@@ -126,6 +127,9 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
             || *db.code() == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
         {
             return err.hint("check the user and the password (PGPASSWORD or the password file)");
+        }
+        if *db.code() == SqlState::CANNOT_CONNECT_NOW {
+            return err.hint("the server is starting or stopping: try again").transient();
         }
         return err.hint("check the URL and the server's settings; nothing was changed");
     }
@@ -152,6 +156,7 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
     }
     Error::internal(format!("cannot connect to the database {place}: {why}"))
         .hint("check the URL, the network and that the server runs; nothing was changed")
+        .transient()
 }
 
 /// A server error as a circe error. Errors circe's own functions raise start with
@@ -187,7 +192,8 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         || *code == SqlState::CANNOT_CONNECT_NOW
     {
         return Error::internal(format!("{what}: {msg}"))
-            .hint("the server was stopped or is restarting: run the command again once it is up (a change whose outcome is unknown says so)");
+            .hint("the server was stopped or is restarting: run the command again once it is up (a change whose outcome is unknown says so)")
+            .transient();
     }
     if *code == SqlState::UNIQUE_VIOLATION {
         return Error::conflict(format!("{what}: {msg}"));
