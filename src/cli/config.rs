@@ -58,8 +58,22 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         crate::chat::path_fits(&root, chat)?;
     }
     ws.engine.set_config(&text)?;
+    // Rules may name agents not added yet (a setup adds them next), so they are set; but
+    // what every command will refuse until then is said now, not at the next command.
+    let mut warnings = Vec::new();
+    if let Ok(now) = ctx.workspace_for_setup() {
+        let checks = [crate::ops::check_escalation(&now), crate::ops::route::check_names(&now)];
+        for e in checks.into_iter().filter_map(Result::err) {
+            let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+            warnings.push(format!(
+                "{}{hint}; until then other commands refuse to run: add it (`circe agent add`) or set circe.yaml again",
+                e.message
+            ));
+        }
+    }
     Ok(Report::new(
         format!("configuration of {} replaced\n", ws.engine.location()),
-        json!({"root": ws.engine.location(), "replaced": true}),
-    ))
+        json!({"root": ws.engine.location(), "replaced": true, "warnings": warnings}),
+    )
+    .warnings(warnings))
 }

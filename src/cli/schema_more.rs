@@ -18,6 +18,9 @@ pub enum ConfigOutput {
     Replaced {
         root: String,
         replaced: bool,
+        /// What other commands will refuse until it is mended (an escalation or routing
+        /// rule naming no agent of the root yet); also printed on stderr.
+        warnings: Vec<String>,
     },
 }
 

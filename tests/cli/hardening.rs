@@ -903,3 +903,21 @@ fn control_characters_from_other_agents_are_shown_escaped() {
     let j = env.as_("engineer", &["--json", "inbox"]);
     assert_eq!(j.json()["messages"][0]["summary"], sneaky);
 }
+
+/// `config --set` of rules naming an agent not added yet sets them (a setup adds the agent
+/// next) and says at once that other commands refuse to run until then.
+#[test]
+fn config_set_says_what_later_commands_will_refuse() {
+    let env = Env::new();
+    let file = env.path().join("esc.yaml");
+    std::fs::write(&file, "version: 1\nescalation: [nobody]\n").unwrap();
+    let o = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
+    o.ok();
+    assert!(o.stderr.contains("warning: circe.yaml: escalation: `nobody`"), "{}", o.show());
+    assert_eq!(o.json()["warnings"].as_array().map(Vec::len), Some(1), "{}", o.show());
+    env.as_("qa", &["seq", "reset"]).code(3);
+    env.circe(["agent", "add", "nobody", "--role", "coordinator"]).run().ok();
+    let again = env.circe(["config", "--set", file.to_str().unwrap()]).run();
+    again.ok();
+    assert!(!again.stderr.contains("warning"), "{}", again.show());
+}
