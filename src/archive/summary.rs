@@ -67,6 +67,22 @@ fn who_when(e: &Event) -> String {
     format!("{} at {}", e.agent, e.ts)
 }
 
+/// How a check event recorded its result: `run by qa at T: `cargo test` exited 0 after 41.5s`.
+fn how_recorded(e: &Event) -> String {
+    let how = e.how.as_deref().unwrap_or("asserted");
+    let mut s = format!("{how} by {}", who_when(e));
+    if let Some(cmd) = &e.command {
+        s.push_str(&format!(": `{}`", cmd.join(" ")));
+        if let Some(code) = e.exit_code {
+            s.push_str(&format!(" exited {code}"));
+        }
+        if let Some(secs) = e.seconds {
+            s.push_str(&format!(" after {secs:.1}s"));
+        }
+    }
+    s
+}
+
 /// The summary's Markdown.
 #[expect(clippy::too_many_lines, reason = "one document, section after section")]
 pub fn render(
@@ -76,7 +92,15 @@ pub fn render(
     thread: &[ThreadItem],
     archived_at: &str,
 ) -> String {
-    let mut s = format!("# {}: {}\n\n", rec.task_id, rec.intent);
+    // A task handed on is titled by its last intent, and says which it was opened with.
+    let opened_as = events
+        .iter()
+        .find(|e| e.event == EventKind::Open)
+        .and_then(|e| e.intent.as_deref())
+        .filter(|i| *i != rec.intent.as_str())
+        .map(|i| format!(" (opened as {i})"))
+        .unwrap_or_default();
+    let mut s = format!("# {}: {}{opened_as}\n\n", rec.task_id, rec.intent);
     let outcome = match rec.note.as_deref() {
         Some(n) => format!("**{}** ({n})", rec.status.as_str()),
         None => format!("**{}**", rec.status.as_str()),
@@ -162,25 +186,28 @@ pub fn render(
     if checks.is_empty() && recorded.is_empty() {
         s.push_str("- none required\n");
     }
+    let mut latest = Vec::new();
     for (name, passed) in checks {
         s.push_str(&format!("- {name}: {}", if *passed { "passed" } else { "not passed" }));
-        match recorded.iter().rev().find(|e| e.check.as_deref() == Some(name.as_str())) {
-            Some(e) => {
-                let how = e.how.as_deref().unwrap_or("asserted");
-                s.push_str(&format!(", {how} by {}", who_when(e)));
-                if let Some(cmd) = &e.command {
-                    s.push_str(&format!(": `{}`", cmd.join(" ")));
-                    if let Some(code) = e.exit_code {
-                        s.push_str(&format!(" exited {code}"));
-                    }
-                    if let Some(secs) = e.seconds {
-                        s.push_str(&format!(" after {secs:.1}s"));
-                    }
-                }
+        match recorded.iter().rposition(|e| e.check.as_deref() == Some(name.as_str())) {
+            Some(i) => {
+                latest.push(i);
+                s.push_str(&format!(", {}", how_recorded(recorded[i])));
             }
             None => s.push_str(" (no check event in the log)"),
         }
         s.push('\n');
+    }
+    // Results the final checks do not show: before a handoff reset them, or run again since.
+    let earlier: Vec<&Event> =
+        recorded.iter().enumerate().filter(|(i, _)| !latest.contains(i)).map(|(_, e)| *e).collect();
+    if !earlier.is_empty() {
+        s.push_str("\nEarlier results (reset by a handoff, or recorded again since):\n\n");
+        for e in earlier {
+            let result = if e.passed == Some(false) { "failed" } else { "passed" };
+            let name = e.check.as_deref().unwrap_or("?");
+            s.push_str(&format!("- {name}: {result}, {}\n", how_recorded(e)));
+        }
     }
     s.push_str("\n## Time in each status\n\n");
     let times = time_in_status(events, rec);
@@ -232,9 +259,17 @@ mod tests {
             ev(EventKind::Handoff, "engineer", "2026-01-02T00:00:00Z", Some(Status::New));
         handoff.addressed_to = Some("qa".into());
         handoff.intent = Some("test".into());
+        let mut open =
+            ev(EventKind::Open, "coordinator", "2026-01-01T00:00:00Z", Some(Status::New));
+        open.intent = Some("implement_feature".into());
+        let mut before = ev(EventKind::Check, "engineer", "2026-01-01T12:00:00Z", None);
+        before.check = Some("tests_passed".into());
+        before.how = Some("asserted".into());
+        before.passed = Some(true);
         let events = vec![
-            ev(EventKind::Open, "coordinator", "2026-01-01T00:00:00Z", Some(Status::New)),
+            open,
             ev(EventKind::Claim, "engineer", "2026-01-01T01:00:00Z", Some(Status::Claimed)),
+            before,
             handoff,
             ev(EventKind::Claim, "qa", "2026-01-02T06:00:00Z", Some(Status::Claimed)),
             check,
@@ -251,7 +286,8 @@ mod tests {
         }];
         let md = render(&rec, &checks, &events, &thread, "2026-02-01T00:00:00Z");
         for want in [
-            "# T1: test",
+            "# T1: test (opened as implement_feature)",
+            "Earlier results (reset by a handoff, or recorded again since):\n\n- tests_passed: passed, asserted by engineer at 2026-01-01T12:00:00Z\n",
             "outcome: **completed** (all green), by qa",
             "opened by coordinator at 2026-01-01T00:00:00Z",
             "claimed by engineer at 2026-01-01T01:00:00Z",
