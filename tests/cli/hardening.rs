@@ -921,3 +921,18 @@ fn config_set_says_what_later_commands_will_refuse() {
     again.ok();
     assert!(!again.stderr.contains("warning"), "{}", again.show());
 }
+
+/// A task whose `.status` was removed by hand keeps its message where it is: doctor names the
+/// missing record and how to find what it said, and `--repair` moves nothing aside.
+#[test]
+fn a_lost_status_record_keeps_its_message_in_place() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    env.open_task("T1");
+    std::fs::remove_file(env.root().join("TASKS/T1.status")).unwrap();
+    let before = env.ls("NEW_MESSAGES");
+    let o = env.circe(["doctor", "--repair"]).run();
+    o.code(1);
+    assert!(o.stderr.contains("whose TASKS/T1.status is missing"), "{}", o.show());
+    assert_eq!(env.ls("NEW_MESSAGES"), before, "the ticket was moved aside");
+}

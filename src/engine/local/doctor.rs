@@ -218,14 +218,32 @@ fn check_new_messages(
                 let bytes = eng.store.read_message(&Mailbox::NewMessages, &name).ok()?;
                 message::parse_bytes(&bytes, message::Mode::Draft).ok()?.task_id
             });
-            let after = match task.map(TaskId::new) {
-                Some(Ok(id)) if repair => Some(mended(eng, &id)),
+            let id = task.and_then(|t| TaskId::new(t).ok());
+            let after = match &id {
+                Some(id) if repair => Some(mended(eng, id)),
                 _ => None,
             };
             let fixed = matches!(&after, Some(Ok(Some(s))) if s.rec.message == name);
             if let Some(Err(why)) = &after {
                 // Its task could not be looked at: left where it is, for the next run.
                 v(6, format!("NEW_MESSAGES/{name} is no task's current message ({why})"), false);
+                continue;
+            }
+            // Its task's `.status` is gone while its other records stay (removed by hand: no
+            // command writes `.checks` or `.owner` without it): the message is that task's,
+            // left where it is for the record to be put back.
+            if let Some(id) = id.as_ref().filter(|id| {
+                !fixed
+                    && !eng.store.has_record(id, "status")
+                    && (eng.store.has_record(id, "checks") || eng.store.has_record(id, "owner"))
+            }) {
+                v(
+                    6,
+                    format!(
+                        "NEW_MESSAGES/{name} is the message of task {id}, whose TASKS/{id}.status is missing (its other records are there): put it back from version control or a backup; `circe log --task {id}` lists its events (its last status, owner and epoch)"
+                    ),
+                    false,
+                );
                 continue;
             }
             // Still no task's message (a copy or a hard link planted there): move it aside
