@@ -45,14 +45,23 @@ pub fn missing_task(
     ws: &crate::workspace::Workspace,
     task: &crate::names::TaskId,
 ) -> crate::error::Error {
-    match ws.engine.archived_task(task) {
-        Ok(Some(t)) => crate::error::Error::refused(format!(
+    if let Ok(Some(t)) = ws.engine.archived_task(task) {
+        return crate::error::Error::refused(format!(
             "task {task} was archived ({}, archived on {}): it is no longer on the board",
             t.status, t.archived_at
         ))
         .detail("archived", t.bundle())
-        .hint(format!("`circe show {task}` shows it from the archive")),
-        _ => crate::engine::no_task(task),
+        .hint(format!("`circe show {task}` shows it from the archive"));
+    }
+    // The closest task id, whatever the case it was typed in (`auth-012`).
+    let ids = ws.engine.task_ids().unwrap_or_default();
+    let lower: Vec<String> = ids.iter().map(|t| t.as_str().to_ascii_lowercase()).collect();
+    let near = crate::suggest::closest(task.as_str(), lower.iter().map(String::as_str))
+        .and_then(|l| ids.iter().find(|t| t.as_str().eq_ignore_ascii_case(l)));
+    match near {
+        Some(t) => crate::error::Error::not_found(format!("no task `{task}`"))
+            .hint(format!("did you mean `{t}`? `circe tasks` lists the tasks")),
+        None => crate::engine::no_task(task),
     }
 }
 

@@ -936,3 +936,13 @@ fn a_lost_status_record_keeps_its_message_in_place() {
     assert!(o.stderr.contains("whose TASKS/T1.status is missing"), "{}", o.show());
     assert_eq!(env.ls("NEW_MESSAGES"), before, "the ticket was moved aside");
 }
+
+/// A task id typed in the wrong case is not found, with the id it meant as the hint.
+#[test]
+fn a_task_id_in_the_wrong_case_gets_the_right_one_as_a_hint() {
+    let env = Env::new();
+    env.open_task("AUTH-012");
+    let o = env.as_("engineer", &["claim", "auth-012"]);
+    o.code(5);
+    assert!(o.stderr.contains("did you mean `AUTH-012`?"), "{}", o.show());
+}
