@@ -150,7 +150,7 @@ impl Config {
         }
         let c: Config = yaml::from_str(text).map_err(|e| {
             Error::refused(format!("circe.yaml: {e}"))
-                .hint("compare with PROTOCOLS.md \"Configuration\"")
+                .hint("compare with \"Configuration\" in `circe help protocols` (PROTOCOLS.md)")
         })?;
         if c.version != 1 {
             return Err(Error::refused(format!(
@@ -166,7 +166,7 @@ impl Config {
         c.durability()?;
         if let Some(what) = c.limits.out_of_range() {
             return Err(Error::refused(format!("circe.yaml: {what}"))
-                .hint("compare with PROTOCOLS.md \"Configuration\""));
+                .hint("compare with \"Configuration\" in `circe help protocols` (PROTOCOLS.md)"));
         }
         if c.chat.path.as_deref().is_some_and(|p| p.trim().is_empty()) {
             return Err(Error::refused("circe.yaml: chat: path is empty")

@@ -53,7 +53,7 @@ pub fn deliver_numbered<T>(
             "{me}'s message was not delivered: its sequence counter kept moving under it ({} tries)",
             crate::seq::TRIES
         ))
-        .hint("what the command changed before it stands; another circe process keeps losing its hold on the counter mid-send (a pooler between circe and the server? PROTOCOLS.md section 18)")
+        .hint("what the command changed before it stands; another circe process keeps losing its hold on the counter mid-send (a pooler between circe and the server? `circe help protocols`, section 18)")
     })
 }
 
