@@ -432,7 +432,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             v(
                 4,
                 format!(
-                    "task {id}: its message lies in {} boxes: {}",
+                    "task {id}: its message lies in {} boxes: {}; it belongs in the one its status names (new: NEW_MESSAGES; held: its owner's INBOX or WORKSPACE): compare the copies and move the others out of the boxes by hand (into LOGS/quarantine/)",
                     copies.len(),
                     copies.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")
                 ),
