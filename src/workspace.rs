@@ -118,6 +118,19 @@ impl Workspace {
         AgentName::new(name).is_ok_and(|a| self.is_agent(&a))
     }
 
+    /// A name a filter gives (`tasks --owner`, `asks --for`): an agent of the root, retired
+    /// ones included (their finished work stays listed); else exit 5 with the closest name.
+    pub fn known_agent(&self, name: &str) -> Result<()> {
+        if self.is_agent_named(name) {
+            return Ok(());
+        }
+        AgentName::new(name)?;
+        let all = self.agents();
+        Err(crate::suggest::not_found("agent", name, all.keys().map(AgentName::as_str))
+            .map_message(|m| format!("{m} in this root"))
+            .hint_more("`circe agent list` shows its agents"))
+    }
+
     /// The acting agent: it must exist. A mistyped name gets the closest agent as a hint,
     /// and the root it was looked up in (an agent that ran `circe init` in the wrong folder
     /// finds out where it is).

@@ -31,7 +31,7 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     // A name that is no agent of the root is a typo, not an empty answer (exit 5).
     for name in [&a.for_agent, &a.from].into_iter().flatten() {
-        ws.agent(Some(name))?;
+        ws.known_agent(name)?;
     }
     let rows: Vec<asks::AskRow> = asks::list(&ws, a.all)?
         .into_iter()

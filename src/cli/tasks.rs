@@ -93,7 +93,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     // An owner that is no agent of the root is a typo, not an empty answer (exit 5).
     if let Some(o) = &a.owner {
-        ws.agent(Some(o))?;
+        ws.known_agent(o)?;
     }
     let want = match &a.status {
         Some(s) => Some(super::status::status_word(

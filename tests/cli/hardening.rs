@@ -884,6 +884,10 @@ fn a_filter_naming_no_agent_is_not_found() {
     env.circe(["asks", "--for", "nobody"]).run().code(5);
     env.circe(["asks", "--from", "nobody"]).run().code(5);
     env.circe(["tasks", "--owner", "engineer"]).run().ok();
+    // A retired agent's work stays listed by its name.
+    env.as_("coordinator", &["agent", "retire", "scribe"]).ok();
+    env.circe(["tasks", "--owner", "scribe"]).run().ok();
+    env.circe(["asks", "--for", "scribe"]).run().ok();
 }
 
 /// What another agent wrote reaches a terminal with its control characters shown escaped:
