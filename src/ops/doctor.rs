@@ -1,4 +1,5 @@
-//! `circe doctor`: the engine's invariants, and the domain's own: consumers' cursors.
+//! `circe doctor`: the engine's invariants, and the domain's own: consumers' cursors, the
+//! checks a task's intent requires, the names circe.yaml's rules use.
 //!
 //! Invariant 7: every event-log cursor parses, can still read its next event (none was
 //! archived out from under it), and is not stale (behind the log and unmoved for
@@ -18,6 +19,18 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     let mut found = ws.engine.doctor(repair)?;
     asks_left_answering(ws, repair, &mut found)?;
     checks_missing(ws, &mut found);
+    // Invariant 9: the rules name agents or roles of the root (every other command refuses
+    // to run while one does not).
+    for check in [super::check_escalation(ws), super::route::check_names(ws)] {
+        if let Err(e) = check {
+            let hint = e.hint.map(|h| format!(": {h}")).unwrap_or_default();
+            found.push(Violation {
+                invariant: 9,
+                what: format!("{}{hint}", e.message),
+                repaired: false,
+            });
+        }
+    }
     let last = match ws.engine.last_event_id() {
         Ok(last) => last,
         // Said as what it is, with what the engine found (it may name the cause).

@@ -950,3 +950,21 @@ fn a_task_id_in_the_wrong_case_gets_the_right_one_as_a_hint() {
     o.code(5);
     assert!(o.stderr.contains("did you mean `AUTH-012`?"), "{}", o.show());
 }
+
+/// doctor, the command people run when every other one refuses, names a rule of circe.yaml
+/// that names no agent of the root.
+#[test]
+fn doctor_names_a_rule_that_names_no_agent() {
+    let env = Env::new();
+    let file = env.path().join("esc.yaml");
+    std::fs::write(&file, "version: 1\nescalation: [role:nobody]\n").unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.circe(["tasks"]).run().code(3);
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(
+        d.stderr.contains("invariant 9: circe.yaml: escalation: `role:nobody`"),
+        "{}",
+        d.show()
+    );
+}
