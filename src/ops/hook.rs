@@ -130,7 +130,7 @@ pub fn run_once(
         }
         let late = timeout.is_some_and(|t| started.elapsed() >= t);
         if late || stop() {
-            end_group(child.id());
+            end_group(&mut child);
             let _ = child.wait();
             return Ok(match timeout.filter(|_| late) {
                 Some(t) => Ran::Failed(format!("ran longer than --exec-timeout {t:?}")),
@@ -142,17 +142,19 @@ pub fn run_once(
     }
 }
 
-/// End a hook: SIGTERM to its process group, SIGKILL a second later if any is still there.
-fn end_group(pid: u32) {
-    let Some(group) = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw) else {
+/// End a hook: SIGTERM to its process group; once its shell has ended (or a second later),
+/// SIGKILL to whatever of the group is left.
+fn end_group(child: &mut std::process::Child) {
+    let Some(group) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw)
+    else {
         return;
     };
     let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
-    for _ in 0..20 {
-        std::thread::sleep(Duration::from_millis(50));
-        if rustix::process::test_kill_process_group(group).is_err() {
-            return;
+    for _ in 0..100 {
+        if child.try_wait().ok().flatten().is_some() {
+            break;
         }
+        std::thread::sleep(Duration::from_millis(10));
     }
     let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
 }
