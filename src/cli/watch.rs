@@ -212,15 +212,16 @@ fn follow_on(
             }
             // A stream of an agent hands on no event that brought it only stale messages:
             // a durable consumer logs them as skipped instead.
+            let wanted = s.filter.wants(ws, &e);
             let stale = match &s.stale_for {
-                Some(me) => crate::ops::seq::only_stale(ws, me, &e)?,
-                None => false,
+                Some(me) if wanted => crate::ops::seq::only_stale(ws, me, &e)?,
+                _ => false,
             };
             if stale {
                 if let Some(me) = &s.seen_by {
                     crate::ops::seq::handed_event(ws, me, &e)?;
                 }
-            } else if s.filter.wants(ws, &e) {
+            } else if wanted {
                 s.matched += 1;
                 let handled = match &s.hook {
                     Some(h) => hook::handle(ws, h, &e, &|| s.stop.requested())?,

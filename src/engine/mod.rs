@@ -207,6 +207,13 @@ pub trait Engine {
         Ok(0)
     }
 
+    /// Log the events of deliveries and moves whose commands were cut off before they logged
+    /// them (their journals), and nothing else: what a follower does while the log is quiet,
+    /// so that no follower waits for ever on a command that died. Returns how many.
+    fn log_cut_off_events(&self) -> Result<usize> {
+        self.finish_deliveries(None)
+    }
+
     /// Keep `events`, those of a delivery of `msg_id` about to be made, until
     /// `close_journal`: a command cut off between the delivery and its events leaves them to
     /// be logged by the next settling (`finish_deliveries`, doctor's repair). Returns the

@@ -125,11 +125,20 @@ pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
     if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files) }
 }
 
-/// Does event `e` put into `me`'s INBOX only messages that are stale for `me` (numbered at
-/// or below what it has seen of their sender)? Such an event is handed to no consumer of
+/// Does event `e` deliver into `me`'s INBOX only messages that are stale for `me` (numbered
+/// at or below what it has seen of their sender)? Such an event is handed to no consumer of
 /// `me`'s stream: stale messages are kept and shown apart, never as new (one that is gone
-/// from the INBOX, or does not read, is no reason to hold an event back).
+/// from the INBOX, or does not read, is no reason to hold an event back). Only deliveries
+/// are judged: a claim moves the agent's own ticket into its INBOX, fenced by the task's
+/// epoch, not by its number.
 pub fn only_stale(ws: &Workspace, me: &AgentName, e: &Event) -> Result<bool> {
+    let delivery = matches!(
+        e.event,
+        EventKind::Send | EventKind::Notify | EventKind::Route | EventKind::Redeliver
+    );
+    if !delivery {
+        return Ok(false);
+    }
     let inbox = Mailbox::Inbox(me.clone());
     let label = inbox.label();
     let mut files = e.files.iter().filter(|f| f.mailbox == label).peekable();

@@ -127,6 +127,10 @@ pub struct Follow<'a> {
     feed: Box<dyn EventFeed + 'a>,
     at: Cursor,
     cursor: Option<(CursorName, CursorHold)>,
+    /// When it last looked for cut-off commands' events (`settle_left`), and whether a
+    /// failure to log them was said.
+    settled: std::time::Instant,
+    said: bool,
 }
 
 impl<'a> Follow<'a> {
@@ -140,7 +144,8 @@ impl<'a> Follow<'a> {
         poll: Option<Duration>,
     ) -> Result<Follow<'a>> {
         let feed = ws.engine.subscribe(poll)?;
-        settle_left(ws);
+        let mut said = false;
+        settle_left(ws, &mut said);
         let mut saved = None;
         let cursor = match cursor {
             Some(name) => {
@@ -175,7 +180,14 @@ impl<'a> Follow<'a> {
                 .map_or(0, |e| e.id.saturating_sub(1)),
             (None, Start::Now) => ws.engine.last_event_id()?,
         };
-        let follow = Follow { ws, feed, at: Cursor::after(after), cursor };
+        let follow = Follow {
+            ws,
+            feed,
+            at: Cursor::after(after),
+            cursor,
+            settled: std::time::Instant::now(),
+            said,
+        };
         // A new cursor keeps its starting place at once: a consumer stopped before its first
         // event resumes there, rather than after whatever came meanwhile.
         if saved.is_none() {
@@ -210,8 +222,11 @@ impl<'a> Follow<'a> {
                 continue;
             }
             // Quiet for a while: log what a command cut off before its events left behind.
-            if settle_left(self.ws) > 0 {
-                continue;
+            if self.settled.elapsed() >= SETTLE_EVERY {
+                self.settled = std::time::Instant::now();
+                if settle_left(self.ws, &mut self.said) > 0 {
+                    continue;
+                }
             }
             if deadline.is_some_and(|d| std::time::Instant::now() >= d) {
                 // The wait timed out; read once more (an append may race the timeout).
@@ -240,15 +255,23 @@ impl<'a> Follow<'a> {
     }
 }
 
-/// How long a follower waits on a quiet log before it looks for deliveries whose events a
-/// command cut off left unlogged (`settle_left`).
+/// How often, at most, a follower on a quiet log looks for deliveries and moves whose
+/// events a command cut off left unlogged (`settle_left`).
 const SETTLE_EVERY: Duration = Duration::from_secs(2);
 
-/// Log the events of deliveries whose commands were cut off before they logged them (and
-/// land their batches), as `send`, `archive` and `doctor --repair` do: no follower waits for
-/// ever on a sender that died. Best effort (doctor reports what is left); returns how many.
-fn settle_left(ws: &Workspace) -> usize {
-    ws.engine.finish_deliveries(None).unwrap_or(0)
+/// Log the events of deliveries and moves whose commands were cut off before they logged
+/// them (`Engine::log_cut_off_events`): no follower waits for ever on a command that died.
+/// Best effort: what fails is said once on stderr, and doctor reports what is left.
+fn settle_left(ws: &Workspace, said: &mut bool) -> usize {
+    match ws.engine.log_cut_off_events() {
+        Ok(n) => n,
+        Err(e) => {
+            if !std::mem::replace(said, true) {
+                eprintln!("circe: the events of a cut-off command were not logged: {}", e.message);
+            }
+            0
+        }
+    }
 }
 
 /// One line for people: `#12 17:05:00 claim AUTH-012 new -> claimed by engineer (epoch 1)

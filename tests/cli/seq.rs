@@ -377,6 +377,9 @@ fn every_way_of_addressing_the_receiver_moves_last_seen() {
 #[test]
 fn streams_pass_over_stale_messages() {
     let env = team();
+    // A task opened first: its ticket is lead's #1.
+    let open = ["send", "--to", "worker-b", "--intent", "implement_feature", "--task", "T1"];
+    env.at("2025-11-21T17:00:01Z", "lead", &[&open[..], &["--summary", "t"]].concat()).ok();
     let five = say(&env, 5, "lead", "worker-b", "number 5");
     let seven = say(&env, 7, "lead", "worker-b", "number 7");
     env.as_("worker-b", &["take", &seven]).ok();
@@ -391,6 +394,11 @@ fn streams_pass_over_stale_messages() {
     assert_eq!(files, [seven], "#5 is stale once #7 was handled: {}", o.show());
     let w = env.as_("worker-b", &["wait", "--for", "inbox", "--timeout", "1s"]);
     w.code(7);
+    // The ticket claimed into the INBOX is no delivery: its number (#1, below what worker-b
+    // saw of lead) does not keep the claim from the agent's stream.
+    env.as_("worker-b", &["claim", "T1"]).ok();
+    let o = env.as_("worker-b", &["watch", "--from-start", "--once", "--json", "--kind", "claim"]);
+    assert_eq!(o.stdout.lines().count(), 1, "{}", o.show());
     say(&env, 8, "lead", "worker-b", "number 8");
     let w = env.as_("worker-b", &["wait", "--for", "inbox", "--timeout", "1s"]);
     w.ok();
