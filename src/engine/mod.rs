@@ -552,11 +552,11 @@ pub trait TaskTx {
     fn task_id(&self) -> &TaskId;
     /// The task as it is now; `None` for a task that does not exist yet.
     fn state(&self) -> Option<&TaskState>;
-    /// Was this transaction opened by `claim --next` on a task the agent holds already
-    /// because its own claim of it was cut off (a local root finishes that claim first)?
-    /// Only then is "held already" `claim --next`'s answer; otherwise another command of the
-    /// same agent took the task meanwhile, and `claim --next` looks on.
-    fn own_cut_off(&self) -> bool {
+    /// Did opening this transaction finish a change a command cut off on the task (a local
+    /// root rolls it forward from the task's journal)? For `claim --next`, only such a task
+    /// held by the agent already is its answer (its own cut-off claim, told to its retry);
+    /// one another command of the same agent took meanwhile is passed over.
+    fn finished_cut_off(&self) -> bool {
         false
     }
     /// The time this transaction decides by (leases, `updated_at`): the local clock

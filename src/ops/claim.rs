@@ -295,7 +295,7 @@ fn claim_next_in(
         };
         match claim_in(ws, me, role, tx.as_mut(), ttl, request, dry) {
             // Taken meanwhile by another command of the same agent: look on.
-            Ok(o) if o.already_held && !tx.own_cut_off() => {
+            Ok(o) if o.already_held && !tx.finished_cut_off() => {
                 lost.insert(tx.task_id().clone());
             }
             Ok(o) => return Ok(o),

@@ -224,13 +224,13 @@ impl LocalEngine {
         &self,
         who: &Eligibility,
         skip: &HashSet<TaskId>,
-    ) -> Result<Option<(TaskId, lock::Lock, bool)>> {
+    ) -> Result<Option<(TaskId, lock::Lock)>> {
         for task in self.lapsed_leases(who, skip)? {
             if let Some(lock) = self.store.try_lock_task(&task)? {
-                return Ok(Some((task, lock, false)));
+                return Ok(Some((task, lock)));
             }
         }
-        Ok(self.own_cut_off(who, skip)?.map(|(t, l)| (t, l, true)))
+        self.own_cut_off(who, skip)
     }
 
     /// A task whose message lies in `who`'s INBOX and whose lock file keeps the journal of
@@ -312,13 +312,13 @@ impl Engine for LocalEngine {
         let mut passed: Option<(HashSet<TaskId>, Error)> = None;
         loop {
             let skipping = passed.as_ref().map_or(skip, |(s, _)| s);
-            let (task, lock, own) = match lanes::best(self, who, skipping)? {
+            let (task, lock) = match lanes::best(self, who, skipping)? {
                 Some(c) => {
                     let lock = match c.lock {
                         Some(l) => l,
                         None => self.lock_task(&c.task)?,
                     };
-                    (c.task, lock, false)
+                    (c.task, lock)
                 }
                 // No task waits: one whose lease ran out, whose lock is free.
                 None => match self.lapsed(who, skipping)? {
@@ -326,12 +326,7 @@ impl Engine for LocalEngine {
                     None => return passed.map_or(Ok(None), |(_, e)| Err(e)),
                 },
             };
-            let begun = if own {
-                tx::LocalTx::begin_own_cut_off(self, task.clone(), lock)
-            } else {
-                tx::LocalTx::begin(self, task.clone(), lock)
-            };
-            match begun {
+            match tx::LocalTx::begin(self, task.clone(), lock) {
                 Ok(t) => return Ok(Some(Box::new(t))),
                 Err(e) => {
                     let (mut s, first) = passed.take().unwrap_or_else(|| (skip.clone(), e));

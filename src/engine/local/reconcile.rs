@@ -184,6 +184,16 @@ fn find_renamed_ticket(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Re
 /// make its records agree with its message's box: what every command does on entry. Call
 /// under the task lock (`lock`). `None` when the task does not exist.
 pub(super) fn settled(eng: &LocalEngine, task: &TaskId, lock: &Lock) -> Result<Option<TaskState>> {
+    settled_finishing(eng, task, lock).map(|(st, _)| st)
+}
+
+/// `settled`, and whether it finished a change a command cut off (its journal's records
+/// rolled forward, or its events logged late).
+pub(super) fn settled_finishing(
+    eng: &LocalEngine,
+    task: &TaskId,
+    lock: &Lock,
+) -> Result<(Option<TaskState>, bool)> {
     let mut st = load(eng, task)?;
     let mut rolled = false;
     let roll = &mut |work: Roll<'_>| {
@@ -193,14 +203,16 @@ pub(super) fn settled(eng: &LocalEngine, task: &TaskId, lock: &Lock) -> Result<O
             Roll::Records { status, checks } => roll_records(eng, task, status, checks),
         }
     };
-    eng.store.settle_task_journal(lock, st.as_ref(), roll)?;
+    let found = eng.store.settle_task_journal(lock, st.as_ref(), roll)?;
+    let finished = rolled || matches!(found, Some(super::journal::Settled::Logged(_)));
     if rolled {
         st = load(eng, task)?;
     }
-    match st {
-        Some(st) => reconcile(eng, lock, st),
-        None => Ok(None),
-    }
+    let st = match st {
+        Some(st) => reconcile(eng, lock, st)?,
+        None => None,
+    };
+    Ok((st, finished))
 }
 
 /// Write the `.checks` a change wrote after its `.status` (`settled`).

@@ -26,25 +26,15 @@ pub(super) struct LocalTx<'a> {
     task: TaskId,
     st: Option<TaskState>,
     lock: Lock,
-    /// Opened by `claim --next` on the agent's own task whose claim was cut off
-    /// (`LocalEngine::own_cut_off`).
-    own_cut_off: bool,
+    /// Opening it finished a change a command cut off on the task (`TaskTx::finished_cut_off`).
+    finished_cut_off: bool,
 }
 
 impl<'a> LocalTx<'a> {
     /// The transaction on `task`, whose lock the caller took.
     pub(super) fn begin(eng: &'a LocalEngine, task: TaskId, lock: Lock) -> Result<LocalTx<'a>> {
-        let st = reconcile::settled(eng, &task, &lock)?;
-        Ok(LocalTx { eng, task, st, lock, own_cut_off: false })
-    }
-
-    /// `begin` on the agent's own task whose claim was cut off (`claim --next`'s retry).
-    pub(super) fn begin_own_cut_off(
-        eng: &'a LocalEngine,
-        task: TaskId,
-        lock: Lock,
-    ) -> Result<LocalTx<'a>> {
-        Ok(LocalTx { own_cut_off: true, ..LocalTx::begin(eng, task, lock)? })
+        let (st, finished_cut_off) = reconcile::settled_finishing(eng, &task, &lock)?;
+        Ok(LocalTx { eng, task, st, lock, finished_cut_off })
     }
 
     /// The first free name `base`, `base.2.md`, ... in NEW_MESSAGES.
@@ -179,8 +169,8 @@ impl TaskTx for LocalTx<'_> {
         self.st.as_ref()
     }
 
-    fn own_cut_off(&self) -> bool {
-        self.own_cut_off
+    fn finished_cut_off(&self) -> bool {
+        self.finished_cut_off
     }
 
     fn commit(&mut self, change: Change) -> Result<Vec<Event>> {
