@@ -31,20 +31,18 @@ fn begin<'a>(ws: &'a Workspace, task: &TaskId) -> Result<Box<dyn TaskTx + 'a>> {
     ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))
 }
 
-fn state(tx: &dyn TaskTx) -> Result<TaskState> {
-    tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))
-}
-
-/// The task's checks, with every check its intent requires now (the registry) that its
-/// `.checks` does not list counted as not passed: a record lost or cut by hand, or a check
-/// the team added since the task opened, never lets a task complete unproven.
-fn with_required_checks(ws: &Workspace, mut st: TaskState) -> TaskState {
+/// The task as its transaction sees it, with every check its intent requires now (the
+/// registry) that its `.checks` does not list counted as not passed: a record lost or cut by
+/// hand, or a check the team added since the task opened, never lets a task complete
+/// unproven.
+fn state(ws: &Workspace, tx: &dyn TaskTx) -> Result<TaskState> {
+    let mut st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     if let Some(intent) = ws.registry.intent(st.rec.intent.as_str()) {
         for c in intent.required_checks.iter().filter_map(|c| CheckName::new(c).ok()) {
             st.checks.entry(c).or_insert(false);
         }
     }
-    st
+    Ok(st)
 }
 
 /// Who `me` is for this task, after the fencing check: owner and/or coordinator.
@@ -151,7 +149,7 @@ fn commit_logged(
     }
     notify::ride(ws, &mut change);
     let events = tx.commit(change)?;
-    let st = state(tx)?;
+    let st = state(ws, tx)?;
     Ok((st.rec, events))
 }
 
@@ -210,7 +208,7 @@ fn status_move(
     outbox: Vec<Outgoing>,
 ) -> Result<(StatusRecord, Vec<Event>, bool)> {
     let mut tx = begin(ws, task)?;
-    let st = with_required_checks(ws, state(tx.as_ref())?);
+    let st = state(ws, tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
     let from = st.rec.status;
     if from == target && outbox.is_empty() {
@@ -275,7 +273,7 @@ pub fn release(
 ) -> Result<(StatusRecord, bool)> {
     blank_reason(reason)?;
     let mut tx = begin(ws, task)?;
-    let st = state(tx.as_ref())?;
+    let st = state(ws, tx.as_ref())?;
     // The fence first: a stale `--epoch` is exit 4 even on a task waiting again.
     let mut who = actors(ws, &st, me, epoch)?;
     if st.rec.status == Status::New {
@@ -329,7 +327,7 @@ pub fn heartbeat(
     epoch: Option<u64>,
 ) -> Result<StatusRecord> {
     let mut tx = begin(ws, task)?;
-    let st = state(tx.as_ref())?;
+    let st = state(ws, tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
     if !st.rec.status.is_owned() {
         return Err(Error::refused(format!(
@@ -348,7 +346,7 @@ pub fn heartbeat(
     let change =
         effects::heartbeat(&st, ws.tx_now(tx.as_ref()), ttl.unwrap_or_else(|| ws.config.lease()))?;
     tx.commit(change)?;
-    Ok(state(tx.as_ref())?.rec)
+    Ok(state(ws, tx.as_ref())?.rec)
 }
 
 /// Only the holder records checks, and only while it holds the task.
@@ -413,7 +411,7 @@ pub fn check_assert(
 ) -> Result<Checks> {
     blank_reason(reason)?;
     let mut tx = begin(ws, task)?;
-    let st = with_required_checks(ws, state(tx.as_ref())?);
+    let st = state(ws, tx.as_ref())?;
     let coordinator = ws.is_coordinator(me) && reason.is_some();
     if !coordinator {
         require_holder(ws, &st, me, epoch)?;
@@ -431,7 +429,7 @@ pub fn check_assert(
     ev.how = Some("asserted".into());
     ev.reason = reason.map(str::to_string);
     tx.commit(effects::record_check(&st, name, value, ev))?;
-    Ok(state(tx.as_ref())?.checks)
+    Ok(state(ws, tx.as_ref())?.checks)
 }
 
 /// The result of `circe check --run`.
@@ -459,7 +457,7 @@ pub fn check_run(
 ) -> Result<CheckRun> {
     let start_epoch = {
         let tx = begin(ws, task)?;
-        let st = with_required_checks(ws, state(tx.as_ref())?);
+        let st = state(ws, tx.as_ref())?;
         require_holder(ws, &st, me, epoch)?;
         require_check(&st, name)?;
         st.rec.epoch
@@ -501,7 +499,7 @@ pub fn check_run(
     let passed = status.success();
     crate::engine::local::crash_point("check.ran");
     let mut tx = begin(ws, task)?;
-    let st = with_required_checks(ws, state(tx.as_ref())?);
+    let st = state(ws, tx.as_ref())?;
     require_holder(ws, &st, me, Some(start_epoch)).map_err(|e| {
         e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
     })?;
@@ -518,6 +516,6 @@ pub fn check_run(
         exit_code: status.code(),
         command: cmd.to_vec(),
         seconds,
-        checks: state(tx.as_ref())?.checks,
+        checks: state(ws, tx.as_ref())?.checks,
     })
 }
