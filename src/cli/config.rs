@@ -62,8 +62,7 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
     // what every command will refuse until then is said now, not at the next command.
     let mut warnings = Vec::new();
     if let Ok(now) = ctx.workspace_for_setup() {
-        let checks = [crate::ops::check_escalation(&now), crate::ops::route::check_names(&now)];
-        for e in checks.into_iter().filter_map(Result::err) {
+        for e in crate::ops::rule_name_errors(&now) {
             let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
             warnings.push(format!(
                 "{}{hint}; until then other commands refuse to run: add it (`circe agent add`) or set circe.yaml again",

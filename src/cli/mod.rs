@@ -188,11 +188,10 @@ impl Ctx {
     /// The root, its routing rules checked against its agents and roles (section 16).
     pub fn workspace(&self) -> Result<Workspace> {
         let ws = Workspace::open(&self.root_spec())?;
-        if !ws.config.routing.is_empty() {
-            crate::ops::route::check_names(&ws)?;
+        match crate::ops::rule_name_errors(&ws).into_iter().next() {
+            Some(e) => Err(e),
+            None => Ok(ws),
         }
-        crate::ops::check_escalation(&ws)?;
-        Ok(ws)
     }
 
     /// The root without the routing check: for the commands that set a root up or look at

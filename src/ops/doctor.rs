@@ -21,15 +21,13 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     checks_missing(ws, &mut found);
     // Invariant 9: the rules name agents or roles of the root (every other command refuses
     // to run while one does not).
-    for check in [super::check_escalation(ws), super::route::check_names(ws)] {
-        if let Err(e) = check {
-            let hint = e.hint.map(|h| format!(": {h}")).unwrap_or_default();
-            found.push(Violation {
-                invariant: 9,
-                what: format!("{}{hint}", e.message),
-                repaired: false,
-            });
-        }
+    for e in super::rule_name_errors(ws) {
+        let hint = e.hint.map(|h| format!(": {h}")).unwrap_or_default();
+        found.push(Violation {
+            invariant: 9,
+            what: format!("{}{hint}", e.message),
+            repaired: false,
+        });
     }
     let last = match ws.engine.last_event_id() {
         Ok(last) => last,

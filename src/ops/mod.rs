@@ -29,6 +29,13 @@ pub mod wait;
 pub use claim::{ClaimOutcome, claim, claim_dry, claim_next, claim_with, reap, reap_all};
 pub use find::{Found, done, find, find_in, messages_of, take};
 pub use notify::check_escalation;
+
+/// What circe.yaml's rules name that is no agent or role of the root (`escalation`,
+/// `routing`): each an error every command but the setup ones refuses with (section 16).
+pub fn rule_name_errors(ws: &crate::workspace::Workspace) -> Vec<crate::error::Error> {
+    let routing = if ws.config.routing.is_empty() { Ok(()) } else { route::check_names(ws) };
+    [routing, check_escalation(ws)].into_iter().filter_map(Result::err).collect()
+}
 pub use open::OpenOutcome;
 pub use prompt::current_prompt;
 pub use questions::{Question, questions};
