@@ -52,10 +52,8 @@ pub struct PgEngine {
     target: Target,
     clock: Clock,
     /// Every agent, read with the configuration when the root is opened (one round trip
-    /// for both), and when (`current_agents` reads again once that is a second old);
-    /// `add_agent` keeps it current.
+    /// for both); `add_agent` keeps it current, and a snapshot reads it again.
     agents: RefCell<Vec<(AgentName, String)>>,
-    agents_at: std::cell::Cell<std::time::Instant>,
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
     /// The retired agents read with the opening, for the first question right after.
@@ -135,7 +133,6 @@ impl PgEngine {
             target: target.clone(),
             clock,
             agents: RefCell::new(agents),
-            agents_at: std::cell::Cell::new(std::time::Instant::now()),
             open_tx: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
             ticket_read: std::cell::Cell::new(None),
@@ -173,16 +170,8 @@ impl PgEngine {
         &self.target
     }
 
-    /// Every agent: as read with the opening, or read again once that is a second old, so
-    /// that a long-lived process (`mirror --watch`, a live board) sees agents added since.
-    fn current_agents(&self) -> Result<Vec<(AgentName, String)>> {
-        if self.agents_at.get().elapsed() >= prefetch::FRESH {
-            self.read_agents()?;
-        }
-        Ok(self.agents.borrow().clone())
-    }
-
-    /// Read every agent again (a name that is no agent name is passed over, as the opening
+    /// Read every agent again (for a snapshot: `mirror --watch` shows agents added while it
+    /// runs) (a name that is no agent name is passed over, as the opening
     /// passes it over).
     fn read_agents(&self) -> Result<()> {
         let rows = self.rows(
@@ -192,7 +181,6 @@ impl PgEngine {
             |r| Ok(AgentName::new(r.get::<_, String>(0)).ok().map(|n| (n, r.get(1)))),
         )?;
         *self.agents.borrow_mut() = rows.into_iter().flatten().collect();
-        self.agents_at.set(std::time::Instant::now());
         Ok(())
     }
 

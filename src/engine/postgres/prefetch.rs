@@ -16,16 +16,16 @@ pub(super) struct Prefetched<T> {
     read: T,
 }
 
-/// How long after it was read an answer stands in for the database.
-pub(super) const FRESH: Duration = Duration::from_secs(1);
-
 impl<T> Prefetched<T> {
+    /// How long after it was read an answer stands in for the database.
+    const FRESH: Duration = Duration::from_secs(1);
+
     pub(super) fn new(read: T) -> Prefetched<T> {
         Prefetched { at: Instant::now(), read }
     }
 
     pub(super) fn fresh(self) -> Option<T> {
-        (self.at.elapsed() < FRESH).then_some(self.read)
+        (self.at.elapsed() < Self::FRESH).then_some(self.read)
     }
 }
 

@@ -28,11 +28,11 @@ impl Engine for PgEngine {
     }
 
     fn agents(&self) -> Result<Vec<(AgentName, String)>> {
-        self.current_agents()
+        Ok(self.agents.borrow().clone())
     }
 
     fn agent_role(&self, name: &AgentName) -> Result<Option<String>> {
-        Ok(self.current_agents()?.into_iter().find(|(a, _)| a == name).map(|(_, r)| r))
+        Ok(self.agents.borrow().iter().find(|(a, _)| a == name).map(|(_, r)| r.clone()))
     }
 
     fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
