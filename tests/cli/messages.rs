@@ -182,16 +182,18 @@ fn inbox_json_gives_null_for_what_a_message_lacks() {
 #[test]
 fn take_keeps_two_messages_of_one_name_apart() {
     let env = Env::new();
-    let mut taken = Vec::new();
+    let (mut taken, mut got) = (Vec::new(), Vec::new());
     for text in ["one", "two"] {
         env.as_("qa", &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", text])
             .ok();
         let name = env.ls("AGENTS/engineer/INBOX").remove(0);
         let o = env.as_("engineer", &["--json", "take", &name]);
         o.ok();
+        got.push(o.json()["file"].as_str().unwrap_or_default().to_string());
         taken.push(name);
     }
     assert_eq!(taken[0], taken[1], "the same name twice");
+    assert_eq!(got[1], taken[1].replace(".md", ".2.md"), "take says the name it got");
     let ws = env.ls("AGENTS/engineer/WORKSPACE");
     assert_eq!(ws.len(), 2, "{ws:?}");
     assert!(ws.iter().any(|n| n.ends_with(".2.md")), "{ws:?}");

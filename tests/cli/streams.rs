@@ -813,7 +813,8 @@ fn a_hanging_hook_is_ended_by_its_timeout_and_by_sigterm() {
             "--kind",
             "send",
             "--exec",
-            "sleep 30",
+            // The hook's shell waits on a process of its own: the whole group goes.
+            "sleep 37.25 & wait",
         ],
     );
     std::thread::sleep(Duration::from_millis(700));
@@ -821,6 +822,14 @@ fn a_hanging_hook_is_ended_by_its_timeout_and_by_sigterm() {
     Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
     let _ = w.wait();
     assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
+    std::thread::sleep(Duration::from_millis(200));
+    let left: Vec<String> = std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|p| std::fs::read(p.ok()?.path().join("cmdline")).ok())
+        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+        .filter(|c| c.starts_with("sleep 37.25"))
+        .collect();
+    assert!(left.is_empty(), "the hook's child outlived it: {left:?}");
     let again =
         env.circe(["watch", "--all", "--once", "--cursor", "s", "--json", "--kind", "send"]).run();
     again.ok();
