@@ -76,21 +76,29 @@ impl Report {
 
 /// Text for a terminal: what other agents wrote (a summary, a body, a chat line) may hold
 /// control characters, and an escape sequence would act on the reader's terminal (colour,
-/// cursor moves, a title). Every control character but newline and tab is shown escaped
-/// (`\u{1b}`); JSON escapes them itself.
+/// cursor moves, a title). Every control character but newline, tab and the carriage return
+/// of a CRLF line end is shown escaped (`\u{1b}`); JSON escapes them itself.
 pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
-        return std::borrow::Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 16);
-    for c in s.chars() {
-        if c.is_control() && c != '\n' && c != '\t' {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
+    let mut chars = s.chars().peekable();
+    let mut out: Option<String> = None;
+    let mut at = 0;
+    while let Some(c) = chars.next() {
+        let kept =
+            !c.is_control() || matches!(c, '\n' | '\t') || c == '\r' && chars.peek() == Some(&'\n');
+        match (&mut out, kept) {
+            (Some(o), true) => o.push(c),
+            (Some(o), false) => o.extend(c.escape_default()),
+            (None, false) => {
+                let mut o = String::with_capacity(s.len() + 16);
+                o.push_str(&s[..at]);
+                o.extend(c.escape_default());
+                out = Some(o);
+            }
+            (None, true) => {}
         }
+        at += c.len_utf8();
     }
-    std::borrow::Cow::Owned(out)
+    out.map_or(std::borrow::Cow::Borrowed(s), std::borrow::Cow::Owned)
 }
 
 /// The writer of commands that print as they go: one line at a time on stdout, flushed per
@@ -186,4 +194,14 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
         out.push_str(&line(r.iter().map(String::as_str).collect()));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn terminal_safe_escapes_control_characters_but_line_ends_and_tabs() {
+        let shown = super::terminal_safe("a\u{1b}[31mb\u{7}\tc\r\nd\re\n");
+        assert_eq!(shown, "a\\u{1b}[31mb\\u{7}\tc\r\nd\\re\n");
+        assert!(matches!(super::terminal_safe("plain\ttext\r\n"), std::borrow::Cow::Borrowed(_)));
+    }
 }
