@@ -123,23 +123,15 @@ impl Root {
     pub fn open_tasks_saying(&self, n: usize, summary: impl Fn(&str) -> String) {
         for i in 0..n {
             let id = format!("T-{i:03}");
-            let summary = summary(&id);
-            self.run(
-                Some("coordinator"),
-                &[
-                    "send",
-                    "--to",
-                    "all",
-                    "--intent",
-                    "implement_feature",
-                    "--task",
-                    &id,
-                    "--summary",
-                    &summary,
-                ],
-            )
-            .ok();
+            self.open_task(&id, &summary(&id));
         }
+    }
+
+    /// Open task `id` for all engineers.
+    pub fn open_task(&self, id: &str, summary: &str) {
+        let send = ["send", "--to", "all", "--intent", "implement_feature"];
+        self.run(Some("coordinator"), &[&send[..], &["--task", id, "--summary", summary]].concat())
+            .ok();
     }
 
     /// The engine, opened in this process (for the checkers).

@@ -161,21 +161,7 @@ fn followers_connect_again_after_a_server_restart() {
     cluster.stop_immediate();
     nap(1500);
     cluster.restart();
-    root.run(
-        Some("coordinator"),
-        &[
-            "send",
-            "--to",
-            "all",
-            "--intent",
-            "implement_feature",
-            "--task",
-            "T-001",
-            "--summary",
-            "y",
-        ],
-    )
-    .ok();
+    root.open_task("T-001", "y");
     let next = rx.recv_timeout(Duration::from_secs(30));
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let count = || std::fs::read_dir(mirror.join("NEW_MESSAGES")).map_or(0, Iterator::count);
