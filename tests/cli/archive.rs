@@ -9,11 +9,7 @@ const LATER: &str = "2031-01-01T00:00:00Z";
 /// T1 completed (and filed) at the env's clock; T2 still in progress.
 fn with_work() -> Env {
     let env = Env::new();
-    env.open_task("T1");
-    env.as_("engineer", &["claim", "T1"]).ok();
-    env.as_("engineer", &["status", "T1", "in_progress"]).ok();
-    env.as_("engineer", &["check", "T1", "tests_passed=true"]).ok();
-    env.as_("engineer", &["status", "T1", "completed"]).ok();
+    env.complete_task("T1");
     env.open_task("T2");
     env.as_("engineer", &["claim", "T2"]).ok();
     env

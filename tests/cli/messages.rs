@@ -206,11 +206,7 @@ fn take_keeps_two_messages_of_one_name_apart() {
 #[test]
 fn take_of_a_finished_task_points_at_done() {
     let env = Env::new();
-    env.open_task("T1");
-    env.as_("engineer", &["claim", "T1"]).ok();
-    env.as_("engineer", &["status", "T1", "in_progress"]).ok();
-    env.as_("engineer", &["check", "T1", "tests_passed=true"]).ok();
-    env.as_("engineer", &["status", "T1", "completed"]).ok();
+    env.complete_task("T1");
     let o = env.as_("engineer", &["take", "T1"]);
     o.code(3);
     assert!(o.stderr.contains("circe --agent engineer done T1"), "{}", o.show());
