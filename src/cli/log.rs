@@ -137,15 +137,39 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     }
     let stop = Stop::install()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
-    let mut follow = Follow::open(&ws, None, Start::After(last), poll)?;
+    // It outlives a database server's restart: it connects again and goes on after the
+    // last event it read.
+    let (mut ws, mut at) = (ws, last);
+    loop {
+        match follow(&ws, &mut filter, &mut out, &stop, &mut at, poll) {
+            Err(e) if e.is_transient() => match super::reconnect(ctx, &e, &|| stop.requested())? {
+                Some(again) => ws = again,
+                None => return Ok(Report::streamed()),
+            },
+            r => return r.map(|()| Report::streamed()),
+        }
+    }
+}
+
+/// Print what happens after event `at` (moved along) until told to stop or the reader goes.
+fn follow(
+    ws: &crate::workspace::Workspace,
+    filter: &mut Filter,
+    out: &mut Out,
+    stop: &Stop,
+    at: &mut u64,
+    poll: Option<Duration>,
+) -> Result<()> {
+    let mut follow = Follow::open(ws, None, Start::After(*at), poll)?;
     while !stop.requested() && !super::stop::stdout_gone() {
         let Some(batch) = follow.next(256, Some(Duration::from_secs(1)))? else { continue };
         for e in batch {
-            if filter.wants(&ws, &e) && !out.item(&human_line(&e), &e) {
-                return Ok(Report::streamed());
+            if filter.wants(ws, &e) && !out.item(&human_line(&e), &e) {
+                return Ok(());
             }
             follow.handed(e.id)?;
+            *at = e.id;
         }
     }
-    Ok(Report::streamed())
+    Ok(())
 }

@@ -62,8 +62,23 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     if cond == Condition::Inbox {
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "list")?;
     }
-    let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
-    let met = wait::wait(&ws, &me, &role, &cond, opts)?;
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, deadline, poll };
+    // A wait outlives a database server's restart: it connects again and goes on after the
+    // last event it read (a claim cut off before its reply is retried by its request id).
+    let (mut ws, mut resume) = (ws, wait::Resume::default());
+    let met = loop {
+        match wait::wait(&ws, &me, &role, &cond, opts, &mut resume) {
+            Err(e) if e.is_transient() || resume.request.is_some() => {
+                let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+                match super::reconnect(ctx, &e, &over)? {
+                    Some(again) => ws = again,
+                    None => return Err(lost_at_timeout(&e, timeout, resume.request.as_deref())),
+                }
+            }
+            r => break r?,
+        }
+    };
     if let Some(cmd) = &a.exec {
         use crate::event::{Event, EventKind};
         // The hook is told what the wait did: the claim it made, else the event that met
@@ -124,6 +139,26 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     Report::new(human(&cond, &met), met_json(&ws, &met)).print(ctx.json);
     seen(&ws, &me, &met);
     Ok(Report::streamed())
+}
+
+/// The wait's time ran out while it could not reach the root: exit 7, saying why, and
+/// how to learn whether a claim cut off before its reply got a task.
+fn lost_at_timeout(
+    lost: &Error,
+    timeout: Option<std::time::Duration>,
+    request: Option<&str>,
+) -> Error {
+    let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
+    let e = Error::timed_out(format!(
+        "nothing came within {secs:.1}s: the root could not be reached ({})",
+        lost.message
+    ));
+    match request {
+        Some(r) => e.detail("request_id", r).hint(format!(
+            "a claim's reply was lost: `circe claim --next --request-id {r}` returns the task if it got one"
+        )),
+        None => e.hint("wait again once the root can be reached"),
+    }
 }
 
 /// What the wait met, in a line.

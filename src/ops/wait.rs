@@ -281,20 +281,68 @@ pub struct Options {
     pub claim: bool,
     /// Give up after this long: exit 7.
     pub timeout: Option<Duration>,
+    /// When the wait gives up (from `timeout`, kept across a reconnection).
+    pub deadline: Option<Instant>,
     /// Check on a timer instead of being told by the engine's feed.
     pub poll: Option<Duration>,
 }
 
-/// Wait for `c` as `me`.
-pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Options) -> Result<Met> {
-    let Options { fresh, claim, timeout, poll } = o;
-    let mut follow = Follow::open(ws, None, Start::Now, poll)?;
+/// Where a wait cut off by a broken connection goes on (`wait` keeps it up to date).
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The last event read: the wait goes on after it (else from now).
+    pub at: Option<u64>,
+    /// A claim whose outcome is unknown: its retry with this request id returns the task
+    /// if it got one, and takes nothing else.
+    pub request: Option<String>,
+}
+
+/// Wait for `c` as `me`. A wait whose connection broke (a transient error) goes on after
+/// `resume`, in a workspace opened again.
+pub fn wait(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    c: &Condition,
+    o: Options,
+    resume: &mut Resume,
+) -> Result<Met> {
+    let request = std::cell::RefCell::new(resume.request.take());
+    let met = wait_in(ws, me, role, c, o, &mut resume.at, &request);
+    resume.request = request.into_inner();
+    met
+}
+
+fn wait_in(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    c: &Condition,
+    o: Options,
+    at: &mut Option<u64>,
+    request: &std::cell::RefCell<Option<String>>,
+) -> Result<Met> {
+    let Options { fresh, claim, timeout, deadline, poll } = o;
+    let mut follow = Follow::open(ws, None, at.map_or(Start::Now, Start::After), poll)?;
+    *at = Some(follow.position());
     let busy = std::cell::Cell::new(false);
     let try_claim = |met: Met| -> Result<Option<Met>> {
         if !(claim && c == &Condition::Claimable) {
             return Ok(Some(met));
         }
-        match super::claim_next(ws, me, role, None) {
+        let asked = request.borrow().clone();
+        let tried = super::claim_with(ws, me, role, None, None, asked.as_deref());
+        // The reply to the claim's commit never came: its retry (after connecting again)
+        // carries its request id. Any other answer ends what that id stood for.
+        match &tried {
+            Err(e) if e.is_transient() => {}
+            Err(e) => {
+                *request.borrow_mut() =
+                    e.details.iter().find(|(k, _)| *k == "request_id").map(|(_, r)| r.clone());
+            }
+            Ok(_) => *request.borrow_mut() = None,
+        }
+        match tried {
             // What it reports is the task it took (the best it may take, which need not be
             // the one whose event woke it) and where that task's message is now.
             Ok(o) => Ok(Some(Met {
@@ -314,6 +362,12 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
             Err(e) => Err(e),
         }
     };
+    // A claim cut off before its reply: its retry returns the task if it got one.
+    if request.borrow().is_some()
+        && let Some(done) = try_claim(Met { already: false, ..Met::already(None, None) })?
+    {
+        return Ok(done);
+    }
     if !fresh && let Some(met) = holds_now(ws, me, role, c, false)? {
         if let Some(done) = try_claim(met)? {
             return Ok(done);
@@ -322,7 +376,6 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
         // A status that can never come, a reply to no message: refused at once.
         holds_now(ws, me, role, c, true)?;
     }
-    let deadline = timeout.map(|t| Instant::now() + t);
     // A lease running out is no event: waiting for a claimable task, look again when the
     // first lease of a task this agent could take over runs out.
     let lapses = c == &Condition::Claimable && !fresh;
@@ -375,6 +428,7 @@ pub fn wait(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, o: Option
                 .hint(format!("`circe show {t}` tells its story")));
             }
             follow.handed(e.id)?;
+            *at = Some(e.id);
         }
         if leased {
             wake = next_lapse(ws, me, role, Duration::ZERO)?;

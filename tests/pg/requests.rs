@@ -76,3 +76,36 @@ fn a_newer_schema_is_refused_and_a_password_in_the_url_too() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.contains("password") && out.stderr.contains("hint:"), "{}", out.stderr);
 }
+
+/// `wait --for claimable --claim` whose claim's reply is lost connects again and retries
+/// it by its request id: it answers with the task it got (exit 0) and takes no second one.
+/// The broken variant (the request id forgotten) takes a second task.
+#[test]
+fn a_claiming_wait_whose_reply_is_lost_answers_with_the_task_it_got() {
+    let c = need_pg!();
+    for (breaks, broken) in [("pg-lost-reply", false), ("pg-lost-reply,pg-forget-request", true)] {
+        let root = Root::new(&c.fresh_url(), "server", 1);
+        root.open_tasks(3);
+        let mut wait = root.command(
+            Some("e1"),
+            &["wait", "--for", "claimable", "--claim", "--timeout", "5s", "--json"],
+        );
+        wait.env("CIRCE_TEST_BREAK", breaks);
+        let out = crate::common::Out::from(&wait.output().unwrap());
+        let mut held = Vec::new();
+        root.engine()
+            .board(&mut |r| {
+                if r.owner.as_deref() == Some("e1") {
+                    held.push(r.task.to_string());
+                }
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(held.len() > 1, broken, "{breaks}: e1 holds {held:?}; {}", out.stderr);
+        if !broken {
+            assert_eq!(out.code, 0, "{}", out.stderr);
+            assert_eq!(out.json()["claimed"]["task_id"], "T-000", "{}", out.stdout);
+            assert!(out.stderr.contains("the outcome is unknown"), "{}", out.stderr);
+        }
+    }
+}

@@ -125,7 +125,8 @@ fn restart_full_five_times() {
 }
 
 /// The followers outlive a server restart: `watch` connects again and hands on what comes
-/// after, from its cursor; `mirror --watch` goes on mirroring.
+/// after, from its cursor; `log --follow` prints it; `wait` answers with it; `mirror
+/// --watch` goes on mirroring.
 #[test]
 fn followers_connect_again_after_a_server_restart() {
     use std::io::BufRead;
@@ -147,17 +148,30 @@ fn followers_connect_again_after_a_server_restart() {
         .command(None, &["mirror", mirror.to_str().unwrap(), "--watch", "--interval", "1s"])
         .spawn()
         .unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let out = watch.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-            let _ = tx.send(l);
-        }
-    });
+    let mut log =
+        root.command(None, &["log", "--follow", "--limit", "0", "--json"]).spawn().unwrap();
+    let lines = |out: std::process::ChildStdout| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let rx = lines(watch.stdout.take().unwrap());
+    let logged = lines(log.stdout.take().unwrap());
     nap(500);
     root.open_tasks(1);
     let first = rx.recv_timeout(Duration::from_secs(20)).expect("the first open");
     assert!(first.contains("T-000"), "{first}");
+    let first = logged.recv_timeout(Duration::from_secs(20)).expect("the first open, logged");
+    assert!(first.contains("T-000"), "{first}");
+    let waiting = root
+        .command(Some("e1"), &["wait", "--for", "claimable", "--new", "--timeout", "60s", "--json"])
+        .spawn()
+        .unwrap();
+    nap(500);
     cluster.stop_immediate();
     nap(1500);
     cluster.restart();
@@ -169,11 +183,21 @@ fn followers_connect_again_after_a_server_restart() {
         nap(100);
     }
     let mirrored = count();
-    let (w, m) = (watch.try_wait().unwrap(), mirroring.try_wait().unwrap());
-    let _ = (watch.kill(), mirroring.kill());
-    let _ = (watch.wait(), mirroring.wait());
-    assert!((w, m) == (None, None), "a follower ended: watch {w:?}, mirror {m:?}");
+    let logged_next = logged.recv_timeout(Duration::from_secs(30));
+    let waited = crate::common::Out::from(&waiting.wait_with_output().unwrap());
+    let (w, m, l) =
+        (watch.try_wait().unwrap(), mirroring.try_wait().unwrap(), log.try_wait().unwrap());
+    let _ = (watch.kill(), mirroring.kill(), log.kill());
+    let _ = (watch.wait(), mirroring.wait(), log.wait());
+    assert!(
+        (w, m, l) == (None, None, None),
+        "a follower ended: watch {w:?}, mirror {m:?}, log {l:?}"
+    );
     let next = next.expect("the watcher handed on nothing after the restart");
     assert!(next.contains("T-001"), "{next}");
+    let logged_next = logged_next.expect("log --follow printed nothing after the restart");
+    assert!(logged_next.contains("T-001"), "{logged_next}");
+    assert_eq!(waited.code, 0, "wait: {}", waited.stderr);
+    assert!(waited.stdout.contains("T-001"), "wait: {}", waited.stdout);
     assert_eq!(mirrored, 2, "the mirror did not follow after the restart");
 }
