@@ -208,6 +208,10 @@ impl<'a> Follow<'a> {
         loop {
             let events = self.ws.engine.read_events(self.at, max)?;
             if !events.is_empty() {
+                // The workspace's list of agents is read again when next needed.
+                if events.iter().any(|e| e.event == crate::event::EventKind::AgentAdd) {
+                    self.ws.agents_changed();
+                }
                 return Ok(Some(events));
             }
             let left = match deadline {

@@ -144,3 +144,21 @@ fn a_waiter_whose_listen_connection_breaks_waits_on_and_is_woken() {
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(String::from_utf8_lossy(&out.stdout).contains("T-000"), "{out:?}");
 }
+
+/// A follower (a live board, a watch) knows an agent another client added once it reads
+/// that `agent_add` from the feed: the engine's list is read again then.
+#[test]
+fn a_follower_knows_an_agent_added_once_it_reads_its_event() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 1);
+    let eng = root.engine();
+    let knows = |eng: &dyn circe::engine::Engine| {
+        eng.agents().unwrap().iter().any(|(a, r)| a.as_str() == "dev2" && r == "engineer")
+    };
+    let last = eng.last_event_id().unwrap();
+    root.run(None, &["agent", "add", "dev2", "--role", "engineer"]).ok();
+    assert!(!knows(eng.as_ref()), "the list is read at the opening, not at every call");
+    let read = eng.read_events(Cursor::after(last), 16).unwrap();
+    assert!(read.iter().any(|e| e.event.as_str() == "agent_add"), "{read:?}");
+    assert!(knows(eng.as_ref()), "the follower still does not know dev2");
+}

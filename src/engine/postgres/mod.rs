@@ -171,9 +171,9 @@ impl PgEngine {
     }
 
     /// Read every agent again (for a snapshot: `mirror --watch` shows agents added while it
-    /// runs) (a name that is no agent name is passed over, as the opening
-    /// passes it over).
-    fn read_agents(&self) -> Result<()> {
+    /// runs; for a follower that read an `agent_add`) (a name that is no agent name is
+    /// passed over, as the opening passes it over).
+    pub(super) fn read_agents(&self) -> Result<()> {
         let rows = self.rows(
             "reading the agents",
             "SELECT name, role FROM {s}.agents ORDER BY name",

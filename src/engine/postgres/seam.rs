@@ -279,7 +279,13 @@ impl Engine for PgEngine {
     }
 
     fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
-        self.events_after(from, max)
+        let events = self.events_after(from, max)?;
+        // Another client added an agent: a follower (a live board, a watch) knows it from
+        // here on, as a local root's readers do (they list the agents' folders).
+        if events.iter().any(|e| e.event == crate::event::EventKind::AgentAdd) {
+            self.read_agents()?;
+        }
+        Ok(events)
     }
 
     fn last_event_id(&self) -> Result<u64> {
