@@ -259,6 +259,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
         }
     }
     let claim = claimable(&ws, &me, &role, 3)?;
+    warnings.extend(super::passed_over_warnings(&ws));
     let mut human = if fresh.is_empty() && old.is_empty() {
         format!("{me}: inbox empty\n")
     } else if a.oneline {

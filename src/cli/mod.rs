@@ -377,6 +377,20 @@ impl Command {
     }
 }
 
+/// What to say of the tasks the last board scan passed over (`Engine::passed_over`: a
+/// `.status` that does not parse), so that none drops out of a report without a word.
+pub fn passed_over_warnings(ws: &crate::workspace::Workspace) -> Vec<String> {
+    ws.engine
+        .passed_over()
+        .iter()
+        .map(|t| {
+            format!(
+                "task {t} is not shown: TASKS/{t}.status does not parse (`circe doctor` says where; put it back from version control or a backup, `circe log --task {t}` has its last status)"
+            )
+        })
+        .collect()
+}
+
 /// PROTOCOLS.md, the whole contract, as `circe help protocols` prints it.
 pub const PROTOCOLS: &str = include_str!("../../PROTOCOLS.md");
 

@@ -288,7 +288,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         steps,
         exit_codes,
     };
-    Ok(Report::new(h, out))
+    Ok(Report::new(h, out).warnings(super::passed_over_warnings(&ws)))
 }
 
 fn plural(n: usize) -> &'static str {

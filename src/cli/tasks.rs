@@ -165,7 +165,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     match result.and_then(|()| out.flush().map_err(|_| Error::internal(CLOSED))) {
         Err(e) if e.kind == Kind::Internal && e.message == CLOSED => Ok(Report::streamed()),
         Err(e) => Err(e),
-        Ok(()) => Ok(Report::streamed()),
+        Ok(()) => Ok(Report::streamed().warnings(super::passed_over_warnings(&ws))),
     }
 }
 

@@ -185,6 +185,13 @@ pub trait Engine {
     /// The board: one row per task, in task id order, handed over one at a time.
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()>;
 
+    /// The tasks the last `board` passed over because their records do not parse (a
+    /// hand edit gone wrong): a report says so rather than dropping them without a word.
+    /// An engine whose records cannot be damaged that way has none.
+    fn passed_over(&self) -> Vec<TaskId> {
+        Vec::new()
+    }
+
     /// A task's state as last committed, read without a transaction (for reports: it may be
     /// outdated by the time it is printed, never half-written).
     fn peek(&self, task: &TaskId) -> Result<Option<TaskState>>;

@@ -968,3 +968,42 @@ fn doctor_names_a_rule_that_names_no_agent() {
         d.show()
     );
 }
+
+/// A task whose `.status` no longer parses (a hand edit gone wrong) is not dropped from the
+/// reports without a word, even once the board is built again from the records: `tasks`,
+/// `board`, `inbox` and `prime` say it is not shown, and where to look.
+#[test]
+fn a_task_whose_record_does_not_parse_is_named_not_dropped() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    env.open_task("T1");
+    env.open_task("T2");
+    let record = env.root().join("TASKS/T1.status");
+    let good = std::fs::read(&record).unwrap();
+    std::fs::write(&record, "garbage: [\n").unwrap();
+    // A reboot or `doctor --repair` builds the board from the records again.
+    std::fs::remove_file(env.root().join("queue/board.log")).unwrap();
+    let said = "warning: task T1 is not shown: TASKS/T1.status does not parse";
+    for (who, args) in [
+        (None, &["tasks"][..]),
+        (None, &["--json", "tasks"]),
+        (None, &["board", "--once"]),
+        (Some("engineer"), &["inbox"]),
+        (Some("engineer"), &["prime"]),
+        // Read again: the board log keeps the task's line.
+        (None, &["tasks"]),
+    ] {
+        let o = match who {
+            Some(a) => env.as_(a, args),
+            None => env.circe(args.to_vec()).run(),
+        };
+        o.ok();
+        assert!(o.stderr.contains(said), "{args:?}: {}", o.show());
+        assert!(o.stdout.contains("T2"), "{args:?}: {}", o.show());
+    }
+    // Put back, it is shown again and nothing is said.
+    std::fs::write(&record, good).unwrap();
+    let o = env.circe(["tasks"]).run();
+    o.ok();
+    assert!(o.stdout.contains("T1") && !o.stderr.contains("warning"), "{}", o.show());
+}

@@ -102,5 +102,5 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
             .collect(),
         events: model.events.into_iter().collect(),
     };
-    Ok(Report::new(human, out))
+    Ok(Report::new(human, out).warnings(super::passed_over_warnings(&ws)))
 }

@@ -13,7 +13,10 @@
 //!   the records, as it is when missing (`doctor --repair` deletes it);
 //! - it is compacted (one `C` line per task, in task order: the base) when its tail grows
 //!   past the base; the base's line count and byte length are in its second line, so a
-//!   reader finds the tail without reading the base.
+//!   reader finds the tail without reading the base;
+//! - a task whose `.status` does not parse keeps a `P` line (in the base too): every reader
+//!   reads its records again, and passes it over saying so (`LocalEngine::passed_over`), so
+//!   a damaged record never drops a task from the board without a word.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -229,12 +232,12 @@ impl View {
     }
 
     /// Every row, in task order: the base merged with the tail's last word per task.
-    fn rows(&self, eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+    fn rows(&self, eng: &LocalEngine, each: &mut Each<'_>) -> Result<()> {
         let mut keys: Vec<(&str, u64)> = self.tail.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         keys.sort_unstable();
         let mut next = 0;
         let mut line_buf = vec![0u8; LINE_MAX];
-        let mut from_tail = |at: u64, each: &mut dyn FnMut(Row<'_>) -> Result<()>| -> Result<()> {
+        let mut from_tail = |at: u64, each: &mut Each<'_>| -> Result<()> {
             let n = self.file.read_at(&mut line_buf, at).map_err(|e| io("cannot read", e))?;
             let got = &line_buf[..n];
             let line = got
@@ -264,28 +267,45 @@ impl View {
     }
 }
 
-/// Hand on the row a line says: a `C` line's row, a `P` line's (or an unreadable line's)
+/// What the board holds for a task: its row, or a task whose `.status` does not parse.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "handed on by value once per row; a box would allocate for every row"
+)]
+enum Entry<'a> {
+    Row(Row<'a>),
+    Damaged(TaskId),
+}
+
+type Each<'a> = dyn FnMut(Entry<'_>) -> Result<()> + 'a;
+
+/// Hand on what a line says: a `C` line's row, a `P` line's (or an unreadable line's)
 /// from the records, nothing for `D`.
-fn emit(eng: &LocalEngine, line: &str, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+fn emit(eng: &LocalEngine, line: &str, each: &mut Each<'_>) -> Result<()> {
     if line.starts_with("D ") {
         return Ok(());
     }
     if let Some(r) = line.strip_prefix("C ").and_then(parse_committed) {
-        return each(r);
+        return each(Entry::Row(r));
     }
     match task_of(line).map(TaskId::new) {
         Some(Ok(t)) => match read_row(eng, &t)? {
-            Some(r) => each(r),
+            Some(e) => each(e),
             None => Ok(()),
         },
         _ => Ok(()),
     }
 }
 
-/// Hand every task's row to `each`, in task id order. The `board` lock is held only while
+/// Hand every task's row to `each`, in task id order; a task whose `.status` does not
+/// parse is passed over and named in `passed_over`. The `board` lock is held only while
 /// the log is looked at (and rebuilt or compacted); rows are read from the reader's own
 /// open file afterwards, so a slow consumer holds up no writer.
-pub(super) fn rows(eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
+pub(super) fn rows(
+    eng: &LocalEngine,
+    passed_over: &mut Vec<TaskId>,
+    each: &mut dyn FnMut(Row<'_>) -> Result<()>,
+) -> Result<()> {
     let view = {
         let _lock = eng.store.lock_named(LOCK)?;
         match View::open(eng)? {
@@ -300,12 +320,19 @@ pub(super) fn rows(eng: &LocalEngine, each: &mut dyn FnMut(Row<'_>) -> Result<()
             }
         }
     };
-    view.rows(eng, each)
+    view.rows(eng, &mut |e| match e {
+        Entry::Row(r) => each(r),
+        Entry::Damaged(t) => {
+            passed_over.push(t);
+            Ok(())
+        }
+    })
 }
 
-type Source<'a> = dyn FnMut(&mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> + 'a;
+type Source<'a> = dyn FnMut(&mut Each<'_>) -> Result<()> + 'a;
 
-/// Replace the log with a header and a base of one `C` line per row `source` hands on.
+/// Replace the log with a header and a base of one line per entry `source` hands on: a
+/// row's `C` line, a damaged task's `P` line.
 fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
     eng.store.queue_replace(FILE, &mut |f| {
         let head = header();
@@ -315,8 +342,11 @@ fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
         w.write_all(head.as_bytes()).map_err(|e| io("cannot write", e))?;
         w.write_all(placeholder.as_bytes()).map_err(|e| io("cannot write", e))?;
         let (mut count, mut bytes) = (0u64, 0u64);
-        source(&mut |r| {
-            let line = committed(&r);
+        source(&mut |e| {
+            let line = match e {
+                Entry::Row(r) => committed(&r),
+                Entry::Damaged(t) => format!("P {t}\n"),
+            };
             count += 1;
             bytes += line.len() as u64;
             w.write_all(line.as_bytes()).map_err(|e| io("cannot write", e))
@@ -333,24 +363,26 @@ fn rebuild(eng: &LocalEngine) -> Result<()> {
     let tasks = eng.store.list_tasks()?;
     compact(eng, &mut |out| {
         for t in &tasks {
-            if let Some(r) = read_row(eng, t)? {
-                out(r)?;
+            if let Some(e) = read_row(eng, t)? {
+                out(e)?;
             }
         }
         Ok(())
     })
 }
 
-/// A task's row straight from its records (`None` when it has none).
-fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Row<'static>>> {
+/// A task's row straight from its records (`None` when it has no `.status`).
+fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Entry<'static>>> {
     let Some(text) = eng.store.read_record(task, "status")? else { return Ok(None) };
-    let Ok(rec) = StatusRecord::parse(task, &text) else { return Ok(None) };
+    let Ok(rec) = StatusRecord::parse(task, &text) else {
+        return Ok(Some(Entry::Damaged(task.clone())));
+    };
     let checks = eng
         .store
         .read_record(task, "checks")?
         .and_then(|t| record::parse_checks(task, &t).ok())
         .unwrap_or_default();
-    Ok(Some(row_of(&rec, &checks)))
+    Ok(Some(Entry::Row(row_of(&rec, &checks))))
 }
 
 #[cfg(test)]

@@ -18,14 +18,17 @@ fn truth(r: &Root) -> Vec<(String, Status, Option<String>, usize)> {
         .list_tasks()
         .unwrap()
         .into_iter()
-        .filter_map(|t| read_row(&r.eng, &t).unwrap())
+        .filter_map(|t| match read_row(&r.eng, &t).unwrap() {
+            Some(Entry::Row(r)) => Some(r),
+            _ => None,
+        })
         .map(|r| (r.task.into_owned(), r.status, r.owner.map(Cow::into_owned), r.checks_passed))
         .collect()
 }
 
 fn board(r: &Root) -> Vec<(String, Status, Option<String>, usize)> {
     let mut out = Vec::new();
-    rows(&r.eng, &mut |r| {
+    rows(&r.eng, &mut Vec::new(), &mut |r| {
         out.push((r.task.into_owned(), r.status, r.owner.map(Cow::into_owned), r.checks_passed));
         Ok(())
     })

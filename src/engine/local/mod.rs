@@ -104,6 +104,8 @@ use crate::tx::AskRecord;
 pub struct LocalEngine {
     store: Store,
     settings: Settings,
+    /// The tasks the last board scan passed over: their `.status` does not parse.
+    passed_over: std::sync::Mutex<Vec<TaskId>>,
 }
 
 /// What a root folder holds: a local root, or a circe.yaml naming another engine.
@@ -150,7 +152,10 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    Ok(Opened::Local(Box::new(LocalEngine { store, settings }), config))
+    Ok(Opened::Local(
+        Box::new(LocalEngine { store, settings, passed_over: std::sync::Mutex::default() }),
+        config,
+    ))
 }
 
 /// The local engine of the root folder `root` (a folder holding circe.yaml and the boxes).
@@ -162,7 +167,7 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    Ok((LocalEngine { store, settings }, config))
+    Ok((LocalEngine { store, settings, passed_over: std::sync::Mutex::default() }, config))
 }
 
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),
@@ -345,7 +350,14 @@ impl Engine for LocalEngine {
     }
 
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()> {
-        board::rows(self, each)
+        let mut passed = Vec::new();
+        let r = board::rows(self, &mut passed, each);
+        *self.passed_over.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = passed;
+        r
+    }
+
+    fn passed_over(&self) -> Vec<TaskId> {
+        self.passed_over.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 
     fn peek(&self, task: &TaskId) -> Result<Option<TaskState>> {

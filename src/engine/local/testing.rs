@@ -37,7 +37,11 @@ impl Root {
             max_attempts: 3,
             limits: crate::message::Limits::DEFAULT,
         };
-        let eng = LocalEngine { store: Store::open(&root).unwrap(), settings };
+        let eng = LocalEngine {
+            store: Store::open(&root).unwrap(),
+            settings,
+            passed_over: std::sync::Mutex::default(),
+        };
         let ws = Workspace::open(&RootSpec::Path(root)).unwrap();
         (dir, Root { eng, ws })
     }
