@@ -941,6 +941,28 @@ fn a_lost_status_record_keeps_its_message_in_place() {
     assert_eq!(env.ls("NEW_MESSAGES"), before, "the ticket was moved aside");
 }
 
+/// A held task whose `.status` was removed by hand is named by doctor (it is in no list any
+/// more), and `--repair` leaves its message in its owner's INBOX.
+#[test]
+fn a_held_task_whose_status_was_removed_is_named_by_doctor() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    std::fs::remove_file(env.root().join("TASKS/T1.status")).unwrap();
+    let inbox = env.ls("AGENTS/engineer/INBOX");
+    for args in [&["doctor"][..], &["doctor", "--repair"]] {
+        let o = env.circe(args.to_vec()).run();
+        o.code(1);
+        assert!(
+            o.stderr.contains("TASKS/T1.status is missing while TASKS/T1.owner is there"),
+            "{}",
+            o.show()
+        );
+    }
+    assert_eq!(env.ls("AGENTS/engineer/INBOX"), inbox, "the message was moved");
+}
+
 /// A task id typed in the wrong case is not found, with the id it meant as the hint.
 #[test]
 fn a_task_id_in_the_wrong_case_gets_the_right_one_as_a_hint() {

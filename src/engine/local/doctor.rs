@@ -471,6 +471,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             v(5, format!("task {id}: .owner does not match .status{}", said(&after)), fixed);
         }
     }
+    check_lost_status(eng, &mut v)?;
     for (name, what) in says_otherwise {
         if !repair || tickets.contains(&name) {
             v(3, what, false);
@@ -482,6 +483,35 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         lanes::rebuild(eng)?;
     }
     Ok(out)
+}
+
+/// Invariant 4 for a held task whose `.status` is gone while its `.owner` stays: no command
+/// leaves that (an archive removes `.owner` first, `.status` last; a send rolled back never
+/// wrote `.owner`), so the record was removed by hand. Reported, not repaired: what it said
+/// (owner, epoch, lease) is in the event log, not here.
+fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    let owned: Vec<TaskId> = eng
+        .store
+        .tasks_listing()?
+        .into_iter()
+        .filter_map(|(n, _)| n.strip_suffix(".owner").and_then(|t| TaskId::new(t).ok()))
+        .filter(|id| !eng.store.has_record(id, "status"))
+        .collect();
+    for id in owned {
+        // Looked at again under the task's lock: a command may have been half-way.
+        let _lock = eng.store.lock_task(&id)?;
+        if eng.store.has_record(&id, "status") || !eng.store.has_record(&id, "owner") {
+            continue;
+        }
+        v(
+            4,
+            format!(
+                "TASKS/{id}.status is missing while TASKS/{id}.owner is there: the record of a held task was removed by hand; put it back from version control or a backup (`circe log --task {id}` lists its events: its last status, owner and epoch); until then the task is in no list and its message stays in its owner's box"
+            ),
+            false,
+        );
+    }
+    Ok(())
 }
 
 fn disagreement(st: &TaskState) -> Option<String> {
