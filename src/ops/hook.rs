@@ -130,7 +130,7 @@ pub fn run_once(
         }
         let late = timeout.is_some_and(|t| started.elapsed() >= t);
         if late || stop() {
-            end_group(&mut child);
+            end_group(&child);
             let _ = child.wait();
             return Ok(match timeout.filter(|_| late) {
                 Some(t) => Ran::Failed(format!("ran longer than --exec-timeout {t:?}")),
@@ -143,20 +143,24 @@ pub fn run_once(
 }
 
 /// End a hook: SIGTERM to its process group; once its shell has ended (or a second later),
-/// SIGKILL to whatever of the group is left.
-fn end_group(child: &mut std::process::Child) {
-    let Some(group) = i32::try_from(child.id()).ok().and_then(rustix::process::Pid::from_raw)
-    else {
+/// SIGKILL to whatever of the group is left. The shell is reaped only afterwards (by the
+/// caller): until then its pid, the group's id, cannot be given to another process, so
+/// the signals reach the hook's group and nothing else.
+fn end_group(child: &std::process::Child) {
+    use rustix::process::{Pid, Signal, WaitId, WaitIdOptions, kill_process_group, waitid};
+    let Some(group) = i32::try_from(child.id()).ok().and_then(Pid::from_raw) else {
         return;
     };
-    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::TERM);
+    let _ = kill_process_group(group, Signal::TERM);
+    let look = WaitIdOptions::EXITED | WaitIdOptions::NOHANG | WaitIdOptions::NOWAIT;
     for _ in 0..100 {
-        if child.try_wait().ok().flatten().is_some() {
+        // Exited (a zombie, not reaped), or not ours to look at any more.
+        if !matches!(waitid(WaitId::Pid(group), look), Ok(None)) {
             break;
         }
         std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+    let _ = kill_process_group(group, Signal::KILL);
 }
 
 /// How a hook that failed ended.
