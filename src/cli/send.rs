@@ -44,11 +44,16 @@ pub struct SendArgs {
     /// high, normal or low.
     #[arg(long)]
     pub priority: Option<String>,
+    /// When it must be done by: an RFC 3339 time, a date (midnight UTC), or a duration from
+    /// now (90m, 2h, 3d). Past it a task is not claimed and `circe reap` expires it; an
+    /// unread message is filed into LOGS; an ask expires and its asker is told.
+    #[arg(long, value_name = "WHEN")]
+    pub deadline: Option<String>,
     /// The msg_id this message answers; without --task it belongs to that message's task.
     #[arg(long)]
     pub in_reply_to: Option<String>,
     /// A whole message written by hand (`-` for standard input).
-    #[arg(long, conflicts_with_all = ["to", "intent", "task", "summary", "body_file"])]
+    #[arg(long, conflicts_with_all = ["to", "intent", "task", "summary", "body_file", "priority", "deadline"])]
     pub file: Option<PathBuf>,
     /// The message's id (default: a new one). A message with an id already delivered is
     /// not delivered again: after an unknown outcome, send again with the id circe printed.
@@ -226,6 +231,23 @@ fn with_file(label: &str, problems: &[Problem]) -> Error {
     out
 }
 
+/// `--deadline`: a time (RFC 3339, or a date: midnight UTC), or a duration from `now` (to
+/// the second).
+fn deadline(s: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateTime<chrono::Utc>> {
+    if let Some(t) = clock::parse(s) {
+        return Ok(t);
+    }
+    let d = crate::config::parse_duration(s).map_err(|_| {
+        Error::usage(format!("--deadline `{s}` is neither a time nor a duration"))
+            .hint("write e.g. 2h, 3d, 2026-12-01 or 2026-12-01T17:00:00Z")
+    })?;
+    // To the second, as a deadline a person writes.
+    Ok(chrono::SubsecRound::trunc_subsecs(
+        now + chrono::Duration::from_std(d).unwrap_or_default(),
+        0,
+    ))
+}
+
 fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     let to = a.to.clone().ok_or_else(|| {
         Error::usage("--to is required").hint("or send a whole message with --file")
@@ -257,6 +279,10 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
             Error::usage(format!("unknown priority `{p}`")).hint("use high, normal or low")
         })?);
     }
+    let now = clock::now();
+    if let Some(d) = &a.deadline {
+        m.deadline = Some(deadline(d, now)?);
+    }
     let mut body = String::new();
     if let Some(s) = &a.summary {
         body.push_str(&format!("## Summary\n{s}\n"));
@@ -281,7 +307,7 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     }
     m.body = body;
     // Check the fields the way a file would be checked: one grammar for both.
-    m.created_at = Some(clock::now());
+    m.created_at = Some(now);
     let text = message::render(&m);
     message::parse(&text, Mode::Draft).map_err(|p| with_file("the command line", &p))
 }

@@ -669,3 +669,39 @@ fn a_message_about_a_task_that_never_was_is_refused() {
     assert_unchanged(&before, &env.state());
     env.as_("qa", &[&args[..], &["--task", "T-1"]].concat()).ok();
 }
+
+/// `send --deadline`: a duration from now or a time. Past it the task is not claimed and
+/// `reap` expires it; an unread message is filed into LOGS. A deadline that is neither, or
+/// already past, is refused and writes nothing.
+#[test]
+fn send_deadline_takes_a_duration_or_a_time() {
+    let env = Env::new();
+    let task = [
+        "send",
+        "--to",
+        "role:engineer",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "T-1",
+        "--summary",
+        "x",
+    ];
+    env.as_("coordinator", &[&task[..], &["--deadline", "1h"]].concat()).ok();
+    assert_eq!(env.record("T-1").deadline.as_deref(), Some("2025-11-21T18:00:00Z"));
+    let inform = ["send", "--to", "engineer", "--intent", "inform", "--summary", "y"];
+    env.as_("coordinator", &[&inform[..], &["--deadline", "2025-11-21T17:30:00Z"]].concat()).ok();
+    let before = env.state();
+    for (when, code) in [("soon", 2), ("2025-11-21T16:00:00Z", 3), ("0s", 2)] {
+        let o = env.as_("coordinator", &[&inform[..], &["--deadline", when]].concat());
+        o.code(code);
+        assert!(o.stderr.contains("deadline") && o.stderr.contains("hint:"), "{}", o.show());
+    }
+    assert_unchanged(&before, &env.state());
+    let late = "2025-11-21T18:00:01Z";
+    env.at(late, "engineer", &["claim", "T-1"]).code(3);
+    let r = env.circe(["reap"]).now(late).run();
+    r.ok();
+    assert_eq!(env.record("T-1").status.as_str(), "expired", "{}", r.show());
+    assert!(env.ls("AGENTS/engineer/INBOX").is_empty(), "the unread message was not filed");
+}

@@ -227,6 +227,66 @@ pub const SCENARIOS: &[Scenario] = &[
         cmd: (Some("engineer"), &["take", "T1"], None),
         next: &[TASKS, (Some("engineer"), &["status", "T1", "in_progress"], None)],
     },
+    // Deadlines passed (each act of a `reap` alone, since each is whole on its own): a task
+    // expires (its message into LOGS, the coordinators told), an unread message is filed
+    // into LOGS, an ask expires and its asker is told.
+    Scenario {
+        name: "deadline_task",
+        setup: &[(
+            Some("coordinator"),
+            &[
+                "send",
+                "--to",
+                "all",
+                "--intent",
+                "implement_feature",
+                "--task",
+                "T1",
+                "--summary",
+                "x",
+                "--deadline",
+                "1h",
+            ],
+            T0,
+        )],
+        cmd: (Some("coordinator"), &["reap"], T1),
+        next: &[(None, &["tasks"], T1), (Some("coordinator"), &["reap"], T1)],
+    },
+    Scenario {
+        name: "deadline_message",
+        setup: &[(
+            Some("coordinator"),
+            &["send", "--to", "e1", "--intent", "inform", "--summary", "y", "--deadline", "1h"],
+            T0,
+        )],
+        cmd: (Some("coordinator"), &["reap"], T1),
+        next: &[(Some("coordinator"), &["reap"], T1), (Some("e1"), &["inbox"], T1)],
+    },
+    Scenario {
+        name: "deadline_ask",
+        setup: &[
+            (
+                Some("e1"),
+                &[
+                    "send",
+                    "--to",
+                    "qa",
+                    "--intent",
+                    "ask",
+                    "--summary",
+                    "z",
+                    "--deadline",
+                    "1h",
+                    "--msg-id",
+                    "ask-1",
+                ],
+                T0,
+            ),
+            (Some("qa"), &["take", "ask-1"], T0),
+        ],
+        cmd: (Some("coordinator"), &["reap"], T1),
+        next: &[(Some("coordinator"), &["reap"], T1), (Some("e1"), &["asks"], T1)],
+    },
     // With `announce: inbox` (`root_for`): the change's status update rides in its outbox,
     // after a rename (a release) or beside a numbered message (a task-complete).
     Scenario {
@@ -529,9 +589,9 @@ pub fn task_moves(r: &Root) -> Vec<String> {
 
 /// Which scenario reaches which crash point (found by the full matrix, `crash_matrix_full`).
 const REACHED: &[(&str, &[&str])] = &[
-    ("seq.staged", &["send_task", "send_fanout", "handoff"]),
-    ("seq.committed", &["send_task", "send_fanout", "handoff"]),
-    ("seq.delivered", &["send_task", "send_fanout", "handoff"]),
+    ("seq.staged", &["send_task", "send_fanout", "handoff", "deadline_ask"]),
+    ("seq.committed", &["send_task", "send_fanout", "handoff", "deadline_ask"]),
+    ("seq.delivered", &["send_task", "send_fanout", "handoff", "deadline_ask"]),
     ("seq.outbox.staged", &["task_complete", "announce_complete"]),
     ("seq.chat.staged", &["chat_seq"]),
     ("seq.chat.written", &["chat_seq"]),
@@ -541,7 +601,18 @@ const REACHED: &[(&str, &[&str])] = &[
     ("handoff.delivered", &["handoff"]),
     (
         "move.renamed",
-        &["claim", "claim_next", "takeover", "park", "reap", "release", "take", "announce_release"],
+        &[
+            "claim",
+            "claim_next",
+            "takeover",
+            "park",
+            "reap",
+            "release",
+            "take",
+            "announce_release",
+            "deadline_task",
+            "deadline_message",
+        ],
     ),
     (
         "record.status",
@@ -557,6 +628,7 @@ const REACHED: &[(&str, &[&str])] = &[
             "status",
             "complete",
             "heartbeat",
+            "deadline_task",
         ],
     ),
     (
@@ -572,10 +644,11 @@ const REACHED: &[(&str, &[&str])] = &[
             "status",
             "complete",
             "heartbeat",
+            "deadline_task",
         ],
     ),
-    ("send.logging", &["send_fanout", "task_complete", "announce_complete"]),
-    ("send.logged", &["send_fanout"]),
+    ("send.logging", &["send_fanout", "task_complete", "announce_complete", "deadline_ask"]),
+    ("send.logged", &["send_fanout", "deadline_ask"]),
     ("record.checks", &["send_task", "check", "check_run"]),
     ("claim.before_rename", &["claim", "claim_next", "takeover"]),
     ("claim.renamed", &["claim", "claim_next", "takeover"]),
@@ -586,8 +659,14 @@ const REACHED: &[(&str, &[&str])] = &[
     ("release.recorded", &["release", "announce_release"]),
     ("status.recorded", &["status", "complete", "task_complete", "announce_complete"]),
     ("heartbeat.recorded", &["heartbeat"]),
-    ("outbox.delivered", &["task_complete", "park", "announce_release", "announce_complete"]),
-    ("outbox.cleared", &["task_complete", "park", "announce_release", "announce_complete"]),
+    (
+        "outbox.delivered",
+        &["task_complete", "park", "announce_release", "announce_complete", "deadline_task"],
+    ),
+    (
+        "outbox.cleared",
+        &["task_complete", "park", "announce_release", "announce_complete", "deadline_task"],
+    ),
     ("check.ran", &["check_run"]),
     ("check.recorded", &["check", "check_run"]),
     (
@@ -609,6 +688,7 @@ const REACHED: &[(&str, &[&str])] = &[
             "take",
             "announce_release",
             "announce_complete",
+            "deadline_task",
         ],
     ),
 ];
