@@ -73,7 +73,17 @@ pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
 }
 
 /// The move is done whatever happens to lastSeen: a failure to record it is a warning
-/// (the message may show as new again, never hidden).
-fn not_seen(r: Result<()>) -> Vec<String> {
-    r.err().map(|e| format!("lastSeen not moved: {}", e.chain())).into_iter().collect()
+/// (the message may show as new again, never hidden). Unread messages it made stale are
+/// said too: they will not wake a `wait` or a `watch` of this agent.
+fn not_seen(r: Result<usize>) -> Vec<String> {
+    match r {
+        Ok(0) => Vec::new(),
+        Ok(n) => vec![format!(
+            "{n} unread message{} in your INBOX {} stale now: numbered below one you handed on from the same sender (`circe inbox` lists {} under `stale`)",
+            if n == 1 { "" } else { "s" },
+            if n == 1 { "is" } else { "are" },
+            if n == 1 { "it" } else { "them" },
+        )],
+        Err(e) => vec![format!("lastSeen not moved: {}", e.chain())],
+    }
 }

@@ -9,7 +9,6 @@ use crate::clock;
 use crate::error::Result;
 use crate::event::{CIRCE, Event, EventKind};
 use crate::message::{self, Format, Message};
-use crate::names::TaskId;
 use crate::workspace::Workspace;
 
 /// What `reap_messages` did.
@@ -55,7 +54,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         };
         for name in names {
             let Ok(m) = super::read(ws, &inbox, &name) else { continue };
-            if m.deadline.is_none_or(|d| d > now) || is_ticket(ws, &m, &name)? {
+            if m.deadline.is_none_or(|d| d > now) || super::seq::is_ticket(ws, &m, &name)? {
                 continue;
             }
             let Some(used) = ws.engine.file_message(&inbox, &Mailbox::Logs, &name)? else {
@@ -70,12 +69,6 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         }
     }
     Ok(out)
-}
-
-/// Is message `name` its task's current message (its deadline is the task's affair)?
-fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
-    let Some(t) = m.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) else { return Ok(false) };
-    Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
 }
 
 /// Is circe's notice that ask `a` expired in its asker's INBOX or WORKSPACE already (told by

@@ -83,12 +83,14 @@ fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
 
 /// `me` handed these messages on (took them, filed them, or a consumer of its own passed
 /// them on): each moves `lastSeen` of its sender (never back). Stale messages of those
-/// senders in `me`'s INBOX are logged as skipped, each once.
-pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<()> {
+/// senders in `me`'s INBOX are logged as skipped, each once; how many became stale is
+/// returned. A task's current message is no receipt: it reached `me` by a claim (no
+/// delivery, fenced by the task's epoch), so taking or filing it moves nothing.
+pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<usize> {
     let mut moves = Vec::new();
     for (b, f) in messages {
         let Ok(m) = super::read(ws, b, f) else { continue };
-        if !meant_for(ws, me, &m) {
+        if !meant_for(ws, me, &m) || is_ticket(ws, &m, f)? {
             continue;
         }
         if let Some(mut n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
@@ -101,7 +103,7 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
         }
     }
     if moves.is_empty() {
-        return Ok(());
+        return Ok(0);
     }
     let senders: Vec<String> = moves.iter().map(|n| n.sender.to_ascii_uppercase()).collect();
     let candidates = inbox_from(ws, me, Some(&senders))?;
@@ -110,6 +112,14 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
             r.receive_msg(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
         }
     })
+}
+
+/// Is message `name` its task's current message (a task's ticket)?
+pub(super) fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
+    let Some(t) = m.task_id.as_deref().and_then(|t| crate::names::TaskId::new(t).ok()) else {
+        return Ok(false);
+    };
+    Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
 }
 
 /// An event a consumer acting as `me` handed on: the messages it put in `me`'s INBOX.
@@ -122,7 +132,7 @@ pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
         .filter(|f| f.mailbox == label)
         .map(|f| (inbox.clone(), f.file.clone()))
         .collect();
-    if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files) }
+    if files.is_empty() { Ok(()) } else { handed_on(ws, me, &files).map(|_| ()) }
 }
 
 /// Does event `e` deliver into `me`'s INBOX only messages that are stale for `me` (numbered
@@ -216,7 +226,7 @@ fn see_and_log(
     candidates: &[InInbox],
     present: Option<&std::collections::HashSet<String>>,
     change: &mut dyn FnMut(&mut Receiver),
-) -> Result<()> {
+) -> Result<usize> {
     let mut events = Vec::new();
     ws.engine.seq_see(me, &mut |r| {
         change(r);
@@ -242,10 +252,11 @@ fn see_and_log(
         }
         Ok(())
     })?;
-    if !events.is_empty() {
+    let n = events.len();
+    if n > 0 {
         ws.engine.append_events(events)?;
     }
-    Ok(())
+    Ok(n)
 }
 
 /// Log as skipped, once, every stale message of `inbox` (all of `me`'s INBOX: file names
@@ -260,13 +271,13 @@ pub fn log_stale(ws: &Workspace, me: &AgentName, inbox: &[(&str, &Message)]) -> 
         })
         .collect();
     let present = all.iter().map(InInbox::key).collect();
-    see_and_log(ws, me, &all, Some(&present), &mut |_| {})
+    see_and_log(ws, me, &all, Some(&present), &mut |_| {}).map(|_| ())
 }
 
 /// After an import changed `me`'s lastSeen: log what it made stale.
 pub fn log_after_import(ws: &Workspace, me: &AgentName) -> Result<()> {
     let all = inbox_from(ws, me, None)?;
-    see_and_log(ws, me, &all, None, &mut |_| {})
+    see_and_log(ws, me, &all, None, &mut |_| {}).map(|_| ())
 }
 
 /// Tells which messages of an INBOX are stale for its agent.

@@ -404,3 +404,33 @@ fn streams_pass_over_stale_messages() {
     w.ok();
     assert!(!w.stdout.contains(&five), "{}", w.show());
 }
+
+/// Starting one's task does not hide what its sender said before: a task's message reaches
+/// the agent by a claim, no delivery, so taking it moves no lastSeen. Taking a later plain
+/// message does (the reference's rule), and says how many unread messages became stale.
+#[test]
+fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
+    let env = Env::new();
+    let update =
+        ["send", "--to", "agent:engineer", "--intent", "update", "--summary", "spec changed"];
+    env.as_("coordinator", &update).ok();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let took = env.as_("engineer", &["take", "T-1"]);
+    took.ok();
+    assert!(!took.stderr.contains("stale"), "{}", took.show());
+    let w = env.as_("engineer", &["wait", "--for", "inbox", "--timeout", "1s", "--json"]);
+    w.ok();
+    assert!(w.stdout.contains("update"), "{}", w.show());
+    for (id, s) in [("m-1", "one"), ("m-2", "two")] {
+        let inform = ["send", "--to", "engineer", "--intent", "inform", "--summary", s];
+        env.as_("coordinator", &[&inform[..], &["--msg-id", id]].concat()).ok();
+    }
+    let took = env.as_("engineer", &["take", "m-2"]);
+    took.ok();
+    assert!(
+        took.stderr.contains("warning: 2 unread messages in your INBOX are stale now"),
+        "{}",
+        took.show()
+    );
+}
