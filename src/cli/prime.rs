@@ -268,7 +268,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     }
     h.push_str(&format!(
         "\nWaiting for work: circe --agent {me} wait --for claimable (exit 7 on timeout), or run `circe --agent {me} inbox` now and then.\n\
-         Questions: circe --agent {me} questions; answer with send --intent answer --in-reply-to MSG_ID.\n\
+         Questions: circe --agent {me} questions; answer with send --intent answer --in-reply-to MSG_ID (an ask: --intent ask-response).\n\
          Exit codes: {codes_line}.\n\
          More: circe help COMMAND · circe help protocols · circe schema COMMAND (the --json shapes).\n"
     ));

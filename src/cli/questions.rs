@@ -89,7 +89,18 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
     } else {
         let mut t = table(&["MSG_ID", "AGE", "WHO", "INTENT", "TASK", "SUMMARY"], &rows);
         let who = me.as_ref().map_or_else(|| "ME".to_string(), ToString::to_string);
-        t.push_str(&format!("answer: circe --agent {who} send --to agent:NAME --intent answer --in-reply-to MSG_ID --summary \"...\"\n"));
+        // The intent each expects (`answer`; an ask's `ask-response`).
+        let mut expects: Vec<&str> = qs.iter().map(|q| q.expects.as_str()).collect();
+        expects.sort_unstable();
+        expects.dedup();
+        let intent = match expects.as_slice() {
+            [one] => (*one).to_string(),
+            _ => "EXPECTS".to_string(),
+        };
+        t.push_str(&format!("answer: circe --agent {who} send --to agent:NAME --intent {intent} --in-reply-to MSG_ID --summary \"...\"\n"));
+        if expects.len() > 1 {
+            t.push_str("  (EXPECTS: `answer`, or `ask-response` for an ask: `--json` gives each one's `expects`)\n");
+        }
         t
     };
     let questions = qs

@@ -63,7 +63,12 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
     let now = ws.now();
     let mut out: Vec<Question> = asked
         .into_iter()
-        .filter(|(id, _)| !answered.contains(id))
+        // An ask is open while its record says so (an `update` in reply answers nothing);
+        // any other question until something replies to it.
+        .filter(|(id, _)| match crate::names::MsgId::new(id).ok().map(|i| ws.engine.ask(&i)) {
+            Some(Ok(Some(ask))) => ask.is_open(),
+            _ => !answered.contains(id),
+        })
         .filter_map(|(id, (m, holders))| {
             let from = m.from_agent().unwrap_or_default().to_string();
             let direction = match me {

@@ -97,6 +97,9 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             let intent = msg.intent.as_deref().unwrap_or_default();
             let reply =
                 ws.registry.intents.values().any(|i| i.expects_reply.as_deref() == Some(intent));
+            if reply {
+                not_to_an_ask(ws, intent, msg.in_reply_to.as_deref())?;
+            }
             if let Some(parent) = msg.in_reply_to.clone()
                 && (msg.task_id.is_none() || reply)
             {
@@ -133,6 +136,23 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         }
     };
     Ok(plan)
+}
+
+/// An ask takes one answer, an `ask-response` (it goes to the asker and closes the ask): a
+/// reply of another intent (`answer`) to it would leave it open while the asker's
+/// questions counted it answered.
+fn not_to_an_ask(ws: &Workspace, intent: &str, parent: Option<&str>) -> Result<()> {
+    let Some(parent) = parent else { return Ok(()) };
+    let Ok(id) = crate::names::MsgId::new(parent) else { return Ok(()) };
+    let Some(ask) = ws.engine.ask(&id)? else { return Ok(()) };
+    Err(Error::refused(format!(
+        "`{parent}` is an {}: it takes an `ask-response`, not an `{intent}`",
+        ask.intent
+    ))
+    .hint(format!(
+        "send --to agent:{} --intent ask-response --in-reply-to {parent} (it closes the ask); an `update` in reply says more without answering",
+        ask.from
+    )))
 }
 
 /// The task a `task-complete` completes: its `task-id`, or the task of what it replies to.

@@ -695,3 +695,53 @@ fn an_expired_ask_is_told_once_across_a_cut_off_reap() {
     let all = env.circe(["asks", "--all", "--json"]).now(later).run().json();
     assert_eq!(all["asks"][0]["state"], "expired", "{all}");
 }
+
+/// An ask takes an `ask-response`: an `answer` to it is refused (it would leave the ask open
+/// while the asker's questions said answered), naming the intent and the asker; an `update`
+/// in reply says more and leaves it open; `questions` tells the intent to answer with.
+#[test]
+fn an_ask_is_answered_by_an_ask_response_only() {
+    let env = Env::new();
+    let o = env.as_(
+        "qa",
+        &["send", "--to", "engineer", "--intent", "ask", "--summary", "floats?", "--json"],
+    );
+    o.ok();
+    let id = o.json()["msg_id"].as_str().unwrap().to_string();
+    let q = env.as_("engineer", &["questions"]);
+    assert!(q.stdout.contains("--intent ask-response --in-reply-to MSG_ID"), "{}", q.show());
+    let before = env.state();
+    let reply = |intent: &str| {
+        env.as_(
+            "engineer",
+            &[
+                "send",
+                "--to",
+                "agent:qa",
+                "--intent",
+                intent,
+                "--in-reply-to",
+                &id,
+                "--summary",
+                "x",
+            ],
+        )
+    };
+    let a = reply("answer");
+    a.code(3);
+    assert!(
+        a.stderr.contains("takes an `ask-response`, not an `answer`")
+            && a.stderr.contains("--to agent:qa --intent ask-response"),
+        "{}",
+        a.show()
+    );
+    assert_unchanged(&before, &env.state());
+    reply("update").ok();
+    let open = |who: &str| env.as_(who, &["questions"]).stdout.contains(&id);
+    assert!(open("engineer") && open("qa"), "an update answered the ask");
+    assert_eq!(asks(&env)[0]["state"], "open");
+    reply("ask-response").ok();
+    assert!(!open("engineer") && !open("qa"), "the ask-response did not close it");
+    let all = env.circe(["asks", "--all", "--json"]).run();
+    assert_eq!(all.json()["asks"][0]["state"], "answered", "{}", all.show());
+}
