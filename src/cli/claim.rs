@@ -65,7 +65,8 @@ pub struct ClaimJson {
     pub path: Option<String>,
     /// What the task is about (the message's summary).
     pub summary: Option<String>,
-    /// You held it already: nothing changed.
+    /// You held it already: nothing changed but the lease, renewed as `heartbeat` renews it
+    /// when it had run out or `--ttl` was given.
     pub already_held: bool,
     /// The previous owner, when its lease had run out and you took the task over.
     pub expired_owner: Option<String>,

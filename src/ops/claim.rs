@@ -25,7 +25,8 @@ pub struct ClaimOutcome {
     pub attempts: u32,
     pub lease_expires_at: Option<String>,
     pub message: String,
-    /// The agent already held it: nothing changed.
+    /// The agent already held it: nothing changed but the lease (renewed as a heartbeat
+    /// renews it when it had run out or a ttl was given).
     pub already_held: bool,
     /// The previous owner whose lease had run out, if the task was taken over.
     pub expired_owner: Option<String>,
@@ -156,7 +157,16 @@ fn claim_in(
         s if s.is_owned() => {
             let owner = rec.owner.clone().map(String::from).unwrap_or_default();
             if owner == me.as_str() {
-                return Ok(outcome(&st.rec, true, None, dry, st.location.as_ref()));
+                // Claimed again (its lease ran out, or with --ttl): the lease is renewed as a
+                // heartbeat renews it, so the holder is not told it holds a task whose lease
+                // has run out. Nothing else changes.
+                if dry || ttl.is_none() && !effects::lease_expired(rec, now) {
+                    return Ok(outcome(&st.rec, true, None, dry, st.location.as_ref()));
+                }
+                let lease = ttl.unwrap_or_else(|| ws.config.lease());
+                tx.commit(effects::heartbeat(&st, now, lease)?)?;
+                let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;
+                return Ok(outcome(&after.rec, true, None, false, after.location.as_ref()));
             }
             if !effects::lease_expired(rec, now) {
                 return Err(Error::conflict(format!("task {task} is held by {owner}"))

@@ -268,6 +268,27 @@ fn heartbeat_extends_the_lease() {
     assert_eq!(hb.stdout, format!("{T} lease until 2025-11-21T17:15:30Z\n"));
 }
 
+/// Claiming a task one holds again renews its lease as a heartbeat does when it ran out (or
+/// with --ttl): the holder is never told "held" of a lease that has run out. A claim
+/// within the lease and without --ttl changes nothing.
+#[test]
+fn claiming_ones_own_task_again_renews_a_lease_that_ran_out() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    let lease = |o: &crate::common::Out| o.json()["lease_expires_at"].as_str().unwrap().to_string();
+    let same = env.at("2025-11-21T17:05:30Z", "engineer", &["claim", T, "--json"]);
+    assert_eq!(lease(&same), "2025-11-21T17:06:00Z", "{}", same.show());
+    let late = "2025-11-21T17:08:00Z";
+    let again = env.at(late, "engineer", &["claim", T, "--json"]);
+    again.ok();
+    assert_eq!(again.json()["already_held"], true);
+    assert_eq!(lease(&again), "2025-11-21T17:38:00Z", "{}", again.show());
+    let longer = env.at(late, "engineer", &["claim", T, "--ttl", "2h", "--json"]);
+    assert_eq!(lease(&longer), "2025-11-21T19:08:00Z", "{}", longer.show());
+    assert_eq!(longer.json()["epoch"], 1, "{}", longer.show());
+    env.at("2025-11-21T18:00:00Z", "engineer-2", &["claim", T]).code(4);
+}
+
 /// A claim's long `--ttl` outlives the heartbeats that use the configured lease (30m).
 #[test]
 fn a_heartbeat_never_cuts_a_long_lease_short() {
