@@ -241,13 +241,23 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         "Now:\n  inbox: {inbox_count} message{} (circe --agent {me} inbox)\n",
         plural(inbox_count)
     ));
+    let now = if held.is_empty() { None } else { Some(ws.root_now()?) };
     for t in &held {
-        h.push_str(&format!(
-            "  you hold {} ({}, lease until {})\n",
-            t.task_id,
-            t.status,
-            t.lease_expires_at.as_deref().unwrap_or("-")
-        ));
+        let lease = t.lease_expires_at.as_deref().unwrap_or("-");
+        let ran_out = t
+            .lease_expires_at
+            .as_deref()
+            .and_then(crate::clock::parse)
+            .zip(now)
+            .is_some_and(|(end, now)| end <= now);
+        h.push_str(&format!("  you hold {} ({}, lease until {lease})", t.task_id, t.status));
+        if ran_out {
+            h.push_str(&format!(
+                ": it ran out; another agent may take it over: `circe --agent {me} heartbeat {}` renews it",
+                t.task_id
+            ));
+        }
+        h.push('\n');
     }
     match open_questions {
         Some(n) if n > 0 => h.push_str(&format!(

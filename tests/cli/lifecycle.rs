@@ -279,6 +279,8 @@ fn claiming_ones_own_task_again_renews_a_lease_that_ran_out() {
     let same = env.at("2025-11-21T17:05:30Z", "engineer", &["claim", T, "--json"]);
     assert_eq!(lease(&same), "2025-11-21T17:06:00Z", "{}", same.show());
     let late = "2025-11-21T17:08:00Z";
+    let p = env.at(late, "engineer", &["prime"]);
+    assert!(p.stdout.contains("it ran out; another agent may take it over"), "{}", p.show());
     let again = env.at(late, "engineer", &["claim", T, "--json"]);
     again.ok();
     assert_eq!(again.json()["already_held"], true);
