@@ -68,6 +68,9 @@ pub struct Filter {
     pub kinds: Vec<EventKind>,
     /// Who holds which task, as far as the stream has seen (asked of the engine once).
     owners: HashMap<TaskId, Option<AgentName>>,
+    /// Who opened which task (asked of the engine once per task; `None`: not known, an
+    /// archived task).
+    openers: HashMap<TaskId, Option<String>>,
 }
 
 impl Filter {
@@ -76,7 +79,7 @@ impl Filter {
         task: Option<TaskId>,
         kinds: Vec<EventKind>,
     ) -> Filter {
-        Filter { agent, task, kinds, owners: HashMap::new() }
+        Filter { agent, task, kinds, owners: HashMap::new(), openers: HashMap::new() }
     }
 
     /// Does `e` pass? Keeps track of task owners on the way.
@@ -104,7 +107,18 @@ impl Filter {
                         && ws.may_take(&me, &role, &st.rec.to, &st.rec.intent)
                 })
             });
-        held_before || e.concerns_agent(&me) || waiting_for_me
+        // The fate of a task it opened: every move of its status (claimed, completed,
+        // handed on, parked, ...), so an opener follows its tasks without `--all`.
+        let opened_by_me = e.to.is_some()
+            && e.task.as_ref().is_some_and(|t| self.opener(ws, t) == Some(me.as_str()));
+        held_before || e.concerns_agent(&me) || waiting_for_me || opened_by_me
+    }
+
+    fn opener(&mut self, ws: &Workspace, task: &TaskId) -> Option<&str> {
+        self.openers
+            .entry(task.clone())
+            .or_insert_with(|| ws.engine.peek(task).ok().flatten().map(|st| st.rec.opened_by))
+            .as_deref()
     }
 
     fn owner(&mut self, ws: &Workspace, task: &TaskId) -> Option<AgentName> {

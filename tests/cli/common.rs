@@ -332,16 +332,25 @@ impl Env {
         self.as_("engineer", &["status", task, "completed"]).ok();
     }
 
-    /// Open task `task` addressed `to`, with a deadline (`send` has no flag for one: a
-    /// draft file carries it), as the coordinator.
+    /// Open task `task` addressed `to`, with a deadline, as the coordinator.
     pub fn open_task_due(&self, task: &str, to: &str, deadline: &str) -> Out {
-        let draft = self.path().join(format!("{task}.draft.md"));
-        let text = format!(
-            "# MESSAGE\nto: {to}\nintent: implement_feature\ntask_id: {task}\n\
-             deadline: {deadline}\n\n## Summary\ndue {deadline}\n"
+        let summary = format!("due {deadline}");
+        let o = self.as_(
+            "coordinator",
+            &[
+                "send",
+                "--to",
+                to,
+                "--intent",
+                "implement_feature",
+                "--task",
+                task,
+                "--summary",
+                &summary,
+                "--deadline",
+                deadline,
+            ],
         );
-        std::fs::write(&draft, text).expect("write the draft");
-        let o = self.as_("coordinator", &["send", "--file", draft.to_str().expect("a UTF-8 path")]);
         o.ok();
         o
     }

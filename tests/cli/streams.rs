@@ -835,3 +835,25 @@ fn a_hanging_hook_is_ended_by_its_timeout_and_by_sigterm() {
     again.ok();
     assert_eq!(again.stdout.lines().count(), 1, "the event the hook was ended on comes again");
 }
+
+/// An agent's stream follows the tasks it opened: the coordinator sees its task claimed and
+/// completed without `--all` (and not the checks on the way); another agent sees none of it.
+#[test]
+fn an_openers_stream_follows_the_tasks_it_opened() {
+    let env = Env::new();
+    env.complete_task("T-1");
+    let kinds = |who: &str| -> Vec<String> {
+        let o = env.as_(who, &["log", "--json"]);
+        o.ok();
+        o.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+            .collect()
+    };
+    let mine = kinds("coordinator");
+    for k in ["\"open\"", "\"claim\"", "\"start\"", "\"complete\""] {
+        assert!(mine.iter().any(|m| m == k), "{k} missing from {mine:?}");
+    }
+    assert!(!mine.iter().any(|m| m == "\"check\""), "{mine:?}");
+    assert!(kinds("qa").is_empty(), "{:?}", kinds("qa"));
+}
