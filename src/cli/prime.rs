@@ -49,6 +49,9 @@ pub struct PrimeJson {
     pub lease: String,
     /// The work loop, one command per step.
     pub steps: Vec<String>,
+    /// A coordinator's (or rooster's) part, one command per line: open tasks, follow them,
+    /// put parked ones back; empty for other roles.
+    pub coordinating: Vec<String>,
     pub exit_codes: BTreeMap<String, String>,
 }
 
@@ -128,6 +131,40 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s
 }
 
+/// What a coordinator does beside the work loop: open tasks, follow their fate, answer,
+/// put parked tasks back, and what cron runs.
+fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
+    if !ws.is_coordinator(me) {
+        return Vec::new();
+    }
+    let reg = &ws.registry;
+    let open = ["implement_feature", "fix_bug"]
+        .iter()
+        .filter_map(|n| reg.intent(n))
+        .chain(reg.intents.values())
+        .filter(|i| i.opens_task && reg.may_send(role, &i.name))
+        .find_map(|i| match &i.to {
+            Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
+            Roles::Any => None,
+        });
+    let a = format!("circe --agent {me}");
+    let mut s = Vec::new();
+    if let Some((intent, to)) = open {
+        s.push(format!(
+            "{a} send --to role:{to} --intent {intent} --task T-1 --summary \"...\" --deadline 2d   # open a task"
+        ));
+    }
+    s.extend([
+        format!("{a} watch                       # your tasks' fate as it happens: claims, completions, hand-ons"),
+        format!("{a} wait --for status:T-1=completed   # or block on one"),
+        "circe tasks                      # the board (`circe board`: live, for a person)".to_string(),
+        format!("{a} questions                   # what agents ask you (`circe asks`: every ask)"),
+        format!("{a} release --force TASK        # a parked task back to the queue (its lease ran out {} times)", ws.config.max_attempts),
+        "circe reap; circe archive         # from cron (README: \"cron\")".to_string(),
+    ]);
+    s
+}
+
 #[expect(clippy::too_many_lines, reason = "one document, written top to bottom")]
 pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
@@ -166,6 +203,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             prompt: None,
             lease: ws.config.lease.clone(),
             steps: Vec::new(),
+            coordinating: Vec::new(),
             exit_codes,
         };
         return Ok(Report::new(human, out));
@@ -276,6 +314,13 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     for (i, s) in steps.iter().enumerate() {
         h.push_str(&format!("  {}. {s}\n", i + 1));
     }
+    let coordinating = coordinating(&me, &ws, &role);
+    if !coordinating.is_empty() {
+        h.push_str("\nCoordinating:\n");
+        for s in &coordinating {
+            h.push_str(&format!("  {s}\n"));
+        }
+    }
     h.push_str(&format!(
         "\nWaiting for work: circe --agent {me} wait --for claimable (exit 7 on timeout), or run `circe --agent {me} inbox` now and then.\n\
          Questions: circe --agent {me} questions; answer with send --intent answer --in-reply-to MSG_ID (an ask: --intent ask-response).\n\
@@ -296,6 +341,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         prompt,
         lease: ws.config.lease.clone(),
         steps,
+        coordinating,
         exit_codes,
     };
     Ok(Report::new(h, out).warnings(super::passed_over_warnings(&ws)))

@@ -378,6 +378,14 @@ fn onboarding() {
     let sends = j["may_send"].as_array().unwrap();
     assert!(sends.iter().any(|m| m["to_any"] == true), "{j}");
     assert!(sends.iter().all(|m| !m["to"].as_array().unwrap().contains(&"any".into())), "{j}");
+    // A coordinator is told its own part: open tasks, follow them, put parked ones back.
+    assert_eq!(j["coordinating"], serde_json::json!([]), "{j}");
+    let c = env.as_("coordinator", &["prime"]);
+    for part in
+        ["Coordinating:", "--intent implement_feature --task T-1", "watch", "release --force"]
+    {
+        assert!(c.stdout.contains(part), "{part}: {}", c.show());
+    }
 }
 
 /// Problem 13: Nothing to claim is exit 6 and not an error.
