@@ -26,6 +26,7 @@ mod orphans;
 mod output;
 mod prime;
 mod questions;
+mod readdress;
 mod reap;
 mod registry;
 mod release;
@@ -142,6 +143,8 @@ pub enum Command {
     Thread(thread::ThreadArgs),
     /// What retired agents left: messages in their boxes, tasks addressed to them.
     Orphans(orphans::OrphansArgs),
+    /// Address a waiting task anew (as a coordinator): to another role or agent.
+    Readdress(readdress::ReaddressArgs),
     #[command(subcommand)]
     Import(bridge::ImportCommand),
     #[command(subcommand)]
@@ -239,6 +242,7 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Asks(a) => asks::run(&ctx, &a),
         Command::Thread(a) => thread::run(&ctx, &a),
         Command::Orphans(a) => orphans::run(&ctx, &a),
+        Command::Readdress(a) => readdress::run(&ctx, &a),
         Command::Import(a) => bridge::run_import(&ctx, &a),
         Command::Export(a) => bridge::run_export(&ctx, &a),
         Command::Demo(a) => demo::run(&ctx, &a),

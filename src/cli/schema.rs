@@ -96,6 +96,7 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("thread", schema_for!(x::NodeDef)),
         ("orphans", schema_for!(x::OrphansDef)),
         ("orphans redeliver", schema_for!(x::RedeliveredDef)),
+        ("readdress", schema_for!(x::RedeliveredDef)),
         ("import tx", schema_for!(x::ImportDef)),
         ("export tx", schema_for!(x::ExportDef)),
         ("seq reset", schema_for!(x::SeqResetDef)),

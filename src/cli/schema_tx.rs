@@ -125,7 +125,7 @@ struct OrphanTaskDef {
 pub struct RedeliveredDef {
     /// `message` or `task`.
     kind: String,
-    /// The address it goes to now: `agent:NAME`.
+    /// The address it goes to now: `agent:NAME` (an orphan), or as `readdress --to` gave it.
     to: String,
     #[serde(rename = "box")]
     mailbox: String,

@@ -199,7 +199,7 @@ fn claim_in(
         };
         let hint = match one {
             Some(a) => format!(
-                "it is meant for agent {a} alone; a coordinator can readdress it (`circe orphans redeliver {task} --to AGENT` when {a} is retired)"
+                "it is meant for agent {a} alone; a coordinator can address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
             ),
             _ => "`circe registry` shows which roles may receive each intent".to_string(),
         };

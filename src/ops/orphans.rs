@@ -265,15 +265,58 @@ fn readdress(
     to: &AgentName,
     role: &str,
 ) -> Result<Redelivered> {
-    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))?;
-    let st = tx.state().cloned().ok_or_else(|| super::missing_task(ws, task))?;
-    if !ws.registry.may_receive(role, &st.rec.intent) {
-        return Err(Error::refused(format!("{to} ({role}) may not take a {} task", st.rec.intent))
-            .hint("`circe registry` shows who may receive each intent"));
-    }
-    let reason = format!("{} retired", st.rec.to);
     // `agent:B`: a bare B would be the role when a role has that name.
     let address = format!("{}{to}", crate::address::AGENT);
+    address_task(ws, me, task, &address, None, &|intent| {
+        if ws.registry.may_receive(role, intent) {
+            return Ok(());
+        }
+        Err(Error::refused(format!("{to} ({role}) may not take a {intent} task"))
+            .hint("`circe registry` shows who may receive each intent"))
+    })
+}
+
+/// `circe readdress TASK --to ADDRESS`: a coordinator addresses a waiting (or parked) task
+/// anew: one sent to the wrong agent or role, or to an agent who is away. At least one
+/// active agent at the new address must be allowed to take the task's intent.
+pub fn readdress_task(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    to: &str,
+    reason: Option<&str>,
+) -> Result<Redelivered> {
+    coordinator_only(ws, me, "readdress a task")?;
+    crate::address::check(to)
+        .map_err(|e| Error { message: format!("--to: {}", e.message), ..e })?;
+    let (agents, _) = ws.reach(to)?;
+    let reason = reason.map_or_else(|| format!("readdressed by {me}"), str::to_string);
+    address_task(ws, me, task, to, Some(&reason), &|intent| {
+        let takers = agents.iter().filter(|a| {
+            !ws.is_retired(a) && ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, intent))
+        });
+        if takers.count() > 0 {
+            return Ok(());
+        }
+        Err(Error::refused(format!("no active agent at {to} may take a task of intent {intent}"))
+            .hint("`circe registry` shows which roles may receive each intent; `circe agent list` the agents"))
+    })
+}
+
+/// Address `task` to `address` (lifecycle move `readdress`), once `may_take` accepts its
+/// intent; `reason` (else what it was addressed to before) is its note.
+fn address_task(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    address: &str,
+    reason: Option<&str>,
+    may_take: &dyn Fn(&str) -> Result<()>,
+) -> Result<Redelivered> {
+    let mut tx = ws.engine.begin(task, false)?.ok_or_else(|| super::missing_task(ws, task))?;
+    let st = tx.state().cloned().ok_or_else(|| super::missing_task(ws, task))?;
+    may_take(&st.rec.intent)?;
+    let reason = reason.map_or_else(|| format!("{} retired", st.rec.to), str::to_string);
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &[Actor::Coordinator],
@@ -282,9 +325,14 @@ fn readdress(
         note: Some(&reason),
         forced: false,
         handoff: None,
-        readdress: Some(address.as_str()),
+        readdress: Some(address),
     };
     let change = effects::apply(Move::Readdress, &st, &ctx)?;
     tx.commit(change)?;
-    Ok(Redelivered { kind: "task", to: address, mailbox: "new".into(), file: st.rec.message })
+    Ok(Redelivered {
+        kind: "task",
+        to: address.to_string(),
+        mailbox: "new".into(),
+        file: st.rec.message,
+    })
 }

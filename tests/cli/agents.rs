@@ -380,11 +380,11 @@ fn onboarding() {
     assert!(sends.iter().all(|m| !m["to"].as_array().unwrap().contains(&"any".into())), "{j}");
     // A coordinator is told its own part: open tasks, follow them, put parked ones back.
     assert_eq!(j["coordinating"], serde_json::json!([]), "{j}");
-    let c = env.as_("coordinator", &["prime"]);
+    let coordinator = env.as_("coordinator", &["prime"]);
     for part in
         ["Coordinating:", "--intent implement_feature --task T-1", "watch", "release --force"]
     {
-        assert!(c.stdout.contains(part), "{part}: {}", c.show());
+        assert!(coordinator.stdout.contains(part), "{part}: {}", coordinator.show());
     }
 }
 

@@ -137,6 +137,7 @@ fn every_command_prints_what_its_schema_says() {
         ("tasks", None, &["tasks"], 0),
         ("board", None, &["board"], 0),
         ("release", Some("engineer"), &["release", T], 0),
+        ("readdress", Some("coordinator"), &["readdress", T, "--to", "role:engineer"], 0),
         ("reap", None, &["reap"], 0),
         ("doctor", None, &["doctor"], 0),
         ("error", Some("engineer"), &["done", T], 5),

@@ -745,3 +745,31 @@ fn an_ask_is_answered_by_an_ask_response_only() {
     let all = env.circe(["asks", "--all", "--json"]).run();
     assert_eq!(all.json()["asks"][0]["state"], "answered", "{}", all.show());
 }
+
+/// `readdress`: a coordinator addresses a waiting task anew (sent to the wrong agent); the
+/// new address's agents may claim it. Refused, changing nothing: by another role, to an
+/// address where nobody may take its intent, and once the task is held.
+#[test]
+fn a_coordinator_readdresses_a_task_sent_to_the_wrong_agent() {
+    let env = Env::new();
+    env.circe(["agent", "add", "dev2", "--role", "engineer"]).run().ok();
+    let open = ["send", "--to", "agent:engineer", "--intent", "implement_feature"];
+    env.as_("coordinator", &[&open[..], &["--task", "C-4", "--summary", "x"]].concat()).ok();
+    let refused = env.as_("dev2", &["claim", "C-4"]);
+    refused.code(3);
+    assert!(refused.stderr.contains("circe readdress C-4 --to role:ROLE"), "{}", refused.show());
+    let before = env.state();
+    env.as_("dev2", &["readdress", "C-4", "--to", "role:engineer"]).code(3);
+    let o = env.as_("coordinator", &["readdress", "C-4", "--to", "role:qa"]);
+    o.code(3);
+    assert!(o.stderr.contains("no active agent at role:qa"), "{}", o.show());
+    env.as_("coordinator", &["readdress", "C-4", "--to", "role:nope"]).code(5);
+    assert_unchanged(&before, &env.state());
+    let r = env.as_("coordinator", &["readdress", "C-4", "--to", "role:engineer", "--json"]);
+    r.ok();
+    assert_eq!(r.json()["to"], "role:engineer");
+    let ev = env.as_("coordinator", &["log", "--kind", "readdress", "--json"]);
+    assert!(ev.stdout.contains("readdressed by coordinator"), "{}", ev.show());
+    env.as_("dev2", &["claim", "C-4"]).ok();
+    env.as_("coordinator", &["readdress", "C-4", "--to", "role:engineer"]).code(3);
+}
