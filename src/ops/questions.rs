@@ -32,6 +32,19 @@ pub struct Question {
     pub holders: Vec<String>,
 }
 
+/// circe's own escalation of a parked task asks for the task to be seen to: once it is no
+/// longer parked (put back in the queue, addressed anew, archived), nothing waits for an
+/// answer.
+fn settled_escalation(ws: &Workspace, m: &Message) -> bool {
+    if m.from_agent() != Some(crate::event::CIRCE) || m.intent.as_deref() != Some("escalate") {
+        return false;
+    }
+    let Some(t) = m.task_id.as_deref().and_then(|t| crate::names::TaskId::new(t).ok()) else {
+        return false;
+    };
+    ws.engine.peek(&t).ok().flatten().is_none_or(|st| st.rec.status != crate::task::Status::Parked)
+}
+
 /// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
 pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
     let limits = &ws.config.limits;
@@ -65,9 +78,9 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
         .into_iter()
         // An ask is open while its record says so (an `update` in reply answers nothing);
         // any other question until something replies to it.
-        .filter(|(id, _)| match crate::names::MsgId::new(id).ok().map(|i| ws.engine.ask(&i)) {
+        .filter(|(id, (m, _))| match crate::names::MsgId::new(id).ok().map(|i| ws.engine.ask(&i)) {
             Some(Ok(Some(ask))) => ask.is_open(),
-            _ => !answered.contains(id),
+            _ => !answered.contains(id) && !settled_escalation(ws, m),
         })
         .filter_map(|(id, (m, holders))| {
             let from = m.from_agent().unwrap_or_default().to_string();

@@ -148,10 +148,12 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
         notices.push(Notice {
             intent: "escalate",
             text: format!(
-                "task {} parked: its lease ran out {} times; its last owner was {}",
+                "task {} parked: its lease ran out {} times; its last owner was {}. Once the cause is understood, a coordinator puts it back in the queue: `circe release --force {}` (or addresses it anew: `circe readdress {} --to ...`)",
                 rec.task_id,
                 rec.expiries,
-                st.rec.owner.as_deref().unwrap_or("nobody")
+                st.rec.owner.as_deref().unwrap_or("nobody"),
+                rec.task_id,
+                rec.task_id
             ),
         });
     }

@@ -425,6 +425,10 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     assert!(text.contains("intent: escalate") && text.contains("lease ran out 3 times"), "{text}");
     // From circe itself (not whichever agent's claim noticed), and the humans hear of it too.
     assert!(text.contains("from: circe\n"), "{text}");
+    assert!(text.contains("`circe release --force AUTH-012`"), "{text}");
+    let asked =
+        |when: &str| env.at(when, "coordinator", &["questions"]).stdout.contains("circe asks you");
+    assert!(asked("2025-11-21T17:40:30Z"), "the escalation is no open question");
     let human = env.ls("AGENTS/rooster/INBOX");
     assert_eq!(human, inbox, "the rooster gets the same escalation");
     // Parked: nobody claims it, not even with --next; the coordinator requeues it.
@@ -443,6 +447,8 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T, "--force"]).ok();
     let r = env.record(T);
     assert_eq!((r.status.as_str(), r.attempts), ("new", 0));
+    // Requeued: the escalation waits for no answer any more.
+    assert!(!asked("2025-11-21T17:42:30Z"), "the escalation stays open once requeued");
     env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next"]).ok();
 }
 
