@@ -24,6 +24,27 @@ fn check_agent(ws: &Workspace, name: &str, what: &str) -> Result<()> {
     Err(Error::not_found(format!("no agent `{name}` in this root ({what})")).hint(hint))
 }
 
+/// A name as the chat line holds it: `agent:NAME` is NAME; `role:NAME` is refused, naming
+/// the role's agents (a line names agents, as the reference writes it).
+fn chat_name<'n>(ws: &Workspace, name: &'n str, what: &str) -> Result<&'n str> {
+    if let Some(a) = name.strip_prefix(crate::address::AGENT) {
+        return Ok(a);
+    }
+    let Some(role) = name.strip_prefix("role:") else { return Ok(name) };
+    let agents: Vec<String> = ws.agents_with_role(role).iter().map(ToString::to_string).collect();
+    let hint = match agents.split_first() {
+        Some((first, rest)) if !rest.is_empty() => {
+            format!("name them: --to {first} --cc {}", rest.join(","))
+        }
+        Some((first, _)) => format!("name the agent: --to {first}"),
+        None => "`circe agent list` shows the agents and their roles".to_string(),
+    };
+    Err(Error::usage(format!(
+        "the chat names agents, not roles ({what} `{name}`): a line reads `[sender-to-recipient] @ [a, b]`"
+    ))
+    .hint(format!("{hint} (or --to all)")))
+}
+
 /// Append a message from `me` to `to` (copied to `cc`) and return it as read back.
 /// With `line_number` the message's line is counted (a read of the file up to it; an
 /// engine that keeps the channel knows it anyway). With
@@ -55,6 +76,11 @@ fn say_once(
 ) -> Result<ChatMessage> {
     let me_name = me;
     let me = me.as_str();
+    // Names as `send` takes them: `agent:NAME` is the agent; a role is spelled out.
+    let to = chat_name(ws, to, "recipient")?;
+    let cc: Vec<String> =
+        cc.iter().map(|c| chat_name(ws, c, "cc").map(str::to_string)).collect::<Result<_>>()?;
+    let cc = cc.as_slice();
     check_agent(ws, to, "recipient")?;
     for c in cc {
         check_agent(ws, c, "cc")?;

@@ -30,7 +30,8 @@ pub enum ChatCommand {
     after_help = "Examples:\n  circe --agent engineer chat say --to qa --cc coordinator \"please test src/auth.rs\"\n  printf 'Changes:\\n- JWT\\n' | circe --agent engineer chat say --to qa"
 )]
 pub struct SayArgs {
-    /// The recipient: an agent, or `all`.
+    /// The recipient: an agent (`NAME` or `agent:NAME`; a role's agents are named one by
+    /// one), or `all`.
     #[arg(long)]
     pub to: String,
     /// Agents who should see it too, comma separated (`@ [a, b]`).

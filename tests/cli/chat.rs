@@ -466,3 +466,20 @@ fn a_cursor_saved_before_the_channel_exists_reads_from_its_first_line() {
     let said: Vec<&str> = got.iter().map(|l| l["message"].as_str().unwrap()).collect();
     assert_eq!(said, ["m1", "m2", "m3", "m4", "m5"]);
 }
+
+/// Names as `send` takes them: `agent:NAME` is the agent; a role is refused (a line names
+/// agents), with its agents spelled out as the hint, and nothing is written.
+#[test]
+fn chat_takes_agent_addresses_and_spells_out_a_role() {
+    let env = Env::new();
+    env.circe(["agent", "add", "dev2", "--role", "engineer"]).run().ok();
+    let before = env.state();
+    let o = env.as_("qa", &["chat", "say", "--to", "role:engineer", "hi"]);
+    o.code(2);
+    assert!(o.stderr.contains("--to dev2 --cc engineer"), "{}", o.show());
+    assert_unchanged(&before, &env.state());
+    env.as_("qa", &["chat", "say", "--to", "agent:engineer", "--cc", "agent:dev2", "hi"]).ok();
+    let w = env.circe(["chat", "watch", "--once", "--from-start"]).run();
+    assert!(w.stdout.contains("\"recipient\":\"engineer\""), "{}", w.show());
+    assert!(w.stdout.contains("dev2"), "{}", w.show());
+}
