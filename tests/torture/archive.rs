@@ -305,6 +305,33 @@ fn every_archive_crash_point_recovers() {
     assert!(p.is_empty(), "{} problems: {p:#?}", p.len());
 }
 
+/// A run cut off once committed, then the run finishing it cut off while it cleared the
+/// staging folder (the journal still says "committing", the staged index is gone): the next
+/// run (and doctor --repair) finish it from the archive's own index, nothing lost.
+#[test]
+fn a_finishing_run_cut_off_while_clearing_its_staging_folder_is_finished() {
+    let template = populated(3);
+    let before = snapshot(&template);
+    for repair_first in [false, true] {
+        let c = copy_of(&template);
+        let r = &c.root;
+        assert_eq!(archive(r, &[("CIRCE_CRASH_AT", "archive.committed")]).code, 86);
+        let staging: Vec<_> = std::fs::read_dir(r.dir.join("tmp"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("archive-"))
+            .collect();
+        assert_eq!(staging.len(), 1, "{staging:?}");
+        std::fs::remove_file(staging[0].join("segments.jsonl")).unwrap();
+        if repair_first {
+            let (code, v) = r.doctor(true);
+            assert_eq!(code, 0, "doctor --repair: {v:?}");
+        }
+        let p = rerun_and_check(r, &before, "cleared staging");
+        assert!(p.is_empty(), "{p:#?}");
+    }
+}
+
 /// Retention cut at its crash point: the index was rewritten, the old segment not yet
 /// deleted; the next run (or doctor) removes the unnamed segment, and nothing else changes.
 #[test]

@@ -14,7 +14,7 @@ use super::archive_unlink::{self, Doomed, remove_file, unchanged};
 use super::atomic;
 use super::fault::crash_point;
 use super::root::{io_err, list_all_names, list_names};
-use crate::archive::plan::{Recovery, recovery};
+use crate::archive::plan::{Journal, Recovery, State, recovery};
 use crate::archive::{Entry, EntryKind, Phase, Progress, SegmentLine, Tombstone};
 use crate::error::{Error, Result};
 use crate::event::{CIRCE, Event, EventKind};
@@ -81,6 +81,13 @@ pub(super) fn commit(eng: &LocalEngine, staging: &Path, segments: &[String]) -> 
     }
     crash_point("archive.tombstoned");
     let present: HashSet<String> = store.segment_lines()?.into_iter().map(|l| l.segment).collect();
+    // Committed already (a finishing run cut off while it cleared the staging folder): the
+    // index names every segment, and nothing is left to append.
+    let indexed = |s: &String| present.contains(split(s).1);
+    if segments.iter().all(indexed) {
+        crash_point("archive.committed");
+        return Ok(());
+    }
     let staged = staging.join("segments.jsonl");
     let text = atomic::read_regular(&staged).map_err(io_err("cannot read", &staged))?;
     let lines: Vec<SegmentLine> = String::from_utf8_lossy(&text)
@@ -268,8 +275,14 @@ pub(super) fn recover(
         }
         Recovery::Commit { staging, segments, .. } => {
             commit(eng, &store.tmp_dir().join(&staging), &segments)?;
+            // As a run does: committed, the journal says "removing" before anything is
+            // removed, so a finishing run cut off from here on needs no staging folder (it
+            // goes once the journal has, with the dead runs' folders below).
+            if let Some(mut j) = journal.as_deref().and_then(|b| Journal::parse(b).ok()) {
+                j.state = State::Removing;
+                store.write_journal(&j)?;
+            }
             let kept = remove_originals(eng, &segments, progress)?;
-            let _ = std::fs::remove_dir_all(store.tmp_dir().join(&staging));
             out.push(format!(
                 "finished a run interrupted while committing ({} segment(s)){}",
                 segments.len(),
