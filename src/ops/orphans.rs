@@ -49,15 +49,23 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     let retired = ws.engine.retire_agent(agent, &clock::stamp(ws.now()))?;
     ws.forget_retired();
     let mut released = Vec::new();
-    for task in ws.engine.task_ids()? {
-        let held = ws
+    let mut failed = Vec::new();
+    let holds = |task: &TaskId| -> Result<bool> {
+        Ok(ws
             .engine
-            .peek(&task)?
-            .is_some_and(|st| st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent));
-        if held {
+            .peek(task)?
+            .is_some_and(|st| st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent)))
+    };
+    for task in ws.engine.task_ids()? {
+        if holds(&task)? {
             let reason = format!("{agent} retired");
-            super::release(ws, me, &task, Some(&reason), true, None)?;
-            released.push(task);
+            match super::release(ws, me, &task, Some(&reason), true, None) {
+                Ok(_) => released.push(task),
+                // Finished (or released) by its holder meanwhile: nothing left to release.
+                Err(_) if !holds(&task)? => {}
+                // Go on with the others; said once the retirement is logged.
+                Err(e) => failed.push((task, e)),
+            }
         }
     }
     let orphans = list(ws)?.messages.iter().filter(|o| o.agent == *agent).count();
@@ -66,6 +74,19 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
         ev.owner = Some(agent.to_string());
         ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
         ws.engine.append_events(vec![ev])?;
+    }
+    let all: Vec<String> = failed.iter().map(|(t, _)| t.to_string()).collect();
+    if let Some((task, e)) = failed.into_iter().next() {
+        return Err(Error {
+            message: format!(
+                "{agent} is retired, but {} of its tasks could not be released ({}): {task}: {}",
+                all.len(),
+                all.join(", "),
+                e.message
+            ),
+            hint: Some(format!("run `circe agent retire {agent}` again: it releases what is left")),
+            ..e
+        });
     }
     Ok(Retired { agent: agent.clone(), retired, released, orphans })
 }
