@@ -1029,3 +1029,25 @@ fn a_task_whose_record_does_not_parse_is_named_not_dropped() {
     o.ok();
     assert!(o.stdout.contains("T1") && !o.stderr.contains("warning"), "{}", o.show());
 }
+
+/// A root a cut-off `migrate` left renamed aside is said to be so, with the way back, not
+/// offered `circe init` (which would make an empty second root).
+#[test]
+fn a_root_left_aside_by_a_cut_off_migrate_is_named() {
+    local_only!("the root is a folder");
+    let env = Env::new();
+    env.open_task("T1");
+    let moving = env.path().join(".circe.moving");
+    std::fs::rename(env.root(), &moving).unwrap();
+    let dir = env.path().to_str().unwrap().to_string();
+    for args in [vec!["tasks"], vec!["--root", dir.as_str(), "tasks"]] {
+        let o = env.circe(args).run();
+        o.code(2);
+        assert!(
+            o.stderr.contains("was being moved into a database by `circe migrate`"),
+            "{}",
+            o.show()
+        );
+        assert!(o.stderr.contains("Do not run `circe init`"), "{}", o.show());
+    }
+}

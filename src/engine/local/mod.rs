@@ -114,22 +114,52 @@ pub enum Opened {
     Pointer(crate::engine::postgres::Target),
 }
 
+/// A root that a `circe migrate` cut off left renamed aside (`<root>.moving`) where one of
+/// `candidates` should be: said, with the way back, rather than offering a new root.
+fn moving_root(candidates: &[std::path::PathBuf]) -> Option<Error> {
+    let staged = candidates.iter().find_map(|c| {
+        let mut s = c.as_os_str().to_owned();
+        s.push(".moving");
+        let s = std::path::PathBuf::from(s);
+        s.join(root::CONFIG_FILE).is_file().then_some((c.clone(), s))
+    })?;
+    let (root, moving) = staged;
+    Some(
+        Error::usage(format!(
+            "the root {} was being moved into a database by `circe migrate`, which was cut off: it lies in {}",
+            root.display(),
+            moving.display()
+        ))
+        .hint(format!(
+            "if the database holds it now (`circe --root URL tasks` shows its tasks), the team works there (CIRCE_ROOT=URL) and {} is an old copy to keep aside, not to use; otherwise rename it back: `mv {} {}`. Do not run `circe init`: that makes an empty second root",
+            moving.display(),
+            moving.display(),
+            root.display()
+        )),
+    )
+}
+
 /// The root folder `spec` names (a folder holding circe.yaml).
 pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
     Ok(match spec {
         RootSpec::Path(p) => root_at(p).ok_or_else(|| {
-            Error::usage(format!(
-                "{} is not a circe root (no circe.yaml in it or in its .circe/)",
-                p.display()
-            ))
-            .hint("check --root / CIRCE_ROOT; `circe init DIR` makes a new root")
+            moving_root(&[p.clone(), p.join(root::ROOT_DIR)]).unwrap_or_else(|| {
+                Error::usage(format!(
+                    "{} is not a circe root (no circe.yaml in it or in its .circe/)",
+                    p.display()
+                ))
+                .hint("check --root / CIRCE_ROOT; `circe init DIR` makes a new root")
+            })
         })?,
         RootSpec::Search => {
             let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
             find_root(&cwd).ok_or_else(|| {
-                Error::usage("not inside a circe root (no .circe/circe.yaml here or above)").hint(
-                    "pass --root DIR or set CIRCE_ROOT to the team's root; `circe init` makes a new one",
-                )
+                let here: Vec<_> = cwd.ancestors().map(|d| d.join(root::ROOT_DIR)).collect();
+                moving_root(&here).unwrap_or_else(|| {
+                    Error::usage("not inside a circe root (no .circe/circe.yaml here or above)").hint(
+                        "pass --root DIR or set CIRCE_ROOT to the team's root; `circe init` makes a new one",
+                    )
+                })
             })?
         }
         RootSpec::Url(u) => {
