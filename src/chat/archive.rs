@@ -50,7 +50,7 @@ pub fn resolve(
 ) -> Vec<Step> {
     let mut steps = Vec::new();
     let (mut id, mut pos) = (id, pos);
-    for _ in 0..=records.len() {
+    for _ in 0..=2 * records.len() {
         if Some(id) == live {
             steps.push(Step::Live { from: pos });
             return steps;
@@ -69,12 +69,32 @@ pub fn resolve(
                 pos = Position::START;
             }
             id = r.new;
+        } else if let Some(next) = successor(records, live, id) {
+            // An archive cut off before its new channel took the name: the file that did (a
+            // later archive's old file, or the live channel) goes on from its start.
+            (id, pos) = (next, Position::START);
         } else {
             break;
         }
     }
     steps.push(Step::Restart { why: "the chat file was replaced".into() });
     steps
+}
+
+/// The file that took the place of `id`, the new channel of an archive cut off before it
+/// was renamed into place (the next `chat say` made a fresh channel instead): the first
+/// file that is no record's new channel, archived after that archive (else the live
+/// channel). `None` when `id` is no record's new channel.
+fn successor(records: &[ArchiveRecord], live: Option<FileId>, id: FileId) -> Option<FileId> {
+    let from =
+        records.iter().filter(|r| r.new == id).max_by(|a, b| a.archived_at.cmp(&b.archived_at))?;
+    let is_new = |f: FileId| records.iter().any(|r| r.new == f);
+    records
+        .iter()
+        .filter(|r| r.archived_at > from.archived_at && !is_new(r.old))
+        .min_by(|a, b| a.archived_at.cmp(&b.archived_at))
+        .map(|r| r.old)
+        .or_else(|| live.filter(|l| *l != id && !is_new(*l)))
 }
 
 /// Parse every record; unreadable ones are left out (they cannot be followed anyway).
@@ -236,6 +256,34 @@ mod tests {
         );
         // Unknown file: start over.
         assert!(matches!(resolve(&whole, Some(id(11)), id(99), p(1, 1))[0], Step::Restart { .. }));
+    }
+
+    /// An archive cut off before its new channel (13) took the name: the next `say` made a
+    /// fresh channel (11), archived later. A reader behind goes on through it, skipping
+    /// nothing, and so does the live channel when nothing was archived after.
+    #[test]
+    fn a_cut_off_archive_is_followed_by_the_file_that_took_its_place() {
+        let p = |offset, line| Position { offset, line };
+        let at = |mut r: ArchiveRecord, t: &str| {
+            r.archived_at = t.into();
+            r
+        };
+        let chain = [at(rec(10, 10, 13, 500, 21), "1"), at(rec(11, 11, 12, 50, 3), "2")];
+        assert_eq!(
+            resolve(&chain, Some(id(12)), id(10), p(300, 12)),
+            [
+                Step::Archive { name: "a10".into(), id: id(10), from: p(300, 12) },
+                Step::Archive { name: "a11".into(), id: id(11), from: Position::START },
+                Step::Live { from: Position::START }
+            ]
+        );
+        assert_eq!(
+            resolve(&chain[..1], Some(id(11)), id(10), p(300, 12)),
+            [
+                Step::Archive { name: "a10".into(), id: id(10), from: p(300, 12) },
+                Step::Live { from: Position::START }
+            ]
+        );
     }
 
     #[test]
