@@ -423,7 +423,10 @@ fn search(f: &std::fs::File, len: u64, path: &Path, want: u64) -> Result<(u64, u
 struct Reader {
     file: std::fs::File,
     path: PathBuf,
+    /// Bytes read and not handed on yet: from `start` (lines are handed on by moving it, and
+    /// the buffer is compacted once per read, not once per line).
     pending: Vec<u8>,
+    start: usize,
     eof: bool,
 }
 
@@ -439,13 +442,12 @@ impl Reader {
             file.seek(SeekFrom::Start(offset - 1)).map_err(io_err("cannot read", path))?;
             skip_partial = true;
         }
-        let mut r = Reader { file, path: path.to_path_buf(), pending: Vec::new(), eof: false };
+        let mut r =
+            Reader { file, path: path.to_path_buf(), pending: Vec::new(), start: 0, eof: false };
         if skip_partial {
             r.fill()?;
             match r.pending.iter().position(|&b| b == b'\n') {
-                Some(i) => {
-                    r.pending.drain(..=i);
-                }
+                Some(i) => r.start = i + 1,
                 None => r.pending.clear(),
             }
         }
@@ -456,23 +458,42 @@ impl Reader {
         if self.eof {
             return Ok(false);
         }
-        let mut buf = vec![0u8; CHUNK];
-        let n = self.file.read(&mut buf).map_err(io_err("cannot read", &self.path))?;
+        // What was handed on goes, once per read.
+        if self.start > 0 {
+            self.pending.drain(..self.start);
+            self.start = 0;
+        }
+        let old = self.pending.len();
+        self.pending.resize(old + CHUNK, 0);
+        let read = self.file.read(&mut self.pending[old..]);
+        let n = match read {
+            Ok(n) => n,
+            Err(e) => {
+                self.pending.truncate(old);
+                return Err(Error::io("cannot read", &self.path, e));
+            }
+        };
+        self.pending.truncate(old + n);
         if n == 0 {
             self.eof = true;
             return Ok(false);
         }
-        self.pending.extend_from_slice(&buf[..n]);
         Ok(true)
     }
 
     /// The next complete line (without its newline), or `None` at the end.
     fn next_line(&mut self) -> Result<Option<String>> {
+        let mut searched = 0;
         loop {
-            if let Some(i) = self.pending.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = self.pending.drain(..=i).collect();
-                return Ok(Some(String::from_utf8_lossy(&line[..i]).into_owned()));
+            let rest = &self.pending[self.start..];
+            if let Some(i) = rest[searched..].iter().position(|&b| b == b'\n') {
+                let end = searched + i;
+                let line = String::from_utf8_lossy(&rest[..end]).into_owned();
+                self.start += end + 1;
+                return Ok(Some(line));
             }
+            // Only what a read adds is searched again (a long line is read past once).
+            searched = rest.len();
             if !self.fill()? {
                 return Ok(None);
             }
