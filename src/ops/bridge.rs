@@ -122,6 +122,15 @@ pub fn import_tx(
             });
             continue;
         }
+        // Imported before and archived since (an import run again after `circe archive`
+        // took its history): not brought back.
+        if super::find::in_archive(ws, &id)? {
+            report.skipped.push(Skipped {
+                file: name,
+                reason: format!("msg-id {id} is in the archive (imported before?)"),
+            });
+            continue;
+        }
         if !seen.insert(id.clone()) {
             report.skipped.push(Skipped {
                 file: name,
