@@ -278,15 +278,19 @@ pub trait Engine {
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
     /// Where messages with id `msg_id` lie (every box; none when it was never delivered).
-    /// The default reads every message; a database looks it up by an index.
+    /// The default reads the head of every message (the id is a header line, in its first
+    /// 64 KiB) and parses only those that hold the id; a database looks it up by an index.
     fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
+        const HEAD: usize = 64 * 1024;
+        let holds = |b: &[u8]| b.windows(msg_id.len()).any(|w| w == msg_id.as_bytes());
         let mut out = Vec::new();
         for b in self.boxes()? {
             for name in self.list_box(&b)? {
-                let Ok(bytes) = self.read_message(&b, &name) else { continue };
-                if !bytes.windows(msg_id.len()).any(|w| w == msg_id.as_bytes()) {
+                let Ok(head) = self.read_message_capped(&b, &name, HEAD) else { continue };
+                if !holds(&head.bytes) {
                     continue;
                 }
+                let Ok(bytes) = self.read_message(&b, &name) else { continue };
                 let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
                 if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
                     out.push((b.clone(), name));

@@ -40,7 +40,6 @@ impl Store {
     /// Replace the cursor with `text` (hold `try_lock_cursor`'s lock).
     pub fn write_cursor(&self, kind: &str, name: &CursorName, text: &[u8]) -> Result<()> {
         let dir = self.cursor_dir(kind);
-        std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
         let tmp = dir.join(format!(".{name}.tmp"));
         let dest = dir.join(name.as_str());
         let write = || -> io::Result<()> {
@@ -55,7 +54,14 @@ impl Store {
             f.write_all(text)?;
             atomic::rename_replace(&tmp, &dest)
         };
-        write().map_err(io_err("cannot save cursor", &dest))
+        // The folder is made on the first save only (a consumer saves after every event).
+        match write() {
+            Err(e) if e.kind() == io::ErrorKind::NotFound && !dir.is_dir() => {
+                std::fs::create_dir_all(&dir).map_err(io_err("cannot create", &dir))?;
+                write().map_err(io_err("cannot save cursor", &dest))
+            }
+            r => r.map_err(io_err("cannot save cursor", &dest)),
+        }
     }
 
     /// Remove the consumer's dead letters (an events cursor's), then its cursor (hold its
