@@ -41,7 +41,8 @@ pub enum Step {
 }
 
 /// Where reading goes on from `pos` in file `id`, given the archive records and the live
-/// channel's identity. Follows a chain of archives; a file no record knows is a restart.
+/// channel's identity. Follows a chain of archives (across an archive cut off before its new
+/// channel took the name: `successor`); a file no record knows is a restart.
 pub fn resolve(
     records: &[ArchiveRecord],
     live: Option<FileId>,
@@ -69,9 +70,13 @@ pub fn resolve(
                 pos = Position::START;
             }
             id = r.new;
-        } else if let Some(next) = successor(records, live, id) {
+        } else if pos == Position::START
+            && let Some(next) = successor(records, live, id)
+        {
             // An archive cut off before its new channel took the name: the file that did (a
-            // later archive's old file, or the live channel) goes on from its start.
+            // later archive's old file, or the live channel) goes on from its start. Only
+            // from the start of that new channel (where a record leads): a cursor inside a
+            // file is in a file that was there, and a file replaced by hand is a restart.
             (id, pos) = (next, Position::START);
         } else {
             break;
@@ -284,6 +289,12 @@ mod tests {
                 Step::Live { from: Position::START }
             ]
         );
+        // A cursor inside a new channel that was there, replaced by hand since: a restart.
+        let placed = [at(rec(10, 10, 11, 500, 21), "1")];
+        assert!(matches!(
+            resolve(&placed, Some(id(14)), id(11), p(40, 3))[..],
+            [Step::Restart { .. }]
+        ));
     }
 
     #[test]

@@ -33,11 +33,12 @@ fn chat_name<'n>(ws: &Workspace, name: &'n str, what: &str) -> Result<&'n str> {
     let Some(role) = name.strip_prefix("role:") else { return Ok(name) };
     let agents: Vec<String> = ws.agents_with_role(role).iter().map(ToString::to_string).collect();
     let hint = match agents.split_first() {
+        None => "`circe agent list` shows the agents and their roles".to_string(),
+        Some(_) if what == "cc" => format!("name them: --cc {}", agents.join(",")),
         Some((first, rest)) if !rest.is_empty() => {
             format!("name them: --to {first} --cc {}", rest.join(","))
         }
         Some((first, _)) => format!("name the agent: --to {first}"),
-        None => "`circe agent list` shows the agents and their roles".to_string(),
     };
     Err(Error::usage(format!(
         "the chat names agents, not roles ({what} `{name}`): a line reads `[sender-to-recipient] @ [a, b]`"

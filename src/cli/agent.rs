@@ -70,8 +70,13 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 done.released.len(),
                 done.orphans
             )
-        } else {
+        } else if done.released.is_empty() {
             format!("agent {agent} was retired already\n")
+        } else {
+            format!(
+                "agent {agent} was retired already; {} held tasks it kept are back in the queue now\n",
+                done.released.len()
+            )
         };
         return Ok(Report::new(human, done));
     }

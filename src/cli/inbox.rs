@@ -352,8 +352,8 @@ fn stale_marks(
     let judge = ops::seq::Staleness::of(ws, me)?;
     Ok(list
         .iter()
-        .map(|(_, b, m)| match (b, m) {
-            (Mailbox::Inbox(_), Some(m)) => judge.stale(m),
+        .map(|(row, b, m)| match (b, m) {
+            (Mailbox::Inbox(_), Some(m)) => judge.stale(ws, m, &row.file),
             _ => None,
         })
         .collect())

@@ -99,7 +99,10 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
         };
         t.push_str(&format!("answer: circe --agent {who} send --to agent:NAME --intent {intent} --in-reply-to MSG_ID --summary \"...\"\n"));
         if expects.len() > 1 {
-            t.push_str("  (EXPECTS: `answer`, or `ask-response` for an ask: `--json` gives each one's `expects`)\n");
+            t.push_str(&format!(
+                "  (EXPECTS: the intent the question expects, one of {}: `--json` gives each one's `expects`)\n",
+                expects.join(", ")
+            ));
         }
         t
     };

@@ -62,14 +62,14 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     if cond == Condition::Inbox {
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "list")?;
     }
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
-    let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, deadline, poll };
+    let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
     // A wait outlives a database server's restart: it connects again and goes on after the
     // last event it read (a claim cut off before its reply is retried by its request id).
     let (mut ws, mut resume) = (ws, wait::Resume::default());
     let met = loop {
         match wait::wait(&ws, &me, &role, &cond, opts, &mut resume) {
             Err(e) if e.is_transient() || resume.request.is_some() => {
+                let deadline = resume.deadline;
                 let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
                 match super::reconnect(ctx, &e, &over)? {
                     Some(again) => ws = again,
@@ -155,7 +155,7 @@ fn lost_at_timeout(
     ));
     match request {
         Some(r) => e.detail("request_id", r).hint(format!(
-            "a claim's reply was lost: `circe claim --next --request-id {r}` returns the task if it got one"
+            "a claim's reply was lost: `circe tasks --owner AGENT` shows whether it got a task (`circe claim --next --request-id {r}` returns that task, or else claims one)"
         )),
         None => e.hint("wait again once the root can be reached"),
     }

@@ -25,7 +25,8 @@ fn coordinator_only(ws: &Workspace, me: &AgentName, what: &str) -> Result<()> {
 #[derive(Debug, Clone, Serialize)]
 pub struct Retired {
     pub agent: AgentName,
-    /// `false`: it was retired already (nothing changed).
+    /// `false`: it was retired already (what it still held is released all the same:
+    /// `released`).
     pub retired: bool,
     /// Its held tasks, now back in the queue.
     pub released: Vec<TaskId>,
@@ -57,19 +58,29 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
             .is_some_and(|st| st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent)))
     };
     for task in ws.engine.task_ids()? {
-        if holds(&task)? {
+        // A task that cannot be read is said once the rest is done.
+        let held = match holds(&task) {
+            Ok(h) => h,
+            Err(e) => {
+                failed.push((task, e));
+                continue;
+            }
+        };
+        if held {
             let reason = format!("{agent} retired");
             match super::release(ws, me, &task, Some(&reason), true, None) {
                 Ok(_) => released.push(task),
                 // Finished (or released) by its holder meanwhile: nothing left to release.
-                Err(_) if !holds(&task)? => {}
+                Err(_) if matches!(holds(&task), Ok(false)) => {}
                 // Go on with the others; said once the retirement is logged.
                 Err(e) => failed.push((task, e)),
             }
         }
     }
-    let orphans = list(ws)?.messages.iter().filter(|o| o.agent == *agent).count();
-    if retired {
+    // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0).
+    let orphans = list(ws).map_or(0, |l| l.messages.iter().filter(|o| o.agent == *agent).count());
+    // Logged when it retired, and when a run again released what a cut-off one left.
+    if retired || !released.is_empty() {
         let mut ev = Event::now(EventKind::Retire, me);
         ev.owner = Some(agent.to_string());
         ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
@@ -79,7 +90,7 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     if let Some((task, e)) = failed.into_iter().next() {
         return Err(Error {
             message: format!(
-                "{agent} is retired, but {} of its tasks could not be released ({}): {task}: {}",
+                "{agent} is retired, but {} task(s) could not be looked at or released ({}): {task}: {}",
                 all.len(),
                 all.join(", "),
                 e.message

@@ -122,6 +122,14 @@ pub(super) fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool>
     Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
 }
 
+/// `is_ticket` for a message of task `task` named `name`; a task that cannot be read counts
+/// as not (the message is judged by its number).
+fn ticket_named(ws: &Workspace, task: Option<&str>, name: &str) -> bool {
+    task.and_then(|t| crate::names::TaskId::new(t).ok())
+        .and_then(|t| ws.engine.peek(&t).ok().flatten())
+        .is_some_and(|st| st.rec.message == name)
+}
+
 /// An event a consumer acting as `me` handed on: the messages it put in `me`'s INBOX.
 pub fn handed_event(ws: &Workspace, me: &AgentName, e: &Event) -> Result<()> {
     let inbox = Mailbox::Inbox(me.clone());
@@ -158,7 +166,7 @@ pub fn only_stale(ws: &Workspace, me: &AgentName, e: &Event) -> Result<bool> {
     let judge = Staleness::of(ws, me)?;
     for f in files {
         match super::read(ws, &inbox, &f.file) {
-            Ok(m) if judge.stale(&m).is_some() => {}
+            Ok(m) if judge.stale(ws, &m, &f.file).is_some() => {}
             _ => return Ok(false),
         }
     }
@@ -177,7 +185,7 @@ pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
         if judge.is_none() {
             judge = Some(Staleness::of(ws, me)?);
         }
-        if judge.as_ref().is_some_and(|j| j.stale(&m).is_none()) {
+        if judge.as_ref().is_some_and(|j| j.stale(ws, &m, &f).is_none()) {
             return Ok(Some(f));
         }
     }
@@ -188,6 +196,8 @@ pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
 pub struct InInbox {
     file: String,
     n: Numbered,
+    /// The message's task, if it names one (its current message is never stale).
+    task: Option<String>,
 }
 
 impl InInbox {
@@ -211,7 +221,7 @@ fn inbox_from(ws: &Workspace, me: &AgentName, senders: Option<&[String]>) -> Res
         }
         let Ok(m) = super::read(ws, &inbox, &file) else { continue };
         if let Some(n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
-            out.push(InInbox { file, n });
+            out.push(InInbox { file, n, task: m.task_id.clone() });
         }
     }
     Ok(out)
@@ -238,6 +248,7 @@ fn see_and_log(
             let n = &c.n;
             let verdict = r.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
             if let Verdict::Stale { last_seen } = verdict
+                && !ticket_named(ws, c.task.as_deref(), &c.file)
                 && r.skipped.insert(c.key())
             {
                 let mut e = Event::now(EventKind::Skip, me)
@@ -267,7 +278,7 @@ pub fn log_stale(ws: &Workspace, me: &AgentName, inbox: &[(&str, &Message)]) -> 
         .iter()
         .filter_map(|(f, m)| {
             let n = numbered(m).filter(|n| n.seq.is_some_and(|s| s > 0))?;
-            Some(InInbox { file: (*f).to_string(), n })
+            Some(InInbox { file: (*f).to_string(), n, task: m.task_id.clone() })
         })
         .collect();
     let present = all.iter().map(InInbox::key).collect();
@@ -291,11 +302,14 @@ impl Staleness {
         Ok(Staleness { receiver: ws.engine.seq_seen(me)? })
     }
 
-    /// `Some(lastSeen)` when `m` is stale: numbered at or below what its agent has seen of
-    /// its sender (not the very message that set it), or of an older epoch.
-    pub fn stale(&self, m: &Message) -> Option<u64> {
+    /// `Some(lastSeen)` when `m` (the INBOX's file `name`) is stale: numbered at or below
+    /// what its agent has seen of its sender (not the very message that set it), or of an
+    /// older epoch; never a task's current message (it came by a claim, fenced by the
+    /// task's epoch).
+    pub fn stale(&self, ws: &Workspace, m: &Message, name: &str) -> Option<u64> {
         let n = numbered(m)?;
         match self.receiver.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref()) {
+            Verdict::Stale { .. } if ticket_named(ws, m.task_id.as_deref(), name) => None,
             Verdict::Stale { last_seen } => Some(last_seen),
             Verdict::Process => None,
         }

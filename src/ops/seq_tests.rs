@@ -91,7 +91,7 @@ on_both_engines! {
         assert_eq!(ws.engine.list_box(&inbox).unwrap(), std::slice::from_ref(&f5), "kept, never deleted");
         let m5 = read(ws, &inbox, &f5).unwrap();
         let judge = seq::Staleness::of(ws, &eng).unwrap();
-        assert_eq!(judge.stale(&m5), Some(7));
+        assert_eq!(judge.stale(ws, &m5, &f5), Some(7));
         let skips: Vec<_> = ws.engine.read_events(Cursor::START, 100).unwrap().into_iter().filter(|e| e.event == EventKind::Skip).collect();
         assert_eq!(skips.len(), 1);
         assert_eq!((skips[0].seq, skips[0].last_seen, skips[0].files[0].file.as_str()), (Some(5), Some(7), f5.as_str()));
@@ -101,7 +101,7 @@ on_both_engines! {
         assert_eq!(n, 1);
         let d8 = inform(ws, "coordinator", "engineer", "#8");
         let m8 = read(ws, &inbox, &d8.delivered[0].file).unwrap();
-        assert_eq!(judge.stale(&m8), None);
+        assert_eq!(judge.stale(ws, &m8, &d8.delivered[0].file), None);
         assert_eq!(ws.engine.seq_seen(&eng).unwrap().last_seen("COORDINATOR"), 7);
     }
 
@@ -121,8 +121,9 @@ on_both_engines! {
         assert_eq!(numbered(ws, &new1, 0).1, Some(1));
         let inbox = Mailbox::Inbox(eng.clone());
         let judge = seq::Staleness::of(ws, &eng).unwrap();
-        assert_eq!(judge.stale(&read(ws, &inbox, &new1.delivered[0].file).unwrap()), None);
-        assert_eq!(judge.stale(&read(ws, &inbox, &old1.delivered[0].file).unwrap()), Some(2));
+        let (f_new, f_old) = (&new1.delivered[0].file, &old1.delivered[0].file);
+        assert_eq!(judge.stale(ws, &read(ws, &inbox, f_new).unwrap(), f_new), None);
+        assert_eq!(judge.stale(ws, &read(ws, &inbox, f_old).unwrap(), f_old), Some(2));
         take(ws, &eng, &new1.delivered[0].file).unwrap();
         seq::handed_on(ws, &eng, &[(Mailbox::Workspace(eng.clone()), new1.delivered[0].file.clone())]).unwrap();
         let seen = ws.engine.seq_seen(&eng).unwrap();

@@ -279,10 +279,8 @@ pub struct Options {
     pub fresh: bool,
     /// For `claimable`: claim the task in the same call (a lost race waits on).
     pub claim: bool,
-    /// Give up after this long: exit 7.
+    /// Give up after this long (from the first call, across reconnections): exit 7.
     pub timeout: Option<Duration>,
-    /// When the wait gives up (from `timeout`, kept across a reconnection).
-    pub deadline: Option<Instant>,
     /// Check on a timer instead of being told by the engine's feed.
     pub poll: Option<Duration>,
 }
@@ -293,8 +291,10 @@ pub struct Resume {
     /// The last event read: the wait goes on after it (else from now).
     pub at: Option<u64>,
     /// A claim whose outcome is unknown: its retry with this request id returns the task
-    /// if it got one, and takes nothing else.
+    /// if it got one (else it claims as the wait would have).
     pub request: Option<String>,
+    /// When the wait gives up: set by the first call from `Options::timeout`.
+    pub deadline: Option<Instant>,
 }
 
 /// Wait for `c` as `me`. A wait whose connection broke (a transient error) goes on after
@@ -307,8 +307,11 @@ pub fn wait(
     o: Options,
     resume: &mut Resume,
 ) -> Result<Met> {
+    if resume.deadline.is_none() {
+        resume.deadline = o.timeout.map(|t| Instant::now() + t);
+    }
     let request = std::cell::RefCell::new(resume.request.take());
-    let met = wait_in(ws, me, role, c, o, &mut resume.at, &request);
+    let met = wait_in(ws, me, role, c, o, resume, &request);
     resume.request = request.into_inner();
     met
 }
@@ -319,10 +322,11 @@ fn wait_in(
     role: &str,
     c: &Condition,
     o: Options,
-    at: &mut Option<u64>,
+    resume: &mut Resume,
     request: &std::cell::RefCell<Option<String>>,
 ) -> Result<Met> {
-    let Options { fresh, claim, timeout, deadline, poll } = o;
+    let Options { fresh, claim, timeout, poll } = o;
+    let (at, deadline) = (&mut resume.at, resume.deadline);
     let mut follow = Follow::open(ws, None, at.map_or(Start::Now, Start::After), poll)?;
     *at = Some(follow.position());
     let busy = std::cell::Cell::new(false);
@@ -332,16 +336,7 @@ fn wait_in(
         }
         let asked = request.borrow().clone();
         let tried = super::claim_with(ws, me, role, None, None, asked.as_deref());
-        // The reply to the claim's commit never came: its retry (after connecting again)
-        // carries its request id. Any other answer ends what that id stood for.
-        match &tried {
-            Err(e) if e.is_transient() => {}
-            Err(e) => {
-                *request.borrow_mut() =
-                    e.details.iter().find(|(k, _)| *k == "request_id").map(|(_, r)| r.clone());
-            }
-            Ok(_) => *request.borrow_mut() = None,
-        }
+        remember_request(request, &tried);
         match tried {
             // What it reports is the task it took (the best it may take, which need not be
             // the one whose event woke it) and where that task's message is now.
@@ -433,6 +428,22 @@ fn wait_in(
         if leased {
             wake = next_lapse(ws, me, role, Duration::ZERO)?;
         }
+    }
+}
+
+/// The reply to a claim's commit never came: its retry (after connecting again) carries
+/// its request id. Any other answer ends what that id stood for.
+fn remember_request(
+    request: &std::cell::RefCell<Option<String>>,
+    tried: &Result<super::ClaimOutcome>,
+) {
+    match tried {
+        Err(e) if e.is_transient() => {}
+        Err(e) => {
+            *request.borrow_mut() =
+                e.details.iter().find(|(k, _)| *k == "request_id").map(|(_, r)| r.clone());
+        }
+        Ok(_) => *request.borrow_mut() = None,
     }
 }
 

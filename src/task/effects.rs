@@ -148,7 +148,7 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
         notices.push(Notice {
             intent: "escalate",
             text: format!(
-                "task {} parked: its lease ran out {} times; its last owner was {}. Once the cause is understood, a coordinator puts it back in the queue: `circe release --force {}` (or addresses it anew: `circe readdress {} --to ...`)",
+                "task {} parked: its lease ran out {} times; its last owner was {}\n\nOnce the cause is understood, a coordinator puts it back in the queue: `circe release --force {}` (or addresses it anew: `circe readdress {} --to ...`).",
                 rec.task_id,
                 rec.expiries,
                 st.rec.owner.as_deref().unwrap_or("nobody"),

@@ -1051,3 +1051,35 @@ fn a_root_left_aside_by_a_cut_off_migrate_is_named() {
         assert!(o.stderr.contains("Do not run `circe init`"), "{}", o.show());
     }
 }
+
+/// `agent retire` goes on past a task it cannot read: it releases the rest, logs the
+/// retirement, names what it left; run again once the record is mended, it releases that
+/// task too (and logs it).
+#[test]
+fn retire_goes_on_past_a_task_it_cannot_read() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    for t in ["T-1", "T-2"] {
+        env.open_task(t);
+        env.as_("engineer", &["claim", t]).ok();
+    }
+    let record = env.root().join("TASKS/T-1.status");
+    let good = std::fs::read(&record).unwrap();
+    std::fs::write(&record, "garbage: [\n").unwrap();
+    let o = env.as_("coordinator", &["agent", "retire", "engineer"]);
+    o.code(1);
+    assert!(o.stderr.contains("could not be looked at or released (T-1)"), "{}", o.show());
+    assert!(o.stderr.contains("circe agent retire engineer` again"), "{}", o.show());
+    assert_eq!(env.record("T-2").status.as_str(), "new", "T-2 was not released");
+    std::fs::write(&record, good).unwrap();
+    let again = env.as_("coordinator", &["agent", "retire", "engineer"]);
+    again.ok();
+    assert!(
+        again.stdout.contains("1 held tasks it kept are back in the queue"),
+        "{}",
+        again.show()
+    );
+    assert_eq!(env.record("T-1").status.as_str(), "new");
+    let log = env.circe(["log", "--kind", "retire", "--json"]).run();
+    assert_eq!(log.stdout.lines().count(), 2, "{}", log.show());
+}

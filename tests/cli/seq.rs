@@ -422,6 +422,9 @@ fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
     let w = env.as_("engineer", &["wait", "--for", "inbox", "--timeout", "1s", "--json"]);
     w.ok();
     assert!(w.stdout.contains("update"), "{}", w.show());
+    // A task held and not taken yet: its ticket lies in the INBOX, fenced by its epoch.
+    env.open_task("T-2");
+    env.as_("engineer", &["claim", "T-2"]).ok();
     for (id, s) in [("m-1", "one"), ("m-2", "two")] {
         let inform = ["send", "--to", "engineer", "--intent", "inform", "--summary", s];
         env.as_("coordinator", &[&inform[..], &["--msg-id", id]].concat()).ok();
@@ -433,4 +436,7 @@ fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
         "{}",
         took.show()
     );
+    let inbox = env.as_("engineer", &["inbox", "--json"]);
+    let stale = inbox.json()["stale"].to_string();
+    assert!(!stale.contains("T-2") && stale.contains("m-1"), "{}", inbox.show());
 }
