@@ -140,15 +140,10 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     // It outlives a database server's restart: it connects again and goes on after the
     // last event it read.
     let (mut ws, mut at) = (ws, last);
-    loop {
-        match follow(&ws, &mut filter, &mut out, &stop, &mut at, poll) {
-            Err(e) if e.is_transient() => match super::reconnect(ctx, &e, &|| stop.requested())? {
-                Some(again) => ws = again,
-                None => return Ok(Report::streamed()),
-            },
-            r => return r.map(|()| Report::streamed()),
-        }
-    }
+    super::retrying(ctx, &mut ws, &|e| e.is_transient(), &|| stop.requested(), &mut |ws| {
+        follow(ws, &mut filter, &mut out, &stop, &mut at, poll)
+    })?;
+    Ok(Report::streamed())
 }
 
 /// Print what happens after event `at` (moved along) until told to stop or the reader goes.

@@ -58,17 +58,13 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let mut ws = ws;
     let mut last = 0;
     loop {
-        let snap = match ws.engine.snapshot() {
-            Ok(s) => s,
-            Err(e) if a.watch && e.is_transient() => {
-                match super::reconnect(ctx, &e, &|| false)? {
-                    Some(again) => ws = again,
-                    None => return Err(e),
-                }
-                continue;
-            }
-            Err(e) => return Err(e),
-        };
+        let again = |e: &Error| a.watch && e.is_transient();
+        let snap =
+            match super::retrying(ctx, &mut ws, &again, &|| false, &mut |ws| ws.engine.snapshot())?
+            {
+                super::Retried::Done(s) => s,
+                super::Retried::Stopped(e) => return Err(e),
+            };
         last = snap.events.last().map_or(last, |e| e.id);
         let done = local::write_tree(&a.dir, &snap, Some(&location))?;
         rounds += 1;
@@ -89,14 +85,11 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
                 json!({"root": reached, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
             ));
         }
-        match ws.engine.wait_events(last, interval) {
-            Err(e) if e.is_transient() => match super::reconnect(ctx, &e, &|| false)? {
-                Some(again) => ws = again,
-                None => return Err(e),
-            },
-            r => {
-                r?;
-            }
+        let waited = super::retrying(ctx, &mut ws, &Error::is_transient, &|| false, &mut |ws| {
+            ws.engine.wait_events(last, interval)
+        })?;
+        if let super::Retried::Stopped(e) = waited {
+            return Err(e);
         }
     }
 }

@@ -435,6 +435,35 @@ pub fn reconnect(
     }
 }
 
+/// How `retrying` ended.
+pub enum Retried<T> {
+    Done(T),
+    /// `stop` said to end while the root could not be reached: the error that broke it.
+    Stopped(Error),
+}
+
+/// Run `work` on the root; when it fails with an error `again` accepts (one that may pass:
+/// the server restarting), open the root again (`reconnect`, into `ws`) and run it again,
+/// until it ends otherwise. The followers' one loop (`watch`, `log --follow`, `wait`,
+/// `mirror --watch`).
+pub fn retrying<T>(
+    ctx: &Ctx,
+    ws: &mut crate::workspace::Workspace,
+    again: &dyn Fn(&Error) -> bool,
+    stop: &dyn Fn() -> bool,
+    work: &mut dyn FnMut(&crate::workspace::Workspace) -> Result<T>,
+) -> Result<Retried<T>> {
+    loop {
+        match work(ws) {
+            Err(e) if again(&e) => match reconnect(ctx, &e, stop)? {
+                Some(opened) => *ws = opened,
+                None => return Ok(Retried::Stopped(e)),
+            },
+            r => return r.map(Retried::Done),
+        }
+    }
+}
+
 /// Parse an optional `--ttl` value (1s to 365d, `config::parse_duration`).
 pub fn ttl(s: Option<&str>) -> Result<Option<std::time::Duration>> {
     s.map(|s| {

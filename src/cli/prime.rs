@@ -99,16 +99,7 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     let reg = &ws.registry;
     // The reference flow's hand-ons first (engineer -> qa, scribe -> eagle), then any
     // task intent this role may send to another role.
-    let preferred = ["test", "review_code", "audit", "document"];
-    let hand_on = preferred
-        .iter()
-        .filter_map(|n| reg.intent(n))
-        .chain(reg.intents.values())
-        .filter(|i| i.opens_task && reg.may_send(role, &i.name))
-        .find_map(|i| match &i.to {
-            Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
-            Roles::Any => None,
-        });
+    let hand_on = task_to_another_role(reg, role, &["test", "review_code", "audit", "document"]);
     let a = format!("circe --agent {me}");
     let mut s = vec![
         format!("{a} claim --next --dry-run      # look first: what would I get?"),
@@ -131,14 +122,14 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s
 }
 
-/// What a coordinator does beside the work loop: open tasks, follow their fate, answer,
-/// put parked tasks back, and what cron runs.
-fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
-    if !ws.is_coordinator(me) {
-        return Vec::new();
-    }
-    let reg = &ws.registry;
-    let open = ["implement_feature", "fix_bug"]
+/// A task intent `role` may send to another role, and that role: the `preferred` intents
+/// first, then any.
+fn task_to_another_role(
+    reg: &crate::registry::Registry,
+    role: &str,
+    preferred: &[&str],
+) -> Option<(String, String)> {
+    preferred
         .iter()
         .filter_map(|n| reg.intent(n))
         .chain(reg.intents.values())
@@ -146,7 +137,16 @@ fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         .find_map(|i| match &i.to {
             Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
             Roles::Any => None,
-        });
+        })
+}
+
+/// What a coordinator does beside the work loop: open tasks, follow their fate, answer,
+/// put parked tasks back, and what cron runs.
+fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
+    if !ws.is_coordinator(me) {
+        return Vec::new();
+    }
+    let open = task_to_another_role(&ws.registry, role, &["implement_feature", "fix_bug"]);
     let a = format!("circe --agent {me}");
     let mut s = Vec::new();
     if let Some((intent, to)) = open {

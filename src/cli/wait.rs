@@ -65,18 +65,19 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
     // A wait outlives a database server's restart: it connects again and goes on after the
     // last event it read (a claim cut off before its reply is retried by its request id).
-    let (mut ws, mut resume) = (ws, wait::Resume::default());
-    let met = loop {
-        match wait::wait(&ws, &me, &role, &cond, opts, &mut resume) {
-            Err(e) if e.is_transient() || resume.request.is_some() => {
-                let deadline = resume.deadline;
-                let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
-                match super::reconnect(ctx, &e, &over)? {
-                    Some(again) => ws = again,
-                    None => return Err(lost_at_timeout(&e, timeout, resume.request.as_deref())),
-                }
-            }
-            r => break r?,
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let (mut ws, mut resume) = (ws, wait::Resume { deadline, ..wait::Resume::default() });
+    // A claim whose reply was lost is retried too (by its request id).
+    let again = |e: &Error| {
+        e.is_transient() || e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown")
+    };
+    let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let met = match super::retrying(ctx, &mut ws, &again, &over, &mut |ws| {
+        wait::wait(ws, &me, &role, &cond, opts, &mut resume)
+    })? {
+        super::Retried::Done(met) => met,
+        super::Retried::Stopped(e) => {
+            return Err(lost_at_timeout(&e, timeout, resume.request.as_deref()));
         }
     };
     if let Some(cmd) = &a.exec {

@@ -131,24 +131,17 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     };
     // A follower outlives a database server's restart: it connects again and goes on after
     // the last event it handed on (a durable cursor from its saved place).
-    let (mut ws, mut start) = (ws, start);
-    loop {
-        match follow_on(&ws, &mut stream, cursor.clone(), start, poll) {
-            Err(e) if e.is_transient() && !a.once => {
-                if let Some(at) = stream.at {
-                    start = Start::After(at);
-                }
-                match super::reconnect(ctx, &e, &|| stop.requested())? {
-                    Some(again) => ws = again,
-                    None => break,
-                }
-            }
-            r => {
-                r?;
-                break;
-            }
-        }
-    }
+    let mut ws = ws;
+    super::retrying(
+        ctx,
+        &mut ws,
+        &|e| e.is_transient() && !a.once,
+        &|| stop.requested(),
+        &mut |ws| {
+            let from = stream.at.map_or(start, Start::After);
+            follow_on(ws, &mut stream, cursor.clone(), from, poll)
+        },
+    )?;
     let matched = stream.matched;
     // `--once` for a task that has nothing here says why, as `log --task` does.
     if a.once

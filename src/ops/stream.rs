@@ -114,24 +114,29 @@ impl Filter {
         held_before || e.concerns_agent(&me) || waiting_for_me || opened_by_me
     }
 
-    fn opener(&mut self, ws: &Workspace, task: &TaskId) -> Option<&str> {
-        self.openers
-            .entry(task.clone())
-            .or_insert_with(|| ws.engine.peek(task).ok().flatten().map(|st| st.rec.opened_by))
-            .as_deref()
+    fn owner(&mut self, ws: &Workspace, task: &TaskId) -> Option<AgentName> {
+        if !self.owners.contains_key(task) {
+            self.learn(ws, task);
+        }
+        self.owners.get(task).cloned().flatten()
     }
 
-    fn owner(&mut self, ws: &Workspace, task: &TaskId) -> Option<AgentName> {
-        self.owners
-            .entry(task.clone())
-            .or_insert_with(|| {
-                ws.engine
-                    .peek(task)
-                    .ok()
-                    .flatten()
-                    .and_then(|st| st.rec.status.is_owned().then_some(st.rec.owner).flatten())
-            })
-            .clone()
+    fn opener(&mut self, ws: &Workspace, task: &TaskId) -> Option<&str> {
+        if !self.openers.contains_key(task) {
+            self.learn(ws, task);
+        }
+        self.openers.get(task).and_then(Option::as_deref)
+    }
+
+    /// Ask the engine once about `task`: who holds it (unless the stream knows better
+    /// already) and who opened it.
+    fn learn(&mut self, ws: &Workspace, task: &TaskId) {
+        let st = ws.engine.peek(task).ok().flatten();
+        let owner = st
+            .as_ref()
+            .and_then(|st| st.rec.status.is_owned().then(|| st.rec.owner.clone()).flatten());
+        self.owners.entry(task.clone()).or_insert(owner);
+        self.openers.insert(task.clone(), st.map(|st| st.rec.opened_by));
     }
 }
 
