@@ -189,9 +189,19 @@ fn holds_now(
             }
             // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
             // message here, or one in the archive.
-            let exists = asked
-                || super::thread::parent(ws, id, &[])?.is_some()
-                || super::find::in_archive(ws, id)?;
+            let here = asked || super::thread::parent(ws, id, &[])?.is_some();
+            let archived = !here && super::find::in_archive(ws, id)?;
+            // Archived, its thread is history (its replies went with it): waiting for what
+            // already happened would wait for ever; only a new reply (--new) can come.
+            if archived && !fresh {
+                return Err(Error::refused(format!(
+                    "`{id}` was archived with its thread: a reply it had is in the archive"
+                ))
+                .hint(format!(
+                    "`circe show {id}` shows it; `--new` waits for a reply sent from now on"
+                )));
+            }
+            let exists = here || archived;
             if !exists {
                 return Err(Error::not_found(format!("no message `{id}`: nothing can answer it"))
                     .hint("wait for the full msg_id of a message that was sent (`circe show KEY` finds it)"));

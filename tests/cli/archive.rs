@@ -565,3 +565,32 @@ fn a_chat_channel_never_archived_stays_until_its_file_is_older_than_the_cutoff()
     assert_eq!(env.read("chat.md"), "");
     assert_eq!(env.ls_all("LOGS/chat").len(), 2, "the archive and its record");
 }
+
+/// `wait --for reply:ID` on a question archived with its thread answers at once (exit 3,
+/// saying where its replies are) instead of waiting for ever; `--new` still waits for a
+/// reply sent from then on.
+#[test]
+fn waiting_for_a_reply_to_an_archived_question_says_so() {
+    local_only!("a database root keeps no archive");
+    let env = Env::new();
+    let q = env.as_(
+        "qa",
+        &["send", "--to", "engineer", "--intent", "question", "--summary", "db?", "--json"],
+    );
+    q.ok();
+    let id = q.json()["msg_id"].as_str().unwrap().to_string();
+    let answer =
+        ["send", "--to", "agent:qa", "--intent", "answer", "--in-reply-to", &id, "--summary", "pg"];
+    env.as_("engineer", &answer).ok();
+    env.as_("engineer", &["done", &id]).ok();
+    let a = env.as_("qa", &["inbox", "--json"]);
+    let file = a.json()["messages"][0]["file"].as_str().unwrap().to_string();
+    env.as_("qa", &["done", &file]).ok();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let reply = format!("reply:{id}");
+    let w = env.circe(["wait", "--for", &reply, "--timeout", "2s"]).agent("qa").now(LATER).run();
+    w.code(3);
+    assert!(w.stderr.contains("was archived with its thread"), "{}", w.show());
+    let fresh = ["wait", "--for", &reply, "--new", "--timeout", "200ms"];
+    env.circe(fresh).agent("qa").now(LATER).run().code(7);
+}
