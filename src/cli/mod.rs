@@ -79,7 +79,8 @@ pub struct Cli {
     /// The acting agent.
     #[arg(long, global = true, env = "CIRCE_AGENT")]
     pub agent: Option<String>,
-    /// Machine output on stdout (one JSON document; errors too).
+    /// Machine output on stdout: one JSON document (errors too); the streams (`log`, `watch`,
+    /// `chat watch`) print one JSON object per line.
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]
