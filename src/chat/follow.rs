@@ -172,11 +172,20 @@ impl Follower<'_> {
             }
             return Ok(vec![Step::Live { from: Position::START }]);
         };
-        let mut data = Vec::new();
-        r.read_to_end_from(0, &mut data)?;
-        let end = data.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let lines = super::scanner::newlines(&data[..end]);
-        Ok(vec![Step::Live { from: Position { offset: end as u64, line: lines + 1 } }])
+        // Read through in chunks (the channel may be large): its newlines, and the last.
+        let (mut at, mut end, mut lines) = (0u64, 0u64, 0u64);
+        loop {
+            let chunk = r.read_range(at, at + 64 * 1024)?;
+            if chunk.is_empty() {
+                break;
+            }
+            for i in chunk.iter().enumerate().filter(|(_, b)| **b == b'\n').map(|(i, _)| i) {
+                lines += 1;
+                end = at + i as u64 + 1;
+            }
+            at += chunk.len() as u64;
+        }
+        Ok(vec![Step::Live { from: Position { offset: end, line: lines + 1 } }])
     }
 
     fn at_cursor(&mut self, c: &Cursor, live: Option<&ChatReader>) -> Result<Vec<Step>> {
