@@ -116,18 +116,19 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
 
 /// Is message `name` its task's current message (a task's ticket)?
 pub(super) fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
-    let Some(t) = m.task_id.as_deref().and_then(|t| crate::names::TaskId::new(t).ok()) else {
-        return Ok(false);
-    };
+    ticket_of(ws, m.task_id.as_deref(), name)
+}
+
+/// Is file `name`, a message of task `task`, that task's current message?
+fn ticket_of(ws: &Workspace, task: Option<&str>, name: &str) -> Result<bool> {
+    let Some(t) = task.and_then(|t| crate::names::TaskId::new(t).ok()) else { return Ok(false) };
     Ok(ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name))
 }
 
-/// `is_ticket` for a message of task `task` named `name`; a task that cannot be read counts
-/// as not (the message is judged by its number).
+/// `ticket_of`, where a task that cannot be read counts as not (the message is judged by
+/// its number).
 fn ticket_named(ws: &Workspace, task: Option<&str>, name: &str) -> bool {
-    task.and_then(|t| crate::names::TaskId::new(t).ok())
-        .and_then(|t| ws.engine.peek(&t).ok().flatten())
-        .is_some_and(|st| st.rec.message == name)
+    ticket_of(ws, task, name).unwrap_or(false)
 }
 
 /// An event a consumer acting as `me` handed on: the messages it put in `me`'s INBOX.
