@@ -19,9 +19,11 @@ use crate::workspace::Workspace;
 ///
 /// With --agent (or CIRCE_AGENT), only what concerns that agent: its boxes, what it did,
 /// the tasks it holds, and tasks waiting that it may take; --all shows everything.
-/// With --cursor NAME the position is saved after each event handed on (printed, or its
-/// --exec hook exited 0), and a restart goes on from there: nothing is skipped, and only an
-/// event in flight when the watcher died is seen twice (drop it by its id).
+/// With --cursor NAME the position is saved as events are handed on (printed, or their
+/// --exec hook exited 0): with --exec after each event, else once caught up, on stopping, and
+/// at least every 256 events or second. A restart goes on from there: nothing is skipped;
+/// only what a killed watcher handed on since its last save is seen again (drop repeats by
+/// their id).
 ///
 /// Example: circe watch --agent brain --cursor brain --kind send,notify,route --exec '[ "$CIRCE_BOX" = inbox:brain ] || exit 0; tmux send-keys -t brain "@$CIRCE_FILE" Enter'
 #[derive(Debug, Args)]
@@ -179,6 +181,11 @@ fn follow_on(
     poll: Option<Duration>,
 ) -> Result<()> {
     let mut follow = Follow::open(ws, cursor, start, poll)?;
+    // A hook's run is not repeated lightly: its cursor is saved after each event. (TEST
+    // BUILDS ONLY: so is a cursor moved too early, which the kill checker must catch.)
+    if s.hook.is_some() || crate::engine::local::test_break("cursor-early") {
+        follow.save_each();
+    }
     s.at = Some(follow.position());
     // Idle, the feed is asked once a second: the granularity at which a signal is noticed.
     let tick = if s.once { Duration::ZERO } else { Duration::from_secs(1) };

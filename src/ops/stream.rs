@@ -1,10 +1,15 @@
 //! Following the event log: from a cursor, in id order, waking on the engine's feed (never
-//! polling when idle), with the position saved after each event a consumer handed on.
+//! polling when idle), with the position saved once events were handed on.
 //!
-//! Delivery is at least once: the cursor moves only after the caller says an event was
-//! handled (printed, or its hook exited 0), so a consumer killed in between sees that event
-//! again, and nothing is ever skipped: reads go by id, which survives rotation, and a
+//! Delivery is at least once: the cursor moves only past events the caller says were
+//! handled (printed, or their hook exited 0), so a consumer killed in between sees those
+//! events again, and nothing is ever skipped: reads go by id, which survives rotation, and a
 //! wake-up (including an inotify overflow) only means "read again from the cursor".
+//!
+//! A printing consumer saves its place when it has caught up, when it stops, and at least
+//! every [`SAVE_EVERY`] events or second while it catches up (a save is a file's create and
+//! rename, far dearer than printing a line); one with a hook saves after every event, as a
+//! hook's run is not to be repeated lightly.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -146,6 +151,10 @@ pub struct Follow<'a> {
     feed: Box<dyn EventFeed + 'a>,
     at: Cursor,
     cursor: Option<(CursorName, CursorHold)>,
+    /// The place saved last, when it was saved, and whether each event is saved at once.
+    saved: u64,
+    saved_when: std::time::Instant,
+    save_each: bool,
     /// When it last looked for cut-off commands' events (`settle_left`), and whether a
     /// failure to log them was said.
     settled: std::time::Instant,
@@ -199,11 +208,14 @@ impl<'a> Follow<'a> {
                 .map_or(0, |e| e.id.saturating_sub(1)),
             (None, Start::Now) => ws.engine.last_event_id()?,
         };
-        let follow = Follow {
+        let mut follow = Follow {
             ws,
             feed,
             at: Cursor::after(after),
             cursor,
+            saved: after,
+            saved_when: std::time::Instant::now(),
+            save_each: false,
             settled: std::time::Instant::now(),
             said,
         };
@@ -213,6 +225,12 @@ impl<'a> Follow<'a> {
             follow.save(after)?;
         }
         Ok(follow)
+    }
+
+    /// Save the cursor after every event handed on (a consumer with a hook), not only when
+    /// caught up or every [`SAVE_EVERY`] events.
+    pub fn save_each(&mut self) {
+        self.save_each = true;
     }
 
     /// The id of the last event handed on.
@@ -233,6 +251,8 @@ impl<'a> Follow<'a> {
                 }
                 return Ok(Some(events));
             }
+            // Caught up: the place is saved before waiting.
+            self.flush()?;
             let left = match deadline {
                 None => None,
                 Some(d) => match d.checked_duration_since(std::time::Instant::now()) {
@@ -259,24 +279,48 @@ impl<'a> Follow<'a> {
         }
     }
 
-    /// Event `id` was handed on (or skipped by the filter): move the cursor past it and save
-    /// it when there is one.
+    /// Event `id` was handed on (or skipped by the filter): move the position past it, and
+    /// the saved cursor too when one is named and it is time (see the module's words).
     pub fn handed(&mut self, id: u64) -> Result<()> {
         self.at = Cursor::after(id);
-        self.save(id)
+        let due = self.save_each
+            || id.saturating_sub(self.saved) >= SAVE_EVERY
+            || self.saved_when.elapsed() >= Duration::from_secs(1);
+        if due { self.save(id) } else { Ok(()) }
+    }
+
+    /// Save the position when it moved since the last save.
+    pub fn flush(&mut self) -> Result<()> {
+        if self.at.after == self.saved { Ok(()) } else { self.save(self.at.after) }
     }
 
     /// Save the cursor (when there is one) as past event `id`.
-    fn save(&self, id: u64) -> Result<()> {
+    fn save(&mut self, id: u64) -> Result<()> {
         if let Some((name, _)) = &self.cursor {
             let c =
                 SavedCursor { v: 1, after: id, saved_at: crate::clock::stamp_ms(self.ws.now()) };
             let bytes = serde_json::to_vec(&c).unwrap_or_default();
             self.ws.engine.write_cursor(KIND, name, &bytes)?;
         }
+        self.saved = id;
+        self.saved_when = std::time::Instant::now();
         Ok(())
     }
 }
+
+/// A stream that ends (its reader gone, told to stop, `--once`, an error) saves how far it
+/// handed events on; a failure here is said, as nothing can be returned.
+impl Drop for Follow<'_> {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            eprintln!("circe: the cursor's place was not saved: {}", e.message);
+        }
+    }
+}
+
+/// How many events a printing consumer hands on, at most, between two saves of its cursor
+/// (and so, at most, how many it prints again after being killed).
+pub const SAVE_EVERY: u64 = 256;
 
 /// How often, at most, a follower on a quiet log looks for deliveries and moves whose
 /// events a command cut off left unlogged (`settle_left`).
