@@ -139,7 +139,21 @@ impl Error {
 
     /// Is this the failure of something after a change that stands (detail `committed`)?
     pub fn is_committed(&self) -> bool {
-        self.details.iter().any(|(k, _)| *k == "committed")
+        self.details.iter().any(|(k, v)| *k == "committed" && v != "false")
+    }
+
+    /// Mark the failure of a delivery that landed nothing (detail `committed` false): it
+    /// failed as a whole, whatever a journal or a staged copy may suggest, and may be sent
+    /// again.
+    #[must_use]
+    pub fn not_delivered(mut self) -> Self {
+        self.details.retain(|(k, _)| *k != "committed");
+        self.detail("committed", "false")
+    }
+
+    /// Was this marked as a delivery that landed nothing (`not_delivered`)?
+    pub fn is_not_delivered(&self) -> bool {
+        self.details.iter().any(|(k, v)| *k == "committed" && v == "false")
     }
 
     /// Take `committed` back where the events were all a command did: `instead` says what

@@ -1,7 +1,9 @@
 //! Disk full / I/O errors: `CIRCE_FAIL_IO=n` fails the n-th store mutation (EIO, or ENOSPC
 //! with `CIRCE_FAIL_IO_ERRNO=28`) for n = 1, 2, ... until the command succeeds. Each failure
 //! must be a clear error with a non-zero exit, and after `doctor --repair` the root is clean
-//! with every earlier message still there exactly once.
+//! with every earlier message still there exactly once. A failed send's message lies in a box
+//! after the repair exactly when its error said it was delivered (else it is sent again, and
+//! would be there twice, or the sender was told to leave it, and it is lost).
 
 use crate::common::{Root, lost_or_duplicated};
 use crate::crash::{SCENARIOS, Scenario};
@@ -58,6 +60,18 @@ fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
             lost_or_duplicated(&before, &r.messages()).into_iter().map(|x| format!("{ctx}: {x}")),
         );
         p.extend(crate::crash::task_moves(&r).into_iter().map(|x| format!("{ctx}: {x}")));
+        if o.code != 0 && sc.cmd.1.first() == Some(&"send") {
+            let said = o.stderr.contains("was delivered");
+            let landed = r.messages().keys().any(|m| !before.contains_key(m));
+            if said != landed {
+                p.push(format!(
+                    "{ctx}: the send {} delivered, yet after the repair its message {}: {:?}",
+                    if said { "said it was" } else { "failed, not said" },
+                    if landed { "lies in a box" } else { "lies nowhere" },
+                    o.stderr
+                ));
+            }
+        }
         p.extend(notify_events(&r).into_iter().map(|x| format!("{ctx}: {x}")));
     }
     p.push(format!("{}: never succeeded", sc.name));
@@ -100,7 +114,17 @@ fn notify_events(r: &Root) -> Vec<String> {
 fn failing_io_every_step() {
     let mut p = Vec::new();
     let mut runs = 0;
-    let names = ["send_task", "claim", "release", "status", "handoff", "check", "park", "reap"];
+    let names = [
+        "send_task",
+        "send_fanout",
+        "claim",
+        "release",
+        "status",
+        "handoff",
+        "check",
+        "park",
+        "reap",
+    ];
     for name in names.into_iter().chain(["announce_release"]) {
         let sc = SCENARIOS.iter().find(|s| s.name == name).unwrap();
         for errno in ["5", "28"] {

@@ -168,7 +168,21 @@ impl Store {
         crash_point("seq.staged");
         let mut names = Vec::with_capacity(k);
         for (f, _) in &files {
-            names.push(self.deliver_staged(&dir, f)?);
+            match self.deliver_staged(&dir, f) {
+                Ok(name) => names.push(name),
+                // The first copy did not land: nothing was delivered, and the number stays
+                // free. The entry goes now (its settling would discard it too), so that the
+                // send is said to have failed as a whole and may be sent again.
+                Err(e) if names.is_empty() => {
+                    return Err(match self.seq_discard(&dir) {
+                        Ok(()) => e.not_delivered(),
+                        Err(_) => e.not_delivered().hint_more(
+                            "its staged copy is removed by the sender's next send or `circe doctor --repair`",
+                        ),
+                    });
+                }
+                Err(e) => return Err(e),
+            }
             if names.len() == 1 {
                 crash_point("seq.committed");
             }

@@ -242,7 +242,7 @@ impl Store {
     /// then remove what it held: a settling cut off half-way must not leave part of the
     /// copies (read as a delivery to the others) or an empty entry (read as a number used).
     /// (TEST BUILDS ONLY: `seq-discard-in-place` removes it where it lies, file by file.)
-    fn seq_discard(&self, dir: &Path) -> Result<()> {
+    pub(super) fn seq_discard(&self, dir: &Path) -> Result<()> {
         if test_break("seq-discard-in-place") {
             for f in list_all_names(dir)? {
                 atomic::remove(&dir.join(&f)).map_err(io_err("cannot remove", dir))?;

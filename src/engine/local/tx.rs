@@ -305,7 +305,8 @@ impl LocalTx<'_> {
                             return Err(e);
                         }
                         crash_point("handoff.delivered");
-                        self.write(&record, owner.as_ref(), &all_checks, true)?;
+                        self.write(&record, owner.as_ref(), &all_checks, true)
+                            .map_err(|e| unrecorded(e, "its message was delivered"))?;
                     }
                 }
                 Mailbox::NewMessages
@@ -332,8 +333,11 @@ impl LocalTx<'_> {
                     }
                     crash_point(&format!("{op}.renamed"));
                 }
-                self.write(&record, owner.as_ref(), &all_checks, checks.is_some())
-                    .map_err(|e| if from == to { e } else { renamed_unrecorded(e) })?;
+                self.write(&record, owner.as_ref(), &all_checks, checks.is_some()).map_err(
+                    |e| {
+                        if from == to { e } else { unrecorded(e, "its message moved") }
+                    },
+                )?;
                 crash_point(&format!("{op}.recorded"));
                 to
             }
@@ -354,12 +358,13 @@ impl LocalTx<'_> {
     }
 }
 
-/// A change whose ticket's rename (its commit point) was made but whose records could not be
-/// written: it stands, and the next command on the task writes them (from its journal).
-fn renamed_unrecorded(e: Error) -> Error {
-    e.detail("committed", "true").hint_more(
-        "the task's change was made and stands (its message moved); the next command on the task, or `circe doctor --repair`, writes its records once this is mended",
-    )
+/// A change whose ticket's rename or delivery (its commit point: `done` says which) was made
+/// but whose records could not be written: it stands, and the next command on the task
+/// writes them (from its journal, or a handoff's mark).
+fn unrecorded(e: Error, done: &str) -> Error {
+    e.detail("committed", "true").hint_more(format!(
+        "the task's change was made and stands ({done}); the next command on the task, or `circe doctor --repair`, writes its records once this is mended"
+    ))
 }
 
 /// A change's messages that could not be delivered after its commit point: they wait in its
