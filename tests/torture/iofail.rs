@@ -3,12 +3,14 @@
 //! must be a clear error with a non-zero exit, and after `doctor --repair` the root is clean
 //! with every earlier message still there exactly once. A failed send's message lies in a box
 //! after the repair exactly when its error said it was delivered (else it is sent again, and
-//! would be there twice, or the sender was told to leave it, and it is lost).
+//! would be there twice, or the sender was told to leave it, and it is lost). A failed
+//! append leaves no part of its line: the files appended to (the chat channel, `queue/`)
+//! end with a whole line, so the next append cannot glue its line onto a torn one.
 
 use crate::common::{Root, lost_or_duplicated};
 use crate::crash::{SCENARIOS, Scenario};
 
-fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
+fn fail_io_run(sc: &Scenario, errno: &str, extra: &[(&str, &str)]) -> (usize, Vec<String>) {
     let mut p = Vec::new();
     let mut normal_runs = 0;
     for n in 1..200 {
@@ -23,6 +25,7 @@ fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
         let before = r.messages();
         let ns = n.to_string();
         let mut env = vec![("CIRCE_FAIL_IO", ns.as_str()), ("CIRCE_FAIL_IO_ERRNO", errno)];
+        env.extend_from_slice(extra);
         if let Some(now) = sc.cmd.2 {
             env.push(("CIRCE_NOW", now));
         }
@@ -60,6 +63,7 @@ fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
             lost_or_duplicated(&before, &r.messages()).into_iter().map(|x| format!("{ctx}: {x}")),
         );
         p.extend(crate::crash::task_moves(&r).into_iter().map(|x| format!("{ctx}: {x}")));
+        p.extend(torn_appends(&r).into_iter().map(|x| format!("{ctx}: {x}")));
         if o.code != 0 && sc.cmd.1.first() == Some(&"send") {
             let said = o.stderr.contains("was delivered");
             let landed = r.messages().keys().any(|m| !before.contains_key(m));
@@ -76,6 +80,19 @@ fn fail_io_run(sc: &Scenario, errno: &str) -> (usize, Vec<String>) {
     }
     p.push(format!("{}: never succeeded", sc.name));
     (0, p)
+}
+
+/// The appended files that end inside a line.
+fn torn_appends(r: &Root) -> Vec<String> {
+    let mut files = vec![r.dir.join("chat.md")];
+    if let Ok(rd) = std::fs::read_dir(r.dir.join("queue")) {
+        files.extend(rd.flatten().map(|e| e.path()));
+    }
+    files
+        .into_iter()
+        .filter(|f| std::fs::read(f).is_ok_and(|b| b.last().is_some_and(|&c| c != b'\n')))
+        .map(|f| format!("{} ends inside a line", f.display()))
+        .collect()
 }
 
 /// Every notice circe delivered (its msg id, in any box) has exactly one `notify` event.
@@ -125,16 +142,24 @@ fn failing_io_every_step() {
         "park",
         "reap",
     ];
-    for name in names.into_iter().chain(["announce_release"]) {
+    for name in names.into_iter().chain(["announce_release", "chat_seq"]) {
         let sc = SCENARIOS.iter().find(|s| s.name == name).unwrap();
         for errno in ["5", "28"] {
-            let (n, pr) = fail_io_run(sc, errno);
+            let (n, pr) = fail_io_run(sc, errno, &[]);
             runs += n;
             p.extend(pr);
         }
     }
     eprintln!("failing I/O: {runs} runs");
     assert!(p.is_empty(), "{} problems: {p:#?}", p.len());
+}
+
+/// The torn-append check fails when a failed append's half is left in the file.
+#[test]
+fn failing_io_checker_catches_a_torn_append_left() {
+    let sc = SCENARIOS.iter().find(|s| s.name == "chat_seq").unwrap();
+    let (_, p) = fail_io_run(sc, "28", &[("CIRCE_TEST_BREAK", "append-keep-torn")]);
+    assert!(p.iter().any(|x| x.contains("ends inside a line")), "{p:#?}");
 }
 
 /// Real ENOSPC: a 512 KiB tmpfs in a private mount namespace (`unshare -m`), filled up.

@@ -124,6 +124,7 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 pub fn append_open(path: &Path) -> io::Result<File> {
     io_step()?;
     let f = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(0o644)
@@ -135,16 +136,61 @@ pub fn append_open(path: &Path) -> io::Result<File> {
     Ok(f)
 }
 
-/// Append one whole line with a single `write_all` on an O_APPEND handle (FS_RULES 7).
-/// Never follows a symlink (ELOOP) or writes into a FIFO or device (refused).
+/// Append one whole line on an O_APPEND handle (FS_RULES 7), on a line of its own: after a
+/// newline when the file does not end with one. A write that fails part-way (a full disk)
+/// is cut off again (`append_whole`). Never follows a symlink (ELOOP) or writes into a FIFO
+/// or device (refused).
 pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
-    let mut f = append_open(path)?;
-    f.write_all(line)?;
+    use std::os::unix::fs::FileExt;
+    let f = append_open(path)?;
+    let len = f.metadata()?.len();
+    let mut last = [b'\n'];
+    if len > 0 {
+        f.read_exact_at(&mut last, len - 1)?;
+    }
+    if last[0] == b'\n' {
+        append_whole(&f, len, line)?;
+    } else {
+        append_whole(&f, len, &[b"\n", line].concat())?;
+    }
     if sync {
         io_step()?;
         f.sync_data()?;
     }
     Ok(())
+}
+
+/// Write `buf` at the end of `f` (opened O_APPEND, `len` bytes long before): all of it or,
+/// when a write fails part-way (a full disk), none: what landed is cut off again, unless
+/// the file grew by more meanwhile (a writer that holds no lock of ours), whose text is
+/// never cut. Counts as a store mutation for fault injection, which fails it after half of
+/// `buf` landed. (TEST BUILDS ONLY: `append-keep-torn` leaves the half.)
+pub fn append_whole(f: &File, len: u64, buf: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    let mut write = || -> io::Result<()> {
+        if let Err(e) = io_step() {
+            done = (&*f).write(&buf[..buf.len() / 2])?;
+            return Err(e);
+        }
+        while done < buf.len() {
+            match (&*f).write(&buf[done..]) {
+                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                Ok(n) => done += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    };
+    let r = write();
+    if r.is_err()
+        && done > 0
+        && !test_break("append-keep-torn")
+        && f.metadata().is_ok_and(|m| m.len() == len + done as u64)
+    {
+        let _ = f.set_len(len);
+    }
+    r
 }
 
 /// Overwrite the start of a small derived file in place (one `pwrite`, no truncate),

@@ -3,7 +3,7 @@
 //! descriptor, with the identity (device, inode) that tells a replaced file.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -117,8 +117,8 @@ impl ChatFile {
             buf.push(b'\n');
         }
         buf.extend_from_slice(message);
-        io_step()
-            .and_then(|()| (&f).write_all(&buf))
+        // A write that fails part-way is cut off again: no reader ever sees half a message.
+        super::atomic::append_whole(&f, len, &buf)
             .map_err(io_err("cannot append to", &self.path))?;
         drop(lock);
         if self.sync {
@@ -137,7 +137,8 @@ impl ChatFile {
     fn append_split(&self, message: &[u8]) -> Result<Appended> {
         let f = self.open_append()?;
         for part in message.split_inclusive(|&b| b == b'\n') {
-            (&f).write_all(part).map_err(io_err("cannot append to", &self.path))?;
+            std::io::Write::write_all(&mut &f, part)
+                .map_err(io_err("cannot append to", &self.path))?;
             std::thread::sleep(std::time::Duration::from_millis(2));
         }
         Ok(Appended { offset: 0, prefixed: false, lines_before: None })

@@ -8,7 +8,6 @@
 //! (following the channel through archives), else anywhere in the channel (an editor
 //! replaced the file); found, the number stays used, else it is free again.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -61,9 +60,9 @@ impl ChatFile {
             buf.push(b'\n');
         }
         buf.extend_from_slice(message);
-        io_step()
-            .and_then(|()| (&f).write_all(&buf))
-            .map_err(io_err("cannot append to", &self.path))?;
+        // A write that fails part-way is cut off again: the line was never written, and the
+        // marker's settling frees the number.
+        atomic::append_whole(&f, len, &buf).map_err(io_err("cannot append to", &self.path))?;
         crash_point("seq.chat.written");
         atomic::remove(&dir.join(CHAT_MARKER)).map_err(io_err("cannot remove", &dir))?;
         drop(lock);
