@@ -137,6 +137,14 @@ impl Error {
         self.detail("committed", "true").hint_more(COMMITTED)
     }
 
+    /// Was this an I/O failure to write where this user may not (permissions) or nobody may
+    /// (a read-only mount)? A reader may then go on without its derived files.
+    pub fn is_not_writable(&self) -> bool {
+        self.source.as_ref().and_then(|s| s.downcast_ref::<io::Error>()).is_some_and(|e| {
+            e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(30)
+        })
+    }
+
     /// Is this the failure of something after a change that stands (detail `committed`)?
     pub fn is_committed(&self) -> bool {
         self.details.iter().any(|(k, v)| *k == "committed" && v != "false")

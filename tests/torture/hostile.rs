@@ -417,3 +417,85 @@ fn planted_copy_of_a_message_is_reported() {
     let (code, v) = r.doctor(false);
     assert!(code != 0 && v.iter().any(|x| x.contains("lies in 2 boxes")), "{v:?}");
 }
+
+/// A root its reader may not write (every file and folder without write permission, read
+/// by an unprivileged user): the reports read it as it is, without their derived files or
+/// locks they could not make; a change fails naming the permission, and nothing changes.
+#[test]
+fn a_root_read_only_to_its_reader_is_read_as_it_is() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED a_root_read_only_to_its_reader_is_read_as_it_is: setpriv is missing");
+        return;
+    }
+    let parent = tempfile::Builder::new().prefix("circe-rofs-").tempdir_in("/tmp").unwrap();
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    };
+    mode(parent.path(), 0o755);
+    let r = Root::new_in(parent.path(), 0);
+    r.open("T1");
+    r.open("T2");
+    r.ok(Some("engineer"), &["claim", "T1"]);
+    r.ok(
+        Some("coordinator"),
+        &["send", "--to", "engineer", "--intent", "inform", "--summary", "hi"],
+    );
+    // The board's log as appends leave it (no header yet): the first report rebuilds it.
+    let board = r.dir.join("queue/board.log");
+    let text = std::fs::read_to_string(&board).unwrap();
+    std::fs::write(
+        &board,
+        text.lines().filter(|l| !l.starts_with('#')).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .unwrap();
+    mode(r.tmp.path(), 0o755);
+    assert!(
+        Command::new("chmod").args(["-R", "a-w"]).arg(r.tmp.path()).status().unwrap().success()
+    );
+    let before = r.messages();
+    let nobody = |agent: &str, args: &[&str]| {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+            .args(args)
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", agent)
+            .env("CIRCE_DURABILITY", "relaxed")
+            .output()
+            .unwrap();
+        let out =
+            format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+        (o.status.code().unwrap_or(-1), out)
+    };
+    let mut problems = Vec::new();
+    for (agent, args, want) in [
+        ("engineer", &["tasks"][..], 0),
+        ("engineer", &["inbox"], 0),
+        ("engineer", &["show", "T1"], 0),
+        ("engineer", &["doctor"], 0),
+        ("engineer", &["prime"], 0),
+        ("engineer", &["claim", "--next", "--dry-run"], 0),
+        ("engineer", &["seq", "state"], 0),
+    ] {
+        let (code, out) = nobody(agent, args);
+        if code != want {
+            problems.push(format!("{args:?}: exit {code}, not {want}: {out}"));
+        }
+    }
+    let (_, tasks) = nobody("engineer", &["tasks"]);
+    if !(tasks.contains("T1") && tasks.contains("T2")) {
+        problems.push(format!("tasks does not show both tasks: {tasks}"));
+    }
+    for args in [&["status", "T1", "in_progress"][..], &["claim", "T2"]] {
+        let (code, out) = nobody("engineer", args);
+        if code != 1 || !out.contains("ermission denied") {
+            problems.push(format!("{args:?}: exit {code}, not 1 naming the permission: {out}"));
+        }
+    }
+    assert!(
+        Command::new("chmod").args(["-R", "u+w"]).arg(r.tmp.path()).status().unwrap().success()
+    );
+    assert!(lost_or_duplicated(&before, &r.messages()).is_empty());
+    assert_eq!(r.status("T2").unwrap().owner, None);
+    assert!(problems.is_empty(), "{problems:#?}");
+}

@@ -306,27 +306,39 @@ pub(super) fn rows(
     passed_over: &mut Vec<TaskId>,
     each: &mut dyn FnMut(Row<'_>) -> Result<()>,
 ) -> Result<()> {
-    let view = {
-        let _lock = eng.store.lock_named(LOCK)?;
-        match View::open(eng)? {
-            Some(v) if v.tail_lines <= v.base_lines + 64 => v,
-            Some(v) => {
-                compact(eng, &mut |out| v.rows(eng, out))?;
-                View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
-            }
-            None => {
-                rebuild(eng)?;
-                View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
-            }
-        }
-    };
-    view.rows(eng, &mut |e| match e {
+    let mut hand_on = |e: Entry<'_>| match e {
         Entry::Row(r) => each(r),
         Entry::Damaged(t) => {
             passed_over.push(t);
             Ok(())
         }
-    })
+    };
+    // A root this user may not write (or a read-only mount) is read as it is: a log to
+    // compact is read uncompacted, and one to rebuild is read from the records.
+    let view = {
+        let lock = eng.store.lock_named(LOCK)?;
+        match View::open(eng)? {
+            Some(v) if v.tail_lines <= v.base_lines + 64 => v,
+            Some(v) => match compact(eng, &mut |out| v.rows(eng, out)) {
+                Err(e) if e.is_not_writable() => v,
+                r => {
+                    r?;
+                    View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
+                }
+            },
+            None => match rebuild(eng) {
+                Err(e) if e.is_not_writable() => {
+                    drop(lock);
+                    return from_records(eng, &mut hand_on);
+                }
+                r => {
+                    r?;
+                    View::open(eng)?.ok_or_else(|| Error::internal("the board log vanished"))?
+                }
+            },
+        }
+    };
+    view.rows(eng, &mut hand_on)
 }
 
 type Source<'a> = dyn FnMut(&mut Each<'_>) -> Result<()> + 'a;
@@ -360,15 +372,17 @@ fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
 
 /// Build the log from the records (missing, or written before the last reboot).
 fn rebuild(eng: &LocalEngine) -> Result<()> {
-    let tasks = eng.store.list_tasks()?;
-    compact(eng, &mut |out| {
-        for t in &tasks {
-            if let Some(e) = read_row(eng, t)? {
-                out(e)?;
-            }
+    compact(eng, &mut |out| from_records(eng, out))
+}
+
+/// Every task's row from its records, in task order.
+fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
+    for t in &eng.store.list_tasks()? {
+        if let Some(e) = read_row(eng, t)? {
+            out(e)?;
         }
-        Ok(())
-    })
+    }
+    Ok(())
 }
 
 /// A task's row straight from its records (`None` when it has no `.status`).

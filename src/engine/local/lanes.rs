@@ -185,14 +185,21 @@ fn head_of(
     if consumed > 0 {
         let new_head = head + consumed;
         let total = store.lane_len(lane)?;
-        if new_head > COMPACT_AT && new_head * 2 > total {
+        let moved = if new_head > COMPACT_AT && new_head * 2 > total {
             // Head first: a crash between the two leaves head 0 on the old lane (a rescan),
             // never an old offset past the end of the new, shorter lane (entries skipped).
             let rest = store.lane_read(lane, new_head, usize::MAX)?;
-            store.set_lane_head(lane, 0)?;
-            store.set_queue_value(&format!("{lane}.lane"), &rest)?;
+            store
+                .set_lane_head(lane, 0)
+                .and_then(|()| store.set_queue_value(&format!("{lane}.lane"), &rest))
         } else {
-            store.set_lane_head(lane, new_head)?;
+            store.set_lane_head(lane, new_head)
+        };
+        // A root this user may not write is read as it is: the next scan reads those
+        // entries again.
+        match moved {
+            Err(e) if e.is_not_writable() => {}
+            r => r?,
         }
     }
     Ok((found, busy))

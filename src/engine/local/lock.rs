@@ -26,15 +26,29 @@ fn open(path: &Path) -> Result<File> {
     open_as(path, true).map_err(|e| open_error(path, e))
 }
 
+/// A lock file that may not be written (a root read-only to this user, or on a read-only
+/// mount) is opened to read: `flock` works on such a handle, so reading commands still
+/// read under their locks, and a writing command fails where it writes, with that cause.
 fn open_as(path: &Path, create: bool) -> std::io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(create)
-        .truncate(false)
-        .custom_flags(super::atomic::NOFOLLOW_NONBLOCK)
-        .open(path)
+    let open = |write: bool| {
+        OpenOptions::new()
+            .read(true)
+            .write(write)
+            .create(create && write)
+            .truncate(false)
+            .custom_flags(super::atomic::NOFOLLOW_NONBLOCK)
+            .open(path)
+    };
+    match open(true) {
+        Err(e)
+            if e.kind() == std::io::ErrorKind::PermissionDenied
+                || e.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error()) =>
+        {
+            open(false).map_err(|_| e)
+        }
+        r => r,
+    }
 }
 
 fn open_error(path: &Path, e: std::io::Error) -> Error {

@@ -240,6 +240,12 @@ impl Store {
         let path = self.root().join("locks");
         f.write_all_at(&bytes, 1)
             .and_then(|()| f.write_all_at(&[PENDING], 0))
+            // A lock file this user may not write was opened to read (`lock.rs`): said as
+            // the permission it lacks.
+            .map_err(|e| match e.raw_os_error() {
+                Some(9) => std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                _ => e,
+            })
             .map_err(io_err("cannot write the journal of a change into a lock file in", &path))?;
         Ok(true)
     }
