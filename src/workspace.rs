@@ -146,6 +146,10 @@ impl Workspace {
             }
         })?;
         let role = self.role_of(&checked).ok_or_else(|| {
+            // An agent whose file does not parse is there: said as that, not as a stranger.
+            if let Err(e) = self.engine.agent_role(&checked) {
+                return e;
+            }
             let all = self.agents();
             crate::suggest::not_found("agent", name, all.keys().map(AgentName::as_str))
                 .map_message(|m| format!("{m} in this root"))

@@ -963,6 +963,40 @@ fn a_held_task_whose_status_was_removed_is_named_by_doctor() {
     assert_eq!(env.ls("AGENTS/engineer/INBOX"), inbox, "the message was moved");
 }
 
+/// An agent whose agent.yaml was emptied (or holds a retirement that is no time) is not
+/// taken for a stranger or for retired: acting as it names the file, doctor names it, and
+/// `--repair` writes it again from the agent's `agent_add` event.
+#[test]
+fn an_agent_whose_file_does_not_parse_is_named_and_mended() {
+    local_only!("agent.yaml is the local engine's file");
+    let env = Env::new();
+    env.as_("coordinator", &["agent", "add", "eng-2", "--role", "engineer"]).ok();
+    env.as_("coordinator", &["agent", "add", "eng-3", "--role", "engineer"]).ok();
+    std::fs::write(env.root().join("AGENTS/eng-2/agent.yaml"), "").unwrap();
+    std::fs::write(
+        env.root().join("AGENTS/eng-3/agent.yaml"),
+        "role: engineer\nretired_at: garbage\n",
+    )
+    .unwrap();
+    let o = env.as_("eng-2", &["inbox"]);
+    o.code(1);
+    assert!(o.stderr.contains("AGENTS/eng-2/agent.yaml does not parse"), "{}", o.show());
+    let o = env.circe(["doctor"]).run();
+    o.code(1);
+    for a in ["eng-2", "eng-3"] {
+        assert!(
+            o.stderr.contains(&format!("AGENTS/{a}/agent.yaml is missing or damaged")),
+            "{}",
+            o.show()
+        );
+    }
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    for a in ["eng-2", "eng-3"] {
+        env.as_(a, &["inbox"]).ok();
+    }
+}
+
 /// A task id typed in the wrong case is not found, with the id it meant as the hint.
 #[test]
 fn a_task_id_in_the_wrong_case_gets_the_right_one_as_a_hint() {

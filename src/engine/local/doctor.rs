@@ -383,6 +383,71 @@ fn check_agent_boxes(
     Ok(())
 }
 
+/// An agent's folder whose agent.yaml is missing or does not parse: the agent drops out of
+/// every list (it is sent nothing, and what it holds looks like nobody's). The repair writes
+/// it again from the log: the role its `agent_add` event names, and the time of a `retire`
+/// of it since.
+fn check_agent_files(
+    eng: &LocalEngine,
+    repair: bool,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let damaged = eng.store.damaged_agents()?;
+    if damaged.is_empty() {
+        return Ok(());
+    }
+    let mut found: std::collections::BTreeMap<String, (Option<String>, Option<String>)> =
+        damaged.iter().map(|a| (a.to_string(), (None, None))).collect();
+    if repair {
+        let mut at = crate::event::Cursor::after(0);
+        loop {
+            let batch = super::event_log::read(&eng.store, at, 4096)?;
+            let Some(last) = batch.last() else { break };
+            at = crate::event::Cursor::after(last.id);
+            for e in &batch {
+                let (name, role) = match e.event {
+                    crate::event::EventKind::AgentAdd => {
+                        (e.agent.clone(), e.note.as_deref().and_then(|n| n.strip_prefix("role ")))
+                    }
+                    crate::event::EventKind::Retire => (e.owner.clone().unwrap_or_default(), None),
+                    _ => continue,
+                };
+                if let Some((r, retired)) = found.get_mut(&name) {
+                    match role {
+                        Some(role) => (*r, *retired) = (Some(role.to_string()), None),
+                        None => *retired = Some(e.ts.clone()),
+                    }
+                }
+            }
+        }
+    }
+    for agent in damaged {
+        let path = format!("AGENTS/{agent}/agent.yaml");
+        let (role, retired) = found.remove(agent.as_str()).unwrap_or_default();
+        match role {
+            Some(role) if repair => {
+                eng.store.rewrite_agent(&agent, &role, retired.as_deref())?;
+                v(2, format!("{path} was missing or damaged (written again: role {role})"), true);
+            }
+            _ if repair => v(
+                2,
+                format!(
+                    "{path} is missing or damaged, and the log names no role for {agent}: write `role: ROLE` into it (an agent `circe init` made is named after its role)"
+                ),
+                false,
+            ),
+            _ => v(
+                2,
+                format!(
+                    "{path} is missing or damaged: {agent} is in no list of agents (`--repair` writes it again from its `agent_add` event)"
+                ),
+                false,
+            ),
+        }
+    }
+    Ok(())
+}
+
 /// Check (and with `repair`, mend) the root. Returns what was found.
 pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     // A report on a root this user may not write goes on without the lock (only a repair
@@ -398,6 +463,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
 
     check_staging(eng, repair, &mut v)?;
     check_agent_boxes(eng, repair, &mut v)?;
+    check_agent_files(eng, repair, &mut v)?;
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
     let says_otherwise = check_boxes(eng, repair, &all, &listings, &mut v)?;

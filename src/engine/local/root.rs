@@ -220,14 +220,36 @@ impl Store {
         }
     }
 
-    /// One agent's role; `None` when there is no such agent (or its agent.yaml is damaged).
+    /// One agent's role; `None` when there is no such agent. An agent.yaml that does not
+    /// parse is an error naming it: the agent is there, and may hold tasks.
     pub fn read_agent(&self, name: &AgentName) -> Result<Option<String>> {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
-            Ok(b) => Ok(parse_agent(&b)),
+            Ok(b) => parse_agent(&b).map(Some).ok_or_else(|| {
+                Error::internal(format!("AGENTS/{name}/agent.yaml does not parse"))
+                    .hint("`circe doctor --repair` writes it again from the agent's `agent_add` event; by hand it is `role: ROLE` (and `retired_at: TIME` once retired)")
+            }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read", &p, e)),
         }
+    }
+
+    /// The agents' folders (legal names, real folders) whose agent.yaml is missing or does
+    /// not parse: left out of every list of agents, so doctor names them.
+    pub(super) fn damaged_agents(&self) -> Result<Vec<AgentName>> {
+        let dir = self.root.join("AGENTS");
+        let mut out = Vec::new();
+        for name in list_names(&dir)? {
+            let Ok(agent) = AgentName::new(name) else { continue };
+            if !is_real_dir(&dir.join(agent.as_str())) {
+                continue;
+            }
+            let p = dir.join(agent.as_str()).join("agent.yaml");
+            if atomic::read_regular(&p).ok().and_then(|b| parse_agent(&b)).is_none() {
+                out.push(agent);
+            }
+        }
+        Ok(out)
     }
 
     /// Every agent with its role, sorted by name. Folders that are not legal agent names or
@@ -341,7 +363,12 @@ pub(super) struct AgentFile {
 
 pub(super) fn parse_agent_file(bytes: &[u8]) -> Option<AgentFile> {
     let text = std::str::from_utf8(bytes).ok()?;
-    crate::yaml::from_str::<AgentFile>(text).ok()
+    let file = crate::yaml::from_str::<AgentFile>(text).ok()?;
+    // A role is a name, and a retirement a time: anything else is a damaged file (not an
+    // agent retired by a stray word).
+    let valid = crate::names::check_role(&file.role).is_ok()
+        && file.retired_at.as_deref().is_none_or(|t| crate::clock::parse(t).is_some());
+    valid.then_some(file)
 }
 
 /// The text of `AGENTS/<name>/agent.yaml` for `role` (retired at `retired_at`, if it was).

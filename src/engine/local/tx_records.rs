@@ -135,6 +135,23 @@ impl Store {
         Ok(true)
     }
 
+    /// Write a damaged agent.yaml again (doctor's repair), unless it was mended meanwhile.
+    pub(super) fn rewrite_agent(
+        &self,
+        agent: &AgentName,
+        role: &str,
+        retired_at: Option<&str>,
+    ) -> Result<()> {
+        let _lock = self.lock_named("agents")?;
+        self.check_agent(agent, "write")?;
+        let path = self.agent_dir(agent).join("agent.yaml");
+        if Self::read_optional(&path)?.is_some_and(|b| super::root::parse_agent_file(&b).is_some())
+        {
+            return Ok(());
+        }
+        self.replace_file(&path, super::root::agent_yaml(role, retired_at).as_bytes())
+    }
+
     /// Retired agents and when each was retired, sorted by name.
     pub fn retired_agents(&self) -> Result<Vec<(AgentName, String)>> {
         let dir = self.root.join("AGENTS");
