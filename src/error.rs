@@ -55,7 +55,9 @@ pub struct Error {
     pub message: String,
     pub hint: Option<String>,
     /// Extra machine-readable facts (e.g. the current owner on a conflict).
-    pub details: Vec<(&'static str, String)>,
+    /// Facts a program acts on, each a JSON value of its own type (a flag a boolean, an
+    /// epoch a number).
+    pub details: Vec<(&'static str, serde_json::Value)>,
     pub source: Option<Box<dyn std::error::Error + Send + Sync + 'static>>,
 }
 
@@ -134,7 +136,7 @@ impl Error {
     /// point): the change stands (detail `committed`), only its events are missing.
     #[must_use]
     pub fn committed(self) -> Self {
-        self.detail("committed", "true").hint_more(COMMITTED)
+        self.detail("committed", true).hint_more(COMMITTED)
     }
 
     /// Was this an I/O failure to write where this user may not (permissions) or nobody may
@@ -147,7 +149,7 @@ impl Error {
 
     /// Is this the failure of something after a change that stands (detail `committed`)?
     pub fn is_committed(&self) -> bool {
-        self.details.iter().any(|(k, v)| *k == "committed" && v != "false")
+        self.details.iter().any(|(k, v)| *k == "committed" && *v == true)
     }
 
     /// Mark the failure of a delivery that landed nothing (detail `committed` false): it
@@ -156,12 +158,12 @@ impl Error {
     #[must_use]
     pub fn not_delivered(mut self) -> Self {
         self.details.retain(|(k, _)| *k != "committed");
-        self.detail("committed", "false")
+        self.detail("committed", false)
     }
 
     /// Was this marked as a delivery that landed nothing (`not_delivered`)?
     pub fn is_not_delivered(&self) -> bool {
-        self.details.iter().any(|(k, v)| *k == "committed" && v == "false")
+        self.details.iter().any(|(k, v)| *k == "committed" && *v == false)
     }
 
     /// Take `committed` back where the events were all a command did: `instead` says what
@@ -177,7 +179,7 @@ impl Error {
     }
 
     #[must_use]
-    pub fn detail(mut self, key: &'static str, value: impl Into<String>) -> Self {
+    pub fn detail(mut self, key: &'static str, value: impl Into<serde_json::Value>) -> Self {
         self.details.push((key, value.into()));
         self
     }
@@ -191,12 +193,12 @@ impl Error {
     /// `mirror --watch`) connects again and goes on; a one-shot command exits 1.
     #[must_use]
     pub fn transient(self) -> Self {
-        self.detail(TRANSIENT, "true")
+        self.detail(TRANSIENT, true)
     }
 
     /// See `transient`.
     pub fn is_transient(&self) -> bool {
-        self.details.iter().any(|(k, v)| *k == TRANSIENT && v == "true")
+        self.details.iter().any(|(k, v)| *k == TRANSIENT && *v == true)
     }
 
     /// The message followed by every cause, joined with ": ".

@@ -85,7 +85,7 @@ fn partly(
         .map(|(t, e)| said(t, e))
         .chain(undone.iter().map(|(what, why)| format!("{what}: {why}")))
         .collect();
-    let outbox = |e: &Error| e.details.iter().any(|(k, v)| *k == "committed" && v == "outbox");
+    let outbox = |e: &Error| e.details.iter().any(|(k, v)| *k == "outbox" && *v == true);
     let committed = |unsent: bool| -> Vec<String> {
         let mine = failed.iter().filter(|(_, e)| e.is_committed() && outbox(e) == unsent);
         mine.map(|(t, e)| said(t, e)).collect()
@@ -111,10 +111,10 @@ fn partly(
     }
     let done = human.trim_end().replace('\n', "; ");
     let mut err = Error::internal(format!("{} (done: {done})", parts.join("; ")))
-        .detail("reaped", reaped.to_string())
+        .detail("reaped", reaped)
         .hint("mend what each names (`circe doctor` shows it); the next run reaps what was left");
     if !untold.is_empty() {
-        err = err.detail("committed", "true");
+        err = err.detail("committed", true);
     }
     err
 }

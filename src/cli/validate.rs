@@ -46,7 +46,7 @@ fn config(ctx: &Ctx) -> Result<Report> {
             "circe.yaml: routing: {} route only among themselves: a loop with no terminal state",
             l.join(", ")
         ))
-        .detail("loop", l.join(","))
+        .detail("loop", l.clone())
         .hint("give one of them a rule that leaves the loop (e.g. `blocked` to a coordinator), or end it"));
     }
     Ok(Report::new(format!("circe.yaml: ok ({} routing rules)\n", r.rules), r))

@@ -74,6 +74,7 @@ pub struct ErrorBody {
     pub exit_code: u8,
     pub message: String,
     pub hint: Option<String>,
-    /// Machine-readable facts (`owner` on a conflict, ...).
-    pub details: std::collections::BTreeMap<String, String>,
+    /// Machine-readable facts, each of its own type (`owner` on a conflict, `epoch` a
+    /// number, `committed` a boolean, ...).
+    pub details: std::collections::BTreeMap<String, serde_json::Value>,
 }

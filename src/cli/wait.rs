@@ -69,7 +69,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let (mut ws, mut resume) = (ws, wait::Resume { deadline, ..wait::Resume::default() });
     // A claim whose reply was lost is retried too (by its request id).
     let again = |e: &Error| {
-        e.is_transient() || e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown")
+        e.is_transient() || e.details.iter().any(|(k, v)| *k == "outcome" && *v == "unknown")
     };
     let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let met = match super::retrying(ctx, &mut ws, &again, &over, &mut |ws| {
@@ -118,12 +118,12 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             let err = Error::internal(format!(
                 "the --exec hook failed ({why}); what was awaited happened ({what})"
             ))
-            .detail("already", met.already.to_string())
+            .detail("already", met.already)
             .detail("hook", why);
             return Err(match &met.claimed {
                 Some(c) => err
                     .detail("task_id", c.task.to_string())
-                    .detail("epoch", c.epoch.to_string())
+                    .detail("epoch", c.epoch)
                     .hint(format!(
                         "you hold {} now (claimed by this wait): work on it, or `circe release {}`",
                         c.task, c.task

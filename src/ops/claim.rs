@@ -135,7 +135,7 @@ fn earlier_grant(
     Err(Error::conflict(format!(
         "the claim with request id {request} got task {got} at epoch {epoch}, but {now}"
     ))
-    .detail("task", got.to_string())
+    .detail("task_id", got.to_string())
     .hint(format!("{since}; `circe show {got}` says where it is; claim again without this request id for another task")))
 }
 

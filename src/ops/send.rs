@@ -93,7 +93,7 @@ pub fn send(ws: &Workspace, me: &AgentName, msg: Message) -> Result<Delivery> {
     // stored, and the send is numbered again.
     let draft = msg;
     crate::seq::numbered_again(me.as_str(), || send_once(ws, me, draft.clone())).map_err(|e| {
-        let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
+        let unknown = e.details.iter().any(|(k, v)| *k == "outcome" && *v == "unknown");
         match (&given_id, unknown) {
             (Some(id), true) => e.hint(format!(
                 "send it again with the same id (--msg-id {id}): a message id is never delivered twice"
@@ -274,7 +274,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
 /// A failure after this delivery's commit point (its events: detail `committed`): say
 /// which message stands, so nobody sends it again for want of an id.
 fn delivered_anyway(e: Error, msg_id: &str) -> Error {
-    if e.details.iter().any(|(k, v)| *k == "committed" && v == "true") {
+    if e.details.iter().any(|(k, v)| *k == "committed" && *v == true) {
         let mut e = e.map_message(|m| format!("message {msg_id} was delivered, but {m}"));
         // What is left of it is finished by a repair, not by sending it again.
         e.hint = e.hint.map(|h| {
@@ -310,7 +310,7 @@ fn log_delivered(
             if let Some(j) = journal {
                 let _ = ws.engine.close_journal(j, false);
             }
-            let e = if e.is_committed() { e } else { e.detail("committed", "true") };
+            let e = if e.is_committed() { e } else { e.detail("committed", true) };
             Err(delivered_anyway(e, msg_id))
         }
     }
@@ -400,7 +400,7 @@ pub(super) fn deliver_logged(
         let stands =
             journal.as_ref().is_some_and(|j| ws.engine.close_journal(j, false).unwrap_or(true));
         if stands && !e.is_committed() && !e.is_not_delivered() {
-            e.detail("committed", "true")
+            e.detail("committed", true)
         } else {
             e
         }

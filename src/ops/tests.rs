@@ -167,7 +167,7 @@ on_both_engines! {
         claim(ws, &a("engineer"), "engineer", &id("R-1"), None).unwrap();
         let e = claim(ws, &a("engineer-2"), "engineer", &id("R-1"), None).unwrap_err();
         assert_eq!(e.kind, Kind::Conflict);
-        assert!(e.details.iter().any(|(k, v)| *k == "owner" && v == "engineer"));
+        assert!(e.details.iter().any(|(k, v)| *k == "owner" && *v == "engineer"));
         let again = claim(ws, &a("engineer"), "engineer", &id("R-1"), None).unwrap();
         assert!(again.already_held, "claiming what you hold changes nothing");
         assert_eq!(kinds(ws), [EventKind::Open, EventKind::Claim]);

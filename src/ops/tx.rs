@@ -236,7 +236,7 @@ pub fn deliver(
             let stands =
                 journal.is_some_and(|j| ws.engine.close_journal(&j, false).unwrap_or(true));
             Err(if stands && !e.is_committed() && !e.is_not_delivered() {
-                e.detail("committed", "true")
+                e.detail("committed", true)
             } else {
                 e
             })

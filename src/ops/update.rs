@@ -81,7 +81,7 @@ fn actors(
             st.rec.epoch,
             st.rec.owner.as_deref().unwrap_or("none")
         ))
-        .detail("epoch", st.rec.epoch.to_string());
+        .detail("epoch", st.rec.epoch);
         // As every conflict over who holds a task says it: its holder.
         let err = match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
             Some(o) => err.detail("owner", o.to_string()),

@@ -450,8 +450,11 @@ fn remember_request(
     match tried {
         Err(e) if e.is_transient() => {}
         Err(e) => {
-            *request.borrow_mut() =
-                e.details.iter().find(|(k, _)| *k == "request_id").map(|(_, r)| r.clone());
+            *request.borrow_mut() = e
+                .details
+                .iter()
+                .find(|(k, _)| *k == "request_id")
+                .and_then(|(_, r)| r.as_str().map(str::to_string));
         }
         Ok(_) => *request.borrow_mut() = None,
     }

@@ -39,7 +39,7 @@ pub fn counter_moved(agent: &str) -> Error {
 
 /// Whether `e` is `counter_moved`'s refusal of a send by `agent`.
 pub fn is_counter_moved(e: &Error, agent: &str) -> bool {
-    e.details.iter().any(|(k, v)| *k == COUNTER_MOVED && v == agent)
+    e.details.iter().any(|(k, v)| *k == COUNTER_MOVED && *v == agent)
 }
 
 /// Run `attempt` (which takes `agent`'s hold, numbers and delivers) again while it is

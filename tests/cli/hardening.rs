@@ -572,7 +572,7 @@ fn a_change_whose_routed_message_waits_still_logs_its_event() {
     let o = env.as_("engineer", &["--json", "status", "T-1", "completed"]);
     assert_eq!(o.code, 1, "{}", o.show());
     let err = &o.json()["error"];
-    assert_eq!(err["details"]["committed"], "outbox", "{err}");
+    assert_eq!(err["details"]["outbox"], true, "{err}");
     assert!(!err["hint"].as_str().unwrap().contains("nothing was written there; `circe init`"));
     let done: Vec<_> = env.events().into_iter().filter(|e| e["event"] == "complete").collect();
     assert_eq!(done.len(), 1, "{:?}", env.events());
@@ -648,7 +648,7 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert!(msg.contains("2 could not be reaped: T-2: "), "{err}");
     assert!(msg.contains("inbox:engineer: "), "{err}");
     assert!(err["message"].as_str().unwrap().contains("T-1: lease ran out"), "{err}");
-    assert_eq!(err["details"]["reaped"], "1", "{err}");
+    assert_eq!(err["details"]["reaped"], 1, "{err}");
     assert!(env.read("TASKS/T-1.status").contains("status: new"), "T-1 was reaped");
 
     // A notice that cannot be delivered with a committed change: the change stands, the
@@ -660,7 +660,7 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     let o = env.as_("engineer", &["--json", "status", "T-2", "in_progress"]);
     assert_eq!(o.code, 1, "{}", o.show());
     let err = &o.json()["error"];
-    assert_eq!(err["details"]["committed"], "outbox", "{err}");
+    assert_eq!(err["details"]["outbox"], true, "{err}");
     assert!(err["hint"].as_str().unwrap().contains("was made and stands"), "{err}");
     let rec = env.read("TASKS/T-2.status");
     assert!(rec.contains("status: in_progress") && rec.contains("status_update"), "{rec}");
@@ -693,7 +693,7 @@ fn claim_next_passes_over_a_task_whose_outbox_cannot_be_delivered() {
     let away = env.link_away("AGENTS/coordinator");
     let o = env.as_("engineer", &["--json", "release", "T-1"]);
     assert_eq!(o.code, 1, "{}", o.show());
-    assert_eq!(o.json()["error"]["details"]["committed"], "outbox", "{}", o.stdout);
+    assert_eq!(o.json()["error"]["details"]["outbox"], true, "{}", o.stdout);
     let next = env.as_("engineer", &["--json", "claim", "--next"]);
     next.ok();
     assert_eq!(next.json()["task_id"], "T-2", "the best, T-1, is passed over: {}", next.show());
@@ -747,7 +747,7 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
     let msg = o.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(msg.contains("3 could not be reaped: ask "), "{msg}");
     assert!(msg.contains("1 task(s) were reaped, but their notice was not delivered"), "{msg}");
-    assert_eq!(o.json()["error"]["details"]["committed"], "true", "{}", o.stdout);
+    assert_eq!(o.json()["error"]["details"]["committed"], true, "{}", o.stdout);
     assert!(env.read("TASKS/T-1.status").contains("status: parked"));
     let asks = env.circe(["--json", "asks"]).agent("engineer").run();
     assert!(asks.stdout.contains("\"open\""), "kept open: {}", asks.show());

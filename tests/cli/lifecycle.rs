@@ -391,7 +391,7 @@ fn an_expired_lease_is_taken_over_and_the_stale_owner_fenced_out() {
     assert!(err["hint"].as_str().unwrap().contains("you hold it at epoch 3"), "{}", s.show());
     assert_eq!(
         (&err["details"]["epoch"], &err["details"]["owner"]),
-        (&json!("3"), &json!("engineer-2"))
+        (&json!(3), &json!("engineer-2"))
     );
     assert!(
         env.at(t2, "engineer", &["release", T, "--epoch", "1"])

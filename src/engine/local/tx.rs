@@ -362,7 +362,7 @@ impl LocalTx<'_> {
 /// but whose records could not be written: it stands, and the next command on the task
 /// writes them (from its journal, or a handoff's mark).
 fn unrecorded(e: Error, done: &str) -> Error {
-    e.detail("committed", "true").hint_more(format!(
+    e.detail("committed", true).hint_more(format!(
         "the task's change was made and stands ({done}); the next command on the task, or `circe doctor --repair`, writes its records once this is mended"
     ))
 }
@@ -370,7 +370,7 @@ fn unrecorded(e: Error, done: &str) -> Error {
 /// A change's messages that could not be delivered after its commit point: they wait in its
 /// record's outbox, and the change stands.
 fn outbox_held(e: Error) -> Error {
-    e.detail("committed", "outbox").hint_more(
+    e.detail("committed", true).detail("outbox", true).hint_more(
         "the task's change was made and stands; the messages it sends wait in its record (`outbox`) and go with the next command on the task, or `circe doctor --repair`, once this is mended",
     )
 }

@@ -170,7 +170,7 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         let (kind, text) = rest.split_once(':').unwrap_or(("internal", rest));
         return match kind {
             "race" => Error::conflict(text.to_string())
-                .detail("race", "true")
+                .detail("race", true)
                 .hint("another command changed it: look again (`circe show`) and run yours again"),
             "conflict" => Error::conflict(text.to_string()),
             "not_found" => Error::not_found(text.to_string()),

@@ -133,7 +133,7 @@ impl PgTx<'_> {
         if !found {
             return Ok(Sent::Refused(
                 Error::conflict(format!("task {} changed meanwhile", self.task))
-                    .detail("race", "true")
+                    .detail("race", true)
                     .hint(
                         "another command changed it: look again (`circe show`) and run yours again",
                     ),
