@@ -141,7 +141,25 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         &|| stop.requested(),
         &mut |ws| {
             let from = stream.at.map_or(start, Start::After);
-            follow_on(ws, &mut stream, cursor.clone(), from, poll)
+            // Connected again, the server may still hold this watcher's cut-off connection,
+            // and with it the cursor, until it finds that connection dead: held again for a
+            // while before it counts as another consumer's.
+            let again = stream.at.is_some() && cursor.is_some();
+            let since = std::time::Instant::now();
+            loop {
+                match follow_on(ws, &mut stream, cursor.clone(), from, poll) {
+                    Err(e)
+                        if again
+                            && e.kind == crate::error::Kind::Conflict
+                            && e.details.iter().any(|(k, _)| *k == "cursor")
+                            && since.elapsed() < CURSOR_HELD_AGAIN
+                            && !stop.requested() =>
+                    {
+                        std::thread::sleep(std::time::Duration::from_secs(1));
+                    }
+                    r => return r,
+                }
+            }
         },
     )?;
     let matched = stream.matched;
@@ -154,6 +172,10 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     }
     Ok(Report::streamed())
 }
+
+/// How long a watcher connected again tries to hold its cursor again (the server ends a
+/// silent client's session within about 15 s: `engine::postgres::conn`).
+const CURSOR_HELD_AGAIN: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// What a watch hands on, and how; kept across a reconnection.
 struct Stream<'s> {

@@ -179,7 +179,8 @@ impl<'a> Follow<'a> {
             Some(name) => {
                 let hold = ws.engine.hold_cursor(KIND, &name)?.ok_or_else(|| {
                     Error::conflict(format!("cursor `{name}` is in use by another consumer"))
-                        .hint("each consumer needs its own --cursor name")
+                        .detail("cursor", name.to_string())
+                        .hint("each consumer needs its own --cursor name (on a database root, one whose host the network cut off holds it until the server finds its connection dead, within about 15 s)")
                 })?;
                 if let Some(bytes) = ws.engine.read_cursor(KIND, &name)? {
                     saved = Some(SavedCursor::parse(&name, &bytes)?.after);

@@ -22,7 +22,19 @@ pub struct Conn {
     rt: tokio::runtime::Runtime,
     pub(super) client: Client,
     location: String,
+    /// Whether the session's settings went to the server (with the first call).
+    set: std::cell::Cell<bool>,
+    /// Whether a call found the connection lost: later calls (a rollback, an unlock) fail
+    /// at once rather than wait out `ROUND_TRIP` each on a dead connection.
+    lost: std::cell::Cell<bool>,
 }
+
+/// The server's side of a session: it finds a client host that went silent (cut off by
+/// the network, powered off) dead within about 15 s, and ends its session, so the session
+/// locks it held (a sender's counter, a durable cursor) pass to others, rather than after
+/// the operating system's two hours. Sent with the first call, in the same round trip.
+pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
+                       SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000";
 
 /// What went wrong with a database call, before it becomes a circe error.
 pub enum Failure {
@@ -69,20 +81,50 @@ impl Conn {
             }
         };
         rt.spawn(connection);
-        Ok(Conn { rt, client, location })
+        Ok(Conn {
+            rt,
+            client,
+            location,
+            set: std::cell::Cell::new(false),
+            lost: std::cell::Cell::new(false),
+        })
     }
 
-    /// Run one round trip (or pipelined requests) to completion.
+    /// Run one round trip (or pipelined requests) to completion. The first carries the
+    /// session's settings (`SESSION`), pipelined before it.
     pub fn run<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
     where
         F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     {
-        match self.rt.block_on(async { tokio::time::timeout(ROUND_TRIP, fut).await }) {
+        if self.lost.get() {
+            return Err(Failure::Lost("the connection was lost before".into()));
+        }
+        let first = !self.set.replace(true);
+        let done = self.rt.block_on(async {
+            tokio::time::timeout(ROUND_TRIP, async {
+                if first {
+                    let (set, r) =
+                        futures_util::future::join(self.client.batch_execute(SESSION), fut).await;
+                    // A server (or pooler) that refuses a setting still serves: only the
+                    // call's own answer counts.
+                    drop(set);
+                    r
+                } else {
+                    fut.await
+                }
+            })
+            .await
+        });
+        let r = match done {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) if e.as_db_error().is_some() => Err(Failure::Db(e)),
             Ok(Err(e)) => Err(Failure::Lost(e.to_string())),
             Err(_) => Err(Failure::Lost(format!("no answer within {} s", ROUND_TRIP.as_secs()))),
+        };
+        if matches!(r, Err(Failure::Lost(_))) {
+            self.lost.set(true);
         }
+        r
     }
 
     /// `run`, for calls that change nothing or commit nothing: any failure is an error.

@@ -46,7 +46,12 @@ impl Listener {
                 }
             }
         });
-        let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
+        // With the session's settings (a dead listener's session ends soon on the server too).
+        let listen = format!(
+            "LISTEN \"{}\"; {}",
+            super::schema::channel(&target.schema),
+            super::conn::SESSION
+        );
         rt.block_on(async {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
