@@ -267,9 +267,18 @@ pub fn main() -> u8 {
     let json = args.iter().any(|a| a == "--json");
     // `circe help protocols`: the contract, built into the binary (an installed circe has
     // no PROTOCOLS.md beside it).
-    if args.len() == 3 && args[1] == "help" && args[2] == "protocols" {
+    // With --json anywhere, it is `{"help": TEXT}` as any help is.
+    let words: Vec<&std::ffi::OsString> = args.iter().skip(1).filter(|a| *a != "--json").collect();
+    if words.len() == 2 && words[0] == "help" && words[1] == "protocols" {
         use std::io::Write;
-        let _ = std::io::stdout().lock().write_all(PROTOCOLS.as_bytes());
+        // A reader that went away (`| head`) ends it quietly.
+        let text = if json {
+            let doc = serde_json::json!({ "help": PROTOCOLS });
+            serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n"
+        } else {
+            PROTOCOLS.to_string()
+        };
+        let _ = std::io::stdout().lock().write_all(text.as_bytes());
         return 0;
     }
     let cli = match Cli::try_parse_from(&args) {
@@ -364,7 +373,8 @@ fn help_json(e: &clap::Error) -> u8 {
     } else {
         serde_json::json!({ "help": e.render().to_string() })
     };
-    println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
     0
 }
 

@@ -112,8 +112,13 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         } else {
             ""
         };
+        // As the agent that asked, when one did (`inbox` needs one).
+        let inbox = ctx.agent.as_deref().map_or_else(
+            || "`circe --agent NAME inbox`".to_string(),
+            |me| format!("`circe --agent {me} inbox`"),
+        );
         return Err(Error::not_found(format!("no message or task `{}`", a.key))
-            .hint(format!("`circe inbox` and `circe tasks` list what exists{archive}")));
+            .hint(format!("{inbox} and `circe tasks` list what exists{archive}")));
     };
     // One key, several messages (not copies of one): say which, show none.
     let mut ids: Vec<String> = Vec::new();

@@ -125,7 +125,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
                     .detail("task_id", c.task.to_string())
                     .detail("epoch", c.epoch)
                     .hint(format!(
-                        "you hold {} now (claimed by this wait): work on it, or `circe release {}`",
+                        "you hold {} now (claimed by this wait): work on it, or `circe --agent {me} release {}`",
                         c.task, c.task
                     )),
                 None => err.hint(

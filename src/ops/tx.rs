@@ -105,23 +105,7 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             {
                 let found = thread::parent(ws, &parent, &mine)?;
                 if found.is_none() && reply && !super::find::in_archive(ws, &parent)? {
-                    // A part of an id (as `show` takes one) is answered with the whole one.
-                    let whole: Vec<String> = super::find::find(ws, &parent)?
-                        .into_iter()
-                        .filter_map(|f| f.message?.msg_id)
-                        .filter(|id| *id != parent)
-                        .collect();
-                    let hint = match whole.as_slice() {
-                        [one] => {
-                            format!("--in-reply-to takes a whole msg_id: did you mean `{one}`?")
-                        }
-                        _ => "`circe questions` lists the open questions with their msg_ids"
-                            .to_string(),
-                    };
-                    return Err(Error::not_found(format!(
-                        "this `{intent}` answers `{parent}`, and no message has that id"
-                    ))
-                    .hint(hint));
+                    return Err(no_parent(ws, me, intent, &parent)?);
                 }
                 if msg.task_id.is_none() {
                     msg.task_id = found.flatten();
@@ -141,6 +125,22 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
 /// An ask takes one answer, an `ask-response` (it goes to the asker and closes the ask): a
 /// reply of another intent (`answer`) to it would leave it open while the asker's
 /// questions counted it answered.
+/// A reply whose `in_reply_to` names no message: a part of an id (as `show` takes one) is
+/// answered with the whole one, else the open questions are pointed at.
+fn no_parent(ws: &Workspace, me: &AgentName, intent: &str, parent: &str) -> Result<Error> {
+    let whole: Vec<String> = super::find::find(ws, parent)?
+        .into_iter()
+        .filter_map(|f| f.message?.msg_id)
+        .filter(|id| id != parent)
+        .collect();
+    let hint = match whole.as_slice() {
+        [one] => format!("--in-reply-to takes a whole msg_id: did you mean `{one}`?"),
+        _ => format!("`circe --agent {me} questions` lists the open questions with their msg_ids"),
+    };
+    Ok(Error::not_found(format!("this `{intent}` answers `{parent}`, and no message has that id"))
+        .hint(hint))
+}
+
 fn not_to_an_ask(ws: &Workspace, intent: &str, parent: Option<&str>) -> Result<()> {
     let Some(parent) = parent else { return Ok(()) };
     let Ok(id) = crate::names::MsgId::new(parent) else { return Ok(()) };

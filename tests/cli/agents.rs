@@ -343,7 +343,8 @@ fn threads_and_open_questions() {
     let bad = answer(&typo, &["--summary", "x"]);
     bad.code(5);
     assert!(
-        bad.stderr.contains("no message has that id") && bad.stderr.contains("circe questions"),
+        bad.stderr.contains("no message has that id")
+            && bad.stderr.contains("circe --agent coordinator questions"),
         "{}",
         bad.show()
     );

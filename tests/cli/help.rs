@@ -89,6 +89,12 @@ fn help_points_to_the_built_in_contract_not_a_file() {
     p.ok();
     assert!(p.stdout.starts_with("# circe protocols"), "{}", &p.stdout[..200.min(p.stdout.len())]);
     assert!(p.stdout.contains("## 11. Exit codes"), "the whole contract");
+    // With --json, as any help: `{"help": TEXT}`, exit 0.
+    for args in [["--json", "help", "protocols"], ["help", "protocols", "--json"]] {
+        let j = env.circe(args).run();
+        j.ok();
+        assert_eq!(j.json()["help"].as_str(), Some(p.stdout.as_str()), "{args:?}");
+    }
     for sub in ["claim", "status", "check", "send"] {
         let o = env.circe(["help", sub]).run();
         o.ok();
