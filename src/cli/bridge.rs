@@ -85,8 +85,8 @@ pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
         r.open_asks,
         r.open_tasks
     );
-    for (agent, role) in &r.agents_added {
-        human.push_str(&format!("  agent {agent} added ({role})\n"));
+    for a in &r.agents_added {
+        human.push_str(&format!("  agent {} added ({})\n", a.agent, a.role));
     }
     let mut report = Report::new(human, json!(r));
     let mut warnings: Vec<String> =

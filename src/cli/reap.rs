@@ -25,8 +25,8 @@ pub struct ReapJson {
     pub reaped: Vec<Reaped>,
     /// Asks whose deadline passed unanswered (their msg ids), now expired.
     pub asks_expired: Vec<String>,
-    /// Unread messages past their deadline filed into LOGS, as [box, file].
-    pub messages_filed: Vec<(String, String)>,
+    /// Unread messages past their deadline filed into LOGS: where each lay.
+    pub messages_filed: Vec<super::vocab::BoxFile>,
 }
 
 #[derive(Serialize, JsonSchema)]
@@ -61,7 +61,12 @@ pub fn run(ctx: &Ctx, _a: &ReapArgs) -> Result<Report> {
         return Err(partly(&human, done.len(), &failed, &lapsed.undone));
     }
     let reaped = done.iter().map(|(t, s)| Reaped { task_id: t.to_string(), status: *s }).collect();
-    let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed: lapsed.filed };
+    let messages_filed = lapsed
+        .filed
+        .into_iter()
+        .map(|(mailbox, file)| super::vocab::BoxFile { mailbox, file })
+        .collect();
+    let out = ReapJson { reaped, asks_expired: lapsed.asks, messages_filed };
     Ok(Report::new(human, out))
 }
 

@@ -141,8 +141,8 @@ pub struct ImportDef {
     history: usize,
     open_asks: usize,
     open_tasks: usize,
-    /// Agents added, each as [agent, role].
-    agents_added: Vec<(String, String)>,
+    /// Agents added, each with its role.
+    agents_added: Vec<super::vocab::AgentRole>,
     /// Meshes the addresses named (`mesh/agent`).
     meshes: Vec<String>,
     skipped: Vec<SkippedDef>,

@@ -26,6 +26,13 @@ pub struct Skipped {
 }
 
 /// What an import did.
+/// An agent an import added, and its role.
+#[derive(Debug, Clone, Serialize)]
+pub struct NewAgent {
+    pub agent: String,
+    pub role: String,
+}
+
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ImportReport {
     /// Messages filed as history into LOGS.
@@ -35,7 +42,7 @@ pub struct ImportReport {
     /// Tasks nobody completed: waiting in NEW_MESSAGES.
     pub open_tasks: usize,
     /// Agents added, with their roles.
-    pub agents_added: Vec<(String, String)>,
+    pub agents_added: Vec<NewAgent>,
     /// Meshes the addresses named (`mesh/agent`).
     pub meshes: Vec<String>,
     pub skipped: Vec<Skipped>,
@@ -228,7 +235,7 @@ fn add_agents(
             let mut ev = Event::now(EventKind::AgentAdd, &n);
             ev.note = Some(format!("role {role} (imported from TX)"));
             ws.engine.append_events(vec![ev])?;
-            report.agents_added.push((n, role));
+            report.agents_added.push(NewAgent { agent: n, role });
         }
     }
     // What was read of the agents before (that a name is no agent) no longer holds.

@@ -700,8 +700,12 @@ fn send_deadline_takes_a_duration_or_a_time() {
     assert_unchanged(&before, &env.state());
     let late = "2025-11-21T18:00:01Z";
     env.at(late, "engineer", &["claim", "T-1"]).code(3);
-    let r = env.circe(["reap"]).now(late).run();
+    let r = env.circe(["reap", "--json"]).now(late).run();
     r.ok();
     assert_eq!(env.record("T-1").status.as_str(), "expired", "{}", r.show());
     assert!(env.ls("AGENTS/engineer/INBOX").is_empty(), "the unread message was not filed");
+    // Where it lay, as every message's place is said: `{"box", "file"}`.
+    let filed = &r.json()["messages_filed"];
+    assert_eq!(filed[0]["box"], "inbox:engineer", "{}", r.show());
+    assert!(filed[0]["file"].as_str().is_some_and(|f| f.ends_with(".md")), "{}", r.show());
 }

@@ -407,7 +407,9 @@ fn check_agent_files(
             for e in &batch {
                 let (name, role) = match e.event {
                     crate::event::EventKind::AgentAdd => {
-                        (e.agent.clone(), e.note.as_deref().and_then(|n| n.strip_prefix("role ")))
+                        // `role R`, or `role R (imported from TX)`.
+                        let role = e.note.as_deref().and_then(|n| n.strip_prefix("role "));
+                        (e.agent.clone(), role.and_then(|r| r.split_whitespace().next()))
                     }
                     crate::event::EventKind::Retire => (e.owner.clone().unwrap_or_default(), None),
                     _ => continue,
