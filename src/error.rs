@@ -143,7 +143,8 @@ impl Error {
     /// (a read-only mount)? A reader may then go on without its derived files.
     pub fn is_not_writable(&self) -> bool {
         self.source.as_ref().and_then(|s| s.downcast_ref::<io::Error>()).is_some_and(|e| {
-            e.kind() == io::ErrorKind::PermissionDenied || e.raw_os_error() == Some(30)
+            e.kind() == io::ErrorKind::PermissionDenied
+                || e.raw_os_error() == Some(rustix::io::Errno::ROFS.raw_os_error())
         })
     }
 
@@ -179,7 +180,9 @@ impl Error {
     }
 
     #[must_use]
+    /// Set a detail (replacing one of the same key: a fact has one value).
     pub fn detail(mut self, key: &'static str, value: impl Into<serde_json::Value>) -> Self {
+        self.details.retain(|(k, _)| *k != key);
         self.details.push((key, value.into()));
         self
     }

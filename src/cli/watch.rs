@@ -140,7 +140,7 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         &|e| e.is_transient() && !a.once,
         &|| stop.requested(),
         &mut |ws| {
-            let from = stream.at.map_or(start, Start::After);
+            let from = stream.at.map_or(start, Start::Resume);
             // Connected again, the server may still hold this watcher's cut-off connection,
             // and with it the cursor, until it finds that connection dead: held again for a
             // while before it counts as another consumer's.

@@ -62,6 +62,9 @@ pub enum Start {
     FromStart,
     /// After this event id.
     After(u64),
+    /// A stream going on after a reconnection: after this event (the last it handed on),
+    /// or after the cursor's saved place when that is further.
+    Resume(u64),
 }
 
 /// Which events a consumer wants.
@@ -189,7 +192,7 @@ impl<'a> Follow<'a> {
             }
             None => None,
         };
-        if let (None, Start::After(a)) = (saved, start) {
+        if let (None, Start::After(a) | Start::Resume(a)) = (saved, start) {
             // Past the newest event, the ids in between would be skipped when they come.
             let last = ws.engine.last_event_id()?;
             if a > last {
@@ -200,7 +203,8 @@ impl<'a> Follow<'a> {
             }
         }
         let after = match (saved, start) {
-            (Some(a), _) | (None, Start::After(a)) => a,
+            (Some(s), Start::Resume(a)) => s.max(a),
+            (Some(a), _) | (None, Start::After(a) | Start::Resume(a)) => a,
             // From the oldest event kept (the archive may have moved the first ones).
             (None, Start::FromStart) => ws
                 .engine
@@ -222,7 +226,7 @@ impl<'a> Follow<'a> {
         };
         // A new cursor keeps its starting place at once: a consumer stopped before its first
         // event resumes there, rather than after whatever came meanwhile.
-        if saved.is_none() {
+        if saved.is_none_or(|s| s < after) {
             follow.save(after)?;
         }
         Ok(follow)
@@ -313,7 +317,11 @@ impl<'a> Follow<'a> {
 /// handed events on; a failure here is said, as nothing can be returned.
 impl Drop for Follow<'_> {
     fn drop(&mut self) {
-        if let Err(e) = self.flush() {
+        // A lost connection is said by the reconnection; the stream resumes from where it
+        // handed on (`Start::Resume`).
+        if let Err(e) = self.flush()
+            && !e.is_transient()
+        {
             eprintln!("circe: the cursor's place was not saved: {}", e.message);
         }
     }

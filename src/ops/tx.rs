@@ -122,9 +122,6 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
     Ok(plan)
 }
 
-/// An ask takes one answer, an `ask-response` (it goes to the asker and closes the ask): a
-/// reply of another intent (`answer`) to it would leave it open while the asker's
-/// questions counted it answered.
 /// A reply whose `in_reply_to` names no message: a part of an id (as `show` takes one) is
 /// answered with the whole one, else the open questions are pointed at.
 fn no_parent(ws: &Workspace, me: &AgentName, intent: &str, parent: &str) -> Result<Error> {
@@ -141,6 +138,9 @@ fn no_parent(ws: &Workspace, me: &AgentName, intent: &str, parent: &str) -> Resu
         .hint(hint))
 }
 
+/// An ask takes one answer, an `ask-response` (it goes to the asker and closes the ask): a
+/// reply of another intent (`answer`) to it would leave it open while the asker's
+/// questions counted it answered.
 fn not_to_an_ask(ws: &Workspace, intent: &str, parent: Option<&str>) -> Result<()> {
     let Some(parent) = parent else { return Ok(()) };
     let Ok(id) = crate::names::MsgId::new(parent) else { return Ok(()) };

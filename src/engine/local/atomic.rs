@@ -137,9 +137,10 @@ pub fn append_open(path: &Path) -> io::Result<File> {
 }
 
 /// Append one whole line on an O_APPEND handle (FS_RULES 7), on a line of its own: after a
-/// newline when the file does not end with one. A write that fails part-way (a full disk)
-/// is cut off again (`append_whole`). Never follows a symlink (ELOOP) or writes into a FIFO
-/// or device (refused).
+/// newline when the file does not end with one, so a line a failed write cut (a full disk)
+/// stays a line of its own, never glued to the next. It is not cut off again: other
+/// writers of these files append at the same time (under a shared lock, or each task's
+/// own). Never follows a symlink (ELOOP) or writes into a FIFO or device (refused).
 pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
     use std::os::unix::fs::FileExt;
     let f = append_open(path)?;
@@ -149,9 +150,9 @@ pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
         f.read_exact_at(&mut last, len - 1)?;
     }
     if last[0] == b'\n' {
-        append_whole(&f, len, line)?;
+        append_whole(&f, len, line, false)?;
     } else {
-        append_whole(&f, len, &[b"\n", line].concat())?;
+        append_whole(&f, len, &[b"\n", line].concat(), false)?;
     }
     if sync {
         io_step()?;
@@ -160,12 +161,13 @@ pub fn append_line(path: &Path, line: &[u8], sync: bool) -> io::Result<()> {
     Ok(())
 }
 
-/// Write `buf` at the end of `f` (opened O_APPEND, `len` bytes long before): all of it or,
-/// when a write fails part-way (a full disk), none: what landed is cut off again, unless
-/// the file grew by more meanwhile (a writer that holds no lock of ours), whose text is
-/// never cut. Counts as a store mutation for fault injection, which fails it after half of
-/// `buf` landed. (TEST BUILDS ONLY: `append-keep-torn` leaves the half.)
-pub fn append_whole(f: &File, len: u64, buf: &[u8]) -> io::Result<()> {
+/// Write `buf` at the end of `f` (opened O_APPEND, `len` bytes long before). With `cut`
+/// (for a caller whose exclusive lock every circe writer of the file takes), a write that
+/// fails part-way (a full disk) is cut off again, so that none of it lands, unless the file
+/// grew by more meanwhile (a hand append, whose text is never cut). Counts as a store
+/// mutation for fault injection, which fails it after half of `buf` landed. (TEST BUILDS
+/// ONLY: `append-keep-torn` leaves the half.)
+pub fn append_whole(f: &File, len: u64, buf: &[u8], cut: bool) -> io::Result<()> {
     let mut done = 0;
     let mut write = || -> io::Result<()> {
         if let Err(e) = io_step() {
@@ -184,6 +186,7 @@ pub fn append_whole(f: &File, len: u64, buf: &[u8]) -> io::Result<()> {
     };
     let r = write();
     if r.is_err()
+        && cut
         && done > 0
         && !test_break("append-keep-torn")
         && f.metadata().is_ok_and(|m| m.len() == len + done as u64)
@@ -300,3 +303,18 @@ mod libc_flags {
 
 /// `O_NOFOLLOW | O_NONBLOCK`: never through a symlink, never blocked by a FIFO.
 pub const NOFOLLOW_NONBLOCK: i32 = libc_flags::O_NOFOLLOW | libc_flags::O_NONBLOCK;
+
+#[cfg(test)]
+mod tests {
+    /// A line a failed write left without its end is ended by the next append, which starts
+    /// on a line of its own: a torn lane entry never glues itself to the next task's.
+    #[test]
+    fn an_append_after_a_torn_line_starts_on_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("x.lane");
+        std::fs::write(&p, "a 1\nb 2 cut").unwrap();
+        super::append_line(&p, b"c 3\n", false).unwrap();
+        super::append_line(&p, b"d 4\n", false).unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "a 1\nb 2 cut\nc 3\nd 4\n");
+    }
+}

@@ -118,7 +118,7 @@ impl ChatFile {
         }
         buf.extend_from_slice(message);
         // A write that fails part-way is cut off again: no reader ever sees half a message.
-        super::atomic::append_whole(&f, len, &buf)
+        super::atomic::append_whole(&f, len, &buf, true)
             .map_err(io_err("cannot append to", &self.path))?;
         drop(lock);
         if self.sync {

@@ -409,7 +409,8 @@ fn check_agent_files(
                     crate::event::EventKind::AgentAdd => {
                         // `role R`, or `role R (imported from TX)`.
                         let role = e.note.as_deref().and_then(|n| n.strip_prefix("role "));
-                        (e.agent.clone(), role.and_then(|r| r.split_whitespace().next()))
+                        let role = role.and_then(|r| r.split_whitespace().next());
+                        (e.agent.clone(), role.filter(|r| crate::names::check_role(r).is_ok()))
                     }
                     crate::event::EventKind::Retire => (e.owner.clone().unwrap_or_default(), None),
                     _ => continue,

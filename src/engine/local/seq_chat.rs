@@ -62,7 +62,8 @@ impl ChatFile {
         buf.extend_from_slice(message);
         // A write that fails part-way is cut off again: the line was never written, and the
         // marker's settling frees the number.
-        atomic::append_whole(&f, len, &buf).map_err(io_err("cannot append to", &self.path))?;
+        atomic::append_whole(&f, len, &buf, true)
+            .map_err(io_err("cannot append to", &self.path))?;
         crash_point("seq.chat.written");
         atomic::remove(&dir.join(CHAT_MARKER)).map_err(io_err("cannot remove", &dir))?;
         drop(lock);

@@ -243,7 +243,9 @@ impl Store {
             // A lock file this user may not write was opened to read (`lock.rs`): said as
             // the permission it lacks.
             .map_err(|e| match e.raw_os_error() {
-                Some(9) => std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+                Some(b) if b == rustix::io::Errno::BADF.raw_os_error() => {
+                    std::io::Error::from(std::io::ErrorKind::PermissionDenied)
+                }
                 _ => e,
             })
             .map_err(io_err("cannot write the journal of a change into a lock file in", &path))?;

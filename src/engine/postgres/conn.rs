@@ -52,8 +52,13 @@ impl Conn {
 
     /// Connect to the server `target` names apart (`listen_host`/`listen_port`), for what
     /// needs a server session of its own.
+    /// It keeps the server's own keepalive (`SESSION` is not sent): the session locks it
+    /// holds are checked by nothing else, so a session the server ended after a cut would
+    /// let another host take a lock this process still believes it holds.
     pub fn connect_server(target: &Target) -> Result<Conn> {
-        Conn::connect_to(target, &target.listen, target.listen_location())
+        let conn = Conn::connect_to(target, &target.listen, target.listen_location())?;
+        conn.set.set(true);
+        Ok(conn)
     }
 
     fn connect_to(

@@ -46,17 +46,21 @@ impl Listener {
                 }
             }
         });
-        // With the session's settings (a dead listener's session ends soon on the server too).
-        let listen = format!(
-            "LISTEN \"{}\"; {}",
-            super::schema::channel(&target.schema),
-            super::conn::SESSION
-        );
+        let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
         rt.block_on(async {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
         .map_err(|_| Error::internal("cannot listen for events: no answer"))?
         .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
+        // The session's settings on their own (a dead listener's session ends soon on the
+        // server too); a server that refuses one still serves the LISTEN.
+        let _ = rt.block_on(async {
+            tokio::time::timeout(
+                super::conn::ROUND_TRIP,
+                client.batch_execute(super::conn::SESSION),
+            )
+            .await
+        });
         Ok(Listener { rt, _client: client, woken })
     }
 
