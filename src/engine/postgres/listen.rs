@@ -46,14 +46,8 @@ impl Listener {
                 }
             }
         });
-        let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
-        rt.block_on(async {
-            tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
-        })
-        .map_err(|_| Error::internal("cannot listen for events: no answer"))?
-        .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
         // The session's settings on their own (a dead listener's session ends soon on the
-        // server too); a server that refuses one still serves the LISTEN.
+        // server too), first; a server that refuses one still serves the LISTEN.
         let _ = rt.block_on(async {
             tokio::time::timeout(
                 super::conn::ROUND_TRIP,
@@ -61,6 +55,12 @@ impl Listener {
             )
             .await
         });
+        let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
+        rt.block_on(async {
+            tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
+        })
+        .map_err(|_| Error::internal("cannot listen for events: no answer"))?
+        .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
         Ok(Listener { rt, _client: client, woken })
     }
 
