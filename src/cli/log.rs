@@ -78,7 +78,12 @@ pub(super) fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Resu
 }
 
 pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    let ws = if a.follow {
+        let stop = Stop::install()?;
+        ctx.workspace_following(&|| stop.requested())?
+    } else {
+        ctx.workspace()?
+    };
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
     let task = a.task.as_deref().map(TaskId::new).transpose()?;

@@ -198,6 +198,16 @@ impl Ctx {
         }
     }
 
+    /// A follower's root (`watch`, `log --follow`, `wait`, `mirror --watch`): a database
+    /// that cannot be reached when it starts is waited for as after a restart (said on
+    /// stderr), until `stop` says to end, which gives the error that kept it out.
+    pub fn workspace_following(&self, stop: &dyn Fn() -> bool) -> Result<Workspace> {
+        match self.workspace() {
+            Err(e) if e.is_transient() => reconnect(self, &e, stop)?.ok_or(e),
+            r => r,
+        }
+    }
+
     /// The root without the routing check: for the commands that set a root up or look at
     /// it (`agent`, `config`, `import`, `validate`, `doctor`), so rules may name agents not
     /// added yet.

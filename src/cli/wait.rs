@@ -46,8 +46,15 @@ pub struct WaitArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
-    let (ws, me, role) = ctx.acting()?;
     let cond = Condition::parse(&a.what)?;
+    let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
+    // Its --timeout counts from here, a root not reached yet included.
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let ws = ctx
+        .workspace_following(&over)
+        .map_err(|e| if e.is_transient() { lost_at_timeout(&e, timeout, None) } else { e })?;
+    let (me, role) = ws.agent(ctx.agent.as_deref())?;
     if a.claim && cond != Condition::Claimable {
         return Err(Error::usage(format!(
             "--claim goes with --for claimable, not --for {}",
@@ -55,7 +62,6 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
         ))
         .hint("circe wait --for claimable --claim takes the task it waited for"));
     }
-    let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
     let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     // Waiting on an INBOX nothing can be delivered to would wait for nothing.
@@ -65,13 +71,11 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let opts = wait::Options { fresh: a.new, claim: a.claim, timeout, poll };
     // A wait outlives a database server's restart: it connects again and goes on after the
     // last event it read (a claim cut off before its reply is retried by its request id).
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
     let (mut ws, mut resume) = (ws, wait::Resume { deadline, ..wait::Resume::default() });
     // A claim whose reply was lost is retried too (by its request id).
     let again = |e: &Error| {
         e.is_transient() || e.details.iter().any(|(k, v)| *k == "outcome" && *v == "unknown")
     };
-    let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
     let met = match super::retrying(ctx, &mut ws, &again, &over, &mut |ws| {
         wait::wait(ws, &me, &role, &cond, opts, &mut resume)
     })? {

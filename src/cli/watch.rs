@@ -86,7 +86,12 @@ pub fn kinds(names: &[String]) -> Result<Vec<EventKind>> {
 }
 
 pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    let ws = if a.once {
+        ctx.workspace()?
+    } else {
+        let stop = Stop::install()?;
+        ctx.workspace_following(&|| stop.requested())?
+    };
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
     let task = a.task.as_deref().map(TaskId::new).transpose()?;

@@ -201,3 +201,59 @@ fn followers_connect_again_after_a_server_restart() {
     assert!(waited.stdout.contains("T-001"), "wait: {}", waited.stdout);
     assert_eq!(mirrored, 2, "the mirror did not follow after the restart");
 }
+
+/// A follower started while the server is down waits for it, as after a restart: `log
+/// --follow` and `watch` print what comes once it is up; a `wait` whose time runs out
+/// first is exit 7 (not 1), naming the root it could not reach.
+#[test]
+fn followers_started_while_the_server_is_down_wait_for_it() {
+    use std::io::BufRead;
+    let mut cluster = match pg_cluster::start(&[]) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let root = Root::new(&format!("{}&schema=early", cluster.base_url()), "server", 1);
+    cluster.stop_immediate();
+    let short = root
+        .command(Some("e1"), &["wait", "--for", "claimable", "--timeout", "2s", "--json"])
+        .output()
+        .unwrap();
+    let short = crate::common::Out::from(&short);
+    let mut log =
+        root.command(None, &["log", "--follow", "--limit", "0", "--json"]).spawn().unwrap();
+    let mut watch = root
+        .command(None, &["watch", "--all", "--cursor", "early", "--json", "--kind", "open"])
+        .spawn()
+        .unwrap();
+    let lines = |out: std::process::ChildStdout| {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(l);
+            }
+        });
+        rx
+    };
+    let logged = lines(log.stdout.take().unwrap());
+    let watched = lines(watch.stdout.take().unwrap());
+    nap(1500);
+    let (l, w) = (log.try_wait().unwrap(), watch.try_wait().unwrap());
+    cluster.restart();
+    // Once the followers are in (a new `watch` starts at the newest event).
+    nap(6000);
+    root.open_task("T-001", "y");
+    let logged_next = logged.recv_timeout(Duration::from_secs(30));
+    let watched_next = watched.recv_timeout(Duration::from_secs(30));
+    let _ = (log.kill(), watch.kill());
+    let _ = (log.wait(), watch.wait());
+    assert_eq!(short.code, 7, "wait: {}", short.stderr);
+    assert!(short.stderr.contains("could not be reached"), "wait: {}", short.stderr);
+    assert_eq!((l, w), (None, None), "a follower ended while the server was down");
+    let logged_next = logged_next.expect("log --follow printed nothing once the server was up");
+    assert!(logged_next.contains("T-001"), "{logged_next}");
+    let watched_next = watched_next.expect("watch printed nothing once the server was up");
+    assert!(watched_next.contains("T-001"), "{watched_next}");
+}
