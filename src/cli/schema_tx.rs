@@ -132,6 +132,15 @@ pub struct RedeliveredDef {
     file: String,
 }
 
+/// An agent `import tx` added.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+struct ImportedAgentDef {
+    agent: String,
+    role: String,
+}
+
 /// `circe import tx --json`.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -142,7 +151,7 @@ pub struct ImportDef {
     open_asks: usize,
     open_tasks: usize,
     /// Agents added, each with its role.
-    agents_added: Vec<super::vocab::AgentRole>,
+    agents_added: Vec<ImportedAgentDef>,
     /// Meshes the addresses named (`mesh/agent`).
     meshes: Vec<String>,
     skipped: Vec<SkippedDef>,

@@ -24,8 +24,7 @@ pub struct BoxFile {
 pub struct AgentRole {
     pub agent: String,
     pub role: String,
-    /// A retired agent acts no more; what reaches it is kept as an orphan (absent: active).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    /// A retired agent acts no more; what reaches it is kept as an orphan.
     pub retired: bool,
 }
 
