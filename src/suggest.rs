@@ -32,6 +32,11 @@ pub fn not_found<'c>(
 ) -> Error {
     let e = Error::not_found(format!("no {what} `{}`", name.escape_debug()));
     match closest(name, candidates) {
+        // Listed under that very name, yet not found: something stands there that is not
+        // one (a folder where a record should be).
+        Some(c) if c == name => e.hint(format!(
+            "something named `{c}` is there but cannot be read as a {what}: `circe doctor` says what"
+        )),
         Some(c) => e.hint(format!("did you mean `{c}`?")),
         None => e,
     }

@@ -66,6 +66,12 @@ pub fn missing_task(
     let near = crate::suggest::closest(task.as_str(), lower.iter().map(String::as_str))
         .and_then(|l| ids.iter().find(|t| t.as_str().eq_ignore_ascii_case(l)));
     match near {
+        // Listed under that very id, yet not found: its record is no record (a folder in
+        // its place, say).
+        Some(t) if t == task => crate::error::Error::not_found(format!(
+            "task `{task}` is listed, but its record cannot be read"
+        ))
+        .hint("`circe doctor` says what stands in its place"),
         Some(t) => crate::error::Error::not_found(format!("no task `{task}`"))
             .hint(format!("did you mean `{t}`? `circe tasks` lists the tasks")),
         None => crate::engine::no_task(task),

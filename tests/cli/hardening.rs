@@ -997,6 +997,26 @@ fn an_agent_whose_file_does_not_parse_is_named_and_mended() {
     }
 }
 
+/// A folder standing where a task's `.status` should be: the task is said to be listed but
+/// unreadable (pointing at doctor), not offered back as its own closest name.
+#[test]
+fn a_task_whose_record_is_a_folder_is_not_offered_as_its_own_closest_name() {
+    local_only!("the records are the local engine's files");
+    let env = Env::new();
+    env.open_task("T1");
+    let status = env.root().join("TASKS/T1.status");
+    std::fs::remove_file(&status).unwrap();
+    std::fs::create_dir(&status).unwrap();
+    let o = env.as_("engineer", &["claim", "T1"]);
+    o.code(5);
+    assert!(
+        o.stderr.contains("task `T1` is listed, but its record cannot be read"),
+        "{}",
+        o.show()
+    );
+    assert!(!o.stderr.contains("did you mean"), "{}", o.show());
+}
+
 /// A task id typed in the wrong case is not found, with the id it meant as the hint.
 #[test]
 fn a_task_id_in_the_wrong_case_gets_the_right_one_as_a_hint() {

@@ -54,7 +54,10 @@ fn init_adds_missing_boxes_and_agents_back() {
     std::fs::remove_dir(env.root().join("queue")).unwrap();
     let out = env.circe(["init", "--json"]).run();
     out.ok();
-    assert_eq!(out.json()["agents_added"], serde_json::json!([{"agent": "qa", "role": "qa", "retired": false}]));
+    assert_eq!(
+        out.json()["agents_added"],
+        serde_json::json!([{"agent": "qa", "role": "qa", "retired": false}])
+    );
     assert!(env.root().join("queue").is_dir());
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
 }
