@@ -99,7 +99,11 @@ impl Error {
         if source.raw_os_error() == Some(28) {
             e.hint = Some("the disk is full: free space and run the command again".into());
         } else if source.kind() == io::ErrorKind::PermissionDenied {
-            e.hint = Some("check the permissions of the circe root".into());
+            // The path may lie outside the root (an export's folder, a chat channel's).
+            e.hint = Some(format!(
+                "check this user's permissions on {} and the folders above it",
+                path.parent().map_or_else(|| path.display(), |p| p.display())
+            ));
         } else if source.raw_os_error() == Some(40) {
             // ELOOP from O_NOFOLLOW: circe never follows a link where it keeps its files.
             e.hint = Some("a symbolic link stands there, and circe never follows one: `circe doctor --repair` moves it to LOGS/quarantine/".into());
