@@ -94,9 +94,13 @@ pub fn rename_noclobber(from: &Path, to: &Path) -> io::Result<()> {
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
         Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
-            // No RENAME_NOREPLACE here: link (fails on EEXIST) then unlink the source.
+            // No RENAME_NOREPLACE here: link (fails on EEXIST) then unlink the source. A
+            // source that cannot be unlinked takes its new name back: the move failed whole
+            // (a caller told "failed" must not find it made).
             std::fs::hard_link(from, to)?;
-            std::fs::remove_file(from)
+            std::fs::remove_file(from).inspect_err(|_| {
+                let _ = std::fs::remove_file(to);
+            })
         }
         Err(e) => Err(io::Error::from(e)),
     }
