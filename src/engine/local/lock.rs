@@ -61,6 +61,18 @@ fn open_error(path: &Path, e: std::io::Error) -> Error {
     }
 }
 
+/// A lock that could not be taken. On a handle opened to read (a lock file this user may
+/// not write), NFS's emulated `flock` refuses an exclusive lock with EBADF: said as the
+/// permission it lacks.
+fn lock_error(path: &Path, e: std::io::Error) -> Error {
+    let e = if e.raw_os_error() == Some(rustix::io::Errno::BADF.raw_os_error()) {
+        std::io::Error::from(std::io::ErrorKind::PermissionDenied)
+    } else {
+        e
+    };
+    Error::io("cannot lock", path, e)
+}
+
 /// A lock tried without waiting on a lock file that may not exist.
 #[derive(Debug)]
 pub(super) enum Tried {
@@ -95,7 +107,7 @@ impl Lock {
         match file.try_lock() {
             Ok(()) => Ok(Some(Lock { file })),
             Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
+            Err(TryLockError::Error(e)) => Err(lock_error(path, e)),
         }
     }
 
@@ -105,7 +117,7 @@ impl Lock {
         match file.try_lock_shared() {
             Ok(()) => Ok(Some(Lock { file })),
             Err(TryLockError::WouldBlock) => Ok(None),
-            Err(TryLockError::Error(e)) => Err(Error::io("cannot lock", path, e)),
+            Err(TryLockError::Error(e)) => Err(lock_error(path, e)),
         }
     }
 
@@ -146,7 +158,7 @@ impl Lock {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(5));
                 }
-                Err(TryLockError::Error(e)) => return Err(Error::io("cannot lock", path, e)),
+                Err(TryLockError::Error(e)) => return Err(lock_error(path, e)),
             }
         }
     }
