@@ -166,6 +166,17 @@ impl Error {
         self.detail("committed", false)
     }
 
+    /// The failure of a delivery whose journal says it stands (`stands`): marked `committed`,
+    /// unless the failure says either way already.
+    #[must_use]
+    pub fn standing_if(self, stands: bool) -> Self {
+        if stands && !self.is_committed() && !self.is_not_delivered() {
+            self.detail("committed", true)
+        } else {
+            self
+        }
+    }
+
     /// Was this marked as a delivery that landed nothing (`not_delivered`)?
     pub fn is_not_delivered(&self) -> bool {
         self.details.iter().any(|(k, v)| *k == "committed" && *v == false)

@@ -274,7 +274,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
 /// A failure after this delivery's commit point (its events: detail `committed`): say
 /// which message stands, so nobody sends it again for want of an id.
 fn delivered_anyway(e: Error, msg_id: &str) -> Error {
-    if e.details.iter().any(|(k, v)| *k == "committed" && *v == true) {
+    if e.is_committed() && !e.details.iter().any(|(k, _)| *k == "outbox") {
         let mut e = e.map_message(|m| format!("message {msg_id} was delivered, but {m}"));
         // What is left of it is finished by a repair, not by sending it again.
         e.hint = e.hint.map(|h| {
@@ -399,11 +399,7 @@ pub(super) fn deliver_logged(
         // Whatever was delivered before the failure gets its events, and is said to stand.
         let stands =
             journal.as_ref().is_some_and(|j| ws.engine.close_journal(j, false).unwrap_or(true));
-        if stands && !e.is_committed() && !e.is_not_delivered() {
-            e.detail("committed", true)
-        } else {
-            e
-        }
+        e.standing_if(stands)
     })?;
     crate::engine::local::crash_point("send.logging");
     log_delivered(ws, journal.as_deref(), events_of(&files), msg_id)?;

@@ -235,11 +235,7 @@ pub fn deliver(
             // stand (`committed`), so nobody sends it again.
             let stands =
                 journal.is_some_and(|j| ws.engine.close_journal(&j, false).unwrap_or(true));
-            Err(if stands && !e.is_committed() && !e.is_not_delivered() {
-                e.detail("committed", true)
-            } else {
-                e
-            })
+            Err(e.standing_if(stands))
         }
     }
 }
