@@ -178,14 +178,7 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     if let Some(o) = &st.owner {
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
-    let mut events = Vec::new();
-    let mut at = Cursor::START;
-    loop {
-        let batch = ws.engine.read_events(at, 4096)?;
-        let Some(last) = batch.last() else { break };
-        at = Cursor::after(last.id);
-        events.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(id)));
-    }
+    let events = ws.engine.task_events(id, Cursor::START)?;
     human.push_str(".checks\n");
     if st.checks.is_empty() {
         human.push_str("  (none)\n");

@@ -363,6 +363,18 @@ pub trait Engine {
     /// A line still being written is not read.
     fn read_events(&self, from: Cursor, max: usize) -> Result<Vec<Event>>;
 
+    /// Every event of `task` after `from`, oldest first (`show TASK`). An engine may pass
+    /// over the lines that cannot be the task's without parsing them.
+    fn task_events(&self, task: &TaskId, from: Cursor) -> Result<Vec<Event>> {
+        let (mut out, mut at) = (Vec::new(), from);
+        loop {
+            let batch = self.read_events(at, 4096)?;
+            let Some(last) = batch.last() else { return Ok(out) };
+            at = Cursor::after(last.id);
+            out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
+        }
+    }
+
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
 

@@ -44,6 +44,30 @@ fn inbox_is_oldest_first() {
     assert_eq!(e.stdout, "engineer: inbox empty\n\nno waiting task that you may take\n");
 }
 
+/// `show TASK` gives every event of the task and no other, as `log --task` does, among
+/// tasks whose ids share its beginning (its events are picked from the log by their id).
+#[test]
+fn show_gives_every_event_of_its_task_and_no_other() {
+    let env = Env::new();
+    for t in ["T1", "T10", "T1-A"] {
+        env.open_task(t);
+        env.as_("engineer", &["claim", t]).ok();
+        env.as_("engineer", &["status", t, "in_progress"]).ok();
+    }
+    env.as_("engineer", &["release", "T1"]).ok();
+    let shown = env.circe(["show", "T1", "--json"]).run();
+    shown.ok();
+    let logged = env.circe(["log", "--task", "T1", "--limit", "100", "--json"]).run();
+    logged.ok();
+    let ids = |v: Vec<serde_json::Value>| -> Vec<u64> {
+        v.iter().map(|e| e["id"].as_u64().unwrap()).collect()
+    };
+    let shown = ids(shown.json()["events"].as_array().unwrap().clone());
+    let logged = ids(logged.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect());
+    assert_eq!(shown.len(), 4, "open, claim, in_progress, release: {shown:?}");
+    assert_eq!(shown, logged);
+}
+
 #[test]
 fn show_by_msg_id_and_by_task_id() {
     let env = Env::new();

@@ -200,6 +200,17 @@ fn first_id(path: &Path) -> Result<Option<u64>> {
 
 /// Up to `max` events after `from`, across segments and the current file.
 pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>> {
+    read_where(store, from, max, &|_| true)
+}
+
+/// `read`, parsing only the lines `keep` passes (a cheap look at the raw line before the
+/// JSON is parsed): what it passes over is not counted in `max`.
+pub(super) fn read_where(
+    store: &Store,
+    from: Cursor,
+    max: usize,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Event>> {
     let want = from.next_id();
     let mut out = Vec::new();
     let now = current(store);
@@ -231,7 +242,7 @@ pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>
             Ok(r) => r,
             // Rotated between the listing and now: its segment holds the rest.
             Err(e) if e.kind == crate::error::Kind::NotFound && first.is_none() => {
-                return read_after_rotation(store, from, max, out);
+                return read_after_rotation(store, from, max, out, keep);
             }
             // A segment moved into the archive meanwhile: its events are read there
             // (`Engine::archived_events`); no cursor that still needed it lets it go.
@@ -244,6 +255,9 @@ pub(super) fn read(store: &Store, from: Cursor, max: usize) -> Result<Vec<Event>
                 Some(id) if id < want => continue,
                 Some(_) => {}
                 None => continue, // legacy or damaged: never delivered to a cursor
+            }
+            if !keep(&line) {
+                continue;
             }
             match event::parse_line(&line) {
                 Ok(Line::Event(e)) => out.push(*e),
@@ -265,11 +279,12 @@ fn read_after_rotation(
     from: Cursor,
     max: usize,
     mut got: Vec<Event>,
+    keep: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Event>> {
     let after = got.last().map_or(from, |e| Cursor::after(e.id));
     let rotated = segments(store)?.last().is_some_and(|s| s.last >= after.next_id());
     if rotated {
-        let more = read(store, after, max - got.len())?;
+        let more = read_where(store, after, max - got.len(), keep)?;
         got.extend(more);
     }
     Ok(got)
