@@ -48,6 +48,14 @@ pub fn fit(name: String) -> String {
     format!("{}.md", &stem[..end])
 }
 
+/// Does `name` say that its message has no task? A name circe made without a task id, short
+/// enough that the longest task id (64 bytes) would have fitted in it: `fit` drops a task id
+/// only from a name that would be too long. (A file named by hand in circe's form is taken
+/// at its name too.)
+pub fn says_no_task(name: &str) -> bool {
+    name.len() + 1 + 64 <= MAX_NAME && parse_file_name(name).is_some_and(|f| f.task_id.is_none())
+}
+
 /// Refuse a file name over `MAX_NAME` (exit 3), before anything is written.
 pub fn check_length(name: &str, task_id: Option<&str>) -> crate::error::Result<()> {
     if name.len() <= MAX_NAME {
@@ -170,6 +178,24 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         clock::parse(s).unwrap()
+    }
+
+    /// A name says its message has no task only when a task id would have fitted in it:
+    /// one `fit` took the task id out of says nothing.
+    #[test]
+    fn a_name_says_no_task_only_where_a_task_id_fits() {
+        let at = t("2025-11-21T17:00:00Z");
+        let plain = file_name(at, "engineer", "qa", "inform", None, 1);
+        assert!(says_no_task(&plain), "{plain}");
+        assert!(says_no_task(&numbered(&plain, 2)));
+        let tasked = file_name(at, "engineer", "qa", "inform", Some("T1"), 1);
+        assert!(!says_no_task(&tasked), "{tasked}");
+        let long_agent = "a".repeat(64);
+        let task = "T".repeat(64);
+        let fitted = fit(file_name(at, &long_agent, &"b".repeat(20), "inform", Some(&task), 1));
+        assert_eq!(parse_file_name(&fitted).and_then(|f| f.task_id), None, "{fitted}");
+        assert!(!says_no_task(&fitted), "a fitted name took its task id out: {fitted}");
+        assert!(!says_no_task("notes.md"), "a name circe did not make");
     }
 
     #[test]

@@ -282,6 +282,8 @@ pub fn messages_of(
         for name in ws.engine.list_box(b)? {
             let mine = match message::parse_file_name(&name).and_then(|f| f.task_id) {
                 Some(t) => t == task.as_str(),
+                // Its name says it has no task: not read.
+                None if message::says_no_task(&name) => false,
                 None => ws
                     .engine
                     .read_message(b, &name)
