@@ -108,7 +108,11 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     } else if a.limit > 0 {
         let mut before = None;
         'back: loop {
-            let batch = ws.engine.read_events_back(before, 512)?;
+            // One task's: the engine passes over what cannot be its events unparsed.
+            let batch = match &task {
+                Some(t) => ws.engine.task_events_back(t, before, 512)?,
+                None => ws.engine.read_events_back(before, 512)?,
+            };
             let Some(oldest) = batch.last() else { break };
             before = Some(oldest.id);
             for e in batch {

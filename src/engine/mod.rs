@@ -375,6 +375,26 @@ pub trait Engine {
         }
     }
 
+    /// Up to `max` events of `task` with ids below `before`, newest first (`log --task`):
+    /// `read_events_back` filtered; an engine may pass over the lines that cannot be the
+    /// task's without parsing them.
+    fn task_events_back(
+        &self,
+        task: &TaskId,
+        before: Option<u64>,
+        max: usize,
+    ) -> Result<Vec<Event>> {
+        let (mut out, mut before) = (Vec::new(), before);
+        while out.len() < max {
+            let batch = self.read_events_back(before, 512)?;
+            let Some(oldest) = batch.last() else { break };
+            before = Some(oldest.id);
+            out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
+        }
+        out.truncate(max);
+        Ok(out)
+    }
+
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
 

@@ -294,6 +294,16 @@ fn read_after_rotation(
 /// the end of the log backwards, a chunk at a time, so the last few events of a large log
 /// cost a few small reads.
 pub(super) fn read_back(store: &Store, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
+    read_back_where(store, before, max, &|_| true)
+}
+
+/// `read_back`, parsing only the lines `keep` passes (not counted in `max`).
+pub(super) fn read_back_where(
+    store: &Store,
+    before: Option<u64>,
+    max: usize,
+    keep: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Event>> {
     let mut out = Vec::new();
     let segs = segments(store)?;
     // Each file with the first id it holds (the current file's follows the newest
@@ -340,7 +350,7 @@ pub(super) fn read_back(store: &Store, before: Option<u64>, max: usize) -> Resul
             for line in buf[cut..].split(|&b| b == b'\n').rev() {
                 let Ok(line) = std::str::from_utf8(line) else { continue };
                 let Some(id) = event::line_id(line) else { continue };
-                if before.is_some_and(|b| id >= b) {
+                if before.is_some_and(|b| id >= b) || !keep(line) {
                     continue;
                 }
                 match event::parse_line(line) {
