@@ -384,15 +384,7 @@ pub trait Engine {
         before: Option<u64>,
         max: usize,
     ) -> Result<Vec<Event>> {
-        let (mut out, mut before) = (Vec::new(), before);
-        while out.len() < max {
-            let batch = self.read_events_back(before, 512)?;
-            let Some(oldest) = batch.last() else { break };
-            before = Some(oldest.id);
-            out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
-        }
-        out.truncate(max);
-        Ok(out)
+        back_of_task(task, before, max, &mut |before| self.read_events_back(before, 512))
     }
 
     /// The id of the newest event (0 when there is none).
@@ -657,6 +649,26 @@ pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
+}
+
+/// Up to `max` events of `task` below `before`, newest first, from batches `read` gives
+/// (newest first, each below the last one's oldest): what `Engine::task_events_back` does
+/// with whatever reading an engine has.
+pub(crate) fn back_of_task(
+    task: &TaskId,
+    before: Option<u64>,
+    max: usize,
+    read: &mut dyn FnMut(Option<u64>) -> Result<Vec<Event>>,
+) -> Result<Vec<Event>> {
+    let (mut out, mut before) = (Vec::new(), before);
+    while out.len() < max {
+        let batch = read(before)?;
+        let Some(oldest) = batch.last() else { break };
+        before = Some(oldest.id);
+        out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
+    }
+    out.truncate(max);
+    Ok(out)
 }
 
 /// The error for a task that does not exist.

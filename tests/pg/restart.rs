@@ -129,7 +129,6 @@ fn restart_full_five_times() {
 /// --watch` goes on mirroring.
 #[test]
 fn followers_connect_again_after_a_server_restart() {
-    use std::io::BufRead;
     let mut cluster = match pg_cluster::start(&[]) {
         Ok(c) => c,
         Err(why) => {
@@ -150,15 +149,6 @@ fn followers_connect_again_after_a_server_restart() {
         .unwrap();
     let mut log =
         root.command(None, &["log", "--follow", "--limit", "0", "--json"]).spawn().unwrap();
-    let lines = |out: std::process::ChildStdout| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        rx
-    };
     let rx = lines(watch.stdout.take().unwrap());
     let logged = lines(log.stdout.take().unwrap());
     nap(500);
@@ -207,7 +197,6 @@ fn followers_connect_again_after_a_server_restart() {
 /// first is exit 7 (not 1), naming the root it could not reach.
 #[test]
 fn followers_started_while_the_server_is_down_wait_for_it() {
-    use std::io::BufRead;
     let mut cluster = match pg_cluster::start(&[]) {
         Ok(c) => c,
         Err(why) => {
@@ -228,15 +217,6 @@ fn followers_started_while_the_server_is_down_wait_for_it() {
         .command(None, &["watch", "--all", "--cursor", "early", "--json", "--kind", "open"])
         .spawn()
         .unwrap();
-    let lines = |out: std::process::ChildStdout| {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
-                let _ = tx.send(l);
-            }
-        });
-        rx
-    };
     let logged = lines(log.stdout.take().unwrap());
     let watched = lines(watch.stdout.take().unwrap());
     nap(1500);
@@ -256,4 +236,16 @@ fn followers_started_while_the_server_is_down_wait_for_it() {
     assert!(logged_next.contains("T-001"), "{logged_next}");
     let watched_next = watched_next.expect("watch printed nothing once the server was up");
     assert!(watched_next.contains("T-001"), "{watched_next}");
+}
+
+/// The lines a child prints, as they come.
+fn lines(out: std::process::ChildStdout) -> std::sync::mpsc::Receiver<String> {
+    use std::io::BufRead;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for l in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(l);
+        }
+    });
+    rx
 }

@@ -565,16 +565,9 @@ impl Engine for LocalEngine {
         // As `task_events`: a line that does not name the id in quotes is not parsed. What
         // passes is read on until `max` of the task's are found.
         let quoted = format!("\"{task}\"");
-        let (mut out, mut before) = (Vec::new(), before);
-        while out.len() < max {
-            let batch =
-                event_log::read_back_where(&self.store, before, max, &|l| l.contains(&quoted))?;
-            let Some(oldest) = batch.last() else { break };
-            before = Some(oldest.id);
-            out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
-        }
-        out.truncate(max);
-        Ok(out)
+        crate::engine::back_of_task(task, before, max, &mut |before| {
+            event_log::read_back_where(&self.store, before, max, &|l| l.contains(&quoted))
+        })
     }
 
     fn last_event_id(&self) -> Result<u64> {
