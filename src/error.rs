@@ -102,7 +102,7 @@ impl Error {
             // The path may lie outside the root (an export's folder, a chat channel's).
             e.hint = Some(format!(
                 "check this user's permissions on {} and the folders above it",
-                path.parent().map_or_else(|| path.display(), |p| p.display())
+                path.display()
             ));
         } else if source.raw_os_error() == Some(40) {
             // ELOOP from O_NOFOLLOW: circe never follows a link where it keeps its files.

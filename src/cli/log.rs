@@ -78,16 +78,20 @@ pub(super) fn unknown_task(ws: &crate::workspace::Workspace, t: &TaskId) -> Resu
 }
 
 pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
-    let ws = if a.follow {
-        let stop = Stop::install()?;
-        ctx.workspace_following(&|| stop.requested())?
-    } else {
-        ctx.workspace()?
+    // What needs no root is checked before the root is reached (a follower may wait for it).
+    let task = a.task.as_deref().map(TaskId::new).transpose()?;
+    let kinds = super::watch::kinds(&a.kind)?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    // A follower's one handler for the whole run (installed, it replaces the signals'
+    // default action); a one-shot read keeps the default.
+    let stop = if a.follow { Some(Stop::install()?) } else { None };
+    let ws = match &stop {
+        Some(s) => ctx.workspace_following(&|| s.requested())?,
+        None => ctx.workspace()?,
     };
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
-    let task = a.task.as_deref().map(TaskId::new).transpose()?;
-    let mut filter = Filter::new(agent, task.clone(), super::watch::kinds(&a.kind)?);
+    let mut filter = Filter::new(agent, task.clone(), kinds);
     let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
     let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);
     let mut out = Out::new(ctx.json);
@@ -115,6 +119,8 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
             };
             let Some(oldest) = batch.last() else { break };
             before = Some(oldest.id);
+            // A task's batch comes short only once the log's start was reached.
+            let start_reached = task.is_some() && batch.len() < 512;
             for e in batch {
                 if !newer(&e) {
                     break 'back;
@@ -125,6 +131,9 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
                         break 'back;
                     }
                 }
+            }
+            if start_reached {
+                break;
             }
         }
     }
@@ -141,11 +150,9 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
             return Ok(Report::streamed());
         }
     }
-    if !a.follow {
+    let Some(stop) = stop else {
         return Ok(Report::streamed());
-    }
-    let stop = Stop::install()?;
-    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    };
     // It outlives a database server's restart: it connects again and goes on after the
     // last event it read.
     let (mut ws, mut at) = (ws, last);

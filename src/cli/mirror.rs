@@ -34,8 +34,8 @@ pub struct MirrorArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
-    let ws = if a.watch { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
     let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
+    let ws = if a.watch { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
     // A mirror inside the root would be read as the root's own files (strays in its boxes).
     if let Some(root) = ws.engine.local_folder() {
         let (dir, root) = (local::resolved(&a.dir), local::resolved(&root));

@@ -46,15 +46,9 @@ pub struct WaitArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
+    // What needs no root is checked before the root is reached (a wait may wait for it).
     let cond = Condition::parse(&a.what)?;
     let timeout = a.timeout.as_deref().map(parse_interval).transpose()?;
-    // Its --timeout counts from here, a root not reached yet included.
-    let deadline = timeout.map(|t| std::time::Instant::now() + t);
-    let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
-    let ws = ctx
-        .workspace_following(&over)
-        .map_err(|e| if e.is_transient() { lost_at_timeout(&e, timeout, None) } else { e })?;
-    let (me, role) = ws.agent(ctx.agent.as_deref())?;
     if a.claim && cond != Condition::Claimable {
         return Err(Error::usage(format!(
             "--claim goes with --for claimable, not --for {}",
@@ -64,6 +58,13 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     }
     let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    // Its --timeout counts from here, a root not reached yet included.
+    let deadline = timeout.map(|t| std::time::Instant::now() + t);
+    let over = || deadline.is_some_and(|d| std::time::Instant::now() >= d);
+    let ws = ctx
+        .workspace_following(&over)
+        .map_err(|e| if e.is_transient() { lost_at_timeout(&e, timeout, None) } else { e })?;
+    let (me, role) = ws.agent(ctx.agent.as_deref())?;
     // Waiting on an INBOX nothing can be delivered to would wait for nothing.
     if cond == Condition::Inbox {
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "list")?;

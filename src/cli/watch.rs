@@ -86,23 +86,23 @@ pub fn kinds(names: &[String]) -> Result<Vec<EventKind>> {
 }
 
 pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
-    let ws = if a.once {
-        ctx.workspace()?
-    } else {
-        let stop = Stop::install()?;
-        ctx.workspace_following(&|| stop.requested())?
-    };
+    // What needs no root is checked before the root is reached (a follower may wait for it).
+    let task = a.task.as_deref().map(TaskId::new).transpose()?;
+    let kinds = kinds(&a.kind)?;
+    let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
+    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
+    // One handler for the whole run: installed, it replaces the signals' default action.
+    let stop = Stop::install()?;
+    let ws = if a.once { ctx.workspace()? } else { ctx.workspace_following(&|| stop.requested())? };
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
-    let task = a.task.as_deref().map(TaskId::new).transpose()?;
     // A durable consumer of an agent moves that agent's lastSeen as it hands messages on.
     let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
     // A hook of an agent's stream is given that agent's copy of a message.
     let hook_agent = agent.as_ref().map(|(me, _)| me.to_string());
     let stale_for = agent.as_ref().map(|(me, _)| me.clone());
-    let filter = Filter::new(agent, task.clone(), kinds(&a.kind)?);
-    let cursor = a.cursor.as_deref().map(CursorName::new).transpose()?;
-    let poll = a.poll.as_deref().map(parse_interval).transpose()?;
+    let filter = Filter::new(agent, task.clone(), kinds);
     if poll.is_none()
         && let Some(fs) =
             ws.engine.local_folder().and_then(|d| crate::engine::local::remote_fs_at(&d))
@@ -116,7 +116,6 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         (None, true) => Start::FromStart,
         (None, false) => Start::Now,
     };
-    let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let hook = a.exec.clone().map(|command| Hook {
         command,
         max_attempts: a.max_attempts,
@@ -124,7 +123,6 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         agent: hook_agent,
         timeout: exec_timeout,
     });
-    let stop = Stop::install()?;
     let mut stream = Stream {
         filter,
         hook,

@@ -384,7 +384,7 @@ pub trait Engine {
         before: Option<u64>,
         max: usize,
     ) -> Result<Vec<Event>> {
-        back_of_task(task, before, max, &mut |before| self.read_events_back(before, 512))
+        back_of_task(task, before, max, 512, &mut |before| self.read_events_back(before, 512))
     }
 
     /// The id of the newest event (0 when there is none).
@@ -651,13 +651,15 @@ pub struct Violation {
     pub repaired: bool,
 }
 
-/// Up to `max` events of `task` below `before`, newest first, from batches `read` gives
-/// (newest first, each below the last one's oldest): what `Engine::task_events_back` does
-/// with whatever reading an engine has.
+/// Up to `max` events of `task` below `before`, newest first, from batches of up to `ask`
+/// that `read` gives (newest first, each below the last one's oldest; a shorter one when
+/// the log's start was reached): what `Engine::task_events_back` does with whatever
+/// reading an engine has.
 pub(crate) fn back_of_task(
     task: &TaskId,
     before: Option<u64>,
     max: usize,
+    ask: usize,
     read: &mut dyn FnMut(Option<u64>) -> Result<Vec<Event>>,
 ) -> Result<Vec<Event>> {
     let (mut out, mut before) = (Vec::new(), before);
@@ -665,7 +667,11 @@ pub(crate) fn back_of_task(
         let batch = read(before)?;
         let Some(oldest) = batch.last() else { break };
         before = Some(oldest.id);
+        let start_reached = batch.len() < ask;
         out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
+        if start_reached {
+            break;
+        }
     }
     out.truncate(max);
     Ok(out)

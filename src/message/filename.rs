@@ -36,8 +36,9 @@ pub fn fit(name: String) -> String {
         return name;
     }
     let stem = name.strip_suffix(".md").unwrap_or(&name);
-    // `STAMP_from-to_intent_task`: the task id follows the third `_`.
-    let stem = stem.match_indices('_').nth(2).map_or(stem, |(i, _)| &stem[..i]);
+    // `STAMP_from-to_intent_task` (the stamp holds a `_` of its own): the task id follows
+    // the fourth `_`.
+    let stem = stem.match_indices('_').nth(3).map_or(stem, |(i, _)| &stem[..i]);
     if stem.len() + 3 <= MAX_NAME {
         return format!("{stem}.md");
     }
@@ -193,7 +194,8 @@ mod tests {
         let long_agent = "a".repeat(64);
         let task = "T".repeat(64);
         let fitted = fit(file_name(at, &long_agent, &"b".repeat(20), "inform", Some(&task), 1));
-        assert_eq!(parse_file_name(&fitted).and_then(|f| f.task_id), None, "{fitted}");
+        let parsed = parse_file_name(&fitted).expect("a fitted name is still circe's");
+        assert_eq!((parsed.intent_label.as_str(), parsed.task_id), ("inform", None), "{fitted}");
         assert!(!says_no_task(&fitted), "a fitted name took its task id out: {fitted}");
         assert!(!says_no_task("notes.md"), "a name circe did not make");
     }

@@ -211,6 +211,15 @@ fn followers_started_while_the_server_is_down_wait_for_it() {
         .output()
         .unwrap();
     let short = crate::common::Out::from(&short);
+    // A command line that needs no root to be refused is refused at once, not waited on.
+    for args in [
+        &["log", "--follow", "--kind", "no-such-kind"][..],
+        &["watch", "--poll", "soon"],
+        &["wait", "--for", "inbox", "--claim"],
+    ] {
+        let o = crate::common::Out::from(&root.command(Some("e1"), args).output().unwrap());
+        assert_eq!(o.code, 2, "{args:?}: {}", o.stderr);
+    }
     let mut log =
         root.command(None, &["log", "--follow", "--limit", "0", "--json"]).spawn().unwrap();
     let mut watch = root

@@ -94,15 +94,32 @@ pub fn rename_noclobber(from: &Path, to: &Path) -> io::Result<()> {
     match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
         Ok(()) => Ok(()),
         Err(e) if e == rustix::io::Errno::INVAL || e == rustix::io::Errno::NOSYS => {
-            // No RENAME_NOREPLACE here: link (fails on EEXIST) then unlink the source. A
-            // source that cannot be unlinked takes its new name back: the move failed whole
-            // (a caller told "failed" must not find it made).
+            // No RENAME_NOREPLACE here (NFS): link (fails on EEXIST) then unlink the source.
+            // A source that cannot be unlinked, and still stands as the same file, takes its
+            // new name back: the move failed whole (a caller told "failed" must not find it
+            // made). One gone meanwhile (an unlink NFS retransmitted, said as ENOENT) moved.
             std::fs::hard_link(from, to)?;
-            std::fs::remove_file(from).inspect_err(|_| {
-                let _ = std::fs::remove_file(to);
-            })
+            match std::fs::remove_file(from) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+                Err(e) => {
+                    if same_file(from, to) {
+                        let _ = std::fs::remove_file(to);
+                    }
+                    Err(e)
+                }
+                Ok(()) => Ok(()),
+            }
         }
         Err(e) => Err(io::Error::from(e)),
+    }
+}
+
+/// Are `a` and `b` one file (two links to one inode)?
+fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(a), std::fs::symlink_metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
     }
 }
 

@@ -300,6 +300,13 @@ impl LocalEngine {
     }
 }
 
+/// Does an event line name `task`? Its id in quotes (ids need no escaping): every line of
+/// the task's does; a few others may too (sorted out once parsed).
+fn names(task: &TaskId) -> impl Fn(&str) -> bool {
+    let quoted = format!("\"{task}\"");
+    move |l| l.contains(&quoted)
+}
+
 impl Engine for LocalEngine {
     fn location(&self) -> String {
         self.store.root().display().to_string()
@@ -551,8 +558,7 @@ impl Engine for LocalEngine {
     fn task_events(&self, task: &TaskId, from: Cursor) -> Result<Vec<Event>> {
         // A line of the task names its id in quotes (ids need no escaping); only such lines
         // are parsed, which saves most of the read of a long log.
-        let quoted = format!("\"{task}\"");
-        let found = event_log::read_where(&self.store, from, usize::MAX, &|l| l.contains(&quoted))?;
+        let found = event_log::read_where(&self.store, from, usize::MAX, &names(task))?;
         Ok(found.into_iter().filter(|e| e.task.as_ref() == Some(task)).collect())
     }
 
@@ -564,9 +570,9 @@ impl Engine for LocalEngine {
     ) -> Result<Vec<Event>> {
         // As `task_events`: a line that does not name the id in quotes is not parsed. What
         // passes is read on until `max` of the task's are found.
-        let quoted = format!("\"{task}\"");
-        crate::engine::back_of_task(task, before, max, &mut |before| {
-            event_log::read_back_where(&self.store, before, max, &|l| l.contains(&quoted))
+        let keep = names(task);
+        crate::engine::back_of_task(task, before, max, max, &mut |before| {
+            event_log::read_back_where(&self.store, before, max, &keep)
         })
     }
 
