@@ -78,11 +78,13 @@ impl Conn {
             Ok(Ok(pair)) => pair,
             Ok(Err(e)) => return Err(connect_error(&location, &e)),
             Err(_) => {
+                // As a refused connection: the server may come back (a follower waits).
                 return Err(Error::internal(format!(
                     "cannot reach the database {location}: no answer within {} s",
                     target.connect_timeout().as_secs()
                 ))
-                .hint("check the network and that the server runs; nothing was changed"));
+                .hint("check the network and that the server runs; nothing was changed")
+                .transient());
             }
         };
         rt.spawn(connection);
