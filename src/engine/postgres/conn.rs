@@ -211,8 +211,9 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
 /// A server error as a circe error. Errors circe's own functions raise start with
 /// `circe:<kind>:`.
 pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
+    // No word from the server: the connection broke (it may pass, as a restart does).
     let Some(db) = e.as_db_error() else {
-        return Error::internal(format!("{what}: {e}"));
+        return Error::internal(format!("{what}: {e}")).transient();
     };
     let msg = db.message();
     if let Some(rest) = msg.strip_prefix("circe:") {

@@ -29,7 +29,9 @@ impl Listener {
         let limit = target.connect_timeout() + Duration::from_millis(500);
         let (client, mut connection) = rt
             .block_on(async { tokio::time::timeout(limit, target.listen.connect(NoTls)).await })
-            .map_err(|_| Error::internal("cannot connect to listen for events: no answer"))?
+            .map_err(|_| {
+                Error::internal("cannot connect to listen for events: no answer").transient()
+            })?
             .map_err(|e| super::conn::connect_error(&target.listen_location(), &e))?;
         let (tx, woken) = tokio::sync::mpsc::unbounded_channel();
         rt.spawn(async move {
@@ -59,7 +61,7 @@ impl Listener {
         rt.block_on(async {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
-        .map_err(|_| Error::internal("cannot listen for events: no answer"))?
+        .map_err(|_| Error::internal("cannot listen for events: no answer").transient())?
         .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
         Ok(Listener { rt, _client: client, woken })
     }
