@@ -1,53 +1,10 @@
 //! `circe board`: the live board, driven in tmux as a person would (send-keys to type,
 //! capture-pane to read the screen), and its one-shot table when stdout is no terminal.
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::{Env, exe};
-
-/// A tmux server of our own (its own socket), killed when dropped.
-struct Tmux {
-    socket: String,
-}
-
-impl Tmux {
-    fn run(&self, args: &[&str]) -> String {
-        let out = Command::new("tmux")
-            .args(["-L", &self.socket, "-f", "/dev/null"])
-            .args(args)
-            .output()
-            .expect("tmux is installed (.ci/run installs it)");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn screen(&self) -> String {
-        self.run(&["capture-pane", "-p", "-t", "board"])
-    }
-
-    /// Wait (at most 15 s) until the screen shows `what`; the screen as last read.
-    fn until(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let start = Instant::now();
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            assert!(start.elapsed() < Duration::from_secs(15), "never saw {what}:\n{s}");
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    fn keys(&self, keys: &[&str]) {
-        self.run(&[&["send-keys", "-t", "board"][..], keys].concat());
-    }
-}
-
-impl Drop for Tmux {
-    fn drop(&mut self) {
-        let _ = Command::new("tmux").args(["-L", &self.socket, "kill-server"]).output();
-    }
-}
+use crate::tmux::Tmux;
 
 fn open(env: &Env, task: &str, summary: &str) {
     env.as_(

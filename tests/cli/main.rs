@@ -11,6 +11,8 @@ mod common;
 #[path = "../support/pg_cluster.rs"]
 #[allow(dead_code, reason = "shared with the postgres suite; the CLI tests use a part")]
 mod pg_cluster;
+#[path = "../support/tmux.rs"]
+mod tmux;
 
 mod agent;
 mod agents;

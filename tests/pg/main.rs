@@ -14,10 +14,13 @@ mod caught;
 mod common;
 #[path = "../support/pg_cluster.rs"]
 mod pg_cluster;
+#[path = "../support/tmux.rs"]
+mod tmux;
 
 mod archive;
 mod ask_race;
 mod auth;
+mod board;
 mod chat;
 mod commit;
 mod feed;

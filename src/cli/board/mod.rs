@@ -66,10 +66,12 @@ pub(super) fn count(n: Option<usize>) -> String {
 }
 
 pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    let live = !a.once && !ctx.json && std::io::stdout().is_terminal();
+    // The live board, like a follower, waits for a root it cannot reach yet.
+    let ws = if live { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
     let model = Model::load(&ws)?;
-    if !a.once && !ctx.json && std::io::stdout().is_terminal() {
-        tui::run(&ws, model)?;
+    if live {
+        tui::run(ctx, ws, model)?;
         return Ok(Report::streamed());
     }
     let now = model.now().timestamp();

@@ -13,6 +13,7 @@ use ratatui::widgets::{Block, Borders, Cell, Paragraph, Row as TRow, Table, Tabl
 use ratatui::{DefaultTerminal, Frame};
 
 use super::model::{Model, event_line};
+use crate::cli::Ctx;
 use crate::cli::tasks::cells;
 use crate::error::{Error, Result};
 use crate::names::TaskId;
@@ -33,26 +34,89 @@ fn term_err(e: std::io::Error) -> Error {
     Error::internal(format!("terminal: {e}"))
 }
 
-pub fn run(ws: &Workspace, mut model: Model) -> Result<()> {
-    let mut feed = ws.engine.subscribe(None)?;
-    // Subscribed first, then read: nothing appended meanwhile is missed.
-    model.follow(ws)?;
+pub fn run(ctx: &Ctx, ws: Workspace, model: Model) -> Result<()> {
     let mut terminal = ratatui::try_init().map_err(term_err)?;
-    let r = run_loop(ws, &mut model, feed.as_mut(), &mut terminal);
+    let r = sessions(ctx, ws, model, &mut terminal);
     ratatui::try_restore().map_err(term_err)?;
     r
 }
 
-fn run_loop(
-    ws: &Workspace,
-    model: &mut Model,
-    feed: &mut dyn crate::engine::EventFeed,
+/// The board connected, then (when the connection breaks: the server restarting, the
+/// network) shown as it was last read, marked so, while the root is opened again; once it
+/// is back, read whole again. Only `q` or an error that will not pass by itself ends it.
+fn sessions(
+    ctx: &Ctx,
+    mut ws: Workspace,
+    mut model: Model,
     terminal: &mut DefaultTerminal,
 ) -> Result<()> {
     let mut view =
         View { filter: String::new(), typing: false, status: None, table: TableState::default() };
     view.table.select(Some(0));
     let mut view = Wrap { v: view, open: None };
+    loop {
+        let lost = match connected(&ws, &mut model, &mut view, terminal) {
+            Ok(()) => return Ok(()),
+            Err(e) if e.is_transient() => e,
+            Err(e) => return Err(e),
+        };
+        match offline(ctx, &ws, &model, &mut view, terminal, &lost)? {
+            Some((w, m)) => (ws, model) = (w, m),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// While the root cannot be reached: the board as last read, a key still answered, the root
+/// opened again every 250 ms at first and at most every 5 s. `None`: `q` was pressed.
+fn offline(
+    ctx: &Ctx,
+    ws: &Workspace,
+    model: &Model,
+    view: &mut Wrap,
+    terminal: &mut DefaultTerminal,
+    lost: &Error,
+) -> Result<Option<(Workspace, Model)>> {
+    let since = chrono::Utc::now().format("%H:%M:%S UTC");
+    let mut pause = Duration::from_millis(250);
+    let mut next = std::time::Instant::now() + pause;
+    let mut why = lost.message.clone();
+    loop {
+        let banner = format!("NOT CONNECTED since {since}: {why}; connecting again (q quits)");
+        terminal.draw(|f| draw(f, ws, model, view, Some(&banner))).map_err(term_err)?;
+        if event::poll(Duration::from_millis(100)).map_err(term_err)? {
+            if let TermEvent::Key(k) = event::read().map_err(term_err)?
+                && k.kind == KeyEventKind::Press
+                && !key(view, model, k.code)
+            {
+                return Ok(None);
+            }
+            continue;
+        }
+        if std::time::Instant::now() < next {
+            continue;
+        }
+        let back = ctx.workspace().and_then(|w| Model::load(&w).map(|m| (w, m)));
+        match back {
+            Ok(b) => return Ok(Some(b)),
+            Err(e) if e.is_transient() => why = e.message,
+            Err(e) => return Err(e),
+        }
+        pause = (pause * 2).min(Duration::from_secs(5));
+        next = std::time::Instant::now() + pause;
+    }
+}
+
+/// The board while its root answers. `Ok`: `q` was pressed.
+fn connected(
+    ws: &Workspace,
+    model: &mut Model,
+    view: &mut Wrap,
+    terminal: &mut DefaultTerminal,
+) -> Result<()> {
+    let mut feed = ws.engine.subscribe(None)?;
+    // Subscribed first, then read: nothing appended meanwhile is missed.
+    model.follow(ws)?;
     // Heartbeats log no event: the held tasks' leases are read again this often.
     let every = Duration::from_secs(5);
     let mut leases_read = std::time::Instant::now();
@@ -67,14 +131,14 @@ fn run_loop(
             changed = true;
         }
         if changed || drawn.is_none_or(|d| d.elapsed() >= Duration::from_secs(1)) {
-            terminal.draw(|f| draw(f, ws, model, &mut view)).map_err(term_err)?;
+            terminal.draw(|f| draw(f, ws, model, view, None)).map_err(term_err)?;
             drawn = Some(std::time::Instant::now());
             changed = false;
         }
         if event::poll(Duration::ZERO).map_err(term_err)? {
             if let TermEvent::Key(k) = event::read().map_err(term_err)?
                 && k.kind == KeyEventKind::Press
-                && !key(&mut view, model, k.code)
+                && !key(view, model, k.code)
             {
                 return Ok(());
             }
@@ -160,7 +224,9 @@ fn key(w: &mut Wrap, model: &Model, code: KeyCode) -> bool {
     true
 }
 
-fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
+/// Draw the board; `lost`: the root cannot be reached (said in place of the title, and
+/// an opened task is not read).
+fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option<&str>) {
     let [top, middle, bottom, keys] = Layout::vertical([
         Constraint::Length(1),
         Constraint::Min(6),
@@ -179,11 +245,18 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap) {
         if v.filter.is_empty() && !v.typing { "-" } else { &v.filter },
         if v.typing { "_" } else { "" }
     );
-    f.render_widget(Paragraph::new(title), top);
+    match lost {
+        Some(l) => f.render_widget(
+            Paragraph::new(format!("circe board  {}  {l}", ws.engine.location()))
+                .style(Style::new().add_modifier(Modifier::REVERSED)),
+            top,
+        ),
+        None => f.render_widget(Paragraph::new(title), top),
+    }
     let [left, right] =
         Layout::horizontal([Constraint::Min(40), Constraint::Length(34)]).areas(middle);
     match &w.open {
-        Some(t) => detail(f, ws, model, t, left),
+        Some(t) => detail(f, lost.is_none().then_some(ws), model, t, left),
         None => task_table(f, &rows, model.now(), &mut v.table, left),
     }
     let agents: Vec<TRow> = model
@@ -256,12 +329,18 @@ fn task_table(
     f.render_stateful_widget(t, area, state);
 }
 
-fn detail(f: &mut Frame, ws: &Workspace, model: &Model, task: &str, area: Rect) {
+/// One task opened: its record read now (`ws`; `None` while the root cannot be reached).
+fn detail(f: &mut Frame, ws: Option<&Workspace>, model: &Model, task: &str, area: Rect) {
     let mut lines: Vec<Line> = Vec::new();
-    let st = TaskId::new(task).ok().and_then(|t| ws.engine.peek(&t).ok().flatten());
+    let st = match (ws, TaskId::new(task)) {
+        (Some(ws), Ok(t)) => ws.engine.peek(&t).map_err(|e| e.message),
+        (None, _) => Err("the root cannot be reached now".to_string()),
+        (_, Err(e)) => Err(e.message),
+    };
     match st {
-        None => lines.push(Line::from(format!("task {task} is gone"))),
-        Some(st) => {
+        Err(why) => lines.push(Line::from(format!("task {task} cannot be read: {why}"))),
+        Ok(None) => lines.push(Line::from(format!("task {task} is gone"))),
+        Ok(Some(st)) => {
             for l in st.rec.render().lines() {
                 lines.push(Line::from(l.to_string()));
             }
