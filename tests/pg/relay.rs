@@ -7,8 +7,8 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::common::Root;
@@ -24,6 +24,8 @@ struct Wire {
 pub struct Relay {
     pub port: u16,
     wire: Arc<Wire>,
+    /// The clients' ends of the connections relayed so far (`cut` ends them).
+    clients: Arc<Mutex<Vec<TcpStream>>>,
 }
 
 impl Relay {
@@ -34,17 +36,28 @@ impl Relay {
         let port = l.local_addr().unwrap().port();
         let wire = Arc::new(Wire::default());
         let w = wire.clone();
+        let clients = Arc::new(Mutex::new(Vec::new()));
+        let held = clients.clone();
         std::thread::spawn(move || {
             for client in l.incoming() {
                 let Ok(client) = client else { break };
                 let Ok(server) = UnixStream::connect(&socket) else { continue };
+                held.lock().unwrap().push(client.try_clone().unwrap());
                 let (c2, s2) = (client.try_clone().unwrap(), server.try_clone().unwrap());
                 let (wa, wb) = (w.clone(), w.clone());
                 std::thread::spawn(move || pump(client, server, delay, &wa, 1));
                 std::thread::spawn(move || pump_back(s2, c2, delay, &wb));
             }
         });
-        Relay { port, wire }
+        Relay { port, wire, clients }
+    }
+
+    /// End every connection relayed so far, without a word from the server (as a network
+    /// that drops them would, seen from the client).
+    pub fn cut(&self) {
+        for c in self.clients.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
     }
 
     /// Round trips seen since the last call.
@@ -117,4 +130,41 @@ fn each_operation_is_one_or_two_round_trips_over_a_slow_link() {
         // A claim prints its task's summary: the commit answers with the message it moved.
         assert!(*turns <= 2, "{what} took {turns} round trips after opening the root");
     }
+}
+
+/// A claim whose connection breaks while it waits for the task's row (before anything was
+/// sent to commit) says nothing was changed, not that its outcome is unknown; the task is
+/// still there to claim.
+#[test]
+fn a_claim_cut_off_before_its_commit_says_nothing_was_changed() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let admin = Root::new(&url, "server", 1);
+    admin.open_tasks(1);
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let socket = c.socket.join(format!(".s.PGSQL.{}", c.port));
+    let relay = Relay::start(socket, Duration::ZERO);
+    let cut_off = Root::at(&format!(
+        "postgres://postgres@127.0.0.1:{}/postgres?connect_timeout=5&schema={schema}",
+        relay.port
+    ));
+    let out = std::thread::scope(|s| {
+        // Another session holds the task's row for 3 s.
+        s.spawn(|| {
+            c.psql(&format!(
+                "BEGIN; SELECT 1 FROM {schema}.tasks WHERE task_id = 'T-000' FOR UPDATE; SELECT pg_sleep(3); COMMIT;"
+            ))
+        });
+        std::thread::sleep(Duration::from_millis(500));
+        let claim = cut_off.command(Some("e1"), &["claim", "T-000", "--json"]).spawn().unwrap();
+        std::thread::sleep(Duration::from_secs(1));
+        relay.cut();
+        crate::common::Out::from(&claim.wait_with_output().unwrap())
+    });
+    assert_eq!(out.code, 1, "{out:?}");
+    let details = &out.json()["error"]["details"];
+    assert_eq!(details["committed"], serde_json::json!(false), "{}", out.stdout);
+    assert!(details.get("outcome").is_none(), "{}", out.stdout);
+    let shown = admin.run(None, &["show", "T-000", "--json"]);
+    assert_eq!(shown.ok().json()["task"]["status"], "new", "{}", shown.stdout);
 }

@@ -167,6 +167,19 @@ impl Conn {
     }
 }
 
+/// A failure of a transaction before its COMMIT was sent: the server rolls it back, so
+/// nothing changed. A lost connection is said so (`committed: false`), not as an unknown
+/// outcome; any other error is as it was.
+pub fn before_commit(mut e: Error) -> Error {
+    if e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown") {
+        e.details.retain(|(k, _)| *k != "outcome");
+        e = e
+            .detail("committed", false)
+            .hint("nothing was changed (the connection broke before the commit): run the command again once the server answers");
+    }
+    e
+}
+
 /// A failed connection to `place` as a circe error: the reason, and where to look.
 pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
     if let Some(db) = e.as_db_error() {

@@ -87,7 +87,7 @@ impl<'a> PgTx<'a> {
             Ok(((), row)) => row,
             Err(e) => {
                 eng.rollback();
-                return Err(e);
+                return Err(super::conn::before_commit(e));
             }
         };
         PgTx::from_row(eng, task.clone(), row.get(0), row.get(1))
@@ -183,7 +183,7 @@ impl<'a> PgTx<'a> {
             Ok(((), row)) => row,
             Err(e) => {
                 eng.rollback();
-                return Err(e);
+                return Err(super::conn::before_commit(e));
             }
         };
         let Some(task) = row.get::<_, Option<String>>(2) else {
