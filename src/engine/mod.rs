@@ -677,6 +677,12 @@ pub(crate) fn back_of_task(
     Ok(out)
 }
 
+/// What every event line of `task` holds: its id in quotes (ids need no escaping). A line
+/// without it is not the task's, so an engine may pass it over unparsed.
+pub(crate) fn names_task(task: &TaskId) -> String {
+    format!("\"{task}\"")
+}
+
 /// The error for a task that does not exist.
 pub fn no_task(task: &TaskId) -> Error {
     Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")

@@ -303,7 +303,7 @@ impl LocalEngine {
 /// Does an event line name `task`? Its id in quotes (ids need no escaping): every line of
 /// the task's does; a few others may too (sorted out once parsed).
 fn names(task: &TaskId) -> impl Fn(&str) -> bool {
-    let quoted = format!("\"{task}\"");
+    let quoted = crate::engine::names_task(task);
     move |l| l.contains(&quoted)
 }
 

@@ -2,6 +2,7 @@
 //! in the committing transaction), reading by cursor in either direction, and waiting for
 //! the next event (LISTEN/NOTIFY through `listen.rs`, or a timer with `--poll`).
 
+use crate::names::TaskId;
 use std::time::Duration;
 
 use tokio_postgres::types::Type;
@@ -77,7 +78,10 @@ impl PgEngine {
     pub(super) fn events_after(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         let after = i64::try_from(from.after).unwrap_or(i64::MAX);
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where("WHERE id > $1 ORDER BY id LIMIT $2", after, max)
+        self.events_where(
+            "id > $1 ORDER BY id LIMIT $2",
+            &[(&after, Type::INT8), (&max, Type::INT8)],
+        )
     }
 
     /// `Engine::last_event_id`: the newest event id committed.
@@ -113,7 +117,10 @@ impl PgEngine {
     pub(super) fn events_before(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
         let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where("WHERE id < $1 ORDER BY id DESC LIMIT $2", before, max)
+        self.events_where(
+            "id < $1 ORDER BY id DESC LIMIT $2",
+            &[(&before, Type::INT8), (&max, Type::INT8)],
+        )
     }
 
     /// `Engine::subscribe`: a feed woken by notifications (or every `poll`).
@@ -122,13 +129,53 @@ impl PgEngine {
         Ok(Box::new(PgFeed { eng: self, seen, poll }))
     }
 
-    /// The events of the log selected by `tail` (a `WHERE id … ORDER BY … LIMIT $2` over
-    /// `id` bound to `$1`), in the order it names.
-    fn events_where(&self, tail: &str, id: i64, max: i64) -> Result<Vec<Event>> {
+    /// `Engine::task_events`: the task's events after the cursor, oldest first. Only the
+    /// lines that name its id in quotes leave the server (`engine::names_task`), read in one
+    /// pass over the table.
+    pub(super) fn task_events_after(&self, task: &TaskId, from: Cursor) -> Result<Vec<Event>> {
+        let needle = crate::engine::names_task(task);
+        let at = i64::try_from(from.after).unwrap_or(i64::MAX);
+        // No ORDER BY on the server: the planner would walk the id index (it cannot tell how
+        // few lines match). Sorted here.
+        let mut all = self.events_where(
+            "id > $1 AND strpos(line, $2) > 0",
+            &[(&at, Type::INT8), (&needle, Type::TEXT)],
+        )?;
+        all.sort_unstable_by_key(|e| e.id);
+        Ok(all.into_iter().filter(|e| e.task.as_ref() == Some(task)).collect())
+    }
+
+    /// `Engine::task_events_back`: up to `max` of the task's events below `before`, newest
+    /// first, as `task_events_after` selects them.
+    pub(super) fn task_events_before(
+        &self,
+        task: &TaskId,
+        before: Option<u64>,
+        max: usize,
+    ) -> Result<Vec<Event>> {
+        let needle = crate::engine::names_task(task);
+        let ask = max.max(1);
+        crate::engine::back_of_task(task, before, max, ask, &mut |before| {
+            let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+            let n = i64::try_from(ask).unwrap_or(i64::MAX);
+            self.events_where(
+                "id < $1 AND strpos(line, $3) > 0 ORDER BY id DESC LIMIT $2",
+                &[(&before, Type::INT8), (&n, Type::INT8), (&needle, Type::TEXT)],
+            )
+        })
+    }
+
+    /// The events of the log selected by `filter` (what follows WHERE), in the order it
+    /// names.
+    fn events_where(
+        &self,
+        filter: &str,
+        params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
+    ) -> Result<Vec<Event>> {
         let rows = self.rows(
             "reading events",
-            &format!("SELECT id, line FROM {{s}}.events {tail}"),
-            &[(&id, Type::INT8), (&max, Type::INT8)],
+            &format!("SELECT id, line FROM {{s}}.events WHERE {filter}"),
+            params,
             |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
         )?;
         let mut out = Vec::with_capacity(rows.len());

@@ -288,6 +288,19 @@ impl Engine for PgEngine {
         Ok(events)
     }
 
+    fn task_events(&self, task: &TaskId, from: Cursor) -> Result<Vec<Event>> {
+        self.task_events_after(task, from)
+    }
+
+    fn task_events_back(
+        &self,
+        task: &TaskId,
+        before: Option<u64>,
+        max: usize,
+    ) -> Result<Vec<Event>> {
+        self.task_events_before(task, before, max)
+    }
+
     fn last_event_id(&self) -> Result<u64> {
         self.feed_last()
     }
