@@ -38,16 +38,19 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
     for (kind, name) in consumers(&ws)? {
         let raw = ws.engine.read_cursor(&kind, &name)?;
         let (mut after, mut saved_at, mut problem) = (None, None, None);
-        if kind == KIND
-            && let Some(raw) = raw
-        {
-            match SavedCursor::parse(&name, &raw) {
+        match (kind.as_str(), raw) {
+            (KIND, Some(raw)) => match SavedCursor::parse(&name, &raw) {
                 Ok(c) => (after, saved_at) = (Some(c.after), Some(c.saved_at)),
                 Err(e) => problem = Some(e.message),
-            }
+            },
+            (_, Some(raw)) => match chat_line(&raw) {
+                Ok(l) => after = Some(l),
+                Err(why) => problem = Some(why),
+            },
+            (_, None) => {}
         }
         let dead = if kind == KIND { ws.engine.dead_letters(&name)?.len() } else { 0 };
-        let behind = after.map(|a| newest.saturating_sub(a));
+        let behind = if kind == KIND { after.map(|a| newest.saturating_sub(a)) } else { None };
         rows.push(vec![
             kind.clone(),
             name.to_string(),
@@ -70,6 +73,16 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
         human.push_str("a damaged cursor: `circe cursors --json` says why; `circe cursors --remove NAME` starts it afresh\n");
     }
     Ok(Report::new(human, json!({"last_event_id": newest, "cursors": list})))
+}
+
+/// The last channel line a chat cursor handed on. Both engines' chat cursors keep the line
+/// to read on from (`line`, section 13), and no time.
+fn chat_line(raw: &[u8]) -> std::result::Result<u64, String> {
+    let v: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
+    v.get("line")
+        .and_then(serde_json::Value::as_u64)
+        .map(|l| l.saturating_sub(1))
+        .ok_or_else(|| "no line number".to_string())
 }
 
 /// Every saved cursor, and each consumer that has dead letters but never saved a cursor

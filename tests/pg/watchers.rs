@@ -168,3 +168,26 @@ fn the_watchers_checker_sees_a_cursor_saved_early() {
     assert!(!problems.is_empty(), "kills with the cursor saved early went unseen");
     eprintln!("cursor-early caught: {:?}", &problems[..problems.len().min(3)]);
 }
+
+/// A consumer run again the moment the last one ended finds its cursor free: the server
+/// lets go of an ended session's locks a moment after the client is gone, and the hold
+/// waits that moment out instead of saying the cursor is in use.
+#[test]
+fn a_consumer_run_again_at_once_finds_its_cursor_free() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 1);
+    root.open_tasks(1);
+    let mut refused = Vec::new();
+    for i in 0..60 {
+        let (args, kind): (&[&str], &str) = if i % 2 == 0 {
+            (&["watch", "--all", "--once", "--cursor", "again", "--json"], "watch")
+        } else {
+            (&["chat", "watch", "--once", "--cursor", "again", "--json"], "chat watch")
+        };
+        let o = root.run(None, args);
+        if o.code != 0 {
+            refused.push(format!("run {i} ({kind}): exit {}: {}", o.code, o.stderr.trim()));
+        }
+    }
+    assert!(refused.is_empty(), "{refused:#?}");
+}

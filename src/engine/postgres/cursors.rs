@@ -13,10 +13,22 @@ impl PgEngine {
     /// `Engine::hold_cursor`: a session advisory lock on the cursor, or `None` when
     /// another consumer holds it.
     pub(super) fn lock_cursor(&self, kind: &str, name: &CursorName) -> Result<Option<CursorHold>> {
-        // A session advisory lock: held for as long as this process's connection lives.
+        // A session advisory lock: held for as long as this process's connection lives. The
+        // server lets go of an ended session's locks a moment after its client is gone, so
+        // a consumer run again at once may find its last run's hold still there: tried
+        // again for up to `FREED_WITHIN` before the cursor is said to be in use.
+        const FREED_WITHIN: std::time::Duration = std::time::Duration::from_secs(1);
         let key = format!("{kind}/{name}");
-        let got = self.try_session_lock(&format!("holding cursor {name}"), &key)?;
-        Ok(got.then(|| Box::new(()) as CursorHold))
+        let start = std::time::Instant::now();
+        loop {
+            if self.try_session_lock(&format!("holding cursor {name}"), &key)? {
+                return Ok(Some(Box::new(()) as CursorHold));
+            }
+            if start.elapsed() >= FREED_WITHIN {
+                return Ok(None);
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
     }
 
     /// `Engine::read_cursor`: the cursor's saved value.
