@@ -23,7 +23,7 @@ use crate::task::Checks;
 /// CMD ran, the result is refused (exit 4).
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Examples:\n  circe --agent engineer check AUTH-012 --run tests_passed -- cargo test\n  circe --agent engineer check AUTH-012 --run tests_passed     # the command circe.yaml declares\n  circe --agent coordinator check AUTH-012 peer_reviewed=true --reason \"reviewed in the call\""
+    after_help = "Examples:\n  circe --agent engineer check AUTH-012 --run tests_passed -- cargo test\n  circe --agent engineer check AUTH-012 --run tests_passed     # the command circe.yaml declares\n  circe --agent coordinator check REVIEW-7 peer_reviewed=true --reason \"reviewed in the call\"   # a review_code task"
 )]
 pub struct CheckArgs {
     /// The task id (as `circe tasks` lists it), e.g. AUTH-012.

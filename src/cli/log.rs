@@ -18,9 +18,10 @@ use crate::ops::stream::{Filter, Follow, Start, human_line};
 ///
 /// With --agent (or CIRCE_AGENT), only what concerns that agent (exactly that agent: qa is
 /// not qa-2); --all ignores it.
-///
-/// Example: circe log --task AUTH-012 --limit 50
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe log --task AUTH-012 --limit 50\n  circe log --follow --kind claim,done"
+)]
 pub struct LogArgs {
     /// How many events to show (0: none; with --follow, only what comes next).
     #[arg(long, default_value_t = 20, value_name = "N")]

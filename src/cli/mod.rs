@@ -80,7 +80,7 @@ pub struct Cli {
     #[arg(long, global = true, env = "CIRCE_AGENT")]
     pub agent: Option<String>,
     /// Machine output on stdout: one JSON document (errors too); the streams (`log`, `watch`,
-    /// `chat watch`) print one JSON object per line.
+    /// `chat watch`) and the narrated runs (`demo`, `replay`) print one JSON object per line.
     #[arg(long, global = true)]
     pub json: bool,
     #[command(subcommand)]

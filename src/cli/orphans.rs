@@ -12,6 +12,9 @@ use crate::ops::orphans;
 /// What retired agents left: messages kept in their boxes (and any that reached them later),
 /// and waiting tasks addressed to them by name. A coordinator hands each on.
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe orphans\n  circe --agent coordinator orphans redeliver AUTH-12 --to engineer-2"
+)]
 pub struct OrphansArgs {
     #[command(subcommand)]
     pub cmd: Option<OrphansCommand>,

@@ -16,9 +16,10 @@ use crate::ops::wait::{self, Condition};
 /// take; with --claim, claim it in the same call), `reply:MSGID` (an answer to that
 /// message), `status:TASK=STATUS` (the task reaching that status). A condition that already
 /// holds answers at once; --new waits for a fresh event.
-///
-/// Example: circe --agent engineer-2 wait --for claimable --claim --timeout 10m
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe --agent engineer-2 wait --for claimable --claim --timeout 10m\n  circe --agent engineer-2 wait --for inbox --timeout 30s"
+)]
 pub struct WaitArgs {
     /// inbox, claimable, reply:MSGID or status:TASK=STATUS.
     #[arg(long = "for", value_name = "WHAT")]

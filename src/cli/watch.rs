@@ -24,9 +24,10 @@ use crate::workspace::Workspace;
 /// at least every 256 events or second. A restart goes on from there: nothing is skipped;
 /// only what a killed watcher handed on since its last save is seen again (drop repeats by
 /// their id).
-///
-/// Example: circe watch --agent brain --cursor brain --kind send,notify,route --exec '[ "$CIRCE_BOX" = inbox:brain ] || exit 0; tmux send-keys -t brain "@$CIRCE_FILE" Enter'
 #[derive(Debug, Args)]
+#[command(
+    after_help = "Examples:\n  circe watch --all --json\n  circe watch --agent brain --cursor brain --kind send,notify,route --exec '[ \"$CIRCE_BOX\" = inbox:brain ] || exit 0; tmux send-keys -t brain \"@$CIRCE_FILE\" Enter'"
+)]
 pub struct WatchArgs {
     /// Save the position under this name and resume from it.
     #[arg(long, value_name = "NAME")]

@@ -693,5 +693,5 @@ pub fn no_task(task: &TaskId) -> Error {
 /// "Engines").
 fn no_archive(location: &str) -> Error {
     Error::refused(format!("the engine at {location} keeps no archive: its finished work stays in the database"))
-        .hint("nothing was changed; to archive, move the root to a folder (`circe migrate --to-local DIR`) and run `circe archive` there")
+        .hint("nothing was changed; the finished work stays readable where it is (`circe show TASK`, `circe log`), and `circe mirror DIR` writes it all as files; archiving needs a root in a folder, and `circe migrate --to-local DIR` would move the whole team's root there (every host must then reach that folder)")
 }

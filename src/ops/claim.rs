@@ -183,7 +183,7 @@ fn claim_in(
                 "task {task} is parked: its lease ran out {} times",
                 rec.expiries
             ))
-            .hint("a coordinator can put it back with `circe release --force`"));
+            .hint(parked_hint(ws, &task)));
         }
         s => {
             return Err(Error::refused(format!("task {task} is {}", s.as_str()))
@@ -227,7 +227,7 @@ fn claim_in(
                 "task {task} would be parked: its lease ran out {} times",
                 rec.expiries + 1
             ))
-            .hint("a coordinator can put it back with `circe release --force`"));
+            .hint(parked_hint(ws, &task)));
         }
         // The ticket's move into the claimer's INBOX would be refused as the claim is.
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "move the ticket into")?;
@@ -245,7 +245,7 @@ fn claim_in(
             "task {task} is parked: its lease ran out {} times",
             after.rec.expiries
         ))
-        .hint("a coordinator can put it back with `circe release --force`"));
+        .hint(parked_hint(ws, &task)));
     }
     let at = after.location.clone();
     Ok(outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref()))
@@ -393,4 +393,14 @@ fn reap_one(
         crate::engine::local::crash_point("reap.committed");
     }
     committed.map(|_| ())
+}
+
+/// Where a parked task goes from here: a coordinator (the root's first, when it has one)
+/// puts it back.
+pub(crate) fn parked_hint(ws: &Workspace, task: &crate::names::TaskId) -> String {
+    let who = ws
+        .agents_with_role("coordinator")
+        .first()
+        .map_or_else(|| "COORDINATOR".to_string(), ToString::to_string);
+    format!("a coordinator can put it back: circe --agent {who} release {task} --force")
 }

@@ -300,7 +300,7 @@ pub fn release(
             let err = not_owner(&st, me);
             if ws.is_coordinator(me) {
                 err.hint(format!(
-                    "as a coordinator you can take it back: circe release {task} --force"
+                    "as a coordinator you can take it back: circe --agent {me} release {task} --force"
                 ))
             } else {
                 err
@@ -310,7 +310,7 @@ pub fn release(
             Error::refused(format!("task {task} is parked: a coordinator requeues it with --force"))
                 .hint(format!("circe --agent {me} release {task} --force"))
         } else if from == Status::Parked && !force {
-            e.hint("a parked task goes back with `circe release --force` by a coordinator")
+            e.hint(super::claim::parked_hint(ws, task))
         } else {
             e
         }

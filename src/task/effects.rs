@@ -202,14 +202,21 @@ fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
         return Ok(());
     }
     let task = &st.rec.task_id;
-    Err(Error::refused(format!(
+    let err = Error::refused(format!(
         "task {task} cannot be completed: checks not passed: {}",
         missing.join(", ")
-    ))
-    .hint(format!(
-        "run them: circe --agent {by} check {task} --run {0} -- <command that proves it> (a check declared in circe.yaml runs its own: circe --agent {by} check {task} --run {0})",
-        missing[0]
-    )))
+    ));
+    let first = missing[0];
+    // Only the holder runs a check; anyone else allowed to complete it (a coordinator)
+    // asserts one with a reason.
+    Err(match st.rec.owner.as_deref() {
+        Some(holder) if holder != by => err.hint(format!(
+            "its holder runs them: circe --agent {holder} check {task} --run {first} -- <command that proves it>; or assert one, with the reason: circe --agent {by} check {task} {first}=true --reason \"...\""
+        )),
+        _ => err.hint(format!(
+            "run them: circe --agent {by} check {task} --run {first} -- <command that proves it> (a check declared in circe.yaml runs its own: circe --agent {by} check {task} --run {first})"
+        )),
+    })
 }
 
 /// The record after `mv` (allowed, leading to `to`), where the ticket goes, and the checks

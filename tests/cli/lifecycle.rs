@@ -1098,3 +1098,53 @@ fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
         "{repairs:?}"
     );
 }
+
+/// The command a refusal's hint gives after `marker`, up to `;`, `(`, a backquote or its end,
+/// as words.
+fn hinted(out: &crate::common::Out, marker: &str) -> Vec<String> {
+    let hint = out.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    let at = hint.find(marker).unwrap_or_else(|| panic!("no `{marker}` in the hint: {hint}"));
+    let cmd = &hint[at + marker.len()..];
+    let cmd = cmd.split([';', '(', '`']).next().unwrap_or_default();
+    cmd.split_whitespace().map(|w| w.trim_matches('`').to_string()).collect()
+}
+
+/// Refusals on the way to completion give a hint that, run as printed, leads on: the holder
+/// of a blocked task is told to unblock it first; a coordinator completing another's task
+/// whose check is false is told how to assert it; a parked task's claimer is told the
+/// command a coordinator runs.
+#[test]
+fn refusal_hints_on_the_way_to_completion_run_as_printed() {
+    let env = Env::new();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["status", "T-1", "blocked"]).ok();
+    let o = env.circe(["--json", "status", "T-1", "completed"]).agent("engineer").run();
+    o.code(3);
+    let cmd = hinted(&o, "(`circe ");
+    assert_eq!(cmd, ["status", "TASK", "in_progress"], "{}", o.stdout);
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    // The coordinator completes it while its check is false: the holder runs it, or the
+    // coordinator asserts it with a reason.
+    let o = env.circe(["--json", "status", "T-1", "completed"]).agent("coordinator").run();
+    o.code(3);
+    let mut cmd = hinted(&o, "or assert one, with the reason: circe ");
+    cmd.retain(|w| w != "\"...\"");
+    cmd.push("seen in the call".into());
+    env.circe(&cmd).run().ok();
+    env.as_("coordinator", &["status", "T-1", "completed"]).ok();
+    // Parked: the claimer's hint names a coordinator and the task.
+    let cfg = env.circe(["config"]).run().stdout.clone();
+    assert!(cfg.contains("max_attempts: 3"), "{cfg}");
+    env.set_config(&cfg.replace("max_attempts: 3", "max_attempts: 1"));
+    env.open_task("T-2");
+    env.as_("engineer", &["claim", "T-2"]).ok();
+    env.circe(["reap"]).now("2030-01-01T00:00:00Z").run().ok();
+    let o =
+        env.circe(["--json", "claim", "T-2"]).agent("engineer").now("2030-01-01T00:00:01Z").run();
+    o.code(3);
+    let cmd = hinted(&o, "put it back: circe ");
+    env.circe(&cmd).now("2030-01-01T00:00:02Z").run().ok();
+    env.as_("engineer", &["claim", "T-2"]).ok();
+}
