@@ -35,9 +35,29 @@ pub fn find(ws: &Workspace, key: &str) -> Result<Vec<Found>> {
 
 pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found>> {
     empty_key(key)?;
+    let listed: Vec<(&Mailbox, Vec<String>)> =
+        boxes.iter().map(|b| Ok((b, ws.engine.list_box(b)?))).collect::<Result<_>>()?;
+    // A key that is a message's file name names it, and only the messages by that name:
+    // nothing else is read (a listing of the boxes, not a read of every message).
+    if listed.iter().any(|(_, names)| names.iter().any(|n| n == key)) {
+        let limit = ws.config.limits.message_bytes;
+        let mut out = Vec::new();
+        for (b, _) in listed.iter().filter(|(_, names)| names.iter().any(|n| n == key)) {
+            let Ok(c) = ws.engine.read_message_capped(b, key, limit) else { continue };
+            let parsed =
+                message::parse_limited(&c.bytes, c.size, Mode::Draft, &ws.config.limits).ok();
+            out.push(Found {
+                mailbox: b.label(),
+                file: key.to_string(),
+                location: (*b).clone(),
+                message: parsed,
+            });
+        }
+        return Ok(out);
+    }
     let mut out = Vec::new();
-    for b in boxes {
-        for name in ws.engine.list_box(b)? {
+    for (b, names) in listed {
+        for name in names {
             let by_name = name == key;
             let limit = ws.config.limits.message_bytes;
             let Ok(c) = ws.engine.read_message_capped(b, &name, limit) else { continue };
