@@ -373,12 +373,15 @@ fn wait_in(
     {
         return Ok(done);
     }
-    if !fresh && let Some(met) = holds_now(ws, me, role, c, false)? {
-        if let Some(done) = try_claim(met)? {
+    // A status that can never come, a reply to no message: refused at once (by the same
+    // look that answers a wait already met: one look, not two).
+    if !fresh {
+        if let Some(met) = holds_now(ws, me, role, c, false)?
+            && let Some(done) = try_claim(met)?
+        {
             return Ok(done);
         }
     } else if let Condition::Status(..) | Condition::Reply(_) = c {
-        // A status that can never come, a reply to no message: refused at once.
         holds_now(ws, me, role, c, true)?;
     }
     // A lease running out is no event: waiting for a claimable task, look again when the
