@@ -92,7 +92,7 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     };
     let agent =
         if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
-    let mut filter = Filter::new(agent, task.clone(), kinds);
+    let mut filter = Filter::new(agent, task.clone(), kinds.clone());
     let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
     let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);
     let mut out = Out::new(ctx.json);
@@ -111,17 +111,24 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
             }
         }
     } else if a.limit > 0 {
+        // Events of the kinds asked for name their kind so (`"event":"claim"`): the engine
+        // may pass over the other lines unparsed.
+        let naming: Vec<String> =
+            kinds.iter().map(|k| format!("\"event\":\"{}\"", k.as_str())).collect();
         let mut before = None;
         'back: loop {
             // One task's: the engine passes over what cannot be its events unparsed.
             let batch = match &task {
                 Some(t) => ws.engine.task_events_back(t, before, 512)?,
+                None if !naming.is_empty() => {
+                    ws.engine.read_events_back_naming(before, 512, &naming)?
+                }
                 None => ws.engine.read_events_back(before, 512)?,
             };
             let Some(oldest) = batch.last() else { break };
             before = Some(oldest.id);
-            // A task's batch comes short only once the log's start was reached.
-            let start_reached = task.is_some() && batch.len() < 512;
+            // A task's batch, or a kind's, comes short only once the log's start was reached.
+            let start_reached = (task.is_some() || !naming.is_empty()) && batch.len() < 512;
             for e in batch {
                 if !newer(&e) {
                     break 'back;

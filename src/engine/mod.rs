@@ -387,6 +387,19 @@ pub trait Engine {
         back_of_task(task, before, max, 512, &mut |before| self.read_events_back(before, 512))
     }
 
+    /// `read_events_back`, where an engine may pass over, unparsed and uncounted, the lines
+    /// that hold none of `naming` (text each of the wanted events' lines holds, such as
+    /// `"event":"claim"`). A hint: the default reads them all, and the caller filters.
+    fn read_events_back_naming(
+        &self,
+        before: Option<u64>,
+        max: usize,
+        naming: &[String],
+    ) -> Result<Vec<Event>> {
+        let _ = naming;
+        self.read_events_back(before, max)
+    }
+
     /// The id of the newest event (0 when there is none).
     fn last_event_id(&self) -> Result<u64>;
 

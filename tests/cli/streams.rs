@@ -857,3 +857,37 @@ fn an_openers_stream_follows_the_tasks_it_opened() {
     assert!(!mine.iter().any(|m| m == "\"check\""), "{mine:?}");
     assert!(kinds("qa").is_empty(), "{:?}", kinds("qa"));
 }
+
+/// `log --kind`: exactly the events of those kinds the whole log holds, newest last, the
+/// limit counting only them, as a filter of the whole log gives them.
+#[test]
+fn log_of_some_kinds_is_the_whole_log_filtered() {
+    let env = Env::new();
+    for i in 0..12 {
+        let t = format!("K-{i}");
+        env.open_task(&t);
+        if i % 3 == 0 {
+            env.as_("engineer", &["claim", &t]).ok();
+        }
+        if i == 7 {
+            env.circe(["agent", "add", "late", "--role", "qa"]).run().ok();
+        }
+    }
+    let ids = |args: &[&str]| -> Vec<(u64, String)> {
+        let o = env.circe(args).run();
+        o.ok();
+        o.stdout
+            .lines()
+            .map(|l| serde_json::from_str::<Value>(l).unwrap())
+            .map(|v| (v["id"].as_u64().unwrap(), v["event"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let all = ids(&["log", "--all", "--limit", "1000", "--json"]);
+    let want: Vec<(u64, String)> =
+        all.iter().filter(|(_, k)| k == "claim" || k == "agent_add").cloned().collect();
+    assert!(want.len() >= 5, "{all:?}");
+    let got = ids(&["log", "--all", "--kind", "claim,agent_add", "--limit", "1000", "--json"]);
+    assert_eq!(got, want);
+    let last_two = ids(&["log", "--all", "--kind", "claim,agent_add", "--limit", "2", "--json"]);
+    assert_eq!(last_two, want[want.len() - 2..]);
+}

@@ -584,6 +584,16 @@ impl Engine for LocalEngine {
         event_log::read_back(&self.store, before, max)
     }
 
+    fn read_events_back_naming(
+        &self,
+        before: Option<u64>,
+        max: usize,
+        naming: &[String],
+    ) -> Result<Vec<Event>> {
+        let keep = |l: &str| naming.iter().any(|n| l.contains(n.as_str()));
+        event_log::read_back_where(&self.store, before, max, &keep)
+    }
+
     fn subscribe(&self, poll: Option<std::time::Duration>) -> Result<Box<dyn EventFeed + '_>> {
         let waker = match poll {
             Some(every) => watch::Waker::polling(every),
