@@ -47,7 +47,9 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         .hint("set a later deadline, or leave it out"));
     }
     let sem = semantics(msg.intent.as_deref().unwrap_or_default());
-    let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())];
+    // Where the message answered most likely is: the answerer's own boxes, then LOGS (where
+    // `done` files it), before every other box.
+    let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone()), Mailbox::Logs];
     let plan = match sem {
         Semantics::OpensTask => {
             if msg.task_id.is_none() {
