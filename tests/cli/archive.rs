@@ -594,3 +594,26 @@ fn waiting_for_a_reply_to_an_archived_question_says_so() {
     let fresh = ["wait", "--for", &reply, "--new", "--timeout", "200ms"];
     env.circe(fresh).agent("qa").now(LATER).run().code(7);
 }
+
+/// Two unread copies of one message of a finished task (one name in two INBOXes: a message
+/// to a role of two agents) are both filed and archived: the second under a numbered name,
+/// as `done` files it. A run does not stop at the second copy, for this task or any other.
+#[test]
+fn two_copies_of_one_message_under_one_name_are_both_archived() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.circe(["agent", "add", "c2", "--role", "coordinator"]).run().ok();
+    env.complete_task("T1");
+    let said = ["send", "--to", "role:coordinator", "--intent", "inform", "--task", "T1"];
+    env.as_("engineer", &[&said[..], &["--summary", "both read this"]].concat()).ok();
+    let name = env.ls("AGENTS/c2/INBOX").remove(0);
+    assert!(env.ls("AGENTS/coordinator/INBOX").contains(&name), "one name, two copies");
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(env.ls("AGENTS/c2/INBOX").is_empty() && env.ls("AGENTS/coordinator/INBOX").is_empty());
+    let found = env.circe(["--json", "archive", "search", "T1"]).run();
+    let text = found.ok().stdout.clone();
+    let stem = name.trim_end_matches(".md");
+    assert!(text.contains(&format!("{stem}.md")), "{text}");
+    assert!(text.contains(&format!("{stem}.2.md")), "{text}");
+    env.circe(["doctor"]).run().ok();
+}

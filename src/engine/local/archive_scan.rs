@@ -137,11 +137,12 @@ pub(super) fn file_messages(eng: &LocalEngine, sel: &Selection, dry_run: bool) -
                 continue;
             }
             let _lock = eng.store.lock_task(&id)?;
-            if eng.store.move_message(&b, &Mailbox::Logs, &name)? {
+            // Copies of one message (a broadcast, an escalation to every coordinator) share a
+            // name: the second is filed as `NAME.2.md`, as `done` files it.
+            if let Some(used) = eng.store.file_message(&b, &Mailbox::Logs, &name)? {
                 moved += 1;
-                let mut e = Event::now(EventKind::Done, CIRCE)
-                    .task(&id)
-                    .file(Mailbox::Logs.label(), name.clone());
+                let mut e =
+                    Event::now(EventKind::Done, CIRCE).task(&id).file(Mailbox::Logs.label(), used);
                 e.note = Some(format!("filed from {} by the archive", b.label()));
                 event_log::append(&eng.store, &mut [e])?;
             }
