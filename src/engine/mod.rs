@@ -347,6 +347,16 @@ pub trait Engine {
     /// The retired agents and when each was retired, sorted by name.
     fn retirements(&self) -> Result<Vec<(AgentName, String)>>;
 
+    /// Is `agent` retired, read now (not from what this process read before)? Asked inside
+    /// a claim's task transaction, so a retirement racing the claim refuses it. `None`: the
+    /// engine cannot tell without a round trip of its own, and does not say (the database
+    /// engine: a claim there may still race a retirement; `agent retire` run again
+    /// releases what it took).
+    fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>> {
+        let _ = agent;
+        Ok(None)
+    }
+
     /// The retired agents, sorted.
     fn retired(&self) -> Result<Vec<AgentName>> {
         Ok(self.retirements()?.into_iter().map(|(a, _)| a).collect())

@@ -237,6 +237,14 @@ fn claim_in(
     if !parked {
         change.request = request.map(str::to_string);
     }
+    // Retired after this command looked (`agent retire` racing the claim): its pass over
+    // the held tasks takes each task's lock, so one that passed this task already was
+    // before this lock, and its retirement is read here.
+    if ws.engine.retired_now(me)? == Some(true) {
+        return Err(Error::refused(format!("agent {me} is retired")).hint(
+            "a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one",
+        ));
+    }
     notify::ride(ws, &mut change);
     tx.commit(change)?;
     let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;

@@ -51,11 +51,22 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     ws.forget_retired();
     let mut released = Vec::new();
     let mut failed = Vec::new();
+    // A task the agent may be claiming right now (waiting, or another's) is looked at again
+    // under its lock, where the engine's claim reads the retirement under that lock too: a
+    // claim that began before the retirement either committed before this look, or is
+    // refused.
+    let locked_look = ws.engine.retired_now(agent)?.is_some();
     let holds = |task: &TaskId| -> Result<bool> {
-        Ok(ws
-            .engine
-            .peek(task)?
-            .is_some_and(|st| st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent)))
+        let held = |st: &crate::task::TaskState| {
+            st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent)
+        };
+        let Some(st) = ws.engine.peek(task)? else { return Ok(false) };
+        let claimable = st.rec.status == crate::task::Status::New || st.rec.status.is_owned();
+        if held(&st) || !locked_look || !claimable {
+            return Ok(held(&st));
+        }
+        let Some(tx) = ws.engine.begin(task, false)? else { return Ok(false) };
+        Ok(tx.state().is_some_and(held))
     };
     for task in ws.engine.task_ids()? {
         // A task that cannot be read is said once the rest is done.

@@ -590,13 +590,15 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
     local_only!("moves agents' folders by hand");
     let env = Env::new();
     env.open_task("T-2");
+    // Retired first: a retirement looks at each waiting task under its lock, which mends a
+    // hand-renamed ticket as any command on the task would.
+    env.as_("coordinator", &["agent", "retire", "scribe"]).ok();
     let t2 = env.ls("NEW_MESSAGES").pop().unwrap();
     std::fs::rename(
         env.root().join("NEW_MESSAGES").join(&t2),
         env.root().join("NEW_MESSAGES/handmade.md"),
     )
     .unwrap();
-    env.as_("coordinator", &["agent", "retire", "scribe"]).ok();
     // A numbered send cut off after its commit point, finished later: not through a link.
     let cut = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
     env.circe(cut).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run().code(86);

@@ -325,6 +325,10 @@ impl Engine for LocalEngine {
         self.store.read_agent(name)
     }
 
+    fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>> {
+        self.store.agent_retired(agent).map(Some)
+    }
+
     fn add_agent(&self, name: &AgentName, role: &str) -> Result<bool> {
         self.store.create_agent(name, role)
     }

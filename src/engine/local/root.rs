@@ -222,6 +222,16 @@ impl Store {
 
     /// One agent's role; `None` when there is no such agent. An agent.yaml that does not
     /// parse is an error naming it: the agent is there, and may hold tasks.
+    /// Is `name` retired, by its agent.yaml read now (`false` for one that is not there).
+    pub fn agent_retired(&self, name: &AgentName) -> Result<bool> {
+        let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
+        match atomic::read_regular(&p) {
+            Ok(b) => Ok(parse_agent_file(&b).is_some_and(|f| f.retired_at.is_some())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("cannot read", &p, e)),
+        }
+    }
+
     pub fn read_agent(&self, name: &AgentName) -> Result<Option<String>> {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
