@@ -334,6 +334,11 @@ pub trait Engine {
     /// delivery. Waits at most the lock wait (then a conflict). Ids may share a hold.
     fn hold_msg_id(&self, id: &str) -> Result<Held<'_>>;
 
+    /// Hold the importing into this root until the guard drops: one import at a time, so a
+    /// second finds what the first brought in. `None` when another holds it now. A holder
+    /// that dies lets go.
+    fn hold_import(&self) -> Result<Option<Held<'_>>>;
+
     /// Make `message` (a whole prompt message) `agent`'s current prompt.
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
 

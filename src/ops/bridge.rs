@@ -116,6 +116,12 @@ pub fn import_tx(
         }
     }
     firsts.sort_by(|a, b| (a.2.created_at, &a.0).cmp(&(b.2.created_at, &b.0)));
+    // One import at a time: the ids in the root are read under the hold, so a second import
+    // of the same folder finds the first's messages and skips them.
+    let Some(_import) = ws.engine.hold_import()? else {
+        return Err(Error::conflict("another import into this root is running")
+            .hint("wait for it to end, then run this one again: what it brought in is skipped"));
+    };
     let taken = ids_in_root(ws)?;
     let tasks: RefCell<HashMap<String, String>> = RefCell::new(HashMap::new());
     let mut seen = BTreeSet::new();

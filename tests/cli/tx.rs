@@ -787,3 +787,37 @@ fn a_coordinator_readdresses_a_task_sent_to_the_wrong_agent() {
     env.as_("dev2", &["claim", "C-4"]).ok();
     env.as_("coordinator", &["readdress", "C-4", "--to", "role:engineer"]).code(3);
 }
+
+/// Two imports into one root at once: the second is refused while the first holds the
+/// import (exit 4, nothing changed); run once the first is done, it skips what the first
+/// brought in. (Two imports of one folder side by side used to land every message twice.)
+#[test]
+fn an_import_while_another_runs_is_refused_and_changes_nothing() {
+    local_only!("holds the root's import lock file from outside");
+    let env = Env::new();
+    let src = env.path().join("tx-msgs");
+    write_folder(&src, &FOLDER.to_vec());
+    let lock = env.root().join("locks/import.lock");
+    let before = env.state();
+    // `flock` holds the lock while its command (the import) runs.
+    let held = std::process::Command::new("flock")
+        .arg(&lock)
+        .args(["sleep", "2"])
+        .spawn()
+        .expect("flock (util-linux)");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    // The lock goes with `sleep`, which holds it: waited for, not killed.
+    let mut held = held;
+    let _ = held.wait();
+    assert_eq!(o.code, 4, "{}", o.show());
+    assert!(
+        o.json()["error"]["message"].as_str().unwrap().contains("another import"),
+        "{}",
+        o.stdout
+    );
+    assert_unchanged(&before, &env.state());
+    env.circe(["import", "tx", src.to_str().unwrap()]).run().ok();
+    let again = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    assert_eq!(again.ok().json()["skipped"].as_array().unwrap().len(), FOLDER.len());
+}

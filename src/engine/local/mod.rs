@@ -517,6 +517,10 @@ impl Engine for LocalEngine {
         Ok(Box::new(self.store.lock_msg_id(id)?))
     }
 
+    fn hold_import(&self) -> Result<Option<super::Held<'_>>> {
+        Ok(self.store.lock_import()?.map(|l| Box::new(l) as super::Held<'_>))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.store.write_prompt(agent, message)
     }

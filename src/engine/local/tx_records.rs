@@ -90,6 +90,11 @@ impl Store {
         }
     }
 
+    /// The lock an import holds for its whole run (`locks/import.lock`), if free now.
+    pub fn lock_import(&self) -> Result<Option<super::lock::Lock>> {
+        super::lock::Lock::try_acquire(&self.root.join("locks").join("import.lock"))
+    }
+
     /// The lock a send naming message id `id` holds (`locks/msgid-NN.lock`: one of 64, by
     /// a hash of the id, so lock files do not pile up; ids that share one wait in turn).
     pub fn lock_msg_id(&self, id: &str) -> Result<super::lock::Lock> {

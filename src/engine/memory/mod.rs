@@ -293,6 +293,11 @@ impl Engine for MemoryEngine {
         self.hold_sending(id)
     }
 
+    fn hold_import(&self) -> Result<Option<super::Held<'_>>> {
+        // One process holds this engine: no other import can run beside this one.
+        Ok(Some(Box::new(())))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.store_prompt(agent, message)
     }

@@ -163,6 +163,12 @@ impl Engine for PgEngine {
         self.lock_msg_id(id)
     }
 
+    fn hold_import(&self) -> Result<Option<crate::engine::Held<'_>>> {
+        // A session lock, let go when the process's connection ends.
+        let got = self.try_session_lock("holding the import", "import")?;
+        Ok(got.then(|| Box::new(()) as crate::engine::Held<'_>))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.write_prompt(agent, message)
     }
