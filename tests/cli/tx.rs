@@ -796,7 +796,7 @@ fn an_import_while_another_runs_is_refused_and_changes_nothing() {
     local_only!("holds the root's import lock file from outside");
     let env = Env::new();
     let src = env.path().join("tx-msgs");
-    write_folder(&src, &FOLDER.to_vec());
+    write_folder(&src, &FOLDER);
     let lock = env.root().join("locks/import.lock");
     let before = env.state();
     // `flock` holds the lock while its command (the import) runs.
