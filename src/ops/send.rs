@@ -444,6 +444,58 @@ fn header_status_opens(msg: &Message) -> Result<()> {
     .hint("remove the status line (circe records the task's status in TASKS/), or write `status: new`"))
 }
 
+/// A message with id `id` that `circe archive` took: the same send again (same sender,
+/// intent and task, as the archive's index keeps them) is answered as delivered before, with
+/// where it lies now; anything else with the id is a conflict. Not sent again either way.
+fn archived_copy(
+    ws: &Workspace,
+    id: &str,
+    me: &AgentName,
+    msg: &Message,
+) -> Result<Option<Delivery>> {
+    if !ws.engine.keeps_archive() {
+        return Ok(None);
+    }
+    let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
+    let mut hits = Vec::new();
+    ws.engine.archive_search(&q, &mut |h| {
+        if h.entry.msg_id.as_deref() == Some(id) {
+            hits.push(h);
+        }
+        Ok(true)
+    })?;
+    let Some(first) = hits.first() else { return Ok(None) };
+    let same = |h: &crate::archive::Hit| {
+        h.entry.from.as_deref().map(crate::message::agent_of) == Some(me.as_str())
+            && h.entry.intent == msg.intent
+            && h.entry.task == msg.task_id
+    };
+    let at = |h: &crate::archive::Hit| DeliveredCopy {
+        mailbox: format!("archive:{}/{}", h.period, h.segment),
+        file: h.entry.origin.clone().unwrap_or_else(|| h.entry.member.clone()),
+    };
+    if hits.iter().all(same) {
+        return Ok(Some(Delivery {
+            msg_id: id.to_string(),
+            intent: msg.intent.clone().unwrap_or_default(),
+            task_id: msg.task_id.clone(),
+            in_reply_to: msg.in_reply_to.clone(),
+            task_inherited: false,
+            delivered: hits.iter().map(at).collect(),
+            task: None,
+            already_delivered: true,
+        }));
+    }
+    let where_ = at(first);
+    Err(Error::conflict(format!(
+        "message id {id} is taken: the archive holds another message with it ({} in {})",
+        where_.file, where_.mailbox
+    ))
+    .detail("box", where_.mailbox)
+    .detail("file", where_.file)
+    .hint("leave the id out (no --msg-id, no msg_id line in the draft) and circe makes a fresh one, or give the message an id of its own"))
+}
+
 /// Where a message with id `id` already lies, if one does. The same send again (same sender,
 /// recipient, intent, task and body) is answered with that delivery; anything else with the
 /// same id is a conflict.
@@ -464,7 +516,7 @@ fn earlier_copy(
             location: b,
         })
         .collect();
-    let Some(first) = found.first() else { return Ok(None) };
+    let Some(first) = found.first() else { return archived_copy(ws, id, me, msg) };
     let same = |m: &Message| {
         m.from_agent() == Some(me.as_str())
             && m.to == msg.to

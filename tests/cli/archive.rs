@@ -617,3 +617,29 @@ fn two_copies_of_one_message_under_one_name_are_both_archived() {
     assert!(text.contains(&format!("{stem}.2.md")), "{text}");
     env.circe(["doctor"]).run().ok();
 }
+
+/// A send with its own msg id, run again after `circe archive` took the first: not
+/// delivered twice; the same send is answered as delivered before (where it lies now), a
+/// different message with that id is a conflict.
+#[test]
+fn a_msg_id_the_archive_holds_is_not_sent_again() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    let send = |agent: &str, summary: &str| {
+        let args =
+            ["--json", "send", "--to", "agent:qa", "--intent", "inform", "--msg-id", "fixed-1"];
+        env.circe([&args[..], &["--summary", summary]].concat()).agent(agent).run()
+    };
+    send("engineer", "hello").ok();
+    env.as_("qa", &["done", "fixed-1"]).ok();
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(env.ls("LOGS").iter().all(|f| !f.contains("engineer-qa")), "archived");
+    let again = send("engineer", "hello");
+    let j = again.ok().json();
+    assert_eq!(j["already_delivered"], true, "{j}");
+    assert!(j["delivered"][0]["box"].as_str().unwrap().starts_with("archive:"), "{j}");
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty(), "not delivered again");
+    let other = send("coordinator", "something else");
+    assert_eq!(other.code, 4, "{}", other.show());
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty());
+}
