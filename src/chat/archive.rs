@@ -60,15 +60,7 @@ pub fn resolve(
             steps.push(Step::Archive { name: r.archive.clone(), id, from: pos });
             (id, pos) = (r.new, Position::START);
         } else if let Some(r) = records.iter().rev().find(|r| r.old == id) {
-            if pos.offset >= r.split_offset {
-                pos = Position {
-                    offset: pos.offset - r.split_offset,
-                    line: pos.line.saturating_sub(r.split_line - 1).max(1),
-                };
-            } else {
-                steps.push(Step::Archive { name: r.archive.clone(), id: r.archive_id, from: pos });
-                pos = Position::START;
-            }
+            pos = past(r, pos, &mut steps);
             id = r.new;
         } else if pos == Position::START
             && let Some(next) = successor(records, live, id)
@@ -84,6 +76,42 @@ pub fn resolve(
     }
     steps.push(Step::Restart { why: "the chat file was replaced".into() });
     steps
+}
+
+/// Where reading goes on from `pos` in file `id` when the file that has that number now (the
+/// live channel, or an archive) is another one: `chat archive --before` renamed the kept
+/// part over file `id`, which freed its number, and the filesystem gave it to a later file.
+/// The way on starts at the earliest such archive (a place from a later file with the number
+/// reads again what came between: repeated, not lost). `None` when no `--before` archive
+/// replaced a file `id`.
+pub fn resolve_replaced(
+    records: &[ArchiveRecord],
+    live: Option<FileId>,
+    id: FileId,
+    pos: Position,
+) -> Option<Vec<Step>> {
+    let r = records.iter().filter(|r| r.old == id && r.archive_id != id).min_by(|a, b| {
+        (a.archived_at.as_str(), a.archive.as_str())
+            .cmp(&(b.archived_at.as_str(), b.archive.as_str()))
+    })?;
+    let mut steps = Vec::new();
+    let pos = past(r, pos, &mut steps);
+    steps.extend(resolve(records, live, r.new, pos));
+    Some(steps)
+}
+
+/// Where `pos` in the old file of archive `r` went: before the split, the rest of the archive
+/// (pushed onto `steps`) and then the new channel's start; at or after it, the same bytes in
+/// the new channel.
+fn past(r: &ArchiveRecord, pos: Position, steps: &mut Vec<Step>) -> Position {
+    if pos.offset >= r.split_offset {
+        return Position {
+            offset: pos.offset - r.split_offset,
+            line: pos.line.saturating_sub(r.split_line - 1).max(1),
+        };
+    }
+    steps.push(Step::Archive { name: r.archive.clone(), id: r.archive_id, from: pos });
+    Position::START
 }
 
 /// The file that took the place of `id`, the new channel of an archive cut off before it
@@ -295,6 +323,32 @@ mod tests {
             resolve(&placed, Some(id(14)), id(11), p(40, 3))[..],
             [Step::Restart { .. }]
         ));
+    }
+
+    /// A `--before` archive replaced file 10 (its number freed), and a whole archive's new
+    /// channel took the number: a place in the first file 10 goes on by the split's record.
+    #[test]
+    fn a_place_in_a_replaced_file_goes_on_from_its_split() {
+        let p = |offset, line| Position { offset, line };
+        let chain = [rec(10, 20, 11, 60, 4), rec(11, 11, 10, 60, 4)];
+        assert_eq!(
+            resolve_replaced(&chain, Some(id(10)), id(10), p(40, 3)).unwrap(),
+            [
+                Step::Archive { name: "a10".into(), id: id(20), from: p(40, 3) },
+                Step::Archive { name: "a11".into(), id: id(11), from: Position::START },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // Past the split: on in the kept part.
+        assert_eq!(
+            resolve_replaced(&chain, Some(id(10)), id(10), p(80, 5)).unwrap(),
+            [
+                Step::Archive { name: "a11".into(), id: id(11), from: p(20, 2) },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // No split replaced file 11 (a whole archive keeps its file).
+        assert_eq!(resolve_replaced(&chain, Some(id(10)), id(11), p(40, 3)), None);
     }
 
     #[test]

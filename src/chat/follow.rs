@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::time::Duration;
 
-use super::archive::{Step, records, resolve};
+use super::archive::{Step, records, resolve, resolve_replaced};
 use super::cursor::{CHECK_SPAN, Cursor};
 use super::scanner::{Found, Position, Scanner};
 use crate::clock;
@@ -215,17 +215,26 @@ impl Follower<'_> {
             });
         }
         if let Some(r) = live.filter(|r| r.id() == c.id()) {
-            let from = c.offset.saturating_sub(CHECK_SPAN);
-            if c.offset <= r.size()?
-                && super::cursor::check_of(&r.read_range(from, c.offset)?) == c.check
-            {
+            if holds(r, c)? {
                 return Ok(vec![Step::Live { from: c.position() }]);
             }
-            return Ok(vec![Step::Restart {
-                why: "the chat file changed under the cursor".into(),
-            }]);
+            // Not the cursor's bytes: its file was replaced by a `--before` archive and the
+            // channel took the number, or the file was rewritten in place.
+            let recs = records(&self.chat.archive_records()?);
+            return Ok(resolve_replaced(&recs, live_id, c.id(), c.position()).unwrap_or_else(
+                || vec![Step::Restart { why: "the chat file changed under the cursor".into() }],
+            ));
         }
+        // An archive file that has the cursor's number but not its bytes: the same.
         let recs = records(&self.chat.archive_records()?);
+        if let Some(steps) = resolve_replaced(&recs, live_id, c.id(), c.position())
+            && let Some(a) = recs.iter().rev().find(|r| r.archive_id == c.id())
+            && let Some(f) = self.chat.open_archive(&a.archive)?
+            && f.id() == c.id()
+            && !holds(&f, c)?
+        {
+            return Ok(steps);
+        }
         Ok(resolve(&recs, live_id, c.id(), c.position()))
     }
 
@@ -375,6 +384,13 @@ impl Follower<'_> {
         let c = Cursor::new(src.reader.id(), at, &before);
         self.engine.write_cursor("chat", name, c.to_line().as_bytes())
     }
+}
+
+/// Whether `r` has the bytes the cursor `c` saw before its offset: it is the file the cursor
+/// was saved in, not one rewritten in place nor a later file given the same number.
+fn holds(r: &ChatReader, c: &Cursor) -> Result<bool> {
+    let from = c.offset.saturating_sub(CHECK_SPAN);
+    Ok(c.offset <= r.size()? && super::cursor::check_of(&r.read_range(from, c.offset)?) == c.check)
 }
 
 /// What `emit` did with a message.

@@ -491,3 +491,116 @@ fn chat_takes_agent_addresses_and_spells_out_a_role() {
     assert!(w.stdout.contains("\"recipient\":\"engineer\""), "{}", w.show());
     assert!(w.stdout.contains("dev2"), "{}", w.show());
 }
+
+/// The messages `chat watch --once --cursor NAME` prints.
+fn said_to(env: &Env, cursor: &str) -> Vec<String> {
+    let got = once(env, &["--cursor", cursor]);
+    got.iter().map(|l| l["message"].as_str().unwrap().to_string()).collect()
+}
+
+/// The inode number of `.circe/REL`.
+fn ino(env: &Env, rel: &str) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(env.root().join(rel)).unwrap().ino()
+}
+
+/// What the filesystem does when it gives the number of a file that is gone (`from`) to a
+/// later one (`to`), as it may once `chat archive --before` replaced the channel file: the
+/// cursor `w` and the records' old files that named `from` name `to`.
+fn renumber(env: &Env, from: u64, to: u64) {
+    let retag = |v: &mut Value| {
+        if v["ino"] == json!(from) {
+            v["ino"] = json!(to);
+        }
+    };
+    let mut c: Value = serde_json::from_str(&env.read("cursors/chat/w")).unwrap();
+    retag(&mut c);
+    std::fs::write(env.root().join("cursors/chat/w"), format!("{c}\n")).unwrap();
+    for n in env.ls_all("LOGS/chat") {
+        let Some(stem) = n.strip_suffix(".json") else { continue };
+        let rel = format!("LOGS/chat/{stem}.json");
+        let mut r: Value = serde_json::from_str(&env.read(&rel)).unwrap();
+        retag(&mut r["old"]);
+        std::fs::write(env.root().join(&rel), r.to_string()).unwrap();
+    }
+}
+
+/// A cursor saved before a split archive (`--before`) and resumed after a whole one loses
+/// nothing, also when the new channel of the whole archive has the number (inode) of the
+/// file the split replaced: the cursor's bytes are not in that file, so the way on goes by
+/// the records.
+#[test]
+fn a_cursor_goes_on_through_a_split_archive_and_a_whole_one() {
+    for reused in [false, true] {
+        if reused {
+            local_only!("the test renumbers the chat files by hand");
+        }
+        let env = Env::new();
+        let say = |t: &str| {
+            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
+        };
+        ["A", "B"].into_iter().for_each(say);
+        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
+        let first = if reused { ino(&env, "chat.md") } else { 0 };
+        ["C", "D", "E"].into_iter().for_each(say);
+        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        say("F");
+        env.circe(["chat", "archive"]).run().ok();
+        say("G");
+        if reused {
+            renumber(&env, first, ino(&env, "chat.md"));
+        }
+        assert_eq!(said_to(&env, "w"), ["C", "D", "E", "F", "G"], "reused: {reused}");
+        assert!(said_to(&env, "w").is_empty(), "reused: {reused}");
+    }
+}
+
+/// The same read once between the archives, and through a chain of one split and two whole
+/// archives, the second of which takes the file that has the split file's number.
+#[test]
+fn a_cursor_goes_on_through_a_chain_of_archives_after_a_split() {
+    for reused in [false, true] {
+        if reused {
+            local_only!("the test renumbers the chat files by hand");
+        }
+        // Read once after the split archive.
+        let env = Env::new();
+        let say = |t: &str| {
+            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
+        };
+        ["A", "B"].into_iter().for_each(say);
+        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
+        let first = if reused { ino(&env, "chat.md") } else { 0 };
+        ["C", "D", "E"].into_iter().for_each(say);
+        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        assert_eq!(said_to(&env, "w"), ["C", "D", "E"], "reused: {reused}");
+        say("F");
+        env.circe(["chat", "archive"]).run().ok();
+        say("G");
+        if reused {
+            renumber(&env, first, ino(&env, "chat.md"));
+        }
+        assert_eq!(said_to(&env, "w"), ["F", "G"], "reused: {reused}");
+        // Not read between: split, whole, whole; the file the split replaced has its number
+        // given to the channel the first whole archive made, which the second archives.
+        let env = Env::new();
+        let say = |t: &str| {
+            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
+        };
+        ["A", "B"].into_iter().for_each(say);
+        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
+        let first = if reused { ino(&env, "chat.md") } else { 0 };
+        ["C", "D", "E"].into_iter().for_each(say);
+        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        say("F");
+        env.circe(["chat", "archive"]).run().ok();
+        say("G");
+        let second = if reused { ino(&env, "chat.md") } else { 0 };
+        env.circe(["chat", "archive"]).run().ok();
+        say("H");
+        if reused {
+            renumber(&env, first, second);
+        }
+        assert_eq!(said_to(&env, "w"), ["C", "D", "E", "F", "G", "H"], "reused: {reused}");
+    }
+}
