@@ -238,10 +238,21 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     if let Some(t) = orphans.tasks.iter().find(|t| t.task.as_str() == key) {
         return readdress(ws, me, &t.task, to, &role);
     }
+    // A copy is named by its msg id, its file name, or (copies of one broadcast share both)
+    // by where it lies: `inbox:AGENT/FILE`, or its path `AGENTS/AGENT/INBOX/FILE`.
+    let at = |o: &OrphanMessage| format!("{}/{}", o.mailbox, o.file);
+    let path = |o: &OrphanMessage| {
+        Mailbox::from_label(&o.mailbox).map(|b| format!("{}/{}", b.rel_path(), o.file))
+    };
     let hits: Vec<&OrphanMessage> = orphans
         .messages
         .iter()
-        .filter(|o| o.file == key || o.msg_id.as_deref() == Some(key))
+        .filter(|o| {
+            o.file == key
+                || o.msg_id.as_deref() == Some(key)
+                || at(o) == key
+                || path(o).is_some_and(|p| p == key)
+        })
         .collect();
     let o = match hits.as_slice() {
         [one] => *one,
@@ -249,10 +260,10 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
             return Err(Error::not_found(format!("no orphan `{key}`"))
                 .hint("`circe orphans` lists them (msg ids, file names, task ids)"));
         }
-        _ => {
-            return Err(
-                Error::usage(format!("`{key}` names several orphans")).hint("give the file name")
-            );
+        many => {
+            let each: Vec<String> = many.iter().map(|o| at(o)).collect();
+            return Err(Error::usage(format!("`{key}` names several orphans"))
+                .hint(format!("name one by where it lies: {}", each.join(", "))));
         }
     };
     let intent = o.intent.clone().unwrap_or_default();
@@ -273,10 +284,11 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         .hint("`circe reap` files it into LOGS"));
     }
     let dest = Mailbox::Inbox(to.clone());
-    if !ws.engine.move_message(&from, &dest, &o.file)? {
+    // Under a numbered name when `to` holds a copy by that name already (of a broadcast).
+    let Some(used) = ws.engine.file_message(&from, &dest, &o.file)? else {
         return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox))
             .hint("another command moved it: `circe orphans` lists what is still orphaned"));
-    }
+    };
     // An open ask goes with its message: its new recipient may answer it.
     if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
         && let Some(ask) = ws.engine.ask(&id)?
@@ -287,7 +299,7 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         recipients.push(to.clone());
         ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
     }
-    let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), o.file.clone());
+    let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), used.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
     // `agent:B`: a bare B would be the role when a role has that name.
@@ -297,7 +309,7 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
-    Ok(Redelivered { kind: "message", to: address, mailbox: dest.label(), file: o.file.clone() })
+    Ok(Redelivered { kind: "message", to: address, mailbox: dest.label(), file: used })
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.

@@ -821,3 +821,49 @@ fn an_import_while_another_runs_is_refused_and_changes_nothing() {
     let again = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
     assert_eq!(again.ok().json()["skipped"].as_array().unwrap().len(), FOLDER.len());
 }
+
+/// Copies of one broadcast left by two retired agents share msg id and file name: the hint
+/// names each by where it lies, and that name (or its path) hands one on; into an INBOX that
+/// holds a copy by that name already, it goes under a numbered name.
+#[test]
+fn one_copy_of_a_broadcast_two_retired_agents_left_is_handed_on() {
+    let env = Env::new();
+    for a in ["w1", "w2"] {
+        env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
+    }
+    let sent = env
+        .circe(["--json", "send", "--to", "role:engineer", "--intent", "inform", "--summary", "hi"])
+        .agent("qa")
+        .run();
+    let id = sent.ok().json()["msg_id"].as_str().unwrap().to_string();
+    for a in ["w1", "w2"] {
+        env.as_("coordinator", &["agent", "retire", a]).ok();
+    }
+    let o = env
+        .circe(["--json", "orphans", "redeliver", &id, "--to", "engineer"])
+        .agent("coordinator")
+        .run();
+    o.code(2);
+    let hint = o.json()["error"]["hint"].as_str().unwrap().to_string();
+    let one = hint.rsplit(": ").next().unwrap().split(", ").next().unwrap().to_string();
+    assert!(one.starts_with("inbox:w1/"), "{hint}");
+    let file = one.trim_start_matches("inbox:w1/").to_string();
+    let moved = env
+        .circe(["--json", "orphans", "redeliver", &one, "--to", "engineer"])
+        .agent("coordinator")
+        .run();
+    let j = moved.ok().json();
+    assert_eq!(j["file"], file.replace(".md", ".2.md"), "engineer held its own copy: {j}");
+    let path = format!("AGENTS/w2/INBOX/{file}");
+    env.circe(["orphans", "redeliver", &path, "--to", "engineer-3"])
+        .agent("coordinator")
+        .run()
+        .code(5);
+    env.circe(["agent", "add", "engineer-3", "--role", "engineer"]).run().ok();
+    let by_path = env
+        .circe(["--json", "orphans", "redeliver", &path, "--to", "engineer-3"])
+        .agent("coordinator")
+        .run();
+    assert_eq!(by_path.ok().json()["file"], file.as_str());
+    env.circe(["doctor"]).run().ok();
+}
