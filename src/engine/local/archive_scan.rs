@@ -114,10 +114,6 @@ fn facts_of(eng: &LocalEngine, b: &Mailbox, name: &str) -> (Option<String>, Opti
 /// "WORKSPACE: archive on completion". Returns how many (would) move.
 pub(super) fn file_messages(eng: &LocalEngine, sel: &Selection, dry_run: bool) -> Result<u64> {
     let mut moved = 0u64;
-    // No task goes: no message is read to learn its task.
-    if sel.tasks.is_empty() {
-        return Ok(0);
-    }
     let agents = eng.store.list_agents()?;
     // Every box is looked at before any is filed: one behind a link refuses the run before
     // it moves anything.
@@ -127,6 +123,10 @@ pub(super) fn file_messages(eng: &LocalEngine, sel: &Selection, dry_run: bool) -
             let names = eng.store.list_box(&b)?;
             listed.push((b, names));
         }
+    }
+    // No task goes: no message is read to learn its task.
+    if sel.tasks.is_empty() {
+        return Ok(0);
     }
     for (b, names) in listed {
         for name in names {
