@@ -241,8 +241,8 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     let claim = claimable(&ws, &me, &role, 3)?;
     // Counted over every box: one that cannot be read (another agent's, behind a link)
     // leaves the count unknown, not this agent without its start.
-    let open_questions = match crate::ops::questions(&ws, Some(&me)) {
-        Ok(q) => Some(q.iter().filter(|q| q.direction == "to_me").count()),
+    let open_questions = match crate::ops::questions::open_to(&ws, &me) {
+        Ok(n) => Some(n),
         Err(e) if e.kind == Kind::NotFound => Some(0),
         Err(_) => None,
     };

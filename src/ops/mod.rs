@@ -14,7 +14,7 @@ mod notify;
 mod open;
 pub mod orphans;
 pub mod prompt;
-mod questions;
+pub mod questions;
 mod read;
 pub mod route;
 mod send;

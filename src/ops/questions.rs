@@ -45,6 +45,38 @@ fn settled_escalation(ws: &Workspace, m: &Message) -> bool {
     ws.engine.peek(&t).ok().flatten().is_none_or(|st| st.rec.status != crate::task::Status::Parked)
 }
 
+/// Is `m` a question: its intent expects a reply and opens no task?
+fn is_question(ws: &Workspace, m: &Message) -> bool {
+    let expects = m.intent.as_deref().and_then(|i| ws.registry.intent(i));
+    expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some())
+}
+
+/// How many open questions `me` holds a copy of (`prime`'s count). Only when its own boxes
+/// hold a question is every box read (to learn which are answered): an agent asked nothing
+/// is answered from its INBOX and WORKSPACE alone.
+pub fn open_to(ws: &Workspace, me: &AgentName) -> Result<usize> {
+    let limits = &ws.config.limits;
+    let mut asked_me = false;
+    'boxes: for b in [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())] {
+        for name in ws.engine.list_box(&b)? {
+            let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
+                continue;
+            };
+            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
+                continue;
+            };
+            if m.msg_id.is_some() && is_question(ws, &m) {
+                asked_me = true;
+                break 'boxes;
+            }
+        }
+    }
+    if !asked_me {
+        return Ok(0);
+    }
+    Ok(questions(ws, Some(me))?.iter().filter(|q| q.direction == "to_me").count())
+}
+
 /// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
 pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
     let limits = &ws.config.limits;
@@ -64,9 +96,7 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
             if let Some(r) = &m.in_reply_to {
                 answered.insert(r.clone());
             }
-            let expects = m.intent.as_deref().and_then(|i| ws.registry.intent(i));
-            let is_question = expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some());
-            let Some(id) = m.msg_id.clone().filter(|_| is_question) else { continue };
+            let Some(id) = m.msg_id.clone().filter(|_| is_question(ws, &m)) else { continue };
             let entry = asked.entry(id).or_insert_with(|| (m, Vec::new()));
             if let Some(a) = b.agent() {
                 entry.1.push(a.to_string());

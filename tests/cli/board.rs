@@ -130,7 +130,12 @@ fn the_board_shows_an_inbox_it_cannot_read_as_unknown() {
     };
     assert!(agent("qa")["inbox_count"].is_null(), "{board}");
     assert_eq!(agent("engineer")["inbox_count"], 0, "{board}");
-    // Another agent's start is not taken away either: its questions count is unknown.
+    // Another agent's start is not taken away either. Asked nothing, it has no question
+    // waiting, whatever the other boxes hold; asked one, whether it is answered is unknown.
+    let prime = env.as_("engineer", &["prime", "--json"]);
+    assert_eq!(prime.json()["open_questions"], 0, "{}", prime.show());
+    let ask = ["send", "--to", "agent:engineer", "--intent", "question", "--summary", "why?"];
+    env.as_("coordinator", &ask).ok();
     let prime = env.as_("engineer", &["prime", "--json"]);
     assert!(prime.json()["open_questions"].is_null(), "{}", prime.show());
     let text = env.as_("engineer", &["prime"]);
