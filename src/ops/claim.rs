@@ -237,14 +237,7 @@ fn claim_in(
     if !parked {
         change.request = request.map(str::to_string);
     }
-    // Retired after this command looked (`agent retire` racing the claim): its pass over
-    // the held tasks takes each task's lock, so one that passed this task already was
-    // before this lock, and its retirement is read here.
-    if ws.engine.retired_now(me)? == Some(true) {
-        return Err(Error::refused(format!("agent {me} is retired")).hint(
-            "a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one",
-        ));
-    }
+    still_active(ws, me)?;
     notify::ride(ws, &mut change);
     tx.commit(change)?;
     let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;
@@ -317,6 +310,8 @@ fn claim_next_in(
                 lost.insert(tx.task_id().clone());
             }
             Ok(o) => return Ok(o),
+            // Retired meanwhile: no other task either.
+            Err(e) if e.details.iter().any(|(k, _)| *k == "retired") => return Err(e),
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());
             }
@@ -411,4 +406,21 @@ pub(crate) fn parked_hint(ws: &Workspace, task: &crate::names::TaskId) -> String
         .first()
         .map_or_else(|| "COORDINATOR".to_string(), ToString::to_string);
     format!("a coordinator can put it back: circe --agent {who} release {task} --force")
+}
+
+/// Refused when `me` was retired after this command looked (`agent retire` racing the
+/// claim): its pass over the tasks takes each task's lock, so one that passed this task
+/// already was before this claim's lock, and the retirement is read here, under it.
+fn still_active(ws: &Workspace, me: &AgentName) -> Result<()> {
+    if ws.engine.retired_now(me)? == Some(true) {
+        return Err(Error::refused(format!("agent {me} is retired")).detail("retired", true).hint(
+            "a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one",
+        ));
+    }
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-slow-commit): a scene, not a fault: the claim
+    // waits between that look and its commit, holding the task's lock.
+    if crate::engine::local::test_break("claim-slow-commit") {
+        std::thread::sleep(Duration::from_millis(1500));
+    }
+    Ok(())
 }

@@ -51,17 +51,24 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     ws.forget_retired();
     let mut released = Vec::new();
     let mut failed = Vec::new();
-    // A task the agent may be claiming right now (waiting, or another's) is looked at again
-    // under its lock, where the engine's claim reads the retirement under that lock too: a
-    // claim that began before the retirement either committed before this look, or is
-    // refused.
-    let locked_look = ws.engine.retired_now(agent)?.is_some();
+    // A task the agent may be claiming right now (one waiting that it may take, or another's
+    // whose lease ran out) is looked at again under its lock, where the engine's claim reads
+    // the retirement under that lock too: a claim that began before the retirement either
+    // committed before this look, or is refused.
+    // (TEST BUILDS ONLY: `retire-unlocked` looks without the lock, the broken variant.)
+    let locked_look = ws.engine.retired_now(agent)?.is_some()
+        && !crate::engine::local::test_break("retire-unlocked");
+    let role = ws.role_of(agent).unwrap_or_default();
+    let now = ws.root_now()?;
     let holds = |task: &TaskId| -> Result<bool> {
         let held = |st: &crate::task::TaskState| {
             st.rec.status.is_owned() && st.rec.owner.as_ref() == Some(agent)
         };
         let Some(st) = ws.engine.peek(task)? else { return Ok(false) };
-        let claimable = st.rec.status == crate::task::Status::New || st.rec.status.is_owned();
+        let r = &st.rec;
+        let waiting = r.status == crate::task::Status::New
+            || r.status.is_owned() && crate::task::effects::lease_expired(r, now);
+        let claimable = waiting && ws.may_take(agent, &role, &r.to, &r.intent);
         if held(&st) || !locked_look || !claimable {
             return Ok(held(&st));
         }

@@ -445,7 +445,7 @@ fn header_status_opens(msg: &Message) -> Result<()> {
 }
 
 /// A message with id `id` that `circe archive` took: the same send again (same sender,
-/// intent and task, as the archive's index keeps them) is answered as delivered before, with
+/// recipient, intent, task and summary, as the archive's index keeps them) is answered as delivered before, with
 /// where it lies now; anything else with the id is a conflict. Not sent again either way.
 fn archived_copy(
     ws: &Workspace,
@@ -467,8 +467,14 @@ fn archived_copy(
     let Some(first) = hits.first() else { return Ok(None) };
     let same = |h: &crate::archive::Hit| {
         h.entry.from.as_deref().map(crate::message::agent_of) == Some(me.as_str())
+            && h.entry.to == msg.to
             && h.entry.intent == msg.intent
             && h.entry.task == msg.task_id
+            && h.entry.summary.as_deref()
+                == Some(
+                    crate::archive::summary::summary_line(msg.headline.as_deref(), &msg.body)
+                        .as_str(),
+                )
     };
     let at = |h: &crate::archive::Hit| DeliveredCopy {
         mailbox: format!("archive:{}/{}", h.period, h.segment),

@@ -242,6 +242,14 @@ fn status_move(
             Error::refused(format!("task {task} is claimed: start it before completing it")).hint(
                 format!("circe --agent {me} status {task} in_progress, then circe --agent {me} status {task} completed"),
             )
+        } else if let Some(mid) = crate::task::lifecycle::way_round(from, mv, &who) {
+            // The commands of the way round, for this agent and task.
+            e.hint(format!(
+                "move it to {} first: circe --agent {me} status {task} {}, then circe --agent {me} status {task} {}",
+                mid.as_str(),
+                mid.as_str(),
+                target.as_str()
+            ))
         } else {
             e
         }

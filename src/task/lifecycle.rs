@@ -244,23 +244,21 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
         from.as_str(),
         mv.target_word()
     ));
-    // A way round for these actors: one move of theirs first, after which this one is theirs.
-    let theirs = |r: &Rule| r.by.iter().any(|a| actors.contains(a));
-    let via = TABLE
-        .iter()
-        .filter(|r| r.from.contains(&from) && theirs(r) && r.to != from)
-        .find_map(|first| {
-            let then = TABLE.iter().any(|r| r.mv == mv && r.from.contains(&first.to) && theirs(r));
-            then.then_some(first.to)
-        });
-    Err(match via {
-        Some(mid) => err.hint(format!(
-            "move it to {} first (`circe status TASK {}`), then to {}",
-            mid.as_str(),
-            mid.as_str(),
-            mv.target_word()
-        )),
+    Err(match way_round(from, mv, actors) {
+        Some(mid) => {
+            err.hint(format!("move it to {} first, then to {}", mid.as_str(), mv.target_word()))
+        }
         None => err,
+    })
+}
+
+/// A way round a refusal of `mv` from `from` for these actors: the status one move of
+/// theirs leads to first, after which `mv` is theirs to make.
+pub fn way_round(from: Status, mv: Move, actors: &[Actor]) -> Option<Status> {
+    let theirs = |r: &Rule| r.by.iter().any(|a| actors.contains(a));
+    TABLE.iter().filter(|r| r.from.contains(&from) && theirs(r) && r.to != from).find_map(|first| {
+        let then = TABLE.iter().any(|r| r.mv == mv && r.from.contains(&first.to) && theirs(r));
+        then.then_some(first.to)
     })
 }
 

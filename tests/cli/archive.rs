@@ -625,11 +625,11 @@ fn two_copies_of_one_message_under_one_name_are_both_archived() {
 fn a_msg_id_the_archive_holds_is_not_sent_again() {
     local_only!("the archive is kept by the local engine");
     let env = Env::new();
-    let send = |agent: &str, summary: &str| {
-        let args =
-            ["--json", "send", "--to", "agent:qa", "--intent", "inform", "--msg-id", "fixed-1"];
+    let send_to = |agent: &str, to: &str, summary: &str| {
+        let args = ["--json", "send", "--to", to, "--intent", "inform", "--msg-id", "fixed-1"];
         env.circe([&args[..], &["--summary", summary]].concat()).agent(agent).run()
     };
+    let send = |agent: &str, summary: &str| send_to(agent, "agent:qa", summary);
     send("engineer", "hello").ok();
     env.as_("qa", &["done", "fixed-1"]).ok();
     env.circe(["archive"]).now(LATER).run().ok();
@@ -639,7 +639,14 @@ fn a_msg_id_the_archive_holds_is_not_sent_again() {
     assert_eq!(j["already_delivered"], true, "{j}");
     assert!(j["delivered"][0]["box"].as_str().unwrap().starts_with("archive:"), "{j}");
     assert!(env.ls("AGENTS/qa/INBOX").is_empty(), "not delivered again");
-    let other = send("coordinator", "something else");
-    assert_eq!(other.code, 4, "{}", other.show());
+    // Another sender, another recipient, another text: each a conflict, nothing sent.
+    for other in [
+        send("coordinator", "hello"),
+        send_to("engineer", "agent:coordinator", "hello"),
+        send("engineer", "something else"),
+    ] {
+        assert_eq!(other.code, 4, "{}", other.show());
+    }
     assert!(env.ls("AGENTS/qa/INBOX").is_empty());
+    assert!(env.ls("AGENTS/coordinator/INBOX").is_empty());
 }

@@ -590,8 +590,8 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
     local_only!("moves agents' folders by hand");
     let env = Env::new();
     env.open_task("T-2");
-    // Retired first: a retirement looks at each waiting task under its lock, which mends a
-    // hand-renamed ticket as any command on the task would.
+    // Retired first: a retirement looks at each waiting task the agent may take under its
+    // lock, which mends a hand-renamed ticket as any command on the task would.
     env.as_("coordinator", &["agent", "retire", "scribe"]).ok();
     let t2 = env.ls("NEW_MESSAGES").pop().unwrap();
     std::fs::rename(

@@ -1100,7 +1100,7 @@ fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
 }
 
 /// The command a refusal's hint gives after `marker`, up to `;`, `(`, a backquote or its end,
-/// as words.
+/// as words (a `,` that ends one is kept: the caller says where the command ends).
 fn hinted(out: &crate::common::Out, marker: &str) -> Vec<String> {
     let hint = out.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
     let at = hint.find(marker).unwrap_or_else(|| panic!("no `{marker}` in the hint: {hint}"));
@@ -1122,9 +1122,11 @@ fn refusal_hints_on_the_way_to_completion_run_as_printed() {
     env.as_("engineer", &["status", "T-1", "blocked"]).ok();
     let o = env.circe(["--json", "status", "T-1", "completed"]).agent("engineer").run();
     o.code(3);
-    let cmd = hinted(&o, "(`circe ");
-    assert_eq!(cmd, ["status", "TASK", "in_progress"], "{}", o.stdout);
-    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    let mut cmd = hinted(&o, "first: circe ");
+    cmd.truncate(5);
+    assert_eq!(cmd, ["--agent", "engineer", "status", "T-1", "in_progress,"], "{}", o.stdout);
+    cmd[4] = "in_progress".into();
+    env.circe(&cmd).run().ok();
     // The coordinator completes it while its check is false: the holder runs it, or the
     // coordinator asserts it with a reason.
     let o = env.circe(["--json", "status", "T-1", "completed"]).agent("coordinator").run();

@@ -179,7 +179,8 @@ fn a_consumer_run_again_at_once_finds_its_cursor_free() {
     root.open_tasks(1);
     let mut refused = Vec::new();
     for i in 0..60 {
-        let (args, kind): (&[&str], &str) = if i % 2 == 0 {
+        // One kind run after run (the lock is the kind's and the name's).
+        let (args, kind): (&[&str], &str) = if i < 30 {
             (&["watch", "--all", "--once", "--cursor", "again", "--json"], "watch")
         } else {
             (&["chat", "watch", "--once", "--cursor", "again", "--json"], "chat watch")

@@ -29,6 +29,7 @@ mod iofail;
 mod kill;
 mod parsers;
 mod race;
+mod retire;
 mod route;
 mod seq;
 mod stale;

@@ -81,9 +81,14 @@ fn offline(
     let mut pause = Duration::from_millis(250);
     let mut next = std::time::Instant::now() + pause;
     let mut why = lost.message.clone();
+    // Drawn on a key or a new reason, else once a second (as the connected board).
+    let (mut changed, mut drawn) = (true, std::time::Instant::now());
     loop {
-        let banner = format!("NOT CONNECTED since {since}: {why}; connecting again (q quits)");
-        terminal.draw(|f| draw(f, ws, model, view, Some(&banner))).map_err(term_err)?;
+        if changed || drawn.elapsed() >= Duration::from_secs(1) {
+            let banner = format!("NOT CONNECTED since {since}: {why}; connecting again (q quits)");
+            terminal.draw(|f| draw(f, ws, model, view, Some(&banner))).map_err(term_err)?;
+            (changed, drawn) = (false, std::time::Instant::now());
+        }
         if event::poll(Duration::from_millis(100)).map_err(term_err)? {
             if let TermEvent::Key(k) = event::read().map_err(term_err)?
                 && k.kind == KeyEventKind::Press
@@ -91,6 +96,7 @@ fn offline(
             {
                 return Ok(None);
             }
+            changed = true;
             continue;
         }
         if std::time::Instant::now() < next {
@@ -99,7 +105,10 @@ fn offline(
         let back = ctx.workspace().and_then(|w| Model::load(&w).map(|m| (w, m)));
         match back {
             Ok(b) => return Ok(Some(b)),
-            Err(e) if e.is_transient() => why = e.message,
+            Err(e) if e.is_transient() => {
+                changed |= why != e.message;
+                why = e.message;
+            }
             Err(e) => return Err(e),
         }
         pause = (pause * 2).min(Duration::from_secs(5));

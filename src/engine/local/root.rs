@@ -220,9 +220,9 @@ impl Store {
         }
     }
 
-    /// One agent's role; `None` when there is no such agent. An agent.yaml that does not
-    /// parse is an error naming it: the agent is there, and may hold tasks.
-    /// Is `name` retired, by its agent.yaml read now (`false` for one that is not there).
+    /// Is `name` retired, by its agent.yaml read now? `false` for one that is not there, and
+    /// for one whose agent.yaml does not parse (what `read_agent` says is an error: the
+    /// command stopped there already, at its start).
     pub fn agent_retired(&self, name: &AgentName) -> Result<bool> {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
@@ -232,6 +232,8 @@ impl Store {
         }
     }
 
+    /// One agent's role; `None` when there is no such agent. An agent.yaml that does not
+    /// parse is an error naming it: the agent is there, and may hold tasks.
     pub fn read_agent(&self, name: &AgentName) -> Result<Option<String>> {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {

@@ -164,9 +164,10 @@ impl Engine for PgEngine {
     }
 
     fn hold_import(&self) -> Result<Option<crate::engine::Held<'_>>> {
-        // A session lock, let go when the process's connection ends.
-        let got = self.try_session_lock("holding the import", "import")?;
-        Ok(got.then(|| Box::new(()) as crate::engine::Held<'_>))
+        // A session lock, let go when the guard drops (or the connection ends).
+        self.lock_key("import".into(), "holding the import", false, || {
+            Error::conflict("another import into this root is running")
+        })
     }
 
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {

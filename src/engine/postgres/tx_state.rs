@@ -63,7 +63,7 @@ impl PgEngine {
     }
 
     /// The session lock `key`, polled for at most 10 s when waiting (then `late`'s error).
-    fn lock_key(
+    pub(super) fn lock_key(
         &self,
         key: String,
         what: &str,
