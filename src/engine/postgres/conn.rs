@@ -175,7 +175,7 @@ pub fn before_commit(mut e: Error) -> Error {
         e.details.retain(|(k, _)| *k != "outcome");
         e = e
             .detail("committed", false)
-            .hint("nothing was changed (the connection broke before the commit): run the command again once the server answers");
+            .hint("this change was not made (the connection broke before its commit): run the command again once the server answers");
     }
     e
 }
