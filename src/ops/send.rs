@@ -444,6 +444,21 @@ fn header_status_opens(msg: &Message) -> Result<()> {
     .hint("remove the status line (circe records the task's status in TASKS/), or write `status: new`"))
 }
 
+/// The answer to a send of `msg` that was delivered before, as `delivered` (an idempotent
+/// retry: nothing changes).
+fn delivered_before(id: &str, msg: &Message, delivered: Vec<DeliveredCopy>) -> Delivery {
+    Delivery {
+        msg_id: id.to_string(),
+        intent: msg.intent.clone().unwrap_or_default(),
+        task_id: msg.task_id.clone(),
+        in_reply_to: msg.in_reply_to.clone(),
+        task_inherited: false,
+        delivered,
+        task: None,
+        already_delivered: true,
+    }
+}
+
 /// A message with id `id` that `circe archive` took: the same send again (same sender,
 /// recipient, intent, task and summary, as the archive's index keeps them) is answered as delivered before, with
 /// where it lies now; anything else with the id is a conflict. Not sent again either way.
@@ -481,16 +496,7 @@ fn archived_copy(
         file: h.entry.origin.clone().unwrap_or_else(|| h.entry.member.clone()),
     };
     if hits.iter().all(same) {
-        return Ok(Some(Delivery {
-            msg_id: id.to_string(),
-            intent: msg.intent.clone().unwrap_or_default(),
-            task_id: msg.task_id.clone(),
-            in_reply_to: msg.in_reply_to.clone(),
-            task_inherited: false,
-            delivered: hits.iter().map(at).collect(),
-            task: None,
-            already_delivered: true,
-        }));
+        return Ok(Some(delivered_before(id, msg, hits.iter().map(at).collect())));
     }
     let where_ = at(first);
     Err(Error::conflict(format!(
@@ -531,19 +537,11 @@ fn earlier_copy(
             && m.body == msg.body
     };
     if found.iter().all(|f| f.message.as_ref().is_some_and(same)) {
-        return Ok(Some(Delivery {
-            msg_id: id.to_string(),
-            intent: msg.intent.clone().unwrap_or_default(),
-            task_id: msg.task_id.clone(),
-            in_reply_to: msg.in_reply_to.clone(),
-            task_inherited: false,
-            delivered: found
-                .iter()
-                .map(|f| DeliveredCopy { mailbox: f.mailbox.clone(), file: f.file.clone() })
-                .collect(),
-            task: None,
-            already_delivered: true,
-        }));
+        let copies = found
+            .iter()
+            .map(|f| DeliveredCopy { mailbox: f.mailbox.clone(), file: f.file.clone() })
+            .collect();
+        return Ok(Some(delivered_before(id, msg, copies)));
     }
     Err(Error::conflict(format!(
         "message id {id} is taken: {}/{} holds another message with it",
