@@ -1,8 +1,6 @@
 //! `circe board`: the live board, driven in tmux as a person would (send-keys to type,
 //! capture-pane to read the screen), and its one-shot table when stdout is no terminal.
 
-use std::time::{Duration, Instant};
-
 use crate::common::{Env, exe};
 use crate::tmux::Tmux;
 
@@ -31,21 +29,8 @@ fn the_live_board_follows_the_log_and_answers_keys() {
     open(&env, "BOARD-1", "first");
     let tmux = Tmux { socket: format!("circe-test-{}", std::process::id()) };
     let root = env.root().display().to_string();
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "board",
-        "-x",
-        "150",
-        "-y",
-        "40",
-        "-e",
-        &format!("CIRCE_ROOT={root}"),
-        "-e",
-        &format!("CIRCE_NOW={}", env.now),
-        &format!("{} board", exe().display()),
-    ]);
+    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    tmux.start(&env_vars, &format!("{} board", exe().display()));
     // Waited for whole: a capture can catch the screen half drawn.
     tmux.until("the board with BOARD-1 and the agents' inboxes", |s| {
         s.contains("circe board")
@@ -78,12 +63,7 @@ fn the_live_board_follows_the_log_and_answers_keys() {
     // `s` cycles the status shown.
     tmux.keys(&["s"]);
     tmux.until("status new", |s| s.contains("status: new"));
-    tmux.keys(&["q"]);
-    let start = Instant::now();
-    while tmux.run(&["list-sessions"]).contains("board") {
-        assert!(start.elapsed() < Duration::from_secs(10), "q did not end the board");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tmux.quit();
 }
 
 #[test]

@@ -1,8 +1,6 @@
 //! The live board across a server restart: shown as it was, marked as not connected, while
 //! the server is away; read again and followed once it is back.
 
-use std::time::{Duration, Instant};
-
 use crate::common::{BIN, Root};
 use crate::pg_cluster;
 use crate::tmux::Tmux;
@@ -30,37 +28,16 @@ fn the_live_board_rides_out_a_server_restart() {
     tmux.until("the board connected again, with T-002", |s| {
         s.contains("T-002") && !s.contains("NOT CONNECTED") && s.contains("tasks shown of 2")
     });
-    quit(&tmux);
+    tmux.quit();
     // Started while the server is down, it waits for it, as a follower does.
     cluster.stop_immediate();
     start(&tmux, &url);
     tmux.until("the board waiting for the server", |s| s.contains("connecting again"));
     cluster.restart();
     tmux.until("the board, once the server is up", |s| s.contains("T-002"));
-    quit(&tmux);
+    tmux.quit();
 }
 
 fn start(tmux: &Tmux, url: &str) {
-    tmux.run(&[
-        "new-session",
-        "-d",
-        "-s",
-        "board",
-        "-x",
-        "160",
-        "-y",
-        "40",
-        "-e",
-        &format!("CIRCE_ROOT={url}"),
-        &format!("{BIN} board"),
-    ]);
-}
-
-fn quit(tmux: &Tmux) {
-    tmux.keys(&["q"]);
-    let start = Instant::now();
-    while tmux.run(&["list-sessions"]).contains("board") {
-        assert!(start.elapsed() < Duration::from_secs(10), "q did not end the board");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    tmux.start(&[format!("CIRCE_ROOT={url}")], &format!("{BIN} board"));
 }

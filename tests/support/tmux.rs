@@ -36,6 +36,26 @@ impl Tmux {
         }
     }
 
+    /// Start `command` in a session `board` of 160 x 40, with `env` (`NAME=VALUE` each).
+    pub fn start(&self, env: &[String], command: &str) {
+        let mut args = vec!["new-session", "-d", "-s", "board", "-x", "160", "-y", "40"];
+        for e in env {
+            args.extend(["-e", e.as_str()]);
+        }
+        args.push(command);
+        self.run(&args);
+    }
+
+    /// Press `q` and wait (at most 10 s) until the session is gone.
+    pub fn quit(&self) {
+        self.keys(&["q"]);
+        let start = Instant::now();
+        while self.run(&["list-sessions"]).contains("board") {
+            assert!(start.elapsed() < Duration::from_secs(10), "q did not end the board");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn keys(&self, keys: &[&str]) {
         self.run(&[&["send-keys", "-t", "board"][..], keys].concat());
     }
