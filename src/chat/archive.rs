@@ -100,6 +100,27 @@ pub fn resolve_replaced(
     Some(steps)
 }
 
+/// Where reading goes on from `pos` in file `id` when no file has that number now: as
+/// `resolve`, except when more than one `--before` archive replaced a file of that number
+/// (reused in between) and none kept it: the cursor cannot tell which it was in, and goes on
+/// from the earliest (what came between is read again, not lost).
+pub fn resolve_gone(
+    records: &[ArchiveRecord],
+    live: Option<FileId>,
+    id: FileId,
+    pos: Position,
+) -> Vec<Step> {
+    let kept = records.iter().any(|r| r.archive_id == id);
+    let splits = records.iter().filter(|r| r.old == id && r.archive_id != id).count();
+    if !kept
+        && splits > 1
+        && let Some(steps) = resolve_replaced(records, live, id, pos)
+    {
+        return steps;
+    }
+    resolve(records, live, id, pos)
+}
+
 /// Where `pos` in the old file of archive `r` went: before the split, the rest of the archive
 /// (pushed onto `steps`) and then the new channel's start; at or after it, the same bytes in
 /// the new channel.
@@ -349,6 +370,38 @@ mod tests {
         );
         // No split replaced file 11 (a whole archive keeps its file).
         assert_eq!(resolve_replaced(&chain, Some(id(10)), id(11), p(40, 3)), None);
+    }
+
+    /// File 10 was split by a `--before` archive, its number reused by a later file that was
+    /// split too, and no file has it now: a place from the first goes on from the first
+    /// split (the latest record alone would skip all between the two).
+    #[test]
+    fn a_number_split_twice_goes_on_from_the_first_split() {
+        let p = |offset, line| Position { offset, line };
+        let at = |r: ArchiveRecord, t: &str, name: &str| ArchiveRecord {
+            archived_at: t.into(),
+            archive: name.into(),
+            ..r
+        };
+        // 10 split (kept part 11), 11 archived whole (new channel: number 10 again), that
+        // 10 split too (kept part 13, the live channel).
+        let chain = [
+            at(rec(10, 20, 11, 60, 4), "2026-01-01T00:00:00Z", "first"),
+            at(rec(11, 11, 10, 0, 1), "2026-01-02T00:00:00Z", "whole"),
+            at(rec(10, 22, 13, 30, 2), "2026-01-03T00:00:00Z", "second"),
+        ];
+        assert_eq!(
+            resolve_gone(&chain, Some(id(13)), id(10), p(40, 3)),
+            [
+                Step::Archive { name: "first".into(), id: id(20), from: p(40, 3) },
+                Step::Archive { name: "whole".into(), id: id(11), from: Position::START },
+                Step::Archive { name: "second".into(), id: id(22), from: Position::START },
+                Step::Live { from: Position::START }
+            ]
+        );
+        // The latest record alone maps the place into the second split's kept part.
+        let skipped = resolve(&chain, Some(id(13)), id(10), p(40, 3));
+        assert_eq!(skipped, [Step::Live { from: p(10, 2) }]);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::collections::{BTreeSet, VecDeque};
 use std::io::Write;
 use std::time::Duration;
 
-use super::archive::{Step, records, resolve, resolve_replaced};
+use super::archive::{Step, records, resolve, resolve_gone, resolve_replaced};
 use super::cursor::{CHECK_SPAN, Cursor};
 use super::scanner::{Found, Position, Scanner};
 use crate::clock;
@@ -235,7 +235,7 @@ impl Follower<'_> {
         {
             return Ok(steps);
         }
-        Ok(resolve(&recs, live_id, c.id(), c.position()))
+        Ok(resolve_gone(&recs, live_id, c.id(), c.position()))
     }
 
     /// Read an archived file from `from` to its end.
