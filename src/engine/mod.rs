@@ -391,15 +391,30 @@ pub trait Engine {
     }
 
     /// Up to `max` events of `task` with ids below `before`, newest first (`log --task`):
-    /// `read_events_back` filtered; an engine may pass over the lines that cannot be the
-    /// task's without parsing them.
+    /// the lines that name it (`names_task`, through `read_events_back_naming`), parsed and
+    /// filtered, read back until `max` are found or the log's start.
     fn task_events_back(
         &self,
         task: &TaskId,
         before: Option<u64>,
         max: usize,
     ) -> Result<Vec<Event>> {
-        back_of_task(task, before, max, 512, &mut |before| self.read_events_back(before, 512))
+        let naming = [names_task(task)];
+        let mut out = Vec::new();
+        let mut at = before;
+        while out.len() < max {
+            let batch = self.read_events_back_naming(at, max, &naming)?;
+            let Some(oldest) = batch.last() else { break };
+            at = Some(oldest.id);
+            // A batch comes short only once the log's start was reached.
+            let start_reached = batch.len() < max;
+            out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
+            if start_reached {
+                break;
+            }
+        }
+        out.truncate(max);
+        Ok(out)
     }
 
     /// `read_events_back`, where an engine may pass over, unparsed and uncounted, the lines
@@ -677,32 +692,6 @@ pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
-}
-
-/// Up to `max` events of `task` below `before`, newest first, from batches of up to `ask`
-/// that `read` gives (newest first, each below the last one's oldest; a shorter one when
-/// the log's start was reached): what `Engine::task_events_back` does with whatever
-/// reading an engine has.
-pub(crate) fn back_of_task(
-    task: &TaskId,
-    before: Option<u64>,
-    max: usize,
-    ask: usize,
-    read: &mut dyn FnMut(Option<u64>) -> Result<Vec<Event>>,
-) -> Result<Vec<Event>> {
-    let (mut out, mut before) = (Vec::new(), before);
-    while out.len() < max {
-        let batch = read(before)?;
-        let Some(oldest) = batch.last() else { break };
-        before = Some(oldest.id);
-        let start_reached = batch.len() < ask;
-        out.extend(batch.into_iter().filter(|e| e.task.as_ref() == Some(task)));
-        if start_reached {
-            break;
-        }
-    }
-    out.truncate(max);
-    Ok(out)
 }
 
 /// What every event line of `task` holds: its id in quotes (ids need no escaping). A line

@@ -300,13 +300,6 @@ impl LocalEngine {
     }
 }
 
-/// Does an event line name `task`? Its id in quotes (ids need no escaping): every line of
-/// the task's does; a few others may too (sorted out once parsed).
-fn names(task: &TaskId) -> impl Fn(&str) -> bool {
-    let quoted = crate::engine::names_task(task);
-    move |l| l.contains(&quoted)
-}
-
 impl Engine for LocalEngine {
     fn location(&self) -> String {
         self.store.root().display().to_string()
@@ -566,22 +559,10 @@ impl Engine for LocalEngine {
     fn task_events(&self, task: &TaskId, from: Cursor) -> Result<Vec<Event>> {
         // A line of the task names its id in quotes (ids need no escaping); only such lines
         // are parsed, which saves most of the read of a long log.
-        let found = event_log::read_where(&self.store, from, usize::MAX, &names(task))?;
+        let quoted = crate::engine::names_task(task);
+        let names = |l: &str| l.contains(&quoted);
+        let found = event_log::read_where(&self.store, from, usize::MAX, &names)?;
         Ok(found.into_iter().filter(|e| e.task.as_ref() == Some(task)).collect())
-    }
-
-    fn task_events_back(
-        &self,
-        task: &TaskId,
-        before: Option<u64>,
-        max: usize,
-    ) -> Result<Vec<Event>> {
-        // As `task_events`: a line that does not name the id in quotes is not parsed. What
-        // passes is read on until `max` of the task's are found.
-        let keep = names(task);
-        crate::engine::back_of_task(task, before, max, max, &mut |before| {
-            event_log::read_back_where(&self.store, before, max, &keep)
-        })
     }
 
     fn last_event_id(&self) -> Result<u64> {
@@ -598,6 +579,9 @@ impl Engine for LocalEngine {
         max: usize,
         naming: &[String],
     ) -> Result<Vec<Event>> {
+        if naming.is_empty() {
+            return event_log::read_back(&self.store, before, max);
+        }
         let keep = |l: &str| naming.iter().any(|n| l.contains(n.as_str()));
         event_log::read_back_where(&self.store, before, max, &keep)
     }

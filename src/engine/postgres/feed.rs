@@ -145,24 +145,30 @@ impl PgEngine {
         Ok(all.into_iter().filter(|e| e.task.as_ref() == Some(task)).collect())
     }
 
-    /// `Engine::task_events_back`: up to `max` of the task's events below `before`, newest
-    /// first, as `task_events_after` selects them.
-    pub(super) fn task_events_before(
+    /// `Engine::read_events_back_naming`: `events_before` of the lines that hold one of
+    /// `naming`, chosen on the server (`strpos`), so only they cross the wire.
+    pub(super) fn events_before_naming(
         &self,
-        task: &TaskId,
         before: Option<u64>,
         max: usize,
+        naming: &[String],
     ) -> Result<Vec<Event>> {
-        let needle = crate::engine::names_task(task);
-        let ask = max.max(1);
-        crate::engine::back_of_task(task, before, max, ask, &mut |before| {
-            let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-            let n = i64::try_from(ask).unwrap_or(i64::MAX);
-            self.events_where(
+        if naming.is_empty() {
+            return self.events_before(before, max);
+        }
+        let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
+        let max = i64::try_from(max).unwrap_or(i64::MAX);
+        match naming {
+            [one] => self.events_where(
                 "id < $1 AND strpos(line, $3) > 0 ORDER BY id DESC LIMIT $2",
-                &[(&before, Type::INT8), (&n, Type::INT8), (&needle, Type::TEXT)],
-            )
-        })
+                &[(&before, Type::INT8), (&max, Type::INT8), (one, Type::TEXT)],
+            ),
+            many => self.events_where(
+                "id < $1 AND EXISTS (SELECT 1 FROM unnest($3::text[]) n WHERE strpos(line, n) > 0)
+                 ORDER BY id DESC LIMIT $2",
+                &[(&before, Type::INT8), (&max, Type::INT8), (&many, Type::TEXT_ARRAY)],
+            ),
+        }
     }
 
     /// The events of the log selected by `filter` (what follows WHERE), in the order it

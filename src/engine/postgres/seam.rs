@@ -299,13 +299,13 @@ impl Engine for PgEngine {
         self.task_events_after(task, from)
     }
 
-    fn task_events_back(
+    fn read_events_back_naming(
         &self,
-        task: &TaskId,
         before: Option<u64>,
         max: usize,
+        naming: &[String],
     ) -> Result<Vec<Event>> {
-        self.task_events_before(task, before, max)
+        self.events_before_naming(before, max, naming)
     }
 
     fn last_event_id(&self) -> Result<u64> {
