@@ -55,20 +55,14 @@ fn is_question(ws: &Workspace, m: &Message) -> bool {
 /// hold a question is every box read (to learn which are answered): an agent asked nothing
 /// is answered from its INBOX and WORKSPACE alone.
 pub fn open_to(ws: &Workspace, me: &AgentName) -> Result<usize> {
-    let limits = &ws.config.limits;
     let mut asked_me = false;
-    'boxes: for b in [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())] {
-        for name in ws.engine.list_box(&b)? {
-            let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
-                continue;
-            };
-            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
-                continue;
-            };
-            if m.msg_id.is_some() && is_question(ws, &m) {
-                asked_me = true;
-                break 'boxes;
-            }
+    for b in [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())] {
+        let names = ws.engine.list_box(&b)?;
+        if names.iter().any(|name| {
+            super::read(ws, &b, name).is_ok_and(|m| m.msg_id.is_some() && is_question(ws, &m))
+        }) {
+            asked_me = true;
+            break;
         }
     }
     if !asked_me {
