@@ -525,6 +525,28 @@ fn renumber(env: &Env, from: u64, to: u64) {
     }
 }
 
+/// `engineer` says `text` to qa.
+fn say_to_qa(env: &Env, text: &str) {
+    env.as_("engineer", &["chat", "say", "--to", "qa", text]).ok();
+}
+
+/// A root where cursor `w` read A and B, then C, D and E were said and `chat archive
+/// --before 4` took A, B and C (D and E stay the channel); with the inode number of the
+/// file the split replaced when `reused` (for `renumber`), else 0.
+fn read_then_split(reused: bool) -> (Env, u64) {
+    let env = Env::new();
+    for t in ["A", "B"] {
+        say_to_qa(&env, t);
+    }
+    assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
+    let first = if reused { ino(&env, "chat.md") } else { 0 };
+    for t in ["C", "D", "E"] {
+        say_to_qa(&env, t);
+    }
+    env.circe(["chat", "archive", "--before", "4"]).run().ok();
+    (env, first)
+}
+
 /// A cursor saved before a split archive (`--before`) and resumed after a whole one loses
 /// nothing, also when the new channel of the whole archive has the number (inode) of the
 /// file the split replaced: the cursor's bytes are not in that file, so the way on goes by
@@ -535,15 +557,8 @@ fn a_cursor_goes_on_through_a_split_archive_and_a_whole_one() {
         if reused {
             local_only!("the test renumbers the chat files by hand");
         }
-        let env = Env::new();
-        let say = |t: &str| {
-            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
-        };
-        ["A", "B"].into_iter().for_each(say);
-        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
-        let first = if reused { ino(&env, "chat.md") } else { 0 };
-        ["C", "D", "E"].into_iter().for_each(say);
-        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        let (env, first) = read_then_split(reused);
+        let say = |t: &str| say_to_qa(&env, t);
         say("F");
         env.circe(["chat", "archive"]).run().ok();
         say("G");
@@ -564,15 +579,8 @@ fn a_cursor_goes_on_through_a_chain_of_archives_after_a_split() {
             local_only!("the test renumbers the chat files by hand");
         }
         // Read once after the split archive.
-        let env = Env::new();
-        let say = |t: &str| {
-            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
-        };
-        ["A", "B"].into_iter().for_each(say);
-        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
-        let first = if reused { ino(&env, "chat.md") } else { 0 };
-        ["C", "D", "E"].into_iter().for_each(say);
-        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        let (env, first) = read_then_split(reused);
+        let say = |t: &str| say_to_qa(&env, t);
         assert_eq!(said_to(&env, "w"), ["C", "D", "E"], "reused: {reused}");
         say("F");
         env.circe(["chat", "archive"]).run().ok();
@@ -583,15 +591,8 @@ fn a_cursor_goes_on_through_a_chain_of_archives_after_a_split() {
         assert_eq!(said_to(&env, "w"), ["F", "G"], "reused: {reused}");
         // Not read between: split, whole, whole; the file the split replaced has its number
         // given to the channel the first whole archive made, which the second archives.
-        let env = Env::new();
-        let say = |t: &str| {
-            env.as_("engineer", &["chat", "say", "--to", "qa", t]).ok();
-        };
-        ["A", "B"].into_iter().for_each(say);
-        assert_eq!(once(&env, &["--cursor", "w", "--from-start"]).len(), 2);
-        let first = if reused { ino(&env, "chat.md") } else { 0 };
-        ["C", "D", "E"].into_iter().for_each(say);
-        env.circe(["chat", "archive", "--before", "4"]).run().ok();
+        let (env, first) = read_then_split(reused);
+        let say = |t: &str| say_to_qa(&env, t);
         say("F");
         env.circe(["chat", "archive"]).run().ok();
         say("G");
