@@ -429,10 +429,10 @@ pub fn reconnect(
     stop: &dyn Fn() -> bool,
 ) -> Result<Option<crate::workspace::Workspace>> {
     eprintln!("circe: {}; connecting again", lost.message);
-    let mut pause = std::time::Duration::from_millis(250);
+    let mut backoff = Backoff::default();
     let mut said = std::time::Instant::now();
     loop {
-        let until = std::time::Instant::now() + pause;
+        let until = std::time::Instant::now() + backoff.pause();
         while std::time::Instant::now() < until {
             if stop() {
                 return Ok(None);
@@ -452,7 +452,25 @@ pub fn reconnect(
             }
             Err(e) => return Err(e),
         }
-        pause = (pause * 2).min(std::time::Duration::from_secs(5));
+    }
+}
+
+/// The pauses between tries to open a root that cannot be reached: 250 ms at first, then
+/// twice the last, at most 5 s (`reconnect`, and the live board while it is offline).
+pub struct Backoff(std::time::Duration);
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff(std::time::Duration::from_millis(250))
+    }
+}
+
+impl Backoff {
+    /// The next pause.
+    pub fn pause(&mut self) -> std::time::Duration {
+        let now = self.0;
+        self.0 = (self.0 * 2).min(std::time::Duration::from_secs(5));
+        now
     }
 }
 

@@ -78,8 +78,8 @@ fn offline(
     lost: &Error,
 ) -> Result<Option<(Workspace, Model)>> {
     let since = chrono::Utc::now().format("%H:%M:%S UTC");
-    let mut pause = Duration::from_millis(250);
-    let mut next = std::time::Instant::now() + pause;
+    let mut backoff = crate::cli::Backoff::default();
+    let mut next = std::time::Instant::now() + backoff.pause();
     let mut why = lost.message.clone();
     // Drawn on a key or a new reason, else once a second (as the connected board).
     let (mut changed, mut drawn) = (true, std::time::Instant::now());
@@ -111,8 +111,7 @@ fn offline(
             }
             Err(e) => return Err(e),
         }
-        pause = (pause * 2).min(Duration::from_secs(5));
-        next = std::time::Instant::now() + pause;
+        next = std::time::Instant::now() + backoff.pause();
     }
 }
 
