@@ -460,8 +460,9 @@ fn delivered_before(id: &str, msg: &Message, delivered: Vec<DeliveredCopy>) -> D
 }
 
 /// A message with id `id` that `circe archive` took: the same send again (same sender,
-/// recipient, intent, task and summary, as the archive's index keeps them) is answered as delivered before, with
-/// where it lies now; anything else with the id is a conflict. Not sent again either way.
+/// recipient, intent, task and summary, as the archive's index keeps them) is answered as
+/// delivered before, with where it lies now; anything else with the id is a conflict. Not
+/// sent again either way.
 fn archived_copy(
     ws: &Workspace,
     id: &str,
@@ -498,14 +499,18 @@ fn archived_copy(
     if hits.iter().all(same) {
         return Ok(Some(delivered_before(id, msg, hits.iter().map(at).collect())));
     }
-    let where_ = at(first);
-    Err(Error::conflict(format!(
-        "message id {id} is taken: the archive holds another message with it ({} in {})",
-        where_.file, where_.mailbox
-    ))
-    .detail("box", where_.mailbox)
-    .detail("file", where_.file)
-    .hint("leave the id out (no --msg-id, no msg_id line in the draft) and circe makes a fresh one, or give the message an id of its own"))
+    let at = at(first);
+    let held = format!("the archive holds another message with it ({} in {})", at.file, at.mailbox);
+    Err(id_taken(id, &held, at))
+}
+
+/// A send's msg id that another message holds (`held` says where): a conflict naming its
+/// place.
+fn id_taken(id: &str, held: &str, at: DeliveredCopy) -> Error {
+    Error::conflict(format!("message id {id} is taken: {held}"))
+        .detail("box", at.mailbox)
+        .detail("file", at.file)
+        .hint("leave the id out (no --msg-id, no msg_id line in the draft) and circe makes a fresh one, or give the message an id of its own")
 }
 
 /// Where a message with id `id` already lies, if one does. The same send again (same sender,
@@ -543,11 +548,7 @@ fn earlier_copy(
             .collect();
         return Ok(Some(delivered_before(id, msg, copies)));
     }
-    Err(Error::conflict(format!(
-        "message id {id} is taken: {}/{} holds another message with it",
-        first.mailbox, first.file
-    ))
-    .detail("box", first.mailbox.clone())
-    .detail("file", first.file.clone())
-    .hint("leave the id out (no --msg-id, no msg_id line in the draft) and circe makes a fresh one, or give the message an id of its own"))
+    let held = format!("{}/{} holds another message with it", first.mailbox, first.file);
+    let at = DeliveredCopy { mailbox: first.mailbox.clone(), file: first.file.clone() };
+    Err(id_taken(id, &held, at))
 }
