@@ -353,14 +353,11 @@ pub trait Engine {
     fn retirements(&self) -> Result<Vec<(AgentName, String)>>;
 
     /// Is `agent` retired, read now (not from what this process read before)? Asked inside
-    /// a claim's task transaction, so a retirement racing the claim refuses it. `None`: the
-    /// engine cannot tell without a round trip of its own, and does not say (the database
-    /// engine: a claim there may still race a retirement; `agent retire` run again
-    /// releases what it took).
-    fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>> {
-        let _ = agent;
-        Ok(None)
-    }
+    /// a claim's task transaction, under the task's lock, so a retirement racing the claim
+    /// refuses it. `None`: the engine reads it in the claim's commit itself, without a
+    /// round trip of its own, and refuses that commit with `retired_claimer` (the database
+    /// engine).
+    fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>>;
 
     /// The retired agents, sorted.
     fn retired(&self) -> Result<Vec<AgentName>> {
@@ -703,6 +700,15 @@ pub(crate) fn names_task(task: &TaskId) -> String {
 /// The error for a task that does not exist.
 pub fn no_task(task: &TaskId) -> Error {
     Error::not_found(format!("no task `{task}`")).hint("`circe tasks` lists the tasks")
+}
+
+/// The refusal of a claim by an agent retired after the command looked (`agent retire`
+/// racing the claim): exit 3, detail `retired`, which ends `claim --next` and `wait
+/// --claim` too.
+pub fn retired_claimer(agent: &AgentName) -> Error {
+    Error::refused(format!("agent {agent} is retired")).detail("retired", true).hint(
+        "a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one",
+    )
 }
 
 /// What an engine without an archive says to `circe archive` (run, search, verify): refused

@@ -68,6 +68,11 @@ pub fn claim_with(
     {
         return Ok(found);
     }
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-slow-pick): a scene, not a fault: the claim
+    // waits 1.5 s after its first look at the agents, before it picks and locks a task.
+    if crate::engine::local::test_break("claim-slow-pick") {
+        std::thread::sleep(Duration::from_millis(1500));
+    }
     match task {
         Some(task) => {
             let mut tx =
@@ -410,12 +415,15 @@ pub(crate) fn parked_hint(ws: &Workspace, task: &crate::names::TaskId) -> String
 
 /// Refused when `me` was retired after this command looked (`agent retire` racing the
 /// claim): its pass over the tasks takes each task's lock, so one that passed this task
-/// already was before this claim's lock, and the retirement is read here, under it.
+/// already was before this claim's lock, and the retirement is read here, under it. (The
+/// database engine reads it in the claim's commit statement instead: `retired_now` is
+/// `None` there.)
 fn still_active(ws: &Workspace, me: &AgentName) -> Result<()> {
-    if ws.engine.retired_now(me)? == Some(true) {
-        return Err(Error::refused(format!("agent {me} is retired")).detail("retired", true).hint(
-            "a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one",
-        ));
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-unchecked): the claim does not read the
+    // retirement again (on either engine), the broken variant.
+    let unchecked = crate::engine::local::test_break("claim-unchecked");
+    if !unchecked && ws.engine.retired_now(me)? == Some(true) {
+        return Err(crate::engine::retired_claimer(me));
     }
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-slow-commit): a scene, not a fault: the claim
     // waits between that look and its commit, holding the task's lock.

@@ -34,6 +34,7 @@ mod read_ahead;
 mod relay;
 mod requests;
 mod restart;
+mod retire;
 mod schema;
 mod seq;
 mod watchers;

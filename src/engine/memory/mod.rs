@@ -310,6 +310,10 @@ impl Engine for MemoryEngine {
         self.mark_retired(agent, at)
     }
 
+    fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>> {
+        Ok(Some(self.lock().retired.contains_key(agent)))
+    }
+
     fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
         Ok(self.lock().retired.iter().map(|(a, t)| (a.clone(), t.clone())).collect())
     }

@@ -182,6 +182,11 @@ impl Engine for PgEngine {
         self.mark_retired(agent, at)
     }
 
+    /// Read in the claim's commit statement instead (`PgTx::commit`): no round trip here.
+    fn retired_now(&self, _agent: &AgentName) -> Result<Option<bool>> {
+        Ok(None)
+    }
+
     fn retirements(&self) -> Result<Vec<(AgentName, String)>> {
         self.list_retired()
     }

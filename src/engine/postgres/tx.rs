@@ -300,10 +300,8 @@ impl TaskTx for PgTx<'_> {
         let numbered_out = !apart && self.put_outbox(&outbox, &ticket, &mut events)?;
         // A claim always carries a request id, so that a claim whose outcome is unknown can
         // be retried without taking a second task.
-        let request = match (op, request) {
-            ("claim", None) => Some(format!("r-{}", clock::random_suffix())),
-            (_, r) => r,
-        };
+        let request =
+            request.or_else(|| (op == "claim").then(|| format!("r-{}", clock::random_suffix())));
         let stored = if test_break("pg-forget-request") { None } else { request.clone() };
         let all_checks = checks
             .clone()
@@ -336,6 +334,7 @@ impl TaskTx for PgTx<'_> {
             owner: owner_json.as_deref(),
             mv: mv.as_deref(),
             stored: stored.as_deref(),
+            claimer: claimer(op, &record),
             lines: &lines,
             bring: (op == "claim")
                 .then(|| i32::try_from(self.eng.message_cap.saturating_add(1)).unwrap_or(i32::MAX)),
@@ -396,6 +395,16 @@ impl TaskTx for PgTx<'_> {
         self.rev += 1;
         Ok(events)
     }
+}
+
+/// A claim's claimer, whose retirement its commit reads, in the statement or just before
+/// it, under the task's lock (`agent retire` racing the claim; PROTOCOLS.md section 16).
+/// TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-unchecked): not read, the broken variant.
+fn claimer<'r>(
+    op: &str,
+    record: &'r crate::task::StatusRecord,
+) -> Option<&'r crate::names::AgentName> {
+    (op == "claim" && !test_break("claim-unchecked")).then_some(record.owner.as_ref()).flatten()
 }
 
 /// JSON text of a record (records serialise infallibly).

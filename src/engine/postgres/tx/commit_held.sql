@@ -5,14 +5,17 @@
 -- $4 the checks (NULL: unchanged), $5 the `.owner` record, $6 the box the ticket moves to
 -- (NULL: it stays), $7 the claim's request id, $8 the event lines, $9 how many of the
 -- moved ticket's first bytes to answer with, and its size (NULL: none; a claim shows its
--- summary).
--- Every write is conditioned on the row version (and on the ticket's move), so when a
--- check fails the statement changes nothing and answers which check failed.
+-- summary), $10 a claim's claimer (NULL: not a claim), refused once retired.
+-- Every write is conditioned on the row version, the claimer's retirement (read here, under
+-- the task's lock) and the ticket's move, so when a check fails the statement changes
+-- nothing and answers which check failed.
 WITH p AS (
   SELECT $3::jsonb AS r, $4::jsonb AS c, $5::jsonb AS o, coalesce(cardinality($8::text[]), 0) AS k
+), gone AS (
+  SELECT 1 FROM {s}.agents WHERE name = $10 AND retired_at IS NOT NULL
 ), cur AS (
   SELECT ticket, message FROM {s}.tasks
-   WHERE task_id = $1 AND ($2 < 0 OR rev = $2) FOR UPDATE
+   WHERE task_id = $1 AND ($2 < 0 OR rev = $2) AND NOT EXISTS (SELECT 1 FROM gone) FOR UPDATE
 ), mv AS (
   UPDATE {s}.messages m SET box = $6 FROM cur
    WHERE $6 IS NOT NULL AND $6 <> cur.ticket AND m.box = cur.ticket AND m.file = cur.message
@@ -52,4 +55,5 @@ SELECT EXISTS (SELECT 1 FROM cur), EXISTS (SELECT 1 FROM t),
        coalesce((SELECT last - k + 1 FROM f), 0)::int8,
        (SELECT pg_notify({channel}, last::text) FROM f),
        (SELECT substring(body FROM 1 FOR $9) FROM mv, t WHERE $9 IS NOT NULL),
-       (SELECT octet_length(body) FROM mv, t WHERE $9 IS NOT NULL)
+       (SELECT octet_length(body) FROM mv, t WHERE $9 IS NOT NULL),
+       EXISTS (SELECT 1 FROM gone)

@@ -8,7 +8,9 @@ use tokio_postgres::types::Type;
 use super::PgTx;
 use crate::engine::postgres::conn::Failure;
 use crate::engine::postgres::seq::is_ticket_counter_refused;
+use crate::engine::retired_claimer;
 use crate::error::Error;
+use crate::names::AgentName;
 
 /// What a commit sends, whichever way it goes.
 pub(super) struct Args<'x> {
@@ -25,6 +27,8 @@ pub(super) struct Args<'x> {
     pub(super) mv: Option<&'x str>,
     /// The claim's request id, kept for a retry.
     pub(super) stored: Option<&'x str>,
+    /// A claim's claimer: the commit is refused when it is retired.
+    pub(super) claimer: Option<&'x AgentName>,
     pub(super) lines: &'x [String],
     /// Answer with the first bytes of the ticket, this many, and its size, when it moves
     /// (a claim shows its summary).
@@ -64,6 +68,18 @@ pub(super) const TICKET_MOVED: &str =
 /// The commit of a change to a task that exists and whose ticket stays or moves.
 const COMMIT_HELD: &str = include_str!("commit_held.sql");
 
+/// Sent ahead of a claim's `commit_task`, in the same transaction, under the task's lock:
+/// a retired claimer aborts the transaction (the `COMMIT` sent after it ends it), so the
+/// commit changes nothing. Plain SQL raises no error of its own making: a retired claimer
+/// divides by zero, and nothing else sent with a commit divides.
+const CLAIMER_ACTIVE: &str = "SELECT 1 / (NOT EXISTS (SELECT 1 FROM {s}.agents
+     WHERE name = $1 AND retired_at IS NOT NULL))::int";
+
+/// The error `CLAIMER_ACTIVE` raises for a retired claimer.
+fn is_claimer_retired(e: &tokio_postgres::Error) -> bool {
+    e.as_db_error().is_some_and(|d| *d.code() == tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
+}
+
 impl PgTx<'_> {
     /// Send `commit_task(...)` and `COMMIT` together, with a numbered ticket's counter
     /// moved by compare-and-set ahead of them: when the counter moved meanwhile, its error
@@ -89,20 +105,37 @@ impl PgTx<'_> {
             (&a.stored, Type::TEXT),
         ]);
         let number = body.and_then(|b| self.eng.pending_number(b));
+        let guard = self.eng.sql(CLAIMER_ACTIVE);
+        let claimer = a.claimer.map(AgentName::as_str);
+        let active = async {
+            match claimer {
+                Some(who) => c.execute_typed(&guard, &[(&who, Type::TEXT)]).await.map(|_| ()),
+                None => Ok(()),
+            }
+        };
         let counter = async {
             match &number {
                 Some(m) => self.eng.move_counter(m).await.map(|()| true),
                 None => Ok(false),
             }
         };
-        let sent = self.eng.conn.run(futures_util::future::try_join3(
+        let sent = self.eng.conn.run(futures_util::future::try_join4(
+            active,
             counter,
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ));
         match (sent, &number) {
-            (Ok((moved, row, ())), _) => {
+            (Ok(((), moved, row, ())), _) => {
                 Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
+            }
+            // The claimer was retired: the transaction aborted, nothing was written.
+            (Err(Failure::Db(e)), _)
+                if is_claimer_retired(&e)
+                    && let Some(who) = a.claimer =>
+            {
+                self.eng.rollback();
+                Ok(Sent::Refused(retired_claimer(who)))
             }
             // The counter moved while the hold had it: the transaction aborted (the COMMIT
             // sent with it ended it), nothing was written.
@@ -119,17 +152,24 @@ impl PgTx<'_> {
     pub(super) fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
         let q = self.eng.sql(COMMIT_HELD);
         let c = &self.eng.conn.client;
+        let claimer = a.claimer.map(AgentName::as_str);
         let mut params = a.params();
         params.extend([
             (&a.stored as Param<'_>, Type::TEXT),
             (&a.lines, Type::TEXT_ARRAY),
             (&a.bring, Type::INT4),
+            (&claimer, Type::TEXT),
         ]);
         let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ))?;
         let (found, done, first): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
+        if let Some(agent) = a.claimer
+            && row.get::<_, bool>(6)
+        {
+            return Ok(Sent::Refused(retired_claimer(agent)));
+        }
         if !found {
             return Ok(Sent::Refused(
                 Error::conflict(format!("task {} changed meanwhile", self.task))
