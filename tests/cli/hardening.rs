@@ -430,6 +430,48 @@ fn doctor_says_why_a_message_does_not_parse_and_names_a_link_once() {
     assert!(inbox.stderr.contains("circe never follows one"), "{}", inbox.show());
 }
 
+/// A waiting task's message damaged by hand (a header line without its colon) is reported
+/// and left where it is by `--repair`: moving it away would leave the task without its
+/// message, which the repair then took for a send that never delivered and removed the task.
+#[test]
+fn repair_keeps_a_task_whose_message_does_not_parse() {
+    local_only!("edits a message by hand");
+    let env = Env::new();
+    env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "W1",
+            "--summary",
+            "s",
+        ],
+    )
+    .ok();
+    let ticket =
+        std::fs::read_dir(env.root().join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
+    let text = std::fs::read_to_string(&ticket).unwrap();
+    std::fs::write(&ticket, text.replace("intent: implement_feature", "intent implement_feature"))
+        .unwrap();
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(fixed.code, 1, "{}", fixed.show());
+    assert!(
+        fixed.stderr.contains("it is task W1's message, so repair leaves it"),
+        "{}",
+        fixed.show()
+    );
+    assert!(ticket.is_file(), "the message was moved away");
+    env.circe(["show", "W1"]).run().ok();
+    assert!(env.root().join("TASKS/W1.status").is_file(), "the task's record was removed");
+    // Mended by hand, the root is whole again.
+    std::fs::write(&ticket, text).unwrap();
+    env.circe(["doctor"]).run().ok();
+}
+
 /// A stray in NEW_MESSAGES whose header claims a status is moved by `--repair` (it is no
 /// task's message), and then no longer reported as a violation left.
 #[test]

@@ -8,6 +8,8 @@
 
 #[macro_use]
 mod common;
+#[path = "../support/caught.rs"]
+mod caught;
 #[path = "../support/pg_cluster.rs"]
 #[allow(dead_code, reason = "shared with the postgres suite; the CLI tests use a part")]
 mod pg_cluster;

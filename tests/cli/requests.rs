@@ -143,29 +143,32 @@ fn one_message_id_from_several_senders_at_once_is_delivered_once() {
     assert!(p.is_empty(), "{p:#?}");
 }
 
+/// The doubled deliveries the checker above sees on the variant `msgid-unheld`, by
+/// `senders`: 40 rounds on a fresh root, played again (longer) until caught, as every race
+/// checker's broken variant is (a loaded machine can pass through the window).
+fn doubles_when_unheld(what: &str, senders: [&str; 3]) -> Vec<String> {
+    crate::caught::until_caught(what, 4, std::time::Duration::from_secs(90), |i| {
+        let env = Env::new();
+        env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+        let broken = [("CIRCE_TEST_BREAK", "msgid-unheld")];
+        let mut p = racing_sends_of_one_id(&env, 40 * (i + 1), senders, &broken);
+        p.retain(|x| x.contains("delivered by more than one"));
+        p
+    })
+}
+
 /// The checker above, on a variant that sends without holding the id.
 #[test]
 fn the_message_id_checker_sees_two_senders_deliver_one_id_when_unheld() {
-    let env = Env::new();
-    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
-    let senders = ["engineer", "engineer-2", "coordinator"];
-    let p = racing_sends_of_one_id(&env, 40, senders, &[("CIRCE_TEST_BREAK", "msgid-unheld")]);
-    assert!(
-        p.iter().any(|x| x.contains("delivered by more than one")),
-        "no id delivered twice in 40 rounds with the id unheld: {p:#?}"
-    );
+    let p = doubles_when_unheld("msgid-unheld, senders", ["engineer", "engineer-2", "coordinator"]);
+    assert!(!p.is_empty(), "no id delivered twice with the id unheld");
 }
 
 /// The checker above, on a variant that looks before taking the hold.
 #[test]
 fn the_message_id_checker_sees_two_deliveries_when_the_look_is_unheld() {
-    let env = Env::new();
-    let p =
-        racing_sends_of_one_id(&env, 40, ["engineer"; 3], &[("CIRCE_TEST_BREAK", "msgid-unheld")]);
-    assert!(
-        p.iter().any(|x| x.contains("delivered by more than one")),
-        "no id delivered twice in 40 rounds with the look unheld: {p:#?}"
-    );
+    let p = doubles_when_unheld("msgid-unheld, retries", ["engineer"; 3]);
+    assert!(!p.is_empty(), "no id delivered twice with the look unheld");
 }
 
 /// A request id is 1 to 128 printable characters on every engine; another is a usage error

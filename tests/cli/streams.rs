@@ -891,3 +891,49 @@ fn log_of_some_kinds_is_the_whole_log_filtered() {
     let last_two = ids(&["log", "--all", "--kind", "claim,agent_add", "--limit", "2", "--json"]);
     assert_eq!(last_two, want[want.len() - 2..]);
 }
+
+/// A line added to the event log by hand with a lower id does not make circe give ids
+/// again: a watcher parked past that id still gets the next event, doctor names the line,
+/// and an id that cannot grow is an error, never a wrap to 0.
+#[test]
+fn a_line_added_by_hand_with_a_lower_id_makes_no_id_given_twice() {
+    local_only!("edits the event log by hand");
+    let env = Env::new();
+    for i in 0..5 {
+        inform(&env, "coordinator", "qa", &format!("m{i}"));
+    }
+    env.circe(["watch", "--cursor", "w1", "--once"]).run().ok();
+    let log = env.root().join("LOGS/events.jsonl");
+    let first = env.read("LOGS/events.jsonl").lines().next().unwrap().to_string();
+    let forged = |id: &str| {
+        first.replacen(&format!("{{\"id\":{}", first_id(&first)), &format!("{{\"id\":{id}"), 1)
+    };
+    let mut text = env.read("LOGS/events.jsonl");
+    text.push_str(&forged("2"));
+    text.push('\n');
+    std::fs::write(&log, &text).unwrap();
+    inform(&env, "coordinator", "qa", "after");
+    let ids: Vec<u64> = env.events().iter().map(|e| e["id"].as_u64().unwrap()).collect();
+    let last = *ids.last().unwrap();
+    assert_eq!(last, 6, "the next id follows the highest, not the line added: {ids:?}");
+    let w = env.circe(["watch", "--cursor", "w1", "--once", "--json"]).run();
+    w.ok();
+    assert!(w.stdout.contains("\"id\":6"), "the watcher got the next event: {}", w.show());
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("line 6 has id 2, lower than 5"), "{}", doc.show());
+    // The highest id there is: the next one cannot be given.
+    let mut text = env.read("LOGS/events.jsonl");
+    text.push_str(&forged(&u64::MAX.to_string()));
+    text.push('\n');
+    std::fs::write(&log, &text).unwrap();
+    let o = env.as_("coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "x"]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(o.stderr.contains("no id follows it"), "{}", o.show());
+    assert!(!env.read("LOGS/events.jsonl").lines().any(|l| l.starts_with("{\"id\":0,")));
+}
+
+/// The id at the start of an event line.
+fn first_id(line: &str) -> u64 {
+    line["{\"id\":".len()..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
+}

@@ -197,6 +197,54 @@ fn planted(plant_tasks: bool) {
     assert!(problems.is_empty(), "{problems:#?}");
 }
 
+/// `doctor --repair` run by a user who cannot read a waiting task's message: reported as not
+/// read, left where it is, and the task kept (it used to be moved away as "does not parse",
+/// and the task removed as never delivered).
+#[test]
+fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED: setpriv is missing");
+        return;
+    }
+    let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let r = Root::new_in(parent.path(), 0);
+    r.open("T1");
+    let chown = |spec: &str, path: &std::path::Path, all: bool| {
+        let mut c = Command::new("chown");
+        if all {
+            c.arg("-R");
+        }
+        assert!(c.arg(spec).arg(path).status().unwrap().success());
+    };
+    chown("65534:65534", r.tmp.path(), true);
+    std::fs::set_permissions(r.tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    // The ticket stays root's, readable by root alone.
+    let ticket =
+        std::fs::read_dir(r.dir.join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
+    chown("0:0", &ticket, false);
+    std::fs::set_permissions(&ticket, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        .args(["doctor", "--repair"])
+        .env_clear()
+        .env("CIRCE_ROOT", &r.dir)
+        .env("CIRCE_DURABILITY", "relaxed")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if o.status.code().is_none() || err.contains("setpriv:") {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+        return;
+    }
+    assert!(err.contains("cannot be read") && err.contains("repair leaves it"), "{err}");
+    assert!(ticket.is_file(), "the message was moved away: {err}");
+    assert!(r.dir.join("TASKS/T1.status").is_file(), "the task was removed: {err}");
+    assert_eq!(r.status("T1").unwrap().status.as_str(), "new");
+}
+
 #[test]
 fn read_only_box_as_unprivileged_user() {
     if Command::new("setpriv").arg("--version").output().is_err() {

@@ -11,7 +11,8 @@
 //!    WORKSPACE, completed/failed -> anywhere (LOGS once handled);
 //! 5. `.owner` agrees with `.status`;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
-//! 7. (checked by `ops::doctor`: every event-log cursor can read on);
+//! 7. the event log's ids rise through its current file (and, checked by `ops::doctor`:
+//!    every event-log cursor can read on);
 //! 8. the archive's index agrees with its segments, and no archive run was left half-way.
 
 use super::root::is_message_name;
@@ -28,6 +29,16 @@ use crate::task::{Status, StatusRecord, TaskState};
 /// full disk) is said, not an error, so doctor goes on with the others.
 fn mended(eng: &LocalEngine, task: &TaskId) -> std::result::Result<Option<TaskState>, String> {
     reconciled(eng, task).map_err(|e| format!("not repaired: {}", e.message))
+}
+
+/// Move `name` out of box `b` into `LOGS/quarantine/`: where it went, or `None` when it is
+/// gone already (a command moved it since doctor listed the box).
+fn move_aside(eng: &LocalEngine, b: &Mailbox, name: &str) -> Result<Option<String>> {
+    match eng.store.quarantine(b, name) {
+        Ok(dest) => Ok(Some(dest)),
+        Err(_) if std::fs::symlink_metadata(eng.store.box_dir(b).join(name)).is_err() => Ok(None),
+        Err(e) => Err(e),
+    }
 }
 
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
@@ -71,8 +82,8 @@ fn check_staging(
             journals.push(name);
             continue;
         }
-        if repair {
-            eng.store.remove_leftover(&name)?;
+        if repair && !eng.store.remove_leftover(&name)? {
+            continue;
         }
         v(1, format!("tmp/{name} was staged but never delivered"), repair);
     }
@@ -206,11 +217,11 @@ fn check_own_files(
 fn check_new_messages(
     eng: &LocalEngine,
     repair: bool,
-    tickets: &std::collections::BTreeSet<String>,
+    tickets: &std::collections::BTreeMap<String, TaskId>,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     for name in eng.store.list_box(&Mailbox::NewMessages)? {
-        if !tickets.contains(&name) {
+        if !tickets.contains_key(&name) {
             // A handoff that failed after delivering its message: reconciling the task
             // finishes it (the message becomes the ticket).
             // A name circe did not write (renamed by hand): its header names the task.
@@ -219,6 +230,13 @@ fn check_new_messages(
                 message::parse_bytes(&bytes, message::Mode::Draft).ok()?.task_id
             });
             let id = task.and_then(|t| TaskId::new(t).ok());
+            // A task opened (or put back) since doctor read the tasks: its record names this
+            // message now, and nothing is wrong.
+            if let Some(id) = &id
+                && eng.peek(id).ok().flatten().is_some_and(|s| s.rec.message == name)
+            {
+                continue;
+            }
             let after = match &id {
                 Some(id) if repair => Some(mended(eng, id)),
                 _ => None,
@@ -249,7 +267,10 @@ fn check_new_messages(
             // Still no task's message (a copy or a hard link planted there): move it aside
             // for a person to look at; nothing is deleted.
             let moved = if repair && !fixed {
-                format!(" (moved to {})", eng.store.quarantine(&Mailbox::NewMessages, &name)?)
+                match move_aside(eng, &Mailbox::NewMessages, &name)? {
+                    Some(dest) => format!(" (moved to {dest})"),
+                    None => continue, // taken meanwhile by a command
+                }
             } else {
                 String::new()
             };
@@ -270,18 +291,28 @@ fn copies_listed(listings: &[Vec<(String, bool)>]) -> std::collections::HashMap<
     listed
 }
 
+/// What `check_boxes` leaves to be told once the tasks are known.
+#[derive(Default)]
+struct Found {
+    /// Messages waiting in NEW_MESSAGES whose header says another status: (file, what). A
+    /// file that is no task's message is invariant 6's, which `--repair` moves away.
+    says_otherwise: Vec<(String, String)>,
+    /// Messages that do not parse: (box, file, why). One that is a task's current message
+    /// stays where it is; any other is moved aside by `--repair`.
+    unparsed: Vec<(Mailbox, String, String)>,
+}
+
 /// Invariants 2 and 3 for the boxes: only message files, each of which parses within the
-/// limits, and nothing waiting in NEW_MESSAGES claims to be anything but new. The last is
-/// returned (file, what) rather than reported: it is told once the tasks are known, since a
-/// file that is no task's message is invariant 6's, which `--repair` moves away.
+/// limits, and nothing waiting in NEW_MESSAGES claims to be anything but new (the last two
+/// are returned, to be told once the tasks are known).
 fn check_boxes(
     eng: &LocalEngine,
     repair: bool,
     all: &[Mailbox],
     listings: &[Vec<(String, bool)>],
     v: &mut dyn FnMut(u8, String, bool),
-) -> Result<Vec<(String, String)>> {
-    let mut says_otherwise = Vec::new();
+) -> Result<Found> {
+    let mut found = Found::default();
     for (b, listing) in all.iter().zip(listings) {
         for name in eng.store.undecodable_in(b)? {
             let dest =
@@ -315,11 +346,26 @@ fn check_boxes(
         {
             let name = name.clone();
             let limits = &eng.settings.limits;
-            let read = eng
-                .store
-                .read_message_capped(b, &name, limits.message_bytes)
-                .map_err(|e| vec![message::Problem::new(None, None, e.chain())])
-                .and_then(|c| message::parse_limited(&c.bytes, c.size, Mode::Draft, limits));
+            let c = match eng.store.read_message_capped(b, &name, limits.message_bytes) {
+                Ok(c) => c,
+                // Moved by a command since the listing.
+                Err(e) if e.kind == crate::error::Kind::NotFound => continue,
+                // Not read is not broken (this user's permissions, a failing disk): left
+                // where it is.
+                Err(e) => {
+                    let hint = e.hint.as_deref().map(|h| format!("; {h}")).unwrap_or_default();
+                    v(
+                        3,
+                        format!(
+                            "{b}/{name} cannot be read ({}): repair leaves it{hint}",
+                            e.chain()
+                        ),
+                        false,
+                    );
+                    continue;
+                }
+            };
+            let read = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits);
             // Over a limit is too big, not broken: reported, and left for a person to
             // move or for a higher limit in circe.yaml (repair never moves it).
             if let Some(p) = read.as_ref().err().and_then(|p| p.iter().find(|p| p.limit.is_some()))
@@ -340,23 +386,15 @@ fn check_boxes(
                 })
             {
                 let what = format!("{b}/{name} says `status: {s}` but waits in NEW_MESSAGES");
-                says_otherwise.push((name.clone(), what));
+                found.says_otherwise.push((name.clone(), what));
             }
             if parsed.is_none() {
-                let dest = if repair { Some(eng.store.quarantine(b, &name)?) } else { None };
-                v(
-                    3,
-                    format!(
-                        "{b}/{name} does not parse as a message ({}){}",
-                        why.as_deref().unwrap_or("unreadable"),
-                        dest.map(|d| format!("; moved to {d}")).unwrap_or_default()
-                    ),
-                    repair,
-                );
+                let why = why.unwrap_or_else(|| "unreadable".into());
+                found.unparsed.push((b.clone(), name, why));
             }
         }
     }
-    Ok(says_otherwise)
+    Ok(found)
 }
 
 /// Invariant 2 for the agents' folders and boxes: missing ones (made again with `repair`),
@@ -469,13 +507,15 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_agent_files(eng, repair, &mut v)?;
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
-    let says_otherwise = check_boxes(eng, repair, &all, &listings, &mut v)?;
+    let found = check_boxes(eng, repair, &all, &listings, &mut v)?;
 
     let planted = check_own_files(eng, repair, &mut v)?;
+    check_event_ids(eng, &mut v)?;
     check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);
-    let mut tickets = std::collections::BTreeSet::new();
+    // Each task's current message, and its task.
+    let mut tickets = std::collections::BTreeMap::new();
     for id in eng.store.list_tasks()? {
         if planted.contains(&format!("locks/task-{id}.lock")) {
             continue; // reported above; its lock cannot be taken until it is moved away
@@ -494,7 +534,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                 continue;
             }
         };
-        tickets.insert(st.rec.message.clone());
+        tickets.insert(st.rec.message.clone(), id.clone());
         // Listed in more than one box: checked again under the task's lock (a command may
         // have moved the message between two listings).
         let copies: Vec<&Mailbox> = if listed.get(&st.rec.message).is_some_and(|n| *n > 1) {
@@ -532,7 +572,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             }
             let after = if repair { mended(eng, &id) } else { Ok(None) };
             if let Ok(Some(s)) = &after {
-                tickets.insert(s.rec.message.clone());
+                tickets.insert(s.rec.message.clone(), id.clone());
             }
             let fixed = repair
                 && after
@@ -546,17 +586,63 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         }
     }
     check_lost_status(eng, &mut v)?;
-    for (name, what) in says_otherwise {
-        if !repair || tickets.contains(&name) {
-            v(3, what, false);
-        }
-    }
+    report_found(eng, repair, found, &tickets, &mut v)?;
     check_new_messages(eng, repair, &tickets, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
     if repair {
         lanes::rebuild(eng)?;
     }
     Ok(out)
+}
+
+/// What `check_boxes` left to be told once the tasks are known (`tickets`: each task's
+/// current message, and its task).
+fn report_found(
+    eng: &LocalEngine,
+    repair: bool,
+    found: Found,
+    tickets: &std::collections::BTreeMap<String, TaskId>,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    for (name, what) in found.says_otherwise {
+        if !repair || tickets.contains_key(&name) {
+            v(3, what, false);
+        }
+    }
+    for (b, name, why) in found.unparsed {
+        let what = format!("{b}/{name} does not parse as a message ({why})");
+        if let Some(id) = tickets.get(&name) {
+            // Moving it away would leave its task without its message, which a repair
+            // then takes for a send that never delivered: it stays for a person to mend.
+            v(
+                3,
+                format!(
+                    "{what}: it is task {id}'s message, so repair leaves it: mend that line by hand, then run `circe doctor` again"
+                ),
+                false,
+            );
+        } else if !repair {
+            v(3, what, false);
+        } else if let Some(dest) = move_aside(eng, &b, &name)? {
+            v(3, format!("{what}; moved to {dest}"), true);
+        }
+    }
+    Ok(())
+}
+
+/// Invariant 7 for the event log: ids rise through its current file (a line with a lower
+/// id was added by hand; reported, for a person to remove).
+fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    for (line, id, high) in super::event_log::out_of_order(&eng.store, 5)? {
+        v(
+            7,
+            format!(
+                "LOGS/events.jsonl line {line} has id {id}, lower than {high} before it: a line added by hand (circe gives each event a higher id, and a reader by cursor may pass events over it); remove that line"
+            ),
+            false,
+        );
+    }
+    Ok(())
 }
 
 /// Invariant 4 for a held task whose `.status` is gone while its `.owner` stays: no command

@@ -62,9 +62,16 @@ fn segment_name(first: u64, last: u64) -> String {
     format!("events-{first:020}-{last:020}.jsonl")
 }
 
-/// Ids of the complete lines at the end of `path`: (last id, whether the file ends in the
-/// middle of a line). Reads backwards in `TAIL` steps until it finds a line with an id.
+/// Ids of the complete lines at the end of `path`: (the highest id among the whole events
+/// of the last `TAIL` bytes, whether the file ends in the middle of a line). Reads
+/// backwards in `TAIL` steps until it finds a line with an id. The highest, not the last:
+/// a line added by hand with a lower id must not make the next append give ids again.
 fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
+    tail_ids(path).map(|(ids, torn)| (ids.map(|(_, max)| max), torn))
+}
+
+/// As `tail_id`, with the last whole event's id: (last, highest).
+fn tail_ids(path: &Path) -> Result<(Option<(u64, u64)>, bool)> {
     let (f, len) = match atomic::open_regular(path) {
         Ok(x) => x,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, false)),
@@ -91,14 +98,52 @@ fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
         let whole = |l: &str| {
             event::line_id(l).filter(|_| serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok())
         };
-        if let Some(id) = lines.rev().find_map(whole) {
-            return Ok((Some(id), torn));
+        let mut lines = lines.rev();
+        if let Some(last) = lines.find_map(whole) {
+            // Only a line whose id is higher is parsed whole.
+            let mut max = last;
+            for l in lines {
+                if event::line_id(l).is_some_and(|id| id > max)
+                    && let Some(id) = whole(l)
+                {
+                    max = id;
+                }
+            }
+            return Ok((Some((last, max)), torn));
         }
         if start == 0 {
             return Ok((None, torn));
         }
         size = size.saturating_mul(4);
     }
+}
+
+/// Lines of the current file whose id is lower than one before them (added by hand: circe
+/// gives each event a higher id; a line torn by a failed write may share its id with the
+/// line after it): (line number from 1, its id, the highest before it), at most `max`.
+/// Reads each line's id only.
+pub(super) fn out_of_order(store: &Store, max: usize) -> Result<Vec<(u64, u64, u64)>> {
+    let path = current(store);
+    let mut r = match Reader::open(&path, 0) {
+        Ok(r) => r,
+        Err(e) if e.kind == crate::error::Kind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let (mut out, mut line, mut high) = (Vec::new(), 0, None);
+    while let Some(l) = r.next_line()? {
+        line += 1;
+        let Some(id) = event::line_id(&l) else { continue };
+        match high {
+            Some(h) if id < h => {
+                out.push((line, id, h));
+                if out.len() >= max {
+                    break;
+                }
+            }
+            _ => high = Some(id),
+        }
+    }
+    Ok(out)
 }
 
 /// The id of the first line of `path` when it is a whole event within the first `TAIL`
@@ -157,7 +202,13 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
         buf.push('\n');
     }
     for e in events.iter_mut() {
-        next += 1;
+        next = next.checked_add(1).ok_or_else(|| {
+            Error::internal(format!(
+                "{}: its last id is {next}, and no id follows it",
+                path.display()
+            ))
+            .hint("a line was added by hand: `circe doctor` names it; remove it")
+        })?;
         e.id = next;
         buf.push_str(&e.to_line());
         buf.push('\n');
@@ -211,8 +262,12 @@ pub(super) fn read_where(
     max: usize,
     keep: &dyn Fn(&str) -> bool,
 ) -> Result<Vec<Event>> {
-    let want = from.next_id();
     let mut out = Vec::new();
+    // Nothing follows the highest id (a line added by hand can carry it).
+    if from.after == u64::MAX {
+        return Ok(out);
+    }
+    let want = from.next_id();
     let now = current(store);
     // A reader at the end of the log (a watcher woken with nothing new) pays one small read
     // at the end of the current file, not a search through it or a listing of LOGS.

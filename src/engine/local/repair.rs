@@ -16,19 +16,28 @@ impl Store {
     /// touched. (A reused pid only spares a leftover until the next run: the safe side.)
     pub fn tmp_leftovers(&self) -> Result<Vec<String>> {
         let mut out = list_all_names(&self.tmp_dir())?;
+        let tmp = self.tmp_dir();
         out.retain(|n| {
             let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
             pid.is_none_or(|p| {
                 p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()
             })
+            // Still there once its process is seen gone: a command that ended between the
+            // listing and that look took its file along.
+            && std::fs::symlink_metadata(tmp.join(n)).is_ok()
         });
         Ok(out)
     }
 
-    pub fn remove_leftover(&self, name: &str) -> Result<()> {
+    /// Remove a leftover of tmp/; `false` when it is gone already.
+    pub fn remove_leftover(&self, name: &str) -> Result<bool> {
         let p = self.tmp_dir().join(name);
         let r = if p.is_dir() { std::fs::remove_dir_all(&p) } else { atomic::remove(&p) };
-        r.map_err(io_err("cannot remove", &p))
+        match r {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(Error::io("cannot remove", &p, e)),
+        }
     }
 
     /// Move a foreign or planted file out of a box into `LOGS/quarantine/` (never follows it).
