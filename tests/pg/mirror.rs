@@ -562,3 +562,89 @@ fn the_root_a_mirror_names_can_be_passed_to_root() {
     again.ok();
     assert_eq!(again.json()["tasks"][0]["task_id"], "T-000", "{named}");
 }
+
+/// What commands that opened the root before `migrate --to-local` committed, and waited on
+/// its locks, did: (the send's run, the claim's run, whether the send's message is in the
+/// old database, whether it is in the new folder, T-000's record there). A psql session
+/// holding a lock for 2 s keeps the move waiting for it, and the commands behind the move.
+fn writes_waiting_on_the_move(
+    c: &crate::pg_cluster::Cluster,
+    broken: bool,
+) -> (Out, Out, bool, bool, String) {
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let mut root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let hold = format!(
+        "BEGIN; LOCK TABLE \"{schema}\".cursors IN ROW EXCLUSIVE MODE; SELECT pg_sleep(2); COMMIT;"
+    );
+    std::thread::scope(|s| {
+        s.spawn(|| c.psql(&hold));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let dir = tempfile::tempdir().unwrap();
+        let back = dir.path().join("back");
+        if broken {
+            root.env = vec![("CIRCE_TEST_BREAK".into(), "migrate-unfenced".into())];
+        }
+        let migrate =
+            root.command(None, &["migrate", "--to-local", back.to_str().unwrap()]).spawn().unwrap();
+        root.env.clear();
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        let send = root
+            .command(
+                Some("e1"),
+                &[
+                    "send",
+                    "--to",
+                    "coordinator",
+                    "--intent",
+                    "inform",
+                    "--summary",
+                    "late",
+                    "--msg-id",
+                    "20251121T170000000Z-late0001",
+                ],
+            )
+            .spawn()
+            .unwrap();
+        let claim = root.command(Some("e1"), &["claim", "T-000"]).spawn().unwrap();
+        let send = Out::from(&send.wait_with_output().unwrap());
+        let claim = Out::from(&claim.wait_with_output().unwrap());
+        let moved = Out::from(&migrate.wait_with_output().unwrap());
+        assert_eq!(moved.code, 0, "{moved:?}");
+        let old = c.psql(&format!("SELECT count(*) FROM \"{schema}\".messages WHERE msg_id = '20251121T170000000Z-late0001'"));
+        let local = walkdir(&back)
+            .iter()
+            .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("late0001")));
+        let task =
+            std::fs::read_to_string(back.join(".circe/TASKS/T-000.status")).unwrap_or_default();
+        (send, claim, old.trim() != "0", local, task)
+    })
+}
+
+/// A send and a claim that waited on the move write nothing to the old root: each is
+/// refused (exit 3) and says where the root went; the task waits in the new folder.
+#[test]
+fn commands_waiting_on_a_move_to_a_folder_write_nothing_to_the_old_root() {
+    let c = need_pg!();
+    let (send, claim, old, local, task) = writes_waiting_on_the_move(c, false);
+    for out in [&send, &claim] {
+        assert_eq!(out.code, 3, "{out:?}");
+        assert!(
+            out.stderr.contains("was moved to") && out.stderr.contains("wrote nothing"),
+            "{out:?}"
+        );
+    }
+    assert!(!old && !local, "the refused send's message is nowhere");
+    assert!(task.contains("status: new") && !task.contains("owner: e1"), "{task}");
+}
+
+/// The checker above, on a move that marks the root moved without fencing its tables: the
+/// send exits 0 and its message is only in the old database.
+#[test]
+fn the_move_checker_sees_a_write_that_waited_land_in_the_old_root() {
+    let c = need_pg!();
+    let (send, _, old, local, _) = writes_waiting_on_the_move(c, true);
+    assert_eq!(send.code, 0, "{send:?}");
+    assert!(old && !local, "acknowledged, and lost to the new root");
+}

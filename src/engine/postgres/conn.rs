@@ -238,6 +238,9 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
             "conflict" => Error::conflict(text.to_string()),
             "not_found" => Error::not_found(text.to_string()),
             "refused" => Error::refused(text.to_string()),
+            // A root moved away while the command ran (`import::FENCE`).
+            "moved" => Error::refused(text.to_string())
+                .hint("the work is in the root it was moved to: run the command again there"),
             _ => Error::internal(text.to_string()),
         };
     }

@@ -4,7 +4,10 @@
 //! if missing, and every agent, message, task and event goes in with one statement per
 //! table, or nothing does. `export` reads the root under a lock that stops every writer,
 //! hands the snapshot to the caller (which writes the local root), and marks the schema
-//! `moved_to` in the same transaction, so no command writes to the old root afterwards.
+//! `moved_to` in the same transaction, so no command writes to the old root afterwards:
+//! a command that opened the root before reads no mark, so every table also gets a
+//! trigger (`FENCE`) that refuses every write; a write that waited on the export's locks
+//! runs it once they are let go, and writes nothing.
 
 use tokio_postgres::types::Type;
 
@@ -14,6 +17,25 @@ use super::schema::{self, Clock};
 use super::target::Target;
 use crate::engine::Snapshot;
 use crate::error::{Error, Result};
+
+/// Refuses every write to a root that moved (`export`), whoever opened it before: a trigger
+/// on every table but `meta`, run by each statement that writes, after the locks it waited
+/// for were let go. The error says where the root went (`conn::db_error`, kind `moved`).
+const FENCE: &str =
+    "CREATE OR REPLACE FUNCTION {s}.refuse_moved() RETURNS trigger LANGUAGE plpgsql AS $f$
+BEGIN
+  RAISE EXCEPTION 'circe:moved:the root was moved to % while this command ran; it wrote nothing',
+    (SELECT value FROM {s}.meta WHERE key = 'moved_to');
+END $f$;
+DO $d$ DECLARE t text;
+BEGIN
+  FOR t IN SELECT tablename FROM pg_tables
+            WHERE schemaname = (SELECT nspname FROM pg_namespace WHERE oid = '{s}'::regnamespace)
+              AND tablename <> 'meta' LOOP
+    EXECUTE format('CREATE TRIGGER circe_moved BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE
+                    ON {s}.%I FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_moved()', t);
+  END LOOP;
+END $d$";
 
 /// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
 /// messages and events imported.
@@ -319,6 +341,10 @@ impl PgEngine {
                 "INSERT INTO {s}.meta VALUES ('moved_to', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 &[(&to, Type::TEXT)],
             )?;
+            // TEST BUILDS ONLY (CIRCE_TEST_BREAK=migrate-unfenced): the mark alone.
+            if !crate::engine::local::test_break("migrate-unfenced") {
+                self.conn.call("fencing the old root", c.batch_execute(&self.sql(FENCE)))?;
+            }
             Ok(snap)
         })();
         match done {
