@@ -48,6 +48,7 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
             .hint("`circe agent list` shows the agents"));
     }
     let retired = ws.engine.retire_agent(agent, &clock::stamp(ws.now()))?;
+    crate::engine::local::crash_point("retire.marked");
     ws.forget_retired();
     let mut released = Vec::new();
     let mut failed = Vec::new();
@@ -96,8 +97,9 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     }
     // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0).
     let orphans = list(ws).map_or(0, |l| l.messages.iter().filter(|o| o.agent == *agent).count());
-    // Logged when it retired, and when a run again released what a cut-off one left.
-    if retired || !released.is_empty() {
+    // Logged when it retired, when a run again released what a cut-off one left, and when
+    // a run cut off between the mark and its event left the log without it.
+    if retired || !released.is_empty() || !retire_logged(ws, agent)? {
         let mut ev = Event::now(EventKind::Retire, me);
         ev.owner = Some(agent.to_string());
         ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
@@ -117,6 +119,26 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
         });
     }
     Ok(Retired { agent: agent.clone(), retired, released, orphans })
+}
+
+/// Whether the log tells of `agent`'s retirement: a retirement cut off between its mark and
+/// its event has none, and the run again logs it. Reads back the `retire` lines alone.
+fn retire_logged(ws: &Workspace, agent: &AgentName) -> Result<bool> {
+    const BATCH: usize = 1024;
+    let naming = [format!("\"event\":\"{}\"", EventKind::Retire.as_str())];
+    let mut at = None;
+    loop {
+        let batch = ws.engine.read_events_back_naming(at, BATCH, &naming)?;
+        let of_agent =
+            |e: &Event| e.event == EventKind::Retire && e.owner.as_deref() == Some(agent.as_str());
+        if batch.iter().any(of_agent) {
+            return Ok(true);
+        }
+        match batch.last() {
+            Some(oldest) if batch.len() == BATCH => at = Some(oldest.id),
+            _ => return Ok(false),
+        }
+    }
 }
 
 /// A message kept for a retired agent.

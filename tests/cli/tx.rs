@@ -501,6 +501,25 @@ fn a_deadline_expires_a_task() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// A retirement cut off between its mark and its event (`retire.marked`): run again, it says
+/// the agent was retired already and logs the retirement the log lacked, once.
+#[test]
+fn a_retirement_cut_off_before_its_event_is_logged_when_run_again() {
+    let env = tx_root();
+    let retires = |env: &Env| {
+        env.events().iter().filter(|e| e["event"] == "retire" && e["owner"] == "brain").count()
+    };
+    let cut = env.circe(["agent", "retire", "brain"]).agent("core");
+    cut.var("CIRCE_CRASH_AT", "retire.marked").run().code(86);
+    assert_eq!(retires(&env), 0, "cut off before its event");
+    let again = env.as_("core", &["agent", "retire", "brain", "--json"]);
+    again.ok();
+    assert_eq!(again.json()["retired"], false, "{}", again.show());
+    assert_eq!(retires(&env), 1, "the run again logs it");
+    env.as_("core", &["agent", "retire", "brain"]).ok();
+    assert_eq!(retires(&env), 1, "logged once");
+}
+
 /// Retirement: held tasks back to the queue, orphans listed (`circe orphans`, doctor) and
 /// redelivered by a coordinator; a message to the retired agent is an orphan, not an error.
 #[test]
