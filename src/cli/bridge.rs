@@ -107,6 +107,12 @@ pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
 pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
     let ExportCommand::Tx(a) = cmd;
     let ws = ctx.workspace()?;
+    super::outside_the_root(
+        &ws,
+        &a.dir,
+        "an export",
+        "export into a folder outside the root (a TX message folder is one of the project's own)",
+    )?;
     crate::engine::local::folder_can_be(&a.dir)?;
     let (files, skipped) = bridge::export_tx(&ws)?;
     let (mut new, mut same, mut kept) = (0, 0, Vec::new());

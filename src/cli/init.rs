@@ -227,6 +227,18 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
 }
 
 fn init_local(dir: &std::path::Path) -> Result<Report> {
+    // Never a root inside a root's own folder: commands run there would act on it, and the
+    // outer root would hold its files as strays.
+    let resolved = super::resolved(dir);
+    if let Some(inside) = resolved.ancestors().find(|a| local::root_at(a).is_some_and(|r| r == *a))
+    {
+        return Err(Error::usage(format!(
+            "{} lies inside the root folder {}; a root there would land inside a root",
+            dir.display(),
+            inside.display()
+        ))
+        .hint("run `circe init` in the project folder that holds .circe (it keeps what is there), or name a folder outside any root"));
+    }
     // A root whose circe.yaml does not parse is left as it was: said with the file's path.
     if let Some(text) = local::init_finds(dir)? {
         let cfg = dir.join(".circe/circe.yaml");

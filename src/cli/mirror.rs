@@ -36,18 +36,7 @@ pub struct MirrorArgs {
 pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
     let ws = if a.watch { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
-    // A mirror inside the root would be read as the root's own files (strays in its boxes).
-    if let Some(root) = ws.engine.local_folder() {
-        let (dir, root) = (local::resolved(&a.dir), local::resolved(&root));
-        if dir.starts_with(&root) {
-            return Err(Error::refused(format!(
-                "{} lies inside the root {}: a mirror there would be read as the root's own files",
-                a.dir.display(),
-                root.display()
-            ))
-            .hint("mirror into a folder outside the root"));
-        }
-    }
+    super::outside_the_root(&ws, &a.dir, "a mirror", "mirror into a folder outside the root")?;
     // What the mirror's marker names: one name for the root, however it was reached; what
     // it says to people and in JSON: the root as this command reached it (a URL one can
     // pass to --root).

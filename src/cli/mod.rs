@@ -537,6 +537,28 @@ pub fn task_id(s: &str) -> Result<TaskId> {
     TaskId::new(s)
 }
 
+/// Refused (exit 3) when `dir` lies inside the root's folder, where what `what` writes would
+/// be read as the root's own files (strays in its boxes, copies of its messages).
+pub(crate) fn outside_the_root(
+    ws: &Workspace,
+    dir: &std::path::Path,
+    what: &str,
+    hint: &str,
+) -> Result<()> {
+    let Some(root) = ws.engine.local_folder() else { return Ok(()) };
+    let (inside, root) =
+        (crate::engine::local::resolved(dir), crate::engine::local::resolved(&root));
+    if inside.starts_with(&root) {
+        return Err(Error::refused(format!(
+            "{} lies inside the root {}: {what} there would be read as the root's own files",
+            dir.display(),
+            root.display()
+        ))
+        .hint(hint.to_string()));
+    }
+    Ok(())
+}
+
 /// `path` made absolute with its links resolved as far as it exists (a folder to be made
 /// is its nearest existing ancestor, resolved, and the rest).
 pub(crate) fn resolved(path: &std::path::Path) -> std::path::PathBuf {

@@ -170,7 +170,8 @@ fn closing_line(text: &str) -> Option<(usize, &'static str)> {
 }
 
 /// A stored message as TX wrote it: for an imported one, its original name and bytes (the
-/// added lines cut); `None` for any other.
+/// added lines cut); `None` for any other, and for one whose mark names no plain file name
+/// (any agent can write the mark: it is exported as circe's own then).
 pub fn original(content: &[u8]) -> Option<(String, Vec<u8>)> {
     let text = std::str::from_utf8(content).ok()?;
     let (close, _) = closing_line(text)?;
@@ -182,6 +183,13 @@ pub fn original(content: &[u8]) -> Option<(String, Vec<u8>)> {
         .find(|&i| i == 0 || head.as_bytes()[i - 1] == b'\n')?;
     let line = head[at..].split('\n').next()?.trim_end_matches('\r');
     let name: String = serde_json::from_str(&line[mark.len()..]).ok()?;
+    let plain = !name.is_empty()
+        && !name.starts_with('.')
+        && !name.contains(['/', '\\'])
+        && !name.chars().any(char::is_control);
+    if !plain {
+        return None;
+    }
     let mut bytes = Vec::with_capacity(content.len());
     bytes.extend_from_slice(&content[..at]);
     bytes.extend_from_slice(&content[close..]);

@@ -125,6 +125,17 @@ fn unreadable_files_say_why() {
     }
     assert!(import_file("a.md", &[0xff, 0xfe], now(), &tasks).unwrap_err().contains("UTF-8"));
     assert_eq!(original(b"---\nto: x\n---\n"), None, "not imported: nothing to give back");
+    // A mark any agent wrote, naming no plain file name: exported as circe's own.
+    for bad in ["../../escaped.md", "/etc/x.md", ".hidden.md", "", "a\u{0}b.md", "a\\b.md"] {
+        let text = format!("---\nto: x\n{MARK}: {}\n---\n", serde_json::to_string(bad).unwrap());
+        assert_eq!(original(text.as_bytes()), None, "{bad:?}");
+    }
+    let good = format!("---\nto: x\n{MARK}: \"2025-01-01-a.md\"\n---\n");
+    assert_eq!(
+        original(good.as_bytes()).unwrap().0,
+        "2025-01-01-a.md",
+        "the checker passes a plain name"
+    );
 }
 
 #[test]

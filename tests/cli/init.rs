@@ -37,6 +37,25 @@ fn init_is_idempotent() {
     crate::common::assert_unchanged(&before, &env.state());
 }
 
+/// A root inside a root's own folder (its `.circe`, a box) is refused and nothing is made:
+/// commands run there would act on it, and the outer root would hold it as strays.
+#[test]
+fn init_inside_a_roots_folder_is_refused() {
+    local_only!("names the root's folders");
+    let env = Env::new();
+    let before = env.state();
+    for inner in [".circe", ".circe/AGENTS/qa/INBOX"] {
+        let dir = env.path().join(inner);
+        let o = env.circe(["init", dir.to_str().unwrap()]).run();
+        assert_eq!(o.code, 2, "{}", o.show());
+        assert!(o.stderr.contains("lies inside the root folder"), "{}", o.show());
+    }
+    crate::common::assert_unchanged(&before, &env.state());
+    assert!(
+        !env.root().join(".circe").exists() && !env.root().join("AGENTS/qa/INBOX/.circe").exists()
+    );
+}
+
 #[test]
 fn init_never_clobbers_an_edited_config() {
     let env = Env::new();

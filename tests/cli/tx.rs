@@ -421,6 +421,13 @@ fn a_task_completes_once() {
 #[test]
 fn circe_messages_export_in_tx_naming() {
     let env = tx_root();
+    // Never into the root itself: copies of its messages would land in its boxes.
+    if env.root().is_dir() {
+        let inbox = env.root().join("AGENTS/brain/INBOX");
+        let o = env.circe(["export", "tx", inbox.to_str().unwrap()]).run();
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains("lies inside the root"), "{}", o.show());
+    }
     env.as_("coordinator", &["send", "--to", "brain", "--intent", "update", "--summary", "hello"])
         .ok();
     let out = env.path().join("out");
