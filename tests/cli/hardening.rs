@@ -472,6 +472,53 @@ fn repair_keeps_a_task_whose_message_does_not_parse() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// A held task whose lease was edited into no time never runs out: doctor names it and the
+/// way out, and the owner's heartbeat, as printed, mends it.
+#[test]
+fn doctor_names_a_held_task_whose_lease_is_no_time() {
+    local_only!("edits a record by hand");
+    let env = Env::new();
+    env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "W1",
+            "--summary",
+            "s",
+        ],
+    )
+    .ok();
+    env.as_("engineer", &["claim", "W1"]).ok();
+    for rec in ["TASKS/W1.status", "TASKS/W1.owner"] {
+        let text = env.read(rec);
+        let edited: Vec<String> = text
+            .lines()
+            .map(|l| {
+                if l.starts_with("lease_expires_at:") {
+                    "lease_expires_at: garbage".to_string()
+                } else {
+                    l.to_string()
+                }
+            })
+            .collect();
+        std::fs::write(env.root().join(rec), edited.join("\n") + "\n").unwrap();
+    }
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(
+        doc.stderr.contains("task W1: held by engineer with a lease that is no time (`garbage`)"),
+        "{}",
+        doc.show()
+    );
+    env.as_("engineer", &["heartbeat", "W1"]).ok();
+    env.circe(["doctor"]).run().ok();
+}
+
 /// A stray in NEW_MESSAGES whose header claims a status is moved by `--repair` (it is no
 /// task's message), and then no longer reported as a violation left.
 #[test]

@@ -584,6 +584,9 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             let fixed = repair && after.is_ok();
             v(5, format!("task {id}: .owner does not match .status{}", said(&after)), fixed);
         }
+        if let Some(what) = lease_unknown(&st) {
+            v(5, what, false);
+        }
     }
     check_lost_status(eng, &mut v)?;
     report_found(eng, repair, found, &tickets, &mut v)?;
@@ -701,6 +704,21 @@ fn disagreement(st: &TaskState) -> Option<String> {
 }
 
 /// `.owner` exists exactly while the task is held, and then matches `.status`.
+/// A held task whose lease is no time (edited by hand): it never runs out, so no reap
+/// returns it. Reported, not repaired (what it should be is not known).
+fn lease_unknown(st: &TaskState) -> Option<String> {
+    let r = &st.rec;
+    let lease = r.lease_expires_at.as_deref();
+    if !r.status.is_owned() || lease.and_then(crate::clock::parse).is_some() {
+        return None;
+    }
+    let (id, owner) = (&r.task_id, r.owner.as_deref().unwrap_or("nobody"));
+    Some(format!(
+        "task {id}: held by {owner} with a lease that is no time ({}): it never runs out, and no reap returns it; its owner renews it (`circe --agent {owner} heartbeat {id}`), or a coordinator releases it (`circe release {id} --force`)",
+        lease.map_or_else(|| "none".to_string(), |l| format!("`{l}`"))
+    ))
+}
+
 fn owner_mismatch(st: &TaskState) -> bool {
     match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
         (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,
