@@ -68,15 +68,16 @@ struct Follower<'a> {
 
 /// Watch the channel of `ws`, printing JSON lines to `out` and notes to `note`. Returns
 /// how many messages were printed; ends with `--once` at the end of the file, or when `out`
-/// is closed.
+/// is closed. `resume` (a database's channel): where to go on after a lost connection.
 pub fn watch(
     ws: &Workspace,
     opts: &WatchOptions,
+    resume: &mut Option<u64>,
     out: &mut dyn Write,
     note: &mut dyn FnMut(&str),
 ) -> Result<u64> {
     if let Some(log) = ws.engine.chat_log() {
-        return super::follow_log::watch(ws, log, opts, out, note);
+        return super::follow_log::watch(ws, log, opts, resume, out, note);
     }
     let chat = super::channel(ws)?;
     let cursor = opts.cursor.as_deref().map(CursorName::new).transpose()?;

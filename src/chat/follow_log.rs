@@ -72,10 +72,13 @@ struct Follower<'a> {
 }
 
 /// Watch the channel `log` of `ws`, as `follow::watch` does a file.
+/// `resume`: the id of the last entry handed on, kept across a lost connection (the caller
+/// opens the root again and calls this again: it goes on after that entry).
 pub fn watch(
     ws: &Workspace,
     log: &dyn ChatLog,
     opts: &WatchOptions,
+    resume: &mut Option<u64>,
     out: &mut dyn Write,
     note: &mut dyn FnMut(&str),
 ) -> Result<u64> {
@@ -94,7 +97,10 @@ pub fn watch(
         None => None,
     };
     let mut f = Follower { engine, log, cursor, known, opts, out, note, printed: 0, seq };
-    let mut at = f.start()?;
+    let mut at = match *resume {
+        Some(at) => at,
+        None => f.start()?,
+    };
     loop {
         let batch = f.log.chat_read(at, 1000)?;
         for e in &batch {
@@ -102,6 +108,7 @@ pub fn watch(
                 return Ok(f.printed);
             }
             at = e.id;
+            *resume = Some(at);
         }
         if batch.len() == 1000 {
             continue;

@@ -140,7 +140,7 @@ fn say(ctx: &Ctx, a: &SayArgs) -> Result<Report> {
 }
 
 fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
-    let ws = ctx.workspace()?;
+    let mut ws = ctx.workspace()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
     let opts = WatchOptions {
         cursor: a.cursor.clone(),
@@ -155,7 +155,12 @@ fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     let mut note = |s: &str| {
         let _ = writeln!(std::io::stderr(), "{s}");
     };
-    chat::follow::watch(&ws, &opts, &mut out, &mut note)?;
+    // On a database root it outlives a server's restart: it connects again and goes on
+    // after the last line it handed on (as `watch` does).
+    let mut resume = None;
+    super::retrying(ctx, &mut ws, &|e| e.is_transient() && !a.once, &|| false, &mut |ws| {
+        chat::follow::watch(ws, &opts, &mut resume, &mut out, &mut note)
+    })?;
     Ok(Report::streamed())
 }
 

@@ -126,7 +126,7 @@ fn restart_full_five_times() {
 
 /// The followers outlive a server restart: `watch` connects again and hands on what comes
 /// after, from its cursor; `log --follow` prints it; `wait` answers with it; `mirror
-/// --watch` goes on mirroring.
+/// --watch` goes on mirroring; `chat watch` prints the line said after.
 #[test]
 fn followers_connect_again_after_a_server_restart() {
     let mut cluster = match pg_cluster::start(&[]) {
@@ -149,10 +149,15 @@ fn followers_connect_again_after_a_server_restart() {
         .unwrap();
     let mut log =
         root.command(None, &["log", "--follow", "--limit", "0", "--json"]).spawn().unwrap();
+    let mut chatting = root.command(Some("e1"), &["chat", "watch"]).spawn().unwrap();
     let rx = lines(watch.stdout.take().unwrap());
     let logged = lines(log.stdout.take().unwrap());
+    let heard = lines(chatting.stdout.take().unwrap());
     nap(500);
     root.open_tasks(1);
+    root.run(Some("e1"), &["chat", "say", "--to", "all", "before"]).ok();
+    let first = heard.recv_timeout(Duration::from_secs(20)).expect("the first line");
+    assert!(first.contains("before"), "{first}");
     let first = rx.recv_timeout(Duration::from_secs(20)).expect("the first open");
     assert!(first.contains("T-000"), "{first}");
     let first = logged.recv_timeout(Duration::from_secs(20)).expect("the first open, logged");
@@ -166,7 +171,9 @@ fn followers_connect_again_after_a_server_restart() {
     nap(1500);
     cluster.restart();
     root.open_task("T-001", "y");
+    root.run(Some("e1"), &["chat", "say", "--to", "all", "after"]).ok();
     let next = rx.recv_timeout(Duration::from_secs(30));
+    let heard_next = heard.recv_timeout(Duration::from_secs(30));
     let until = std::time::Instant::now() + Duration::from_secs(30);
     let count = || std::fs::read_dir(mirror.join("NEW_MESSAGES")).map_or(0, Iterator::count);
     while count() < 2 && std::time::Instant::now() < until {
@@ -177,12 +184,15 @@ fn followers_connect_again_after_a_server_restart() {
     let waited = crate::common::Out::from(&waiting.wait_with_output().unwrap());
     let (w, m, l) =
         (watch.try_wait().unwrap(), mirroring.try_wait().unwrap(), log.try_wait().unwrap());
-    let _ = (watch.kill(), mirroring.kill(), log.kill());
-    let _ = (watch.wait(), mirroring.wait(), log.wait());
+    let c = chatting.try_wait().unwrap();
+    let _ = (watch.kill(), mirroring.kill(), log.kill(), chatting.kill());
+    let _ = (watch.wait(), mirroring.wait(), log.wait(), chatting.wait());
     assert!(
-        (w, m, l) == (None, None, None),
-        "a follower ended: watch {w:?}, mirror {m:?}, log {l:?}"
+        (w, m, l, c) == (None, None, None, None),
+        "a follower ended: watch {w:?}, mirror {m:?}, log {l:?}, chat watch {c:?}"
     );
+    let heard_next = heard_next.expect("chat watch printed nothing after the restart");
+    assert!(heard_next.contains("after"), "{heard_next}");
     let next = next.expect("the watcher handed on nothing after the restart");
     assert!(next.contains("T-001"), "{next}");
     let logged_next = logged_next.expect("log --follow printed nothing after the restart");
