@@ -35,7 +35,7 @@ fn memory() -> Workspace {
 /// `chat watch --once` with `opts`: the JSON lines, timestamps left out.
 fn once(ws: &Workspace, opts: WatchOptions) -> Vec<Value> {
     let mut out = Vec::new();
-    watch(ws, &WatchOptions { once: true, ..opts }, &mut out, &mut |_| {}).unwrap();
+    watch(ws, &WatchOptions { once: true, ..opts }, &mut None, &mut out, &mut |_| {}).unwrap();
     String::from_utf8(out)
         .unwrap()
         .lines()
