@@ -56,7 +56,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         return Err(Error::usage(format!("this root is in a database already ({})", t.location()))
             .hint("`circe migrate --to-local DIR` brings it back into a folder"));
     }
-    let staged = local::retire::stage(&root)?;
+    let (staged, _moving) = local::retire::stage(&root)?;
     let moved = (|| -> Result<(usize, usize, usize)> {
         let (eng, config) = local::open_at(&staged)?;
         let found = eng.doctor(false)?;

@@ -1195,6 +1195,22 @@ fn a_root_left_aside_by_a_cut_off_migrate_is_named() {
         );
         assert!(o.stderr.contains("Do not run `circe init`"), "{}", o.show());
     }
+    // While the move runs (its lock held, as `flock` holds it here), a command is told to
+    // wait (exit 4, transient), not that the move was cut off nor to rename anything.
+    let held = std::process::Command::new("flock")
+        .arg(moving.join("locks/migrate.lock"))
+        .args(["sleep", "2"])
+        .spawn()
+        .expect("flock (util-linux)");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = env.circe(["tasks", "--json"]).run();
+    let mut held = held;
+    let _ = held.wait();
+    assert_eq!(o.code, 4, "{}", o.show());
+    let e = &o.json()["error"];
+    assert!(e["message"].as_str().unwrap().contains("right now"), "{}", o.stdout);
+    assert_eq!(e["details"]["transient"], true, "{}", o.stdout);
+    assert!(!o.stdout.contains("mv "), "{}", o.stdout);
 }
 
 /// `agent retire` goes on past a task it cannot read: it releases the rest, logs the

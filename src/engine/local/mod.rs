@@ -124,6 +124,16 @@ fn moving_root(candidates: &[std::path::PathBuf]) -> Option<Error> {
         s.join(root::CONFIG_FILE).is_file().then_some((c.clone(), s))
     })?;
     let (root, moving) = staged;
+    if retire::under_way(&moving) {
+        return Some(
+            Error::conflict(format!(
+                "the root {} is being moved into a database by `circe migrate` right now",
+                root.display()
+            ))
+            .transient()
+            .hint("wait for the move to end, then run the command again: it finds the root where the move left it"),
+        );
+    }
     Some(
         Error::usage(format!(
             "the root {} was being moved into a database by `circe migrate`, which was cut off: it lies in {}",

@@ -18,8 +18,18 @@ fn staged_name(root: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
-/// Rename `root` aside; returns where it is now.
-pub fn stage(root: &Path) -> Result<PathBuf> {
+/// The lock a move holds while it runs, in the root's `locks/` (it goes along with the
+/// rename): a command that finds the root renamed aside tells a move under way from one
+/// that was cut off by it.
+fn move_lock(root: &Path) -> PathBuf {
+    root.join("locks").join("migrate.lock")
+}
+
+/// A move under way: held until dropped (after `finish` or `unstage`).
+pub struct Moving(#[allow(dead_code, reason = "held for its lock")] super::lock::Lock);
+
+/// Rename `root` aside, holding the move's lock; returns where it is now.
+pub fn stage(root: &Path) -> Result<(PathBuf, Moving)> {
     let staged = staged_name(root);
     if staged.exists() {
         return Err(Error::conflict(format!(
@@ -28,8 +38,17 @@ pub fn stage(root: &Path) -> Result<PathBuf> {
         ))
         .hint("if no `circe migrate` runs, rename it back to the root's name and try again"));
     }
+    let Some(held) = super::lock::Lock::try_acquire(&move_lock(root))? else {
+        return Err(Error::conflict("another `circe migrate` is moving this root")
+            .hint("wait for it to end, then look where the root went (`circe tasks`)"));
+    };
     super::atomic::rename_noclobber(root, &staged).map_err(io_err("cannot rename", root))?;
-    Ok(staged)
+    Ok((staged, Moving(held)))
+}
+
+/// Is a move of the root staged at `staged` under way right now (its lock held)?
+pub fn under_way(staged: &Path) -> bool {
+    matches!(super::lock::Lock::try_existing(&move_lock(staged)), Ok(super::lock::Tried::Held))
 }
 
 /// Put a staged root back (the move failed).
