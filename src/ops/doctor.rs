@@ -45,8 +45,16 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         if kind != KIND {
             continue;
         }
-        let raw = ws.engine.read_cursor(&kind, &name)?.unwrap_or_default();
         let mut v = |what: String| found.push(Violation { invariant: 7, what, repaired: false });
+        // One that cannot be read (a FIFO or a folder in its place: invariant 2, which
+        // `--repair` moves away) is said, and the others are still checked.
+        let raw = match ws.engine.read_cursor(&kind, &name) {
+            Ok(raw) => raw.unwrap_or_default(),
+            Err(e) => {
+                v(format!("cursor {name}: {}", e.message));
+                continue;
+            }
+        };
         let c = match SavedCursor::parse(&name, &raw) {
             Ok(c) => c,
             Err(e) => {

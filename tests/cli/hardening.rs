@@ -472,6 +472,36 @@ fn repair_keeps_a_task_whose_message_does_not_parse() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// A FIFO planted where an event or chat cursor lies is reported (doctor goes on past it)
+/// and moved aside by `--repair`; `cursors` and `archive` work again after.
+#[test]
+fn a_fifo_in_place_of_a_cursor_is_reported_and_moved_aside() {
+    local_only!("plants a FIFO in the root");
+    let env = Env::new();
+    env.as_("coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "m"]).ok();
+    env.circe(["watch", "--cursor", "w1", "--once"]).run().ok();
+    std::fs::create_dir_all(env.root().join("cursors/chat")).unwrap();
+    for fifo in ["cursors/events/evil", "cursors/chat/c1"] {
+        let made =
+            std::process::Command::new("mkfifo").arg(env.root().join(fifo)).status().unwrap();
+        assert!(made.success());
+    }
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    for fifo in ["cursors/events/evil", "cursors/chat/c1"] {
+        assert!(doc.stderr.contains(&format!("{fifo} is not a regular file")), "{}", doc.show());
+    }
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(
+        fixed.stdout.contains("moved to LOGS/quarantine/own~cursors~events~evil"),
+        "{}",
+        fixed.show()
+    );
+    env.circe(["doctor"]).run().ok();
+    env.circe(["cursors"]).run().ok();
+    env.circe(["archive"]).run().ok();
+}
+
 /// A held task whose lease was edited into no time never runs out: doctor names it and the
 /// way out, and the owner's heartbeat, as printed, mends it.
 #[test]

@@ -86,14 +86,18 @@ impl Store {
     }
 
     /// circe's own files that are not regular files (planted links, FIFOs, folders): entries
-    /// of `locks/`, and `LOGS/events.jsonl`. Paths relative to the root. (queue/ needs no
-    /// check: its writers replace such files themselves.)
+    /// of `locks/` and of the cursor folders, and `LOGS/events.jsonl`. Paths relative to
+    /// the root. (queue/ needs no check: its writers replace such files themselves.)
     pub fn planted_own_files(&self) -> Result<Vec<String>> {
-        let mut out: Vec<String> = list_typed(&self.root.join("locks"))?
-            .into_iter()
-            .filter(|(_, regular)| !regular)
-            .map(|(n, _)| format!("locks/{n}"))
-            .collect();
+        let mut out = Vec::new();
+        for dir in ["locks", "cursors/events", "cursors/chat"] {
+            out.extend(
+                list_typed(&self.root.join(dir))?
+                    .into_iter()
+                    .filter(|(_, regular)| !regular)
+                    .map(|(n, _)| format!("{dir}/{n}")),
+            );
+        }
         let events = self.root.join(EVENTS);
         if std::fs::symlink_metadata(&events).is_ok_and(|m| !m.is_file()) {
             out.push(EVENTS.to_string());
