@@ -58,6 +58,8 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     }
     let (staged, _moving) = local::retire::stage(&root)?;
     let moved = (|| -> Result<(usize, usize, usize)> {
+        // A command that opened the root before the rename may still be finishing.
+        local::retire::wait_for_commands(&staged, std::time::Duration::from_secs(10))?;
         let (eng, config) = local::open_at(&staged)?;
         let found = eng.doctor(false)?;
         if let Some(v) = found.iter().find(|v| !v.repaired) {

@@ -648,3 +648,64 @@ fn the_move_checker_sees_a_write_that_waited_land_in_the_old_root() {
     assert_eq!(send.code, 0, "{send:?}");
     assert!(old && !local, "acknowledged, and lost to the new root");
 }
+
+/// A move into a database waits for a command still at work on the folder (its send's
+/// events in a journal in tmp/, its process alive) to end, and then refuses the move while
+/// those events are not logged, putting the root back: run after `doctor --repair`, the
+/// move carries the send with its event. (Before, the move carried the message and left
+/// its event behind in the old folder.)
+#[test]
+fn a_move_waits_for_a_command_at_work_and_carries_no_change_without_its_events() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    init(project.path(), None);
+    let run = |args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = Command::new(BIN);
+        cmd.args(args).current_dir(project.path()).env_clear().envs(env.iter().copied());
+        Out::from(&cmd.output().unwrap())
+    };
+    let send = [
+        "--agent",
+        "engineer",
+        "send",
+        "--to",
+        "qa",
+        "--intent",
+        "inform",
+        "--summary",
+        "s",
+        "--msg-id",
+        "20251121T170000000Z-inflight",
+    ];
+    assert_eq!(run(&send, &[("CIRCE_CRASH_AT", "send.logging")]).code, 86);
+    // The journal of its events, as a sender still running would have it.
+    let tmp = project.path().join(".circe/tmp");
+    let journal = std::fs::read_dir(&tmp)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("events-"))
+        .expect("the send's journal");
+    let mut live = Command::new("sleep").arg("2").spawn().unwrap();
+    let name = journal.file_name().unwrap().to_string_lossy().into_owned();
+    let rest = name.splitn(3, '-').nth(2).unwrap().to_string();
+    std::fs::rename(&journal, tmp.join(format!("events-{}-{rest}", live.id()))).unwrap();
+    let url = c.fresh_url();
+    let started = std::time::Instant::now();
+    let moved = run(&["migrate", "--to", &url], &[]);
+    let _ = live.wait();
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(1500),
+        "it waited for the command"
+    );
+    assert_eq!(moved.code, 3, "{moved:?}");
+    assert!(moved.stderr.contains("doctor --repair"), "{moved:?}");
+    assert!(project.path().join(".circe/circe.yaml").is_file(), "the root is put back");
+    run(&["doctor", "--repair"], &[]).ok();
+    run(&["migrate", "--to", &url], &[]).ok();
+    let logged = crate::common::Root::at(&url).run(None, &["log", "--json", "--limit", "1000"]);
+    assert!(
+        logged.ok().stdout.contains("20251121T170000000Z-inflight"),
+        "the send's event went along: {}",
+        logged.stdout
+    );
+}

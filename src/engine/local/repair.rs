@@ -9,6 +9,24 @@ use super::root::{EVENTS, Store, io_err, list_all_names, list_typed};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
+/// The process that staged `name` in tmp/ (`<kind>-<pid>-…`).
+fn staged_by(name: &str) -> Option<u32> {
+    name.split('-').nth(1).and_then(|p| p.parse().ok())
+}
+
+/// Does process `pid` run (on this host, in this PID namespace)? A zombie (ended, not yet
+/// reaped by its parent) does not.
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command's name in parentheses.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.trim_start().chars().next())
+            .is_none_or(|state| state != 'Z' && state != 'X'),
+        Err(_) => Path::new(&format!("/proc/{pid}")).exists(),
+    }
+}
+
 impl Store {
     /// Files left in tmp/ by crashed commands (they never reached a box).
     /// Everything in tmp/ whose creating process is gone. Staging names are
@@ -18,15 +36,25 @@ impl Store {
         let mut out = list_all_names(&self.tmp_dir())?;
         let tmp = self.tmp_dir();
         out.retain(|n| {
-            let pid = n.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
-            pid.is_none_or(|p| {
-                p != std::process::id() && !Path::new(&format!("/proc/{p}")).exists()
-            })
+            staged_by(n).is_none_or(|p| p != std::process::id() && !alive(p))
             // Still there once its process is seen gone: a command that ended between the
             // listing and that look took its file along.
             && std::fs::symlink_metadata(tmp.join(n)).is_ok()
         });
         Ok(out)
+    }
+
+    /// The processes (other than this one) still at work on the root: the live writers of
+    /// what lies in tmp/ (a send's staging or the journal of its events).
+    pub fn tmp_writers(&self) -> Result<Vec<u32>> {
+        let mut pids: Vec<u32> = list_all_names(&self.tmp_dir())?
+            .iter()
+            .filter_map(|n| staged_by(n))
+            .filter(|&p| p != std::process::id() && alive(p))
+            .collect();
+        pids.sort_unstable();
+        pids.dedup();
+        Ok(pids)
     }
 
     /// Remove a leftover of tmp/; `false` when it is gone already.

@@ -46,6 +46,31 @@ pub fn stage(root: &Path) -> Result<(PathBuf, Moving)> {
     Ok((staged, Moving(held)))
 }
 
+/// Wait (at most `budget`) for the commands still at work on the root staged at `staged` to
+/// end: one that opened the root before it was renamed aside may hold a send's staging or
+/// the journal of its events in tmp/, which the move would carry without its events (its
+/// process then fails to log them where the root was). Refused (exit 4) when one is still
+/// at work: the caller puts the root back.
+pub fn wait_for_commands(staged: &Path, budget: std::time::Duration) -> Result<()> {
+    let store = super::root::Store::at(staged, false);
+    let until = std::time::Instant::now() + budget;
+    loop {
+        let pids = store.tmp_writers()?;
+        if pids.is_empty() {
+            return Ok(());
+        }
+        if std::time::Instant::now() >= until {
+            let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
+            return Err(Error::conflict(format!(
+                "commands are still at work on the root (pid {}): nothing was moved",
+                list.join(", ")
+            ))
+            .hint("stop the agents before a move, then run it again"));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}
+
 /// Is a move of the root staged at `staged` under way right now (its lock held)?
 pub fn under_way(staged: &Path) -> bool {
     matches!(super::lock::Lock::try_existing(&move_lock(staged)), Ok(super::lock::Tried::Held))
