@@ -502,6 +502,25 @@ fn a_fifo_in_place_of_a_cursor_is_reported_and_moved_aside() {
     env.circe(["archive"]).run().ok();
 }
 
+/// Junk in an agent's lastSeen file (`seen/AGENT.json`) stops its `inbox`: doctor names the
+/// file and `--repair` moves it aside, and the inbox works again.
+#[test]
+fn a_damaged_last_seen_file_is_reported_and_moved_aside() {
+    local_only!("writes into the root by hand");
+    let env = Env::new();
+    env.as_("coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "m"]).ok();
+    std::fs::create_dir_all(env.root().join("seen")).unwrap();
+    std::fs::write(env.root().join("seen/qa.json"), "{garbage\n").unwrap();
+    env.as_("qa", &["inbox"]).code(1);
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("seen/qa.json does not read"), "{}", doc.show());
+    let fixed = env.circe(["doctor", "--repair"]).run();
+    assert!(fixed.stdout.contains("moved to LOGS/quarantine/seen~qa.json"), "{}", fixed.show());
+    env.as_("qa", &["inbox"]).ok();
+    env.circe(["doctor"]).run().ok();
+}
+
 /// A held task whose lease was edited into no time never runs out: doctor names it and the
 /// way out, and the owner's heartbeat, as printed, mends it.
 #[test]

@@ -511,6 +511,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
 
     let planted = check_own_files(eng, repair, &mut v)?;
     check_event_ids(eng, &mut v)?;
+    check_seen(eng, repair, &mut v)?;
     check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);
@@ -629,6 +630,18 @@ fn report_found(
         } else if let Some(dest) = move_aside(eng, &b, &name)? {
             v(3, format!("{what}; moved to {dest}"), true);
         }
+    }
+    Ok(())
+}
+
+/// Invariant 2 for the receivers' lastSeen files (`seen/`): each reads. One that does not
+/// stops its agent's `inbox`; `--repair` moves it aside (its lastSeen starts again from
+/// nothing, which shows messages as new again, never hides one).
+fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    for (name, why) in eng.store.damaged_seen()? {
+        let dest = if repair { Some(eng.store.quarantine_seen(&name)?) } else { None };
+        let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
+        v(2, format!("seen/{name} does not read ({why}){moved}"), repair);
     }
     Ok(())
 }

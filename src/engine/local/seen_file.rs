@@ -55,6 +55,32 @@ impl Store {
         Ok(file.receiver)
     }
 
+    /// Files of `seen/` that do not read (junk, a FIFO or a folder in place of one): (the
+    /// file's name, why). A file of a newer format is not damage, and not listed.
+    pub(super) fn damaged_seen(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        // A hidden name is a replacement being written (`.tmp-<pid>-…`): not looked at.
+        let names = super::root::list_all_names(&self.root.join("seen"))?;
+        for name in names.into_iter().filter(|n| !n.starts_with('.')) {
+            let agent = name.strip_suffix(".json").and_then(|a| AgentName::new(a).ok());
+            let why = match agent {
+                Some(a) => match self.read_seen(&a) {
+                    Err(e) if e.kind != crate::error::Kind::Refused => e.message,
+                    _ => continue,
+                },
+                None => "no agent's lastSeen file".to_string(),
+            };
+            out.push((name, why));
+        }
+        Ok(out)
+    }
+
+    /// Move one of `damaged_seen` into `LOGS/quarantine/`: the agent's lastSeen starts
+    /// again from nothing, which shows messages as new again, never hides one.
+    pub(super) fn quarantine_seen(&self, name: &str) -> Result<String> {
+        self.quarantine_from(&self.root.join("seen").join(name), "seen", name)
+    }
+
     /// Change `agent`'s lastSeen under its lock; stored only when it changed. Not fsynced:
     /// after a power cut it may be older, which shows messages as new again, never hides one.
     pub(super) fn see(
