@@ -229,9 +229,7 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
 fn init_local(dir: &std::path::Path) -> Result<Report> {
     // Never a root inside a root's own folder: commands run there would act on it, and the
     // outer root would hold its files as strays.
-    let resolved = super::resolved(dir);
-    if let Some(inside) = resolved.ancestors().find(|a| local::root_at(a).is_some_and(|r| r == *a))
-    {
+    if let Some(inside) = super::root_around(dir) {
         return Err(Error::usage(format!(
             "{} lies inside the root folder {}; a root there would land inside a root",
             dir.display(),

@@ -101,27 +101,10 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     ))
 }
 
-fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
-    // The folder the database root was named through (its circe.yaml), if any.
-    let mut pointer = None;
-    let target = match ctx.root_spec() {
-        RootSpec::Url(u) => Target::from_url(&u)?,
-        spec => match local::open(&spec, None)? {
-            local::Opened::Pointer(t) => {
-                pointer = Some(local::locate(&spec)?);
-                t
-            }
-            local::Opened::Local(..) => {
-                return Err(Error::usage("this root is a folder already")
-                    .hint("`circe migrate --to URL` moves it into a database"));
-            }
-        },
-    };
-    // The path the database will keep: absolute, `..` and links resolved.
-    let dir = &super::resolved(dir);
-    if let Some(inside) =
-        dir.ancestors().skip(1).find(|a| local::root_at(a).is_some_and(|r| r == *a))
-    {
+/// Refused (exit 2) when `dir` (resolved) lies inside a root's folder or is one: the root
+/// moved there would land inside a root.
+fn no_root_around(dir: &std::path::Path) -> Result<()> {
+    if let Some(inside) = dir.parent().and_then(super::root_around) {
         return Err(Error::usage(format!(
             "{} lies inside the root folder {}; the root would land inside a root",
             dir.display(),
@@ -142,6 +125,28 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
             "name the folder that holds it: `circe migrate --to-local {parent}` writes {parent}/.circe"
         )));
     }
+    Ok(())
+}
+
+fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
+    // The folder the database root was named through (its circe.yaml), if any.
+    let mut pointer = None;
+    let target = match ctx.root_spec() {
+        RootSpec::Url(u) => Target::from_url(&u)?,
+        spec => match local::open(&spec, None)? {
+            local::Opened::Pointer(t) => {
+                pointer = Some(local::locate(&spec)?);
+                t
+            }
+            local::Opened::Local(..) => {
+                return Err(Error::usage("this root is a folder already")
+                    .hint("`circe migrate --to URL` moves it into a database"));
+            }
+        },
+    };
+    // The path the database will keep: absolute, `..` and links resolved.
+    let dir = &super::resolved(dir);
+    no_root_around(dir)?;
     let (eng, _) = postgres::connect(&target)?;
     // Messages in the boxes of an agent the root does not have (invariant 8) have no place
     // in a folder and would be left behind: refused until they have one. Other violations
@@ -177,11 +182,19 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     let snap = match result {
         Ok(s) => s,
         Err(e) => {
+            // What the export wrote is no root (the database was not marked): set aside,
+            // never deleted, and the pointer put back.
+            let failed = dest.exists().then(|| local::retire::set_aside(&dest, "failed"));
             if let Some(a) = aside {
-                let _ = local::retire::set_aside(&dest, "failed");
                 local::retire::unstage(&a, &dest)?;
             }
-            return Err(e);
+            return Err(match failed {
+                Some(Ok(f)) => e.hint_more(format!(
+                    "what it wrote is set aside as {}; the database root is in use as before",
+                    f.display()
+                )),
+                _ => e,
+            });
         }
     };
     let mut human = format!(

@@ -559,6 +559,15 @@ pub(crate) fn outside_the_root(
     Ok(())
 }
 
+/// The root folder `dir` is or lies inside (itself a root's folder: a `.circe` holding
+/// circe.yaml), if any: a root made there would land inside a root. `dir` is resolved.
+pub(crate) fn root_around(dir: &std::path::Path) -> Option<PathBuf> {
+    let dir = resolved(dir);
+    dir.ancestors()
+        .find(|a| crate::engine::local::root_at(a).is_some_and(|r| r == *a))
+        .map(std::path::Path::to_path_buf)
+}
+
 /// `path` made absolute with its links resolved as far as it exists (a folder to be made
 /// is its nearest existing ancestor, resolved, and the rest).
 pub(crate) fn resolved(path: &std::path::Path) -> std::path::PathBuf {

@@ -122,20 +122,37 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
 }
 
 /// Whether the log tells of `agent`'s retirement: a retirement cut off between its mark and
-/// its event has none, and the run again logs it. Reads back the `retire` lines alone.
+/// its event has none, and the run again logs it. Reads back the `retire` lines alone, as
+/// far as the retirement's time (a minute before it: the mark and the event come from one
+/// process's clock). When the log still held here starts after that, later than its first
+/// event (the archive took what came before), it cannot tell, and says logged: an event
+/// missing stays missing rather than one logged twice.
 fn retire_logged(ws: &Workspace, agent: &AgentName) -> Result<bool> {
     const BATCH: usize = 1024;
+    let at = ws.engine.retirements()?.into_iter().find(|(a, _)| a == agent);
+    let Some(since) =
+        at.and_then(|(_, t)| clock::parse(&t)).map(|t| t - chrono::Duration::minutes(1))
+    else {
+        return Ok(true);
+    };
+    let older = |e: &Event| clock::parse(&e.ts).is_some_and(|t| t < since);
+    // The log held here reaches back to its start or before the retirement, or the scan
+    // cannot tell.
+    let first = ws.engine.read_events(crate::event::Cursor::START, 1)?;
+    if !first.first().is_some_and(|e| e.id == 1 || older(e)) {
+        return Ok(true);
+    }
     let naming = [format!("\"event\":\"{}\"", EventKind::Retire.as_str())];
-    let mut at = None;
+    let mut before = None;
     loop {
-        let batch = ws.engine.read_events_back_naming(at, BATCH, &naming)?;
+        let batch = ws.engine.read_events_back_naming(before, BATCH, &naming)?;
         let of_agent =
             |e: &Event| e.event == EventKind::Retire && e.owner.as_deref() == Some(agent.as_str());
         if batch.iter().any(of_agent) {
             return Ok(true);
         }
         match batch.last() {
-            Some(oldest) if batch.len() == BATCH => at = Some(oldest.id),
+            Some(oldest) if batch.len() == BATCH && !older(oldest) => before = Some(oldest.id),
             _ => return Ok(false),
         }
     }

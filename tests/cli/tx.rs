@@ -527,6 +527,24 @@ fn a_retirement_cut_off_before_its_event_is_logged_when_run_again() {
     assert_eq!(retires(&env), 1, "logged once");
 }
 
+/// A retirement run again after the archive took the log that told of it logs nothing:
+/// the log held in LOGS starts after the retirement, so whether it was logged cannot be
+/// read there, and no second event is made.
+#[test]
+fn a_retirement_run_again_after_the_archive_took_its_event_logs_none() {
+    local_only!("the archive is the local engine's");
+    let env = tx_root();
+    env.as_("core", &["agent", "retire", "brain"]).ok();
+    env.circe(["archive", "--older-than", "1s"]).now("2031-01-01T00:00:00Z").run().ok();
+    let retires = |env: &Env| {
+        env.events().iter().filter(|e| e["event"] == "retire" && e["owner"] == "brain").count()
+    };
+    assert_eq!(retires(&env), 0, "the archive took the part of the log that told of it");
+    let again = env.as_("core", &["agent", "retire", "brain", "--json"]);
+    assert_eq!(again.ok().json()["retired"], false, "{}", again.show());
+    assert_eq!(retires(&env), 0, "a second retire event was logged");
+}
+
 /// Retirement: held tasks back to the queue, orphans listed (`circe orphans`, doctor) and
 /// redelivered by a coordinator; a message to the retired agent is an orphan, not an error.
 #[test]

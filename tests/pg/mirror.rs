@@ -709,3 +709,30 @@ fn a_move_waits_for_a_command_at_work_and_carries_no_change_without_its_events()
         logged.stdout
     );
 }
+
+/// A move into a folder that cannot stop every writer (a send's journal table held past the
+/// lock wait) fails before writing anything: no folder appears beside the database, which
+/// stays in use. (Before, the journal table was not locked with the rest: the move wrote the
+/// folder, then failed to fence the tables, and left a second working root.)
+#[test]
+fn a_move_to_a_folder_that_cannot_stop_a_writer_writes_nothing() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let hold = format!(
+        "BEGIN; DELETE FROM \"{schema}\".event_journals WHERE false; SELECT pg_sleep(12); COMMIT;"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let back = dir.path().join("back");
+    let moved = std::thread::scope(|s| {
+        s.spawn(|| c.psql(&hold));
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        root.run(None, &["migrate", "--to-local", back.to_str().unwrap()])
+    });
+    assert_eq!(moved.code, 4, "{moved:?}");
+    assert!(!back.join(".circe").exists(), "a folder was written: {:?}", walkdir(dir.path()));
+    root.run(None, &["tasks"]).ok();
+    root.run(Some("e1"), &["claim", "T-000"]).ok();
+}

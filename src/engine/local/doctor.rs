@@ -716,7 +716,6 @@ fn disagreement(st: &TaskState) -> Option<String> {
     }
 }
 
-/// `.owner` exists exactly while the task is held, and then matches `.status`.
 /// A held task whose lease is no time (edited by hand): it never runs out, so no reap
 /// returns it. Reported, not repaired (what it should be is not known).
 fn lease_unknown(st: &TaskState) -> Option<String> {
@@ -732,6 +731,7 @@ fn lease_unknown(st: &TaskState) -> Option<String> {
     ))
 }
 
+/// `.owner` exists exactly while the task is held, and then matches `.status`.
 fn owner_mismatch(st: &TaskState) -> bool {
     match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
         (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,

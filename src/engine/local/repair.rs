@@ -44,17 +44,14 @@ impl Store {
         Ok(out)
     }
 
-    /// The processes (other than this one) still at work on the root: the live writers of
-    /// what lies in tmp/ (a send's staging or the journal of its events).
-    pub fn tmp_writers(&self) -> Result<Vec<u32>> {
-        let mut pids: Vec<u32> = list_all_names(&self.tmp_dir())?
-            .iter()
-            .filter_map(|n| staged_by(n))
-            .filter(|&p| p != std::process::id() && alive(p))
-            .collect();
-        pids.sort_unstable();
-        pids.dedup();
-        Ok(pids)
+    /// What processes (other than this one) still at work on the root hold in tmp/ (a
+    /// send's staging, the journal of its events): (file, pid).
+    pub fn tmp_writers(&self) -> Result<Vec<(String, u32)>> {
+        Ok(list_all_names(&self.tmp_dir())?
+            .into_iter()
+            .filter_map(|n| staged_by(&n).map(|p| (n, p)))
+            .filter(|&(_, p)| p != std::process::id() && alive(p))
+            .collect())
     }
 
     /// Remove a leftover of tmp/; `false` when it is gone already.

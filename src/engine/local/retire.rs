@@ -55,17 +55,18 @@ pub fn wait_for_commands(staged: &Path, budget: std::time::Duration) -> Result<(
     let store = super::root::Store::at(staged, false);
     let until = std::time::Instant::now() + budget;
     loop {
-        let pids = store.tmp_writers()?;
-        if pids.is_empty() {
+        let files = store.tmp_writers()?;
+        if files.is_empty() {
             return Ok(());
         }
         if std::time::Instant::now() >= until {
-            let list: Vec<String> = pids.iter().map(ToString::to_string).collect();
+            let list: Vec<String> =
+                files.iter().map(|(f, p)| format!("tmp/{f} (pid {p})")).collect();
             return Err(Error::conflict(format!(
-                "commands are still at work on the root (pid {}): nothing was moved",
+                "commands are still at work on the root: {}; nothing was moved",
                 list.join(", ")
             ))
-            .hint("stop the agents before a move, then run it again"));
+            .hint("stop the agents before a move, then run it again; a file whose pid runs no circe command (a number given again) is a leftover: move it out of tmp/"));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }

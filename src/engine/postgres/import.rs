@@ -6,7 +6,7 @@
 //! hands the snapshot to the caller (which writes the local root), and marks the schema
 //! `moved_to` in the same transaction, so no command writes to the old root afterwards:
 //! a command that opened the root before reads no mark, so every table also gets a
-//! trigger (`FENCE`) that refuses every write; a write that waited on the export's locks
+//! trigger (`REFUSE_MOVED`) that refuses every write; a write that waited on the export's locks
 //! runs it once they are let go, and writes nothing.
 
 use tokio_postgres::types::Type;
@@ -18,24 +18,16 @@ use super::target::Target;
 use crate::engine::Snapshot;
 use crate::error::{Error, Result};
 
-/// Refuses every write to a root that moved (`export`), whoever opened it before: a trigger
-/// on every table but `meta`, run by each statement that writes, after the locks it waited
-/// for were let go. The error says where the root went (`conn::db_error`, kind `moved`).
-const FENCE: &str =
+/// Refuses every write to a root that moved (`export`), whoever opened it before: the
+/// function of a trigger `export` puts on every table but `meta`, run by each statement that
+/// writes, after the locks it waited for were let go. The error says where the root went
+/// (`conn::db_error`, kind `moved`).
+const REFUSE_MOVED: &str =
     "CREATE OR REPLACE FUNCTION {s}.refuse_moved() RETURNS trigger LANGUAGE plpgsql AS $f$
 BEGIN
   RAISE EXCEPTION 'circe:moved:the root was moved to % while this command ran; it wrote nothing',
     (SELECT value FROM {s}.meta WHERE key = 'moved_to');
-END $f$;
-DO $d$ DECLARE t text;
-BEGIN
-  FOR t IN SELECT tablename FROM pg_tables
-            WHERE schemaname = (SELECT nspname FROM pg_namespace WHERE oid = '{s}'::regnamespace)
-              AND tablename <> 'meta' LOOP
-    EXECUTE format('CREATE TRIGGER circe_moved BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE
-                    ON {s}.%I FOR EACH STATEMENT EXECUTE FUNCTION {s}.refuse_moved()', t);
-  END LOOP;
-END $d$";
+END $f$";
 
 /// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
 /// messages and events imported.
@@ -325,15 +317,50 @@ impl PgEngine {
         write: &mut dyn FnMut(&Snapshot) -> Result<()>,
     ) -> Result<Snapshot> {
         let c = &self.conn.client;
-        let lock = self.sql(
+        // Every table a command writes (all but `meta`), read before the transaction: a
+        // query inside it would fix its snapshot before the locks are granted. Locked in the
+        // order commands first take them (a task's row, then the messages, the journal of a
+        // send's events before the events, ...), so that the move waits for a command
+        // rather than the two waiting on each other.
+        let tables: Vec<String> = self
+            .conn
+            .call(
+                "listing the root's tables",
+                c.query(
+                    "SELECT tablename::text FROM pg_tables WHERE schemaname = $1 AND tablename <> 'meta'
+                     ORDER BY array_position(ARRAY['tasks', 'messages', 'event_journals', 'events',
+                       'agents', 'config', 'seq_counters', 'seq_seen', 'asks', 'chat', 'chat_head',
+                       'cursors', 'feed', 'grants'], tablename::text), tablename",
+                    &[&self.target.schema],
+                ),
+            )?
+            .iter()
+            .map(|r| format!("{{s}}.\"{}\"", r.get::<_, String>(0).replace('"', "\"\"")))
+            .collect();
+        let lock = self.sql(&format!(
             "BEGIN ISOLATION LEVEL REPEATABLE READ;
              SET LOCAL lock_timeout = '10s';
-             LOCK TABLE {s}.tasks, {s}.messages, {s}.events, {s}.agents, {s}.config,
-                        {s}.seq_counters, {s}.seq_seen, {s}.asks, {s}.chat, {s}.chat_head,
-                        {s}.cursors, {s}.feed IN EXCLUSIVE MODE",
-        );
+             LOCK TABLE {} IN EXCLUSIVE MODE",
+            tables.join(", ")
+        ));
         self.conn.call("stopping the writers", c.batch_execute(&lock))?;
         let done = (|| -> Result<Snapshot> {
+            // Fenced under the locks, before anything is written: it waits for no one, and
+            // goes with the transaction when the move fails.
+            // TEST BUILDS ONLY (CIRCE_TEST_BREAK=migrate-unfenced): the mark alone.
+            if !crate::engine::local::test_break("migrate-unfenced") {
+                let fence: String = tables
+                    .iter()
+                    .map(|t| {
+                        format!(
+                    "CREATE TRIGGER circe_moved BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON {t}
+                     FOR EACH STATEMENT EXECUTE FUNCTION {{s}}.refuse_moved();"
+                )
+                    })
+                    .collect();
+                let fence = self.sql(&format!("{REFUSE_MOVED}; {fence}"));
+                self.conn.call("fencing the old root", c.batch_execute(&fence))?;
+            }
             let snap = Snapshot::read(self)?;
             write(&snap)?;
             self.exec(
@@ -341,10 +368,6 @@ impl PgEngine {
                 "INSERT INTO {s}.meta VALUES ('moved_to', $1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
                 &[(&to, Type::TEXT)],
             )?;
-            // TEST BUILDS ONLY (CIRCE_TEST_BREAK=migrate-unfenced): the mark alone.
-            if !crate::engine::local::test_break("migrate-unfenced") {
-                self.conn.call("fencing the old root", c.batch_execute(&self.sql(FENCE)))?;
-            }
             Ok(snap)
         })();
         match done {
