@@ -207,7 +207,7 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
                 "{}: its last id is {next}, and no id follows it",
                 path.display()
             ))
-            .hint("a line was added by hand: `circe doctor` names it; remove it")
+            .hint(format!("a line was added by hand: remove the line with id {next} from the file"))
         })?;
         e.id = next;
         buf.push_str(&e.to_line());
