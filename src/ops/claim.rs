@@ -315,8 +315,10 @@ fn claim_next_in(
                 lost.insert(tx.task_id().clone());
             }
             Ok(o) => return Ok(o),
-            // Retired meanwhile: no other task either.
-            Err(e) if e.details.iter().any(|(k, _)| *k == "retired") => return Err(e),
+            // Retired meanwhile, or the root moved away: no other task either.
+            Err(e) if e.details.iter().any(|(k, _)| *k == "retired" || *k == "moved") => {
+                return Err(e);
+            }
             Err(e) if matches!(e.kind, Kind::Conflict | Kind::Refused | Kind::NotFound) => {
                 lost.insert(tx.task_id().clone());
             }

@@ -564,13 +564,14 @@ fn the_root_a_mirror_names_can_be_passed_to_root() {
 }
 
 /// What commands that opened the root before `migrate --to-local` committed, and waited on
-/// its locks, did: (the send's run, the claim's run, whether the send's message is in the
-/// old database, whether it is in the new folder, T-000's record there). A psql session
+/// its locks, did: (the send's run, the claims' runs (of T-000, and `--next`), whether the
+/// send's message is in the old database, whether it is in the new folder, T-000's record
+/// there). A psql session
 /// holding a lock for 2 s keeps the move waiting for it, and the commands behind the move.
 fn writes_waiting_on_the_move(
     c: &crate::pg_cluster::Cluster,
     broken: bool,
-) -> (Out, Out, bool, bool, String) {
+) -> (Out, [Out; 2], bool, bool, String) {
     let url = c.fresh_url();
     let schema = url.rsplit("schema=").next().unwrap().to_string();
     let mut root = crate::common::Root::new(&url, "server", 1);
@@ -608,8 +609,10 @@ fn writes_waiting_on_the_move(
             .spawn()
             .unwrap();
         let claim = root.command(Some("e1"), &["claim", "T-000"]).spawn().unwrap();
+        let next = root.command(Some("e1"), &["claim", "--next"]).spawn().unwrap();
         let send = Out::from(&send.wait_with_output().unwrap());
         let claim = Out::from(&claim.wait_with_output().unwrap());
+        let next = Out::from(&next.wait_with_output().unwrap());
         let moved = Out::from(&migrate.wait_with_output().unwrap());
         assert_eq!(moved.code, 0, "{moved:?}");
         let old = c.psql(&format!("SELECT count(*) FROM \"{schema}\".messages WHERE msg_id = '20251121T170000000Z-late0001'"));
@@ -618,17 +621,18 @@ fn writes_waiting_on_the_move(
             .any(|p| std::fs::read_to_string(p).is_ok_and(|t| t.contains("late0001")));
         let task =
             std::fs::read_to_string(back.join(".circe/TASKS/T-000.status")).unwrap_or_default();
-        (send, claim, old.trim() != "0", local, task)
+        (send, [claim, next], old.trim() != "0", local, task)
     })
 }
 
-/// A send and a claim that waited on the move write nothing to the old root: each is
-/// refused (exit 3) and says where the root went; the task waits in the new folder.
+/// A send and two claims (of the task, and `--next`) that waited on the move write nothing
+/// to the old root: each is refused (exit 3) and says where the root went (`--next` does not
+/// pass on to other tasks and end "nothing to claim"); the task waits in the new folder.
 #[test]
 fn commands_waiting_on_a_move_to_a_folder_write_nothing_to_the_old_root() {
     let c = need_pg!();
-    let (send, claim, old, local, task) = writes_waiting_on_the_move(c, false);
-    for out in [&send, &claim] {
+    let (send, [claim, next], old, local, task) = writes_waiting_on_the_move(c, false);
+    for out in [&send, &claim, &next] {
         assert_eq!(out.code, 3, "{out:?}");
         assert!(
             out.stderr.contains("was moved to") && out.stderr.contains("wrote nothing"),

@@ -240,6 +240,7 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
             "refused" => Error::refused(text.to_string()),
             // A root moved away while the command ran (`import::FENCE`).
             "moved" => Error::refused(text.to_string())
+                .detail("moved", true)
                 .hint("the work is in the root it was moved to: run the command again there"),
             _ => Error::internal(text.to_string()),
         };
