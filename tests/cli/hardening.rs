@@ -437,21 +437,7 @@ fn doctor_says_why_a_message_does_not_parse_and_names_a_link_once() {
 fn repair_keeps_a_task_whose_message_does_not_parse() {
     local_only!("edits a message by hand");
     let env = Env::new();
-    env.as_(
-        "coordinator",
-        &[
-            "send",
-            "--to",
-            "role:engineer",
-            "--intent",
-            "implement_feature",
-            "--task",
-            "W1",
-            "--summary",
-            "s",
-        ],
-    )
-    .ok();
+    env.open_task("W1");
     let ticket =
         std::fs::read_dir(env.root().join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
     let text = std::fs::read_to_string(&ticket).unwrap();
@@ -527,21 +513,7 @@ fn a_damaged_last_seen_file_is_reported_and_moved_aside() {
 fn doctor_names_a_held_task_whose_lease_is_no_time() {
     local_only!("edits a record by hand");
     let env = Env::new();
-    env.as_(
-        "coordinator",
-        &[
-            "send",
-            "--to",
-            "role:engineer",
-            "--intent",
-            "implement_feature",
-            "--task",
-            "W1",
-            "--summary",
-            "s",
-        ],
-    )
-    .ok();
+    env.open_task("W1");
     env.as_("engineer", &["claim", "W1"]).ok();
     for rec in ["TASKS/W1.status", "TASKS/W1.owner"] {
         let text = env.read(rec);

@@ -202,29 +202,13 @@ fn planted(plant_tasks: bool) {
 /// and the task removed as never delivered).
 #[test]
 fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED: setpriv is missing");
+    let Some((_parent, r)) = nobodys_root("repair_by_a_user_who_cannot_read_a_message") else {
         return;
-    }
-    let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
-    let r = Root::new_in(parent.path(), 0);
-    r.open("T1");
-    let chown = |spec: &str, path: &std::path::Path, all: bool| {
-        let mut c = Command::new("chown");
-        if all {
-            c.arg("-R");
-        }
-        assert!(c.arg(spec).arg(path).status().unwrap().success());
     };
-    chown("65534:65534", r.tmp.path(), true);
-    std::fs::set_permissions(r.tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
-    // The ticket stays root's, readable by root alone.
+    // The ticket is root's, readable by root alone.
     let ticket =
         std::fs::read_dir(r.dir.join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
-    chown("0:0", &ticket, false);
+    assert!(Command::new("chown").arg("0:0").arg(&ticket).status().unwrap().success());
     std::fs::set_permissions(&ticket, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
     let o = Command::new("setpriv")
         .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
@@ -245,27 +229,28 @@ fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
     assert_eq!(r.status("T1").unwrap().status.as_str(), "new");
 }
 
-#[test]
-fn read_only_box_as_unprivileged_user() {
+/// A root with task T1 waiting, owned by `nobody` (65534) in a folder all may enter, and its
+/// parent folder (removed when dropped); `None` (said) when setpriv is missing.
+fn nobodys_root(test: &str) -> Option<(tempfile::TempDir, Root)> {
     if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED read_only_box_as_unprivileged_user: setpriv is missing");
-        return;
+        eprintln!("SKIPPED {test}: setpriv is missing");
+        return None;
     }
     let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
     std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .unwrap();
     let r = Root::new_in(parent.path(), 0);
     r.open("T1");
-    assert!(
-        Command::new("chown")
-            .args(["-R", "65534:65534"])
-            .arg(r.tmp.path())
-            .status()
-            .unwrap()
-            .success()
-    );
+    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
+    assert!(chown.unwrap().success());
     std::fs::set_permissions(r.tmp.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .unwrap();
+    Some((parent, r))
+}
+
+#[test]
+fn read_only_box_as_unprivileged_user() {
+    let Some((_parent, r)) = nobodys_root("read_only_box_as_unprivileged_user") else { return };
     let inbox = r.dir.join("AGENTS/engineer/INBOX");
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let before = r.messages();
