@@ -77,14 +77,18 @@ impl Report {
 /// Text for a terminal: what other agents wrote (a summary, a body, a chat line) may hold
 /// control characters, and an escape sequence would act on the reader's terminal (colour,
 /// cursor moves, a title). Every control character but newline, tab and the carriage return
-/// of a CRLF line end is shown escaped (`\u{1b}`); JSON escapes them itself.
+/// of a CRLF line end is shown escaped (`\u{1b}`); so is every character that reorders the
+/// text around it when shown (the bidirectional overrides, embeddings, isolates and marks:
+/// a summary could otherwise show words in another order than they are). JSON escapes
+/// control characters itself and keeps the others: a program reads them in order.
 pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
     let mut chars = s.chars().peekable();
     let mut out: Option<String> = None;
     let mut at = 0;
     while let Some(c) = chars.next() {
-        let kept =
-            !c.is_control() || matches!(c, '\n' | '\t') || c == '\r' && chars.peek() == Some(&'\n');
+        let kept = !(c.is_control() || reorders(c))
+            || matches!(c, '\n' | '\t')
+            || c == '\r' && chars.peek() == Some(&'\n');
         match (&mut out, kept) {
             (Some(o), true) => o.push(c),
             (Some(o), false) => o.extend(c.escape_default()),
@@ -99,6 +103,11 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
         at += c.len_utf8();
     }
     out.map_or(std::borrow::Cow::Borrowed(s), std::borrow::Cow::Owned)
+}
+
+/// A character that changes the order text is shown in (Unicode's bidirectional controls).
+fn reorders(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
 }
 
 /// The writer of commands that print as they go: one line at a time on stdout, flushed per
@@ -203,5 +212,8 @@ mod tests {
         let shown = super::terminal_safe("a\u{1b}[31mb\u{7}\tc\r\nd\re\n");
         assert_eq!(shown, "a\\u{1b}[31mb\\u{7}\tc\r\nd\\re\n");
         assert!(matches!(super::terminal_safe("plain\ttext\r\n"), std::borrow::Cow::Borrowed(_)));
+        // A right-to-left override would show the text after it reversed: shown escaped.
+        assert_eq!(super::terminal_safe("ok \u{202e}yned\u{2066}x"), "ok \\u{202e}yned\\u{2066}x");
+        assert!(matches!(super::terminal_safe("naïve ünïcode"), std::borrow::Cow::Borrowed(_)));
     }
 }
