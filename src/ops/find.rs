@@ -42,8 +42,15 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
     if listed.iter().any(|(_, names)| names.iter().any(|n| n == key)) {
         let limit = ws.config.limits.message_bytes;
         let mut out = Vec::new();
+        let mut unread = None;
         for (b, _) in listed.iter().filter(|(_, names)| names.iter().any(|n| n == key)) {
-            let Ok(c) = ws.engine.read_message_capped(b, key, limit) else { continue };
+            let c = match ws.engine.read_message_capped(b, key, limit) {
+                Ok(c) => c,
+                Err(e) => {
+                    unread.get_or_insert(e);
+                    continue;
+                }
+            };
             let parsed =
                 message::parse_limited(&c.bytes, c.size, Mode::Draft, &ws.config.limits).ok();
             out.push(Found {
@@ -52,6 +59,13 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
                 location: (*b).clone(),
                 message: parsed,
             });
+        }
+        // Named, and there, but not read (a FIFO, no permission): said as it is, not as
+        // "no message".
+        if let (true, Some(e)) = (out.is_empty(), unread) {
+            return Err(e.hint_more(
+                "`circe doctor` says what lies there; `circe doctor --repair` moves what is no message file aside",
+            ));
         }
         return Ok(out);
     }

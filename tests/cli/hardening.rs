@@ -488,6 +488,29 @@ fn a_fifo_in_place_of_a_cursor_is_reported_and_moved_aside() {
     env.circe(["archive"]).run().ok();
 }
 
+/// A FIFO in an INBOX under a message's name: `take` by that name says it cannot be read
+/// and what mends it (not "no message"), and after `doctor --repair` it is gone.
+#[test]
+fn taking_a_message_that_cannot_be_read_says_so() {
+    local_only!("plants a FIFO in a box");
+    let env = Env::new();
+    let name = "20261127_000000_engineer-qa_inform.md";
+    let made = std::process::Command::new("mkfifo")
+        .arg(env.root().join("AGENTS/qa/INBOX").join(name))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    let o = env.as_("qa", &["take", name]);
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(
+        o.stderr.contains("not a regular file") && o.stderr.contains("doctor --repair"),
+        "{}",
+        o.show()
+    );
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.as_("qa", &["take", name]).code(5);
+}
+
 /// Junk in an agent's lastSeen file (`seen/AGENT.json`) stops its `inbox`: doctor names the
 /// file and `--repair` moves it aside, and the inbox works again.
 #[test]
