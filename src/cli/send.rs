@@ -298,8 +298,14 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
         if let Some(p) = limits.size_problem(size, c.size.is_some()) {
             return Err(with_file(&format!("--body-file {}", f.display()), &[p]));
         }
-        let text = String::from_utf8(c.bytes)
-            .map_err(|_| Error::refused(format!("{} is not UTF-8", f.display())))?;
+        let text = String::from_utf8(c.bytes).map_err(|e| {
+            Error::refused(format!(
+                "--body-file {} is not UTF-8 at byte offset {}",
+                f.display(),
+                e.utf8_error().valid_up_to()
+            ))
+            .hint(format!("convert it first (`iconv -f LATIN1 -t UTF-8 {}`), or send a text file; nothing was sent", f.display()))
+        })?;
         if !body.is_empty() {
             body.push('\n');
         }

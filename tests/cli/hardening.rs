@@ -488,6 +488,27 @@ fn a_fifo_in_place_of_a_cursor_is_reported_and_moved_aside() {
     env.circe(["archive"]).run().ok();
 }
 
+/// A `--body-file` that is not UTF-8 is refused, saying where, with a way to convert it;
+/// nothing is sent.
+#[test]
+fn a_body_file_that_is_not_utf8_is_refused_saying_where() {
+    let env = Env::new();
+    let bad = env.path().join("bad.md");
+    std::fs::write(&bad, b"x\xff\n").unwrap();
+    let args = ["send", "--to", "agent:qa", "--intent", "inform", "--summary", "s", "--body-file"];
+    let o = env.as_("coordinator", &[&args[..], &[bad.to_str().unwrap()]].concat());
+    assert_eq!(o.code, 3, "{}", o.show());
+    assert!(
+        o.stderr.contains("is not UTF-8 at byte offset 1") && o.stderr.contains("iconv"),
+        "{}",
+        o.show()
+    );
+    assert_eq!(
+        env.as_("qa", &["inbox", "--json"]).json()["messages"].as_array().map_or(0, Vec::len),
+        0
+    );
+}
+
 /// A FIFO in an INBOX under a message's name: `take` by that name says it cannot be read
 /// and what mends it (not "no message"), and after `doctor --repair` it is gone.
 #[test]
