@@ -67,11 +67,6 @@ fn segment_name(first: u64, last: u64) -> String {
 /// backwards in `TAIL` steps until it finds a line with an id. The highest, not the last:
 /// a line added by hand with a lower id must not make the next append give ids again.
 fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
-    tail_ids(path).map(|(ids, torn)| (ids.map(|(_, max)| max), torn))
-}
-
-/// As `tail_id`, with the last whole event's id: (last, highest).
-fn tail_ids(path: &Path) -> Result<(Option<(u64, u64)>, bool)> {
     let (f, len) = match atomic::open_regular(path) {
         Ok(x) => x,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((None, false)),
@@ -109,7 +104,7 @@ fn tail_ids(path: &Path) -> Result<(Option<(u64, u64)>, bool)> {
                     max = id;
                 }
             }
-            return Ok((Some((last, max)), torn));
+            return Ok((Some(max), torn));
         }
         if start == 0 {
             return Ok((None, torn));
