@@ -194,6 +194,18 @@ fn the_channel_path_comes_from_circe_yaml() {
         assert!(o.stderr.contains(says), "{}", o.show());
     }
     assert!(!env.root().join("AGENTS/qa/INBOX/chat.md").exists());
+    // A file or FIFO where the channel's folder goes: said as such, with the way out.
+    std::fs::write(env.path().join(".workplace/plain"), "a file\n").unwrap();
+    std::fs::write(&cfg, format!("{text}chat:\n  path: .workplace/plain/chat.md\n")).unwrap();
+    let o = env.as_("engineer", &["chat", "say", "--to", "qa", "x"]);
+    assert_eq!(o.code, 3, "{}", o.show());
+    assert!(
+        o.stderr.contains(".workplace/plain (or a folder above it) is not a folder"),
+        "{}",
+        o.show()
+    );
+    assert!(o.stderr.contains("move what stands there aside"), "{}", o.show());
+    assert_eq!(std::fs::read_to_string(env.path().join(".workplace/plain")).unwrap(), "a file\n");
     std::fs::write(&cfg, &text).unwrap();
     // Beside the root's own files, a file of its own is fine.
     let new = env.path().join("new.yaml");

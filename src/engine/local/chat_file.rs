@@ -90,7 +90,22 @@ impl ChatFile {
 
     /// Make the folder that holds the channel (`.workplace/` for the reference's layout).
     pub fn ensure_dir(&self) -> Result<()> {
-        std::fs::create_dir_all(self.dir()).map_err(io_err("cannot create", self.dir()))
+        std::fs::create_dir_all(self.dir()).map_err(|e| {
+            // Something that is no folder stands where the channel's folder goes (a file, a
+            // FIFO), there or above it: said as such, with the way out, not as an OS error.
+            let in_the_way = e.kind() == std::io::ErrorKind::AlreadyExists
+                || e.kind() == std::io::ErrorKind::NotADirectory;
+            if in_the_way {
+                Error::refused(format!(
+                    "{} (or a folder above it) is not a folder, so the chat channel {} cannot be there",
+                    self.dir().display(),
+                    self.path.display()
+                ))
+                .hint("move what stands there aside, or point `chat: path:` in circe.yaml elsewhere (`circe config`, then `circe config --set`)")
+            } else {
+                io_err("cannot create", self.dir())(e)
+            }
+        })
     }
 
     /// The filesystem's name when it is one where appends from several hosts may tear.
