@@ -27,6 +27,7 @@ mod events;
 mod hostile;
 mod iofail;
 mod kill;
+mod namespaces;
 mod parsers;
 mod race;
 mod retire;

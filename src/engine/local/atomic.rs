@@ -21,8 +21,11 @@ impl TempFile {
         io_step()?;
         let mut last = None;
         for _ in 0..16 {
-            let path =
-                dir.join(format!(".tmp-{}-{}", std::process::id(), crate::clock::random_suffix()));
+            let path = dir.join(format!(
+                ".tmp-{}-{}",
+                super::repair::stager(),
+                crate::clock::random_suffix()
+            ));
             match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
                 Ok(mut f) => {
                     let mut t = TempFile { path, armed: true };
@@ -48,8 +51,11 @@ impl TempFile {
         io_step()?;
         let mut last = None;
         for _ in 0..16 {
-            let path =
-                dir.join(format!(".tmp-{}-{}", std::process::id(), crate::clock::random_suffix()));
+            let path = dir.join(format!(
+                ".tmp-{}-{}",
+                super::repair::stager(),
+                crate::clock::random_suffix()
+            ));
             match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
                 Ok(f) => return Ok((TempFile { path, armed: true }, f)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),

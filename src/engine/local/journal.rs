@@ -89,7 +89,8 @@ impl Store {
             events: events.to_vec(),
             from,
         };
-        let name = format!("{PREFIX}{}-{}.json", std::process::id(), crate::clock::random_suffix());
+        let name =
+            format!("{PREFIX}{}-{}.json", super::repair::stager(), crate::clock::random_suffix());
         let bytes = serde_json::to_vec(&j).map_err(|e| Error::internal(e.to_string()))?;
         let path = self.tmp_dir().join(&name);
         atomic::write_new(&path, &bytes, false).map_err(io_err("cannot write", &path))?;

@@ -255,7 +255,7 @@ impl Store {
         if let Some(r) = self.route_numbered(targets) {
             return r;
         }
-        let id = format!("{}-{}", std::process::id(), crate::clock::random_suffix());
+        let id = format!("{}-{}", super::repair::stager(), crate::clock::random_suffix());
         let part = self.tmp_dir().join(format!("batch-{id}.part"));
         let ready = self.tmp_dir().join(format!("batch-{id}"));
         let stage = || -> io::Result<Vec<String>> {

@@ -9,9 +9,74 @@ use super::root::{EVENTS, Store, io_err, list_all_names, list_typed};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
-/// The process that staged `name` in tmp/ (`<kind>-<pid>-…`).
-fn staged_by(name: &str) -> Option<u32> {
-    name.split('-').nth(1).and_then(|p| p.parse().ok())
+/// How long a file staged by a process of another PID namespace is taken for a live
+/// command's: its pid means nothing here, so only its age can tell it was left behind.
+pub const FOREIGN_STAGING_AGE: std::time::Duration = std::time::Duration::from_secs(10 * 60);
+
+/// Who stages a file in tmp/: `<pid>-ns<inode>`, this process's id and its PID namespace
+/// (agents in containers may share one root, and a pid means something only in its own
+/// namespace); `<pid>` alone where /proc does not say. Staging names are
+/// `<kind>-<stager>-…`, so a circe that knows no namespace still reads the pid.
+pub fn stager() -> &'static str {
+    static TAG: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| match own_namespace() {
+        Some(ns) => format!("{}-ns{ns}", std::process::id()),
+        None => std::process::id().to_string(),
+    })
+}
+
+/// This process's PID namespace (the inode of `/proc/self/ns/pid`).
+fn own_namespace() -> Option<u64> {
+    static NS: std::sync::OnceLock<Option<u64>> = std::sync::OnceLock::new();
+    *NS.get_or_init(|| {
+        let link = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        link.to_str()?.strip_prefix("pid:[")?.strip_suffix(']')?.parse().ok()
+    })
+}
+
+/// The process that staged a file in tmp/, read from its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Stager {
+    pid: u32,
+    /// Its PID namespace, when the name says (a circe that knew none wrote no field).
+    ns: Option<u64>,
+}
+
+/// The process that staged `name` in tmp/ (`<kind>-<pid>[-ns<inode>]-…`). A namespace
+/// field has 9 or more digits, so no 8-character random suffix reads as one.
+fn staged_by(name: &str) -> Option<Stager> {
+    let mut fields = name.split('-').skip(1);
+    let pid = fields.next()?.parse().ok()?;
+    let ns = fields
+        .next()
+        .and_then(|f| f.strip_prefix("ns"))
+        .filter(|d| d.len() >= 9 && d.bytes().all(|b| b.is_ascii_digit()))
+        .and_then(|d| d.parse().ok());
+    Some(Stager { pid, ns })
+}
+
+impl Stager {
+    /// This very process.
+    fn is_me(self) -> bool {
+        self.pid == std::process::id() && self.ns.is_none_or(|ns| Some(ns) == own_namespace())
+    }
+
+    /// Has the process that staged `path` ended? In this PID namespace (or where either
+    /// side knows none), /proc says. In another (an agent in a container), nobody here can
+    /// tell: the file counts as a live command's until it is `FOREIGN_STAGING_AGE` old.
+    fn ended(self, path: &Path) -> bool {
+        if self.is_me() {
+            return false;
+        }
+        match (self.ns, own_namespace()) {
+            (Some(theirs), Some(ours)) if theirs != ours => std::fs::symlink_metadata(path)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age >= FOREIGN_STAGING_AGE),
+            _ => !alive(self.pid),
+        }
+    }
 }
 
 /// Does process `pid` run (on this host, in this PID namespace)? A zombie (ended, not yet
@@ -30,16 +95,18 @@ fn alive(pid: u32) -> bool {
 impl Store {
     /// Files left in tmp/ by crashed commands (they never reached a box).
     /// Everything in tmp/ whose creating process is gone. Staging names are
-    /// `<kind>-<pid>-…` (`.tmp-`, `.agent-`, `batch-`): a live command's staging is never
-    /// touched. (A reused pid only spares a leftover until the next run: the safe side.)
+    /// `<kind>-<stager>-…` (`.tmp-`, `.agent-`, `batch-`, `events-`, `seq-`): a live
+    /// command's staging is never touched. (A reused pid only spares a leftover until the
+    /// next run: the safe side. A process of another PID namespace: see `Stager::ended`.)
     pub fn tmp_leftovers(&self) -> Result<Vec<String>> {
         let mut out = list_all_names(&self.tmp_dir())?;
         let tmp = self.tmp_dir();
         out.retain(|n| {
-            staged_by(n).is_none_or(|p| p != std::process::id() && !alive(p))
+            let path = tmp.join(n);
+            staged_by(n).is_none_or(|s| s.ended(&path))
             // Still there once its process is seen gone: a command that ended between the
             // listing and that look took its file along.
-            && std::fs::symlink_metadata(tmp.join(n)).is_ok()
+            && std::fs::symlink_metadata(&path).is_ok()
         });
         Ok(out)
     }
@@ -47,10 +114,12 @@ impl Store {
     /// What processes (other than this one) still at work on the root hold in tmp/ (a
     /// send's staging, the journal of its events): (file, pid).
     pub fn tmp_writers(&self) -> Result<Vec<(String, u32)>> {
-        Ok(list_all_names(&self.tmp_dir())?
+        let tmp = self.tmp_dir();
+        Ok(list_all_names(&tmp)?
             .into_iter()
-            .filter_map(|n| staged_by(&n).map(|p| (n, p)))
-            .filter(|&(_, p)| p != std::process::id() && alive(p))
+            .filter_map(|n| staged_by(&n).map(|s| (n, s)))
+            .filter(|(n, s)| !s.is_me() && !s.ended(&tmp.join(n)))
+            .map(|(n, s)| (n, s.pid))
             .collect())
     }
 
@@ -154,5 +223,25 @@ impl Store {
             }
         }
         Err(Error::internal("quarantine is full"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Stager, staged_by, stager};
+
+    #[test]
+    fn a_staging_name_says_its_pid_and_namespace() {
+        let ns = Some(4_026_531_836);
+        assert_eq!(staged_by("events-42-ns4026531836-jdp73062.json"), Some(Stager { pid: 42, ns }));
+        assert_eq!(staged_by("batch-42-ns4026531836-jdp73062.part"), Some(Stager { pid: 42, ns }));
+        // A name of a circe that knew no namespace; a random suffix never reads as one.
+        assert_eq!(staged_by(".tmp-42-ns123456"), Some(Stager { pid: 42, ns: None }));
+        assert_eq!(staged_by(".agent-42-ns4026531836x-qa-abc"), Some(Stager { pid: 42, ns: None }));
+        assert_eq!(staged_by("notes.txt"), None);
+        // This process's own tag reads back as itself.
+        let mine = staged_by(&format!("events-{}-abcdefgh.json", stager())).unwrap();
+        assert!(mine.is_me());
+        assert!(!Stager { pid: mine.pid, ns: mine.ns.map(|n| n + 1) }.is_me() || mine.ns.is_none());
     }
 }

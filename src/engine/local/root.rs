@@ -192,7 +192,7 @@ impl Store {
         }
         let stage = self.tmp_dir().join(format!(
             ".agent-{}-{name}-{}",
-            std::process::id(),
+            super::repair::stager(),
             crate::clock::random_suffix()
         ));
         let build = || -> io::Result<()> {

@@ -252,7 +252,7 @@ impl Store {
         }
         let away = self.tmp_dir().join(format!(
             "seq-{}-{}.undone",
-            std::process::id(),
+            super::repair::stager(),
             crate::clock::random_suffix()
         ));
         atomic::rename_noclobber(dir, &away).map_err(io_err("cannot move", dir))?;
@@ -337,7 +337,7 @@ impl Store {
         std::fs::create_dir_all(&parent).map_err(io_err("cannot create", &parent))?;
         let part = self.tmp_dir().join(format!(
             "seq-{}-{}.part",
-            std::process::id(),
+            super::repair::stager(),
             crate::clock::random_suffix()
         ));
         let dest = parent.join(e.name());
