@@ -106,7 +106,7 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     };
     let (name, value) = assign.split_once('=').ok_or_else(|| {
         Error::usage(format!("`{assign}` is not NAME=true|false")).hint(format!(
-            "circe check {task} {assign}=true, or --run {assign} -- COMMAND to run it"
+            "run what proves it: circe --agent {me} check {task} --run {assign} -- COMMAND"
         ))
     })?;
     let name = CheckName::new(name)?;

@@ -330,12 +330,20 @@ pub fn main() -> u8 {
                     .filter(|l| !l.is_empty())
                     .partition(|l| l.starts_with("tip: "));
                 let mut hint: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
+                let dashes = forgot_dashes(&args, e.kind());
+                hint.extend(dashes);
                 hint.push("`circe help COMMAND` shows its flags");
                 let err = Error::usage(lines.join(" ")).detail("clap", e.kind().to_string());
                 output::print_error(&err.hint(hint.join("; ")), true, false);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();
+            if let Some(h) = forgot_dashes(&args, e.kind()) {
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr().lock(),
+                    format!("hint: {h}\n").as_bytes(),
+                );
+            }
             return crate::exit_code::USAGE;
         }
     };
@@ -351,6 +359,20 @@ pub fn main() -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// `circe check T --run NAME cargo test`: the command's words were read as circe's own. Said
+/// with the fix (clap's own message names only the stray word).
+fn forgot_dashes(
+    args: &[std::ffi::OsString],
+    kind: clap::error::ErrorKind,
+) -> Option<&'static str> {
+    use clap::error::ErrorKind;
+    let has = |w: &str| args.iter().any(|a| a == w);
+    let stray = matches!(kind, ErrorKind::UnknownArgument | ErrorKind::ArgumentConflict);
+    (stray && has("check") && has("--run") && !has("--")).then_some(
+        "the command to run goes after `--`: circe check TASK --run NAME -- COMMAND ARGS",
+    )
 }
 
 /// A command group run without its subcommand, said from clap's help text: which

@@ -76,12 +76,43 @@ pub struct MaySend {
     pub opens_task: bool,
 }
 
+/// The line of `prime` for a task the agent holds: its lease, and its deadline (the hard
+/// end: past it the task is expired by reap, whatever was done), each said when it ran out.
+fn held_line(me: &AgentName, t: &Held, now: Option<chrono::DateTime<chrono::Utc>>) -> String {
+    let passed = |at: Option<&str>| {
+        at.and_then(crate::clock::parse).zip(now).is_some_and(|(end, now)| end <= now)
+    };
+    let lease = t.lease_expires_at.as_deref().unwrap_or("-");
+    let mut h = format!("  you hold {} ({}, lease until {lease}", t.task_id, t.status);
+    if let Some(d) = &t.deadline {
+        h.push_str(&format!(", deadline {d}"));
+    }
+    h.push(')');
+    if passed(t.deadline.as_deref()) {
+        h.push_str(&format!(
+            ": its deadline passed, so it can no longer be completed and `circe reap` expires it; tell the coordinator what you have: `circe --agent {me} send --to role:coordinator --intent status_update --summary \"{}: ...\"`",
+            t.task_id
+        ));
+    } else if passed(t.lease_expires_at.as_deref()) {
+        h.push_str(&format!(
+            ": it ran out; another agent may take it over: `circe --agent {me} heartbeat {}` renews it",
+            t.task_id
+        ));
+    } else if t.deadline.is_some() {
+        h.push_str(": finish it before its deadline (past it, it can no longer be completed)");
+    }
+    h.push('\n');
+    h
+}
+
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Held {
     pub task_id: String,
     pub status: String,
     pub lease_expires_at: Option<String>,
+    /// Past it the task can no longer be completed, and `circe reap` expires it.
+    pub deadline: Option<String>,
 }
 
 const EXIT_CODES: [(&str, &str); 8] = [
@@ -99,7 +130,8 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     let reg = &ws.registry;
     // The reference flow's hand-ons first (engineer -> qa, scribe -> eagle), then any
     // task intent this role may send to another role.
-    let hand_on = task_to_another_role(reg, role, &["test", "review_code", "audit", "document"]);
+    let hand_on = hand_on(reg, role);
+    let report = report(reg, role);
     let a = format!("circe --agent {me}");
     let mut s = vec![
         format!("{a} claim --next --dry-run      # look first: what would I get?"),
@@ -112,14 +144,52 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         ),
         format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
     ];
+    let handing_on = hand_on.is_some();
     if let Some((intent, to)) = hand_on {
         s.push(format!(
             "{a} send --to role:{to} --intent {intent} --task TASK --summary \"...\"   # hand it on"
         ));
     }
+    if let Some((intent, to)) = report {
+        let or = if handing_on { "or " } else { "" };
+        s.push(format!(
+            "{a} send --to role:{to} --intent {intent} --task TASK --summary \"...\"   # {or}report the result, as the task asks"
+        ));
+    }
     s.push(format!("{a} status TASK completed        # or: finish it yourself"));
     s.push(format!("{a} done TASK                    # file its messages into LOGS"));
     s
+}
+
+/// The reference flow's hand-on of `role` (engineer -> qa, scribe -> eagle): a task intent
+/// the registry lets this role send by name (not one any role may send, which would turn a
+/// qa's result into a scribe's task), and the role it goes to.
+fn hand_on(reg: &crate::registry::Registry, role: &str) -> Option<(String, String)> {
+    ["test", "review_code", "audit", "document"]
+        .iter()
+        .filter_map(|n| reg.intent(n))
+        .chain(reg.intents.values())
+        .filter(|i| {
+            i.opens_task && matches!(&i.from, Roles::Only(f) if f.iter().any(|r| r == role))
+        })
+        .find_map(|i| match &i.to {
+            Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
+            Roles::Any => None,
+        })
+}
+
+/// The reply the tasks `role` takes ask for (`test` asks `test_results`, `audit` an
+/// `audit_report`), when it is a message this role may send to a role: (intent, role).
+fn report(reg: &crate::registry::Registry, role: &str) -> Option<(String, String)> {
+    reg.intents
+        .values()
+        .filter(|i| i.opens_task && reg.may_receive(role, &i.name))
+        .filter_map(|i| reg.intent(i.expects_reply.as_deref()?))
+        .filter(|r| !r.opens_task && reg.may_send(role, &r.name))
+        .find_map(|r| match &r.to {
+            Roles::Only(s) => s.iter().find(|t| *t != role).map(|t| (r.name.clone(), t.clone())),
+            Roles::Any => None,
+        })
 }
 
 /// A task intent `role` may send to another role, and that role: the `preferred` intents
@@ -234,6 +304,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
                 task_id: r.task.to_string(),
                 status: r.status.as_str().to_string(),
                 lease_expires_at: r.lease_expires_at.as_deref().map(str::to_string),
+                deadline: r.deadline.as_deref().map(str::to_string),
             });
         }
         Ok(())
@@ -281,21 +352,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     ));
     let now = if held.is_empty() { None } else { Some(ws.root_now()?) };
     for t in &held {
-        let lease = t.lease_expires_at.as_deref().unwrap_or("-");
-        let ran_out = t
-            .lease_expires_at
-            .as_deref()
-            .and_then(crate::clock::parse)
-            .zip(now)
-            .is_some_and(|(end, now)| end <= now);
-        h.push_str(&format!("  you hold {} ({}, lease until {lease})", t.task_id, t.status));
-        if ran_out {
-            h.push_str(&format!(
-                ": it ran out; another agent may take it over: `circe --agent {me} heartbeat {}` renews it",
-                t.task_id
-            ));
-        }
-        h.push('\n');
+        h.push_str(&held_line(&me, t, now));
     }
     match open_questions {
         Some(n) if n > 0 => h.push_str(&format!(

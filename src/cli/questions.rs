@@ -97,7 +97,24 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
             [one] => (*one).to_string(),
             _ => "EXPECTS".to_string(),
         };
-        t.push_str(&format!("answer: circe --agent {who} send --to agent:NAME --intent {intent} --in-reply-to MSG_ID --summary \"...\"\n"));
+        // One question to answer: its id filled in. A reply goes to the asker by itself.
+        let asked: Vec<&ops::Question> = qs
+            .iter()
+            .filter(|q| q.direction != "from_me" && q.from != crate::event::CIRCE)
+            .collect();
+        let id = match asked.as_slice() {
+            [one] => one.msg_id.as_str(),
+            _ => "MSG_ID",
+        };
+        if !asked.is_empty() {
+            t.push_str(&format!("answer: circe --agent {who} send --intent {intent} --in-reply-to {id} --summary \"...\" (it goes to the asker)\n"));
+        }
+        if let Some(q) = qs.iter().find(|q| q.from == crate::event::CIRCE) {
+            let task = q.task_id.as_deref().unwrap_or("TASK");
+            t.push_str(&format!(
+                "circe's own escalations (a parked task) take no answer: a coordinator acts on the task (`circe --agent {who} release --force {task}` puts it back in the queue, `circe --agent {who} readdress {task} --to role:ROLE` addresses it anew), which closes them\n"
+            ));
+        }
         if expects.len() > 1 {
             t.push_str(&format!(
                 "  (EXPECTS: the intent the question expects, one of {}: `--json` gives each one's `expects`)\n",

@@ -249,15 +249,20 @@ fn deadline(s: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateT
 }
 
 fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
-    let to = a.to.clone().ok_or_else(|| {
-        Error::usage("--to is required").hint("or send a whole message with --file")
-    })?;
+    // A reply may leave --to out: it goes back to the sender of what it answers.
+    if a.to.is_none() && a.in_reply_to.is_none() {
+        return Err(Error::usage("--to is required").hint(
+            "name who gets it: agent:NAME, role:NAME or all (`circe agent list`); or send a whole message with --file",
+        ));
+    }
     let intent = a.intent.clone().ok_or_else(|| {
         Error::usage("--intent is required").hint("`circe registry` lists the intents")
     })?;
     // Name the flag, not a line of a file nobody wrote.
     let flag = |f: &str, e: Error| Error { message: format!("--{f}: {}", e.message), ..e };
-    crate::address::check(&to).map_err(|e| flag("to", e))?;
+    if let Some(to) = &a.to {
+        crate::address::check(to).map_err(|e| flag("to", e))?;
+    }
     crate::names::check_intent(&intent).map_err(|e| flag("intent", e))?;
     if let Some(t) = &a.task {
         crate::names::check_task_id(t).map_err(|e| flag("task", e))?;
@@ -266,7 +271,7 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
         crate::names::check_msg_id(r).map_err(|e| flag("in-reply-to", e))?;
     }
     let mut m = Message::new(Format::Circe);
-    m.to = Some(to);
+    m.to.clone_from(&a.to);
     m.intent = Some(intent);
     m.task_id.clone_from(&a.task);
     m.in_reply_to.clone_from(&a.in_reply_to);
@@ -314,6 +319,17 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     m.body = body;
     // Check the fields the way a file would be checked: one grammar for both.
     m.created_at = Some(now);
+    // A reply without --to is checked with a stand-in address; `send` addresses it to the
+    // sender of what it answers.
+    let to_later = m.to.is_none();
+    if to_later {
+        m.to = Some(crate::registry::BROADCAST.to_string());
+    }
     let text = message::render(&m);
-    message::parse(&text, Mode::Draft).map_err(|p| with_file("the command line", &p))
+    let mut parsed =
+        message::parse(&text, Mode::Draft).map_err(|p| with_file("the command line", &p))?;
+    if to_later {
+        parsed.to = None;
+    }
+    Ok(parsed)
 }

@@ -108,7 +108,7 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
             found.push(Violation {
                 invariant: 5,
                 what: format!(
-                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; `circe check {task} NAME=true` (or `--run NAME`) records one",
+                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; `circe check {task} --run NAME -- COMMAND` records one",
                     missing.join(", "),
                     st.rec.intent
                 ),

@@ -66,7 +66,18 @@ pub fn check_escalation(ws: &Workspace) -> Result<()> {
 fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoing> {
     let mut out = Vec::with_capacity(notices.len());
     for n in notices {
-        let to = recipients(ws, n.intent);
+        let mut to = recipients(ws, n.intent);
+        // The holder is told too (unless retired, or a coordinator already told).
+        let also: Vec<AgentName> = n
+            .also
+            .as_deref()
+            .and_then(|a| ws.reach(&format!("agent:{a}")).ok())
+            .map(|(agents, _)| agents)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|a| !to.contains(a))
+            .collect();
+        to.extend(also.iter().cloned());
         if to.is_empty() {
             continue;
         }
@@ -77,6 +88,9 @@ fn outgoing(ws: &Workspace, task: &TaskId, notices: &[Notice]) -> Vec<Outgoing> 
         msg.to = Some("coordinator".to_string());
         if n.intent == "escalate" {
             let cc: Vec<String> = to.iter().map(ToString::to_string).collect();
+            msg.extra.push(("cc".into(), cc.join(", ")));
+        } else if !also.is_empty() {
+            let cc: Vec<String> = also.iter().map(ToString::to_string).collect();
             msg.extra.push(("cc".into(), cc.join(", ")));
         }
         msg.intent = Some(n.intent.to_string());

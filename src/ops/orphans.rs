@@ -17,8 +17,12 @@ fn coordinator_only(ws: &Workspace, me: &AgentName, what: &str) -> Result<()> {
     if ws.is_coordinator(me) {
         return Ok(());
     }
-    Err(Error::refused(format!("only a coordinator may {what}"))
-        .hint("act as a coordinator with --agent (role coordinator or rooster)"))
+    // The way on is to ask one, never to act as one.
+    Err(Error::refused(format!("only a coordinator (role coordinator or rooster) may {what}")).hint(
+        format!(
+            "ask a coordinator to: `circe --agent {me} send --to role:coordinator --intent request_help --summary \"please {what}\"`"
+        ),
+    ))
 }
 
 /// What retiring an agent did.

@@ -60,7 +60,7 @@ fn complete(ws: &Workspace, msg: &mut Message, me: &AgentName) -> Result<()> {
     if let Some(from) = msg.from_agent() {
         if from != me.as_str() && !super::tx::speaks_for(ws, me, msg) {
             let hint = if ws.is_agent_named(from) {
-                "remove the from: line, or act as that agent with --agent"
+                "remove the from: line: circe writes the acting agent's name (a message goes out as the agent that sends it)"
             } else if from == "system" {
                 "only a `prompt` may say `from: system` (sent by a coordinator or rooster); remove the from: line"
             } else {

@@ -12,20 +12,35 @@ use crate::message::Message;
 use crate::names::{MsgId, TaskId};
 use crate::workspace::Workspace;
 
+/// A reply's parent, as found here.
+#[derive(Debug, Clone, Default)]
+pub struct Parent {
+    /// Its task: its ask's task, the task named after it, or its `task_id` header.
+    pub task: Option<String>,
+    /// Who sent it, when that is known (an ask's asker, a message's `from`).
+    pub from: Option<String>,
+    /// Its intent, when known.
+    pub intent: Option<String>,
+}
+
 /// What message `id` (a reply's parent) is here: `None` when nothing here has that id (no
-/// ask, task or message; the archive is not searched), else the parent's task: its ask's
-/// task, the task named after it (a TX `task` whose msg-id is its task id), or its
-/// `task_id` header, looking in `first` boxes before the rest.
-pub fn parent(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Option<String>>> {
+/// ask, task or message; the archive is not searched), else its task (its ask's task, the
+/// task named after it, a TX `task` whose msg-id is its task id, or its `task_id` header)
+/// and sender, looking in `first` boxes before the rest.
+pub fn parent(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Parent>> {
     if let Ok(mid) = MsgId::new(id)
         && let Some(ask) = ws.engine.ask(&mid)?
     {
-        return Ok(Some(ask.task.map(|t| t.to_string())));
+        return Ok(Some(Parent {
+            task: ask.task.map(|t| t.to_string()),
+            from: Some(ask.from.to_string()),
+            intent: Some(ask.intent.clone()),
+        }));
     }
     if let Ok(t) = TaskId::new(id)
         && ws.engine.peek(&t)?.is_some()
     {
-        return Ok(Some(Some(t.to_string())));
+        return Ok(Some(Parent { task: Some(t.to_string()), ..Parent::default() }));
     }
     let mut boxes: Vec<Mailbox> = first.to_vec();
     boxes.extend(ws.engine.boxes()?.into_iter().filter(|b| !first.contains(b)));
@@ -36,7 +51,11 @@ pub fn parent(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Opti
             .filter_map(|f| f.message.as_ref())
             .find(|m| m.msg_id.as_deref() == Some(id))
         {
-            return Ok(Some(m.task_id.clone()));
+            return Ok(Some(Parent {
+                task: m.task_id.clone(),
+                from: m.from_agent().map(str::to_string),
+                intent: m.intent.clone(),
+            }));
         }
     }
     Ok(None)

@@ -50,6 +50,23 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
     // Where the message answered most likely is: the answerer's own boxes, then LOGS (where
     // `done` files it), before every other box.
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone()), Mailbox::Logs];
+    let plan = prepared(ws, me, msg, sem, &mine)?;
+    if msg.to.is_none() {
+        return Err(Error::usage("--to is required").hint(
+            "name who gets it: agent:NAME, role:NAME or all (a reply, --in-reply-to, goes to the sender of what it answers when --to is left out)",
+        ));
+    }
+    Ok(plan)
+}
+
+/// The plan for `msg` by its intent's meaning (`prepare`).
+fn prepared(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &mut Message,
+    sem: Semantics,
+    mine: &[Mailbox],
+) -> Result<Plan> {
     let plan = match sem {
         Semantics::OpensTask => {
             if msg.task_id.is_none() {
@@ -102,15 +119,18 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
             if reply {
                 not_to_an_ask(ws, intent, msg.in_reply_to.as_deref())?;
             }
-            if let Some(parent) = msg.in_reply_to.clone()
-                && (msg.task_id.is_none() || reply)
-            {
-                let found = thread::parent(ws, &parent, &mine)?;
-                if found.is_none() && reply && !super::find::in_archive(ws, &parent)? {
+            if let Some(parent) = msg.in_reply_to.clone() {
+                // What a message answers must be a message (a thread, a `wait --for reply:`
+                // and the open questions follow this id), here or in the archive.
+                let found = thread::parent(ws, &parent, mine)?;
+                if found.is_none() && !super::find::in_archive(ws, &parent)? {
                     return Err(no_parent(ws, me, intent, &parent)?);
                 }
+                if let Some(p) = &found {
+                    addressed_back(ws, me, msg, p, &parent)?;
+                }
                 if msg.task_id.is_none() {
-                    msg.task_id = found.flatten();
+                    msg.task_id = found.and_then(|p| p.task);
                 }
             }
             match sem {
@@ -122,6 +142,38 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         }
     };
     Ok(plan)
+}
+
+/// A reply goes back to whoever sent what it answers: a reply without `to` is addressed to
+/// that agent, and an `answer` to a question (any intent expecting an `answer`) that would
+/// not reach its asker is refused: the question would count as answered while the asker
+/// never saw the answer.
+fn addressed_back(
+    ws: &Workspace,
+    me: &AgentName,
+    msg: &mut Message,
+    parent: &thread::Parent,
+    id: &str,
+) -> Result<()> {
+    let asker = parent.from.as_deref().filter(|f| *f != me.as_str() && ws.is_agent_named(f));
+    let Some(asker) = asker else { return Ok(()) };
+    let to = msg.to.get_or_insert_with(|| format!("{}{asker}", crate::address::AGENT)).clone();
+    let asks_an_answer = parent.intent.as_deref().is_some_and(|i| {
+        ws.registry.intents.get(i).is_some_and(|i| i.expects_reply.as_deref() == Some("answer"))
+    });
+    if msg.intent.as_deref() != Some("answer") || !asks_an_answer {
+        return Ok(());
+    }
+    let reaches = ws.reach(&to).is_ok_and(|(agents, _)| agents.iter().any(|a| a.as_str() == asker));
+    if reaches {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "this answer goes to {to}, but `{id}` was asked by {asker}: {asker} would never see it, and the question would count as answered"
+    ))
+    .hint(format!(
+        "address it to agent:{asker}, or leave --to out (a reply goes to the sender of what it answers)"
+    )))
 }
 
 /// A reply whose `in_reply_to` names no message: a part of an id (as `show` takes one) is

@@ -145,6 +145,7 @@ fn commit_logged(
                 rec.status.as_str(),
                 rec.epoch
             ),
+            also: None,
         });
     }
     notify::ride(ws, &mut change);

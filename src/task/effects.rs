@@ -35,6 +35,9 @@ pub enum Ticket {
 pub struct Notice {
     pub intent: &'static str,
     pub text: String,
+    /// An agent told besides the notice's own recipients (the holder of a task that
+    /// expired at its deadline: its work can no longer be completed).
+    pub also: Option<String>,
 }
 
 /// One change to one task, committed as a whole by the engine.
@@ -142,6 +145,7 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
                 from.as_str(),
                 st.rec.owner.as_ref().map_or_else(String::new, |o| format!(" (held by {o})"))
             ),
+            also: st.rec.owner.as_ref().filter(|_| from.is_owned()).map(ToString::to_string),
         });
     }
     if mv == Move::Park {
@@ -155,6 +159,7 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
                 rec.task_id,
                 rec.task_id
             ),
+            also: None,
         });
     }
     let ev = move_event(mv, st, &rec, ctx);

@@ -210,6 +210,20 @@ pub const TABLE: &[Rule] = &[
 /// The status `mv` leads to from `from` when made by one of `actors`, or a refusal.
 pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
     let rows: Vec<&Rule> = TABLE.iter().filter(|r| r.mv == mv && r.from.contains(&from)).collect();
+    if rows.is_empty() && from.is_terminal() {
+        // Nothing leads out of a final status: said so, not which statuses the move needs.
+        let why = match from {
+            Expired => " (its deadline passed)",
+            _ => "",
+        };
+        return Err(Error::refused(format!(
+            "cannot move a task that is {} to {}: {} is final{why}",
+            from.as_str(),
+            mv.target_word(),
+            from.as_str()
+        ))
+        .hint("completed, failed and expired tasks stay as they are; to go on, open a new task (`circe prime` lists the intents you may open one with) or ask a coordinator to"));
+    }
     if rows.is_empty() {
         // The statuses this move starts from for these actors (for anyone, when none of
         // its rows is theirs), each once.
@@ -314,7 +328,7 @@ mod tests {
     /// A refused move's hint names each status it starts from once, for the actor asking.
     #[test]
     fn a_refusal_names_the_statuses_the_move_starts_from_for_its_actor() {
-        let hint = |actors: &[Actor]| decide(Completed, Move::Complete, actors).unwrap_err().hint;
+        let hint = |actors: &[Actor]| decide(New, Move::Complete, actors).unwrap_err().hint;
         assert_eq!(
             hint(&[Owner]).as_deref(),
             Some("completed applies to tasks that are in_progress")
@@ -327,6 +341,12 @@ mod tests {
             hint(&[Lease]).as_deref(),
             Some("completed applies to tasks that are in_progress or claimed or blocked")
         );
+        // Out of a final status nothing leads: said so, with the way on.
+        for from in [Completed, Failed, Expired] {
+            let e = decide(from, Move::Complete, &[Owner]).unwrap_err();
+            assert!(e.message.ends_with(&format!("{} is final", from.as_str())) || from == Expired);
+            assert!(e.hint.unwrap().contains("open a new task"));
+        }
     }
 
     /// PROTOCOLS.md must show exactly this table.

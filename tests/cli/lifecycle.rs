@@ -620,7 +620,9 @@ fn a_lapse_cut_off_after_its_rename_is_finished_as_a_lapse() {
     env.circe(["doctor", "--repair"]).now(later).run().ok();
     let r = env.record("DL-1");
     assert_eq!((r.status.as_str(), r.owner.as_deref()), ("expired", Some("engineer")));
-    assert_eq!(env.ls("AGENTS/engineer/INBOX"), Vec::<String>::new());
+    // The ticket went into LOGS; the holder's INBOX holds the notice of the lapse, once.
+    let held = env.ls("AGENTS/engineer/INBOX");
+    assert_eq!(held, ["20300102_000000_circe-coordinator_status-update_DL-1.md"]);
     assert_eq!(env.ls("LOGS").len(), 1);
     let told = env.ls("AGENTS/coordinator/INBOX");
     assert_eq!(told.len(), 1, "{told:?}");

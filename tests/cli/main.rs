@@ -22,6 +22,7 @@ mod archive;
 mod board;
 mod chat;
 mod fixtures;
+mod guidance;
 mod hardening;
 mod harness;
 mod help;

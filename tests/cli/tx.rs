@@ -508,6 +508,43 @@ fn a_deadline_expires_a_task() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// A held task past its deadline: the holder's `prime` shows the deadline before and says it
+/// passed after; `reap` tells the holder too (a copy, `cc`), and completing it then says the
+/// status is final and how to go on, not which statuses `completed` needs.
+#[test]
+fn the_holder_of_a_task_sees_its_deadline_and_is_told_when_it_expires() {
+    let env = Env::new();
+    env.open_task_due("D-1", "role:engineer", "2025-11-21T18:00:00Z");
+    let before = "2025-11-21T17:00:00Z";
+    env.at(before, "engineer", &["claim", "D-1"]).ok();
+    let p = env.at(before, "engineer", &["prime"]);
+    assert!(
+        p.ok().stdout.contains("deadline 2025-11-21T18:00:00Z): finish it before"),
+        "{}",
+        p.show()
+    );
+    let p = env.at(before, "engineer", &["prime", "--json"]);
+    assert_eq!(p.json()["held"][0]["deadline"], "2025-11-21T18:00:00Z", "{}", p.show());
+    let late = "2025-11-21T18:00:01Z";
+    let p = env.at(late, "engineer", &["prime"]);
+    assert!(
+        p.ok().stdout.contains("its deadline passed, so it can no longer be completed"),
+        "{}",
+        p.show()
+    );
+    env.circe(["reap"]).now(late).run().ok();
+    let told = env.ls("AGENTS/engineer/INBOX");
+    assert_eq!(told.len(), 1, "the holder is told: {told:?}");
+    let notice = std::fs::read_to_string(env.root().join("AGENTS/engineer/INBOX").join(&told[0]));
+    assert!(notice.unwrap().contains("task D-1 expired"));
+    assert_eq!(env.ls("AGENTS/coordinator/INBOX").len(), 1, "and the coordinator");
+    let o = env.at(late, "engineer", &["status", "D-1", "completed"]);
+    o.code(3);
+    assert!(o.stderr.contains("expired is final (its deadline passed)"), "{}", o.show());
+    assert!(o.stderr.contains("open a new task"), "{}", o.show());
+    env.circe(["doctor"]).run().ok();
+}
+
 /// A retirement cut off between its mark and its event (`retire.marked`): run again, it says
 /// the agent was retired already and logs the retirement the log lacked, once.
 #[test]
@@ -767,7 +804,10 @@ fn an_ask_is_answered_by_an_ask_response_only() {
     o.ok();
     let id = o.json()["msg_id"].as_str().unwrap().to_string();
     let q = env.as_("engineer", &["questions"]);
-    assert!(q.stdout.contains("--intent ask-response --in-reply-to MSG_ID"), "{}", q.show());
+    let answer = format!(
+        "--intent ask-response --in-reply-to {id} --summary \"...\" (it goes to the asker)"
+    );
+    assert!(q.stdout.contains(&answer), "{}", q.show());
     let before = env.state();
     let reply = |intent: &str| {
         env.as_(

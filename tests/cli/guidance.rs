@@ -1,0 +1,186 @@
+//! What an agent told only by `prime`, `--help` and the hints needs: each hint, followed as
+//! printed, leads somewhere good, never to acting as another agent; a reply goes back to
+//! whoever asked; the work loop reports a result the way the task asks for it.
+
+use crate::common::{Env, assert_unchanged};
+
+/// `circe --agent AGENT send ARGS --json`, its msg_id.
+fn sent(env: &Env, agent: &str, args: &[&str]) -> String {
+    let mut all = vec!["send", "--json"];
+    all.extend_from_slice(args);
+    let o = env.as_(agent, &all);
+    o.ok();
+    o.json()["msg_id"].as_str().unwrap().to_string()
+}
+
+/// prime's "answer with send --intent answer --in-reply-to MSG_ID", as printed: the answer
+/// goes to the asker; one addressed elsewhere is refused (the question would count as
+/// answered while the asker never saw it); what a reply names must be a message.
+#[test]
+fn a_reply_goes_back_to_whoever_asked() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let q =
+        sent(&env, "engineer", &["--to", "role:qa", "--intent", "question", "--summary", "db?"]);
+    let qs = env.as_("qa", &["questions"]);
+    let hint =
+        format!("send --intent answer --in-reply-to {q} --summary \"...\" (it goes to the asker)");
+    assert!(qs.stdout.contains(&hint), "{}", qs.show());
+    let before = env.state();
+    for to in ["agent:engineer-2", "role:scribe"] {
+        let o = env.as_(
+            "qa",
+            &["send", "--to", to, "--intent", "answer", "--in-reply-to", &q, "--summary", "pg"],
+        );
+        o.code(3);
+        assert!(
+            o.stderr.contains("was asked by engineer: engineer would never see it"),
+            "{}",
+            o.show()
+        );
+        assert!(
+            o.stderr.contains("address it to agent:engineer, or leave --to out"),
+            "{}",
+            o.show()
+        );
+    }
+    assert_unchanged(&before, &env.state());
+    // The role the asker belongs to reaches it: that is fine.
+    let q2 =
+        sent(&env, "engineer", &["--to", "role:qa", "--intent", "question", "--summary", "os?"]);
+    env.as_(
+        "qa",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "answer",
+            "--in-reply-to",
+            &q2,
+            "--summary",
+            "linux",
+        ],
+    )
+    .ok();
+    // Without --to: to the asker alone.
+    let o = env.as_(
+        "qa",
+        &["send", "--json", "--intent", "answer", "--in-reply-to", &q, "--summary", "pg"],
+    );
+    o.ok();
+    assert_eq!(o.json()["delivered"][0]["box"], "inbox:engineer", "{}", o.show());
+    assert_eq!(o.json()["delivered"].as_array().unwrap().len(), 1, "{}", o.show());
+    assert!(env.ls("AGENTS/engineer-2/INBOX").len() == 1, "engineer-2 got only the role's answer");
+    let none = env.as_("engineer", &["questions"]);
+    assert!(none.ok().stdout.contains("no open questions"), "{}", none.show());
+    // Any intent: what it answers must be a message (a file name is answered with the id).
+    let before = env.state();
+    for intent in ["inform", "question", "update", "request_help"] {
+        let o = env.as_(
+            "qa",
+            &[
+                "send",
+                "--to",
+                "role:engineer",
+                "--intent",
+                intent,
+                "--in-reply-to",
+                "no-such-message",
+                "--summary",
+                "x",
+            ],
+        );
+        o.code(5);
+        assert!(o.stderr.contains("no message has that id"), "{}", o.show());
+    }
+    assert_unchanged(&before, &env.state());
+    // Neither --to nor --in-reply-to: the usage error says what --to takes.
+    let o = env.as_("qa", &["send", "--intent", "inform", "--summary", "x"]);
+    o.code(2);
+    assert!(o.stderr.contains("agent:NAME, role:NAME or all"), "{}", o.show());
+}
+
+/// Hints never say to act as another agent: a refused coordinator's task says to ask one,
+/// and a `from:` line naming another agent says to remove it.
+#[test]
+fn no_hint_says_to_act_as_another_agent() {
+    let env = Env::new();
+    env.open_task("T-1");
+    for args in [&["readdress", "T-1", "--to", "role:qa"][..], &["agent", "retire", "qa"][..]] {
+        let o = env.as_("engineer", args);
+        o.code(3);
+        assert!(
+            !o.stderr.contains("--agent coordinator") && !o.stderr.contains("act as"),
+            "{}",
+            o.show()
+        );
+        assert!(o.stderr.contains("ask a coordinator to: `circe --agent engineer send --to role:coordinator --intent request_help"), "{}", o.show());
+    }
+    let f = env.path().join("m.md");
+    std::fs::write(&f, "# MESSAGE\nfrom: coordinator\nto: role:engineer\nintent: implement_feature\ntask_id: F-9\n\n## Summary\nx\n").unwrap();
+    let o = env.as_("engineer", &["send", "--file", f.to_str().unwrap()]);
+    o.code(3);
+    assert!(!o.stderr.contains("--agent"), "{}", o.show());
+    assert!(o.stderr.contains("remove the from: line"), "{}", o.show());
+}
+
+/// qa's and eagle's work loops report the result the tasks they take ask for (to the
+/// coordinator), never hand their task on as a scribe's; an engineer hands on to qa first.
+#[test]
+fn the_work_loop_reports_a_result_the_way_the_task_asks() {
+    let env = Env::new();
+    let steps = |agent: &str| {
+        let o = env.as_(agent, &["prime", "--json"]);
+        o.json()["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    let qa = steps("qa");
+    assert!(
+        qa.iter()
+            .any(|s| s.contains("send --to role:coordinator --intent test_results --task TASK")),
+        "{qa:#?}"
+    );
+    assert!(!qa.iter().any(|s| s.contains("--intent document")), "{qa:#?}");
+    let eagle = steps("eagle");
+    assert!(eagle.iter().any(|s| s.contains("--intent audit_report --task TASK")), "{eagle:#?}");
+    assert!(!eagle.iter().any(|s| s.contains("--intent document")), "{eagle:#?}");
+    let eng = steps("engineer");
+    let hand_on = eng.iter().position(|s| s.contains("--to role:qa --intent test --task TASK"));
+    let report = eng.iter().position(|s| s.contains("--intent status_update --task TASK"));
+    assert!(hand_on.is_some() && report.is_some() && hand_on < report, "{eng:#?}");
+}
+
+/// A check's hints say to run what proves it, never to assert it; a command given without
+/// `--` is said so.
+#[test]
+fn check_hints_say_to_run_and_where_the_command_goes() {
+    let env = Env::new();
+    env.open_task("C-1");
+    env.as_("engineer", &["claim", "C-1"]).ok();
+    let o = env.as_("engineer", &["check", "C-1", "tests_passed"]);
+    o.code(2);
+    let hint = o.stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_default();
+    assert!(
+        hint.contains("--run tests_passed -- COMMAND") && !hint.contains("=true"),
+        "{}",
+        o.show()
+    );
+    for args in [
+        &["check", "C-1", "--run", "tests_passed", "cargo", "test"][..],
+        &["check", "C-1", "--run", "tests_passed", "true"][..],
+    ] {
+        let o = env.as_("engineer", args);
+        o.code(2);
+        assert!(
+            o.stderr.contains("goes after `--`: circe check TASK --run NAME -- COMMAND"),
+            "{}",
+            o.show()
+        );
+    }
+    assert_eq!(env.record("C-1").status.as_str(), "claimed");
+}
