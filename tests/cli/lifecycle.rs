@@ -1101,6 +1101,35 @@ fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
     );
 }
 
+/// The same cut-off handoff in a record of format 1 (an older circe's: no `v`, no
+/// `handoff_checks`): the repair resets every passed check, never keeps a test passed for a
+/// test task nobody has tested.
+#[test]
+fn a_handoff_of_an_older_circe_finished_by_repair_resets_its_checks() {
+    local_only!("crash points are the local engine's; a database commits the handoff whole");
+    let env = setup();
+    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
+    eng(&["claim", T]).run().ok();
+    eng(&["check", T, "tests_passed=true"]).run().ok();
+    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
+    eng(&handoff).var("CIRCE_CRASH_AT", "handoff.delivered").run().code(86);
+    let status = env.root().join(format!("TASKS/{T}.status"));
+    let text = std::fs::read_to_string(&status).unwrap();
+    let old: String = text
+        .lines()
+        .filter(|l| !l.starts_with("v:") && !l.starts_with("asserted:"))
+        .filter(|l| !l.starts_with("handoff_checks:") && !l.starts_with("- "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(old.contains("handoff:") && !old.contains("handoff_checks"), "{old}");
+    std::fs::write(&status, old).unwrap();
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: false"));
+    env.as_("qa", &["claim", T]).ok();
+    env.as_("qa", &["status", T, "in_progress"]).ok();
+    env.as_("qa", &["status", T, "completed"]).code(3);
+}
+
 /// The command a refusal's hint gives after `marker`, up to `;`, `(`, a backquote or its end,
 /// as words (a `,` that ends one is kept: the caller says where the command ends).
 fn hinted(out: &crate::common::Out, marker: &str) -> Vec<String> {

@@ -392,8 +392,14 @@ fn finish_or_undo_handoff(
             rec.priority = p.as_str().to_string();
         }
         rec.message = ticket.to_string();
-        // The new intent's checks are reset, as the handoff would have done.
-        let reset = std::mem::take(&mut rec.handoff_checks);
+        // The new intent's checks are reset, as the handoff would have done. A record of
+        // format 1 (an older circe's) names none: every check is reset (the new holder runs
+        // them again), never kept passed for a task nobody has worked on.
+        let mut reset = std::mem::take(&mut rec.handoff_checks);
+        if rec.v < record::BASE_FORMAT && reset.is_empty() {
+            reset =
+                st.checks.iter().filter(|(_, passed)| **passed).map(|(k, _)| k.clone()).collect();
+        }
         for c in &reset {
             rec.asserted.retain(|a| a != c);
             st.checks.insert(c.clone(), false);
