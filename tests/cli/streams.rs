@@ -896,6 +896,34 @@ fn log_of_some_kinds_is_the_whole_log_filtered() {
 /// again: a watcher parked past that id still gets the next event, doctor names the line,
 /// and an id that cannot grow is an error, never a wrap to 0.
 #[test]
+fn an_older_circe_writing_to_the_root_is_reported_by_doctor() {
+    local_only!("an older circe wrote the local event log");
+    // Event lines of a circe that gave no ids (`ts` first): written after this circe's, in
+    // the last day, doctor says an older circe writes here; before them, or older, they are
+    // an upgraded root's history.
+    let env = Env::new();
+    inform(&env, "coordinator", "qa", "m0");
+    let log = env.root().join("LOGS/events.jsonl");
+    let older = |ts: &str| {
+        format!(
+            "{{\"ts\":\"{ts}\",\"event\":\"claim\",\"agent\":\"engineer\",\"task\":\"A-1\",\"from\":\"new\",\"to\":\"claimed\",\"epoch\":1}}\n"
+        )
+    };
+    let base = env.read("LOGS/events.jsonl");
+    // A line of an older circe's, from before this circe's (an upgraded root): history.
+    std::fs::write(&log, format!("{}{base}", older("2025-11-21T16:00:00.000Z"))).unwrap();
+    env.circe(["doctor"]).run().ok();
+    // One after this circe's, of the last day: an older circe still writes here.
+    std::fs::write(&log, format!("{base}{}", older("2025-11-21T17:00:00.000Z"))).unwrap();
+    let doc = env.circe(["doctor"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    assert!(doc.stderr.contains("1 event line(s) of the last day without an id after this circe's own, the first at line 2: an older circe writes to this root"), "{}", doc.show());
+    // A week later it is history.
+    let later = env.circe(["doctor"]).now("2025-11-28T17:00:00Z").run();
+    later.ok();
+}
+
+#[test]
 fn a_line_added_by_hand_with_a_lower_id_makes_no_id_given_twice() {
     local_only!("edits the event log by hand");
     let env = Env::new();

@@ -649,7 +649,18 @@ fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, boo
 /// Invariant 7 for the event log: ids rise through its current file (a line with a lower
 /// id was added by hand; reported, for a person to remove).
 fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
-    for (line, id, high) in super::event_log::out_of_order(&eng.store, 5)? {
+    let day_ago = crate::clock::now() - chrono::Duration::days(1);
+    let scan = super::event_log::out_of_order(&eng.store, 5, day_ago)?;
+    if let Some((line, n)) = scan.older {
+        v(
+            7,
+            format!(
+                "LOGS/events.jsonl has {n} event line(s) of the last day without an id after this circe's own, the first at line {line}: an older circe writes to this root; `watch`, `wait` and `log` do not see its events, and it misreads what this circe writes (addresses, deadlines, records); every agent of a root must run the same circe: stop the older one and give its agents this binary (README, Upgrading)"
+            ),
+            false,
+        );
+    }
+    for (line, id, high) in scan.lower {
         v(
             7,
             format!(

@@ -117,28 +117,57 @@ fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
 /// gives each event a higher id; a line torn by a failed write may share its id with the
 /// line after it): (line number from 1, its id, the highest before it), at most `max`.
 /// Reads each line's id only.
-pub(super) fn out_of_order(store: &Store, max: usize) -> Result<Vec<(u64, u64, u64)>> {
+pub(super) fn out_of_order(
+    store: &Store,
+    max: usize,
+    since: chrono::DateTime<chrono::Utc>,
+) -> Result<IdScan> {
     let path = current(store);
     let mut r = match Reader::open(&path, 0) {
         Ok(r) => r,
-        Err(e) if e.kind == crate::error::Kind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind == crate::error::Kind::NotFound => return Ok(IdScan::default()),
         Err(e) => return Err(e),
     };
-    let (mut out, mut line, mut high) = (Vec::new(), 0, None);
+    let (mut out, mut line, mut high) = (IdScan::default(), 0, None);
     while let Some(l) = r.next_line()? {
         line += 1;
-        let Some(id) = event::line_id(&l) else { continue };
+        let Some(id) = event::line_id(&l) else {
+            // An event line without an id after circe's own, of the last day: an older
+            // circe's append, while it still runs (older ones are history, said no more).
+            if high.is_some() && older_event(&l, since) {
+                out.older.get_or_insert((line, 0)).1 += 1;
+            }
+            continue;
+        };
         match high {
             Some(h) if id < h => {
-                out.push((line, id, h));
-                if out.len() >= max {
-                    break;
+                if out.lower.len() < max {
+                    out.lower.push((line, id, h));
                 }
             }
             _ => high = Some(id),
         }
     }
     Ok(out)
+}
+
+/// What `out_of_order` found in the current event log.
+#[derive(Debug, Default)]
+pub(super) struct IdScan {
+    /// (line, id, the higher id before it), at most `max`.
+    pub lower: Vec<(u64, u64, u64)>,
+    /// Event lines without an id after one with an id: (the first's line, how many).
+    pub older: Option<(u64, u64)>,
+}
+
+/// An event line as a circe that gave no ids wrote it (`{"ts":…,"event":…}`), at `since` or
+/// later.
+fn older_event(line: &str, since: chrono::DateTime<chrono::Utc>) -> bool {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else { return false };
+    let at = v.get("ts").and_then(|t| t.as_str()).and_then(crate::clock::parse);
+    v.get("id").is_none()
+        && v.get("event").is_some_and(serde_json::Value::is_string)
+        && at.is_some_and(|t| t >= since)
 }
 
 /// The id of the first line of `path` when it is a whole event within the first `TAIL`
