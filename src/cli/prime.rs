@@ -52,6 +52,9 @@ pub struct PrimeJson {
     /// A coordinator's (or rooster's) part, one command per line: open tasks, follow them,
     /// put parked ones back; empty for other roles.
     pub coordinating: Vec<String>,
+    /// For a coordinator (or rooster): how many tasks are blocked, parked, failed and
+    /// expired (each status with at least one); empty for other roles.
+    pub attention: BTreeMap<String, usize>,
     pub exit_codes: BTreeMap<String, String>,
 }
 
@@ -139,7 +142,7 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         format!("{a} status TASK in_progress"),
         format!("{a} take TASK                   # its message: INBOX -> WORKSPACE"),
         format!(
-            "{a} heartbeat TASK              # before the lease ({}) runs out",
+            "{a} heartbeat TASK              # before the lease ({}) runs out, blocked too",
             ws.config.lease
         ),
         format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
@@ -274,6 +277,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             lease: ws.config.lease.clone(),
             steps: Vec::new(),
             coordinating: Vec::new(),
+            attention: BTreeMap::new(),
             exit_codes,
         };
         return Ok(Report::new(human, out));
@@ -298,7 +302,19 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         .collect();
     let inbox_count = ws.engine.list_box(&crate::boxes::Mailbox::Inbox(me.clone()))?.len();
     let mut held = Vec::new();
+    let coordinator = ws.is_coordinator(&me);
+    let mut attention: BTreeMap<String, usize> = BTreeMap::new();
     ws.engine.board(&mut |r| {
+        let watched = matches!(
+            r.status,
+            crate::task::Status::Blocked
+                | crate::task::Status::Parked
+                | crate::task::Status::Failed
+                | crate::task::Status::Expired
+        );
+        if coordinator && watched {
+            *attention.entry(r.status.as_str().to_string()).or_default() += 1;
+        }
         if r.owner.as_deref() == Some(me.as_str()) && r.status.is_owned() {
             held.push(Held {
                 task_id: r.task.to_string(),
@@ -354,6 +370,14 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     for t in &held {
         h.push_str(&held_line(&me, t, now));
     }
+    if !attention.is_empty() {
+        let counts: Vec<String> = attention.iter().map(|(s, n)| format!("{n} {s}")).collect();
+        let first = attention.keys().next().map_or("blocked", String::as_str);
+        h.push_str(&format!(
+            "  tasks for a coordinator to look at: {} (circe tasks --status {first}; each with `circe show TASK`)\n",
+            counts.join(", ")
+        ));
+    }
     match open_questions {
         Some(n) if n > 0 => h.push_str(&format!(
             "  {n} question{} waiting for your answer (circe --agent {me} questions)\n",
@@ -399,6 +423,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         lease: ws.config.lease.clone(),
         steps,
         coordinating,
+        attention,
         exit_codes,
     };
     Ok(Report::new(h, out).warnings(super::passed_over_warnings(&ws)))

@@ -150,8 +150,20 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             } else {
                 read_input_file_capped(path, limits.message_bytes)?
             };
-            message::parse_limited(&c.bytes, c.size, Mode::Draft, &limits)
-                .map_err(|p| with_file(label, &p))?
+            let m = message::parse_limited(&c.bytes, c.size, Mode::Draft, &limits)
+                .map_err(|p| with_file(label, &p))?;
+            let intent = m.intent.as_deref().unwrap_or_default();
+            if let Some((_, line)) = crate::registry::placeholder_left(intent, &m.body) {
+                let n = String::from_utf8_lossy(&c.bytes)
+                    .lines()
+                    .position(|l| l.trim() == line)
+                    .map_or(0, |i| i + 1);
+                return Err(Error::refused(format!(
+                    "{label}: line {n} is still the template's placeholder `{line}`: nothing was sent"
+                ))
+                .hint("fill in the template (its summary, scope, ...) and set its `task_id:` to the task's own id, then send it again"));
+            }
+            m
         }
         _ => from_flags(a, &limits)?,
     };

@@ -83,7 +83,18 @@ fn role_addressing() {
     // `to: role:engineer` in a file, as the built-in template writes it.
     let t = env.circe(["send", "--template", "implement_feature"]).run();
     assert!(t.stdout.contains("\nto: role:engineer\n"), "{}", t.show());
-    let draft = t.stdout.replace("TASK-001", "R-4");
+    let draft: String = t
+        .stdout
+        .replace("TASK-001", "R-4")
+        .lines()
+        .map(|l| {
+            if l.trim_start_matches("- ").starts_with('<') {
+                "filled in\n".to_string()
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
     let f = env.path().join("r4.md");
     std::fs::write(&f, draft).unwrap();
     env.as_("coordinator", &["send", "--file", f.to_str().unwrap()]).ok();

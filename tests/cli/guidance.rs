@@ -184,3 +184,32 @@ fn check_hints_say_to_run_and_where_the_command_goes() {
     }
     assert_eq!(env.record("C-1").status.as_str(), "claimed");
 }
+
+/// `send --help`'s example (`send --template test > draft.md`, `send --file draft.md`) sent
+/// as printed, not filled in, opens no task: the first placeholder left is named by line.
+#[test]
+fn a_template_sent_unfilled_opens_no_task() {
+    let env = Env::new();
+    let t = env.circe(["send", "--template", "test"]).run();
+    t.ok();
+    let draft = env.path().join("draft.md");
+    std::fs::write(&draft, &t.stdout).unwrap();
+    let before = env.state();
+    let o = env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]);
+    o.code(3);
+    assert!(
+        o.stderr.contains("line 9 is still the template's placeholder `<one line: what to test>`"),
+        "{}",
+        o.show()
+    );
+    assert_unchanged(&before, &env.state());
+    let filled: String = t
+        .stdout
+        .lines()
+        .map(|l| if l.trim_start_matches("- ").starts_with('<') { "filled in" } else { l })
+        .map(|l| format!("{}\n", l.replace("TASK-001", "LOGIN-1")))
+        .collect();
+    std::fs::write(&draft, filled).unwrap();
+    env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]).ok();
+    assert_eq!(env.record("LOGIN-1").status.as_str(), "new");
+}

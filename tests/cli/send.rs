@@ -127,7 +127,12 @@ fn the_template_sends_as_is_for_its_role() {
     let t = env.circe(["send", "--template", "implement_feature"]).run();
     t.ok();
     snap!(env, t);
-    env.circe(["send", "--file", "-"]).agent("coordinator").stdin(t.stdout.as_bytes()).run().ok();
+    // As printed, its placeholders are refused; filled in, its headers send as written.
+    let sent = env.circe(["send", "--file", "-"]).agent("coordinator");
+    sent.stdin(t.stdout.as_bytes()).run().code(3);
+    let filled = fill_placeholders(&t.stdout);
+    let sent = env.circe(["send", "--file", "-"]).agent("coordinator");
+    sent.stdin(filled.as_bytes()).run().ok();
     assert_eq!(env.record("TASK-001").intent, "implement_feature");
     env.circe(["send", "--template", "no_such"]).run().code(5);
     // Asked by an agent, the template is from that agent: it sends as written.
@@ -137,7 +142,17 @@ fn the_template_sends_as_is_for_its_role() {
         "{}",
         t.show()
     );
-    env.circe(["send", "--file", "-"]).agent("qa").stdin(t.stdout.as_bytes()).run().ok();
+    let filled = fill_placeholders(&t.stdout);
+    env.circe(["send", "--file", "-"]).agent("qa").stdin(filled.as_bytes()).run().ok();
+}
+
+/// A template with each placeholder line (`<...>`, `- <...>`) filled in.
+fn fill_placeholders(template: &str) -> String {
+    template
+        .lines()
+        .map(|l| if l.trim_start_matches("- ").starts_with('<') { "filled in" } else { l })
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 #[test]
