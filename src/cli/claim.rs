@@ -156,7 +156,10 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
         human.push_str(&format!("  summary: {s}\n"));
     }
     if let Some(prev) = &j.expired_owner {
-        human.push_str(&format!("  taken over from {prev}, whose lease had run out\n"));
+        human.push_str(&format!(
+            "  taken over from {prev}, whose lease had run out; its checks stay as {prev} recorded them (`circe show {}` lists them): run them again if in doubt\n",
+            j.task_id
+        ));
     }
     // Where the message is in the root's layout (the same for every engine; `--json` adds
     // the path on this host when the root is a folder).

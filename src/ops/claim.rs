@@ -203,6 +203,10 @@ fn claim_in(
             _ => None,
         };
         let hint = match one {
+            // Held still (its lease ran out): back in the queue first, then addressed anew.
+            Some(a) if rec.status.is_owned() => format!(
+                "it is meant for agent {a} alone; a coordinator can put it back in the queue (`circe release --force {task}`, or `circe reap` once its lease ran out), then address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
+            ),
             Some(a) => format!(
                 "it is meant for agent {a} alone; a coordinator can address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
             ),

@@ -213,3 +213,37 @@ fn a_template_sent_unfilled_opens_no_task() {
     env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]).ok();
     assert_eq!(env.record("LOGIN-1").status.as_str(), "new");
 }
+
+/// A task meant for one agent, held past its lease: another agent's claim is refused with the
+/// way on a coordinator takes (release it, then address it anew), each step run as printed.
+#[test]
+fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let open = [
+        "send",
+        "--to",
+        "agent:engineer",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "REF-3",
+        "--summary",
+        "x",
+    ];
+    env.as_("coordinator", &open).ok();
+    env.at("2025-11-21T17:00:00Z", "engineer", &["claim", "REF-3"]).ok();
+    let late = "2025-11-21T18:00:00Z";
+    let o = env.at(late, "engineer-2", &["claim", "REF-3"]);
+    o.code(3);
+    assert!(
+        o.stderr.contains("`circe release --force REF-3`")
+            && o.stderr.contains("then address it anew"),
+        "{}",
+        o.show()
+    );
+    env.at(late, "coordinator", &["release", "--force", "REF-3", "--reason", "engineer is gone"])
+        .ok();
+    env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]).ok();
+    env.at(late, "engineer-2", &["claim", "REF-3"]).ok();
+}
