@@ -198,8 +198,15 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
             events.iter().rev().find(|e| e.check.as_deref() == Some(name.as_str()) || resets(e));
         let by = last.map(|e| format!(" by {} at {}", e.agent, e.ts)).unwrap_or_default();
         let handed = last.is_some_and(|e| e.event == crate::event::EventKind::Handoff);
-        let how = match (passed, st.rec.asserted.contains(name)) {
+        // The record says asserted, or its check event does; without an event (the log was
+        // archived, or an older circe logged it without an id) how it passed is not known.
+        let asserted = st.rec.asserted.contains(name)
+            || last.is_some_and(|e| e.how.as_deref() == Some("asserted"));
+        let how = match (passed, asserted) {
             (true, true) => format!("  (asserted{by}, not run)"),
+            (true, false) if last.is_none() => {
+                "  (run or asserted: its check event is not in the log)".to_string()
+            }
             (true, false) => format!("  (run{by})"),
             (false, _) if by.is_empty() => String::new(),
             (false, _) if handed => format!("  (reset by the handoff{by})"),

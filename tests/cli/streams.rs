@@ -923,6 +923,35 @@ fn an_older_circe_writing_to_the_root_is_reported_by_doctor() {
     later.ok();
 }
 
+/// A passed check whose event is not in the log (an older circe logged it without an id, or
+/// the log moved on) is shown as not known to be run, never as run.
+#[test]
+fn a_check_without_its_event_is_not_shown_as_run() {
+    local_only!("edits the event log by hand");
+    let env = Env::new();
+    env.open_task("C-1");
+    env.as_("engineer", &["claim", "C-1"]).ok();
+    env.as_("engineer", &["check", "C-1", "--run", "tests_passed", "--", "true"]).ok();
+    let s = env.circe(["show", "C-1"]).run();
+    assert!(s.ok().stdout.contains("tests_passed: true  (run by engineer"), "{}", s.show());
+    let log = env.root().join("LOGS/events.jsonl");
+    let kept: String = env
+        .read("LOGS/events.jsonl")
+        .lines()
+        .filter(|l| !l.contains("\"event\":\"check\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(&log, kept).unwrap();
+    let s = env.circe(["show", "C-1"]).run();
+    assert!(
+        s.ok()
+            .stdout
+            .contains("tests_passed: true  (run or asserted: its check event is not in the log)"),
+        "{}",
+        s.show()
+    );
+}
+
 #[test]
 fn a_line_added_by_hand_with_a_lower_id_makes_no_id_given_twice() {
     local_only!("edits the event log by hand");
