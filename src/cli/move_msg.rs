@@ -38,6 +38,8 @@ pub struct TakeJson {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
+    /// It was in your WORKSPACE already (`take` run again): nothing moved.
+    pub already: bool,
 }
 
 /// `circe done --json`: every message filed into LOGS.
@@ -51,9 +53,13 @@ pub struct DoneJson {
 
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let (to, file) = ops::take(&ws, &me, &a.key)?;
+    let (to, file, already) = ops::take(&ws, &me, &a.key)?;
+    if already {
+        let human = format!("{file} is in {to} already: nothing to take\n");
+        return Ok(Report::new(human, TakeJson { mailbox: to, file, already }));
+    }
     let seen = ops::seq::handed_on(&ws, &me, &[(Mailbox::Workspace(me.clone()), file.clone())]);
-    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file })
+    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file, already })
         .warnings(not_seen(seen)))
 }
 

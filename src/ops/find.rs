@@ -242,14 +242,29 @@ fn move_ticket(
     Ok(st.rec.message)
 }
 
+/// What `take` did: where the message is, its name, and whether it was there already
+/// (`take` run again: nothing moved).
+pub type Taken = (String, String, bool);
+
 /// INBOX -> WORKSPACE: `me` starts working on a message (a task id: the task's message).
-pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String)> {
+/// Run again, with the message in `me`'s WORKSPACE already, it moves nothing and says so.
+pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
     let inbox = Mailbox::Inbox(me.clone());
     let to = Mailbox::Workspace(me.clone());
     let tx = if let Some(tx) = task_key(ws, key)? {
         tx
     } else {
-        let f = one(ws, me, std::slice::from_ref(&inbox), key)?;
+        let f = match one(ws, me, std::slice::from_ref(&inbox), key) {
+            Ok(f) => f,
+            Err(e) if e.kind == crate::error::Kind::NotFound => {
+                // Taken before: in the WORKSPACE already, the one message the key names there.
+                match find_in(ws, std::slice::from_ref(&to), key)?.as_slice() {
+                    [there] => return Ok((to.label(), there.file.clone(), true)),
+                    _ => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
         let Some(tx) = ticket_of(ws, &f.file, f.message.as_ref())? else {
             // No task's ticket: a plain message moves on its own.
             let (task, id) = task_and_id(f.message.as_ref());
@@ -260,7 +275,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
                     format!("another command moved it: `circe show {}` says where", f.file),
                 ));
             };
-            return Ok((to.label(), used));
+            return Ok((to.label(), used, false));
         };
         tx
     };
@@ -285,23 +300,19 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<(String, String
             None => e.hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
         });
     }
+    if st.location.as_ref() == Some(&to) {
+        return Ok((to.label(), st.rec.message.clone(), true));
+    }
     if st.location.as_ref() != Some(&inbox) {
         let t = &st.rec.task_id;
-        let hint = if st.location.as_ref() == Some(&to) {
-            format!(
-                "it is in your WORKSPACE already: work on it; `circe --agent {me} done {t}` files it once the task is finished"
-            )
-        } else {
-            format!("`circe show {t}` says where it is")
-        };
         return Err(Error::refused(format!(
             "task {t}'s message is in {}, not in your INBOX",
             st.location.as_ref().map_or("no box".into(), Mailbox::label)
         ))
-        .hint(hint));
+        .hint(format!("`circe show {t}` says where it is")));
     }
     let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
-    Ok((to.label(), file))
+    Ok((to.label(), file, false))
 }
 
 /// Messages of a task in `boxes`: named for it, or (for names that carry no task) saying so

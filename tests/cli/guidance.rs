@@ -247,3 +247,19 @@ fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
     env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]).ok();
     env.at(late, "engineer-2", &["claim", "REF-3"]).ok();
 }
+
+/// `take` run again moves nothing and says so (exit 0), by task id and by file name, as
+/// `done` run again does; another agent's take of it is still not found.
+#[test]
+fn take_run_again_is_already_done() {
+    let env = Env::new();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["take", "T-1"]).ok();
+    let again = env.as_("engineer", &["take", "T-1", "--json"]);
+    assert_eq!(again.ok().json()["already"], true, "{}", again.show());
+    let file = again.json()["file"].as_str().unwrap().to_string();
+    let o = env.as_("engineer", &["take", &file]);
+    assert!(o.ok().stdout.contains("already: nothing to take"), "{}", o.show());
+    env.as_("qa", &["take", &file]).code(5);
+}
