@@ -152,6 +152,14 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     } else {
         format!("claimed {} (epoch {}, lease until {lease})\n", j.task_id, j.epoch)
     };
+    human.push_str(&details(&me, &j));
+    Ok(Report::new(human, ClaimOutput::Claimed(Box::new(j))))
+}
+
+/// The lines under a claim's first: its summary, whom it was taken over from, where its
+/// message is, and what to run next (`claim`, and `wait --claim`).
+pub(super) fn details(me: &crate::names::AgentName, j: &ClaimJson) -> String {
+    let mut human = String::new();
     if let Some(s) = &j.summary {
         human.push_str(&format!("  summary: {s}\n"));
     }
@@ -168,5 +176,5 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     if !j.dry_run && !j.already_held {
         human.push_str(&format!("  next: circe --agent {me} status {} in_progress\n", j.task_id));
     }
-    Ok(Report::new(human, ClaimOutput::Claimed(Box::new(j))))
+    human
 }

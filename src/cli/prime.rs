@@ -233,7 +233,7 @@ fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         "circe tasks                      # the board (`circe board`: live, for a person)".to_string(),
         format!("{a} questions                   # what agents ask you (`circe asks`: every ask)"),
         format!("{a} release --force TASK        # a parked task back to the queue (its lease ran out {} times)", ws.config.max_attempts),
-        "circe reap; circe archive         # from cron (README: \"cron\")".to_string(),
+        "circe reap; circe archive         # from cron, hourly (`circe help protocols`: the archive)".to_string(),
     ]);
     s
 }

@@ -140,10 +140,10 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             });
         }
         seen(&ws, &me, &met);
-        return Ok(Report::new(human(&cond, &met), met_json(&ws, &met)));
+        return Ok(Report::new(human(&ws, &me, &cond, &met), met_json(&ws, &met)));
     }
     // Printed here, so that lastSeen moves only once the message was handed on.
-    Report::new(human(&cond, &met), met_json(&ws, &met)).print(ctx.json);
+    Report::new(human(&ws, &me, &cond, &met), met_json(&ws, &met)).print(ctx.json);
     seen(&ws, &me, &met);
     Ok(Report::streamed())
 }
@@ -168,10 +168,20 @@ fn lost_at_timeout(
     }
 }
 
-/// What the wait met, in a line.
-fn human(cond: &Condition, met: &wait::Met) -> String {
+/// What the wait met, in a line (a claim as `circe claim` says it).
+fn human(
+    ws: &crate::workspace::Workspace,
+    me: &crate::names::AgentName,
+    cond: &Condition,
+    met: &wait::Met,
+) -> String {
     match (&met.event, &met.claimed) {
-        (_, Some(c)) => format!("claimed {} (epoch {})\n", c.task, c.epoch),
+        (_, Some(c)) => {
+            let j = super::claim::to_json(ws, c.clone());
+            let lease = j.lease_expires_at.clone().unwrap_or_default();
+            let first = format!("claimed {} (epoch {}, lease until {lease})\n", c.task, c.epoch);
+            first + &super::claim::details(me, &j)
+        }
         (Some(e), None) => format!("{}\n", human_line(e)),
         (None, None) => {
             // What held when the wait began, said as what was awaited.

@@ -360,6 +360,20 @@ fn wait_for_things() {
     assert_eq!(o.json()["claimed"]["task_id"], "T-1");
     // The claim as `circe claim --json` prints one: its message's place is {box, file}.
     assert_eq!(o.json()["claimed"]["message"]["box"], "inbox:engineer", "{}", o.show());
+    // Said for people as `circe claim` says it: summary, message, what to run next.
+    env.open_task("T-2");
+    let o = env.circe(["wait", "--for", "claimable", "--claim"]).agent("engineer").run();
+    assert!(o.ok().stdout.starts_with("claimed T-2 (epoch 1, lease until "), "{}", o.show());
+    assert!(
+        o.stdout.contains("  summary: do it\n  message: AGENTS/engineer/INBOX/"),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stdout.contains("  next: circe --agent engineer status T-2 in_progress"),
+        "{}",
+        o.show()
+    );
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
     env.as_("engineer", &["status", "T-1", "failed"]).ok();
     let o = env.circe(["wait", "--for", "status:T-1=completed"]).agent("engineer").run();
