@@ -174,12 +174,7 @@ fn claim_in(
                 return Ok(outcome(&after.rec, true, None, false, after.location.as_ref()));
             }
             if !effects::lease_expired(rec, now) {
-                return Err(Error::conflict(format!("task {task} is held by {owner}"))
-                    .detail("owner", owner.clone())
-                    .hint(format!(
-                        "its lease runs until {}",
-                        rec.lease_expires_at.clone().unwrap_or_default()
-                    )));
+                return Err(held_by(&task, &owner, rec.lease_expires_at.as_deref()));
             }
         }
         Status::New => {}
@@ -259,6 +254,16 @@ fn claim_in(
     }
     let at = after.location.clone();
     Ok(outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref()))
+}
+
+/// The claim's conflict with a live holder: exit 4, with what a program acts on.
+fn held_by(task: &TaskId, owner: &str, lease: Option<&str>) -> Error {
+    let lease = lease.unwrap_or_default();
+    Error::conflict(format!("task {task} is held by {owner}"))
+        .detail("task_id", task.to_string())
+        .detail("owner", owner.to_string())
+        .detail("lease_expires_at", lease.to_string())
+        .hint(format!("its lease runs until {lease}"))
 }
 
 fn outcome(

@@ -292,12 +292,15 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         )));
     }
     if st.rec.owner.as_ref() != Some(me) || !st.rec.status.is_owned() {
-        let e = Error::conflict(format!("task {} is not held by {me}", st.rec.task_id));
+        let what = format!("task {} is not held by {me}", st.rec.task_id);
+        // Another holds it: a conflict (exit 4); nobody does: a rule, claim first (exit 3),
+        // as `status` and `heartbeat` say it.
         return Err(match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
-            Some(owner) => e
+            Some(owner) => Error::conflict(what)
                 .detail("owner", owner.to_string())
                 .hint(format!("{owner} holds it; `circe show {}` says until when", st.rec.task_id)),
-            None => e.hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
+            None => Error::refused(what)
+                .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
         });
     }
     if st.location.as_ref() == Some(&to) {
