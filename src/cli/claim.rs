@@ -72,6 +72,9 @@ pub struct ClaimJson {
     pub expired_owner: Option<String>,
     /// `--dry-run`: what the claim would be; nothing changed.
     pub dry_run: bool,
+    /// The task's note before this claim (why it was blocked, released, readdressed);
+    /// null when it had none.
+    pub note: Option<String>,
 }
 
 /// Exit 6: no waiting task this agent may take.
@@ -106,6 +109,7 @@ pub(super) fn to_json(ws: &Workspace, o: ClaimOutcome) -> ClaimJson {
         already_held: o.already_held,
         expired_owner: o.expired_owner,
         dry_run: o.dry_run,
+        note: o.note,
     }
 }
 
@@ -162,6 +166,9 @@ pub(super) fn details(me: &crate::names::AgentName, j: &ClaimJson) -> String {
     let mut human = String::new();
     if let Some(s) = &j.summary {
         human.push_str(&format!("  summary: {s}\n"));
+    }
+    if let Some(n) = &j.note {
+        human.push_str(&format!("  note: {n}\n"));
     }
     if let Some(prev) = &j.expired_owner {
         human.push_str(&format!(

@@ -34,6 +34,9 @@ pub struct ClaimOutcome {
     pub dry_run: bool,
     /// The box the task's message lies in now (the claimer's INBOX after a claim).
     pub location: String,
+    /// The task's note before this claim, when it had one (why it was blocked, released,
+    /// readdressed): the claim clears it, the claimer is told it.
+    pub note: Option<String>,
 }
 
 /// Take task `task` for `me`: one rename of its message from NEW_MESSAGES (or from the
@@ -236,7 +239,9 @@ fn claim_in(
         // The ticket's move into the claimer's INBOX would be refused as the claim is.
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "move the ticket into")?;
         let owner = expired_owner.map(String::from);
-        return Ok(outcome(&change.record, false, owner, true, st.location.as_ref()));
+        let mut o = outcome(&change.record, false, owner, true, st.location.as_ref());
+        o.note.clone_from(&st.rec.note);
+        return Ok(o);
     }
     if !parked {
         change.request = request.map(str::to_string);
@@ -253,7 +258,9 @@ fn claim_in(
         .hint(parked_hint(ws, &task)));
     }
     let at = after.location.clone();
-    Ok(outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref()))
+    let mut o = outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref());
+    o.note.clone_from(&st.rec.note);
+    Ok(o)
 }
 
 /// The claim's conflict with a live holder: exit 4, with what a program acts on.
@@ -285,6 +292,7 @@ fn outcome(
         expired_owner,
         dry_run,
         location: location.map_or_else(|| "new".to_string(), crate::boxes::Mailbox::label),
+        note: None,
     }
 }
 

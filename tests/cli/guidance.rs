@@ -263,3 +263,23 @@ fn take_run_again_is_already_done() {
     assert!(o.ok().stdout.contains("already: nothing to take"), "{}", o.show());
     env.as_("qa", &["take", &file]).code(5);
 }
+
+/// A blocked task whose lease ran out goes back to the queue with its note, and the next
+/// claimer is told it (the claim clears it), in text and JSON, on a look first too.
+#[test]
+fn the_next_claimer_is_told_the_note_a_task_was_left_with() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.open_task("BL-1");
+    let t0 = "2025-11-21T17:00:00Z";
+    env.at(t0, "engineer", &["claim", "BL-1"]).ok();
+    env.at(t0, "engineer", &["status", "BL-1", "in_progress"]).ok();
+    env.at(t0, "engineer", &["status", "BL-1", "blocked", "--note", "waiting for the DBA"]).ok();
+    let late = "2025-11-21T18:00:00Z";
+    env.circe(["reap"]).now(late).run().ok();
+    let look = env.at(late, "engineer-2", &["claim", "BL-1", "--dry-run", "--json"]);
+    assert_eq!(look.ok().json()["note"], "waiting for the DBA", "{}", look.show());
+    let o = env.at(late, "engineer-2", &["claim", "BL-1"]);
+    assert!(o.ok().stdout.contains("  note: waiting for the DBA\n"), "{}", o.show());
+    assert_eq!(env.record("BL-1").note, None, "the claim clears it");
+}
