@@ -185,15 +185,17 @@ fn human(
         (Some(e), None) => format!("{}\n", human_line(e)),
         (None, None) => {
             // What held when the wait began, said as what was awaited.
-            let mut s = match cond {
-                Condition::Status(t, st) => format!("already: {t} is {}", st.as_str()),
+            // "already" when it held as the wait began; else a later look found it.
+            let mut s = if met.already { "already: ".to_string() } else { String::new() };
+            s.push_str(&match cond {
+                Condition::Status(t, st) => format!("{t} is {}", st.as_str()),
                 Condition::Claimable if met.mailbox.as_deref().is_some_and(|b| b != "new") => {
-                    "already: a task you may take over: its lease ran out".to_string()
+                    "a task you may take over: its lease ran out".to_string()
                 }
-                Condition::Claimable => "already: a task you may take is waiting".to_string(),
-                Condition::Inbox => "already: a message is in your INBOX".to_string(),
-                Condition::Reply(id) => format!("already: {id} was answered"),
-            };
+                Condition::Claimable => "a task you may take is waiting".to_string(),
+                Condition::Inbox => "a message is in your INBOX".to_string(),
+                Condition::Reply(id) => format!("{id} was answered"),
+            });
             if let (Condition::Claimable, Some(t)) = (cond, &met.task_id) {
                 s.push_str(&format!(" ({t})"));
             }

@@ -387,7 +387,8 @@ fn wait_in(
     // A lease running out is no event: waiting for a claimable task, look again when the
     // first lease of a task this agent could take over runs out.
     let lapses = c == &Condition::Claimable && !fresh;
-    let mut wake = if lapses { next_lapse(ws, me, role, Duration::ZERO)? } else { None };
+    let next_wake = |after| wake_at(ws, (me, role), lapses, poll.filter(|_| !fresh), after);
+    let mut wake = next_wake(Duration::ZERO)?;
     loop {
         let now = Instant::now();
         if busy.take() {
@@ -400,13 +401,14 @@ fn wait_in(
             if wake.is_some_and(|w| Instant::now() >= w)
                 && deadline.is_none_or(|d| Instant::now() < d)
             {
+                // Found by a later look (a lease ran out, a poll), not as the wait began.
                 if let Some(met) = holds_now(ws, me, role, c, false)?
-                    && let Some(done) = try_claim(met)?
+                    && let Some(done) = try_claim(Met { already: false, ..met })?
                 {
                     return Ok(done);
                 }
                 // Not yet (a heartbeat, a clock ahead of the engine's): not before a second.
-                wake = next_lapse(ws, me, role, Duration::from_secs(1))?;
+                wake = next_wake(Duration::from_secs(1))?;
                 continue;
             }
             return Err(Error::timed_out(format!(
@@ -439,9 +441,25 @@ fn wait_in(
             *at = Some(e.id);
         }
         if leased {
-            wake = next_lapse(ws, me, role, Duration::ZERO)?;
+            wake = next_wake(Duration::ZERO)?;
         }
     }
+}
+
+/// When the wait looks at its condition again though no event came: when the first lease
+/// it could take over runs out (`lapses`, not before `after`), and each `recheck` period
+/// (`--poll`: what happened without an event in the log, such as an older circe's change
+/// whose line has no id, still ends the wait).
+fn wake_at(
+    ws: &Workspace,
+    (me, role): (&AgentName, &str),
+    lapses: bool,
+    recheck: Option<Duration>,
+    after: Duration,
+) -> Result<Option<Instant>> {
+    let lapse = if lapses { next_lapse(ws, me, role, after)? } else { None };
+    let tick = recheck.map(|p| Instant::now() + p);
+    Ok([lapse, tick].into_iter().flatten().min())
 }
 
 /// The reply to a claim's commit never came: its retry (after connecting again) carries

@@ -674,6 +674,29 @@ fn wait_for_claimable_wakes_when_a_lease_runs_out() {
     );
 }
 
+/// `wait --poll` looks at its condition each period too, not only on events: a message
+/// dropped into the INBOX by another tool (or a change an older circe logged without an
+/// id) ends it.
+#[test]
+fn a_polling_wait_sees_what_came_without_an_event() {
+    local_only!("drops a file into a local INBOX");
+    let env = Env::new();
+    let args = ["wait", "--for", "inbox", "--new", "--poll", "200ms", "--timeout", "1s"];
+    // --new: only what comes after it began, which a look cannot tell: events only.
+    let mut fresh = spawn(&env, Some("qa"), &args);
+    let child =
+        spawn(&env, Some("qa"), &["wait", "--for", "inbox", "--poll", "200ms", "--timeout", "20s"]);
+    std::thread::sleep(Duration::from_millis(500));
+    let msg = "# MESSAGE\nfrom: engineer\nto: agent:qa\nintent: inform\nstatus: new\ncreated_at: 2025-11-21T17:00:00Z\nmsg_id: 20251121T170000000Z-dropped1\n\n## Summary\ndropped in\n";
+    std::fs::write(env.root().join("AGENTS/qa/INBOX/20251121_170000_engineer-qa_inform.md"), msg)
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.starts_with("a message is in your INBOX"), "{stdout}");
+    assert_eq!(fresh.wait().unwrap().code(), Some(7));
+}
+
 /// `wait --for claimable --claim` whose task's lock another process holds past the lock's
 /// wait (10 s) waits on, and claims the task once the lock is free, instead of exit 4.
 #[test]
