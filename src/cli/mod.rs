@@ -369,8 +369,23 @@ fn forgot_dashes(
 ) -> Option<&'static str> {
     use clap::error::ErrorKind;
     let has = |w: &str| args.iter().any(|a| a == w);
+    // The subcommand: the first word after the global flags (and their values).
+    let mut words = args.iter().skip(1).filter_map(|a| a.to_str());
+    let mut sub = None;
+    while let Some(w) = words.next() {
+        match w {
+            "--root" | "--agent" => {
+                words.next();
+            }
+            w if w.starts_with('-') => {}
+            w => {
+                sub = Some(w);
+                break;
+            }
+        }
+    }
     let stray = matches!(kind, ErrorKind::UnknownArgument | ErrorKind::ArgumentConflict);
-    (stray && has("check") && has("--run") && !has("--")).then_some(
+    (stray && sub == Some("check") && has("--run") && !has("--")).then_some(
         "the command to run goes after `--`: circe check TASK --run NAME -- COMMAND ARGS",
     )
 }

@@ -133,7 +133,8 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     let reg = &ws.registry;
     // The reference flow's hand-ons first (engineer -> qa, scribe -> eagle), then any
     // task intent this role may send to another role.
-    let hand_on = hand_on(reg, role);
+    let hand_on =
+        task_to_another_role(reg, role, &["test", "review_code", "audit", "document"], true);
     let report = report(reg, role);
     let a = format!("circe --agent {me}");
     let mut s = vec![
@@ -164,23 +165,6 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s
 }
 
-/// The reference flow's hand-on of `role` (engineer -> qa, scribe -> eagle): a task intent
-/// the registry lets this role send by name (not one any role may send, which would turn a
-/// qa's result into a scribe's task), and the role it goes to.
-fn hand_on(reg: &crate::registry::Registry, role: &str) -> Option<(String, String)> {
-    ["test", "review_code", "audit", "document"]
-        .iter()
-        .filter_map(|n| reg.intent(n))
-        .chain(reg.intents.values())
-        .filter(|i| {
-            i.opens_task && matches!(&i.from, Roles::Only(f) if f.iter().any(|r| r == role))
-        })
-        .find_map(|i| match &i.to {
-            Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
-            Roles::Any => None,
-        })
-}
-
 /// The reply the tasks `role` takes ask for (`test` asks `test_results`, `audit` an
 /// `audit_report`), when it is a message this role may send to a role: (intent, role).
 fn report(reg: &crate::registry::Registry, role: &str) -> Option<(String, String)> {
@@ -196,17 +180,23 @@ fn report(reg: &crate::registry::Registry, role: &str) -> Option<(String, String
 }
 
 /// A task intent `role` may send to another role, and that role: the `preferred` intents
-/// first, then any.
+/// first, then any. `by_name`: only an intent the registry lets this role send by name,
+/// not one any role may send (the reference flow's hand-ons: engineer -> qa, scribe ->
+/// eagle; a qa's result is never turned into a scribe's task).
 fn task_to_another_role(
     reg: &crate::registry::Registry,
     role: &str,
     preferred: &[&str],
+    by_name: bool,
 ) -> Option<(String, String)> {
+    let named = |i: &crate::registry::Intent| {
+        !by_name || matches!(&i.from, Roles::Only(f) if f.iter().any(|r| r == role))
+    };
     preferred
         .iter()
         .filter_map(|n| reg.intent(n))
         .chain(reg.intents.values())
-        .filter(|i| i.opens_task && reg.may_send(role, &i.name))
+        .filter(|i| i.opens_task && reg.may_send(role, &i.name) && named(i))
         .find_map(|i| match &i.to {
             Roles::Only(s) => s.iter().find(|r| *r != role).map(|r| (i.name.clone(), r.clone())),
             Roles::Any => None,
@@ -219,7 +209,7 @@ fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     if !ws.is_coordinator(me) {
         return Vec::new();
     }
-    let open = task_to_another_role(&ws.registry, role, &["implement_feature", "fix_bug"]);
+    let open = task_to_another_role(&ws.registry, role, &["implement_feature", "fix_bug"], false);
     let a = format!("circe --agent {me}");
     let mut s = Vec::new();
     if let Some((intent, to)) = open {
@@ -233,7 +223,7 @@ fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         "circe tasks                      # the board (`circe board`: live, for a person)".to_string(),
         format!("{a} questions                   # what agents ask you (`circe asks`: every ask)"),
         format!("{a} release --force TASK        # a parked task back to the queue (its lease ran out {} times)", ws.config.max_attempts),
-        "circe reap; circe archive         # from cron, hourly (`circe help protocols`: the archive)".to_string(),
+        "circe reap; circe archive         # from cron (`circe help protocols`: the archive)".to_string(),
     ]);
     s
 }
@@ -304,6 +294,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     let mut held = Vec::new();
     let coordinator = ws.is_coordinator(&me);
     let mut attention: BTreeMap<String, usize> = BTreeMap::new();
+    let day_ago = if coordinator { Some(ws.root_now()? - chrono::Duration::days(1)) } else { None };
     ws.engine.board(&mut |r| {
         let watched = matches!(
             r.status,
@@ -312,7 +303,12 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
                 | crate::task::Status::Failed
                 | crate::task::Status::Expired
         );
-        if coordinator && watched {
+        // A failure or an expiry of the last day: older ones were seen, and wait for the
+        // archive.
+        let ended = matches!(r.status, crate::task::Status::Failed | crate::task::Status::Expired);
+        let recent =
+            !ended || crate::clock::parse(&r.updated_at).zip(day_ago).is_some_and(|(t, d)| t > d);
+        if coordinator && watched && recent {
             *attention.entry(r.status.as_str().to_string()).or_default() += 1;
         }
         if r.owner.as_deref() == Some(me.as_str()) && r.status.is_owned() {

@@ -89,8 +89,13 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
     } else {
         let mut t = table(&["MSG_ID", "AGE", "WHO", "INTENT", "TASK", "SUMMARY"], &rows);
         let who = me.as_ref().map_or_else(|| "ME".to_string(), ToString::to_string);
-        // The intent each expects (`answer`; an ask's `ask-response`).
-        let mut expects: Vec<&str> = qs.iter().map(|q| q.expects.as_str()).collect();
+        // What this agent may answer: asked of it, by an agent (circe's own escalations
+        // take no answer); the intent each expects (`answer`; an ask's `ask-response`).
+        let asked: Vec<&ops::Question> = qs
+            .iter()
+            .filter(|q| q.direction != "from_me" && q.from != crate::event::CIRCE)
+            .collect();
+        let mut expects: Vec<&str> = asked.iter().map(|q| q.expects.as_str()).collect();
         expects.sort_unstable();
         expects.dedup();
         let intent = match expects.as_slice() {
@@ -98,10 +103,6 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
             _ => "EXPECTS".to_string(),
         };
         // One question to answer: its id filled in. A reply goes to the asker by itself.
-        let asked: Vec<&ops::Question> = qs
-            .iter()
-            .filter(|q| q.direction != "from_me" && q.from != crate::event::CIRCE)
-            .collect();
         let id = match asked.as_slice() {
             [one] => one.msg_id.as_str(),
             _ => "MSG_ID",
@@ -109,16 +110,21 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
         if !asked.is_empty() {
             t.push_str(&format!("answer: circe --agent {who} send --intent {intent} --in-reply-to {id} --summary \"...\" (it goes to the asker)\n"));
         }
-        if let Some(q) = qs.iter().find(|q| q.from == crate::event::CIRCE) {
-            let task = q.task_id.as_deref().unwrap_or("TASK");
-            t.push_str(&format!(
-                "circe's own escalations (a parked task) take no answer: a coordinator acts on the task (`circe --agent {who} release --force {task}` puts it back in the queue, `circe --agent {who} readdress {task} --to role:ROLE` addresses it anew), which closes them\n"
-            ));
-        }
         if expects.len() > 1 {
             t.push_str(&format!(
                 "  (EXPECTS: the intent the question expects, one of {}: `--json` gives each one's `expects`)\n",
                 expects.join(", ")
+            ));
+        }
+        let parked: Vec<&str> = qs
+            .iter()
+            .filter(|q| q.from == crate::event::CIRCE)
+            .map(|q| q.task_id.as_deref().unwrap_or("TASK"))
+            .collect();
+        if !parked.is_empty() {
+            t.push_str(&format!(
+                "circe's own escalations (parked tasks: {}) take no answer: a coordinator puts each back (`circe --agent {who} release --force TASK`) or addresses it anew (`circe --agent {who} readdress TASK --to role:ROLE`), which closes it\n",
+                parked.join(", ")
             ));
         }
         t

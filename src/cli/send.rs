@@ -26,7 +26,8 @@ use crate::registry;
 pub struct SendArgs {
     /// Recipient: `role:NAME` (every agent of the role; for a task, any of them may claim
     /// it), `agent:NAME`, `all`, or a bare NAME (the role when a role has that name, else
-    /// the agent).
+    /// the agent). A reply (--in-reply-to) that is no task message may leave it out: it
+    /// goes to the agent that sent what it answers.
     #[arg(long)]
     pub to: Option<String>,
     /// The intent (`circe registry` lists them).
@@ -49,7 +50,8 @@ pub struct SendArgs {
     /// unread message is filed into LOGS; an ask expires and its asker is told.
     #[arg(long, value_name = "WHEN")]
     pub deadline: Option<String>,
-    /// The msg_id this message answers; without --task it belongs to that message's task.
+    /// The msg_id this message answers (a message here or in the archive, else exit 5);
+    /// without --task it belongs to that message's task.
     #[arg(long)]
     pub in_reply_to: Option<String>,
     /// A whole message written by hand (`-` for standard input).
@@ -153,7 +155,7 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             let m = message::parse_limited(&c.bytes, c.size, Mode::Draft, &limits)
                 .map_err(|p| with_file(label, &p))?;
             let intent = m.intent.as_deref().unwrap_or_default();
-            if let Some((_, line)) = crate::registry::placeholder_left(intent, &m.body) {
+            if let Some(line) = crate::registry::placeholder_left(intent, &m.body) {
                 let n = String::from_utf8_lossy(&c.bytes)
                     .lines()
                     .position(|l| l.trim() == line)

@@ -186,7 +186,7 @@ fn claim_in(
                 "task {task} is parked: its lease ran out {} times",
                 rec.expiries
             ))
-            .hint(parked_hint(ws, &task)));
+            .hint(parked_hint(ws, me, &task)));
         }
         s => {
             return Err(Error::refused(format!("task {task} is {}", s.as_str()))
@@ -234,7 +234,7 @@ fn claim_in(
                 "task {task} would be parked: its lease ran out {} times",
                 rec.expiries + 1
             ))
-            .hint(parked_hint(ws, &task)));
+            .hint(parked_hint(ws, me, &task)));
         }
         // The ticket's move into the claimer's INBOX would be refused as the claim is.
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "move the ticket into")?;
@@ -255,7 +255,7 @@ fn claim_in(
             "task {task} is parked: its lease ran out {} times",
             after.rec.expiries
         ))
-        .hint(parked_hint(ws, &task)));
+        .hint(parked_hint(ws, me, &task)));
     }
     let at = after.location.clone();
     let mut o = outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref());
@@ -424,12 +424,15 @@ fn reap_one(
 
 /// Where a parked task goes from here: a coordinator (the root's first, when it has one)
 /// puts it back.
-pub(crate) fn parked_hint(ws: &Workspace, task: &crate::names::TaskId) -> String {
-    let who = ws
-        .agents_with_role("coordinator")
-        .first()
-        .map_or_else(|| "COORDINATOR".to_string(), ToString::to_string);
-    format!("a coordinator can put it back: circe --agent {who} release {task} --force")
+/// How a parked task goes back to the queue, said to `me`: a coordinator runs it, anyone
+/// else asks one (never acts as one).
+pub(crate) fn parked_hint(ws: &Workspace, me: &AgentName, task: &crate::names::TaskId) -> String {
+    if ws.is_coordinator(me) {
+        return format!("put it back: circe --agent {me} release {task} --force");
+    }
+    format!(
+        "a coordinator puts it back (`release {task} --force`): ask one, `circe --agent {me} send --to role:coordinator --intent request_help --summary \"please requeue {task}\"`"
+    )
 }
 
 /// Refused when `me` was retired after this command looked (`agent retire` racing the

@@ -490,14 +490,20 @@ fn task_and_id(m: Option<&Message>) -> (Option<TaskId>, Option<String>) {
 
 /// Is message `id` in the archive? (A reply may still answer it.)
 pub fn in_archive(ws: &Workspace, id: &str) -> Result<bool> {
+    Ok(archived(ws, id)?.is_some())
+}
+
+/// What the archive holds under `id`, as what a reply answers: its task, sender and intent.
+pub fn archived(ws: &Workspace, id: &str) -> Result<Option<super::thread::Parent>> {
     if !ws.engine.keeps_archive() {
-        return Ok(false);
+        return Ok(None);
     }
     let q = crate::archive::query::Query { id: Some(id.to_string()), ..Default::default() };
-    let mut hit = false;
+    let mut hit = None;
     // A segment that cannot be read is passed over here: `archive search` reports it.
-    ws.engine.archive_search(&q, &mut |_| {
-        hit = true;
+    ws.engine.archive_search(&q, &mut |h| {
+        let e = h.entry;
+        hit = Some(super::thread::Parent { task: e.task, from: e.from, intent: e.intent });
         Ok(false)
     })?;
     Ok(hit)

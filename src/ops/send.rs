@@ -110,7 +110,11 @@ fn send_once(ws: &Workspace, me: &AgentName, mut msg: Message) -> Result<Deliver
     let named_task = msg.task_id.is_some();
     let plan = super::tx::prepare(ws, me, &mut msg)?;
     // A reply that named no task took the task of what it answers.
-    let task_inherited = !named_task && msg.in_reply_to.is_some() && msg.task_id.is_some();
+    // (A TX `task` named by its own msg-id inherited nothing.)
+    let task_inherited = !named_task
+        && msg.in_reply_to.is_some()
+        && msg.task_id.is_some()
+        && msg.task_id != msg.msg_id;
     complete(ws, &mut msg, me)?;
     let first = Draft { my_role, own_id, plan, task_inherited };
     send_completed(ws, me, msg, first)

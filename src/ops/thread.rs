@@ -38,9 +38,14 @@ pub fn parent(ws: &Workspace, id: &str, first: &[Mailbox]) -> Result<Option<Pare
         }));
     }
     if let Ok(t) = TaskId::new(id)
-        && ws.engine.peek(&t)?.is_some()
+        && let Some(st) = ws.engine.peek(&t)?
     {
-        return Ok(Some(Parent { task: Some(t.to_string()), ..Parent::default() }));
+        // A task named after its message (a TX `task`): sent by whoever opened it.
+        return Ok(Some(Parent {
+            task: Some(t.to_string()),
+            from: Some(st.rec.opened_by.clone()),
+            intent: Some(st.rec.intent.clone()),
+        }));
     }
     let mut boxes: Vec<Mailbox> = first.to_vec();
     boxes.extend(ws.engine.boxes()?.into_iter().filter(|b| !first.contains(b)));

@@ -50,23 +50,95 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
     // Where the message answered most likely is: the answerer's own boxes, then LOGS (where
     // `done` files it), before every other box.
     let mine = [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone()), Mailbox::Logs];
-    let plan = prepared(ws, me, msg, sem, &mine)?;
-    if msg.to.is_none() {
-        return Err(Error::usage("--to is required").hint(
-            "name who gets it: agent:NAME, role:NAME or all (a reply, --in-reply-to, goes to the sender of what it answers when --to is left out)",
-        ));
+    // An ask-response's ask answers for what it replies to (and whom it goes to).
+    if sem != Semantics::ClosesAsk
+        && let Some(parent) = msg.in_reply_to.clone()
+    {
+        let found = replied_to(ws, me, msg, &parent, &mine)?;
+        if sem != Semantics::OpensTask && msg.task_id.is_none() {
+            msg.task_id = found.task;
+        }
     }
-    Ok(plan)
+    prepared(ws, me, msg, sem)
 }
 
-/// The plan for `msg` by its intent's meaning (`prepare`).
-fn prepared(
+/// What `msg` answers (`parent`), which must be a message here or in the archive (a thread,
+/// a `wait --for reply:` and the open questions follow this id); and whom the reply goes
+/// to: without `to`, back to whoever sent it (not for a task message, whose address says
+/// who may take it), and an `answer` must reach its asker. Nothing is looked up or written
+/// for a reply refused here.
+fn replied_to(
     ws: &Workspace,
     me: &AgentName,
     msg: &mut Message,
-    sem: Semantics,
+    parent: &str,
     mine: &[Mailbox],
-) -> Result<Plan> {
+) -> Result<thread::Parent> {
+    let intent = msg.intent.clone().unwrap_or_default();
+    let found = match thread::parent(ws, parent, mine)? {
+        Some(p) => p,
+        None => super::find::archived(ws, parent)?
+            .ok_or_else(|| no_parent(ws, me, &intent, parent).unwrap_or_else(|e| e))?,
+    };
+    let opens_task = semantics(&intent) == Semantics::OpensTask
+        || ws.registry.intent(&intent).is_some_and(|i| i.opens_task);
+    // Who can be answered: an agent of the root, not the sender itself, not retired.
+    let sender = found.from.as_deref();
+    let asker = sender
+        .filter(|f| *f != me.as_str() && ws.is_agent_named(f))
+        .filter(|f| AgentName::new(*f).is_ok_and(|a| !ws.is_retired(&a)));
+    if msg.to.is_none() {
+        let why = match (sender, asker) {
+            _ if opens_task => "a task message names who may take it".to_string(),
+            (_, Some(_)) => String::new(),
+            (Some(s), None) if s == me.as_str() => format!("`{parent}` is your own message"),
+            (Some(s), None) if ws.is_agent_named(s) => {
+                format!("`{parent}` is from {s}, who is retired")
+            }
+            (Some(s), None) => format!("`{parent}` is from {s}, which is no agent of this root"),
+            (None, _) => format!("who sent `{parent}` is not known here"),
+        };
+        if why.is_empty() {
+            msg.to = asker.map(|a| format!("{}{a}", crate::address::AGENT));
+        } else {
+            return Err(Error::usage(format!("--to is required: {why}"))
+                .hint("name who gets it: agent:NAME, role:NAME or all (`circe agent list`)"));
+        }
+    }
+    if let (Some(asker), Some(to)) = (asker, msg.to.as_deref()) {
+        answers_the_asker(ws, &intent, &found, asker, to, parent)?;
+    }
+    Ok(found)
+}
+
+/// An `answer` to a message that asks for one (`question`, `request_help`, ...) must reach
+/// its asker: the question would count as answered while the asker never saw the answer.
+fn answers_the_asker(
+    ws: &Workspace,
+    intent: &str,
+    parent: &thread::Parent,
+    asker: &str,
+    to: &str,
+    id: &str,
+) -> Result<()> {
+    let asks_an_answer = parent.intent.as_deref().is_some_and(|i| {
+        ws.registry.intents.get(i).is_some_and(|i| i.expects_reply.as_deref() == Some("answer"))
+    });
+    let reaches =
+        || ws.reach(to).is_ok_and(|(agents, _)| agents.iter().any(|a| a.as_str() == asker));
+    if intent != "answer" || !asks_an_answer || reaches() {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "this answer goes to {to}, but `{id}` was asked by {asker}: {asker} would never see it, and the question would count as answered"
+    ))
+    .hint(format!(
+        "address it to agent:{asker}, or leave --to out (a reply goes to the sender of what it answers)"
+    )))
+}
+
+/// The plan for `msg` by its intent's meaning (`prepare`).
+fn prepared(ws: &Workspace, me: &AgentName, msg: &mut Message, sem: Semantics) -> Result<Plan> {
     let plan = match sem {
         Semantics::OpensTask => {
             if msg.task_id.is_none() {
@@ -119,20 +191,6 @@ fn prepared(
             if reply {
                 not_to_an_ask(ws, intent, msg.in_reply_to.as_deref())?;
             }
-            if let Some(parent) = msg.in_reply_to.clone() {
-                // What a message answers must be a message (a thread, a `wait --for reply:`
-                // and the open questions follow this id), here or in the archive.
-                let found = thread::parent(ws, &parent, mine)?;
-                if found.is_none() && !super::find::in_archive(ws, &parent)? {
-                    return Err(no_parent(ws, me, intent, &parent)?);
-                }
-                if let Some(p) = &found {
-                    addressed_back(ws, me, msg, p, &parent)?;
-                }
-                if msg.task_id.is_none() {
-                    msg.task_id = found.and_then(|p| p.task);
-                }
-            }
             match sem {
                 Semantics::OpensAsk => Plan::OpenAsk,
                 Semantics::Prompt => Plan::Prompt,
@@ -142,38 +200,6 @@ fn prepared(
         }
     };
     Ok(plan)
-}
-
-/// A reply goes back to whoever sent what it answers: a reply without `to` is addressed to
-/// that agent, and an `answer` to a question (any intent expecting an `answer`) that would
-/// not reach its asker is refused: the question would count as answered while the asker
-/// never saw the answer.
-fn addressed_back(
-    ws: &Workspace,
-    me: &AgentName,
-    msg: &mut Message,
-    parent: &thread::Parent,
-    id: &str,
-) -> Result<()> {
-    let asker = parent.from.as_deref().filter(|f| *f != me.as_str() && ws.is_agent_named(f));
-    let Some(asker) = asker else { return Ok(()) };
-    let to = msg.to.get_or_insert_with(|| format!("{}{asker}", crate::address::AGENT)).clone();
-    let asks_an_answer = parent.intent.as_deref().is_some_and(|i| {
-        ws.registry.intents.get(i).is_some_and(|i| i.expects_reply.as_deref() == Some("answer"))
-    });
-    if msg.intent.as_deref() != Some("answer") || !asks_an_answer {
-        return Ok(());
-    }
-    let reaches = ws.reach(&to).is_ok_and(|(agents, _)| agents.iter().any(|a| a.as_str() == asker));
-    if reaches {
-        return Ok(());
-    }
-    Err(Error::refused(format!(
-        "this answer goes to {to}, but `{id}` was asked by {asker}: {asker} would never see it, and the question would count as answered"
-    ))
-    .hint(format!(
-        "address it to agent:{asker}, or leave --to out (a reply goes to the sender of what it answers)"
-    )))
 }
 
 /// A reply whose `in_reply_to` names no message: a part of an id (as `show` takes one) is

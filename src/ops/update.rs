@@ -319,7 +319,7 @@ pub fn release(
             Error::refused(format!("task {task} is parked: a coordinator requeues it with --force"))
                 .hint(format!("circe --agent {me} release {task} --force"))
         } else if from == Status::Parked && !force {
-            e.hint(super::claim::parked_hint(ws, task))
+            e.hint(super::claim::parked_hint(ws, me, task))
         } else {
             e
         }

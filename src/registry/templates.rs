@@ -45,19 +45,16 @@ pub fn template(intent: &str) -> Option<&'static str> {
 }
 
 /// The first line of `body` that is still a placeholder of `intent`'s template (a line such
-/// as `<one line: what to test>`, as the template has it): (its line in the body, 1-based,
-/// and the line). A message sent with one left was copied and not filled in.
-pub fn placeholder_left(intent: &str, body: &str) -> Option<(usize, String)> {
+/// as `<one line: what to test>`, as the template has it), trimmed. A message sent with one
+/// left was copied and not filled in.
+pub fn placeholder_left(intent: &str, body: &str) -> Option<String> {
     let text = template(intent)?;
     let holders: Vec<&str> = text
         .lines()
         .map(str::trim)
         .filter(|l| l.trim_start_matches("- ").starts_with('<') && l.ends_with('>'))
         .collect();
-    body.lines()
-        .enumerate()
-        .find(|(_, l)| holders.contains(&l.trim()))
-        .map(|(i, l)| (i + 1, l.trim().to_string()))
+    body.lines().map(str::trim).find(|l| holders.contains(l)).map(str::to_string)
 }
 
 /// Every template as `(intent, text)`, in registry table order.

@@ -216,7 +216,7 @@ fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
     // asserts one with a reason.
     Err(match st.rec.owner.as_deref() {
         Some(holder) if holder != by => err.hint(format!(
-            "its holder runs them: circe --agent {holder} check {task} --run {first} -- <command that proves it>; or assert one, with the reason: circe --agent {by} check {task} {first}=true --reason \"...\""
+            "its holder, {holder}, runs them (ask: `circe --agent {by} send --to agent:{holder} --intent request_help --summary \"please run {first} on {task}\"`); or a coordinator records one with the reason: circe --agent {by} check {task} {first}=true --reason \"...\""
         )),
         _ => err.hint(format!(
             "run them: circe --agent {by} check {task} --run {first} -- <command that proves it> (a check declared in circe.yaml runs its own: circe --agent {by} check {task} --run {first})"

@@ -283,3 +283,80 @@ fn the_next_claimer_is_told_the_note_a_task_was_left_with() {
     assert!(o.ok().stdout.contains("  note: waiting for the DBA\n"), "{}", o.show());
     assert_eq!(env.record("BL-1").note, None, "the claim clears it");
 }
+
+/// The edges of "a reply goes back to whoever sent it": a TX task named by its msg-id is
+/// answered to whoever opened it; a task message names who may take it, so it needs --to;
+/// a retired asker is no default, and its question is answered wherever the answerer says;
+/// a task message's `in_reply_to` must name a message too.
+#[test]
+fn a_reply_without_to_goes_where_it_can_or_says_why_not() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let t =
+        sent(&env, "coordinator", &["--to", "role:engineer", "--intent", "task", "--summary", "x"]);
+    env.as_("engineer", &["claim", &t]).ok();
+    env.as_("engineer", &["status", &t, "in_progress"]).ok();
+    let done = env.as_(
+        "engineer",
+        &["send", "--json", "--intent", "task-complete", "--in-reply-to", &t, "--summary", "done"],
+    );
+    assert_eq!(done.ok().json()["delivered"][0]["box"], "inbox:coordinator", "{}", done.show());
+    assert_eq!(done.json()["task_inherited"], true, "{}", done.show());
+    let q =
+        sent(&env, "engineer", &["--to", "role:qa", "--intent", "question", "--summary", "os?"]);
+    let before = env.state();
+    let o = env.as_(
+        "qa",
+        &["send", "--intent", "fix_bug", "--task", "B-1", "--in-reply-to", &q, "--summary", "x"],
+    );
+    o.code(2);
+    assert!(
+        o.stderr.contains("--to is required: a task message names who may take it"),
+        "{}",
+        o.show()
+    );
+    let o = env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "task",
+            "--in-reply-to",
+            "no-such-msg",
+            "--summary",
+            "x",
+        ],
+    );
+    o.code(5);
+    assert_unchanged(&before, &env.state());
+    let q2 =
+        sent(&env, "engineer-2", &["--to", "role:qa", "--intent", "question", "--summary", "db?"]);
+    env.as_("coordinator", &["agent", "retire", "engineer-2"]).ok();
+    let o = env.as_("qa", &["send", "--intent", "answer", "--in-reply-to", &q2, "--summary", "pg"]);
+    o.code(2);
+    assert!(o.stderr.contains("is from engineer-2, who is retired"), "{}", o.show());
+    env.as_(
+        "qa",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "answer",
+            "--in-reply-to",
+            &q2,
+            "--summary",
+            "pg",
+        ],
+    )
+    .ok();
+    // The `--` hint is check's alone.
+    let o = env.as_(
+        "qa",
+        &["send", "--to", "qa", "--intent", "inform", "--summary", "check", "--run", "x"],
+    );
+    o.code(2);
+    assert!(!o.stderr.contains("goes after `--`"), "{}", o.show());
+}

@@ -1142,8 +1142,8 @@ fn hinted(out: &crate::common::Out, marker: &str) -> Vec<String> {
 
 /// Refusals on the way to completion give a hint that, run as printed, leads on: the holder
 /// of a blocked task is told to unblock it first; a coordinator completing another's task
-/// whose check is false is told how to assert it; a parked task's claimer is told the
-/// command a coordinator runs.
+/// whose check is false is told to ask the holder, or how to assert it as a coordinator; a
+/// parked task's claimer is told to ask a coordinator, and the coordinator the command.
 #[test]
 fn refusal_hints_on_the_way_to_completion_run_as_printed() {
     let env = Env::new();
@@ -1162,7 +1162,10 @@ fn refusal_hints_on_the_way_to_completion_run_as_printed() {
     // coordinator asserts it with a reason.
     let o = env.circe(["--json", "status", "T-1", "completed"]).agent("coordinator").run();
     o.code(3);
-    let mut cmd = hinted(&o, "or assert one, with the reason: circe ");
+    let hint = o.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(hint.contains("--to agent:engineer --intent request_help"), "{hint}");
+    assert!(!hint.contains("--agent engineer"), "names the holder's --agent: {hint}");
+    let mut cmd = hinted(&o, "or a coordinator records one with the reason: circe ");
     cmd.retain(|w| w != "\"...\"");
     cmd.push("seen in the call".into());
     env.circe(&cmd).run().ok();
@@ -1177,6 +1180,19 @@ fn refusal_hints_on_the_way_to_completion_run_as_printed() {
     let o =
         env.circe(["--json", "claim", "T-2"]).agent("engineer").now("2030-01-01T00:00:01Z").run();
     o.code(3);
+    let hint = o.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert!(
+        hint.contains(
+            "ask one, `circe --agent engineer send --to role:coordinator --intent request_help"
+        ),
+        "{hint}"
+    );
+    assert!(!hint.contains("--agent coordinator"), "{hint}");
+    let o = env
+        .circe(["--json", "claim", "T-2"])
+        .agent("coordinator")
+        .now("2030-01-01T00:00:01Z")
+        .run();
     let cmd = hinted(&o, "put it back: circe ");
     env.circe(&cmd).now("2030-01-01T00:00:02Z").run().ok();
     env.as_("engineer", &["claim", "T-2"]).ok();

@@ -929,9 +929,7 @@ fn log_of_some_kinds_is_the_whole_log_filtered() {
     assert_eq!(last_two, want[want.len() - 2..]);
 }
 
-/// A line added to the event log by hand with a lower id does not make circe give ids
-/// again: a watcher parked past that id still gets the next event, doctor names the line,
-/// and an id that cannot grow is an error, never a wrap to 0.
+/// An older circe still writing to the root is named by doctor.
 #[test]
 fn an_older_circe_writing_to_the_root_is_reported_by_doctor() {
     local_only!("an older circe wrote the local event log");
@@ -989,6 +987,9 @@ fn a_check_without_its_event_is_not_shown_as_run() {
     );
 }
 
+/// A line added to the event log by hand with a lower id does not make circe give ids
+/// again: a watcher parked past that id still gets the next event, doctor names the line,
+/// and an id that cannot grow is an error, never a wrap to 0.
 #[test]
 fn a_line_added_by_hand_with_a_lower_id_makes_no_id_given_twice() {
     local_only!("edits the event log by hand");

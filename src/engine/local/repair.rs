@@ -68,14 +68,20 @@ impl Stager {
         if self.is_me() {
             return false;
         }
-        match (self.ns, own_namespace()) {
-            (Some(theirs), Some(ours)) if theirs != ours => std::fs::symlink_metadata(path)
+        if self.foreign() {
+            return std::fs::symlink_metadata(path)
                 .and_then(|m| m.modified())
                 .ok()
                 .and_then(|t| t.elapsed().ok())
-                .is_some_and(|age| age >= FOREIGN_STAGING_AGE),
-            _ => !alive(self.pid),
+                .is_some_and(|age| age >= FOREIGN_STAGING_AGE);
         }
+        !alive(self.pid)
+    }
+
+    /// Staged in a PID namespace that may not be this one: the name says one, and this
+    /// process's is another, or cannot be read (then the pid proves nothing either).
+    fn foreign(self) -> bool {
+        self.ns.is_some_and(|theirs| own_namespace() != Some(theirs))
     }
 }
 
@@ -112,14 +118,25 @@ impl Store {
     }
 
     /// What processes (other than this one) still at work on the root hold in tmp/ (a
-    /// send's staging, the journal of its events): (file, pid).
-    pub fn tmp_writers(&self) -> Result<Vec<(String, u32)>> {
+    /// send's staging, the journal of its events): (file, who: `pid N`, or a pid of another
+    /// PID namespace, which nobody here can look up).
+    pub fn tmp_writers(&self) -> Result<Vec<(String, String)>> {
         let tmp = self.tmp_dir();
         Ok(list_all_names(&tmp)?
             .into_iter()
             .filter_map(|n| staged_by(&n).map(|s| (n, s)))
             .filter(|(n, s)| !s.is_me() && !s.ended(&tmp.join(n)))
-            .map(|(n, s)| (n, s.pid))
+            .map(|(n, s)| {
+                let who = if s.foreign() {
+                    format!(
+                        "pid {} of another PID namespace, a container: it may be at work",
+                        s.pid
+                    )
+                } else {
+                    format!("pid {}", s.pid)
+                };
+                (n, who)
+            })
             .collect())
     }
 
@@ -239,9 +256,12 @@ mod tests {
         assert_eq!(staged_by(".tmp-42-ns123456"), Some(Stager { pid: 42, ns: None }));
         assert_eq!(staged_by(".agent-42-ns4026531836x-qa-abc"), Some(Stager { pid: 42, ns: None }));
         assert_eq!(staged_by("notes.txt"), None);
-        // This process's own tag reads back as itself.
+        // This process's own tag reads back as itself; the same pid in another namespace is
+        // another process, and its files are foreign.
         let mine = staged_by(&format!("events-{}-abcdefgh.json", stager())).unwrap();
-        assert!(mine.is_me());
-        assert!(!Stager { pid: mine.pid, ns: mine.ns.map(|n| n + 1) }.is_me() || mine.ns.is_none());
+        assert!(mine.is_me() && !mine.foreign());
+        let ns = mine.ns.expect("/proc/self/ns/pid is readable here");
+        let twin = Stager { pid: mine.pid, ns: Some(ns + 1) };
+        assert!(!twin.is_me() && twin.foreign());
     }
 }

@@ -61,12 +61,12 @@ pub fn wait_for_commands(staged: &Path, budget: std::time::Duration) -> Result<(
         }
         if std::time::Instant::now() >= until {
             let list: Vec<String> =
-                files.iter().map(|(f, p)| format!("tmp/{f} (pid {p})")).collect();
+                files.iter().map(|(f, who)| format!("tmp/{f} ({who})")).collect();
             return Err(Error::conflict(format!(
                 "commands are still at work on the root: {}; nothing was moved",
                 list.join(", ")
             ))
-            .hint("stop the agents before a move, then run it again; a file whose pid runs no circe command (a number given again) is a leftover: move it out of tmp/"));
+            .hint("stop the agents before a move (those in containers too), then run it again; a file whose pid in this namespace runs no circe command (a number given again) is a leftover: move it out of tmp/; one of another namespace is left alone until it is 10 minutes old"));
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
