@@ -265,7 +265,7 @@ impl Engine for PgEngine {
     fn list_box(&self, mailbox: &Mailbox) -> Result<Vec<String>> {
         let b = mailbox.label();
         self.rows(
-            &format!("listing {mailbox}"),
+            &format!("listing {b}"),
             "SELECT file FROM {s}.messages WHERE box = $1 ORDER BY file",
             &[(&b, Type::TEXT)],
             |r| Ok(r.get::<_, String>(0)),
@@ -283,7 +283,8 @@ impl Engine for PgEngine {
             &[(&b, Type::TEXT), (&file, Type::TEXT)],
             |r| Ok(r.get::<_, Vec<u8>>(0)),
         )?;
-        rows.pop().ok_or_else(|| Error::not_found(format!("no message {file} in {mailbox}")))
+        rows.pop()
+            .ok_or_else(|| Error::not_found(format!("no message {file} in {}", mailbox.label())))
     }
 
     fn append_events(&self, events: Vec<Event>) -> Result<Vec<Event>> {
@@ -348,7 +349,7 @@ impl Engine for PgEngine {
         )?;
         let (bytes, size) = rows
             .pop()
-            .ok_or_else(|| Error::not_found(format!("no message {file} in {mailbox}")))?;
+            .ok_or_else(|| Error::not_found(format!("no message {file} in {}", mailbox.label())))?;
         Ok(Capped { bytes, size: u64::try_from(size).ok() })
     }
 
