@@ -283,21 +283,39 @@ pub trait Engine {
     fn find_msg_id(&self, msg_id: &str) -> Result<Vec<(Mailbox, String)>> {
         const HEAD: usize = 64 * 1024;
         let holds = |b: &[u8]| b.windows(msg_id.len()).any(|w| w == msg_id.as_bytes());
-        let mut out = Vec::new();
-        for b in self.boxes()? {
-            for name in self.list_box(&b)? {
-                let Ok(head) = self.read_message_capped(&b, &name, HEAD) else { continue };
-                if !holds(&head.bytes) {
-                    continue;
-                }
-                let Ok(bytes) = self.read_message(&b, &name) else { continue };
-                let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
-                if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
-                    out.push((b.clone(), name));
+        let listed: Vec<(Mailbox, Vec<String>)> = self
+            .boxes()?
+            .into_iter()
+            .map(|b| Ok((b.clone(), self.list_box(&b)?)))
+            .collect::<Result<_>>()?;
+        // The names its id says first (`name_stamp_of_id`), every other name only when none
+        // of those holds it.
+        let stamp = crate::message::name_stamp_of_id(msg_id);
+        let pass = |first: bool| {
+            let mut out = Vec::new();
+            for (b, names) in &listed {
+                let taken = names
+                    .iter()
+                    .filter(|n| stamp.as_ref().is_none_or(|s| n.starts_with(s.as_str()) == first));
+                for name in taken {
+                    let Ok(head) = self.read_message_capped(b, name, HEAD) else { continue };
+                    if !holds(&head.bytes) {
+                        continue;
+                    }
+                    let Ok(bytes) = self.read_message(b, name) else { continue };
+                    let parsed = crate::message::parse_bytes(&bytes, crate::message::Mode::Draft);
+                    if parsed.is_ok_and(|m| m.msg_id.as_deref() == Some(msg_id)) {
+                        out.push((b.clone(), name.clone()));
+                    }
                 }
             }
+            out
+        };
+        let out = pass(true);
+        if !out.is_empty() || stamp.is_none() {
+            return Ok(out);
         }
-        Ok(out)
+        Ok(pass(false))
     }
 
     /// Every box: NEW_MESSAGES, each agent's INBOX and WORKSPACE, LOGS.

@@ -70,6 +70,18 @@ pub fn check_length(name: &str, task_id: Option<&str>) -> crate::error::Result<(
     .hint("the name holds both agents' names, the intent and the task id (a `-` in a name counts twice): use a shorter task id or shorter agent names; nothing was written"))
 }
 
+/// The start of the file name circe gives a message whose msg_id is `id` (a whole circe id,
+/// `YYYYMMDDTHHMMSSmmmZ-xxxxxxxx`, or its start down to the hour): `YYYYMMDD_HH[MM[SS]]`.
+/// circe names a message at the second it makes its id, so its copies lie under names
+/// that start so (a lookup reads those first). `None` for an id of another form.
+pub fn name_stamp_of_id(id: &str) -> Option<String> {
+    let (day, rest) = (id.get(..8)?, id.get(8..)?);
+    let time = rest.strip_prefix('T')?;
+    let digits: String = time.chars().take(6).take_while(char::is_ascii_digit).collect();
+    let whole = day.bytes().all(|b| b.is_ascii_digit()) && digits.len() >= 2;
+    whole.then(|| format!("{day}_{digits}"))
+}
+
 /// The file name for a message. `from` and `to` may be TX `mesh/agent` addresses (the agent
 /// part is used); a `-` inside a name is doubled so the single `-` between them stays
 /// unambiguous. `n` of 2 or more adds a `.n` collision counter.
@@ -179,6 +191,20 @@ mod tests {
 
     fn t(s: &str) -> DateTime<Utc> {
         clock::parse(s).unwrap()
+    }
+
+    /// The name an id says is the name circe gives the message made with it.
+    #[test]
+    fn a_msg_id_says_the_start_of_its_messages_name() {
+        let now = t("2025-11-21T17:00:05.123Z");
+        let id = clock::new_msg_id(now);
+        let name = file_name(now, "qa", "engineer", "inform", None, 1);
+        assert!(name.starts_with(&name_stamp_of_id(&id).unwrap()), "{id} {name}");
+        assert_eq!(name_stamp_of_id("20251121T1700").as_deref(), Some("20251121_1700"));
+        assert_eq!(name_stamp_of_id("20251121T17").as_deref(), Some("20251121_17"));
+        for other in ["20251121T1", "2025112xT170000", "task-7", "20251121_170000", ""] {
+            assert_eq!(name_stamp_of_id(other), None, "{other}");
+        }
     }
 
     /// A name says its message has no task only when a task id would have fitted in it:

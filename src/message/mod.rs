@@ -25,8 +25,8 @@ mod tests;
 use field::Field;
 
 pub use filename::{
-    FileName, check_length as check_name_length, file_name, fit as fit_name, numbered,
-    parse_file_name, says_no_task,
+    FileName, check_length as check_name_length, file_name, fit as fit_name, name_stamp_of_id,
+    numbered, parse_file_name, says_no_task,
 };
 pub use format::Format;
 pub use limits::Limits;

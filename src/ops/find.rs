@@ -69,14 +69,35 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
         }
         return Ok(out);
     }
+    // A circe msg_id (or its start, to the hour at least) says the second its message was
+    // named at: the names that start with it are read first, and only when none of them
+    // holds the id is every other message read (a copy renamed by hand, a message whose id
+    // was given to it later).
+    if let Some(prefix) = message::name_stamp_of_id(key) {
+        let first = by_id(ws, &listed, key, |n| n.starts_with(&prefix));
+        if !first.is_empty() {
+            return Ok(first);
+        }
+        return Ok(by_id(ws, &listed, key, |n| !n.starts_with(&prefix)));
+    }
+    Ok(by_id(ws, &listed, key, |_| true))
+}
+
+/// The messages among `listed` whose names pass `take` and whose msg_id is `key` (or, for
+/// 8 or more characters, starts or ends with it).
+fn by_id(
+    ws: &Workspace,
+    listed: &[(&Mailbox, Vec<String>)],
+    key: &str,
+    take: impl Fn(&str) -> bool,
+) -> Vec<Found> {
     let mut out = Vec::new();
     for (b, names) in listed {
-        for name in names {
-            let by_name = name == key;
+        for name in names.iter().filter(|n| take(n)) {
             let limit = ws.config.limits.message_bytes;
-            let Ok(c) = ws.engine.read_message_capped(b, &name, limit) else { continue };
+            let Ok(c) = ws.engine.read_message_capped(b, name, limit) else { continue };
             // Parse only what can match: the key's text must be in the file.
-            if !by_name && !contains(&c.bytes, key.as_bytes()) {
+            if !contains(&c.bytes, key.as_bytes()) {
                 continue;
             }
             let parsed =
@@ -84,17 +105,17 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
             let by_id = parsed.as_ref().and_then(|m| m.msg_id.as_deref()).is_some_and(|id| {
                 id == key || (key.len() >= 8 && (id.starts_with(key) || id.ends_with(key)))
             });
-            if by_name || by_id {
+            if by_id {
                 out.push(Found {
                     mailbox: b.label(),
-                    file: name,
-                    location: b.clone(),
+                    file: name.clone(),
+                    location: (*b).clone(),
                     message: parsed,
                 });
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// An empty key names nothing: refused as an empty name is (exit 3).

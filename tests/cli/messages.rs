@@ -90,6 +90,22 @@ fn show_by_msg_id_and_by_task_id() {
     assert_eq!(j.json()["box"], "inbox:qa");
     // A prefix of 8+ characters works too.
     env.circe(["show", &id[..12]]).run().ok();
+    // Under a name its id does not say (renamed by hand): found by reading every message.
+    if !crate::common::pg_mode() {
+        let inbox = env.root().join("AGENTS/qa/INBOX");
+        std::fs::rename(
+            inbox.join("20251121_170000_engineer-qa_inform.md"),
+            inbox.join("renamed.md"),
+        )
+        .unwrap();
+        let out = env.circe(["show", &id]).run();
+        assert!(out.ok().stdout.starts_with("inbox:qa renamed.md\n"), "{}", out.show());
+        std::fs::rename(
+            inbox.join("renamed.md"),
+            inbox.join("20251121_170000_engineer-qa_inform.md"),
+        )
+        .unwrap();
+    }
 
     env.open_task("AUTH-012");
     env.at("2025-11-21T17:05:00Z", "engineer", &["claim", "AUTH-012"]).ok();
