@@ -174,23 +174,30 @@ pub fn only_stale(ws: &Workspace, me: &AgentName, e: &Event) -> Result<bool> {
     Ok(true)
 }
 
-/// The first message in `me`'s INBOX that is not stale for it, by name.
+/// How old a message is, to order an INBOX: its time, then its sender's number.
+type Age = (Option<chrono::DateTime<chrono::Utc>>, u64);
+
+/// The oldest message in `me`'s INBOX that is not stale for it.
 pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
     let inbox = Mailbox::Inbox(me.clone());
     let mut judge = None;
+    // The oldest (by its time, then its sender's number), as `inbox` lists them: handing on
+    // a later one first would make an earlier one of the same sender stale unseen.
+    let mut oldest: Option<(Age, String)> = None;
     for f in ws.engine.list_box(&inbox)? {
         let Ok(m) = super::read(ws, &inbox, &f) else { return Ok(Some(f)) };
-        if numbered(&m).is_none() {
-            return Ok(Some(f));
-        }
-        if judge.is_none() {
-            judge = Some(Staleness::of(ws, me)?);
-        }
-        if judge.as_ref().is_some_and(|j| j.stale(ws, &m, &f).is_none()) {
-            return Ok(Some(f));
+        let fresh = numbered(&m).is_none() || {
+            if judge.is_none() {
+                judge = Some(Staleness::of(ws, me)?);
+            }
+            judge.as_ref().is_some_and(|j| j.stale(ws, &m, &f).is_none())
+        };
+        let key = (m.created_at, m.seq.unwrap_or(0));
+        if fresh && oldest.as_ref().is_none_or(|(k, _)| key < *k) {
+            oldest = Some((key, f));
         }
     }
-    Ok(None)
+    Ok(oldest.map(|(_, f)| f))
 }
 
 /// A message in an INBOX: its file and what decides its fate.

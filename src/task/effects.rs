@@ -124,6 +124,11 @@ pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
             gate_on_checks(st, ctx.by)?;
         }
         Move::Claim => gate_on_deadline(st, ctx.now, "claimed")?,
+        // Handed on past its deadline, it would wait for nobody and expire unseen (unless the
+        // handoff sets a new one).
+        Move::Handoff if ctx.handoff.is_none_or(|h| h.deadline.is_none()) => {
+            gate_on_deadline(st, ctx.now, "handed on")?;
+        }
         Move::Lapse if !deadline_passed(&st.rec, ctx.now) => {
             return Err(Error::refused(format!(
                 "task {} is not past its deadline ({})",
@@ -196,7 +201,11 @@ fn gate_on_deadline(st: &TaskState, now: DateTime<Utc>, what: &str) -> Result<()
         st.rec.deadline.as_deref().unwrap_or("-")
     ))
     .detail("deadline", st.rec.deadline.clone().unwrap_or_default())
-    .hint("`circe reap` marks it expired and tells the coordinators; open a new task to go on"))
+    .hint(if what == "handed on" {
+        "hand it on with a later deadline (--deadline), or tell the coordinator: `circe reap` marks it expired"
+    } else {
+        "`circe reap` marks it expired and tells the coordinators; open a new task to go on"
+    }))
 }
 
 /// Completion waits until every check of the task is true.

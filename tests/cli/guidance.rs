@@ -360,3 +360,22 @@ fn a_reply_without_to_goes_where_it_can_or_says_why_not() {
     o.code(2);
     assert!(!o.stderr.contains("goes after `--`"), "{}", o.show());
 }
+
+/// A task past its deadline is not handed on (it would wait for nobody and expire unseen),
+/// unless the handoff sets a new deadline.
+#[test]
+fn a_task_past_its_deadline_is_handed_on_only_with_a_new_one() {
+    let env = Env::new();
+    env.open_task_due("D-2", "role:engineer", "2025-11-21T18:00:00Z");
+    env.at("2025-11-21T17:00:00Z", "engineer", &["claim", "D-2"]).ok();
+    let late = "2025-11-21T18:00:01Z";
+    let before = env.state();
+    let hand = ["send", "--to", "role:qa", "--intent", "test", "--task", "D-2", "--summary", "t"];
+    let o = env.at(late, "engineer", &hand);
+    o.code(3);
+    assert!(o.stderr.contains("cannot be handed on: its deadline"), "{}", o.show());
+    assert_unchanged(&before, &env.state());
+    let again = [&hand[..], &["--deadline", "2025-11-22T18:00:00Z"]].concat();
+    env.at(late, "engineer", &again).ok();
+    env.at(late, "qa", &["claim", "D-2"]).ok();
+}

@@ -674,6 +674,37 @@ fn wait_for_claimable_wakes_when_a_lease_runs_out() {
     );
 }
 
+/// `wait --for inbox` answering "already" hands on the oldest message (by time, then its
+/// sender's number), as `inbox` lists them, not the first by file name: handing on a later
+/// one would make the earlier one of the same sender stale, unseen.
+#[test]
+fn an_inbox_wait_hands_on_the_oldest_message() {
+    let env = Env::new();
+    let q = env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--json",
+            "--to",
+            "agent:engineer",
+            "--intent",
+            "question",
+            "--summary",
+            "which db?",
+        ],
+    );
+    let q = q.ok().json()["delivered"][0]["file"].as_str().unwrap().to_string();
+    env.as_(
+        "coordinator",
+        &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", "fyi"],
+    )
+    .ok();
+    let o = env.circe(["wait", "--for", "inbox", "--json"]).agent("engineer").run();
+    assert_eq!(o.ok().json()["file"], q, "{}", o.show());
+    let inbox = env.as_("engineer", &["inbox", "--json"]);
+    assert_eq!(inbox.ok().json()["stale"].as_array().map(Vec::len), Some(0), "{}", inbox.show());
+}
+
 /// `wait --poll` looks at its condition each period too, not only on events: a message
 /// dropped into the INBOX by another tool (or a change an older circe logged without an
 /// id) ends it.
