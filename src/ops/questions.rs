@@ -32,11 +32,16 @@ pub struct Question {
     pub holders: Vec<String>,
 }
 
+/// A message circe sent on its own to escalate a parked task.
+pub fn is_circe_escalation(m: &Message) -> bool {
+    m.from_agent() == Some(crate::event::CIRCE) && m.intent.as_deref() == Some("escalate")
+}
+
 /// circe's own escalation of a parked task asks for the task to be seen to: once it is no
 /// longer parked (put back in the queue, addressed anew, archived), nothing waits for an
 /// answer.
 fn settled_escalation(ws: &Workspace, m: &Message) -> bool {
-    if m.from_agent() != Some(crate::event::CIRCE) || m.intent.as_deref() != Some("escalate") {
+    if !is_circe_escalation(m) {
         return false;
     }
     let Some(t) = m.task_id.as_deref().and_then(|t| crate::names::TaskId::new(t).ok()) else {
@@ -104,7 +109,9 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
         // any other question until something replies to it.
         .filter(|(id, (m, _))| match crate::names::MsgId::new(id).ok().map(|i| ws.engine.ask(&i)) {
             Some(Ok(Some(ask))) => ask.is_open(),
-            _ => !answered.contains(id) && !settled_escalation(ws, m),
+            // circe's escalation: open while its task stays parked, whatever replies to it.
+            _ if is_circe_escalation(m) => !settled_escalation(ws, m),
+            _ => !answered.contains(id),
         })
         .filter_map(|(id, (m, holders))| {
             let from = m.from_agent().unwrap_or_default().to_string();

@@ -80,6 +80,20 @@ fn replied_to(
         None => super::find::archived(ws, parent)?
             .ok_or_else(|| no_parent(ws, me, &intent, parent).unwrap_or_else(|e| e))?,
     };
+    // circe's escalation of a parked task is settled by acting on the task, never answered:
+    // an answer would take it off the coordinators' questions while the task stays parked.
+    if intent == "answer"
+        && found.from.as_deref() == Some(crate::event::CIRCE)
+        && found.intent.as_deref() == Some("escalate")
+    {
+        let task = found.task.as_deref().unwrap_or("TASK");
+        return Err(Error::refused(format!(
+            "`{parent}` is circe's escalation of the parked task {task}: it takes no answer, and stays open while the task is parked"
+        ))
+        .hint(format!(
+            "a coordinator puts the task back (`circe release --force {task}`) or addresses it anew (`circe readdress {task} --to role:ROLE`), which settles it; an `update` in reply tells the others"
+        )));
+    }
     let opens_task = semantics(&intent) == Semantics::OpensTask
         || ws.registry.intent(&intent).is_some_and(|i| i.opens_task);
     // Who can be answered: an agent of the root, not the sender itself, not retired.

@@ -379,3 +379,66 @@ fn a_task_past_its_deadline_is_handed_on_only_with_a_new_one() {
     env.at(late, "engineer", &again).ok();
     env.at(late, "qa", &["claim", "D-2"]).ok();
 }
+
+/// circe's escalation of a parked task takes no answer: an `answer` is refused and it stays
+/// among the coordinator's questions while the task is parked; a release settles it.
+#[test]
+fn circes_escalation_is_settled_by_acting_on_the_task_not_by_an_answer() {
+    let env = Env::new();
+    let cfg = env.circe(["config"]).run().stdout.clone();
+    env.set_config(&cfg.replace("max_attempts: 3", "max_attempts: 1"));
+    env.open_task("P-1");
+    env.at("2025-11-21T17:00:00Z", "engineer", &["claim", "P-1"]).ok();
+    env.circe(["reap"]).now("2025-11-21T18:00:00Z").run().ok();
+    assert_eq!(env.record("P-1").status.as_str(), "parked");
+    let qs = env.as_("coordinator", &["questions", "--json"]);
+    let id = qs.ok().json()["questions"][0]["msg_id"].as_str().unwrap().to_string();
+    let before = env.state();
+    let o = env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "agent:engineer",
+            "--intent",
+            "answer",
+            "--in-reply-to",
+            &id,
+            "--summary",
+            "looking",
+        ],
+    );
+    o.code(3);
+    assert!(
+        o.stderr.contains("circe's escalation of the parked task P-1: it takes no answer"),
+        "{}",
+        o.show()
+    );
+    assert_unchanged(&before, &env.state());
+    let open = |env: &Env| {
+        env.as_("coordinator", &["questions", "--json"]).json()["questions"]
+            .as_array()
+            .unwrap()
+            .len()
+    };
+    assert_eq!(open(&env), 1);
+    // An update in reply says more without settling it.
+    env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "agent:engineer",
+            "--intent",
+            "update",
+            "--in-reply-to",
+            &id,
+            "--summary",
+            "looking",
+        ],
+    )
+    .ok();
+    assert_eq!(open(&env), 1);
+    env.as_("coordinator", &["release", "--force", "P-1", "--reason", "flaky runner fixed"]).ok();
+    assert_eq!(open(&env), 0);
+}
