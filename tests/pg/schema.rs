@@ -132,8 +132,17 @@ fn opening_a_schema_without_a_root_or_of_a_newer_circe_says_so_and_what_to_do() 
     let none = Root::at(&url).run(None, &["tasks"]);
     assert_eq!(none.code, 2, "{none:?}");
     assert!(none.stderr.contains(&format!("no circe root in schema {schema}")), "{none:?}");
-    assert!(none.stderr.contains("circe init --engine"), "{none:?}");
+    assert!(none.stderr.contains("circe init --engine '"), "{none:?}");
     let root = Root::new(&url, "server", 1);
+    // A typo of a schema that holds a root: the team's root first, a new one last.
+    let typo = format!("{url}x");
+    let near = Root::at(&typo).run(None, &["tasks"]);
+    assert_eq!(near.code, 2, "{near:?}");
+    let said = near.stderr.clone();
+    assert!(said.contains(&format!("did you mean schema `{schema}`?")), "{said}");
+    let (team, new) =
+        (said.find("pass the team's root with --root"), said.find("makes a new, empty one"));
+    assert!(team.is_some() && team < new, "{said}");
     c.psql(&format!("UPDATE \"{schema}\".meta SET value = '99' WHERE key = 'schema_version'"));
     let newer = root.run(None, &["tasks"]);
     assert_eq!(newer.code, 3, "{newer:?}");

@@ -212,16 +212,26 @@ impl PgEngine {
     }
 }
 
-/// A missing schema is "no root here".
-fn no_root(target: &Target, e: Error) -> Error {
-    if e.kind == crate::error::Kind::Usage {
-        return Error::usage(format!(
-            "no circe root in schema {} of {}",
-            target.schema, target.url
-        ))
-        .hint(format!("`circe init --engine {}` makes one", target.location()));
+/// A missing schema is "no root here": the team's root is named first (the schemas of this
+/// database that hold one), a new one last, its URL quoted for a shell.
+fn no_root(target: &Target, roots: &[String], e: Error) -> Error {
+    if e.kind != crate::error::Kind::Usage {
+        return e;
     }
-    e
+    let near = crate::suggest::closest(&target.schema, roots.iter().map(String::as_str))
+        .map(|s| format!("did you mean schema `{s}`? "))
+        .unwrap_or_default();
+    let held = if roots.is_empty() {
+        "no schema of this database holds one".to_string()
+    } else {
+        format!("schemas here that hold one: {}", roots.join(", "))
+    };
+    Error::usage(format!("no circe root in schema {} of {}", target.schema, target.url)).hint(
+        format!(
+            "{near}pass the team's root with --root or CIRCE_ROOT ({held}); `circe init --engine '{}'` makes a new, empty one",
+            target.location()
+        ),
+    )
 }
 
 /// What the opening reads, in one statement: the schema's version, the clock, where the
@@ -295,11 +305,16 @@ impl Opening {
             schema::sql(&target.schema, "SELECT value FROM {s}.meta WHERE key = 'schema_version'");
         let read = conn.call("opening the root", conn.client.query_typed(&q, &[]));
         let version = read.ok().and_then(|rows| rows.first().map(|r| r.get::<_, String>(0)));
-        match version.and_then(|v| v.parse::<u32>().ok()) {
-            Some(v) => {
-                schema::check(v, &target.schema, Some(&target.location())).err().unwrap_or(e)
-            }
-            None => no_root(target, e),
+        if let Some(v) = version.and_then(|v| v.parse::<u32>().ok()) {
+            return schema::check(v, &target.schema, Some(&target.location())).err().unwrap_or(e);
         }
+        // The schemas of this database that hold a root: a typo is then plain.
+        let q = "SELECT table_schema FROM information_schema.tables \
+                 WHERE table_name = 'meta' ORDER BY 1";
+        let roots: Vec<String> = conn
+            .call("listing the roots", conn.client.query_typed(q, &[]))
+            .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect())
+            .unwrap_or_default();
+        no_root(target, &roots, e)
     }
 }
