@@ -179,7 +179,12 @@ pub(super) fn details(me: &crate::names::AgentName, j: &ClaimJson) -> String {
     // Where the message is in the root's layout (the same for every engine; `--json` adds
     // the path on this host when the root is a folder).
     let mailbox = Mailbox::from_label(&j.message.mailbox).unwrap_or(Mailbox::NewMessages);
-    human.push_str(&format!("  message: {}/{}\n", mailbox.rel_path(), j.message.file));
+    human.push_str(&format!(
+        "  message: {}/{} (read it: circe show {})\n",
+        mailbox.rel_path(),
+        j.message.file,
+        j.message.file
+    ));
     if !j.dry_run && !j.already_held {
         human.push_str(&format!("  next: circe --agent {me} status {} in_progress\n", j.task_id));
     }

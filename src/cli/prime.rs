@@ -223,8 +223,14 @@ fn coordinating(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
         "circe tasks                      # the board (`circe board`: live, for a person)".to_string(),
         format!("{a} questions                   # what agents ask you (`circe asks`: every ask)"),
         format!("{a} release --force TASK        # a parked task back to the queue (its lease ran out {} times)", ws.config.max_attempts),
-        "circe reap; circe archive         # from cron (`circe help protocols`: the archive)".to_string(),
     ]);
+    // A database root keeps no archive: its cron runs reap alone.
+    s.push(if ws.engine.keeps_archive() {
+        "circe reap; circe archive         # from cron (`circe help protocols`: the archive)"
+            .to_string()
+    } else {
+        "circe reap                        # from cron".to_string()
+    });
     s
 }
 

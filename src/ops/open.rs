@@ -93,10 +93,20 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     match (st.rec.status, st.rec.owner.as_ref()) {
         (s, Some(o)) if s.is_owned() && o == m.sender => {}
         (Status::New, _) => {
+            // The same hand-on run again (its reply lost, say): it waits already as asked.
+            let same = st.rec.intent == m.intent && st.rec.to == m.to;
+            let hint = if same {
+                format!(
+                    "it waits as this message asks ({} for {}): it was handed on already, nothing to do (`circe show {task}` says by whom)",
+                    m.intent, m.to
+                )
+            } else {
+                "use a new task id for new work, or claim the task before handing it on".into()
+            };
             return Err(Error::conflict(format!(
                 "task {task} exists and is waiting to be claimed"
             ))
-            .hint("use a new task id, or claim the task before handing it on"));
+            .hint(hint));
         }
         (s, Some(o)) if s.is_owned() => {
             return Err(Error::conflict(format!(

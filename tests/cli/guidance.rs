@@ -442,3 +442,21 @@ fn circes_escalation_is_settled_by_acting_on_the_task_not_by_an_answer() {
     env.as_("coordinator", &["release", "--force", "P-1", "--reason", "flaky runner fixed"]).ok();
     assert_eq!(open(&env), 0);
 }
+
+/// A coordinator's prime names `circe archive` for cron only where the root keeps an
+/// archive (a folder); a hand-on run again says it waits already as asked.
+#[test]
+fn prime_names_what_the_root_runs_and_a_hand_on_run_again_says_it_is_done() {
+    let env = Env::new();
+    let o = env.as_("coordinator", &["prime", "--json"]);
+    let lines = o.ok().json()["coordinating"].to_string();
+    assert_eq!(lines.contains("circe archive"), !crate::common::pg_mode(), "{lines}");
+    assert!(lines.contains("circe reap"), "{lines}");
+    env.open_task("H-1");
+    env.as_("engineer", &["claim", "H-1"]).ok();
+    let hand = ["send", "--to", "role:qa", "--intent", "test", "--task", "H-1", "--summary", "t"];
+    env.as_("engineer", &hand).ok();
+    let again = env.as_("engineer", &hand);
+    again.code(4);
+    assert!(again.stderr.contains("it was handed on already, nothing to do"), "{}", again.show());
+}
