@@ -9,6 +9,9 @@ macro_rules! embedded {
     };
 }
 
+/// The task id every template writes, a placeholder to be replaced.
+pub const TEMPLATE_TASK_ID: &str = "TASK-001";
+
 /// `(intent, template text)` for every built-in intent.
 const TEMPLATES: &[(&str, &str)] = embedded![
     "implement_feature",

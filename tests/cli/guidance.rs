@@ -197,6 +197,10 @@ fn a_template_sent_unfilled_opens_no_task() {
     let before = env.state();
     let o = env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]);
     o.code(3);
+    assert!(o.stderr.contains("`task_id: TASK-001` is the template's placeholder"), "{}", o.show());
+    std::fs::write(&draft, t.stdout.replace("TASK-001", "LOGIN-1")).unwrap();
+    let o = env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]);
+    o.code(3);
     assert!(
         o.stderr.contains("line 9 is still the template's placeholder `<one line: what to test>`"),
         "{}",

@@ -130,10 +130,10 @@ fn the_template_sends_as_is_for_its_role() {
     // As printed, its placeholders are refused; filled in, its headers send as written.
     let sent = env.circe(["send", "--file", "-"]).agent("coordinator");
     sent.stdin(t.stdout.as_bytes()).run().code(3);
-    let filled = fill_placeholders(&t.stdout);
+    let filled = fill_placeholders(&t.stdout).replace("TASK-001", "FEAT-1");
     let sent = env.circe(["send", "--file", "-"]).agent("coordinator");
     sent.stdin(filled.as_bytes()).run().ok();
-    assert_eq!(env.record("TASK-001").intent, "implement_feature");
+    assert_eq!(env.record("FEAT-1").intent, "implement_feature");
     env.circe(["send", "--template", "no_such"]).run().code(5);
     // Asked by an agent, the template is from that agent: it sends as written.
     let t = env.circe(["send", "--template", "ask"]).agent("qa").run();
