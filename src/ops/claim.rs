@@ -176,6 +176,10 @@ fn claim_in(
                 let after = tx.state().ok_or_else(|| super::missing_task(ws, &task))?;
                 return Ok(outcome(&after.rec, true, None, false, after.location.as_ref()));
             }
+            // Not one this agent may take at all: said at once, not "wait for the lease".
+            if !ws.may_take(me, role, &rec.to, &rec.intent) {
+                return Err(not_for(ws, me, role, &task, rec));
+            }
             if !effects::lease_expired(rec, now) {
                 return Err(held_by(&task, &owner, rec.lease_expires_at.as_deref()));
             }
@@ -194,27 +198,7 @@ fn claim_in(
         }
     }
     if !ws.may_take(me, role, &rec.to, &rec.intent) {
-        // Addressed to one agent: nobody else takes it, whatever the registry allows.
-        let one = match crate::address::Address::parse(&rec.to) {
-            crate::address::Address::Agent(a) => Some(a),
-            crate::address::Address::Bare(a) if !ws.registry.is_role(a) => Some(a),
-            _ => None,
-        };
-        let hint = match one {
-            // Held still (its lease ran out): back in the queue first, then addressed anew.
-            Some(a) if rec.status.is_owned() => format!(
-                "it is meant for agent {a} alone; a coordinator can put it back in the queue (`circe release --force {task}`, or `circe reap` once its lease ran out), then address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
-            ),
-            Some(a) => format!(
-                "it is meant for agent {a} alone; a coordinator can address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
-            ),
-            _ => "`circe registry` shows which roles may receive each intent".to_string(),
-        };
-        return Err(Error::refused(format!(
-            "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
-            rec.to, rec.intent
-        ))
-        .hint(hint));
+        return Err(not_for(ws, me, role, &task, rec));
     }
     let expired_owner = rec.status.is_owned().then(|| rec.owner.clone()).flatten();
     let ctx = MoveCtx {
@@ -261,6 +245,31 @@ fn claim_in(
     let mut o = outcome(&after.rec, false, expired_owner.map(String::from), false, at.as_ref());
     o.note.clone_from(&st.rec.note);
     Ok(o)
+}
+
+/// `me` may not take the task `rec` is the record of (exit 3), with the way on.
+fn not_for(ws: &Workspace, me: &AgentName, role: &str, task: &TaskId, rec: &StatusRecord) -> Error {
+    // Addressed to one agent: nobody else takes it, whatever the registry allows.
+    let one = match crate::address::Address::parse(&rec.to) {
+        crate::address::Address::Agent(a) => Some(a),
+        crate::address::Address::Bare(a) if !ws.registry.is_role(a) => Some(a),
+        _ => None,
+    };
+    let hint = match one {
+        // Held still: back in the queue first, then addressed anew.
+        Some(a) if rec.status.is_owned() => format!(
+            "it is meant for agent {a} alone; a coordinator can put it back in the queue (`circe release --force {task}`, or `circe reap` once its lease ran out), then address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
+        ),
+        Some(a) => format!(
+            "it is meant for agent {a} alone; a coordinator can address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
+        ),
+        _ => "`circe registry` shows which roles may receive each intent".to_string(),
+    };
+    Error::refused(format!(
+        "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
+        rec.to, rec.intent
+    ))
+    .hint(hint)
 }
 
 /// The claim's conflict with a live holder: exit 4, with what a program acts on.

@@ -237,6 +237,10 @@ fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
     ];
     env.as_("coordinator", &open).ok();
     env.at("2025-11-21T17:00:00Z", "engineer", &["claim", "REF-3"]).ok();
+    // Held, its lease running: not one engineer-2 may take at all (exit 3), not "wait".
+    let o = env.at("2025-11-21T17:01:00Z", "engineer-2", &["claim", "REF-3"]);
+    o.code(3);
+    assert!(o.stderr.contains("may not take task REF-3"), "{}", o.show());
     let late = "2025-11-21T18:00:00Z";
     let o = env.at(late, "engineer-2", &["claim", "REF-3"]);
     o.code(3);
