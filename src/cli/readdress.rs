@@ -9,7 +9,7 @@ use crate::ops::orphans;
 
 /// Address a waiting (or parked) task anew, as a coordinator: one sent to the wrong agent or
 /// role, or meant for an agent who is away. Its message stays in NEW_MESSAGES; who may claim
-/// it follows the new address. A held task is released first (`circe release`).
+/// it follows the new address. A held task is refused: put it back in the queue first (`circe release --force`).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  circe --agent coordinator readdress AUTH-12 --to role:engineer\n  circe --agent coordinator readdress AUTH-12 --to agent:engineer-2 --reason \"engineer is away\""

@@ -431,7 +431,18 @@ fn address_task(
         handoff: None,
         readdress: Some(address),
     };
-    let change = effects::apply(Move::Readdress, &st, &ctx)?;
+    // A held task goes back to the queue first (its holder may be at work on it): said, with
+    // the command, not only which statuses a readdress needs.
+    let change = effects::apply(Move::Readdress, &st, &ctx).map_err(|e| {
+        if st.rec.status.is_owned() {
+            e.hint(format!(
+                "it is held by {}: put it back in the queue first (`circe --agent {me} release --force {task} --reason ...`), then address it anew",
+                st.rec.owner.as_deref().unwrap_or("its holder")
+            ))
+        } else {
+            e
+        }
+    })?;
     tx.commit(change)?;
     Ok(Redelivered {
         kind: "task",
