@@ -250,6 +250,11 @@ fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
         "{}",
         o.show()
     );
+    // Readdressed while held: refused, with the release that comes first.
+    let o = env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]);
+    o.code(3);
+    let first = "put it back in the queue first (`circe --agent coordinator release --force REF-3";
+    assert!(o.stderr.contains(first), "{}", o.show());
     env.at(late, "coordinator", &["release", "--force", "REF-3", "--reason", "engineer is gone"])
         .ok();
     env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]).ok();
