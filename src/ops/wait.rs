@@ -175,39 +175,7 @@ fn holds_now(
                 .map(|st| (st.location.unwrap_or(Mailbox::NewMessages), st.rec.message));
             Ok(Some(Met::already(Some(t), at.as_ref().map(|(b, f)| (b, f.as_str())))))
         }
-        Condition::Reply(id) => {
-            let mut asked = false;
-            for b in ws.engine.boxes()? {
-                for name in ws.engine.list_box(&b)? {
-                    let Ok(m) = super::read(ws, &b, &name) else { continue };
-                    asked |= m.msg_id.as_deref() == Some(id.as_str());
-                    if !fresh && m.in_reply_to.as_deref() == Some(id.as_str()) {
-                        let task = m.task_id.and_then(|t| TaskId::new(t).ok());
-                        return Ok(Some(Met::already(task, Some((&b, &name)))));
-                    }
-                }
-            }
-            // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
-            // message here, or one in the archive.
-            let here = asked || super::thread::parent(ws, id, &[])?.is_some();
-            let archived = !here && super::find::in_archive(ws, id)?;
-            // Archived, its thread is history (its replies went with it): waiting for what
-            // already happened would wait for ever; only a new reply (--new) can come.
-            if archived && !fresh {
-                return Err(Error::refused(format!(
-                    "`{id}` was archived with its thread: a reply it had is in the archive"
-                ))
-                .hint(format!(
-                    "`circe show {id}` shows it; `--new` waits for a reply sent from now on"
-                )));
-            }
-            let exists = here || archived;
-            if !exists {
-                return Err(Error::not_found(format!("no message `{id}`: nothing can answer it"))
-                    .hint("wait for the full msg_id of a message that was sent (`circe show KEY` finds it)"));
-            }
-            Ok(None)
-        }
+        Condition::Reply(id) => reply_holds(ws, id, fresh),
         Condition::Status(t, want) => {
             let now = match ws.engine.peek(t)? {
                 Some(st) => st.rec.status,
@@ -276,7 +244,9 @@ fn meets(ws: &Workspace, me: &AgentName, role: &str, c: &Condition, e: &Event) -
                 }
         }
         Condition::Reply(id) => {
-            e.event == EventKind::Send && e.in_reply_to.as_deref() == Some(id.as_str())
+            e.event == EventKind::Send
+                && e.in_reply_to.as_deref() == Some(id.as_str())
+                && (e.intent.as_deref() == Some("ask-response") || ask_of(ws, id)?.is_none())
         }
         Condition::Status(t, want) => e.task.as_ref() == Some(t) && e.to == Some(*want),
     })
@@ -425,18 +395,7 @@ fn wait_in(
             {
                 return Ok(done);
             }
-            if let Condition::Status(t, want) = c
-                && e.task.as_ref() == Some(t)
-                && let Some(now) = e.to
-                && !reachable(now).contains(want)
-            {
-                return Err(Error::refused(format!(
-                    "task {t} became {}: it will never be {}",
-                    now.as_str(),
-                    want.as_str()
-                ))
-                .hint(format!("`circe show {t}` tells its story")));
-            }
+            never_met(ws, c, &e)?;
             follow.handed(e.id)?;
             *at = Some(e.id);
         }
@@ -444,6 +403,94 @@ fn wait_in(
             wake = next_wake(Duration::ZERO)?;
         }
     }
+}
+
+/// Does a reply to `id` hold now (`wait --for reply:`)? Refused when none can come.
+fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
+    // An ask is answered by its ask-response alone (an `update` in reply, circe's
+    // notice of its expiry, answer nothing), and one that expired never will be.
+    if let Some(ask) = ask_of(ws, id)? {
+        return match ask.state {
+            crate::tx::AskState::Expired => Err(expired_ask(id)),
+            crate::tx::AskState::Answered if !fresh => {
+                let answer = ask.answer.clone().unwrap_or_default();
+                let at = ws.engine.find_msg_id(&answer)?.into_iter().next();
+                let task = ask.task.clone();
+                Ok(Some(Met::already(task, at.as_ref().map(|(b, f)| (b, f.as_str())))))
+            }
+            _ => Ok(None),
+        };
+    }
+    let mut asked = false;
+    for b in ws.engine.boxes()? {
+        for name in ws.engine.list_box(&b)? {
+            let Ok(m) = super::read(ws, &b, &name) else { continue };
+            asked |= m.msg_id.as_deref() == Some(id);
+            if !fresh && m.in_reply_to.as_deref() == Some(id) {
+                let task = m.task_id.and_then(|t| TaskId::new(t).ok());
+                return Ok(Some(Met::already(task, Some((&b, &name)))));
+            }
+        }
+    }
+    // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
+    // message here, or one in the archive.
+    let here = asked || super::thread::parent(ws, id, &[])?.is_some();
+    let archived = !here && super::find::in_archive(ws, id)?;
+    // Archived, its thread is history (its replies went with it): waiting for what
+    // already happened would wait for ever; only a new reply (--new) can come.
+    if archived && !fresh {
+        return Err(Error::refused(format!(
+            "`{id}` was archived with its thread: a reply it had is in the archive"
+        ))
+        .hint(format!("`circe show {id}` shows it; `--new` waits for a reply sent from now on")));
+    }
+    let exists = here || archived;
+    if !exists {
+        return Err(Error::not_found(format!("no message `{id}`: nothing can answer it")).hint(
+            "wait for the full msg_id of a message that was sent (`circe show KEY` finds it)",
+        ));
+    }
+    Ok(None)
+}
+
+/// An event after which the condition can never hold: the ask waited for expired, or the
+/// task became a status from which the awaited one cannot be reached (exit 3).
+fn never_met(ws: &Workspace, c: &Condition, e: &Event) -> Result<()> {
+    // The ask waited for expired: no answer will come.
+    if let Condition::Reply(id) = c
+        && e.event == EventKind::Lapse
+        && e.msg_id.as_deref() == Some(id.as_str())
+        && ask_of(ws, id)?.is_some()
+    {
+        return Err(expired_ask(id));
+    }
+    if let Condition::Status(t, want) = c
+        && e.task.as_ref() == Some(t)
+        && let Some(now) = e.to
+        && !reachable(now).contains(want)
+    {
+        return Err(Error::refused(format!(
+            "task {t} became {}: it will never be {}",
+            now.as_str(),
+            want.as_str()
+        ))
+        .hint(format!("`circe show {t}` tells its story")));
+    }
+    Ok(())
+}
+
+/// The ask `id` names, if it is one.
+fn ask_of(ws: &Workspace, id: &str) -> Result<Option<crate::tx::AskRecord>> {
+    match crate::names::MsgId::new(id) {
+        Ok(m) => ws.engine.ask(&m),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A wait for the answer of an ask that expired unanswered: it can never come (exit 3).
+fn expired_ask(id: &str) -> Error {
+    Error::refused(format!("ask {id} expired unanswered: no answer will come"))
+        .hint("ask again (`circe send --intent ask ...`), with a later --deadline")
 }
 
 /// When the wait looks at its condition again though no event came: when the first lease

@@ -473,3 +473,39 @@ fn prime_names_what_the_root_runs_and_a_hand_on_run_again_says_it_is_done() {
     again.code(4);
     assert!(again.stderr.contains("it was handed on already, nothing to do"), "{}", again.show());
 }
+
+/// `wait --for reply:ASK` waits for the ask's ask-response alone: an `update` in reply does
+/// not end it, the ask's expiry ends it with exit 3 (and a wait begun later at once), never
+/// as "answered".
+#[test]
+fn a_wait_for_an_asks_reply_ends_on_its_answer_or_its_expiry() {
+    let env = Env::new();
+    let a = sent(
+        &env,
+        "engineer",
+        &[
+            "--to",
+            "agent:qa",
+            "--intent",
+            "ask",
+            "--summary",
+            "floats?",
+            "--deadline",
+            "2025-11-21T18:00:00Z",
+        ],
+    );
+    env.as_("qa", &["send", "--intent", "update", "--in-reply-to", &a, "--summary", "looking"])
+        .ok();
+    let reply = format!("reply:{a}");
+    let w = env.circe(["wait", "--for", &reply, "--timeout", "300ms"]).agent("engineer").run();
+    w.code(7);
+    env.circe(["reap"]).now("2025-11-21T18:00:01Z").run().ok();
+    let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("engineer").run();
+    w.code(3);
+    assert!(w.stderr.contains("expired unanswered"), "{}", w.show());
+    let a2 = sent(&env, "engineer", &["--to", "agent:qa", "--intent", "ask", "--summary", "ints?"]);
+    env.as_("qa", &["send", "--intent", "ask-response", "--in-reply-to", &a2, "--summary", "yes"])
+        .ok();
+    let w = env.circe(["wait", "--for", &format!("reply:{a2}"), "--json"]).agent("engineer").run();
+    assert_eq!(w.ok().json()["box"], "inbox:engineer", "{}", w.show());
+}
