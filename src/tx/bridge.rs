@@ -218,12 +218,24 @@ pub fn landings(msgs: &[&Message]) -> Vec<Landing> {
             })
         })
     };
+    // A `task-complete` names its task by `in-reply-to` or by `task-id` alone.
+    let completed = |task: Option<&str>| {
+        task.is_some_and(|t| {
+            msgs.iter().any(|r| {
+                r.task_id.as_deref() == Some(t)
+                    && r.intent.as_deref().map(semantics) == Some(Semantics::CompletesTask)
+            })
+        })
+    };
     msgs.iter()
         .map(|m| {
             let id = m.msg_id.as_deref();
             match m.intent.as_deref().map(semantics) {
                 Some(Semantics::OpensAsk) if !replied(id, Semantics::ClosesAsk) => Landing::OpenAsk,
-                Some(Semantics::OpensTask) if !replied(id, Semantics::CompletesTask) => {
+                Some(Semantics::OpensTask)
+                    if !replied(id, Semantics::CompletesTask)
+                        && !completed(m.task_id.as_deref()) =>
+                {
                     Landing::OpenTask
                 }
                 _ => Landing::History,

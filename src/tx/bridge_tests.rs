@@ -151,4 +151,12 @@ fn landings_follow_the_thread() {
     let got = landings(&refs[..1]);
     assert_eq!(got, [Landing::OpenAsk], "an ask alone is open");
     assert_eq!(landings(&[&msgs[8]]), [Landing::OpenTask]);
+    // A task-complete that names its task by `task-id` alone completes it too.
+    let done =
+        "---\nfrom: b\nto: a\ntype: task-complete\nmsg-id: done-9\ntask-id: T-9\n---\ndone\n";
+    let task = "---\nfrom: a\nto: b\ntype: task\nmsg-id: T-9\n---\ndo it\n";
+    let t = import_file("20251121_170000_a-b_task.md", task.as_bytes(), now(), &tasks).unwrap();
+    let d = import_file("20251121_170100_b-a_done.md", done.as_bytes(), now(), &tasks).unwrap();
+    assert_eq!(landings(&[&t.message]), [Landing::OpenTask]);
+    assert_eq!(landings(&[&t.message, &d.message]), [Landing::History, Landing::History]);
 }
