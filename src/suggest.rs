@@ -13,7 +13,8 @@ pub fn closest<'c>(name: &str, candidates: impl IntoIterator<Item = &'c str>) ->
         let score = if c == lower {
             2.0
         } else if lower.len() >= 4 && (c.starts_with(&lower) || lower.starts_with(c)) {
-            1.5
+            // The longer the prefix shared, the closer (`t_69x`: `t_69` before `t_6`).
+            1.5 + f64::from(u16::try_from(c.len().min(lower.len())).unwrap_or(u16::MAX)) / 1e6
         } else {
             strsim::jaro_winkler(&lower, c)
         };
@@ -56,5 +57,6 @@ mod tests {
         assert_eq!(closest("infrom", ["escalate", "inform"]), Some("inform"));
         assert_eq!(closest("zzz", agents), None);
         assert_eq!(closest("x", ["qa"]), None);
+        assert_eq!(closest("team_69x", ["team_6", "team_69"]), Some("team_69"));
     }
 }

@@ -221,10 +221,10 @@ fn no_root(target: &Target, roots: &[String], e: Error) -> Error {
     let near = crate::suggest::closest(&target.schema, roots.iter().map(String::as_str))
         .map(|s| format!("did you mean schema `{s}`? "))
         .unwrap_or_default();
-    let held = if roots.is_empty() {
-        "no schema of this database holds one".to_string()
-    } else {
-        format!("schemas here that hold one: {}", roots.join(", "))
+    let held = match roots.len() {
+        0 => "no schema of this database holds one".to_string(),
+        n @ 1..=8 => format!("{n} schema(s) here hold one: {}", roots.join(", ")),
+        n => format!("{n} schemas here hold one: {}, ...", roots[..8].join(", ")),
     };
     Error::usage(format!("no circe root in schema {} of {}", target.schema, target.url)).hint(
         format!(
