@@ -95,14 +95,23 @@ pub enum Command {
     /// Make a root here (.circe) with one agent per built-in role.
     Init(init::InitArgs),
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  circe agent list\n  circe agent add engineer-2 --role engineer\n  circe --agent coordinator agent retire engineer-2"
+    )]
     Agent(agent::AgentCommand),
     /// Move what is finished into ARCHIVE/ (for cron); search, restore, verify it.
     Archive(archive::ArchiveArgs),
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  circe --agent engineer chat say --to qa \"ready for review\"\n  circe chat watch --cursor qa\n  circe chat archive"
+    )]
     Chat(chat::ChatCommand),
     /// Send a message (a task intent opens a task to be claimed).
     Send(send::SendArgs),
     #[command(subcommand)]
+    #[command(
+        after_help = "Examples:\n  circe seq state\n  circe --agent lead seq reset\n  circe seq import message-state.json"
+    )]
     Seq(seq::SeqCommand),
     /// Your messages, then the waiting tasks you may take.
     Inbox(inbox::InboxArgs),
@@ -147,8 +156,10 @@ pub enum Command {
     /// Address a waiting task anew (as a coordinator): to another role or agent.
     Readdress(readdress::ReaddressArgs),
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  circe import tx ../tx-messages")]
     Import(bridge::ImportCommand),
     #[command(subcommand)]
+    #[command(after_help = "Examples:\n  circe export tx ../tx-messages")]
     Export(bridge::ExportCommand),
     /// The reference's whole message flow, narrated, in a temporary root.
     Demo(demo::DemoArgs),

@@ -97,7 +97,8 @@ fn help_points_to_the_built_in_contract_not_a_file() {
         j.ok();
         assert_eq!(j.json()["help"].as_str(), Some(p.stdout.as_str()), "{args:?}");
     }
-    for sub in ["claim", "status", "check", "send"] {
+    // Command groups too: their help ends with examples of their subcommands.
+    for sub in ["claim", "status", "check", "send", "agent", "chat", "seq", "import", "export"] {
         let o = env.circe(["help", sub]).run();
         o.ok();
         assert!(o.stdout.contains("Examples:"), "{}", o.show());
