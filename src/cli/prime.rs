@@ -300,7 +300,9 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     let mut held = Vec::new();
     let coordinator = ws.is_coordinator(&me);
     let mut attention: BTreeMap<String, usize> = BTreeMap::new();
-    let day_ago = if coordinator { Some(ws.root_now()? - chrono::Duration::days(1)) } else { None };
+    // The root's clock, read once: a coordinator's counts need it, as do held tasks' lines.
+    let coordinator_now = if coordinator { Some(ws.root_now()?) } else { None };
+    let day_ago = coordinator_now.map(|t| t - chrono::Duration::days(1));
     ws.engine.board(&mut |r| {
         let watched = matches!(
             r.status,
@@ -368,7 +370,11 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         "Now:\n  inbox: {inbox_count} message{} (circe --agent {me} inbox)\n",
         plural(inbox_count)
     ));
-    let now = if held.is_empty() { None } else { Some(ws.root_now()?) };
+    let now = match coordinator_now {
+        Some(t) => Some(t),
+        None if !held.is_empty() => Some(ws.root_now()?),
+        None => None,
+    };
     for t in &held {
         h.push_str(&held_line(&me, t, now));
     }
