@@ -1048,17 +1048,24 @@ fn a_cut_off_change_that_did_not_stand_logs_nothing_and_a_cut_off_repair_logs_it
     env.circe(["doctor"]).run().ok();
 }
 
-#[test]
-fn a_handoff_cut_off_between_its_status_and_its_checks_is_finished_by_the_next_holder() {
-    local_only!("the journal lies in the task's lock file; a database commits the change whole");
+/// The engineer holds T with `tests_passed` asserted, and its handoff to qa (`test`) is cut
+/// off at crash point `at`.
+fn handoff_cut_off_at(at: &str) -> Env {
     let env = setup();
     let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
     eng(&["claim", T]).run().ok();
     eng(&["check", T, "tests_passed=true"]).run().ok();
+    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
+    eng(&handoff).var("CIRCE_CRASH_AT", at).run().code(86);
+    env
+}
+
+#[test]
+fn a_handoff_cut_off_between_its_status_and_its_checks_is_finished_by_the_next_holder() {
+    local_only!("the journal lies in the task's lock file; a database commits the change whole");
     // The handoff's last records: `.status` and `.owner` written, `.checks` (its intent's
     // checks reset) not yet.
-    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
-    eng(&handoff).var("CIRCE_CRASH_AT", "record.owner#2").run().code(86);
+    let env = handoff_cut_off_at("record.owner#2");
     assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: true"));
     env.as_("qa", &["claim", T]).ok();
     // The next holder logged the handoff and wrote its checks before qa's claim.
@@ -1080,12 +1087,7 @@ fn a_handoff_cut_off_between_its_status_and_its_checks_is_finished_by_the_next_h
 #[test]
 fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
     local_only!("crash points are the local engine's; a database commits the handoff whole");
-    let env = setup();
-    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
-    eng(&["claim", T]).run().ok();
-    eng(&["check", T, "tests_passed=true"]).run().ok();
-    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
-    eng(&handoff).var("CIRCE_CRASH_AT", "handoff.delivered").run().code(86);
+    let env = handoff_cut_off_at("handoff.delivered");
     env.circe(["doctor", "--repair"]).run().ok();
     assert!(env.read(&format!("TASKS/{T}.checks")).contains("tests_passed: false"));
     let repairs: Vec<String> = env
@@ -1107,12 +1109,7 @@ fn a_handoff_finished_by_repair_says_which_checks_it_reset() {
 #[test]
 fn a_handoff_of_an_older_circe_finished_by_repair_resets_its_checks() {
     local_only!("crash points are the local engine's; a database commits the handoff whole");
-    let env = setup();
-    let eng = |args: &[&str]| env.circe(args.to_vec()).agent("engineer");
-    eng(&["claim", T]).run().ok();
-    eng(&["check", T, "tests_passed=true"]).run().ok();
-    let handoff = ["send", "--to", "qa", "--intent", "test", "--task", T, "--summary", "h"];
-    eng(&handoff).var("CIRCE_CRASH_AT", "handoff.delivered").run().code(86);
+    let env = handoff_cut_off_at("handoff.delivered");
     let status = env.root().join(format!("TASKS/{T}.status"));
     let text = std::fs::read_to_string(&status).unwrap();
     let old: String = text
