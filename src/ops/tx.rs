@@ -65,7 +65,7 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
 /// What `msg` answers (`parent`), which must be a message here or in the archive (a thread,
 /// a `wait --for reply:` and the open questions follow this id); and whom the reply goes
 /// to: without `to`, back to whoever sent it (not for a task message, whose address says
-/// who may take it), and an `answer` must reach its asker. Nothing is looked up or written
+/// who may take it), and an `answer` must reach its asker. Nothing is written
 /// for a reply refused here.
 fn replied_to(
     ws: &Workspace,
