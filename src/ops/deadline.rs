@@ -9,6 +9,7 @@ use crate::clock;
 use crate::error::Result;
 use crate::event::{CIRCE, Event, EventKind};
 use crate::message::{self, Format, Message};
+use crate::names::AgentName;
 use crate::workspace::Workspace;
 
 /// What `reap_messages` did.
@@ -30,10 +31,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     // Told before the ask expires (a run cut off between the two told it already).
     let tell = |a: &crate::tx::AskRecord| {
         ws.engine.check_box(&Mailbox::Inbox(a.from.clone()), "deliver into")?;
-        if told_already(ws, a)? {
-            return Ok(());
-        }
-        tell_asker(ws, a)
+        tell_once(ws, &Unanswered::of_ask(a))
     };
     let (expired, kept) = super::asks::expire(ws, &tell)?;
     for (id, e) in kept {
@@ -43,6 +41,8 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         out.asks.push(a.msg_id.to_string());
     }
     let now = ws.now();
+    // The open questions, read once an overdue message is a question.
+    let mut open: Option<Vec<super::Question>> = None;
     for agent in ws.agents().keys().cloned().collect::<Vec<_>>() {
         let inbox = Mailbox::Inbox(agent.clone());
         let names = match ws.engine.list_box(&inbox) {
@@ -55,6 +55,17 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
         for name in names {
             let Ok(m) = super::read(ws, &inbox, &name) else { continue };
             if m.deadline.is_none_or(|d| d > now) || super::seq::is_ticket(ws, &m, &name)? {
+                continue;
+            }
+            // The last copy of a question nobody answered: its asker is told first.
+            let told = match last_unanswered(ws, &mut open, &agent, &m) {
+                Ok(Some(q)) => tell_once(ws, &q),
+                Ok(None) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = told {
+                let what = format!("{}/{name} (kept: its asker was not told)", inbox.label());
+                out.undone.push((what, e.message));
                 continue;
             }
             let Some(used) = ws.engine.file_message(&inbox, &Mailbox::Logs, &name)? else {
@@ -71,56 +82,138 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     Ok(out)
 }
 
-/// Is circe's notice that ask `a` expired in its asker's INBOX or WORKSPACE already (told by
-/// a run cut off before it marked the ask expired)?
-fn told_already(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<bool> {
-    let prefix = format!("_{CIRCE}-{}_update", a.from);
-    for b in [Mailbox::Inbox(a.from.clone()), Mailbox::Workspace(a.from.clone())] {
+/// A question or ask that lapsed unanswered, as circe tells its asker.
+struct Unanswered {
+    asker: AgentName,
+    msg_id: String,
+    intent: String,
+    to: String,
+    task: Option<String>,
+    deadline: Option<String>,
+    /// An ask expired; a question's last copy was filed unread.
+    ask: bool,
+}
+
+impl Unanswered {
+    fn of_ask(a: &crate::tx::AskRecord) -> Self {
+        Unanswered {
+            asker: a.from.clone(),
+            msg_id: a.msg_id.to_string(),
+            intent: a.intent.clone(),
+            to: a.to.clone(),
+            task: a.task.as_ref().map(ToString::to_string),
+            deadline: a.deadline.clone(),
+            ask: true,
+        }
+    }
+}
+
+/// `m`, overdue in `agent`'s INBOX, as the last copy of a question nobody answered, asked
+/// by an agent of the root: its asker is to be told. `open` is read on the first question
+/// and loses each copy filed.
+fn last_unanswered(
+    ws: &Workspace,
+    open: &mut Option<Vec<super::Question>>,
+    agent: &AgentName,
+    m: &Message,
+) -> Result<Option<Unanswered>> {
+    let Some(id) = m.msg_id.as_deref() else { return Ok(None) };
+    let Some(asker) = m.from_agent().and_then(|a| AgentName::new(a).ok()) else {
+        return Ok(None);
+    };
+    if asker.as_str() == CIRCE || !ws.agents().contains_key(&asker) {
+        return Ok(None);
+    }
+    // An ask's asker is told when the ask expires, from its record.
+    if !super::questions::is_question(ws, m)
+        || crate::names::MsgId::new(id).is_ok_and(|i| ws.engine.ask(&i).is_ok_and(|a| a.is_some()))
+    {
+        return Ok(None);
+    }
+    if open.is_none() {
+        *open = Some(super::questions(ws, None)?);
+    }
+    let Some(q) = open.as_mut().and_then(|qs| qs.iter_mut().find(|q| q.msg_id == id)) else {
+        return Ok(None);
+    };
+    q.holders.retain(|h| h != agent.as_str());
+    if !q.holders.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(Unanswered {
+        asker,
+        msg_id: id.to_string(),
+        intent: q.intent.clone(),
+        to: q.to.clone(),
+        task: q.task_id.clone(),
+        deadline: m.deadline.map(clock::format),
+        ask: false,
+    }))
+}
+
+/// Tell the asker, unless circe's notice is in its INBOX or WORKSPACE already (told by a
+/// run cut off before it went on).
+fn tell_once(ws: &Workspace, q: &Unanswered) -> Result<()> {
+    let prefix = format!("_{CIRCE}-{}_update", q.asker);
+    for b in [Mailbox::Inbox(q.asker.clone()), Mailbox::Workspace(q.asker.clone())] {
         for name in ws.engine.list_box(&b)?.into_iter().filter(|n| n.contains(&prefix)) {
             let Ok(m) = super::read(ws, &b, &name) else { continue };
-            if m.from_agent() == Some(CIRCE) && m.in_reply_to.as_deref() == Some(a.msg_id.as_str())
-            {
-                return Ok(true);
+            if m.from_agent() == Some(CIRCE) && m.in_reply_to.as_deref() == Some(&q.msg_id) {
+                return Ok(());
             }
         }
     }
-    Ok(false)
+    tell_asker(ws, q)
 }
 
-/// An `update` from circe to the asker: its ask expired unanswered.
-fn tell_asker(ws: &Workspace, a: &crate::tx::AskRecord) -> Result<()> {
+/// An `update` from circe to the asker: its ask expired unanswered, or its question's last
+/// copy was filed unread past its deadline.
+fn tell_asker(ws: &Workspace, q: &Unanswered) -> Result<()> {
     let now = ws.now();
     let mut m = Message::new(Format::FrontMatter);
     m.from = Some(CIRCE.to_string());
-    m.to = Some(a.from.to_string());
+    m.to = Some(q.asker.to_string());
     m.intent = Some("update".into());
-    m.task_id = a.task.as_ref().map(ToString::to_string);
+    m.task_id.clone_from(&q.task);
     m.status = Some("failed".into());
     m.created_at = Some(now);
     m.msg_id = Some(clock::new_msg_id(now));
-    m.in_reply_to = Some(a.msg_id.to_string());
-    m.headline = Some(format!("ask {} expired unanswered", a.msg_id));
-    m.body = format!(
-        "\nYour {} {} to {} passed its deadline {} without an answer.\n",
-        a.intent,
-        a.msg_id,
-        a.to,
-        a.deadline.as_deref().unwrap_or("-")
-    );
+    m.in_reply_to = Some(q.msg_id.clone());
+    let deadline = q.deadline.as_deref().unwrap_or("-");
+    let (headline, body, note) = if q.ask {
+        (
+            format!("ask {} expired unanswered", q.msg_id),
+            format!("passed its deadline {deadline} without an answer"),
+            format!("ask expired; {} told", q.asker),
+        )
+    } else {
+        (
+            format!("{} {} filed unread", q.intent, q.msg_id),
+            format!(
+                "passed its deadline {deadline} unread and unanswered: it is filed in LOGS; ask again if it still matters"
+            ),
+            format!("{} filed unread; {} told", q.intent, q.asker),
+        )
+    };
+    m.headline = Some(headline);
+    m.body = format!("\nYour {} {} to {} {body}.\n", q.intent, q.msg_id, q.to);
     let name = message::fit_name(message::file_name(
         now,
         CIRCE,
-        a.from.as_str(),
+        q.asker.as_str(),
         "update",
         m.task_id.as_deref(),
         1,
     ));
-    let inbox = Mailbox::Inbox(a.from.clone());
-    let me = crate::names::AgentName::new(CIRCE)?;
+    let inbox = Mailbox::Inbox(q.asker.clone());
+    let me = AgentName::new(CIRCE)?;
     let events_of = |files: &[String]| {
         let mut ev = Event::now(EventKind::Lapse, CIRCE);
-        ev.msg_id = Some(a.msg_id.to_string());
-        ev.note = Some(format!("ask expired; {} told", a.from));
+        ev.msg_id = Some(q.msg_id.clone());
+        // circe's notice answers nothing, but a wait for a reply learns from it that none
+        // will come.
+        ev.in_reply_to = (!q.ask).then(|| q.msg_id.clone());
+        ev.note = Some(note.clone());
         for f in files {
             ev = ev.file(inbox.label(), f.clone());
         }

@@ -402,6 +402,9 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
             let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
             return Ok(vec![(Mailbox::Logs.label(), file)]);
         }
+        if let Some(m) = &f.message {
+            super::questions::refuse_filing_unanswered(ws, me, key, &[m])?;
+        }
         let used = file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
         return Ok(vec![(Mailbox::Logs.label(), used)]);
     };
@@ -415,6 +418,11 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
     let mut picked = messages_of(ws, &st.rec.task_id, &boxes)?;
     let ticket_here = st.location.as_ref().is_some_and(|l| boxes.contains(l));
     picked.retain(|(_, n)| *n != st.rec.message);
+    if !everywhere {
+        let read: Vec<Message> =
+            picked.iter().filter_map(|(b, name)| super::read(ws, b, name).ok()).collect();
+        super::questions::refuse_filing_unanswered(ws, me, key, &read.iter().collect::<Vec<_>>())?;
+    }
     let mut out = Vec::new();
     if ticket_here {
         if st.rec.status.is_terminal() {

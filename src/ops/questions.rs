@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashSet};
 use serde::Serialize;
 
 use crate::boxes::Mailbox;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::message::{self, Message, Mode};
 use crate::names::AgentName;
 use crate::workspace::Workspace;
@@ -51,7 +51,7 @@ fn settled_escalation(ws: &Workspace, m: &Message) -> bool {
 }
 
 /// Is `m` a question: its intent expects a reply and opens no task?
-fn is_question(ws: &Workspace, m: &Message) -> bool {
+pub(crate) fn is_question(ws: &Workspace, m: &Message) -> bool {
     let expects = m.intent.as_deref().and_then(|i| ws.registry.intent(i));
     expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some())
 }
@@ -144,4 +144,49 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
         .collect();
     out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.msg_id.cmp(&b.msg_id)));
     Ok(out)
+}
+
+/// `me` files its copies `msgs`: refused when one is a question of another agent that no
+/// message answers and no other agent holds a copy of (filed, it would stay open for its
+/// asker with nobody left to answer it). Only when one of them is a question is every box
+/// read.
+pub fn refuse_filing_unanswered(
+    ws: &Workspace,
+    me: &AgentName,
+    key: &str,
+    msgs: &[&Message],
+) -> Result<()> {
+    let asked: Vec<&str> = msgs
+        .iter()
+        .filter(|m| m.from_agent() != Some(me.as_str()) && is_question(ws, m))
+        .filter_map(|m| m.msg_id.as_deref())
+        .collect();
+    if asked.is_empty() {
+        return Ok(());
+    }
+    let open = questions(ws, None)?;
+    let Some(q) = open
+        .iter()
+        .find(|q| asked.contains(&q.msg_id.as_str()) && q.holders.iter().all(|h| h == me.as_str()))
+    else {
+        return Ok(());
+    };
+    let id = &q.msg_id;
+    if q.from == crate::event::CIRCE {
+        let task = q.task_id.as_deref().unwrap_or("TASK");
+        return Err(Error::refused(format!(
+            "{id} is circe's escalation of parked task {task}: it stays until the task is seen to"
+        ))
+        .hint(format!(
+            "put the task back (`circe --agent {me} release --force {task}`) or address it anew (`circe --agent {me} readdress {task} --to role:ROLE`); either closes it"
+        )));
+    }
+    Err(Error::refused(format!(
+        "{id} is {}'s {} and nothing answers it: filed, it would stay open for {} with nobody left to answer it",
+        q.from, q.intent, q.from
+    ))
+    .hint(format!(
+        "answer it first (an answer may say no): `circe --agent {me} send --intent {} --in-reply-to {id} --summary \"...\"`, then `circe --agent {me} done {key}`",
+        q.expects
+    )))
 }

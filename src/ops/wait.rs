@@ -426,6 +426,9 @@ fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
         for name in ws.engine.list_box(&b)? {
             let Ok(m) = super::read(ws, &b, &name) else { continue };
             asked |= m.msg_id.as_deref() == Some(id);
+            if m.in_reply_to.as_deref() == Some(id) && is_filed_unread_notice(&m) {
+                return Err(filed_unread(id));
+            }
             if !fresh && m.in_reply_to.as_deref() == Some(id) {
                 let task = m.task_id.and_then(|t| TaskId::new(t).ok());
                 return Ok(Some(Met::already(task, Some((&b, &name)))));
@@ -464,6 +467,13 @@ fn never_met(ws: &Workspace, c: &Condition, e: &Event) -> Result<()> {
     {
         return Err(expired_ask(id));
     }
+    // The question waited for was filed unread past its deadline, its asker told.
+    if let Condition::Reply(id) = c
+        && e.event == EventKind::Lapse
+        && e.in_reply_to.as_deref() == Some(id.as_str())
+    {
+        return Err(filed_unread(id));
+    }
     if let Condition::Status(t, want) = c
         && e.task.as_ref() == Some(t)
         && let Some(now) = e.to
@@ -491,6 +501,18 @@ fn ask_of(ws: &Workspace, id: &str) -> Result<Option<crate::tx::AskRecord>> {
 fn expired_ask(id: &str) -> Error {
     Error::refused(format!("ask {id} expired unanswered: no answer will come"))
         .hint("ask again (`circe send --intent ask ...`), with a later --deadline")
+}
+
+/// circe's notice to an asker that its question was filed unread past its deadline (an
+/// ask's expiry is read from its record).
+fn is_filed_unread_notice(m: &crate::message::Message) -> bool {
+    m.from_agent() == Some(crate::event::CIRCE) && m.intent.as_deref() == Some("update")
+}
+
+/// A wait for the answer of a question filed unread past its deadline (exit 3).
+fn filed_unread(id: &str) -> Error {
+    Error::refused(format!("{id} passed its deadline unread and was filed: no answer will come"))
+        .hint("ask again (`circe send --intent question ...`), with a later --deadline or none")
 }
 
 /// When the wait looks at its condition again though no event came: when the first lease

@@ -509,3 +509,92 @@ fn a_wait_for_an_asks_reply_ends_on_its_answer_or_its_expiry() {
     let w = env.circe(["wait", "--for", &format!("reply:{a2}"), "--json"]).agent("engineer").run();
     assert_eq!(w.ok().json()["box"], "inbox:engineer", "{}", w.show());
 }
+
+/// `done` of a question nobody answered, by the last agent holding it, is refused: filed, it
+/// would stay open for its asker with nobody left to answer. The hint, followed as printed,
+/// answers it; then it files. A copy another agent still holds files at once.
+#[test]
+fn the_last_copy_of_an_unanswered_question_is_answered_before_it_is_filed() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let q =
+        sent(&env, "qa", &["--to", "role:engineer", "--intent", "question", "--summary", "os?"]);
+    env.as_("engineer", &["done", &q]).ok();
+    let before = env.state();
+    let o = env.as_("engineer-2", &["done", &q]);
+    o.code(3);
+    assert!(
+        o.stderr.contains(&format!("{q} is qa's question and nothing answers it")),
+        "{}",
+        o.show()
+    );
+    assert_unchanged(&before, &env.state());
+    let hint = format!(
+        "`circe --agent engineer-2 send --intent answer --in-reply-to {q} --summary \"...\"`, then `circe --agent engineer-2 done {q}`"
+    );
+    assert!(o.stderr.contains(&hint), "{}", o.show());
+    env.as_("engineer-2", &["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "no"])
+        .ok();
+    env.as_("engineer-2", &["done", &q]).ok();
+    let asked = env.as_("qa", &["questions", "--json"]);
+    assert_eq!(asked.json()["questions"].as_array().map(Vec::len), Some(0), "{}", asked.show());
+    // By task id: the task's messages in the agent's boxes, a question among them.
+    let open = ["send", "--to", "agent:engineer", "--intent", "fix_bug", "--task", "B-1"];
+    env.as_("coordinator", &[&open[..], &["--summary", "x"]].concat()).ok();
+    let ask = ["--to", "agent:engineer", "--intent", "question", "--task", "B-1"];
+    sent(&env, "qa", &[&ask[..], &["--summary", "db?"]].concat());
+    sent(
+        &env,
+        "qa",
+        &["--to", "agent:engineer", "--intent", "inform", "--task", "B-1", "--summary", "fyi"],
+    );
+    let before = env.state();
+    let o = env.as_("engineer", &["done", "B-1"]);
+    o.code(3);
+    assert!(o.stderr.contains("then `circe --agent engineer done B-1`"), "{}", o.show());
+    assert_unchanged(&before, &env.state());
+}
+
+/// A question past its deadline, unread, is filed into LOGS by `reap`: when the last copy
+/// goes, its asker is told once (circe's `update` in reply), it is no longer open, and a wait
+/// for its reply, already running or started after, ends with exit 3. A question answered
+/// in time tells nobody.
+#[test]
+fn the_asker_of_a_question_filed_unread_is_told() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let due =
+        ["--to", "role:engineer", "--intent", "question", "--deadline", "2025-11-21T18:00:00Z"];
+    let q = sent(&env, "qa", &[&due[..], &["--summary", "os?"]].concat());
+    let answered = sent(&env, "qa", &[&due[..], &["--summary", "db?"]].concat());
+    env.as_(
+        "engineer",
+        &["send", "--intent", "answer", "--in-reply-to", &answered, "--summary", "pg"],
+    )
+    .ok();
+    let reply = format!("reply:{q}");
+    let late = "2025-11-21T18:00:01Z";
+    let w = std::thread::scope(|s| {
+        let waiter =
+            s.spawn(|| env.circe(["wait", "--for", &reply, "--timeout", "20s"]).agent("qa").run());
+        std::thread::sleep(std::time::Duration::from_millis(700));
+        env.circe(["reap"]).now(late).run().ok();
+        waiter.join().unwrap()
+    });
+    w.code(3);
+    assert!(w.stderr.contains("passed its deadline unread and was filed"), "{}", w.show());
+    env.circe(["reap"]).now(late).run().ok();
+    let inbox = env.as_("qa", &["inbox", "--json"]);
+    let notices: Vec<_> = inbox.json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "circe")
+        .map(|m| m["in_reply_to"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(notices, vec![q.clone()], "{}", inbox.show());
+    let open = env.as_("qa", &["questions", "--json"]);
+    assert_eq!(open.json()["questions"].as_array().map(Vec::len), Some(0), "{}", open.show());
+    let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("qa").run();
+    w.code(3);
+}
