@@ -263,7 +263,7 @@ fn verify(ctx: &Ctx) -> Result<Report> {
         human.push_str(&format!("{}  ARCHIVE/{s}\n", e.as_deref().unwrap_or("ok")));
     }
     let doc = ArchiveVerifyJson {
-        segments: all.len(),
+        segment_count: all.len(),
         bad: bad
             .iter()
             .map(|(s, e)| BadSegmentJson {

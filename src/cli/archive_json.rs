@@ -14,15 +14,15 @@ use crate::event::Event;
 #[serde(deny_unknown_fields)]
 pub struct ArchiveJson {
     pub dry_run: bool,
-    pub tasks: u64,
-    pub messages: u64,
-    pub records: u64,
+    pub task_count: u64,
+    pub message_count: u64,
+    pub record_count: u64,
     /// Event-log segments moved, and the events they hold.
-    pub log_segments: u64,
-    pub events: u64,
-    pub chat_files: u64,
+    pub log_segment_count: u64,
+    pub event_count: u64,
+    pub chat_file_count: u64,
     /// Messages of finished tasks filed from agents' boxes into LOGS first.
-    pub filed: u64,
+    pub filed_count: u64,
     /// Bytes of the originals that moved.
     pub bytes: u64,
     /// Bytes of the compressed segments written.
@@ -43,13 +43,13 @@ impl From<Report> for ArchiveJson {
     fn from(r: Report) -> ArchiveJson {
         ArchiveJson {
             dry_run: r.dry_run,
-            tasks: r.tasks,
-            messages: r.messages,
-            records: r.records,
-            log_segments: r.log_segments,
-            events: r.events,
-            chat_files: r.chat_files,
-            filed: r.filed,
+            task_count: r.tasks,
+            message_count: r.messages,
+            record_count: r.records,
+            log_segment_count: r.log_segments,
+            event_count: r.events,
+            chat_file_count: r.chat_files,
+            filed_count: r.filed,
             bytes: r.bytes,
             archived_bytes: r.archived_bytes,
             segments: r.segments,
@@ -147,7 +147,7 @@ pub struct BadSegmentJson {
 #[serde(deny_unknown_fields)]
 pub struct ArchiveVerifyJson {
     /// Segments read back.
-    pub segments: usize,
+    pub segment_count: usize,
     pub bad: Vec<BadSegmentJson>,
 }
 

@@ -133,6 +133,6 @@ pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
         kept.iter().map(|k| format!("{k}: another file has this name; left as it is")).collect();
     warnings.extend(skipped.iter().map(|s| format!("{}: not exported: {}", s.file, s.reason)));
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
-    Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written": new, "unchanged": same, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
+    Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written_count": new, "unchanged_count": same, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
         .warnings(warnings))
 }

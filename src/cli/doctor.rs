@@ -38,8 +38,8 @@ pub struct DoctorJson {
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct OrphanCounts {
-    pub messages: usize,
-    pub tasks: usize,
+    pub message_count: usize,
+    pub task_count: usize,
 }
 
 pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
@@ -73,7 +73,8 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
             v.what
         ));
     }
-    let extra = OrphanCounts { messages: orphans.messages.len(), tasks: orphans.tasks.len() };
+    let extra =
+        OrphanCounts { message_count: orphans.messages.len(), task_count: orphans.tasks.len() };
     if open == 0 {
         human.push_str(&format!("ok: {} repaired, 0 violations\n", found.len()));
         return Ok(Report::new(

@@ -96,8 +96,8 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     );
     Ok(Report::new(
         human,
-        json!({"from": root.display().to_string(), "to": target.location(), "tasks": tasks,
-               "messages": messages, "events": events, "retired": retired.display().to_string()}),
+        json!({"from": root.display().to_string(), "to": target.location(), "task_count": tasks,
+               "message_count": messages, "event_count": events, "retired_to": retired.display().to_string()}),
     ))
 }
 
@@ -219,8 +219,8 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     }
     Ok(Report::new(
         human,
-        json!({"from": target.location(), "to": to, "tasks": snap.tasks.len(),
-               "messages": snap.message_count(), "events": snap.events.len(),
+        json!({"from": target.location(), "to": to, "task_count": snap.tasks.len(),
+               "message_count": snap.message_count(), "event_count": snap.events.len(),
                "stale_pointer": stale.map(|p| p.display().to_string())}),
     ))
 }

@@ -71,7 +71,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             );
             return Ok(Report::new(
                 human,
-                json!({"root": reached, "dir": a.dir.display().to_string(), "synced": done, "last_event_id": last}),
+                json!({"root": reached, "dir": a.dir.display().to_string(), "synced": {"written_count": done.written, "removed_count": done.removed, "unchanged_count": done.unchanged}, "last_event_id": last}),
             ));
         }
         let waited = super::retrying(ctx, &mut ws, &Error::is_transient, &|| false, &mut |ws| {

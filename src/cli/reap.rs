@@ -116,7 +116,7 @@ fn partly(
     }
     let done = human.trim_end().replace('\n', "; ");
     let mut err = Error::internal(format!("{} (done: {done})", parts.join("; ")))
-        .detail("reaped", reaped)
+        .detail("reaped_count", reaped)
         .hint("mend what each names (`circe doctor` shows it); the next run reaps what was left");
     if !untold.is_empty() {
         err = err.detail("committed", true);

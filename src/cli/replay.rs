@@ -40,8 +40,8 @@ pub enum ReplayLine {
         stderr: String,
     },
     Totals {
-        steps: usize,
-        failed: usize,
+        step_count: usize,
+        failed_count: usize,
         root: Option<String>,
     },
 }
@@ -111,6 +111,6 @@ pub fn narrate(
         human.push_str(&format!("\nroot kept at {k}"));
     }
     let mut out = Out::new(json);
-    out.item(&human, &json!({"steps": outcomes.len(), "failed": failed, "root": kept}));
+    out.item(&human, &json!({"step_count": outcomes.len(), "failed_count": failed, "root": kept}));
     Ok(Report::streamed())
 }

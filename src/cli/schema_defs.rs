@@ -235,7 +235,7 @@ pub struct MessageDef {
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
 pub struct ProblemDef {
-    line: Option<usize>,
+    line_number: Option<usize>,
     field: Option<String>,
     message: String,
     hint: Option<String>,

@@ -31,12 +31,12 @@ pub enum ConfigOutput {
 pub struct MigrateDef {
     from: String,
     to: String,
-    tasks: usize,
-    messages: usize,
-    events: usize,
+    task_count: usize,
+    message_count: usize,
+    event_count: usize,
     /// Into a database: where the old folder was moved.
     #[serde(default)]
-    retired: Option<String>,
+    retired_to: Option<String>,
     /// Into a folder: the circe.yaml the database root was named through, when it lies
     /// elsewhere and still names the database (null otherwise).
     #[serde(default)]
@@ -59,8 +59,11 @@ pub struct MirrorDef {
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
 struct SyncedDef {
+    #[serde(rename = "written_count")]
     written: usize,
+    #[serde(rename = "removed_count")]
     removed: usize,
+    #[serde(rename = "unchanged_count")]
     unchanged: usize,
 }
 

@@ -19,7 +19,7 @@ pub struct RetiredDef {
     /// Its held tasks, now back in the queue.
     released: Vec<String>,
     /// Messages left in its boxes: orphans now.
-    orphans: usize,
+    orphan_count: usize,
 }
 
 /// `circe asks --json`.
@@ -173,9 +173,9 @@ pub struct ExportDef {
     dir: String,
     /// Every file name the export holds.
     files: Vec<String>,
-    written: usize,
+    written_count: usize,
     /// Already there with the same bytes.
-    unchanged: usize,
+    unchanged_count: usize,
     /// Names another file holds: left as they are.
     kept: Vec<String>,
     skipped: Vec<SkippedDef>,

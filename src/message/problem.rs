@@ -10,6 +10,7 @@ use crate::error::Error;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
     /// 1-based line in the file, when the problem has one.
+    #[serde(rename = "line_number")]
     pub line: Option<usize>,
     /// The header key as written in the file.
     pub field: Option<String>,

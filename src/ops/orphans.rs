@@ -35,6 +35,7 @@ pub struct Retired {
     /// Its held tasks, now back in the queue.
     pub released: Vec<TaskId>,
     /// Messages left in its boxes: orphans now.
+    #[serde(rename = "orphan_count")]
     pub orphans: usize,
 }
 

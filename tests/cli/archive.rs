@@ -52,7 +52,7 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
     let before = crate::common::tree(&env.root(), &["locks"]);
     let again = env.circe(["--json", "archive"]).now(LATER).run();
     again.ok();
-    assert_eq!(again.json()["tasks"], 0);
+    assert_eq!(again.json()["task_count"], 0);
     crate::common::assert_unchanged(&before, &crate::common::tree(&env.root(), &["locks"]));
     env.circe(["doctor"]).run().ok();
     // The id is not used again; show points to the bundle.

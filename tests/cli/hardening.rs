@@ -801,7 +801,7 @@ fn reap_goes_on_past_a_task_behind_a_link() {
     assert!(msg.contains("2 could not be reaped: T-2: "), "{err}");
     assert!(msg.contains("inbox:engineer: "), "{err}");
     assert!(err["message"].as_str().unwrap().contains("T-1: lease ran out"), "{err}");
-    assert_eq!(err["details"]["reaped"], 1, "{err}");
+    assert_eq!(err["details"]["reaped_count"], 1, "{err}");
     assert!(env.read("TASKS/T-1.status").contains("status: new"), "T-1 was reaped");
 
     // A notice that cannot be delivered with a committed change: the change stands, the

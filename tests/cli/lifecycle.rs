@@ -840,7 +840,10 @@ fn json_lines_for_demo_and_replay() {
         assert!(lines.len() > 5, "{}", o.show());
         assert!(lines.iter().any(|v| v["step"] == 1), "{}", o.show());
         let last = lines.last().unwrap();
-        assert!(last["steps"].as_u64().unwrap() > 3 && last["failed"].is_u64(), "{last}");
+        assert!(
+            last["step_count"].as_u64().unwrap() > 3 && last["failed_count"].is_u64(),
+            "{last}"
+        );
     }
 }
 

@@ -328,3 +328,106 @@ fn a_task_with_a_deadline_and_an_expired_task_print_what_their_schemas_say() {
     let shown = env.circe(["--json", "show", "DL-1"]).now(later).run();
     assert_eq!(shown.json()["task"]["status"], "expired", "{}", shown.show());
 }
+
+/// The kinds of value (`array`, `object`, `string`, `number`, `boolean`) a property's schema
+/// allows, `null` aside, following `$ref`s into the document's `$defs`.
+fn kinds_of(v: &Value, defs: &Value, depth: usize, out: &mut BTreeSet<String>) {
+    if depth > 8 {
+        return;
+    }
+    if let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        if let Some(d) = defs.get(name) {
+            kinds_of(d, defs, depth + 1, out);
+        }
+        return;
+    }
+    let number = |t: &str| if t == "integer" { "number".to_string() } else { t.to_string() };
+    match v.get("type") {
+        Some(Value::String(t)) => {
+            out.insert(number(t));
+        }
+        Some(Value::Array(ts)) => out.extend(ts.iter().filter_map(Value::as_str).map(number)),
+        _ if v.get("enum").is_some() || v.get("const").is_some() => {
+            out.insert("string".into());
+        }
+        _ => {}
+    }
+    for alt in ["anyOf", "oneOf"] {
+        for a in v.get(alt).and_then(Value::as_array).into_iter().flatten() {
+            kinds_of(a, defs, depth + 1, out);
+        }
+    }
+    out.remove("null");
+}
+
+/// Every property of a schema, with the kinds of value it allows: key -> kinds.
+fn properties(
+    v: &Value,
+    defs: &Value,
+    seen: &mut BTreeSet<String>,
+    out: &mut Vec<(String, BTreeSet<String>)>,
+) {
+    if let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default().to_string();
+        if seen.insert(name.clone())
+            && let Some(d) = defs.get(&name)
+        {
+            properties(d, defs, seen, out);
+        }
+        return;
+    }
+    for (k, p) in v.get("properties").and_then(Value::as_object).into_iter().flatten() {
+        let mut kinds = BTreeSet::new();
+        kinds_of(p, defs, 0, &mut kinds);
+        out.push((k.clone(), kinds));
+        properties(p, defs, seen, out);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(x) = v.get(key).filter(|x| x.is_object()) {
+            properties(x, defs, seen, out);
+        }
+    }
+    for alt in ["anyOf", "oneOf", "allOf"] {
+        for a in v.get(alt).and_then(Value::as_array).into_iter().flatten() {
+            properties(a, defs, seen, out);
+        }
+    }
+}
+
+/// One vocabulary: a key holds one kind of value in every command's output (a plural key is
+/// a list, its count `<thing>_count`), but for the few PROTOCOLS section 11 names.
+#[test]
+fn a_key_holds_one_kind_of_value_in_every_command() {
+    let env = Env::bare();
+    let list = env.circe(["schema", "--json"]).run();
+    let commands: Vec<String> = list.ok().json()["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    let mut kinds: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> =
+        std::collections::BTreeMap::new();
+    for cmd in &commands {
+        let words: Vec<&str> = cmd.split(' ').collect();
+        let o = env.circe([&["schema"][..], &words].concat()).run();
+        let schema: Value = serde_json::from_str(&o.ok().stdout).unwrap();
+        let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+        let mut props = Vec::new();
+        properties(&schema, &defs, &mut BTreeSet::new(), &mut props);
+        for (k, ks) in props {
+            for kind in ks {
+                kinds.entry(k.clone()).or_default().entry(kind).or_insert_with(|| cmd.clone());
+            }
+        }
+    }
+    let mixed: Vec<String> =
+        kinds.iter().filter(|(_, by)| by.len() > 1).map(|(k, by)| format!("{k}: {by:?}")).collect();
+    let names: BTreeSet<&str> =
+        mixed.iter().map(|m| m.split(':').next().unwrap_or_default()).collect();
+    // An address (string) or a rule's roles and an outbox entry's boxes (lists); a text, a
+    // ticket's file name, or a message (object); an event's kind, or `wait`'s event.
+    let allowed: BTreeSet<&str> = ["event", "from", "message", "to"].into_iter().collect();
+    assert_eq!(names, allowed, "keys holding more than one kind of value:\n{}", mixed.join("\n"));
+}

@@ -645,7 +645,7 @@ fn validate_names_the_line_of_an_unknown_intent() {
     let o = env.circe(["validate", f.to_str().unwrap(), "--json"]).run();
     o.code(3);
     let p = &o.json()["files"][0]["problems"][0];
-    assert_eq!((&p["line"], &p["field"]), (&json!(4), &json!("intent")), "{}", o.show());
+    assert_eq!((&p["line_number"], &p["field"]), (&json!(4), &json!("intent")), "{}", o.show());
     assert!(p["hint"].as_str().unwrap().contains("did you mean `inform`?"), "{}", o.show());
 }
 

@@ -261,7 +261,7 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     let later = "2031-01-01T00:00:00Z";
     let archived = env.circe(["archive", "--json"]).now(later).run();
     archived.ok();
-    assert!(archived.json()["messages"].as_u64().unwrap_or(0) > 0, "{}", archived.show());
+    assert!(archived.json()["message_count"].as_u64().unwrap_or(0) > 0, "{}", archived.show());
     let before = env.state();
     let again = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).now(later).run();
     again.ok();
@@ -444,7 +444,7 @@ fn circe_messages_export_in_tx_naming() {
     assert!(text.contains("\nstatus: start\n") && !text.contains("status: new"), "{text}");
     // Exporting again writes nothing new and replaces nothing.
     let o = env.circe(["export", "tx", out.to_str().unwrap(), "--json"]).run();
-    assert_eq!(o.json()["written"], 0);
+    assert_eq!(o.json()["written_count"], 0);
 }
 
 /// `circe thread` prints the conversation as a tree from its first message.

@@ -85,7 +85,7 @@ pub fn populated(finished: usize) -> Root {
     ok("coordinator", &crate::common::open_args("L2"));
     ok(
         "coordinator",
-        &["send", "--to", "agent:engineer", "--intent", "question", "--summary", "old question"],
+        &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", "old note"],
     );
     ok(
         "coordinator",
@@ -102,7 +102,7 @@ pub fn populated(finished: usize) -> Root {
         ],
     );
     for n in names(&r.dir.join("AGENTS/engineer/INBOX")) {
-        if n.contains("question") || n.contains("inform") {
+        if n.contains("inform") {
             ok("engineer", &["done", &n]);
         }
     }
@@ -502,7 +502,7 @@ fn loose_message(r: &Root, name: &str, at: &str) {
 fn messages_taken(o: &Out) -> u64 {
     assert_eq!(o.code, 0, "{o:?}");
     let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
-    v["messages"].as_u64().unwrap()
+    v["message_count"].as_u64().unwrap()
 }
 
 /// A run with nothing to do remembers what LOGS held (`locks/archive.scan`) and skips

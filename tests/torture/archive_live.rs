@@ -107,11 +107,11 @@ fn claims_sends_and_a_watcher_through_an_archive_run() {
     assert!(failures.is_empty(), "{failures:#?}");
     let last = *seen.last().unwrap();
     assert_eq!(seen, (1..=last).collect::<Vec<u64>>(), "the watcher missed or repeated an event");
-    assert_eq!(report["tasks"], 15, "{report}");
+    assert_eq!(report["task_count"], 15, "{report}");
     eprintln!(
         "archive with live work: {} events watched, log segments moved: {}",
         seen.len(),
-        report["log_segments"]
+        report["log_segment_count"]
     );
     let p = problems(&r, &before);
     assert!(p.is_empty(), "{p:#?}");

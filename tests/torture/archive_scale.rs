@@ -97,7 +97,7 @@ fn archive_at_scale() {
     assert_eq!(run.code, 0, "{run:?}");
     let archived_s = started.elapsed().as_secs_f64();
     let report: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
-    assert_eq!(report["tasks"], serde_json::json!(n), "{report}");
+    assert_eq!(report["task_count"], serde_json::json!(n), "{report}");
     let found = problems(&r, &before);
     assert!(found.is_empty(), "{} problems: {:#?}", found.len(), &found[..found.len().min(50)]);
     // Nothing but finished work moved: every waiting task is still waiting.
