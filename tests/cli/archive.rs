@@ -650,3 +650,28 @@ fn a_msg_id_the_archive_holds_is_not_sent_again() {
     assert!(env.ls("AGENTS/qa/INBOX").is_empty());
     assert!(env.ls("AGENTS/coordinator/INBOX").is_empty());
 }
+
+/// A segment the index does not name while its originals are gone (the index's line lost,
+/// or the index put back from an older backup) holds the only copy: neither `doctor
+/// --repair` nor the next run removes it (a run cut before its commit point, whose
+/// originals are all in place, is rolled back as before); doctor names it, and with the
+/// index put back all is found again.
+#[test]
+fn a_segment_the_index_lost_is_kept_not_rolled_back() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let seg = segment(&env);
+    let index = env.root().join("ARCHIVE/index.jsonl");
+    let backup = std::fs::read(&index).unwrap();
+    std::fs::write(&index, b"").unwrap();
+    let d = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(d.code, 1, "{}", d.show());
+    assert!(d.stderr.contains(&format!("ARCHIVE/2025-11/{seg} is a segment")), "{}", d.show());
+    assert!(d.stderr.contains("holds the only copy, kept"), "{}", d.show());
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(env.root().join("ARCHIVE/2025-11").join(&seg).is_file(), "the only copy was removed");
+    std::fs::write(&index, backup).unwrap();
+    env.circe(["doctor"]).run().ok();
+    env.circe(["archive", "search", "T1"]).run().ok();
+}

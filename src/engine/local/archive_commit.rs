@@ -349,13 +349,43 @@ fn rebuild(eng: &LocalEngine, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
     Ok(out)
 }
 
+/// Why a segment the index does not name is not a run's cut before its commit point (whose
+/// originals are all still in place): an original it lists is gone, or its member list does
+/// not read. Such a segment holds the only copy (the index lost its line): never removed.
+pub(super) fn only_copy(eng: &LocalEngine, period: &str, file: &str) -> Option<String> {
+    let entries = match ListReader::open(&eng.store.list_path(period, file)) {
+        Ok(entries) => entries,
+        Err(e) => return Some(format!("its member list does not read ({})", e.message)),
+    };
+    for e in entries {
+        let Ok(e) = e else { return Some("its member list does not read".into()) };
+        if let Some(origin) = e.origin
+            && std::fs::symlink_metadata(eng.store.root.join(&origin)).is_err()
+        {
+            return Some(format!("{origin}, which it holds, is gone"));
+        }
+    }
+    None
+}
+
+/// What doctor and a run say of a segment the index does not name that holds the only copy.
+pub(super) fn kept_orphan(period: &str, file: &str, why: &str) -> String {
+    format!(
+        "ARCHIVE/{period}/{file} is a segment ARCHIVE/index.jsonl does not name, yet {why}: it holds the only copy, kept (put ARCHIVE/index.jsonl back from a backup; `circe archive verify` reads the segments)"
+    )
+}
+
 /// Remove segments the index does not name (placed by a run cut before its commit point:
 /// their originals are all still in place), with the tombstones and summaries they brought
-/// for tasks that are still here.
+/// for tasks that are still here. One whose originals are gone is kept (`only_copy`).
 fn roll_back_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
     let store = &eng.store;
     let mut out = Vec::new();
     for (period, file) in orphans(eng)? {
+        if let Some(why) = only_copy(eng, &period, &file) {
+            out.push(kept_orphan(&period, &file, &why));
+            continue;
+        }
         let list = store.list_path(&period, &file);
         if let Ok(entries) = ListReader::open(&list) {
             for e in entries.flatten().filter(|e| e.kind == EntryKind::Manifest) {
