@@ -134,18 +134,29 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
     assert!(d.stderr.contains("invariant 8") && d.stderr.contains("journal"), "{}", d.show());
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
-    // A segment the index does not name (a run cut before its commit point) is reported.
+    // A segment the index does not name (a run cut after placing it, before its commit
+    // point, its journal then damaged) is reported, and rolled back: its originals are all
+    // in place.
     let seg = segment(&env);
-    std::fs::copy(
-        env.root().join("ARCHIVE/2025-11").join(&seg),
-        env.root().join("ARCHIVE/2025-11/2025-11.X.tar.zst"),
-    )
-    .unwrap();
+    env.complete_task("T3");
+    let cut = env.circe(["archive"]).now(LATER).var("CIRCE_CRASH_AT", "archive.placed").run();
+    assert_ne!(cut.code, 0, "{}", cut.show());
+    std::fs::write(env.root().join("ARCHIVE/journal.json"), b"\x00garbage{").unwrap();
     let d = env.circe(["doctor"]).run();
     d.code(1);
-    assert!(d.stderr.contains("uncommitted segment"), "{}", d.show());
+    assert!(d.stderr.contains("journal.json is broken"), "{}", d.show());
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
+    let segments = std::fs::read_dir(env.root().join("ARCHIVE/2025-11"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".tar.zst"))
+        .count();
+    assert_eq!(
+        (segments, segment(&env)),
+        (1, seg.clone()),
+        "the cut run's segment was rolled back"
+    );
+    assert!(env.root().join("TASKS/T3.status").is_file(), "its originals stay");
     env.circe(["archive", "verify"]).run().ok();
     // A segment cut short cannot be mended: doctor says so, and --repair does not send the
     // reader back to itself.

@@ -354,6 +354,8 @@ fn retention_crash_recovers() {
         .filter(|n| n.ends_with(".tar.zst"))
         .collect();
     assert!(left.is_empty(), "expired segments must be gone: {left:?}");
+    let summaries = names(&r.dir.join("ARCHIVE/2030-01/summaries"));
+    assert!(summaries.is_empty(), "their summaries go with them: {summaries:?}");
     assert!(r.dir.join("ARCHIVE/tombstones/D0").exists(), "tombstones stay");
     let (code, v) = r.doctor(false);
     assert_eq!(code, 0, "{v:?}");

@@ -353,6 +353,9 @@ fn rebuild(eng: &LocalEngine, progress: &mut dyn FnMut(Progress)) -> Result<Vec<
 /// originals are all still in place): an original it lists is gone, or its member list does
 /// not read. Such a segment holds the only copy (the index lost its line): never removed.
 pub(super) fn only_copy(eng: &LocalEngine, period: &str, file: &str) -> Option<String> {
+    if expiring_mark(eng, period, file).exists() {
+        return None;
+    }
     let entries = match ListReader::open(&eng.store.list_path(period, file)) {
         Ok(entries) => entries,
         Err(e) => return Some(format!("its member list does not read ({})", e.message)),
@@ -382,6 +385,12 @@ fn roll_back_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
     let store = &eng.store;
     let mut out = Vec::new();
     for (period, file) in orphans(eng)? {
+        // Retention was deleting it when it was cut off: finished.
+        if expiring_mark(eng, &period, &file).exists() {
+            delete_expired(eng, &period, &file)?;
+            out.push(format!("deleted {period}/{file}: retention let it go"));
+            continue;
+        }
         if let Some(why) = only_copy(eng, &period, &file) {
             out.push(kept_orphan(&period, &file, &why));
             continue;
@@ -429,29 +438,50 @@ pub(super) fn expire(
     // The ids they held are never given again: kept before their lines go.
     let newest = gone.iter().filter_map(|l| l.last_event).max().unwrap_or(0);
     store.keep_expired_last_event(newest)?;
+    // Each marked before its line goes: a segment the index no longer names is then known
+    // as retention's to delete, not as the only copy of work whose index line was lost.
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for l in &gone {
+        let mark = expiring_mark(eng, &l.period, &l.segment);
+        std::fs::write(&mark, b"").map_err(io_err("cannot write", &mark))?;
+        dirs.extend(mark.parent().map(Path::to_path_buf));
+    }
+    dirs.dedup();
+    for d in &dirs {
+        store.sync_dir(d)?;
+    }
     store.rewrite_index(&keep)?;
     crash_point("archive.expired");
     let mut out = Vec::new();
     for l in gone {
-        let list = store.list_path(&l.period, &l.segment);
-        if let Ok(entries) = ListReader::open(&list) {
-            for e in entries.flatten().filter(|e| e.kind == EntryKind::Summary) {
-                if let Some(t) = e.task {
-                    remove_file(
-                        &store
-                            .archive_dir()
-                            .join(&l.period)
-                            .join("summaries")
-                            .join(format!("{t}.md")),
-                    )?;
-                }
-            }
-        }
-        remove_file(&list)?;
-        remove_file(&store.segment_path(&l.period, &l.segment))?;
+        delete_expired(eng, &l.period, &l.segment)?;
         out.push(format!("{}/{}", l.period, l.segment));
     }
     Ok(out)
+}
+
+/// `ARCHIVE/<period>/<segment>.expiring`: retention is deleting the segment.
+fn expiring_mark(eng: &LocalEngine, period: &str, segment: &str) -> PathBuf {
+    eng.store.archive_dir().join(period).join(format!("{segment}.expiring"))
+}
+
+/// Delete a segment retention let go: its tasks' summaries, its member list, the segment,
+/// then its mark.
+fn delete_expired(eng: &LocalEngine, period: &str, segment: &str) -> Result<()> {
+    let store = &eng.store;
+    let list = store.list_path(period, segment);
+    if let Ok(entries) = ListReader::open(&list) {
+        for e in entries.flatten().filter(|e| e.kind == EntryKind::Summary) {
+            if let Some(t) = e.task {
+                remove_file(
+                    &store.archive_dir().join(period).join("summaries").join(format!("{t}.md")),
+                )?;
+            }
+        }
+    }
+    remove_file(&list)?;
+    remove_file(&store.segment_path(period, segment))?;
+    remove_file(&expiring_mark(eng, period, segment))
 }
 
 /// Verify every committed segment against its member list and the index's checksum.
