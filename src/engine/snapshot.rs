@@ -4,7 +4,7 @@
 use crate::boxes::Mailbox;
 use crate::error::Result;
 use crate::event::{Cursor, Event};
-use crate::names::AgentName;
+use crate::names::{AgentName, CursorName};
 use crate::seq::{Counter, Receiver};
 use crate::task::TaskState;
 use crate::tx::AskRecord;
@@ -39,6 +39,10 @@ pub struct Snapshot {
     pub retired: Vec<(AgentName, String)>,
     /// The chat channel, when the engine keeps it and something was said in it.
     pub chat: Option<ChatCopy>,
+    /// Every event consumer's saved place (`events` cursors: event ids go along unchanged,
+    /// so a consumer goes on where it was), and the events each one's hook set aside.
+    pub cursors: Vec<(CursorName, Vec<u8>)>,
+    pub dead_letters: Vec<(CursorName, Vec<Event>)>,
 }
 
 /// The chat channel as the local layout holds it: `chat.md`, and each archive in
@@ -122,6 +126,22 @@ impl Snapshot {
             Some(log) => ChatCopy::read(log)?,
             None => None,
         };
+        let kind = crate::ops::stream::KIND;
+        let mut cursors = Vec::new();
+        for (k, name) in engine.cursors()? {
+            if k == kind
+                && let Some(value) = engine.read_cursor(kind, &name)?
+            {
+                cursors.push((name, value));
+            }
+        }
+        let mut dead_letters = Vec::new();
+        for name in engine.dead_letter_consumers()? {
+            let events = engine.dead_letters(&name)?;
+            if !events.is_empty() {
+                dead_letters.push((name, events));
+            }
+        }
         Ok(Snapshot {
             config,
             agents,
@@ -135,6 +155,8 @@ impl Snapshot {
             prompts,
             retired,
             chat,
+            cursors,
+            dead_letters,
         })
     }
 

@@ -314,15 +314,40 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     let project = tempfile::tempdir().unwrap();
     init(project.path(), None);
     play_tx(project.path());
-    let before = tree(&project.path().join(".circe"));
-    assert!(before.contains_key("ASKS/ask-1.ask"), "TX state goes along");
-    let url = c.fresh_url();
     let run = |args: &[&str]| {
         Out::from(
             &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
         )
     };
+    // A consumer that handed on every event so far, its hook failing on each `open` (set
+    // aside), and one event it has not handed on yet: it goes on there after the move.
+    let hook = ["watch", "--cursor", "hook", "--all", "--once"];
+    run(&[
+        &hook[..],
+        &["--from-start", "--kind", "open", "--exec", "false", "--max-attempts", "1"],
+    ]
+    .concat())
+    .ok();
+    run(&["send", "--agent", "coordinator", "--to", "qa", "--intent", "inform", "--summary", "n"])
+        .ok();
+    let before = tree(&project.path().join(".circe"));
+    assert!(before.contains_key("ASKS/ask-1.ask"), "TX state goes along");
+    assert!(before.contains_key("cursors/events/hook"), "{:?}", before.keys());
+    assert!(before.contains_key("dead/hook.jsonl"), "{:?}", before.keys());
+    // (after, behind, dead letters) of the consumer.
+    let place = || {
+        let o = run(&["cursors", "--json"]);
+        let v = o.ok().json();
+        let c = &v["cursors"][0];
+        assert_eq!(c["name"], "hook", "{v}");
+        (c["after"].as_u64(), c["behind"].as_u64(), c["dead_letters"].as_u64())
+    };
+    let was = place();
+    assert_eq!(was.1, Some(1), "one event not handed on yet: {was:?}");
+    assert!(was.2.is_some_and(|n| n > 0), "{was:?}");
+    let url = c.fresh_url();
     run(&["migrate", "--to", &url, "--clock", "client"]).ok();
+    assert_eq!(place(), was, "the consumer goes on where it was");
     assert!(
         project.path().join(".circe.migrated/MIGRATED.txt").is_file(),
         "the old folder is kept, with a note"
@@ -357,6 +382,15 @@ fn migrate_moves_a_root_into_the_database_and_back() {
     assert!(moved.ok().stdout.contains("still names the database"), "{}", moved.stdout);
     let after = tree(&back.join(".circe"));
     assert_same(&before, &after);
+    let back_place = Out::from(
+        &Command::new(BIN)
+            .args(["cursors", "--json"])
+            .current_dir(&back)
+            .env_clear()
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(back_place.ok().json()["cursors"][0]["after"].as_u64(), was.0);
     let refused = run(&["tasks"]);
     assert_eq!(refused.code, 3, "the database root is marked moved");
     let place = back.join(".circe").display().to_string();

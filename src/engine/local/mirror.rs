@@ -117,6 +117,16 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
             files.insert(format!("LOGS/chat/{}", plain(name, "LOGS/chat")?), text.clone());
         }
     }
+    for (name, value) in &snap.cursors {
+        dirs.insert("cursors".into());
+        dirs.insert("cursors/events".into());
+        files.insert(format!("cursors/events/{name}"), value.clone());
+    }
+    for (name, events) in &snap.dead_letters {
+        dirs.insert("dead".into());
+        let lines: String = events.iter().map(|e| format!("{}\n", e.to_line())).collect();
+        files.insert(format!("dead/{name}.jsonl"), lines.into_bytes());
+    }
     if !snap.events.is_empty() {
         let mut log = String::new();
         for e in &snap.events {

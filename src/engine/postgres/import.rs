@@ -233,7 +233,38 @@ fn load_tx(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
             &[(&agents, Type::TEXT_ARRAY), (&at, Type::TEXT_ARRAY)],
         ),
     )?;
+    load_cursors(conn, target, snap)?;
     load_chat(conn, target, snap)
+}
+
+/// Every event consumer's saved place, and the events its hook set aside (in order).
+fn load_cursors(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let (names, values): (Vec<String>, Vec<Vec<u8>>) =
+        snap.cursors.iter().map(|(n, v)| (n.to_string(), v.clone())).unzip();
+    conn.call(
+        "importing the consumers' cursors",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.cursors (kind, name, value)
+                  SELECT 'events', n, v FROM unnest($1::text[], $2::bytea[]) AS x(n, v)"),
+            &[(&names, Type::TEXT_ARRAY), (&values, Type::BYTEA_ARRAY)],
+        ),
+    )?;
+    let (consumers, lines): (Vec<String>, Vec<String>) = snap
+        .dead_letters
+        .iter()
+        .flat_map(|(n, evs)| evs.iter().map(move |e| (n.to_string(), e.to_line())))
+        .unzip();
+    conn.call(
+        "importing the dead letters",
+        conn.client.execute_typed(
+            &sql("INSERT INTO {s}.dead_letters (consumer, line)
+                  SELECT c, l FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS x(c, l, o)
+                  ORDER BY o"),
+            &[(&consumers, Type::TEXT_ARRAY), (&lines, Type::TEXT_ARRAY)],
+        ),
+    )?;
+    Ok(())
 }
 
 /// The chat channel and its archives (archives first, oldest first): one entry per message
