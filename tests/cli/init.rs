@@ -99,7 +99,15 @@ fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
     std::fs::write(env.path().join("f1/.circe"), "x").unwrap();
     std::fs::create_dir_all(env.path().join("f3/.circe")).unwrap();
     std::fs::write(env.path().join("f3/.circe/AGENTS"), "x").unwrap();
+    // A link where the root or one of its folders belongs: nothing is made through it.
+    std::fs::create_dir_all(env.path().join("l1")).unwrap();
+    std::fs::create_dir_all(env.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink("../elsewhere", env.path().join("l1/.circe")).unwrap();
+    std::fs::create_dir_all(env.path().join("l2/.circe")).unwrap();
+    std::os::unix::fs::symlink("../../elsewhere", env.path().join("l2/.circe/tmp")).unwrap();
     for (dir, says) in [
+        ("l1", "l1/.circe is a link"),
+        ("l2", "l2/.circe/tmp is a link"),
         ("afile", "afile is a file"),
         ("afile/sub", "afile is a file"),
         ("f1", "f1/.circe is a file"),
@@ -111,6 +119,8 @@ fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
     }
     let made: Vec<_> = std::fs::read_dir(env.path().join("f3/.circe")).unwrap().collect();
     assert_eq!(made.len(), 1, "nothing made beside the file: {made:?}");
+    let through: Vec<_> = std::fs::read_dir(env.path().join("elsewhere")).unwrap().collect();
+    assert!(through.is_empty(), "nothing made through a link: {through:?}");
 }
 
 #[test]

@@ -73,6 +73,19 @@ impl Store {
     /// Returns the store and whether circe.yaml was written.
     pub fn init(dir: &Path, config: &str) -> Result<(Store, bool)> {
         let root = dir.join(ROOT_DIR);
+        // Nothing is made through a link or over a file: the root would land elsewhere.
+        for p in std::iter::once(root.clone()).chain(BOXES.iter().map(|b| root.join(b))) {
+            if let Ok(m) = std::fs::symlink_metadata(&p)
+                && !m.is_dir()
+            {
+                let what = if m.file_type().is_symlink() { "a link" } else { "a file" };
+                return Err(Error::usage(format!(
+                    "{} is {what}, not a folder: circe makes no root through it",
+                    p.display()
+                ))
+                .hint("move it away (a root's folders are folders of their own), then run `circe init` again"));
+            }
+        }
         std::fs::create_dir_all(&root).map_err(io_err("cannot create", &root))?;
         for b in BOXES {
             let p = root.join(b);
