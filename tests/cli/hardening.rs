@@ -1306,3 +1306,31 @@ fn retire_goes_on_past_a_task_it_cannot_read() {
     let log = env.circe(["log", "--kind", "retire", "--json"]).run();
     assert_eq!(log.stdout.lines().count(), 2, "{}", log.show());
 }
+
+/// The claim --next index is derived: its lane removed or replaced by a link, a waiting
+/// task is passed over by `claim --next`; doctor names the task, and `--repair` rebuilds
+/// the lanes from the records so the task is claimed again.
+#[test]
+fn doctor_names_a_waiting_task_the_claim_next_index_lost() {
+    local_only!("plants files in queue/");
+    let env = Env::new();
+    env.open_task("A-1");
+    env.open_task("A-2");
+    let queue = env.root().join("queue");
+    let lanes: Vec<std::path::PathBuf> = std::fs::read_dir(&queue)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "lane"))
+        .collect();
+    assert_eq!(lanes.len(), 1, "{lanes:?}");
+    std::fs::remove_file(&lanes[0]).unwrap();
+    std::os::unix::fs::symlink("/etc/hostname", &lanes[0]).unwrap();
+    env.as_("engineer", &["claim", "--next"]).code(6);
+    let d = env.circe(["doctor"]).run();
+    assert_eq!(d.code, 1, "{}", d.show());
+    assert!(d.stderr.contains("invariant 6") && d.stderr.contains("A-1, A-2"), "{}", d.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    let o = env.as_("engineer", &["claim", "--next", "--json"]);
+    assert_eq!(o.ok().json()["task_id"], "A-1", "{}", o.show());
+}

@@ -517,6 +517,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     let listed = copies_listed(&listings);
     // Each task's current message, and its task.
     let mut tickets = std::collections::BTreeMap::new();
+    let mut waiting: Vec<StatusRecord> = Vec::new();
     for id in eng.store.list_tasks()? {
         if planted.contains(&format!("locks/task-{id}.lock")) {
             continue; // reported above; its lock cannot be taken until it is moved away
@@ -536,6 +537,9 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             }
         };
         tickets.insert(st.rec.message.clone(), id.clone());
+        if st.rec.status == Status::New {
+            waiting.push(st.rec.clone());
+        }
         // Listed in more than one box: checked again under the task's lock (a command may
         // have moved the message between two listings).
         let copies: Vec<&Mailbox> = if listed.get(&st.rec.message).is_some_and(|n| *n > 1) {
@@ -590,6 +594,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         }
     }
     check_lost_status(eng, &mut v)?;
+    check_lanes(eng, repair, &waiting, &mut v)?;
     report_found(eng, repair, found, &tickets, &mut v)?;
     check_new_messages(eng, repair, &tickets, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
@@ -597,6 +602,34 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         lanes::rebuild(eng)?;
     }
     Ok(out)
+}
+
+/// Every waiting task is found by `claim --next` (invariant 6): the lanes are derived, and
+/// `--repair` rebuilds them from the records at its end.
+fn check_lanes(
+    eng: &LocalEngine,
+    repair: bool,
+    waiting: &[StatusRecord],
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let unlisted = lanes::unlisted(eng, waiting)?;
+    if !unlisted.is_empty() {
+        let ids: Vec<String> = unlisted.iter().map(ToString::to_string).collect();
+        let how = if repair {
+            "; rebuilt from the records"
+        } else {
+            " (`--repair` rebuilds it from the records)"
+        };
+        v(
+            6,
+            format!(
+                "the claim --next index (queue/) does not name waiting task(s) {}: `claim --next` passes them over{how}",
+                ids.join(", ")
+            ),
+            repair,
+        );
+    }
+    Ok(())
 }
 
 /// What `check_boxes` left to be told once the tasks are known (`tickets`: each task's

@@ -279,6 +279,37 @@ fn is_live(
 }
 
 /// Drop every lane and enqueue every waiting task again, oldest first.
+/// The waiting tasks `claim --next` cannot find: no entry of their lane from its head on
+/// names them at their epoch (the lane removed, or a link or FIFO planted in its place).
+/// Reads each of their lanes once (doctor's check).
+pub(super) fn unlisted(eng: &LocalEngine, waiting: &[StatusRecord]) -> Result<Vec<TaskId>> {
+    let mut by_lane: std::collections::BTreeMap<String, Vec<&StatusRecord>> =
+        std::collections::BTreeMap::new();
+    for r in waiting {
+        by_lane.entry(lane_of(r)).or_default().push(r);
+    }
+    let mut out = Vec::new();
+    for (lane, recs) in by_lane {
+        let text = eng.store.lane_read(&lane, eng.store.lane_head(&lane), usize::MAX)?;
+        let listed: HashSet<(&str, &str)> = text
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split(' ');
+                let (_, task, _, epoch) = (f.next()?, f.next()?, f.next()?, f.next()?);
+                Some((task, epoch))
+            })
+            .collect();
+        for r in recs {
+            let epoch = r.epoch.to_string();
+            if !listed.contains(&(r.task_id.as_str(), epoch.as_str())) {
+                out.push(r.task_id.clone());
+            }
+        }
+    }
+    out.sort();
+    Ok(out)
+}
+
 pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
     let store = &eng.store;
     let mut waiting = Vec::new();
