@@ -37,6 +37,17 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let interval = crate::config::parse_duration(&a.interval)?.max(Duration::from_millis(100));
     let ws = if a.watch { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
     super::outside_the_root(&ws, &a.dir, "a mirror", "mirror into a folder outside the root")?;
+    // Nor inside another root's folder: its doctor would find the mirror's files as strays.
+    if let Some(other) = super::root_around(&a.dir)
+        && !other.join(local::MIRROR_MARKER).exists()
+    {
+        return Err(Error::refused(format!(
+            "{} lies inside the root folder {}: a mirror there would be that root's strays",
+            a.dir.display(),
+            other.display()
+        ))
+        .hint("mirror into a folder outside every root"));
+    }
     // What the mirror's marker names: one name for the root, however it was reached; what
     // it says to people and in JSON: the root as this command reached it (a URL one can
     // pass to --root).

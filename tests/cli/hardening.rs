@@ -217,6 +217,17 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
             assert_unchanged(&before, &env.state());
         }
     }
+    // Nor inside another root's folder (in the suite's database mode every Env is a
+    // database root, with no folder to write into).
+    if !crate::common::pg_mode() {
+        let b = Env::new();
+        let before = b.state();
+        let o = env.circe(["mirror", b.root().join("AGENTS/qa/INBOX/m").to_str().unwrap()]).run();
+        o.code(3);
+        assert!(o.stderr.contains("lies inside the root folder"), "{}", o.show());
+        assert_unchanged(&before, &b.state());
+        b.circe(["doctor"]).run().ok();
+    }
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
