@@ -278,6 +278,10 @@ fn next_record(
                 Move::Requeue => {
                     rec.attempts = 0;
                     rec.expiries = 0;
+                    // The coordinator's reason, for the next claimer (else why it was parked).
+                    if let Some(n) = ctx.note {
+                        rec.note = Some(n.to_string());
+                    }
                 }
                 _ => rec.note = ctx.note.map(str::to_string),
             }
@@ -362,7 +366,11 @@ fn move_event(mv: Move, st: &TaskState, rec: &StatusRecord, ctx: &MoveCtx<'_>) -
             ev.addressed_to = Some(rec.to.clone());
             ev = ev.file("new".into(), rec.message.clone());
         }
-        Move::Requeue => ev = ev.file("new".into(), rec.message.clone()),
+        Move::Requeue => {
+            ev.forced = ctx.forced;
+            ev.reason = ctx.note.map(str::to_string);
+            ev = ev.file("new".into(), rec.message.clone());
+        }
         Move::Lapse => {
             ev.owner = st.rec.owner.as_ref().map(ToString::to_string);
             ev.note.clone_from(&rec.note);

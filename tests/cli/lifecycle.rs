@@ -444,12 +444,22 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
         "{}",
         o.show()
     );
-    env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T, "--force"]).ok();
+    let why = ["release", T, "--force", "--reason", "flaky runner, fixed"];
+    env.at("2025-11-21T17:42:00Z", "coordinator", &why).ok();
     let r = env.record(T);
     assert_eq!((r.status.as_str(), r.attempts), ("new", 0));
+    // The requeue logs who forced it and why; the next claimer is told the reason.
+    let log = env.circe(["log", "--task", T, "--kind", "requeue", "--json"]).run();
+    let ev: serde_json::Value = serde_json::from_str(log.ok().stdout.trim()).unwrap();
+    assert_eq!(
+        (&ev["reason"], &ev["forced"]),
+        (&serde_json::json!("flaky runner, fixed"), &serde_json::json!(true)),
+        "{ev}"
+    );
     // Requeued: the escalation waits for no answer any more.
     assert!(!asked("2025-11-21T17:42:30Z"), "the escalation stays open once requeued");
-    env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next"]).ok();
+    let c = env.at("2025-11-21T17:43:00Z", "engineer", &["claim", "--next", "--json"]);
+    assert_eq!(c.ok().json()["note"], "flaky runner, fixed", "{}", c.show());
 }
 
 /// When no task waits, `claim --next` takes over a task another agent holds whose lease ran
