@@ -1207,3 +1207,18 @@ fn refusal_hints_on_the_way_to_completion_run_as_printed() {
     env.circe(&cmd).now("2030-01-01T00:00:02Z").run().ok();
     env.as_("engineer", &["claim", "T-2"]).ok();
 }
+
+/// A move past its rename whose folder cannot be synced (the second I/O fails): exit 1 with
+/// detail `committed` true, since the claim stands; a retry says it is held already.
+#[test]
+fn a_claim_whose_box_sync_fails_after_its_rename_says_it_stands() {
+    local_only!("the folder sync is the local engine's");
+    let env = setup();
+    let o = env.circe(["--json", "claim", T]).agent("engineer").var("CIRCE_FAIL_IO", "2").run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert_eq!(o.json()["error"]["details"]["committed"], true, "{}", o.show());
+    let again = env.as_("engineer", &["claim", T]);
+    assert!(again.ok().stdout.contains("already held by engineer"), "{}", again.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+}

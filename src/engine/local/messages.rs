@@ -395,9 +395,20 @@ impl Store {
             Err(e) => return Err(Error::io("cannot move", &src, e)),
         }
         crash_point("move.renamed");
-        self.sync_dir(&self.box_dir(to))?;
-        self.sync_dir(&self.box_dir(from))?;
+        self.sync_moved(from, to)?;
         Ok(true)
+    }
+
+    /// Sync both folders of a move made: a failure here is past the move (it stands, detail
+    /// `committed`), only not yet sure to survive a power cut.
+    fn sync_moved(&self, from: &Mailbox, to: &Mailbox) -> Result<()> {
+        self.sync_dir(&self.box_dir(to))
+            .and_then(|()| self.sync_dir(&self.box_dir(from)))
+            .map_err(|e| {
+                e.detail("committed", true).hint_more(
+                    "the message moved and the move stands (a task's records follow with its next command, or `circe doctor --repair`); only its folder's sync to disk failed",
+                )
+            })
     }
 
     /// `move_message` to the first free name among `name`, `name.2.md`, ... in `to`.
@@ -409,8 +420,7 @@ impl Store {
             match atomic::rename_noclobber(&src, &self.box_dir(to).join(&used)) {
                 Ok(()) => {
                     crash_point("move.renamed");
-                    self.sync_dir(&self.box_dir(to))?;
-                    self.sync_dir(&self.box_dir(from))?;
+                    self.sync_moved(from, to)?;
                     return Ok(Some(used));
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
