@@ -63,6 +63,18 @@ use crate::engine::local::ChatFile;
 /// (`.circe/<name>.md`) or anywhere outside the root, never in a box or circe's own folders,
 /// and not a folder.
 pub fn path_fits(root: &std::path::Path, chat: &str) -> crate::error::Result<()> {
+    // A path that ends in a folder's way (`dir/`, `dir/.`, `..`) names no file to write.
+    let trimmed = chat.trim_end_matches('/');
+    if chat.ends_with('/')
+        || std::path::Path::new(trimmed).file_name().is_none()
+        || trimmed.ends_with("/.")
+        || trimmed == "."
+    {
+        return Err(crate::error::Error::refused(format!(
+            "chat: path `{chat}` names a folder, not a file"
+        ))
+        .hint("name the channel's file, e.g. `.workplace/chat.md`"));
+    }
     let path = root.parent().unwrap_or(root).join(chat);
     let at = crate::engine::local::resolved(&path);
     let root = crate::engine::local::resolved(root);

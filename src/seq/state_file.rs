@@ -99,10 +99,20 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for Ordered<V> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Ordered<V>, A::Error> {
                 let mut out: Vec<(String, V)> = Vec::new();
+                // The keys are agent names, read without case: `qa` repeats `QA`.
+                let mut seen: std::collections::HashMap<String, usize> =
+                    std::collections::HashMap::new();
                 while let Some((k, v)) = map.next_entry::<String, V>()? {
-                    if out.iter().any(|(have, _)| *have == k) {
-                        return Err(serde::de::Error::custom(format!("duplicate key `{k}`")));
+                    if let Some(&i) = seen.get(&k.to_ascii_lowercase()) {
+                        let first = &out[i].0;
+                        let how = if *first == k {
+                            String::new()
+                        } else {
+                            format!(" (as `{first}`: names are read without case)")
+                        };
+                        return Err(serde::de::Error::custom(format!("duplicate key `{k}`{how}")));
                     }
+                    seen.insert(k.to_ascii_lowercase(), out.len());
                     out.push((k, v));
                 }
                 Ok(Ordered(out))

@@ -167,6 +167,11 @@ fn message_state_round_trips_the_reference_example_exactly() {
         serde_json::from_str::<serde_json::Value>(STATE).unwrap()
     );
     assert!(MessageState::parse(r#"{"counters": {"A": 1, "A": 2}, "lastSeen": {}}"#).is_err());
+    // Names are agents, read without case: one agent named twice is refused too.
+    let e = MessageState::parse(r#"{"counters": {"QA": 1, "qa": 2}, "lastSeen": {}}"#).unwrap_err();
+    assert!(e.to_string().contains("duplicate key `qa` (as `QA`"), "{e}");
+    let e = MessageState::parse(r#"{"counters": {}, "lastSeen": {"QA": {"A": 1, "a": 2}}}"#);
+    assert!(e.is_err());
     assert_eq!(MessageState::default().render(), "{\n  \"counters\": {},\n  \"lastSeen\": {}\n}\n");
 }
 

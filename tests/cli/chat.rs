@@ -179,6 +179,8 @@ fn the_channel_path_comes_from_circe_yaml() {
         (".circe/circe.yaml", "inside the root"),
         ("nowhere/../.circe/AGENTS/qa/INBOX/chat.md", "inside the root"),
         (".workplace/folder", "is a folder"),
+        (".workplace/", "names a folder"),
+        (".workplace/new/..", "names a folder"),
     ] {
         std::fs::write(&cfg, &text).unwrap();
         let new = env.path().join("new.yaml");
