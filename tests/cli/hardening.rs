@@ -1345,3 +1345,21 @@ fn doctor_names_a_waiting_task_the_claim_next_index_lost() {
     let o = env.as_("engineer", &["claim", "--next", "--json"]);
     assert_eq!(o.ok().json()["task_id"], "A-1", "{}", o.show());
 }
+
+/// A `.owner` that does not parse beside a task nobody holds is named by doctor and moved
+/// into `LOGS/quarantine/` by `--repair` (never deleted).
+#[test]
+fn doctor_moves_aside_a_damaged_owner_record_of_a_waiting_task() {
+    local_only!("writes a record file by hand");
+    let env = Env::new();
+    env.open_task("A-1");
+    std::fs::write(env.root().join("TASKS/A-1.owner"), "garbage: [\n").unwrap();
+    let d = env.circe(["doctor"]).run();
+    assert_eq!(d.code, 1, "{}", d.show());
+    assert!(d.stderr.contains("task A-1: a .owner that does not parse"), "{}", d.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    assert!(!env.root().join("TASKS/A-1.owner").exists());
+    assert!(env.root().join("LOGS/quarantine/tasks~A-1.owner").is_file());
+    env.as_("engineer", &["claim", "A-1"]).ok();
+}

@@ -584,10 +584,8 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                     .as_ref()
                     .is_ok_and(|a| a.as_ref().is_none_or(|s| disagreement(s).is_none()));
             v(4, format!("task {id}: {problem}{}", said(&after)), fixed);
-        } else if owner_mismatch(&st) {
-            let after = if repair { mended(eng, &id) } else { Ok(None) };
-            let fixed = repair && after.is_ok();
-            v(5, format!("task {id}: .owner does not match .status{}", said(&after)), fixed);
+        } else {
+            check_owner(eng, repair, &st, &mut v)?;
         }
         if let Some(what) = lease_unknown(&st) {
             v(5, what, false);
@@ -776,6 +774,56 @@ fn lease_unknown(st: &TaskState) -> Option<String> {
 }
 
 /// `.owner` exists exactly while the task is held, and then matches `.status`.
+/// `.owner` exists exactly while the task is held, and matches `.status` (invariant 5).
+fn check_owner(
+    eng: &LocalEngine,
+    repair: bool,
+    st: &TaskState,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let id = &st.rec.task_id;
+    if !st.rec.status.is_owned() && st.owner.is_none() && eng.store.has_record(id, "owner") {
+        return unparsed_owner(eng, repair, id, v);
+    }
+    if owner_mismatch(st) {
+        let after = if repair { mended(eng, id) } else { Ok(None) };
+        let why = match &after {
+            Err(why) => format!(" ({why})"),
+            Ok(_) => String::new(),
+        };
+        v(5, format!("task {id}: .owner does not match .status{why}"), repair && after.is_ok());
+    }
+    Ok(())
+}
+
+/// A `.owner` that does not parse beside a task nobody holds (invariant 5): `--repair`
+/// moves it aside, under the task's lock (a claim may be writing one meanwhile).
+fn unparsed_owner(
+    eng: &LocalEngine,
+    repair: bool,
+    id: &TaskId,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Result<()> {
+    let lock = eng.store.lock_task(id)?;
+    let still =
+        reconcile::load(eng, id)?.is_some_and(|s| !s.rec.status.is_owned() && s.owner.is_none());
+    let moved = if repair && still {
+        Some(eng.store.quarantine_task_file(&format!("{id}.owner"))?)
+    } else {
+        None
+    };
+    drop(lock);
+    if still {
+        let what =
+            format!("task {id}: a .owner that does not parse lies beside a task nobody holds");
+        match moved {
+            Some(dest) => v(5, format!("{what}; moved to {dest}"), true),
+            None => v(5, what, false),
+        }
+    }
+    Ok(())
+}
+
 fn owner_mismatch(st: &TaskState) -> bool {
     match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
         (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,
