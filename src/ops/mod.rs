@@ -52,13 +52,18 @@ pub fn missing_task(
     ws: &crate::workspace::Workspace,
     task: &crate::names::TaskId,
 ) -> crate::error::Error {
-    if let Ok(Some(t)) = ws.engine.archived_task(task) {
-        return crate::error::Error::refused(format!(
-            "task {task} was archived ({}, archived on {}): it is no longer on the board",
-            t.status, t.archived_at
-        ))
-        .detail("archived", t.bundle())
-        .hint(format!("`circe show {task}` shows it from the archive"));
+    match ws.engine.archived_task(task) {
+        Ok(Some(t)) => {
+            return crate::error::Error::refused(format!(
+                "task {task} was archived ({}, archived on {}): it is no longer on the board",
+                t.status, t.archived_at
+            ))
+            .detail("archived", t.bundle())
+            .hint(format!("`circe show {task}` shows it from the archive"));
+        }
+        // Its tombstone is of a newer circe's format: said as `send` says it (exit 3).
+        Err(e) if e.exit_code() == crate::exit_code::REFUSED => return e,
+        _ => {}
     }
     // The closest task id, whatever the case it was typed in (`auth-012`).
     let ids = ws.engine.task_ids().unwrap_or_default();

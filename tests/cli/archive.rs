@@ -686,3 +686,26 @@ fn a_segment_the_index_lost_is_kept_not_rolled_back() {
     env.circe(["doctor"]).run().ok();
     env.circe(["archive", "search", "T1"]).run().ok();
 }
+
+/// A tombstone of a newer circe's format is refused (exit 3, upgrade) by every command
+/// that meets the archived id, not taken for a missing task.
+#[test]
+fn a_tombstone_of_a_newer_format_is_refused_everywhere() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let stone = env.root().join("ARCHIVE/tombstones/T1");
+    let text = std::fs::read_to_string(&stone).unwrap();
+    assert!(text.contains("\"v\":1"), "{text}");
+    std::fs::write(&stone, text.replace("\"v\":1", "\"v\":9")).unwrap();
+    let open = ["send", "--to", "role:engineer", "--intent", "implement_feature", "--task", "T1"];
+    for (agent, args) in [
+        ("coordinator", &[&open[..], &["--summary", "again"]].concat()),
+        ("engineer", &vec!["claim", "T1"]),
+        ("engineer", &vec!["status", "T1", "in_progress"]),
+    ] {
+        let o = env.as_(agent, args);
+        assert_eq!(o.code, 3, "{}", o.show());
+        assert!(o.stderr.contains("archive format 9"), "{}", o.show());
+    }
+}
