@@ -32,7 +32,20 @@ pub struct WatchOptions {
     pub poll: Option<Duration>,
     /// Judge numbered lines by this agent's `lastSeen` (section 14): stale ones are skipped.
     pub agent: Option<crate::names::AgentName>,
+    /// Whether whoever reads the output has gone (asked about once a second while nothing
+    /// comes): the watch then ends, as on a failed write.
+    pub reader_gone: Option<fn() -> bool>,
 }
+
+impl WatchOptions {
+    /// Has the reader of the output gone?
+    pub(super) fn gone(&self) -> bool {
+        self.reader_gone.is_some_and(|f| f())
+    }
+}
+
+/// How long a watcher with nothing to do waits before it asks whether its reader is gone.
+pub(super) const IDLE_LOOK: Duration = Duration::from_secs(1);
 
 /// Whether to go on.
 enum Flow {
@@ -267,7 +280,10 @@ impl Follower<'_> {
                 None => match waker {
                     None => return Ok((Flow::Go, Vec::new())),
                     Some(w) => {
-                        w.wait(None)?;
+                        w.wait(Some(IDLE_LOOK))?;
+                        if self.opts.gone() {
+                            return Ok((Flow::Closed, Vec::new()));
+                        }
                     }
                 },
             }
@@ -313,7 +329,10 @@ impl Follower<'_> {
                 pause = (pause * 2).min(Duration::from_millis(10));
             } else {
                 pause = Duration::from_micros(200);
-                let _: Wake = w.wait(None)?;
+                let _: Wake = w.wait(Some(IDLE_LOOK))?;
+                if self.opts.gone() {
+                    return Ok((Flow::Closed, Vec::new()));
+                }
             }
         }
     }

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeSet;
 use std::io::Write;
-use std::time::Duration;
+use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
@@ -117,10 +117,21 @@ pub fn watch(
             return Ok(f.printed);
         }
         match f.opts.poll {
-            Some(every) => std::thread::sleep(every),
-            None => {
-                f.log.chat_wait(at, Duration::from_secs(3600))?;
+            Some(every) => {
+                let until = Instant::now() + every;
+                while let Some(left) = until.checked_duration_since(Instant::now()) {
+                    std::thread::sleep(left.min(super::follow::IDLE_LOOK));
+                    if f.opts.gone() {
+                        return Ok(f.printed);
+                    }
+                }
             }
+            None => {
+                f.log.chat_wait(at, super::follow::IDLE_LOOK)?;
+            }
+        }
+        if f.opts.gone() {
+            return Ok(f.printed);
         }
     }
 }

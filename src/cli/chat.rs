@@ -149,6 +149,7 @@ fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         once: a.once,
         poll,
         agent: ctx.agent.as_deref().map(|n| ws.agent(Some(n)).map(|(a, _)| a)).transpose()?,
+        reader_gone: Some(super::stop::stdout_gone),
     };
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

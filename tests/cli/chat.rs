@@ -415,6 +415,25 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(0));
+    // Even while nothing is said: it notices its reader gone within about a second.
+    let mut idle = Command::new(exe())
+        .args(["chat", "watch"])
+        .env_clear()
+        .current_dir(env.path())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(idle.stdout.take());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = idle.try_wait().unwrap() {
+            break s;
+        }
+        assert!(std::time::Instant::now() < deadline, "an idle watch did not see its reader go");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(0));
 }
 
 #[test]
