@@ -92,11 +92,13 @@ fn require(m: &Message, seen: &[Field], mode: Mode, problems: &mut Vec<Problem>)
         Mode::Draft => &[Field::To, Field::Intent],
     };
     for &f in required {
-        if !seen.contains(&f) {
-            let key = match m.format {
-                Format::Circe => f.circe_key(),
-                Format::FrontMatter => f.front_matter_key(),
-            };
+        let key = match m.format {
+            Format::Circe => f.circe_key(),
+            Format::FrontMatter => f.front_matter_key(),
+        };
+        // Present with a value of the wrong shape (a list): said already, not missing.
+        let said = problems.iter().any(|p| p.field.as_deref() == Some(key));
+        if !seen.contains(&f) && !said {
             problems.push(
                 Problem::new(None, Some(key), "missing required header")
                     .hint(format!("add a `{key}:` line to the header block")),

@@ -233,6 +233,13 @@ fn yaml_errors_carry_the_file_line() {
         let said = format!("field `{key}`: a list or mapping where a single value belongs");
         assert!(got.iter().any(|p| p.contains(&said)), "{got:?}");
     }
+    // A required header holding a list is said once: present, of the wrong shape, not missing.
+    let got = problems("---\nto: [engineer]\ntype: question\n---\nb\n", Mode::Draft);
+    assert_eq!(
+        got,
+        ["line 2: field `to`: a list or mapping where a single value belongs"],
+        "{got:?}"
+    );
     // An unclosed list is broken YAML, and said so.
     let got = problems("---\nto: [qa\n---\n", Mode::Draft);
     assert!(got[0].contains("front matter is not valid YAML"), "{got:?}");
