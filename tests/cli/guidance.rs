@@ -598,3 +598,38 @@ fn the_asker_of_a_question_filed_unread_is_told() {
     let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("qa").run();
     w.code(3);
 }
+
+/// Overlapping `reap`s (two cron jobs) tell a question's asker once: the notice is told
+/// holding the question's id, and each looks for it first.
+#[test]
+fn reaps_at_once_tell_the_asker_once() {
+    let env = Env::new();
+    for n in 0..4 {
+        let due = [
+            "--to",
+            "agent:engineer",
+            "--intent",
+            "question",
+            "--deadline",
+            "2025-11-21T18:00:00Z",
+        ];
+        sent(&env, "qa", &[&due[..], &["--summary", &format!("q{n}?")]].concat());
+    }
+    let late = "2025-11-21T18:00:01Z";
+    std::thread::scope(|s| {
+        for _ in 0..6 {
+            s.spawn(|| env.circe(["reap"]).now(late).run());
+        }
+    });
+    let inbox = env.as_("qa", &["inbox", "--json"]);
+    let mut told: Vec<String> = inbox.json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "circe")
+        .map(|m| m["in_reply_to"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(told.len(), 4, "each asked once: {told:?}");
+    told.dedup();
+    assert_eq!(told.len(), 4, "{told:?}");
+}
