@@ -402,9 +402,10 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
             let file = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?;
             return Ok(vec![(Mailbox::Logs.label(), file)]);
         }
-        if let Some(m) = &f.message {
-            super::questions::refuse_filing_unanswered(ws, me, key, &[m])?;
-        }
+        let _held = match &f.message {
+            Some(m) => super::questions::refuse_filing_unanswered(ws, me, key, &[m])?,
+            None => None,
+        };
         let used = file_plain(ws, me, &f.location, &f.file, f.message.as_ref())?;
         return Ok(vec![(Mailbox::Logs.label(), used)]);
     };
@@ -418,11 +419,13 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
     let mut picked = messages_of(ws, &st.rec.task_id, &boxes)?;
     let ticket_here = st.location.as_ref().is_some_and(|l| boxes.contains(l));
     picked.retain(|(_, n)| *n != st.rec.message);
-    if !everywhere {
+    let _held = if everywhere {
+        None
+    } else {
         let read: Vec<Message> =
             picked.iter().filter_map(|(b, name)| super::read(ws, b, name).ok()).collect();
-        super::questions::refuse_filing_unanswered(ws, me, key, &read.iter().collect::<Vec<_>>())?;
-    }
+        super::questions::refuse_filing_unanswered(ws, me, key, &read.iter().collect::<Vec<_>>())?
+    };
     let mut out = Vec::new();
     if ticket_here {
         if st.rec.status.is_terminal() {

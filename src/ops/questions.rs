@@ -78,6 +78,11 @@ pub fn open_to(ws: &Workspace, me: &AgentName) -> Result<usize> {
 
 /// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
 pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
+    gathered(ws, me, true)
+}
+
+/// `questions`; with `strict` false a box that cannot be listed is passed over.
+fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<Question>> {
     let limits = &ws.config.limits;
     let mut answered: HashSet<String> = HashSet::new();
     let mut asked: BTreeMap<String, (Message, Vec<String>)> = BTreeMap::new();
@@ -85,7 +90,12 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
         if b == Mailbox::NewMessages {
             continue;
         }
-        for name in ws.engine.list_box(&b)? {
+        let names = match ws.engine.list_box(&b) {
+            Ok(names) => names,
+            Err(_) if !strict => continue,
+            Err(e) => return Err(e),
+        };
+        for name in names {
             let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
                 continue;
             };
@@ -146,30 +156,36 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
     Ok(out)
 }
 
+/// The hold every filing of a question's copy takes (`done`): two holders filing their
+/// copies at once go one after the other, so the second sees it holds the last one.
+const FILING_QUESTIONS: &str = "circe-filing-questions";
+
 /// `me` files its copies `msgs`: refused when one is a question of another agent that no
 /// message answers and no other agent holds a copy of (filed, it would stay open for its
 /// asker with nobody left to answer it). Only when one of them is a question is every box
-/// read.
-pub fn refuse_filing_unanswered(
-    ws: &Workspace,
+/// read (a box that cannot be read is passed over), and then the returned hold is to be
+/// kept until the copies are filed.
+pub fn refuse_filing_unanswered<'w>(
+    ws: &'w Workspace,
     me: &AgentName,
     key: &str,
     msgs: &[&Message],
-) -> Result<()> {
+) -> Result<Option<crate::engine::Held<'w>>> {
     let asked: Vec<&str> = msgs
         .iter()
         .filter(|m| m.from_agent() != Some(me.as_str()) && is_question(ws, m))
         .filter_map(|m| m.msg_id.as_deref())
         .collect();
     if asked.is_empty() {
-        return Ok(());
+        return Ok(None);
     }
-    let open = questions(ws, None)?;
+    let held = ws.engine.hold_msg_id(FILING_QUESTIONS)?;
+    let open = gathered(ws, None, false)?;
     let Some(q) = open
         .iter()
         .find(|q| asked.contains(&q.msg_id.as_str()) && q.holders.iter().all(|h| h == me.as_str()))
     else {
-        return Ok(());
+        return Ok(Some(held));
     };
     let id = &q.msg_id;
     if q.from == crate::event::CIRCE {

@@ -633,3 +633,23 @@ fn reaps_at_once_tell_the_asker_once() {
     told.dedup();
     assert_eq!(told.len(), 4, "{told:?}");
 }
+
+/// Two holders filing their copies of one unanswered question at the same moment: one is
+/// refused (the filings go one after the other), so a copy stays for someone to answer.
+#[test]
+fn two_holders_filing_a_question_at_once_leave_one_copy() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    for n in 0..6 {
+        let ask = ["--to", "role:engineer", "--intent", "question"];
+        let q = sent(&env, "qa", &[&ask[..], &["--summary", &format!("os {n}?")]].concat());
+        let codes: Vec<i32> = std::thread::scope(|s| {
+            let a = s.spawn(|| env.as_("engineer", &["done", &q]).code);
+            let b = s.spawn(|| env.as_("engineer-2", &["done", &q]).code);
+            vec![a.join().unwrap(), b.join().unwrap()]
+        });
+        let mut sorted = codes.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, [0, 3], "round {n}: {codes:?}");
+    }
+}
