@@ -422,18 +422,25 @@ fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
         };
     }
     let mut asked = false;
+    // circe's notice that it was filed unread ends the wait only when no answer came.
+    let mut filed = false;
     for b in ws.engine.boxes()? {
         for name in ws.engine.list_box(&b)? {
             let Ok(m) = super::read(ws, &b, &name) else { continue };
             asked |= m.msg_id.as_deref() == Some(id);
-            if m.in_reply_to.as_deref() == Some(id) && is_filed_unread_notice(&m) {
-                return Err(filed_unread(id));
+            if m.in_reply_to.as_deref() != Some(id) {
+                continue;
             }
-            if !fresh && m.in_reply_to.as_deref() == Some(id) {
+            if is_filed_unread_notice(&m) {
+                filed = true;
+            } else if !fresh {
                 let task = m.task_id.and_then(|t| TaskId::new(t).ok());
                 return Ok(Some(Met::already(task, Some((&b, &name)))));
             }
         }
+    }
+    if filed {
+        return Err(filed_unread(id));
     }
     // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
     // message here, or one in the archive.

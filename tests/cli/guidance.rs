@@ -597,6 +597,11 @@ fn the_asker_of_a_question_filed_unread_is_told() {
     assert_eq!(open.json()["questions"].as_array().map(Vec::len), Some(0), "{}", open.show());
     let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("qa").run();
     w.code(3);
+    // An answer that comes after all the same is what the wait returns.
+    env.as_("engineer", &["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "late"])
+        .ok();
+    let w = env.circe(["wait", "--for", &reply, "--timeout", "5s", "--json"]).agent("qa").run();
+    assert_eq!(w.ok().json()["already"], true, "{}", w.show());
 }
 
 /// Overlapping `reap`s (two cron jobs) tell a question's asker once: the notice is told
