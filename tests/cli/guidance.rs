@@ -598,8 +598,8 @@ fn the_asker_of_a_question_filed_unread_is_told() {
     let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("qa").run();
     w.code(3);
     // An answer that comes after all the same is what the wait returns.
-    env.as_("engineer", &["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "late"])
-        .ok();
+    let answer = ["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "late"];
+    env.at("2025-11-21T18:30:00Z", "engineer", &answer).ok();
     let w = env.circe(["wait", "--for", &reply, "--timeout", "5s", "--json"]).agent("qa").run();
     assert_eq!(w.ok().json()["already"], true, "{}", w.show());
 }
