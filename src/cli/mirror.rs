@@ -38,8 +38,9 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let ws = if a.watch { ctx.workspace_following(&|| false)? } else { ctx.workspace()? };
     super::outside_the_root(&ws, &a.dir, "a mirror", "mirror into a folder outside the root")?;
     // Nor inside another root's folder: its doctor would find the mirror's files as strays.
+    // (A mirror made before is DIR itself, not a folder around it.)
     if let Some(other) = super::root_around(&a.dir)
-        && !other.join(local::MIRROR_MARKER).exists()
+        && !(other == super::resolved(&a.dir) && other.join(local::MIRROR_MARKER).exists())
     {
         return Err(Error::refused(format!(
             "{} lies inside the root folder {}: a mirror there would be that root's strays",

@@ -698,6 +698,10 @@ pub type CursorHold = Box<dyn std::any::Any>;
 pub trait Guard {}
 impl<T> Guard for T {}
 
+/// The cursor kind of event-log consumers (`.circe/cursors/events/<name>`; `cursors` rows
+/// of kind `events`).
+pub const EVENTS_CURSORS: &str = "events";
+
 /// A held right that may borrow its engine (`Engine::hold_ask`).
 pub type Held<'a> = Box<dyn Guard + 'a>;
 

@@ -126,7 +126,7 @@ impl Snapshot {
             Some(log) => ChatCopy::read(log)?,
             None => None,
         };
-        let kind = crate::ops::stream::KIND;
+        let kind = crate::engine::EVENTS_CURSORS;
         let mut cursors = Vec::new();
         for (k, name) in engine.cursors()? {
             if k == kind

@@ -24,7 +24,7 @@ use crate::task::Status;
 use crate::workspace::Workspace;
 
 /// The cursor kind of event-log consumers (`.circe/cursors/events/<name>`).
-pub const KIND: &str = "events";
+pub const KIND: &str = crate::engine::EVENTS_CURSORS;
 
 /// A consumer's saved place (format version 1): the id of the last event it handed on.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -673,6 +673,12 @@ fn a_segment_the_index_lost_is_kept_not_rolled_back() {
     let env = with_work();
     env.circe(["archive"]).now(LATER).run().ok();
     let seg = segment(&env);
+    // A retention mark left beside a segment the index still names (its run failed before
+    // the rewrite) is cleared by the next run: it never speaks for a later loss.
+    let mark = env.root().join("ARCHIVE/2025-11").join(format!("{seg}.expiring"));
+    std::fs::write(&mark, b"").unwrap();
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(!mark.exists(), "the stale mark was cleared");
     let index = env.root().join("ARCHIVE/index.jsonl");
     let backup = std::fs::read(&index).unwrap();
     std::fs::write(&index, b"").unwrap();

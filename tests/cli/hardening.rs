@@ -227,6 +227,10 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
         assert!(o.stderr.contains("lies inside the root folder"), "{}", o.show());
         assert_unchanged(&before, &b.state());
         b.circe(["doctor"]).run().ok();
+        // Nor inside a mirror: that mirror's next run would remove it.
+        let outer = env.path().join("outer");
+        env.circe(["mirror", outer.to_str().unwrap()]).run().ok();
+        env.circe(["mirror", outer.join("inner").to_str().unwrap()]).run().code(3);
     }
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();

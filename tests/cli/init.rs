@@ -105,7 +105,10 @@ fn init_refuses_a_bad_config_or_a_file_and_makes_nothing() {
     std::os::unix::fs::symlink("../elsewhere", env.path().join("l1/.circe")).unwrap();
     std::fs::create_dir_all(env.path().join("l2/.circe")).unwrap();
     std::os::unix::fs::symlink("../../elsewhere", env.path().join("l2/.circe/tmp")).unwrap();
+    std::fs::create_dir_all(env.path().join("l3/.circe")).unwrap();
+    std::os::unix::fs::symlink("../../elsewhere", env.path().join("l3/.circe/seq")).unwrap();
     for (dir, says) in [
+        ("l3", "l3/.circe/seq is a link"),
         ("l1", "l1/.circe is a link"),
         ("l2", "l2/.circe/tmp is a link"),
         ("afile", "afile is a file"),

@@ -63,6 +63,7 @@ pub(super) fn run(
         }
     }
     let mut report = Report { recovered: commit::recover(eng, progress)?, ..Report::default() };
+    report.recovered.extend(commit::kept_orphans(eng)?);
     report.expired = commit::expire(eng, req.keep_until)?;
     let stamps = scan::stamps(eng)?;
     let sel = scan::select(eng, req.cutoff)?;

@@ -371,6 +371,14 @@ pub(super) fn only_copy(eng: &LocalEngine, period: &str, file: &str) -> Option<S
     None
 }
 
+/// What is said of each segment the index does not name that holds the only copy (kept).
+pub(super) fn kept_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
+    Ok(orphans(eng)?
+        .into_iter()
+        .filter_map(|(p, f)| only_copy(eng, &p, &f).map(|why| kept_orphan(&p, &f, &why)))
+        .collect())
+}
+
 /// What doctor and a run say of a segment the index does not name that holds the only copy.
 pub(super) fn kept_orphan(period: &str, file: &str, why: &str) -> String {
     format!(
@@ -391,8 +399,8 @@ fn roll_back_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
             out.push(format!("deleted {period}/{file}: retention let it go"));
             continue;
         }
-        if let Some(why) = only_copy(eng, &period, &file) {
-            out.push(kept_orphan(&period, &file, &why));
+        // The only copy: kept, and said by the caller (`kept_orphans`).
+        if only_copy(eng, &period, &file).is_some() {
             continue;
         }
         let list = store.list_path(&period, &file);
@@ -411,15 +419,19 @@ fn roll_back_orphans(eng: &LocalEngine) -> Result<Vec<String>> {
                 }
             }
         }
-        remove_file(&list)?;
+        // The segment before its list: cut off in between, what is left is a list no
+        // segment goes with, never a segment without the list that says it is no only copy.
         remove_file(&store.segment_path(&period, &file))?;
+        remove_file(&list)?;
         out.push(format!("removed {period}/{file}: placed but never committed"));
     }
+    out.extend(clear_stale_marks(eng)?);
     Ok(out)
 }
 
-/// Retention: delete segments whose newest content is older than `keep_until` (the index
-/// first, so a crash leaves an orphan that doctor and the next run remove). Tombstones stay.
+/// Retention: delete segments whose newest content is older than `keep_until`: each marked,
+/// then the index rewritten without them, then deleted, so a crash leaves a marked orphan
+/// that doctor and the next run delete. Tombstones stay.
 pub(super) fn expire(
     eng: &LocalEngine,
     keep_until: Option<chrono::DateTime<chrono::Utc>>,
@@ -441,21 +453,55 @@ pub(super) fn expire(
     // Each marked before its line goes: a segment the index no longer names is then known
     // as retention's to delete, not as the only copy of work whose index line was lost.
     let mut dirs: Vec<PathBuf> = Vec::new();
-    for l in &gone {
-        let mark = expiring_mark(eng, &l.period, &l.segment);
-        std::fs::write(&mark, b"").map_err(io_err("cannot write", &mark))?;
-        dirs.extend(mark.parent().map(Path::to_path_buf));
+    let marked = (|| {
+        for l in &gone {
+            let mark = expiring_mark(eng, &l.period, &l.segment);
+            match atomic::write_new(&mark, b"", false) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot write", &mark, e)),
+            }
+            dirs.extend(mark.parent().map(Path::to_path_buf));
+        }
+        dirs.sort();
+        dirs.dedup();
+        for d in &dirs {
+            store.sync_dir(d)?;
+        }
+        store.rewrite_index(&keep)
+    })();
+    if let Err(e) = marked {
+        // The index still names them: their marks go (the next run, or doctor, clears any
+        // left).
+        for l in &gone {
+            let _ = remove_file(&expiring_mark(eng, &l.period, &l.segment));
+        }
+        return Err(e);
     }
-    dirs.dedup();
-    for d in &dirs {
-        store.sync_dir(d)?;
-    }
-    store.rewrite_index(&keep)?;
     crash_point("archive.expired");
     let mut out = Vec::new();
     for l in gone {
         delete_expired(eng, &l.period, &l.segment)?;
         out.push(format!("{}/{}", l.period, l.segment));
+    }
+    Ok(out)
+}
+
+/// Marks of retention beside a segment the index still names (its run failed before the
+/// index was rewritten) or beside none: removed, so a later loss of the index line is
+/// never read as retention's.
+fn clear_stale_marks(eng: &LocalEngine) -> Result<Vec<String>> {
+    let named: HashSet<String> =
+        eng.store.segment_lines()?.into_iter().map(|l| l.segment).collect();
+    let mut out = Vec::new();
+    for p in eng.store.periods()? {
+        for n in list_names(&eng.store.archive_dir().join(&p))? {
+            let Some(seg) = n.strip_suffix(".expiring") else { continue };
+            if named.contains(seg) || !eng.store.segment_path(&p, seg).exists() {
+                remove_file(&expiring_mark(eng, &p, seg))?;
+                out.push(format!("removed the stale retention mark {p}/{n}"));
+            }
+        }
     }
     Ok(out)
 }

@@ -7,7 +7,7 @@
 //! segments hold (`circe archive verify` reads them all).
 
 use super::LocalEngine;
-use super::archive_commit::{kept_orphan, only_copy, orphans, recover};
+use super::archive_commit::{kept_orphans, only_copy, orphans, recover};
 use super::root::list_names;
 use crate::error::Result;
 
@@ -28,13 +28,11 @@ pub(super) fn check(
         list_names(&store.tmp_dir())?.into_iter().filter(|n| n.starts_with("archive-")).collect();
     // A segment the index does not name whose originals are gone holds the only copy: said
     // on its own, never rolled back.
-    let (kept, orphaned): (Vec<_>, Vec<_>) = orphans(eng)?
-        .into_iter()
-        .map(|(p, f)| (only_copy(eng, &p, &f), p, f))
-        .partition(|(why, ..)| why.is_some());
-    for (why, p, f) in &kept {
-        v(8, kept_orphan(p, f, why.as_deref().unwrap_or_default()), false);
+    for kept in kept_orphans(eng)? {
+        v(8, kept, false);
     }
+    let orphaned: Vec<_> =
+        orphans(eng)?.into_iter().filter(|(p, f)| only_copy(eng, p, f).is_none()).collect();
     if journal.is_some() || !staging.is_empty() || !orphaned.is_empty() {
         // A run that holds the lock is working, not interrupted.
         if let Some(_lock) = store.lock_archive(false)? {
@@ -51,9 +49,6 @@ pub(super) fn check(
             };
             if repair {
                 let done = recover(eng, &mut |_| {})?;
-                // The segments kept (the only copy) were said above.
-                let done: Vec<String> =
-                    done.into_iter().filter(|d| !d.contains("holds the only copy")).collect();
                 v(8, format!("{what}: {}", done.join("; ")), true);
             } else {
                 v(

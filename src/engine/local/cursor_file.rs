@@ -73,7 +73,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
             Err(e) => Err(Error::io("cannot remove", p, e)),
         };
-        let dead = kind == crate::ops::stream::KIND
+        let dead = kind == crate::engine::EVENTS_CURSORS
             && gone(&self.root.join("dead").join(format!("{name}.jsonl")))?;
         let had = gone(&self.cursor_dir(kind).join(name.as_str()))?;
         Ok(had || dead)

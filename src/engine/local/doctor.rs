@@ -773,7 +773,6 @@ fn lease_unknown(st: &TaskState) -> Option<String> {
     ))
 }
 
-/// `.owner` exists exactly while the task is held, and then matches `.status`.
 /// `.owner` exists exactly while the task is held, and matches `.status` (invariant 5).
 fn check_owner(
     eng: &LocalEngine,
@@ -805,8 +804,10 @@ fn unparsed_owner(
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     let lock = eng.store.lock_task(id)?;
-    let still =
-        reconcile::load(eng, id)?.is_some_and(|s| !s.rec.status.is_owned() && s.owner.is_none());
+    // Still there, still unread, still nobody's (a claim and a release may have come and
+    // gone since the first look).
+    let still = eng.store.has_record(id, "owner")
+        && reconcile::load(eng, id)?.is_some_and(|s| !s.rec.status.is_owned() && s.owner.is_none());
     let moved = if repair && still {
         Some(eng.store.quarantine_task_file(&format!("{id}.owner"))?)
     } else {
@@ -824,6 +825,7 @@ fn unparsed_owner(
     Ok(())
 }
 
+/// `.owner` exists exactly while the task is held, and then matches `.status`.
 fn owner_mismatch(st: &TaskState) -> bool {
     match (st.rec.status.is_owned(), &st.rec.owner, &st.owner) {
         (true, Some(a), Some(o)) => a != &o.owner || o.epoch != st.rec.epoch,

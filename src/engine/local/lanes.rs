@@ -135,12 +135,10 @@ fn head_of(
                 break; // a line still being appended, or cut by the chunk
             }
             used += line.len() as u64;
-            let mut f = line.trim_end().splitn(4, ' ');
-            let (since, task, ticket) = (f.next(), f.next(), f.next());
-            let epoch = f.next().and_then(|e| e.parse().ok());
-            let task = task.and_then(|t| TaskId::new(t).ok());
-            let live = match (since, task, ticket) {
-                (Some(since), Some(task), Some(ticket)) => {
+            let parsed = entry(line);
+            let task = parsed.and_then(|(_, t, _, _)| TaskId::new(t).ok());
+            let live = match (parsed, task) {
+                (Some((since, _, ticket, epoch)), Some(task)) => {
                     match judge(eng, &mut known, &task, (ticket, epoch, lane_to))? {
                         Judged::Dead => false,
                         Judged::Pending => true,
@@ -278,7 +276,13 @@ fn is_live(
     })
 }
 
-/// Drop every lane and enqueue every waiting task again, oldest first.
+/// One lane entry: `<since> <task> <ticket> [<epoch>]` (an older circe's carry no epoch).
+fn entry(line: &str) -> Option<(&str, &str, &str, Option<u64>)> {
+    let mut f = line.trim_end().splitn(4, ' ');
+    let (since, task, ticket) = (f.next()?, f.next()?, f.next()?);
+    Some((since, task, ticket, f.next().and_then(|e| e.parse().ok())))
+}
+
 /// The waiting tasks `claim --next` cannot find: no entry of their lane from its head on
 /// names them at their epoch (the lane removed, or a link or FIFO planted in its place).
 /// Reads each of their lanes once (doctor's check).
@@ -291,17 +295,9 @@ pub(super) fn unlisted(eng: &LocalEngine, waiting: &[StatusRecord]) -> Result<Ve
     let mut out = Vec::new();
     for (lane, recs) in by_lane {
         let text = eng.store.lane_read(&lane, eng.store.lane_head(&lane), usize::MAX)?;
-        let listed: HashSet<(&str, &str)> = text
-            .lines()
-            .filter_map(|l| {
-                let mut f = l.split(' ');
-                let (_, task, _, epoch) = (f.next()?, f.next()?, f.next()?, f.next()?);
-                Some((task, epoch))
-            })
-            .collect();
+        let entries = entries_of(&text);
         for r in recs {
-            let epoch = r.epoch.to_string();
-            if !listed.contains(&(r.task_id.as_str(), epoch.as_str())) {
+            if !names(&entries, r) && !listed_now(eng, r)? {
                 out.push(r.task_id.clone());
             }
         }
@@ -310,6 +306,44 @@ pub(super) fn unlisted(eng: &LocalEngine, waiting: &[StatusRecord]) -> Result<Ve
     Ok(out)
 }
 
+/// A lane's entries: each task with the epochs it is queued at (`None`: an entry without).
+fn entries_of(text: &str) -> HashMap<&str, Vec<Option<u64>>> {
+    let mut out: HashMap<&str, Vec<Option<u64>>> = HashMap::new();
+    for (_, task, _, epoch) in text.lines().filter_map(entry) {
+        out.entry(task).or_default().push(epoch);
+    }
+    out
+}
+
+/// Do a lane's entries name `r`'s task at its epoch (an entry without an epoch names it at
+/// any)?
+fn names(entries: &HashMap<&str, Vec<Option<u64>>>, r: &StatusRecord) -> bool {
+    entries
+        .get(r.task_id.as_str())
+        .is_some_and(|epochs| epochs.iter().any(|e| e.is_none_or(|e| e == r.epoch)))
+}
+
+/// Does lane `lane`, from its head on, name `r`'s task?
+fn listed(eng: &LocalEngine, lane: &str, r: &StatusRecord) -> Result<bool> {
+    let text = eng.store.lane_read(lane, eng.store.lane_head(lane), usize::MAX)?;
+    Ok(names(&entries_of(&text), r))
+}
+
+/// Looked at again under the task's lock (a claim or release may have been under way): is
+/// the task no longer waiting as `r` says, or now listed?
+fn listed_now(eng: &LocalEngine, r: &StatusRecord) -> Result<bool> {
+    let _lock = eng.store.lock_task(&r.task_id)?;
+    let now = eng
+        .store
+        .read_record(&r.task_id, "status")?
+        .and_then(|t| StatusRecord::parse(&r.task_id, &t).ok());
+    match now {
+        Some(now) if now.status == Status::New => listed(eng, &lane_of(&now), &now),
+        _ => Ok(true),
+    }
+}
+
+/// Drop every lane and enqueue every waiting task again, oldest first.
 pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
     let store = &eng.store;
     let mut waiting = Vec::new();

@@ -73,8 +73,12 @@ impl Store {
     /// Returns the store and whether circe.yaml was written.
     pub fn init(dir: &Path, config: &str) -> Result<(Store, bool)> {
         let root = dir.join(ROOT_DIR);
-        // Nothing is made through a link or over a file: the root would land elsewhere.
-        for p in std::iter::once(root.clone()).chain(BOXES.iter().map(|b| root.join(b))) {
+        // Nothing is made through a link or over a file: the root would land elsewhere (the
+        // folders made later, when first needed, too).
+        let later =
+            ["seq", "seen", "ASKS", "cursors", "dead", "ARCHIVE", "LOGS/quarantine", "LOGS/chat"];
+        let own = BOXES.iter().chain(later.iter()).map(|b| root.join(b));
+        for p in std::iter::once(root.clone()).chain(own) {
             if let Ok(m) = std::fs::symlink_metadata(&p)
                 && !m.is_dir()
             {

@@ -430,7 +430,7 @@ impl Engine for MemoryEngine {
 
     fn remove_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
         let mut g = self.lock();
-        let dead = kind == crate::ops::stream::KIND && g.dead.remove(name).is_some();
+        let dead = kind == crate::engine::EVENTS_CURSORS && g.dead.remove(name).is_some();
         let had = g.cursors.remove(&(kind.to_string(), name.clone())).is_some();
         Ok(had || dead)
     }

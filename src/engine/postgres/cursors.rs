@@ -68,7 +68,7 @@ impl PgEngine {
     /// letters, in one statement.
     pub(super) fn drop_cursor(&self, kind: &str, name: &CursorName) -> Result<bool> {
         let n = name.as_str();
-        let events = kind == crate::ops::stream::KIND;
+        let events = kind == crate::engine::EVENTS_CURSORS;
         let had = self.rows(
             &format!("removing cursor {name}"),
             "WITH c AS (DELETE FROM {s}.cursors WHERE kind = $1 AND name = $2 RETURNING 1),
