@@ -61,24 +61,7 @@ pub struct AgentListJson {
 
 pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
     if let AgentCommand::Retire(r) = cmd {
-        let (ws, me, _) = ctx.acting()?;
-        let agent = names::AgentName::new(r.name.as_str())?;
-        let done = crate::ops::orphans::retire(&ws, &me, &agent)?;
-        let human = if done.retired {
-            format!(
-                "agent {agent} retired: {} held tasks back in the queue, {} orphans (`circe orphans`)\n",
-                done.released.len(),
-                done.orphans
-            )
-        } else if done.released.is_empty() {
-            format!("agent {agent} was retired already\n")
-        } else {
-            format!(
-                "agent {agent} was retired already; {} held tasks it kept are back in the queue now\n",
-                done.released.len()
-            )
-        };
-        return Ok(Report::new(human, done));
+        return retire(ctx, r);
     }
     let ws = ctx.workspace_for_setup()?;
     match cmd {
@@ -159,4 +142,35 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
         }
         AgentCommand::Retire(_) => unreachable!("handled above"),
     }
+}
+
+/// `circe agent retire NAME`.
+fn retire(ctx: &Ctx, r: &RetireArgs) -> Result<Report> {
+    let (ws, me, _) = ctx.acting()?;
+    let agent = names::AgentName::new(r.name.as_str())?;
+    let done = crate::ops::orphans::retire(&ws, &me, &agent)?;
+    let human = if done.retired {
+        format!(
+            "agent {agent} retired: {} held tasks back in the queue, {} orphans (`circe orphans`)\n",
+            done.released.len(),
+            done.orphans
+        )
+    } else if done.released.is_empty() {
+        format!("agent {agent} was retired already\n")
+    } else {
+        format!(
+            "agent {agent} was retired already; {} held tasks it kept are back in the queue now\n",
+            done.released.len()
+        )
+    };
+    // One vocabulary: `retired` is the agent's state (as `agent list` says it), and
+    // `already` says nothing was to change.
+    let doc = serde_json::json!({
+        "agent": done.agent,
+        "retired": true,
+        "already": !done.retired,
+        "released": done.released,
+        "orphan_count": done.orphans,
+    });
+    Ok(Report::new(human, doc))
 }

@@ -72,7 +72,9 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
             if let Some(o) = v.as_object_mut() {
                 let t = o.remove("task").unwrap_or(serde_json::Value::Null);
                 o.insert("task_id".into(), t);
-                for k in ["headline", "deadline", "answer", "answered_by", "answered_at"] {
+                let s = o.remove("headline").unwrap_or(serde_json::Value::Null);
+                o.insert("summary".into(), s);
+                for k in ["summary", "deadline", "answer", "answered_by", "answered_at"] {
                     o.entry(k).or_insert(serde_json::Value::Null);
                 }
             }

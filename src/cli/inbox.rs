@@ -64,13 +64,10 @@ pub struct InboxMessage {
     pub valid: bool,
     pub problem: Option<String>,
     /// The sender's sequence number (stale messages only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
     /// The highest number this agent had seen of the sender (stale messages only).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<u64>,
     /// `(ROLE #N): text` (with `--oneline`).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub line: Option<String>,
 }
 

@@ -14,8 +14,10 @@ use super::schema_defs::StatusDef;
 #[expect(dead_code, reason = "a schema, never built")]
 pub struct RetiredDef {
     agent: String,
-    /// `false`: it was retired already (nothing changed).
+    /// The agent's state: retired (as `agent list` says it).
     retired: bool,
+    /// It was retired already: nothing changed but what it still held, released.
+    already: bool,
     /// Its held tasks, now back in the queue.
     released: Vec<String>,
     /// Messages left in its boxes: orphans now.
@@ -47,8 +49,9 @@ struct AskDef {
     recipients: Vec<String>,
     #[serde(default)]
     task_id: Option<String>,
+    /// The ask's summary line (as `inbox` and `questions` name it).
     #[serde(default)]
-    headline: Option<String>,
+    summary: Option<String>,
     asked_at: String,
     #[serde(default)]
     deadline: Option<String>,

@@ -351,7 +351,7 @@ fn an_ask_is_listed_by_its_summary_with_nulls_for_what_it_lacks() {
     assert!(o.stdout.contains("which db?"), "{}", o.show());
     let a = env.circe(["asks", "--json"]).run().json();
     let ask = &a["asks"][0];
-    assert_eq!(ask["headline"], "which db?", "{a}");
+    assert_eq!(ask["summary"], "which db?", "{a}");
     for k in ["deadline", "answer", "answered_by", "answered_at", "task_id"] {
         assert!(ask.get(k).is_some_and(Value::is_null), "{k}: {a}");
     }
@@ -558,7 +558,8 @@ fn a_retirement_cut_off_before_its_event_is_logged_when_run_again() {
     assert_eq!(retires(&env), 0, "cut off before its event");
     let again = env.as_("core", &["agent", "retire", "brain", "--json"]);
     again.ok();
-    assert_eq!(again.json()["retired"], false, "{}", again.show());
+    assert_eq!(again.json()["already"], true, "{}", again.show());
+    assert_eq!(again.json()["retired"], true, "its state, as agent list says it: {}", again.show());
     assert_eq!(retires(&env), 1, "the run again logs it");
     env.as_("core", &["agent", "retire", "brain"]).ok();
     assert_eq!(retires(&env), 1, "logged once");
@@ -578,7 +579,7 @@ fn a_retirement_run_again_after_the_archive_took_its_event_logs_none() {
     };
     assert_eq!(retires(&env), 0, "the archive took the part of the log that told of it");
     let again = env.as_("core", &["agent", "retire", "brain", "--json"]);
-    assert_eq!(again.ok().json()["retired"], false, "{}", again.show());
+    assert_eq!(again.ok().json()["already"], true, "{}", again.show());
     assert_eq!(retires(&env), 0, "a second retire event was logged");
 }
 
