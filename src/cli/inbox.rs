@@ -241,8 +241,10 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
             list.push((row, b.clone(), parsed));
         }
     }
-    // Oldest first: file names begin with the creation time, but sort by the header.
-    list.sort_by(|(x, ..), (y, ..)| x.created_at.cmp(&y.created_at).then(x.file.cmp(&y.file)));
+    // Oldest first: file names begin with the creation time, but sort by the header's time
+    // (as a time: its text drops `.000`, so `…00.500Z` would sort before `…00Z`).
+    let at = |m: &Option<crate::message::Message>| m.as_ref().and_then(|m| m.created_at);
+    list.sort_by(|(x, _, xm), (y, _, ym)| at(xm).cmp(&at(ym)).then(x.file.cmp(&y.file)));
     let stale = stale_marks(&ws, &me, &list)?;
     let (mut fresh, mut old) = (Vec::new(), Vec::new());
     for ((mut row, _, parsed), mark) in list.into_iter().zip(stale) {

@@ -152,7 +152,11 @@ fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<
             })
         })
         .collect();
-    out.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.msg_id.cmp(&b.msg_id)));
+    // Oldest first, as times (their text drops `.000`).
+    let at = |q: &Question| {
+        q.created_at.as_deref().and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+    };
+    out.sort_by(|a, b| at(a).cmp(&at(b)).then(a.msg_id.cmp(&b.msg_id)));
     Ok(out)
 }
 

@@ -658,3 +658,26 @@ fn two_holders_filing_a_question_at_once_leave_one_copy() {
         assert_eq!(sorted, [0, 3], "round {n}: {codes:?}");
     }
 }
+
+/// `inbox` and `questions` list oldest first by time, not by the time's text (which drops
+/// `.000`: `…00.500Z` sorts before `…00Z` as text).
+#[test]
+fn lists_are_oldest_first_within_one_second() {
+    let env = Env::new();
+    for (at, what) in [("2025-11-21T17:00:00Z", "first"), ("2025-11-21T17:00:00.500Z", "second")] {
+        let ask = ["send", "--to", "agent:engineer", "--intent", "question", "--summary", what];
+        env.at(at, "qa", &ask).ok();
+    }
+    let summaries = |o: &crate::common::Out, key: &str| -> Vec<String> {
+        o.json()[key]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["summary"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let inbox = env.at("2025-11-21T17:01:00Z", "engineer", &["inbox", "--json"]);
+    assert_eq!(summaries(&inbox, "messages"), ["first", "second"], "{}", inbox.show());
+    let qs = env.at("2025-11-21T17:01:00Z", "engineer", &["questions", "--json"]);
+    assert_eq!(summaries(&qs, "questions"), ["first", "second"], "{}", qs.show());
+}
