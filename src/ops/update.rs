@@ -103,11 +103,15 @@ fn actors(
 fn not_owner(st: &TaskState, me: &AgentName) -> Error {
     let task = &st.rec.task_id;
     match (st.rec.owner.as_deref(), st.rec.status.is_owned()) {
-        (Some(o), true) => Error::conflict(format!("task {task} is held by {o}, not {me}"))
-            .detail("owner", o.to_string())
-            .hint(format!(
-                "only its holder moves it; `circe show {task}` says until when {o}'s lease runs"
-            )),
+        // The details a claim's conflict gives, for a program acting on either.
+        (Some(o), true) => {
+            let lease = st.rec.lease_expires_at.clone().unwrap_or_default();
+            Error::conflict(format!("task {task} is held by {o}, not {me}"))
+                .detail("task_id", task.to_string())
+                .detail("owner", o.to_string())
+                .detail("lease_expires_at", lease.clone())
+                .hint(format!("only its holder moves it; {o}'s lease runs until {lease}"))
+        }
         (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
             if st.rec.status == Status::New {
                 format!("claim it first: circe --agent {me} claim {task}")

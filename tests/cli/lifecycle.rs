@@ -1222,3 +1222,22 @@ fn a_claim_whose_box_sync_fails_after_its_rename_says_it_stands() {
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// A change refused because another agent holds the task gives the details a lost claim
+/// gives (`task_id`, `owner`, `lease_expires_at`): one vocabulary for a program acting on
+/// either.
+#[test]
+fn a_change_by_another_than_the_holder_names_holder_and_lease_as_a_claim_does() {
+    let env = setup();
+    env.as_("engineer", &["claim", T]).ok();
+    let claim = env.as_("engineer-2", &["claim", T, "--json"]);
+    for args in [&["status", T, "in_progress"][..], &["release", T], &["heartbeat", T]] {
+        let o = env.as_("engineer-2", &[args, &["--json"]].concat());
+        assert_eq!(o.code, 4, "{}", o.show());
+        let (d, c) = (&o.json()["error"]["details"], &claim.json()["error"]["details"]);
+        for k in ["task_id", "owner", "lease_expires_at"] {
+            assert_eq!(d[k], c[k], "{k}: {}", o.show());
+            assert!(d[k].is_string(), "{k}: {}", o.show());
+        }
+    }
+}
