@@ -317,9 +317,14 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         // Another holds it: a conflict (exit 4); nobody does: a rule, claim first (exit 3),
         // as `status` and `heartbeat` say it.
         return Err(match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
-            Some(owner) => Error::conflict(what)
-                .detail("owner", owner.to_string())
-                .hint(format!("{owner} holds it; `circe show {}` says until when", st.rec.task_id)),
+            Some(owner) => {
+                let lease = st.rec.lease_expires_at.clone().unwrap_or_default();
+                Error::conflict(what)
+                    .detail("task_id", st.rec.task_id.to_string())
+                    .detail("owner", owner.to_string())
+                    .detail("lease_expires_at", lease.clone())
+                    .hint(format!("{owner} holds it; its lease runs until {lease}"))
+            }
             None => Error::refused(what)
                 .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
         });

@@ -1231,7 +1231,9 @@ fn a_change_by_another_than_the_holder_names_holder_and_lease_as_a_claim_does() 
     let env = setup();
     env.as_("engineer", &["claim", T]).ok();
     let claim = env.as_("engineer-2", &["claim", T, "--json"]);
-    for args in [&["status", T, "in_progress"][..], &["release", T], &["heartbeat", T]] {
+    let each: [&[&str]; 4] =
+        [&["status", T, "in_progress"], &["release", T], &["heartbeat", T], &["take", T]];
+    for args in each {
         let o = env.as_("engineer-2", &[args, &["--json"]].concat());
         assert_eq!(o.code, 4, "{}", o.show());
         let (d, c) = (&o.json()["error"]["details"], &claim.json()["error"]["details"]);
