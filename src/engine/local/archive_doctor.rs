@@ -42,7 +42,7 @@ pub(super) fn check(
                 }
                 Some(Err(e)) => format!("the archive journal ARCHIVE/journal.json is broken ({e})"),
                 None => format!(
-                    "an archive run left {} staging folder(s) and {} uncommitted segment(s)",
+                    "an archive run left {} staging folder(s) and {} segment(s) the index does not name (placed before a run's commit point, or let go by retention)",
                     staging.len(),
                     orphaned.len()
                 ),
