@@ -357,6 +357,12 @@ pub trait Engine {
     /// that dies lets go.
     fn hold_import(&self) -> Result<Option<Held<'_>>>;
 
+    /// Hold the filing of questions' copies (`done`) until the guard drops: two holders
+    /// filing copies of one question at once go one after the other, so the second sees
+    /// whether it holds the last. Taken with a task's lock held, and nothing is taken while
+    /// it is held but the filing's own move. Waits at most the lock wait (then a conflict).
+    fn hold_filing(&self) -> Result<Held<'_>>;
+
     /// Make `message` (a whole prompt message) `agent`'s current prompt.
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()>;
 

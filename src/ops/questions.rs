@@ -160,10 +160,6 @@ fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<
     Ok(out)
 }
 
-/// The hold every filing of a question's copy takes (`done`): two holders filing their
-/// copies at once go one after the other, so the second sees it holds the last one.
-const FILING_QUESTIONS: &str = "circe-filing-questions";
-
 /// `me` files its copies `msgs`: refused when one is a question of another agent that no
 /// message answers and no other agent holds a copy of (filed, it would stay open for its
 /// asker with nobody left to answer it). Only when one of them is a question is every box
@@ -183,7 +179,8 @@ pub fn refuse_filing_unanswered<'w>(
     if asked.is_empty() {
         return Ok(None);
     }
-    let held = ws.engine.hold_msg_id(FILING_QUESTIONS)?;
+    // Two holders filing their copies at once go one after the other.
+    let held = ws.engine.hold_filing()?;
     let open = gathered(ws, None, false)?;
     let Some(q) = open
         .iter()

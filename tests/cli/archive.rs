@@ -715,3 +715,30 @@ fn a_tombstone_of_a_newer_format_is_refused_everywhere() {
         assert!(o.stderr.contains("archive format 9"), "{}", o.show());
     }
 }
+
+/// Retention failing at each of its I/O steps (a mark, a sync, the index, a removal): the
+/// next run finishes or undoes it, so the expired segment is gone, no mark is left, and
+/// doctor is clean; never an expired segment kept as "the only copy".
+#[test]
+fn retention_failing_at_any_step_is_finished_by_the_next_run() {
+    local_only!("the archive is kept by the local engine");
+    for n in 1..=12 {
+        let env = with_work();
+        env.circe(["archive"]).now(LATER).run().ok();
+        let cfg = env.read("circe.yaml");
+        env.set_config(&format!("{cfg}archive:\n  keep: 30d\n"));
+        let much_later = "2031-06-01T00:00:00Z";
+        let failed =
+            env.circe(["archive"]).now(much_later).var("CIRCE_FAIL_IO", &n.to_string()).run();
+        let again = env.circe(["archive"]).now(much_later).run();
+        assert_eq!(again.code, 0, "CIRCE_FAIL_IO={n}: {}\n{}", failed.show(), again.show());
+        let left: Vec<String> = std::fs::read_dir(env.root().join("ARCHIVE/2025-11"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".tar.zst") || f.ends_with(".expiring"))
+            .collect();
+        assert!(left.is_empty(), "CIRCE_FAIL_IO={n}: {left:?}\n{}", failed.show());
+        let d = env.circe(["doctor"]).run();
+        assert_eq!(d.code, 0, "CIRCE_FAIL_IO={n}: {}", d.show());
+    }
+}

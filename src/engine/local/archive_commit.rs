@@ -470,14 +470,10 @@ pub(super) fn expire(
         }
         store.rewrite_index(&keep)
     })();
-    if let Err(e) = marked {
-        // The index still names them: their marks go (the next run, or doctor, clears any
-        // left).
-        for l in &gone {
-            let _ = remove_file(&expiring_mark(eng, &l.period, &l.segment));
-        }
-        return Err(e);
-    }
+    // A failure leaves the marks: whether the index still names their segments is for the
+    // next run to see (`clear_stale_marks` clears the marks of those it names; the others
+    // are retention's to finish: a failed sync may come after the new index was in place).
+    marked?;
     crash_point("archive.expired");
     let mut out = Vec::new();
     for l in gone {

@@ -524,6 +524,10 @@ impl Engine for LocalEngine {
         Ok(self.store.lock_import()?.map(|l| Box::new(l) as super::Held<'_>))
     }
 
+    fn hold_filing(&self) -> Result<super::Held<'_>> {
+        Ok(Box::new(self.store.lock_filing()?))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.store.write_prompt(agent, message)
     }

@@ -95,6 +95,12 @@ impl Store {
         super::lock::Lock::try_acquire(&self.root.join("locks").join("import.lock"))
     }
 
+    /// The lock the filing of a question's copy holds (`locks/filing.lock`).
+    pub fn lock_filing(&self) -> Result<super::lock::Lock> {
+        let path = self.root.join("locks").join("filing.lock");
+        super::lock::Lock::acquire(&path, "the filing of a question's copy")
+    }
+
     /// The lock a send naming message id `id` holds (`locks/msgid-NN.lock`: one of 64, by
     /// a hash of the id, so lock files do not pile up; ids that share one wait in turn).
     pub fn lock_msg_id(&self, id: &str) -> Result<super::lock::Lock> {

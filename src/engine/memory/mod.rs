@@ -293,6 +293,10 @@ impl Engine for MemoryEngine {
         self.hold_sending(id)
     }
 
+    fn hold_filing(&self) -> Result<super::Held<'_>> {
+        self.hold_sending("\u{0}filing")
+    }
+
     fn hold_import(&self) -> Result<Option<super::Held<'_>>> {
         // One process holds this engine: no other import can run beside this one.
         Ok(Some(Box::new(())))

@@ -170,6 +170,17 @@ impl Engine for PgEngine {
         })
     }
 
+    fn hold_filing(&self) -> Result<crate::engine::Held<'_>> {
+        let held =
+            self.lock_key("filing".into(), "holding the filing of a question", true, || {
+                Error::conflict("the filing of a question's copy has been under way for over 10s")
+                    .hint(
+                        "a circe process may be stopped while filing; resume or kill it and retry",
+                    )
+            })?;
+        held.ok_or_else(|| Error::internal("a held filing came back empty"))
+    }
+
     fn set_prompt(&self, agent: &AgentName, message: &[u8]) -> Result<()> {
         self.write_prompt(agent, message)
     }
