@@ -677,8 +677,13 @@ fn a_segment_the_index_lost_is_kept_not_rolled_back() {
     // the rewrite) is cleared by the next run: it never speaks for a later loss.
     let mark = env.root().join("ARCHIVE/2025-11").join(format!("{seg}.expiring"));
     std::fs::write(&mark, b"").unwrap();
+    // So is a member list whose segment a rollback removed before it was cut off.
+    let stray =
+        env.root().join("ARCHIVE/2025-11/2025-11.20310101T000000000Z-gone0000.index.jsonl.zst");
+    std::fs::write(&stray, b"x").unwrap();
     env.circe(["archive"]).now(LATER).run().ok();
     assert!(!mark.exists(), "the stale mark was cleared");
+    assert!(!stray.exists(), "the stray member list was cleared");
     let index = env.root().join("ARCHIVE/index.jsonl");
     let backup = std::fs::read(&index).unwrap();
     std::fs::write(&index, b"").unwrap();

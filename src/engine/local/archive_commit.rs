@@ -485,17 +485,25 @@ pub(super) fn expire(
 
 /// Marks of retention beside a segment the index still names (its run failed before the
 /// index was rewritten) or beside none: removed, so a later loss of the index line is
-/// never read as retention's.
+/// never read as retention's. Member lists left without their segment go too.
 fn clear_stale_marks(eng: &LocalEngine) -> Result<Vec<String>> {
     let named: HashSet<String> =
         eng.store.segment_lines()?.into_iter().map(|l| l.segment).collect();
     let mut out = Vec::new();
     for p in eng.store.periods()? {
         for n in list_names(&eng.store.archive_dir().join(&p))? {
-            let Some(seg) = n.strip_suffix(".expiring") else { continue };
-            if named.contains(seg) || !eng.store.segment_path(&p, seg).exists() {
-                remove_file(&expiring_mark(eng, &p, seg))?;
-                out.push(format!("removed the stale retention mark {p}/{n}"));
+            if let Some(seg) = n.strip_suffix(".expiring") {
+                if named.contains(seg) || !eng.store.segment_path(&p, seg).exists() {
+                    remove_file(&expiring_mark(eng, &p, seg))?;
+                    out.push(format!("removed the stale retention mark {p}/{n}"));
+                }
+            } else if let Some(stem) = n.strip_suffix(".index.jsonl.zst") {
+                // A member list whose segment a rollback removed before it was cut off.
+                let seg = format!("{stem}.tar.zst");
+                if !named.contains(&seg) && !eng.store.segment_path(&p, &seg).exists() {
+                    remove_file(&eng.store.list_path(&p, &seg))?;
+                    out.push(format!("removed {p}/{n}: the member list of a segment rolled back"));
+                }
             }
         }
     }
