@@ -57,7 +57,21 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
             if m.deadline.is_none_or(|d| d > now) || super::seq::is_ticket(ws, &m, &name)? {
                 continue;
             }
-            // The last copy of a question nobody answered: its asker is told first.
+            // The last copy of a question nobody answered: its asker is told first. A
+            // question's copy is filed holding the filing lock `done` holds, so a holder
+            // filing its own copy meanwhile is seen.
+            let filing = if m.msg_id.is_some() && super::questions::is_question(ws, &m) {
+                ws.engine.hold_filing().map(Some)
+            } else {
+                Ok(None)
+            };
+            let _filing = match filing {
+                Ok(f) => f,
+                Err(e) => {
+                    out.undone.push((format!("{}/{name}", inbox.label()), e.message));
+                    continue;
+                }
+            };
             let told = match last_unanswered(ws, &mut open, &agent, &m) {
                 Ok(Some(q)) => tell_once(ws, &q),
                 Ok(None) => Ok(()),
@@ -109,8 +123,9 @@ impl Unanswered {
 }
 
 /// `m`, overdue in `agent`'s INBOX, as the last copy of a question nobody answered, asked
-/// by an agent of the root: its asker is to be told. `open` is read on the first question
-/// and loses each copy filed.
+/// by an agent of the root: its asker is to be told. `open` (which questions are open) is
+/// read on the first question; who holds a copy is looked up for each (hold the filing
+/// lock).
 fn last_unanswered(
     ws: &Workspace,
     open: &mut Option<Vec<super::Question>>,
@@ -133,11 +148,14 @@ fn last_unanswered(
     if open.is_none() {
         *open = Some(super::questions(ws, None)?);
     }
-    let Some(q) = open.as_mut().and_then(|qs| qs.iter_mut().find(|q| q.msg_id == id)) else {
+    let Some(q) = open.as_ref().and_then(|qs| qs.iter().find(|q| q.msg_id == id)) else {
         return Ok(None);
     };
-    q.holders.retain(|h| h != agent.as_str());
-    if !q.holders.is_empty() {
+    // Who holds a copy now (the open questions were read at the run's start; copies may
+    // have been filed since): another holder left, the asker is not told.
+    let others =
+        ws.engine.find_msg_id(id)?.into_iter().any(|(b, _)| b.agent().is_some_and(|a| a != agent));
+    if others {
         return Ok(None);
     }
     Ok(Some(Unanswered {

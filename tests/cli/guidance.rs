@@ -681,3 +681,40 @@ fn lists_are_oldest_first_within_one_second() {
     let qs = env.at("2025-11-21T17:01:00Z", "engineer", &["questions", "--json"]);
     assert_eq!(summaries(&qs, "questions"), ["first", "second"], "{}", qs.show());
 }
+
+/// `reap` filing one holder's overdue copy while another holder files its own: a copy stays,
+/// or the asker is told; never both copies gone in silence.
+#[test]
+fn reap_and_done_at_once_never_file_a_question_in_silence() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let late = "2025-11-21T18:00:01Z";
+    for n in 0..6 {
+        let due = ["--to", "role:engineer", "--intent", "question", "--deadline", late];
+        let q = sent(&env, "qa", &[&due[..], &["--summary", &format!("os {n}?")]].concat());
+        // engineer-2 takes its copy first (reap files INBOX copies only), then both at once.
+        env.as_("engineer-2", &["take", &q]).ok();
+        std::thread::scope(|s| {
+            s.spawn(|| env.circe(["reap"]).now(late).run());
+            s.spawn(|| env.at(late, "engineer-2", &["done", &q]));
+        });
+        let copies = env
+            .state()
+            .keys()
+            .filter(|k| (k.contains("/INBOX/") || k.contains("/WORKSPACE/")) && k.contains("_qa-"))
+            .count();
+        let inbox = env.as_("qa", &["inbox", "--json"]);
+        let told = inbox.json()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["from"] == "circe" && m["in_reply_to"] == q.as_str());
+        assert!(copies > 0 || told, "round {n}: no copy left and qa not told");
+        // Leave the root clean for the next round.
+        for who in ["engineer", "engineer-2"] {
+            let _ = env
+                .as_(who, &["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "-"]);
+            let _ = env.as_(who, &["done", &q]);
+        }
+    }
+}
