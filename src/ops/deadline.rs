@@ -171,12 +171,10 @@ fn last_unanswered(
 
 /// Tell the asker, unless circe's notice is in its INBOX or WORKSPACE already (told by a
 /// run cut off before it went on, or by another `reap` at the same moment: a question's
-/// notice is told holding the question's id, as a send of that id would), or, for a
+/// notice is told holding the filing lock, an ask's under the ask's own lock), or, for a
 /// question, an answer reached the asker since the run read the boxes (an answer goes to
 /// its asker).
 fn tell_once(ws: &Workspace, q: &Unanswered) -> Result<()> {
-    // An ask's expiry is told under the ask's own lock.
-    let _held = if q.ask { None } else { Some(ws.engine.hold_msg_id(&q.msg_id)?) };
     let prefix = format!("_{CIRCE}-{}_update", q.asker);
     for b in [Mailbox::Inbox(q.asker.clone()), Mailbox::Workspace(q.asker.clone())] {
         let names = ws.engine.list_box(&b)?;
