@@ -395,28 +395,18 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
     let _ = w.stop();
     assert!(once(&env, &["--cursor", "w"]).is_empty());
     // A reader that goes away ends the watcher with exit 0.
-    let mut child = Command::new(exe())
-        .args(["chat", "watch"])
-        .env_clear()
-        .current_dir(env.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    drop(child.stdout.take());
+    let child = watch_without_reader(&env);
     std::thread::sleep(Duration::from_millis(300));
     env.as_("engineer", &["chat", "say", "--to", "qa", "nobody reads"]).ok();
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(std::time::Instant::now() < deadline, "watch did not end on a closed pipe");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(0));
+    assert_eq!(exit_within_20s(child, "watch did not end on a closed pipe").code(), Some(0));
     // Even while nothing is said: it notices its reader gone within about a second.
-    let mut idle = Command::new(exe())
+    let idle = watch_without_reader(&env);
+    assert_eq!(exit_within_20s(idle, "an idle watch did not see its reader go").code(), Some(0));
+}
+
+/// `chat watch` whose standard output nobody reads (its pipe's reader closed at once).
+fn watch_without_reader(env: &Env) -> std::process::Child {
+    let mut child = Command::new(exe())
         .args(["chat", "watch"])
         .env_clear()
         .current_dir(env.path())
@@ -424,16 +414,20 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    drop(idle.stdout.take());
+    drop(child.stdout.take());
+    child
+}
+
+/// How `child` ended; `what` fails the test if it runs 20 s.
+fn exit_within_20s(mut child: std::process::Child, what: &str) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = idle.try_wait().unwrap() {
-            break s;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            return s;
         }
-        assert!(std::time::Instant::now() < deadline, "an idle watch did not see its reader go");
+        assert!(std::time::Instant::now() < deadline, "{what}");
         std::thread::sleep(Duration::from_millis(20));
-    };
-    assert_eq!(status.code(), Some(0));
+    }
 }
 
 #[test]
