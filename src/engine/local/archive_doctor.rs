@@ -7,7 +7,7 @@
 //! segments hold (`circe archive verify` reads them all).
 
 use super::LocalEngine;
-use super::archive_commit::{kept_orphans, only_copy, orphans, recover};
+use super::archive_commit::{kept_orphan, only_copy, orphans, recover};
 use super::root::list_names;
 use crate::error::Result;
 
@@ -28,11 +28,14 @@ pub(super) fn check(
         list_names(&store.tmp_dir())?.into_iter().filter(|n| n.starts_with("archive-")).collect();
     // A segment the index does not name whose originals are gone holds the only copy: said
     // on its own, never rolled back.
-    for kept in kept_orphans(eng)? {
-        v(8, kept, false);
+    // (One listing, and each unnamed segment's member list read once.)
+    let mut orphaned = Vec::new();
+    for (p, f) in orphans(eng)? {
+        match only_copy(eng, &p, &f) {
+            Some(why) => v(8, kept_orphan(&p, &f, &why), false),
+            None => orphaned.push((p, f)),
+        }
     }
-    let orphaned: Vec<_> =
-        orphans(eng)?.into_iter().filter(|(p, f)| only_copy(eng, p, f).is_none()).collect();
     if journal.is_some() || !staging.is_empty() || !orphaned.is_empty() {
         // A run that holds the lock is working, not interrupted.
         if let Some(_lock) = store.lock_archive(false)? {
