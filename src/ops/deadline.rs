@@ -72,11 +72,8 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
                     continue;
                 }
             };
-            let told = match last_unanswered(ws, &mut open, &agent, &m) {
-                Ok(Some(q)) => tell_once(ws, &q),
-                Ok(None) => Ok(()),
-                Err(e) => Err(e),
-            };
+            let told = last_unanswered(ws, &mut open, &agent, &m)
+                .and_then(|q| q.map_or(Ok(()), |q| tell_once(ws, &q)));
             if let Err(e) = told {
                 let what = format!("{}/{name} (kept: its asker was not told)", inbox.label());
                 out.undone.push((what, e.message));
