@@ -65,13 +65,17 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
             } else {
                 Ok(None)
             };
-            let _filing = match filing {
+            let held = match filing {
                 Ok(f) => f,
                 Err(e) => {
                     out.undone.push((format!("{}/{name}", inbox.label()), e.message));
                     continue;
                 }
             };
+            // Taken up meanwhile (`take` moves a question's copy holding the same lock).
+            if held.is_some() && super::read(ws, &inbox, &name).is_err() {
+                continue;
+            }
             let told = last_unanswered(ws, &mut open, &agent, &m)
                 .and_then(|q| q.map_or(Ok(()), |q| tell_once(ws, &q)));
             if let Err(e) = told {

@@ -718,3 +718,34 @@ fn reap_and_done_at_once_never_file_a_question_in_silence() {
         }
     }
 }
+
+/// reap tells a question's asker its last copy was filed unread, and a holder takes the
+/// copy up at the same moment: either the copy is filed and the asker told, or it is taken
+/// and the asker is not told (never "filed unread" while the copy sits in a WORKSPACE).
+#[test]
+fn reap_and_take_at_once_never_tell_a_taken_question_filed() {
+    let env = Env::new();
+    let late = "2025-11-21T18:00:01Z";
+    for n in 0..8 {
+        let due = ["--to", "engineer", "--intent", "question", "--deadline", late];
+        let q = sent(&env, "qa", &[&due[..], &["--summary", &format!("os {n}?")]].concat());
+        std::thread::scope(|s| {
+            s.spawn(|| env.circe(["reap"]).now(late).run());
+            s.spawn(|| env.at(late, "engineer", &["take", &q]));
+        });
+        let taken = env.state().keys().any(|k| k.contains("/WORKSPACE/") && k.contains("_qa-"));
+        let inbox = env.as_("qa", &["inbox", "--json"]);
+        let told = inbox.json()["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["from"] == "circe" && m["in_reply_to"] == q.as_str());
+        assert!(!(taken && told), "round {n}: qa told {q} was filed unread, yet engineer took it");
+        assert!(taken || told, "round {n}: {q} neither taken nor told");
+        let _ = env.as_(
+            "engineer",
+            &["send", "--intent", "answer", "--in-reply-to", &q, "--summary", "-"],
+        );
+        let _ = env.as_("engineer", &["done", &q]);
+    }
+}
