@@ -438,12 +438,13 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
         super::questions::refuse_filing_unanswered(ws, me, key, &read.iter().collect::<Vec<_>>())?
     };
     let mut out = Vec::new();
+    let task = &st.rec.task_id;
+    let all = picked.len() + usize::from(ticket_here && st.rec.status.is_terminal());
     if ticket_here {
         if st.rec.status.is_terminal() {
-            out.push((
-                Mailbox::Logs.label(),
-                move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)?,
-            ));
+            let ticket = move_ticket(tx.as_mut(), EventKind::Done, me, &Mailbox::Logs)
+                .map_err(|e| partly_filed(e, me, task, 0, all))?;
+            out.push((Mailbox::Logs.label(), ticket));
         } else if picked.is_empty() {
             return Err(refuse_live_ticket(&st, me).unwrap_err());
         }
@@ -461,11 +462,25 @@ pub fn done(ws: &Workspace, me: &AgentName, key: &str) -> Result<Vec<(String, St
             .hint(format!("`circe show {}` says where its messages are", st.rec.task_id)));
     }
     for (b, name) in picked {
-        if let Some(used) = file_plain_named(ws, me, &b, &name, &st.rec.task_id)? {
-            out.push((Mailbox::Logs.label(), used));
+        match file_plain_named(ws, me, &b, &name, task) {
+            Ok(Some(used)) => out.push((Mailbox::Logs.label(), used)),
+            Ok(None) => {}
+            Err(e) => return Err(partly_filed(e, me, task, out.len(), all)),
         }
     }
     Ok(out)
+}
+
+/// A `done TASK` cut off after `filed` of its `all` messages moved (the one it failed on may
+/// stand too: `committed`): the error says how far it went and how to file the rest.
+fn partly_filed(e: Error, me: &AgentName, task: &TaskId, filed: usize, all: usize) -> Error {
+    let moved = filed + usize::from(e.is_committed());
+    if moved == 0 || moved >= all {
+        return e;
+    }
+    e.map_message(|m| format!("{m} ({moved} of task {task}'s {all} messages filed)"))
+        .detail("filed_count", moved)
+        .hint_more(format!("`circe --agent {me} done {task}` again files the rest"))
 }
 
 /// A task's own message stays with its holder until the task is finished.

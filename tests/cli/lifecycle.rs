@@ -1243,3 +1243,58 @@ fn a_change_by_another_than_the_holder_names_holder_and_lease_as_a_claim_does() 
         }
     }
 }
+
+/// A `done TASK` cut off part way (an I/O failure at each step in turn) says how many of the
+/// task's messages it filed and that `done` again files the rest, which it then does.
+#[test]
+fn a_done_cut_off_part_way_says_how_far_it_went_and_done_again_finishes() {
+    local_only!("the injected I/O failures are the local engine's");
+    let mut partial = 0;
+    for n in 1..=30 {
+        let env = setup();
+        env.at(T5, "engineer", &["claim", T]).ok();
+        env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+        env.at(T5, "engineer", &["check", T, "tests_passed=true"]).ok();
+        env.at(T5, "engineer", &["status", T, "completed"]).ok();
+        for s in ["one", "two"] {
+            let m = ["send", "--to", "engineer", "--intent", "inform", "--task", T, "--summary", s];
+            env.at(T5, "qa", &m).ok();
+        }
+        let inboxed = |env: &Env| {
+            env.state()
+                .keys()
+                .filter(|k| k.starts_with("AGENTS/engineer/") && k.contains("_AUTH-012"))
+                .count()
+        };
+        assert_eq!(inboxed(&env), 3);
+        let o = env
+            .circe(["--json", "done", T])
+            .agent("engineer")
+            .var("CIRCE_FAIL_IO", &n.to_string())
+            .run();
+        let left = inboxed(&env);
+        if o.code == 0 {
+            assert_eq!(left, 0, "{}", o.show());
+            continue;
+        }
+        assert_eq!(o.code, 1, "step {n}: {}", o.show());
+        let e = &o.json()["error"];
+        if left > 0 && left < 3 {
+            partial += 1;
+            assert!(
+                e["message"].as_str().unwrap().contains(&format!("of task {T}'s 3 messages filed")),
+                "step {n}: {}",
+                o.show()
+            );
+            assert_eq!(e["details"]["filed_count"], 3 - left, "step {n}: {}", o.show());
+            assert!(
+                e["hint"].as_str().unwrap().contains(&format!("done {T}` again")),
+                "{}",
+                o.show()
+            );
+        }
+        env.as_("engineer", &["done", T]).ok();
+        assert_eq!(inboxed(&env), 0, "step {n}: done again left messages");
+    }
+    assert!(partial > 0, "no step cut a done part way: the test saw nothing");
+}
