@@ -532,3 +532,94 @@ fn a_root_read_only_to_its_reader_is_read_as_it_is() {
     assert_eq!(r.status("T2").unwrap().owner, None);
     assert!(problems.is_empty(), "{problems:#?}");
 }
+
+/// Two users of one group (umask 002, a setgid folder: how a team shares a checkout) take
+/// turns on one root: every file either one makes is the group's to write, so neither locks
+/// the other out, even where one rewrote a file the other made (the board's log compacted,
+/// the chat archived and begun anew, the event log rotated by `archive`).
+#[test]
+fn two_users_of_one_group_share_a_root() {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED two_users_of_one_group_share_a_root: setpriv is missing");
+        return;
+    }
+    let parent = tempfile::Builder::new().prefix("circe-team-").tempdir_in("/tmp").unwrap();
+    let mode = |p: &Path, m: u32| {
+        std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
+    };
+    mode(parent.path(), 0o755);
+    let team = parent.path().join("team");
+    std::fs::create_dir(&team).unwrap();
+    assert!(Command::new("chown").arg("0:60000").arg(&team).status().unwrap().success());
+    mode(&team, 0o2775);
+    // (user, agent, args): run as uid 60001 ("a") or 60002 ("b"), group 60000, umask 002.
+    let run = |uid: u32, agent: &str, args: &[&str]| {
+        let o = Command::new("setpriv")
+            .arg(format!("--reuid={uid}"))
+            .args(["--regid=60000", "--clear-groups", "sh", "-c", "umask 002; exec \"$0\" \"$@\""])
+            .arg(crate::common::BIN)
+            .args(args)
+            .current_dir(&team)
+            .env_clear()
+            .env("CIRCE_AGENT", agent)
+            .env("CIRCE_DURABILITY", "relaxed")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr).into_owned();
+        (o.status.code().unwrap_or(-1), err)
+    };
+    let (code, err) = run(60001, "coordinator", &["init"]);
+    if code == -1 || err.contains("setpriv:") {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+        return;
+    }
+    let (a, b) = (60001, 60002);
+    let open = "send --to role:engineer --intent implement_feature --summary do-it --task";
+    let steps: Vec<(u32, &str, String)> = vec![
+        (a, "coordinator", format!("{open} T1")),
+        (b, "engineer", "claim T1".into()),
+        (b, "engineer", "status T1 in_progress".into()),
+        (b, "engineer", "heartbeat T1".into()),
+        (a, "coordinator", "chat say --to engineer hi".into()),
+        (b, "engineer", "chat say --to coordinator hello".into()),
+        (a, "coordinator", "chat archive".into()),
+        (b, "engineer", "chat say --to coordinator again".into()),
+        (a, "coordinator", "doctor --repair".into()),
+        (b, "engineer", "check T1 tests_passed=true".into()),
+        (b, "engineer", "status T1 completed".into()),
+        (a, "coordinator", format!("{open} T2")),
+        (a, "engineer", "claim --next".into()),
+        (b, "engineer", "done T1".into()),
+        (a, "coordinator", "archive".into()),
+        (b, "engineer", "send --to coordinator --intent inform --summary T2-next".into()),
+        (a, "engineer", "release T2".into()),
+        (b, "engineer", "claim T2".into()),
+        (a, "coordinator", "doctor".into()),
+    ];
+    for (n, (uid, agent, args)) in steps.iter().enumerate() {
+        let args: Vec<&str> = args.split_whitespace().collect();
+        let (code, err) = run(*uid, agent, &args);
+        assert_eq!(code, 0, "step {n}, uid {uid}: circe {args:?}: {err}");
+    }
+    // Every file the two made is the group's to write (the umask decides, as for any tool).
+    let closed = not_group_writable(&team.join(".circe"));
+    assert!(closed.is_empty(), "files the group may not write: {closed:#?}");
+}
+
+/// The files under `dir` (`mode path`) its group may not write.
+fn not_group_writable(dir: &Path) -> Vec<String> {
+    let mut closed = Vec::new();
+    let mut walk = vec![dir.to_path_buf()];
+    while let Some(dir) = walk.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                walk.push(e.path());
+            } else if m.mode() & 0o020 == 0 {
+                closed.push(format!("{:o} {}", m.mode() & 0o777, e.path().display()));
+            }
+        }
+    }
+    closed
+}

@@ -9,6 +9,11 @@ use rustix::fs::{CWD, RenameFlags, renameat_with};
 
 use super::fault::{io_step, test_break};
 
+/// The mode every file circe makes asks for: the umask decides what is kept, as for any
+/// tool's files (a team of users sharing a root through a group sets umask 002; the usual
+/// 022 gives 0644).
+pub const FILE_MODE: u32 = 0o666;
+
 /// A temp file that is removed on drop unless it was renamed into place.
 pub struct TempFile {
     pub path: PathBuf,
@@ -26,7 +31,7 @@ impl TempFile {
                 super::repair::stager(),
                 crate::clock::random_suffix()
             ));
-            match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+            match OpenOptions::new().write(true).create_new(true).mode(FILE_MODE).open(&path) {
                 Ok(mut f) => {
                     let mut t = TempFile { path, armed: true };
                     f.write_all(content)?;
@@ -56,7 +61,7 @@ impl TempFile {
                 super::repair::stager(),
                 crate::clock::random_suffix()
             ));
-            match OpenOptions::new().write(true).create_new(true).mode(0o644).open(&path) {
+            match OpenOptions::new().write(true).create_new(true).mode(FILE_MODE).open(&path) {
                 Ok(f) => return Ok((TempFile { path, armed: true }, f)),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
                 Err(e) => return Err(e),
@@ -82,7 +87,7 @@ impl Drop for TempFile {
 /// Create `path` (it must not exist) with `content`, fsynced when `sync`.
 pub fn write_new(path: &Path, content: &[u8], sync: bool) -> io::Result<()> {
     io_step()?;
-    let mut f = OpenOptions::new().write(true).create_new(true).mode(0o644).open(path)?;
+    let mut f = OpenOptions::new().write(true).create_new(true).mode(FILE_MODE).open(path)?;
     f.write_all(content)?;
     if sync {
         io_step()?;
@@ -154,7 +159,7 @@ pub fn append_open(path: &Path) -> io::Result<File> {
         .read(true)
         .append(true)
         .create(true)
-        .mode(0o644)
+        .mode(FILE_MODE)
         .custom_flags(NOFOLLOW_NONBLOCK)
         .open(path)?;
     if !f.metadata()?.is_file() {
@@ -231,7 +236,7 @@ pub fn overwrite_in_place(path: &Path, content: &[u8]) -> io::Result<()> {
     io_step()?;
     let open = |create_new: bool| {
         let mut o = OpenOptions::new();
-        o.write(true).mode(0o644).custom_flags(NOFOLLOW_NONBLOCK);
+        o.write(true).mode(FILE_MODE).custom_flags(NOFOLLOW_NONBLOCK);
         if create_new {
             o.create_new(true)
         } else {

@@ -165,7 +165,7 @@ impl ChatFile {
             .read(true)
             .append(true)
             .create(true)
-            .mode(0o644)
+            .mode(atomic::FILE_MODE)
             .custom_flags(NOFOLLOW_NONBLOCK)
             .open(&self.path)
             .map_err(|e| self.open_error(e))?;

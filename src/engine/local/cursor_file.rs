@@ -48,7 +48,7 @@ impl Store {
                 .write(true)
                 .create(true)
                 .truncate(true)
-                .mode(0o644)
+                .mode(atomic::FILE_MODE)
                 .custom_flags(NOFOLLOW_NONBLOCK)
                 .open(&tmp)?;
             f.write_all(text)?;
