@@ -218,4 +218,7 @@ pub struct SeqImportDef {
     counters_moved: usize,
     /// How many lastSeen entries moved up.
     last_seen_moved: usize,
+    /// How many lastSeen entries were left as they are: of a sender reset since, numbers
+    /// above what it has numbered in its new epoch (of its earlier one).
+    earlier_epoch_count: usize,
 }

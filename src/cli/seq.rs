@@ -75,13 +75,17 @@ pub fn run(ctx: &Ctx, cmd: &SeqCommand) -> Result<Report> {
                 )
             })?;
             let done = seq_state::import(&ws, &s)?;
-            Ok(Report::new(
-                format!(
-                    "imported: {} counters and {} lastSeen entries moved up\n",
-                    done.counters_moved, done.last_seen_moved
-                ),
-                &done,
-            ))
+            let mut human = format!(
+                "imported: {} counters and {} lastSeen entries moved up\n",
+                done.counters_moved, done.last_seen_moved
+            );
+            if done.earlier_epoch_count > 0 {
+                human.push_str(&format!(
+                    "left: {} lastSeen entries of a sender reset since (their numbers are of its earlier epoch)\n",
+                    done.earlier_epoch_count
+                ));
+            }
+            Ok(Report::new(human, &done))
         }
     }
 }

@@ -53,6 +53,9 @@ pub struct Imported {
     pub counters_moved: usize,
     /// How many lastSeen entries moved up.
     pub last_seen_moved: usize,
+    /// How many lastSeen entries were left as they are: of a sender reset since, numbers
+    /// above what it has numbered in its new epoch (of its earlier one).
+    pub earlier_epoch_count: usize,
 }
 
 /// The agent a name of the file means (`WORKER-A` -> `worker-a`), or `None`.
@@ -84,14 +87,28 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
     }
     let known = |(k, n): &(String, u64)| agent_named(ws, k).map(|a| (a, *n));
     let counters: Vec<(AgentName, u64)> = s.counters.0.iter().filter_map(known).collect();
+    let have: BTreeMap<AgentName, Counter> = ws.engine.seq_counters()?.into_iter().collect();
+    let epoch_of = |a: &AgentName| have.get(a).map_or(0, |c| c.epoch);
+    // A sender reset since numbers anew: a lastSeen above what it has numbered in its new
+    // epoch (after this import) is of its earlier one, and moving it into the new epoch
+    // would make the sender's next messages stale. Such entries are left as they are.
+    let numbered = |a: &AgentName| {
+        let file = counters.iter().filter(|(c, _)| c == a).map(|(_, n)| *n).max();
+        have.get(a).map_or(0, |c| c.last).max(file.unwrap_or(0))
+    };
+    let mut earlier_epoch_count = 0;
     let seen: Vec<Receiving> = s
         .last_seen
         .0
         .iter()
         .filter_map(|(k, m)| Some((agent_named(ws, k)?, m.0.iter().filter_map(known).collect())))
+        .map(|(r, m): Receiving| {
+            let (now, earlier): (Vec<_>, Vec<_>) =
+                m.into_iter().partition(|(s, n)| epoch_of(s) == 0 || *n <= numbered(s));
+            earlier_epoch_count += earlier.len();
+            (r, now)
+        })
         .collect();
-    let have: BTreeMap<AgentName, Counter> = ws.engine.seq_counters()?.into_iter().collect();
-    let epoch_of = |a: &AgentName| have.get(a).map_or(0, |c| c.epoch);
     let mut back = Vec::new();
     for (a, n) in &counters {
         if let Some(c) = have.get(a).filter(|c| c.last > *n) {
@@ -116,7 +133,7 @@ pub fn import(ws: &Workspace, s: &MessageState) -> Result<Imported> {
         ))
         .hint("numbers only go up; `circe seq reset --agent A` starts a sender's new epoch"));
     }
-    let mut out = Imported { counters_moved: 0, last_seen_moved: 0 };
+    let mut out = Imported { counters_moved: 0, last_seen_moved: 0, earlier_epoch_count };
     for (a, n) in counters {
         let c = ws.engine.seq_update(&a, &mut |c| {
             c.last = c.last.max(n);

@@ -152,4 +152,34 @@ on_both_engines! {
         assert_eq!(seq_state::import(ws, &stranger).unwrap_err().kind, Kind::NotFound);
         assert_eq!(counter(ws, "coordinator").last, 6);
     }
+
+    /// The state circe printed, imported back after a sender's reset, changes nothing: a
+    /// receiver's lastSeen of the sender's earlier epoch is not lifted into the new one (its
+    /// next messages would all be stale). A reset sender's lastSeen above what it numbered
+    /// since is left so; one within it moves up.
+    fn importing_the_state_back_after_a_reset_changes_nothing(ws) {
+        let eng = a("engineer");
+        for n in 0..3 {
+            let d = inform(ws, "coordinator", "engineer", &format!("old {n}"));
+            take(ws, &eng, &d.delivered[0].file).unwrap();
+            seq::handed_on(ws, &eng, &[(Mailbox::Workspace(eng.clone()), d.delivered[0].file.clone())]).unwrap();
+        }
+        seq_state::reset(ws, &a("coordinator")).unwrap();
+        let (printed, _) = seq_state::state(ws).unwrap();
+        let before = ws.engine.seq_seen(&eng).unwrap();
+        let done = seq_state::import(ws, &MessageState::parse(&printed.render()).unwrap()).unwrap();
+        assert_eq!((done.counters_moved, done.last_seen_moved, done.earlier_epoch_count), (0, 0, 1));
+        assert_eq!(ws.engine.seq_seen(&eng).unwrap(), before);
+        let d = inform(ws, "coordinator", "engineer", "new 1");
+        let judge = seq::Staleness::of(ws, &eng).unwrap();
+        let f = &d.delivered[0].file;
+        assert_eq!(judge.stale(ws, &read(ws, &Mailbox::Inbox(eng.clone()), f).unwrap(), f), None);
+        // Numbers the reset sender has reached in its new epoch move up as before.
+        inform(ws, "coordinator", "engineer", "new 2");
+        let file = MessageState::parse(r#"{"counters": {}, "lastSeen": {"ENGINEER": {"COORDINATOR": 2}}}"#).unwrap();
+        let done = seq_state::import(ws, &file).unwrap();
+        assert_eq!((done.last_seen_moved, done.earlier_epoch_count), (1, 0));
+        let seen = ws.engine.seq_seen(&eng).unwrap();
+        assert_eq!((seen.senders["COORDINATOR"].epoch, seen.last_seen("COORDINATOR")), (1, 2));
+    }
 }
