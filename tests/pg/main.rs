@@ -37,4 +37,5 @@ mod restart;
 mod retire;
 mod schema;
 mod seq;
+mod server_settings;
 mod watchers;

@@ -203,7 +203,7 @@ impl ChatLog for PgEngine {
         self.conn.call(
             "starting the archive",
             c.batch_execute(&self.sql(
-                "BEGIN; SET LOCAL lock_timeout = '10s';
+                "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '10s';
                  SELECT 1 FROM {s}.chat_head WHERE id = 1 FOR UPDATE",
             )),
         )?;

@@ -32,9 +32,14 @@ pub struct Conn {
 /// The server's side of a session: it finds a client host that went silent (cut off by
 /// the network, powered off) dead within about 15 s, and ends its session, so the session
 /// locks it held (a sender's counter, a durable cursor) pass to others, rather than after
-/// the operating system's two hours. Sent with the first call, in the same round trip.
+/// the operating system's two hours. And circe's statements run at read committed, whatever
+/// an administrator set as the role's or database's default (circe's row locks and its
+/// feed counter order what it does; a serializable default would fail its commits at
+/// random). Sent with the first call, in the same round trip; the transactions say their
+/// isolation themselves too (a pooler may hand the next statement another server session).
 pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
-                       SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000";
+                       SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; \
+                       SET default_transaction_isolation = 'read committed'";
 
 /// What went wrong with a database call, before it becomes a circe error.
 pub enum Failure {
@@ -193,6 +198,12 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
         if *db.code() == SqlState::CANNOT_CONNECT_NOW {
             return err.hint("the server is starting or stopping: try again").transient();
         }
+        if *db.code() == SqlState::TOO_MANY_CONNECTIONS {
+            // Slots free up as other clients leave: it passes, as a restart does.
+            return err
+                .hint("every connection slot of the server is taken: try again, or put PgBouncer in front (README, \"Running agents on several hosts\"); nothing was changed")
+                .transient();
+        }
         return err.hint("check the URL and the server's settings; nothing was changed");
     }
     // The client library names only the kind ("error connecting to server"); the reason is
@@ -246,6 +257,27 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         };
     }
     let code = db.code();
+    if *code == SqlState::QUERY_CANCELED && msg.contains("statement timeout") {
+        return Error::internal(format!(
+            "{what}: the server's statement_timeout ended it ({msg})"
+        ))
+        .hint(format!("circe's statements may wait up to {LOCK_WAIT} for a lock: for circe's role, `ALTER ROLE name SET statement_timeout = 0` (or above {LOCK_WAIT}); nothing was changed"));
+    }
+    if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+        // As a read-only mount is: a reader goes on where it can (`Error::is_not_writable`).
+        let mut e = Error::internal(format!("{what}: {msg}"))
+            .hint("the database or circe's role is read-only (default_transaction_read_only, a standby): a change needs a server and role that may write");
+        e.source = Some(Box::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        return e;
+    }
+    if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+        // The permission this role lacks, as a file's would be (`Error::is_not_writable`).
+        let mut e = Error::internal(format!("{what}: {msg}")).hint(
+            "circe's role needs USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables; `circe init` needs a schema the role owns, or CREATE on the database (PROTOCOLS.md section 18, \"Roles\")",
+        );
+        e.source = Some(Box::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        return e;
+    }
     if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED {
         return Error::conflict(format!("{what}: another command held it for {LOCK_WAIT}"))
             .hint("a holder may be stopped; try again later");

@@ -35,7 +35,11 @@ pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, 
     let conn = Conn::connect(target)?;
     // The tables first (their own transaction; idempotent), then the data in one.
     schema::init(&conn, &target.schema, &snap.config, clock, false)?;
-    conn.call("starting the import", conn.client.batch_execute("BEGIN"))?;
+    // A long load: the role's idle-in-transaction limit (the client between statements)
+    // does not end it.
+    let begin =
+        "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL idle_in_transaction_session_timeout = 0";
+    conn.call("starting the import", conn.client.batch_execute(begin))?;
     let done = load(&conn, target, snap);
     match done {
         Ok(()) => {
@@ -371,6 +375,7 @@ impl PgEngine {
         let lock = self.sql(&format!(
             "BEGIN ISOLATION LEVEL REPEATABLE READ;
              SET LOCAL lock_timeout = '10s';
+             SET LOCAL idle_in_transaction_session_timeout = 0;
              LOCK TABLE {} IN EXCLUSIVE MODE",
             tables.join(", ")
         ));

@@ -174,7 +174,10 @@ impl PgEngine {
             return Ok(Vec::new());
         }
         let c = &self.conn;
-        c.call("settling journals", c.client.batch_execute("BEGIN"))?;
+        c.call(
+            "settling journals",
+            c.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED"),
+        )?;
         let done = self.settle_in_tx(&cond, key);
         let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = c.call("settling journals", c.client.batch_execute(end));

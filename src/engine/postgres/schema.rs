@@ -109,6 +109,9 @@ pub fn check(version: u32, schema: &str, location: Option<&str>) -> Result<()> {
     Ok(())
 }
 
+/// The first statement of the first migration.
+const MAKE_SCHEMA: &str = "CREATE SCHEMA IF NOT EXISTS {s};";
+
 /// Make or migrate the schema; on a new one store `config` and the clock. Returns the
 /// version found (0: the root was created; below `target()`: it was migrated). `clock`
 /// given for a root that exists must be its own (refused before anything is changed).
@@ -138,8 +141,22 @@ pub fn init(conn: &Conn, schema: &str, config: &str, clock: Clock, given: bool) 
         if from > to {
             check(from, schema, None)?;
         }
+        // A schema made for circe's role beforehand (`CREATE SCHEMA s AUTHORIZATION role`)
+        // is used as it is: `CREATE SCHEMA IF NOT EXISTS` asks for CREATE on the database
+        // even when the schema exists.
+        let made = from == 0
+            && conn
+                .call(
+                    "looking for the schema",
+                    conn.client.query_typed_opt(
+                        "SELECT 1 FROM pg_namespace WHERE nspname = $1",
+                        &[(&schema, Type::TEXT)],
+                    ),
+                )?
+                .is_some();
         for m in MIGRATIONS.iter().take(to as usize).skip(from as usize) {
-            conn.call("creating the tables", conn.client.batch_execute(&sql(schema, m)))?;
+            let m = if made { m.replacen(MAKE_SCHEMA, "", 1) } else { (*m).to_string() };
+            conn.call("creating the tables", conn.client.batch_execute(&sql(schema, &m)))?;
         }
         if from == 0 {
             let ins = sql(

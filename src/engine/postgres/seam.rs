@@ -413,7 +413,10 @@ impl Engine for PgEngine {
         let c = &self.conn.client;
         self.conn.call(
             "starting a snapshot",
-            c.batch_execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"),
+            c.batch_execute(
+                "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+                 SET LOCAL idle_in_transaction_session_timeout = 0",
+            ),
         )?;
         // The agents as of the snapshot, however recently the opening read them.
         let snap = self.read_agents().and_then(|()| crate::engine::Snapshot::read(self));

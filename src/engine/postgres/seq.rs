@@ -349,7 +349,9 @@ impl PgEngine {
         let loaded = self.conn.call(
             &format!("reading what {agent} has seen"),
             futures_util::future::try_join3(
-                c.batch_execute("BEGIN; SET LOCAL lock_timeout = '10s'"),
+                c.batch_execute(
+                    "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '10s'",
+                ),
                 c.execute_typed(&make, &[(&a, Type::TEXT)]),
                 c.query_typed_one(&load, &[(&a, Type::TEXT)]),
             ),

@@ -68,6 +68,10 @@ impl Target {
             return Err(Error::usage(format!("`{url}` is not a postgres:// URL"))
                 .hint("write postgres://host[:port]/database?schema=NAME"));
         }
+        // Before any error that would print the URL.
+        if holds_password(url) {
+            return Err(password_in_url());
+        }
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
         let (mut from_url, mut listen_host, mut listen_port) = (None, None, None);
@@ -110,6 +114,12 @@ impl Target {
         })?;
         if config.get_password().is_some() {
             return Err(password_in_url());
+        }
+        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            return Err(Error::usage(format!(
+                "`{url}` asks for sslmode=require: circe connects without TLS"
+            ))
+            .hint("reach the server over its unix socket, an SSH tunnel or a private network, and drop sslmode= (or write sslmode=disable)"));
         }
         fill_defaults(&mut config);
         let server_apart = listen_host.is_some() || listen_port.is_some();
@@ -190,6 +200,16 @@ impl Target {
     pub fn connect_timeout(&self) -> Duration {
         self.config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT)
     }
+}
+
+/// Does `url` carry a password: `user:password@` before its host, or `password=`?
+fn holds_password(url: &str) -> bool {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let (before_query, query) = rest.split_once('?').unwrap_or((rest, ""));
+    let authority = before_query.split('/').next().unwrap_or("");
+    let userinfo = authority.rsplit_once('@').map(|(u, _)| u);
+    userinfo.is_some_and(|u| u.contains(':'))
+        || query.split('&').any(|p| p.split_once('=').is_some_and(|(k, _)| k == "password"))
 }
 
 fn password_in_url() -> Error {
@@ -399,6 +419,21 @@ mod tests {
         let e = Target::from_url("postgres://u:secret@h/x").unwrap_err();
         assert!(e.message.contains("password") && e.hint.unwrap().contains("pgpass"));
         assert!(Target::from_url("postgres://h/x?password=secret").is_err());
+        // Refused as a password before any other fault would print the URL.
+        for url in [
+            "postgres://u:secret@h/x?schema=a&schema=b",
+            "postgres://u:secret@h/x?nosuchoption=1",
+            "postgres://u:secret@h/x?sslmode=bogus",
+            "postgres://u@h/x?password=secret&schema=a&schema=b",
+        ] {
+            let e = Target::from_url(url).err().unwrap();
+            assert!(!e.message.contains("secret"), "{url}: {}", e.message);
+            assert!(e.message.contains("holds a password"), "{url}: {}", e.message);
+        }
+        assert!(Target::from_url("postgres://u@h:5432/x?schema=a").is_ok());
+        let tls = Target::from_url("postgres://u@h/x?sslmode=require").err().unwrap();
+        assert!(tls.message.contains("without TLS"), "{}", tls.message);
+        assert!(Target::from_url("postgres://u@h/x?sslmode=prefer").is_ok());
         assert!(Target::from_url("postgres://h/x?schema=Bad-Name").is_err());
         assert!(Target::from_url("postgres://h/x?schema=pg_catalog").is_err());
         assert!(Target::from_url("/some/folder").is_err());

@@ -57,7 +57,7 @@ enum Pick {
 /// What `begin` asks before the load: the transaction and its lock waits.
 fn begin_sql() -> String {
     format!(
-        "BEGIN; SET LOCAL lock_timeout = '{LOCK_WAIT}'; SET LOCAL idle_in_transaction_session_timeout = '{LOCK_WAIT}'"
+        "BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL lock_timeout = '{LOCK_WAIT}'; SET LOCAL idle_in_transaction_session_timeout = '{LOCK_WAIT}'"
     )
 }
 
