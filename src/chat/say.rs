@@ -94,16 +94,19 @@ fn say_once(
         lines[0] = render_numbered(&role, Some(next.last), next.epoch, &lines[0]);
     }
     let bytes = render(me, to, cc, &lines);
-    // The line must read back as meant: with names that contain `-to-`, the reader's split
-    // (known agents first, then the regex's) decides.
+    // The line must read back as meant: with names that contain `-to-`, circe's reader
+    // splits by the known agents first, and another tool by the reference's regex alone
+    // (its last `-to-`): both must read it so.
     let first = bytes.lines().next().unwrap_or_default();
     let is_agent = |n: &str| ws.is_agent_named(n) || n == "all";
     let back = parse_line(first, &is_agent)
         .ok_or_else(|| Error::internal("the rendered line does not parse"))?;
-    if back.sender != me || back.recipient != to {
+    let plain = parse_line(first, &|_| false)
+        .ok_or_else(|| Error::internal("the rendered line does not parse"))?;
+    if let Some(other) = [&back, &plain].into_iter().find(|b| b.sender != me || b.recipient != to) {
         return Err(Error::refused(format!(
             "`[{me}-to-{to}]` would read back as from {} to {}",
-            back.sender, back.recipient
+            other.sender, other.recipient
         ))
         .hint("agent names containing `-to-` make the line ambiguous: say it as another agent, or retire one of them and add it again under a name without `-to-`"));
     }

@@ -150,7 +150,23 @@ fn registry_problems(reg: &Registry, m: &message::Message, bytes: &[u8]) -> Vec<
             });
         }
         Some(i) => {
-            if i.needs_task_id && m.task_id.is_none() {
+            // As `send` fills it: a TX `task` is its own msg-id's task, a reply the task of
+            // the message it answers (which a file alone cannot show: taken as given).
+            let opens = crate::tx::semantics(intent) == crate::tx::Semantics::OpensTask;
+            if opens
+                && m.task_id.is_none()
+                && let Some(id) = m.msg_id.as_deref()
+                && crate::names::check_task_id(id).is_err()
+            {
+                out.push(
+                    Problem::new(
+                        line,
+                        Some("task_id"),
+                        format!("a task needs a task id, and its msg-id `{id}` is not one"),
+                    )
+                    .hint("add a `task-id:` line (A-Z a-z 0-9 - _), or give it such a msg-id"),
+                );
+            } else if i.needs_task_id && m.task_id.is_none() && !opens && m.in_reply_to.is_none() {
                 out.push(
                     Problem::new(line, Some("task_id"), format!("intent {intent} needs a task_id"))
                         .hint("add a `task_id:` line naming the task"),

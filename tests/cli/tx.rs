@@ -952,3 +952,42 @@ fn one_copy_of_a_broadcast_two_retired_agents_left_is_handed_on() {
     assert_eq!(by_path.ok().json()["file"], file.as_str());
     env.circe(["doctor"]).run().ok();
 }
+
+/// `validate` takes what `send --file` takes: every reference example is valid, a TX `task`
+/// without `task-id` (its msg-id is its task) and a reply without one (the task of what it
+/// answers) too; a `task` whose msg-id cannot be a task id is not.
+#[test]
+fn validate_takes_the_reference_examples_send_takes() {
+    let env = tx_root();
+    let all = [
+        ASK,
+        ASK_RESPONSE,
+        TASK,
+        TASK_COMPLETE,
+        UPDATE,
+        PROMPT,
+        EX1_ASK,
+        EX1_RESPONSE,
+        EX2_TASK,
+        EX2_COMPLETE,
+        EX3_UPDATE,
+    ];
+    for (n, text) in all.iter().enumerate() {
+        let f = env.path().join(format!("example-{n}.md"));
+        std::fs::write(&f, text).unwrap();
+        let f = f.display().to_string();
+        // The six type templates are whole messages; the usage examples lack a timestamp,
+        // which a stored message has.
+        let stored = if n < 6 { &["validate", &f][..] } else { &["validate", "--draft", &f][..] };
+        for args in [&["validate", "--draft", &f][..], stored] {
+            let o = env.circe(args).run();
+            assert_eq!(o.code, 0, "example {n}: {}", o.show());
+        }
+    }
+    let bad = env.path().join("bad-task.md");
+    std::fs::write(&bad, TASK.replace("msg-id: task-review-001", "msg-id: task.review.001"))
+        .unwrap();
+    let o = env.circe(["validate", "--draft", &bad.display().to_string()]).run();
+    o.code(3);
+    assert!(o.stderr.contains("is not one"), "{}", o.show());
+}

@@ -274,6 +274,11 @@ fn read_only_box_as_unprivileged_user() {
     let (code, err) = nobody(&["claim", "T1"]);
     assert_ne!(code, 0, "claim into a read-only INBOX succeeded as nobody");
     assert!(err.starts_with("error: ") && err.contains("ermission denied"), "unclear: {err}");
+    // The folder that refused is named: the INBOX the message was to go into.
+    assert!(
+        err.contains("into ") && err.contains("AGENTS/engineer/INBOX (where it goes)"),
+        "{err}"
+    );
     assert_eq!(r.status("T1").unwrap().owner, None);
     assert!(lost_or_duplicated(&before, &r.messages()).is_empty());
     // Read-only NEW_MESSAGES: a send must fail cleanly and leave no half-open task.

@@ -392,7 +392,7 @@ impl Store {
                 ))
                 .hint("run `circe doctor` to see how the same message came to be in two boxes"));
             }
-            Err(e) => return Err(Error::io("cannot move", &src, e)),
+            Err(e) => return Err(move_error(&src, &self.box_dir(to), e)),
         }
         crash_point("move.renamed");
         self.sync_moved(from, to)?;
@@ -430,7 +430,7 @@ impl Store {
                     }
                     return Ok(None);
                 }
-                Err(e) => return Err(Error::io("cannot move", &src, e)),
+                Err(e) => return Err(move_error(&src, &self.box_dir(to), e)),
             }
         }
         Err(Error::conflict(format!("{to} holds 9,999 copies named like {name}"))
@@ -580,4 +580,22 @@ fn is_log_segment(n: &str) -> bool {
             && ids.as_bytes()[20] == b'-'
             && ids.bytes().enumerate().all(|(i, b)| i == 20 || b.is_ascii_digit())
     })
+}
+
+/// A move of `src` into the folder `into` that failed: a refusal may come from either
+/// folder, so both are named.
+fn move_error(src: &Path, into: &Path, e: io::Error) -> Error {
+    let denied = e.kind() == io::ErrorKind::PermissionDenied;
+    let err =
+        Error::io("cannot move", src, e).map_message(|m| format!("{m} into {}", into.display()));
+    if denied {
+        let from = src.parent().unwrap_or(src);
+        err.hint(format!(
+            "check this user's permissions on {} (where it goes) and {} (where it is): a move needs to write both",
+            into.display(),
+            from.display()
+        ))
+    } else {
+        err
+    }
 }
