@@ -360,16 +360,21 @@ pub fn messages_of(
     let mut out = Vec::new();
     for b in boxes {
         for name in ws.engine.list_box(b)? {
-            let mine = match message::parse_file_name(&name).and_then(|f| f.task_id) {
-                Some(t) => t == task.as_str(),
-                // Its name says it has no task: not read.
-                None if message::says_no_task(&name) => false,
-                None => ws
-                    .engine
+            let read_it = || {
+                ws.engine
                     .read_message(b, &name)
                     .ok()
                     .and_then(|bytes| message::parse_bytes(&bytes, Mode::Draft).ok())
-                    .is_some_and(|m| m.task_id.as_deref() == Some(task.as_str())),
+                    .is_some_and(|m| m.task_id.as_deref() == Some(task.as_str()))
+            };
+            let mine = match message::parse_file_name(&name).and_then(|f| f.task_id) {
+                Some(t) if t == task.as_str() => true,
+                // Another tool's name may split otherwise (an intent with `_`:
+                // `..._test_results_AUTH-012.md`): one that holds the task's id is read.
+                Some(_) => name.contains(task.as_str()) && read_it(),
+                // Its name says it has no task: not read.
+                None if message::says_no_task(&name) => false,
+                None => read_it(),
             };
             if mine {
                 out.push((b.clone(), name));

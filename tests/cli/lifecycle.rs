@@ -1298,3 +1298,23 @@ fn a_done_cut_off_part_way_says_how_far_it_went_and_done_again_finishes() {
     }
     assert!(partial > 0, "no step cut a done part way: the test saw nothing");
 }
+
+/// A message another tool named with an intent holding `_` (`..._test_results_AUTH-012.md`,
+/// so the name's last field reads `results_AUTH-012`) is the task's when its `task_id` says
+/// so: `show` lists it and `done` files it.
+#[test]
+fn a_message_named_by_another_tool_is_the_task_its_header_names() {
+    local_only!("the message is written into the INBOX by hand");
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    let name = "20251121_193000_qa-engineer_test_results_AUTH-012.md";
+    let text = "# MESSAGE\nfrom: qa\nto: engineer\nintent: test_results\ntask_id: AUTH-012\nstatus: completed\ncreated_at: 2025-11-21T19:30:00Z\n\n## Summary\nall green\n";
+    std::fs::write(env.root().join("AGENTS/engineer/INBOX").join(name), text).unwrap();
+    let show = env.circe(["show", T]).run();
+    assert!(show.ok().stdout.contains(name), "{}", show.show());
+    env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+    env.at(T5, "engineer", &["check", T, "tests_passed=true"]).ok();
+    env.at(T5, "engineer", &["status", T, "completed"]).ok();
+    env.as_("engineer", &["done", T]).ok();
+    assert!(env.root().join("LOGS").join(name).is_file(), "{:#?}", env.state().keys());
+}
