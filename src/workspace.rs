@@ -182,13 +182,18 @@ impl Workspace {
     /// This root's TX mesh names: its own (`tx: mesh:`, else the name of the folder that
     /// holds `.circe`), then its aliases.
     pub fn meshes(&self) -> Vec<String> {
-        let own = self.config.tx.mesh.clone().or_else(|| {
+        self.mesh().into_iter().chain(self.config.tx.aliases.iter().cloned()).collect()
+    }
+
+    /// This root's own TX mesh name (`tx: mesh:`, else the name of the folder that holds
+    /// `.circe` when it is a valid name), if it has one.
+    pub fn mesh(&self) -> Option<String> {
+        self.config.tx.mesh.clone().or_else(|| {
             let folder = self.engine.local_folder()?;
             let named = if folder.file_name()? == ".circe" { folder.parent()? } else { &folder };
             let holder = named.file_name()?.to_str()?.to_string();
             crate::names::check_agent(&holder).is_ok().then_some(holder)
-        });
-        own.into_iter().chain(self.config.tx.aliases.iter().cloned()).collect()
+        })
     }
 
     /// Is `agent` a coordinator (role coordinator or rooster, the human)?

@@ -462,21 +462,43 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
 /// its status in TX's words, TX's file name.
 fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
     let status = m.status.as_deref().map(tx_status);
-    let text = if m.format == Format::FrontMatter && status == m.status.as_deref() {
+    let mesh = ws.mesh();
+    // The sender is an agent (or circe) whatever roles share its name.
+    let from = m.from.as_deref().unwrap_or(crate::event::CIRCE);
+    let from = match &mesh {
+        Some(mesh) if !from.contains('/') => format!("{mesh}/{}", agent_of(from)),
+        _ => from.to_string(),
+    };
+    let to = tx_address(ws, mesh.as_deref(), m.to.as_deref().unwrap_or("all"));
+    let same = m.format == Format::FrontMatter
+        && status == m.status.as_deref()
+        && m.from.as_deref() == Some(from.as_str())
+        && m.to.as_deref() == Some(to.as_str());
+    let text = if same {
         bytes
     } else {
         let mut fm = m.clone();
         fm.format = Format::FrontMatter;
         fm.status = status.map(str::to_string);
+        fm.from = Some(from.clone());
+        fm.to = Some(to.clone());
         message::render(&fm).into_bytes()
     };
     let at = m.created_at.unwrap_or_else(|| ws.now());
-    let name = tx_name(
-        at,
-        m.intent.as_deref().unwrap_or("update"),
-        m.from.as_deref().unwrap_or("circe"),
-        m.to.as_deref().unwrap_or("all"),
-        id,
-    );
+    // The name's recipient part: an agent's name, a role as `role-NAME` (no `:` in a name).
+    let label = |a: &str| agent_of(a).replacen("role:", "role-", 1);
+    let name = tx_name(at, m.intent.as_deref().unwrap_or("update"), &label(&from), &label(&to), id);
     ExportFile { name, bytes: text, original: false }
+}
+
+/// A circe address as TX writes one: an agent (`agent:NAME`, or a bare name that is no
+/// role) as `MESH/NAME` with this root's mesh name; `mesh/agent` as it is; a role and `all`
+/// as they are (TX has no roles), as is everything when the root has no mesh name.
+fn tx_address(ws: &Workspace, mesh: Option<&str>, a: &str) -> String {
+    let Some(mesh) = mesh.filter(|_| !a.contains('/')) else { return a.to_string() };
+    match crate::address::Address::parse(a) {
+        crate::address::Address::Agent(n) => format!("{mesh}/{n}"),
+        crate::address::Address::Bare(n) if !ws.registry.is_role(n) => format!("{mesh}/{n}"),
+        _ => a.to_string(),
+    }
 }

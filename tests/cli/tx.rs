@@ -421,6 +421,8 @@ fn a_task_completes_once() {
 #[test]
 fn circe_messages_export_in_tx_naming() {
     let env = tx_root();
+    let cfg = env.read("circe.yaml").replacen("tx:\n", "tx:\n  mesh: hub\n", 1);
+    env.set_config(&cfg);
     // Never into a root's folder: copies of its messages would land in its boxes.
     if !crate::common::pg_mode() {
         let inbox = env.root().join("AGENTS/brain/INBOX");
@@ -439,7 +441,10 @@ fn circe_messages_export_in_tx_naming() {
     assert_eq!(names.len(), 1);
     assert!(names[0].starts_with("1121170000-update-coordinator--brain-"), "{names:?}");
     let text = std::fs::read_to_string(out.join(&names[0])).unwrap();
-    assert!(text.starts_with("---\nfrom: coordinator\nto: brain\ntype: update\n"), "{text}");
+    assert!(
+        text.starts_with("---\nfrom: hub/coordinator\nto: hub/brain\ntype: update\n"),
+        "{text}"
+    );
     // Its status in TX's words: a new message starts.
     assert!(text.contains("\nstatus: start\n") && !text.contains("status: new"), "{text}");
     // Exporting again writes nothing new and replaces nothing.
@@ -990,4 +995,42 @@ fn validate_takes_the_reference_examples_send_takes() {
     let o = env.circe(["validate", "--draft", &bad.display().to_string()]).run();
     o.code(3);
     assert!(o.stderr.contains("is not one"), "{}", o.show());
+}
+
+/// `export tx` writes circe's own messages with TX addresses: an agent as `MESH/NAME` (the
+/// root's mesh name), in the front matter and in the file name (its agent part); a role
+/// stays `role:NAME` in the front matter (TX has no roles) and `role-NAME` in the name: no
+/// `:` in any file name.
+#[test]
+fn export_tx_writes_agents_as_mesh_and_name() {
+    let env = Env::new();
+    let cfg = env.read("circe.yaml");
+    env.set_config(&format!("{cfg}tx:\n  mesh: team\n"));
+    let task = ["send", "--to", "role:engineer", "--intent", "task", "--summary", "do it"];
+    env.as_("coordinator", &task).ok();
+    let ask = ["send", "--to", "agent:coordinator", "--intent", "ask", "--summary", "which?"];
+    env.as_("engineer", &ask).ok();
+    let out = env.path().join("exported");
+    env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
+    let mut names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 2, "{names:?}");
+    assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
+    let ask_file = names.iter().find(|n| n.contains("-ask-")).unwrap();
+    assert!(ask_file.contains("-ask-engineer--coordinator-"), "{ask_file}");
+    let text = std::fs::read_to_string(out.join(ask_file)).unwrap();
+    assert!(
+        text.contains("to: team/coordinator\n") && text.contains("from: team/engineer\n"),
+        "{text}"
+    );
+    let task_file = names.iter().find(|n| n.contains("-task-")).unwrap();
+    assert!(task_file.contains("-task-coordinator--role-engineer-"), "{task_file}");
+    let text = std::fs::read_to_string(out.join(task_file)).unwrap();
+    assert!(
+        text.contains("to: role:engineer\n") && text.contains("from: team/coordinator\n"),
+        "{text}"
+    );
 }
