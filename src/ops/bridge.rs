@@ -276,8 +276,14 @@ fn land(
         message::fit_name(message::file_name(created, from, &to, &intent, m.task_id.as_deref(), 1));
     let waiting_status =
         m.status.as_deref().is_none_or(|s| matches!(s, "new" | "start" | "pending"));
-    let landing =
-        if landing == Landing::OpenTask && !waiting_status { Landing::History } else { landing };
+    // "Expired messages logged but not processed" (reference 000): an ask or task past its
+    // deadline is history, as one that is no longer waiting is.
+    let expired = m.deadline.is_some_and(|d| d <= ws.now());
+    let landing = if (landing == Landing::OpenTask && !waiting_status) || expired {
+        Landing::History
+    } else {
+        landing
+    };
     let recipients = reached(ws, &to);
     let msg_id = m.msg_id.clone().unwrap_or_default();
     // The import's event, given the boxes and the names the copies got there.

@@ -1034,3 +1034,38 @@ fn export_tx_writes_agents_as_mesh_and_name() {
         "{text}"
     );
 }
+
+/// An ask or a task imported past its deadline is history ("Expired messages logged but not
+/// processed"): filed into LOGS, no open ask, no waiting task; one still before its deadline
+/// is live.
+#[test]
+fn an_import_past_its_deadline_is_history() {
+    let env = tx_root();
+    let src = env.path().join("tx-late");
+    let ask = "---\ntype: ask\nstatus: start\nmsg-id: late-ask\nheadline: q\ndeadline: 2025-11-03T00:00:00Z\n---\n\nq\n";
+    let task = "---\ntype: task\nstatus: start\nmsg-id: late-task\nheadline: t\ndeadline: 2025-11-03T00:00:00Z\n---\n\nt\n";
+    let live = "---\ntype: task\nstatus: start\nmsg-id: live-task\nheadline: t\ndeadline: 2030-01-01T00:00:00Z\n---\n\nt\n";
+    write_folder(
+        &src,
+        &[
+            ("1102100000-ask-core--brain-late-ask.md", ask),
+            ("1102100001-task-core--brain-late-task.md", task),
+            ("1102100002-task-core--brain-live-task.md", live),
+        ],
+    );
+    let o = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    o.ok();
+    let j = o.json();
+    assert_eq!(
+        (j["history"].as_u64(), j["open_asks"].as_u64(), j["open_tasks"].as_u64()),
+        (Some(2), Some(0), Some(1)),
+        "{}",
+        o.show()
+    );
+    assert!(asks(&env).is_empty(), "{:?}", asks(&env));
+    let tasks = env.circe(["tasks", "--json"]).run();
+    let list = tasks.json();
+    let ids: Vec<&str> =
+        list["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["live-task"], "{}", tasks.show());
+}
