@@ -202,7 +202,7 @@ fn planted(plant_tasks: bool) {
 /// and the task removed as never delivered).
 #[test]
 fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
-    let Some((_parent, r)) = nobodys_root("repair_by_a_user_who_cannot_read_a_message") else {
+    let Some((_parent, r)) = nobodys_root("repair_by_a_user_who_cannot_read_a_message", 0) else {
         return;
     };
     // The ticket is root's, readable by root alone.
@@ -229,9 +229,10 @@ fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
     assert_eq!(r.status("T1").unwrap().status.as_str(), "new");
 }
 
-/// A root with task T1 waiting, owned by `nobody` (65534) in a folder all may enter, and its
+/// A root with task T1 waiting and `engineers` more engineers (e1, e2, ...), owned by
+/// `nobody` (65534) in a folder all may enter, and its
 /// parent folder (removed when dropped); `None` (said) when setpriv is missing.
-fn nobodys_root(test: &str) -> Option<(tempfile::TempDir, Root)> {
+fn nobodys_root(test: &str, engineers: usize) -> Option<(tempfile::TempDir, Root)> {
     if Command::new("setpriv").arg("--version").output().is_err() {
         eprintln!("SKIPPED {test}: setpriv is missing");
         return None;
@@ -239,7 +240,7 @@ fn nobodys_root(test: &str) -> Option<(tempfile::TempDir, Root)> {
     let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
     std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .unwrap();
-    let r = Root::new_in(parent.path(), 0);
+    let r = Root::new_in(parent.path(), engineers);
     r.open("T1");
     let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
     assert!(chown.unwrap().success());
@@ -250,7 +251,7 @@ fn nobodys_root(test: &str) -> Option<(tempfile::TempDir, Root)> {
 
 #[test]
 fn read_only_box_as_unprivileged_user() {
-    let Some((_parent, r)) = nobodys_root("read_only_box_as_unprivileged_user") else { return };
+    let Some((_parent, r)) = nobodys_root("read_only_box_as_unprivileged_user", 0) else { return };
     let inbox = r.dir.join("AGENTS/engineer/INBOX");
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let before = r.messages();
@@ -627,4 +628,51 @@ fn not_group_writable(dir: &Path) -> Vec<String> {
         }
     }
     closed
+}
+
+/// A send to a role whose one INBOX this user may not write leaves that copy staged (the
+/// send stands for the others: `committed`); the sender's next send, to anyone, is refused
+/// saying it is the earlier message that waits, with `committed: false` (nothing of it was
+/// sent), and goes once the INBOX is mended.
+#[test]
+fn a_staged_copy_of_an_earlier_send_is_named_by_the_next_one() {
+    let Some((_parent, r)) = nobodys_root("a_staged_copy_of_an_earlier_send", 1) else { return };
+    // The second of the role's INBOXes (e1, engineer): the first copy lands.
+    let inbox = r.dir.join("AGENTS/engineer/INBOX");
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let nobody = |args: &[&str]| {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+            .args(args)
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", "qa")
+            .env("CIRCE_DURABILITY", "relaxed")
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let send = |to: &str, what: &str| {
+        nobody(&["send", "--json", "--to", to, "--intent", "inform", "--summary", what])
+    };
+    let (code, out) = send("role:engineer", "first");
+    if code == -1 {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here");
+        return;
+    }
+    assert_eq!(code, 1, "{out}");
+    let (code, out) = send("coordinator", "second");
+    assert_eq!(code, 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let e = &v["error"];
+    assert!(
+        e["message"].as_str().unwrap().contains("earlier numbered message is not finished"),
+        "{out}"
+    );
+    assert_eq!(e["details"]["committed"], false, "{out}");
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let (code, out) = send("coordinator", "second");
+    assert_eq!(code, 0, "{out}");
+    r.doctor(true);
+    r.assert_clean("after the earlier send was finished");
 }

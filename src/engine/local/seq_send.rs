@@ -90,7 +90,13 @@ impl Store {
         agent: &AgentName,
     ) -> Result<(LocalHold<'_>, Vec<crate::event::Event>)> {
         let lock = self.lock_seq(agent)?;
-        let (c, events) = self.seq_settle(agent, &lock)?;
+        let (c, events) = self.seq_settle(agent, &lock).map_err(|e| {
+            e.map_message(|m| {
+                format!("{agent}'s earlier numbered message is not finished, and this command changed nothing: {m}")
+            })
+            .not_delivered()
+            .hint_more("once that is mended, the next command of a user who may write there (or `circe doctor --repair`) finishes the earlier message; then run this one again")
+        })?;
         let last = c.last.checked_add(1).ok_or_else(|| {
             Error::refused(format!("{agent}'s sequence counter is at its end ({})", c.last))
                 .hint(format!("`circe seq reset --agent {agent}` starts a new epoch at #1"))
