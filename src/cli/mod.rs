@@ -360,7 +360,7 @@ pub fn main() -> u8 {
     };
     let json = cli.json;
     let lines = cli.command.prints_lines();
-    match run(cli) {
+    let code = match run(cli) {
         Ok(report) => {
             report.print(json);
             report.code
@@ -369,6 +369,17 @@ pub fn main() -> u8 {
             output::print_error(&e, json, lines);
             e.exit_code()
         }
+    };
+    // Output that could not be written (a full disk) is no success, whatever was done.
+    match output::stdout_failure() {
+        Some(why) if code == 0 => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("error: cannot write the output to stdout: {why}\nhint: what the command did stands (`circe log` shows it); free the space or write elsewhere, and run a report again\n").as_bytes(),
+            );
+            crate::exit_code::INTERNAL
+        }
+        _ => code,
     }
 }
 

@@ -69,9 +69,27 @@ impl Report {
                 writeln!(out, "{human}")
             }
         };
-        // A reader that went away is not an error (broken pipe).
-        let _ = r.and_then(|()| out.flush());
+        // A reader that went away is not an error (broken pipe); any other failure is.
+        if let Err(e) = r.and_then(|()| out.flush()) {
+            stdout_failed(&e);
+        }
     }
+}
+
+/// Why writing to stdout failed, when it did for another reason than a reader that went
+/// away (a full disk, `/dev/full`): the command then ends with exit 1 (`stdout_failure`).
+static STDOUT_FAILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Note a failed write to stdout: a closed pipe is a reader that went away, not an error.
+pub fn stdout_failed(e: &std::io::Error) {
+    if e.kind() != std::io::ErrorKind::BrokenPipe {
+        let _ = STDOUT_FAILED.set(e.to_string());
+    }
+}
+
+/// The failure to write stdout, if the command had one (not a closed pipe).
+pub fn stdout_failure() -> Option<&'static str> {
+    STDOUT_FAILED.get().map(String::as_str)
 }
 
 /// Text for a terminal: what other agents wrote (a summary, a body, a chat line) may hold
@@ -134,7 +152,8 @@ impl Out {
             if self.json { std::borrow::Cow::Borrowed(text) } else { terminal_safe(text) }.as_ref(),
         );
         buf.push('\n');
-        if out.write_all(buf.as_bytes()).and_then(|()| out.flush()).is_err() {
+        if let Err(e) = out.write_all(buf.as_bytes()).and_then(|()| out.flush()) {
+            stdout_failed(&e);
             self.closed = true;
         }
         !self.closed

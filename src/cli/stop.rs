@@ -1,19 +1,23 @@
-//! SIGINT and SIGTERM for commands that run until stopped (`watch`, `wait`, `log
-//! --follow`): the signal only raises a flag, and the command ends between two events, so
+//! SIGINT, SIGTERM and SIGHUP (a terminal closed) for commands that run until stopped
+//! (`watch`, `wait`, `log --follow`): the signal only raises a flag, and the command ends between two events, so
 //! the cursor it saves is the place of the last event it really handed on.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use signal_hook::consts::{SIGHUP, SIGINT, SIGTERM};
+
 use crate::error::{Error, Result};
 
-/// Whether SIGINT or SIGTERM has come.
+/// Whether SIGINT, SIGTERM or SIGHUP has come.
 pub struct Stop(Arc<AtomicBool>);
 
 impl Stop {
     pub fn install() -> Result<Stop> {
         let flag = Arc::new(AtomicBool::new(false));
-        for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // SIGHUP too: its default action would end the stream at once, leaving a running
+        // hook behind while a restarted consumer runs the same event's hook.
+        for sig in [SIGINT, SIGTERM, SIGHUP] {
             signal_hook::flag::register(sig, Arc::clone(&flag))
                 .map_err(|e| Error::internal(format!("cannot handle signal {sig}: {e}")))?;
         }

@@ -76,6 +76,12 @@ const MEASURE: usize = 1000;
 /// Stdout closed under us: stop quietly.
 const CLOSED: &str = "stdout closed";
 
+/// A failed write: the listing ends (a full disk is noted for the exit code).
+fn closed(e: &std::io::Error) -> Error {
+    super::output::stdout_failed(e);
+    Error::internal(CLOSED)
+}
+
 fn write_line(out: &mut impl Write, widths: &[usize; 8], c: &[String; 8]) -> Result<()> {
     let mut line = String::with_capacity(128);
     for (i, cell) in c.iter().enumerate() {
@@ -86,7 +92,7 @@ fn write_line(out: &mut impl Write, widths: &[usize; 8], c: &[String; 8]) -> Res
         }
     }
     line.push('\n');
-    out.write_all(line.as_bytes()).map_err(|_| Error::internal(CLOSED))
+    out.write_all(line.as_bytes()).map_err(|e| closed(&e))
 }
 
 pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
@@ -112,7 +118,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let mut n = 0usize;
     let mut asserted = false;
     let result = if ctx.json {
-        out.write_all(b"{\n  \"tasks\": [").map_err(|_| Error::internal(CLOSED))?;
+        out.write_all(b"{\n  \"tasks\": [").map_err(|e| closed(&e))?;
         let r = ws.engine.board(&mut |r| {
             if !keep(&r) {
                 return Ok(());
@@ -122,10 +128,10 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             let line = serde_json::to_string(&r).unwrap_or_default();
             out.write_all(sep.as_bytes())
                 .and_then(|()| out.write_all(line.as_bytes()))
-                .map_err(|_| Error::internal(CLOSED))
+                .map_err(|e| closed(&e))
         });
         let end: &[u8] = if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" };
-        r.and_then(|()| out.write_all(end).map_err(|_| Error::internal(CLOSED)))
+        r.and_then(|()| out.write_all(end).map_err(|e| closed(&e)))
     } else {
         let mut first: Vec<[String; 8]> = Vec::new();
         let mut widths: Option<[usize; 8]> = None;
@@ -159,10 +165,10 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             } else {
                 ""
             };
-            out.write_all(tail.as_bytes()).map_err(|_| Error::internal(CLOSED))
+            out.write_all(tail.as_bytes()).map_err(|e| closed(&e))
         })
     };
-    match result.and_then(|()| out.flush().map_err(|_| Error::internal(CLOSED))) {
+    match result.and_then(|()| out.flush().map_err(|e| closed(&e))) {
         Err(e) if e.kind == Kind::Internal && e.message == CLOSED => Ok(Report::streamed()),
         Err(e) => Err(e),
         Ok(()) => Ok(Report::streamed().warnings(super::passed_over_warnings(&ws))),

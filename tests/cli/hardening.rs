@@ -1367,3 +1367,40 @@ fn doctor_moves_aside_a_damaged_owner_record_of_a_waiting_task() {
     assert!(env.root().join("LOGS/quarantine/tasks~A-1.owner").is_file());
     env.as_("engineer", &["claim", "A-1"]).ok();
 }
+
+/// Output that cannot be written (stdout on a full disk: `/dev/full`) is exit 1 with the
+/// reason on stderr, for a report and for a stream; a reader that went away (a closed pipe)
+/// is not an error: exit 0.
+#[test]
+fn output_that_cannot_be_written_is_an_error_a_closed_pipe_is_not() {
+    local_only!("runs the binary with its stdout on /dev/full");
+    let env = Env::new();
+    env.open_task("T-1");
+    let cmd = |args: &[&str]| {
+        let mut c = std::process::Command::new(crate::common::exe());
+        c.args(args)
+            .current_dir(env.path())
+            .env_clear()
+            .env("CIRCE_NOW", &env.now)
+            .env("CIRCE_AGENT", "engineer")
+            .stdin(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        c
+    };
+    for args in [&["tasks"][..], &["show", "T-1"], &["log", "--json"], &["tasks", "--json"]] {
+        let full = std::fs::File::create("/dev/full").unwrap();
+        let o = cmd(args).stdout(full).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("cannot write the output to stdout: No space left"),
+            "{args:?}: {err}"
+        );
+    }
+    for args in [&["tasks"][..], &["log", "--json"]] {
+        let mut child = cmd(args).stdout(std::process::Stdio::piped()).spawn().unwrap();
+        drop(child.stdout.take());
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
+    }
+}

@@ -869,39 +869,48 @@ fn a_hanging_hook_is_ended_by_its_timeout_and_by_sigterm() {
     o.ok();
     assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
     assert!(o.stderr.contains("ran longer than --exec-timeout 300ms"), "{}", o.show());
-    let mut w = spawn(
-        &env,
-        None,
-        &[
-            "watch",
-            "--all",
-            "--from-start",
-            "--cursor",
-            "s",
-            "--kind",
-            "send",
-            "--exec",
-            // The hook's shell waits on a process of its own: the whole group goes.
-            "sleep 37.25 & wait",
-        ],
-    );
-    std::thread::sleep(Duration::from_millis(700));
-    let stopped = Instant::now();
-    Command::new("kill").args(["-TERM", &w.id().to_string()]).status().unwrap();
-    let _ = w.wait();
-    assert!(stopped.elapsed() < Duration::from_secs(5), "{:?}", stopped.elapsed());
-    std::thread::sleep(Duration::from_millis(200));
-    let left: Vec<String> = std::fs::read_dir("/proc")
-        .unwrap()
-        .filter_map(|p| std::fs::read(p.ok()?.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.starts_with("sleep 37.25"))
-        .collect();
-    assert!(left.is_empty(), "the hook's child outlived it: {left:?}");
-    let again =
-        env.circe(["watch", "--all", "--once", "--cursor", "s", "--json", "--kind", "send"]).run();
-    again.ok();
-    assert_eq!(again.stdout.lines().count(), 1, "the event the hook was ended on comes again");
+    // SIGHUP (a terminal closed) as SIGTERM: a hook left running would run again, at the
+    // same time, under a consumer started anew.
+    for (sig, cursor, hook) in [("-TERM", "s", "sleep 37.25"), ("-HUP", "h", "sleep 37.5")] {
+        let mut w = spawn(
+            &env,
+            None,
+            &[
+                "watch",
+                "--all",
+                "--from-start",
+                "--cursor",
+                cursor,
+                "--kind",
+                "send",
+                "--exec",
+                // The hook's shell waits on a process of its own: the whole group goes.
+                &format!("{hook} & wait"),
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(700));
+        let stopped = Instant::now();
+        Command::new("kill").args([sig, &w.id().to_string()]).status().unwrap();
+        let _ = w.wait();
+        assert!(stopped.elapsed() < Duration::from_secs(5), "{sig}: {:?}", stopped.elapsed());
+        std::thread::sleep(Duration::from_millis(200));
+        let left: Vec<String> = std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|p| std::fs::read(p.ok()?.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.starts_with(hook))
+            .collect();
+        assert!(left.is_empty(), "{sig}: the hook's child outlived it: {left:?}");
+        let again = env
+            .circe(["watch", "--all", "--once", "--cursor", cursor, "--json", "--kind", "send"])
+            .run();
+        again.ok();
+        assert_eq!(
+            again.stdout.lines().count(),
+            1,
+            "{sig}: the event the hook was ended on comes again"
+        );
+    }
 }
 
 /// An agent's stream follows the tasks it opened: the coordinator sees its task claimed and
