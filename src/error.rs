@@ -104,6 +104,13 @@ impl Error {
                 "check this user's permissions on {} and the folders above it",
                 path.display()
             ));
+        } else if source.raw_os_error() == Some(27) {
+            e.hint = Some("a file-size limit (`ulimit -f`) stopped the write: raise it".into());
+        } else if source.raw_os_error() == Some(30) {
+            e.hint = Some(
+                "the filesystem is mounted read-only: a change needs it writable (reports still read it)"
+                    .into(),
+            );
         } else if source.raw_os_error() == Some(40) {
             // ELOOP from O_NOFOLLOW: circe never follows a link where it keeps its files.
             e.hint = Some("a symbolic link stands there, and circe never follows one: `circe doctor --repair` moves it to LOGS/quarantine/".into());

@@ -284,6 +284,7 @@ pub fn run(cli: Cli) -> Result<Report> {
 
 /// Parse the process arguments, run, print, and return the exit code.
 pub fn main() -> u8 {
+    stop::catch_file_size_limit();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
     // `circe help protocols`: the contract, built into the binary (an installed circe has

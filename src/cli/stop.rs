@@ -29,6 +29,14 @@ impl Stop {
     }
 }
 
+/// A file-size limit (`ulimit -f`) reached mid-change would end the process by SIGXFSZ, with
+/// no word and whatever it had done unsaid: caught instead, the write fails (EFBIG) and the
+/// command says so like any failed write (its change stands or not, as it says).
+pub fn catch_file_size_limit() {
+    let _ =
+        signal_hook::flag::register(signal_hook::consts::SIGXFSZ, Arc::new(AtomicBool::new(false)));
+}
+
 /// Whether whoever read standard output has gone (a pipe whose reader closed): a stream that
 /// prints to it ends then, even while no event comes to be written (`log --follow | head`).
 pub fn stdout_gone() -> bool {

@@ -1404,3 +1404,34 @@ fn output_that_cannot_be_written_is_an_error_a_closed_pipe_is_not() {
         assert_eq!(o.status.code(), Some(0), "{args:?}: {}", String::from_utf8_lossy(&o.stderr));
     }
 }
+
+/// A file-size limit (`ulimit -f`) reached by a change is a failed write (exit 1, said with
+/// its cause), not a process killed by SIGXFSZ without a word; nothing is half-sent.
+#[test]
+fn a_file_size_limit_is_a_failed_write_not_a_kill() {
+    local_only!("the limit is on the files the local engine writes");
+    let env = Env::new();
+    let body = env.path().join("body.md");
+    std::fs::write(&body, "x".repeat(4000)).unwrap();
+    let before = env.state();
+    let send = format!(
+        "ulimit -f 1; exec '{}' send --to engineer --intent inform --summary big --body-file '{}'",
+        crate::common::exe().display(),
+        body.display()
+    );
+    let o = std::process::Command::new("sh")
+        .args(["-c", &send])
+        .current_dir(env.path())
+        .env_clear()
+        .env("CIRCE_NOW", &env.now)
+        .env("CIRCE_AGENT", "coordinator")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("File too large") && err.contains("ulimit -f"), "{err}");
+    // Nothing sent (the sender's counter folder is made on its first send, empty).
+    let mut after = env.state();
+    after.retain(|k, _| !k.starts_with("seq/"));
+    assert_unchanged(&before, &after);
+}

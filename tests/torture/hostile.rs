@@ -676,3 +676,39 @@ fn a_staged_copy_of_an_earlier_send_is_named_by_the_next_one() {
     r.doctor(true);
     r.assert_clean("after the earlier send was finished");
 }
+
+/// On a read-only mount a change fails naming the read-only filesystem (not a permission a
+/// chmod could mend) and changes nothing; the reports read. Run in a mount namespace of its
+/// own (`unshare -m`), so no mount outlives the test.
+#[test]
+fn a_read_only_mount_is_named_as_such() {
+    let r = Root::new(0);
+    r.open("T1");
+    let dir = r.tmp.path().display().to_string();
+    let run = |args: &str| {
+        let script = format!(
+            "mount --bind '{dir}' '{dir}' && mount -o remount,ro,bind '{dir}' && exec '{}' {args}",
+            crate::common::BIN
+        );
+        let o = Command::new("unshare")
+            .args(["-m", "sh", "-c", &script])
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", "engineer")
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = run("tasks");
+    if code != 0 && (err.contains("unshare") || err.contains("mount")) {
+        eprintln!("SKIPPED a_read_only_mount_is_named_as_such: {err}");
+        return;
+    }
+    assert_eq!(code, 0, "{err}");
+    for args in ["claim T1", "claim --next"] {
+        let (code, err) = run(args);
+        assert_eq!(code, 1, "{args}: {err}");
+        assert!(err.contains("read-only") && !err.contains("ermission"), "{args}: {err}");
+    }
+    assert_eq!(r.status("T1").unwrap().owner, None);
+    r.assert_clean("after changes refused by a read-only mount");
+}

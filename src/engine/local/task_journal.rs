@@ -241,10 +241,16 @@ impl Store {
         f.write_all_at(&bytes, 1)
             .and_then(|()| f.write_all_at(&[PENDING], 0))
             // A lock file this user may not write was opened to read (`lock.rs`): said as
-            // the permission it lacks.
+            // what it lacks, a writable mount or the permission.
             .map_err(|e| match e.raw_os_error() {
                 Some(b) if b == rustix::io::Errno::BADF.raw_os_error() => {
-                    std::io::Error::from(std::io::ErrorKind::PermissionDenied)
+                    let ro = rustix::fs::statvfs(&path)
+                        .is_ok_and(|s| s.f_flag.contains(rustix::fs::StatVfsMountFlags::RDONLY));
+                    if ro {
+                        std::io::Error::from_raw_os_error(rustix::io::Errno::ROFS.raw_os_error())
+                    } else {
+                        std::io::Error::from(std::io::ErrorKind::PermissionDenied)
+                    }
                 }
                 _ => e,
             })
