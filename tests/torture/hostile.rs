@@ -712,3 +712,34 @@ fn a_read_only_mount_is_named_as_such() {
     assert_eq!(r.status("T1").unwrap().owner, None);
     r.assert_clean("after changes refused by a read-only mount");
 }
+
+/// `archive` under a process limit that leaves it no thread to make (`ulimit -u`, as a
+/// container's pids limit does) removes the originals on its own thread: exit 0, not a panic
+/// after its commit point. Run as `nobody`, for whom the limit holds.
+#[test]
+fn archive_without_threads_to_spare_does_the_work_itself() {
+    let Some((_parent, r)) = nobodys_root("archive_without_threads_to_spare", 0) else { return };
+    r.ok(Some("engineer"), &["claim", "T1"]);
+    r.ok(Some("engineer"), &["status", "T1", "in_progress"]);
+    r.ok(Some("engineer"), &["check", "T1", "tests_passed=true"]);
+    r.ok(Some("engineer"), &["status", "T1", "completed"]);
+    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
+    assert!(chown.unwrap().success());
+    let script = format!("ulimit -u 1; exec '{}' archive --older-than 1s", crate::common::BIN);
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", &script])
+        .env_clear()
+        .env("CIRCE_ROOT", &r.dir)
+        .env("CIRCE_NOW", "2031-01-01T00:00:00Z")
+        .env("CIRCE_DURABILITY", "relaxed")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    if err.contains("setpriv:") {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(r.status("T1").is_none(), "T1 was not archived: {err}");
+    r.assert_clean("after an archive with no thread to spare");
+}

@@ -70,17 +70,25 @@ pub(super) fn in_parallel<T: Sync, R: Send>(
     let part = items.len().div_ceil(THREADS).max(1);
     let work = &work;
     std::thread::scope(|s| {
+        // A run whose thread cannot be made (a process limit, `ulimit -u` or a container's
+        // pids limit) is done on this one.
         let runs: Vec<_> = items
             .chunks(part)
-            .map(|run| s.spawn(move || run.iter().map(work).collect::<Vec<Result<R>>>()))
+            .map(|run| {
+                let each = move || run.iter().map(work).collect::<Vec<Result<R>>>();
+                std::thread::Builder::new().spawn_scoped(s, each).map_err(|_| run)
+            })
             .collect();
         let mut out = Vec::with_capacity(items.len());
         let mut first = None;
         for r in runs {
-            let done = r.join().unwrap_or_else(|_| {
-                vec![Err(Error::internal("an archive removal thread panicked")
-                    .hint("run `circe archive` again: it finishes the removal"))]
-            });
+            let done = match r {
+                Ok(t) => t.join().unwrap_or_else(|_| {
+                    vec![Err(Error::internal("an archive removal thread panicked")
+                        .hint("run `circe archive` again: it finishes the removal"))]
+                }),
+                Err(run) => run.iter().map(work).collect(),
+            };
             for d in done {
                 match d {
                     Ok(v) => out.push(v),
