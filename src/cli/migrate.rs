@@ -56,10 +56,21 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         return Err(Error::usage(format!("this root is in a database already ({})", t.location()))
             .hint("`circe migrate --to-local DIR` brings it back into a folder"));
     }
+    // SIGINT, SIGTERM or SIGHUP before the import commits puts the root back (a signal's
+    // default action would leave it renamed aside, and every agent without a root).
+    let stop = super::stop::Stop::install()?;
+    let stopped = || stop.requested();
     let (staged, _moving) = local::retire::stage(&root)?;
     let moved = (|| -> Result<(usize, usize, usize)> {
         // A command that opened the root before the rename may still be finishing.
-        local::retire::wait_for_commands(&staged, std::time::Duration::from_secs(10))?;
+        let budget = std::time::Duration::from_secs(10);
+        let waiting = |n: usize| {
+            eprintln!(
+                "circe: waiting up to {} s for commands still at work on the root ({n} staged file(s) in tmp/)",
+                budget.as_secs()
+            );
+        };
+        local::retire::wait_for_commands(&staged, budget, &stopped, &waiting)?;
         let (eng, config) = local::open_at(&staged)?;
         let found = eng.doctor(false)?;
         if let Some(v) = found.iter().find(|v| !v.repaired) {
@@ -68,6 +79,9 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         }
         let mut snap = Snapshot::read(&eng)?;
         snap.chat = local::chat_copy(&staged, config.chat.path.as_deref())?;
+        if stopped() {
+            return Err(local::retire::interrupted());
+        }
         postgres::import(&target, &snap, clock)
     })();
     let (tasks, messages, events) = match moved {

@@ -774,3 +774,43 @@ fn a_move_to_a_folder_that_cannot_stop_a_writer_writes_nothing() {
     root.run(None, &["tasks"]).ok();
     root.run(Some("e1"), &["claim", "T-000"]).ok();
 }
+
+/// `migrate --to` stopped by a signal (a person's Ctrl-C while it waits for a command still
+/// at work) puts the root back where it was and imports nothing: no folder left renamed
+/// aside for the agents.
+#[test]
+fn a_migrate_stopped_by_a_signal_puts_the_root_back() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    init(project.path(), None);
+    let circe = project.path().join(".circe");
+    // A send still at work: its staging, named by a live process.
+    let mut busy = Command::new("sleep").arg("30").spawn().unwrap();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap().display().to_string();
+    let ns: String = ns.chars().filter(char::is_ascii_digit).collect();
+    std::fs::create_dir(circe.join(format!("tmp/seq-{}-ns{ns}-abcdefgh.part", busy.id()))).unwrap();
+    let url = c.fresh_url();
+    for sig in ["-INT", "-TERM"] {
+        let m = Command::new(BIN)
+            .args(["migrate", "--to", &url])
+            .current_dir(project.path())
+            .env_clear()
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        assert!(Command::new("kill").args([sig, &m.id().to_string()]).status().unwrap().success());
+        let o = m.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{sig}: {err}");
+        assert!(
+            err.contains("waiting up to 10 s") && err.contains("nothing was moved"),
+            "{sig}: {err}"
+        );
+        assert!(circe.join("circe.yaml").is_file(), "{sig}: the root was left aside: {err}");
+        let tasks = Command::new(BIN).args(["tasks"]).current_dir(project.path()).output().unwrap();
+        assert_eq!(tasks.status.code(), Some(0), "{sig}");
+    }
+    let _ = busy.kill();
+    let _ = busy.wait();
+}

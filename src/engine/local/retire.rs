@@ -51,13 +51,26 @@ pub fn stage(root: &Path) -> Result<(PathBuf, Moving)> {
 /// the journal of its events in tmp/, which the move would carry without its events (its
 /// process then fails to log them where the root was). Refused (exit 4) when one is still
 /// at work: the caller puts the root back.
-pub fn wait_for_commands(staged: &Path, budget: std::time::Duration) -> Result<()> {
+pub fn wait_for_commands(
+    staged: &Path,
+    budget: std::time::Duration,
+    stopped: &dyn Fn() -> bool,
+    waiting: &dyn Fn(usize),
+) -> Result<()> {
     let store = super::root::Store::at(staged, false);
     let until = std::time::Instant::now() + budget;
+    let mut said = false;
     loop {
         let files = store.tmp_writers()?;
         if files.is_empty() {
             return Ok(());
+        }
+        if stopped() {
+            return Err(interrupted());
+        }
+        if !said {
+            said = true;
+            waiting(files.len());
         }
         if std::time::Instant::now() >= until {
             let list: Vec<String> =
@@ -70,6 +83,12 @@ pub fn wait_for_commands(staged: &Path, budget: std::time::Duration) -> Result<(
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// A move stopped by a signal before its commit: the caller puts the root back.
+pub fn interrupted() -> Error {
+    Error::internal("interrupted (a signal) before the move committed; nothing was moved")
+        .hint("the root is back where it was; run the move again when you are ready")
 }
 
 /// Is a move of the root staged at `staged` under way right now (its lock held)?
