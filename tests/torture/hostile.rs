@@ -743,3 +743,33 @@ fn archive_without_threads_to_spare_does_the_work_itself() {
     assert!(r.status("T1").is_none(), "T1 was not archived: {err}");
     r.assert_clean("after an archive with no thread to spare");
 }
+
+/// A root nobody has written to since `init`, read by a user who may not write it: the
+/// reports read it (the locks they take were made by `init`).
+#[test]
+fn a_fresh_root_reads_for_a_user_who_may_not_write() {
+    let parent = tempfile::Builder::new().prefix("circe-fresh-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    let dir = parent.path().join("p");
+    std::fs::create_dir(&dir).unwrap();
+    let init = Command::new(crate::common::BIN).arg("init").current_dir(&dir).output().unwrap();
+    assert!(init.status.success(), "{init:?}");
+    for args in [&["tasks"][..], &["board", "--once"], &["claim", "--next", "--dry-run"]] {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+            .args(args)
+            .current_dir(&dir)
+            .env_clear()
+            .env("CIRCE_AGENT", "engineer")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        if err.contains("setpriv:") {
+            eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+            return;
+        }
+        assert!(matches!(o.status.code(), Some(0 | 6)), "{args:?}: {err}");
+        assert!(!err.contains("cannot open lock file"), "{args:?}: {err}");
+    }
+}

@@ -31,7 +31,7 @@ use crate::task::record::{self, Checks, StatusRecord};
 use crate::task::{Row, Status, row_of};
 
 const FILE: &str = "board.log";
-const LOCK: &str = "board";
+pub(super) const LOCK: &str = "board";
 /// A line circe writes is far shorter (names are at most 64 bytes).
 const LINE_MAX: usize = 2048;
 

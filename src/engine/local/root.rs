@@ -96,6 +96,10 @@ impl Store {
             std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
         }
         let store = Store::at(&root, true);
+        // The root-wide locks a report takes, made now: a reader who may not write (it
+        // cannot make them) reads a root nobody has written to since `init`.
+        drop(store.lock_named("queue")?);
+        drop(store.lock_named_shared(super::board::LOCK)?);
         let cfg = store.root.join(CONFIG_FILE);
         let written = if cfg.exists() {
             false
