@@ -773,3 +773,50 @@ fn a_fresh_root_reads_for_a_user_who_may_not_write() {
         assert!(!err.contains("cannot open lock file"), "{args:?}: {err}");
     }
 }
+
+/// `doctor` run by a user who cannot read one task's lock file, then its record: the task is
+/// reported (naming the file and the permission) and the report goes on; its message is not
+/// taken for a stray (it is the task's, whose record could not be read).
+#[test]
+fn doctor_reports_a_task_it_cannot_read_and_goes_on() {
+    let Some((_parent, r)) = nobodys_root("doctor_reports_a_task_it_cannot_read", 0) else {
+        return;
+    };
+    r.open("T2");
+    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
+    assert!(chown.unwrap().success());
+    let doctor = || {
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+            .arg("doctor")
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .output()
+            .unwrap();
+        (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let closed = |rel: &str| {
+        let p = r.dir.join(rel);
+        assert!(Command::new("chown").arg("0:0").arg(&p).status().unwrap().success());
+        std::fs::set_permissions(&p, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+    };
+    let open = |rel: &str| {
+        std::fs::set_permissions(
+            r.dir.join(rel),
+            std::os::unix::fs::PermissionsExt::from_mode(0o644),
+        )
+        .unwrap();
+    };
+    for file in ["locks/task-T2.lock", "TASKS/T2.status"] {
+        closed(file);
+        let (code, err) = doctor();
+        if err.contains("setpriv:") {
+            eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+            return;
+        }
+        assert_eq!(code, 1, "{file}: {err}");
+        assert!(err.contains("1 violation(s)") && err.contains(file), "{file}: {err}");
+        assert!(!err.contains("is no task's current message"), "{file}: {err}");
+        open(file);
+    }
+}

@@ -213,11 +213,36 @@ fn check_own_files(
     Ok(left)
 }
 
+/// Task `id` read under its lock, or `None` said as a violation (invariant 4): a damaged
+/// record, or one (or a lock file) this user cannot read.
+fn locked_task(
+    eng: &LocalEngine,
+    id: &TaskId,
+    v: &mut dyn FnMut(u8, String, bool),
+) -> Option<(TaskState, super::lock::Lock)> {
+    let loaded = eng.store.lock_task(id).and_then(|lock| Ok((reconcile::load(eng, id)?, lock)));
+    match loaded {
+        Ok((Some(st), lock)) => Some((st, lock)),
+        Ok((None, _)) => {
+            v(4, format!("TASKS/{id}.status is damaged"), false);
+            None
+        }
+        Err(e) => {
+            // Beyond --repair: what the record held is not known for sure (or its lock
+            // file cannot be opened: its records are not looked at).
+            let how = e.hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default();
+            v(4, format!("{}{how}", e.message), false);
+            None
+        }
+    }
+}
+
 /// Invariant 6: every message in NEW_MESSAGES is the current message of its task.
 fn check_new_messages(
     eng: &LocalEngine,
     repair: bool,
     tickets: &std::collections::BTreeMap<String, TaskId>,
+    unread: &std::collections::BTreeSet<TaskId>,
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     for name in eng.store.list_box(&Mailbox::NewMessages)? {
@@ -230,6 +255,11 @@ fn check_new_messages(
                 message::parse_bytes(&bytes, message::Mode::Draft).ok()?.task_id
             });
             let id = task.and_then(|t| TaskId::new(t).ok());
+            // The message of a task whose record could not be read (reported above): not
+            // known to be a stray.
+            if id.as_ref().is_some_and(|i| unread.contains(i)) {
+                continue;
+            }
             // A task opened (or put back) since doctor read the tasks: its record names this
             // message now, and nothing is wrong.
             if let Some(id) = &id
@@ -518,23 +548,16 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     // Each task's current message, and its task.
     let mut tickets = std::collections::BTreeMap::new();
     let mut waiting: Vec<StatusRecord> = Vec::new();
+    // Tasks whose record could not be read: their messages are not taken for strays.
+    let mut unread = std::collections::BTreeSet::new();
     for id in eng.store.list_tasks()? {
         if planted.contains(&format!("locks/task-{id}.lock")) {
+            unread.insert(id);
             continue; // reported above; its lock cannot be taken until it is moved away
         }
-        let lock = eng.store.lock_task(&id)?;
-        let st = match reconcile::load(eng, &id) {
-            Ok(Some(st)) => st,
-            Ok(None) => {
-                v(4, format!("TASKS/{id}.status is damaged"), false);
-                continue;
-            }
-            Err(e) => {
-                // Beyond --repair: what the record held is not known for sure.
-                let how = e.hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default();
-                v(4, format!("{}{how}", e.message), false);
-                continue;
-            }
+        let Some((st, lock)) = locked_task(eng, &id, &mut v) else {
+            unread.insert(id);
+            continue;
         };
         tickets.insert(st.rec.message.clone(), id.clone());
         if st.rec.status == Status::New {
@@ -594,7 +617,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_lost_status(eng, &mut v)?;
     check_lanes(eng, repair, &waiting, &mut v)?;
     report_found(eng, repair, found, &tickets, &mut v)?;
-    check_new_messages(eng, repair, &tickets, &mut v)?;
+    check_new_messages(eng, repair, &tickets, &unread, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
     if repair {
         lanes::rebuild(eng)?;
