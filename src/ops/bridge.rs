@@ -279,7 +279,9 @@ fn land(
     // "Expired messages logged but not processed" (reference 000): an ask or task past its
     // deadline is history, as one that is no longer waiting is.
     let expired = m.deadline.is_some_and(|d| d <= ws.now());
-    let landing = if (landing == Landing::OpenTask && !waiting_status) || expired {
+    // TX's orphan (sent to a mesh that was gone, "can ignore or delete"): never delivered.
+    let orphan = crate::tx::parse_tx_name(orig).is_some_and(|n| n.orphan);
+    let landing = if (landing == Landing::OpenTask && !waiting_status) || expired || orphan {
         Landing::History
     } else {
         landing
@@ -407,8 +409,15 @@ pub struct ExportFile {
 
 /// A message status in TX's words (reference 000: start, in-progress, rejected, approved,
 /// complete, blocked); a word TX lacks is kept.
-fn tx_status(s: &str) -> &str {
+fn tx_status<'a>(s: &'a str, intent: &str) -> &'a str {
+    let report = matches!(
+        crate::tx::semantics(intent),
+        crate::tx::Semantics::ClosesAsk | crate::tx::Semantics::CompletesTask
+    );
     match s {
+        // A report is complete in TX (every `task-complete` and `ask-response` of reference
+        // 000 says so, and TX routes on it); circe's `send` files it as `new`.
+        "new" | "pending" if report => "complete",
         "new" | "pending" => "start",
         "in_progress" => "in-progress",
         "completed" => "complete",
@@ -467,7 +476,7 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
 /// A message circe wrote, as TX would have: front matter (a CIRCE-format one converted),
 /// its status in TX's words, TX's file name.
 fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
-    let status = m.status.as_deref().map(tx_status);
+    let status = m.status.as_deref().map(|s| tx_status(s, m.intent.as_deref().unwrap_or_default()));
     let mesh = ws.mesh();
     // The sender is an agent (or circe) whatever roles share its name.
     let from = m.from.as_deref().unwrap_or(crate::event::CIRCE);

@@ -1008,8 +1008,13 @@ fn export_tx_writes_agents_as_mesh_and_name() {
     env.set_config(&format!("{cfg}tx:\n  mesh: team\n"));
     let task = ["send", "--to", "role:engineer", "--intent", "task", "--summary", "do it"];
     env.as_("coordinator", &task).ok();
-    let ask = ["send", "--to", "agent:coordinator", "--intent", "ask", "--summary", "which?"];
-    env.as_("engineer", &ask).ok();
+    let ask =
+        ["send", "--json", "--to", "agent:coordinator", "--intent", "ask", "--summary", "which?"];
+    let asked = env.as_("engineer", &ask);
+    let id = asked.ok().json()["msg_id"].as_str().unwrap().to_string();
+    // A report (an ask-response, a task-complete) is `complete` in TX, as reference 000's are.
+    let answer = ["send", "--intent", "ask-response", "--in-reply-to", &id, "--summary", "this"];
+    env.as_("coordinator", &answer).ok();
     let out = env.path().join("exported");
     env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
     let mut names: Vec<String> = std::fs::read_dir(&out)
@@ -1017,9 +1022,12 @@ fn export_tx_writes_agents_as_mesh_and_name() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     names.sort();
-    assert_eq!(names.len(), 2, "{names:?}");
+    assert_eq!(names.len(), 3, "{names:?}");
+    let response = names.iter().find(|n| n.contains("-ask-response-")).unwrap();
+    let text = std::fs::read_to_string(out.join(response)).unwrap();
+    assert!(text.contains("\nstatus: complete\n"), "{text}");
     assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
-    let ask_file = names.iter().find(|n| n.contains("-ask-")).unwrap();
+    let ask_file = names.iter().find(|n| n.contains("-ask-engineer")).unwrap();
     assert!(ask_file.contains("-ask-engineer--coordinator-"), "{ask_file}");
     let text = std::fs::read_to_string(out.join(ask_file)).unwrap();
     assert!(
@@ -1051,6 +1059,11 @@ fn an_import_past_its_deadline_is_history() {
             ("1102100000-ask-core--brain-late-ask.md", ask),
             ("1102100001-task-core--brain-late-task.md", task),
             ("1102100002-task-core--brain-live-task.md", live),
+            // TX's orphan (its mesh was gone): never delivered, history.
+            (
+                "1102100003-task-core>brain-orphan-task-orphan.md",
+                &live.replace("live-task", "orphan-task"),
+            ),
         ],
     );
     let o = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
@@ -1058,7 +1071,7 @@ fn an_import_past_its_deadline_is_history() {
     let j = o.json();
     assert_eq!(
         (j["history"].as_u64(), j["open_asks"].as_u64(), j["open_tasks"].as_u64()),
-        (Some(2), Some(0), Some(1)),
+        (Some(3), Some(0), Some(1)),
         "{}",
         o.show()
     );
