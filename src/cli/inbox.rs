@@ -345,15 +345,20 @@ fn stale_marks(
         })
         .collect();
     // What arrived stale and was never logged is logged now (a listing is where it is met).
-    if let Err(e) = ops::seq::log_stale(ws, me, &inbox) {
-        eprintln!("warning: stale messages not logged: {}", e.chain());
-    }
+    let logged = ops::seq::log_stale(ws, me, &inbox);
     let judge = ops::seq::Staleness::of(ws, me)?;
-    Ok(list
+    let marks: Vec<Option<u64>> = list
         .iter()
         .map(|(row, b, m)| match (b, m) {
             (Mailbox::Inbox(_), Some(m)) => judge.stale(ws, m, &row.file),
             _ => None,
         })
-        .collect())
+        .collect();
+    // A reader who may not write has nothing to log while nothing is stale.
+    if let Err(e) = logged
+        && !(e.is_not_writable() && marks.iter().all(Option::is_none))
+    {
+        eprintln!("warning: stale messages not logged: {}", e.chain());
+    }
+    Ok(marks)
 }
