@@ -125,3 +125,33 @@ fn the_board_shows_an_inbox_it_cannot_read_as_unknown() {
         text.show()
     );
 }
+
+/// SIGTERM (or SIGHUP) ends the live board as `q` does: the terminal is given back as it
+/// was (canonical mode, the main screen), not left raw for the shell that follows.
+#[test]
+fn sigterm_ends_the_board_and_gives_the_terminal_back() {
+    local_only!("the terminal runs with the environment tmux passes on, not the database's");
+    let env = Env::new();
+    open(&env, "BOARD-1", "first");
+    let tmux = Tmux { socket: format!("circe-test-term-{}", std::process::id()) };
+    let root = env.root().display().to_string();
+    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    let script = format!(
+        "sh -c '{} board; echo board-ended; stty -a | tr \" \" \"\\n\" | grep -x -- -*icanon; sleep 30'",
+        exe().display()
+    );
+    tmux.start(&env_vars, &script);
+    tmux.until("the board", |s| s.contains("circe board") && s.contains("BOARD-1"));
+    let shell = tmux.run(&["list-panes", "-t", "board", "-F", "#{pane_pid}"]);
+    let board = std::process::Command::new("pgrep").args(["-P", shell.trim()]).output().unwrap();
+    let sh = String::from_utf8_lossy(&board.stdout).trim().to_string();
+    // The pane runs sh -c: its child is circe (or sh's child is).
+    let inner = std::process::Command::new("pgrep").args(["-P", &sh]).output().unwrap();
+    let pid = String::from_utf8_lossy(&inner.stdout).trim().to_string();
+    let pid = if pid.is_empty() { sh } else { pid };
+    assert!(std::process::Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let s = tmux.until("the shell after the board", |s| s.contains("board-ended"));
+    let s = if s.contains("icanon") { s } else { tmux.until("stty", |s| s.contains("icanon")) };
+    assert!(s.lines().any(|l| l.trim() == "icanon"), "the terminal was left raw:\n{s}");
+    assert!(!s.contains("circe board"), "still on the board's screen:\n{s}");
+}

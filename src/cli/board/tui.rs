@@ -35,8 +35,11 @@ fn term_err(e: std::io::Error) -> Error {
 }
 
 pub fn run(ctx: &Ctx, ws: Workspace, model: Model) -> Result<()> {
+    // SIGTERM or SIGHUP ends the board as `q` does: the terminal is given back as it was
+    // (its default action would leave it raw, on the alternate screen).
+    let stop = crate::cli::stop::Stop::install()?;
     let mut terminal = ratatui::try_init().map_err(term_err)?;
-    let r = sessions(ctx, ws, model, &mut terminal);
+    let r = sessions(ctx, ws, model, &mut terminal, &stop);
     ratatui::try_restore().map_err(term_err)?;
     r
 }
@@ -49,18 +52,19 @@ fn sessions(
     mut ws: Workspace,
     mut model: Model,
     terminal: &mut DefaultTerminal,
+    stop: &crate::cli::stop::Stop,
 ) -> Result<()> {
     let mut view =
         View { filter: String::new(), typing: false, status: None, table: TableState::default() };
     view.table.select(Some(0));
     let mut view = Wrap { v: view, open: None };
     loop {
-        let lost = match connected(&ws, &mut model, &mut view, terminal) {
+        let lost = match connected(&ws, &mut model, &mut view, terminal, stop) {
             Ok(()) => return Ok(()),
             Err(e) if e.is_transient() => e,
             Err(e) => return Err(e),
         };
-        match offline(ctx, &ws, &model, &mut view, terminal, &lost)? {
+        match offline(ctx, &ws, &model, &mut view, terminal, &lost, stop)? {
             Some((w, m)) => (ws, model) = (w, m),
             None => return Ok(()),
         }
@@ -76,6 +80,7 @@ fn offline(
     view: &mut Wrap,
     terminal: &mut DefaultTerminal,
     lost: &Error,
+    stop: &crate::cli::stop::Stop,
 ) -> Result<Option<(Workspace, Model)>> {
     let since = chrono::Utc::now().format("%H:%M:%S UTC");
     let mut backoff = crate::cli::Backoff::default();
@@ -84,6 +89,9 @@ fn offline(
     // Drawn on a key or a new reason, else once a second (as the connected board).
     let (mut changed, mut drawn) = (true, std::time::Instant::now());
     loop {
+        if stop.requested() {
+            return Ok(None);
+        }
         if changed || drawn.elapsed() >= Duration::from_secs(1) {
             let banner = format!("NOT CONNECTED since {since}: {why}; connecting again (q quits)");
             terminal.draw(|f| draw(f, ws, model, view, Some(&banner))).map_err(term_err)?;
@@ -121,6 +129,7 @@ fn connected(
     model: &mut Model,
     view: &mut Wrap,
     terminal: &mut DefaultTerminal,
+    stop: &crate::cli::stop::Stop,
 ) -> Result<()> {
     let mut feed = ws.engine.subscribe(None)?;
     // Subscribed first, then read: nothing appended meanwhile is missed.
@@ -133,6 +142,9 @@ fn connected(
     let mut drawn: Option<std::time::Instant> = None;
     let mut changed = true;
     loop {
+        if stop.requested() {
+            return Ok(());
+        }
         if leases_read.elapsed() >= every {
             model.leases(ws)?;
             leases_read = std::time::Instant::now();
