@@ -343,7 +343,10 @@ fn settle_left(ws: &Workspace, said: &mut bool) -> usize {
         Ok(n) => n,
         Err(e) => {
             if !std::mem::replace(said, true) {
-                eprintln!("circe: the events of a cut-off command were not logged: {}", e.message);
+                eprintln!(
+                    "circe: could not look for the events of cut-off commands (`circe doctor` reports any left): {}",
+                    e.message
+                );
             }
             0
         }

@@ -65,7 +65,7 @@ impl Waker {
                     "inotify limits reached (fs.inotify.max_user_instances / max_user_watches): raise them, or pass --poll"
                 }
                 notify::ErrorKind::Io(io) if io.raw_os_error() == Some(24) => {
-                    "too many inotify instances (fs.inotify.max_user_instances, 128 by default): raise it, or pass --poll"
+                    "too many open files: this process's limit (`ulimit -n`) or the inotify instances (fs.inotify.max_user_instances, 128 by default): raise the one that is low, or pass --poll"
                 }
                 _ => "pass --poll INTERVAL to watch without inotify",
             };
