@@ -44,12 +44,13 @@ fn check_schema(s: &str) -> Result<()> {
         && s.len() <= 63
         && s.bytes().next().is_some_and(|b| b.is_ascii_lowercase() || b == b'_')
         && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        && !s.starts_with("pg_");
+        && !s.starts_with("pg_")
+        && s != "information_schema";
     if ok {
         return Ok(());
     }
     Err(Error::usage(format!("`{s}` is not a schema name circe uses"))
-        .hint("a schema is 1-63 of a-z, 0-9 and _, starting with a letter or _ (not pg_)"))
+        .hint("a schema is 1-63 of a-z, 0-9 and _, starting with a letter or _ (not pg_, not information_schema: the server's own)"))
 }
 
 impl Target {
@@ -419,6 +420,7 @@ mod tests {
         let e = Target::from_url("postgres://u:secret@h/x").unwrap_err();
         assert!(e.message.contains("password") && e.hint.unwrap().contains("pgpass"));
         assert!(Target::from_url("postgres://h/x?password=secret").is_err());
+        assert!(Target::from_url("postgres://h/x?schema=information_schema").is_err());
         // Refused as a password before any other fault would print the URL.
         for url in [
             "postgres://u:secret@h/x?schema=a&schema=b",
