@@ -1435,3 +1435,64 @@ fn a_file_size_limit_is_a_failed_write_not_a_kill() {
     after.retain(|k, _| !k.starts_with("seq/"));
     assert_unchanged(&before, &after);
 }
+
+/// Two things only a hand (or a bug) makes, which doctor must name: a held task's message in
+/// another agent's box (invariant 4), and a `.owner` naming the owner at another epoch than
+/// `.status` (invariant 5).
+#[test]
+fn doctor_names_a_message_in_another_box_and_an_owner_at_another_epoch() {
+    local_only!("the records and boxes are changed by hand");
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    let name = env.ls("AGENTS/engineer/INBOX").into_iter().find(|n| n.contains("T1")).unwrap();
+    let (mine, other) = (
+        env.root().join("AGENTS/engineer/INBOX").join(&name),
+        env.root().join("AGENTS/qa/INBOX").join(&name),
+    );
+    std::fs::rename(&mine, &other).unwrap();
+    let o = env.circe(["doctor"]).run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(
+        o.stderr.contains("invariant 4") && o.stderr.contains("AGENTS/qa/INBOX"),
+        "{}",
+        o.show()
+    );
+    std::fs::rename(&other, &mine).unwrap();
+    env.circe(["doctor"]).run().ok();
+    let owner = env.root().join("TASKS/T1.owner");
+    let text = std::fs::read_to_string(&owner).unwrap();
+    assert!(text.contains("epoch: 1\n"), "{text}");
+    std::fs::write(&owner, text.replace("epoch: 1\n", "epoch: 7\n")).unwrap();
+    let o = env.circe(["doctor"]).run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(o.stderr.contains("invariant 5"), "{}", o.show());
+}
+
+/// A fan-out send killed while it staged its copies (`tmp/batch-…​.part/`, before its commit
+/// point) was never sent: no later command delivers from it, doctor names it, and `doctor
+/// --repair` removes it without delivering.
+#[test]
+fn a_fan_out_cut_off_before_its_commit_point_is_never_delivered() {
+    local_only!("the staging is planted in tmp/ by hand");
+    let env = Env::new();
+    let ns = std::fs::read_link("/proc/self/ns/pid").unwrap().display().to_string();
+    let ns: String = ns.chars().filter(char::is_ascii_digit).collect();
+    // pid 4000000: no such process (the send that staged it is gone).
+    let part = env.root().join(format!("tmp/batch-4000000-ns{ns}-zzzz0001.part"));
+    std::fs::create_dir(&part).unwrap();
+    let name = "20251121_170000_coordinator-qa_inform.md";
+    let text = "# MESSAGE\nfrom: coordinator\nto: qa\nintent: inform\nmsg-id: half-1\ncreated_at: 2025-11-21T17:00:00Z\n\nhalf a fan-out\n";
+    std::fs::write(part.join(format!("00000~AGENTS+qa+INBOX~{name}")), text).unwrap();
+    // A send with a msg id of its own finishes committed batches first; this one is not.
+    let send = ["send", "--to", "engineer", "--intent", "inform", "--msg-id", "other-1"];
+    env.as_("coordinator", &[&send[..], &["--summary", "hi"]].concat()).ok();
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty(), "{:?}", env.ls("AGENTS/qa/INBOX"));
+    let o = env.circe(["doctor"]).run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    assert!(o.stderr.contains("never delivered"), "{}", o.show());
+    env.circe(["doctor", "--repair"]).run();
+    assert!(!part.exists(), "the staging is left");
+    assert!(env.ls("AGENTS/qa/INBOX").is_empty(), "{:?}", env.ls("AGENTS/qa/INBOX"));
+    env.circe(["doctor"]).run().ok();
+}

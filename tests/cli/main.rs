@@ -20,6 +20,7 @@ mod agent;
 mod agents;
 mod archive;
 mod board;
+mod boundaries;
 mod chat;
 mod fixtures;
 mod guidance;

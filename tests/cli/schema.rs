@@ -431,3 +431,32 @@ fn a_key_holds_one_kind_of_value_in_every_command() {
     let allowed: BTreeSet<&str> = ["event", "from", "message", "to"].into_iter().collect();
     assert_eq!(names, allowed, "keys holding more than one kind of value:\n{}", mixed.join("\n"));
 }
+
+/// Every command's JSON keys, written down (`snapshots/cli__schema__vocabulary.snap`): a key
+/// renamed or dropped in any output changes this list, so it is done on purpose (and said
+/// in README's "Upgrading"), never by a refactor that renames a field. The schema test
+/// cannot see a rename: the schema and the output come from one struct.
+#[test]
+fn every_commands_keys_are_written_down() {
+    let env = Env::bare();
+    let list = env.circe(["schema", "--json"]).run();
+    let mut commands: Vec<String> = list.ok().json()["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap().to_string())
+        .collect();
+    commands.push("error".into());
+    let mut text = String::new();
+    for cmd in &commands {
+        let words: Vec<&str> = cmd.split(' ').collect();
+        let o = env.circe([&["schema"][..], &words].concat()).run();
+        let schema: Value = serde_json::from_str(&o.ok().stdout).unwrap();
+        let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+        let mut props = Vec::new();
+        properties(&schema, &defs, &mut BTreeSet::new(), &mut props);
+        let keys: BTreeSet<String> = props.into_iter().map(|(k, _)| k).collect();
+        text.push_str(&format!("{cmd}: {}\n", keys.into_iter().collect::<Vec<_>>().join(" ")));
+    }
+    insta::assert_snapshot!("vocabulary", text);
+}
