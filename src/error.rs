@@ -147,6 +147,10 @@ impl Error {
     /// point): the change stands (detail `committed`), only its events are missing.
     #[must_use]
     pub fn committed(self) -> Self {
+        // Marked once: a caller marking what the engine marked already adds nothing.
+        if self.is_committed() {
+            return self;
+        }
         self.detail("committed", true).hint_more(COMMITTED)
     }
 

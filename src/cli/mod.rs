@@ -285,6 +285,21 @@ pub fn run(cli: Cli) -> Result<Report> {
 /// Parse the process arguments, run, print, and return the exit code.
 pub fn main() -> u8 {
     stop::catch_file_size_limit();
+    let code = parse_and_run();
+    // Output that could not be written (a full disk) is no success, whatever was done.
+    match output::stdout_failure() {
+        Some(why) if code == 0 => {
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr(),
+                format!("error: cannot write the output to stdout: {why}\nhint: what the command did stands (`circe log` shows it); free the space or write elsewhere, and run a report again\n").as_bytes(),
+            );
+            crate::exit_code::INTERNAL
+        }
+        _ => code,
+    }
+}
+
+fn parse_and_run() -> u8 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
     // `circe help protocols`: the contract, built into the binary (an installed circe has
@@ -300,7 +315,9 @@ pub fn main() -> u8 {
         } else {
             PROTOCOLS.to_string()
         };
-        let _ = std::io::stdout().lock().write_all(text.as_bytes());
+        if let Err(e) = std::io::stdout().lock().write_all(text.as_bytes()) {
+            output::stdout_failed(&e);
+        }
         return 0;
     }
     let cli = match Cli::try_parse_from(&args) {
@@ -322,7 +339,9 @@ pub fn main() -> u8 {
                     return crate::exit_code::USAGE;
                 }
                 if !json {
-                    let _ = e.print();
+                    if let Err(io) = e.print() {
+                        output::stdout_failed(&io);
+                    }
                     return if missing { crate::exit_code::USAGE } else { 0 };
                 }
             }
@@ -361,7 +380,7 @@ pub fn main() -> u8 {
     };
     let json = cli.json;
     let lines = cli.command.prints_lines();
-    let code = match run(cli) {
+    match run(cli) {
         Ok(report) => {
             report.print(json);
             report.code
@@ -370,17 +389,6 @@ pub fn main() -> u8 {
             output::print_error(&e, json, lines);
             e.exit_code()
         }
-    };
-    // Output that could not be written (a full disk) is no success, whatever was done.
-    match output::stdout_failure() {
-        Some(why) if code == 0 => {
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr(),
-                format!("error: cannot write the output to stdout: {why}\nhint: what the command did stands (`circe log` shows it); free the space or write elsewhere, and run a report again\n").as_bytes(),
-            );
-            crate::exit_code::INTERNAL
-        }
-        _ => code,
     }
 }
 
@@ -444,7 +452,9 @@ fn help_json(e: &clap::Error) -> u8 {
         serde_json::json!({ "help": e.render().to_string() })
     };
     let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    if let Err(e) = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes()) {
+        output::stdout_failed(&e);
+    }
     0
 }
 

@@ -1387,7 +1387,17 @@ fn output_that_cannot_be_written_is_an_error_a_closed_pipe_is_not() {
             .stderr(std::process::Stdio::piped());
         c
     };
-    for args in [&["tasks"][..], &["show", "T-1"], &["log", "--json"], &["tasks", "--json"]] {
+    let reports = [
+        &["tasks"][..],
+        &["show", "T-1"],
+        &["log", "--json"],
+        &["tasks", "--json"],
+        &["--help"],
+        &["help", "protocols"],
+        &["--version"],
+        &["--version", "--json"],
+    ];
+    for args in reports {
         let full = std::fs::File::create("/dev/full").unwrap();
         let o = cmd(args).stdout(full).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);

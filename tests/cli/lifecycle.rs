@@ -1279,6 +1279,9 @@ fn a_done_cut_off_part_way_says_how_far_it_went_and_done_again_finishes() {
         }
         assert_eq!(o.code, 1, "step {n}: {}", o.show());
         let e = &o.json()["error"];
+        // Each sentence of the hint once (a change marked as standing twice said it twice).
+        let hint = e["hint"].as_str().unwrap_or_default();
+        assert!(hint.matches("was made and stands").count() <= 1, "step {n}: {hint}");
         if left > 0 && left < 3 {
             partial += 1;
             assert!(

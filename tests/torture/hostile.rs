@@ -824,3 +824,24 @@ fn doctor_reports_a_task_it_cannot_read_and_goes_on() {
         open(file);
     }
 }
+
+/// A task's lock held by another command for longer than the lock wait (10 s) is no damage:
+/// doctor stops with exit 4 ("locked ... try again"), not a violation `--repair` cannot mend.
+#[test]
+fn doctor_behind_a_lock_held_too_long_stops_and_says_so() {
+    let r = Root::new(0);
+    r.open("T1");
+    let lock = r.dir.join("locks/task-T1.lock");
+    let Ok(mut holder) = Command::new("flock").arg("-x").arg(&lock).args(["sleep", "14"]).spawn()
+    else {
+        eprintln!("SKIPPED doctor_behind_a_lock_held_too_long: flock is missing");
+        return;
+    };
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let o = r.run(None, &["doctor"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(o.code, 4, "{o:?}");
+    assert!(o.stderr.contains("locked by another circe process"), "{o:?}");
+    assert!(!o.stderr.contains("VIOLATED"), "{o:?}");
+}

@@ -214,19 +214,21 @@ fn check_own_files(
 }
 
 /// Task `id` read under its lock, or `None` said as a violation (invariant 4): a damaged
-/// record, or one (or a lock file) this user cannot read.
+/// record, or one (or a lock file) this user cannot read. A lock another command holds too
+/// long is no violation: doctor stops, as before, to be run again (exit 4).
 fn locked_task(
     eng: &LocalEngine,
     id: &TaskId,
     v: &mut dyn FnMut(u8, String, bool),
-) -> Option<(TaskState, super::lock::Lock)> {
+) -> Result<Option<(TaskState, super::lock::Lock)>> {
     let loaded = eng.store.lock_task(id).and_then(|lock| Ok((reconcile::load(eng, id)?, lock)));
-    match loaded {
+    Ok(match loaded {
         Ok((Some(st), lock)) => Some((st, lock)),
         Ok((None, _)) => {
             v(4, format!("TASKS/{id}.status is damaged"), false);
             None
         }
+        Err(e) if e.kind == crate::error::Kind::Conflict => return Err(e),
         Err(e) => {
             // Beyond --repair: what the record held is not known for sure (or its lock
             // file cannot be opened: its records are not looked at).
@@ -234,7 +236,7 @@ fn locked_task(
             v(4, format!("{}{how}", e.message), false);
             None
         }
-    }
+    })
 }
 
 /// Invariant 6: every message in NEW_MESSAGES is the current message of its task.
@@ -555,7 +557,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             unread.insert(id);
             continue; // reported above; its lock cannot be taken until it is moved away
         }
-        let Some((st, lock)) = locked_task(eng, &id, &mut v) else {
+        let Some((st, lock)) = locked_task(eng, &id, &mut v)? else {
             unread.insert(id);
             continue;
         };

@@ -261,21 +261,22 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         return Error::internal(format!(
             "{what}: the server's statement_timeout ended it ({msg})"
         ))
-        .hint(format!("circe's statements may wait up to {LOCK_WAIT} for a lock: for circe's role, `ALTER ROLE name SET statement_timeout = 0` (or above {LOCK_WAIT}); nothing was changed"));
+        .hint(format!("circe's statements may wait up to {LOCK_WAIT} for a lock: for circe's role, `ALTER ROLE name SET statement_timeout = 0` (or above {LOCK_WAIT})"));
     }
     if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
         // As a read-only mount is: a reader goes on where it can (`Error::is_not_writable`).
-        let mut e = Error::internal(format!("{what}: {msg}"))
+        // The server's words are the cause (`chain` prints them once).
+        let mut e = Error::internal(what.to_string())
             .hint("the database or circe's role is read-only (default_transaction_read_only, a standby): a change needs a server and role that may write");
-        e.source = Some(Box::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        e.source = Some(Box::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg)));
         return e;
     }
     if *code == SqlState::INSUFFICIENT_PRIVILEGE {
         // The permission this role lacks, as a file's would be (`Error::is_not_writable`).
-        let mut e = Error::internal(format!("{what}: {msg}")).hint(
+        let mut e = Error::internal(what.to_string()).hint(
             "circe's role needs USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables; `circe init` needs a schema the role owns, or CREATE on the database (PROTOCOLS.md section 18, \"Roles\")",
         );
-        e.source = Some(Box::new(std::io::Error::from(std::io::ErrorKind::PermissionDenied)));
+        e.source = Some(Box::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg)));
         return e;
     }
     if *code == SqlState::LOCK_NOT_AVAILABLE || *code == SqlState::QUERY_CANCELED {
