@@ -1506,3 +1506,28 @@ fn a_fan_out_cut_off_before_its_commit_point_is_never_delivered() {
     assert!(env.ls("AGENTS/qa/INBOX").is_empty(), "{:?}", env.ls("AGENTS/qa/INBOX"));
     env.circe(["doctor"]).run().ok();
 }
+
+/// A host set up to require TLS (`PGSSLMODE=require`, read as libpq reads it when the URL
+/// says no `sslmode=`) is refused (exit 2: circe has no TLS), never served in plain text in
+/// silence; a URL's own `sslmode=disable` decides over it.
+#[test]
+fn pgsslmode_require_is_refused_not_ignored() {
+    let run = |url: &str| {
+        std::process::Command::new(crate::common::exe())
+            .args(["tasks"])
+            .env_clear()
+            .env("CIRCE_ROOT", url)
+            .env("PGSSLMODE", "require")
+            .env("PGCONNECT_TIMEOUT", "1")
+            .output()
+            .unwrap()
+    };
+    let o = run("postgres://u@127.0.0.1:1/x?schema=a");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("PGSSLMODE") && err.contains("without TLS"), "{err}");
+    let o = run("postgres://u@127.0.0.1:1/x?schema=a&sslmode=disable");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot connect"), "{err}");
+}

@@ -116,11 +116,17 @@ impl Target {
         if config.get_password().is_some() {
             return Err(password_in_url());
         }
-        if config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+        // libpq reads PGSSLMODE when the URL says nothing: a host set up to require TLS is
+        // not served without it in silence.
+        let env_requires = !plain.contains("sslmode=")
+            && std::env::var("PGSSLMODE")
+                .is_ok_and(|m| matches!(m.as_str(), "require" | "verify-ca" | "verify-full"));
+        if env_requires || config.get_ssl_mode() == tokio_postgres::config::SslMode::Require {
+            let who = if env_requires { "PGSSLMODE".to_string() } else { format!("`{url}`") };
             return Err(Error::usage(format!(
-                "`{url}` asks for sslmode=require: circe connects without TLS"
+                "{who} asks for TLS (sslmode=require or stricter): circe connects without TLS"
             ))
-            .hint("reach the server over its unix socket, an SSH tunnel or a private network, and drop sslmode= (or write sslmode=disable)"));
+            .hint("reach the server over its unix socket, an SSH tunnel or a private network, and drop sslmode= (or write sslmode=disable in the URL)"));
         }
         fill_defaults(&mut config);
         let server_apart = listen_host.is_some() || listen_port.is_some();
