@@ -320,6 +320,20 @@ fn parse_and_run() -> u8 {
         }
         return 0;
     }
+    // `circe help CMD --json` (and `circe GROUP help CMD --json`) as `circe CMD --help
+    // --json`: clap's `help` takes only command names, and every usage error's hint says
+    // `circe help COMMAND`.
+    let help_at = words
+        .iter()
+        .position(|w| *w == "help")
+        .filter(|p| *p <= 1 && words[..*p].iter().all(|w| !w.to_string_lossy().starts_with('-')));
+    let args: Vec<std::ffi::OsString> = match help_at {
+        Some(p) if json => std::iter::once(args[0].clone())
+            .chain(words.iter().enumerate().filter(|(i, _)| *i != p).map(|(_, w)| (*w).clone()))
+            .chain(["--help".into(), "--json".into()])
+            .collect(),
+        _ => args,
+    };
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

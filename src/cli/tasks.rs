@@ -118,20 +118,19 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     let mut n = 0usize;
     let mut asserted = false;
     let result = if ctx.json {
-        out.write_all(b"{\n  \"tasks\": [").map_err(|e| closed(&e))?;
-        let r = ws.engine.board(&mut |r| {
+        // Kept until the board is read whole: a read that fails prints the error document
+        // alone, never after half a list (stdout is one JSON document either way).
+        let mut doc: Vec<u8> = b"{\n  \"tasks\": [".to_vec();
+        ws.engine.board(&mut |r| {
             if !keep(&r) {
                 return Ok(());
             }
-            let sep = if n == 0 { "\n    " } else { ",\n    " };
+            doc.extend_from_slice(if n == 0 { b"\n    " } else { b",\n    " });
             n += 1;
-            let line = serde_json::to_string(&r).unwrap_or_default();
-            out.write_all(sep.as_bytes())
-                .and_then(|()| out.write_all(line.as_bytes()))
-                .map_err(|e| closed(&e))
-        });
-        let end: &[u8] = if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" };
-        r.and_then(|()| out.write_all(end).map_err(|e| closed(&e)))
+            serde_json::to_writer(&mut doc, &r).map_err(|e| Error::internal(e.to_string()))
+        })?;
+        doc.extend_from_slice(if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" });
+        out.write_all(&doc).map_err(|e| closed(&e))
     } else {
         let mut first: Vec<[String; 8]> = Vec::new();
         let mut widths: Option<[usize; 8]> = None;

@@ -1531,3 +1531,24 @@ fn pgsslmode_require_is_refused_not_ignored() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot connect"), "{err}");
 }
+
+/// `tasks --json` whose board read fails part way prints the error document alone: stdout
+/// is one JSON document whatever happens, never the start of a list with an error after it.
+#[test]
+fn tasks_json_that_fails_part_way_is_one_error_document() {
+    local_only!("a record is replaced by a link by hand");
+    let env = Env::new();
+    for t in ["T-1", "T-2", "T-3"] {
+        env.open_task(t);
+    }
+    // The board is read from the records again (its log is derived).
+    std::fs::remove_file(env.root().join("queue/board.log")).ok();
+    let rec = env.root().join("TASKS/T-2.status");
+    std::fs::rename(&rec, env.path().join("elsewhere")).unwrap();
+    std::os::unix::fs::symlink(env.path().join("elsewhere"), &rec).unwrap();
+    let o = env.circe(["tasks", "--json"]).run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    let doc: serde_json::Value = serde_json::from_str(&o.stdout)
+        .unwrap_or_else(|e| panic!("stdout is no JSON document ({e}):\n{}", o.stdout));
+    assert_eq!(doc["error"]["exit_code"], 1, "{doc}");
+}

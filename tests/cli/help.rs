@@ -156,3 +156,26 @@ fn version_and_help_answer_in_json_when_asked() {
     o.ok();
     assert_eq!(o.stdout, format!("circe {}\n", env!("CARGO_PKG_VERSION")));
 }
+
+/// `circe help CMD --json` (the form every usage error's hint names) is `{"help": TEXT}`,
+/// exit 0, as `circe CMD --help --json` is, for every command and subcommand.
+#[test]
+fn help_cmd_json_is_the_help_document_for_every_command() {
+    let env = Env::bare();
+    let mut forms: Vec<Vec<String>> = vec![vec!["help".into(), "--json".into()]];
+    for (path, _) in
+        all().into_iter().filter(|(p, _)| p != "circe" && !p.split(' ').any(|w| w == "help"))
+    {
+        let words: Vec<String> = path.split(' ').map(str::to_string).collect();
+        forms.push([&["help".to_string()][..], &words, &["--json".to_string()]].concat());
+        if words.len() == 2 {
+            // `circe GROUP help SUB --json`.
+            forms.push(vec![words[0].clone(), "help".into(), words[1].clone(), "--json".into()]);
+        }
+    }
+    for args in &forms {
+        let o = env.circe(args).run();
+        assert_eq!(o.code, 0, "circe {}: {}", args.join(" "), o.show());
+        assert!(o.json()["help"].is_string(), "circe {}: {}", args.join(" "), o.stdout);
+    }
+}
