@@ -55,24 +55,29 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     let location = ws.engine.identity();
     let reached = ws.engine.location();
     let mut rounds = 0u64;
-    // A watching mirror outlives a database server's restart: it connects again.
+    // A watching mirror outlives a database server's restart: it connects again; SIGINT,
+    // SIGTERM or SIGHUP end it between two rounds (exit 0), as they end the streams.
+    let stop = if a.watch { Some(super::stop::Stop::install()?) } else { None };
+    let stopped = || stop.as_ref().is_some_and(super::stop::Stop::requested);
+    let mut out = super::output::Out::new(ctx.json);
     let mut ws = ws;
     let mut last = 0;
     loop {
         let again = |e: &Error| a.watch && e.is_transient();
-        let snap =
-            match super::retrying(ctx, &mut ws, &again, &|| false, &mut |ws| ws.engine.snapshot())?
-            {
-                super::Retried::Done(s) => s,
-                super::Retried::Stopped(e) => return Err(e),
-            };
+        let snap = match super::retrying(ctx, &mut ws, &again, &stopped, &mut |ws| {
+            ws.engine.snapshot()
+        })? {
+            super::Retried::Done(s) => s,
+            // Stopped by a signal while the root could not be reached.
+            super::Retried::Stopped(_) => return Ok(Report::streamed()),
+        };
         last = snap.events.last().map_or(last, |e| e.id);
         let done = local::write_tree(&a.dir, &snap, Some(&location))?;
         rounds += 1;
-        if a.watch {
-            eprintln!("mirror: {} written, {} removed (event {last})", done.written, done.removed);
-        }
-        if !a.watch || a.rounds.is_some_and(|n| rounds >= n) {
+        let doc = json!({"root": reached, "dir": a.dir.display().to_string(), "synced": {"written_count": done.written, "removed_count": done.removed, "unchanged_count": done.unchanged}, "last_event_id": last});
+        let last_round = a.rounds.is_some_and(|n| rounds >= n);
+        // One document: a single mirror, or a watch's last round said in words.
+        if !a.watch || last_round && !ctx.json {
             let human = format!(
                 "{} mirrored into {}: {} files written, {} removed, {} unchanged\n",
                 reached,
@@ -81,16 +86,24 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
                 done.removed,
                 done.unchanged
             );
-            return Ok(Report::new(
-                human,
-                json!({"root": reached, "dir": a.dir.display().to_string(), "synced": {"written_count": done.written, "removed_count": done.removed, "unchanged_count": done.unchanged}, "last_event_id": last}),
-            ));
+            return Ok(Report::new(human, doc));
         }
-        let waited = super::retrying(ctx, &mut ws, &Error::is_transient, &|| false, &mut |ws| {
+        // Watching: one line per round (with --json, the document above on one line).
+        let line =
+            format!("mirror: {} written, {} removed (event {last})", done.written, done.removed);
+        if ctx.json {
+            out.item(&line, &doc);
+        } else {
+            eprintln!("{line}");
+        }
+        if last_round || stopped() {
+            return Ok(Report::streamed());
+        }
+        let waited = super::retrying(ctx, &mut ws, &Error::is_transient, &stopped, &mut |ws| {
             ws.engine.wait_events(last, interval)
         })?;
-        if let super::Retried::Stopped(e) = waited {
-            return Err(e);
+        if matches!(waited, super::Retried::Stopped(_)) || stopped() {
+            return Ok(Report::streamed());
         }
     }
 }

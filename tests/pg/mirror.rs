@@ -814,3 +814,41 @@ fn a_migrate_stopped_by_a_signal_puts_the_root_back() {
     let _ = busy.kill();
     let _ = busy.wait();
 }
+
+/// `mirror --watch --json` prints one JSON line per round (the single mirror's document),
+/// and SIGTERM or SIGINT ends it between two rounds with exit 0, as they end the streams.
+#[test]
+fn a_watching_mirror_prints_json_lines_and_ends_on_a_signal() {
+    use std::io::BufRead as _;
+    let c = need_pg!();
+    let root = crate::common::Root::new(&c.fresh_url(), "server", 1);
+    root.open_tasks(1);
+    for sig in ["-TERM", "-INT"] {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("m");
+        let args = ["mirror", target.to_str().unwrap(), "--watch", "--json", "--interval", "1s"];
+        let mut watch = root.command(None, &args).spawn().unwrap();
+        let out = watch.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for l in std::io::BufReader::new(out).lines() {
+                let _ = tx.send(l.unwrap());
+            }
+        });
+        let Ok(first) = rx.recv_timeout(std::time::Duration::from_secs(15)) else {
+            let _ = watch.kill();
+            panic!("{sig}: no JSON line within 15 s");
+        };
+        let doc: serde_json::Value = serde_json::from_str(&first).unwrap();
+        assert!(doc["last_event_id"].as_u64().unwrap() > 0, "{first}");
+        assert!(doc["synced"]["written_count"].as_u64().unwrap() > 0, "{first}");
+        let pid = watch.id().to_string();
+        assert!(Command::new("kill").args([sig, &pid]).status().unwrap().success());
+        let status = watch.wait().unwrap();
+        assert_eq!(status.code(), Some(0), "{sig}");
+        reader.join().unwrap();
+        for l in rx.try_iter() {
+            serde_json::from_str::<serde_json::Value>(&l).unwrap_or_else(|e| panic!("{e}: {l}"));
+        }
+    }
+}
