@@ -12,7 +12,7 @@ use super::{Ctx, Report};
 use crate::error::{Error, Result};
 
 /// Print the JSON Schema (draft 2020-12) of a command's `--json` output; without COMMAND,
-/// list the commands that have one. `circe schema error` is the shape of every failure.
+/// list the commands that have one. `circe schema error` is the shape of every error (a report whose findings set its exit code, doctor's violations or a failed check, prints its own document).
 /// Streaming commands (watch, log, chat watch, demo, replay) print one object per line:
 /// their schema is that of one line.
 #[derive(Debug, Args)]
