@@ -24,7 +24,6 @@ use clap::{Args, Subcommand};
 /// Silent unless stdout is a terminal, --verbose or --json (cron mails only errors).
 #[derive(Debug, Args)]
 #[command(
-    args_conflicts_with_subcommands = true,
     after_help = "Examples:\n  circe archive --dry-run               # what would move\n  circe archive                         # under cron: silent unless it fails\n  circe archive --older-than 30d --wait"
 )]
 pub struct ArchiveArgs {
@@ -102,6 +101,14 @@ pub struct RestoreArgs {
 pub struct VerifyArgs {}
 
 pub fn run(ctx: &Ctx, a: &ArchiveArgs) -> Result<Report> {
+    // The run's own flags do not go with a subcommand (the global ones, `--json`, `--root`,
+    // `--agent`, may stand anywhere).
+    if a.sub.is_some() && (a.older_than.is_some() || a.dry_run || a.wait || a.verbose) {
+        return Err(Error::usage(
+            "--older-than, --dry-run, --wait and --verbose belong to `circe archive` itself, not to its search, restore or verify",
+        )
+        .hint("run `circe archive [FLAGS]` and `circe archive SUBCOMMAND` apart"));
+    }
     match &a.sub {
         Some(ArchiveSub::Search(s)) => search(ctx, s),
         Some(ArchiveSub::Restore(r)) => restore(ctx, r),

@@ -747,3 +747,16 @@ fn retention_failing_at_any_step_is_finished_by_the_next_run() {
         assert_eq!(d.code, 0, "CIRCE_FAIL_IO={n}: {}", d.show());
     }
 }
+
+/// The global flags (`--json`, `--root`, `--agent`) stand anywhere, also between `archive`
+/// and its subcommand; the run's own flags do not go with a subcommand (exit 2, said so).
+#[test]
+fn global_flags_stand_before_an_archive_subcommand() {
+    let env = Env::new();
+    let o = env.circe(["archive", "--json", "verify"]).run();
+    assert_eq!(o.code, 0, "{}", o.show());
+    assert!(o.json()["segment_count"].is_u64(), "{}", o.stdout);
+    let o = env.circe(["archive", "--dry-run", "verify"]).run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert!(o.stderr.contains("belong to `circe archive` itself"), "{}", o.show());
+}
