@@ -236,7 +236,10 @@ impl Ctx {
 
 /// Run one parsed command line.
 pub fn run(cli: Cli) -> Result<Report> {
-    let ctx = Ctx { root: cli.root, agent: cli.agent, json: cli.json };
+    // An empty `CIRCE_AGENT=` (a harness that clears a variable by setting it to nothing) is
+    // no agent named, as an unset one is.
+    let agent = cli.agent.filter(|a| !a.is_empty());
+    let ctx = Ctx { root: cli.root, agent, json: cli.json };
     match cli.command {
         Command::Init(a) => init::run(&ctx, &a),
         Command::Agent(a) => agent::run(&ctx, &a),
@@ -334,6 +337,15 @@ fn parse_and_run() -> u8 {
             .collect(),
         _ => args,
     };
+    // An empty `CIRCE_ROOT=` would read as `--root` given without a value (even beside a
+    // `--root` on the command line): said as it is.
+    if std::env::var_os("CIRCE_ROOT").is_some_and(|r| r.is_empty()) {
+        let e = Error::usage("CIRCE_ROOT is set but empty").hint(
+            "unset it (circe then looks upwards from the current folder for a root) or name a root in it",
+        );
+        output::print_error(&e, json, false);
+        return crate::exit_code::USAGE;
+    }
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {

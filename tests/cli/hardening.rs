@@ -1552,3 +1552,25 @@ fn tasks_json_that_fails_part_way_is_one_error_document() {
         .unwrap_or_else(|e| panic!("stdout is no JSON document ({e}):\n{}", o.stdout));
     assert_eq!(doc["error"]["exit_code"], 1, "{doc}");
 }
+
+/// Empty environment variables (a harness clearing one by setting it to nothing): an empty
+/// `CIRCE_AGENT` is no agent named (exit 2, as an unset one), an empty `CIRCE_ROOT` is said
+/// as such (exit 2), not as a `--root` flag nobody passed.
+#[test]
+fn empty_environment_variables_are_said_as_they_are() {
+    let env = Env::new();
+    let o = env.circe(["claim", "--next", "--json"]).var("CIRCE_AGENT", "").run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert!(
+        o.json()["error"]["message"].as_str().unwrap().contains("no acting agent"),
+        "{}",
+        o.show()
+    );
+    let o = env.circe(["tasks", "--json"]).var("CIRCE_ROOT", "").run();
+    assert_eq!(o.code, 2, "{}", o.show());
+    assert!(
+        o.json()["error"]["message"].as_str().unwrap().contains("CIRCE_ROOT is set but empty"),
+        "{}",
+        o.show()
+    );
+}
