@@ -752,6 +752,7 @@ fn retention_failing_at_any_step_is_finished_by_the_next_run() {
 /// and its subcommand; the run's own flags do not go with a subcommand (exit 2, said so).
 #[test]
 fn global_flags_stand_before_an_archive_subcommand() {
+    local_only!("a database root keeps no archive");
     let env = Env::new();
     let o = env.circe(["archive", "--json", "verify"]).run();
     assert_eq!(o.code, 0, "{}", o.show());

@@ -395,27 +395,44 @@ fn properties(
     }
 }
 
-/// One vocabulary: a key holds one kind of value in every command's output (a plural key is
-/// a list, its count `<thing>_count`), but for the few PROTOCOLS section 11 names.
-#[test]
-fn a_key_holds_one_kind_of_value_in_every_command() {
+/// A schema's property: its key and the kinds of value it holds.
+type Property = (String, BTreeSet<String>);
+
+/// Every command that has a schema (and `error` when `with_error`), with the properties of
+/// its schema: each key and the kinds of value it holds.
+fn every_schema(with_error: bool) -> Vec<(String, Vec<Property>)> {
     let env = Env::bare();
     let list = env.circe(["schema", "--json"]).run();
-    let commands: Vec<String> = list.ok().json()["commands"]
+    let mut commands: Vec<String> = list.ok().json()["commands"]
         .as_array()
         .unwrap()
         .iter()
         .map(|c| c.as_str().unwrap().to_string())
         .collect();
+    if with_error {
+        commands.push("error".into());
+    }
+    commands
+        .into_iter()
+        .map(|cmd| {
+            let words: Vec<&str> = cmd.split(' ').collect();
+            let o = env.circe([&["schema"][..], &words].concat()).run();
+            let schema: Value = serde_json::from_str(&o.ok().stdout).unwrap();
+            let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+            let mut props = Vec::new();
+            properties(&schema, &defs, &mut BTreeSet::new(), &mut props);
+            (cmd, props)
+        })
+        .collect()
+}
+
+/// One vocabulary: a key holds one kind of value in every command's output (a plural key is
+/// a list, its count `<thing>_count`), but for the few PROTOCOLS section 11 names.
+#[test]
+fn a_key_holds_one_kind_of_value_in_every_command() {
     let mut kinds: std::collections::BTreeMap<String, std::collections::BTreeMap<String, String>> =
         std::collections::BTreeMap::new();
-    for cmd in &commands {
-        let words: Vec<&str> = cmd.split(' ').collect();
-        let o = env.circe([&["schema"][..], &words].concat()).run();
-        let schema: Value = serde_json::from_str(&o.ok().stdout).unwrap();
-        let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
-        let mut props = Vec::new();
-        properties(&schema, &defs, &mut BTreeSet::new(), &mut props);
+    for (cmd, props) in every_schema(false) {
         for (k, ks) in props {
             for kind in ks {
                 kinds.entry(k.clone()).or_default().entry(kind).or_insert_with(|| cmd.clone());
@@ -438,23 +455,8 @@ fn a_key_holds_one_kind_of_value_in_every_command() {
 /// cannot see a rename: the schema and the output come from one struct.
 #[test]
 fn every_commands_keys_are_written_down() {
-    let env = Env::bare();
-    let list = env.circe(["schema", "--json"]).run();
-    let mut commands: Vec<String> = list.ok().json()["commands"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c.as_str().unwrap().to_string())
-        .collect();
-    commands.push("error".into());
     let mut text = String::new();
-    for cmd in &commands {
-        let words: Vec<&str> = cmd.split(' ').collect();
-        let o = env.circe([&["schema"][..], &words].concat()).run();
-        let schema: Value = serde_json::from_str(&o.ok().stdout).unwrap();
-        let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
-        let mut props = Vec::new();
-        properties(&schema, &defs, &mut BTreeSet::new(), &mut props);
+    for (cmd, props) in every_schema(true) {
         let keys: BTreeSet<String> = props.into_iter().map(|(k, _)| k).collect();
         text.push_str(&format!("{cmd}: {}\n", keys.into_iter().collect::<Vec<_>>().join(" ")));
     }

@@ -210,8 +210,7 @@ fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
         std::fs::read_dir(r.dir.join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
     assert!(Command::new("chown").arg("0:0").arg(&ticket).status().unwrap().success());
     std::fs::set_permissions(&ticket, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let o = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+    let o = as_nobody()
         .args(["doctor", "--repair"])
         .env_clear()
         .env("CIRCE_ROOT", &r.dir)
@@ -256,8 +255,7 @@ fn read_only_box_as_unprivileged_user() {
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let before = r.messages();
     let nobody = |args: &[&str]| {
-        let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        let o = as_nobody()
             .args(args)
             .env_clear()
             .env("CIRCE_ROOT", &r.dir)
@@ -288,8 +286,7 @@ fn read_only_box_as_unprivileged_user() {
         std::os::unix::fs::PermissionsExt::from_mode(0o555),
     )
     .unwrap();
-    let o = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+    let o = as_nobody()
         .args(open_args("T2"))
         .env_clear()
         .env("CIRCE_ROOT", &r.dir)
@@ -493,8 +490,7 @@ fn a_root_read_only_to_its_reader_is_read_as_it_is() {
     );
     let before = r.messages();
     let nobody = |agent: &str, args: &[&str]| {
-        let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        let o = as_nobody()
             .args(args)
             .env_clear()
             .env("CIRCE_ROOT", &r.dir)
@@ -641,8 +637,7 @@ fn a_staged_copy_of_an_earlier_send_is_named_by_the_next_one() {
     let inbox = r.dir.join("AGENTS/engineer/INBOX");
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let nobody = |args: &[&str]| {
-        let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        let o = as_nobody()
             .args(args)
             .env_clear()
             .env("CIRCE_ROOT", &r.dir)
@@ -758,8 +753,7 @@ fn a_fresh_root_reads_for_a_user_who_may_not_write() {
     let reports =
         [&["tasks"][..], &["board", "--once"], &["claim", "--next", "--dry-run"], &["inbox"]];
     for args in reports {
-        let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
+        let o = as_nobody()
             .args(args)
             .current_dir(&dir)
             .env_clear()
@@ -790,13 +784,7 @@ fn doctor_reports_a_task_it_cannot_read_and_goes_on() {
     let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
     assert!(chown.unwrap().success());
     let doctor = || {
-        let o = Command::new("setpriv")
-            .args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN])
-            .arg("doctor")
-            .env_clear()
-            .env("CIRCE_ROOT", &r.dir)
-            .output()
-            .unwrap();
+        let o = as_nobody().arg("doctor").env_clear().env("CIRCE_ROOT", &r.dir).output().unwrap();
         (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let closed = |rel: &str| {
@@ -844,4 +832,11 @@ fn doctor_behind_a_lock_held_too_long_stops_and_says_so() {
     assert_eq!(o.code, 4, "{o:?}");
     assert!(o.stderr.contains("locked by another circe process"), "{o:?}");
     assert!(!o.stderr.contains("VIOLATED"), "{o:?}");
+}
+
+/// `setpriv` running circe as `nobody` (65534), who has no rights root's files give others.
+fn as_nobody() -> Command {
+    let mut c = Command::new("setpriv");
+    c.args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN]);
+    c
 }
