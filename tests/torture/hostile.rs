@@ -232,13 +232,7 @@ fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
 /// `nobody` (65534) in a folder all may enter, and its
 /// parent folder (removed when dropped); `None` (said) when setpriv is missing.
 fn nobodys_root(test: &str, engineers: usize) -> Option<(tempfile::TempDir, Root)> {
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED {test}: setpriv is missing");
-        return None;
-    }
-    let parent = tempfile::Builder::new().prefix("circe-ro-").tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    let parent = open_parent(test)?;
     let r = Root::new_in(parent.path(), engineers);
     r.open("T1");
     let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
@@ -459,15 +453,12 @@ fn planted_copy_of_a_message_is_reported() {
 /// locks they could not make; a change fails naming the permission, and nothing changes.
 #[test]
 fn a_root_read_only_to_its_reader_is_read_as_it_is() {
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED a_root_read_only_to_its_reader_is_read_as_it_is: setpriv is missing");
+    let Some(parent) = open_parent("a_root_read_only_to_its_reader_is_read_as_it_is") else {
         return;
-    }
-    let parent = tempfile::Builder::new().prefix("circe-rofs-").tempdir_in("/tmp").unwrap();
+    };
     let mode = |p: &Path, m: u32| {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
     };
-    mode(parent.path(), 0o755);
     let r = Root::new_in(parent.path(), 0);
     r.open("T1");
     r.open("T2");
@@ -541,15 +532,10 @@ fn a_root_read_only_to_its_reader_is_read_as_it_is() {
 /// the chat archived and begun anew, the event log rotated by `archive`).
 #[test]
 fn two_users_of_one_group_share_a_root() {
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("SKIPPED two_users_of_one_group_share_a_root: setpriv is missing");
-        return;
-    }
-    let parent = tempfile::Builder::new().prefix("circe-team-").tempdir_in("/tmp").unwrap();
+    let Some(parent) = open_parent("two_users_of_one_group_share_a_root") else { return };
     let mode = |p: &Path, m: u32| {
         std::fs::set_permissions(p, std::os::unix::fs::PermissionsExt::from_mode(m)).unwrap();
     };
-    mode(parent.path(), 0o755);
     let team = parent.path().join("team");
     std::fs::create_dir(&team).unwrap();
     assert!(Command::new("chown").arg("0:60000").arg(&team).status().unwrap().success());
@@ -743,9 +729,9 @@ fn archive_without_threads_to_spare_does_the_work_itself() {
 /// reports read it (the locks they take were made by `init`).
 #[test]
 fn a_fresh_root_reads_for_a_user_who_may_not_write() {
-    let parent = tempfile::Builder::new().prefix("circe-fresh-").tempdir_in("/tmp").unwrap();
-    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
-        .unwrap();
+    let Some(parent) = open_parent("a_fresh_root_reads_for_a_user_who_may_not_write") else {
+        return;
+    };
     let dir = parent.path().join("p");
     std::fs::create_dir(&dir).unwrap();
     let init = Command::new(crate::common::BIN).arg("init").current_dir(&dir).output().unwrap();
@@ -839,4 +825,17 @@ fn as_nobody() -> Command {
     let mut c = Command::new("setpriv");
     c.args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN]);
     c
+}
+
+/// A folder in /tmp every user may enter (0755; removed when dropped), for a root that other
+/// users than root run circe on; `None` (said) when setpriv, which runs them, is missing.
+fn open_parent(test: &str) -> Option<tempfile::TempDir> {
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("SKIPPED {test}: setpriv is missing");
+        return None;
+    }
+    let parent = tempfile::Builder::new().prefix("circe-users-").tempdir_in("/tmp").unwrap();
+    std::fs::set_permissions(parent.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .unwrap();
+    Some(parent)
 }
