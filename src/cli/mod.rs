@@ -323,19 +323,9 @@ fn parse_and_run() -> u8 {
         }
         return 0;
     }
-    // `circe help CMD --json` (and `circe GROUP help CMD --json`) as `circe CMD --help
-    // --json`: clap's `help` takes only command names, and every usage error's hint says
-    // `circe help COMMAND`.
-    let help_at = words
-        .iter()
-        .position(|w| *w == "help")
-        .filter(|p| *p <= 1 && words[..*p].iter().all(|w| !w.to_string_lossy().starts_with('-')));
-    let args: Vec<std::ffi::OsString> = match help_at {
-        Some(p) if json => std::iter::once(args[0].clone())
-            .chain(words.iter().enumerate().filter(|(i, _)| *i != p).map(|(_, w)| (*w).clone()))
-            .chain(["--help".into(), "--json".into()])
-            .collect(),
-        _ => args,
+    let args = match json.then(|| help_as_flag(&args[0], &words)).flatten() {
+        Some(rewritten) => rewritten,
+        None => args.clone(),
     };
     // An empty `CIRCE_ROOT=` would read as `--root` given without a value (even beside a
     // `--root` on the command line): said as it is.
@@ -468,6 +458,33 @@ fn needs_subcommand(help: &str) -> Error {
     Error::usage(format!("`{path}` needs a subcommand: {}", subs.join(", ")))
         .detail("clap", "missing subcommand")
         .hint(format!("`{path} --help` says what each does"))
+}
+
+/// `circe help CMD --json` (and `circe GROUP help CMD --json`) as `circe CMD --help --json`:
+/// clap's `help` takes only command names, and every usage error's hint says `circe help
+/// COMMAND`. `help` after a command without subcommands is that command's argument (a task
+/// id) and is left alone. `words`: the arguments less the program and `--json`.
+fn help_as_flag(
+    program: &std::ffi::OsString,
+    words: &[&std::ffi::OsString],
+) -> Option<Vec<std::ffi::OsString>> {
+    let group = |w: &std::ffi::OsString| {
+        use clap::CommandFactory;
+        let mut cmd = Cli::command();
+        cmd.build();
+        cmd.find_subcommand(w).is_some_and(|c| c.get_subcommands().any(|s| s.get_name() != "help"))
+    };
+    let help_at = words.iter().position(|w| *w == "help").filter(|p| match p {
+        0 => true,
+        1 => group(words[0]),
+        _ => false,
+    });
+    help_at.map(|p| {
+        std::iter::once(program.clone())
+            .chain(words.iter().enumerate().filter(|(i, _)| *i != p).map(|(_, w)| (*w).clone()))
+            .chain(["--help".into(), "--json".into()])
+            .collect()
+    })
 }
 
 /// `--version` and `--help` with `--json`: `{"name", "version"}` or `{"help"}`.

@@ -178,4 +178,7 @@ fn help_cmd_json_is_the_help_document_for_every_command() {
         assert_eq!(o.code, 0, "circe {}: {}", args.join(" "), o.show());
         assert!(o.json()["help"].is_string(), "circe {}: {}", args.join(" "), o.stdout);
     }
+    // After a command without subcommands, `help` is its argument (a task id), not help.
+    let o = env.circe(["show", "help", "--json"]).run();
+    assert!(o.json()["help"].is_null() && o.json()["error"].is_object(), "{}", o.show());
 }
