@@ -5,6 +5,18 @@
 use crate::common::{Env, assert_unchanged};
 
 /// `circe --agent AGENT send ARGS --json`, its msg_id.
+/// What circe's notices in `who`'s INBOX answer (their `in_reply_to`), oldest first.
+fn circe_notices(env: &Env, who: &str) -> Vec<String> {
+    let inbox = env.as_(who, &["inbox", "--json"]);
+    inbox.json()["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["from"] == "circe")
+        .map(|m| m["in_reply_to"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
 fn sent(env: &Env, agent: &str, args: &[&str]) -> String {
     let mut all = vec!["send", "--json"];
     all.extend_from_slice(args);
@@ -584,15 +596,8 @@ fn the_asker_of_a_question_filed_unread_is_told() {
     w.code(3);
     assert!(w.stderr.contains("passed its deadline unread and was filed"), "{}", w.show());
     env.circe(["reap"]).now(late).run().ok();
-    let inbox = env.as_("qa", &["inbox", "--json"]);
-    let notices: Vec<_> = inbox.json()["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["from"] == "circe")
-        .map(|m| m["in_reply_to"].as_str().unwrap_or_default().to_string())
-        .collect();
-    assert_eq!(notices, vec![q.clone()], "{}", inbox.show());
+    let notices = circe_notices(&env, "qa");
+    assert_eq!(notices, vec![q.clone()], "{notices:?}");
     let open = env.as_("qa", &["questions", "--json"]);
     assert_eq!(open.json()["questions"].as_array().map(Vec::len), Some(0), "{}", open.show());
     let w = env.circe(["wait", "--for", &reply, "--timeout", "5s"]).agent("qa").run();
@@ -626,14 +631,7 @@ fn reaps_at_once_tell_the_asker_once() {
             s.spawn(|| env.circe(["reap"]).now(late).run());
         }
     });
-    let inbox = env.as_("qa", &["inbox", "--json"]);
-    let mut told: Vec<String> = inbox.json()["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|m| m["from"] == "circe")
-        .map(|m| m["in_reply_to"].as_str().unwrap_or_default().to_string())
-        .collect();
+    let mut told = circe_notices(&env, "qa");
     assert_eq!(told.len(), 4, "each asked once: {told:?}");
     told.dedup();
     assert_eq!(told.len(), 4, "{told:?}");
@@ -703,12 +701,7 @@ fn reap_and_done_at_once_never_file_a_question_in_silence() {
             .keys()
             .filter(|k| (k.contains("/INBOX/") || k.contains("/WORKSPACE/")) && k.contains("_qa-"))
             .count();
-        let inbox = env.as_("qa", &["inbox", "--json"]);
-        let told = inbox.json()["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["from"] == "circe" && m["in_reply_to"] == q.as_str());
+        let told = circe_notices(&env, "qa").contains(&q);
         assert!(copies > 0 || told, "round {n}: no copy left and qa not told");
         // Leave the root clean for the next round.
         for who in ["engineer", "engineer-2"] {
@@ -734,12 +727,7 @@ fn reap_and_take_at_once_never_tell_a_taken_question_filed() {
             s.spawn(|| env.at(late, "engineer", &["take", &q]));
         });
         let taken = env.state().keys().any(|k| k.contains("/WORKSPACE/") && k.contains("_qa-"));
-        let inbox = env.as_("qa", &["inbox", "--json"]);
-        let told = inbox.json()["messages"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|m| m["from"] == "circe" && m["in_reply_to"] == q.as_str());
+        let told = circe_notices(&env, "qa").contains(&q);
         assert!(!(taken && told), "round {n}: qa told {q} was filed unread, yet engineer took it");
         assert!(taken || told, "round {n}: {q} neither taken nor told");
         let _ = env.as_(
