@@ -263,19 +263,22 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         ))
         .hint(format!("circe's statements may wait up to {LOCK_WAIT} for a lock: for circe's role, `ALTER ROLE name SET statement_timeout = 0` (or above {LOCK_WAIT})"));
     }
-    if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
-        // As a read-only mount is: a reader goes on where it can (`Error::is_not_writable`).
-        // The server's words are the cause (`chain` prints them once).
-        let mut e = Error::internal(what.to_string())
-            .hint("the database or circe's role is read-only (default_transaction_read_only, a standby): a change needs a server and role that may write");
-        e.source = Some(Box::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg)));
-        return e;
-    }
-    if *code == SqlState::INSUFFICIENT_PRIVILEGE {
-        // The permission this role lacks, as a file's would be (`Error::is_not_writable`).
-        let mut e = Error::internal(what.to_string()).hint(
+    // A read-only server or role, or a grant the role lacks: as a read-only mount or a
+    // file's permission is (`Error::is_not_writable`: a reader goes on where it can), with
+    // the server's words as the cause (`chain` prints them once).
+    let denied = if *code == SqlState::READ_ONLY_SQL_TRANSACTION {
+        Some(
+            "the database or circe's role is read-only (default_transaction_read_only, a standby): a change needs a server and role that may write",
+        )
+    } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
+        Some(
             "circe's role needs USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables; `circe init` needs a schema the role owns, or CREATE on the database (PROTOCOLS.md section 18, \"Roles\")",
-        );
+        )
+    } else {
+        None
+    };
+    if let Some(hint) = denied {
+        let mut e = Error::internal(what.to_string()).hint(hint);
         e.source = Some(Box::new(std::io::Error::new(std::io::ErrorKind::PermissionDenied, msg)));
         return e;
     }
