@@ -60,7 +60,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
             // The last copy of a question nobody answered: its asker is told first. A
             // question's copy is filed holding the filing lock `done` holds, so a holder
             // filing its own copy meanwhile is seen.
-            let filing = if m.msg_id.is_some() && super::questions::is_question(ws, &m) {
+            let filing = if super::questions::moves_under_filing_lock(ws, &m) {
                 ws.engine.hold_filing().map(Some)
             } else {
                 Ok(None)

@@ -289,11 +289,11 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         let Some(tx) = ticket_of(ws, &f.file, f.message.as_ref())? else {
             // No task's ticket: a plain message moves on its own. A question's copy moves
             // holding the filing lock: `reap` files a last copy (telling its asker) under it.
-            let question = f.message.as_ref().filter(|m| m.msg_id.is_some());
-            let _filing = match question.filter(|m| super::questions::is_question(ws, m)) {
-                Some(_) => Some(ws.engine.hold_filing()?),
-                None => None,
-            };
+            let question = f
+                .message
+                .as_ref()
+                .is_some_and(|m| super::questions::moves_under_filing_lock(ws, m));
+            let _filing = if question { Some(ws.engine.hold_filing()?) } else { None };
             let (task, id) = task_and_id(f.message.as_ref());
             let about = (task.as_ref(), id.as_deref());
             let Some(used) = move_plain(ws, (EventKind::Take, me), (&inbox, &f.file), &to, about)?

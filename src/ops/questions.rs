@@ -56,6 +56,12 @@ pub(crate) fn is_question(ws: &Workspace, m: &Message) -> bool {
     expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some())
 }
 
+/// Is `m` a question's copy (with an id) whose moves hold the filing lock
+/// (`Engine::hold_filing`): `take`, and `reap` filing a last copy while it tells the asker?
+pub(crate) fn moves_under_filing_lock(ws: &Workspace, m: &Message) -> bool {
+    m.msg_id.is_some() && is_question(ws, m)
+}
+
 /// How many open questions `me` holds a copy of (`prime`'s count). Only when its own boxes
 /// hold a question is every box read (to learn which are answered): an agent asked nothing
 /// is answered from its INBOX and WORKSPACE alone.
