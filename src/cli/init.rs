@@ -104,7 +104,11 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     if args.clock.is_some() && target.is_none() {
         return Err(Error::usage("--clock is for a root in a database").hint("pass --engine URL"));
     }
-    let Some(target) = target else { return init_local(&dir) };
+    let Some(target) = target else {
+        let named = args.dir.is_some() || matches!(ctx.root_spec(), RootSpec::Path(_));
+        worktree_uses_main(&dir, named)?;
+        return init_local(&dir);
+    };
     // Refused before the database is touched: a refusal changes nothing.
     if let (Some(_), RootSpec::Url(u)) = (&args.engine, ctx.root_spec())
         && Target::from_url(&u)?.identity() != target.identity()
@@ -224,6 +228,34 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
         }
     }
     Ok(added)
+}
+
+/// `circe init` with no folder named, inside a linked git worktree whose main worktree
+/// holds a root: refused, the worktree's commands already use that root (a root here would
+/// split the team in two). Naming the folder (`circe init .`) makes one anyway. A copy of
+/// a root git put in a worktree is refused either way (it would come back to life stale).
+fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
+    let dir = super::resolved(dir);
+    if let Some(r) = local::root_at(&dir) {
+        return local::git_copy(&r);
+    }
+    if named {
+        return Ok(());
+    }
+    for top in dir.ancestors() {
+        if let Some(main) = local::main_worktree(top).and_then(|m| local::root_at(&m)) {
+            return Err(Error::refused(format!(
+                "{} is in a git worktree; its commands already use the root of the main worktree, {}",
+                dir.display(),
+                main.display()
+            ))
+            .hint(format!(
+                "nothing to make: run circe here as it is (`circe tasks` reads {}). A second root for this worktree alone: `circe init .`",
+                main.display()
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn init_local(dir: &std::path::Path) -> Result<Report> {

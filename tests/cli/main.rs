@@ -23,6 +23,7 @@ mod board;
 mod boundaries;
 mod chat;
 mod fixtures;
+mod git;
 mod guidance;
 mod hardening;
 mod harness;

@@ -12,7 +12,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
-use super::root::{CONFIG_FILE, agent_yaml, io_err};
+use super::root::{CONFIG_FILE, GITIGNORE, GITIGNORE_TEXT, agent_yaml, io_err};
 use crate::engine::Snapshot;
 use crate::error::{Error, Result};
 use crate::task::record;
@@ -70,6 +70,7 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
     let mut dirs: BTreeSet<String> =
         ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS"].into_iter().map(String::from).collect();
     files.insert(CONFIG_FILE.to_string(), snap.config.clone().into_bytes());
+    files.insert(GITIGNORE.to_string(), GITIGNORE_TEXT.as_bytes().to_vec());
     for (a, role) in &snap.agents {
         dirs.insert(format!("AGENTS/{a}"));
         dirs.insert(format!("AGENTS/{a}/INBOX"));

@@ -85,7 +85,7 @@ pub use files::{
 pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
-pub use root::{Durability, find_root, init_finds, root_at};
+pub use root::{Durability, find_root, git_copy, init_finds, main_worktree, root_at};
 
 use self::root::Store;
 use super::{

@@ -18,6 +18,13 @@ pub const ROOT_DIR: &str = ".circe";
 pub const CONFIG_FILE: &str = "circe.yaml";
 const BOXES: [&str; 7] = ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS", "tmp", "locks", "queue"];
 pub(super) const EVENTS: &str = "LOGS/events.jsonl";
+/// The root's own `.gitignore`: git leaves the whole root out (README "In a git repository").
+pub const GITIGNORE: &str = ".gitignore";
+pub(super) const GITIGNORE_TEXT: &str = "\
+# A circe root: the team's live tasks, messages and locks, not source. Git leaves all of
+# it out, so no commit, checkout or worktree makes a second copy that agents would use.
+*
+";
 
 /// Whether writes are fsynced (`full`, the default) or left to the page cache (`relaxed`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,15 +44,40 @@ pub struct Store {
 
 /// Find the root: `dir` itself if it holds circe.yaml, `dir/.circe` if that does, else the
 /// same test on each parent (like git).
+/// A linked git worktree holds no root of its own (git keeps none): from inside one, the
+/// search goes on in the main worktree of its repository, so agents in worktrees share it.
 pub fn find_root(start: &Path) -> Option<PathBuf> {
     let mut cur = Some(start);
     while let Some(dir) = cur {
         if let Some(r) = root_at(dir) {
             return Some(r);
         }
+        if let Some(r) = main_worktree(dir).and_then(|m| root_at(&m)) {
+            return Some(r);
+        }
         cur = dir.parent();
     }
     None
+}
+
+/// The main worktree of the repository when `dir` is the top of a linked git worktree:
+/// `dir/.git` is a file `gitdir: G`, and `G/commondir` names the repository's `.git`
+/// folder, which the main worktree holds. None for anything else (a submodule's `.git`
+/// names no commondir; a bare repository has no main worktree).
+pub fn main_worktree(dir: &Path) -> Option<PathBuf> {
+    let dotgit = std::fs::read_to_string(dir.join(".git")).ok()?;
+    let gitdir = dir.join(dotgit.strip_prefix("gitdir:")?.trim());
+    let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
+    let common = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
+    (common.file_name()? == ".git").then(|| common.parent().map(Path::to_path_buf))?
+}
+
+/// A root in a linked git worktree whose main worktree holds another: the copy a commit
+/// made, or one made there by hand. Returns the main worktree's root.
+pub fn shadowed_root(root: &Path) -> Option<PathBuf> {
+    let top = if root.file_name()? == ROOT_DIR { root.parent()? } else { root };
+    let main = root_at(&main_worktree(top)?)?;
+    (main != root).then_some(main)
 }
 
 /// `dir` as a root, if it is one or holds one directly.
@@ -55,6 +87,24 @@ pub fn root_at(dir: &Path) -> Option<PathBuf> {
     }
     let inner = dir.join(ROOT_DIR);
     inner.join(CONFIG_FILE).is_file().then_some(inner)
+}
+
+/// Refused: a root git copied into a linked worktree (git keeps no empty folder, so the
+/// copy lacks boxes) whose main worktree holds the team's root.
+pub fn git_copy(copy: &Path) -> Result<()> {
+    let Some(main) = shadowed_root(copy).filter(|_| !copy.join("NEW_MESSAGES").is_dir()) else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "{} is a copy git made of a circe root (it lacks the root's empty folders); this git worktree's team root is {}",
+        copy.display(),
+        main.display()
+    ))
+    .hint(format!(
+        "take the copy out of git (`git rm -r --cached {0}` and commit), then `rm -r {0}`: commands here then use {1}. Do not run `circe init` here: that makes a second root",
+        copy.display(),
+        main.display()
+    )))
 }
 
 pub(super) fn io_err(context: &str, path: &Path) -> impl FnOnce(io::Error) -> Error {
@@ -100,23 +150,31 @@ impl Store {
         // cannot make them) reads a root nobody has written to since `init`.
         drop(store.lock_named("queue")?);
         drop(store.lock_named_shared(super::board::LOCK)?);
-        let cfg = store.root.join(CONFIG_FILE);
-        let written = if cfg.exists() {
-            false
-        } else {
-            let mut t = TempFile::write(&store.tmp_dir(), config.as_bytes(), true)
-                .map_err(io_err("cannot write", &store.tmp_dir()))?;
-            match atomic::rename_noclobber(&t.path, &cfg) {
-                Ok(()) => {
-                    t.disarm();
-                    true
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => false,
-                Err(e) => return Err(Error::io("cannot write", &cfg, e)),
-            }
-        };
+        let written = store.write_if_absent(CONFIG_FILE, config)?;
+        // Git keeps none of a root: a commit or a worktree copied from one would be a second
+        // root, agents on the copy claiming the team's tasks again. One written by hand stays.
+        store.write_if_absent(GITIGNORE, GITIGNORE_TEXT)?;
         store.sync_dir(&store.root)?;
         Ok((store, written))
+    }
+
+    /// `name` in the root folder with `text`, unless there is one (whole or not at all).
+    /// Returns whether it was written.
+    fn write_if_absent(&self, name: &str, text: &str) -> Result<bool> {
+        let path = self.root.join(name);
+        if path.exists() {
+            return Ok(false);
+        }
+        let mut t = TempFile::write(&self.tmp_dir(), text.as_bytes(), true)
+            .map_err(io_err("cannot write", &self.tmp_dir()))?;
+        match atomic::rename_noclobber(&t.path, &path) {
+            Ok(()) => {
+                t.disarm();
+                Ok(true)
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(Error::io("cannot write", &path, e)),
+        }
     }
 
     /// Open the root at `root` (a folder holding circe.yaml).
@@ -139,6 +197,7 @@ impl Store {
         for b in BOXES {
             let p = root.join(b);
             if !p.is_dir() {
+                git_copy(root)?;
                 return Err(Error::internal(format!("the circe root is missing {}", p.display()))
                     .hint("run `circe init` again: it adds missing boxes and keeps your config"));
             }

@@ -1,0 +1,149 @@
+//! A root in a git repository: git keeps none of it, and a linked worktree's commands use
+//! the main worktree's root (README "In a git repository").
+
+use std::path::Path;
+use std::process::Command;
+
+use crate::common::Env;
+
+/// `git ARGS` in `dir`, which must succeed; its output.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("HOME", dir)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git (README lists it among what circe's tests need)");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `env/repo` with one commit, and its root made by `circe init` there.
+fn repo_with_root(env: &Env) -> std::path::PathBuf {
+    let repo = env.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README"), "a project\n").unwrap();
+    env.circe(["init"]).cwd(&repo).run().ok();
+    repo
+}
+
+#[test]
+fn git_leaves_a_root_out_of_every_commit() {
+    local_only!("a database root keeps no files in the repository");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    env.circe([
+        "send",
+        "--to",
+        "all",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "T-1",
+        "--summary",
+        "go",
+    ])
+    .cwd(&repo)
+    .agent("coordinator")
+    .run()
+    .ok();
+    git(&repo, &["add", "-A"]);
+    let staged = git(&repo, &["status", "--porcelain"]);
+    assert_eq!(staged, "A  README\n", "only the project's own file is staged");
+    // A .gitignore written by hand is the team's: init again keeps it.
+    std::fs::write(repo.join(".circe/.gitignore"), "*\n!ARCHIVE/\n").unwrap();
+    env.circe(["init"]).cwd(&repo).run().ok();
+    assert_eq!(std::fs::read_to_string(repo.join(".circe/.gitignore")).unwrap(), "*\n!ARCHIVE/\n");
+    env.circe(["doctor"]).cwd(&repo).run().ok();
+}
+
+#[test]
+fn a_linked_worktree_uses_the_main_worktrees_root() {
+    local_only!("a database root is found by its URL, not by folders");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "start"]);
+    let wt = env.path().join("wt-engineer");
+    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let deep = wt.join("src/deep");
+    std::fs::create_dir_all(&deep).unwrap();
+    env.circe([
+        "send",
+        "--to",
+        "all",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "T-1",
+        "--summary",
+        "go",
+    ])
+    .cwd(&repo)
+    .agent("coordinator")
+    .run()
+    .ok();
+    // From deep inside the worktree: the main worktree's root, its task claimed there.
+    let claimed = env.circe(["claim", "--next", "--json"]).cwd(&deep).agent("engineer").run();
+    claimed.ok();
+    assert_eq!(claimed.json()["task_id"], "T-1", "{}", claimed.show());
+    let shown = env.circe(["show", "T-1", "--json"]).cwd(&repo).run();
+    assert_eq!(shown.json()["task"]["owner"], "engineer", "{}", shown.show());
+    // `init` with no folder named would split the team: refused, nothing made.
+    let init = env.circe(["init"]).cwd(&deep).run();
+    init.code(3);
+    assert!(init.stderr.contains(&repo.join(".circe").display().to_string()), "{}", init.show());
+    assert!(init.stderr.contains("circe init ."), "{}", init.show());
+    assert!(!deep.join(".circe").exists() && !wt.join(".circe").exists());
+    // Named, it is made: a second root for this worktree alone, which its commands then use.
+    env.circe(["init", "."]).cwd(&wt).run().ok();
+    let tasks = env.circe(["tasks", "--json"]).cwd(&deep).run();
+    assert_eq!(tasks.json()["tasks"], serde_json::json!([]), "{}", tasks.show());
+}
+
+#[test]
+fn a_root_git_copied_into_a_worktree_is_refused_with_the_way_out() {
+    local_only!("a database root keeps no files in the repository");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    // A root committed as it was before circe wrote its .gitignore: git keeps its files,
+    // not its empty boxes.
+    std::fs::remove_file(repo.join(".circe/.gitignore")).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "with the root"]);
+    let wt = env.path().join("wt");
+    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let copy = wt.join(".circe");
+    assert!(copy.join("circe.yaml").is_file() && !copy.join("NEW_MESSAGES").exists());
+    let before = crate::common::tree(&copy, &[]);
+    let main = repo.join(".circe").display().to_string();
+    for args in [&["tasks"][..], &["init"], &["init", "."]] {
+        let out = env.circe(args).cwd(&wt).run();
+        out.code(2);
+        assert!(out.stderr.contains("a copy git made"), "{}", out.show());
+        assert!(out.stderr.contains(&main), "{}", out.show());
+        assert!(out.stderr.contains("git rm -r --cached"), "{}", out.show());
+    }
+    crate::common::assert_unchanged(&before, &crate::common::tree(&copy, &[]));
+    // Its way out, followed: the worktree then uses the main worktree's root.
+    std::fs::remove_dir_all(&copy).unwrap();
+    env.circe([
+        "send",
+        "--to",
+        "all",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "T-9",
+        "--summary",
+        "go",
+    ])
+    .cwd(&repo)
+    .agent("coordinator")
+    .run()
+    .ok();
+    env.circe(["show", "T-9"]).cwd(&wt).run().ok();
+}
