@@ -186,7 +186,10 @@ pub fn answered_by(
             .hint(format!("{} was told; send an `update` if the answer still matters", rec.from)));
         }
     }
-    if rec.deadline.as_deref().and_then(clock::parse).is_some_and(|d| d <= ws.now()) {
+    let due = rec.deadline.as_deref().and_then(clock::parse);
+    if let Some(d) = due
+        && d <= ws.root_now()?
+    {
         return Err(Error::refused(format!(
             "ask {id} is past its deadline {}",
             rec.deadline.as_deref().unwrap_or("-")
@@ -257,7 +260,8 @@ pub fn expire(
     ws: &Workspace,
     tell: &dyn Fn(&AskRecord) -> Result<()>,
 ) -> Result<(Vec<AskRecord>, Vec<KeptOpen>)> {
-    let now = ws.now();
+    // The root's clock decides a deadline (a database server's), as it does a task's.
+    let now = ws.root_now()?;
     let (mut out, mut kept) = (Vec::new(), Vec::new());
     for r in ws.engine.asks()? {
         let r = settle(ws, r)?;

@@ -40,7 +40,7 @@ pub fn reap_messages(ws: &Workspace) -> Result<Lapsed> {
     for a in expired {
         out.asks.push(a.msg_id.to_string());
     }
-    let now = ws.now();
+    let now = ws.root_now()?;
     // The open questions, read once an overdue message is a question.
     let mut open: Option<Vec<super::Question>> = None;
     for agent in ws.agents().keys().cloned().collect::<Vec<_>>() {

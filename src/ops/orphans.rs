@@ -324,7 +324,7 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     let from = Mailbox::from_label(&o.mailbox).ok_or_else(|| Error::internal("bad box label"))?;
     let m = super::read(ws, &from, &o.file).ok();
     if let Some(d) = m.as_ref().and_then(|m| m.deadline)
-        && d <= ws.now()
+        && d <= ws.root_now()?
     {
         return Err(Error::refused(format!(
             "{} is past its deadline {}: it is not delivered",

@@ -38,7 +38,7 @@ pub fn prepare(ws: &Workspace, me: &AgentName, msg: &mut Message) -> Result<Plan
         check_address("from", from, &meshes)?;
     }
     if let Some(d) = msg.deadline
-        && d <= ws.now()
+        && d <= ws.root_now()?
     {
         return Err(Error::refused(format!(
             "the message's deadline {} has passed: it would not be delivered",

@@ -172,3 +172,51 @@ fn the_report_clock_checker_sees_host_time() {
     let (lease, lapsed) = seen_from_ahead(&root);
     assert!(lease == "expired" && lapsed == 1, "the broken variant passed: {lease:?}, {lapsed}");
 }
+
+/// An ask and an inbox message due in an hour, reaped by a host 2 h ahead; then an ask due
+/// in 2 s answered, after it, by a host 2 h behind. Returns (open asks after the reap, the
+/// messages left in qa's INBOX, the late answer's exit code).
+fn deadlines_from_skewed_hosts(root: &Root) -> (usize, usize, i32) {
+    let ask = ["send", "--to", "agent:qa", "--intent", "ask", "--summary", "ready?"];
+    root.run(Some("coordinator"), &[&ask[..], &["--deadline", "1h"]].concat()).ok();
+    let inform = ["send", "--to", "agent:qa", "--intent", "inform", "--summary", "fyi"];
+    root.run(Some("coordinator"), &[&inform[..], &["--deadline", "1h"]].concat()).ok();
+    let mut reap = root.command(Some("coordinator"), &["reap"]);
+    reap.env("CIRCE_NOW", shifted(2));
+    crate::common::Out::from(&reap.output().unwrap()).ok();
+    let open = root.run(Some("coordinator"), &["asks", "--json"]).json()["asks"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let inbox = root.run(Some("qa"), &["inbox", "--json"]).json()["messages"]
+        .as_array()
+        .map_or(0, Vec::len);
+    let late = root.run(Some("coordinator"), &[&ask[..], &["--deadline", "2s", "--json"]].concat());
+    let id = late.json()["msg_id"].as_str().unwrap().to_string();
+    std::thread::sleep(Duration::from_secs(3)); // past its deadline, by the server's clock
+    let mut answer = root.command(
+        Some("qa"),
+        &["send", "--intent", "ask-response", "--in-reply-to", &id, "--summary", "yes"],
+    );
+    answer.env("CIRCE_NOW", shifted(-2));
+    (open, inbox, answer.output().unwrap().status.code().unwrap_or(-1))
+}
+
+#[test]
+fn ask_and_message_deadlines_are_the_servers_too() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 0);
+    let (open, inbox, late) = deadlines_from_skewed_hosts(&root);
+    assert_eq!(open, 1, "a host 2 h ahead expired an ask with an hour left");
+    assert_eq!(inbox, 2, "a host 2 h ahead filed unread messages with an hour left");
+    assert_eq!(late, 3, "a host 2 h behind answered an ask past its deadline");
+}
+
+/// The checker fails when deadlines follow the client's clock.
+#[test]
+fn the_deadline_clock_checker_sees_client_time() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 0);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-client-clock".into()));
+    let (open, inbox, late) = deadlines_from_skewed_hosts(&root);
+    assert!(open != 1 || inbox != 2 || late != 3, "the broken variant passed");
+}
