@@ -206,6 +206,18 @@ impl Event {
     }
 }
 
+/// The id of a line that is a whole event (its id, and JSON to its end): a line once torn
+/// by a failed write and ended by a later append carries an id but is damage, not an event.
+pub fn whole_line_id(line: &str) -> Option<u64> {
+    line_id(line).filter(|_| serde_json::from_str::<serde::de::IgnoredAny>(unmarked(line)).is_ok())
+}
+
+/// A line without the byte-order mark an editor may put before the log's first line: the
+/// event is read as if it were not there (as a message's or a record's is).
+fn unmarked(line: &str) -> &str {
+    line.strip_prefix('\u{feff}').unwrap_or(line)
+}
+
 /// What one line of the log holds.
 #[derive(Debug)]
 pub enum Line {
@@ -221,6 +233,7 @@ pub fn parse_line(line: &str) -> Result<Line> {
         id: Option<u64>,
         v: Option<u32>,
     }
+    let line = unmarked(line);
     let head: Head = serde_json::from_str(line)
         .map_err(|e| Error::internal(format!("event log line is not JSON: {e}")))?;
     match (head.id, head.v) {
@@ -237,7 +250,7 @@ pub fn parse_line(line: &str) -> Result<Line> {
 
 /// The id of a line circe wrote (`{"id":N,...`), read without parsing the rest.
 pub fn line_id(line: &str) -> Option<u64> {
-    let rest = line.strip_prefix("{\"id\":")?;
+    let rest = unmarked(line).strip_prefix("{\"id\":")?;
     let end = rest.find(|c: char| !c.is_ascii_digit())?;
     rest[..end].parse().ok()
 }

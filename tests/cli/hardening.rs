@@ -1574,3 +1574,57 @@ fn empty_environment_variables_are_said_as_they_are() {
         o.show()
     );
 }
+
+/// The ids `circe log --json` lists, in order.
+fn logged_ids(env: &Env) -> Vec<u64> {
+    let out = env.circe(["log", "--all", "--json"]).run();
+    out.ok();
+    let line = |l: &str| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_u64();
+    out.stdout.lines().map(|l| line(l).unwrap()).collect()
+}
+
+/// An editor that saves the event log without its final newline, or with a byte-order
+/// mark before it, changes nothing: every event is read, the next one gets the next id,
+/// and a reader by cursor is handed it.
+#[test]
+fn an_event_log_saved_by_an_editor_keeps_every_id_once() {
+    let env = Env::local();
+    env.open_task("A-1");
+    env.open_task("A-2");
+    env.circe(["watch", "--cursor", "c1", "--once", "--from-start"]).run().ok();
+    let log = env.dot_circe().join("LOGS/events.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, text.trim_end_matches('\n')).unwrap();
+    env.open_task("A-3");
+    assert_eq!(logged_ids(&env), [1, 2, 3]);
+    let handed = env.circe(["watch", "--cursor", "c1", "--once", "--json"]).run();
+    handed.ok();
+    assert!(handed.stdout.contains("\"A-3\""), "the watcher missed A-3: {}", handed.show());
+    // A byte-order mark before the first line.
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("\u{feff}{text}")).unwrap();
+    env.open_task("A-4");
+    assert_eq!(logged_ids(&env), [1, 2, 3, 4]);
+    let shown = env.circe(["show", "A-1", "--json"]).run();
+    assert_eq!(shown.json()["events"].as_array().map(Vec::len), Some(1), "{}", shown.show());
+    let doctor = env.circe(["doctor"]).run();
+    doctor.ok();
+}
+
+/// An id given twice (a whole event line copied by hand) is named by `doctor`; a line torn
+/// by a failed write that shares its id with the next is not.
+#[test]
+fn doctor_names_an_event_id_given_twice() {
+    let env = Env::local();
+    env.open_task("A-1");
+    let log = env.dot_circe().join("LOGS/events.jsonl");
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("{text}{text}")).unwrap();
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("line 2 has id 1, as the event before it"), "{}", doctor.show());
+    // Torn: the first line cut short, the same id whole after it.
+    let torn = &text[..text.len() / 2];
+    std::fs::write(&log, format!("{torn}\n{text}")).unwrap();
+    env.circe(["doctor"]).run().ok();
+}

@@ -717,13 +717,16 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
         );
     }
     for (line, id, high) in scan.lower {
-        v(
-            7,
+        let said = if id == high {
+            format!(
+                "LOGS/events.jsonl line {line} has id {id}, as the event before it: an id given twice (the log was edited by hand; a reader by cursor passes the second over); look at both in `circe log`, and keep the log as circe writes it"
+            )
+        } else {
             format!(
                 "LOGS/events.jsonl line {line} has id {id}, lower than {high} before it: a line added by hand (circe gives each event a higher id, and a reader by cursor may pass events over it); remove that line"
-            ),
-            false,
-        );
+            )
+        };
+        v(7, said, false);
     }
     Ok(())
 }

@@ -81,18 +81,15 @@ fn tail_id(path: &Path) -> Result<(Option<u64>, bool)> {
         let mut buf = vec![0u8; usize::try_from(len - start).unwrap_or(0)];
         f.read_exact_at(&mut buf, start).map_err(io_err("cannot read", path))?;
         let torn = buf.last() != Some(&b'\n');
-        // Complete lines only: what follows the last newline is a torn tail.
-        let upto = buf.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-        let text = String::from_utf8_lossy(&buf[..upto]);
+        // What follows the last newline is a torn tail, or a whole event that lost its
+        // newline (an editor's save): the append ends it, so its id counts.
+        let text = String::from_utf8_lossy(&buf);
         let mut lines = text.split('\n');
         if start > 0 {
             lines.next(); // cut at the read's start
         }
-        // The last line that is a whole event (a line once torn and ended by a later append
-        // carries an id but does not parse: it is damage, not an event).
-        let whole = |l: &str| {
-            event::line_id(l).filter(|_| serde_json::from_str::<serde::de::IgnoredAny>(l).is_ok())
-        };
+        // The last line that is a whole event.
+        let whole = event::whole_line_id;
         let mut lines = lines.rev();
         if let Some(last) = lines.find_map(whole) {
             // Only a line whose id is higher is parsed whole.
@@ -129,6 +126,9 @@ pub(super) fn out_of_order(
         Err(e) => return Err(e),
     };
     let (mut out, mut line, mut high) = (IdScan::default(), 0, None);
+    // The line that gave the highest id so far: a whole line after it with the same id is
+    // an id given twice (a torn line shares its id with the one after it, and is no event).
+    let mut highest = String::new();
     while let Some(l) = r.next_line()? {
         line += 1;
         let Some(id) = event::line_id(&l) else {
@@ -145,7 +145,15 @@ pub(super) fn out_of_order(
                     out.lower.push((line, id, h));
                 }
             }
-            _ => high = Some(id),
+            Some(h) if id == h && event::whole_line_id(&highest).is_some() => {
+                if event::whole_line_id(&l).is_some() && out.lower.len() < max {
+                    out.lower.push((line, id, h));
+                }
+            }
+            _ => {
+                high = Some(id);
+                highest = l;
+            }
         }
     }
     Ok(out)
