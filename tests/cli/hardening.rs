@@ -1628,3 +1628,30 @@ fn doctor_names_an_event_id_given_twice() {
     std::fs::write(&log, format!("{torn}\n{text}")).unwrap();
     env.circe(["doctor"]).run().ok();
 }
+
+/// A task's message renamed by hand to a hidden name keeps the task: doctor names the file
+/// and the name to give back, and once it is given back the task is as it was. An editor's
+/// swap file beside a record is no stray.
+#[test]
+fn a_ticket_put_aside_under_a_hidden_name_keeps_its_task() {
+    let env = Env::local();
+    env.open_task("T-1");
+    let new = env.dot_circe().join("NEW_MESSAGES");
+    let name = env.ls("NEW_MESSAGES").pop().unwrap();
+    std::fs::rename(new.join(&name), new.join(format!(".{name}"))).unwrap();
+    std::fs::write(env.dot_circe().join("TASKS/.T-1.status.swp"), "vim").unwrap();
+    env.as_("engineer", &["claim", "T-1"]).code(1);
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(
+        doctor.stderr.contains(&format!("hidden as NEW_MESSAGES/.{name}")),
+        "{}",
+        doctor.show()
+    );
+    assert!(!doctor.stderr.contains(".swp"), "{}", doctor.show());
+    assert!(env.dot_circe().join("TASKS/T-1.status").is_file(), "the task's record was removed");
+    assert!(env.dot_circe().join("TASKS/.T-1.status.swp").is_file());
+    std::fs::rename(new.join(format!(".{name}")), new.join(&name)).unwrap();
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.circe(["doctor"]).run().ok();
+}

@@ -591,14 +591,8 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         };
         check_cut_off(eng, repair, &st, &mut v);
         if let Some(mut problem) = disagreement(&st) {
-            // A ticket not found may lie behind its owner's folder that is a link.
-            if st.location.is_none()
-                && let Some(o) = &st.rec.owner
-                && let Some(why) = eng.store.unreadable_agent(o)
-            {
-                problem.push_str(&format!(
-                    " ({why}: the message may lie behind it, where circe does not follow)"
-                ));
+            if st.location.is_none() {
+                problem = where_it_may_be(eng, &st, problem);
             }
             let after = if repair { mended(eng, &id) } else { Ok(None) };
             if let Ok(Some(s)) = &after {
@@ -758,6 +752,29 @@ fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> 
         );
     }
     Ok(())
+}
+
+/// What doctor says of a task whose message is in no box (`problem`): where it may be.
+fn where_it_may_be(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
+    // Behind its owner's folder that is a link.
+    if let Some(o) = &st.rec.owner
+        && let Some(why) = eng.store.unreadable_agent(o)
+    {
+        problem.push_str(&format!(
+            " ({why}: the message may lie behind it, where circe does not follow)"
+        ));
+    }
+    // Under a hidden name, which every listing passes over.
+    if let Ok(Some((b, name))) =
+        eng.store.hidden_message_of(st.rec.task_id.as_str(), &st.rec.message)
+    {
+        problem = format!(
+            "its message lies hidden as {}/{name} (a name starting with `.`, which circe passes over): rename it back to {} and the task is as it was",
+            b.rel_path(),
+            st.rec.message
+        );
+    }
+    problem
 }
 
 fn disagreement(st: &TaskState) -> Option<String> {

@@ -536,6 +536,36 @@ impl Store {
         Ok(names)
     }
 
+    /// A hidden entry of a box (its name starts with `.`, which every listing passes over)
+    /// that is `task`'s message under a hidden name: `ticket` or a message name of `task`
+    /// behind one or more dots (a person "put it aside" with `mv X.md .X.md`). LOGS is not
+    /// looked in. Returns its box and name.
+    pub fn hidden_message_of(&self, task: &str, ticket: &str) -> Result<Option<(Mailbox, String)>> {
+        let mut boxes = vec![Mailbox::NewMessages];
+        for (a, _) in self.list_agents()? {
+            boxes.push(Mailbox::Inbox(a.clone()));
+            boxes.push(Mailbox::Workspace(a));
+        }
+        for b in boxes {
+            if self.unsound(&b).is_some() {
+                continue;
+            }
+            for n in super::root::list_all_names(&self.box_dir(&b))? {
+                let shown = n.trim_start_matches('.');
+                if shown.len() == n.len() || !is_message_name(shown) {
+                    continue;
+                }
+                let names_task = crate::message::parse_file_name(shown)
+                    .and_then(|f| f.task_id)
+                    .is_some_and(|t| t == task);
+                if shown == ticket || names_task {
+                    return Ok(Some((b, n)));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Every entry of a box but hidden ones, sorted, with whether it is a regular file: the
     /// one listing doctor reads each box with (a folder that once held many files costs a
     /// listing however few it holds now, so it is listed once).

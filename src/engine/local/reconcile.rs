@@ -278,8 +278,10 @@ pub(super) fn reconcile(
     {
         if st.rec.status == Status::New && st.rec.attempts == 0 {
             // A send that wrote the record but crashed before delivering: undo it, unless some
-            // message still names the task (then a person must look: doctor reports it).
-            if messages_naming(eng, &task)?.is_empty() {
+            // message still names the task, hidden names included (then a person must look:
+            // doctor reports it).
+            let hidden = || eng.store.hidden_message_of(task.as_str(), &st.rec.message);
+            if messages_naming(eng, &task)?.is_empty() && hidden()?.is_none() {
                 let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
                 logged_repair(eng, lock, None, &mut ev, || {
                     let gone = [("status", None), ("owner", None), ("checks", None)];

@@ -189,7 +189,8 @@ impl Store {
                     matches!(kind, "status" | "owner" | "checks")
                         && crate::names::check_task_id(id).is_ok()
                 });
-                !(*regular && named)
+                // Hidden names (an editor's `.T-1.status.swp`) are passed over, as in boxes.
+                !(n.starts_with('.') || *regular && named)
             })
             .map(|(n, _)| n)
             .collect();
