@@ -1655,3 +1655,19 @@ fn a_ticket_put_aside_under_a_hidden_name_keeps_its_task() {
     env.as_("engineer", &["claim", "T-1"]).ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// A `.owner` holding bytes that are not UTF-8 is damage like any other: the next command
+/// on the task rebuilds it from `.status`, and the task goes on.
+#[test]
+fn an_owner_record_that_is_not_utf8_is_rebuilt() {
+    let env = Env::local();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let owner = env.dot_circe().join("TASKS/T-1.owner");
+    std::fs::write(&owner, b"owner: engineer\nepoch: 9\nhost: caf\xe9\n").unwrap();
+    env.as_("engineer", &["heartbeat", "T-1"]).ok();
+    let text = String::from_utf8(std::fs::read(&owner).unwrap()).expect("rebuilt as UTF-8");
+    assert!(text.contains("epoch: 1"), "{text}");
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.circe(["doctor"]).run().ok();
+}

@@ -26,6 +26,9 @@ impl Store {
     pub fn read_record(&self, task: &TaskId, kind: &str) -> Result<Option<String>> {
         let p = self.record_path(task, kind);
         match atomic::read_regular(&p) {
+            // `.owner` holds nothing `.status` lacks: bytes that are not UTF-8 are damage the
+            // next command rebuilds (what they read as disagrees with `.status`).
+            Ok(b) if kind == DERIVED_RECORD => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
             Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
                 Error::internal(format!("{} is not UTF-8", p.display())).hint("run `circe doctor`")
             }),
