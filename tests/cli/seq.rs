@@ -440,3 +440,23 @@ fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
     let stale = inbox.json()["stale"].to_string();
     assert!(!stale.contains("T-2") && stale.contains("m-1"), "{}", inbox.show());
 }
+
+/// A file manager's `.DS_Store` in a sender's counter entry is no copy: the sender's next
+/// sends go on, `seq state` reads, and doctor finds nothing.
+#[test]
+fn a_hidden_file_in_a_counter_entry_blocks_no_send() {
+    local_only!("a database root keeps no counter folders");
+    let env = Env::local();
+    let send = |s: &str| {
+        env.as_("coordinator", &["send", "--to", "agent:qa", "--intent", "inform", "--summary", s])
+    };
+    send("one").ok();
+    let seq = env.dot_circe().join("seq/coordinator");
+    let entry = std::fs::read_dir(&seq).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(entry.join(".DS_Store"), "finder").unwrap();
+    send("two").ok();
+    send("three").ok();
+    env.circe(["seq", "state"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 3);
+}

@@ -6,9 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
 use super::fault::crash_point;
-use super::root::{
-    Store, io_err, is_message_name, is_real_dir, list_all_names, list_names, list_typed,
-};
+use super::root::{Store, io_err, is_message_name, is_real_dir, list_names, list_typed};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
@@ -338,7 +336,7 @@ impl Store {
         let mut boxes = Vec::new();
         // A copy a box refuses (behind a link) waits here; the others go on.
         let mut refused = None;
-        for f in list_all_names(&dir)? {
+        for f in list_names(&dir)? {
             match self.deliver_staged(&dir, &f) {
                 Ok(name) => out.push(name),
                 Err(e) => {

@@ -140,7 +140,8 @@ impl Store {
     }
 
     fn content(dir: &Path) -> Result<Content> {
-        let files = list_all_names(dir)?;
+        // Hidden names (a file manager's `.DS_Store`) are no copy, as in a box.
+        let files = list_names(dir)?;
         if files.iter().any(|f| f == CHAT_MARKER) {
             return Ok(Content::Chat);
         }
@@ -320,7 +321,16 @@ impl Store {
     pub(super) fn seq_prune(&self, agent: &AgentName, keep: Entry) {
         let Ok(entries) = self.seq_entries(agent) else { return };
         for e in entries.into_iter().filter(|e| *e < keep) {
-            let _ = std::fs::remove_dir(self.seq_dir(agent).join(e.name()));
+            let dir = self.seq_dir(agent).join(e.name());
+            if std::fs::remove_dir(&dir).is_err() {
+                // Settled, so what is left is hidden (a file manager's `.DS_Store`).
+                for n in list_all_names(&dir).unwrap_or_default() {
+                    if n.starts_with('.') {
+                        let _ = std::fs::remove_file(dir.join(n));
+                    }
+                }
+                let _ = std::fs::remove_dir(&dir);
+            }
         }
     }
 
