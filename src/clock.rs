@@ -23,7 +23,10 @@ pub fn now() -> DateTime<Utc> {
 
 /// The time `CIRCE_NOW` pins, if it holds an RFC 3339 time.
 pub fn pinned(value: Option<&str>) -> Option<DateTime<Utc>> {
-    value.and_then(|v| DateTime::parse_from_rfc3339(v).ok()).map(|t| t.with_timezone(&Utc))
+    use chrono::SubsecRound;
+    value
+        .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
+        .map(|t| t.with_timezone(&Utc).trunc_subsecs(3))
 }
 
 /// `t + d`, or an error when the sum lies outside `FIRST..=LAST` (or past what chrono can
@@ -45,9 +48,21 @@ pub fn add_checked(t: DateTime<Utc>, d: std::time::Duration) -> Result<DateTime<
         })
 }
 
-/// When a lease of `ttl` taken at `now` ends, as a record stamp.
+/// When a lease of `ttl` taken at `now` ends, as a record stamp: rounded up to the second,
+/// so a lease is never shorter than its `ttl`.
 pub fn lease_until(now: DateTime<Utc>, ttl: std::time::Duration) -> Result<String> {
-    add_checked(now, ttl).map(stamp)
+    lease_end(now, ttl).map(stamp)
+}
+
+/// When a lease of `ttl` taken at `now` ends, rounded up to the second (a record holds
+/// seconds): never before `now + ttl`.
+pub fn lease_end(now: DateTime<Utc>, ttl: std::time::Duration) -> Result<DateTime<Utc>> {
+    use chrono::{SubsecRound, Timelike};
+    let end = add_checked(now, ttl)?;
+    if end.nanosecond() == 0 {
+        return Ok(end);
+    }
+    add_checked(end.trunc_subsecs(0), std::time::Duration::from_secs(1))
 }
 
 /// RFC 3339 in UTC with a `Z`, seconds precision unless the time has a fraction.

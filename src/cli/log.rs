@@ -95,6 +95,14 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
     let mut filter = Filter::new(agent, task.clone(), kinds.clone());
     let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
     let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);
+    // Event times need not rise with ids (a clock stepped back; on a database root a
+    // message's time is its host's): reading back goes on 10 minutes past `--since`, and
+    // `--everything` reads the whole log.
+    let slack = since
+        .as_deref()
+        .and_then(crate::clock::parse)
+        .map(|t| crate::clock::stamp_ms(t - chrono::Duration::minutes(10)));
+    let long_before = |e: &Event| slack.as_deref().is_some_and(|s| e.ts.as_str() < s);
     let mut out = Out::new(ctx.json);
     let last = ws.engine.last_event_id()?;
     // The last events that pass, read backwards from the end (the filter sees them in the
@@ -130,8 +138,11 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
             // A task's batch, or a kind's, comes short only once the log's start was reached.
             let start_reached = (task.is_some() || !naming.is_empty()) && batch.len() < 512;
             for e in batch {
-                if !newer(&e) {
+                if long_before(&e) {
                     break 'back;
+                }
+                if !newer(&e) {
+                    continue;
                 }
                 if filter.wants(&ws, &e) {
                     shown.push(e);

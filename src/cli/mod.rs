@@ -302,6 +302,23 @@ pub fn main() -> u8 {
     }
 }
 
+/// An environment variable set so that it cannot be what was meant.
+fn env_refusal() -> Option<Error> {
+    // An empty `CIRCE_ROOT=` would read as `--root` given without a value (even beside a
+    // `--root` on the command line): said as it is.
+    if std::env::var_os("CIRCE_ROOT").is_some_and(|r| r.is_empty()) {
+        return Some(Error::usage("CIRCE_ROOT is set but empty").hint(
+            "unset it (circe then looks upwards from the current folder for a root) or name a root in it",
+        ));
+    }
+    // A `CIRCE_NOW` that does not read would leave the real clock running unsaid.
+    let now = std::env::var_os("CIRCE_NOW")?;
+    crate::clock::pinned(now.to_str()).is_none().then(|| {
+        Error::usage(format!("CIRCE_NOW `{}` is not an RFC 3339 time", now.to_string_lossy()))
+            .hint("write e.g. CIRCE_NOW=2026-01-01T12:00:00Z (a test's pinned clock), or unset it for the real one")
+    })
+}
+
 fn parse_and_run() -> u8 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
@@ -327,12 +344,7 @@ fn parse_and_run() -> u8 {
         Some(rewritten) => rewritten,
         None => args.clone(),
     };
-    // An empty `CIRCE_ROOT=` would read as `--root` given without a value (even beside a
-    // `--root` on the command line): said as it is.
-    if std::env::var_os("CIRCE_ROOT").is_some_and(|r| r.is_empty()) {
-        let e = Error::usage("CIRCE_ROOT is set but empty").hint(
-            "unset it (circe then looks upwards from the current folder for a root) or name a root in it",
-        );
+    if let Some(e) = env_refusal() {
         output::print_error(&e, json, false);
         return crate::exit_code::USAGE;
     }
@@ -639,7 +651,7 @@ pub fn parse_interval(s: &str) -> Result<std::time::Duration> {
         Some(ms) => ms.parse().map(std::time::Duration::from_millis).map_err(|_| bad())?,
         None => crate::config::parse_duration(s).map_err(|_| bad())?,
     };
-    if d.is_zero() {
+    if d.is_zero() || d > crate::config::MAX_DURATION {
         return Err(bad());
     }
     Ok(d)

@@ -272,7 +272,14 @@ fn deadline(s: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateT
     if let Some(t) = clock::parse(s) {
         return Ok(t);
     }
-    let d = crate::config::parse_duration(s).map_err(|_| {
+    let d = crate::config::parse_duration(s).map_err(|e| {
+        // A duration's shape (a number and a unit) out of its range is said as such.
+        let shaped = s.trim_end_matches(['s', 'm', 'h', 'd']).bytes().all(|b| b.is_ascii_digit());
+        if shaped && !s.is_empty() {
+            return Error::usage(format!("--deadline {}", e.message)).hint(
+                "a deadline from now is 1s to 365d away; one further away is written as a date, e.g. 2027-12-01",
+            );
+        }
         Error::usage(format!("--deadline `{s}` is neither a time nor a duration"))
             .hint("write e.g. 2h, 3d, 2026-12-01 or 2026-12-01T17:00:00Z")
     })?;

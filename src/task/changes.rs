@@ -105,7 +105,7 @@ pub fn heartbeat(st: &TaskState, now: DateTime<Utc>, lease: Duration) -> Result<
     let mut rec = st.rec.clone();
     // Extended, never cut short: a claim's longer `--ttl` outlives a heartbeat's shorter one.
     let runs = rec.lease_expires_at.as_deref().and_then(clock::parse);
-    let end = clock::add_checked(now, lease)?;
+    let end = clock::lease_end(now, lease)?;
     rec.lease_expires_at = Some(clock::stamp(runs.map_or(end, |r| r.max(end))));
     Ok(Change {
         op: "heartbeat",

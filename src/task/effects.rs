@@ -255,7 +255,7 @@ fn next_record(
             rec.epoch += 1;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(now);
-            rec.lease_expires_at = Some(clock::stamp(clock::add_checked(ctx.now, ctx.lease)?));
+            rec.lease_expires_at = Some(clock::lease_until(ctx.now, ctx.lease)?);
             rec.note = None;
             ticket = Ticket::MoveTo(Mailbox::Inbox(me));
         }

@@ -74,3 +74,31 @@ fn a_task_an_agent_may_not_take_is_not_offered_to_it() {
     env.at(T0, "qa", &["claim", "--next", "--dry-run"]).code(6);
     assert_eq!(claimable(&env, T0, "engineer"), 1);
 }
+
+/// Time given on the command line at its edges: a deadline duration out of range says so
+/// (not "neither a time nor a duration"), an interval in ms is held to 365d as in any unit,
+/// a `CIRCE_NOW` that does not read is refused (not passed over for the real clock), and a
+/// lease taken part-way through a second is rounded up, never shorter than its ttl.
+#[test]
+fn time_on_the_command_line_at_its_edges() {
+    let env = Env::new();
+    let send = ["send", "--to", "agent:qa", "--intent", "inform", "--summary", "x", "--deadline"];
+    let far = env.as_("coordinator", &[&send[..], &["400d"]].concat());
+    far.code(2);
+    assert!(
+        far.stderr.contains("out of range") && far.stderr.contains("2027-12-01"),
+        "{}",
+        far.show()
+    );
+    let ms = env.circe(["wait", "--for", "inbox", "--timeout", "31622400000ms"]).agent("qa").run();
+    ms.code(2);
+    assert!(ms.stderr.contains("from 1ms to 365d"), "{}", ms.show());
+    let unread = env.circe(["tasks"]).var("CIRCE_NOW", "2026-01-01").run();
+    unread.code(2);
+    assert!(unread.stderr.contains("CIRCE_NOW `2026-01-01`"), "{}", unread.show());
+    env.open_task("T-1");
+    let claim = env.circe(["claim", "T-1", "--ttl", "1s", "--json"]).agent("engineer");
+    let claimed = claim.now("2025-11-21T17:00:00.999Z").run();
+    claimed.ok();
+    assert_eq!(claimed.json()["lease_expires_at"], "2025-11-21T17:00:02Z", "{}", claimed.show());
+}

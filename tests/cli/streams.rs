@@ -1072,3 +1072,32 @@ fn a_line_added_by_hand_with_a_lower_id_makes_no_id_given_twice() {
 fn first_id(line: &str) -> u64 {
     line["{\"id\":".len()..].split(|c: char| !c.is_ascii_digit()).next().unwrap().parse().unwrap()
 }
+
+/// `log --since` passes over an event stamped before it by a clock stepped back a little,
+/// and shows the events after it; `--everything --since` reads the whole log.
+#[test]
+fn log_since_reads_past_a_clock_stepped_back() {
+    let env = Env::new();
+    let inform = |at: &str, s: &str| {
+        env.at(
+            at,
+            "coordinator",
+            &["send", "--to", "agent:qa", "--intent", "inform", "--summary", s],
+        )
+        .ok();
+    };
+    inform("2025-01-01T00:00:00Z", "a-year-before");
+    inform("2026-01-01T12:00:00Z", "first");
+    inform("2026-01-01T11:55:00Z", "stepped-back");
+    inform("2026-01-01T12:01:00Z", "third");
+    inform("2026-01-01T12:02:00Z", "fourth");
+    let since = ["log", "--all", "--since", "2026-01-01T11:58:00Z"];
+    let shown = env.circe(since).run();
+    shown.ok();
+    assert!(shown.stdout.contains("20260101_120000"), "{}", shown.show());
+    assert!(shown.stdout.contains("20260101_120100"), "{}", shown.show());
+    assert!(shown.stdout.contains("20260101_120200"), "{}", shown.show());
+    assert!(!shown.stdout.contains("20260101_115500"), "{}", shown.show());
+    let all = env.circe(["log", "--all", "--everything", "--since", "2026-01-01T11:58:00Z"]).run();
+    assert_eq!(all.stdout.lines().count(), 3, "{}", all.show());
+}

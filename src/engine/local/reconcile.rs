@@ -306,8 +306,7 @@ pub(super) fn reconcile(
             rec.epoch += 1;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(clock::stamp(now));
-            let until = clock::add_checked(now, eng.settings.lease)?;
-            rec.lease_expires_at = Some(clock::stamp(until));
+            rec.lease_expires_at = Some(clock::lease_until(now, eng.settings.lease)?);
             Some("claim finished (message was in the agent's box)")
         }
         // Released (or expired, or handed off) but the records still name an owner.
