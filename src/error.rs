@@ -76,6 +76,21 @@ impl Error {
     pub fn refused(message: impl Into<String>) -> Self {
         Self::new(Kind::Refused, message)
     }
+
+    /// `what` (a file) holds `bytes` that are not UTF-8: refused, naming the line of the
+    /// first bad byte, or saying it is UTF-16 (a byte-order mark `FF FE` / `FE FF`).
+    pub fn not_utf8(what: impl std::fmt::Display, bytes: &[u8]) -> Self {
+        if bytes.starts_with(&[0xFF, 0xFE]) || bytes.starts_with(&[0xFE, 0xFF]) {
+            return Error::refused(format!("{what} is UTF-16, not UTF-8"))
+                .hint("save it as UTF-8 (an editor's \"save with encoding\", or `iconv -f UTF-16 -t UTF-8`)");
+        }
+        let good = std::str::from_utf8(bytes).err().map_or(bytes.len(), |e| e.valid_up_to());
+        // The bytes before the first bad one are UTF-8: their lines counted as text.
+        let line = 1 + String::from_utf8_lossy(&bytes[..good]).matches('\n').count();
+        Error::refused(format!("{what}: line {line} is not UTF-8")).hint(
+            "save it as UTF-8 (a Latin-1 byte such as `é` written by an older editor is one cause)",
+        )
+    }
     pub fn conflict(message: impl Into<String>) -> Self {
         Self::new(Kind::Conflict, message)
     }

@@ -7,6 +7,14 @@ use crate::error::{Error, Result};
 /// dropped, blank lines at the start and end dropped, the first line's leading whitespace
 /// dropped (the grammar's `\s*` after the colon would eat it). Empty text is refused.
 pub fn normalise_text(text: &str) -> Result<Vec<String>> {
+    // A byte-order mark (an editor's, before text piped in) is no part of what is said.
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    // Neither engine keeps a NUL in a line of text (PostgreSQL refuses it in text).
+    if let Some(at) = text.find('\0') {
+        let line = 1 + text[..at].matches('\n').count();
+        return Err(Error::refused(format!("the message holds a NUL byte (line {line})"))
+            .hint("chat messages are text: remove it (a file meant to be shared goes in a message: `circe send --body-file`)"));
+    }
     let mut lines: Vec<String> =
         text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect();
     while lines.last().is_some_and(|l| l.trim().is_empty()) {

@@ -35,8 +35,8 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
     } else {
         read_input_file(path)?
     };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| Error::refused(format!("{} is not UTF-8", path.display())))?;
+    let text =
+        String::from_utf8(bytes).map_err(|e| Error::not_utf8(path.display(), e.as_bytes()))?;
     // Its errors name the file given (they say circe.yaml, what it is to become).
     let given = if path.as_os_str() == "-" {
         "standard input".to_string()

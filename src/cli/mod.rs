@@ -312,7 +312,8 @@ fn env_refusal() -> Option<Error> {
         ));
     }
     // A `CIRCE_NOW` that does not read would leave the real clock running unsaid.
-    let now = std::env::var_os("CIRCE_NOW")?;
+    // Set but empty is the real clock, as unset.
+    let now = std::env::var_os("CIRCE_NOW").filter(|v| !v.is_empty())?;
     crate::clock::pinned(now.to_str()).is_none().then(|| {
         Error::usage(format!("CIRCE_NOW `{}` is not an RFC 3339 time", now.to_string_lossy()))
             .hint("write e.g. CIRCE_NOW=2026-01-01T12:00:00Z (a test's pinned clock), or unset it for the real one")

@@ -63,12 +63,14 @@ pub fn run(ctx: &Ctx, cmd: &SeqCommand) -> Result<Report> {
         SeqCommand::Import(a) => {
             let ws = ctx.workspace()?;
             let c = crate::engine::local::read_input_file_capped(&a.file, MAX_STATE)?;
+            if c.bytes.len() > MAX_STATE {
+                return Err(Error::refused(format!("{}: over 16 MiB", a.file.display()))
+                    .hint("a message-state.json holds one number per sender and receiver: is it the right file?"));
+            }
             let text = std::str::from_utf8(&c.bytes)
-                .ok()
-                .filter(|_| c.bytes.len() <= MAX_STATE)
-                .ok_or_else(|| {
-                    Error::refused(format!("{}: not UTF-8, or over 16 MiB", a.file.display()))
-                })?;
+                .map_err(|_| Error::not_utf8(a.file.display(), &c.bytes))?;
+            // A byte-order mark (Windows PowerShell writes one) is passed over, as in messages.
+            let text = text.strip_prefix('\u{feff}').unwrap_or(text);
             let s = MessageState::parse(text).map_err(|e| {
                 Error::refused(format!("{}: not a message-state.json: {e}", a.file.display())).hint(
                     "the file holds {\"counters\": {NAME: N}, \"lastSeen\": {NAME: {NAME: N}}}",

@@ -1671,3 +1671,38 @@ fn an_owner_record_that_is_not_utf8_is_rebuilt() {
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// Text as other machines and editors write it: a byte-order mark is passed over (chat
+/// text, a message-state.json), and what cannot be kept is refused saying what and where
+/// (a NUL in chat text, a UTF-16 circe.yaml); an ask record that does not read is named by
+/// doctor, not left out unsaid.
+#[test]
+fn text_from_other_machines_is_read_or_refused_saying_why() {
+    let env = Env::local();
+    let say = |bytes: &[u8]| {
+        env.circe(["chat", "say", "--to", "engineer"]).agent("coordinator").stdin(bytes).run()
+    };
+    say("\u{feff}hello\r\n".as_bytes()).ok();
+    assert!(env.read("chat.md").contains("]: hello\n"), "{}", env.read("chat.md"));
+    let nul = say(b"one\ntwo \0 three");
+    nul.code(3);
+    assert!(nul.stderr.contains("NUL byte (line 2)"), "{}", nul.show());
+    let state = env.path().join("message-state.json");
+    std::fs::write(&state, "\u{feff}{\"counters\": {}, \"lastSeen\": {}}\n").unwrap();
+    env.circe(["seq", "import", state.to_str().unwrap()]).run().ok();
+    let yaml: Vec<u8> = [0xFF, 0xFE].into_iter().chain(b"v\0e\0".iter().copied()).collect();
+    let u16 = env.path().join("u16.yaml");
+    std::fs::write(&u16, yaml).unwrap();
+    let set = env.circe(["config", "--set", u16.to_str().unwrap()]).run();
+    set.code(3);
+    assert!(set.stderr.contains("is UTF-16, not UTF-8"), "{}", set.show());
+    let ask = ["send", "--to", "agent:qa", "--intent", "ask", "--summary", "ready?", "--json"];
+    let id = env.as_("coordinator", &ask).json()["msg_id"].as_str().unwrap().to_string();
+    let record = env.dot_circe().join(format!("ASKS/{id}.ask"));
+    let mut bytes = std::fs::read(&record).unwrap();
+    bytes.extend_from_slice(b"# caf\xe9\n");
+    std::fs::write(&record, bytes).unwrap();
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains(&format!("ASKS/{id}.ask does not read")), "{}", doctor.show());
+}

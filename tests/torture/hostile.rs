@@ -839,3 +839,46 @@ fn open_parent(test: &str) -> Option<tempfile::TempDir> {
         .unwrap();
     Some(parent)
 }
+
+/// One agent's INBOX made read-only by hand: a message to all still reaches every other
+/// box (the refused copy waits, said so), and lands once the box is mended and repaired.
+#[test]
+fn a_read_only_inbox_keeps_no_other_box_from_its_copy() {
+    let test = "a_read_only_inbox_keeps_no_other_box_from_its_copy";
+    let Some((_parent, r)) = nobodys_root(test, 2) else { return };
+    let inbox = r.dir.join("AGENTS/engineer/INBOX");
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let nobody = |agent: &str, args: &[&str]| {
+        as_nobody()
+            .args(args)
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", agent)
+            .env("CIRCE_DURABILITY", "relaxed")
+            .output()
+            .unwrap()
+    };
+    if nobody("coordinator", &["whoami-probe"]).status.code().is_none() {
+        eprintln!("SKIPPED {test}: setpriv cannot drop privileges here");
+        return;
+    }
+    let sent =
+        nobody("coordinator", &["send", "--to", "all", "--intent", "inform", "--summary", "hi"]);
+    let err = String::from_utf8_lossy(&sent.stderr).into_owned();
+    assert_eq!(sent.status.code(), Some(1), "{err}");
+    assert!(err.contains("the other boxes have their copies"), "{err}");
+    let with_copy = |who: &str| {
+        std::fs::read_dir(r.dir.join("AGENTS").join(who).join("INBOX"))
+            .unwrap()
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().contains("_inform"))
+    };
+    for who in ["e1", "e2", "qa", "scribe", "eagle", "rooster"] {
+        assert!(with_copy(who), "{who} got no copy while engineer's INBOX was read-only");
+    }
+    assert!(!with_copy("engineer"));
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let repaired = nobody("coordinator", &["doctor", "--repair"]);
+    assert_eq!(repaired.status.code(), Some(0), "{}", String::from_utf8_lossy(&repaired.stderr));
+    assert!(with_copy("engineer"), "the copy that waited was not delivered");
+}

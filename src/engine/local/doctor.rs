@@ -544,6 +544,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     let planted = check_own_files(eng, repair, &mut v)?;
     check_event_ids(eng, &mut v)?;
     check_seen(eng, repair, &mut v)?;
+    check_asks(eng, &mut v)?;
     check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);
@@ -692,6 +693,22 @@ fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, boo
         let dest = if repair { Some(eng.store.quarantine_seen(&name)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
         v(2, format!("seen/{name} does not read ({why}){moved}"), repair);
+    }
+    Ok(())
+}
+
+/// Invariant 2 for the ask records (`ASKS/`): each reads. One that does not is left out
+/// of `asks` and cannot be answered; reported, for a person to mend (what it held, who
+/// answered and when, is nowhere else).
+fn check_asks(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    for (name, why) in eng.store.damaged_asks()? {
+        v(
+            2,
+            format!(
+                "ASKS/{name} does not read ({why}): `asks` leaves it out and it cannot be answered; put it back from a backup or mend it by hand"
+            ),
+            false,
+        );
     }
     Ok(())
 }

@@ -10,6 +10,9 @@ use super::root::{Store, io_err, is_message_name, is_real_dir, list_names, list_
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
+/// Said of a copy a box refused after its message's commit point: the other copies landed.
+pub(super) const WAITS: &str = "the other boxes have their copies; this one's waits in tmp/ until the box takes it (mend its permissions, then `circe doctor --repair` delivers it)";
+
 /// One copy of a batch delivery: its box, its name (given the collision counter), its text.
 pub type Copy<'a> = (Mailbox, &'a dyn Fn(u32) -> String, &'a [u8]);
 
@@ -277,8 +280,16 @@ impl Store {
         self.sync_dir(&self.tmp_dir())?;
         crash_point("send.fanout.committed");
         let mut names = Vec::with_capacity(files.len());
+        // Past the commit point a box that refuses its copy (made read-only by hand) keeps
+        // no other box from its own: the refused copy waits in the batch.
+        let mut refused = None;
         for f in &files {
-            names.push(self.deliver_staged(&ready, f)?);
+            match self.deliver_staged(&ready, f) {
+                Ok(name) => names.push(name),
+                Err(e) => {
+                    refused.get_or_insert(e);
+                }
+            }
             crash_point("send.fanout");
         }
         let mut dirs: Vec<PathBuf> = targets.iter().map(|(m, _, _)| self.box_dir(m)).collect();
@@ -286,6 +297,9 @@ impl Store {
         dirs.dedup();
         for d in dirs {
             self.sync_dir(&d)?;
+        }
+        if let Some(e) = refused {
+            return Err(e.hint_more(WAITS));
         }
         std::fs::remove_dir(&ready).map_err(io_err("cannot remove", &ready))?;
         Ok(names)

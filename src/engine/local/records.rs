@@ -29,8 +29,11 @@ impl Store {
             // `.owner` holds nothing `.status` lacks: bytes that are not UTF-8 are damage the
             // next command rebuilds (what they read as disagrees with `.status`).
             Ok(b) if kind == DERIVED_RECORD => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
-            Ok(b) => String::from_utf8(b).map(Some).map_err(|_| {
-                Error::internal(format!("{} is not UTF-8", p.display())).hint("run `circe doctor`")
+            Ok(b) => String::from_utf8(b).map(Some).map_err(|e| {
+                let bad = Error::not_utf8(p.display(), e.as_bytes());
+                Error::internal(bad.message).hint(format!(
+                    "put TASKS/{task}.{kind} back from version control or a backup; `circe log --task {task}` lists its events"
+                ))
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read record", &p, e)),

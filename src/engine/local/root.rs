@@ -426,7 +426,7 @@ pub fn init_finds(dir: &Path) -> Result<Option<String>> {
 pub(super) fn read_config_at(root: &Path) -> Result<String> {
     let p = root.join(CONFIG_FILE);
     let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
-    String::from_utf8(bytes).map_err(|_| Error::refused(format!("{} is not UTF-8", p.display())))
+    String::from_utf8(bytes).map_err(|e| Error::not_utf8(p.display(), e.as_bytes()))
 }
 
 /// `dir/.circe/circe.yaml` naming another engine, written unless one exists.

@@ -11,6 +11,9 @@ use crate::error::{Error, Result};
 use crate::names::{AgentName, MsgId};
 use crate::tx::AskRecord;
 
+/// What to do about an ask record that does not read.
+const DAMAGED_ASK: &str = "put it back from a backup, or mend it by hand (`circe log` lists the ask's `send`); removed, the ask is no longer tracked (its message stays where it is)";
+
 impl Store {
     fn ask_path(&self, id: &MsgId) -> PathBuf {
         self.root.join("ASKS").join(format!("{id}.ask"))
@@ -38,12 +41,28 @@ impl Store {
 
     pub fn read_ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
         let Some(b) = Self::read_optional(&self.ask_path(id))? else { return Ok(None) };
-        let text = String::from_utf8(b)
-            .map_err(|_| Error::internal(format!("ASKS/{id}.ask is not UTF-8")))?;
-        AskRecord::parse(&text).map(Some)
+        let text = String::from_utf8(b).map_err(|e| {
+            Error::not_utf8(format!("ASKS/{id}.ask"), e.as_bytes()).hint(DAMAGED_ASK)
+        })?;
+        AskRecord::parse(&text).map(Some).map_err(|e| e.hint(DAMAGED_ASK))
     }
 
-    /// Every ask record, by msg id (damaged ones are left out: doctor names them).
+    /// The ask records that do not read, each with why (for doctor).
+    pub fn damaged_asks(&self) -> Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        for n in list_names(&self.root.join("ASKS"))? {
+            let Some(id) = n.strip_suffix(".ask").and_then(|i| MsgId::new(i).ok()) else {
+                continue;
+            };
+            if let Err(e) = self.read_ask(&id) {
+                out.push((n, e.message));
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every ask record, by msg id (damaged ones are left out: doctor names them, and
+    /// `asks` says how many).
     pub fn list_asks(&self) -> Result<Vec<AskRecord>> {
         let mut out = Vec::new();
         for n in list_names(&self.root.join("ASKS"))? {
