@@ -35,12 +35,10 @@ pub struct TasksJson {
     tasks: Vec<RowDef>,
 }
 
-/// `95s` -> `1m35s`-style short durations (negative: `expired`).
+/// `95s` -> `1m35s`-style short durations of an age (one stamped ahead of this clock, by a
+/// host whose clock runs ahead: `0s`).
 pub fn short(secs: i64) -> String {
-    if secs < 0 {
-        return "expired".into();
-    }
-    match secs {
+    match secs.max(0) {
         0..60 => format!("{secs}s"),
         60..3600 => format!("{}m", secs / 60),
         3600..86_400 => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),
@@ -52,7 +50,11 @@ pub fn short(secs: i64) -> String {
 pub fn cells(r: &Row<'_>, now: i64) -> [String; 8] {
     let age = clock::epoch_secs(&r.created_at).map_or_else(|| "-".into(), |t| short(now - t));
     let lease = match (&r.lease_expires_at, r.status.is_owned()) {
-        (Some(l), true) => clock::epoch_secs(l).map_or_else(|| "-".into(), |t| short(t - now)),
+        // A lease runs out at its very second (as a claim decides: `<=`).
+        (Some(l), true) => clock::epoch_secs(l).map_or_else(
+            || "-".into(),
+            |t| if t <= now { "expired".into() } else { short(t - now) },
+        ),
         _ => "-".into(),
     };
     let star = if r.checks_asserted > 0 { "*" } else { "" };

@@ -129,7 +129,15 @@ fn fills(
         out.push(("status".into(), default_status(&intent).into()));
     }
     if m.created_at.is_none() {
-        let at = tx.and_then(|n| n.time_in(now.year())).unwrap_or(now);
+        // A name holds no year: this year's, unless that lies ahead by more than a day (a
+        // file of 31 December imported on 1 January is last year's).
+        let at = tx
+            .and_then(|n| {
+                n.time_in(now.year())
+                    .filter(|t| *t <= now + chrono::Duration::days(1))
+                    .or_else(|| n.time_in(now.year() - 1))
+            })
+            .unwrap_or(now);
         out.push(("timestamp".into(), crate::clock::format(at)));
     }
     if m.msg_id.is_none() {

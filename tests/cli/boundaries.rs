@@ -41,6 +41,14 @@ fn a_lease_runs_out_at_its_very_second() {
     assert!(reaped(&env, before).is_empty());
     let at = env.at(&lease, "engineer-2", &["claim", "--next", "--dry-run", "--json"]);
     assert_eq!(at.ok().json()["task_id"], "T1", "{}", at.show());
+    // The table says the same: 1s left a second before, run out at it.
+    let lease_cell = |now: &str| {
+        let t = env.at(now, "engineer", &["tasks"]);
+        let row = t.ok().stdout.lines().find(|l| l.starts_with("T1")).unwrap_or_default();
+        row.split_whitespace().nth(5).unwrap_or_default().to_string()
+    };
+    assert_eq!(lease_cell(before), "1s");
+    assert_eq!(lease_cell(&lease), "expired");
     assert_eq!(reaped(&env, &lease), ["T1"]);
 }
 

@@ -1082,3 +1082,18 @@ fn an_import_past_its_deadline_is_history() {
         list["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
     assert_eq!(ids, ["live-task"], "{}", tasks.show());
 }
+
+/// A TX file name holds no year: a file of 31 December imported on 1 January is last
+/// year's, not eleven months ahead.
+#[test]
+fn a_file_of_new_years_eve_imported_on_new_years_day_is_last_years() {
+    let env = tx_root();
+    let src = env.path().join("tx-msgs");
+    let update = "---\nto: core/core\nfrom: brain/brain\ntype: update\nstatus: complete\nmsg-id: eve-1\nheadline: late\n---\n\nLate news.\n";
+    write_folder(&src, &[("1231235900-update-brain--core-eve-1.md", update)]);
+    let o = env.circe(["import", "tx", src.to_str().unwrap()]).now("2026-01-01T00:10:00Z").run();
+    o.ok();
+    let shown = env.circe(["show", "eve-1", "--json"]).run();
+    shown.ok();
+    assert_eq!(shown.json()["message"]["created_at"], "2025-12-31T23:59:00Z", "{}", shown.show());
+}

@@ -11,12 +11,13 @@ fn stale_owner_run(env: &[(&str, &str)]) -> Vec<String> {
     r.ok(Some("engineer"), &["claim", "T1", "--ttl", "1s"]);
     let old_epoch = r.status("T1").unwrap().epoch.to_string();
     let mut slow = r
-        .cmd(Some("engineer"), &["check", "T1", "--run", "tests_passed", "--", "sleep", "2"], env)
+        .cmd(Some("engineer"), &["check", "T1", "--run", "tests_passed", "--", "sleep", "3"], env)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(Duration::from_millis(1300));
+    // Past the lease: 1 s, its end rounded up to the second.
+    std::thread::sleep(Duration::from_millis(2300));
     let mut p = Vec::new();
     let o = r.run_env(Some("e1"), &["claim", "T1"], env);
     if o.code != 0 {
@@ -94,7 +95,7 @@ fn stopped_holder_is_fenced_after_resume() {
         .unwrap();
     let pid = slow.id().to_string();
     let _ = std::process::Command::new("kill").args(["-STOP", &pid]).status();
-    std::thread::sleep(Duration::from_millis(1200));
+    std::thread::sleep(Duration::from_millis(2200));
     let o = r.run(Some("e1"), &["claim", "T1"]);
     let _ = std::process::Command::new("kill").args(["-CONT", &pid]).status();
     let out = slow.wait_with_output().unwrap();
