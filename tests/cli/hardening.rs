@@ -1706,3 +1706,26 @@ fn text_from_other_machines_is_read_or_refused_saying_why() {
     doctor.code(1);
     assert!(doctor.stderr.contains(&format!("ASKS/{id}.ask does not read")), "{}", doctor.show());
 }
+
+/// A task record edited by hand leaves the board index behind: doctor says so (tasks and
+/// board would show the task as it was), and `--repair` builds the index again.
+#[test]
+fn doctor_names_a_board_row_a_hand_edit_left_behind() {
+    let env = Env::local();
+    env.open_task("T-1");
+    env.open_task("T-2");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.circe(["tasks"]).run().ok();
+    env.circe(["doctor"]).run().ok();
+    let status = env.dot_circe().join("TASKS/T-1.status");
+    let text = std::fs::read_to_string(&status).unwrap();
+    std::fs::write(&status, text.replace("priority: normal", "priority: high")).unwrap();
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("disagrees with the records of T-1 ("), "{}", doctor.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    let tasks = env.circe(["tasks"]).run();
+    let row = tasks.stdout.lines().find(|l| l.starts_with("T-1")).unwrap_or_default().to_string();
+    assert!(row.contains("high"), "{}", tasks.show());
+    env.circe(["doctor"]).run().ok();
+}

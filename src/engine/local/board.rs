@@ -370,6 +370,36 @@ fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
     })
 }
 
+/// The tasks whose row in the log is not what their records say (a record edited by hand:
+/// `tasks` and `board` would show it as it was). Read under the board lock, records last.
+pub(super) fn stale_rows(eng: &LocalEngine) -> Result<Vec<String>> {
+    let _lock = eng.store.lock_named_shared(LOCK)?;
+    let Some(view) = View::open(eng)? else { return Ok(Vec::new()) };
+    let mut shown = std::collections::HashMap::new();
+    view.rows(eng, &mut |e| {
+        if let Entry::Row(r) = e {
+            shown.insert(r.task.to_string(), committed(&r));
+        }
+        Ok(())
+    })?;
+    let mut out = Vec::new();
+    from_records(eng, &mut |e| {
+        if let Entry::Row(r) = e
+            && shown.get(r.task.as_ref()).is_some_and(|s| *s != committed(&r))
+        {
+            out.push(r.task.to_string());
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// Build the log again from the records, under its lock (`doctor --repair`).
+pub(super) fn rebuild_locked(eng: &LocalEngine) -> Result<()> {
+    let _lock = eng.store.lock_named(LOCK)?;
+    rebuild(eng)
+}
+
 /// Build the log from the records (missing, or written before the last reboot).
 fn rebuild(eng: &LocalEngine) -> Result<()> {
     compact(eng, &mut |out| from_records(eng, out))

@@ -613,6 +613,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     }
     check_lost_status(eng, &mut v)?;
     check_lanes(eng, repair, &waiting, &mut v)?;
+    check_board(eng, repair, &mut v)?;
     report_found(eng, repair, found, &tickets, &mut v)?;
     check_new_messages(eng, repair, &tickets, &unread, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
@@ -620,6 +621,42 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         lanes::rebuild(eng)?;
     }
     Ok(out)
+}
+
+/// The board index shows each task as its records say (invariant 6: it is derived; a record
+/// edited by hand leaves its row behind). `--repair` builds it again from the records.
+fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+    // A command between its record and its row would look stale: each one found is looked
+    // at again holding its task's lock (the first five; the rest are counted).
+    let found = super::board::stale_rows(eng)?;
+    let mut stale = Vec::new();
+    for t in found.iter().take(5) {
+        let Ok(id) = TaskId::new(t) else { continue };
+        let _lock = eng.store.lock_task(&id)?;
+        if super::board::stale_rows(eng)?.contains(t) {
+            stale.push(t.clone());
+        }
+    }
+    if stale.is_empty() {
+        return Ok(());
+    }
+    stale.extend(found.into_iter().skip(5));
+    if repair {
+        super::board::rebuild_locked(eng)?;
+    }
+    let shown: Vec<&str> = stale.iter().take(5).map(String::as_str).collect();
+    let more = stale.len().saturating_sub(shown.len());
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    let then = if repair { "; built again from the records" } else { "" };
+    v(
+        6,
+        format!(
+            "the board index disagrees with the records of {}{more} (edited by hand?): `tasks` and `board` showed them as they were{then}",
+            shown.join(", ")
+        ),
+        repair,
+    );
+    Ok(())
 }
 
 /// Every waiting task is found by `claim --next` (invariant 6): the lanes are derived, and
