@@ -243,6 +243,10 @@ fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
         return Ok(());
     }
     for top in dir.ancestors() {
+        // A root above (a copy git made is refused, as every command there refuses it).
+        if let Some(r) = local::root_at(top) {
+            return local::git_copy(&r);
+        }
         if let Some(main) = local::main_worktree(top).and_then(|m| local::root_at(&m)) {
             return Err(Error::refused(format!(
                 "{} is in a git worktree; its commands already use the root of the main worktree, {}",
@@ -255,7 +259,13 @@ fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
             )));
         }
     }
-    Ok(())
+    // A worktree whose repository moved: its root is there, only not found.
+    match local::lost_worktree(&dir) {
+        Some(e) => Err(Error::refused(e.message).hint(
+            "run `git worktree repair` in the main checkout (circe then finds its root); a second root for this worktree alone: `circe init .`",
+        )),
+        None => Ok(()),
+    }
 }
 
 fn init_local(dir: &std::path::Path) -> Result<Report> {

@@ -157,7 +157,7 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             not_filled_in(&ws, label, &m, &c.bytes)?;
             m
         }
-        _ => from_flags(a, &limits)?,
+        _ => from_flags(a, &limits, &ws)?,
     };
     // A message refused for what it says names the file that says it.
     let d = ops::send(&ws, &me, msg).map_err(|e| match &label {
@@ -268,7 +268,10 @@ fn not_filled_in(
 
 /// `--deadline`: a time (RFC 3339, or a date: midnight UTC), or a duration from `now` (to
 /// the second).
-fn deadline(s: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateTime<chrono::Utc>> {
+fn deadline(
+    s: &str,
+    now: &dyn Fn() -> Result<chrono::DateTime<chrono::Utc>>,
+) -> Result<chrono::DateTime<chrono::Utc>> {
     if let Some(t) = clock::parse(s) {
         return Ok(t);
     }
@@ -285,12 +288,12 @@ fn deadline(s: &str, now: chrono::DateTime<chrono::Utc>) -> Result<chrono::DateT
     })?;
     // To the second, as a deadline a person writes.
     Ok(chrono::SubsecRound::trunc_subsecs(
-        now + chrono::Duration::from_std(d).unwrap_or_default(),
+        now()? + chrono::Duration::from_std(d).unwrap_or_default(),
         0,
     ))
 }
 
-fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
+fn from_flags(a: &SendArgs, limits: &Limits, ws: &crate::workspace::Workspace) -> Result<Message> {
     // A reply may leave --to out: it goes back to the sender of what it answers.
     if a.to.is_none() && a.in_reply_to.is_none() {
         return Err(Error::usage("--to is required").hint(
@@ -328,7 +331,8 @@ fn from_flags(a: &SendArgs, limits: &Limits) -> Result<Message> {
     }
     let now = clock::now();
     if let Some(d) = &a.deadline {
-        m.deadline = Some(deadline(d, now)?);
+        // From now by the clock that judges deadlines (a database server's), as it will be.
+        m.deadline = Some(deadline(d, &|| ws.root_now())?);
     }
     let mut body = String::new();
     if let Some(s) = &a.summary {

@@ -38,7 +38,8 @@ pub struct TasksJson {
 /// `95s` -> `1m35s`-style short durations of an age (one stamped ahead of this clock, by a
 /// host whose clock runs ahead: `0s`).
 pub fn short(secs: i64) -> String {
-    match secs.max(0) {
+    let secs = secs.max(0);
+    match secs {
         0..60 => format!("{secs}s"),
         60..3600 => format!("{}m", secs / 60),
         3600..86_400 => format!("{}h{:02}m", secs / 3600, (secs % 3600) / 60),

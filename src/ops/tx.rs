@@ -329,6 +329,11 @@ pub fn deliver(
             // stand (`committed`), so nobody sends it again.
             let stands =
                 journal.is_some_and(|j| ws.engine.close_journal(&j, false).unwrap_or(true));
+            // An ask that stands (a box refused its copy, which waits) is an ask all the
+            // same: recorded, so that it can be answered and expire.
+            if stands && matches!(plan, Plan::OpenAsk) {
+                asks::record(ws, me, msg, receivers)?;
+            }
             Err(e.standing_if(stands))
         }
     }

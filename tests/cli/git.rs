@@ -147,3 +147,69 @@ fn a_root_git_copied_into_a_worktree_is_refused_with_the_way_out() {
     .ok();
     env.circe(["show", "T-9"]).cwd(&wt).run().ok();
 }
+
+#[test]
+fn doctor_reports_a_root_that_git_tracks() {
+    local_only!("a database root keeps no files in the repository");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    env.circe(["doctor"]).cwd(&repo).run().ok();
+    git(&repo, &["add", "-f", ".circe/circe.yaml"]);
+    let doctor = env.circe(["doctor"]).cwd(&repo).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("the root is tracked by git"), "{}", doctor.show());
+    assert!(doctor.stderr.contains("git rm -r --cached .circe"), "{}", doctor.show());
+    git(&repo, &["rm", "-q", "-r", "--cached", ".circe"]);
+    env.circe(["doctor"]).cwd(&repo).run().ok();
+}
+
+#[test]
+fn a_copy_holding_a_waiting_message_is_a_copy_still() {
+    local_only!("a database root keeps no files in the repository");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    env.circe([
+        "send",
+        "--to",
+        "all",
+        "--intent",
+        "implement_feature",
+        "--task",
+        "T-1",
+        "--summary",
+        "go",
+    ])
+    .cwd(&repo)
+    .agent("coordinator")
+    .run()
+    .ok();
+    std::fs::remove_file(repo.join(".circe/.gitignore")).unwrap();
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "with the root"]);
+    let wt = env.path().join("wt");
+    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    assert!(wt.join(".circe/NEW_MESSAGES").is_dir(), "the copy holds the waiting message");
+    for args in [&["claim", "T-1"][..], &["init"]] {
+        let out = env.circe(args).cwd(&wt).agent("engineer").run();
+        out.code(2);
+        assert!(out.stderr.contains("a copy git made"), "{}", out.show());
+    }
+}
+
+#[test]
+fn a_worktree_whose_repository_moved_says_so() {
+    local_only!("a database root is found by its URL, not by folders");
+    let env = Env::bare();
+    let repo = repo_with_root(&env);
+    git(&repo, &["add", "-A"]);
+    git(&repo, &["commit", "-qm", "start"]);
+    let wt = env.path().join("wt");
+    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    std::fs::rename(&repo, env.path().join("moved")).unwrap();
+    let tasks = env.circe(["tasks"]).cwd(&wt).run();
+    tasks.code(2);
+    assert!(tasks.stderr.contains("git worktree repair"), "{}", tasks.show());
+    let init = env.circe(["init"]).cwd(&wt).run();
+    init.code(3);
+    assert!(!wt.join(".circe").exists(), "init made a second root");
+}

@@ -1640,7 +1640,11 @@ fn a_ticket_put_aside_under_a_hidden_name_keeps_its_task() {
     let name = env.ls("NEW_MESSAGES").pop().unwrap();
     std::fs::rename(new.join(&name), new.join(format!(".{name}"))).unwrap();
     std::fs::write(env.dot_circe().join("TASKS/.T-1.status.swp"), "vim").unwrap();
-    env.as_("engineer", &["claim", "T-1"]).code(1);
+    env.as_("engineer", &["claim", "T-1"]).code(5);
+    // Another waiting task is not held up by it.
+    env.open_task("T-2");
+    let next = env.as_("engineer", &["claim", "--next", "--json"]);
+    assert_eq!(next.json()["task_id"], "T-2", "{}", next.show());
     let doctor = env.circe(["doctor", "--repair"]).run();
     doctor.code(1);
     assert!(

@@ -211,6 +211,37 @@ fn ask_and_message_deadlines_are_the_servers_too() {
     assert_eq!(late, 3, "a host 2 h behind answered an ask past its deadline");
 }
 
+/// A deadline given as a duration is counted from the clock that judges it: a host 2 h
+/// behind may send `--deadline 1h`, and the deadline lies an hour after the server's now.
+#[test]
+fn a_relative_deadline_counts_from_the_servers_clock() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 0);
+    let mut send = root.command(
+        Some("coordinator"),
+        &[
+            "send",
+            "--to",
+            "agent:qa",
+            "--intent",
+            "inform",
+            "--summary",
+            "s",
+            "--deadline",
+            "1h",
+            "--json",
+        ],
+    );
+    send.env("CIRCE_NOW", shifted(-2));
+    let out = crate::common::Out::from(&send.output().unwrap());
+    out.ok();
+    let id = out.json()["msg_id"].as_str().unwrap().to_string();
+    let shown = root.run(None, &["show", &id, "--json"]);
+    let due = shown.json()["message"]["deadline"].as_str().unwrap_or_default().to_string();
+    let d = (circe::clock::parse(&due).unwrap() - Utc::now()).num_minutes();
+    assert!((55..=65).contains(&d), "the deadline is {d} min from now: {}", shown.stdout);
+}
+
 /// The checker fails when deadlines follow the client's clock.
 #[test]
 fn the_deadline_clock_checker_sees_client_time() {

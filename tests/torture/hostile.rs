@@ -881,4 +881,12 @@ fn a_read_only_inbox_keeps_no_other_box_from_its_copy() {
     let repaired = nobody("coordinator", &["doctor", "--repair"]);
     assert_eq!(repaired.status.code(), Some(0), "{}", String::from_utf8_lossy(&repaired.stderr));
     assert!(with_copy("engineer"), "the copy that waited was not delivered");
+    // An ask to the engineers, the same way: recorded, so the others may answer it.
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
+    let ask = ["send", "--to", "role:engineer", "--intent", "ask", "--summary", "ok?"];
+    assert_eq!(nobody("coordinator", &ask).status.code(), Some(1));
+    let asks = nobody("coordinator", &["asks", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&asks.stdout).unwrap();
+    assert_eq!(listed["asks"].as_array().map(Vec::len), Some(1), "{listed}");
+    std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
 }

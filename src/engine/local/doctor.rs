@@ -545,6 +545,17 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_event_ids(eng, &mut v)?;
     check_seen(eng, repair, &mut v)?;
     check_asks(eng, &mut v)?;
+    if let Some(top) = super::root::tracked_by_git(&eng.store.root) {
+        v(
+            2,
+            format!(
+                "the root is tracked by git (in {}): a `git stash`, `checkout` or `merge` there rewrites its live records, and two agents may then hold one task; take it out of git in that worktree: `git rm -r --cached {}` and commit (the files stay; `.circe/.gitignore` keeps git away from them)",
+                top.display(),
+                eng.store.root.strip_prefix(&top).unwrap_or(&eng.store.root).display()
+            ),
+            false,
+        );
+    }
     check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);

@@ -85,7 +85,9 @@ pub use files::{
 pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
-pub use root::{Durability, find_root, git_copy, init_finds, main_worktree, root_at};
+pub use root::{
+    Durability, find_root, git_copy, init_finds, lost_worktree, main_worktree, root_at,
+};
 
 use self::root::Store;
 use super::{
@@ -165,7 +167,7 @@ pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
             let cwd = std::env::current_dir().map_err(|e| Error::io("cannot read", ".", e))?;
             find_root(&cwd).ok_or_else(|| {
                 let here: Vec<_> = cwd.ancestors().map(|d| d.join(root::ROOT_DIR)).collect();
-                moving_root(&here).unwrap_or_else(|| {
+                moving_root(&here).or_else(|| root::lost_worktree(&cwd)).unwrap_or_else(|| {
                     Error::usage("not inside a circe root (no .circe/circe.yaml here or above)").hint(
                         "pass --root DIR or set CIRCE_ROOT to the team's root; `circe init` makes a new one",
                     )

@@ -32,7 +32,7 @@ impl Store {
             Ok(b) => String::from_utf8(b).map(Some).map_err(|e| {
                 let bad = Error::not_utf8(p.display(), e.as_bytes());
                 Error::internal(bad.message).hint(format!(
-                    "put TASKS/{task}.{kind} back from version control or a backup; `circe log --task {task}` lists its events"
+                    "put TASKS/{task}.{kind} back from a backup, or mend it by hand as UTF-8: `circe log --task {task}` lists what happened to the task"
                 ))
             }),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),

@@ -72,6 +72,43 @@ pub fn main_worktree(dir: &Path) -> Option<PathBuf> {
     (common.file_name()? == ".git").then(|| common.parent().map(Path::to_path_buf))?
 }
 
+/// Outside any root, inside a linked git worktree whose repository is not where its `.git`
+/// file says (the main checkout moved or was removed): said, with git's own mend, rather
+/// than offering a new root.
+pub fn lost_worktree(start: &Path) -> Option<Error> {
+    start.ancestors().find_map(|dir| {
+        let dotgit = std::fs::read_to_string(dir.join(".git")).ok()?;
+        let gitdir = dir.join(dotgit.strip_prefix("gitdir:")?.trim());
+        (!gitdir.exists()).then(|| {
+            Error::usage(format!(
+                "not inside a circe root: {} is a git worktree whose repository is not at {} (moved or removed?), so the main worktree's root cannot be found",
+                dir.display(),
+                gitdir.display()
+            ))
+            .hint("run `git worktree repair` in the main checkout (circe then finds its root), or pass --root DIR; do not run `circe init` here: that makes a second root")
+        })
+    })
+}
+
+/// Whether git tracks the root `root` (its circe.yaml is in the index of the worktree that
+/// holds it): a `git stash`, `checkout` or `merge` would then rewrite the team's live
+/// records. Read from the index's bytes (a path is stored whole there, but in index format
+/// 4, which compresses paths and is not looked into). Returns the worktree's folder.
+pub fn tracked_by_git(root: &Path) -> Option<PathBuf> {
+    let top = root.ancestors().skip(1).find(|d| d.join(".git").exists())?;
+    let dotgit = top.join(".git");
+    let gitdir = if dotgit.is_dir() {
+        dotgit
+    } else {
+        let text = std::fs::read_to_string(&dotgit).ok()?;
+        top.join(text.strip_prefix("gitdir:")?.trim())
+    };
+    let index = std::fs::read(gitdir.join("index")).ok()?;
+    let rel = root.strip_prefix(top).ok()?.join(CONFIG_FILE);
+    let needle = format!("{}\0", rel.to_str()?);
+    index.windows(needle.len()).any(|w| w == needle.as_bytes()).then(|| top.to_path_buf())
+}
+
 /// A root in a linked git worktree whose main worktree holds another: the copy a commit
 /// made, or one made there by hand. Returns the main worktree's root.
 pub fn shadowed_root(root: &Path) -> Option<PathBuf> {
@@ -92,7 +129,8 @@ pub fn root_at(dir: &Path) -> Option<PathBuf> {
 /// Refused: a root git copied into a linked worktree (git keeps no empty folder, so the
 /// copy lacks boxes) whose main worktree holds the team's root.
 pub fn git_copy(copy: &Path) -> Result<()> {
-    let Some(main) = shadowed_root(copy).filter(|_| !copy.join("NEW_MESSAGES").is_dir()) else {
+    let lacks_a_box = || BOXES.iter().any(|b| !copy.join(b).is_dir());
+    let Some(main) = shadowed_root(copy).filter(|_| lacks_a_box()) else {
         return Ok(());
     };
     Err(Error::usage(format!(
@@ -101,7 +139,7 @@ pub fn git_copy(copy: &Path) -> Result<()> {
         main.display()
     ))
     .hint(format!(
-        "take the copy out of git (`git rm -r --cached {0}` and commit), then `rm -r {0}`: commands here then use {1}. Do not run `circe init` here: that makes a second root",
+        "take the root out of git where it lives: in the main worktree, `git rm -r --cached .circe` and commit there (committed here and merged, the removal would delete the live root's files); then `rm -r {0}` here: commands here then use {1}. Do not run `circe init` here: that makes a second root",
         copy.display(),
         main.display()
     )))

@@ -314,8 +314,9 @@ impl LocalTx<'_> {
             Ticket::MoveTo(to) => {
                 let st = self.st.as_ref().ok_or_else(|| no_task(&self.task))?;
                 let from = st.location.clone().ok_or_else(|| {
-                    Error::internal(format!("the message of task {} is in no box", self.task))
-                        .hint("run `circe doctor`")
+                    // Not found (a hand moved or hid it): `claim --next` passes over it.
+                    Error::not_found(format!("the message of task {} is in no box", self.task))
+                        .hint("run `circe doctor`: it says where the message may be")
                 })?;
                 if !where_record_says(&st.rec, &from) {
                     return Err(Error::conflict(format!(

@@ -42,9 +42,12 @@ impl Store {
     pub fn read_ask(&self, id: &MsgId) -> Result<Option<AskRecord>> {
         let Some(b) = Self::read_optional(&self.ask_path(id))? else { return Ok(None) };
         let text = String::from_utf8(b).map_err(|e| {
-            Error::not_utf8(format!("ASKS/{id}.ask"), e.as_bytes()).hint(DAMAGED_ASK)
+            let said = Error::not_utf8(format!("ASKS/{id}.ask"), e.as_bytes());
+            Error::internal(said.message).hint(DAMAGED_ASK)
         })?;
-        AskRecord::parse(&text).map(Some).map_err(|e| e.hint(DAMAGED_ASK))
+        AskRecord::parse(&text).map(Some).map_err(|e| {
+            Error::internal(format!("ASKS/{id}.ask does not read: {}", e.message)).hint(DAMAGED_ASK)
+        })
     }
 
     /// The ask records that do not read, each with why (for doctor).
