@@ -93,7 +93,7 @@ fn show_and_repair_go_by_headers() {
     std::fs::rename(env.root().join("NEW_MESSAGES").join(TICKET), env.path().join("away.md"))
         .unwrap();
     let o = env.as_("engineer", &["claim", T]);
-    o.code(1);
+    o.code(5);
     assert!(o.stderr.contains("in no box") && o.stderr.contains("circe doctor"), "{}", o.show());
     assert!(env.root().join("TASKS/A-1.status").exists(), "records kept");
     let d = env.circe(["doctor"]).run();
