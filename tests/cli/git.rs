@@ -30,26 +30,27 @@ fn repo_with_root(env: &Env) -> std::path::PathBuf {
     repo
 }
 
+/// Open task `task` as the coordinator, run from `dir`.
+fn open_from(env: &Env, dir: &Path, task: &str) {
+    let send = ["send", "--to", "all", "--intent", "implement_feature", "--task", task];
+    env.circe([&send[..], &["--summary", "go"]].concat()).cwd(dir).agent("coordinator").run().ok();
+}
+
+/// Everything in `repo` committed (`what`), then a linked worktree at `env/name`.
+fn commit_and_add_worktree(env: &Env, repo: &Path, what: &str, name: &str) -> std::path::PathBuf {
+    git(repo, &["add", "-A"]);
+    git(repo, &["commit", "-qm", what]);
+    let wt = env.path().join(name);
+    git(repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    wt
+}
+
 #[test]
 fn git_leaves_a_root_out_of_every_commit() {
     local_only!("a database root keeps no files in the repository");
     let env = Env::bare();
     let repo = repo_with_root(&env);
-    env.circe([
-        "send",
-        "--to",
-        "all",
-        "--intent",
-        "implement_feature",
-        "--task",
-        "T-1",
-        "--summary",
-        "go",
-    ])
-    .cwd(&repo)
-    .agent("coordinator")
-    .run()
-    .ok();
+    open_from(&env, &repo, "T-1");
     git(&repo, &["add", "-A"]);
     let staged = git(&repo, &["status", "--porcelain"]);
     assert_eq!(staged, "A  README\n", "only the project's own file is staged");
@@ -65,27 +66,10 @@ fn a_linked_worktree_uses_the_main_worktrees_root() {
     local_only!("a database root is found by its URL, not by folders");
     let env = Env::bare();
     let repo = repo_with_root(&env);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "start"]);
-    let wt = env.path().join("wt-engineer");
-    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let wt = commit_and_add_worktree(&env, &repo, "start", "wt-engineer");
     let deep = wt.join("src/deep");
     std::fs::create_dir_all(&deep).unwrap();
-    env.circe([
-        "send",
-        "--to",
-        "all",
-        "--intent",
-        "implement_feature",
-        "--task",
-        "T-1",
-        "--summary",
-        "go",
-    ])
-    .cwd(&repo)
-    .agent("coordinator")
-    .run()
-    .ok();
+    open_from(&env, &repo, "T-1");
     // From deep inside the worktree: the main worktree's root, its task claimed there.
     let claimed = env.circe(["claim", "--next", "--json"]).cwd(&deep).agent("engineer").run();
     claimed.ok();
@@ -112,10 +96,7 @@ fn a_root_git_copied_into_a_worktree_is_refused_with_the_way_out() {
     // A root committed as it was before circe wrote its .gitignore: git keeps its files,
     // not its empty boxes.
     std::fs::remove_file(repo.join(".circe/.gitignore")).unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "with the root"]);
-    let wt = env.path().join("wt");
-    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let wt = commit_and_add_worktree(&env, &repo, "with the root", "wt");
     let copy = wt.join(".circe");
     assert!(copy.join("circe.yaml").is_file() && !copy.join("NEW_MESSAGES").exists());
     let before = crate::common::tree(&copy, &[]);
@@ -130,21 +111,7 @@ fn a_root_git_copied_into_a_worktree_is_refused_with_the_way_out() {
     crate::common::assert_unchanged(&before, &crate::common::tree(&copy, &[]));
     // Its way out, followed: the worktree then uses the main worktree's root.
     std::fs::remove_dir_all(&copy).unwrap();
-    env.circe([
-        "send",
-        "--to",
-        "all",
-        "--intent",
-        "implement_feature",
-        "--task",
-        "T-9",
-        "--summary",
-        "go",
-    ])
-    .cwd(&repo)
-    .agent("coordinator")
-    .run()
-    .ok();
+    open_from(&env, &repo, "T-9");
     env.circe(["show", "T-9"]).cwd(&wt).run().ok();
 }
 
@@ -168,26 +135,9 @@ fn a_copy_holding_a_waiting_message_is_a_copy_still() {
     local_only!("a database root keeps no files in the repository");
     let env = Env::bare();
     let repo = repo_with_root(&env);
-    env.circe([
-        "send",
-        "--to",
-        "all",
-        "--intent",
-        "implement_feature",
-        "--task",
-        "T-1",
-        "--summary",
-        "go",
-    ])
-    .cwd(&repo)
-    .agent("coordinator")
-    .run()
-    .ok();
+    open_from(&env, &repo, "T-1");
     std::fs::remove_file(repo.join(".circe/.gitignore")).unwrap();
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "with the root"]);
-    let wt = env.path().join("wt");
-    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let wt = commit_and_add_worktree(&env, &repo, "with the root", "wt");
     assert!(wt.join(".circe/NEW_MESSAGES").is_dir(), "the copy holds the waiting message");
     for args in [&["claim", "T-1"][..], &["init"]] {
         let out = env.circe(args).cwd(&wt).agent("engineer").run();
@@ -201,10 +151,7 @@ fn a_worktree_whose_repository_moved_says_so() {
     local_only!("a database root is found by its URL, not by folders");
     let env = Env::bare();
     let repo = repo_with_root(&env);
-    git(&repo, &["add", "-A"]);
-    git(&repo, &["commit", "-qm", "start"]);
-    let wt = env.path().join("wt");
-    git(&repo, &["worktree", "add", "-q", wt.to_str().unwrap()]);
+    let wt = commit_and_add_worktree(&env, &repo, "start", "wt");
     std::fs::rename(&repo, env.path().join("moved")).unwrap();
     let tasks = env.circe(["tasks"]).cwd(&wt).run();
     tasks.code(2);

@@ -10,8 +10,13 @@ use super::root::{Store, io_err, is_message_name, is_real_dir, list_names, list_
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
 
-/// Said of a copy a box refused after its message's commit point: the other copies landed.
-pub(super) const WAITS: &str = "the other boxes have their copies; this one's waits in tmp/ until the box takes it (mend its permissions, then `circe doctor --repair` delivers it)";
+/// Said of a copy a box refused after its message's commit point (the other copies landed),
+/// which waits in `place`.
+pub(super) fn copy_waits(place: &str) -> String {
+    format!(
+        "the other boxes have their copies; this one's waits in {place} until the box takes it: mend its permissions, then `circe doctor --repair` delivers it"
+    )
+}
 
 /// One copy of a batch delivery: its box, its name (given the collision counter), its text.
 pub type Copy<'a> = (Mailbox, &'a dyn Fn(u32) -> String, &'a [u8]);
@@ -299,7 +304,7 @@ impl Store {
             self.sync_dir(&d)?;
         }
         if let Some(e) = refused {
-            return Err(e.hint_more(WAITS));
+            return Err(e.hint_more(copy_waits("tmp/")));
         }
         std::fs::remove_dir(&ready).map_err(io_err("cannot remove", &ready))?;
         Ok(names)

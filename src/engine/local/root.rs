@@ -44,6 +44,7 @@ pub struct Store {
 
 /// Find the root: `dir` itself if it holds circe.yaml, `dir/.circe` if that does, else the
 /// same test on each parent (like git).
+///
 /// A linked git worktree holds no root of its own (git keeps none): from inside one, the
 /// search goes on in the main worktree of its repository, so agents in worktrees share it.
 pub fn find_root(start: &Path) -> Option<PathBuf> {
@@ -60,13 +61,19 @@ pub fn find_root(start: &Path) -> Option<PathBuf> {
     None
 }
 
+/// The git folder `dir/.git` names when it is a file (`gitdir: G`, as a linked worktree's
+/// or a submodule's is), relative to `dir` unless absolute.
+fn gitdir_named(dir: &Path) -> Option<PathBuf> {
+    let text = std::fs::read_to_string(dir.join(".git")).ok()?;
+    Some(dir.join(text.strip_prefix("gitdir:")?.trim()))
+}
+
 /// The main worktree of the repository when `dir` is the top of a linked git worktree:
 /// `dir/.git` is a file `gitdir: G`, and `G/commondir` names the repository's `.git`
 /// folder, which the main worktree holds. None for anything else (a submodule's `.git`
 /// names no commondir; a bare repository has no main worktree).
 pub fn main_worktree(dir: &Path) -> Option<PathBuf> {
-    let dotgit = std::fs::read_to_string(dir.join(".git")).ok()?;
-    let gitdir = dir.join(dotgit.strip_prefix("gitdir:")?.trim());
+    let gitdir = gitdir_named(dir)?;
     let common = std::fs::read_to_string(gitdir.join("commondir")).ok()?;
     let common = std::fs::canonicalize(gitdir.join(common.trim())).ok()?;
     (common.file_name()? == ".git").then(|| common.parent().map(Path::to_path_buf))?
@@ -77,8 +84,7 @@ pub fn main_worktree(dir: &Path) -> Option<PathBuf> {
 /// than offering a new root.
 pub fn lost_worktree(start: &Path) -> Option<Error> {
     start.ancestors().find_map(|dir| {
-        let dotgit = std::fs::read_to_string(dir.join(".git")).ok()?;
-        let gitdir = dir.join(dotgit.strip_prefix("gitdir:")?.trim());
+        let gitdir = gitdir_named(dir)?;
         (!gitdir.exists()).then(|| {
             Error::usage(format!(
                 "not inside a circe root: {} is a git worktree whose repository is not at {} (moved or removed?), so the main worktree's root cannot be found",
@@ -97,12 +103,7 @@ pub fn lost_worktree(start: &Path) -> Option<Error> {
 pub fn tracked_by_git(root: &Path) -> Option<PathBuf> {
     let top = root.ancestors().skip(1).find(|d| d.join(".git").exists())?;
     let dotgit = top.join(".git");
-    let gitdir = if dotgit.is_dir() {
-        dotgit
-    } else {
-        let text = std::fs::read_to_string(&dotgit).ok()?;
-        top.join(text.strip_prefix("gitdir:")?.trim())
-    };
+    let gitdir = if dotgit.is_dir() { dotgit } else { gitdir_named(top)? };
     let index = std::fs::read(gitdir.join("index")).ok()?;
     let rel = root.strip_prefix(top).ok()?.join(CONFIG_FILE);
     let needle = format!("{}\0", rel.to_str()?);

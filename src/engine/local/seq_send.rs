@@ -206,7 +206,9 @@ impl Store {
             self.sync_dir(&d)?;
         }
         if let Some(e) = refused {
-            return Err(e.hint_more("the other boxes have their copies; this one's waits in the sender's counter entry (seq/) until the box takes it: mend its permissions, then `circe doctor --repair` delivers it (the sender's next numbered send waits for it too)"));
+            let place =
+                "the sender's counter entry (seq/; the sender's next numbered send waits for it)";
+            return Err(e.hint_more(super::messages::copy_waits(place)));
         }
         crash_point("seq.delivered");
         self.seq_prune(agent, entry);
