@@ -28,6 +28,20 @@ pub(super) fn parse(
         if line.trim_end() == "# MESSAGE" {
             break;
         }
+        // Lines ended by a lone CR (classic Mac OS) read as one line that starts right.
+        let lone_cr = line.contains('\r') && !line.trim_end().contains('\n');
+        let starts = ["# MESSAGE\r", "---\r"].iter().any(|s| line.trim_start().starts_with(s));
+        if lone_cr && starts {
+            problems.push(
+                Problem::new(
+                    Some(no),
+                    None,
+                    "its lines end with a lone CR (classic Mac OS line ends)",
+                )
+                .hint("save the file with LF (or CRLF) line ends"),
+            );
+            return None;
+        }
         problems.push(
             Problem::new(Some(no), None, "a message starts with `# MESSAGE` or `---`")
                 .hint("put `# MESSAGE` on the first line, then `key: value` headers"),

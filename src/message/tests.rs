@@ -184,6 +184,21 @@ fn modes_decide_what_is_required() {
     );
 }
 
+/// Classic Mac OS line ends (a lone CR) make one long line that starts right: said so.
+#[test]
+fn lone_cr_line_ends_are_named() {
+    let said = ["line 1: its lines end with a lone CR (classic Mac OS line ends)"];
+    assert_eq!(problems("# MESSAGE\rfrom: a\rto: b\r\rbody\r", Mode::Draft), said);
+    assert_eq!(problems("---\rto: b\r---\r\rbody\r", Mode::Draft), said);
+    let imported = crate::tx::bridge::import_file(
+        "1030100000-update-a--b-x.md",
+        b"---\rto: b\r---\r",
+        chrono::Utc::now(),
+        &|_| None,
+    );
+    assert!(imported.is_err_and(|e| e.contains("lone CR")));
+}
+
 #[test]
 fn not_a_message() {
     assert_eq!(problems("", Mode::Draft), ["empty message"]);

@@ -51,7 +51,13 @@ pub fn import_file(
     task_of: &dyn Fn(&str) -> Option<String>,
 ) -> Result<Imported, String> {
     let text = std::str::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
-    if text.trim_start_matches('\u{feff}').split('\n').next().map(str::trim_end) != Some("---") {
+    let opening = text.trim_start_matches('\u{feff}').split('\n').next().unwrap_or_default();
+    if opening.trim_end() != "---" {
+        if opening.starts_with("---\r") {
+            return Err(
+                "its lines end with a lone CR (classic Mac OS): save it with LF line ends".into()
+            );
+        }
         return Err("not a TX message: it does not start with a `---` front matter".into());
     }
     let tx = parse_tx_name(name);
