@@ -5,7 +5,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::rc::Rc;
 
-use crate::address::{self, Address};
+use crate::address::Address;
 use crate::config::Config;
 use crate::engine::{self, Engine, RootSpec};
 use crate::error::{Error, Result};
@@ -241,27 +241,7 @@ impl Workspace {
         role: &str,
         at: chrono::DateTime<chrono::Utc>,
     ) -> Eligibility {
-        let mut direct = vec![format!("{}{me}", address::AGENT)];
-        if !self.registry.is_role(me.as_str()) {
-            direct.push(me.to_string());
-        }
-        let addresses =
-            vec!["all".to_string(), role.to_string(), format!("{}{role}", address::ROLE)];
-        let intents = self
-            .registry
-            .intents
-            .values()
-            .filter(|i| self.registry.may_receive(role, &i.name))
-            .map(|i| i.name.clone())
-            .collect();
-        Eligibility {
-            agent: me.clone(),
-            direct,
-            addresses,
-            intents,
-            now: crate::clock::stamp(at),
-            at,
-        }
+        Eligibility::of(&self.registry, me, role, at)
     }
 
     /// The agents an address reaches (`all`: every agent), and the roles they have; an

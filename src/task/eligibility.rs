@@ -23,6 +23,39 @@ pub struct Eligibility {
 }
 
 impl Eligibility {
+    /// Which waiting tasks `me` (with `role`) may take by `registry`, at `at`: those
+    /// addressed to it (`agent:NAME`, or its bare name when no role has that name: a role
+    /// name means the role); and those addressed to `all` or to its role (bare or `role:`)
+    /// whose intent its role may receive.
+    pub fn of(
+        registry: &crate::registry::Registry,
+        me: &AgentName,
+        role: &str,
+        at: DateTime<Utc>,
+    ) -> Eligibility {
+        use crate::address;
+        let mut direct = vec![format!("{}{me}", address::AGENT)];
+        if !registry.is_role(me.as_str()) {
+            direct.push(me.to_string());
+        }
+        let addresses =
+            vec!["all".to_string(), role.to_string(), format!("{}{role}", address::ROLE)];
+        let intents = registry
+            .intents
+            .values()
+            .filter(|i| registry.may_receive(role, &i.name))
+            .map(|i| i.name.clone())
+            .collect();
+        Eligibility {
+            agent: me.clone(),
+            direct,
+            addresses,
+            intents,
+            now: crate::clock::stamp(at),
+            at,
+        }
+    }
+
     /// May the agent take a task addressed to `to` with `intent`?
     pub fn admits(&self, to: &str, intent: &str) -> bool {
         self.direct.iter().any(|d| d == to)

@@ -1733,3 +1733,28 @@ fn doctor_names_a_board_row_a_hand_edit_left_behind() {
     assert!(row.contains("high"), "{}", tasks.show());
     env.circe(["doctor"]).run().ok();
 }
+
+/// A task's message moved by hand into an agent's INBOX is that agent's claim (reference
+/// 002's own claim flow) only when the agent may take the task: the registry holds for a
+/// hand move as for `claim`.
+#[test]
+fn a_hand_move_claims_only_for_an_agent_that_may_take_the_task() {
+    let env = Env::local();
+    env.open_task("T-1");
+    let new = env.dot_circe().join("NEW_MESSAGES");
+    let name = env.ls("NEW_MESSAGES").pop().unwrap();
+    env.as_("qa", &["claim", "T-1"]).code(3);
+    let qa = env.dot_circe().join("AGENTS/qa/INBOX").join(&name);
+    std::fs::rename(new.join(&name), &qa).unwrap();
+    env.as_("qa", &["status", "T-1", "in_progress"]).code(3);
+    assert_eq!(env.record("T-1").owner, None, "qa became the owner by a hand move");
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("qa may not take it"), "{}", doctor.show());
+    assert_eq!(env.record("T-1").owner, None, "--repair made qa the owner");
+    // Moved on to an engineer's INBOX by hand: that is a claim.
+    std::fs::rename(&qa, env.dot_circe().join("AGENTS/engineer/INBOX").join(&name)).unwrap();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    assert_eq!(env.record("T-1").owner.as_deref(), Some("engineer"));
+    env.circe(["doctor"]).run().ok();
+}

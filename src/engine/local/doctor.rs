@@ -606,6 +606,22 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             if st.location.is_none() {
                 problem = where_it_may_be(eng, &st, problem);
             }
+            // Moved by hand into the box of an agent that may not take it: no claim.
+            if let Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)) = &st.location
+                && st.rec.owner.as_ref() != Some(a)
+                && !st.rec.status.is_terminal()
+                && !eng.may_hold(a, &st.rec)
+            {
+                problem.push_str(&format!(
+                    " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {}",
+                    st.rec.intent,
+                    st.rec.to,
+                    st.rec.owner.as_ref().map_or_else(
+                        || "NEW_MESSAGES".to_string(),
+                        |o| format!("AGENTS/{o}/INBOX")
+                    )
+                ));
+            }
             let after = if repair { mended(eng, &id) } else { Ok(None) };
             if let Ok(Some(s)) = &after {
                 tickets.insert(s.rec.message.clone(), id.clone());

@@ -106,6 +106,9 @@ use crate::tx::AskRecord;
 pub struct LocalEngine {
     store: Store,
     settings: Settings,
+    /// The root's registry, for a hand move the engine rolls forward: a message moved into
+    /// an agent's box is that agent's claim only when it may take the task (None: unchecked).
+    registry: Option<crate::registry::Registry>,
     /// The tasks the last board scan passed over: their `.status` does not parse.
     passed_over: std::sync::Mutex<Vec<TaskId>>,
 }
@@ -194,8 +197,14 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
+    let registry = crate::registry::Registry::from_config(&config.registry).ok();
     Ok(Opened::Local(
-        Box::new(LocalEngine { store, settings, passed_over: std::sync::Mutex::default() }),
+        Box::new(LocalEngine {
+            store,
+            settings,
+            registry,
+            passed_over: std::sync::Mutex::default(),
+        }),
         config,
     ))
 }
@@ -209,7 +218,9 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    Ok((LocalEngine { store, settings, passed_over: std::sync::Mutex::default() }, config))
+    let registry = crate::registry::Registry::from_config(&config.registry).ok();
+    let eng = LocalEngine { store, settings, registry, passed_over: std::sync::Mutex::default() };
+    Ok((eng, config))
 }
 
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),
@@ -261,6 +272,16 @@ impl EventFeed for LocalFeed {
 }
 
 impl LocalEngine {
+    /// May `agent` hold `rec`'s task, by the registry and the task's address? A message
+    /// moved by hand into its box is its claim only then (the registry fails closed: an
+    /// agent with no role, or a registry that does not read, may not).
+    pub(super) fn may_hold(&self, agent: &AgentName, rec: &crate::task::StatusRecord) -> bool {
+        let Some(registry) = &self.registry else { return false };
+        let Ok(Some(role)) = self.store.read_agent(agent) else { return false };
+        let now = crate::clock::now();
+        crate::task::Eligibility::of(registry, agent, &role, now).admits(&rec.to, &rec.intent)
+    }
+
     fn lock_task(&self, task: &TaskId) -> Result<lock::Lock> {
         self.store.lock_task(task)
     }

@@ -298,7 +298,8 @@ pub(super) fn reconcile(
         // Claimed (or taken over after expiry) but the records were not written.
         (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s)
             if rec.owner.as_ref() != Some(a)
-                && (s == Status::New || s.is_owned() || s == Status::Parked) =>
+                && (s == Status::New || s.is_owned() || s == Status::Parked)
+                && eng.may_hold(a, rec) =>
         {
             let now = clock::now();
             rec.owner = Some(a.clone());

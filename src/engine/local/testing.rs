@@ -37,9 +37,14 @@ impl Root {
             max_attempts: 3,
             limits: crate::message::Limits::DEFAULT,
         };
+        let config = crate::config::Config::parse(
+            &std::fs::read_to_string(root.join("circe.yaml")).unwrap(),
+        )
+        .unwrap();
         let eng = LocalEngine {
             store: Store::open(&root).unwrap(),
             settings,
+            registry: crate::registry::Registry::from_config(&config.registry).ok(),
             passed_over: std::sync::Mutex::default(),
         };
         let ws = Workspace::open(&RootSpec::Path(root)).unwrap();
