@@ -603,25 +603,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         };
         check_cut_off(eng, repair, &st, &mut v);
         if let Some(mut problem) = disagreement(&st) {
-            if st.location.is_none() {
-                problem = where_it_may_be(eng, &st, problem);
-            }
-            // Moved by hand into the box of an agent that may not take it: no claim.
-            if let Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)) = &st.location
-                && st.rec.owner.as_ref() != Some(a)
-                && !st.rec.status.is_terminal()
-                && !eng.may_hold(a, &st.rec)
-            {
-                problem.push_str(&format!(
-                    " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {}",
-                    st.rec.intent,
-                    st.rec.to,
-                    st.rec.owner.as_ref().map_or_else(
-                        || "NEW_MESSAGES".to_string(),
-                        |o| format!("AGENTS/{o}/INBOX")
-                    )
-                ));
-            }
+            problem = explained(eng, &st, problem);
             let after = if repair { mended(eng, &id) } else { Ok(None) };
             if let Ok(Some(s)) = &after {
                 tickets.insert(s.rec.message.clone(), id.clone());
@@ -833,6 +815,31 @@ fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> 
         );
     }
     Ok(())
+}
+
+/// What doctor says of a task whose message is not where its record says (`problem`):
+/// where it may be when it is in no box, and why it is no claim in the box of an agent that
+/// may not take the task (moved there by hand).
+fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
+    if st.location.is_none() {
+        return where_it_may_be(eng, st, problem);
+    }
+    if let Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)) = &st.location
+        && st.rec.owner.as_ref() != Some(a)
+        && !st.rec.status.is_terminal()
+        && !eng.may_hold(a, &st.rec)
+    {
+        let back = st
+            .rec
+            .owner
+            .as_ref()
+            .map_or_else(|| "NEW_MESSAGES".to_string(), |o| format!("AGENTS/{o}/INBOX"));
+        problem.push_str(&format!(
+            " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {back}",
+            st.rec.intent, st.rec.to
+        ));
+    }
+    problem
 }
 
 /// What doctor says of a task whose message is in no box (`problem`): where it may be.
