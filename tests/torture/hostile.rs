@@ -210,13 +210,7 @@ fn repair_by_a_user_who_cannot_read_a_message_keeps_it_and_its_task() {
         std::fs::read_dir(r.dir.join("NEW_MESSAGES")).unwrap().next().unwrap().unwrap().path();
     assert!(Command::new("chown").arg("0:0").arg(&ticket).status().unwrap().success());
     std::fs::set_permissions(&ticket, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
-    let o = as_nobody()
-        .args(["doctor", "--repair"])
-        .env_clear()
-        .env("CIRCE_ROOT", &r.dir)
-        .env("CIRCE_DURABILITY", "relaxed")
-        .output()
-        .unwrap();
+    let o = nobody_on(&r.dir, None, ["doctor", "--repair"]);
     let err = String::from_utf8_lossy(&o.stderr);
     if o.status.code().is_none() || err.contains("setpriv:") {
         eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
@@ -249,14 +243,7 @@ fn read_only_box_as_unprivileged_user() {
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let before = r.messages();
     let nobody = |args: &[&str]| {
-        let o = as_nobody()
-            .args(args)
-            .env_clear()
-            .env("CIRCE_ROOT", &r.dir)
-            .env("CIRCE_AGENT", "engineer")
-            .env("CIRCE_DURABILITY", "relaxed")
-            .output()
-            .unwrap();
+        let o = nobody_on(&r.dir, Some("engineer"), args);
         (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stderr).into_owned())
     };
     let (code, err) = nobody(&["whoami-probe"]);
@@ -280,14 +267,7 @@ fn read_only_box_as_unprivileged_user() {
         std::os::unix::fs::PermissionsExt::from_mode(0o555),
     )
     .unwrap();
-    let o = as_nobody()
-        .args(open_args("T2"))
-        .env_clear()
-        .env("CIRCE_ROOT", &r.dir)
-        .env("CIRCE_AGENT", "coordinator")
-        .env("CIRCE_DURABILITY", "relaxed")
-        .output()
-        .unwrap();
+    let o = nobody_on(&r.dir, Some("coordinator"), open_args("T2"));
     let err = String::from_utf8_lossy(&o.stderr);
     assert_ne!(o.status.code(), Some(0));
     assert!(err.contains("ermission denied"), "unclear: {err}");
@@ -481,14 +461,7 @@ fn a_root_read_only_to_its_reader_is_read_as_it_is() {
     );
     let before = r.messages();
     let nobody = |agent: &str, args: &[&str]| {
-        let o = as_nobody()
-            .args(args)
-            .env_clear()
-            .env("CIRCE_ROOT", &r.dir)
-            .env("CIRCE_AGENT", agent)
-            .env("CIRCE_DURABILITY", "relaxed")
-            .output()
-            .unwrap();
+        let o = nobody_on(&r.dir, Some(agent), args);
         let out =
             format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
         (o.status.code().unwrap_or(-1), out)
@@ -623,14 +596,7 @@ fn a_staged_copy_of_an_earlier_send_is_named_by_the_next_one() {
     let inbox = r.dir.join("AGENTS/engineer/INBOX");
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
     let nobody = |args: &[&str]| {
-        let o = as_nobody()
-            .args(args)
-            .env_clear()
-            .env("CIRCE_ROOT", &r.dir)
-            .env("CIRCE_AGENT", "qa")
-            .env("CIRCE_DURABILITY", "relaxed")
-            .output()
-            .unwrap();
+        let o = nobody_on(&r.dir, Some("qa"), args);
         (o.status.code().unwrap_or(-1), String::from_utf8_lossy(&o.stdout).into_owned())
     };
     let send = |to: &str, what: &str| {
@@ -821,6 +787,20 @@ fn doctor_behind_a_lock_held_too_long_stops_and_says_so() {
 }
 
 /// `setpriv` running circe as `nobody` (65534), who has no rights root's files give others.
+/// circe run as `nobody` on the root `dir` (as `agent`, when given), durability relaxed.
+fn nobody_on<I, S>(dir: &std::path::Path, agent: Option<&str>, args: I) -> std::process::Output
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut c = as_nobody();
+    c.args(args).env_clear().env("CIRCE_ROOT", dir).env("CIRCE_DURABILITY", "relaxed");
+    if let Some(a) = agent {
+        c.env("CIRCE_AGENT", a);
+    }
+    c.output().unwrap()
+}
+
 fn as_nobody() -> Command {
     let mut c = Command::new("setpriv");
     c.args(["--reuid=65534", "--regid=65534", "--clear-groups", crate::common::BIN]);
@@ -848,16 +828,7 @@ fn a_read_only_inbox_keeps_no_other_box_from_its_copy() {
     let Some((_parent, r)) = nobodys_root(test, 2) else { return };
     let inbox = r.dir.join("AGENTS/engineer/INBOX");
     std::fs::set_permissions(&inbox, std::os::unix::fs::PermissionsExt::from_mode(0o555)).unwrap();
-    let nobody = |agent: &str, args: &[&str]| {
-        as_nobody()
-            .args(args)
-            .env_clear()
-            .env("CIRCE_ROOT", &r.dir)
-            .env("CIRCE_AGENT", agent)
-            .env("CIRCE_DURABILITY", "relaxed")
-            .output()
-            .unwrap()
-    };
+    let nobody = |agent: &str, args: &[&str]| nobody_on(&r.dir, Some(agent), args);
     if nobody("coordinator", &["whoami-probe"]).status.code().is_none() {
         eprintln!("SKIPPED {test}: setpriv cannot drop privileges here");
         return;
