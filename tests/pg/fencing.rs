@@ -251,3 +251,51 @@ fn the_deadline_clock_checker_sees_client_time() {
     let (open, inbox, late) = deadlines_from_skewed_hosts(&root);
     assert!(open != 1 || inbox != 2 || late != 3, "the broken variant passed");
 }
+
+/// A message sent and a question filed unanswered by a host 2 h ahead: returns how far
+/// from this host's clock each event the two logged is stamped, in minutes.
+fn events_from_a_host_ahead(root: &Root) -> Vec<i64> {
+    let inform = ["send", "--to", "agent:qa", "--intent", "inform", "--summary", "fyi"];
+    let mut send = root.command(Some("coordinator"), &inform);
+    send.env("CIRCE_NOW", shifted(2));
+    crate::common::Out::from(&send.output().unwrap()).ok();
+    let ask = ["send", "--to", "agent:qa", "--intent", "ask", "--summary", "ready?"];
+    root.run(Some("coordinator"), &[&ask[..], &["--deadline", "1s"]].concat()).ok();
+    std::thread::sleep(Duration::from_secs(2)); // past its deadline, by the server's clock
+    let mut reap = root.command(Some("coordinator"), &["reap"]);
+    reap.env("CIRCE_NOW", shifted(2));
+    crate::common::Out::from(&reap.output().unwrap()).ok();
+    let log = root.run(None, &["log", "--json", "--limit", "100"]);
+    log.ok();
+    let kinds = ["send", "lapse"];
+    let mut off = Vec::new();
+    for line in log.stdout.lines() {
+        let ev: serde_json::Value = serde_json::from_str(line).unwrap();
+        let by_ahead =
+            ev["agent"] == "circe" || ev["msg_id"].is_string() && ev["intent"] == "inform";
+        if kinds.contains(&ev["event"].as_str().unwrap_or_default()) && by_ahead {
+            let ts = circe::clock::parse(ev["ts"].as_str().unwrap()).unwrap();
+            off.push((ts - Utc::now()).num_minutes());
+        }
+    }
+    off
+}
+
+#[test]
+fn events_a_host_with_a_wrong_clock_logs_carry_the_servers_time() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 0);
+    let off = events_from_a_host_ahead(&root);
+    assert!(off.len() >= 2, "the send and the lapse were not logged: {off:?}");
+    assert!(off.iter().all(|m| m.abs() <= 1), "minutes from the server's clock: {off:?}");
+}
+
+/// The checker fails when the events carry the client's time.
+#[test]
+fn the_event_clock_checker_sees_client_time() {
+    let c = need_pg!();
+    let mut root = Root::new(&c.fresh_url(), "server", 0);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-client-clock".into()));
+    let off = events_from_a_host_ahead(&root);
+    assert!(off.iter().any(|m| *m > 100), "the broken variant passed: {off:?}");
+}

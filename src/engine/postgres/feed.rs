@@ -7,10 +7,18 @@ use std::time::Duration;
 
 use tokio_postgres::types::Type;
 
+use super::schema::Clock;
 use super::{PgEngine, listen};
 use crate::engine::EventFeed;
+use crate::engine::local::test_break;
 use crate::error::Result;
 use crate::event::{self, Cursor, Event, Line};
+
+/// Stands for the time an event is appended, in lines sent to the server.
+const NOW: &str = "@circe:now@";
+
+/// The server's `now()` as the event log writes a time (`clock::stamp_ms`).
+const STAMP: &str = r#"'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'"#;
 
 /// Woken by LISTEN/NOTIFY (through `wait_feed`), or on a timer with `--poll`.
 struct PgFeed<'a> {
@@ -38,10 +46,21 @@ impl EventFeed for PgFeed<'_> {
 }
 
 impl PgEngine {
-    /// `Engine::append_events`: the events with the next ids, in one statement.
+    /// `Engine::append_events`: the events with the next ids, in one statement. On a root
+    /// whose clock is the server's, the events are stamped with the server's time as they
+    /// are appended (an agent on a host whose clock is off logs them at the root's time,
+    /// as its task changes are: PROTOCOLS.md section 18).
     pub(super) fn append_lines(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
         if events.is_empty() {
             return Ok(events);
+        }
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-client-clock): the client's time, the
+        // broken variant.
+        let server = self.clock == Clock::Server && !test_break("pg-client-clock");
+        if server {
+            for e in &mut events {
+                e.ts = NOW.to_string();
+            }
         }
         let lines: Vec<String> = events.iter().map(Event::to_line).collect();
         let task: Option<String> =
@@ -49,27 +68,37 @@ impl PgEngine {
         // The events of a journal kept on this connection: appended only by the statement
         // that deletes its row (a settler that took the row first logged them).
         let journal = self.journal_to_log();
-        let q = match journal {
+        let (from, only) = match journal {
             Some(_) => {
-                "WITH d AS (DELETE FROM {s}.event_journals WHERE key = $3 RETURNING 1)
-                 SELECT {s}.append_events($1, $2, NULL) FROM d"
+                ("WITH d AS (DELETE FROM {s}.event_journals WHERE key = $3 RETURNING 1)", ", d")
             }
-            None => "SELECT {s}.append_events($1, $2, NULL) WHERE $3::text IS NULL",
+            None => ("", "WHERE $3::text IS NULL"),
         };
+        // The stamp takes the place of the placeholder "@circe:now@" (`NOW`).
+        let q = format!(
+            "{from} SELECT {{s}}.append_events($1,
+                 array(SELECT replace(l, '\"{NOW}\"', to_json(t.ts)::text)
+                       FROM unnest($2::text[]) WITH ORDINALITY AS u(l, n) ORDER BY n), NULL),
+                 t.ts
+             FROM (SELECT to_char(now() AT TIME ZONE 'UTC', {STAMP}) AS ts) t {only}"
+        );
         let first = self.rows(
             "appending events",
-            q,
+            &q,
             &[(&task, Type::TEXT), (&lines, Type::TEXT_ARRAY), (&journal, Type::TEXT)],
-            |r| Ok(r.get::<_, i64>(0)),
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
         )?;
         if let Some(key) = &journal {
             self.journal.borrow_mut().take_if(|p| &p.key == key);
         }
         // No row: a settler took the journal first and logged the events.
-        let Some(&first) = first.first() else { return Ok(events) };
+        let Some((first, ts)) = first.into_iter().next() else { return Ok(events) };
         let first = u64::try_from(first).unwrap_or(0);
         for (i, e) in events.iter_mut().enumerate() {
             e.id = first + i as u64;
+            if server {
+                e.ts.clone_from(&ts);
+            }
         }
         Ok(events)
     }

@@ -68,7 +68,7 @@ impl PgTx<'_> {
         }
         let (names, numbered) = self.eng.put_copies(&copies)?;
         let mut names = names.into_iter();
-        let ts = clock::stamp_ms(clock::now());
+        let ts = clock::stamp_ms(self.now);
         let events = outbox
             .iter()
             .map(|o| {
