@@ -247,17 +247,30 @@ fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
         if let Some(r) = local::root_at(top) {
             return local::git_copy(&r);
         }
-        if let Some(main) = local::main_worktree(top).and_then(|m| local::root_at(&m)) {
+        let Some(main) = local::main_worktree(top) else { continue };
+        if let Some(root) = local::root_at(&main) {
             return Err(Error::refused(format!(
                 "{} is in a git worktree; its commands already use the root of the main worktree, {}",
                 dir.display(),
-                main.display()
+                root.display()
             ))
             .hint(format!(
                 "nothing to make: run circe here as it is (`circe tasks` reads {}). A second root for this worktree alone: `circe init .`",
-                main.display()
+                root.display()
             )));
         }
+        // The main checkout has no root yet: the team's goes there, where every worktree's
+        // commands look (a root made here first would be this worktree's alone, and the
+        // main checkout's made later a second one).
+        return Err(Error::refused(format!(
+            "{} is in a git worktree; the team's root belongs in the main worktree, {}, where the commands of every worktree look for it",
+            dir.display(),
+            main.display()
+        ))
+        .hint(format!(
+            "make it there: `circe init {}`. A root for this worktree alone: `circe init .`",
+            main.display()
+        )));
     }
     // A worktree whose repository moved: its root is there, only not found.
     match local::lost_worktree(&dir) {

@@ -160,3 +160,33 @@ fn a_worktree_whose_repository_moved_says_so() {
     init.code(3);
     assert!(!wt.join(".circe").exists(), "init made a second root");
 }
+
+#[test]
+fn init_in_a_worktree_before_the_main_checkout_has_a_root_points_there() {
+    local_only!("a database root is found by its URL, not by folders");
+    let env = Env::bare();
+    let repo = env.path().join("repo");
+    std::fs::create_dir(&repo).unwrap();
+    git(&repo, &["init", "-q"]);
+    std::fs::write(repo.join("README"), "a project\n").unwrap();
+    let wt = commit_and_add_worktree(&env, &repo, "start", "wt");
+    // An agent's first `circe init`, in its worktree: refused, nothing made, the way named.
+    let init = env.circe(["init"]).cwd(&wt).run();
+    init.code(3);
+    assert!(!wt.join(".circe").exists(), "{}", init.show());
+    let hint = init.stderr.split('`').nth(1).unwrap_or_default().to_string();
+    let words: Vec<&str> = hint.split(' ').collect();
+    assert_eq!(words.len(), 3, "the hint names one command: {}", init.show());
+    assert_eq!(&words[..2], ["circe", "init"], "{}", init.show());
+    assert!(std::path::Path::new(words[2]).ends_with("repo"), "{}", init.show());
+    // Followed: the root is the main checkout's, and the worktree's commands use it.
+    env.circe(["init", words[2]]).cwd(&wt).run().ok();
+    open_from(&env, &wt, "T-1");
+    let shown = env.circe(["show", "T-1", "--json"]).cwd(&repo).run();
+    shown.ok();
+    // A root for the worktree alone is still made when asked for by name.
+    let other = env.path().join("wt2");
+    git(&repo, &["worktree", "add", "-q", other.to_str().unwrap()]);
+    env.circe(["init", "."]).cwd(&other).run().ok();
+    assert!(other.join(".circe").is_dir());
+}
