@@ -1758,3 +1758,18 @@ fn a_hand_move_claims_only_for_an_agent_that_may_take_the_task() {
     assert_eq!(env.record("T-1").owner.as_deref(), Some("engineer"));
     env.circe(["doctor"]).run().ok();
 }
+
+/// A folder named like a message in an INBOX is no message: `wait --for inbox` waits on,
+/// `inbox` lists nothing, and doctor names it.
+#[test]
+fn a_folder_named_like_a_message_is_none() {
+    local_only!("a database root's boxes hold no folders");
+    let env = Env::local();
+    std::fs::create_dir(env.dot_circe().join("AGENTS/qa/INBOX/notes.md")).unwrap();
+    env.as_("qa", &["wait", "--for", "inbox", "--timeout", "1s"]).code(7);
+    let inbox = env.as_("qa", &["inbox", "--json"]);
+    assert_eq!(inbox.json()["messages"], serde_json::json!([]), "{}", inbox.show());
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("INBOX/notes.md is not a message file"), "{}", doctor.show());
+}

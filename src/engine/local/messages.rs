@@ -542,15 +542,19 @@ impl Store {
             })
     }
 
-    /// Message file names (`*.md`, not hidden) in a box, sorted (FS_RULES 8).
+    /// Message file names (`*.md`, not hidden, regular files: a folder or a link so named
+    /// is no message, and doctor names it) in a box, sorted (FS_RULES 8).
     /// An agent's box behind a link or a file is refused (circe never reads through one,
     /// and a scan that passed it over would miss what lies there); a missing one holds
     /// nothing.
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
         self.readable(mbox)?;
-        let mut names = list_names(&self.box_dir(mbox))?;
-        names.retain(|n| is_message_name(n));
-        Ok(names)
+        let names = list_typed(&self.box_dir(mbox))?;
+        Ok(names
+            .into_iter()
+            .filter(|(n, regular)| *regular && is_message_name(n))
+            .map(|(n, _)| n)
+            .collect())
     }
 
     /// A hidden entry of a box (its name starts with `.`, which every listing passes over)
