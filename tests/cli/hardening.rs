@@ -1773,3 +1773,28 @@ fn a_folder_named_like_a_message_is_none() {
     doctor.code(1);
     assert!(doctor.stderr.contains("INBOX/notes.md is not a message file"), "{}", doctor.show());
 }
+
+/// A held task's message filed by hand into LOGS is beyond `--repair` (it cannot know the
+/// owner did not mean it), and doctor's line says the move that mends it; done, doctor is
+/// clean and the owner goes on.
+#[test]
+fn doctor_says_how_to_put_back_a_message_moved_by_hand() {
+    local_only!("moves files by hand");
+    let env = Env::local();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let name = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
+    let root = env.dot_circe();
+    std::fs::rename(root.join("AGENTS/engineer/INBOX").join(&name), root.join("LOGS").join(&name))
+        .unwrap();
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    let line = doctor.stderr.lines().find(|l| l.contains("T-1")).unwrap_or_default();
+    let mv = line.split('`').nth(1).unwrap_or_default();
+    let words: Vec<&str> = mv.split(' ').collect();
+    assert_eq!(words.len(), 3, "the line says no move: {}", doctor.show());
+    assert_eq!(words[0], "mv", "{}", doctor.show());
+    std::fs::rename(root.join(words[1]), root.join(words[2]).join(&name)).unwrap();
+    env.circe(["doctor"]).run().ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+}

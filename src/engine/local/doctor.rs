@@ -838,6 +838,23 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
             " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {back}",
             st.rec.intent, st.rec.to
         ));
+        return problem;
+    }
+    // Where the record says the message is: a person moved it (`--repair` rolls forward
+    // only a move that is a claim), and moving it back makes the task as it was.
+    let home = match (&st.rec.owner, st.rec.status) {
+        (_, s) if s.is_terminal() => return problem,
+        (Some(o), s) if s.is_owned() => Mailbox::Inbox(o.clone()),
+        (_, Status::New | Status::Parked) => Mailbox::NewMessages,
+        _ => return problem,
+    };
+    if let Some(b) = &st.location {
+        problem.push_str(&format!(
+            ": move it back, `mv {}/{} {}/`, where its record says it is",
+            b.rel_path(),
+            st.rec.message,
+            home.rel_path()
+        ));
     }
     problem
 }

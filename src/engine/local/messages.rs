@@ -542,19 +542,21 @@ impl Store {
             })
     }
 
-    /// Message file names (`*.md`, not hidden, regular files: a folder or a link so named
-    /// is no message, and doctor names it) in a box, sorted (FS_RULES 8).
+    /// Message file names (`*.md`, not hidden, not a folder: doctor names a folder so named)
+    /// in a box, sorted (FS_RULES 8). A link or a pipe so named is listed: reading it says
+    /// what it is and what mends it.
     /// An agent's box behind a link or a file is refused (circe never reads through one,
     /// and a scan that passed it over would miss what lies there); a missing one holds
     /// nothing.
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
         self.readable(mbox)?;
-        let names = list_typed(&self.box_dir(mbox))?;
-        Ok(names
-            .into_iter()
-            .filter(|(n, regular)| *regular && is_message_name(n))
-            .map(|(n, _)| n)
-            .collect())
+        let dir = self.box_dir(mbox);
+        let mut names = list_typed(&dir)?;
+        names.retain(|(n, regular)| {
+            let folder = || std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
+            !n.starts_with('.') && is_message_name(n) && (*regular || !folder())
+        });
+        Ok(names.into_iter().map(|(n, _)| n).collect())
     }
 
     /// A hidden entry of a box (its name starts with `.`, which every listing passes over)
