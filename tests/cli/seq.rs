@@ -460,3 +460,31 @@ fn a_hidden_file_in_a_counter_entry_blocks_no_send() {
     env.circe(["doctor"]).run().ok();
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 3);
 }
+
+/// A file a person put in a counter entry stops the sender's numbered sends (it is no copy
+/// circe staged, and may be someone's): the send and doctor say to move it out, `--repair`
+/// does not claim to have settled what it could not, and once it is out the sends go on.
+#[test]
+fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
+    local_only!("a database root keeps no counter folders");
+    let env = Env::local();
+    let send = |s: &str| {
+        env.as_("coordinator", &["send", "--to", "agent:qa", "--intent", "inform", "--summary", s])
+    };
+    send("one").ok();
+    let seq = env.dot_circe().join("seq/coordinator");
+    let entry = std::fs::read_dir(&seq).unwrap().next().unwrap().unwrap().path();
+    std::fs::write(entry.join("notes"), "mine").unwrap();
+    let refused = send("two");
+    refused.code(1);
+    assert!(refused.stderr.contains("move it out of that folder"), "{}", refused.show());
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(!doctor.stderr.contains("[repaired]"), "{}", doctor.show());
+    assert_eq!(doctor.stderr.matches("[VIOLATED]").count(), 1, "{}", doctor.show());
+    assert!(doctor.stderr.contains("move it out of that folder"), "{}", doctor.show());
+    std::fs::rename(entry.join("notes"), env.path().join("notes")).unwrap();
+    env.circe(["doctor", "--repair"]).run().ok();
+    send("three").ok();
+    assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 2);
+}

@@ -315,7 +315,7 @@ impl Store {
         let mut parts = file.splitn(3, '~');
         let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
         else {
-            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+            return Err(stray(batch, file));
         };
         let boxpath = boxpath.replace('+', "/");
         let valid_box = matches!(boxpath.as_str(), "NEW_MESSAGES" | "LOGS")
@@ -326,7 +326,7 @@ impl Store {
             );
         let stem = base.strip_suffix(".md").filter(|_| valid_box && !base.contains('/'));
         let Some(stem) = stem else {
-            return Err(Error::internal(format!("{} holds a stray file {file}", batch.display())));
+            return Err(stray(batch, file));
         };
         // A box behind a link takes nothing, even the rest of a committed delivery: the copy
         // waits here until the box is mended.
@@ -624,6 +624,14 @@ impl Store {
             .map(|(n, _)| n.clone())
             .collect()
     }
+}
+
+/// A file in a staging folder that is no copy circe staged (a person put it there).
+fn stray(batch: &Path, file: &str) -> Error {
+    Error::internal(format!("{} holds a stray file {file}", batch.display())).hint(format!(
+        "it is no copy circe staged: move it out of that folder (`mv {} .`, it may be someone's)",
+        batch.join(file).display()
+    ))
 }
 
 /// A rotated segment of the event log (`events-<first>-<last>.jsonl`, 20-digit ids).

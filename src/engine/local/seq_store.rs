@@ -428,15 +428,31 @@ impl Store {
         for agent in self.seq_senders()? {
             // A live sender holds its lock: its entry is work in progress.
             let Some(lock) = self.try_lock_seq(&agent)? else { continue };
-            for e in self.seq_unsettled(&agent)? {
+            let unsettled = self.seq_unsettled(&agent)?;
+            // Said repaired only once it is: a send that cannot be settled is said once,
+            // with why and what mends it.
+            let settled = if repair { Some(self.seq_settle(&agent, &lock)) } else { None };
+            let why = match settled {
+                Some(Ok((_, settled))) => {
+                    events.extend(settled);
+                    None
+                }
+                Some(Err(e)) if unsettled.is_empty() => return Err(e),
+                Some(Err(e)) => Some(match &e.hint {
+                    Some(h) => format!(" (not settled: {}; {h})", e.message),
+                    None => format!(" (not settled: {})", e.message),
+                }),
+                None => None,
+            };
+            for e in &unsettled {
                 v(
                     1,
-                    format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted"),
-                    repair,
+                    format!(
+                        "seq/{agent}/{e}: a numbered send by {agent} was interrupted{}",
+                        why.as_deref().unwrap_or_default()
+                    ),
+                    repair && why.is_none(),
                 );
-            }
-            if repair {
-                events.extend(self.seq_settle(&agent, &lock)?.1);
             }
         }
         Ok(events)
