@@ -536,7 +536,7 @@ pub fn passed_over_warnings(ws: &crate::workspace::Workspace) -> Vec<String> {
         .iter()
         .map(|t| {
             format!(
-                "task {t} is not shown: TASKS/{t}.status does not parse (`circe doctor` says where; put it back from version control or a backup, `circe log --task {t}` has its last status)"
+                "task {t} is not shown: TASKS/{t}.status does not parse (`circe doctor` says where; put it back from a backup, `circe log --task {t}` has its last status)"
             )
         })
         .collect()

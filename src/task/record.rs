@@ -113,7 +113,7 @@ impl StatusRecord {
     pub fn parse(task: &str, text: &str) -> Result<StatusRecord> {
         let rec: StatusRecord = yaml::from_str(text).map_err(|e| {
             Error::internal(format!("TASKS/{task}.status is damaged: {e}"))
-                .hint(format!("put TASKS/{task}.status back from version control or a backup; `circe log --task {task}` lists its events (its last status, owner and epoch)"))
+                .hint(format!("put TASKS/{task}.status back from a backup; `circe log --task {task}` lists its events (its last status, owner and epoch)"))
         })?;
         if rec.v > RECORD_FORMAT {
             return Err(Error::refused(format!(
@@ -127,7 +127,7 @@ impl StatusRecord {
                 "TASKS/{task}.status is damaged: it says it is the record of task {}",
                 rec.task_id
             ))
-            .hint(format!("a record names its own task: put `task_id: {task}` back (or the file back from version control); `circe log --task {task}` lists its events")));
+            .hint(format!("a record names its own task: put `task_id: {task}` back (or the file back from a backup); `circe log --task {task}` lists its events")));
         }
         Ok(rec)
     }

@@ -782,7 +782,7 @@ fn doctor_and_agent_files_stay_out_of_a_linked_agent_folder() {
         doc.show()
     );
     assert!(away.join("WORKSPACE").join(bad).exists(), "nothing taken in through the link");
-    assert!(doc.stderr.contains("numbered send left half-way was not settled"), "{}", doc.show());
+    assert!(doc.stderr.contains("was interrupted (not settled: cannot deliver"), "{}", doc.show());
     assert_eq!(std::fs::read_dir(away.join("INBOX")).unwrap().count(), inbox_before);
     // Only a box a link: the agent's own files are not written either.
     env.link_away("AGENTS/qa/INBOX");
@@ -939,7 +939,7 @@ fn reap_keeps_an_ask_whose_asker_cannot_be_told() {
 }
 
 /// A task record that does not parse: every command about the task, and doctor, say how to
-/// mend it (from version control or a backup, with the task's events to check against),
+/// mend it (from a backup, with the task's events to check against),
 /// rather than promise a rebuild nothing makes.
 #[test]
 fn a_damaged_record_says_how_to_mend_it() {
@@ -953,7 +953,7 @@ fn a_damaged_record_says_how_to_mend_it() {
     assert!(o.stderr.contains("`circe log --task T-9`"), "{}", o.show());
     let doc = env.circe(["doctor", "--repair"]).run();
     assert_eq!(doc.code, 1, "{}", doc.show());
-    assert!(doc.stderr.contains("back from version control or a backup"), "{}", doc.show());
+    assert!(doc.stderr.contains("back from a backup"), "{}", doc.show());
     env.circe(["log", "--task", "T-9"]).run().ok();
 }
 
@@ -1797,4 +1797,34 @@ fn doctor_says_how_to_put_back_a_message_moved_by_hand() {
     std::fs::rename(root.join(words[1]), root.join(words[2]).join(&name)).unwrap();
     env.circe(["doctor"]).run().ok();
     env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+}
+
+/// One record that is not UTF-8 hides only its own task: `tasks` lists the others, and
+/// `doctor --repair` mends what it can around it and says what it did.
+#[test]
+fn a_record_that_cannot_be_read_stops_no_listing_and_no_repair() {
+    local_only!("edits records by hand");
+    let env = Env::local();
+    env.open_task("T-1");
+    env.open_task("T-2");
+    env.as_("engineer", &["claim", "T-2"]).ok();
+    env.circe(["tasks"]).run().ok();
+    let records = env.dot_circe().join("TASKS");
+    let t2 = std::fs::read_to_string(records.join("T-2.status")).unwrap();
+    std::fs::write(records.join("T-2.status"), t2.replace("priority: normal", "priority: high"))
+        .unwrap();
+    let mut t1 = std::fs::read(records.join("T-1.status")).unwrap();
+    t1.extend_from_slice(b"# \xff\n");
+    std::fs::write(records.join("T-1.status"), t1).unwrap();
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("[repaired] invariant 6"), "{}", doctor.show());
+    assert!(doctor.stderr.contains("[VIOLATED] invariant 4: "), "{}", doctor.show());
+    assert!(doctor.stderr.contains("T-1.status: line "), "{}", doctor.show());
+    // Built again from the records: T-1's cannot be read, and is said, not shown.
+    let tasks = env.circe(["tasks"]).run();
+    tasks.ok();
+    let row = tasks.stdout.lines().find(|l| l.starts_with("T-2")).unwrap_or_default().to_string();
+    assert!(row.contains("high"), "{}", tasks.show());
+    assert!(tasks.stderr.contains("task T-1 is not shown"), "{}", tasks.show());
 }

@@ -415,9 +415,15 @@ fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
     Ok(())
 }
 
-/// A task's row straight from its records (`None` when it has no `.status`).
+/// A task's row straight from its records (`None` when it has no `.status`). A `.status`
+/// that is not UTF-8 is a damaged one: its task is passed over, and its line in the log
+/// says to read the records again next time (doctor names the record).
 fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Entry<'static>>> {
-    let Some(text) = eng.store.read_record(task, "status")? else { return Ok(None) };
+    let text = match eng.store.read_record_text(task, "status")? {
+        Some(Ok(text)) => text,
+        Some(Err(_)) => return Ok(Some(Entry::Damaged(task.clone()))),
+        None => return Ok(None),
+    };
     let Ok(rec) = StatusRecord::parse(task, &text) else {
         return Ok(Some(Entry::Damaged(task.clone())));
     };

@@ -290,7 +290,7 @@ fn check_new_messages(
                 v(
                     6,
                     format!(
-                        "NEW_MESSAGES/{name} is the message of task {id}, whose TASKS/{id}.status is missing (its other records are there): put it back from version control or a backup; `circe log --task {id}` lists its events (its last status, owner and epoch)"
+                        "NEW_MESSAGES/{name} is the message of task {id}, whose TASKS/{id}.status is missing (its other records are there): put it back from a backup; `circe log --task {id}` lists its events (its last status, owner and epoch)"
                     ),
                     false,
                 );
@@ -809,7 +809,7 @@ fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> 
         v(
             4,
             format!(
-                "TASKS/{id}.status is missing while TASKS/{id}.owner is there: the record of a held task was removed by hand; put it back from version control or a backup (`circe log --task {id}` lists its events: its last status, owner and epoch); until then the task is in no list and its message stays in its owner's box"
+                "TASKS/{id}.status is missing while TASKS/{id}.owner is there: the record of a held task was removed by hand; put it back from a backup (`circe log --task {id}` lists its events: its last status, owner and epoch); until then the task is in no list and its message stays in its owner's box"
             ),
             false,
         );

@@ -24,17 +24,25 @@ impl Store {
 
     /// Read `TASKS/<task>.<kind>`; `None` when it does not exist.
     pub fn read_record(&self, task: &TaskId, kind: &str) -> Result<Option<String>> {
+        self.read_record_text(task, kind)?.transpose()
+    }
+
+    /// A record's text, with apart the errors of reading it (outer) and of its bytes not
+    /// being UTF-8 (inner: the file was read, and is damaged).
+    pub fn read_record_text(&self, task: &TaskId, kind: &str) -> Result<Option<Result<String>>> {
         let p = self.record_path(task, kind);
         match atomic::read_regular(&p) {
             // `.owner` holds nothing `.status` lacks: bytes that are not UTF-8 are damage the
             // next command rebuilds (what they read as disagrees with `.status`).
-            Ok(b) if kind == DERIVED_RECORD => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
-            Ok(b) => String::from_utf8(b).map(Some).map_err(|e| {
+            Ok(b) if kind == DERIVED_RECORD => {
+                Ok(Some(Ok(String::from_utf8_lossy(&b).into_owned())))
+            }
+            Ok(b) => Ok(Some(String::from_utf8(b).map_err(|e| {
                 let bad = Error::not_utf8(p.display(), e.as_bytes());
                 Error::internal(bad.message).hint(format!(
                     "put TASKS/{task}.{kind} back from a backup, or mend it by hand as UTF-8: `circe log --task {task}` lists what happened to the task"
                 ))
-            }),
+            }))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read record", &p, e)),
         }
