@@ -83,14 +83,7 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 ))
                 .hint("pick another name"));
             }
-            if !ws.registry.is_role(&a.role) {
-                let roles: Vec<&str> = ws.registry.roles.iter().map(String::as_str).collect();
-                let near = crate::suggest::closest(&a.role, roles.iter().copied())
-                    .map(|c| format!("did you mean `{c}`? "))
-                    .unwrap_or_default();
-                return Err(Error::not_found(format!("unknown role `{}`", a.role))
-                    .hint(format!("{near}roles: {}", roles.join(", "))));
-            }
+            ws.registry.known_role(&a.role, "--role")?;
             if ws.is_retired(&name) {
                 return Err(Error::refused(format!(
                     "agent {name} is retired: retirement is final, and its name is not used again"

@@ -61,7 +61,14 @@ pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
             Error::usage(format!("--role `{r}` is not AGENT=ROLE"))
                 .hint("e.g. --role brain=engineer")
         })?;
-        given.insert(agent.to_string(), role.to_string());
+        if let Some(before) = given.insert(agent.to_string(), role.to_string())
+            && before != role
+        {
+            return Err(Error::usage(format!(
+                "--role gives {agent} two roles, `{before}` and `{role}`: an agent keeps one role for good"
+            ))
+            .hint(format!("give --role {agent}=ROLE once")));
+        }
     }
     let ws = ctx.workspace_for_setup()?;
     let files = read_message_dir(&a.dir, ws.config.limits.message_bytes)?

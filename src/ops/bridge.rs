@@ -89,12 +89,10 @@ pub fn import_tx(
     files: Vec<(String, std::result::Result<Vec<u8>, String>)>,
     roles: &Roles,
 ) -> Result<ImportReport> {
-    for r in roles.given.values().chain(std::iter::once(&roles.default)) {
-        if !ws.registry.is_role(r) {
-            return Err(Error::usage(format!("unknown role `{r}`"))
-                .hint("`circe registry` lists the roles"));
-        }
+    for (agent, r) in &roles.given {
+        ws.registry.known_role(r, &format!("--role {agent}={r}"))?;
     }
+    ws.registry.known_role(&roles.default, "--default-role")?;
     for agent in roles.given.keys() {
         AgentName::new(agent).map_err(|e| e.map_message(|m| format!("--role {agent}=...: {m}")))?;
     }

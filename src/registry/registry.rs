@@ -9,6 +9,7 @@ use serde::Serialize;
 
 use super::builtin::{BUILTIN_ROLES, builtin_intents};
 use super::intent::Intent;
+use crate::error::{Error, Result};
 
 /// The roles and intents in force for one circe root.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -32,6 +33,20 @@ impl Registry {
 
     pub fn is_role(&self, name: &str) -> bool {
         self.roles.contains(name)
+    }
+
+    /// `role` (given as `what`, a flag) when it is one, else not found (exit 5) with the
+    /// closest role and the list.
+    pub fn known_role(&self, role: &str, what: &str) -> Result<()> {
+        if self.is_role(role) {
+            return Ok(());
+        }
+        let roles: Vec<&str> = self.roles.iter().map(String::as_str).collect();
+        let near = crate::suggest::closest(role, roles.iter().copied())
+            .map(|c| format!("did you mean `{c}`? "))
+            .unwrap_or_default();
+        Err(Error::not_found(format!("{what}: unknown role `{}`", role.escape_debug()))
+            .hint(format!("{near}roles: {}", roles.join(", "))))
     }
 
     /// Whether `role` (a known role) may send `intent` (a known intent).

@@ -207,6 +207,20 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     }
     let o = env.circe(["import", "tx", src.to_str().unwrap(), "--role", "brian=engineer"]).run();
     assert!(o.stderr.contains("the agents this import adds: brain, core"), "{}", o.show());
+    // Two roles for one agent, or a role mistyped: said, naming the flag, nothing imported.
+    let dir = src.to_str().unwrap();
+    let twice = env.circe(["import", "tx", dir, "--role", "brain=qa", "--role", "brain=scribe"]);
+    let o = twice.run();
+    o.code(2);
+    assert!(o.stderr.contains("two roles, `qa` and `scribe`"), "{}", o.show());
+    let o = env.circe(["import", "tx", dir, "--role", "brain=enginer"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("--role brain=enginer: unknown role"), "{}", o.show());
+    assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+    let o = env.circe(["import", "tx", dir, "--default-role", "enginer"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("--default-role: unknown role"), "{}", o.show());
+    assert_unchanged(&before, &env.state());
     let o = env
         .circe(["import", "tx", src.to_str().unwrap(), "--role", "brain=engineer", "--json"])
         .run();
