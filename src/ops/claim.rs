@@ -256,13 +256,35 @@ fn not_for(ws: &Workspace, me: &AgentName, role: &str, task: &TaskId, rec: &Stat
         _ => None,
     };
     let hint = match one {
-        // Held still: back in the queue first, then addressed anew.
-        Some(a) if rec.status.is_owned() => format!(
-            "it is meant for agent {a} alone; a coordinator can put it back in the queue (`circe release --force {task}`, or `circe reap` once its lease ran out), then address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
-        ),
-        Some(a) => format!(
-            "it is meant for agent {a} alone; a coordinator can address it anew: `circe readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
-        ),
+        Some(a) => {
+            let alone = match crate::names::AgentName::new(a) {
+                Ok(n) if ws.is_retired(&n) => {
+                    format!(
+                        "it is meant for agent {a} alone, who is retired: nobody will take it as it is"
+                    )
+                }
+                _ => format!("it is meant for agent {a} alone"),
+            };
+            // A coordinator is given the commands; anyone else, the request to one.
+            let c = if ws.is_coordinator(me) { format!("--agent {me} ") } else { String::new() };
+            let way = if rec.status.is_owned() {
+                // Held still: back in the queue first, then addressed anew.
+                format!(
+                    "put it back in the queue (`circe {c}release --force {task}`, or `circe reap` once its lease ran out), then address it anew: `circe {c}readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
+                )
+            } else {
+                format!(
+                    "address it anew: `circe {c}readdress {task} --to role:ROLE` (or `--to agent:NAME`)"
+                )
+            };
+            if ws.is_coordinator(me) {
+                format!("{alone}; {way}")
+            } else {
+                format!(
+                    "{alone}; a coordinator can {way}: ask one, `circe --agent {me} send --to role:coordinator --intent request_help --summary \"please readdress {task}\"`"
+                )
+            }
+        }
         _ => "`circe registry` shows which roles may receive each intent".to_string(),
     };
     Error::refused(format!(

@@ -55,10 +55,14 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                 continue;
             }
         };
+        // What mends a cursor doctor leaves: removing it (its consumer then starts afresh).
+        let remove = format!(
+            "`circe cursors --remove {name}` starts it afresh (from now, or with --from-start)"
+        );
         let c = match SavedCursor::parse(&name, &raw) {
             Ok(c) => c,
             Err(e) => {
-                v(format!("cursor {name}: {}", e.message));
+                v(format!("cursor {name}: {}: {}", e.message, e.hint.unwrap_or(remove)));
                 continue;
             }
         };
@@ -67,13 +71,16 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         }
         let next = ws.engine.read_events(Cursor::after(c.after), 1)?;
         if next.first().is_none_or(|e| e.id != c.after + 1) {
-            v(format!("cursor {name} needs event {}, which is no longer in the log", c.after + 1));
+            v(format!(
+                "cursor {name} needs event {}, which is no longer in the log: {remove}",
+                c.after + 1
+            ));
             continue;
         }
         let moved = crate::clock::parse(&c.saved_at);
         if moved.is_some_and(|t| ws.now() - t > STALE_AFTER) {
             v(format!(
-                "cursor {name} is {} events behind and last moved at {} (its consumer may be gone)",
+                "cursor {name} is {} events behind and last moved at {} (its consumer may be gone): `circe cursors --remove {name}` if it is",
                 last - c.after,
                 c.saved_at
             ));

@@ -227,7 +227,10 @@ fn status_move(
         return release(ws, me, task, note, false, epoch)
             .map(|(r, already)| (r, Vec::new(), already));
     }
-    let mv = move_to(from, target)?;
+    let mv = move_to(from, target).map_err(|e| match target {
+        Status::Claimed => e.hint(format!("run `circe --agent {me} claim {task}`")),
+        _ => e,
+    })?;
     let ctx = MoveCtx {
         by: me.as_str(),
         actors: &who,
@@ -375,11 +378,16 @@ fn require_holder(
     if st.rec.status.is_owned() {
         Err(not_owner(st, me))
     } else {
+        let id = &st.rec.task_id;
+        let hint = match st.rec.status {
+            Status::New => format!("claim it first: circe --agent {me} claim {id}"),
+            _ => format!("`circe show {id}` says what became of it"),
+        };
         Err(Error::refused(format!(
-            "task {} is {}: checks are recorded while it is held",
-            st.rec.task_id,
+            "task {id} is {}: checks are recorded while it is held",
             st.rec.status.as_str()
-        )))
+        ))
+        .hint(hint))
     }
 }
 

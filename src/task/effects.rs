@@ -117,7 +117,17 @@ pub fn deadline_passed(rec: &StatusRecord, now: DateTime<Utc>) -> bool {
 /// The change `mv` makes to the task in `st`, or the table's refusal.
 pub fn apply(mv: Move, st: &TaskState, ctx: &MoveCtx<'_>) -> Result<Change> {
     let from = st.rec.status;
-    let to = decide(from, mv, ctx.actors)?;
+    let to = decide(from, mv, ctx.actors).map_err(|e| {
+        if !from.is_terminal() {
+            return e;
+        }
+        // Nothing leads out of a final status: the way on, said to this agent.
+        let ask = if ctx.actors.contains(&Actor::Coordinator) { "" } else { " or ask a coordinator to" };
+        e.hint(format!(
+            "completed, failed and expired tasks stay as they are; to go on, open a new task (`circe --agent {} prime` lists the intents you may open one with){ask}",
+            ctx.by
+        ))
+    })?;
     match mv {
         Move::Complete => {
             gate_on_deadline(st, ctx.now, "completed")?;

@@ -1828,3 +1828,73 @@ fn a_record_that_cannot_be_read_stops_no_listing_and_no_repair() {
     assert!(row.contains("high"), "{}", tasks.show());
     assert!(tasks.stderr.contains("task T-1 is not shown"), "{}", tasks.show());
 }
+
+/// The hint of a refusal, followed as printed, works: each names the acting agent.
+#[test]
+fn hints_of_lifecycle_refusals_name_the_agent_and_work() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let hint_of = |o: &crate::common::Out| {
+        let hint = o.stderr.lines().find_map(|l| l.strip_prefix("hint: ")).unwrap_or_default();
+        hint.to_string()
+    };
+    let check = env.as_("engineer", &["check", "T-1", "--run", "tests_passed", "--", "true"]);
+    check.code(3);
+    assert!(hint_of(&check).contains("circe --agent engineer claim T-1"), "{}", check.show());
+    let claimed = env.as_("engineer", &["status", "T-1", "claimed"]);
+    claimed.code(3);
+    let hint = hint_of(&claimed);
+    let cmd = hint.split('`').nth(1).unwrap_or_default();
+    assert_eq!(cmd, "circe --agent engineer claim T-1", "{}", claimed.show());
+    env.circe(cmd.split(' ').skip(1)).run().ok();
+    env.as_("engineer", &["check", "T-1", "--run", "tests_passed", "--", "true"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.as_("engineer", &["status", "T-1", "completed"]).ok();
+    let again = env.as_("engineer", &["status", "T-1", "in_progress"]);
+    again.code(3);
+    let hint = hint_of(&again);
+    assert!(hint.contains("`circe --agent engineer prime`"), "{}", again.show());
+    assert!(hint.contains("ask a coordinator"), "{}", again.show());
+    let prime = env.as_("engineer", &["prime"]);
+    prime.ok();
+    assert!(prime.stdout.contains("implement_feature"), "{}", prime.show());
+}
+
+/// A task addressed to an agent now retired: the claim refused says so, and gives an agent
+/// that is no coordinator the request to one, which works as printed.
+#[test]
+fn a_task_meant_for_a_retired_agent_says_so_and_how_to_ask() {
+    let env = Env::new();
+    env.circe(["agent", "add", "eng9", "--role", "engineer"]).run().ok();
+    let send = ["send", "--to", "agent:eng9", "--intent", "implement_feature", "--task", "O-1"];
+    env.as_("coordinator", &[&send[..], &["--summary", "x"]].concat()).ok();
+    env.as_("coordinator", &["agent", "retire", "eng9"]).ok();
+    let claim = env.as_("engineer", &["claim", "O-1"]);
+    claim.code(3);
+    assert!(claim.stderr.contains("who is retired"), "{}", claim.show());
+    let ask = claim.stderr.rsplit("ask one, `").next().unwrap_or_default();
+    let ask = ask.strip_suffix("`\n").unwrap_or(ask);
+    assert!(ask.starts_with("circe --agent engineer send"), "{}", claim.show());
+    let words = shell_words(ask);
+    env.circe(words.iter().skip(1)).run().ok();
+    // A coordinator is given the command itself.
+    let by = env.as_("coordinator", &["claim", "O-1"]);
+    by.code(3);
+    assert!(by.stderr.contains("`circe --agent coordinator readdress O-1"), "{}", by.show());
+}
+
+/// Words of a command line as a shell splits them (plain words and "double quotes").
+fn shell_words(line: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut quoted = false;
+    let mut word = String::new();
+    for c in line.chars() {
+        match c {
+            '"' => quoted = !quoted,
+            ' ' if !quoted => words.push(std::mem::take(&mut word)),
+            c => word.push(c),
+        }
+    }
+    words.push(word);
+    words
+}

@@ -540,6 +540,10 @@ fn doctor_reports_a_stale_cursor() {
     let o = env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run();
     o.code(1);
     assert!(o.stderr.contains("cursor old is 1 events behind"), "{}", o.show());
+    // Its line says what mends it, and that does.
+    assert!(o.stderr.contains("`circe cursors --remove old` if it is"), "{}", o.show());
+    env.circe(["cursors", "--remove", "old"]).run().ok();
+    env.circe(["doctor"]).now("2025-12-01T00:00:00Z").run().ok();
 }
 
 /// `cursors --remove`: a consumer gone for good is forgotten (its cursor and dead letters),
