@@ -51,7 +51,15 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let clock = clock.map_or(Some(Clock::Server), Clock::parse).ok_or_else(|| {
         Error::usage("--clock: not server or client").hint("server (the default) or client")
     })?;
-    let root = local::locate(&ctx.root_spec())?;
+    let spec = ctx.root_spec();
+    if let RootSpec::Url(u) = &spec {
+        let at = Target::from_url(u).map_or_else(|_| "a database".to_string(), |t| t.location());
+        return Err(Error::usage(format!(
+            "this root is in a database already ({at}): `migrate --to` moves a root folder"
+        ))
+        .hint("`circe migrate --to-local DIR` brings it back into a folder"));
+    }
+    let root = local::locate(&spec)?;
     if let local::Opened::Pointer(t) = local::open(&RootSpec::Path(root.clone()), None)? {
         return Err(Error::usage(format!("this root is in a database already ({})", t.location()))
             .hint("`circe migrate --to-local DIR` brings it back into a folder"));

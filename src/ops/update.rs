@@ -435,7 +435,18 @@ pub fn check_assert(
     let st = state(ws, tx.as_ref())?;
     let coordinator = ws.is_coordinator(me) && reason.is_some();
     if !coordinator {
-        require_holder(ws, &st, me, epoch)?;
+        require_holder(ws, &st, me, epoch).map_err(|e| {
+            // A coordinator lacks only the reason that makes the assertion its to make.
+            if !ws.is_coordinator(me) {
+                return e;
+            }
+            let v = if value { "true" } else { "false" };
+            Error::refused(format!(
+                "a coordinator records a check of a task it does not hold only with a reason: task {task} is {}",
+                st.rec.status.as_str()
+            ))
+            .hint(format!("say why: circe --agent {me} check {task} {name}={v} --reason \"...\""))
+        })?;
     }
     require_check(&st, name)?;
     if let Some(d) = ws.config.checks.get(name.as_str())

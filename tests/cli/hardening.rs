@@ -1898,3 +1898,20 @@ fn shell_words(line: &str) -> Vec<String> {
     words.push(word);
     words
 }
+
+/// A coordinator asserting a check of a task it does not hold lacks only its reason: said
+/// so (not "only its holder moves it"), and the hint followed works.
+#[test]
+fn a_coordinator_asserting_without_a_reason_is_told_to_give_one() {
+    let env = Env::new();
+    env.open_task("C-1");
+    env.as_("engineer", &["claim", "C-1"]).ok();
+    let o = env.as_("coordinator", &["check", "C-1", "tests_passed=true"]);
+    o.code(3);
+    assert!(o.stderr.contains("only with a reason"), "{}", o.show());
+    assert!(o.stderr.contains("--reason"), "{}", o.show());
+    let with = ["check", "C-1", "tests_passed=true", "--reason", "seen in the call"];
+    env.as_("coordinator", &with).ok();
+    // An agent that is no coordinator is still told whose the task is.
+    env.as_("qa", &["check", "C-1", "tests_passed=true"]).code(4);
+}

@@ -852,3 +852,16 @@ fn a_watching_mirror_prints_json_lines_and_ends_on_a_signal() {
         }
     }
 }
+
+/// `migrate --to` of a root named by its URL says the root is in a database already and
+/// how it comes back into a folder (it said the URL was "not a folder").
+#[test]
+fn migrate_to_from_a_database_root_says_where_the_root_is() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 0);
+    let o = root.run(None, &["migrate", "--to", &c.fresh_url()]);
+    assert_eq!(o.code, 2, "{}", o.stderr);
+    assert!(o.stderr.contains("this root is in a database already"), "{}", o.stderr);
+    assert!(o.stderr.contains("circe migrate --to-local DIR"), "{}", o.stderr);
+}
