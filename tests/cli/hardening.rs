@@ -1915,3 +1915,33 @@ fn a_coordinator_asserting_without_a_reason_is_told_to_give_one() {
     // An agent that is no coordinator is still told whose the task is.
     env.as_("qa", &["check", "C-1", "tests_passed=true"]).code(4);
 }
+
+/// An agent `circe init` made whose agent.yaml is gone: acting as it names the file (exit
+/// 1, not "no agent"), doctor says the line to write (it has no `agent_add` event, so
+/// `--repair` cannot and doctor does not promise it), and `init` and `agent add` do not
+/// send its folder, messages and all, out of the root.
+#[test]
+fn an_agent_whose_file_is_missing_is_named_with_the_line_to_write() {
+    local_only!("agent.yaml is the local engine's file");
+    let env = Env::new();
+    let inform = ["send", "--to", "agent:scribe", "--intent", "inform", "--summary", "x"];
+    env.as_("coordinator", &inform).ok();
+    std::fs::remove_file(env.root().join("AGENTS/scribe/agent.yaml")).unwrap();
+    let o = env.as_("scribe", &["inbox"]);
+    o.code(1);
+    assert!(o.stderr.contains("AGENTS/scribe/agent.yaml is missing"), "{}", o.show());
+    for args in [&["init"][..], &["agent", "add", "scribe", "--role", "scribe"]] {
+        let o = env.circe(args).run();
+        assert!(!o.stderr.contains("move it away"), "{}", o.show());
+    }
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(!doctor.stderr.contains("--repair` writes it"), "{}", doctor.show());
+    let line = doctor.stderr.lines().find(|l| l.contains("scribe/agent.yaml")).unwrap_or_default();
+    let write = line.rsplit('`').nth(1).unwrap_or_default();
+    assert_eq!(write, "role: scribe", "{}", doctor.show());
+    std::fs::write(env.root().join("AGENTS/scribe/agent.yaml"), format!("{write}\n")).unwrap();
+    env.circe(["doctor"]).run().ok();
+    let inbox = env.as_("scribe", &["inbox", "--json"]);
+    assert_eq!(inbox.json()["messages"].as_array().map(Vec::len), Some(1), "{}", inbox.show());
+}

@@ -468,7 +468,8 @@ fn check_agent_files(
     }
     let mut found: std::collections::BTreeMap<String, (Option<String>, Option<String>)> =
         damaged.iter().map(|a| (a.to_string(), (None, None))).collect();
-    if repair {
+    // Read with or without `--repair`: the report says what the repair would do.
+    {
         let mut at = crate::event::Cursor::after(0);
         loop {
             let batch = super::event_log::read(&eng.store, at, 4096)?;
@@ -502,20 +503,29 @@ fn check_agent_files(
                 eng.store.rewrite_agent(&agent, &role, retired.as_deref())?;
                 v(2, format!("{path} was missing or damaged (written again: role {role})"), true);
             }
-            _ if repair => v(
+            Some(role) => v(
                 2,
                 format!(
-                    "{path} is missing or damaged, and the log names no role for {agent}: write `role: ROLE` into it (an agent `circe init` made is named after its role)"
+                    "{path} is missing or damaged: {agent} is in no list of agents (`--repair` writes it again: role {role}, from its `agent_add` event)"
                 ),
                 false,
             ),
-            _ => v(
-                2,
-                format!(
-                    "{path} is missing or damaged: {agent} is in no list of agents (`--repair` writes it again from its `agent_add` event)"
-                ),
-                false,
-            ),
+            None => {
+                let named = if eng.registry.as_ref().is_some_and(|r| r.is_role(agent.as_str())) {
+                    format!(
+                        " (an agent `circe init` made is named after its role: `role: {agent}`)"
+                    )
+                } else {
+                    String::new()
+                };
+                v(
+                    2,
+                    format!(
+                        "{path} is missing or damaged: {agent} is in no list of agents, and the log names no role for it: write `role: ROLE` into it{named}"
+                    ),
+                    false,
+                );
+            }
         }
     }
     Ok(())

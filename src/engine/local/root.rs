@@ -303,11 +303,14 @@ impl Store {
             if is_real_dir(&dest) && self.read_agent(&AgentName::new(name)?)?.is_some() {
                 return Ok(false);
             }
-            // A link, a file, or a folder without a readable agent.yaml: not this agent.
+            // A link or a file: not this agent (a folder whose agent.yaml is missing or
+            // damaged is refused above, with its mend).
             return Err(Error::refused(format!(
-                "AGENTS/{name} is there, but is no agent's folder (a link, a file, or a folder without a readable agent.yaml)"
+                "AGENTS/{name} is there, but is no agent's folder (a link or a file)"
             ))
-            .hint("move it away (or put the agent's folder itself there), then add the agent again"));
+            .hint(
+                "move it away (or put the agent's folder itself there), then add the agent again",
+            ));
         }
         let stage = self.tmp_dir().join(format!(
             ".agent-{}-{name}-{}",
@@ -357,9 +360,19 @@ impl Store {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
             Ok(b) => parse_agent(&b).map(Some).ok_or_else(|| {
-                Error::internal(format!("AGENTS/{name}/agent.yaml does not parse"))
-                    .hint("`circe doctor --repair` writes it again from the agent's `agent_add` event; by hand it is `role: ROLE` (and `retired_at: TIME` once retired)")
+                Error::internal(format!("AGENTS/{name}/agent.yaml does not parse")).hint(MEND_AGENT)
             }),
+            // The agent's folder without it: damage (an agent's folder is made whole, then
+            // renamed into place), not a stranger.
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && is_real_dir(&self.root.join("AGENTS").join(name.as_str())) =>
+            {
+                Err(Error::internal(format!(
+                    "AGENTS/{name}/agent.yaml is missing: {name}'s folder is there (its INBOX and WORKSPACE), but not the file that names its role"
+                ))
+                .hint(MEND_AGENT))
+            }
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(Error::io("cannot read", &p, e)),
         }
@@ -591,3 +604,7 @@ pub(super) fn is_real_dir(p: &Path) -> bool {
 pub(super) fn is_message_name(n: &str) -> bool {
     std::path::Path::new(n).extension().is_some_and(|e| e == "md")
 }
+
+/// How an agent's missing or damaged agent.yaml is mended (its folder stays: it holds the
+/// agent's messages).
+const MEND_AGENT: &str = "`circe doctor` says the role the log names for it (`circe doctor --repair` writes it); by hand it is `role: ROLE` (an agent `circe init` made is named after its role), and `retired_at: TIME` once retired";
