@@ -1945,3 +1945,23 @@ fn an_agent_whose_file_is_missing_is_named_with_the_line_to_write() {
     let inbox = env.as_("scribe", &["inbox", "--json"]);
     assert_eq!(inbox.json()["messages"].as_array().map(Vec::len), Some(1), "{}", inbox.show());
 }
+
+/// A held task whose `.status` was removed by hand is damage, said as such (not "no
+/// task"), and a send does not open the id again over what is left of it.
+#[test]
+fn a_held_task_whose_status_was_removed_is_not_opened_again() {
+    local_only!("removes a record by hand");
+    let env = Env::local();
+    env.open_task("D-1");
+    env.as_("engineer", &["claim", "D-1"]).ok();
+    std::fs::remove_file(env.dot_circe().join("TASKS/D-1.status")).unwrap();
+    let o = env.as_("engineer", &["status", "D-1", "in_progress"]);
+    o.code(1);
+    assert!(o.stderr.contains("TASKS/D-1.status is missing while"), "{}", o.show());
+    let before = env.state();
+    let send = ["send", "--to", "all", "--intent", "implement_feature", "--task", "D-1"];
+    let again = env.as_("coordinator", &[&send[..], &["--summary", "again"]].concat());
+    again.code(1);
+    assert!(again.stderr.contains("removed by hand"), "{}", again.show());
+    crate::common::assert_unchanged(&before, &env.state());
+}

@@ -361,8 +361,23 @@ impl Engine for LocalEngine {
 
     fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>> {
         // Look before locking: a task that does not exist gets no lock file.
-        if !create && !self.store.has_record(task, "status") {
-            return Ok(None);
+        if !self.store.has_record(task, "status") {
+            // Its other records without it: removed by hand, not a task that never was
+            // (circe removes `.status` last). Opening the id again would take the place of
+            // a task that may be held.
+            if let Some(kind) =
+                ["owner", "checks"].into_iter().find(|k| self.store.has_record(task, k))
+            {
+                return Err(Error::internal(format!(
+                    "TASKS/{task}.status is missing while TASKS/{task}.{kind} is there: the task's record was removed by hand"
+                ))
+                .hint(format!(
+                    "put TASKS/{task}.status back from a backup (`circe log --task {task}` lists its last status, owner and epoch); `circe doctor` says where its message is"
+                )));
+            }
+            if !create {
+                return Ok(None);
+            }
         }
         let lock = self.lock_task(task)?;
         let tx = tx::LocalTx::begin(self, task.clone(), lock)?;

@@ -284,7 +284,9 @@ pub(super) fn reconcile(
             if messages_naming(eng, &task)?.is_empty() && hidden()?.is_none() {
                 let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
                 logged_repair(eng, lock, None, &mut ev, || {
-                    let gone = [("status", None), ("owner", None), ("checks", None)];
+                    // `.status` last: no task is seen without it while another record is
+                    // left (one that is, was removed by hand: `begin` refuses it).
+                    let gone = [("owner", None), ("checks", None), ("status", None)];
                     board::write(eng, &task, &gone, None)
                 })?;
                 return Ok(None);
