@@ -691,6 +691,43 @@ fn archive_without_threads_to_spare_does_the_work_itself() {
     r.assert_clean("after an archive with no thread to spare");
 }
 
+/// `wait` under a process limit that leaves no thread for the file watcher: an error that
+/// says so and offers `--poll` (notify panicked, exit 134), and `--poll` then waits; with
+/// one thread to spare it waits as always.
+#[test]
+fn wait_without_a_thread_to_spare_says_so() {
+    let Some((_parent, r)) = nobodys_root("wait_without_a_thread_to_spare", 0) else { return };
+    let chown = Command::new("chown").args(["-R", "65534:65534"]).arg(r.tmp.path()).status();
+    assert!(chown.unwrap().success());
+    let wait = |limit: u32, poll: &str| {
+        let script = format!(
+            "ulimit -u {limit}; exec '{}' wait --for inbox --new --timeout 1s {poll}",
+            crate::common::BIN
+        );
+        let o = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups", "bash", "-c", &script])
+            .env_clear()
+            .env("CIRCE_ROOT", &r.dir)
+            .env("CIRCE_AGENT", "engineer")
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stderr).into_owned())
+    };
+    let (code, err) = wait(1, "");
+    if err.contains("setpriv:") {
+        eprintln!("SKIPPED: setpriv cannot drop privileges here: {err}");
+        return;
+    }
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("cannot start the thread that watches"), "{err}");
+    assert!(err.contains("--poll"), "{err}");
+    assert_eq!(wait(1, "--poll 200ms").0, Some(7));
+    for _ in 0..3 {
+        let (code, err) = wait(2, "");
+        assert_eq!(code, Some(7), "with a thread to spare: {err}");
+    }
+}
+
 /// A root nobody has written to since `init`, read by a user who may not write it: the
 /// reports read it (the locks they take were made by `init`).
 #[test]

@@ -365,9 +365,8 @@ impl Engine for LocalEngine {
             // Its other records without it: removed by hand, not a task that never was
             // (circe removes `.status` last). Opening the id again would take the place of
             // a task that may be held.
-            if let Some(kind) =
-                ["owner", "checks"].into_iter().find(|k| self.store.has_record(task, k))
-            {
+            let left = ["owner", "checks"].into_iter().find(|k| self.store.has_record(task, k));
+            if let Some(kind) = left.filter(|_| self.store.record_gone(task, "status")) {
                 return Err(Error::internal(format!(
                     "TASKS/{task}.status is missing while TASKS/{task}.{kind} is there: the task's record was removed by hand"
                 ))

@@ -17,6 +17,12 @@ impl Store {
         self.root.join("TASKS").join(format!("{task}.{kind}"))
     }
 
+    /// Is `TASKS/<task>.<kind>` not there at all (no file, folder or link of its name)?
+    pub fn record_gone(&self, task: &TaskId, kind: &str) -> bool {
+        std::fs::symlink_metadata(self.record_path(task, kind))
+            .is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    }
+
     /// Does `TASKS/<task>.<kind>` exist (as a regular file)?
     pub fn has_record(&self, task: &TaskId, kind: &str) -> bool {
         atomic::is_regular(&self.record_path(task, kind))

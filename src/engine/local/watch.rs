@@ -24,6 +24,24 @@ pub enum Wake {
     Timeout,
 }
 
+/// notify watches on a thread of its own, and when that thread cannot start (a process
+/// limit: `ulimit -u`, a container's pids.max) it panics at the first watch: a thread is
+/// started here first to see, and once it has ended, and the kernel has let its place go
+/// (a few milliseconds at most), notify's may take it.
+fn thread_room() -> std::io::Result<()> {
+    let tasks = || std::fs::read_dir("/proc/self/task").map_or(0, Iterator::count);
+    let before = tasks();
+    let probe = std::thread::Builder::new().spawn(|| {})?;
+    probe.join().map_err(|_| std::io::Error::other("a thread that does nothing failed"))?;
+    for _ in 0..50 {
+        if tasks() <= before {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
 pub struct Waker {
     rx: Option<Receiver<()>>,
     poll: Option<Duration>,
@@ -71,6 +89,10 @@ impl Waker {
             };
             Error::internal(format!("cannot watch {}: {e}", dir.display())).hint(hint)
         };
+        thread_room().map_err(|e| {
+            Error::internal(format!("cannot start the thread that watches {}: {e}", dir.display()))
+                .hint("this user's process limit is reached (`ulimit -u`, or a container's pids.max): raise it, or pass --poll INTERVAL to watch without a thread")
+        })?;
         let mut w = notify::recommended_watcher(handler).map_err(fail)?;
         w.watch(dir, RecursiveMode::NonRecursive).map_err(fail)?;
         Ok(Waker { rx: Some(rx), poll: None, _watcher: Some(w) })
