@@ -179,3 +179,35 @@ fn migrate_carries_the_channel_and_its_archives() {
     let v: Value = serde_json::from_str(last.stdout.lines().last().unwrap()).unwrap();
     assert_eq!((&v["message"], v["line_number"].as_u64()), (&Value::from("five"), Some(7)));
 }
+
+/// A NUL byte put into chat.md by hand (`chat say` refuses one): `migrate --to` names the
+/// file and its line and moves nothing (the server refused the text, naming neither).
+#[test]
+fn migrate_names_a_nul_byte_in_the_channel_and_moves_nothing() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str], stdin: &str| {
+        let mut cmd = std::process::Command::new(crate::common::BIN);
+        cmd.args(args)
+            .current_dir(project.path())
+            .env_clear()
+            .env("CIRCE_AGENT", "coordinator")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        crate::common::Out::from(&child.wait_with_output().unwrap())
+    };
+    run(&["init"], "").ok();
+    run(&["chat", "say", "--to", "engineer"], "first\n").ok();
+    run(&["chat", "say", "--to", "engineer"], "hello there\n").ok();
+    let chat = project.path().join(".circe/chat.md");
+    let text = std::fs::read_to_string(&chat).unwrap();
+    let line = 1 + text.lines().position(|l| l.contains("hello there")).unwrap();
+    std::fs::write(&chat, text.replace("hello there", "hel\0lo there")).unwrap();
+    let o = run(&["migrate", "--to", &c.fresh_url()], "");
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(o.stderr.contains(&format!("chat.md line {line} holds a NUL byte")), "{}", o.stderr);
+    run(&["tasks"], "").ok();
+}

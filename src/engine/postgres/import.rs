@@ -282,6 +282,19 @@ fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     for (archive, data) in files {
         (bytes, line) = (0, 1);
         for e in crate::engine::chat_entries_of(data) {
+            // A NUL byte (written by hand: `chat say` refuses one) is no text to a database.
+            if let Some(at) = e.find('\0') {
+                let n = i64::try_from(e[..at].matches('\n').count()).unwrap_or(0);
+                let file =
+                    archive.map_or_else(|| "chat.md".to_string(), |a| format!("LOGS/chat/{a}"));
+                return Err(Error::refused(format!(
+                    "{file} line {} holds a NUL byte, which a database keeps in no text",
+                    line + n
+                ))
+                .hint(
+                    "take it out of that line (an editor, or `tr -d '\\000'` on a copy), then migrate again: nothing was moved",
+                ));
+            }
             let n = i64::try_from(e.bytes().filter(|&b| b == b'\n').count()).unwrap_or(0);
             offsets.push(bytes);
             lines.push(line);
