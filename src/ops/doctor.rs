@@ -112,10 +112,20 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
             .map(String::as_str)
             .collect();
         if !missing.is_empty() {
+            // Recorded by its holder (a waiting task is claimed first).
+            let how = match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
+                Some(o) => {
+                    format!("`circe --agent {o} check {task} --run {} -- COMMAND`", missing[0])
+                }
+                None => format!(
+                    "its holder, once claimed, runs `circe --agent AGENT check {task} --run {} -- COMMAND`",
+                    missing[0]
+                ),
+            };
             found.push(Violation {
                 invariant: 5,
                 what: format!(
-                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; `circe check {task} --run NAME -- COMMAND` records one",
+                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; {how} records one",
                     missing.join(", "),
                     st.rec.intent
                 ),

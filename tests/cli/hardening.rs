@@ -1965,3 +1965,64 @@ fn a_held_task_whose_status_was_removed_is_not_opened_again() {
     assert!(again.stderr.contains("removed by hand"), "{}", again.show());
     crate::common::assert_unchanged(&before, &env.state());
 }
+
+/// An event log that is a link, moved aside by `doctor --repair`: the next event's id is
+/// past every id the old log gave (it started again at 1: a consumer by cursor missed what
+/// followed), and plain `doctor` reports the link with the rest (it stopped at it).
+#[test]
+fn an_event_log_moved_aside_gives_no_id_twice() {
+    local_only!("the event log is the local engine's file");
+    let env = Env::local();
+    env.open_task("T-1");
+    env.open_task("T-2");
+    env.circe(["watch", "--cursor", "mon", "--all", "--from-start", "--once"]).run().ok();
+    let logs = env.dot_circe().join("LOGS");
+    let high = env.circe(["log", "--json"]).run().stdout.lines().count();
+    assert!(high >= 2);
+    std::fs::rename(logs.join("events.jsonl"), env.path().join("copy.jsonl")).unwrap();
+    std::os::unix::fs::symlink(env.path().join("copy.jsonl"), logs.join("events.jsonl")).unwrap();
+    std::fs::create_dir(env.dot_circe().join("AGENTS/qa/INBOX/notes.md")).unwrap();
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("events.jsonl is not a regular file"), "{}", doctor.show());
+    assert!(doctor.stderr.contains("notes.md is not a message file"), "{}", doctor.show());
+    std::fs::remove_dir(env.dot_circe().join("AGENTS/qa/INBOX/notes.md")).unwrap();
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let next = env.circe(["watch", "--cursor", "mon", "--all", "--once", "--json"]).run();
+    let ev: serde_json::Value =
+        serde_json::from_str(next.stdout.lines().next().unwrap_or("null")).unwrap();
+    assert_eq!(ev["event"], "claim", "the consumer saw the claim: {}", next.show());
+    assert!(ev["id"].as_u64().unwrap() > high as u64, "{}", next.show());
+    env.circe(["doctor"]).run().ok();
+}
+
+/// A message moved by hand into the box of another agent that may take the task: doctor
+/// says `--repair` takes it as that agent's claim (and how to undo it instead); the
+/// repair's own line does not tell to move it back.
+#[test]
+fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
+    local_only!("moves files by hand");
+    let env = Env::local();
+    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
+    env.open_task("T-2");
+    env.as_("engineer", &["claim", "T-2"]).ok();
+    let name = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
+    let root = env.dot_circe();
+    std::fs::rename(
+        root.join("AGENTS/engineer/INBOX").join(&name),
+        root.join("AGENTS/eng2/INBOX").join(&name),
+    )
+    .unwrap();
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    assert!(
+        doctor.stderr.contains("`--repair` takes the move as eng2's claim"),
+        "{}",
+        doctor.show()
+    );
+    let repair = env.circe(["doctor", "--repair"]).run();
+    repair.ok();
+    assert!(!repair.stderr.contains("move it back"), "{}", repair.show());
+    assert_eq!(env.record("T-2").owner.as_deref(), Some("eng2"));
+}

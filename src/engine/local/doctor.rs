@@ -203,6 +203,9 @@ fn check_own_files(
     }
     let mut left = Vec::new();
     for rel in eng.store.planted_own_files()? {
+        if repair && rel == "LOGS/events.jsonl" {
+            super::event_log::keep_floor_of_current(&eng.store)?;
+        }
         let dest = if repair { Some(eng.store.quarantine_own_file(&rel)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
         v(2, format!("{rel} is not a regular file{moved}"), repair);
@@ -531,6 +534,22 @@ fn check_agent_files(
     Ok(())
 }
 
+/// Invariant 2: git does not track the root (a `git stash`, `checkout` or `merge` would
+/// rewrite its live records). Reported only.
+fn check_tracked(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) {
+    if let Some(top) = super::root::tracked_by_git(&eng.store.root) {
+        v(
+            2,
+            format!(
+                "the root is tracked by git (in {}): a `git stash`, `checkout` or `merge` there rewrites its live records, and two agents may then hold one task; take it out of git in that worktree: `git rm -r --cached {}` and commit (the files stay; `.circe/.gitignore` keeps git away from them)",
+                top.display(),
+                eng.store.root.strip_prefix(&top).unwrap_or(&eng.store.root).display()
+            ),
+            false,
+        );
+    }
+}
+
 /// Check (and with `repair`, mend) the root. Returns what was found.
 pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     // A report on a root this user may not write goes on without the lock (only a repair
@@ -552,20 +571,13 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     let found = check_boxes(eng, repair, &all, &listings, &mut v)?;
 
     let planted = check_own_files(eng, repair, &mut v)?;
-    check_event_ids(eng, &mut v)?;
+    // A log that is no regular file is reported above (invariant 2), and not read.
+    if !planted.iter().any(|p| p == "LOGS/events.jsonl") {
+        check_event_ids(eng, &mut v)?;
+    }
     check_seen(eng, repair, &mut v)?;
     check_asks(eng, &mut v)?;
-    if let Some(top) = super::root::tracked_by_git(&eng.store.root) {
-        v(
-            2,
-            format!(
-                "the root is tracked by git (in {}): a `git stash`, `checkout` or `merge` there rewrites its live records, and two agents may then hold one task; take it out of git in that worktree: `git rm -r --cached {}` and commit (the files stay; `.circe/.gitignore` keeps git away from them)",
-                top.display(),
-                eng.store.root.strip_prefix(&top).unwrap_or(&eng.store.root).display()
-            ),
-            false,
-        );
-    }
+    check_tracked(eng, &mut v);
     check_task_journals(eng, repair, &mut v)?;
 
     let listed = copies_listed(&listings);
@@ -622,6 +634,9 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                 && after
                     .as_ref()
                     .is_ok_and(|a| a.as_ref().is_none_or(|s| disagreement(s).is_none()));
+            if !fixed {
+                problem.push_str(&move_back(eng, &st, repair));
+            }
             v(4, format!("task {id}: {problem}{}", said(&after)), fixed);
         } else {
             check_owner(eng, repair, &st, &mut v)?;
@@ -848,25 +863,41 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
             " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {back}",
             st.rec.intent, st.rec.to
         ));
-        return problem;
-    }
-    // Where the record says the message is: a person moved it (`--repair` rolls forward
-    // only a move that is a claim), and moving it back makes the task as it was.
-    let home = match (&st.rec.owner, st.rec.status) {
-        (_, s) if s.is_terminal() => return problem,
-        (Some(o), s) if s.is_owned() => Mailbox::Inbox(o.clone()),
-        (_, Status::New | Status::Parked) => Mailbox::NewMessages,
-        _ => return problem,
-    };
-    if let Some(b) = &st.location {
-        problem.push_str(&format!(
-            ": move it back, `mv {}/{} {}/`, where its record says it is",
-            b.rel_path(),
-            st.rec.message,
-            home.rel_path()
-        ));
     }
     problem
+}
+
+/// What mends a task whose message a person moved, when `--repair` did not: moving it back
+/// to where its record says it is makes the task as it was. A move into the box of an
+/// agent that may take the task is that agent's claim, which `--repair` makes (said, when
+/// it has not run). Empty when there is nothing to say.
+fn move_back(eng: &LocalEngine, st: &TaskState, repair: bool) -> String {
+    let home = match (&st.rec.owner, st.rec.status) {
+        (_, s) if s.is_terminal() => return String::new(),
+        (Some(o), s) if s.is_owned() => Mailbox::Inbox(o.clone()),
+        (_, Status::New | Status::Parked) => Mailbox::NewMessages,
+        _ => return String::new(),
+    };
+    let Some(b) = &st.location else { return String::new() };
+    let back = format!(
+        "move it back, `mv {}/{} {}/`, where its record says it is",
+        b.rel_path(),
+        st.rec.message,
+        home.rel_path()
+    );
+    match b {
+        Mailbox::Inbox(a) | Mailbox::Workspace(a)
+            if !repair && st.rec.owner.as_ref() != Some(a) && eng.may_hold(a, &st.rec) =>
+        {
+            format!(": `--repair` takes the move as {a}'s claim; to undo it instead, {back}")
+        }
+        Mailbox::Inbox(a) | Mailbox::Workspace(a)
+            if st.rec.owner.as_ref() != Some(a) && !eng.may_hold(a, &st.rec) =>
+        {
+            String::new() // said by `explained`
+        }
+        _ => format!(": {back}"),
+    }
 }
 
 /// What doctor says of a task whose message is in no box (`problem`): where it may be.
@@ -896,9 +927,10 @@ fn disagreement(st: &TaskState) -> Option<String> {
     let r: &StatusRecord = &st.rec;
     match (&st.location, r.status) {
         (None, s) if s.is_terminal() => None,
-        (None, Status::New) if r.attempts == 0 => {
-            Some("its send never delivered the message".into())
-        }
+        (None, Status::New) if r.attempts == 0 => Some(format!(
+            "its message {} is in no box (a send that never delivered it, or the message renamed or taken out of the root by hand)",
+            r.message
+        )),
         (None, _) => {
             Some(format!("it is {} but its message {} is in no box", r.status.as_str(), r.message))
         }

@@ -211,6 +211,37 @@ fn before_current(store: &Store) -> Result<u64> {
     Ok(here.max(archived).max(store.expired_last_event()?))
 }
 
+/// Before doctor moves aside a current log that is no regular file (a link, a FIFO): the
+/// newest id it may have given is kept as the floor of the next append (beside the newest
+/// id retention removed, `ARCHIVE/last_event`), so no id is given twice: the id at the end
+/// of the file a link leads to, and the newest any consumer's cursor has passed.
+pub(super) fn keep_floor_of_current(store: &Store) -> Result<()> {
+    let before = before_current(store)?;
+    let mut floor = before;
+    let here = current(store);
+    if let Ok(real) = std::fs::canonicalize(&here)
+        && real != here
+        && let Ok((Some(id), _)) = tail_id(&real)
+    {
+        floor = floor.max(id);
+    }
+    for (kind, name) in store.list_cursors()? {
+        let Ok(Some(text)) = store.read_cursor(&kind, &name) else { continue };
+        let after = serde_json::from_slice::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["after"].as_u64());
+        if kind == "events" {
+            floor = floor.max(after.unwrap_or(0));
+        }
+    }
+    if floor > before {
+        std::fs::create_dir_all(store.archive_dir())
+            .map_err(io_err("cannot create", &store.archive_dir()))?;
+        store.keep_expired_last_event(floor)?;
+    }
+    Ok(())
+}
+
 /// Give `events` the next ids and append them: one `write` under the log's lock.
 pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     if events.is_empty() {
