@@ -2026,3 +2026,22 @@ fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
     assert!(!repair.stderr.contains("move it back"), "{}", repair.show());
     assert_eq!(env.record("T-2").owner.as_deref(), Some("eng2"));
 }
+
+/// `doctor --repair` run while a waiting task's record is damaged keeps the task in the
+/// `claim --next` index: once the record is put back, doctor is clean and the task is
+/// claimed (the rebuilt index had left it out until a second repair).
+#[test]
+fn a_repair_around_a_damaged_record_keeps_its_task_claimable() {
+    local_only!("edits records by hand");
+    let env = Env::local();
+    env.open_task("T-1");
+    let rec = env.dot_circe().join("TASKS/T-1.status");
+    let good = std::fs::read(&rec).unwrap();
+    std::fs::write(&rec, "status: [\n").unwrap();
+    env.circe(["doctor", "--repair"]).run().code(1);
+    std::fs::write(&rec, good).unwrap();
+    env.circe(["doctor"]).run().ok();
+    let claimed = env.as_("engineer", &["claim", "--next", "--json"]);
+    claimed.ok();
+    assert_eq!(claimed.json()["task_id"], "T-1", "{}", claimed.show());
+}

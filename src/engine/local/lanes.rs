@@ -347,24 +347,50 @@ fn listed_now(eng: &LocalEngine, r: &StatusRecord) -> Result<bool> {
 pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
     let store = &eng.store;
     let mut waiting = Vec::new();
+    // Tasks whose record does not read (doctor names them): what the lanes say of them now
+    // is kept, so that once the record is mended by hand the task is found again (every
+    // line is checked against the record before it is used).
+    let mut unread = HashSet::new();
     for id in store.list_tasks()? {
-        // A record that cannot be read waits in no lane: doctor names it.
-        if let Ok(Some(t)) = store.read_record(&id, "status")
-            && let Ok(r) = StatusRecord::parse(&id, &t)
-            && r.status == Status::New
-        {
-            waiting.push(r);
+        match store.read_record(&id, "status").map(|t| t.map(|t| StatusRecord::parse(&id, &t))) {
+            Ok(Some(Ok(r))) if r.status == Status::New => waiting.push(r),
+            Ok(Some(Ok(_)) | None) => {}
+            Ok(Some(Err(_))) | Err(_) => {
+                unread.insert(id.to_string());
+            }
         }
     }
-    waiting.sort_by(|a, b| a.updated_at.cmp(&b.updated_at).then(a.task_id.cmp(&b.task_id)));
     let _q = store.lock_named("queue")?;
+    // (lane, updated_at, task, line): each lane's lines in the order tasks began waiting.
+    let mut entries: Vec<(String, String, String, String)> = waiting
+        .iter()
+        .map(|r| {
+            let line = format!("{} {} {} {}\n", r.updated_at, r.task_id, r.message, r.epoch);
+            (lane_of(r), r.updated_at.clone(), r.task_id.to_string(), line)
+        })
+        .collect();
+    if !unread.is_empty() {
+        for lane in store.lanes()? {
+            for l in store.lane_read(&lane, 0, usize::MAX)?.lines() {
+                let mut f = l.split(' ');
+                let (at, task) = (f.next().unwrap_or_default(), f.next().unwrap_or_default());
+                if unread.contains(task) {
+                    entries.push((
+                        lane.clone(),
+                        at.to_string(),
+                        task.to_string(),
+                        format!("{l}\n"),
+                    ));
+                }
+            }
+        }
+    }
+    entries.sort();
+    entries.dedup();
     store.clear_queue()?;
     let mut lanes: std::collections::BTreeMap<String, String> = std::collections::BTreeMap::new();
-    for r in &waiting {
-        lanes
-            .entry(lane_of(r))
-            .or_default()
-            .push_str(&format!("{} {} {} {}\n", r.updated_at, r.task_id, r.message, r.epoch));
+    for (lane, _, _, line) in entries {
+        lanes.entry(lane).or_default().push_str(&line);
     }
     for (lane, text) in lanes {
         store.lane_append(&lane, &text)?;
