@@ -115,17 +115,20 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
             // Recorded by its holder (a waiting task is claimed first).
             let how = match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
                 Some(o) => {
-                    format!("`circe --agent {o} check {task} --run {} -- COMMAND`", missing[0])
+                    format!(
+                        "`circe --agent {o} check {task} --run {} -- COMMAND` records one",
+                        missing[0]
+                    )
                 }
                 None => format!(
-                    "its holder, once claimed, runs `circe --agent AGENT check {task} --run {} -- COMMAND`",
+                    "once it is claimed, its holder records one: `circe --agent AGENT check {task} --run {} -- COMMAND`",
                     missing[0]
                 ),
             };
             found.push(Violation {
                 invariant: 5,
                 what: format!(
-                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; {how} records one",
+                    "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; {how}",
                     missing.join(", "),
                     st.rec.intent
                 ),
