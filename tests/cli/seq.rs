@@ -441,18 +441,29 @@ fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
     assert!(!stale.contains("T-2") && stale.contains("m-1"), "{}", inbox.show());
 }
 
+/// The coordinator informs qa (`summary`), a numbered send.
+fn inform_qa(env: &Env, summary: &str) -> crate::common::Out {
+    env.as_(
+        "coordinator",
+        &["send", "--to", "agent:qa", "--intent", "inform", "--summary", summary],
+    )
+}
+
+/// The coordinator's first send ("one"), and the counter entry it leaves.
+fn first_counter_entry(env: &Env) -> std::path::PathBuf {
+    inform_qa(env, "one").ok();
+    let seq = env.dot_circe().join("seq/coordinator");
+    std::fs::read_dir(&seq).unwrap().next().unwrap().unwrap().path()
+}
+
 /// A file manager's `.DS_Store` in a sender's counter entry is no copy: the sender's next
 /// sends go on, `seq state` reads, and doctor finds nothing.
 #[test]
 fn a_hidden_file_in_a_counter_entry_blocks_no_send() {
     local_only!("a database root keeps no counter folders");
     let env = Env::local();
-    let send = |s: &str| {
-        env.as_("coordinator", &["send", "--to", "agent:qa", "--intent", "inform", "--summary", s])
-    };
-    send("one").ok();
-    let seq = env.dot_circe().join("seq/coordinator");
-    let entry = std::fs::read_dir(&seq).unwrap().next().unwrap().unwrap().path();
+    let send = |s: &str| inform_qa(&env, s);
+    let entry = first_counter_entry(&env);
     std::fs::write(entry.join(".DS_Store"), "finder").unwrap();
     send("two").ok();
     send("three").ok();
@@ -468,12 +479,8 @@ fn a_hidden_file_in_a_counter_entry_blocks_no_send() {
 fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
     local_only!("a database root keeps no counter folders");
     let env = Env::local();
-    let send = |s: &str| {
-        env.as_("coordinator", &["send", "--to", "agent:qa", "--intent", "inform", "--summary", s])
-    };
-    send("one").ok();
-    let seq = env.dot_circe().join("seq/coordinator");
-    let entry = std::fs::read_dir(&seq).unwrap().next().unwrap().unwrap().path();
+    let send = |s: &str| inform_qa(&env, s);
+    let entry = first_counter_entry(&env);
     std::fs::write(entry.join("notes"), "mine").unwrap();
     let refused = send("two");
     refused.code(1);
