@@ -81,7 +81,7 @@ pub struct Cli {
     pub agent: Option<String>,
     /// Machine output on stdout: one JSON document (errors too); the streams (`log`, `watch`,
     /// `chat watch`) and the narrated runs (`demo`, `replay`) print one JSON object per line.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, overrides_with = "json")]
     pub json: bool,
     #[command(subcommand)]
     pub command: Command,

@@ -2045,3 +2045,12 @@ fn a_repair_around_a_damaged_record_keeps_its_task_claimable() {
     claimed.ok();
     assert_eq!(claimed.json()["task_id"], "T-1", "{}", claimed.show());
 }
+
+/// `--json` given twice (a wrapper adds it, and so does the caller) is `--json`.
+#[test]
+fn json_given_twice_is_json() {
+    let env = Env::new();
+    let o = env.circe(["--json", "tasks", "--json"]).run();
+    o.ok();
+    assert_eq!(o.json()["tasks"], serde_json::json!([]), "{}", o.show());
+}
