@@ -320,6 +320,16 @@ fn env_refusal() -> Option<Error> {
     })
 }
 
+/// clap says only that some argument is not UTF-8: which one, said.
+fn not_utf8(args: &[std::ffi::OsString]) -> Option<Error> {
+    let (i, bad) = args.iter().enumerate().skip(1).find(|(_, a)| a.to_str().is_none())?;
+    Some(Error::usage(format!(
+        "argument {i}, `{}`, is not UTF-8 (shown with `\u{FFFD}` for each byte that is not)",
+        bad.to_string_lossy()
+    ))
+    .hint("circe's names, ids, summaries and flags are UTF-8: convert the text (`iconv -f latin1 -t utf-8`), or pass a body with --body-file"))
+}
+
 fn parse_and_run() -> u8 {
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let json = args.iter().any(|a| a == "--json");
@@ -353,6 +363,12 @@ fn parse_and_run() -> u8 {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
+            if let Some(err) =
+                (e.kind() == ErrorKind::InvalidUtf8).then(|| not_utf8(&args)).flatten()
+            {
+                output::print_error(&err, json, false);
+                return crate::exit_code::USAGE;
+            }
             if matches!(
                 e.kind(),
                 ErrorKind::DisplayHelp

@@ -2054,3 +2054,19 @@ fn json_given_twice_is_json() {
     o.ok();
     assert_eq!(o.json()["tasks"], serde_json::json!([]), "{}", o.show());
 }
+
+/// An argument that is not UTF-8 (a Latin-1 summary) is named, with its place (clap said
+/// only "one or more arguments").
+#[test]
+fn an_argument_that_is_not_utf8_is_named() {
+    use std::os::unix::ffi::OsStringExt;
+    let env = Env::new();
+    let bad = std::ffi::OsString::from_vec(b"caf\xe9".to_vec());
+    let mut args: Vec<std::ffi::OsString> =
+        ["send", "--to", "agent:qa", "--intent", "inform", "--summary"].map(Into::into).to_vec();
+    args.push(bad);
+    let o = env.circe(args).agent("coordinator").run();
+    o.code(2);
+    assert!(o.stderr.contains(", `caf\u{FFFD}`, is not UTF-8"), "{}", o.show());
+    assert!(o.stderr.contains("iconv"), "{}", o.show());
+}
