@@ -1321,3 +1321,23 @@ fn a_message_named_by_another_tool_is_the_task_its_header_names() {
     env.as_("engineer", &["done", T]).ok();
     assert!(env.root().join("LOGS").join(name).is_file(), "{:#?}", env.state().keys());
 }
+
+/// `done TASK` files the task's other messages under the first free name in LOGS while the
+/// task's transaction is open (on a database root a name taken there ended that
+/// transaction, and every `done` failed).
+#[test]
+fn done_files_a_message_under_a_numbered_name_while_the_task_is_open() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let task = ["send", "--to", "role:engineer", "--intent", "fix_bug", "--task", "T-1"];
+    env.as_("coordinator", &[&task[..], &["--summary", "bug"]].concat()).ok();
+    let about = ["send", "--to", "role:engineer", "--intent", "inform", "--task", "T-1"];
+    env.as_("coordinator", &[&about[..], &["--summary", "about", "--msg-id", "inf-1"]].concat())
+        .ok();
+    env.as_("engineer-2", &["done", "inf-1"]).ok();
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let done = env.as_("engineer", &["done", "T-1"]);
+    done.ok();
+    assert!(done.stdout.contains(".2.md -> logs"), "{}", done.show());
+    env.circe(["doctor"]).run().ok();
+}

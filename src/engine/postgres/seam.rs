@@ -255,14 +255,32 @@ impl Engine for PgEngine {
     fn file_message(&self, from: &Mailbox, to: &Mailbox, file: &str) -> Result<Option<String>> {
         self.forget_read_ahead();
         let (f, t) = (from.label(), to.label());
+        // A name taken in the box fails the statement; inside a task's transaction (`done`
+        // filing a task's messages) that would end the transaction, so each try there is
+        // one savepoint.
+        let held = self.open_tx.get();
+        let step = |sql: &str| self.exec("filing a message", sql, &[]).map(|_| ());
         for n in 1..=1000 {
             let used = crate::message::numbered(file, n);
-            match self.update_journaled(
+            if held {
+                step("SAVEPOINT circe_file")?;
+            }
+            let tried = self.update_journaled(
                 &format!("filing {file}"),
                 "UPDATE {s}.messages SET box = $2, file = $4 WHERE box = $1 AND file = $3",
                 &[(&f, Type::TEXT), (&t, Type::TEXT), (&file, Type::TEXT), (&used, Type::TEXT)],
                 ["ARRAY[$2::text]", "ARRAY[$3::text]", "ARRAY[$4::text]"],
-            ) {
+            );
+            if held {
+                match &tried {
+                    Err(e) if e.kind == crate::error::Kind::Conflict => {
+                        step("ROLLBACK TO SAVEPOINT circe_file")?;
+                    }
+                    Err(_) => {}
+                    Ok(_) => step("RELEASE SAVEPOINT circe_file")?,
+                }
+            }
+            match tried {
                 Ok(1) => return Ok(Some(used)),
                 Ok(_) => return Ok(None),
                 Err(e) if e.kind == crate::error::Kind::Conflict => {}
