@@ -1341,3 +1341,17 @@ fn done_files_a_message_under_a_numbered_name_while_the_task_is_open() {
     assert!(done.stdout.contains(".2.md -> logs"), "{}", done.show());
     env.circe(["doctor"]).run().ok();
 }
+
+/// A change that sends a message (`announce: inbox`) prints the record as it is stored,
+/// without the outbox it was committed with: the same format version on both engines.
+#[test]
+fn a_change_that_sends_prints_the_record_as_stored() {
+    let env = Env::new();
+    env.set_config("version: 1\nannounce: inbox\n");
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let moved = env.as_("engineer", &["status", "T-1", "in_progress", "--json"]);
+    moved.ok();
+    let shown = env.circe(["show", "T-1", "--json"]).run();
+    assert_eq!(moved.json()["task"]["v"], shown.json()["task"]["v"], "{}", moved.show());
+}

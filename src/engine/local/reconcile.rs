@@ -357,6 +357,7 @@ fn finish_outbox(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Result<(
     let mut events = super::outbox::deliver(eng, &st.rec.outbox, true)?;
     let n = st.rec.outbox.len();
     st.rec.outbox.clear();
+    st.rec.v = st.rec.format_needed();
     let status = st.rec.render();
     events.push(repair_event(&st.rec.task_id, format!("outbox finished ({n} messages sent once)")));
     let (rec, checks) = (&st.rec, &st.checks);

@@ -115,6 +115,8 @@ impl LocalTx<'_> {
         }
         let mut sent = super::outbox::deliver(self.eng, &record.outbox, false)?;
         record.outbox.clear();
+        // The record as it is written now, without the outbox that needed its format.
+        record.v = record.format_needed();
         // Their events count once the write that clears the outbox succeeded: if it fails,
         // the outbox stays in the record, and the next holder, finding its messages
         // delivered, logs them (counted here too, they would be logged twice).
