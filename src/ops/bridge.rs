@@ -498,8 +498,12 @@ fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
         message::render(&fm).into_bytes()
     };
     let at = m.created_at.unwrap_or_else(|| ws.now());
-    // The name's recipient part: an agent's name, a role as `role-NAME` (no `:` in a name).
-    let label = |a: &str| agent_of(a).replacen("role:", "role-", 1);
+    // The name's recipient part: an agent's name (`agent:NAME` kept as it is without a mesh
+    // name), a role as `role-NAME` (no `:` in a name).
+    let label = |a: &str| {
+        let a = agent_of(a);
+        a.strip_prefix("agent:").map_or_else(|| a.replacen("role:", "role-", 1), str::to_string)
+    };
     let name = tx_name(at, m.intent.as_deref().unwrap_or("update"), &label(&from), &label(&to), id);
     ExportFile { name, bytes: text, original: false }
 }

@@ -1111,3 +1111,23 @@ fn a_file_of_new_years_eve_imported_on_new_years_day_is_last_years() {
     shown.ok();
     assert_eq!(shown.json()["message"]["created_at"], "2025-12-31T23:59:00Z", "{}", shown.show());
 }
+
+/// `export tx` writes no `:` in a file name, with or without a mesh name (a database root
+/// has none without `tx: mesh:`): an agent's address is its name there.
+#[test]
+fn exported_names_hold_no_colon() {
+    let env = Env::new();
+    let send = ["send", "--to", "agent:engineer", "--intent", "fix_bug", "--task", "T-1"];
+    env.as_("coordinator", &[&send[..], &["--summary", "bug"]].concat()).ok();
+    env.as_("coordinator", &["send", "--to", "role:qa", "--intent", "inform", "--summary", "x"])
+        .ok();
+    let out = env.path().join("tx-out");
+    env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
+    let names: Vec<String> = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(names.len() >= 2, "{names:?}");
+    assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
+    assert!(names.iter().any(|n| n.contains("--engineer-")), "{names:?}");
+}
