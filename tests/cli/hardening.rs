@@ -2070,3 +2070,15 @@ fn an_argument_that_is_not_utf8_is_named() {
     assert!(o.stderr.contains(", `caf\u{FFFD}`, is not UTF-8"), "{}", o.show());
     assert!(o.stderr.contains("iconv"), "{}", o.show());
 }
+
+/// A lone `.checks` that no message names (what a send cut off before this circe removed
+/// `.status` last could leave) blocks nothing: the id is opened over it.
+#[test]
+fn a_lone_checks_record_no_message_names_is_written_over() {
+    local_only!("plants a record by hand");
+    let env = Env::local();
+    std::fs::write(env.dot_circe().join("TASKS/T-9.checks"), "tests_passed: false\n").unwrap();
+    env.open_task("T-9");
+    env.as_("engineer", &["claim", "T-9"]).ok();
+    env.circe(["doctor"]).run().ok();
+}

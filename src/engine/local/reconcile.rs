@@ -136,6 +136,12 @@ fn save_repair(
 
 /// Messages that name `task` in their `task_id` header, other than under file names that say
 /// another task (circe's names carry the header's task id): (box, file, parsed message).
+/// Does a message in a live box (not LOGS) name `task`? A lone `.checks` beside such a
+/// message is a record removed by hand, not what an older circe's cut-off send left.
+pub(super) fn live_message_names(eng: &LocalEngine, task: &TaskId) -> Result<bool> {
+    Ok(messages_naming(eng, task)?.iter().any(|(b, _, _)| *b != Mailbox::Logs))
+}
+
 fn messages_naming(
     eng: &LocalEngine,
     task: &TaskId,

@@ -284,8 +284,10 @@ impl LocalTx<'_> {
                         self.write(&record, None, &all_checks, true)?;
                         crash_point("send.recorded");
                         if let Err(e) = store.put_message(&Mailbox::NewMessages, &fixed, &content) {
+                            // `.status` last: no task is seen without it while another
+                            // record is left.
                             let gone: [(&str, Option<&str>); 2] =
-                                [("status", None), ("checks", None)];
+                                [("checks", None), ("status", None)];
                             let _ = board::write(self.eng, &self.task, &gone, None);
                             return Err(e);
                         }
