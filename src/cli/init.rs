@@ -230,9 +230,10 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
     Ok(added)
 }
 
-/// `circe init` with no folder named, inside a linked git worktree whose main worktree
-/// holds a root: refused, the worktree's commands already use that root (a root here would
-/// split the team in two). Naming the folder (`circe init .`) makes one anyway. A copy of
+/// `circe init` with no folder named, inside a linked git worktree: refused. When the main
+/// worktree holds a root, the worktree's commands already use it (a root here would split
+/// the team in two); when it holds none, the team's root belongs there, where every
+/// worktree's commands look. Naming the folder (`circe init .`) makes one anyway. A copy of
 /// a root git put in a worktree is refused either way (it would come back to life stale).
 fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
     let dir = super::resolved(dir);
@@ -268,7 +269,7 @@ fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
             main.display()
         ))
         .hint(format!(
-            "make it there: `circe init {}`. A root for this worktree alone: `circe init .`",
+            "make it there: `circe init '{}'`. A root for this worktree alone: `circe init .`",
             main.display()
         )));
     }

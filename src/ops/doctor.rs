@@ -113,16 +113,18 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
             .collect();
         if !missing.is_empty() {
             // Recorded by its holder (a waiting task is claimed first).
+            // A check declared in circe.yaml runs its own command.
+            let run = if ws.config.checks.contains_key(missing[0]) {
+                format!("--run {}", missing[0])
+            } else {
+                format!("--run {} -- COMMAND", missing[0])
+            };
             let how = match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
                 Some(o) => {
-                    format!(
-                        "`circe --agent {o} check {task} --run {} -- COMMAND` records one",
-                        missing[0]
-                    )
+                    format!("`circe --agent {o} check {task} {run}` records one")
                 }
                 None => format!(
-                    "once it is claimed, its holder records one: `circe --agent AGENT check {task} --run {} -- COMMAND`",
-                    missing[0]
+                    "once it is claimed, its holder records one: `circe --agent AGENT check {task} {run}`"
                 ),
             };
             found.push(Violation {

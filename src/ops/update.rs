@@ -100,6 +100,11 @@ fn actors(
 }
 
 /// The error for someone who is not the holder trying a holder's move.
+/// The hint for a change to a waiting task: claim it first.
+fn claim_first(me: &AgentName, task: &TaskId) -> String {
+    format!("claim it first: `circe --agent {me} claim {task}`")
+}
+
 fn not_owner(st: &TaskState, me: &AgentName) -> Error {
     let task = &st.rec.task_id;
     match (st.rec.owner.as_deref(), st.rec.status.is_owned()) {
@@ -114,7 +119,7 @@ fn not_owner(st: &TaskState, me: &AgentName) -> Error {
         }
         (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
             if st.rec.status == Status::New {
-                format!("claim it first: circe --agent {me} claim {task}")
+                claim_first(me, task)
             } else {
                 "it is not held by anyone; `circe show` tells its story".to_string()
             },
@@ -351,7 +356,7 @@ pub fn heartbeat(
             st.rec.status.as_str()
         ))
         .hint(if st.rec.status == Status::New {
-            format!("claim it first: circe --agent {me} claim {task}")
+            claim_first(me, task)
         } else {
             "a heartbeat extends the lease of a task you hold".to_string()
         }));
@@ -380,7 +385,7 @@ fn require_holder(
     } else {
         let id = &st.rec.task_id;
         let hint = match st.rec.status {
-            Status::New => format!("claim it first: circe --agent {me} claim {id}"),
+            Status::New => claim_first(me, id),
             _ => format!("`circe show {id}` says what became of it"),
         };
         Err(Error::refused(format!(
@@ -436,8 +441,9 @@ pub fn check_assert(
     let coordinator = ws.is_coordinator(me) && reason.is_some();
     if !coordinator {
         require_holder(ws, &st, me, epoch).map_err(|e| {
-            // A coordinator lacks only the reason that makes the assertion its to make.
-            if !ws.is_coordinator(me) {
+            // A coordinator lacks only the reason that makes the assertion its to make (one
+            // that named an epoch is told of it as any holder is).
+            if !ws.is_coordinator(me) || epoch.is_some() {
                 return e;
             }
             let v = if value { "true" } else { "false" };
@@ -457,7 +463,8 @@ pub fn check_assert(
         ))
         .hint(format!("circe --agent {me} check {task} --run {name}   (runs `{}`)", d.run)));
     }
-    let mut ev = Event::now(EventKind::Check, me);
+    // The transaction's time: the root's clock (a database server's), as every move's.
+    let mut ev = Event::new(EventKind::Check, me.as_str(), crate::clock::stamp_ms(tx.now()));
     ev.how = Some("asserted".into());
     ev.reason = reason.map(str::to_string);
     tx.commit(effects::record_check(&st, name, value, ev))?;
@@ -535,7 +542,8 @@ pub fn check_run(
     require_holder(ws, &st, me, Some(start_epoch)).map_err(|e| {
         e.hint("the check ran, but the task changed hands meanwhile: its result was not recorded")
     })?;
-    let mut ev = Event::now(EventKind::Check, me);
+    // The transaction's time: the root's clock (a database server's), as every move's.
+    let mut ev = Event::new(EventKind::Check, me.as_str(), crate::clock::stamp_ms(tx.now()));
     ev.how = Some("run".into());
     ev.command = Some(cmd.to_vec());
     ev.exit_code = status.code();

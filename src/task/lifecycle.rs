@@ -216,13 +216,13 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
             Expired => " (its deadline passed)",
             _ => "",
         };
+        // The way on is said by `effects::apply`, to the agent that asked.
         return Err(Error::refused(format!(
             "cannot move a task that is {} to {}: {} is final{why}",
             from.as_str(),
             mv.target_word(),
             from.as_str()
-        ))
-        .hint("completed, failed and expired tasks stay as they are; to go on, open a new task (`circe prime` lists the intents you may open one with) or ask a coordinator to"));
+        )));
     }
     if rows.is_empty() {
         // The statuses this move starts from for these actors (for anyone, when none of

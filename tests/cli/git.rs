@@ -175,7 +175,7 @@ fn init_in_a_worktree_before_the_main_checkout_has_a_root_points_there() {
     init.code(3);
     assert!(!wt.join(".circe").exists(), "{}", init.show());
     let hint = init.stderr.split('`').nth(1).unwrap_or_default().to_string();
-    let words: Vec<&str> = hint.split(' ').collect();
+    let words: Vec<&str> = hint.split(' ').map(|w| w.trim_matches('\'')).collect();
     assert_eq!(words.len(), 3, "the hint names one command: {}", init.show());
     assert_eq!(&words[..2], ["circe", "init"], "{}", init.show());
     assert!(std::path::Path::new(words[2]).ends_with("repo"), "{}", init.show());

@@ -432,26 +432,32 @@ impl Store {
             // Said repaired only once it is: a send that cannot be settled is said once,
             // with why and what mends it.
             let settled = if repair { Some(self.seq_settle(&agent, &lock)) } else { None };
-            let why = match settled {
+            let (why, left) = match settled {
                 Some(Ok((_, settled))) => {
                     events.extend(settled);
-                    None
+                    (None, Vec::new())
                 }
-                Some(Err(e)) if unsettled.is_empty() => return Err(e),
-                Some(Err(e)) => Some(match &e.hint {
-                    Some(h) => format!(" (not settled: {}; {h})", e.message),
-                    None => format!(" (not settled: {})", e.message),
-                }),
-                None => None,
+                // The entries settled before the one that stopped it are repaired; those
+                // left are said with why (and the other senders are still looked at).
+                Some(Err(e)) => {
+                    let why = match &e.hint {
+                        Some(h) => format!(" (not settled: {}; {h})", e.message),
+                        None => format!(" (not settled: {})", e.message),
+                    };
+                    (Some(why), self.seq_unsettled(&agent)?)
+                }
+                None => (None, unsettled.clone()),
             };
+            if let (Some(why), true) = (&why, unsettled.is_empty()) {
+                v(1, format!("seq/{agent}: a numbered send by {agent}{why}"), false);
+            }
             for e in &unsettled {
+                let open = left.contains(e);
+                let why = why.as_deref().filter(|_| open).unwrap_or_default();
                 v(
                     1,
-                    format!(
-                        "seq/{agent}/{e}: a numbered send by {agent} was interrupted{}",
-                        why.as_deref().unwrap_or_default()
-                    ),
-                    repair && why.is_none(),
+                    format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted{why}"),
+                    repair && !open,
                 );
             }
         }
