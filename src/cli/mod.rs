@@ -320,12 +320,22 @@ fn env_refusal() -> Option<Error> {
     })
 }
 
-/// clap says only that some argument is not UTF-8: which one, said.
+/// clap says only that some argument is not UTF-8: those that are not, said (a path may
+/// be one and be taken; the one refused is among them).
 fn not_utf8(args: &[std::ffi::OsString]) -> Option<Error> {
-    let (i, bad) = args.iter().enumerate().skip(1).find(|(_, a)| a.to_str().is_none())?;
+    let bad: Vec<String> = args
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, a)| a.to_str().is_none())
+        .map(|(i, a)| format!("argument {i}, `{}`,", a.to_string_lossy()))
+        .collect();
+    if bad.is_empty() {
+        return None;
+    }
     Some(Error::usage(format!(
-        "argument {i}, `{}`, is not UTF-8 (shown with `\u{FFFD}` for each byte that is not)",
-        bad.to_string_lossy()
+        "{} not UTF-8 (shown with `\u{FFFD}` for each byte that is not)",
+        bad.join(" and ") + if bad.len() == 1 { " is" } else { " are" }
     ))
     .hint("circe's names, ids, summaries and flags are UTF-8: convert the text (`iconv -f latin1 -t utf-8`), or pass a body with --body-file"))
 }

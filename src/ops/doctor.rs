@@ -56,9 +56,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
             }
         };
         // What mends a cursor doctor leaves: removing it (its consumer then starts afresh).
-        let remove = format!(
-            "`circe cursors --remove {name}` starts it afresh (from now, or with --from-start)"
-        );
+        let remove = super::stream::afresh(name.as_str());
         let c = match SavedCursor::parse(&name, &raw) {
             Ok(c) => c,
             Err(e) => {

@@ -35,12 +35,15 @@ pub struct SavedCursor {
     pub saved_at: String,
 }
 
+/// How a consumer's cursor is started afresh: removed.
+pub fn afresh(name: &str) -> String {
+    format!("`circe cursors --remove {name}` starts it afresh (from now, or with --from-start)")
+}
+
 impl SavedCursor {
     pub fn parse(name: &CursorName, bytes: &[u8]) -> Result<SavedCursor> {
         let c: SavedCursor = serde_json::from_slice(bytes).map_err(|e| {
-            Error::internal(format!("cursor {name} is damaged: {e}")).hint(format!(
-                "`circe cursors --remove {name}` starts it afresh (from now, or with --from-start)"
-            ))
+            Error::internal(format!("cursor {name} is damaged: {e}")).hint(afresh(name.as_str()))
         })?;
         if c.v > 1 {
             return Err(Error::refused(format!(

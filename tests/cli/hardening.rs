@@ -1932,6 +1932,8 @@ fn an_agent_whose_file_is_missing_is_named_with_the_line_to_write() {
     assert!(o.stderr.contains("AGENTS/scribe/agent.yaml is missing"), "{}", o.show());
     for args in [&["init"][..], &["agent", "add", "scribe", "--role", "scribe"]] {
         let o = env.circe(args).run();
+        o.code(1);
+        assert!(o.stderr.contains("AGENTS/scribe/agent.yaml is missing"), "{}", o.show());
         assert!(!o.stderr.contains("move it away"), "{}", o.show());
     }
     let doctor = env.circe(["doctor"]).run();

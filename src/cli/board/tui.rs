@@ -131,7 +131,16 @@ fn connected(
     terminal: &mut DefaultTerminal,
     stop: &crate::cli::stop::Stop,
 ) -> Result<()> {
-    let mut feed = ws.engine.subscribe(None)?;
+    // The board has no `--poll`: a watcher that cannot start says what it can do instead.
+    let mut feed = ws.engine.subscribe(None).map_err(|e| match e.hint {
+        Some(ref h) if h.contains("--poll") => {
+            let first =
+                h.split(", or pass --poll").next().filter(|p| !p.starts_with("pass --poll"));
+            let h = first.unwrap_or("the file watcher cannot start here").to_string();
+            e.hint(format!("{h}; `circe board --once` prints the board without watching"))
+        }
+        _ => e,
+    })?;
     // Subscribed first, then read: nothing appended meanwhile is missed.
     model.follow(ws)?;
     // Heartbeats log no event: the held tasks' leases are read again this often.

@@ -369,7 +369,7 @@ impl Store {
                     && is_real_dir(&self.root.join("AGENTS").join(name.as_str())) =>
             {
                 Err(Error::internal(format!(
-                    "AGENTS/{name}/agent.yaml is missing: {name}'s folder is there (its INBOX and WORKSPACE), but not the file that names its role"
+                    "AGENTS/{name}/agent.yaml is missing: the folder AGENTS/{name} is there (it holds the agent's boxes), but not the file that names its role"
                 ))
                 .hint(MEND_AGENT))
             }

@@ -32,6 +32,7 @@ END $f$";
 /// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
 /// messages and events imported.
 pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, usize, usize)> {
+    chat_without_nul(snap)?;
     let conn = Conn::connect(target)?;
     // The tables first (their own transaction; idempotent), then the data in one.
     schema::init(&conn, &target.schema, &snap.config, clock, false)?;
@@ -273,6 +274,25 @@ fn load_cursors(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
 
 /// The chat channel and its archives (archives first, oldest first): one entry per message
 /// or other line (`chat_entries_of`), each with its place in its file.
+/// A NUL byte in the chat channel or an archive of it (written by hand: `chat say` refuses
+/// one) is no text to a database: said with its file and line before anything is sent.
+fn chat_without_nul(snap: &Snapshot) -> Result<()> {
+    let Some(chat) = &snap.chat else { return Ok(()) };
+    let files = chat.archives.iter().map(|(n, t)| (Some(n.as_str()), t.as_slice()));
+    for (archive, data) in files.chain(std::iter::once((None, chat.channel.as_slice()))) {
+        let Some(at) = data.iter().position(|&b| b == 0) else { continue };
+        let line = data[..at].split(|&b| b == b'\n').count();
+        let file = archive.map_or_else(|| "chat.md".to_string(), |a| format!("LOGS/chat/{a}"));
+        return Err(Error::refused(format!(
+            "{file} line {line} holds a NUL byte, which a database keeps in no text"
+        ))
+        .hint(
+            "take it out of that line (an editor, or `tr -d '\\000'` on a copy), then migrate again: nothing was moved",
+        ));
+    }
+    Ok(())
+}
+
 fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     let Some(chat) = &snap.chat else { return Ok(()) };
     let files = chat.archives.iter().map(|(n, t)| (Some(n.as_str()), t.as_slice()));
@@ -282,19 +302,6 @@ fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     for (archive, data) in files {
         (bytes, line) = (0, 1);
         for e in crate::engine::chat_entries_of(data) {
-            // A NUL byte (written by hand: `chat say` refuses one) is no text to a database.
-            if let Some(at) = e.find('\0') {
-                let n = i64::try_from(e[..at].matches('\n').count()).unwrap_or(0);
-                let file =
-                    archive.map_or_else(|| "chat.md".to_string(), |a| format!("LOGS/chat/{a}"));
-                return Err(Error::refused(format!(
-                    "{file} line {} holds a NUL byte, which a database keeps in no text",
-                    line + n
-                ))
-                .hint(
-                    "take it out of that line (an editor, or `tr -d '\\000'` on a copy), then migrate again: nothing was moved",
-                ));
-            }
             let n = i64::try_from(e.bytes().filter(|&b| b == b'\n').count()).unwrap_or(0);
             offsets.push(bytes);
             lines.push(line);
