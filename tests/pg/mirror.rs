@@ -865,3 +865,28 @@ fn migrate_to_from_a_database_root_says_where_the_root_is() {
     assert!(o.stderr.contains("this root is in a database already"), "{}", o.stderr);
     assert!(o.stderr.contains("circe migrate --to-local DIR"), "{}", o.stderr);
 }
+
+/// A project moved into a database, back into its folder, and into a database again: the
+/// second move sets the old folder aside under the next free name (it failed on the first
+/// one's after the import had committed, leaving the root renamed aside and no pointer).
+#[test]
+fn a_project_moves_into_a_database_a_second_time() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Out::from(
+            &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
+        )
+    };
+    run(&["init"]).ok();
+    let send = ["send", "--agent", "coordinator", "--to", "role:engineer", "--intent"];
+    run(&[&send[..], &["implement_feature", "--task", "T-1", "--summary", "s"]].concat()).ok();
+    run(&["migrate", "--to", &c.fresh_url()]).ok();
+    run(&["migrate", "--to-local", "."]).ok();
+    let again = run(&["migrate", "--to", &c.fresh_url()]);
+    assert_eq!(again.code, 0, "{}", again.stderr);
+    assert!(project.path().join(".circe.migrated.2/MIGRATED.txt").is_file());
+    let tasks = run(&["tasks", "--json"]);
+    tasks.ok();
+    assert_eq!(tasks.json()["tasks"][0]["task_id"], "T-1", "{}", tasks.stderr);
+}

@@ -110,20 +110,24 @@ pub fn finish(staged: &Path, root: &Path, note: &str, pointer: &str) -> Result<P
     std::fs::rename(&cfg, PathBuf::from(old)).map_err(io_err("cannot rename", &cfg))?;
     let note_path = staged.join("MIGRATED.txt");
     std::fs::write(&note_path, note).map_err(io_err("cannot write", &note_path))?;
-    let mut retired = root.as_os_str().to_owned();
-    retired.push(".migrated");
-    let retired = PathBuf::from(retired);
-    super::atomic::rename_noclobber(staged, &retired).map_err(io_err("cannot rename", staged))?;
+    // The pointer first: from here on the root's place names the database, whatever
+    // becomes of the old folder's last rename.
     std::fs::create_dir_all(root).map_err(io_err("cannot create", root))?;
     let p = root.join(CONFIG_FILE);
     super::atomic::write_new(&p, pointer.as_bytes(), true).map_err(io_err("cannot write", &p))?;
-    Ok(retired)
+    // An earlier move from the same place left `<root>.migrated`: the next free name.
+    rename_aside(staged, root, "migrated")
 }
 
 /// Move a folder aside under a free `<path>.<suffix>[.N]` name; returns the new path.
 pub fn set_aside(path: &Path, suffix: &str) -> Result<PathBuf> {
+    rename_aside(path, path, suffix)
+}
+
+/// Rename `from` to a free `<base>.<suffix>[.N]`; returns the new path.
+fn rename_aside(path: &Path, base: &Path, suffix: &str) -> Result<PathBuf> {
     for n in 1..100 {
-        let mut s = path.as_os_str().to_owned();
+        let mut s = base.as_os_str().to_owned();
         s.push(if n == 1 { format!(".{suffix}") } else { format!(".{suffix}.{n}") });
         let dest = PathBuf::from(s);
         match super::atomic::rename_noclobber(path, &dest) {

@@ -56,6 +56,10 @@ pub struct PgEngine {
     agents: RefCell<Vec<(AgentName, String)>>,
     /// A task transaction is open on the connection (one at a time: they would share it).
     open_tx: std::cell::Cell<bool>,
+    /// A transaction block is open on the connection (a task's, between its `BEGIN` and
+    /// the `COMMIT` or `ROLLBACK` that ends it): a statement that may fail there runs
+    /// under a savepoint.
+    in_block: std::cell::Cell<bool>,
     /// The retired agents read with the opening, for the first question right after.
     retired_at_open: std::cell::Cell<Option<Prefetched<Vec<Retired>>>>,
     /// The ticket a claim moved, returned by its commit, for the read right after.
@@ -134,6 +138,7 @@ impl PgEngine {
             clock,
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
+            in_block: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
             ticket_read: std::cell::Cell::new(None),
             message_cap: config.limits.message_bytes,
@@ -153,6 +158,7 @@ impl PgEngine {
 
     /// End an open transaction (errors ignored: a broken connection has none left).
     fn rollback(&self) {
+        self.in_block.set(false);
         let _ = self.conn.run(self.conn.client.batch_execute("ROLLBACK"));
     }
 

@@ -258,7 +258,7 @@ impl Engine for PgEngine {
         // A name taken in the box fails the statement; inside a task's transaction (`done`
         // filing a task's messages) that would end the transaction, so each try there is
         // one savepoint.
-        let held = self.open_tx.get();
+        let held = self.in_block.get();
         let step = |sql: &str| self.exec("filing a message", sql, &[]).map(|_| ());
         for n in 1..=1000 {
             let used = crate::message::numbered(file, n);

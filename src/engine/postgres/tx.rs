@@ -220,6 +220,7 @@ impl<'a> PgTx<'a> {
             None => (None, 0),
         };
         eng.open_tx.set(true);
+        eng.in_block.set(true);
         Ok(PgTx { eng, task, st, rev, now, open: true })
     }
 
@@ -262,6 +263,7 @@ impl PgTx<'_> {
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         self.eng.open_tx.set(false);
+        self.eng.in_block.set(false);
         if self.open {
             let _ = self.eng.conn.run(self.eng.conn.client.batch_execute("COMMIT"));
         }
@@ -350,6 +352,8 @@ impl TaskTx for PgTx<'_> {
             self.send_function(&args, name.as_deref(), body.as_deref())
         };
         self.open = false;
+        // The commit statement went with its `COMMIT` (or failed, and is rolled back).
+        self.eng.in_block.set(false);
         let (file, first) = match sent {
             Ok(Sent::Done { file, first, moved, brought }) => {
                 self.eng.warm.set(true);
