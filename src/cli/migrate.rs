@@ -48,6 +48,8 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> Result<Report> {
 
 fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let target = Target::from_url(url)?;
+    // Given, it must be the clock of a root already there (as `init --engine` says).
+    let given = clock.is_some();
     let clock = clock.map_or(Some(Clock::Server), Clock::parse).ok_or_else(|| {
         Error::usage("--clock: not server or client").hint("server (the default) or client")
     })?;
@@ -90,7 +92,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         if stopped() {
             return Err(local::retire::interrupted());
         }
-        postgres::import(&target, &snap, clock)
+        postgres::import(&target, &snap, clock, given)
     })();
     let (tasks, messages, events) = match moved {
         Ok(n) => n,

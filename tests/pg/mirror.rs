@@ -890,3 +890,28 @@ fn a_project_moves_into_a_database_a_second_time() {
     tasks.ok();
     assert_eq!(tasks.json()["tasks"][0]["task_id"], "T-1", "{}", tasks.stderr);
 }
+
+/// `migrate --to` into a root that holds a team's work beyond tasks, messages and events
+/// (a cursor, a chat line) is refused as one that holds tasks is (it merged into the
+/// cursor, or failed on the server's duplicate key), and a `--clock` that is not the
+/// root's is refused; the folder is put back each time.
+#[test]
+fn migrate_into_a_root_with_work_or_another_clock_is_refused() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Out::from(
+            &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
+        )
+    };
+    run(&["init"]).ok();
+    let with_cursor = c.fresh_url();
+    let root = crate::common::Root::new(&with_cursor, "client", 0);
+    root.run(None, &["watch", "--all", "--cursor", "other", "--once"]).ok();
+    let o = run(&["migrate", "--to", &with_cursor]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    assert!(o.stderr.contains("holds a team's work already"), "{}", o.stderr);
+    let o = run(&["migrate", "--to", &with_cursor, "--clock", "server"]);
+    assert_eq!(o.code, 3, "{}", o.stderr);
+    run(&["tasks"]).ok();
+}

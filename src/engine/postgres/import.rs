@@ -31,11 +31,17 @@ END $f$";
 
 /// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
 /// messages and events imported.
-pub fn import(target: &Target, snap: &Snapshot, clock: Clock) -> Result<(usize, usize, usize)> {
+pub fn import(
+    target: &Target,
+    snap: &Snapshot,
+    clock: Clock,
+    given: bool,
+) -> Result<(usize, usize, usize)> {
     chat_without_nul(snap)?;
     let conn = Conn::connect(target)?;
-    // The tables first (their own transaction; idempotent), then the data in one.
-    schema::init(&conn, &target.schema, &snap.config, clock, false)?;
+    // The tables first (their own transaction; idempotent), then the data in one. A clock
+    // given that is not that of a root already there is refused, nothing changed.
+    schema::init(&conn, &target.schema, &snap.config, clock, given)?;
     // A long load: the role's idle-in-transaction limit (the client between statements)
     // does not end it.
     let begin =
@@ -64,14 +70,19 @@ fn load(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     let counts = conn.call(
         "checking the target is empty",
         conn.client.query_typed_one(
+            // Anything a team's work leaves (a schema `circe init` made holds only its
+            // configuration and agents, which the folder's take the place of).
             &sql("SELECT (SELECT count(*) FROM {s}.tasks) + (SELECT count(*) FROM {s}.messages)
-                         + (SELECT count(*) FROM {s}.events)"),
+                         + (SELECT count(*) FROM {s}.events) + (SELECT count(*) FROM {s}.asks)
+                         + (SELECT count(*) FROM {s}.cursors) + (SELECT count(*) FROM {s}.dead_letters)
+                         + (SELECT count(*) FROM {s}.seq_counters) + (SELECT count(*) FROM {s}.seq_seen)
+                         + (SELECT count(*) FROM {s}.chat) + (SELECT count(*) FROM {s}.grants)"),
             &[],
         ),
     )?;
     if counts.get::<_, i64>(0) > 0 {
         return Err(Error::refused(format!(
-            "the root {} holds tasks, messages or events already",
+            "the root {} holds a team's work already (tasks, messages, events, asks, cursors, numbered sends or chat lines); nothing was moved",
             target.location()
         ))
         .hint("migrate into a new schema (?schema=NAME)"));
