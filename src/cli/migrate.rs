@@ -199,6 +199,9 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     let to = dest.display().to_string();
     let result = eng.export(&to, &mut |snap| {
         local::write_tree(&dest, snap, None)?;
+        // The channel where the configuration names it (`chat: path:`).
+        let config = crate::config::Config::parse(&snap.config)?;
+        local::place_channel(&dest, config.chat.path.as_deref())?;
         let (local_eng, _) = local::open_at(&dest)?;
         local_eng.doctor(true)?; // builds the claim --next index and the board
         Ok(())

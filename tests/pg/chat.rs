@@ -211,3 +211,37 @@ fn migrate_names_a_nul_byte_in_the_channel_and_moves_nothing() {
     assert!(o.stderr.contains(&format!("chat.md line {line} holds a NUL byte")), "{}", o.stderr);
     run(&["tasks"], "").ok();
 }
+
+/// A channel kept elsewhere (`chat: path:`) comes back there from the database: what was
+/// said on the database is read as the channel after `migrate --to-local` (it was written
+/// to `.circe/chat.md`, and the old file was the channel again), and the old file is set
+/// aside, not overwritten.
+#[test]
+fn a_channel_kept_elsewhere_comes_back_where_the_configuration_names_it() {
+    let c = need_pg!();
+    let project = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        let o = std::process::Command::new(crate::common::BIN)
+            .args(args)
+            .current_dir(project.path())
+            .env_clear()
+            .env("CIRCE_AGENT", "qa")
+            .output()
+            .unwrap();
+        crate::common::Out::from(&o)
+    };
+    run(&["init"]).ok();
+    let cfg = project.path().join(".circe/circe.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("registry:", "chat:\n  path: team/chat.md\nregistry:"))
+        .unwrap();
+    std::fs::create_dir(project.path().join("team")).unwrap();
+    run(&["chat", "say", "--to", "all", "line one"]).ok();
+    run(&["migrate", "--to", &c.fresh_url()]).ok();
+    run(&["chat", "say", "--to", "all", "line two"]).ok();
+    run(&["migrate", "--to-local", "."]).ok();
+    let watched = run(&["chat", "watch", "--from-start", "--once"]);
+    watched.ok();
+    assert!(watched.stdout.contains("line two"), "{}", watched.stdout);
+    assert!(project.path().join("team/chat.md.before-migrate").is_file());
+}

@@ -51,3 +51,29 @@ pub fn chat_copy(root: &Path, path: Option<&str>) -> Result<Option<ChatCopy>> {
     }
     Ok(Some(ChatCopy { channel: channel.unwrap_or_default(), archives }))
 }
+
+/// A root just written from a snapshot holds its channel at `chat.md`: where its
+/// configuration names another file (`chat: path:`), the channel goes there, and a file
+/// already there (the channel as it was before the root moved into a database) is set
+/// aside as `<file>.before-migrate`, which is returned.
+pub fn place_channel(root: &Path, path: Option<&str>) -> Result<Option<std::path::PathBuf>> {
+    let from = root.join("chat.md");
+    let Some(p) = path.filter(|_| from.exists()) else { return Ok(None) };
+    let to = root.parent().unwrap_or(root).join(p);
+    if to == from {
+        return Ok(None);
+    }
+    let aside = match std::fs::symlink_metadata(&to) {
+        Ok(_) => Some(super::retire::set_aside(&to, "before-migrate")?),
+        Err(_) => None,
+    };
+    if let Some(dir) = to.parent() {
+        std::fs::create_dir_all(dir).map_err(super::root::io_err("cannot create", dir))?;
+    }
+    // Another filesystem than the root's: copied, then removed here.
+    if std::fs::rename(&from, &to).is_err() {
+        std::fs::copy(&from, &to).map_err(super::root::io_err("cannot write", &to))?;
+        std::fs::remove_file(&from).map_err(super::root::io_err("cannot remove", &from))?;
+    }
+    Ok(aside)
+}

@@ -75,7 +75,7 @@ use std::collections::HashSet;
 
 pub use archive_store::write_restored;
 pub use chat_archive::ArchiveIds;
-pub use chat_copy::chat_copy;
+pub use chat_copy::{chat_copy, place_channel};
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
 pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
