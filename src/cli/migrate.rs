@@ -83,9 +83,14 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         local::retire::wait_for_commands(&staged, budget, &stopped, &waiting)?;
         let (eng, config) = local::open_at(&staged)?;
         let found = eng.doctor(false)?;
-        if let Some(v) = found.iter().find(|v| !v.repaired) {
-            return Err(Error::refused(format!("the root has a violation: {}", v.what))
-                .hint("run `circe doctor --repair` first"));
+        let open: Vec<_> = found.iter().filter(|v| !v.repaired).collect();
+        if let Some(v) = open.first() {
+            let more = match open.len() {
+                1 => String::new(),
+                n => format!(" (and {} more)", n - 1),
+            };
+            return Err(Error::refused(format!("the root has a violation{more}: {}", v.what))
+                .hint("nothing was moved: `circe doctor` lists them, `circe doctor --repair` mends what it can, and each line it leaves says what to do; then migrate again"));
         }
         let mut snap = Snapshot::read(&eng)?;
         snap.chat = local::chat_copy(&staged, config.chat.path.as_deref())?;
@@ -153,6 +158,17 @@ fn no_root_around(dir: &std::path::Path) -> Result<()> {
 }
 
 fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
+    // DIR is the project: the root is written to DIR/.circe (a `.circe` named would nest).
+    if dir.file_name().is_some_and(|n| n == ".circe") {
+        let project = dir.parent().map_or_else(|| ".".into(), |p| p.display().to_string());
+        let project = if project.is_empty() { ".".to_string() } else { project };
+        return Err(Error::usage(format!(
+            "{} is a root's own folder name: the root is written to DIR/.circe, and would land in {}/.circe",
+            dir.display(),
+            dir.display()
+        ))
+        .hint(format!("name the project folder: `circe migrate --to-local '{project}'`")));
+    }
     // The folder the database root was named through (its circe.yaml), if any.
     let mut pointer = None;
     let target = match ctx.root_spec() {

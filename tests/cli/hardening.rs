@@ -2084,3 +2084,13 @@ fn a_lone_checks_record_no_message_names_is_written_over() {
     env.as_("engineer", &["claim", "T-9"]).ok();
     env.circe(["doctor"]).run().ok();
 }
+
+/// `migrate --to-local` names the project, not its `.circe`: given a `.circe`, it says so
+/// and names the project (it wrote `.circe/.circe`, which no command in the project found).
+#[test]
+fn migrate_to_local_of_a_dot_circe_names_the_project() {
+    let env = Env::new();
+    let o = env.circe(["migrate", "--to-local", "project/.circe"]).run();
+    o.code(2);
+    assert!(o.stderr.contains("`circe migrate --to-local 'project'`"), "{}", o.show());
+}
