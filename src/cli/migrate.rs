@@ -108,7 +108,10 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     };
     let note = format!(
         "This root moved to {} ({} tasks, {} messages, {} events). circe no longer reads this folder;\n\
-         its circe.yaml is now circe.yaml.migrated. The root's place holds a circe.yaml naming the database.\n",
+         its circe.yaml is now circe.yaml.migrated. The root's place holds a circe.yaml naming the database.\n\
+         A database root keeps no archive: the tasks archived here before the move stay in ARCHIVE/.\n\
+         To read them, copy this folder, rename circe.yaml.migrated to circe.yaml in the copy, and run\n\
+         `circe --root COPY archive search` or `circe --root COPY show TASK` there.\n",
         target.location(),
         tasks,
         messages,
@@ -163,7 +166,7 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         let project = dir.parent().map_or_else(|| ".".into(), |p| p.display().to_string());
         let project = if project.is_empty() { ".".to_string() } else { project };
         return Err(Error::usage(format!(
-            "{} is a root's own folder name: the root is written to DIR/.circe, and would land in {}/.circe",
+            "{} is a root's own folder name: `--to-local DIR` writes the root to DIR/.circe, which would land in {}/.circe",
             dir.display(),
             dir.display()
         ))
