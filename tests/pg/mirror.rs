@@ -873,11 +873,7 @@ fn migrate_to_from_a_database_root_says_where_the_root_is() {
 fn a_project_moves_into_a_database_a_second_time() {
     let c = need_pg!();
     let project = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        Out::from(
-            &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
-        )
-    };
+    let run = |args: &[&str]| in_project(project.path(), args);
     run(&["init"]).ok();
     let send = ["send", "--agent", "coordinator", "--to", "role:engineer", "--intent"];
     run(&[&send[..], &["implement_feature", "--task", "T-1", "--summary", "s"]].concat()).ok();
@@ -899,11 +895,7 @@ fn a_project_moves_into_a_database_a_second_time() {
 fn migrate_into_a_root_with_work_or_another_clock_is_refused() {
     let c = need_pg!();
     let project = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        Out::from(
-            &Command::new(BIN).args(args).current_dir(project.path()).env_clear().output().unwrap(),
-        )
-    };
+    let run = |args: &[&str]| in_project(project.path(), args);
     run(&["init"]).ok();
     let with_cursor = c.fresh_url();
     let root = crate::common::Root::new(&with_cursor, "client", 0);
@@ -914,4 +906,9 @@ fn migrate_into_a_root_with_work_or_another_clock_is_refused() {
     let o = run(&["migrate", "--to", &with_cursor, "--clock", "server"]);
     assert_eq!(o.code, 3, "{}", o.stderr);
     run(&["tasks"]).ok();
+}
+
+/// `circe ARGS` run in the project folder `dir`, with no environment.
+fn in_project(dir: &Path, args: &[&str]) -> Out {
+    Out::from(&Command::new(BIN).args(args).current_dir(dir).env_clear().output().unwrap())
 }
