@@ -124,7 +124,7 @@ pub fn set_aside(path: &Path, suffix: &str) -> Result<PathBuf> {
     rename_aside(path, path, suffix)
 }
 
-/// Rename `from` to a free `<base>.<suffix>[.N]`; returns the new path.
+/// Rename `path` to a free `<base>.<suffix>[.N]`; returns the new path.
 fn rename_aside(path: &Path, base: &Path, suffix: &str) -> Result<PathBuf> {
     for n in 1..100 {
         let mut s = base.as_os_str().to_owned();

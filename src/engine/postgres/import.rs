@@ -283,8 +283,6 @@ fn load_cursors(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     Ok(())
 }
 
-/// The chat channel and its archives (archives first, oldest first): one entry per message
-/// or other line (`chat_entries_of`), each with its place in its file.
 /// A NUL byte in the chat channel or an archive of it (written by hand: `chat say` refuses
 /// one) is no text to a database: said with its file and line before anything is sent.
 fn chat_without_nul(snap: &Snapshot) -> Result<()> {
@@ -304,6 +302,8 @@ fn chat_without_nul(snap: &Snapshot) -> Result<()> {
     Ok(())
 }
 
+/// The chat channel and its archives (archives first, oldest first): one entry per message
+/// or other line (`chat_entries_of`), each with its place in its file.
 fn load_chat(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
     let Some(chat) = &snap.chat else { return Ok(()) };
     let files = chat.archives.iter().map(|(n, t)| (Some(n.as_str()), t.as_slice()));
