@@ -472,30 +472,28 @@ fn check_agent_files(
     let mut found: std::collections::BTreeMap<String, (Option<String>, Option<String>)> =
         damaged.iter().map(|a| (a.to_string(), (None, None))).collect();
     // Read with or without `--repair`: the report says what the repair would do.
-    {
-        let mut at = crate::event::Cursor::after(0);
-        loop {
-            // A log that does not read (a link in its place: invariant 2, which `--repair`
-            // moves aside) names no role: said as such below, and doctor goes on.
-            let Ok(batch) = super::event_log::read(&eng.store, at, 4096) else { break };
-            let Some(last) = batch.last() else { break };
-            at = crate::event::Cursor::after(last.id);
-            for e in &batch {
-                let (name, role) = match e.event {
-                    crate::event::EventKind::AgentAdd => {
-                        // `role R`, or `role R (imported from TX)`.
-                        let role = e.note.as_deref().and_then(|n| n.strip_prefix("role "));
-                        let role = role.and_then(|r| r.split_whitespace().next());
-                        (e.agent.clone(), role.filter(|r| crate::names::check_role(r).is_ok()))
-                    }
-                    crate::event::EventKind::Retire => (e.owner.clone().unwrap_or_default(), None),
-                    _ => continue,
-                };
-                if let Some((r, retired)) = found.get_mut(&name) {
-                    match role {
-                        Some(role) => (*r, *retired) = (Some(role.to_string()), None),
-                        None => *retired = Some(e.ts.clone()),
-                    }
+    let mut at = crate::event::Cursor::after(0);
+    loop {
+        // A log that does not read (a link in its place: invariant 2, which `--repair`
+        // moves aside) names no role: said as such below, and doctor goes on.
+        let Ok(batch) = super::event_log::read(&eng.store, at, 4096) else { break };
+        let Some(last) = batch.last() else { break };
+        at = crate::event::Cursor::after(last.id);
+        for e in &batch {
+            let (name, role) = match e.event {
+                crate::event::EventKind::AgentAdd => {
+                    // `role R`, or `role R (imported from TX)`.
+                    let role = e.note.as_deref().and_then(|n| n.strip_prefix("role "));
+                    let role = role.and_then(|r| r.split_whitespace().next());
+                    (e.agent.clone(), role.filter(|r| crate::names::check_role(r).is_ok()))
+                }
+                crate::event::EventKind::Retire => (e.owner.clone().unwrap_or_default(), None),
+                _ => continue,
+            };
+            if let Some((r, retired)) = found.get_mut(&name) {
+                match role {
+                    Some(role) => (*r, *retired) = (Some(role.to_string()), None),
+                    None => *retired = Some(e.ts.clone()),
                 }
             }
         }
@@ -856,11 +854,7 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
         && !st.rec.status.is_terminal()
         && !eng.may_hold(a, &st.rec)
     {
-        let back = st
-            .rec
-            .owner
-            .as_ref()
-            .map_or_else(|| "NEW_MESSAGES".to_string(), |o| format!("AGENTS/{o}/INBOX"));
+        let back = home(st).map_or_else(|| "its box".to_string(), |h| h.rel_path());
         problem.push_str(&format!(
             " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {back}",
             st.rec.intent, st.rec.to
@@ -869,18 +863,23 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
     problem
 }
 
+/// Where the record of a task not finished says its message is: its owner's INBOX while it
+/// is held, NEW_MESSAGES while it waits.
+fn home(st: &TaskState) -> Option<Mailbox> {
+    match (&st.rec.owner, st.rec.status) {
+        (_, s) if s.is_terminal() => None,
+        (Some(o), s) if s.is_owned() => Some(Mailbox::Inbox(o.clone())),
+        (_, Status::New | Status::Parked) => Some(Mailbox::NewMessages),
+        _ => None,
+    }
+}
+
 /// What mends a task whose message a person moved, when `--repair` did not: moving it back
 /// to where its record says it is makes the task as it was. A move into the box of an
 /// agent that may take the task is that agent's claim, which `--repair` makes (said, when
 /// it has not run). Empty when there is nothing to say.
 fn move_back(eng: &LocalEngine, st: &TaskState, repair: bool) -> String {
-    let home = match (&st.rec.owner, st.rec.status) {
-        (_, s) if s.is_terminal() => return String::new(),
-        (Some(o), s) if s.is_owned() => Mailbox::Inbox(o.clone()),
-        (_, Status::New | Status::Parked) => Mailbox::NewMessages,
-        _ => return String::new(),
-    };
-    let Some(b) = &st.location else { return String::new() };
+    let (Some(home), Some(b)) = (home(st), &st.location) else { return String::new() };
     let root = &eng.store.root;
     let back = format!(
         "move it back, `mv {} {}/`, where its record says it is",

@@ -225,14 +225,12 @@ pub(super) fn keep_floor_of_current(store: &Store) -> Result<()> {
     {
         floor = floor.max(id);
     }
-    for (kind, name) in store.list_cursors()? {
+    for (kind, name) in store.list_cursors()?.into_iter().filter(|(k, _)| k == "events") {
         let Ok(Some(text)) = store.read_cursor(&kind, &name) else { continue };
         let after = serde_json::from_slice::<serde_json::Value>(&text)
             .ok()
             .and_then(|v| v["after"].as_u64());
-        if kind == "events" {
-            floor = floor.max(after.unwrap_or(0));
-        }
+        floor = floor.max(after.unwrap_or(0));
     }
     if floor > before {
         std::fs::create_dir_all(store.archive_dir())

@@ -366,16 +366,11 @@ impl Engine for LocalEngine {
             // `.checks` while a message names the task (circe removes `.status` last; a lone
             // `.checks` and no message is what an older circe's cut-off send left, and is
             // written over). Opening the id again would take the place of a live task.
-            let left = if self.store.record_gone(task, "status") {
-                ["owner", "checks"].into_iter().find(|k| {
-                    self.store.has_record(task, k)
-                        && (*k == "owner"
-                            || reconcile::live_message_names(self, task).unwrap_or(true))
-                })
-            } else {
-                None
-            };
-            if let Some(kind) = left {
+            let left = ["owner", "checks"].into_iter().find(|k| {
+                self.store.has_record(task, k)
+                    && (*k == "owner" || reconcile::live_message_names(self, task).unwrap_or(true))
+            });
+            if let Some(kind) = left.filter(|_| self.store.record_gone(task, "status")) {
                 return Err(Error::internal(format!(
                     "TASKS/{task}.status is missing while TASKS/{task}.{kind} is there: the task's record was removed by hand"
                 ))
