@@ -79,3 +79,69 @@ fn on_a_warm_connection_too_a_refused_claim_changes_nothing() {
         }
     });
 }
+
+/// A library claimer prepares its pick on its connection once it is warm (`prepared.rs`).
+/// Behind a transaction pooler the URL does not name (no `listen_port=`), its next
+/// transaction can run in a server session that lacks the statement: the claim then sends
+/// the statement as text and goes on, and the connection prepares nothing more.
+#[test]
+fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_pick() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+
+    use circe::engine::RootSpec;
+    let c = need_pg!();
+    let Ok(bouncer) = crate::pg_cluster::Bouncer::start(c, 2) else {
+        eprintln!("skipped: pgbouncer is not installed");
+        return;
+    };
+    let url = c.fresh_url();
+    let root = Root::new(&url, "server", 1);
+    root.open_tasks(4);
+    let pooled = bouncer.url(&schema_of(&url));
+    let ws = circe::workspace::Workspace::open(&RootSpec::Url(pooled)).unwrap();
+    let (me, role) = ws.agent(Some("e1")).unwrap();
+    let mut got = Vec::new();
+    let claim = |got: &mut Vec<String>| {
+        let out = circe::ops::claim_next(&ws, &me, &role, None).unwrap_or_else(|e| {
+            panic!("{}: {}", e.chain(), e.hint.unwrap_or_default());
+        });
+        got.push(out.task.to_string());
+    };
+    // The first claim warms the connection; the second prepares the pick (in the server
+    // session the pooler gave it, which it gives back after each transaction).
+    claim(&mut got);
+    claim(&mut got);
+    // Another client takes that session (the pooler hands out the one used last) and keeps
+    // it in a transaction: the next claim runs in the other session.
+    let mut holder = Command::new("psql")
+        .arg(format!(
+            "host={} port={} user=postgres dbname=postgres",
+            bouncer.dir.display(),
+            bouncer.port
+        ))
+        .args(["-X", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql");
+    let mut to = holder.stdin.take().unwrap();
+    writeln!(to, "BEGIN; SELECT 1;").unwrap();
+    to.flush().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    claim(&mut got);
+    claim(&mut got);
+    writeln!(to, "COMMIT;").unwrap();
+    drop(to);
+    holder.wait().unwrap();
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 4, "four claims, four tasks: {got:?}");
+    // The prepared pick was missed in the other session (else this test proved nothing).
+    let log = std::fs::read_to_string(c.dir.join("log")).unwrap_or_default();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("prepared statement \"circe_") && l.contains("does not exist")),
+        "no claim ran in a session without its prepared pick"
+    );
+}

@@ -21,6 +21,7 @@ mod journal;
 mod listen;
 mod locks;
 mod prefetch;
+mod prepared;
 mod rows;
 mod schema;
 mod seam;
@@ -78,6 +79,8 @@ pub struct PgEngine {
     locks: std::cell::OnceCell<Conn>,
     /// The journal of a send's (or a move's) events on this connection (`journal.rs`).
     journal: RefCell<Option<journal::Pending>>,
+    /// The statements prepared on this connection (`prepared.rs`).
+    prepared: prepared::Prepared,
 }
 
 /// Open the root at `target`, with its configuration.
@@ -147,6 +150,7 @@ impl PgEngine {
             seq_active: RefCell::new(None),
             locks: std::cell::OnceCell::new(),
             journal: RefCell::new(None),
+            prepared: prepared::Prepared::new(!target.server_apart),
         };
         Ok((eng, config))
     }

@@ -15,6 +15,7 @@ use tokio_postgres::types::Type;
 use super::PgEngine;
 use super::conn::{Failure, LOCK_WAIT};
 use super::prefetch::{MovedMessage, Prefetched};
+use super::prepared::{self, Lit};
 use super::rows::TaskRow;
 use super::schema::Clock;
 use crate::clock;
@@ -76,17 +77,25 @@ impl<'a> PgTx<'a> {
         let id = task.as_str();
         let c = &eng.conn.client;
         let begin = begin_sql();
-        let row = eng.conn.call(
-            &format!("loading task {task}"),
-            futures_util::future::try_join(
-                c.batch_execute(&begin),
-                c.query_typed_one(&load, &[(&id, Type::TEXT)]),
-            ),
-        );
+        let sent = eng.prepared.text(eng.warm.get(), &load, &[Type::TEXT], &[Lit::Text(Some(id))]);
+        let params: &[prepared::Param<'_>] = &[(&id, Type::TEXT)];
+        let row = eng.conn.run(async {
+            let ((), row) = futures_util::future::join(
+                prepared::send_prepare(c, sent.prepare.as_deref()),
+                futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, params)),
+            )
+            .await;
+            row
+        });
         let row = match row {
             Ok(((), row)) => row,
-            Err(e) => {
+            Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
                 eng.rollback();
+                return PgTx::begin(eng, task);
+            }
+            Err(f) => {
+                eng.rollback();
+                let e = eng.conn.error(&format!("loading task {task}"), f);
                 return Err(super::conn::before_commit(e));
             }
         };
@@ -172,18 +181,36 @@ impl<'a> PgTx<'a> {
         }
         let c = &eng.conn.client;
         let begin = begin_sql();
-        let row = eng.conn.call(
-            "picking a waiting task",
-            futures_util::future::try_join(
-                c.batch_execute(&begin),
-                c.query_typed_one(&pick, &params),
-            ),
-        );
+        let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
+        let mut lits = vec![
+            Lit::Texts(direct),
+            Lit::Texts(&who.addresses),
+            Lit::Texts(&who.intents),
+            Lit::Texts(skip),
+            Lit::Text(now),
+        ];
+        if how == Pick::Lapsed {
+            lits.push(Lit::Text(Some(me)));
+        }
+        let sent = eng.prepared.text(eng.warm.get(), &pick, &types, &lits);
+        let row = eng.conn.run(async {
+            let ((), row) = futures_util::future::join(
+                prepared::send_prepare(c, sent.prepare.as_deref()),
+                futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, &params)),
+            )
+            .await;
+            row
+        });
+        let what = "picking a waiting task";
         let row = match row {
             Ok(((), row)) => row,
-            Err(e) => {
+            Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
                 eng.rollback();
-                return Err(super::conn::before_commit(e));
+                return PgTx::pick(eng, who, skip, how);
+            }
+            Err(f) => {
+                eng.rollback();
+                return Err(super::conn::before_commit(eng.conn.error(what, f)));
             }
         };
         let Some(task) = row.get::<_, Option<String>>(2) else {
