@@ -62,6 +62,39 @@ fn begin_sql() -> String {
     )
 }
 
+/// `BEGIN` and the statement that loads a task (`sent`, its `PREPARE` ahead when it has
+/// one), in one round trip. `None`: the prepared statement was not in the server session
+/// (a pooler the URL does not name); the transaction is rolled back and the caller sends
+/// it again, as text now.
+fn begin_with(
+    eng: &PgEngine,
+    what: &str,
+    sent: &prepared::Statement,
+    params: &[prepared::Param<'_>],
+) -> Result<Option<tokio_postgres::Row>> {
+    let c = &eng.conn.client;
+    let begin = begin_sql();
+    let row = eng.conn.run(async {
+        let ((), row) = futures_util::future::join(
+            prepared::send_prepare(c, sent.prepare.as_deref()),
+            futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, params)),
+        )
+        .await;
+        row
+    });
+    match row {
+        Ok(((), row)) => Ok(Some(row)),
+        Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
+            eng.rollback();
+            Ok(None)
+        }
+        Err(f) => {
+            eng.rollback();
+            Err(super::conn::before_commit(eng.conn.error(what, f)))
+        }
+    }
+}
+
 impl<'a> PgTx<'a> {
     /// Open the transaction on `task`, loading and locking its row.
     pub(super) fn begin(eng: &'a PgEngine, task: &TaskId) -> Result<PgTx<'a>> {
@@ -75,29 +108,10 @@ impl<'a> PgTx<'a> {
             load = load.replace(" FOR UPDATE", "");
         }
         let id = task.as_str();
-        let c = &eng.conn.client;
-        let begin = begin_sql();
         let sent = eng.prepared.text(eng.warm.get(), &load, &[Type::TEXT], &[Lit::Text(Some(id))]);
         let params: &[prepared::Param<'_>] = &[(&id, Type::TEXT)];
-        let row = eng.conn.run(async {
-            let ((), row) = futures_util::future::join(
-                prepared::send_prepare(c, sent.prepare.as_deref()),
-                futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, params)),
-            )
-            .await;
-            row
-        });
-        let row = match row {
-            Ok(((), row)) => row,
-            Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
-                eng.rollback();
-                return PgTx::begin(eng, task);
-            }
-            Err(f) => {
-                eng.rollback();
-                let e = eng.conn.error(&format!("loading task {task}"), f);
-                return Err(super::conn::before_commit(e));
-            }
+        let Some(row) = begin_with(eng, &format!("loading task {task}"), &sent, params)? else {
+            return PgTx::begin(eng, task);
         };
         PgTx::from_row(eng, task.clone(), row.get(0), row.get(1))
     }
@@ -179,8 +193,6 @@ impl<'a> PgTx<'a> {
         if how == Pick::Lapsed {
             params.push((&me, Type::TEXT));
         }
-        let c = &eng.conn.client;
-        let begin = begin_sql();
         let types: Vec<Type> = params.iter().map(|(_, t)| t.clone()).collect();
         let mut lits = vec![
             Lit::Texts(direct),
@@ -193,25 +205,8 @@ impl<'a> PgTx<'a> {
             lits.push(Lit::Text(Some(me)));
         }
         let sent = eng.prepared.text(eng.warm.get(), &pick, &types, &lits);
-        let row = eng.conn.run(async {
-            let ((), row) = futures_util::future::join(
-                prepared::send_prepare(c, sent.prepare.as_deref()),
-                futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, &params)),
-            )
-            .await;
-            row
-        });
-        let what = "picking a waiting task";
-        let row = match row {
-            Ok(((), row)) => row,
-            Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
-                eng.rollback();
-                return PgTx::pick(eng, who, skip, how);
-            }
-            Err(f) => {
-                eng.rollback();
-                return Err(super::conn::before_commit(eng.conn.error(what, f)));
-            }
+        let Some(row) = begin_with(eng, "picking a waiting task", &sent, &params)? else {
+            return PgTx::pick(eng, who, skip, how);
         };
         let Some(task) = row.get::<_, Option<String>>(2) else {
             eng.rollback();
