@@ -100,7 +100,8 @@ impl Statement {
 
 impl Lit<'_> {
     /// The value as SQL: an escape string (`E'...'`, read the same whatever
-    /// `standard_conforming_strings` is), typed.
+    /// `standard_conforming_strings` is) that takes the type `PREPARE` declared; a null and
+    /// an array say their type.
     fn sql(&self) -> String {
         match self {
             Lit::Text(None) => "NULL::text".to_string(),
