@@ -17,6 +17,7 @@
 //!   --archive-tasks N               finished tasks (10 messages each) in the archive run
 //!                                   (default 10000; 100000 is the full size, ~1M messages)
 //!   --pg-only                       only the PostgreSQL section (local vs database claims)
+//!   --pg-claimers                   only its library claimers, direct (to profile them)
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
@@ -82,6 +83,7 @@ pub(crate) struct Opts {
     pub(crate) archive_tasks: usize,
     pub(crate) streams: bool,
     pub(crate) pg: bool,
+    pub(crate) pg_claimers_only: bool,
     pub(crate) dir: PathBuf,
     pub(crate) keep: bool,
     pub(crate) against: Option<PathBuf>,
@@ -103,6 +105,7 @@ pub(crate) fn parse_opts() -> Opts {
         archive_tasks: 10_000,
         streams: true,
         pg: true,
+        pg_claimers_only: false,
         dir: PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
             .join(format!("circe-compare-{}", std::process::id())),
         keep: false,
@@ -165,6 +168,16 @@ pub(crate) fn parse_opts() -> Opts {
                 o.streams = false;
                 o.archive = false;
             }
+            "--pg-claimers" => {
+                o.per_call = false;
+                o.contention = false;
+                o.memory = false;
+                o.limits = false;
+                o.chat = false;
+                o.streams = false;
+                o.archive = false;
+                o.pg_claimers_only = true;
+            }
             "--circe" => {
                 let _ = CIRCE_BIN.set(PathBuf::from(value(&mut i)));
             }
@@ -194,7 +207,7 @@ pub(crate) fn usage(msg: &str) -> ! {
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
          --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
          --no-archive --archive-tasks N \
-         --no-streams --no-pg --pg-only --circe PATH --dir PATH --keep"
+         --no-streams --no-pg --pg-only --pg-claimers --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }

@@ -132,6 +132,10 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
             None
         }
     };
+    if opts.pg_claimers_only {
+        claimers(opts, dir, &cluster, None, out);
+        return;
+    }
     let rounds = opts.rounds.max(5) * 3;
     eprintln!("postgres: populating ...");
     let local = populate_circe(&dir.join("pg-local"), rounds + 10, 8);
@@ -197,9 +201,20 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
         "\ncirce direct / the one-statement floor (paired median): {:.2}x",
         paired_ratio(&direct_ms, &floor_ms)
     );
+    claimers(opts, dir, &cluster, bouncer.as_ref(), out);
+}
+
+/// `opts.workers` library claimers on a root of 40,000 tasks, directly and through `bouncer`.
+fn claimers(
+    opts: &Opts,
+    dir: &Path,
+    cluster: &Cluster,
+    bouncer: Option<&Bouncer>,
+    out: &mut String,
+) {
     let secs = opts.secs.max(2.0);
     eprintln!("postgres: {} claimers for {secs} s ...", opts.workers);
-    let busy = pg_root(dir, &cluster, "bench_busy", 40_000);
+    let busy = pg_root(dir, cluster, "bench_busy", 40_000);
     let (rate, followed, skipped) = throughput(&busy, opts.workers, secs);
     let _ = writeln!(
         out,
@@ -207,8 +222,8 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
          a follower read {followed} events by cursor meanwhile and skipped {skipped}",
         opts.workers
     );
-    if let Some(b) = &bouncer {
-        pg_root(dir, &cluster, "bench_busy_pooled", 40_000);
+    if let Some(b) = bouncer {
+        pg_root(dir, cluster, "bench_busy_pooled", 40_000);
         let (rate, followed, skipped) = throughput(&b.url("bench_busy_pooled"), opts.workers, secs);
         let _ = writeln!(
             out,
