@@ -159,23 +159,9 @@ pub(crate) fn parse_opts() -> Opts {
             }
             "--no-streams" => o.streams = false,
             "--no-pg" => o.pg = false,
-            "--pg-only" => {
-                o.per_call = false;
-                o.contention = false;
-                o.memory = false;
-                o.limits = false;
-                o.chat = false;
-                o.streams = false;
-                o.archive = false;
-            }
+            "--pg-only" => only_pg(&mut o),
             "--pg-claimers" => {
-                o.per_call = false;
-                o.contention = false;
-                o.memory = false;
-                o.limits = false;
-                o.chat = false;
-                o.streams = false;
-                o.archive = false;
+                only_pg(&mut o);
                 o.pg_claimers_only = true;
             }
             "--circe" => {
@@ -199,6 +185,17 @@ pub(crate) fn parse_opts() -> Opts {
     o.sizes.sort_unstable();
     o.sizes.dedup();
     o
+}
+
+/// Every section off but the PostgreSQL one.
+fn only_pg(o: &mut Opts) {
+    o.per_call = false;
+    o.contention = false;
+    o.memory = false;
+    o.limits = false;
+    o.chat = false;
+    o.streams = false;
+    o.archive = false;
 }
 
 pub(crate) fn usage(msg: &str) -> ! {
