@@ -138,8 +138,12 @@ fn events(n: usize) {
 fn writers(me: &str, t: &str, id: &str, n: usize, log: &Path) {
     let me = &AgentName::new(me).unwrap();
     let t = &TaskId::new(t).unwrap();
+    // What waiting for the task's lock cost this writer: reported, not judged (timings on a
+    // shared machine are no test).
+    let (mut refused, mut slowest) = (0, Duration::ZERO);
     for i in 0..n {
         let ws = ws();
+        let began = Instant::now();
         let name = CheckName::new(format!("w{id}_{i}")).unwrap();
         // A lock waited for over its 10 s changed nothing, and says to retry: a writer does
         // (on a slow machine 8 writers on one task can starve one past the wait). An
@@ -151,12 +155,18 @@ fn writers(me: &str, t: &str, id: &str, n: usize, log: &Path) {
                 Err(e)
                     if tries < 4
                         && e.kind == Kind::Conflict
-                        && e.message.contains("is locked by another circe process") => {}
+                        && e.message.contains("is locked by another circe process") =>
+                {
+                    refused += 1;
+                }
                 r => break r,
             }
         };
+        slowest = slowest.max(began.elapsed());
         if let Err(e) = r {
             log_line(log, &format!("ERR {id} {i} {:?} {}", e.kind, e.message));
         }
     }
+    let stat = log.with_extension("stat");
+    let _ = std::fs::write(stat, format!("{refused} {}", slowest.as_millis()));
 }

@@ -46,6 +46,13 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
         std::thread::sleep(Duration::from_millis(2));
     }
     wait_all(kids, Duration::from_secs(300));
+    let (mut refused, mut slowest) = (0, 0);
+    for w in 0..8 {
+        let s = std::fs::read_to_string(logs.path().join(format!("w{w}.stat"))).unwrap_or_default();
+        let mut f = s.split(' ').map(|x| x.parse::<u64>().unwrap_or(0));
+        refused += f.next().unwrap_or(0);
+        slowest = slowest.max(f.next().unwrap_or(0));
+    }
     for w in 0..8 {
         let t = std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
         p.extend(t.lines().map(str::to_string));
@@ -64,7 +71,8 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
         p.push(format!("{lost} of {} updates lost", 8 * per));
     }
     eprintln!(
-        "writers: 8 x {per} updates, {reads} concurrent reads, {lost} lost, {:?}",
+        "writers: 8 x {per} updates, {reads} concurrent reads, {lost} lost, {:?}; \
+         {refused} lock waits over 10 s (retried), slowest update {slowest} ms",
         start.elapsed()
     );
     p

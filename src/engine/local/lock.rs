@@ -20,6 +20,9 @@ pub struct Lock {
 /// How long a command waits for a lock before giving up (a holder may be stopped).
 const WAIT: Duration = Duration::from_secs(10);
 
+/// How long a lock is polled for before the wait moves into the kernel's queue.
+const POLL: Duration = Duration::from_millis(2);
+
 /// Never through a symlink (a planted link must not create or lock a file outside the
 /// root): that is refused with an error naming it.
 fn open(path: &Path) -> Result<File> {
@@ -136,30 +139,121 @@ impl Lock {
         Self::acquire_mode(path, what, true)
     }
 
+    /// Polled for `POLL` (most waits are a few small writes long), then waited for in the
+    /// kernel: `flock` wakes its waiters the moment the holder lets go, where a poller
+    /// asleep between tries can lose every turn to the others for the whole wait. Polled
+    /// to the end when no thread can be started to wait (a process limit).
     fn acquire_mode(path: &Path, what: &str, shared: bool) -> Result<Lock> {
+        Self::acquire_within(path, what, shared, WAIT)
+    }
+
+    fn acquire_within(path: &Path, what: &str, shared: bool, wait: Duration) -> Result<Lock> {
         let file = open(path)?;
         if super::fault::test_break("clobber") {
             return Ok(Lock { file });
         }
         let start = Instant::now();
         let mut pause = Duration::from_micros(50);
+        let mut queued = false;
         loop {
             let got = if shared { file.try_lock_shared() } else { file.try_lock() };
             match got {
                 Ok(()) => return Ok(Lock { file }),
-                Err(TryLockError::WouldBlock) => {
-                    if start.elapsed() > WAIT {
-                        return Err(Error::conflict(format!(
-                            "{what} is locked by another circe process for over {}s",
-                            WAIT.as_secs()
-                        ))
-                        .hint("a circe process may be stopped (SIGSTOP) while holding it; resume or kill it and retry"));
-                    }
-                    std::thread::sleep(pause);
-                    pause = (pause * 2).min(Duration::from_millis(5));
-                }
+                Err(TryLockError::WouldBlock) => {}
                 Err(TryLockError::Error(e)) => return Err(lock_error(path, e)),
             }
+            let left = wait.saturating_sub(start.elapsed());
+            if left.is_zero() {
+                return Err(Error::conflict(format!(
+                    "{what} is locked by another circe process for over {}s",
+                    wait.as_secs()
+                ))
+                .hint("a circe process may be stopped (SIGSTOP) while holding it; resume or kill it and retry"));
+            }
+            if !queued && start.elapsed() >= POLL {
+                queued = true;
+                match wait_in_kernel(&file, shared, left) {
+                    Some(Ok(true)) => return Ok(Lock { file }),
+                    // The time ran out: the loop says so.
+                    Some(Ok(false)) => continue,
+                    Some(Err(e)) => return Err(lock_error(path, e)),
+                    None => {}
+                }
+            }
+            std::thread::sleep(pause.min(left));
+            pause = (pause * 2).min(Duration::from_millis(5));
+        }
+    }
+}
+
+/// Wait up to `limit` for the lock on `file` in a blocking `flock` on a second handle of
+/// the same open file (the lock is the open file's, so it is `file`'s once taken). `None`:
+/// no thread could be started. When the time runs out first, the thread goes on waiting
+/// and lets the lock go the moment it gets it (its handle is the open file's last).
+fn wait_in_kernel(file: &File, shared: bool, limit: Duration) -> Option<std::io::Result<bool>> {
+    let twin = file.try_clone().ok()?;
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("circe-lock-wait".into())
+        .spawn(move || {
+            let got = loop {
+                match if shared { twin.lock_shared() } else { twin.lock() } {
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    r => break r,
+                }
+            };
+            // Sent back with the handle, so that the lock is let go where the waiter is:
+            // with the waiter gone, the send fails and both are dropped here.
+            let _ = tx.send((got, twin));
+        })
+        .ok()?;
+    match rx.recv_timeout(limit) {
+        Ok((got, _twin)) => Some(got.map(|()| true)),
+        Err(_) => Some(Ok(false)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn other_handle(path: &Path) -> File {
+        OpenOptions::new().read(true).write(true).open(path).unwrap()
+    }
+
+    #[test]
+    fn a_lock_let_go_during_the_kernel_wait_is_the_waiters() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lock");
+        let held = Lock::acquire(&path, "t").unwrap();
+        let start = Instant::now();
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(60));
+            drop(held);
+        });
+        let got = Lock::acquire(&path, "t").unwrap();
+        assert!(start.elapsed() > POLL, "the wait went past polling into the kernel");
+        letting_go.join().unwrap();
+        // Taken by the waiting thread's handle, and held by the waiter's own.
+        assert!(matches!(other_handle(&path).try_lock(), Err(TryLockError::WouldBlock)));
+        drop(got);
+        assert!(other_handle(&path).try_lock().is_ok());
+    }
+
+    #[test]
+    fn a_waiter_that_gave_up_leaves_no_lock_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.lock");
+        let held = Lock::acquire(&path, "t").unwrap();
+        let err = Lock::acquire_within(&path, "task T", false, Duration::from_millis(50));
+        assert_eq!(err.unwrap_err().kind, crate::error::Kind::Conflict);
+        drop(held);
+        // The thread still waiting takes the lock and lets it go at once.
+        let other = other_handle(&path);
+        let start = Instant::now();
+        while other.try_lock().is_err() {
+            assert!(start.elapsed() < Duration::from_secs(5), "the given-up wait kept the lock");
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
 }
