@@ -21,7 +21,7 @@ pub struct Lock {
 const WAIT: Duration = Duration::from_secs(10);
 
 /// How long a lock is polled for before the wait moves into the kernel's queue.
-const POLL: Duration = Duration::from_millis(2);
+const POLL: Duration = Duration::from_millis(20);
 
 /// Never through a symlink (a planted link must not create or lock a file outside the
 /// root): that is refused with an error naming it.
