@@ -125,6 +125,10 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
             return;
         }
     };
+    if opts.pg_claimers_only {
+        claimers(opts, dir, &cluster, None, out);
+        return;
+    }
     let bouncer = match Bouncer::start(&cluster, 16) {
         Ok(b) => Some(b),
         Err(why) => {
@@ -132,10 +136,6 @@ pub(crate) fn section(opts: &Opts, dir: &Path, out: &mut String) {
             None
         }
     };
-    if opts.pg_claimers_only {
-        claimers(opts, dir, &cluster, None, out);
-        return;
-    }
     let rounds = opts.rounds.max(5) * 3;
     eprintln!("postgres: populating ...");
     let local = populate_circe(&dir.join("pg-local"), rounds + 10, 8);

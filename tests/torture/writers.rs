@@ -48,14 +48,14 @@ fn writers_run(per: usize, env: &[(&str, &str)]) -> Vec<String> {
     wait_all(kids, Duration::from_secs(300));
     let (mut refused, mut slowest) = (0, 0);
     for w in 0..8 {
-        let s = std::fs::read_to_string(logs.path().join(format!("w{w}.stat"))).unwrap_or_default();
-        let mut f = s.split(' ').map(|x| x.parse::<u64>().unwrap_or(0));
+        let figures =
+            std::fs::read_to_string(logs.path().join(format!("w{w}.stat"))).unwrap_or_default();
+        let mut f = figures.split(' ').map(|x| x.parse::<u64>().unwrap_or(0));
         refused += f.next().unwrap_or(0);
         slowest = slowest.max(f.next().unwrap_or(0));
-    }
-    for w in 0..8 {
-        let t = std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
-        p.extend(t.lines().map(str::to_string));
+        let log =
+            std::fs::read_to_string(logs.path().join(format!("w{w}.log"))).unwrap_or_default();
+        p.extend(log.lines().map(str::to_string));
     }
     let t = std::fs::read_to_string(r.dir.join("TASKS/T1.checks")).unwrap();
     let checks = circe::task::record::parse_checks("T1", &t).unwrap();

@@ -131,23 +131,20 @@ impl Lock {
     }
 
     pub(super) fn acquire(path: &Path, what: &str) -> Result<Lock> {
-        Self::acquire_mode(path, what, false)
+        Self::acquire_mode(path, what, false, WAIT)
     }
 
     /// A shared lock: any number of shared holders, but none while an exclusive one holds it.
     pub(super) fn acquire_shared(path: &Path, what: &str) -> Result<Lock> {
-        Self::acquire_mode(path, what, true)
+        Self::acquire_mode(path, what, true, WAIT)
     }
 
     /// Polled for `POLL` (most waits are a few small writes long), then waited for in the
     /// kernel: `flock` wakes its waiters the moment the holder lets go, where a poller
     /// asleep between tries can lose every turn to the others for the whole wait. Polled
-    /// to the end when no thread can be started to wait (a process limit).
-    fn acquire_mode(path: &Path, what: &str, shared: bool) -> Result<Lock> {
-        Self::acquire_within(path, what, shared, WAIT)
-    }
-
-    fn acquire_within(path: &Path, what: &str, shared: bool, wait: Duration) -> Result<Lock> {
+    /// to the end when no thread can be started to wait (a process limit). Given up after
+    /// `wait`.
+    fn acquire_mode(path: &Path, what: &str, shared: bool, wait: Duration) -> Result<Lock> {
         let file = open(path)?;
         if super::fault::test_break("clobber") {
             return Ok(Lock { file });
@@ -245,7 +242,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.lock");
         let held = Lock::acquire(&path, "t").unwrap();
-        let err = Lock::acquire_within(&path, "task T", false, Duration::from_millis(50));
+        let err = Lock::acquire_mode(&path, "task T", false, Duration::from_millis(50));
         assert_eq!(err.unwrap_err().kind, crate::error::Kind::Conflict);
         drop(held);
         // The thread still waiting takes the lock and lets it go at once.
