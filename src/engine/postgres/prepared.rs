@@ -1,6 +1,6 @@
 //! Statements a long-lived connection sends again and again (the pick of `claim --next`,
-//! a task's load, a claim's guard, `commit_task`), prepared on the server once per
-//! connection, so the server parses and plans each once rather than on every change.
+//! a task's load), prepared on the server once per connection, so the server parses and
+//! plans each once rather than on every change.
 //!
 //! Only on a warm connection (one that committed a change already: a library claimer, a
 //! follower, a command working through many tasks): a fresh CLI process sends each once,
