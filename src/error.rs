@@ -129,12 +129,14 @@ impl Error {
         } else if source.raw_os_error() == Some(40) {
             // ELOOP from O_NOFOLLOW: circe never follows a link where it keeps its files.
             e.hint = Some("a symbolic link stands there, and circe never follows one: `circe doctor --repair` moves it to LOGS/quarantine/".into());
+            e.details.push(("planted", true.into()));
         } else if source.kind() == std::io::ErrorKind::InvalidInput
             && source.to_string() == "not a regular file"
         {
             // A FIFO, a device or a folder where circe keeps a file (refused, never opened
             // for reading: a FIFO would block).
             e.hint = Some("it is no regular file (a pipe, a device or a folder?): `circe doctor` names it, and `--repair` moves it to LOGS/quarantine/".into());
+            e.details.push(("planted", true.into()));
         }
         e.source = Some(Box::new(source));
         e

@@ -10,15 +10,35 @@ use crate::workspace::Workspace;
 /// parse problems, one problem tagged with the limit it is over, or the read error.
 pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<Problem>> {
     let limits = &ws.config.limits;
-    let c = ws.engine.read_message_capped(mbox, name, limits.message_bytes).map_err(|e| {
-        // A read error's hint (a planted link, the permissions) goes along with it.
-        let text = match &e.hint {
-            Some(h) => format!("{} ({h})", e.chain()),
-            None => e.chain(),
-        };
-        vec![Problem::new(None, None, text)]
-    })?;
+    let c =
+        ws.engine.read_message_capped(mbox, name, limits.message_bytes).map_err(|e| unread(&e))?;
     message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
+}
+
+/// As `read`, but `None` for a link or a pipe standing under a message's name: no message
+/// at all (doctor names it, invariant 2), where a file that does not parse is one that
+/// failed.
+pub fn read_unless_planted(
+    ws: &Workspace,
+    mbox: &Mailbox,
+    name: &str,
+) -> Result<Option<Message>, Vec<Problem>> {
+    let limits = &ws.config.limits;
+    let c = match ws.engine.read_message_capped(mbox, name, limits.message_bytes) {
+        Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return Ok(None),
+        r => r.map_err(|e| unread(&e))?,
+    };
+    message::parse_limited(&c.bytes, c.size, Mode::Draft, limits).map(Some)
+}
+
+/// A read error as the one problem of a message: its hint (a planted link, the
+/// permissions) goes along with it.
+fn unread(e: &crate::error::Error) -> Vec<Problem> {
+    let text = match &e.hint {
+        Some(h) => format!("{} ({h})", e.chain()),
+        None => e.chain(),
+    };
+    vec![Problem::new(None, None, text)]
 }
 
 /// The problem to show for a message that did not read: the first one.

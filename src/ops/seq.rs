@@ -185,7 +185,14 @@ pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
     // a later one first would make an earlier one of the same sender stale unseen.
     let mut oldest: Option<(Age, String)> = None;
     for f in ws.engine.list_box(&inbox)? {
-        let Ok(m) = super::read(ws, &inbox, &f) else { return Ok(Some(f)) };
+        // One that does not read is said at once (`inbox` warns of it), but a link or a
+        // pipe so named is no message at all: doctor's to name, never a wake-up (a loop of
+        // `wait --for inbox` would find it again and again).
+        let m = match super::read::read_unless_planted(ws, &inbox, &f) {
+            Ok(Some(m)) => m,
+            Ok(None) => continue,
+            Err(_) => return Ok(Some(f)),
+        };
         let fresh = numbered(&m).is_none() || {
             if judge.is_none() {
                 judge = Some(Staleness::of(ws, me)?);

@@ -1774,6 +1774,30 @@ fn a_folder_named_like_a_message_is_none() {
     assert!(doctor.stderr.contains("INBOX/notes.md is not a message file"), "{}", doctor.show());
 }
 
+/// A link and a pipe named like messages in an INBOX are no messages either: `wait --for
+/// inbox` waits on past them (`inbox` warns of each), while a regular file that does not
+/// read wakes it, so that the agent sees the warning.
+#[test]
+fn a_link_or_a_pipe_in_an_inbox_wakes_no_wait() {
+    local_only!("plants files by hand");
+    let env = Env::local();
+    let inbox = env.dot_circe().join("AGENTS/qa/INBOX");
+    std::os::unix::fs::symlink(env.path().join("elsewhere.md"), inbox.join("link.md")).unwrap();
+    let fifo = std::process::Command::new("mkfifo").arg(inbox.join("pipe.md")).status().unwrap();
+    assert!(fifo.success());
+    env.as_("qa", &["wait", "--for", "inbox", "--timeout", "1s"]).code(7);
+    let listed = env.as_("qa", &["inbox"]);
+    assert!(
+        listed.stderr.contains("link.md") && listed.stderr.contains("pipe.md"),
+        "{}",
+        listed.show()
+    );
+    std::fs::write(inbox.join("broken.md"), "no header at all\n").unwrap();
+    let w = env.as_("qa", &["--json", "wait", "--for", "inbox", "--timeout", "1s"]);
+    w.ok();
+    assert_eq!(w.json()["file"], "broken.md", "{}", w.show());
+}
+
 /// A held task's message filed by hand into LOGS is beyond `--repair` (it cannot know the
 /// owner did not mean it), and doctor's line says the move that mends it; done, doctor is
 /// clean and the owner goes on.
@@ -2093,4 +2117,28 @@ fn migrate_to_local_of_a_dot_circe_names_the_project() {
     let o = env.circe(["migrate", "--to-local", "project/.circe"]).run();
     o.code(2);
     assert!(o.stderr.contains("`circe migrate --to-local 'project'`"), "{}", o.show());
+}
+
+/// A link and a pipe named like messages in NEW_MESSAGES: plain `doctor` says each once, as
+/// no message file (invariant 2), not again as no task's message (invariant 6); `--repair`
+/// moves both aside, and nothing is left to say.
+#[test]
+fn doctor_says_a_link_in_new_messages_once() {
+    local_only!("plants files by hand");
+    let env = Env::local();
+    env.open_task("T-1");
+    let new = env.dot_circe().join("NEW_MESSAGES");
+    std::os::unix::fs::symlink(env.path().join("elsewhere.md"), new.join("link.md")).unwrap();
+    let fifo = std::process::Command::new("mkfifo").arg(new.join("pipe.md")).status().unwrap();
+    assert!(fifo.success());
+    let doctor = env.circe(["doctor"]).run();
+    doctor.code(1);
+    for name in ["link.md", "pipe.md"] {
+        let lines: Vec<&str> = doctor.stderr.lines().filter(|l| l.contains(name)).collect();
+        assert_eq!(lines.len(), 1, "{name} said once: {}", doctor.show());
+        assert!(lines[0].contains("is not a message file"), "{}", doctor.show());
+    }
+    assert!(doctor.stderr.starts_with("error: 2 violation(s)"), "{}", doctor.show());
+    env.circe(["doctor", "--repair"]).run().ok();
+    env.circe(["doctor"]).run().ok();
 }
