@@ -51,7 +51,7 @@ impl Report {
     pub fn print(&self, json: bool) {
         let mut err = std::io::stderr().lock();
         for w in &self.warnings {
-            let _ = writeln!(err, "warning: {}", terminal_safe(w));
+            let _ = writeln!(err, "warning: {}", error_safe(w));
         }
         drop(err);
         let mut out = std::io::stdout().lock();
@@ -100,11 +100,24 @@ pub fn stdout_failure() -> Option<&'static str> {
 /// a summary could otherwise show words in another order than they are). JSON escapes
 /// control characters itself and keeps the others: a program reads them in order.
 pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    escaped(s, false)
+}
+
+/// An error's, a warning's or a hint's text for a terminal: as `terminal_safe`, and every
+/// character that shows nothing (zero-width spaces and joiners, the soft hyphen, the byte
+/// order mark) escaped as well. circe's own words hold none, so one there was typed or read
+/// (a key `T\u{200b}-1` that looks like `T-1` would read "no task `T-1`"). Messages and
+/// chat keep them: a joiner is part of an emoji or of a word in some scripts.
+pub fn error_safe(s: &str) -> std::borrow::Cow<'_, str> {
+    escaped(s, true)
+}
+
+fn escaped(s: &str, invisible_too: bool) -> std::borrow::Cow<'_, str> {
     let mut chars = s.chars().peekable();
     let mut out: Option<String> = None;
     let mut at = 0;
     while let Some(c) = chars.next() {
-        let kept = !(c.is_control() || reorders(c))
+        let kept = !(c.is_control() || reorders(c) || invisible_too && invisible(c))
             || matches!(c, '\n' | '\t')
             || c == '\r' && chars.peek() == Some(&'\n');
         match (&mut out, kept) {
@@ -126,6 +139,13 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
 /// A character that changes the order text is shown in (Unicode's bidirectional controls).
 fn reorders(c: char) -> bool {
     matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
+}
+
+/// Characters that take no room when shown: the zero-width space, non-joiner and joiner,
+/// the word joiner and the invisible operators, the soft hyphen, the Mongolian vowel
+/// separator, the zero-width no-break space (byte order mark).
+fn invisible(c: char) -> bool {
+    matches!(c, '\u{200b}'..='\u{200d}' | '\u{2060}'..='\u{2064}' | '\u{ad}' | '\u{180e}' | '\u{feff}')
 }
 
 /// The writer of commands that print as they go: one line at a time on stdout, flushed per
@@ -189,9 +209,9 @@ pub fn print_error(e: &Error, json: bool, one_line: bool) {
         let _ = writeln!(out, "{}", text.unwrap_or_default());
     }
     let mut err = std::io::stderr().lock();
-    let _ = writeln!(err, "error: {}", terminal_safe(&e.chain()));
+    let _ = writeln!(err, "error: {}", error_safe(&e.chain()));
     if let Some(h) = &e.hint {
-        let _ = writeln!(err, "hint: {}", terminal_safe(h));
+        let _ = writeln!(err, "hint: {}", error_safe(h));
     }
 }
 
@@ -233,6 +253,12 @@ mod tests {
         assert!(matches!(super::terminal_safe("plain\ttext\r\n"), std::borrow::Cow::Borrowed(_)));
         // A right-to-left override would show the text after it reversed: shown escaped.
         assert_eq!(super::terminal_safe("ok \u{202e}yned\u{2066}x"), "ok \\u{202e}yned\\u{2066}x");
+        // A joiner in a message stays; in an error it is shown.
+        assert_eq!(super::terminal_safe("a\u{200d}b"), "a\u{200d}b");
+        assert_eq!(
+            super::error_safe("T\u{200b}-1 \u{feff}x\u{ad}"),
+            "T\\u{200b}-1 \\u{feff}x\\u{ad}"
+        );
         assert!(matches!(super::terminal_safe("naïve ünïcode"), std::borrow::Cow::Borrowed(_)));
     }
 }

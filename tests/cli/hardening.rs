@@ -1076,6 +1076,24 @@ fn control_characters_from_other_agents_are_shown_escaped() {
     assert_eq!(j.json()["messages"][0]["summary"], sneaky);
 }
 
+/// A key with a character that shows nothing (a zero-width space, pasted) is shown escaped
+/// in the error, so "no task" never names one that looks like a task that exists. A
+/// summary keeps its joiners (an emoji's), in the terminal too.
+#[test]
+fn an_invisible_character_in_a_key_is_shown_in_the_error() {
+    let env = Env::new();
+    env.open_task("T-1");
+    let o = env.circe(["show", "T\u{200b}-1"]).run();
+    o.code(5);
+    assert!(o.stderr.contains("`T\\u{200b}-1`"), "{}", o.show());
+    assert!(!o.stderr.contains('\u{200b}'), "{}", o.show());
+    let family = "team \u{1f469}\u{200d}\u{1f4bb}";
+    env.as_("qa", &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", family])
+        .ok();
+    let shown = env.as_("engineer", &["inbox"]);
+    assert!(shown.stdout.contains(family), "{}", shown.show());
+}
+
 /// `config --set` of rules naming an agent not added yet sets them (a setup adds the agent
 /// next) and says at once that other commands refuse to run until then.
 #[test]
