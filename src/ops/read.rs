@@ -15,9 +15,9 @@ pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<P
     message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
 }
 
-/// As `read`, but `None` for a link or a pipe standing under a message's name: no message
-/// at all (doctor names it, invariant 2), where a file that does not parse is one that
-/// failed.
+/// As `read`, but `None` for a link, a pipe or a folder standing under a message's name: no
+/// message at all (doctor names it, invariant 2). A regular file that does not parse is
+/// still a message with problems.
 pub fn read_unless_planted(
     ws: &Workspace,
     mbox: &Mailbox,

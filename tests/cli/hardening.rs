@@ -1800,9 +1800,7 @@ fn a_link_or_a_pipe_in_an_inbox_wakes_no_wait() {
     local_only!("plants files by hand");
     let env = Env::local();
     let inbox = env.dot_circe().join("AGENTS/qa/INBOX");
-    std::os::unix::fs::symlink(env.path().join("elsewhere.md"), inbox.join("link.md")).unwrap();
-    let fifo = std::process::Command::new("mkfifo").arg(inbox.join("pipe.md")).status().unwrap();
-    assert!(fifo.success());
+    plant_link_and_pipe(&env, &inbox);
     env.as_("qa", &["wait", "--for", "inbox", "--timeout", "1s"]).code(7);
     let listed = env.as_("qa", &["inbox"]);
     assert!(
@@ -2145,10 +2143,7 @@ fn doctor_says_a_link_in_new_messages_once() {
     local_only!("plants files by hand");
     let env = Env::local();
     env.open_task("T-1");
-    let new = env.dot_circe().join("NEW_MESSAGES");
-    std::os::unix::fs::symlink(env.path().join("elsewhere.md"), new.join("link.md")).unwrap();
-    let fifo = std::process::Command::new("mkfifo").arg(new.join("pipe.md")).status().unwrap();
-    assert!(fifo.success());
+    plant_link_and_pipe(&env, &env.dot_circe().join("NEW_MESSAGES"));
     let doctor = env.circe(["doctor"]).run();
     doctor.code(1);
     for name in ["link.md", "pipe.md"] {
@@ -2159,4 +2154,11 @@ fn doctor_says_a_link_in_new_messages_once() {
     assert!(doctor.stderr.starts_with("error: 2 violation(s)"), "{}", doctor.show());
     env.circe(["doctor", "--repair"]).run().ok();
     env.circe(["doctor"]).run().ok();
+}
+
+/// A symbolic link `link.md` (to a file outside the root) and a FIFO `pipe.md` in `dir`.
+fn plant_link_and_pipe(env: &Env, dir: &std::path::Path) {
+    std::os::unix::fs::symlink(env.path().join("elsewhere.md"), dir.join("link.md")).unwrap();
+    let fifo = std::process::Command::new("mkfifo").arg(dir.join("pipe.md")).status().unwrap();
+    assert!(fifo.success(), "mkfifo");
 }

@@ -252,8 +252,9 @@ fn check_new_messages(
 ) -> Result<()> {
     for name in eng.store.list_box(&Mailbox::NewMessages)? {
         // A link or a pipe so named is no message: invariant 2 says it, once (`check_boxes`).
-        let file = eng.store.box_dir(&Mailbox::NewMessages).join(&name);
-        if !tickets.contains_key(&name) && super::atomic::is_regular(&file) {
+        let regular =
+            || super::atomic::is_regular(&eng.store.box_dir(&Mailbox::NewMessages).join(&name));
+        if !tickets.contains_key(&name) && regular() {
             // A handoff that failed after delivering its message: reconciling the task
             // finishes it (the message becomes the ticket).
             // A name circe did not write (renamed by hand): its header names the task.
