@@ -248,13 +248,12 @@ fn check_new_messages(
     repair: bool,
     tickets: &std::collections::BTreeMap<String, TaskId>,
     unread: &std::collections::BTreeSet<TaskId>,
+    not_messages: &[String],
     v: &mut dyn FnMut(u8, String, bool),
 ) -> Result<()> {
     for name in eng.store.list_box(&Mailbox::NewMessages)? {
-        // A link or a pipe so named is no message: invariant 2 says it, once (`check_boxes`).
-        let regular =
-            || super::atomic::is_regular(&eng.store.box_dir(&Mailbox::NewMessages).join(&name));
-        if !tickets.contains_key(&name) && regular() {
+        // A link or a pipe so named is no message: invariant 2 said it (`check_boxes`).
+        if !tickets.contains_key(&name) && !not_messages.contains(&name) {
             // A handoff that failed after delivering its message: reconciling the task
             // finishes it (the message becomes the ticket).
             // A name circe did not write (renamed by hand): its header names the task.
@@ -338,6 +337,9 @@ struct Found {
     /// Messages that do not parse: (box, file, why). One that is a task's current message
     /// stays where it is; any other is moved aside by `--repair`.
     unparsed: Vec<(Mailbox, String, String)>,
+    /// Entries of NEW_MESSAGES named like messages that are none (a link, a FIFO, a
+    /// folder): said under invariant 2, not again as no task's message.
+    not_messages: Vec<String>,
 }
 
 /// Invariants 2 and 3 for the boxes: only message files, each of which parses within the
@@ -379,6 +381,9 @@ fn check_boxes(
         }
         // A foreign entry (a link, a FIFO, a folder) is reported once, above.
         let foreign_name = |n: &String| foreign.contains(n);
+        if *b == Mailbox::NewMessages {
+            found.not_messages.clone_from(&foreign);
+        }
         for name in
             listing.iter().map(|(n, _)| n).filter(|n| is_message_name(n) && !foreign_name(n))
         {
@@ -571,7 +576,8 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_agent_files(eng, repair, &mut v)?;
     let all = eng.boxes()?;
     let listings = all.iter().map(|b| eng.store.list_box_typed(b)).collect::<Result<Vec<_>>>()?;
-    let found = check_boxes(eng, repair, &all, &listings, &mut v)?;
+    let mut found = check_boxes(eng, repair, &all, &listings, &mut v)?;
+    let not_messages = std::mem::take(&mut found.not_messages);
 
     let planted = check_own_files(eng, repair, &mut v)?;
     // A log that is no regular file is reported above (invariant 2), and not read.
@@ -652,7 +658,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_lanes(eng, repair, &waiting, &mut v)?;
     check_board(eng, repair, &mut v)?;
     report_found(eng, repair, found, &tickets, &mut v)?;
-    check_new_messages(eng, repair, &tickets, &unread, &mut v)?;
+    check_new_messages(eng, repair, &tickets, &unread, &not_messages, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
     if repair {
         lanes::rebuild(eng)?;
