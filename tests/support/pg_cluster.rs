@@ -81,8 +81,17 @@ pub fn start(tcp: &[&str]) -> Result<Cluster, String> {
     start_in(None, tcp)
 }
 
+/// `start` on the unix socket only, with server settings of its own (`name=value`).
+pub fn start_with(settings: &[&str]) -> Result<Cluster, String> {
+    start_full(None, &[], settings)
+}
+
 /// `start`, with the server in network namespace `ns` (made by the caller).
 pub fn start_in(ns: Option<&str>, tcp: &[&str]) -> Result<Cluster, String> {
+    start_full(ns, tcp, &[])
+}
+
+fn start_full(ns: Option<&str>, tcp: &[&str], settings: &[&str]) -> Result<Cluster, String> {
     if let Some(why) = unavailable() {
         return Err(why);
     }
@@ -122,10 +131,14 @@ pub fn start_in(ns: Option<&str>, tcp: &[&str]) -> Result<Cluster, String> {
     // A port of our own for TCP tests; the socket name carries it too.
     let port = 20_000 + u16::try_from(std::process::id() % 20_000).unwrap_or(0);
     let listen = if tcp.is_empty() { String::new() } else { tcp.join(",") };
-    let opts = format!(
+    let mut opts = format!(
         "-k {} -p {port} -c listen_addresses='{listen}' -c max_connections=200 -c fsync=on -c shared_buffers=32MB",
         base.display()
     );
+    for s in settings {
+        opts.push_str(" -c ");
+        opts.push_str(s);
+    }
     let mut ctl = match ns {
         Some(ns) => {
             let mut c = Command::new("ip");

@@ -28,7 +28,8 @@
 //! outcome, as when the connection breaks after COMMIT), `pg-outbox-apart` (a change's
 //! outbox delivered after its task's commit), `pg-ask-nocas` (an ask's write compares no
 //! revision), `pg-chat-race` (a chat append reads the channel's head without its lock), `pg-schema-v2` (init makes and circe accepts
-//! schema version 2). And the domain's `no-fence`: owner writes skip the owner and epoch
+//! schema version 2), `pg-no-flush` (a task's commit answered before it is on disk),
+//! `pg-read-unflushed` (a read of the feed shows events not yet on disk). And the domain's `no-fence`: owner writes skip the owner and epoch
 //! checks; `ask-unheld`: an answer holds nothing (`ask-slow-answer` pauses one under way).
 //! The TX routing's: `no-outbox` stops commands finishing a task's outbox that a crash cut
 //! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;

@@ -41,6 +41,23 @@ pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalive
                        SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; \
                        SET default_transaction_isolation = 'read committed'";
 
+/// Sent first in a task's commit: the transaction does not wait for the disk at its
+/// `COMMIT`, so the row locks it holds (the `feed` counter's, every change's) pass to the
+/// next commit before the flush rather than after it. `FLUSH` after it does the waiting.
+pub(super) const NO_WAIT: &str = "SET LOCAL synchronous_commit = off";
+
+/// Sent after a commit that did not wait (`NO_WAIT`), in the same round trip: a
+/// transaction of its own that writes one record to the server's log (a logical message
+/// nothing reads) and so waits at its commit until the log is on disk up to it, with the
+/// commit before it. Many commits' flushes are one write then (the server groups them),
+/// and none holds a lock.
+pub(super) const FLUSH: &str = "SELECT pg_logical_emit_message(true, 'circe', '')";
+
+/// Whether the server's log is on disk as far as it is written: every commit made so far
+/// is durable (a standby's log is its primary's).
+pub(super) const FLUSHED: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN true
+     ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END";
+
 /// What went wrong with a database call, before it becomes a circe error.
 pub enum Failure {
     /// The server answered with an error (nothing of the call was committed).
@@ -137,6 +154,35 @@ impl Conn {
             self.lost.set(true);
         }
         r
+    }
+
+    /// `run` of a commit that does not wait for the disk (`NO_WAIT` in its transaction),
+    /// with `FLUSH` pipelined after it: done only once the commit is on disk. A commit
+    /// made whose flush did not answer is `Lost`: a crash may have taken it.
+    pub fn run_flushed<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
+    where
+        F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
+    {
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-no-flush): answered before the disk has it.
+        if crate::engine::local::test_break("pg-no-flush") {
+            return self.run(fut);
+        }
+        let c = &self.client;
+        let (v, flushed) = self.run(async {
+            let (done, flushed) = futures_util::future::join(fut, c.batch_execute(FLUSH)).await;
+            done.map(|v| (v, flushed))
+        })?;
+        match flushed {
+            Ok(()) => Ok(v),
+            Err(e) => {
+                if e.as_db_error().is_none() {
+                    self.lost.set(true);
+                }
+                Err(Failure::Lost(format!(
+                    "the commit was made, its flush to disk unconfirmed: {e}"
+                )))
+            }
+        }
     }
 
     /// `run`, for calls that change nothing or commit nothing: any failure is an error.

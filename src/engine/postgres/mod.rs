@@ -61,6 +61,9 @@ pub struct PgEngine {
     /// the `COMMIT` or `ROLLBACK` that ends it): a statement that may fail there runs
     /// under a savepoint.
     in_block: std::cell::Cell<bool>,
+    /// A snapshot's transaction is open: the events it reads are made durable once it
+    /// ends (`feed.rs`).
+    in_snapshot: std::cell::Cell<bool>,
     /// The retired agents read with the opening, for the first question right after.
     retired_at_open: std::cell::Cell<Option<Prefetched<Vec<Retired>>>>,
     /// The ticket a claim moved, returned by its commit, for the read right after.
@@ -142,6 +145,7 @@ impl PgEngine {
             agents: RefCell::new(agents),
             open_tx: std::cell::Cell::new(false),
             in_block: std::cell::Cell::new(false),
+            in_snapshot: std::cell::Cell::new(false),
             retired_at_open: std::cell::Cell::new(retired),
             ticket_read: std::cell::Cell::new(None),
             message_cap: config.limits.message_bytes,

@@ -437,10 +437,20 @@ impl Engine for PgEngine {
             ),
         )?;
         // The agents as of the snapshot, however recently the opening read them.
+        self.in_snapshot.set(true);
         let snap = self.read_agents().and_then(|()| crate::engine::Snapshot::read(self));
-        let end = self.conn.call("ending the snapshot", c.batch_execute("COMMIT"));
+        self.in_snapshot.set(false);
+        let end = self.conn.call(
+            "ending the snapshot",
+            futures_util::future::try_join(
+                c.query_typed(super::conn::FLUSHED, &[]),
+                c.batch_execute("COMMIT"),
+            ),
+        );
         let snap = snap?;
-        end?;
+        let (flushed, ()) = end?;
+        // What the snapshot read is on disk before anyone sees it (`feed.rs`).
+        self.make_durable(true, &flushed)?;
         Ok(snap)
     }
 

@@ -1,12 +1,14 @@
 //! Sending a task transaction's commit: the first change on a connection to a task that
 //! exists, whose ticket stays or moves, as one plain statement (`commit_held.sql`);
 //! every other change as a call of the schema's `commit_task`. Each is pipelined with its
-//! `COMMIT`.
+//! `COMMIT`, which does not wait for the disk, and the `FLUSH` that does
+//! (`Conn::run_flushed`): the commit holds its locks only until it is made, and is
+//! answered only once it is durable.
 
 use tokio_postgres::types::Type;
 
 use super::PgTx;
-use crate::engine::postgres::conn::Failure;
+use crate::engine::postgres::conn::{Failure, NO_WAIT};
 use crate::engine::postgres::seq::is_ticket_counter_refused;
 use crate::engine::retired_claimer;
 use crate::error::Error;
@@ -119,14 +121,15 @@ impl PgTx<'_> {
                 None => Ok(false),
             }
         };
-        let sent = self.eng.conn.run(futures_util::future::try_join4(
+        let sent = self.eng.conn.run_flushed(futures_util::future::try_join5(
+            c.batch_execute(NO_WAIT),
             active,
             counter,
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ));
         match (sent, &number) {
-            (Ok(((), moved, row, ())), _) => {
+            (Ok(((), (), moved, row, ())), _) => {
                 Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
             }
             // The claimer was retired: the transaction aborted, nothing was written.
@@ -160,7 +163,8 @@ impl PgTx<'_> {
             (&a.bring, Type::INT4),
             (&claimer, Type::TEXT),
         ]);
-        let (row, ()) = self.eng.conn.run(futures_util::future::try_join(
+        let ((), row, ()) = self.eng.conn.run_flushed(futures_util::future::try_join3(
+            c.batch_execute(NO_WAIT),
             c.query_typed_one(&q, &params),
             c.batch_execute("COMMIT"),
         ))?;
