@@ -136,3 +136,46 @@ fn a_connection_the_server_ends_says_what_to_do() {
         || out.stderr.contains("lost the connection");
     assert!(told && out.stderr.contains("connected again"), "{out:?}");
 }
+
+/// A role that may not run the flush after a task's commit (`pg_logical_emit_message`,
+/// revoked from everyone on a cluster of the test's own): the change is made but not
+/// answered as done; the command exits 1 with the outcome unknown, naming what the server
+/// refused and the grant that mends it. Once granted, the task is there to claim.
+#[test]
+fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
+    let c = match crate::pg_cluster::start_with(&[]) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let flush = "pg_logical_emit_message(boolean, text, text)";
+    c.psql(&format!(
+        "CREATE ROLE noflush LOGIN; GRANT CREATE ON DATABASE postgres TO noflush; \
+         REVOKE EXECUTE ON FUNCTION {flush} FROM PUBLIC"
+    ));
+    let url = format!("{}&schema=noflush", c.base_url()).replacen(
+        "postgres://postgres@",
+        "postgres://noflush@",
+        1,
+    );
+    let root = Root::new(&url, "server", 1);
+    let args = ["send", "--to", "e1", "--intent", "implement_feature", "--task", "T-1"];
+    let o = root.run(Some("coordinator"), &[&args[..], &["--summary", "x", "--json"]].concat());
+    assert_eq!(o.code, 1, "{o:?}");
+    let e = &o.json()["error"];
+    let message = e["message"].as_str().unwrap_or_default();
+    assert!(message.contains("refused the flush"), "{o:?}");
+    assert!(message.contains("permission denied"), "{o:?}");
+    assert!(
+        e["hint"]
+            .as_str()
+            .unwrap_or_default()
+            .contains(&format!("GRANT EXECUTE ON FUNCTION {flush}")),
+        "{o:?}"
+    );
+    assert_eq!(e["details"]["outcome"], "unknown", "{o:?}");
+    c.psql(&format!("GRANT EXECUTE ON FUNCTION {flush} TO noflush"));
+    root.run(Some("e1"), &["claim", "T-1"]).ok();
+}

@@ -64,6 +64,9 @@ pub enum Failure {
     Db(tokio_postgres::Error),
     /// The connection broke or the time ran out: whether the call took effect is unknown.
     Lost(String),
+    /// The commit was made, but the server refused the flush after it (`run_flushed`), so
+    /// whether a crash takes it back is unknown: the server's reason.
+    Unflushed(String),
 }
 
 impl Conn {
@@ -174,14 +177,13 @@ impl Conn {
         })?;
         match flushed {
             Ok(()) => Ok(v),
-            Err(e) => {
-                if e.as_db_error().is_none() {
+            Err(e) => match e.as_db_error() {
+                Some(db) => Err(Failure::Unflushed(db.message().to_string())),
+                None => {
                     self.lost.set(true);
+                    Err(Failure::Lost(format!("the commit was made, its flush unconfirmed: {e}")))
                 }
-                Err(Failure::Lost(format!(
-                    "the commit was made, its flush to disk unconfirmed: {e}"
-                )))
-            }
+            },
         }
     }
 
@@ -204,6 +206,12 @@ impl Conn {
             .hint("check the network and the server; run the command again")
             .detail("outcome", "unknown")
             .transient(),
+            Failure::Unflushed(why) => Error::internal(format!(
+                "{what}: the commit was made, but the database {} refused the flush that makes it durable ({why}): a crash of the server now could take it back",
+                self.location
+            ))
+            .hint("let circe's role run it: `GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO <role>` (PROTOCOLS.md section 18, \"Durable before seen\"); `circe show` tells the change")
+            .detail("outcome", "unknown"),
         }
     }
 

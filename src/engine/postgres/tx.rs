@@ -396,6 +396,13 @@ impl TaskTx for PgTx<'_> {
                 return Err(if moved { err.hint(send::TICKET_MOVED) } else { err });
             }
             Err(Failure::Lost(why)) => return Err(self.lost(op, &why, request.as_deref())),
+            Err(f @ Failure::Unflushed(_)) => {
+                let err = self.eng.conn.error(&format!("{op} {}", self.task), f);
+                return Err(match request {
+                    Some(r) if op == "claim" => err.detail("request_id", r),
+                    _ => err,
+                });
+            }
         };
         if test_break("pg-lost-reply") && op == "claim" {
             return Err(self.lost(op, "CIRCE_TEST_BREAK=pg-lost-reply", request.as_deref()));
