@@ -177,13 +177,13 @@ impl Conn {
         })?;
         match flushed {
             Ok(()) => Ok(v),
-            Err(e) => match e.as_db_error() {
-                Some(db) => Err(Failure::Unflushed(db.message().to_string())),
-                None => {
-                    self.lost.set(true);
-                    Err(Failure::Lost(format!("the commit was made, its flush unconfirmed: {e}")))
+            Err(e) => {
+                if let Some(db) = e.as_db_error() {
+                    return Err(Failure::Unflushed(db.message().to_string()));
                 }
-            },
+                self.lost.set(true);
+                Err(Failure::Lost(format!("the commit was made, its flush unconfirmed: {e}")))
+            }
         }
     }
 
