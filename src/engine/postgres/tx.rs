@@ -282,6 +282,21 @@ impl PgTx<'_> {
     }
 }
 
+impl PgTx<'_> {
+    /// The error for a commit whose outcome is unknown: its reply lost (`lost`), or the
+    /// commit made and its flush refused (a claim names its request id there too).
+    fn unknown(&self, op: &str, f: Failure, request: Option<String>) -> Error {
+        if let Failure::Lost(why) = f {
+            return self.lost(op, &why, request.as_deref());
+        }
+        let err = self.eng.conn.error(&format!("{op} {}", self.task), f);
+        match request {
+            Some(r) if op == "claim" => err.detail("request_id", r),
+            _ => err,
+        }
+    }
+}
+
 impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         self.eng.open_tx.set(false);
@@ -395,14 +410,7 @@ impl TaskTx for PgTx<'_> {
                 let moved = err.message.starts_with("the message of task ");
                 return Err(if moved { err.hint(send::TICKET_MOVED) } else { err });
             }
-            Err(Failure::Lost(why)) => return Err(self.lost(op, &why, request.as_deref())),
-            Err(f @ Failure::Unflushed(_)) => {
-                let err = self.eng.conn.error(&format!("{op} {}", self.task), f);
-                return Err(match request {
-                    Some(r) if op == "claim" => err.detail("request_id", r),
-                    _ => err,
-                });
-            }
+            Err(f) => return Err(self.unknown(op, f, request)),
         };
         if test_break("pg-lost-reply") && op == "claim" {
             return Err(self.lost(op, "CIRCE_TEST_BREAK=pg-lost-reply", request.as_deref()));
