@@ -7,29 +7,36 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use crate::common::{Grant, Root, Verdict, check_grants, nap};
+use crate::common::{Grant, Out, Root, check_grants, nap};
 use crate::pg_cluster;
 
 /// The server's own log writer flushes only every 10 s in these tests: a commit answered
 /// before it is on disk is then lost to the stop, not saved by a timer.
 const SLOW_LOG_WRITER: &str = "wal_writer_delay=10s";
 
-/// `claimers` claim and release through `restarts` immediate stops of the server (with the
-/// safety mechanism `brk` broken): what the log holds against what they were told, and how
-/// many runs met the stopped server. `None`: no PostgreSQL here.
-fn run(restarts: usize, claimers: usize, brk: Option<&str>) -> Option<(Verdict, usize)> {
-    let mut cluster = match pg_cluster::start_with(&[SLOW_LOG_WRITER]) {
-        Ok(c) => c,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return None;
-        }
-    };
-    let mut root = Root::new(&format!("{}&schema=restart", cluster.base_url()), "server", claimers);
+/// A cluster of the test's own with `SLOW_LOG_WRITER`, or `None` (said why) without
+/// PostgreSQL here.
+fn slow_cluster() -> Option<pg_cluster::Cluster> {
+    pg_cluster::start_with(&[SLOW_LOG_WRITER]).map_err(|why| eprintln!("skipped: {why}")).ok()
+}
+
+/// A root of one engineer and one task on a `slow_cluster`, and a claim by e1 (`args`)
+/// committed but not flushed: it runs as the `pg-no-flush` variant.
+fn unflushed_claim(schema: &str, args: &[&str]) -> Option<(pg_cluster::Cluster, Root, Out)> {
+    let cluster = slow_cluster()?;
+    let mut root = Root::new(&format!("{}&schema={schema}", cluster.base_url()), "server", 1);
+    root.open_tasks(1);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-no-flush".into()));
+    let o = root.run(Some("e1"), args);
+    o.ok();
+    root.env.clear();
+    Some((cluster, root, o))
+}
+
+fn run(restarts: usize, claimers: usize) {
+    let Some(mut cluster) = slow_cluster() else { return };
+    let root = Root::new(&format!("{}&schema=restart", cluster.base_url()), "server", claimers);
     root.open_tasks(40);
-    if let Some(b) = brk {
-        root.env.push(("CIRCE_TEST_BREAK".into(), b.into()));
-    }
     let stop = AtomicBool::new(false);
     let acked = Mutex::new(Vec::<Grant>::new());
     let (unknown, resolved, met) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
@@ -110,16 +117,6 @@ fn run(restarts: usize, claimers: usize, brk: Option<&str>) -> Option<(Verdict, 
         unknown.load(Ordering::Relaxed),
         resolved.load(Ordering::Relaxed)
     );
-    let met = met.load(Ordering::Relaxed);
-    if brk.is_none() {
-        root.run(None, &["doctor"]).ok();
-    }
-    Some((v, met))
-}
-
-/// `run`, and what must hold of it.
-fn check(restarts: usize, claimers: usize) {
-    let Some((v, met)) = run(restarts, claimers, None) else { return };
     assert!(v.double_owners.is_empty(), "double owners: {:?}", v.double_owners);
     assert!(v.missing_grants.is_empty(), "acknowledged grants lost: {:?}", v.missing_grants);
     assert!(v.epoch_regressions.is_empty(), "{:?}", v.epoch_regressions);
@@ -128,12 +125,13 @@ fn check(restarts: usize, claimers: usize) {
         "every grant made was acknowledged (retries with the request id)"
     );
     // The restart happened under load: some claim or release met the stopped server.
-    assert!(met > 0, "no client saw the server go away");
+    assert!(met.load(Ordering::Relaxed) > 0, "no client saw the server go away");
+    root.run(None, &["doctor"]).ok();
 }
 
 #[test]
 fn a_server_restart_under_load_loses_no_grant() {
-    check(1, 4);
+    run(1, 4);
 }
 
 /// The broken variant: a task's commit answered before its flush (`pg-no-flush`) loses
@@ -141,22 +139,11 @@ fn a_server_restart_under_load_loses_no_grant() {
 /// at once: under load, the commits of others flush a broken claim's too as often as not.
 #[test]
 fn a_claim_answered_before_its_flush_is_lost_to_a_restart() {
-    let mut cluster = match pg_cluster::start_with(&[SLOW_LOG_WRITER]) {
-        Ok(c) => c,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return;
-        }
-    };
-    let mut root = Root::new(&format!("{}&schema=unflushed", cluster.base_url()), "server", 1);
-    root.open_tasks(1);
-    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-no-flush".into()));
-    let o = root.run(Some("e1"), &["claim", "--next", "--json"]);
-    o.ok();
+    let args = ["claim", "--next", "--json"];
+    let Some((mut cluster, root, o)) = unflushed_claim("unflushed", &args) else { return };
     let acked = vec![Grant::from_json("e1", &o.json()).unwrap()];
     cluster.stop_immediate();
     cluster.restart();
-    root.env.clear();
     let v = check_grants(&root.events(), &acked);
     assert!(!v.missing_grants.is_empty(), "the broken variant lost no acknowledged grant");
 }
@@ -165,7 +152,7 @@ fn a_claim_answered_before_its_flush_is_lost_to_a_restart() {
 #[test]
 #[ignore = "five restarts; run by hand"]
 fn restart_full_five_times() {
-    check(5, 4);
+    run(5, 4);
 }
 
 /// A reader never sees an event a crash takes back. A claim committed but not yet on disk
@@ -175,18 +162,7 @@ fn restart_full_five_times() {
 /// before answering. With the reader broken too (`brk`), `log` prints an event the stop
 /// takes back. Returns whether the event printed was still there.
 fn printed_event_survives(brk: Option<&str>) -> Option<bool> {
-    let mut cluster = match pg_cluster::start_with(&[SLOW_LOG_WRITER]) {
-        Ok(c) => c,
-        Err(why) => {
-            eprintln!("skipped: {why}");
-            return None;
-        }
-    };
-    let mut root = Root::new(&format!("{}&schema=seen", cluster.base_url()), "server", 1);
-    root.open_tasks(1);
-    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-no-flush".into()));
-    root.run(Some("e1"), &["claim", "T-000"]).ok();
-    root.env.clear();
+    let (mut cluster, mut root, _) = unflushed_claim("seen", &["claim", "T-000"])?;
     if let Some(b) = brk {
         root.env.push(("CIRCE_TEST_BREAK".into(), b.into()));
     }

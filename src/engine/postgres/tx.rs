@@ -280,9 +280,7 @@ impl PgTx<'_> {
             _ => err.hint("`circe show` tells whether the change was made"),
         }
     }
-}
 
-impl PgTx<'_> {
     /// The error for a commit whose outcome is unknown: its reply lost (`lost`), or the
     /// commit made and its flush refused (a claim names its request id there too).
     fn unknown(&self, op: &str, f: Failure, request: Option<String>) -> Error {
