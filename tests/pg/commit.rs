@@ -145,3 +145,74 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
         "no claim ran in a session without its prepared pick"
     );
 }
+
+/// Every commit waits for the feed's row until the `COMMIT` of the one that holds it, so a
+/// commit takes it last: a claim whose grant is held up (another transaction writing the
+/// same agent and request id, left open) has not taken the feed's row meanwhile, and goes
+/// through once that transaction ends.
+#[test]
+fn a_claim_held_up_at_its_grant_leaves_the_feed_to_others() {
+    use std::io::Write as _;
+    use std::process::{Command, Stdio};
+    use std::time::{Duration, Instant};
+
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = schema_of(&url);
+    let root = Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let mut holder = Command::new(c.bin.join("psql"))
+        .arg(format!(
+            "host={} port={} user=postgres dbname=postgres application_name=held_{schema}",
+            c.socket.display(),
+            c.port
+        ))
+        .args(["-X", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql");
+    let mut to = holder.stdin.take().unwrap();
+    writeln!(
+        to,
+        "BEGIN; INSERT INTO \"{schema}\".grants (agent, request, task, epoch) \
+         VALUES ('e1', 'rq-held', 'T-000', 1);"
+    )
+    .unwrap();
+    to.flush().unwrap();
+    let waiting = format!(
+        "SELECT count(*) FROM pg_stat_activity a, pg_stat_activity h \
+         WHERE h.application_name = 'held_{schema}' AND h.pid = ANY(pg_blocking_pids(a.pid))"
+    );
+    let free = format!(
+        "SELECT count(*) FROM (SELECT 1 FROM \"{schema}\".feed WHERE id = 1 \
+         FOR UPDATE SKIP LOCKED) x"
+    );
+    let holding = format!(
+        "SELECT count(*) FROM pg_stat_activity \
+         WHERE application_name = 'held_{schema}' AND state = 'idle in transaction'"
+    );
+    let until = Instant::now() + Duration::from_secs(8);
+    while c.psql(&holding).trim() != "1" {
+        assert!(Instant::now() < until, "the other transaction never wrote the grant");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::scope(|s| {
+        let claim =
+            s.spawn(|| root.run(Some("e1"), &["claim", "T-000", "--request-id", "rq-held"]));
+        let until = Instant::now() + Duration::from_secs(8);
+        while c.psql(&waiting).trim() != "1" {
+            assert!(Instant::now() < until, "the claim never waited for the grant");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let feed_free = c.psql(&free);
+        writeln!(to, "ROLLBACK;").unwrap();
+        drop(to);
+        holder.wait().unwrap();
+        let out = claim.join().unwrap();
+        assert_eq!(out.code, 0, "{} {}", out.stdout, out.stderr);
+        assert_eq!(feed_free.trim(), "1", "the claim held the feed's row while it waited");
+    });
+    let grant = c.psql(&format!("SELECT task FROM \"{schema}\".grants WHERE request = 'rq-held'"));
+    assert_eq!(grant.trim(), "T-000", "the claim wrote its grant once the other ended");
+}

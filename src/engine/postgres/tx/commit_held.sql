@@ -44,9 +44,17 @@ WITH p AS (
   SELECT r->>'owner', $7, $1, (r->>'epoch')::bigint FROM p, t
    WHERE $7 IS NOT NULL AND r->>'owner' IS NOT NULL
   ON CONFLICT DO NOTHING
+  RETURNING 1
 ), f AS (
-  UPDATE {s}.feed SET last = last + k FROM p, t WHERE id = 1 AND k > 0
-  RETURNING last, k
+  -- The feed's row stays locked until the COMMIT, and every commit waits for it: so the
+  -- grant is written before it is taken (its count is read first), and only the events,
+  -- which take their ids from it, after. No join: a commit that waited for the row
+  -- rechecks its conditions on the new version (read committed), and a join's recheck
+  -- starts the join's plan again, with the row locked.
+  UPDATE {s}.feed SET last = last + (SELECT k FROM p)
+   WHERE id = 1 AND (SELECT k FROM p) > 0 AND EXISTS (SELECT 1 FROM t)
+     AND (SELECT count(*) FROM g) >= 0
+  RETURNING last, (SELECT k FROM p) AS k
 ), e AS (
   INSERT INTO {s}.events (id, task, line)
   SELECT f.last - f.k + x.o, $1, x.l FROM f, unnest($8::text[]) WITH ORDINALITY AS x(l, o)
