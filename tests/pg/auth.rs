@@ -176,6 +176,21 @@ fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
         "{o:?}"
     );
     assert_eq!(e["details"]["outcome"], "unknown", "{o:?}");
+    // doctor says it before any command meets it, with the same grant.
+    let flush_line = |d: &crate::common::Out| {
+        d.json()["violations"]
+            .as_array()
+            .unwrap_or(&Vec::new())
+            .iter()
+            .filter(|v| v["invariant"] == 10)
+            .map(|v| v["what"].as_str().unwrap_or_default().to_string())
+            .collect::<Vec<_>>()
+    };
+    let d = root.run(None, &["doctor", "--json"]);
+    let said = flush_line(&d);
+    assert_eq!(said.len(), 1, "{d:?}");
+    assert!(said[0].contains(&format!("GRANT EXECUTE ON FUNCTION {flush} TO noflush")), "{said:?}");
     c.psql(&format!("GRANT EXECUTE ON FUNCTION {flush} TO noflush"));
+    assert!(flush_line(&root.run(None, &["doctor", "--json"])).is_empty());
     root.run(Some("e1"), &["claim", "T-1"]).ok();
 }

@@ -15,7 +15,9 @@
 //!    while it is not, and no owner while it waits;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
 //! 7. event ids are 1..=feed.last without a gap;
-//! 8. every agent box belongs to an agent.
+//! 8. every agent box belongs to an agent;
+//! 10. the role circe connects as may run the flush that makes a task's commit durable
+//!     (`conn::FLUSH`): without it every task change fails with an unknown outcome.
 
 use tokio_postgres::types::Type;
 
@@ -25,7 +27,7 @@ use crate::error::Result;
 use crate::message::{self, Mode};
 
 /// Each check: its invariant and a query returning one text per violation.
-const CHECKS: [(u8, &str); 8] = [
+const CHECKS: [(u8, &str); 9] = [
     (
         2,
         "SELECT m.box || ': `' || m.file || '` is no plain file name (a mirror or a move into a folder refuses it)'
@@ -106,6 +108,16 @@ const CHECKS: [(u8, &str); 8] = [
                 || ': `circe agent add ' || m.owner || ' --role ROLE` makes it again'
            FROM {s}.messages m
           WHERE m.owner IS NOT NULL AND NOT EXISTS (SELECT 1 FROM {s}.agents a WHERE a.name = m.owner)",
+    ),
+    (
+        10,
+        "SELECT 'the role circe connects as (' || current_user || ') may not run '
+                || 'pg_logical_emit_message, the flush after every task change (PROTOCOLS.md '
+                || 'section 18, \"Durable before seen\"): every claim and task change ends '
+                || 'with its outcome unknown; as the function''s owner, `GRANT EXECUTE ON '
+                || 'FUNCTION pg_logical_emit_message(boolean, text, text) TO '
+                || quote_ident(current_user) || '` mends it'
+          WHERE NOT has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')",
     ),
 ];
 
