@@ -61,8 +61,11 @@ pub fn find_in(ws: &Workspace, boxes: &[Mailbox], key: &str) -> Result<Vec<Found
             });
         }
         // Named, and there, but not read (a FIFO, no permission): said as it is, not as
-        // "no message".
+        // "no message". A planted entry's error says already what doctor does with it.
         if let (true, Some(e)) = (out.is_empty(), unread) {
+            if e.details.iter().any(|(k, _)| *k == "planted") {
+                return Err(e);
+            }
             return Err(e.hint_more(
                 "`circe doctor` says what lies there; `circe doctor --repair` moves what is no message file aside",
             ));

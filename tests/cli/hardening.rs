@@ -1802,6 +1802,11 @@ fn a_link_or_a_pipe_in_an_inbox_wakes_no_wait() {
     let inbox = env.dot_circe().join("AGENTS/qa/INBOX");
     plant_link_and_pipe(&env, &inbox);
     env.as_("qa", &["wait", "--for", "inbox", "--timeout", "1s"]).code(7);
+    // `show` of one says what it is and what mends it, once.
+    let shown = env.as_("qa", &["--json", "show", "link.md"]);
+    shown.code(1);
+    let hint = shown.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+    assert_eq!(hint.matches("circe doctor --repair").count(), 1, "{}", shown.show());
     let listed = env.as_("qa", &["inbox"]);
     assert!(
         listed.stderr.contains("link.md") && listed.stderr.contains("pipe.md"),
