@@ -80,6 +80,24 @@ fn on_a_warm_connection_too_a_refused_claim_changes_nothing() {
     });
 }
 
+/// A psql session on `conninfo` that reads SQL from the returned stdin (a transaction the
+/// test opens and leaves open while something else runs).
+fn psql_session(
+    psql: &std::path::Path,
+    conninfo: &str,
+) -> (std::process::Child, std::process::ChildStdin) {
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(psql)
+        .arg(conninfo)
+        .args(["-X", "-q"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("psql");
+    let to = child.stdin.take().unwrap();
+    (child, to)
+}
+
 /// A library claimer prepares its pick on its connection once it is warm (`prepared.rs`).
 /// Behind a transaction pooler the URL does not name (no `listen_port=`), its next
 /// transaction can run in a server session that lacks the statement: the claim then sends
@@ -87,7 +105,6 @@ fn on_a_warm_connection_too_a_refused_claim_changes_nothing() {
 #[test]
 fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_pick() {
     use std::io::Write as _;
-    use std::process::{Command, Stdio};
 
     use circe::engine::RootSpec;
     let c = need_pg!();
@@ -114,18 +131,14 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
     claim(&mut got);
     // Another client takes that session (the pooler hands out the one used last) and keeps
     // it in a transaction: the next claim runs in the other session.
-    let mut holder = Command::new("psql")
-        .arg(format!(
+    let (mut holder, mut to) = psql_session(
+        "psql".as_ref(),
+        &format!(
             "host={} port={} user=postgres dbname=postgres",
             bouncer.dir.display(),
             bouncer.port
-        ))
-        .args(["-X", "-q"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("psql");
-    let mut to = holder.stdin.take().unwrap();
+        ),
+    );
     writeln!(to, "BEGIN; SELECT 1;").unwrap();
     to.flush().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(500));
@@ -153,7 +166,6 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
 #[test]
 fn a_claim_held_up_at_its_grant_leaves_the_feed_to_others() {
     use std::io::Write as _;
-    use std::process::{Command, Stdio};
     use std::time::{Duration, Instant};
 
     let c = need_pg!();
@@ -161,18 +173,14 @@ fn a_claim_held_up_at_its_grant_leaves_the_feed_to_others() {
     let schema = schema_of(&url);
     let root = Root::new(&url, "server", 1);
     root.open_tasks(1);
-    let mut holder = Command::new(c.bin.join("psql"))
-        .arg(format!(
+    let (mut holder, mut to) = psql_session(
+        &c.bin.join("psql"),
+        &format!(
             "host={} port={} user=postgres dbname=postgres application_name=held_{schema}",
             c.socket.display(),
             c.port
-        ))
-        .args(["-X", "-q"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("psql");
-    let mut to = holder.stdin.take().unwrap();
+        ),
+    );
     writeln!(
         to,
         "BEGIN; INSERT INTO \"{schema}\".grants (agent, request, task, epoch) \
