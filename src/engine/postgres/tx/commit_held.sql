@@ -51,10 +51,10 @@ WITH p AS (
   -- which take their ids from it, after. No join: a commit that waited for the row
   -- rechecks its conditions on the new version (read committed), and a join's recheck
   -- starts the join's plan again, with the row locked.
-  UPDATE {s}.feed SET last = last + (SELECT k FROM p)
-   WHERE id = 1 AND (SELECT k FROM p) > 0 AND EXISTS (SELECT 1 FROM t)
+  UPDATE {s}.feed SET last = last + cardinality($8::text[])
+   WHERE id = 1 AND cardinality($8::text[]) > 0 AND EXISTS (SELECT 1 FROM t)
      AND (SELECT count(*) FROM g) >= 0
-  RETURNING last, (SELECT k FROM p) AS k
+  RETURNING last, cardinality($8::text[]) AS k
 ), e AS (
   INSERT INTO {s}.events (id, task, line)
   SELECT f.last - f.k + x.o, $1, x.l FROM f, unnest($8::text[]) WITH ORDINALITY AS x(l, o)
