@@ -135,7 +135,7 @@ impl Error {
         {
             // A FIFO, a device or a folder where circe keeps a file (refused, never opened
             // for reading: a FIFO would block).
-            e.hint = Some("it is no regular file (a pipe, a device or a folder?): `circe doctor` names it, and `--repair` moves it to LOGS/quarantine/".into());
+            e.hint = Some("it is no regular file (a pipe, a device or a folder?): `circe doctor --repair` moves it to LOGS/quarantine/ (`circe doctor` names it)".into());
             e.details.push(("planted", true.into()));
         }
         e.source = Some(Box::new(source));
