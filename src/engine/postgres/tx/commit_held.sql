@@ -10,7 +10,7 @@
 -- the task's lock) and the ticket's move, so when a check fails the statement changes
 -- nothing and answers which check failed.
 WITH p AS (
-  SELECT $3::jsonb AS r, $4::jsonb AS c, $5::jsonb AS o, coalesce(cardinality($8::text[]), 0) AS k
+  SELECT $3::jsonb AS r, $4::jsonb AS c, $5::jsonb AS o
 ), gone AS (
   SELECT 1 FROM {s}.agents WHERE name = $10 AND retired_at IS NOT NULL
 ), cur AS (
