@@ -29,6 +29,7 @@ mod journal;
 mod mirror;
 mod netns;
 mod outbox;
+mod pooler;
 mod race;
 mod read_ahead;
 mod relay;

@@ -2,6 +2,15 @@
 //! until its round trip is done or the time limit passes. Requests issued together are
 //! pipelined (sent before the first answer is awaited), so a `BEGIN` and the load that
 //! follows it cost one round trip.
+//!
+//! A pipeline never goes on past the end of a transaction: no request follows one whose
+//! answer ends "idle" (a `COMMIT`, a statement outside a transaction) in the same round
+//! trip. A pooler in transaction mode (PgBouncer) counts such a connection clean at that
+//! answer; were the client killed then, the answers still on their way would go to the
+//! next client given that server connection, which would read them as its own. So a
+//! commit and the flush after it are one message (`COMMIT_FLUSH`), a read outside a
+//! transaction that asks more is wrapped in one (`feed.rs`), and the session's settings
+//! go in a round trip of their own.
 
 use std::future::Future;
 use std::time::Duration;
@@ -22,7 +31,8 @@ pub struct Conn {
     rt: tokio::runtime::Runtime,
     pub(super) client: Client,
     location: String,
-    /// Whether the session's settings went to the server (with the first call).
+    /// Whether the session's settings went to the server (before the first call), or are
+    /// not sent on this connection.
     set: std::cell::Cell<bool>,
     /// Whether a call found the connection lost: later calls (a rollback, an unlock) fail
     /// at once rather than wait out `ROUND_TRIP` each on a dead connection.
@@ -35,8 +45,9 @@ pub struct Conn {
 /// the operating system's two hours. And circe's statements run at read committed, whatever
 /// an administrator set as the role's or database's default (circe's row locks and its
 /// feed counter order what it does; a serializable default would fail its commits at
-/// random). Sent with the first call, in the same round trip; the transactions say their
-/// isolation themselves too (a pooler may hand the next statement another server session).
+/// random). Sent before the first call, in a round trip of its own; not through a pooler
+/// the URL names (`listen_port=`), where they would reach whichever server session serves
+/// that statement: the transactions say their isolation themselves too.
 pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
                        SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; \
                        SET default_transaction_isolation = 'read committed'";
@@ -46,12 +57,18 @@ pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalive
 /// next commit before the flush rather than after it. `FLUSH` after it does the waiting.
 pub(super) const NO_WAIT: &str = "SET LOCAL synchronous_commit = off";
 
-/// Sent after a commit that did not wait (`NO_WAIT`), in the same round trip: a
-/// transaction of its own that writes one record to the server's log (a logical message
-/// nothing reads) and so waits at its commit until the log is on disk up to it, with the
-/// commit before it. Many commits' flushes are one write then (the server groups them),
-/// and none holds a lock.
+/// A transaction of its own that writes one record to the server's log (a logical
+/// message nothing reads) and so waits at its commit until the log is on disk up to it,
+/// with every commit before it. Many commits' flushes are one write then (the server
+/// groups them), and none holds a lock.
 pub(super) const FLUSH: &str = "SELECT pg_logical_emit_message(true, 'circe', '')";
+
+/// The end of a commit that did not wait (`NO_WAIT`): its `COMMIT` and then `FLUSH`, in
+/// one message, so one answer ends it (a pooler hands the server connection on only
+/// after the flush). Statements after a `COMMIT` in one message run in a transaction of
+/// their own, which waits for the disk (`synchronous_commit` is back to the session's).
+/// A failed `COMMIT` skips the flush.
+pub(super) const COMMIT_FLUSH: &str = "COMMIT; SELECT pg_logical_emit_message(true, 'circe', '')";
 
 /// Whether the server's log is on disk as far as it is written: every commit made so far
 /// is durable (a standby's log is its primary's).
@@ -72,7 +89,9 @@ pub enum Failure {
 impl Conn {
     /// Connect to `target` (within its connect timeout).
     pub fn connect(target: &Target) -> Result<Conn> {
-        Conn::connect_to(target, &target.config, target.location())
+        let conn = Conn::connect_to(target, &target.config, target.location())?;
+        conn.set.set(target.server_apart);
+        Ok(conn)
     }
 
     /// Connect to the server `target` names apart (`listen_host`/`listen_port`), for what
@@ -122,8 +141,8 @@ impl Conn {
         })
     }
 
-    /// Run one round trip (or pipelined requests) to completion. The first carries the
-    /// session's settings (`SESSION`), pipelined before it.
+    /// Run one round trip (or pipelined requests) to completion. The first is preceded by
+    /// the session's settings (`SESSION`).
     pub fn run<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
     where
         F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
@@ -134,16 +153,17 @@ impl Conn {
         let first = !self.set.replace(true);
         let done = self.rt.block_on(async {
             tokio::time::timeout(ROUND_TRIP, async {
-                if first {
-                    let (set, r) =
+                if first && past_idle() {
+                    let (_, r) =
                         futures_util::future::join(self.client.batch_execute(SESSION), fut).await;
+                    return r;
+                }
+                if first {
                     // A server (or pooler) that refuses a setting still serves: only the
                     // call's own answer counts.
-                    drop(set);
-                    r
-                } else {
-                    fut.await
+                    let _ = self.client.batch_execute(SESSION).await;
                 }
+                fut.await
             })
             .await
         });
@@ -159,30 +179,42 @@ impl Conn {
         r
     }
 
-    /// `run` of a commit that does not wait for the disk (`NO_WAIT` in its transaction),
-    /// with `FLUSH` pipelined after it: done only once the commit is on disk. A commit
-    /// made whose flush did not answer is `Lost`: a crash may have taken it.
+    /// `run` of a commit's statements, in a transaction that does not wait for the disk
+    /// (`NO_WAIT`), followed in the same round trip by its `COMMIT` and flush
+    /// (`COMMIT_FLUSH`): done only once the commit is on disk. A commit made whose flush did
+    /// not answer is `Lost`: a crash may have taken it.
     pub fn run_flushed<T, F>(&self, fut: F) -> std::result::Result<T, Failure>
     where
         F: Future<Output = std::result::Result<T, tokio_postgres::Error>>,
     {
+        let c = &self.client;
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-no-flush): answered before the disk has it.
         if crate::engine::local::test_break("pg-no-flush") {
-            return self.run(fut);
+            return self.run(async {
+                let (v, ()) =
+                    futures_util::future::try_join(fut, c.batch_execute("COMMIT")).await?;
+                Ok(v)
+            });
         }
-        let c = &self.client;
-        let (v, flushed) = self.run(async {
-            let (done, flushed) = futures_util::future::join(fut, c.batch_execute(FLUSH)).await;
-            done.map(|v| (v, flushed))
+        let (v, end) = self.run(async {
+            if past_idle() {
+                let (done, flushed) = futures_util::future::join(
+                    futures_util::future::try_join(fut, c.batch_execute("COMMIT")),
+                    c.batch_execute(FLUSH),
+                )
+                .await;
+                let (v, ()) = done?;
+                let end = flushed.map_or_else(|e| Ended::after_commit(&e), |()| Ended::Flushed);
+                return Ok((v, end));
+            }
+            futures_util::future::try_join(fut, commit_and_flush(c)).await
         })?;
-        match flushed {
-            Ok(()) => Ok(v),
-            Err(e) => {
-                if let Some(db) = e.as_db_error() {
-                    return Err(Failure::Unflushed(db.message().to_string()));
-                }
+        match end {
+            Ended::Flushed => Ok(v),
+            Ended::Refused(why) => Err(Failure::Unflushed(why)),
+            Ended::Unconfirmed(why) => {
                 self.lost.set(true);
-                Err(Failure::Lost(format!("the commit was made, its flush unconfirmed: {e}")))
+                Err(Failure::Lost(format!("the commit was made, its flush unconfirmed: {why}")))
             }
         }
     }
@@ -363,4 +395,52 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
             .hint("`circe init --engine URL` makes one");
     }
     Error::internal(format!("{what}: {msg}"))
+}
+
+/// TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-pipeline-past-idle): requests go on after an
+/// answer that ends "idle" in the same round trip: the session's settings before the
+/// first call, the flush after the `COMMIT`, the read's flush check after the read.
+pub(super) fn past_idle() -> bool {
+    crate::engine::local::test_break("pg-pipeline-past-idle")
+}
+
+/// How a commit sent with its flush (`COMMIT_FLUSH`) ended, once the `COMMIT` succeeded.
+enum Ended {
+    Flushed,
+    /// The server refused the flush: its reason.
+    Refused(String),
+    /// The flush did not answer (the connection broke).
+    Unconfirmed(String),
+}
+
+impl Ended {
+    fn after_commit(e: &tokio_postgres::Error) -> Ended {
+        match e.as_db_error() {
+            Some(db) => Ended::Refused(db.message().to_string()),
+            None => Ended::Unconfirmed(e.to_string()),
+        }
+    }
+}
+
+/// Send `COMMIT_FLUSH` and read its answers: an error before the `COMMIT`'s answer is the
+/// commit's (nothing was committed, or the connection broke: unknown), one after it the
+/// flush's.
+async fn commit_and_flush(c: &Client) -> std::result::Result<Ended, tokio_postgres::Error> {
+    use futures_util::StreamExt;
+    let answers = c.simple_query_raw(COMMIT_FLUSH).await?;
+    futures_util::pin_mut!(answers);
+    let mut done = 0;
+    while let Some(answer) = answers.next().await {
+        match answer {
+            Ok(tokio_postgres::SimpleQueryMessage::CommandComplete(_)) => done += 1,
+            Ok(_) => {}
+            Err(e) if done > 0 => return Ok(Ended::after_commit(&e)),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(if done >= 2 {
+        Ended::Flushed
+    } else {
+        Ended::Unconfirmed("the server's answer ended early".into())
+    })
 }

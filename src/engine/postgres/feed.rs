@@ -207,8 +207,10 @@ impl PgEngine {
     /// out again, and a reader that saw them would pass over the new events. So when the
     /// read found rows and the server's log is not on disk as far as it is written (asked in
     /// the same round trip, after the read), the log is flushed first (`conn::FLUSH`): what a
-    /// reader sees is never taken back. Reads inside a transaction are made durable where
-    /// it ends (a snapshot's: `snapshot`; a task's: its commit).
+    /// reader sees is never taken back. The read and the question are one read-only
+    /// transaction, so the round trip ends with one "idle" (`conn.rs`). Reads inside a
+    /// transaction are made durable where it ends (a snapshot's: `snapshot`; a task's: its
+    /// commit).
     fn rows_durable<T>(
         &self,
         what: &str,
@@ -221,11 +223,24 @@ impl PgEngine {
         }
         let q = self.sql(q);
         let c = &self.conn.client;
-        let (rows, flushed) = self.conn.call(
+        if super::conn::past_idle() {
+            let (rows, flushed) = self.conn.call(
+                what,
+                futures_util::future::try_join(
+                    c.query_typed(&q, params),
+                    c.query_typed(super::conn::FLUSHED, &[]),
+                ),
+            )?;
+            self.make_durable(!rows.is_empty(), &flushed)?;
+            return rows.iter().map(f).collect();
+        }
+        let ((), rows, flushed, ()) = self.conn.call(
             what,
-            futures_util::future::try_join(
+            futures_util::future::try_join4(
+                c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"),
                 c.query_typed(&q, params),
                 c.query_typed(super::conn::FLUSHED, &[]),
+                c.batch_execute("COMMIT"),
             ),
         )?;
         self.make_durable(!rows.is_empty(), &flushed)?;

@@ -8,8 +8,10 @@
 //! (`circe_` and 16 hex digits), so a name means one text wherever it is found: behind a
 //! transaction pooler, where the next transaction may run in another server session, a
 //! session that has the name has the same statement, and one that lacks it answers
-//! "does not exist"; the engine then stops preparing on that connection and sends the
-//! text again as it is.
+//! "does not exist" (or has it already, and refuses the `PREPARE`); the engine then stops
+//! preparing on that connection and sends the text again as it is. The `PREPARE` goes
+//! after the `BEGIN`, in the same round trip: a prepared statement outlives a rollback,
+//! and a round trip goes on past no transaction's end (`conn.rs`).
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashSet;
@@ -80,10 +82,15 @@ impl Prepared {
         let missing =
             e.as_db_error().is_some_and(|d| *d.code() == SqlState::INVALID_SQL_STATEMENT_NAME);
         if missing {
-            self.off.set(true);
-            self.names.borrow_mut().clear();
+            self.give_up();
         }
         missing
+    }
+
+    /// Prepare nothing more on this connection.
+    pub fn give_up(&self) {
+        self.off.set(true);
+        self.names.borrow_mut().clear();
     }
 }
 
@@ -137,11 +144,14 @@ fn fnv1a(bytes: &[u8]) -> u64 {
         .fold(0xcbf2_9ce4_8422_2325, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
 
-/// Send `prepare` (if any) as its own statement: its failure (the name prepared already in
-/// a pooled session) is not the caller's; the `EXECUTE` after it says what counts.
-pub(super) async fn send_prepare(client: &tokio_postgres::Client, prepare: Option<&str>) {
-    if let Some(p) = prepare {
-        let _ = client.batch_execute(p).await;
+/// Send `prepare` (if any) as its own statement.
+pub(super) async fn send_prepare(
+    client: &tokio_postgres::Client,
+    prepare: Option<&str>,
+) -> std::result::Result<(), tokio_postgres::Error> {
+    match prepare {
+        Some(p) => client.batch_execute(p).await,
+        None => Ok(()),
     }
 }
 

@@ -62,10 +62,11 @@ fn begin_sql() -> String {
     )
 }
 
-/// `BEGIN` and the statement that loads a task (`sent`, its `PREPARE` ahead when it has
-/// one), in one round trip. `None`: the prepared statement was not in the server session
-/// (a pooler the URL does not name); the transaction is rolled back and the caller sends
-/// it again, as text now.
+/// `BEGIN` and the statement that loads a task (`sent`, its `PREPARE` first when it has
+/// one, inside the transaction: a prepared statement outlives a rollback), in one round
+/// trip. `None`: the prepared statement was not in the server session, or its `PREPARE`
+/// was refused (a pooler the URL does not name); the transaction is rolled back and the
+/// caller sends it again, as text now.
 fn begin_with(
     eng: &PgEngine,
     what: &str,
@@ -75,15 +76,28 @@ fn begin_with(
     let c = &eng.conn.client;
     let begin = begin_sql();
     let row = eng.conn.run(async {
-        let ((), row) = futures_util::future::join(
+        let (opened, prepared, row) = futures_util::future::join3(
+            c.batch_execute(&begin),
             prepared::send_prepare(c, sent.prepare.as_deref()),
-            futures_util::future::try_join(c.batch_execute(&begin), sent.query_one(c, params)),
+            sent.query_one(c, params),
         )
         .await;
-        row
+        opened?;
+        match prepared {
+            Ok(()) => row.map(Some),
+            // The `PREPARE` was refused (the name there already, in a pooled server
+            // session): it aborted the transaction, so the load's error says only that.
+            Err(e) if e.as_db_error().is_some() => Ok(None),
+            Err(e) => Err(e),
+        }
     });
     match row {
-        Ok(((), row)) => Ok(Some(row)),
+        Ok(Some(row)) => Ok(Some(row)),
+        Ok(None) => {
+            eng.rollback();
+            eng.prepared.give_up();
+            Ok(None)
+        }
         Err(Failure::Db(e)) if eng.prepared.missing(&e) => {
             eng.rollback();
             Ok(None)

@@ -1,7 +1,7 @@
 //! Sending a task transaction's commit: the first change on a connection to a task that
 //! exists, whose ticket stays or moves, as one plain statement (`commit_held.sql`);
 //! every other change as a call of the schema's `commit_task`. Each is pipelined with its
-//! `COMMIT`, which does not wait for the disk, and the `FLUSH` that does
+//! `COMMIT`, which does not wait for the disk, and the flush that does, sent as one message
 //! (`Conn::run_flushed`): the commit holds its locks only until it is made, and is
 //! answered only once it is durable.
 
@@ -121,15 +121,14 @@ impl PgTx<'_> {
                 None => Ok(false),
             }
         };
-        let sent = self.eng.conn.run_flushed(futures_util::future::try_join5(
+        let sent = self.eng.conn.run_flushed(futures_util::future::try_join4(
             c.batch_execute(NO_WAIT),
             active,
             counter,
             c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
         ));
         match (sent, &number) {
-            (Ok(((), (), moved, row, ())), _) => {
+            (Ok(((), (), moved, row)), _) => {
                 Ok(Sent::Done { file: row.get(0), first: row.get(1), moved, brought: None })
             }
             // The claimer was retired: the transaction aborted, nothing was written.
@@ -151,7 +150,7 @@ impl PgTx<'_> {
         }
     }
 
-    /// Send `COMMIT_HELD` and `COMMIT` together.
+    /// Send `COMMIT_HELD`, then `COMMIT` (`run_flushed`).
     pub(super) fn send_held(&self, a: &Args<'_>) -> std::result::Result<Sent, Failure> {
         let q = self.eng.sql(COMMIT_HELD);
         let c = &self.eng.conn.client;
@@ -163,10 +162,9 @@ impl PgTx<'_> {
             (&a.bring, Type::INT4),
             (&claimer, Type::TEXT),
         ]);
-        let ((), row, ()) = self.eng.conn.run_flushed(futures_util::future::try_join3(
+        let ((), row) = self.eng.conn.run_flushed(futures_util::future::try_join(
             c.batch_execute(NO_WAIT),
             c.query_typed_one(&q, &params),
-            c.batch_execute("COMMIT"),
         ))?;
         let (found, done, first): (bool, bool, i64) = (row.get(0), row.get(1), row.get(2));
         if let Some(agent) = a.claimer

@@ -1,0 +1,115 @@
+//! Clients killed through PgBouncer (transaction pooling, one server connection) while a
+//! round trip of several requests is in flight. The pooler gives a server connection back
+//! to its pool as soon as it answers "idle"; were a request sent after a transaction's end
+//! in the same round trip (a commit's flush, a read's flush check), a client killed before
+//! its answer would leave that answer on the connection, and the next client to get it
+//! would read it as its own (a panic, an unexpected message, or worse, a wrong count). The
+//! checker: every client not killed succeeds (or finds nothing to claim), every reader's
+//! JSON parses. With requests sent on after an "idle" answer in the same round trip, as
+//! circe once did (`CIRCE_TEST_BREAK=pg-pipeline-past-idle`: the flush after the commit,
+//! a read's flush check after the read, the session's settings before the first call), it
+//! sees clients read others' answers.
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use crate::caught::until_caught;
+use crate::common::{Out, Root};
+
+/// A cheap random number (xorshift).
+fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
+/// `claimers` claimers and one reader for `secs` seconds; each claim is killed after a
+/// random 0 to 15 ms one time in two. What went wrong, as lines.
+fn killed_mid_round_trip(root: &Root, claimers: usize, secs: u64) -> (Vec<String>, usize) {
+    let problems = Mutex::new(Vec::new());
+    let kills = Mutex::new(0usize);
+    let until = Instant::now() + Duration::from_secs(secs);
+    std::thread::scope(|s| {
+        for n in 1..=claimers {
+            let (problems, kills) = (&problems, &kills);
+            s.spawn(move || {
+                let me = format!("e{n}");
+                let mut next = rng(0x9e37_79b9_7f4a_7c15 ^ n as u64);
+                while Instant::now() < until {
+                    let mut child = root
+                        .command(Some(&me), &["claim", "--next", "--json"])
+                        .spawn()
+                        .expect("spawn circe");
+                    let r = next();
+                    if r.is_multiple_of(2) {
+                        std::thread::sleep(Duration::from_micros(r % 15_000));
+                        if child.kill().is_ok() {
+                            *kills.lock().unwrap() += 1;
+                        }
+                    }
+                    let out = Out::from(&child.wait_with_output().expect("wait"));
+                    match out.code {
+                        -1 | 6 => continue,
+                        0 => {}
+                        _ => {
+                            problems.lock().unwrap().push(format!("{me}: claim: {out:?}"));
+                            continue;
+                        }
+                    }
+                    let Some(task) = out.json()["task_id"].as_str().map(String::from) else {
+                        problems.lock().unwrap().push(format!("{me}: claim's JSON: {out:?}"));
+                        continue;
+                    };
+                    let back = root.run(Some(&me), &["release", &task]);
+                    if back.code != 0 {
+                        problems.lock().unwrap().push(format!("{me}: release: {back:?}"));
+                    }
+                }
+            });
+        }
+        let problems = &problems;
+        s.spawn(move || {
+            let mut i = 0;
+            while Instant::now() < until {
+                i += 1;
+                let args: &[&str] = if i % 2 == 0 {
+                    &["log", "--json", "--limit", "1"]
+                } else {
+                    &["tasks", "--json"]
+                };
+                let out = root.run(None, args);
+                if out.code != 0 || out.json().is_null() {
+                    problems.lock().unwrap().push(format!("reader: {args:?}: {out:?}"));
+                }
+            }
+        });
+    });
+    (problems.into_inner().unwrap(), kills.into_inner().unwrap())
+}
+
+#[test]
+fn clients_killed_mid_round_trip_leave_the_pooled_connection_clean() {
+    let c = need_pg!();
+    let Some((_bouncer, root)) = crate::seq::pooled_root(c, 1, 3) else { return };
+    root.open_tasks(30);
+    let (problems, kills) = killed_mid_round_trip(&root, 3, 8);
+    eprintln!("pg pooler: {kills} clients killed mid-command, {} problems", problems.len());
+    assert!(kills > 20, "too few kills: {kills}");
+    assert!(problems.is_empty(), "{problems:#?}");
+}
+
+#[test]
+fn the_checker_catches_requests_sent_on_past_an_idle_answer() {
+    let c = need_pg!();
+    let Some((_bouncer, mut root)) = crate::seq::pooled_root(c, 1, 3) else { return };
+    root.open_tasks(30);
+    root.env.push(("CIRCE_TEST_BREAK".into(), "pg-pipeline-past-idle".into()));
+    let p = until_caught("pooled round trip checker", 3, Duration::from_secs(90), |_| {
+        killed_mid_round_trip(&root, 3, 8).0
+    });
+    assert!(!p.is_empty(), "no client read another's answer");
+}
