@@ -8,8 +8,8 @@
 //! trip. A pooler in transaction mode (PgBouncer) counts such a connection clean at that
 //! answer; were the client killed then, the answers still on their way would go to the
 //! next client given that server connection, which would read them as its own. So a
-//! commit and the flush after it are one message (`COMMIT_FLUSH`), a read outside a
-//! transaction that asks more is wrapped in one (`feed.rs`), and the session's settings
+//! commit and the flush after it are one message (`COMMIT_FLUSH`), a read of the feed asks
+//! whether the log is on disk in the same statement (`feed.rs`), and the session's settings
 //! go in a round trip of their own.
 
 use std::future::Future;
@@ -71,9 +71,16 @@ pub(super) const FLUSH: &str = "SELECT pg_logical_emit_message(true, 'circe', ''
 pub(super) const COMMIT_FLUSH: &str = "COMMIT; SELECT pg_logical_emit_message(true, 'circe', '')";
 
 /// Whether the server's log is on disk as far as it is written: every commit made so far
-/// is durable (a standby's log is its primary's).
-pub(super) const FLUSHED: &str = "SELECT CASE WHEN pg_is_in_recovery() THEN true
-     ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END";
+/// is durable (a standby's log is its primary's). An expression (`ON_DISK`), or a
+/// statement (`FLUSHED`).
+macro_rules! on_disk {
+    () => {
+        "CASE WHEN pg_is_in_recovery() THEN true
+              ELSE pg_current_wal_flush_lsn() >= pg_current_wal_insert_lsn() END"
+    };
+}
+pub(super) const ON_DISK: &str = on_disk!();
+pub(super) const FLUSHED: &str = concat!("SELECT ", on_disk!());
 
 /// What went wrong with a database call, before it becomes a circe error.
 pub enum Failure {

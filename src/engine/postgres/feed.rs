@@ -115,7 +115,7 @@ impl PgEngine {
 
     /// `Engine::last_event_id`: the newest event id committed.
     pub(super) fn feed_last(&self) -> Result<u64> {
-        let v = self.rows_durable("reading the feed", "SELECT last FROM {s}.feed", &[], |r| {
+        let v = self.rows_durable("reading the feed", ("last", "{s}.feed"), &[], |r| {
             Ok(r.get::<_, i64>(0))
         })?;
         Ok(u64::try_from(v.first().copied().unwrap_or(0)).unwrap_or(0))
@@ -200,30 +200,32 @@ impl PgEngine {
         }
     }
 
-    /// `rows` of a read of the event log, made durable before they are returned. A task's
-    /// commit does not wait for the disk while it holds the feed counter (`conn::NO_WAIT`);
-    /// its writer is answered only after the flush that follows, but a reader can see the
-    /// commit in between. Were the server to crash then, the feed would hand the lost ids
-    /// out again, and a reader that saw them would pass over the new events. So when the
-    /// read found rows and the server's log is not on disk as far as it is written (asked in
-    /// the same round trip, after the read), the log is flushed first (`conn::FLUSH`): what a
-    /// reader sees is never taken back. The read and the question are one read-only
-    /// transaction, so the round trip ends with one "idle" (`conn.rs`). Reads inside a
-    /// transaction are made durable where it ends (a snapshot's: `snapshot`; a task's: its
-    /// commit).
+    /// `rows` of `SELECT cols FROM from`, a read of the event log, made durable before they
+    /// are returned. A task's commit does not wait for the disk while it holds the feed
+    /// counter (`conn::NO_WAIT`); its writer is answered only after the flush that follows,
+    /// but a reader can see the commit in between. Were the server to crash then, the feed
+    /// would hand the lost ids out again, and a reader that saw them would pass over the new
+    /// events. So when the read found rows and the server's log is not on disk as far as it
+    /// is written (asked by the same statement, in a last column: after its snapshot, so as
+    /// far as every commit it sees), the log is flushed first (`conn::FLUSH`): what a reader
+    /// sees is never taken back. Reads inside a transaction are made durable where it ends
+    /// (a snapshot's: `snapshot`; a task's: its commit).
     fn rows_durable<T>(
         &self,
         what: &str,
-        q: &str,
+        (cols, from): (&str, &str),
         params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
         f: impl Fn(&tokio_postgres::Row) -> Result<T>,
     ) -> Result<Vec<T>> {
+        let plain = format!("SELECT {cols} FROM {from}");
         if self.open_tx.get() || self.in_block.get() || self.in_snapshot.get() {
-            return self.rows(what, q, params, f);
+            return self.rows(what, &plain, params, f);
         }
-        let q = self.sql(q);
         let c = &self.conn.client;
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-pipeline-past-idle): the question sent as a
+        // statement of its own after the read, in the same round trip.
         if super::conn::past_idle() {
+            let q = self.sql(&plain);
             let (rows, flushed) = self.conn.call(
                 what,
                 futures_util::future::try_join(
@@ -231,26 +233,20 @@ impl PgEngine {
                     c.query_typed(super::conn::FLUSHED, &[]),
                 ),
             )?;
-            self.make_durable(!rows.is_empty(), &flushed)?;
+            let on_disk = flushed.first().is_none_or(|r| r.get::<_, bool>(0));
+            self.make_durable(!rows.is_empty(), on_disk)?;
             return rows.iter().map(f).collect();
         }
-        let ((), rows, flushed, ()) = self.conn.call(
-            what,
-            futures_util::future::try_join4(
-                c.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY"),
-                c.query_typed(&q, params),
-                c.query_typed(super::conn::FLUSHED, &[]),
-                c.batch_execute("COMMIT"),
-            ),
-        )?;
-        self.make_durable(!rows.is_empty(), &flushed)?;
+        let q = self.sql(&format!("SELECT {cols}, {} FROM {from}", super::conn::ON_DISK));
+        let rows = self.conn.call(what, c.query_typed(&q, params))?;
+        let on_disk = rows.iter().all(|r| r.get::<_, bool>(r.len() - 1));
+        self.make_durable(!rows.is_empty(), on_disk)?;
         rows.iter().map(f).collect()
     }
 
-    /// Flush the server's log when `read` found something and `flushed` (the answer to
-    /// `conn::FLUSHED`) says it is not on disk as far as it is written.
-    pub(super) fn make_durable(&self, read: bool, flushed: &[tokio_postgres::Row]) -> Result<()> {
-        let on_disk = flushed.first().is_none_or(|r| r.get::<_, bool>(0));
+    /// Flush the server's log when `read` found something that is not `on_disk` (the answer
+    /// to `conn::ON_DISK`).
+    pub(super) fn make_durable(&self, read: bool, on_disk: bool) -> Result<()> {
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-read-unflushed): what a crash can take back
         // is shown.
         if !read || on_disk || test_break("pg-read-unflushed") {
@@ -271,7 +267,7 @@ impl PgEngine {
     ) -> Result<Vec<Event>> {
         let rows = self.rows_durable(
             "reading events",
-            &format!("SELECT id, line FROM {{s}}.events WHERE {filter}"),
+            ("id, line", &format!("{{s}}.events WHERE {filter}")),
             params,
             |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
         )?;
