@@ -7,8 +7,7 @@
 //! checker: every client not killed succeeds (or finds nothing to claim), every reader's
 //! JSON parses. With requests sent on after an "idle" answer in the same round trip, as
 //! circe once did (`CIRCE_TEST_BREAK=pg-pipeline-past-idle`: the flush after the commit,
-//! a read's flush check after the read, the session's settings before the first call), it
-//! sees clients read others' answers.
+//! a read's flush check after the read), it sees clients read others' answers.
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -112,4 +111,27 @@ fn the_checker_catches_requests_sent_on_past_an_idle_answer() {
         killed_mid_round_trip(&root, 3, 8).0
     });
     assert!(!p.is_empty(), "no client read another's answer");
+}
+
+/// A pooler the URL does not name, which refuses the `options` circe gives its session's
+/// settings in when it connects: circe connects again without them (the settings go as
+/// statements) and works as through any pooler.
+#[test]
+fn a_pooler_that_takes_no_options_still_serves() {
+    let c = need_pg!();
+    let bouncer = match crate::pg_cluster::Bouncer::start_ignoring(c, 2, "extra_float_digits") {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let fresh = c.fresh_url();
+    let schema = fresh.rsplit("schema=").next().expect("a schema");
+    let root = Root::new(&bouncer.url(schema), "server", 1);
+    root.open_tasks(1);
+    let got = root.run(Some("e1"), &["claim", "--next", "--json"]);
+    assert_eq!(got.ok().json()["task_id"], "T-000");
+    let log = std::fs::read_to_string(bouncer.dir.join("pgbouncer.log")).unwrap_or_default();
+    assert!(log.contains("unsupported startup parameter"), "the pooler took the options: {log}");
 }

@@ -301,6 +301,12 @@ pub struct Bouncer {
 impl Bouncer {
     /// Start one whose pool holds `pool` server connections.
     pub fn start(c: &Cluster, pool: usize) -> Result<Bouncer, String> {
+        Bouncer::start_ignoring(c, pool, "extra_float_digits,options")
+    }
+
+    /// Start one whose pool holds `pool` server connections and that takes the startup
+    /// parameters `ignored` (refusing others it does not know).
+    pub fn start_ignoring(c: &Cluster, pool: usize, ignored: &str) -> Result<Bouncer, String> {
         let exe = ["/usr/sbin/pgbouncer", "/usr/bin/pgbouncer"]
             .into_iter()
             .find(|p| Path::new(p).exists())
@@ -314,7 +320,7 @@ impl Bouncer {
              [pgbouncer]\nlisten_addr =\nlisten_port = {port}\nunix_socket_dir = {d}\n\
              auth_type = trust\nauth_file = {d}/users.txt\npool_mode = transaction\n\
              max_client_conn = 500\ndefault_pool_size = {pool}\n\
-             ignore_startup_parameters = extra_float_digits,options\n\
+             ignore_startup_parameters = {ignored}\n\
              logfile = {d}/pgbouncer.log\npidfile = {d}/pgbouncer.pid\n",
             sock = c.socket.display(),
             pg = c.port,

@@ -10,7 +10,7 @@
 //! next client given that server connection, which would read them as its own. So a
 //! commit and the flush after it are one message (`COMMIT_FLUSH`), a read of the feed asks
 //! whether the log is on disk in the same statement (`feed.rs`), and the session's settings
-//! go in a round trip of their own.
+//! are given when connecting (`SESSION`).
 
 use std::future::Future;
 use std::time::Duration;
@@ -45,12 +45,30 @@ pub struct Conn {
 /// the operating system's two hours. And circe's statements run at read committed, whatever
 /// an administrator set as the role's or database's default (circe's row locks and its
 /// feed counter order what it does; a serializable default would fail its commits at
-/// random). Sent before the first call, in a round trip of its own; not through a pooler
-/// the URL names (`listen_port=`), where they would reach whichever server session serves
-/// that statement: the transactions say their isolation themselves too.
-pub(super) const SESSION: &str = "SET tcp_keepalives_idle = 5; SET tcp_keepalives_interval = 2; \
-                       SET tcp_keepalives_count = 3; SET tcp_user_timeout = 10000; \
-                       SET default_transaction_isolation = 'read committed'";
+/// random). Given when connecting (the startup packet's `options`: no statement, no round
+/// trip); to a pooler that refuses `options` (PgBouncer without it in
+/// `ignore_startup_parameters`), sent before the first call in a round trip of their own
+/// (`session_sql`). Not through a pooler the URL names (`listen_port=`), where they would
+/// reach whichever server session serves a statement: the transactions say their
+/// isolation themselves too.
+const SESSION: [(&str, &str); 5] = [
+    ("tcp_keepalives_idle", "5"),
+    ("tcp_keepalives_interval", "2"),
+    ("tcp_keepalives_count", "3"),
+    ("tcp_user_timeout", "10000"),
+    ("default_transaction_isolation", "read committed"),
+];
+
+/// `SESSION` as statements.
+pub(super) fn session_sql() -> String {
+    SESSION.iter().map(|(k, v)| format!("SET {k} = '{v}'")).collect::<Vec<_>>().join("; ")
+}
+
+/// `SESSION` as the startup packet's `options` (a space in a value escaped).
+fn session_options() -> String {
+    let o = SESSION.iter().map(|(k, v)| format!("-c {k}={}", v.replace(' ', "\\ ")));
+    o.collect::<Vec<_>>().join(" ")
+}
 
 /// Sent first in a task's commit: the transaction does not wait for the disk at its
 /// `COMMIT`, so the row locks it holds (the `feed` counter's, every change's) pass to the
@@ -96,9 +114,28 @@ pub enum Failure {
 impl Conn {
     /// Connect to `target` (within its connect timeout).
     pub fn connect(target: &Target) -> Result<Conn> {
-        let conn = Conn::connect_to(target, &target.config, target.location())?;
-        conn.set.set(target.server_apart);
-        Ok(conn)
+        if target.server_apart {
+            let conn = Conn::connect_to(target, &target.config, target.location())?;
+            conn.set.set(target.server_apart);
+            return Ok(conn);
+        }
+        let mut config = target.config.clone();
+        let options = match config.get_options() {
+            Some(o) => format!("{o} {}", session_options()),
+            None => session_options(),
+        };
+        config.options(options);
+        match Conn::connect_to(target, &config, target.location()) {
+            Ok(conn) => {
+                conn.set.set(true);
+                Ok(conn)
+            }
+            // A pooler that takes no `options`: the settings go as statements.
+            Err(e) if e.message.contains("unsupported startup parameter") => {
+                Conn::connect_to(target, &target.config, target.location())
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Connect to the server `target` names apart (`listen_host`/`listen_port`), for what
@@ -160,15 +197,10 @@ impl Conn {
         let first = !self.set.replace(true);
         let done = self.rt.block_on(async {
             tokio::time::timeout(ROUND_TRIP, async {
-                if first && past_idle() {
-                    let (_, r) =
-                        futures_util::future::join(self.client.batch_execute(SESSION), fut).await;
-                    return r;
-                }
                 if first {
                     // A server (or pooler) that refuses a setting still serves: only the
                     // call's own answer counts.
-                    let _ = self.client.batch_execute(SESSION).await;
+                    let _ = self.client.batch_execute(&session_sql()).await;
                 }
                 fut.await
             })
@@ -405,8 +437,8 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
 }
 
 /// TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-pipeline-past-idle): requests go on after an
-/// answer that ends "idle" in the same round trip: the session's settings before the
-/// first call, the flush after the `COMMIT`, the read's flush check after the read.
+/// answer that ends "idle" in the same round trip: the flush after the `COMMIT`, the
+/// read's flush check after the read.
 pub(super) fn past_idle() -> bool {
     crate::engine::local::test_break("pg-pipeline-past-idle")
 }
@@ -450,4 +482,24 @@ async fn commit_and_flush(c: &Client) -> std::result::Result<Ended, tokio_postgr
     } else {
         Ended::Unconfirmed("the server's answer ended early".into())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_session_settings_are_the_same_as_options_and_as_statements() {
+        assert_eq!(
+            session_options(),
+            "-c tcp_keepalives_idle=5 -c tcp_keepalives_interval=2 -c tcp_keepalives_count=3 \
+             -c tcp_user_timeout=10000 -c default_transaction_isolation=read\\ committed"
+        );
+        assert_eq!(
+            session_sql(),
+            "SET tcp_keepalives_idle = '5'; SET tcp_keepalives_interval = '2'; \
+             SET tcp_keepalives_count = '3'; SET tcp_user_timeout = '10000'; \
+             SET default_transaction_isolation = 'read committed'"
+        );
+    }
 }

@@ -53,7 +53,7 @@ impl Listener {
         let _ = rt.block_on(async {
             tokio::time::timeout(
                 super::conn::ROUND_TRIP,
-                client.batch_execute(super::conn::SESSION),
+                client.batch_execute(&super::conn::session_sql()),
             )
             .await
         });
