@@ -247,6 +247,17 @@ pub fn check_grants(events: &[Event], acked: &[Grant]) -> Verdict {
 }
 
 /// A short pause.
+/// A cheap random number (xorshift), seeded per thread.
+pub fn rng(seed: u64) -> impl FnMut() -> u64 {
+    let mut x = seed | 1;
+    move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    }
+}
+
 pub fn nap(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }

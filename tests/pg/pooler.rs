@@ -13,18 +13,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::caught::until_caught;
-use crate::common::{Out, Root};
-
-/// A cheap random number (xorshift).
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
-}
+use crate::common::{Out, Root, rng};
 
 /// `claimers` claimers and one reader for `secs` seconds; each claim is killed after a
 /// random 0 to 15 ms one time in two. What went wrong, as lines.

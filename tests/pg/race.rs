@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::caught::until_caught;
-use crate::common::{Grant, Root, Verdict, check_grants, nap};
+use crate::common::{Grant, Root, Verdict, check_grants, nap, rng};
 
 /// How a run is set up.
 pub struct Plan {
@@ -37,17 +37,6 @@ struct Shared {
     acked: Mutex<Vec<Grant>>,
     kills: AtomicUsize,
     stop: AtomicBool,
-}
-
-/// A cheap random number (xorshift), seeded per thread.
-fn rng(seed: u64) -> impl FnMut() -> u64 {
-    let mut x = seed | 1;
-    move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    }
 }
 
 /// Run a command as a client: registered for the killer while it runs. Returns its
