@@ -31,8 +31,8 @@ pub struct Conn {
     rt: tokio::runtime::Runtime,
     pub(super) client: Client,
     location: String,
-    /// Whether the session's settings went to the server (before the first call), or are
-    /// not sent on this connection.
+    /// Whether the session's settings are not (or no longer) to be sent before a call:
+    /// given when connecting, sent already, or not for this connection.
     set: std::cell::Cell<bool>,
     /// Whether a call found the connection lost: later calls (a rollback, an unlock) fail
     /// at once rather than wait out `ROUND_TRIP` each on a dead connection.
@@ -79,14 +79,19 @@ pub(super) const NO_WAIT: &str = "SET LOCAL synchronous_commit = off";
 /// message nothing reads) and so waits at its commit until the log is on disk up to it,
 /// with every commit before it. Many commits' flushes are one write then (the server
 /// groups them), and none holds a lock.
-pub(super) const FLUSH: &str = "SELECT pg_logical_emit_message(true, 'circe', '')";
+macro_rules! flush {
+    () => {
+        "SELECT pg_logical_emit_message(true, 'circe', '')"
+    };
+}
+pub(super) const FLUSH: &str = flush!();
 
 /// The end of a commit that did not wait (`NO_WAIT`): its `COMMIT` and then `FLUSH`, in
 /// one message, so one answer ends it (a pooler hands the server connection on only
 /// after the flush). Statements after a `COMMIT` in one message run in a transaction of
 /// their own, which waits for the disk (`synchronous_commit` is back to the session's).
 /// A failed `COMMIT` skips the flush.
-pub(super) const COMMIT_FLUSH: &str = "COMMIT; SELECT pg_logical_emit_message(true, 'circe', '')";
+pub(super) const COMMIT_FLUSH: &str = concat!("COMMIT; ", flush!());
 
 /// Whether the server's log is on disk as far as it is written: every commit made so far
 /// is durable (a standby's log is its primary's). An expression (`ON_DISK`), or a
@@ -116,7 +121,7 @@ impl Conn {
     pub fn connect(target: &Target) -> Result<Conn> {
         if target.server_apart {
             let conn = Conn::connect_to(target, &target.config, target.location())?;
-            conn.set.set(target.server_apart);
+            conn.set.set(true);
             return Ok(conn);
         }
         let mut config = target.config.clone();
