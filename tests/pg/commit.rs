@@ -159,6 +159,46 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
     );
 }
 
+/// Behind a transaction pooler the URL does not name, a warm claimer's `PREPARE` can land
+/// in a server session another client prepared the same statement in: refused ("already
+/// exists"), it aborts the transaction it went with, which is rolled back; the claim is
+/// sent again as text and goes on.
+#[test]
+fn a_claimer_whose_prepare_is_refused_behind_a_pooler_goes_on_as_text() {
+    use circe::engine::RootSpec;
+    let c = need_pg!();
+    let Ok(bouncer) = crate::pg_cluster::Bouncer::start(c, 1) else {
+        eprintln!("skipped: pgbouncer is not installed");
+        return;
+    };
+    let url = c.fresh_url();
+    let root = Root::new(&url, "server", 2);
+    root.open_tasks(4);
+    let pooled = bouncer.url(&schema_of(&url));
+    let mut got = Vec::new();
+    // Two claimers, one server session: the first prepares the pick there on its second
+    // claim, the second sends the same `PREPARE` into it on its own second claim.
+    for agent in ["e1", "e2"] {
+        let ws = circe::workspace::Workspace::open(&RootSpec::Url(pooled.clone())).unwrap();
+        let (me, role) = ws.agent(Some(agent)).unwrap();
+        for _ in 0..2 {
+            let out = circe::ops::claim_next(&ws, &me, &role, None).unwrap_or_else(|e| {
+                panic!("{}: {}", e.chain(), e.hint.unwrap_or_default());
+            });
+            got.push(out.task.to_string());
+        }
+    }
+    got.sort();
+    got.dedup();
+    assert_eq!(got.len(), 4, "four claims, four tasks: {got:?}");
+    let log = std::fs::read_to_string(c.dir.join("log")).unwrap_or_default();
+    assert!(
+        log.lines()
+            .any(|l| l.contains("prepared statement \"circe_") && l.contains("already exists")),
+        "no claim's PREPARE was refused"
+    );
+}
+
 /// Every commit waits for the feed's row until the `COMMIT` of the one that holds it, so a
 /// commit takes it last: a claim whose grant is held up (another transaction writing the
 /// same agent and request id, left open) has not taken the feed's row meanwhile, and goes

@@ -233,8 +233,7 @@ impl PgEngine {
                     c.query_typed(super::conn::FLUSHED, &[]),
                 ),
             )?;
-            let on_disk = flushed.first().is_none_or(|r| r.get::<_, bool>(0));
-            self.make_durable(!rows.is_empty(), on_disk)?;
+            self.make_durable(!rows.is_empty(), on_disk(&flushed))?;
             return rows.iter().map(f).collect();
         }
         let q = self.sql(&format!("SELECT {cols}, {} FROM {from}", super::conn::ON_DISK));
@@ -280,4 +279,9 @@ impl PgEngine {
         }
         Ok(out)
     }
+}
+
+/// The answer to `conn::FLUSHED`: the server's log is on disk as far as it is written.
+pub(super) fn on_disk(flushed: &[tokio_postgres::Row]) -> bool {
+    flushed.first().is_none_or(|r| r.get::<_, bool>(0))
 }

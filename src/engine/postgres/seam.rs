@@ -450,7 +450,7 @@ impl Engine for PgEngine {
         let snap = snap?;
         let (flushed, ()) = end?;
         // What the snapshot read is on disk before anyone sees it (`feed.rs`).
-        self.make_durable(true, flushed.first().is_none_or(|r| r.get::<_, bool>(0)))?;
+        self.make_durable(true, super::feed::on_disk(&flushed))?;
         Ok(snap)
     }
 
