@@ -86,6 +86,15 @@ macro_rules! flush {
 }
 pub(super) const FLUSH: &str = flush!();
 
+/// The function `FLUSH` runs, as `GRANT` and `has_function_privilege` name it: a role that
+/// may not run it is told to be granted it (the refused flush's hint, doctor's check).
+macro_rules! flush_function {
+    () => {
+        "pg_logical_emit_message(boolean, text, text)"
+    };
+}
+pub(super) use flush_function;
+
 /// The end of a commit that did not wait (`NO_WAIT`): its `COMMIT` and then `FLUSH`, in
 /// one message, so one answer ends it (a pooler hands the server connection on only
 /// after the flush). Statements after a `COMMIT` in one message run in a transaction of
@@ -286,7 +295,11 @@ impl Conn {
                 "{what}: the commit was made, but the database {} refused the flush that makes it durable ({why}): a crash of the server now could take it back",
                 self.location
             ))
-            .hint("let circe's role run it: `GRANT EXECUTE ON FUNCTION pg_logical_emit_message(boolean, text, text) TO <role>` (PROTOCOLS.md section 18, \"Durable before seen\"); `circe show` tells the change")
+            .hint(concat!(
+                "let circe's role run it: `GRANT EXECUTE ON FUNCTION ",
+                flush_function!(),
+                " TO <role>` (PROTOCOLS.md section 18, \"Durable before seen\"); `circe show` tells the change"
+            ))
             .detail("outcome", "unknown"),
         }
     }

@@ -22,6 +22,7 @@
 use tokio_postgres::types::Type;
 
 use super::PgEngine;
+use super::conn::flush_function;
 use crate::engine::Violation;
 use crate::error::Result;
 use crate::message::{self, Mode};
@@ -111,13 +112,18 @@ const CHECKS: [(u8, &str); 9] = [
     ),
     (
         10,
-        "SELECT 'the role circe connects as (' || current_user || ') may not run '
+        concat!(
+            "SELECT 'the role circe connects as (' || current_user || ') may not run '
                 || 'pg_logical_emit_message, the flush after every task change (PROTOCOLS.md '
                 || 'section 18, \"Durable before seen\"): every claim and task change ends '
                 || 'with its outcome unknown; as the function''s owner, `GRANT EXECUTE ON '
-                || 'FUNCTION pg_logical_emit_message(boolean, text, text) TO '
-                || quote_ident(current_user) || '` mends it'
-          WHERE NOT has_function_privilege('pg_logical_emit_message(boolean, text, text)', 'EXECUTE')",
+                || 'FUNCTION ",
+            flush_function!(),
+            " TO ' || quote_ident(current_user) || '` mends it'
+          WHERE NOT has_function_privilege('",
+            flush_function!(),
+            "', 'EXECUTE')"
+        ),
     ),
 ];
 
