@@ -555,14 +555,17 @@ impl Command {
 }
 
 /// What to say of the tasks the last board scan passed over (`Engine::passed_over`: a
-/// `.status` that does not parse), so that none drops out of a report without a word.
+/// `.status` that does not parse, or removed by hand from a held task), so that none drops
+/// out of a report without a word.
 pub fn passed_over_warnings(ws: &crate::workspace::Workspace) -> Vec<String> {
     ws.engine
         .passed_over()
         .iter()
-        .map(|t| {
+        .map(|p| {
+            let t = &p.task;
             format!(
-                "task {t} is not shown: TASKS/{t}.status does not parse (`circe doctor` says where; put it back from a backup, `circe log --task {t}` has its last status)"
+                "task {t} is not shown: {} (`circe doctor` says more; put it back from a backup, `circe log --task {t}` has its last status)",
+                p.problem
             )
         })
         .collect()

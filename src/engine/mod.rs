@@ -185,10 +185,11 @@ pub trait Engine {
     /// The board: one row per task, in task id order, handed over one at a time.
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()>;
 
-    /// The tasks the last `board` passed over because their records do not parse (a
-    /// hand edit gone wrong): a report says so rather than dropping them without a word.
-    /// An engine whose records cannot be damaged that way has none.
-    fn passed_over(&self) -> Vec<TaskId> {
+    /// The tasks the last `board` passed over because their records are damaged by hand (a
+    /// `.status` that does not parse, or one removed while its task is held): a report says
+    /// so rather than dropping them without a word. An engine whose records cannot be
+    /// damaged that way has none.
+    fn passed_over(&self) -> Vec<PassedOver> {
         Vec::new()
     }
 
@@ -710,6 +711,14 @@ pub const EVENTS_CURSORS: &str = "events";
 
 /// A held right that may borrow its engine (`Engine::hold_ask`).
 pub type Held<'a> = Box<dyn Guard + 'a>;
+
+/// A task the board passed over (`Engine::passed_over`), and what is wrong with its records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PassedOver {
+    pub task: TaskId,
+    /// What is wrong, naming the record: `TASKS/T-1.status does not parse`.
+    pub problem: String,
+}
 
 /// Something `doctor` found.
 #[derive(Debug, Clone, serde::Serialize)]

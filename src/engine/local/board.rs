@@ -14,9 +14,10 @@
 //! - it is compacted (one `C` line per task, in task order: the base) when its tail grows
 //!   past the base; the base's line count and byte length are in its second line, so a
 //!   reader finds the tail without reading the base;
-//! - a task whose `.status` does not parse keeps a `P` line (in the base too): every reader
-//!   reads its records again, and passes it over saying so (`LocalEngine::passed_over`), so
-//!   a damaged record never drops a task from the board without a word.
+//! - a task whose `.status` does not parse, or a held one whose `.status` was removed by
+//!   hand (its `.owner` left), keeps a `P` line (in the base too): every reader reads its
+//!   records again, and passes it over saying so (`LocalEngine::passed_over`), so a damaged
+//!   record never drops a task from the board without a word.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -25,6 +26,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::fs::FileExt;
 
 use super::LocalEngine;
+use crate::engine::PassedOver;
 use crate::error::{Error, Result};
 use crate::names::TaskId;
 use crate::task::record::{self, Checks, StatusRecord};
@@ -267,14 +269,10 @@ impl View {
     }
 }
 
-/// What the board holds for a task: its row, or a task whose `.status` does not parse.
-#[expect(
-    clippy::large_enum_variant,
-    reason = "handed on by value once per row; a box would allocate for every row"
-)]
+/// What the board holds for a task: its row, or a task whose records are damaged.
 enum Entry<'a> {
     Row(Row<'a>),
-    Damaged(TaskId),
+    Damaged(PassedOver),
 }
 
 type Each<'a> = dyn FnMut(Entry<'_>) -> Result<()> + 'a;
@@ -297,13 +295,13 @@ fn emit(eng: &LocalEngine, line: &str, each: &mut Each<'_>) -> Result<()> {
     }
 }
 
-/// Hand every task's row to `each`, in task id order; a task whose `.status` does not
-/// parse is passed over and named in `passed_over`. The `board` lock is held only while
+/// Hand every task's row to `each`, in task id order; a task whose records are damaged
+/// (`read_row`) is passed over and named in `passed_over`. The `board` lock is held only while
 /// the log is looked at (and rebuilt or compacted); rows are read from the reader's own
 /// open file afterwards, so a slow consumer holds up no writer.
 pub(super) fn rows(
     eng: &LocalEngine,
-    passed_over: &mut Vec<TaskId>,
+    passed_over: &mut Vec<PassedOver>,
     each: &mut dyn FnMut(Row<'_>) -> Result<()>,
 ) -> Result<()> {
     let mut hand_on = |e: Entry<'_>| match e {
@@ -357,7 +355,7 @@ fn compact(eng: &LocalEngine, source: &mut Source<'_>) -> Result<()> {
         source(&mut |e| {
             let line = match e {
                 Entry::Row(r) => committed(&r),
-                Entry::Damaged(t) => format!("P {t}\n"),
+                Entry::Damaged(d) => format!("P {}\n", d.task),
             };
             count += 1;
             bytes += line.len() as u64;
@@ -384,13 +382,21 @@ pub(super) fn stale_rows(eng: &LocalEngine) -> Result<Vec<String>> {
     })?;
     let mut out = Vec::new();
     // A record that cannot be read is doctor's to report elsewhere: passed over here.
-    for t in &eng.store.list_tasks()? {
+    let listed = eng.store.list_tasks()?;
+    for t in &listed {
         if let Ok(Some(Entry::Row(r))) = read_row(eng, t)
             && shown.get(r.task.as_ref()).is_some_and(|s| *s != committed(&r))
         {
             out.push(r.task.to_string());
         }
     }
+    // A row shown for a task with no `.status` left (removed by hand, its `.owner` kept;
+    // an archive writes `D`).
+    let listed: std::collections::HashSet<&str> = listed.iter().map(TaskId::as_str).collect();
+    let mut gone: Vec<String> =
+        shown.into_keys().filter(|t| !listed.contains(t.as_str())).collect();
+    gone.sort();
+    out.extend(gone);
     Ok(out)
 }
 
@@ -405,9 +411,14 @@ fn rebuild(eng: &LocalEngine) -> Result<()> {
     compact(eng, &mut |out| from_records(eng, out))
 }
 
-/// Every task's row from its records, in task order.
+/// Every task's row from its records, in task order, with a held task whose `.status`
+/// was removed by hand passed over.
 fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
-    for t in &eng.store.list_tasks()? {
+    let mut tasks = eng.store.list_tasks()?;
+    tasks.extend(eng.store.held_without_status()?);
+    tasks.sort();
+    tasks.dedup();
+    for t in &tasks {
         if let Some(e) = read_row(eng, t)? {
             out(e)?;
         }
@@ -415,17 +426,26 @@ fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
     Ok(())
 }
 
-/// A task's row straight from its records (`None` when it has no `.status`). A `.status`
-/// that is not UTF-8 is a damaged one: its task is passed over, and its line in the log
+/// A task's row straight from its records (`None` when it has no `.status`, and no
+/// `.owner` either). A `.status` that does not parse (or is not UTF-8), or one removed
+/// while its `.owner` stays, is damaged: its task is passed over, and its line in the log
 /// says to read the records again next time (doctor names the record).
 fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Entry<'static>>> {
+    let damaged =
+        |problem: String| Ok(Some(Entry::Damaged(PassedOver { task: task.clone(), problem })));
+    let unparsed = || format!("TASKS/{task}.status does not parse");
     let text = match eng.store.read_record_text(task, "status")? {
         Some(Ok(text)) => text,
-        Some(Err(_)) => return Ok(Some(Entry::Damaged(task.clone()))),
+        Some(Err(_)) => return damaged(unparsed()),
+        None if eng.store.has_record(task, "owner") => {
+            return damaged(format!(
+                "TASKS/{task}.status is missing while TASKS/{task}.owner is there"
+            ));
+        }
         None => return Ok(None),
     };
     let Ok(rec) = StatusRecord::parse(task, &text) else {
-        return Ok(Some(Entry::Damaged(task.clone())));
+        return damaged(unparsed());
     };
     let checks = eng
         .store

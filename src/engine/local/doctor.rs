@@ -827,14 +827,7 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
 /// wrote `.owner`), so the record was removed by hand. Reported, not repaired: what it said
 /// (owner, epoch, lease) is in the event log, not here.
 fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
-    let owned: Vec<TaskId> = eng
-        .store
-        .tasks_listing()?
-        .into_iter()
-        .filter_map(|(n, _)| n.strip_suffix(".owner").and_then(|t| TaskId::new(t).ok()))
-        .filter(|id| !eng.store.has_record(id, "status"))
-        .collect();
-    for id in owned {
+    for id in eng.store.held_without_status()? {
         // Looked at again under the task's lock: a command may have been half-way.
         let _lock = eng.store.lock_task(&id)?;
         if eng.store.has_record(&id, "status") || !eng.store.has_record(&id, "owner") {

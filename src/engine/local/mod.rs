@@ -110,7 +110,7 @@ pub struct LocalEngine {
     /// an agent's box is that agent's claim only when it may take the task (None: unchecked).
     registry: Option<crate::registry::Registry>,
     /// The tasks the last board scan passed over: their `.status` does not parse.
-    passed_over: std::sync::Mutex<Vec<TaskId>>,
+    passed_over: std::sync::Mutex<Vec<crate::engine::PassedOver>>,
 }
 
 /// What a root folder holds: a local root, or a circe.yaml naming another engine.
@@ -441,7 +441,7 @@ impl Engine for LocalEngine {
         r
     }
 
-    fn passed_over(&self) -> Vec<TaskId> {
+    fn passed_over(&self) -> Vec<crate::engine::PassedOver> {
         self.passed_over.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
     }
 

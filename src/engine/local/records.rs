@@ -130,4 +130,18 @@ impl Store {
         ids.sort();
         Ok(ids)
     }
+
+    /// Task ids that have a `.owner` record and no `.status`, sorted: a held task's record
+    /// removed by hand (no command leaves that: an archive removes `.owner` first and
+    /// `.status` last, a send never writes `.owner`).
+    pub fn held_without_status(&self) -> Result<Vec<TaskId>> {
+        let mut ids: Vec<TaskId> = self
+            .tasks_listing()?
+            .into_iter()
+            .filter_map(|(n, _)| n.strip_suffix(".owner").and_then(|t| TaskId::new(t).ok()))
+            .filter(|id| !self.has_record(id, "status"))
+            .collect();
+        ids.sort();
+        Ok(ids)
+    }
 }
