@@ -1270,45 +1270,52 @@ fn a_task_whose_record_does_not_parse_is_named_not_dropped() {
     assert!(o.stdout.contains("T1") && !o.stderr.contains("warning"), "{}", o.show());
 }
 
-/// A held task whose `.status` was removed by hand (its `.owner` left) is not dropped from
-/// the board without a word: doctor finds the board's row that still shows it, and once
-/// `--repair` has built the board again from the records, `tasks` says it is not shown.
+/// A task whose `.status` was removed by hand is not dropped from the board without a word,
+/// held (its `.owner` left) or waiting (its `.checks` left, its message in NEW_MESSAGES):
+/// doctor finds the board's rows that still show them, and once `--repair` has built the
+/// board again from the records, `tasks` says they are not shown.
 #[test]
-fn a_held_task_whose_status_was_removed_is_named_not_dropped() {
+fn a_task_whose_status_was_removed_is_named_not_dropped() {
     local_only!("the records are the local engine's files");
     let env = Env::new();
-    env.open_task("T1");
-    env.open_task("T2");
+    for t in ["T1", "T2", "T3"] {
+        env.open_task(t);
+    }
     env.as_("engineer", &["claim", "T1"]).ok();
     env.circe(["tasks"]).run().ok();
-    let record = env.root().join("TASKS/T1.status");
-    let good = std::fs::read(&record).unwrap();
-    std::fs::remove_file(&record).unwrap();
+    let record = |t: &str| env.root().join(format!("TASKS/{t}.status"));
+    let good = std::fs::read(record("T1")).unwrap();
+    std::fs::remove_file(record("T1")).unwrap();
+    std::fs::remove_file(record("T3")).unwrap();
     let doctor = env.circe(["doctor", "--repair"]).run();
     doctor.code(1);
-    let stale = "[repaired] invariant 6: the board index disagrees with the records of T1 ";
+    let stale = "[repaired] invariant 6: the board index disagrees with the records of T1, T3 ";
     assert!(doctor.stderr.contains(stale), "{}", doctor.show());
     let lost = "[VIOLATED] invariant 4: TASKS/T1.status is missing while TASKS/T1.owner is there";
     assert!(doctor.stderr.contains(lost), "{}", doctor.show());
-    let said =
-        "warning: task T1 is not shown: TASKS/T1.status is missing while TASKS/T1.owner is there";
+    let said = |t: &str, kind: &str| {
+        format!(
+            "warning: task {t} is not shown: TASKS/{t}.status is missing while TASKS/{t}.{kind} is there"
+        )
+    };
     for args in [&["tasks"][..], &["--json", "tasks"], &["tasks"]] {
         let o = env.circe(args.to_vec()).run();
         o.ok();
-        assert!(o.stderr.contains(said), "{args:?}: {}", o.show());
+        assert!(o.stderr.contains(&said("T1", "owner")), "{args:?}: {}", o.show());
+        assert!(o.stderr.contains(&said("T3", "checks")), "{args:?}: {}", o.show());
         let row = |t: &str| {
             o.stdout
                 .lines()
                 .any(|l| l.starts_with(&format!("{t} ")) || l.contains(&format!("\"{t}\"")))
         };
-        assert!(row("T2") && !row("T1"), "{args:?}: {}", o.show());
+        assert!(row("T2") && !row("T1") && !row("T3"), "{args:?}: {}", o.show());
     }
-    // Put back, it is shown again and nothing is said.
-    std::fs::write(&record, good).unwrap();
+    // Put back, it is shown again and only T3 is said.
+    std::fs::write(record("T1"), good).unwrap();
     let o = env.circe(["tasks"]).run();
     o.ok();
     assert!(o.stdout.lines().any(|l| l.starts_with("T1 ")), "{}", o.show());
-    assert!(!o.stderr.contains("warning"), "{}", o.show());
+    assert!(!o.stderr.contains("task T1") && o.stderr.contains("task T3"), "{}", o.show());
 }
 
 /// A root a cut-off `migrate` left renamed aside is said to be so, with the way back, not

@@ -14,10 +14,11 @@
 //! - it is compacted (one `C` line per task, in task order: the base) when its tail grows
 //!   past the base; the base's line count and byte length are in its second line, so a
 //!   reader finds the tail without reading the base;
-//! - a task whose `.status` does not parse, or a held one whose `.status` was removed by
-//!   hand (its `.owner` left), keeps a `P` line (in the base too): every reader reads its
-//!   records again, and passes it over saying so (`LocalEngine::passed_over`), so a damaged
-//!   record never drops a task from the board without a word.
+//! - a task whose `.status` does not parse, or was removed by hand (its `.owner` left, or
+//!   its `.checks` with its message in a live box), keeps a `P` line (in the base too):
+//!   every reader reads its records again, and passes it over saying so
+//!   (`LocalEngine::passed_over`), so a damaged record never drops a task from the board
+//!   without a word.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -411,11 +412,12 @@ fn rebuild(eng: &LocalEngine) -> Result<()> {
     compact(eng, &mut |out| from_records(eng, out))
 }
 
-/// Every task's row from its records, in task order, with a held task whose `.status`
-/// was removed by hand passed over.
+/// Every task's row from its records, in task order, with a task whose `.status` was
+/// removed by hand passed over.
 fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
     let mut tasks = eng.store.list_tasks()?;
-    tasks.extend(eng.store.held_without_status()?);
+    tasks.extend(eng.store.without_status("owner")?);
+    tasks.extend(eng.store.without_status("checks")?);
     tasks.sort();
     tasks.dedup();
     for t in &tasks {
@@ -426,10 +428,10 @@ fn from_records(eng: &LocalEngine, out: &mut Each<'_>) -> Result<()> {
     Ok(())
 }
 
-/// A task's row straight from its records (`None` when it has no `.status`, and no
-/// `.owner` either). A `.status` that does not parse (or is not UTF-8), or one removed
-/// while its `.owner` stays, is damaged: its task is passed over, and its line in the log
-/// says to read the records again next time (doctor names the record).
+/// A task's row straight from its records (`None` when it has none, or only what an older
+/// circe's cut-off send left: `Store::without_status`). A `.status` that does not parse (or
+/// is not UTF-8), or one removed by hand, is damaged: its task is passed over, and its line
+/// in the log says to read the records again next time (doctor names the record).
 fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Entry<'static>>> {
     let damaged =
         |problem: String| Ok(Some(Entry::Damaged(PassedOver { task: task.clone(), problem })));
@@ -437,12 +439,14 @@ fn read_row(eng: &LocalEngine, task: &TaskId) -> Result<Option<Entry<'static>>> 
     let text = match eng.store.read_record_text(task, "status")? {
         Some(Ok(text)) => text,
         Some(Err(_)) => return damaged(unparsed()),
-        None if eng.store.has_record(task, "owner") => {
-            return damaged(format!(
-                "TASKS/{task}.status is missing while TASKS/{task}.owner is there"
-            ));
+        None => {
+            return match super::reconcile::left_without_status(eng, task) {
+                Some(kind) => damaged(format!(
+                    "TASKS/{task}.status is missing while TASKS/{task}.{kind} is there"
+                )),
+                None => Ok(None),
+            };
         }
-        None => return Ok(None),
     };
     let Ok(rec) = StatusRecord::parse(task, &text) else {
         return damaged(unparsed());

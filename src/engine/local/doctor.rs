@@ -827,7 +827,7 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
 /// wrote `.owner`), so the record was removed by hand. Reported, not repaired: what it said
 /// (owner, epoch, lease) is in the event log, not here.
 fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
-    for id in eng.store.held_without_status()? {
+    for id in eng.store.without_status("owner")? {
         // Looked at again under the task's lock: a command may have been half-way.
         let _lock = eng.store.lock_task(&id)?;
         if eng.store.has_record(&id, "status") || !eng.store.has_record(&id, "owner") {

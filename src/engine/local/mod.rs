@@ -362,14 +362,9 @@ impl Engine for LocalEngine {
     fn begin<'a>(&'a self, task: &TaskId, create: bool) -> Result<Option<Box<dyn TaskTx + 'a>>> {
         // Look before locking: a task that does not exist gets no lock file.
         if !self.store.has_record(task, "status") {
-            // Its other records without it, removed by hand: a held task's `.owner`, or a
-            // `.checks` while a message names the task (circe removes `.status` last; a lone
-            // `.checks` and no message is what an older circe's cut-off send left, and is
-            // written over). Opening the id again would take the place of a live task.
-            let left = ["owner", "checks"].into_iter().find(|k| {
-                self.store.has_record(task, k)
-                    && (*k == "owner" || reconcile::live_message_names(self, task).unwrap_or(true))
-            });
+            // Its other records without it, removed by hand: opening the id again would
+            // take the place of a live task.
+            let left = reconcile::left_without_status(self, task);
             if let Some(kind) = left.filter(|_| self.store.record_gone(task, "status")) {
                 return Err(Error::internal(format!(
                     "TASKS/{task}.status is missing while TASKS/{task}.{kind} is there: the task's record was removed by hand"

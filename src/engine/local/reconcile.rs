@@ -134,20 +134,37 @@ fn save_repair(
     Ok(())
 }
 
-/// Messages that name `task` in their `task_id` header, other than under file names that say
-/// another task (circe's names carry the header's task id): (box, file, parsed message).
-/// Does a message in a live box (not LOGS) name `task`? A lone `.checks` beside such a
-/// message is a record removed by hand, not what an older circe's cut-off send left.
-pub(super) fn live_message_names(eng: &LocalEngine, task: &TaskId) -> Result<bool> {
-    Ok(messages_naming(eng, task)?.iter().any(|(b, _, _)| *b != Mailbox::Logs))
+/// The record left beside a task's `.status` removed by hand, if it was: a held task's
+/// `.owner`, or a `.checks` while a message in a live box (not LOGS) names the task (circe
+/// removes `.status` last; a lone `.checks` and no such message is what an older circe's
+/// cut-off send left, and is written over).
+pub(super) fn left_without_status(eng: &LocalEngine, task: &TaskId) -> Option<&'static str> {
+    ["owner", "checks"].into_iter().find(|k| {
+        eng.store.has_record(task, k)
+            && (*k == "owner" || messages_in(eng, task, false).map_or(true, |m| !m.is_empty()))
+    })
 }
 
+/// Messages that name `task` in their `task_id` header, other than under file names that say
+/// another task (circe's names carry the header's task id): (box, file, parsed message).
 fn messages_naming(
     eng: &LocalEngine,
     task: &TaskId,
 ) -> Result<Vec<(Mailbox, String, message::Message)>> {
+    messages_in(eng, task, true)
+}
+
+/// `messages_naming`, in LOGS too when `logs`.
+fn messages_in(
+    eng: &LocalEngine,
+    task: &TaskId,
+    logs: bool,
+) -> Result<Vec<(Mailbox, String, message::Message)>> {
     let mut out = Vec::new();
-    let mut boxes = vec![Mailbox::NewMessages, Mailbox::Logs];
+    let mut boxes = vec![Mailbox::NewMessages];
+    if logs {
+        boxes.push(Mailbox::Logs);
+    }
     for (a, _) in eng.store.list_agents()? {
         boxes.push(Mailbox::Inbox(a.clone()));
         boxes.push(Mailbox::Workspace(a));

@@ -131,14 +131,17 @@ impl Store {
         Ok(ids)
     }
 
-    /// Task ids that have a `.owner` record and no `.status`, sorted: a held task's record
-    /// removed by hand (no command leaves that: an archive removes `.owner` first and
-    /// `.status` last, a send never writes `.owner`).
-    pub fn held_without_status(&self) -> Result<Vec<TaskId>> {
+    /// Task ids that have a `.<kind>` record and no `.status`, sorted. A `.owner` so is a
+    /// held task's record removed by hand (no command leaves that: an archive removes
+    /// `.owner` first and `.status` last, a send never writes `.owner`); a lone `.checks` is
+    /// that too while a message in a live box names the task, else what an older circe's
+    /// cut-off send left.
+    pub fn without_status(&self, kind: &str) -> Result<Vec<TaskId>> {
+        let suffix = format!(".{kind}");
         let mut ids: Vec<TaskId> = self
             .tasks_listing()?
             .into_iter()
-            .filter_map(|(n, _)| n.strip_suffix(".owner").and_then(|t| TaskId::new(t).ok()))
+            .filter_map(|(n, _)| n.strip_suffix(&suffix).and_then(|t| TaskId::new(t).ok()))
             .filter(|id| !self.has_record(id, "status"))
             .collect();
         ids.sort();
