@@ -555,8 +555,8 @@ impl Command {
 }
 
 /// What to say of the tasks the last board scan passed over (`Engine::passed_over`: a
-/// `.status` that does not parse, or removed by hand from a held task), so that none drops
-/// out of a report without a word.
+/// `.status` that does not parse, or was removed by hand), so that none drops out of a
+/// report without a word.
 pub fn passed_over_warnings(ws: &crate::workspace::Workspace) -> Vec<String> {
     ws.engine
         .passed_over()

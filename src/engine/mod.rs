@@ -186,8 +186,8 @@ pub trait Engine {
     fn board(&self, each: &mut dyn FnMut(Row<'_>) -> Result<()>) -> Result<()>;
 
     /// The tasks the last `board` passed over because their records are damaged by hand (a
-    /// `.status` that does not parse, or one removed while its task is held): a report says
-    /// so rather than dropping them without a word. An engine whose records cannot be
+    /// `.status` that does not parse, or one removed while the task's other records stay):
+    /// a report says so rather than dropping them without a word. An engine whose records cannot be
     /// damaged that way has none.
     fn passed_over(&self) -> Vec<PassedOver> {
         Vec::new()

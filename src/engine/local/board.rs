@@ -391,8 +391,8 @@ pub(super) fn stale_rows(eng: &LocalEngine) -> Result<Vec<String>> {
             out.push(r.task.to_string());
         }
     }
-    // A row shown for a task with no `.status` left (removed by hand, its `.owner` kept;
-    // an archive writes `D`).
+    // A row shown for a task with no `.status` left (removed by hand; an archive writes
+    // `D`).
     let listed: std::collections::HashSet<&str> = listed.iter().map(TaskId::as_str).collect();
     let mut gone: Vec<String> =
         shown.into_keys().filter(|t| !listed.contains(t.as_str())).collect();

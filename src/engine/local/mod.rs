@@ -109,7 +109,8 @@ pub struct LocalEngine {
     /// The root's registry, for a hand move the engine rolls forward: a message moved into
     /// an agent's box is that agent's claim only when it may take the task (None: unchecked).
     registry: Option<crate::registry::Registry>,
-    /// The tasks the last board scan passed over: their `.status` does not parse.
+    /// The tasks the last board scan passed over: their `.status` does not parse, or was
+    /// removed by hand.
     passed_over: std::sync::Mutex<Vec<crate::engine::PassedOver>>,
 }
 
