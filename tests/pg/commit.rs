@@ -117,14 +117,8 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
     root.open_tasks(4);
     let pooled = bouncer.url(&schema_of(&url));
     let ws = circe::workspace::Workspace::open(&RootSpec::Url(pooled)).unwrap();
-    let (me, role) = ws.agent(Some("e1")).unwrap();
     let mut got = Vec::new();
-    let claim = |got: &mut Vec<String>| {
-        let out = circe::ops::claim_next(&ws, &me, &role, None).unwrap_or_else(|e| {
-            panic!("{}: {}", e.chain(), e.hint.unwrap_or_default());
-        });
-        got.push(out.task.to_string());
-    };
+    let claim = |got: &mut Vec<String>| got.push(claim_next(&ws, "e1"));
     // The first claim warms the connection; the second prepares the pick (in the server
     // session the pooler gave it, which it gives back after each transaction).
     claim(&mut got);
@@ -151,12 +145,26 @@ fn a_claimer_behind_a_pooler_the_url_does_not_name_goes_on_without_its_prepared_
     got.dedup();
     assert_eq!(got.len(), 4, "four claims, four tasks: {got:?}");
     // The prepared pick was missed in the other session (else this test proved nothing).
-    let log = std::fs::read_to_string(c.dir.join("log")).unwrap_or_default();
     assert!(
-        log.lines()
-            .any(|l| l.contains("prepared statement \"circe_") && l.contains("does not exist")),
+        server_said_of_a_prepared_statement(c, "does not exist"),
         "no claim ran in a session without its prepared pick"
     );
+}
+
+/// `claim --next` by `agent` through the library: the task's id (a failure panics, saying
+/// its hint).
+fn claim_next(ws: &circe::workspace::Workspace, agent: &str) -> String {
+    let (me, role) = ws.agent(Some(agent)).unwrap();
+    let out = circe::ops::claim_next(ws, &me, &role, None).unwrap_or_else(|e| {
+        panic!("{}: {}", e.chain(), e.hint.unwrap_or_default());
+    });
+    out.task.to_string()
+}
+
+/// The server logged `what` of one of circe's prepared statements (`circe_...`).
+fn server_said_of_a_prepared_statement(c: &crate::pg_cluster::Cluster, what: &str) -> bool {
+    let log = std::fs::read_to_string(c.dir.join("log")).unwrap_or_default();
+    log.lines().any(|l| l.contains("prepared statement \"circe_") && l.contains(what))
 }
 
 /// Behind a transaction pooler the URL does not name, a warm claimer's `PREPARE` can land
@@ -180,21 +188,15 @@ fn a_claimer_whose_prepare_is_refused_behind_a_pooler_goes_on_as_text() {
     // claim, the second sends the same `PREPARE` into it on its own second claim.
     for agent in ["e1", "e2"] {
         let ws = circe::workspace::Workspace::open(&RootSpec::Url(pooled.clone())).unwrap();
-        let (me, role) = ws.agent(Some(agent)).unwrap();
         for _ in 0..2 {
-            let out = circe::ops::claim_next(&ws, &me, &role, None).unwrap_or_else(|e| {
-                panic!("{}: {}", e.chain(), e.hint.unwrap_or_default());
-            });
-            got.push(out.task.to_string());
+            got.push(claim_next(&ws, agent));
         }
     }
     got.sort();
     got.dedup();
     assert_eq!(got.len(), 4, "four claims, four tasks: {got:?}");
-    let log = std::fs::read_to_string(c.dir.join("log")).unwrap_or_default();
     assert!(
-        log.lines()
-            .any(|l| l.contains("prepared statement \"circe_") && l.contains("already exists")),
+        server_said_of_a_prepared_statement(c, "already exists"),
         "no claim's PREPARE was refused"
     );
 }
