@@ -246,7 +246,6 @@ pub fn check_grants(events: &[Event], acked: &[Grant]) -> Verdict {
     v
 }
 
-/// A short pause.
 /// A cheap random number (xorshift), seeded per thread.
 pub fn rng(seed: u64) -> impl FnMut() -> u64 {
     let mut x = seed | 1;
@@ -258,6 +257,7 @@ pub fn rng(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// A short pause.
 pub fn nap(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
