@@ -91,16 +91,81 @@ pub fn run(ctx: &Ctx, a: &DoctorArgs) -> Result<Report> {
         .code(crate::exit_code::INTERNAL)
         .warnings(notes));
     }
-    // A database root is never left half-done but for the journals of sends and moves cut
-    // off (invariant 1): only those are --repair's to finish there.
-    let hint = if a.repair {
-        "what is left is beyond --repair: each line above says what to do"
-    } else if ws.engine.local_folder().is_none()
-        && !found.iter().any(|v| v.invariant == 1 && !v.repaired)
-    {
-        "this engine has nothing for --repair to finish: each line above says what is wrong"
-    } else {
-        "run `circe doctor --repair` to mend what can be mended"
+    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end()))
+        .hint(next_step(&found, open, a.repair)))
+}
+
+/// What the closing hint of a run that left `open` violations says: run `--repair` when it
+/// acts on some of them (naming their invariants), else that each line says what to do.
+fn next_step(found: &[crate::engine::Violation], open: usize, repair: bool) -> String {
+    if repair {
+        return "what is left is beyond --repair: each line above says what to do".into();
+    }
+    let mut invariants: Vec<u8> =
+        found.iter().filter(|v| v.repairable).map(|v| v.invariant).collect();
+    invariants.sort_unstable();
+    invariants.dedup();
+    let n = found.iter().filter(|v| v.repairable).count();
+    let which = match invariants.as_slice() {
+        [one] => format!("invariant {one}"),
+        many => {
+            format!("invariants {}", many.iter().map(u8::to_string).collect::<Vec<_>>().join(", "))
+        }
     };
-    Err(Error::internal(format!("{open} violation(s):\n{}", human.trim_end())).hint(hint))
+    match n {
+        0 => "none of these is for `--repair` to mend: each line above says what to do".into(),
+        1 if open == 1 => format!("run `circe doctor --repair` to mend it ({which})"),
+        n if n == open => format!("run `circe doctor --repair` to mend them ({which})"),
+        n => {
+            let others = if open - n == 1 { "the other line says" } else { "the other lines say" };
+            format!(
+                "run `circe doctor --repair` to mend {n} of them ({which}); {others} what to do"
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_step;
+    use crate::engine::{Fix, Violation};
+
+    fn found(fixes: &[(u8, Fix)]) -> Vec<Violation> {
+        fixes.iter().map(|(i, f)| Violation::new(*i, format!("v{i}"), *f, false)).collect()
+    }
+
+    #[test]
+    fn the_closing_hint_sends_to_repair_only_what_it_mends() {
+        let hand = found(&[(4, Fix::Hand), (7, Fix::Hand)]);
+        assert_eq!(
+            next_step(&hand, 2, false),
+            "none of these is for `--repair` to mend: each line above says what to do"
+        );
+        let all = found(&[(6, Fix::Repair), (2, Fix::Repair), (6, Fix::Repair)]);
+        assert_eq!(
+            next_step(&all, 3, false),
+            "run `circe doctor --repair` to mend them (invariants 2, 6)"
+        );
+        let one = found(&[(1, Fix::Repair)]);
+        assert_eq!(
+            next_step(&one, 1, false),
+            "run `circe doctor --repair` to mend it (invariant 1)"
+        );
+        let some = found(&[(6, Fix::Repair), (4, Fix::Hand), (3, Fix::Hand)]);
+        assert_eq!(
+            next_step(&some, 3, false),
+            "run `circe doctor --repair` to mend 1 of them (invariant 6); the other lines say what to do"
+        );
+        assert!(next_step(&some, 3, true).starts_with("what is left is beyond --repair"));
+    }
+
+    #[test]
+    fn a_repair_run_leaves_nothing_marked_repairable() {
+        let v = Violation::new(1, "x".into(), Fix::Repair, true);
+        assert!(!v.repaired && !v.repairable);
+        let v = Violation::new(1, "x".into(), Fix::Done, true);
+        assert!(v.repaired && !v.repairable);
+        let v = Violation::new(1, "x".into(), Fix::done_if(false), false);
+        assert!(!v.repaired && v.repairable);
+    }
 }

@@ -252,6 +252,8 @@ pub struct ViolationDef {
     invariant: u8,
     what: String,
     repaired: bool,
+    /// Still open, and `circe doctor --repair` acts on it (false on a `--repair` run).
+    repairable: bool,
 }
 
 /// One chat message as `chat watch` prints it (the reference server's fields).

@@ -726,6 +726,44 @@ pub struct Violation {
     pub invariant: u8,
     pub what: String,
     pub repaired: bool,
+    /// Still open, and `circe doctor --repair` acts on it. Only a run without `--repair`
+    /// says so: what a repair leaves open is for a person, as its line says.
+    pub repairable: bool,
+}
+
+/// What a check says became of a violation it found (`Violation::new`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fix {
+    /// Mended by this run.
+    Done,
+    /// Left open: `doctor --repair` acts on it.
+    Repair,
+    /// Left open for a person: the line says what to do.
+    Hand,
+}
+
+impl Fix {
+    /// `Done` when `repaired`, else `Repair`: a check that mends only when asked to.
+    pub fn done_if(repaired: bool) -> Fix {
+        if repaired { Fix::Done } else { Fix::Repair }
+    }
+}
+
+impl Violation {
+    /// A violation a run (with `--repair` when `repair_run`) found, and what became of it.
+    pub fn new(invariant: u8, what: String, fix: Fix, repair_run: bool) -> Violation {
+        Violation {
+            invariant,
+            what,
+            repaired: fix == Fix::Done,
+            repairable: fix == Fix::Repair && !repair_run,
+        }
+    }
+
+    /// One only a person can mend (its line says how).
+    pub fn by_hand(invariant: u8, what: String) -> Violation {
+        Violation::new(invariant, what, Fix::Hand, false)
+    }
 }
 
 /// What every event line of `task` holds: its id in quotes (ids need no escaping). A line

@@ -5,7 +5,7 @@
 //! archived out from under it), and is not stale (behind the log and unmoved for
 //! `STALE_AFTER`: a consumer that died or hangs).
 
-use crate::engine::Violation;
+use crate::engine::{Fix, Violation};
 use crate::error::Result;
 use crate::event::Cursor;
 use crate::workspace::Workspace;
@@ -23,11 +23,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     // to run while one does not).
     for e in super::rule_name_errors(ws) {
         let hint = e.hint.map(|h| format!(": {h}")).unwrap_or_default();
-        found.push(Violation {
-            invariant: 9,
-            what: format!("{}{hint}", e.message),
-            repaired: false,
-        });
+        found.push(Violation::by_hand(9, format!("{}{hint}", e.message)));
     }
     let last = match ws.engine.last_event_id() {
         Ok(last) => last,
@@ -37,7 +33,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                 "the cursors were not checked: the log's newest id does not read ({})",
                 e.message
             );
-            found.push(Violation { invariant: 7, what, repaired: false });
+            found.push(Violation::by_hand(7, what));
             return Ok(found);
         }
     };
@@ -45,7 +41,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
         if kind != KIND {
             continue;
         }
-        let mut v = |what: String| found.push(Violation { invariant: 7, what, repaired: false });
+        let mut v = |what: String| found.push(Violation::by_hand(7, what));
         // One that cannot be read (a FIFO or a folder in its place: invariant 2, which
         // `--repair` moves away) is said, and the others are still checked.
         let raw = match ws.engine.read_cursor(&kind, &name) {
@@ -125,15 +121,14 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
                     "once it is claimed, its holder records one: `circe --agent AGENT check {task} {run}`"
                 ),
             };
-            found.push(Violation {
-                invariant: 5,
-                what: format!(
+            found.push(Violation::by_hand(
+                5,
+                format!(
                     "task {task} does not list check(s) {} that its intent {} requires: they count as not passed; {how}",
                     missing.join(", "),
                     st.rec.intent
                 ),
-                repaired: false,
-            });
+            ));
         }
     }
 }
@@ -167,7 +162,7 @@ fn asks_left_answering(ws: &Workspace, repair: bool, found: &mut Vec<Violation>)
             }
             (format!("ask {id} was left answering by a command cut off"), false)
         };
-        found.push(Violation { invariant: 1, what, repaired });
+        found.push(Violation::new(1, what, Fix::done_if(repaired), repair));
     }
     Ok(())
 }

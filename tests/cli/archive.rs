@@ -170,6 +170,9 @@ fn doctor_reports_a_broken_journal_and_repair_rebuilds_from_the_tree() {
         "{}",
         d.show()
     );
+    // Nothing here is --repair's to mend, and the hint does not send the reader to it.
+    let none = "hint: none of these is for `--repair` to mend: each line above says what to do";
+    assert!(d.stderr.contains(none), "{}", d.show());
     let d = env.circe(["doctor", "--repair"]).run();
     d.code(1);
     assert!(

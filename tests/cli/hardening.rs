@@ -1287,6 +1287,23 @@ fn a_task_whose_status_was_removed_is_named_not_dropped() {
     let good = std::fs::read(record("T1")).unwrap();
     std::fs::remove_file(record("T1")).unwrap();
     std::fs::remove_file(record("T3")).unwrap();
+    // Without --repair, the closing hint counts what --repair would mend (the board) apart
+    // from what only a person can (the records), and so does each violation in `--json`.
+    let plain = env.circe(["doctor"]).run();
+    plain.code(1);
+    let hint = "hint: run `circe doctor --repair` to mend 1 of them (invariant 6); the other lines say what to do";
+    assert!(plain.stderr.contains(hint), "{}", plain.show());
+    let json = env.circe(["--json", "doctor"]).run();
+    json.code(1);
+    let found: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let repairable: Vec<(u64, bool)> = found["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["invariant"].as_u64().unwrap(), v["repairable"].as_bool().unwrap()))
+        .collect();
+    assert!(repairable.contains(&(6, true)) && repairable.contains(&(4, false)), "{repairable:?}");
+    assert_eq!(repairable.iter().filter(|(_, r)| *r).count(), 1, "{repairable:?}");
     let doctor = env.circe(["doctor", "--repair"]).run();
     doctor.code(1);
     let stale = "[repaired] invariant 6: the board index disagrees with the records of T1, T3 ";

@@ -9,6 +9,7 @@
 use super::LocalEngine;
 use super::archive_commit::{kept_orphan, only_copy, orphans, recover};
 use super::root::list_names;
+use crate::engine::Fix;
 use crate::error::Result;
 
 /// What doctor says of a damaged or missing segment: circe cannot make it again.
@@ -17,7 +18,7 @@ const BY_HAND: &str = "circe cannot mend it: put the segment back from a backup;
 pub(super) fn check(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     let store = &eng.store;
     if !store.archive_dir().is_dir() {
@@ -32,7 +33,7 @@ pub(super) fn check(
     let mut orphaned = Vec::new();
     for (p, f) in orphans(eng)? {
         match only_copy(eng, &p, &f) {
-            Some(why) => v(8, kept_orphan(&p, &f, &why), false),
+            Some(why) => v(8, kept_orphan(&p, &f, &why), Fix::Hand),
             None => orphaned.push((p, f)),
         }
     }
@@ -52,12 +53,12 @@ pub(super) fn check(
             };
             if repair {
                 let done = recover(eng, &mut |_| {})?;
-                v(8, format!("{what}: {}", done.join("; ")), true);
+                v(8, format!("{what}: {}", done.join("; ")), Fix::Done);
             } else {
                 v(
                     8,
                     format!("{what} (`circe archive` or `circe doctor --repair` finishes it)"),
-                    false,
+                    Fix::Repair,
                 );
             }
         }
@@ -72,7 +73,7 @@ pub(super) fn check(
                 "{} (while the current log file is empty, as after a rotation, no event can be logged until it is mended: {hint})",
                 e.message
             ),
-            false,
+            Fix::Hand,
         );
     }
     let lines = store.segment_lines()?;
@@ -97,7 +98,7 @@ pub(super) fn check(
                     m.len(),
                     l.bytes
                 ),
-                false,
+                Fix::Hand,
             ),
             Err(_) => v(
                 8,
@@ -105,7 +106,7 @@ pub(super) fn check(
                     "ARCHIVE/{}/{} is named by the index but missing ({BY_HAND})",
                     l.period, l.segment
                 ),
-                false,
+                Fix::Hand,
             ),
         }
         if !super::atomic::is_regular(&list) {
@@ -115,7 +116,7 @@ pub(super) fn check(
                     "the member list of ARCHIVE/{}/{} is missing ({BY_HAND})",
                     l.period, l.segment
                 ),
-                false,
+                Fix::Hand,
             );
         }
     }
@@ -131,7 +132,7 @@ fn untombstoned(
     lines: &[crate::archive::SegmentLine],
     stones: &[String],
     archived: u64,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) {
     let store = &eng.store;
     let stones: std::collections::HashSet<&str> = stones.iter().map(String::as_str).collect();
@@ -147,7 +148,7 @@ fn untombstoned(
                 format!(
                     "the archive holds {archived} task(s) but ARCHIVE/tombstones/ only {n}: an archived task without one could be opened again under its id (put them back from a backup; `circe archive search TASK` says where a task lies)"
                 ),
-                false,
+                Fix::Hand,
             );
             return;
         };
@@ -164,7 +165,7 @@ fn untombstoned(
                 named.join(", "),
                 if missing.len() > 10 { ", ..." } else { "" }
             ),
-            false,
+            Fix::Hand,
         );
     }
 }

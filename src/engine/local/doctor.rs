@@ -18,7 +18,7 @@
 use super::root::is_message_name;
 use super::{LocalEngine, lanes, reconcile};
 use crate::boxes::Mailbox;
-use crate::engine::{Engine, Violation};
+use crate::engine::{Engine, Fix, Violation};
 use crate::error::Result;
 use crate::message::{self, Mode};
 use crate::names::TaskId;
@@ -52,13 +52,14 @@ fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
 fn check_staging(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     match eng.store.seq_doctor(repair, v) {
         Ok(mut settled) => super::event_log::append(&eng.store, &mut settled)?,
         // A box behind a link, say: said, and the numbered send waits for the next run.
         Err(e) => {
-            v(1, format!("a numbered send left half-way was not settled: {}", e.message), false);
+            let what = format!("a numbered send left half-way was not settled: {}", e.message);
+            v(1, what, Fix::Hand);
         }
     }
     let mut journals = Vec::new();
@@ -72,9 +73,9 @@ fn check_staging(
                 "tmp/{name}: a send to several boxes was interrupted after its commit point"
             );
             match repair.then(|| eng.store.finish_batch(&name)) {
-                Some(Ok(n)) => v(1, format!("{what} ({} copies delivered)", n.len()), true),
-                Some(Err(e)) => v(1, format!("{what} (not finished: {})", e.message), false),
-                None => v(1, what, false),
+                Some(Ok(n)) => v(1, format!("{what} ({} copies delivered)", n.len()), Fix::Done),
+                Some(Err(e)) => v(1, format!("{what} (not finished: {})", e.message), Fix::Hand),
+                None => v(1, what, Fix::Repair),
             }
             continue;
         }
@@ -85,7 +86,7 @@ fn check_staging(
         if repair && !eng.store.remove_leftover(&name)? {
             continue;
         }
-        v(1, format!("tmp/{name} was staged but never delivered"), repair);
+        v(1, format!("tmp/{name} was staged but never delivered"), Fix::done_if(repair));
     }
     // After the deliveries above: a journal whose copies are still staged waits for them.
     for name in journals {
@@ -96,7 +97,7 @@ fn check_staging(
 
 /// A delivery's events kept by a command that is gone (`journal.rs`): repair logs them when
 /// the delivery was made and they are not in the log yet.
-fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(u8, String, bool)) {
+fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(u8, String, Fix)) {
     use super::journal::Settled;
     let what =
         format!("tmp/{name}: a send or a move left the journal of its events (cut off, or failed)");
@@ -108,14 +109,15 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
                 Settled::NotDelivered => "the message was never delivered".into(),
                 Settled::Gone => "settled by another command".into(),
                 Settled::Waiting => {
-                    v(1, format!("{what} (waits: copies of its message are still staged)"), false);
+                    let what = format!("{what} (waits: copies of its message are still staged)");
+                    v(1, what, Fix::Hand);
                     return;
                 }
             };
-            v(1, format!("{what} ({done})"), true);
+            v(1, format!("{what} ({done})"), Fix::Done);
         }
-        Some(Err(e)) => v(1, format!("{what} (not settled: {})", e.message), false),
-        None => v(1, what, false),
+        Some(Err(e)) => v(1, format!("{what} (not settled: {})", e.message), Fix::Hand),
+        None => v(1, what, Fix::Repair),
     }
 }
 
@@ -125,7 +127,7 @@ fn check_journal(eng: &LocalEngine, name: &str, repair: bool, v: &mut dyn FnMut(
 fn check_task_journals(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     for (name, links) in eng.store.linked_task_locks()? {
         // Never replaced (a lock file replaced while held lets two holders in): said only.
@@ -134,7 +136,7 @@ fn check_task_journals(
             format!(
                 "locks/{name} has {links} links: its task's changes keep no journal of their events while another link stands (circe never writes into a file it shares); remove the other link, or put a copy in its place"
             ),
-            false,
+            Fix::Hand,
         );
     }
     for (task, lock) in eng.store.task_journals_left()? {
@@ -142,12 +144,12 @@ fn check_task_journals(
             "locks/task-{task}.lock: a change of task {task} was cut off before logging its events"
         );
         if !repair {
-            v(1, what, false);
+            v(1, what, Fix::Repair);
             continue;
         }
         match reconcile::settled(eng, &task, &lock) {
-            Ok(_) => v(1, format!("{what} (settled)"), true),
-            Err(e) => v(1, format!("{what} (not repaired: {})", e.message), false),
+            Ok(_) => v(1, format!("{what} (settled)"), Fix::Done),
+            Err(e) => v(1, format!("{what} (not repaired: {})", e.message), Fix::Hand),
         }
     }
     Ok(())
@@ -159,7 +161,7 @@ fn check_cut_off(
     eng: &LocalEngine,
     repair: bool,
     st: &TaskState,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) {
     let id = &st.rec.task_id;
     // A repair this task refuses is said on its line, and doctor goes on.
@@ -173,7 +175,8 @@ fn check_cut_off(
         let fixed = matches!(&after, Ok(Some(s)) if s.rec.outbox.is_empty());
         let n = st.rec.outbox.len();
         let why = said(&after);
-        v(4, format!("task {id}: {n} message(s) of its last change not yet delivered{why}"), fixed);
+        let what = format!("task {id}: {n} message(s) of its last change not yet delivered{why}");
+        v(4, what, Fix::done_if(fixed));
     }
     if let Some(h) = &st.rec.handoff {
         // A handoff cut off between its mark and its end: finished or undone.
@@ -183,7 +186,7 @@ fn check_cut_off(
         v(
             4,
             format!("task {id}: a handoff (message {h}) was cut off; its mark is left{why}"),
-            fixed,
+            Fix::done_if(fixed),
         );
     }
 }
@@ -194,12 +197,12 @@ fn check_cut_off(
 fn check_own_files(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<Vec<String>> {
     for name in eng.store.task_strays()? {
         let dest = if repair { Some(eng.store.quarantine_task_file(&name)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
-        v(2, format!("TASKS/{name} is not a task record{moved}"), repair);
+        v(2, format!("TASKS/{name} is not a task record{moved}"), Fix::done_if(repair));
     }
     let mut left = Vec::new();
     for rel in eng.store.planted_own_files()? {
@@ -208,7 +211,7 @@ fn check_own_files(
         }
         let dest = if repair { Some(eng.store.quarantine_own_file(&rel)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
-        v(2, format!("{rel} is not a regular file{moved}"), repair);
+        v(2, format!("{rel} is not a regular file{moved}"), Fix::done_if(repair));
         if !repair {
             left.push(rel);
         }
@@ -222,13 +225,13 @@ fn check_own_files(
 fn locked_task(
     eng: &LocalEngine,
     id: &TaskId,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<Option<(TaskState, super::lock::Lock)>> {
     let loaded = eng.store.lock_task(id).and_then(|lock| Ok((reconcile::load(eng, id)?, lock)));
     Ok(match loaded {
         Ok((Some(st), lock)) => Some((st, lock)),
         Ok((None, _)) => {
-            v(4, format!("TASKS/{id}.status is damaged"), false);
+            v(4, format!("TASKS/{id}.status is damaged"), Fix::Hand);
             None
         }
         Err(e) if e.kind == crate::error::Kind::Conflict => return Err(e),
@@ -236,7 +239,7 @@ fn locked_task(
             // Beyond --repair: what the record held is not known for sure (or its lock
             // file cannot be opened: its records are not looked at).
             let how = e.hint.as_deref().map(|h| format!(": {h}")).unwrap_or_default();
-            v(4, format!("{}{how}", e.message), false);
+            v(4, format!("{}{how}", e.message), Fix::Hand);
             None
         }
     })
@@ -249,7 +252,7 @@ fn check_new_messages(
     tickets: &std::collections::BTreeMap<String, TaskId>,
     unread: &std::collections::BTreeSet<TaskId>,
     not_messages: &[String],
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     for name in eng.store.list_box(&Mailbox::NewMessages)? {
         // A link or a pipe so named is no message: invariant 2 said it (`check_boxes`).
@@ -281,7 +284,8 @@ fn check_new_messages(
             let fixed = matches!(&after, Some(Ok(Some(s))) if s.rec.message == name);
             if let Some(Err(why)) = &after {
                 // Its task could not be looked at: left where it is, for the next run.
-                v(6, format!("NEW_MESSAGES/{name} is no task's current message ({why})"), false);
+                let what = format!("NEW_MESSAGES/{name} is no task's current message ({why})");
+                v(6, what, Fix::Hand);
                 continue;
             }
             // Its task's `.status` is gone while its other records stay (removed by hand: no
@@ -297,7 +301,7 @@ fn check_new_messages(
                     format!(
                         "NEW_MESSAGES/{name} is the message of task {id}, whose TASKS/{id}.status is missing (its other records are there): put it back from a backup; `circe log --task {id}` lists its events (its last status, owner and epoch)"
                     ),
-                    false,
+                    Fix::Hand,
                 );
                 continue;
             }
@@ -311,7 +315,8 @@ fn check_new_messages(
             } else {
                 String::new()
             };
-            v(6, format!("NEW_MESSAGES/{name} is no task's current message{moved}"), repair);
+            let what = format!("NEW_MESSAGES/{name} is no task's current message{moved}");
+            v(6, what, Fix::done_if(repair));
         }
     }
     Ok(())
@@ -350,7 +355,7 @@ fn check_boxes(
     repair: bool,
     all: &[Mailbox],
     listings: &[Vec<(String, bool)>],
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<Found> {
     let mut found = Found::default();
     for (b, listing) in all.iter().zip(listings) {
@@ -364,7 +369,7 @@ fn check_boxes(
                     name.to_string_lossy(),
                     dest.map(|d| format!("; moved to {d}")).unwrap_or_default()
                 ),
-                repair,
+                Fix::done_if(repair),
             );
         }
         let foreign = eng.store.foreign_in(b, listing);
@@ -376,7 +381,7 @@ fn check_boxes(
                     "{b}/{name} is not a message file{}",
                     dest.map(|d| format!(" (moved to {d})")).unwrap_or_default()
                 ),
-                repair,
+                Fix::done_if(repair),
             );
         }
         // A foreign entry (a link, a FIFO, a folder) is reported once, above.
@@ -403,7 +408,7 @@ fn check_boxes(
                             "{b}/{name} cannot be read ({}): repair leaves it{hint}",
                             e.chain()
                         ),
-                        false,
+                        Fix::Hand,
                     );
                     continue;
                 }
@@ -415,7 +420,7 @@ fn check_boxes(
             {
                 let what =
                     format!("{b}/{name}: {p} (repair leaves it: move it away, or raise the limit)");
-                v(3, what, false);
+                v(3, what, Fix::Hand);
                 continue;
             }
             let why = read.as_ref().err().and_then(|p| p.first()).map(ToString::to_string);
@@ -445,7 +450,7 @@ fn check_boxes(
 fn check_agent_boxes(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     for f in eng.store.missing_agent_boxes(repair)? {
         let what = match (f.made, f.stands.is_some()) {
@@ -459,7 +464,12 @@ fn check_agent_boxes(
         };
         let is =
             f.stands.map_or_else(|| "is missing".to_string(), |s| format!("is {s}, not a folder"));
-        v(2, format!("{} {is} ({what})", f.path), f.made);
+        let fix = match (f.made, f.agent_folder) {
+            (true, _) => Fix::Done,
+            (false, true) => Fix::Hand,
+            (false, false) => Fix::Repair,
+        };
+        v(2, format!("{} {is} ({what})", f.path), fix);
     }
     Ok(())
 }
@@ -471,7 +481,7 @@ fn check_agent_boxes(
 fn check_agent_files(
     eng: &LocalEngine,
     repair: bool,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     let damaged = eng.store.damaged_agents()?;
     if damaged.is_empty() {
@@ -512,14 +522,15 @@ fn check_agent_files(
         match role {
             Some(role) if repair => {
                 eng.store.rewrite_agent(&agent, &role, retired.as_deref())?;
-                v(2, format!("{path} was missing or damaged (written again: role {role})"), true);
+                let what = format!("{path} was missing or damaged (written again: role {role})");
+                v(2, what, Fix::Done);
             }
             Some(role) => v(
                 2,
                 format!(
                     "{path} is missing or damaged: {agent} is in no list of agents (`--repair` writes it again: role {role}, from its `agent_add` event)"
                 ),
-                false,
+                Fix::Repair,
             ),
             None => {
                 let named = if eng.registry.as_ref().is_some_and(|r| r.is_role(agent.as_str())) {
@@ -534,7 +545,7 @@ fn check_agent_files(
                     format!(
                         "{path} is missing or damaged: {agent} is in no list of agents, and the log names no role for it: write `role: ROLE` into it{named}"
                     ),
-                    false,
+                    Fix::Hand,
                 );
             }
         }
@@ -544,7 +555,7 @@ fn check_agent_files(
 
 /// Invariant 2: git does not track the root (a `git stash`, `checkout` or `merge` would
 /// rewrite its live records). Reported only.
-fn check_tracked(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) {
+fn check_tracked(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) {
     if let Some(top) = super::root::tracked_by_git(&eng.store.root) {
         v(
             2,
@@ -553,7 +564,7 @@ fn check_tracked(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) {
                 top.display(),
                 eng.store.root.strip_prefix(&top).unwrap_or(&eng.store.root).display()
             ),
-            false,
+            Fix::Hand,
         );
     }
 }
@@ -567,8 +578,8 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
         r => Some(r?),
     };
     let mut out = Vec::new();
-    let mut v = |invariant: u8, what: String, repaired: bool| {
-        out.push(Violation { invariant, what, repaired });
+    let mut v = |invariant: u8, what: String, fix: Fix| {
+        out.push(Violation::new(invariant, what, fix, repair));
     };
 
     check_staging(eng, repair, &mut v)?;
@@ -623,7 +634,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
                     copies.len(),
                     copies.iter().map(|b| b.label()).collect::<Vec<_>>().join(", ")
                 ),
-                false,
+                Fix::Hand,
             );
         }
         drop(lock);
@@ -646,12 +657,12 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             if !fixed {
                 problem.push_str(&move_back(eng, &st, repair));
             }
-            v(4, format!("task {id}: {problem}{}", said(&after)), fixed);
+            v(4, format!("task {id}: {problem}{}", said(&after)), Fix::done_if(fixed));
         } else {
             check_owner(eng, repair, &st, &mut v)?;
         }
         if let Some(what) = lease_unknown(&st) {
-            v(5, what, false);
+            v(5, what, Fix::Hand);
         }
     }
     check_lost_status(eng, &mut v)?;
@@ -668,7 +679,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
 
 /// The board index shows each task as its records say (invariant 6: it is derived; a record
 /// edited by hand leaves its row behind). `--repair` builds it again from the records.
-fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     // A command between its record and its row would look stale: each one found is looked
     // at again holding its task's lock (the first five; the rest are counted).
     let found = super::board::stale_rows(eng)?;
@@ -697,7 +708,7 @@ fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, bo
             "the board index disagrees with the records of {}{more} (edited by hand?): `tasks` and `board` showed them as they were{then}",
             shown.join(", ")
         ),
-        repair,
+        Fix::done_if(repair),
     );
     Ok(())
 }
@@ -708,7 +719,7 @@ fn check_lanes(
     eng: &LocalEngine,
     repair: bool,
     waiting: &[StatusRecord],
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     let unlisted = lanes::unlisted(eng, waiting)?;
     if !unlisted.is_empty() {
@@ -724,7 +735,7 @@ fn check_lanes(
                 "the claim --next index (queue/) does not name waiting task(s) {}: `claim --next` passes them over{how}",
                 ids.join(", ")
             ),
-            repair,
+            Fix::done_if(repair),
         );
     }
     Ok(())
@@ -737,11 +748,15 @@ fn report_found(
     repair: bool,
     found: Found,
     tickets: &std::collections::BTreeMap<String, TaskId>,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     for (name, what) in found.says_otherwise {
-        if !repair || tickets.contains_key(&name) {
-            v(3, what, false);
+        // A task's message stays for a person to mend; any other is moved away by
+        // `--repair` (invariant 6).
+        if tickets.contains_key(&name) {
+            v(3, what, Fix::Hand);
+        } else if !repair {
+            v(3, what, Fix::Repair);
         }
     }
     for (b, name, why) in found.unparsed {
@@ -754,12 +769,12 @@ fn report_found(
                 format!(
                     "{what}: it is task {id}'s message, so repair leaves it: mend that line by hand, then run `circe doctor` again"
                 ),
-                false,
+                Fix::Hand,
             );
         } else if !repair {
-            v(3, what, false);
+            v(3, what, Fix::Repair);
         } else if let Some(dest) = move_aside(eng, &b, &name)? {
-            v(3, format!("{what}; moved to {dest}"), true);
+            v(3, format!("{what}; moved to {dest}"), Fix::Done);
         }
     }
     Ok(())
@@ -768,11 +783,11 @@ fn report_found(
 /// Invariant 2 for the receivers' lastSeen files (`seen/`): each reads. One that does not
 /// stops its agent's `inbox`; `--repair` moves it aside (its lastSeen starts again from
 /// nothing, which shows messages as new again, never hides one).
-fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     for (name, why) in eng.store.damaged_seen()? {
         let dest = if repair { Some(eng.store.quarantine_seen(&name)?) } else { None };
         let moved = dest.map(|d| format!(" (moved to {d})")).unwrap_or_default();
-        v(2, format!("seen/{name} does not read ({why}){moved}"), repair);
+        v(2, format!("seen/{name} does not read ({why}){moved}"), Fix::done_if(repair));
     }
     Ok(())
 }
@@ -780,14 +795,14 @@ fn check_seen(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, boo
 /// Invariant 2 for the ask records (`ASKS/`): each reads. One that does not is left out
 /// of `asks` and cannot be answered; reported, for a person to mend (what it held, who
 /// answered and when, is nowhere else).
-fn check_asks(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+fn check_asks(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     for (name, why) in eng.store.damaged_asks()? {
         v(
             2,
             format!(
                 "ASKS/{name} does not read ({why}): `asks` leaves it out and it cannot be answered; put it back from a backup or mend it by hand"
             ),
-            false,
+            Fix::Hand,
         );
     }
     Ok(())
@@ -795,7 +810,7 @@ fn check_asks(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<
 
 /// Invariant 7 for the event log: ids rise through its current file (a line with a lower
 /// id was added by hand; reported, for a person to remove).
-fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     let day_ago = crate::clock::now() - chrono::Duration::days(1);
     let scan = super::event_log::out_of_order(&eng.store, 5, day_ago)?;
     if let Some((line, n)) = scan.older {
@@ -804,7 +819,7 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
             format!(
                 "LOGS/events.jsonl has {n} event line(s) of the last day without an id after this circe's own, the first at line {line}: an older circe writes to this root; `watch`, `wait` and `log` do not see its events, and it misreads what this circe writes (addresses, deadlines, records); every agent of a root must run the same circe: stop the older one and give its agents this binary (README, Upgrading)"
             ),
-            false,
+            Fix::Hand,
         );
     }
     for (line, id, high) in scan.lower {
@@ -817,7 +832,7 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
                 "LOGS/events.jsonl line {line} has id {id}, lower than {high} before it: a line added by hand (circe gives each event a higher id, and a reader by cursor may pass events over it); remove that line"
             )
         };
-        v(7, said, false);
+        v(7, said, Fix::Hand);
     }
     Ok(())
 }
@@ -826,7 +841,7 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Re
 /// leaves that (an archive removes `.owner` first, `.status` last; a send rolled back never
 /// wrote `.owner`), so the record was removed by hand. Reported, not repaired: what it said
 /// (owner, epoch, lease) is in the event log, not here.
-fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> Result<()> {
+fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     for id in eng.store.without_status("owner")? {
         // Looked at again under the task's lock: a command may have been half-way.
         let _lock = eng.store.lock_task(&id)?;
@@ -838,7 +853,7 @@ fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, bool)) -> 
             format!(
                 "TASKS/{id}.status is missing while TASKS/{id}.owner is there: the record of a held task was removed by hand; put it back from a backup (`circe log --task {id}` lists its events: its last status, owner and epoch); until then the task is in no list and its message stays in its owner's box"
             ),
-            false,
+            Fix::Hand,
         );
     }
     Ok(())
@@ -973,7 +988,7 @@ fn check_owner(
     eng: &LocalEngine,
     repair: bool,
     st: &TaskState,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     let id = &st.rec.task_id;
     if !st.rec.status.is_owned() && st.owner.is_none() && eng.store.has_record(id, "owner") {
@@ -985,7 +1000,8 @@ fn check_owner(
             Err(why) => format!(" ({why})"),
             Ok(_) => String::new(),
         };
-        v(5, format!("task {id}: .owner does not match .status{why}"), repair && after.is_ok());
+        let what = format!("task {id}: .owner does not match .status{why}");
+        v(5, what, Fix::done_if(repair && after.is_ok()));
     }
     Ok(())
 }
@@ -996,7 +1012,7 @@ fn unparsed_owner(
     eng: &LocalEngine,
     repair: bool,
     id: &TaskId,
-    v: &mut dyn FnMut(u8, String, bool),
+    v: &mut dyn FnMut(u8, String, Fix),
 ) -> Result<()> {
     let lock = eng.store.lock_task(id)?;
     // Still there, still unread, still nobody's (a claim and a release may have come and
@@ -1013,8 +1029,8 @@ fn unparsed_owner(
         let what =
             format!("task {id}: a .owner that does not parse lies beside a task nobody holds");
         match moved {
-            Some(dest) => v(5, format!("{what}; moved to {dest}"), true),
-            None => v(5, what, false),
+            Some(dest) => v(5, format!("{what}; moved to {dest}"), Fix::Done),
+            None => v(5, what, Fix::Repair),
         }
     }
     Ok(())

@@ -18,6 +18,7 @@ use super::atomic;
 use super::fault::test_break;
 use super::lock::Lock;
 use super::root::{Store, io_err, list_all_names, list_names};
+use crate::engine::Fix;
 use crate::error::{Error, Result};
 use crate::event::{CIRCE, Event, EventKind};
 use crate::names::AgentName;
@@ -422,7 +423,7 @@ impl Store {
     pub(super) fn seq_doctor(
         &self,
         repair: bool,
-        v: &mut dyn FnMut(u8, String, bool),
+        v: &mut dyn FnMut(u8, String, Fix),
     ) -> Result<Vec<Event>> {
         let mut events = Vec::new();
         for agent in self.seq_senders()? {
@@ -449,7 +450,7 @@ impl Store {
                 None => (None, unsettled.clone()),
             };
             if let (Some(why), true) = (&why, unsettled.is_empty()) {
-                v(1, format!("seq/{agent}: a numbered send by {agent}{why}"), false);
+                v(1, format!("seq/{agent}: a numbered send by {agent}{why}"), Fix::Hand);
             }
             for e in &unsettled {
                 let open = left.contains(e);
@@ -457,7 +458,7 @@ impl Store {
                 v(
                     1,
                     format!("seq/{agent}/{e}: a numbered send by {agent} was interrupted{why}"),
-                    repair && !open,
+                    Fix::done_if(repair && !open),
                 );
             }
         }

@@ -23,7 +23,7 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use super::conn::flush_function;
-use crate::engine::Violation;
+use crate::engine::{Fix, Violation};
 use crate::error::Result;
 use crate::message::{self, Mode};
 
@@ -139,16 +139,16 @@ pub(super) fn run(eng: &PgEngine, repair: bool) -> Result<Vec<Violation>> {
     if repair {
         for (key, id, n) in eng.settle_journals(super::journal::Which::All)? {
             let what = format!("{} ({n} events logged)", what(&key, &id));
-            out.push(Violation { invariant: 1, what, repaired: true });
+            out.push(Violation::new(1, what, Fix::Done, true));
         }
     } else {
         for (key, id) in eng.journals_left()? {
-            out.push(Violation { invariant: 1, what: what(&key, &id), repaired: false });
+            out.push(Violation::new(1, what(&key, &id), Fix::Repair, false));
         }
     }
     for (invariant, q) in CHECKS {
         for what in eng.rows("checking the root", q, &[], |r| Ok(r.get::<_, String>(0)))? {
-            out.push(Violation { invariant, what, repaired: false });
+            out.push(Violation::by_hand(invariant, what));
         }
     }
     // Invariant 3 needs the parser: read the messages in pages, oldest key first.
@@ -166,11 +166,7 @@ pub(super) fn run(eng: &PgEngine, repair: bool) -> Result<Vec<Violation>> {
         for (b, f, body) in &page {
             if let Err(problems) = message::parse_bytes(body, Mode::Stored) {
                 let first = problems.first().map(ToString::to_string).unwrap_or_default();
-                out.push(Violation {
-                    invariant: 3,
-                    what: format!("{b}/{f} does not parse: {first}"),
-                    repaired: false,
-                });
+                out.push(Violation::by_hand(3, format!("{b}/{f} does not parse: {first}")));
             }
         }
     }
