@@ -495,3 +495,39 @@ fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
     send("three").ok();
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 2);
 }
+
+/// A settle stopped part way (the newest entry holds a file a person put there) still logs
+/// the repairs it made before stopping: the older entry's chat line is said settled in the
+/// log, once, and not settled again once the way is clear.
+#[test]
+fn a_settle_stopped_part_way_logs_what_it_settled() {
+    local_only!("a database root keeps no counter folders");
+    let env = Env::local();
+    let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
+    env.circe(say).agent("coordinator").var("CIRCE_CRASH_AT", "seq.chat.written").run().code(86);
+    let seq = env.dot_circe().join("seq/coordinator");
+    let mut names: Vec<String> = std::fs::read_dir(&seq)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    let last = names.pop().unwrap();
+    let (epoch, n) = last.split_once('-').unwrap();
+    let next = format!("{epoch}-{:020}", n.parse::<u64>().unwrap() + 1);
+    std::fs::create_dir(seq.join(&next)).unwrap();
+    std::fs::write(seq.join(&next).join("notes"), "mine").unwrap();
+    let settled = |env: &Env| {
+        env.events()
+            .into_iter()
+            .filter(|e| e["event"] == "repair")
+            .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
+            .count()
+    };
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(doctor.stderr.contains("move it out of that folder"), "{}", doctor.show());
+    assert_eq!(settled(&env), 1, "{:?}", env.events());
+    std::fs::remove_file(seq.join(&next).join("notes")).unwrap();
+    env.circe(["doctor", "--repair"]).run().ok();
+    assert_eq!(settled(&env), 1, "{:?}", env.events());
+}

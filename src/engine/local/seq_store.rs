@@ -177,60 +177,20 @@ impl Store {
         agent: &AgentName,
         _lock: &Lock,
     ) -> Result<(Counter, Vec<Event>)> {
-        let entries = self.seq_entries(agent)?;
         let mut events = Vec::new();
-        let mut current: Option<Entry> = None;
-        for (i, e) in entries.iter().enumerate() {
-            let newest = i + 1 == entries.len();
-            let dir = self.seq_dir(agent).join(e.name());
-            let keep = match Self::content(&dir)? {
-                Content::Empty => true,
-                // TEST BUILDS ONLY (`seq-roll-forward`): a send that never committed is
-                // delivered after all, as if its staging were its commit point.
-                Content::Copies(files, total)
-                    if newest && files.len() >= total && !test_break("seq-roll-forward") =>
-                {
-                    events.push(repair(format!(
-                        "numbered send {agent} #{} was never delivered: the number is free again",
-                        e.n
-                    )));
-                    false
+        let current = match self.seq_settle_entries(agent, &mut events) {
+            Ok(current) => current,
+            Err(e) => {
+                // The entries settled before the one that stopped it stand: their repairs
+                // are logged here, as the caller logs only a whole settle's. A log that
+                // fails too leaves the first error the one said.
+                if !events.is_empty() {
+                    let _ = self.sync_dir(&self.seq_dir(agent));
+                    let _ = super::event_log::append(self, &mut events);
                 }
-                Content::Copies(files, _) => {
-                    events.push(self.seq_finish(agent, *e, &dir, &files)?);
-                    true
-                }
-                Content::Outbox => {
-                    let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
-                    let what = if used || !newest { "was committed" } else { "never committed" };
-                    events.push(repair(format!(
-                        "numbered message {agent} #{} of a task change {what}",
-                        e.n
-                    )));
-                    if used || !newest {
-                        let marker = dir.join(OUTBOX_MARKER);
-                        atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
-                    }
-                    used || !newest
-                }
-                Content::Chat => {
-                    let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
-                    let what =
-                        if appended || !newest { "was written" } else { "was never written" };
-                    events.push(repair(format!("chat line {agent} #{} {what}", e.n)));
-                    if appended || !newest {
-                        atomic::remove(&dir.join(CHAT_MARKER))
-                            .map_err(io_err("cannot remove", &dir))?;
-                    }
-                    appended || !newest
-                }
-            };
-            if keep {
-                current = Some(*e);
-            } else {
-                self.seq_discard(&dir)?;
+                return Err(e);
             }
-        }
+        };
         if let Some(c) = current {
             self.seq_prune(agent, c);
         }
@@ -238,6 +198,69 @@ impl Store {
             self.sync_dir(&self.seq_dir(agent))?;
         }
         Ok((current.map_or_else(Counter::default, Entry::counter), events))
+    }
+
+    /// Settle each of `agent`'s entries in turn (`seq_settle`), pushing each repair to
+    /// `events` as it is made. Returns the newest entry kept.
+    fn seq_settle_entries(
+        &self,
+        agent: &AgentName,
+        events: &mut Vec<Event>,
+    ) -> Result<Option<Entry>> {
+        let entries = self.seq_entries(agent)?;
+        let mut current: Option<Entry> = None;
+        for (i, e) in entries.iter().enumerate() {
+            let newest = i + 1 == entries.len();
+            let dir = self.seq_dir(agent).join(e.name());
+            // Each repair is said once it is made (a settle stopped part way logs those).
+            let (keep, said) = match Self::content(&dir)? {
+                Content::Empty => (true, None),
+                // TEST BUILDS ONLY (`seq-roll-forward`): a send that never committed is
+                // delivered after all, as if its staging were its commit point.
+                Content::Copies(files, total)
+                    if newest && files.len() >= total && !test_break("seq-roll-forward") =>
+                {
+                    let what = format!(
+                        "numbered send {agent} #{} was never delivered: the number is free again",
+                        e.n
+                    );
+                    (false, Some(repair(what)))
+                }
+                Content::Copies(files, _) => {
+                    (true, Some(self.seq_finish(agent, *e, &dir, &files)?))
+                }
+                Content::Outbox => {
+                    let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
+                    let what = if used || !newest { "was committed" } else { "never committed" };
+                    if used || !newest {
+                        let marker = dir.join(OUTBOX_MARKER);
+                        atomic::remove(&marker).map_err(io_err("cannot remove", &dir))?;
+                    }
+                    let what = format!("numbered message {agent} #{} of a task change {what}", e.n);
+                    (used || !newest, Some(repair(what)))
+                }
+                Content::Chat => {
+                    let appended = self.chat_line_appended(&dir.join(CHAT_MARKER))?;
+                    let what =
+                        if appended || !newest { "was written" } else { "was never written" };
+                    if appended || !newest {
+                        atomic::remove(&dir.join(CHAT_MARKER))
+                            .map_err(io_err("cannot remove", &dir))?;
+                    }
+                    (
+                        appended || !newest,
+                        Some(repair(format!("chat line {agent} #{} {what}", e.n))),
+                    )
+                }
+            };
+            if keep {
+                current = Some(*e);
+            } else {
+                self.seq_discard(&dir)?;
+            }
+            events.extend(said);
+        }
+        Ok(current)
     }
 
     /// Take an entry that was never used out of `seq/` whole, with one rename into `tmp/`,
