@@ -192,23 +192,22 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
     for (name, passed) in &st.checks {
         // Who recorded it, and when: the latest check event of that name, unless a handoff
         // that resets it came after.
-        // (A handoff resets the checks its intent requires.)
-        let resets = |e: &crate::event::Event| {
-            e.event == crate::event::EventKind::Handoff
-                && e.intent
-                    .as_deref()
-                    .and_then(|i| ws.registry.intent(i))
-                    .is_some_and(|i| i.required_checks.iter().any(|c| c.as_str() == name.as_str()))
-        };
-        let last =
-            events.iter().rev().find(|e| e.check.as_deref() == Some(name.as_str()) || resets(e));
+        let last = events.iter().rev().find(|e| ops::proof::speaks_of(ws, e, name.as_str()));
         let by = last.map(|e| format!(" by {} at {}", e.agent, e.ts)).unwrap_or_default();
         let handed = last.is_some_and(|e| e.event == crate::event::EventKind::Handoff);
         // The record says asserted, or its check event does; without an event (the log was
         // archived, or an older circe logged it without an id) how it passed is not known.
         let asserted = st.rec.asserted.contains(name)
             || last.is_some_and(|e| e.how.as_deref() == Some("asserted"));
+        // Passed in `.checks` while the log last says otherwise: edited by hand.
+        let failed = last.is_some_and(|e| e.passed != Some(true));
         let how = match (passed, asserted) {
+            (true, _) if failed && handed => {
+                format!("  (but the handoff{by} reset it: .checks edited by hand?)")
+            }
+            (true, _) if failed => {
+                format!("  (but its last check event{by} did not pass: .checks edited by hand?)")
+            }
             (true, true) => format!("  (asserted{by}, not run)"),
             (true, false) if last.is_none() => {
                 "  (run or asserted: its check event is not in the log)".to_string()

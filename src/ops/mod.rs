@@ -14,6 +14,7 @@ mod notify;
 mod open;
 pub mod orphans;
 pub mod prompt;
+pub mod proof;
 pub mod questions;
 mod read;
 pub mod route;

@@ -267,6 +267,10 @@ fn status_move(
             e
         }
     })?;
+    // The checks passed as `.checks` says: the log must not say otherwise.
+    if mv == Move::Complete {
+        super::proof::refuse_unproven(ws, &st, me.as_str())?;
+    }
     let mut change = change;
     let reply_to = outbox.first().map(|o| o.msg_id.clone());
     change.outbox = outbox;

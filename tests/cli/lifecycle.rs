@@ -250,6 +250,44 @@ fn check_run_records_the_exit_status_and_logs_the_command() {
     assert_unchanged(&before, &env.state());
 }
 
+/// A result written into `.checks` by hand does not complete a task the event log says is
+/// unproven: a failed run flipped to true, a check no event records, a check a handoff reset.
+/// Nothing changes; `show` says which; once run, the task completes.
+#[test]
+fn a_check_passed_by_editing_its_record_does_not_complete_the_task() {
+    local_only!("edits the task's record files");
+    let env = setup();
+    env.at(T5, "engineer", &["claim", T]).ok();
+    env.at(T5, "engineer", &["status", T, "in_progress"]).ok();
+    env.at(T5, "engineer", &["check", T, "--run", "tests_passed", "--", "false"]).code(3);
+    let checks = format!("TASKS/{T}.checks");
+    std::fs::write(env.root().join(&checks), "tests_passed: true\n").unwrap();
+    let before = env.state();
+    let done = env.at(T5, "engineer", &["status", T, "completed"]);
+    done.code(3);
+    let said = "tests_passed: its last check event (id ";
+    assert!(
+        done.stderr.contains(said) && done.stderr.contains("a run that exited 1"),
+        "{}",
+        done.show()
+    );
+    assert!(done.stderr.contains(&format!("check {T} --run tests_passed")), "{}", done.show());
+    assert_unchanged(&before, &env.state());
+    let show = env.circe(["show", T]).run();
+    assert!(show.stdout.contains("did not pass: .checks edited by hand?"), "{}", show.show());
+    // A check no event records, in a log that holds the task's whole history.
+    std::fs::write(env.root().join(&checks), "tests_passed: true\nreviewed: true\n").unwrap();
+    let done = env.at(T5, "engineer", &["--json", "status", T, "completed"]);
+    done.code(3);
+    let message = done.json()["error"]["message"].as_str().unwrap().to_string();
+    assert!(message.contains("reviewed: no check event records it"), "{message}");
+    // Recorded by circe, both pass.
+    std::fs::write(env.root().join(&checks), "tests_passed: false\n").unwrap();
+    env.at(T5, "engineer", &["check", T, "--run", "tests_passed", "--", "true"]).ok();
+    env.at(T5, "engineer", &["status", T, "completed"]).ok();
+    assert_eq!(env.record(T).status.as_str(), "completed");
+}
+
 #[test]
 fn heartbeat_extends_the_lease() {
     let env = setup();

@@ -22,6 +22,7 @@ mod ask_race;
 mod auth;
 mod board;
 mod chat;
+mod checks;
 mod commit;
 mod feed;
 mod fencing;

@@ -1,0 +1,101 @@
+//! What the event log says of a task's checks. `.checks` holds only each check's result; the
+//! log holds how it came to be (a run and its exit code, a coordinator's assertion, a
+//! handoff that reset it). Completion takes a second look there, so a result written into
+//! `.checks` by hand does not complete a task the log says is unproven.
+
+use std::collections::BTreeSet;
+
+use crate::error::{Error, Result};
+use crate::event::{Event, EventKind};
+use crate::task::TaskState;
+use crate::workspace::Workspace;
+
+/// How many of the task's events each read back brings.
+const BATCH: usize = 64;
+
+/// Does `e` speak of check `name`: a `check` event of that name, or a handoff to an intent
+/// that requires it (a handoff resets the checks its intent requires)?
+pub fn speaks_of(ws: &Workspace, e: &Event, name: &str) -> bool {
+    match e.event {
+        EventKind::Check => e.check.as_deref() == Some(name),
+        EventKind::Handoff => e
+            .intent
+            .as_deref()
+            .and_then(|i| ws.registry.intent(i))
+            .is_some_and(|i| i.required_checks.iter().any(|c| c.as_str() == name)),
+        _ => false,
+    }
+}
+
+/// What the log says against a check `.checks` says passed (`None`: nothing against it).
+fn against(e: &Event, name: &str) -> Option<String> {
+    match e.event {
+        EventKind::Check if e.passed == Some(true) => None,
+        EventKind::Check => {
+            let how = match (e.how.as_deref(), e.exit_code) {
+                (Some("run"), Some(code)) => format!("a run that exited {code}"),
+                (Some(how), _) => format!("{how}, not passed"),
+                (None, _) => "not passed".to_string(),
+            };
+            Some(format!(
+                "{name}: its last check event (id {}) is {how}, by {} at {}",
+                e.id, e.agent, e.ts
+            ))
+        }
+        _ => Some(format!(
+            "{name}: the handoff by {} at {} (event id {}) reset it, and no check event records it since",
+            e.agent, e.ts, e.id
+        )),
+    }
+}
+
+/// Refuse (exit 3) the completion of `st` when the log says otherwise of a check its
+/// `.checks` says passed: the check's last `check` event did not pass, a handoff reset it
+/// since, or no event records it although the log holds the task's whole history (its
+/// `open` event). A log that does not reach back that far (an older circe's lines, an
+/// archived log) leaves `.checks` the word, as before. Read newest first, and only as far
+/// back as the checks need.
+pub fn refuse_unproven(ws: &Workspace, st: &TaskState, by: &str) -> Result<()> {
+    let task = &st.rec.task_id;
+    let mut open: BTreeSet<&str> =
+        st.checks.iter().filter(|(_, passed)| **passed).map(|(k, _)| k.as_str()).collect();
+    let mut said = Vec::new();
+    let mut before = None;
+    while !open.is_empty() {
+        let batch = ws.engine.task_events_back(task, before, BATCH)?;
+        let Some(oldest) = batch.last() else { break };
+        before = Some(oldest.id);
+        for e in &batch {
+            if e.event == EventKind::Open {
+                said.extend(open.iter().map(|c| {
+                    format!(
+                        "{c}: no check event records it, and the log holds the task's whole history"
+                    )
+                }));
+                open.clear();
+                break;
+            }
+            let speaks: Vec<&str> = open.iter().copied().filter(|c| speaks_of(ws, e, c)).collect();
+            for c in speaks {
+                open.remove(c);
+                said.extend(against(e, c));
+            }
+        }
+        if batch.len() < BATCH {
+            break;
+        }
+    }
+    let Some(first) = said.first().and_then(|s| s.split(':').next()) else { return Ok(()) };
+    let run = if ws.config.checks.contains_key(first) {
+        format!("circe --agent {by} check {task} --run {first}")
+    } else {
+        format!("circe --agent {by} check {task} --run {first} -- <command that proves it>")
+    };
+    Err(Error::refused(format!(
+        "task {task} cannot be completed: TASKS/{task}.checks says passed what the event log does not: {}",
+        said.join("; ")
+    ))
+    .hint(format!(
+        "a check is recorded by circe, not by editing .checks (`circe show {task}` shows each check's last event): record it again, {run}"
+    )))
+}
