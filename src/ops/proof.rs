@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
+use crate::names::AgentName;
 use crate::task::TaskState;
 use crate::workspace::Workspace;
 
@@ -28,7 +29,7 @@ pub fn speaks_of(ws: &Workspace, e: &Event, name: &str) -> bool {
 }
 
 /// What the log says against a check `.checks` says passed (`None`: nothing against it).
-fn against(e: &Event, name: &str) -> Option<String> {
+fn against(e: &Event) -> Option<String> {
     match e.event {
         EventKind::Check if e.passed == Some(true) => None,
         EventKind::Check => {
@@ -37,13 +38,10 @@ fn against(e: &Event, name: &str) -> Option<String> {
                 (Some(how), _) => format!("{how}, not passed"),
                 (None, _) => "not passed".to_string(),
             };
-            Some(format!(
-                "{name}: its last check event (id {}) is {how}, by {} at {}",
-                e.id, e.agent, e.ts
-            ))
+            Some(format!("its last check event (id {}) is {how}, by {} at {}", e.id, e.agent, e.ts))
         }
         _ => Some(format!(
-            "{name}: the handoff by {} at {} (event id {}) reset it, and no check event records it since",
+            "the handoff by {} at {} (event id {}) reset it, and no check event records it since",
             e.agent, e.ts, e.id
         )),
     }
@@ -54,12 +52,13 @@ fn against(e: &Event, name: &str) -> Option<String> {
 /// since, or no event records it although the log holds the task's whole history (its
 /// `open` event). A log that does not reach back that far (an older circe's lines, an
 /// archived log) leaves `.checks` the word, as before. Read newest first, and only as far
-/// back as the checks need.
+/// back as the checks need. The hint names the holder (`by` for a task nobody holds), who
+/// records checks.
 pub fn refuse_unproven(ws: &Workspace, st: &TaskState, by: &str) -> Result<()> {
     let task = &st.rec.task_id;
     let mut open: BTreeSet<&str> =
         st.checks.iter().filter(|(_, passed)| **passed).map(|(k, _)| k.as_str()).collect();
-    let mut said = Vec::new();
+    let mut said: Vec<(&str, String)> = Vec::new();
     let mut before = None;
     while !open.is_empty() {
         let batch = ws.engine.task_events_back(task, before, BATCH)?;
@@ -67,30 +66,29 @@ pub fn refuse_unproven(ws: &Workspace, st: &TaskState, by: &str) -> Result<()> {
         before = Some(oldest.id);
         for e in &batch {
             if e.event == EventKind::Open {
-                said.extend(open.iter().map(|c| {
-                    format!(
-                        "{c}: no check event records it, and the log holds the task's whole history"
-                    )
-                }));
+                let never = "no check event records it, and the log holds the task's whole history";
+                said.extend(open.iter().map(|c| (*c, never.to_string())));
                 open.clear();
                 break;
             }
             let speaks: Vec<&str> = open.iter().copied().filter(|c| speaks_of(ws, e, c)).collect();
             for c in speaks {
                 open.remove(c);
-                said.extend(against(e, c));
+                said.extend(against(e).map(|why| (c, why)));
             }
         }
         if batch.len() < BATCH {
             break;
         }
     }
-    let Some(first) = said.first().and_then(|s| s.split(':').next()) else { return Ok(()) };
+    let Some(&(first, _)) = said.first() else { return Ok(()) };
+    let holder = st.rec.owner.as_ref().map_or(by, AgentName::as_str);
     let run = if ws.config.checks.contains_key(first) {
-        format!("circe --agent {by} check {task} --run {first}")
+        format!("circe --agent {holder} check {task} --run {first}")
     } else {
-        format!("circe --agent {by} check {task} --run {first} -- <command that proves it>")
+        format!("circe --agent {holder} check {task} --run {first} -- <command that proves it>")
     };
+    let said: Vec<String> = said.iter().map(|(c, why)| format!("{c}: {why}")).collect();
     Err(Error::refused(format!(
         "task {task} cannot be completed: TASKS/{task}.checks says passed what the event log does not: {}",
         said.join("; ")
@@ -98,4 +96,33 @@ pub fn refuse_unproven(ws: &Workspace, st: &TaskState, by: &str) -> Result<()> {
     .hint(format!(
         "a check is recorded by circe, not by editing .checks (`circe show {task}` shows each check's last event): record it again, {run}"
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::against;
+    use crate::event::{Event, EventKind};
+
+    fn event(kind: EventKind) -> Event {
+        let mut e = Event::new(kind, "e1", "2026-01-01T00:00:00Z".into());
+        e.id = 7;
+        e
+    }
+
+    #[test]
+    fn what_the_log_says_against_a_passed_check() {
+        let mut passed = event(EventKind::Check);
+        passed.passed = Some(true);
+        assert_eq!(against(&passed), None);
+        let mut failed = event(EventKind::Check);
+        (failed.passed, failed.how, failed.exit_code) = (Some(false), Some("run".into()), Some(2));
+        assert_eq!(
+            against(&failed).unwrap(),
+            "its last check event (id 7) is a run that exited 2, by e1 at 2026-01-01T00:00:00Z"
+        );
+        (failed.how, failed.exit_code) = (Some("asserted".into()), None);
+        assert!(against(&failed).unwrap().contains("is asserted, not passed"));
+        let reset = against(&event(EventKind::Handoff)).unwrap();
+        assert!(reset.starts_with("the handoff by e1") && reset.contains("reset it"), "{reset}");
+    }
 }
