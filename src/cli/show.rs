@@ -185,6 +185,7 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
     }
     let events = ws.engine.task_events(id, Cursor::START)?;
+    let opened = events.iter().any(|e| e.event == crate::event::EventKind::Open);
     human.push_str(".checks\n");
     if st.checks.is_empty() {
         human.push_str("  (none)\n");
@@ -203,12 +204,16 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         let failed = last.is_some_and(|e| e.passed != Some(true));
         let how = match (passed, asserted) {
             (true, _) if failed && handed => {
-                format!("  (but the handoff{by} reset it: .checks edited by hand?)")
+                format!("  (but the handoff{by} reset it, as the registry reads now)")
             }
             (true, _) if failed => {
                 format!("  (but its last check event{by} did not pass: .checks edited by hand?)")
             }
             (true, true) => format!("  (asserted{by}, not run)"),
+            // The log holds the task's whole history, and no check event in it.
+            (true, false) if last.is_none() && opened => {
+                "  (but no check event records it: .checks edited by hand?)".to_string()
+            }
             (true, false) if last.is_none() => {
                 "  (run or asserted: its check event is not in the log)".to_string()
             }

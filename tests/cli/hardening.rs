@@ -1842,6 +1842,51 @@ fn a_hand_move_claims_only_for_an_agent_that_may_take_the_task() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// Plain `doctor` sends to `--repair` only the messages a repair brings back into agreement:
+/// a hand move into the box of an agent that may take the task (its claim) is `--repair`'s;
+/// a move into the box of an agent that may not, and a held task's message removed, are a
+/// person's, and `--repair` leaves them so.
+#[test]
+fn doctor_sends_to_repair_only_the_moves_it_mends() {
+    local_only!("moves messages by hand");
+    let env = Env::local();
+    for t in ["T-1", "T-2", "T-3"] {
+        env.open_task(t);
+    }
+    let file = |t: &str| {
+        env.ls("NEW_MESSAGES").into_iter().find(|n| n.ends_with(&format!("_{t}.md"))).unwrap()
+    };
+    let (t2, t3) = (file("T-2"), file("T-3"));
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    let inbox = |a: &str| env.dot_circe().join(format!("AGENTS/{a}/INBOX"));
+    for n in env.ls("AGENTS/engineer/INBOX") {
+        std::fs::remove_file(inbox("engineer").join(n)).unwrap();
+    }
+    let new = env.dot_circe().join("NEW_MESSAGES");
+    std::fs::rename(new.join(&t2), inbox("qa").join(&t2)).unwrap();
+    std::fs::rename(new.join(&t3), inbox("engineer").join(&t3)).unwrap();
+    let plain = env.circe(["doctor"]).run();
+    plain.code(1);
+    let hint = "run `circe doctor --repair` to mend 1 of them (invariant 4); the other lines say what to do";
+    assert!(plain.stderr.contains(hint), "{}", plain.show());
+    let json = env.circe(["--json", "doctor"]).run();
+    let found: serde_json::Value = serde_json::from_str(&json.stdout).unwrap();
+    let repairable: Vec<String> = found["violations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|v| v["repairable"] == true)
+        .map(|v| v["what"].as_str().unwrap().to_string())
+        .collect();
+    assert!(repairable.len() == 1 && repairable[0].starts_with("task T-3"), "{repairable:?}");
+    let repair = env.circe(["doctor", "--repair"]).run();
+    repair.code(1);
+    assert_eq!(env.record("T-3").owner.as_deref(), Some("engineer"), "{}", repair.show());
+    assert_eq!(env.record("T-2").owner, None);
+    assert!(repair.stderr.contains("[VIOLATED] invariant 4: task T-1"), "{}", repair.show());
+    assert!(repair.stderr.contains("[VIOLATED] invariant 4: task T-2"), "{}", repair.show());
+}
+
 /// A folder named like a message in an INBOX is no message: `wait --for inbox` waits on,
 /// `inbox` lists nothing, and doctor names it.
 #[test]

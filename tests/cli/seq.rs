@@ -485,6 +485,11 @@ fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
     let refused = send("two");
     refused.code(1);
     assert!(refused.stderr.contains("move it out of that folder"), "{}", refused.show());
+    // Plain doctor says so too, and does not send the reader to `--repair`.
+    let plain = env.circe(["doctor"]).run();
+    plain.code(1);
+    assert!(plain.stderr.contains("`--repair` cannot settle it"), "{}", plain.show());
+    assert!(plain.stderr.contains("none of these is for `--repair`"), "{}", plain.show());
     let doctor = env.circe(["doctor", "--repair"]).run();
     doctor.code(1);
     assert!(!doctor.stderr.contains("[repaired]"), "{}", doctor.show());

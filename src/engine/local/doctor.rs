@@ -657,7 +657,15 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
             if !fixed {
                 problem.push_str(&move_back(eng, &st, repair));
             }
-            v(4, format!("task {id}: {problem}{}", said(&after)), Fix::done_if(fixed));
+            // `--repair` reconciles every task, which mends only some of these.
+            let fix = if fixed {
+                Fix::Done
+            } else if reconcile::would_mend(eng, &st) {
+                Fix::Repair
+            } else {
+                Fix::Hand
+            };
+            v(4, format!("task {id}: {problem}{}", said(&after)), fix);
         } else {
             check_owner(eng, repair, &st, &mut v)?;
         }

@@ -312,6 +312,26 @@ impl Store {
 
     /// Rename one staged copy `<i>~<box>~<name>` into its box under the first free name.
     pub(super) fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
+        let (dir, base, stem) = self.staged_target(batch, file)?;
+        for n in 1..10_000 {
+            let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };
+            match atomic::rename_noclobber(&batch.join(file), &dir.join(&candidate)) {
+                Ok(()) => return Ok(candidate),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
+            }
+        }
+        Err(Error::internal(format!("no free message name in {}", dir.display())))
+    }
+
+    /// Where staged copy `<i>~<box>~<name>` goes: its box's folder, its name and the name's
+    /// stem. Refused as it would be delivered (nothing moves): a file that is no copy circe
+    /// staged (a stray), or a box behind a link.
+    pub(super) fn staged_target(
+        &self,
+        batch: &Path,
+        file: &str,
+    ) -> Result<(std::path::PathBuf, String, String)> {
         let mut parts = file.splitn(3, '~');
         let (Some(_), Some(boxpath), Some(base)) = (parts.next(), parts.next(), parts.next())
         else {
@@ -335,16 +355,7 @@ impl Store {
             let mbox = if b == "INBOX" { Mailbox::Inbox(agent) } else { Mailbox::Workspace(agent) };
             self.check_box(&mbox, "deliver into")?;
         }
-        let dir = self.root.join(&boxpath);
-        for n in 1..10_000 {
-            let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };
-            match atomic::rename_noclobber(&batch.join(file), &dir.join(&candidate)) {
-                Ok(()) => return Ok(candidate),
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::io("cannot deliver into", &dir, e)),
-            }
-        }
-        Err(Error::internal(format!("no free message name in {}", dir.display())))
+        Ok((self.root.join(&boxpath), base.to_string(), stem.to_string()))
     }
 
     /// Finish a committed fan-out batch (`tmp/batch-<id>/`): deliver every copy still in it,

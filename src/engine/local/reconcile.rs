@@ -185,16 +185,55 @@ fn messages_in(
     Ok(out)
 }
 
+/// The newest message naming the task with the task's intent: its ticket under another name.
+fn renamed_ticket(eng: &LocalEngine, st: &TaskState) -> Result<Option<(Mailbox, String)>> {
+    let named = messages_naming(eng, &st.rec.task_id)?;
+    Ok(named
+        .into_iter()
+        .filter(|(_, _, m)| m.intent.as_deref() == Some(st.rec.intent.as_str()))
+        .max_by(|a, b| a.2.created_at.cmp(&b.2.created_at).then(a.1.cmp(&b.1)))
+        .map(|(b, name, _)| (b, name)))
+}
+
+/// A send that wrote the record of a waiting task but crashed before delivering: no message
+/// names the task, hidden names included (one that does is a person's to look at).
+fn never_delivered(eng: &LocalEngine, st: &TaskState) -> Result<bool> {
+    let task = &st.rec.task_id;
+    Ok(st.rec.status == Status::New
+        && st.rec.attempts == 0
+        && messages_naming(eng, task)?.is_empty()
+        && eng.store.hidden_message_of(task.as_str(), &st.rec.message)?.is_none())
+}
+
+/// A claim whose records were not written: the message lies in the box of `a`, who does
+/// not hold the task and may.
+fn claimed_by_move(eng: &LocalEngine, rec: &StatusRecord, a: &AgentName) -> bool {
+    rec.owner.as_ref() != Some(a)
+        && (rec.status == Status::New || rec.status.is_owned() || rec.status == Status::Parked)
+        && eng.may_hold(a, rec)
+}
+
+/// Whether reconciling the task (`reconcile`: what `doctor --repair` does to it) mends a
+/// message that is not where its record says: a claim or a release finished, a renamed
+/// ticket adopted, a send that never delivered undone. Anything else is a person's to mend.
+/// Read only; a box that cannot be read counts as not mended.
+pub(super) fn would_mend(eng: &LocalEngine, st: &TaskState) -> bool {
+    match &st.location {
+        None if st.rec.status.is_terminal() => false,
+        None => {
+            renamed_ticket(eng, st).ok().flatten().is_some()
+                || never_delivered(eng, st).unwrap_or(false)
+        }
+        Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)) => claimed_by_move(eng, &st.rec, a),
+        Some(Mailbox::NewMessages) => st.rec.status.is_owned(),
+        Some(_) => false,
+    }
+}
+
 /// The ticket is in no box under its recorded name: look for it by its headers (a person or
 /// an editor renamed it). Returns whether it was found and adopted.
 fn find_renamed_ticket(eng: &LocalEngine, lock: &Lock, st: &mut TaskState) -> Result<bool> {
-    let named = messages_naming(eng, &st.rec.task_id)?;
-    // The ticket is the newest message naming the task with the task's intent.
-    let ticket = named
-        .into_iter()
-        .filter(|(_, _, m)| m.intent.as_deref() == Some(st.rec.intent.as_str()))
-        .max_by(|a, b| a.2.created_at.cmp(&b.2.created_at).then(a.1.cmp(&b.1)));
-    let Some((b, name, _)) = ticket else { return Ok(false) };
+    let Some((b, name)) = renamed_ticket(eng, st)? else { return Ok(false) };
     let what = format!("ticket {} found renamed to {} in {}", st.rec.message, name, b.label());
     st.rec.message = name;
     st.location = Some(b);
@@ -299,21 +338,18 @@ pub(super) fn reconcile(
         && !st.rec.status.is_terminal()
         && !find_renamed_ticket(eng, lock, &mut st)?
     {
-        if st.rec.status == Status::New && st.rec.attempts == 0 {
-            // A send that wrote the record but crashed before delivering: undo it, unless some
-            // message still names the task, hidden names included (then a person must look:
-            // doctor reports it).
-            let hidden = || eng.store.hidden_message_of(task.as_str(), &st.rec.message);
-            if messages_naming(eng, &task)?.is_empty() && hidden()?.is_none() {
-                let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
-                logged_repair(eng, lock, None, &mut ev, || {
-                    // `.status` last: no task is seen without it while another record is
-                    // left (one that is, was removed by hand: `begin` refuses it).
-                    let gone = [("owner", None), ("checks", None), ("status", None)];
-                    board::write(eng, &task, &gone, None)
-                })?;
-                return Ok(None);
-            }
+        // A send that wrote the record but crashed before delivering: undo it, unless some
+        // message still names the task, hidden names included (then a person must look:
+        // doctor reports it).
+        if never_delivered(eng, &st)? {
+            let mut ev = [repair_event(&task, "send never delivered; record removed".into())];
+            logged_repair(eng, lock, None, &mut ev, || {
+                // `.status` last: no task is seen without it while another record is
+                // left (one that is, was removed by hand: `begin` refuses it).
+                let gone = [("owner", None), ("checks", None), ("status", None)];
+                board::write(eng, &task, &gone, None)
+            })?;
+            return Ok(None);
         }
         return Ok(Some(st));
     }
@@ -321,11 +357,7 @@ pub(super) fn reconcile(
     let rec = &mut st.rec;
     let fix: Option<&str> = match (&st.location, rec.status) {
         // Claimed (or taken over after expiry) but the records were not written.
-        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), s)
-            if rec.owner.as_ref() != Some(a)
-                && (s == Status::New || s.is_owned() || s == Status::Parked)
-                && eng.may_hold(a, rec) =>
-        {
+        (Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)), _) if claimed_by_move(eng, rec, a) => {
             let now = clock::now();
             rec.owner = Some(a.clone());
             rec.status = Status::Claimed;
