@@ -314,7 +314,7 @@ impl Store {
     pub(super) fn deliver_staged(&self, batch: &Path, file: &str) -> Result<String> {
         let (dir, base, stem) = self.staged_target(batch, file)?;
         for n in 1..10_000 {
-            let candidate = if n == 1 { base.to_string() } else { format!("{stem}.{n}.md") };
+            let candidate = if n == 1 { base.clone() } else { format!("{stem}.{n}.md") };
             match atomic::rename_noclobber(&batch.join(file), &dir.join(&candidate)) {
                 Ok(()) => return Ok(candidate),
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
