@@ -160,6 +160,8 @@ impl Error {
     pub fn hint_more(mut self, more: impl Into<String>) -> Self {
         let more = more.into();
         self.hint = Some(match self.hint.take() {
+            // A hint that ends a sentence (`did you mean `x`?`) is followed, not joined.
+            Some(h) if h.ends_with(['?', '.', '!']) => format!("{h} {more}"),
             Some(h) => format!("{h}; {more}"),
             None => more,
         });

@@ -20,6 +20,7 @@ use crate::workspace::Workspace;
 /// printed, and its message's path: read it there.
 #[derive(Debug, Args)]
 #[command(
+    override_usage = "circe claim <TASK> [OPTIONS]\n       circe claim --next [OPTIONS]",
     after_help = "Examples:\n  circe --agent engineer claim --next --dry-run   # what would I get? nothing changes\n  circe --agent engineer claim --next\n  circe --agent engineer claim AUTH-012 --ttl 2h"
 )]
 pub struct ClaimArgs {

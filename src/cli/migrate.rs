@@ -71,6 +71,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let stop = super::stop::Stop::install()?;
     let stopped = || stop.requested();
     let (staged, _moving) = local::retire::stage(&root)?;
+    let mut archived = 0;
     let moved = (|| -> Result<(usize, usize, usize)> {
         // A command that opened the root before the rename may still be finishing.
         let budget = std::time::Duration::from_secs(10);
@@ -92,6 +93,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
             return Err(Error::refused(format!("the root has a violation{more}: {}", v.what))
                 .hint("nothing was moved: `circe doctor` lists them, `circe doctor --repair` mends what it can, and each line it leaves says what to do; then migrate again"));
         }
+        archived = eng.archived_count()?;
         let mut snap = Snapshot::read(&eng)?;
         snap.chat = local::chat_copy(&staged, config.chat.path.as_deref())?;
         if stopped() {
@@ -126,11 +128,21 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         retired.display(),
         root.join("circe.yaml").display()
     );
+    // The archive stays behind, and with it what kept its ids from being opened again.
+    let warnings = if archived > 0 {
+        vec![format!(
+            "{archived} archived task(s) stay in {}/ARCHIVE: the database root does not know their ids, so a send there may open one of them again as a new task (MIGRATED.txt says how to read them)",
+            retired.display()
+        )]
+    } else {
+        Vec::new()
+    };
     Ok(Report::new(
         human,
         json!({"from": root.display().to_string(), "to": target.location(), "task_count": tasks,
                "message_count": messages, "event_count": events, "retired_to": retired.display().to_string()}),
-    ))
+    )
+    .warnings(warnings))
 }
 
 /// Refused (exit 2) when `dir` (resolved) lies inside a root's folder or is one: the root

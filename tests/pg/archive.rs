@@ -56,7 +56,15 @@ fn migrate_goes_on_after_the_newest_event_id_the_archive_holds() {
     run(None, "2033-01-01T00:00:00Z", &["archive"]).ok();
     let given = run(None, t0, &["--json", "cursors"]).json()["last_event_id"].as_u64().unwrap();
     assert!(given >= 5, "{given}");
-    run(None, t0, &["migrate", "--to", &c.fresh_url()]).ok();
+    let moved = run(None, t0, &["migrate", "--to", &c.fresh_url()]);
+    moved.ok();
+    // The archive stays behind, with what kept its ids: said on the terminal.
+    let said = "1 archived task(s) stay in ";
+    assert!(
+        moved.stderr.contains(said) && moved.stderr.contains("open one of them again"),
+        "{}",
+        moved.stderr
+    );
     run(Some("coordinator"), t0, &["send", "--to", "qa", "--intent", "inform", "--summary", "y"])
         .ok();
     let next = run(None, t0, &["--json", "cursors"]).json()["last_event_id"].as_u64().unwrap();
