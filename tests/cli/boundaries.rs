@@ -110,3 +110,14 @@ fn time_on_the_command_line_at_its_edges() {
     claimed.ok();
     assert_eq!(claimed.json()["lease_expires_at"], "2025-11-21T17:00:02Z", "{}", claimed.show());
 }
+
+/// A root URL of a scheme circe does not read (`pg://`) is refused as no root, saying which
+/// schemes are database URLs.
+#[test]
+fn a_root_url_of_another_scheme_says_which_schemes_circe_reads() {
+    let env = Env::new();
+    let out = env.circe(["--root", "pg://circe@db.example/circe?schema=a", "tasks"]).run();
+    out.code(2);
+    let said = "`pg://` is no URL circe reads: a database root's URL starts with postgres://";
+    assert!(out.stderr.contains(said), "{}", out.show());
+}

@@ -160,11 +160,17 @@ pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
     Ok(match spec {
         RootSpec::Path(p) => root_at(p).ok_or_else(|| {
             moving_root(&[p.clone(), p.join(root::ROOT_DIR)]).unwrap_or_else(|| {
-                Error::usage(format!(
+                let e = Error::usage(format!(
                     "{} is not a circe root (no circe.yaml in it or in its .circe/)",
                     p.display()
-                ))
-                .hint("check --root / CIRCE_ROOT; `circe init DIR` makes a new root")
+                ));
+                // A URL of another scheme (`pg://`) is read as a folder's name: said so.
+                match p.to_str().and_then(|s| s.split_once("://")) {
+                    Some((scheme, _)) => e.hint(format!(
+                        "`{scheme}://` is no URL circe reads: a database root's URL starts with postgres:// or postgresql://"
+                    )),
+                    None => e.hint("check --root / CIRCE_ROOT; `circe init DIR` makes a new root"),
+                }
             })
         })?,
         RootSpec::Search => {
