@@ -492,6 +492,9 @@ fn a_fifo_in_place_of_a_cursor_is_reported_and_moved_aside() {
     for fifo in ["cursors/events/evil", "cursors/chat/c1"] {
         assert!(doc.stderr.contains(&format!("{fifo} is not a regular file")), "{}", doc.show());
     }
+    // Said once, as --repair's to move away (not again as a cursor that does not read).
+    assert!(!doc.stderr.contains("cursor evil:"), "{}", doc.show());
+    assert!(doc.stderr.contains("run `circe doctor --repair` to mend them"), "{}", doc.show());
     let fixed = env.circe(["doctor", "--repair"]).run();
     assert!(
         fixed.stdout.contains("moved to LOGS/quarantine/own~cursors~events~evil"),
