@@ -528,6 +528,11 @@ fn a_settle_stopped_part_way_logs_what_it_settled() {
             .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
             .count()
     };
+    // Plain doctor: the older entry is --repair's to settle, the one with the stray is not.
+    let plain = env.circe(["doctor"]).run();
+    plain.code(1);
+    let hint = "mend 1 of them (invariant 1); the other line says what to do";
+    assert!(plain.stderr.contains(hint), "{}", plain.show());
     let doctor = env.circe(["doctor", "--repair"]).run();
     doctor.code(1);
     assert!(doctor.stderr.contains("move it out of that folder"), "{}", doctor.show());

@@ -470,18 +470,24 @@ impl Store {
                     };
                     (Some(why), self.seq_unsettled(&agent)?)
                 }
-                // What would stop `--repair` is said now, not left for it to find.
-                None => (self.seq_blocked(&agent, &unsettled)?, unsettled.clone()),
+                // What would stop `--repair` is said now, on the entries from the one it
+                // would stop at (those before it, `--repair` settles).
+                None => match self.seq_blocked(&agent, &unsettled)? {
+                    Some((at, why)) => (Some(why), unsettled[at..].to_vec()),
+                    None => (None, unsettled.clone()),
+                },
             };
             if let (Some(why), true) = (&why, unsettled.is_empty()) {
                 v(1, format!("seq/{agent}: a numbered send by {agent}{why}"), Fix::Hand);
             }
             for e in &unsettled {
                 let open = left.contains(e);
-                let fix = match (&why, repair && !open) {
-                    (_, true) => Fix::Done,
-                    (Some(_), false) => Fix::Hand,
-                    (None, false) => Fix::Repair,
+                let fix = if repair && !open {
+                    Fix::Done
+                } else if open && why.is_some() {
+                    Fix::Hand
+                } else {
+                    Fix::Repair
                 };
                 let why = why.as_deref().filter(|_| open).unwrap_or_default();
                 v(
@@ -496,18 +502,25 @@ impl Store {
 }
 
 impl Store {
-    /// Why settling `agent`'s `unsettled` entries would stop, as `--repair` would say it
-    /// (`None`: nothing stops it): a copy that is no copy circe staged, or whose box is behind
-    /// a link. Looked at without moving anything.
-    fn seq_blocked(&self, agent: &AgentName, unsettled: &[String]) -> Result<Option<String>> {
-        for name in unsettled {
+    /// Where settling `agent`'s `unsettled` entries would stop (the index of the entry) and
+    /// why, as `--repair` would say it (`None`: nothing stops it): a copy that is no copy
+    /// circe staged, or whose box is behind a link. Looked at without moving anything.
+    fn seq_blocked(
+        &self,
+        agent: &AgentName,
+        unsettled: &[String],
+    ) -> Result<Option<(usize, String)>> {
+        for (at, name) in unsettled.iter().enumerate() {
             let dir = self.seq_dir(agent).join(name);
             let Content::Copies(files, _) = Self::content(&dir)? else { continue };
             if let Some(e) = files.iter().find_map(|f| self.staged_target(&dir, f).err()) {
-                return Ok(Some(match &e.hint {
-                    Some(h) => format!(" (`--repair` cannot settle it: {}; {h})", e.message),
-                    None => format!(" (`--repair` cannot settle it: {})", e.message),
-                }));
+                return Ok(Some((
+                    at,
+                    match &e.hint {
+                        Some(h) => format!(" (`--repair` cannot settle it: {}; {h})", e.message),
+                        None => format!(" (`--repair` cannot settle it: {})", e.message),
+                    },
+                )));
             }
         }
         Ok(None)
