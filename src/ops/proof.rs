@@ -75,7 +75,7 @@ pub fn refuse_unproven(ws: &Workspace, st: &TaskState, by: &str) -> Result<()> {
             let speaks: Vec<&str> = open
                 .iter()
                 .copied()
-                .filter(|c| e.event == EventKind::Check && speaks_of(ws, e, c))
+                .filter(|c| e.event == EventKind::Check && e.check.as_deref() == Some(*c))
                 .collect();
             for c in speaks {
                 open.remove(c);
