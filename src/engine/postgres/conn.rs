@@ -380,8 +380,9 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
 pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
     // No word from the server: the connection broke (it may pass, as a restart does).
     let Some(db) = e.as_db_error() else {
-        let broke =
-            e.is_closed() || std::error::Error::source(e).is_some_and(|s| s.is::<std::io::Error>());
+        let broke = e.is_closed()
+            || std::error::Error::source(e)
+                .is_some_and(<dyn std::error::Error>::is::<std::io::Error>);
         if broke {
             return Error::internal(format!("{what}: lost the connection to the database: {e}"))
                 .hint("check the network and the server; run the command again")
