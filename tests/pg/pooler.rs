@@ -135,3 +135,32 @@ fn a_pooler_that_takes_no_options_still_serves() {
     let log = std::fs::read_to_string(bouncer.dir.join("pgbouncer.log")).unwrap_or_default();
     assert!(log.contains("unsupported startup parameter"), "the pooler took the options: {log}");
 }
+
+/// A follower through PgBouncer whose URL does not name the server apart: the pooler runs
+/// its LISTEN on a server connection it then gives to others, so no notification reaches
+/// it. It says so once, with what to write in the URL, and still answers (reading every
+/// second). Named apart, or direct, it says nothing.
+#[test]
+fn a_follower_through_a_pooler_without_the_server_named_says_it_is_not_woken() {
+    let c = need_pg!();
+    let Some((bouncer, named)) = crate::seq::pooled_root(c, 2, 1) else { return };
+    named.open_tasks(1);
+    let schema = named.url.rsplit("schema=").next().expect("a schema");
+    let schema = schema.split('&').next().expect("a schema");
+    let pooled = Root::at(&bouncer.url(schema));
+    let direct = Root::at(&format!("{}&schema={schema}", c.base_url()));
+    for (root, warned) in [(&pooled, true), (&named, false), (&direct, false)] {
+        let args = ["wait", "--for", "status:T-000=claimed", "--timeout", "20s"];
+        let mut cmd = root.command(Some("e1"), &args);
+        cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let child = cmd.spawn().unwrap();
+        crate::common::nap(1500);
+        named.run(Some("e1"), &["claim", "T-000"]).ok();
+        let out = Out::from(&child.wait_with_output().unwrap());
+        assert_eq!(out.code, 0, "{}: {out:?}", root.url);
+        let said = out.stderr.contains("notifications do not come back")
+            && out.stderr.contains("listen_port=");
+        assert_eq!(said, warned, "{}: {out:?}", root.url);
+        named.run(Some("e1"), &["release", "T-000"]).ok();
+    }
+}

@@ -18,6 +18,72 @@ pub struct Listener {
     woken: tokio::sync::mpsc::UnboundedReceiver<()>,
 }
 
+/// The channel a listener's probe notifies (`circe_probe_PID`).
+const PROBE: &str = "circe_probe_";
+
+/// How long a probe's notification may take before the listener is said not to hear.
+const PROBE_WAIT: Duration = Duration::from_millis(500);
+
+/// A URL whose port is not the server's own may go through a pooler, which does not pass
+/// notifications (PgBouncer in transaction mode runs the LISTEN on a server connection it
+/// then gives to others): a notification sent from a connection of its own must come back
+/// to the listener. When it does not, say so once: the follower still sees every event,
+/// read every second instead of at once.
+fn probe(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    target: &Target,
+    heard: tokio::sync::oneshot::Receiver<()>,
+) {
+    let port = target.config.get_ports().first().copied().unwrap_or(5432);
+    let told = rt.block_on(async {
+        let q = client.query_one("SELECT current_setting('port')", &[]);
+        tokio::time::timeout(super::conn::ROUND_TRIP, q).await
+    });
+    let Ok(Ok(row)) = told else { return };
+    let server: String = row.get(0);
+    if server == port.to_string() {
+        return;
+    }
+    let channel = format!("{PROBE}{}", std::process::id());
+    let (listen, notify) = (format!("LISTEN \"{channel}\""), format!("NOTIFY \"{channel}\""));
+    let unlisten = format!("UNLISTEN \"{channel}\"");
+    let heard_back = rt.block_on(async {
+        if !answered(client.batch_execute(&listen)).await {
+            return true;
+        }
+        let Ok(Ok((other, conn))) =
+            tokio::time::timeout(target.connect_timeout(), target.config.connect(NoTls)).await
+        else {
+            return true;
+        };
+        let running = tokio::spawn(conn);
+        let sent = answered(other.batch_execute(&notify)).await;
+        drop(other);
+        let _ = running.await;
+        let back = !sent || tokio::time::timeout(PROBE_WAIT, heard).await.is_ok_and(|r| r.is_ok());
+        answered(client.batch_execute(&unlisten)).await;
+        back
+    });
+    if !heard_back {
+        static SAID: std::sync::Once = std::sync::Once::new();
+        SAID.call_once(|| {
+            eprintln!(
+                "warning: notifications do not come back through {} (its port {port} is not the server's own, {server}: a pooler in front?): events are read every second instead of at once; name the server with listen_port= (and listen_host=) in the URL (README, \"Running agents on several hosts\")",
+                target.location()
+            );
+        });
+    }
+}
+
+/// `call` answered without an error within a round trip.
+async fn answered<F>(call: F) -> bool
+where
+    F: std::future::Future<Output = std::result::Result<(), tokio_postgres::Error>>,
+{
+    matches!(tokio::time::timeout(super::conn::ROUND_TRIP, call).await, Ok(Ok(())))
+}
+
 impl Listener {
     /// Connect and LISTEN on the root's channel.
     pub fn start(target: &Target) -> Result<Listener> {
@@ -34,10 +100,17 @@ impl Listener {
             })?
             .map_err(|e| super::conn::connect_error(&target.listen_location(), &e))?;
         let (tx, woken) = tokio::sync::mpsc::unbounded_channel();
+        let (probe_tx, probe_rx) = tokio::sync::oneshot::channel();
+        let mut probed = Some(probe_tx);
         rt.spawn(async move {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(m) = messages.next().await {
                 match m {
+                    Ok(AsyncMessage::Notification(n)) if n.channel().starts_with(PROBE) => {
+                        if let Some(p) = probed.take() {
+                            let _ = p.send(());
+                        }
+                    }
                     Ok(AsyncMessage::Notification(_)) => {
                         if tx.send(()).is_err() {
                             break;
@@ -63,6 +136,9 @@ impl Listener {
         })
         .map_err(|_| Error::internal("cannot listen for events: no answer").transient())?
         .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
+        if !target.server_apart {
+            probe(&rt, &client, target, probe_rx);
+        }
         Ok(Listener { rt, _client: client, woken })
     }
 
