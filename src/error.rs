@@ -280,3 +280,51 @@ impl std::error::Error for Error {
         self.source.as_deref().map(|s| s as &(dyn std::error::Error + 'static))
     }
 }
+
+/// Warnings said while a full-screen view holds the terminal (`hold_warnings`), kept until
+/// it gives the terminal back.
+static HELD: std::sync::Mutex<Option<Vec<String>>> = std::sync::Mutex::new(None);
+
+/// Say `warning: MSG` on stderr, now or, while a full-screen view holds the terminal, once
+/// it ends.
+pub fn warn(msg: &str) {
+    let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    match held.as_mut() {
+        Some(list) => list.push(msg.to_string()),
+        None => eprintln!("warning: {msg}"),
+    }
+}
+
+/// Warnings are kept from now until the guard is dropped, then said.
+pub fn hold_warnings() -> HeldWarnings {
+    let mut held = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    held.get_or_insert_with(Vec::new);
+    HeldWarnings(())
+}
+
+/// See `hold_warnings`.
+pub struct HeldWarnings(());
+
+impl Drop for HeldWarnings {
+    fn drop(&mut self) {
+        let kept = HELD.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        for msg in kept.unwrap_or_default() {
+            eprintln!("warning: {msg}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_warning_said_while_held_waits_for_the_guard() {
+        let held = hold_warnings();
+        warn("kept for later");
+        let kept = HELD.lock().unwrap().clone().unwrap_or_default();
+        assert!(kept.iter().any(|m| m == "kept for later"), "{kept:?}");
+        drop(held);
+        assert!(HELD.lock().unwrap().is_none());
+    }
+}

@@ -38,6 +38,8 @@ pub fn run(ctx: &Ctx, ws: Workspace, model: Model) -> Result<()> {
     // SIGTERM or SIGHUP ends the board as `q` does: the terminal is given back as it was
     // (its default action would leave it raw, on the alternate screen).
     let stop = crate::cli::stop::Stop::install()?;
+    // A warning said meanwhile would be drawn over: it is said once the screen is back.
+    let _held = crate::error::hold_warnings();
     let mut terminal = ratatui::try_init().map_err(term_err)?;
     let r = sessions(ctx, ws, model, &mut terminal, &stop);
     ratatui::try_restore().map_err(term_err)?;

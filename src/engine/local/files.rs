@@ -131,10 +131,10 @@ pub fn read_small_file(path: &std::path::Path) -> Option<String> {
         // Said once a process, however many connections look for a password.
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
-            eprintln!(
-                "warning: password file {} has group or world access and is not used; `chmod 600` it",
+            crate::error::warn(&format!(
+                "password file {} has group or world access and is not used; `chmod 600` it",
                 path.display()
-            );
+            ));
         });
         return None;
     }

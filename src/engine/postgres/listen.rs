@@ -68,10 +68,10 @@ fn probe(
     if !heard_back {
         static SAID: std::sync::Once = std::sync::Once::new();
         SAID.call_once(|| {
-            eprintln!(
-                "warning: notifications do not come back through {} (its port {port} is not the server's own, {server}: a pooler in front?): events are read every second instead of at once; name the server with listen_port= (and listen_host=) in the URL (README, \"Running agents on several hosts\")",
+            crate::error::warn(&format!(
+                "notifications do not come back through {} (its port {port} is not the server's own, {server}: a pooler in front?): events are read every second instead of at once; name the server with listen_port= (and listen_host=) in the URL (README, \"Running agents on several hosts\")",
                 target.location()
-            );
+            ));
         });
     }
 }
