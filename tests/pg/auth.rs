@@ -93,6 +93,8 @@ fn a_server_that_is_not_there_is_reported_with_the_reason() {
     assert_eq!(o.code, 1, "{o:?}");
     // The socket file of that port does not exist: the OS's reason is in the message.
     assert!(o.stderr.contains("No such file or directory"), "{o:?}");
+    let file = format!("(socket {}/.s.PGSQL.{})", c.socket.display(), c.port + 7);
+    assert!(o.stderr.contains(&file), "{o:?}");
     assert!(o.stderr.contains("hint: check the URL, the network"), "{o:?}");
 }
 

@@ -178,7 +178,7 @@ impl Conn {
             rt.block_on(async { tokio::time::timeout(limit, config.connect(NoTls)).await });
         let (client, connection) = match connected {
             Ok(Ok(pair)) => pair,
-            Ok(Err(e)) => return Err(connect_error(&location, &e)),
+            Ok(Err(e)) => return Err(connect_error(&location, config, &e)),
             Err(_) => {
                 // As a refused connection: the server may come back (a follower waits).
                 return Err(Error::internal(format!(
@@ -328,8 +328,23 @@ pub fn before_commit(mut e: Error) -> Error {
     e
 }
 
-/// A failed connection to `place` as a circe error: the reason, and where to look.
-pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
+/// The socket file a connection to `config`'s first host goes to, when that host is a
+/// folder (a unix socket): `DIR/.s.PGSQL.PORT`.
+fn socket_file(config: &tokio_postgres::Config) -> Option<String> {
+    let tokio_postgres::config::Host::Unix(dir) = config.get_hosts().first()? else {
+        return None;
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    Some(dir.join(format!(".s.PGSQL.{port}")).display().to_string())
+}
+
+/// A failed connection to `place` (made by `config`) as a circe error: the reason, and
+/// where to look.
+pub fn connect_error(
+    place: &str,
+    config: &tokio_postgres::Config,
+    e: &tokio_postgres::Error,
+) -> Error {
     if let Some(db) = e.as_db_error() {
         let err =
             Error::internal(format!("cannot connect to the database {place}: {}", db.message()));
@@ -369,6 +384,10 @@ pub fn connect_error(place: &str, e: &tokio_postgres::Error) -> Error {
             "add `host:port:database:user:password` to ~/.pgpass (mode 600; PGPASSFILE names \
              another file; `localhost` stands for a socket folder) or set PGPASSWORD",
         );
+    }
+    // A socket file that is not there says only "No such file or directory": name it.
+    if let Some(file) = socket_file(config) {
+        why = format!("{why} (socket {file})");
     }
     Error::internal(format!("cannot connect to the database {place}: {why}"))
         .hint("check the URL, the network and that the server runs; nothing was changed")

@@ -98,7 +98,9 @@ impl Listener {
             .map_err(|_| {
                 Error::internal("cannot connect to listen for events: no answer").transient()
             })?
-            .map_err(|e| super::conn::connect_error(&target.listen_location(), &e))?;
+            .map_err(|e| {
+                super::conn::connect_error(&target.listen_location(), &target.listen, &e)
+            })?;
         let (tx, woken) = tokio::sync::mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = tokio::sync::oneshot::channel();
         let mut probed = Some(probe_tx);
