@@ -354,6 +354,16 @@ fn refusal_hints_lead_somewhere() {
         "{}",
         o.show()
     );
+    // An absolute path is not read from the current folder: the hint says where to look.
+    let here = env.path().join("nonexist.yaml");
+    let o = env.circe(["config", "--set", here.to_str().unwrap()]).run();
+    o.code(5);
+    let ls = format!("hint: check the name: `ls {}` lists that folder", env.path().display());
+    assert!(o.stderr.contains(&ls), "{}", o.show());
+    let deeper = env.path().join("nofolder/nonexist.yaml");
+    let o = env.circe(["config", "--set", deeper.to_str().unwrap()]).run();
+    o.code(5);
+    assert!(o.stderr.contains("nofolder does not exist either"), "{}", o.show());
 }
 
 /// An ask sent with flags is listed by its summary; what an ask lacks is `null` in the JSON.

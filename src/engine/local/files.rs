@@ -30,9 +30,19 @@ fn input_error(path: &std::path::Path, e: std::io::Error) -> crate::error::Error
     use crate::error::Error;
     match (e.kind(), e.raw_os_error()) {
         (std::io::ErrorKind::NotFound, _) => {
-            let here = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-            Error::not_found(format!("no file {}", path.display()))
-                .hint(format!("a relative path is read from the current folder ({here})"))
+            let e = Error::not_found(format!("no file {}", path.display()));
+            if path.is_relative() {
+                let here =
+                    std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+                return e.hint(format!("a relative path is read from the current folder ({here})"));
+            }
+            match path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                Some(dir) if dir.is_dir() => {
+                    e.hint(format!("check the name: `ls {}` lists that folder", dir.display()))
+                }
+                Some(dir) => e.hint(format!("its folder {} does not exist either", dir.display())),
+                None => e,
+            }
         }
         (_, Some(40)) => Error::refused(format!(
             "{} is a symbolic link; circe does not follow links",
