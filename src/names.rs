@@ -60,13 +60,23 @@ pub fn check_msg_id(id: &str) -> Result<()> {
 /// Request ids (a claim's, for its retry): one word of printable ASCII, 1 to 128 bytes (the
 /// local engine keeps it as a field of a line). The same rule for every engine.
 pub fn check_request_id(request: &str) -> Result<()> {
-    if request.is_empty() || request.len() > 128 || !request.bytes().all(|b| b.is_ascii_graphic()) {
-        return Err(Error::usage(format!(
-            "request id `{request}` is not 1-128 printable characters"
-        ))
-        .hint("use letters, digits and -_.: (circe prints the ids it makes)"));
-    }
-    Ok(())
+    let wrong = if request.is_empty() {
+        "is empty".to_string()
+    } else if request.len() > 128 {
+        format!("is {} bytes long", request.len())
+    } else if let Some(c) = request.chars().find(|c| !c.is_ascii_graphic()) {
+        match c {
+            ' ' => "holds a space".to_string(),
+            c if c.is_ascii() => format!("holds the control character {:?}", c),
+            c => format!("holds `{c}`, which is not ASCII"),
+        }
+    } else {
+        return Ok(());
+    };
+    Err(Error::usage(format!(
+        "request id `{request}` {wrong}: a request id is one word of 1-128 printable ASCII characters"
+    ))
+    .hint("use letters, digits and -_.: (circe prints the ids it makes)"))
 }
 
 /// Cursor names (a consumer's saved place): letters, digits, `-` and `_`; starts with a

@@ -178,10 +178,16 @@ fn a_request_id_that_is_no_word_is_refused_and_takes_nothing() {
     let env = Env::new();
     env.open_task("T-1");
     let long = "x".repeat(129);
-    for bad in ["a b/c", "", long.as_str()] {
+    for (bad, wrong) in [
+        ("a b/c", "holds a space"),
+        ("", "is empty"),
+        (long.as_str(), "is 129 bytes long"),
+        ("r\u{e9}", "holds `\u{e9}`, which is not ASCII"),
+    ] {
         let o = env.as_("engineer", &["claim", "T-1", "--request-id", bad]);
         o.code(2);
-        assert!(o.stderr.contains("is not 1-128 printable characters"), "{}", o.show());
+        assert!(o.stderr.contains(wrong), "{}", o.show());
+        assert!(o.stderr.contains("one word of 1-128 printable ASCII"), "{}", o.show());
         assert_eq!(env.record("T-1").status.as_str(), "new", "{bad:?} took the task");
     }
 }
