@@ -67,7 +67,7 @@ pub fn check_request_id(request: &str) -> Result<()> {
     } else if let Some(c) = request.chars().find(|c| !c.is_ascii_graphic()) {
         match c {
             ' ' => "holds a space".to_string(),
-            c if c.is_ascii() => format!("holds the control character {:?}", c),
+            c if c.is_ascii() => format!("holds the control character {c:?}"),
             c => format!("holds `{c}`, which is not ASCII"),
         }
     } else {
