@@ -541,3 +541,37 @@ fn a_settle_stopped_part_way_logs_what_it_settled() {
     env.circe(["doctor", "--repair"]).run().ok();
     assert_eq!(settled(&env), 1, "{:?}", env.events());
 }
+
+/// A command that settles every sender (`seq state`) and is stopped by one sender's entry
+/// (a file a person put there) still logs what it settled for the senders before it: the
+/// coordinator's cut-off chat line is said settled in the log, once.
+#[test]
+fn a_settle_of_every_sender_stopped_by_one_logs_the_others() {
+    local_only!("a database root keeps no counter folders");
+    let env = Env::local();
+    let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
+    env.circe(say).agent("coordinator").var("CIRCE_CRASH_AT", "seq.chat.written").run().code(86);
+    let seq = env.dot_circe().join("seq");
+    let entry = std::fs::read_dir(seq.join("coordinator"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .max()
+        .unwrap();
+    // `engineer` sorts after `coordinator`: its settle comes second, and stops.
+    let stray = seq.join("engineer").join(&entry);
+    std::fs::create_dir_all(&stray).unwrap();
+    std::fs::write(stray.join("notes"), "mine").unwrap();
+    let settled = |env: &Env| {
+        env.events()
+            .into_iter()
+            .filter(|e| e["event"] == "repair")
+            .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
+            .count()
+    };
+    let o = env.circe(["seq", "state"]).run();
+    assert_ne!(o.code, 0, "{}", o.show());
+    assert_eq!(settled(&env), 1, "{:?}", env.events());
+    std::fs::remove_file(stray.join("notes")).unwrap();
+    env.circe(["seq", "state"]).run().ok();
+    assert_eq!(settled(&env), 1, "{:?}", env.events());
+}

@@ -501,8 +501,7 @@ impl Engine for LocalEngine {
         }
         // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
         if !fault::test_break("seq-roll-forward") {
-            let mut settled = self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
-            event_log::append(&self.store, &mut settled)?;
+            self.store.seq_doctor(true, &mut |_, _, _| n += 1)?;
         }
         // The events of deliveries whose commands were cut off before they logged them (one
         // whose copies are still staged waits for them).
@@ -718,12 +717,7 @@ impl Engine for LocalEngine {
     }
 
     fn seq_hold(&self, sender: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
-        let (hold, mut events) = self.store.seq_hold(sender)?;
-        // What fails here is logging an earlier send the hold settled, not this one.
-        event_log::append(&self.store, &mut events).map_err(|e| {
-            e.hint_more("an earlier send of this sender, cut off, was settled but could not be logged; nothing of this one was done: mend what the error names (`circe doctor` shows it) and run it again")
-        })?;
-        Ok(Box::new(hold))
+        Ok(Box::new(self.store.seq_hold(sender)?))
     }
 
     fn seq_update(
@@ -731,15 +725,11 @@ impl Engine for LocalEngine {
         sender: &AgentName,
         change: &mut dyn FnMut(&mut Counter) -> Result<()>,
     ) -> Result<Counter> {
-        let (c, mut events) = self.store.seq_update(sender, change)?;
-        event_log::append(&self.store, &mut events)?;
-        Ok(c)
+        self.store.seq_update(sender, change)
     }
 
     fn seq_counters(&self) -> Result<Vec<(AgentName, Counter)>> {
-        let (counters, mut events) = self.store.seq_counters()?;
-        event_log::append(&self.store, &mut events)?;
-        Ok(counters)
+        self.store.seq_counters()
     }
 
     fn seq_seen(&self, agent: &AgentName) -> Result<Receiver> {

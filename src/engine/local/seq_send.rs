@@ -85,12 +85,13 @@ impl Drop for LocalHold<'_> {
 impl Store {
     /// Hold `agent`'s counter: lock, settle, and register the next number for this thread.
     /// Returns the hold and the repairs settling made (to be logged).
-    pub(super) fn seq_hold(
-        &self,
-        agent: &AgentName,
-    ) -> Result<(LocalHold<'_>, Vec<crate::event::Event>)> {
+    pub(super) fn seq_hold(&self, agent: &AgentName) -> Result<LocalHold<'_>> {
         let lock = self.lock_seq(agent)?;
-        let (c, events) = self.seq_settle(agent, &lock).map_err(|e| {
+        let c = self.seq_settle(agent, &lock).map_err(|e| {
+            // What failed is logging an earlier send the hold settled, not this one.
+            if e.is_committed() {
+                return e.hint_more("nothing of this command was done: run it again once the log is mended");
+            }
             e.map_message(|m| {
                 format!("{agent}'s earlier numbered message is not finished, and this command changed nothing: {m}")
             })
@@ -107,7 +108,7 @@ impl Store {
             v.retain(|a| a.thread != me);
             v.push(Active { thread: me, agent: agent.clone(), next, used: false });
         });
-        Ok((LocalHold { store: self, agent: agent.clone(), next, _lock: lock }, events))
+        Ok(LocalHold { store: self, agent: agent.clone(), next, _lock: lock })
     }
 
     /// When this thread holds a numbered send that has not delivered yet: deliver `content`

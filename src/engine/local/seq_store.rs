@@ -171,33 +171,29 @@ impl Store {
     }
 
     /// Finish or undo what an interrupted numbered send of `agent` left (hold its lock), drop
-    /// the entries older than the counter, and return the counter with the repairs to log.
-    pub(super) fn seq_settle(
-        &self,
-        agent: &AgentName,
-        _lock: &Lock,
-    ) -> Result<(Counter, Vec<Event>)> {
+    /// the entries older than the counter, and log the repairs (each once it is made: a
+    /// settle stopped part way logs those it made). Returns the counter. A log that fails
+    /// after a whole settle is an error marked `committed` (the repairs stand); after a
+    /// settle stopped part way, the settle's error is the one said.
+    pub(super) fn seq_settle(&self, agent: &AgentName, _lock: &Lock) -> Result<Counter> {
         let mut events = Vec::new();
-        let current = match self.seq_settle_entries(agent, &mut events) {
-            Ok(current) => current,
-            Err(e) => {
-                // The entries settled before the one that stopped it stand: their repairs
-                // are logged here, as the caller logs only a whole settle's. A log that
-                // fails too leaves the first error the one said.
-                if !events.is_empty() {
-                    let _ = self.sync_dir(&self.seq_dir(agent));
-                    let _ = super::event_log::append(self, &mut events);
-                }
-                return Err(e);
-            }
-        };
-        if let Some(c) = current {
+        let settled = self.seq_settle_entries(agent, &mut events);
+        if let Ok(Some(c)) = settled {
             self.seq_prune(agent, c);
         }
         if !events.is_empty() {
-            self.sync_dir(&self.seq_dir(agent))?;
+            let logged = self
+                .sync_dir(&self.seq_dir(agent))
+                .and_then(|()| super::event_log::append(self, &mut events));
+            if let (Ok(_), Err(e)) = (&settled, logged) {
+                return Err(e
+                    .map_message(|m| {
+                        format!("{agent}'s earlier numbered send was settled, but not logged: {m}")
+                    })
+                    .committed());
+            }
         }
-        Ok((current.map_or_else(Counter::default, Entry::counter), events))
+        Ok(settled?.map_or_else(Counter::default, Entry::counter))
     }
 
     /// Settle each of `agent`'s entries in turn (`seq_settle`), pushing each repair to
@@ -405,14 +401,14 @@ impl Store {
     }
 
     /// Change `agent`'s counter under its lock, after settling (a reset, an import): never
-    /// back. Returns the counter and the repairs to log.
+    /// back. Returns the counter.
     pub(super) fn seq_update(
         &self,
         agent: &AgentName,
         change: &mut dyn FnMut(&mut Counter) -> Result<()>,
-    ) -> Result<(Counter, Vec<Event>)> {
+    ) -> Result<Counter> {
         let lock = self.lock_seq(agent)?;
-        let (before, events) = self.seq_settle(agent, &lock)?;
+        let before = self.seq_settle(agent, &lock)?;
         let mut after = before;
         change(&mut after)?;
         if after != before {
@@ -422,33 +418,30 @@ impl Store {
             self.seq_stage(agent, Entry::of(after), &[])?;
             self.seq_prune(agent, Entry::of(after));
         }
-        Ok((after, events))
+        Ok(after)
     }
 
-    /// Every sender's counter (settled first), leaving out those still at 0, and the
-    /// repairs to log.
-    pub(super) fn seq_counters(&self) -> Result<(Vec<SenderCounter>, Vec<Event>)> {
-        let (mut out, mut events) = (Vec::new(), Vec::new());
+    /// Every sender's counter (settled first), leaving out those still at 0.
+    pub(super) fn seq_counters(&self) -> Result<Vec<SenderCounter>> {
+        let mut out = Vec::new();
         for a in self.seq_senders()? {
             let lock = self.lock_seq(&a)?;
-            let (c, e) = self.seq_settle(&a, &lock)?;
-            events.extend(e);
+            let c = self.seq_settle(&a, &lock)?;
             if c != Counter::default() {
                 out.push((a, c));
             }
         }
-        Ok((out, events))
+        Ok(out)
     }
 
     /// Invariant 1 for numbered sends: no entry of a sender that is not sending right now
     /// still holds copies or a chat marker. With `repair`, settle it (the next send by that
-    /// sender would). Returns the repairs to log.
+    /// sender would; its repairs are logged as they are made).
     pub(super) fn seq_doctor(
         &self,
         repair: bool,
         v: &mut dyn FnMut(u8, String, Fix),
-    ) -> Result<Vec<Event>> {
-        let mut events = Vec::new();
+    ) -> Result<()> {
         for agent in self.seq_senders()? {
             // A live sender holds its lock: its entry is work in progress.
             let Some(lock) = self.try_lock_seq(&agent)? else { continue };
@@ -457,8 +450,10 @@ impl Store {
             // with why and what mends it.
             let settled = if repair { Some(self.seq_settle(&agent, &lock)) } else { None };
             let (why, left) = match settled {
-                Some(Ok((_, settled))) => {
-                    events.extend(settled);
+                Some(Ok(_)) => (None, Vec::new()),
+                // Settled, but its repairs are not in the log: said, by hand.
+                Some(Err(e)) if e.is_committed() => {
+                    v(1, format!("seq/{agent}: {}", e.message), Fix::Hand);
                     (None, Vec::new())
                 }
                 // The entries settled before the one that stopped it are repaired; those
@@ -497,7 +492,7 @@ impl Store {
                 );
             }
         }
-        Ok(events)
+        Ok(())
     }
 }
 
