@@ -575,3 +575,48 @@ fn a_settle_of_every_sender_stopped_by_one_logs_the_others() {
     env.circe(["seq", "state"]).run().ok();
     assert_eq!(settled(&env), 1, "{:?}", env.events());
 }
+
+/// A numbered send cut off after its first copy, finished by a settle that a box behind a
+/// link stops part way: the copies that settle delivered are in the log at once (a
+/// `repair` naming them), and the last one when the box is back; every copy is in some
+/// event, none in two.
+#[test]
+fn a_send_finished_part_way_logs_the_copies_it_delivered() {
+    local_only!("moves a box away by hand");
+    let env = Env::new();
+    let cut = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
+    env.circe(cut).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run().code(86);
+    let seq = env.root().join("seq/coordinator");
+    let entry = std::fs::read_dir(&seq).unwrap().map(|e| e.unwrap().path()).max().unwrap();
+    let mut left: Vec<String> = std::fs::read_dir(&entry)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    assert!(left.len() >= 2, "two copies or more wait: {left:?}");
+    // The last copy's box goes behind a link: the settle delivers the others, then stops.
+    let last = left.last().unwrap().split('~').nth(1).unwrap().replace('+', "/");
+    let away = env.link_away(&last);
+    let doc = env.circe(["doctor", "--repair"]).run();
+    assert_eq!(doc.code, 1, "{}", doc.show());
+    let repairs = |env: &Env| -> Vec<Value> {
+        env.events().into_iter().filter(|e| e["event"] == "repair").collect()
+    };
+    let partly: Vec<Value> = repairs(&env)
+        .into_iter()
+        .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("partly finished")))
+        .collect();
+    assert_eq!(partly.len(), 1, "{:?}", env.events());
+    assert_eq!(partly[0]["files"].as_array().map(Vec::len), Some(left.len() - 1), "{partly:?}");
+    // `--repair` may have moved the link away already (and made the box again).
+    let link = std::fs::symlink_metadata(env.root().join(&last)).unwrap();
+    if link.file_type().is_symlink() {
+        env.put_back(&last, &away);
+    }
+    env.circe(["doctor", "--repair"]).run().ok();
+    let files: Vec<Value> = repairs(&env)
+        .iter()
+        .flat_map(|e| e["files"].as_array().cloned().unwrap_or_default())
+        .collect();
+    assert_eq!(files.len(), left.len(), "each waiting copy logged once: {:?}", env.events());
+}

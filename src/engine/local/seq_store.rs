@@ -223,7 +223,7 @@ impl Store {
                     (false, Some(repair(what)))
                 }
                 Content::Copies(files, _) => {
-                    (true, Some(self.seq_finish(agent, *e, &dir, &files)?))
+                    (true, Some(self.seq_finish(agent, *e, &dir, &files, events)?))
                 }
                 Content::Outbox => {
                     let used = self.outbox_committed(&dir.join(OUTBOX_MARKER))?;
@@ -318,22 +318,45 @@ impl Store {
         e: Entry,
         dir: &Path,
         files: &[String],
+        events: &mut Vec<Event>,
     ) -> Result<Event> {
-        let mut ev =
-            repair(format!("numbered send {agent} #{} finished after an interruption", e.n));
-        let mut boxes = Vec::new();
-        for f in files {
-            let name = self.deliver_staged(dir, f)?;
-            let rel = f.split('~').nth(1).unwrap_or_default().replace('+', "/");
-            ev = ev.file(label_of(&rel), name);
-            boxes.push(self.root.join(rel));
+        let mut delivered = Vec::new();
+        let mut deliver = || -> Result<()> {
+            let mut boxes = Vec::new();
+            for f in files {
+                let name = self.deliver_staged(dir, f)?;
+                let rel = f.split('~').nth(1).unwrap_or_default().replace('+', "/");
+                delivered.push((label_of(&rel), name));
+                boxes.push(self.root.join(rel));
+            }
+            boxes.sort();
+            boxes.dedup();
+            for b in boxes {
+                self.sync_dir(&b)?;
+            }
+            Ok(())
+        };
+        let done = deliver();
+        let what = match &done {
+            Ok(()) => format!("numbered send {agent} #{} finished after an interruption", e.n),
+            Err(_) => format!(
+                "numbered send {agent} #{} partly finished after an interruption ({} of the {} copies left delivered; the rest waits)",
+                e.n,
+                delivered.len(),
+                files.len()
+            ),
+        };
+        let ev = delivered.into_iter().fold(repair(what), |ev, (label, name)| ev.file(label, name));
+        match done {
+            Ok(()) => Ok(ev),
+            Err(err) => {
+                // The copies delivered before the failure are in the log all the same.
+                if !ev.files.is_empty() {
+                    events.push(ev);
+                }
+                Err(err)
+            }
         }
-        boxes.sort();
-        boxes.dedup();
-        for b in boxes {
-            self.sync_dir(&b)?;
-        }
-        Ok(ev)
     }
 
     /// Remove the (settled, empty) entries older than `keep`. Best effort: a leftover entry
