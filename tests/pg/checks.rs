@@ -28,3 +28,32 @@ fn a_check_passed_by_editing_the_row_does_not_complete_the_task() {
     root.run(Some("e1"), &["check", "T-000", "--run", "tests_passed", "--", "true"]).ok();
     root.run(Some("e1"), &["status", "T-000", "completed"]).ok();
 }
+
+/// A line of the event log that does not parse (written by hand: circe writes whole lines)
+/// is passed over by every reader, as the local engine passes over a torn one: the task's
+/// completion, which reads its events back, and `log --task` go on past it.
+#[test]
+fn a_line_of_the_log_that_does_not_parse_is_passed_over() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit_once("schema=").map(|(_, s)| s.to_string()).unwrap();
+    let root = Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    root.run(Some("e1"), &["claim", "T-000"]).ok();
+    root.run(Some("e1"), &["status", "T-000", "in_progress"]).ok();
+    root.run(Some("e1"), &["check", "T-000", "--run", "tests_passed", "--", "true"]).ok();
+    // The claim's line, cut short: it still names the task, so the task's reads find it.
+    c.psql(&format!(
+        "UPDATE \"{schema}\".events SET line = left(line, -1) \
+          WHERE id = (SELECT max(id) FROM \"{schema}\".events WHERE line LIKE '%\"event\":\"claim\"%')"
+    ));
+    let log = root.run(Some("e1"), &["--json", "log", "--task", "T-000"]);
+    assert_eq!(log.code, 0, "{log:?}");
+    assert!(!log.stdout.contains("\"event\":\"claim\""), "the cut line was shown: {log:?}");
+    let done = root.run(Some("e1"), &["status", "T-000", "completed"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    // Doctor names it, for a person (nothing for `--repair` to mend).
+    let doctor = root.run(None, &["doctor"]);
+    assert_eq!(doctor.code, 1, "{doctor:?}");
+    assert!(doctor.stderr.contains("is no whole line as circe writes it"), "{doctor:?}");
+}
