@@ -29,22 +29,29 @@ const PROBE_WAIT: Duration = Duration::from_millis(500);
 /// then gives to others): a notification sent from a connection of its own must come back
 /// to the listener. When it does not, say so once: the follower still sees every event,
 /// read every second instead of at once.
-fn probe(
+/// The port the URL names, when the server says its own is another (`None`: the same, or
+/// it did not say). Asked before the LISTEN, which stays the connection's last statement.
+fn other_port(
     rt: &tokio::runtime::Runtime,
     client: &Client,
     target: &Target,
-    heard: tokio::sync::oneshot::Receiver<()>,
-) {
+) -> Option<(u16, String)> {
     let port = target.config.get_ports().first().copied().unwrap_or(5432);
     let told = rt.block_on(async {
         let q = client.query_one("SELECT current_setting('port')", &[]);
         tokio::time::timeout(super::conn::ROUND_TRIP, q).await
     });
-    let Ok(Ok(row)) = told else { return };
-    let server: String = row.get(0);
-    if server == port.to_string() {
-        return;
-    }
+    let server: String = told.ok()?.ok()?.get(0);
+    (server != port.to_string()).then_some((port, server))
+}
+
+fn probe(
+    rt: &tokio::runtime::Runtime,
+    client: &Client,
+    target: &Target,
+    (port, server): (u16, String),
+    heard: tokio::sync::oneshot::Receiver<()>,
+) {
     let channel = format!("{PROBE}{}", std::process::id());
     let (listen, notify) = (format!("LISTEN \"{channel}\""), format!("NOTIFY \"{channel}\""));
     let unlisten = format!("UNLISTEN \"{channel}\"");
@@ -132,14 +139,15 @@ impl Listener {
             )
             .await
         });
+        let other_port = if target.server_apart { None } else { other_port(&rt, &client, target) };
         let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
         rt.block_on(async {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
         .map_err(|_| Error::internal("cannot listen for events: no answer").transient())?
         .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
-        if !target.server_apart {
-            probe(&rt, &client, target, probe_rx);
+        if let Some(ports) = other_port {
+            probe(&rt, &client, target, ports, probe_rx);
         }
         Ok(Listener { rt, _client: client, woken })
     }
