@@ -111,7 +111,8 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let note = format!(
         "This root moved to {} ({} tasks, {} messages, {} events). circe no longer reads this folder;\n\
          its circe.yaml is now circe.yaml.migrated. The root's place holds a circe.yaml naming the database.\n\
-         A database root keeps no archive: the tasks archived here before the move stay in ARCHIVE/.\n\
+         A database root keeps no archive: the tasks archived here before the move stay in ARCHIVE/\n\
+         (their ids went along: the database root never opens one of them again).\n\
          To read them, copy this folder, rename circe.yaml.migrated to circe.yaml in the copy, and run\n\
          `circe --root COPY archive search` or `circe --root COPY show TASK` there.\n",
         target.location(),
@@ -120,7 +121,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         events
     );
     let retired = local::retire::finish(&staged, &root, &note, &pointer_text(&target))?;
-    let human = format!(
+    let mut human = format!(
         "moved {} into {}: {tasks} tasks, {messages} messages, {events} events\n\
          old folder: {} (kept, unusable)\n{} names the database\n",
         root.display(),
@@ -128,21 +129,19 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         retired.display(),
         root.join("circe.yaml").display()
     );
-    // The archive stays behind, and with it what kept its ids from being opened again.
-    let warnings = if archived > 0 {
-        vec![format!(
-            "{archived} archived task(s) stay in {}/ARCHIVE: the database root does not know their ids, so a send there may open one of them again as a new task (MIGRATED.txt says how to read them)",
+    // The archive stays behind; the ids went along with their tombstones.
+    if archived > 0 {
+        human.push_str(&format!(
+            "{archived} archived task(s) stay in {}/ARCHIVE (their ids went along: none is opened again; MIGRATED.txt says how to read them)\n",
             retired.display()
-        )]
-    } else {
-        Vec::new()
-    };
+        ));
+    }
     Ok(Report::new(
         human,
         json!({"from": root.display().to_string(), "to": target.location(), "task_count": tasks,
-               "message_count": messages, "event_count": events, "retired_to": retired.display().to_string()}),
-    )
-    .warnings(warnings))
+               "message_count": messages, "event_count": events, "retired_to": retired.display().to_string(),
+               "archived_count": archived}),
+    ))
 }
 
 /// Refused (exit 2) when `dir` (resolved) lies inside a root's folder or is one: the root

@@ -37,6 +37,10 @@ pub struct MigrateDef {
     /// Into a database: where the old folder was moved.
     #[serde(default)]
     retired_to: Option<String>,
+    /// Into a database: the tasks the folder archived, whose archive stays in the old
+    /// folder and whose ids came along (never opened again).
+    #[serde(default)]
+    archived_count: Option<usize>,
     /// Into a folder: the circe.yaml the database root was named through, when it lies
     /// elsewhere and still names the database (null otherwise).
     #[serde(default)]

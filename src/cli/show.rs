@@ -100,6 +100,11 @@ pub fn run(ctx: &Ctx, a: &ShowArgs) -> Result<Report> {
         if let Some(b) = ws.engine.archived_bundle(&id)? {
             return Ok(super::archive_show::task(&b));
         }
+        // Archived where this root cannot read it (a folder's archive, before it moved to a
+        // database): said so, with where it lies.
+        if !ws.engine.keeps_archive() && ws.engine.archived_task(&id)?.is_some() {
+            return Err(ops::missing_task(&ws, &id));
+        }
     }
     let mut found = ops::find(&ws, &a.key)?;
     // Copies of one name in several INBOXes: the acting agent's own one is meant.

@@ -523,6 +523,12 @@ pub trait Engine {
         Ok(None)
     }
 
+    /// Every archived task's tombstone, in task id order (a snapshot carries them: a root
+    /// moved elsewhere still never opens an archived id again).
+    fn archived_tasks(&self) -> Result<Vec<crate::archive::Tombstone>> {
+        Ok(Vec::new())
+    }
+
     /// An archived task's bundle: its files byte for byte, its events and its summary.
     fn archived_bundle(&self, _task: &TaskId) -> Result<Option<crate::archive::Bundle>> {
         Ok(None)

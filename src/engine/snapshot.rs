@@ -43,6 +43,9 @@ pub struct Snapshot {
     /// so a consumer goes on where it was), and the events each one's hook set aside.
     pub cursors: Vec<(CursorName, Vec<u8>)>,
     pub dead_letters: Vec<(CursorName, Vec<Event>)>,
+    /// The tombstone of every task the root archived (its archive stays where it is; the
+    /// ids go along, so none is opened again).
+    pub tombstones: Vec<crate::archive::Tombstone>,
 }
 
 /// The chat channel as the local layout holds it: `chat.md`, and each archive in
@@ -142,7 +145,9 @@ impl Snapshot {
                 dead_letters.push((name, events));
             }
         }
+        let tombstones = engine.archived_tasks()?;
         Ok(Snapshot {
+            tombstones,
             config,
             agents,
             boxes,

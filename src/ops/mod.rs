@@ -47,6 +47,15 @@ pub use update::{
     set_status_idempotent, set_status_sending,
 };
 
+/// Where a task archived by the folder a database root came from is read: that folder's
+/// archive, which stayed behind (`circe migrate --to`).
+pub(crate) fn archived_elsewhere(t: &crate::archive::Tombstone) -> String {
+    format!(
+        "it was archived in the folder this root moved from, and its archive stayed there ({}): read it in a copy of that folder (README, \"Running agents on several hosts\")",
+        t.bundle()
+    )
+}
+
 /// Why `task` is not on the board: archived (its tombstone says how it ended; refused, exit
 /// 3, with where to read it), else unknown (exit 5).
 pub fn missing_task(
@@ -60,7 +69,11 @@ pub fn missing_task(
                 t.status, t.archived_at
             ))
             .detail("archived", t.bundle())
-            .hint(format!("`circe show {task}` shows it from the archive"));
+            .hint(if ws.engine.keeps_archive() {
+                format!("`circe show {task}` shows it from the archive")
+            } else {
+                archived_elsewhere(&t)
+            });
         }
         // Its tombstone is of a newer circe's format: said as `send` says it (exit 3).
         Err(e) if e.exit_code() == crate::exit_code::REFUSED => return e,

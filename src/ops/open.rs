@@ -56,7 +56,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     // A tombstone stays for good: one seen now is refused before anything is locked (the
     // look under the transaction below closes the race with an archive run).
     if let Some(t) = ws.engine.archived_task(task)? {
-        return Err(archived(task, &t));
+        return Err(archived(ws, task, &t));
     }
     let mut tx = ws
         .engine
@@ -66,7 +66,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         // An archived task's id is never used again (its tombstone is asked under the task's
         // transaction, so an archive run removing the records cannot slip in between).
         if let Some(t) = ws.engine.archived_task(task)? {
-            return Err(archived(task, &t));
+            return Err(archived(ws, task, &t));
         }
         let spec = OpenSpec {
             task_id: task.clone(),
@@ -149,13 +149,16 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
 }
 
 /// An archived task's id is never used again.
-fn archived(task: &TaskId, t: &crate::archive::Tombstone) -> Error {
+fn archived(ws: &Workspace, task: &TaskId, t: &crate::archive::Tombstone) -> Error {
+    let read = if ws.engine.keeps_archive() {
+        format!("`circe show {task}` shows the archived one")
+    } else {
+        super::archived_elsewhere(t)
+    };
     Error::refused(format!(
         "task {task} was archived ({}, archived on {}); its id is not used again",
         t.status, t.archived_at
     ))
     .detail("archived", t.bundle())
-    .hint(format!(
-        "open the new work under a new task id; `circe show {task}` shows the archived one"
-    ))
+    .hint(format!("open the new work under a new task id; {read}"))
 }

@@ -58,12 +58,12 @@ fn migrate_goes_on_after_the_newest_event_id_the_archive_holds() {
     assert!(given >= 5, "{given}");
     let moved = run(None, t0, &["migrate", "--to", &c.fresh_url()]);
     moved.ok();
-    // The archive stays behind, with what kept its ids: said on the terminal.
+    // The archive stays behind; its ids go along: said on the terminal.
     let said = "1 archived task(s) stay in ";
     assert!(
-        moved.stderr.contains(said) && moved.stderr.contains("open one of them again"),
+        moved.stdout.contains(said) && moved.stdout.contains("none is opened again"),
         "{}",
-        moved.stderr
+        moved.stdout
     );
     run(Some("coordinator"), t0, &["send", "--to", "qa", "--intent", "inform", "--summary", "y"])
         .ok();
@@ -71,4 +71,16 @@ fn migrate_goes_on_after_the_newest_event_id_the_archive_holds() {
     assert!(next > given, "an id at or below #{given} was given again in the database: #{next}");
     // The ids the archive took are not in the database, and that is no violation.
     run(None, t0, &["doctor"]).ok();
+    // The archived task's id is not opened again, and where to read it is said.
+    let again = run(Some("coordinator"), t0, &open);
+    assert_eq!(again.code, 3, "{again:?}");
+    assert!(again.stderr.contains("task A-1 was archived (failed"), "{}", again.stderr);
+    assert!(again.stderr.contains("its archive stayed there"), "{}", again.stderr);
+    let shown = run(None, t0, &["show", "A-1"]);
+    assert_eq!(shown.code, 3, "{shown:?}");
+    // Back into a folder, the id stays kept there.
+    let back = project.path().join("back");
+    run(None, t0, &["migrate", "--to-local", back.to_str().unwrap()]).ok();
+    let stone = std::fs::read_to_string(back.join(".circe/ARCHIVE/tombstones/A-1")).unwrap();
+    assert!(stone.contains("\"status\":\"failed\""), "{stone}");
 }

@@ -123,6 +123,12 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
         dirs.insert("cursors/events".into());
         files.insert(format!("cursors/events/{name}"), value.clone());
     }
+    for t in &snap.tombstones {
+        dirs.insert("ARCHIVE".into());
+        dirs.insert("ARCHIVE/tombstones".into());
+        let text = serde_json::to_string(t).map_err(|e| Error::internal(e.to_string()))?;
+        files.insert(format!("ARCHIVE/tombstones/{}", t.task), text.into_bytes());
+    }
     for (name, events) in &snap.dead_letters {
         dirs.insert("dead".into());
         let lines: String = events.iter().map(|e| format!("{}\n", e.to_line())).collect();

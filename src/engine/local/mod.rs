@@ -784,6 +784,21 @@ impl Engine for LocalEngine {
         self.store.bundle(task)
     }
 
+    fn archived_tasks(&self) -> Result<Vec<crate::archive::Tombstone>> {
+        let dir = self.store.archive_dir().join("tombstones");
+        if !dir.is_dir() {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for name in root::list_names(&dir)? {
+            // A name that is no task id is no tombstone circe wrote (doctor looks at them).
+            let Ok(task) = TaskId::new(&name) else { continue };
+            out.extend(self.store.tombstone(&task)?);
+        }
+        out.sort_by(|a, b| a.task.cmp(&b.task));
+        Ok(out)
+    }
+
     fn archived_member(&self, hit: &crate::archive::Hit) -> Result<Option<Vec<u8>>> {
         self.store.member(hit)
     }

@@ -533,6 +533,13 @@ impl Engine for MemoryEngine {
         Ok(self.lock().archive.tasks.get(task).cloned())
     }
 
+    fn archived_tasks(&self) -> Result<Vec<crate::archive::Tombstone>> {
+        let mut out: Vec<_> =
+            self.lock().archive.tasks.values().map(|b| b.tombstone.clone()).collect();
+        out.sort_by(|a, b| a.task.cmp(&b.task));
+        Ok(out)
+    }
+
     fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
         // The log is never rotated in memory: every event stays readable by `read_events`.
         Ok(Vec::new())

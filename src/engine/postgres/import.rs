@@ -76,7 +76,8 @@ fn load(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
                          + (SELECT count(*) FROM {s}.events) + (SELECT count(*) FROM {s}.asks)
                          + (SELECT count(*) FROM {s}.cursors) + (SELECT count(*) FROM {s}.dead_letters)
                          + (SELECT count(*) FROM {s}.seq_counters) + (SELECT count(*) FROM {s}.seq_seen)
-                         + (SELECT count(*) FROM {s}.chat) + (SELECT count(*) FROM {s}.grants)"),
+                         + (SELECT count(*) FROM {s}.chat) + (SELECT count(*) FROM {s}.grants)
+                         + (SELECT count(*) FROM {s}.tombstones)"),
             &[],
         ),
     )?;
@@ -250,7 +251,36 @@ fn load_tx(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
         ),
     )?;
     load_cursors(conn, target, snap)?;
+    load_tombstones(conn, target, snap)?;
     load_chat(conn, target, snap)
+}
+
+/// The tombstones of the tasks the folder archived (the archive stays in the folder; the
+/// ids come along, so none is opened again), and `meta.tombstones`, which tells an opening
+/// root to ask them.
+fn load_tombstones(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> {
+    if snap.tombstones.is_empty() {
+        return Ok(());
+    }
+    let sql = |t: &str| schema::sql(&target.schema, t);
+    let mut ids = Vec::with_capacity(snap.tombstones.len());
+    let mut texts = Vec::with_capacity(snap.tombstones.len());
+    for t in &snap.tombstones {
+        ids.push(t.task.to_string());
+        texts.push(serde_json::to_string(t).map_err(|e| Error::internal(e.to_string()))?);
+    }
+    let n = i64::try_from(ids.len()).unwrap_or(i64::MAX);
+    conn.call(
+        "importing the archived tasks' tombstones",
+        conn.client.execute_typed(
+            &sql("WITH t AS (INSERT INTO {s}.tombstones (task_id, tombstone)
+                             SELECT * FROM unnest($1::text[], $2::text[]))
+                  INSERT INTO {s}.meta VALUES ('tombstones', $3::text)
+                  ON CONFLICT (key) DO UPDATE SET value = excluded.value"),
+            &[(&ids, Type::TEXT_ARRAY), (&texts, Type::TEXT_ARRAY), (&n, Type::INT8)],
+        ),
+    )?;
+    Ok(())
 }
 
 /// Every event consumer's saved place, and the events its hook set aside (in order).

@@ -27,6 +27,7 @@ mod schema;
 mod seam;
 mod seq;
 mod target;
+mod tombstones;
 mod tx;
 mod tx_state;
 
@@ -84,6 +85,8 @@ pub struct PgEngine {
     journal: RefCell<Option<journal::Pending>>,
     /// The statements prepared on this connection (`prepared.rs`).
     prepared: prepared::Prepared,
+    /// The root holds tombstones (read at the opening): opening a task asks them.
+    tombstones: bool,
 }
 
 /// Open the root at `target`, with its configuration.
@@ -155,6 +158,7 @@ impl PgEngine {
             locks: std::cell::OnceCell::new(),
             journal: RefCell::new(None),
             prepared: prepared::Prepared::new(!target.server_apart),
+            tombstones: opening.tombstones,
         };
         Ok((eng, config))
     }
@@ -256,6 +260,8 @@ struct Opening {
     version: u32,
     clock: Option<String>,
     moved_to: Option<String>,
+    /// `meta.tombstones`: the root holds tombstones (a folder that archived moved here).
+    tombstones: bool,
     config: String,
     agents: Vec<(AgentName, String)>,
     retired: Vec<Retired>,
@@ -284,6 +290,7 @@ impl Opening {
             version: 0,
             clock: None,
             moved_to: None,
+            tombstones: false,
             config: String::new(),
             agents: Vec::new(),
             retired: Vec::new(),
@@ -296,6 +303,7 @@ impl Opening {
                 (0, Some("schema_version")) => o.version = value.parse().unwrap_or(0),
                 (0, Some("clock")) => o.clock = Some(value),
                 (0, Some("moved_to")) => o.moved_to = Some(value),
+                (0, Some("tombstones")) => o.tombstones = value != "0",
                 (1, _) => o.config = value,
                 (2, Some(name)) => {
                     let Ok(name) = AgentName::new(name) else { continue };

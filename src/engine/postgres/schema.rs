@@ -9,17 +9,18 @@ use super::conn::Conn;
 use crate::error::{Error, Result};
 
 /// The schema version this circe writes and reads.
-pub const VERSION: u32 = 6;
+pub const VERSION: u32 = 7;
 
 /// The statements that bring a schema from version `i` to `i + 1` (index `i`; version 0 is
 /// an empty schema).
-const MIGRATIONS: [&str; 6] = [
+const MIGRATIONS: [&str; 7] = [
     include_str!("schema.sql"),
     include_str!("schema_v2.sql"),
     include_str!("schema_v3.sql"),
     include_str!("schema_v4.sql"),
     include_str!("schema_v5.sql"),
     include_str!("schema_v6.sql"),
+    include_str!("schema_v7.sql"),
 ];
 
 /// The version this process makes and accepts: `VERSION`, or (TEST BUILDS ONLY,

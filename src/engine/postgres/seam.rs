@@ -410,6 +410,14 @@ impl Engine for PgEngine {
         self.drop_cursor(kind, name)
     }
 
+    fn archived_task(&self, task: &TaskId) -> Result<Option<crate::archive::Tombstone>> {
+        self.tombstone(task)
+    }
+
+    fn archived_tasks(&self) -> Result<Vec<crate::archive::Tombstone>> {
+        self.all_tombstones()
+    }
+
     fn dead_letter(&self, consumer: &CursorName, event: &Event) -> Result<()> {
         self.set_aside(consumer, event)
     }

@@ -1,0 +1,51 @@
+//! The tombstones of tasks a folder archived before it moved here (`schema_v7.sql`): a
+//! database root keeps no archive, but an archived id is never opened again. Asked only
+//! when the opening read `meta.tombstones` (a root that never held an archive pays
+//! nothing).
+
+use tokio_postgres::types::Type;
+
+use super::PgEngine;
+use crate::archive::Tombstone;
+use crate::error::{Error, Result};
+use crate::names::TaskId;
+
+impl PgEngine {
+    /// `Engine::archived_task`.
+    pub(super) fn tombstone(&self, task: &TaskId) -> Result<Option<Tombstone>> {
+        if !self.tombstones {
+            return Ok(None);
+        }
+        let id = task.to_string();
+        let rows = self.rows(
+            "reading a tombstone",
+            "SELECT tombstone FROM {s}.tombstones WHERE task_id = $1",
+            &[(&id, Type::TEXT)],
+            |r| Ok(r.get::<_, String>(0)),
+        )?;
+        rows.first().map(|t| parse(&id, t)).transpose()
+    }
+
+    /// `Engine::archived_tasks`.
+    pub(super) fn all_tombstones(&self) -> Result<Vec<Tombstone>> {
+        if !self.tombstones {
+            return Ok(Vec::new());
+        }
+        let rows = self.rows(
+            "reading the tombstones",
+            "SELECT task_id, tombstone FROM {s}.tombstones ORDER BY task_id",
+            &[],
+            |r| Ok((r.get::<_, String>(0), r.get::<_, String>(1))),
+        )?;
+        rows.iter().map(|(id, t)| parse(id, t)).collect()
+    }
+}
+
+fn parse(id: &str, text: &str) -> Result<Tombstone> {
+    let t: Tombstone = serde_json::from_str(text).map_err(|e| {
+        Error::internal(format!("the tombstone of task {id} does not read: {e}"))
+            .hint("a tombstone is one JSON object (PROTOCOLS.md section 17: v, task, period, segment, archived_at, status)")
+    })?;
+    crate::archive::check_format(t.v, &format!("the tombstone of task {id}"))?;
+    Ok(t)
+}
