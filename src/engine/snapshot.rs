@@ -147,7 +147,6 @@ impl Snapshot {
         }
         let tombstones = engine.archived_tasks()?;
         Ok(Snapshot {
-            tombstones,
             config,
             agents,
             boxes,
@@ -162,6 +161,7 @@ impl Snapshot {
             chat,
             cursors,
             dead_letters,
+            tombstones,
         })
     }
 

@@ -49,8 +49,8 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert_eq!(clock.code, 3, "{clock:?}");
     assert_eq!(version(c).trim(), "2", "the refusal migrated the schema");
     let made = root.run(None, &["init"]);
-    assert!(made.ok().stdout.contains("schema: migrated from version 2 to 6"), "{made:?}");
-    assert_eq!(version(c).trim(), "6");
+    assert!(made.ok().stdout.contains("schema: migrated from version 2 to 7"), "{made:?}");
+    assert_eq!(version(c).trim(), "7");
     // The clock stays the one the root was made with: another is refused, not ignored.
     let clock = root.run(None, &["init", "--clock", "server"]);
     assert_eq!(clock.code, 3, "{clock:?}");
@@ -82,7 +82,7 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
     assert!(board.to_string().contains("\"checks_asserted\":1"), "{board}");
     // A second init changes nothing.
     root.run(None, &["init"]).ok();
-    assert_eq!(version(c).trim(), "6");
+    assert_eq!(version(c).trim(), "7");
 }
 
 /// `init --engine URL DIR` where DIR/.circe is a local root, or names another database root:
