@@ -194,7 +194,13 @@ fn holds_now(
                             super::missing_task(ws, t).map_message(|m| format!("{m}{never}"))
                         );
                     }
-                    None => return Err(crate::engine::no_task(t)),
+                    // Not opened yet: `--new` waits for it to be opened and reach `want`.
+                    None if fresh => return Ok(None),
+                    None => {
+                        return Err(crate::engine::no_task(t).hint_more(format!(
+                            "with --new the wait waits for a task {t} opened later"
+                        )));
+                    }
                 },
             };
             if now == *want && !fresh {

@@ -389,6 +389,41 @@ fn wait_for_things() {
     assert!(o.stderr.contains("a new one will never come"), "{}", o.show());
 }
 
+/// `wait --for status:TASK=S` of a task not opened yet: exit 5 at once (a typo would wait
+/// for ever), saying that `--new` waits for it; with `--new` it waits for the task to be
+/// opened and reach S.
+#[test]
+fn wait_for_the_status_of_a_task_not_opened_yet() {
+    let env = Env::new();
+    let o = env.circe(["wait", "--for", "status:T-9=claimed"]).agent("engineer").run();
+    o.code(5);
+    assert!(
+        o.stderr.contains("with --new the wait waits for a task T-9 opened later"),
+        "{}",
+        o.show()
+    );
+    let args = ["wait", "--for", "status:T-9=claimed", "--new", "--timeout", "20s", "--json"];
+    let mut waiter = spawn(&env, Some("engineer"), &args);
+    env.open_task("T-9");
+    // Claimed again and again until the waiter (subscribed some time after its start) sees
+    // one: a claim it was not yet subscribed to is history, and --new waits for a new one.
+    let until = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        env.as_("engineer", &["claim", "T-9"]).ok();
+        std::thread::sleep(Duration::from_millis(200));
+        if let Some(s) = waiter.try_wait().unwrap() {
+            break s;
+        }
+        env.as_("engineer", &["release", "T-9"]).ok();
+        assert!(Instant::now() < until, "the waiter never saw T-9 claimed");
+    };
+    let mut out = String::new();
+    std::io::Read::read_to_string(&mut waiter.stdout.take().unwrap(), &mut out).unwrap();
+    assert!(status.success(), "{out}");
+    let v: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["task_id"], "T-9", "{out}");
+}
+
 /// `wait --for reply:ID`: waits for an answer to a message that was sent, holds once one
 /// came, and refuses an id no message has (nothing could answer it).
 #[test]
