@@ -51,7 +51,7 @@ pub use update::{
 /// archive, which stayed behind (`circe migrate --to`).
 pub(crate) fn archived_elsewhere(t: &crate::archive::Tombstone) -> String {
     format!(
-        "it was archived in the folder this root moved from, and its archive stayed there ({}): read it in a copy of that folder (README, \"Running agents on several hosts\")",
+        "it was archived in the folder this root moved from, and its archive stayed there ({}): read it in a copy of that folder, as its MIGRATED.txt says",
         t.bundle()
     )
 }

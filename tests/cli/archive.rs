@@ -466,7 +466,11 @@ fn a_task_whose_segment_retention_removed_is_still_told() {
     assert_eq!(segment_or_none(&env), "", "retention removed the segment");
     let o = env.circe(["show", "T1"]).run();
     o.code(5);
-    assert!(o.stderr.contains("no longer there") && o.stderr.contains("tombstone"), "{}", o.show());
+    assert!(
+        o.stderr.contains("retention removed it") && o.stderr.contains("tombstone"),
+        "{}",
+        o.show()
+    );
     env.as_(
         "coordinator",
         &[

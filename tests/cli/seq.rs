@@ -620,3 +620,30 @@ fn a_send_finished_part_way_logs_the_copies_it_delivered() {
         .collect();
     assert_eq!(files.len(), left.len(), "each waiting copy logged once: {:?}", env.events());
 }
+
+/// A settle whose repairs stand but cannot be logged (the event log behind a link): the
+/// send that settled on its way says nothing of it was done (`committed: false`), not
+/// that a change stands.
+#[test]
+fn a_settle_that_cannot_be_logged_says_the_command_did_nothing() {
+    local_only!("plants a symlink at the event log");
+    let env = Env::new();
+    let cut = ["send", "--to", "all", "--intent", "inform", "--summary", "hi"];
+    env.circe(cut).agent("coordinator").var("CIRCE_CRASH_AT", "seq.committed").run().code(86);
+    let log = env.root().join("LOGS/events.jsonl");
+    let _ = std::fs::remove_file(&log);
+    std::os::unix::fs::symlink(env.root().join("nowhere"), &log).unwrap();
+    let again = ["--json", "send", "--to", "qa", "--intent", "inform", "--summary", "again"];
+    let o = env.circe(again).agent("coordinator").run();
+    assert_eq!(o.code, 1, "{}", o.show());
+    let err: Value = serde_json::from_str(&o.stdout).unwrap();
+    assert_eq!(err["error"]["details"]["committed"], false, "{}", o.stdout);
+    let hint = err["error"]["hint"].as_str().unwrap();
+    assert!(hint.contains("nothing of this command was done"), "{hint}");
+    assert!(!hint.contains("was made and stands"), "{hint}");
+    assert!(
+        err["error"]["message"].as_str().unwrap().contains("settled, but not logged"),
+        "{}",
+        o.stdout
+    );
+}

@@ -50,6 +50,22 @@ fn a_line_of_the_log_that_does_not_parse_is_passed_over() {
     let log = root.run(Some("e1"), &["--json", "log", "--task", "T-000"]);
     assert_eq!(log.code, 0, "{log:?}");
     assert!(!log.stdout.contains("\"event\":\"claim\""), "the cut line was shown: {log:?}");
+    // It takes no event's place in a page (`log` reads 512 at a time): 600 more lines
+    // naming the task, one of the newest cut short, and the log still gives every other
+    // (not a short page read as the log's start).
+    let s = format!("\"{schema}\"");
+    c.psql(&format!(
+        "SELECT {s}.append_events('T-000', array(SELECT e.line FROM {s}.events e, generate_series(1, 600) \
+           WHERE e.id = (SELECT max(id) FROM {s}.events WHERE line LIKE '%\"event\":\"check\"%')), NULL); \
+         UPDATE {s}.events SET line = left(line, -1) WHERE id = (SELECT max(id) - 10 FROM {s}.events)"
+    ));
+    let whole: usize = c
+        .psql(&format!("SELECT count(*) FROM {s}.events WHERE right(line, 1) = '}}' AND strpos(line, '\"T-000\"') > 0"))
+        .trim()
+        .parse()
+        .unwrap();
+    let log = root.run(Some("e1"), &["--json", "log", "--task", "T-000", "--limit", "5000"]);
+    assert_eq!(log.stdout.lines().count(), whole, "{}", log.stderr);
     let done = root.run(Some("e1"), &["status", "T-000", "completed"]);
     assert_eq!(done.code, 0, "{done:?}");
     // Doctor names it, for a person (nothing for `--repair` to mend).

@@ -225,7 +225,7 @@ impl Store {
                 "the segment is gone; only its tombstone says the task was archived".to_string()
             };
             return Err(Error::not_found(format!(
-                "task {task} was archived ({}, {}) into ARCHIVE/{}/{}, which is no longer there (retention: `archive.keep`)",
+                "task {task} was archived ({}, {}) into ARCHIVE/{}/{}, which is not here: retention removed it (`archive.keep`), or this root came back from a database (`migrate --to-local` brings the tombstones only; the archive stayed in the folder the team first moved from, its MIGRATED.txt says how to read it)",
                 t.status, t.archived_at, t.period, t.segment
             ))
             .hint(hint));

@@ -90,10 +90,10 @@ impl Store {
         let c = self.seq_settle(agent, &lock).map_err(|e| {
             // What failed is logging an earlier send the hold settled, not this one.
             if e.is_committed() {
-                return e.hint_more("nothing of this command was done: run it again once the log is mended");
+                return Self::settle_stopped(e).not_delivered();
             }
             e.map_message(|m| {
-                format!("{agent}'s earlier numbered message is not finished, and this command changed nothing: {m}")
+                format!("{agent}'s earlier numbered message is not finished, and nothing of this command was sent: {m}")
             })
             .not_delivered()
             .hint_more("once that is mended, the next command of a user who may write there (or `circe doctor --repair`) finishes the earlier message; then run this one again")

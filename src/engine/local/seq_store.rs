@@ -320,25 +320,33 @@ impl Store {
         files: &[String],
         events: &mut Vec<Event>,
     ) -> Result<Event> {
-        let mut delivered = Vec::new();
+        let (mut delivered, mut boxes) = (Vec::new(), Vec::new());
         let mut deliver = || -> Result<()> {
-            let mut boxes = Vec::new();
             for f in files {
                 let name = self.deliver_staged(dir, f)?;
                 let rel = f.split('~').nth(1).unwrap_or_default().replace('+', "/");
                 delivered.push((label_of(&rel), name));
                 boxes.push(self.root.join(rel));
             }
-            boxes.sort();
-            boxes.dedup();
-            for b in boxes {
-                self.sync_dir(&b)?;
-            }
             Ok(())
         };
-        let done = deliver();
+        let mut done = deliver();
+        // The boxes delivered to are synced, also when a later copy failed: the log names
+        // those copies.
+        boxes.sort();
+        boxes.dedup();
+        for b in &boxes {
+            let synced = self.sync_dir(b);
+            if done.is_ok() {
+                done = synced;
+            }
+        }
         let what = match &done {
             Ok(()) => format!("numbered send {agent} #{} finished after an interruption", e.n),
+            Err(_) if delivered.len() == files.len() => format!(
+                "numbered send {agent} #{} finished after an interruption (a box it delivered to could not be synced)",
+                e.n
+            ),
             Err(_) => format!(
                 "numbered send {agent} #{} partly finished after an interruption ({} of the {} copies left delivered; the rest waits)",
                 e.n,
@@ -423,6 +431,15 @@ impl Store {
         Ok(dest)
     }
 
+    /// A settle's log failure (marked `committed`: the repairs stand) as the error of a
+    /// command that goes no further: its own work was not done.
+    pub(super) fn settle_stopped(e: Error) -> Error {
+        if !e.is_committed() {
+            return e;
+        }
+        e.not_committed("nothing of this command was done (the earlier send's repairs stand, only their events are missing): mend what the error names (`circe doctor` shows it) and run it again")
+    }
+
     /// Change `agent`'s counter under its lock, after settling (a reset, an import): never
     /// back. Returns the counter.
     pub(super) fn seq_update(
@@ -431,7 +448,7 @@ impl Store {
         change: &mut dyn FnMut(&mut Counter) -> Result<()>,
     ) -> Result<Counter> {
         let lock = self.lock_seq(agent)?;
-        let before = self.seq_settle(agent, &lock)?;
+        let before = self.seq_settle(agent, &lock).map_err(Self::settle_stopped)?;
         let mut after = before;
         change(&mut after)?;
         if after != before {
@@ -449,7 +466,7 @@ impl Store {
         let mut out = Vec::new();
         for a in self.seq_senders()? {
             let lock = self.lock_seq(&a)?;
-            let c = self.seq_settle(&a, &lock)?;
+            let c = self.seq_settle(&a, &lock).map_err(Self::settle_stopped)?;
             if c != Counter::default() {
                 out.push((a, c));
             }
@@ -459,12 +476,14 @@ impl Store {
 
     /// Invariant 1 for numbered sends: no entry of a sender that is not sending right now
     /// still holds copies or a chat marker. With `repair`, settle it (the next send by that
-    /// sender would; its repairs are logged as they are made).
+    /// sender would; its repairs are logged as they are made). Returns the settles whose
+    /// repairs stand but could not be logged (said as violations too).
     pub(super) fn seq_doctor(
         &self,
         repair: bool,
         v: &mut dyn FnMut(u8, String, Fix),
-    ) -> Result<()> {
+    ) -> Result<Vec<Error>> {
+        let mut unlogged = Vec::new();
         for agent in self.seq_senders()? {
             // A live sender holds its lock: its entry is work in progress.
             let Some(lock) = self.try_lock_seq(&agent)? else { continue };
@@ -477,6 +496,7 @@ impl Store {
                 // Settled, but its repairs are not in the log: said, by hand.
                 Some(Err(e)) if e.is_committed() => {
                     v(1, format!("seq/{agent}: {}", e.message), Fix::Hand);
+                    unlogged.push(e);
                     (None, Vec::new())
                 }
                 // The entries settled before the one that stopped it are repaired; those
@@ -515,7 +535,7 @@ impl Store {
                 );
             }
         }
-        Ok(())
+        Ok(unlogged)
     }
 }
 

@@ -106,8 +106,9 @@ const CHECKS: [(u8, &str); 10] = [
     (
         7,
         "SELECT 'event ' || id || ' of the event log is no whole line as circe writes it '
-                || '(edited by hand?): every reader passes it over; put back what it said, or '
-                || 'leave it, knowing `log`, `watch` and the task''s checks do not see it'
+                || '(edited by hand?): where it does not parse, every reader passes it over; '
+                || 'put back what it said, or leave it, knowing `log`, `watch` and the task''s '
+                || 'checks may not see it'
            FROM {s}.events
           WHERE left(line, 8) <> '{\"id\":0,' OR right(line, 1) <> '}'
           ORDER BY id LIMIT 20",

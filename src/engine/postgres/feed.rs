@@ -106,11 +106,7 @@ impl PgEngine {
     /// `Engine::read_events`: up to `max` events after the cursor, oldest first.
     pub(super) fn events_after(&self, from: Cursor, max: usize) -> Result<Vec<Event>> {
         let after = i64::try_from(from.after).unwrap_or(i64::MAX);
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where(
-            "id > $1 ORDER BY id LIMIT $2",
-            &[(&after, Type::INT8), (&max, Type::INT8)],
-        )
+        self.events_paged("id > $1 ORDER BY id LIMIT $2", after, max, None)
     }
 
     /// `Engine::last_event_id`: the newest event id committed.
@@ -145,11 +141,7 @@ impl PgEngine {
     /// `Engine::read_events_back`: up to `max` events before `before`, newest first.
     pub(super) fn events_before(&self, before: Option<u64>, max: usize) -> Result<Vec<Event>> {
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
-        self.events_where(
-            "id < $1 ORDER BY id DESC LIMIT $2",
-            &[(&before, Type::INT8), (&max, Type::INT8)],
-        )
+        self.events_paged("id < $1 ORDER BY id DESC LIMIT $2", before, max, None)
     }
 
     /// `Engine::subscribe`: a feed woken by notifications (or every `poll`).
@@ -166,7 +158,7 @@ impl PgEngine {
         let at = i64::try_from(from.after).unwrap_or(i64::MAX);
         // No ORDER BY on the server: the planner would walk the id index (it cannot tell how
         // few lines match). Sorted here.
-        let mut all = self.events_where(
+        let (mut all, _, _) = self.events_where(
             "id > $1 AND strpos(line, $2) > 0",
             &[(&at, Type::INT8), (&needle, Type::TEXT)],
         )?;
@@ -186,18 +178,49 @@ impl PgEngine {
             return self.events_before(before, max);
         }
         let before = before.map_or(i64::MAX, |b| i64::try_from(b).unwrap_or(i64::MAX));
-        let max = i64::try_from(max).unwrap_or(i64::MAX);
         match naming {
-            [one] => self.events_where(
+            [one] => self.events_paged(
                 "id < $1 AND strpos(line, $3) > 0 ORDER BY id DESC LIMIT $2",
-                &[(&before, Type::INT8), (&max, Type::INT8), (one, Type::TEXT)],
+                before,
+                max,
+                Some(&(one, Type::TEXT)),
             ),
-            many => self.events_where(
+            many => self.events_paged(
                 "id < $1 AND EXISTS (SELECT 1 FROM unnest($3::text[]) n WHERE strpos(line, n) > 0)
                  ORDER BY id DESC LIMIT $2",
-                &[(&before, Type::INT8), (&max, Type::INT8), (&many, Type::TEXT_ARRAY)],
+                before,
+                max,
+                Some(&(&many, Type::TEXT_ARRAY)),
             ),
         }
+    }
+
+    /// Up to `max` events from `at` on, by `filter` (`$1` the place, `$2` the rows a page
+    /// may bring, `$3` the `extra` value): pages are read until `max` events are found or
+    /// a page comes short, so a line passed over (one that does not parse) takes no event's
+    /// place, as on a folder: a short answer means the log's end (or start) was reached.
+    fn events_paged(
+        &self,
+        filter: &str,
+        mut at: i64,
+        max: usize,
+        extra: Option<&(&(dyn tokio_postgres::types::ToSql + Sync), Type)>,
+    ) -> Result<Vec<Event>> {
+        let mut out: Vec<Event> = Vec::new();
+        while out.len() < max {
+            let want = max - out.len();
+            let limit = i64::try_from(want).unwrap_or(i64::MAX);
+            let mut params: Vec<(&(dyn tokio_postgres::types::ToSql + Sync), Type)> =
+                vec![(&at, Type::INT8), (&limit, Type::INT8)];
+            params.extend(extra.cloned());
+            let (events, rows, last) = self.events_where(filter, &params)?;
+            out.extend(events);
+            match last {
+                Some(last) if rows >= want => at = last,
+                _ => break,
+            }
+        }
+        Ok(out)
     }
 
     /// `rows` of `SELECT cols FROM from`, a read of the event log, made durable before they
@@ -258,18 +281,19 @@ impl PgEngine {
     }
 
     /// The events of the log selected by `filter` (what follows WHERE), in the order it
-    /// names.
+    /// names; with how many rows it read and the last row's id.
     fn events_where(
         &self,
         filter: &str,
         params: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
-    ) -> Result<Vec<Event>> {
+    ) -> Result<(Vec<Event>, usize, Option<i64>)> {
         let rows = self.rows_durable(
             "reading events",
             ("id, line", &format!("{{s}}.events WHERE {filter}")),
             params,
             |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
         )?;
+        let (read, last) = (rows.len(), rows.last().map(|(id, _)| *id));
         let mut out = Vec::with_capacity(rows.len());
         for (id, line) in rows {
             match event::parse_line(&line) {
@@ -284,7 +308,7 @@ impl PgEngine {
                 Ok(Line::Legacy) | Err(_) => {}
             }
         }
-        Ok(out)
+        Ok((out, read, last))
     }
 }
 

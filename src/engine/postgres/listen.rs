@@ -18,8 +18,11 @@ pub struct Listener {
     woken: tokio::sync::mpsc::UnboundedReceiver<()>,
 }
 
-/// The channel a listener's probe notifies (`circe_probe_PID`).
-const PROBE: &str = "circe_probe_";
+/// The channel a listener's probe notifies: `circe-probe-PID` (a `-` no root's channel,
+/// `circe_<schema>`, can hold).
+fn probe_channel() -> String {
+    format!("circe-probe-{}", std::process::id())
+}
 
 /// How long a probe's notification may take before the listener is said not to hear.
 const PROBE_WAIT: Duration = Duration::from_millis(500);
@@ -30,7 +33,7 @@ const PROBE_WAIT: Duration = Duration::from_millis(500);
 /// to the listener. When it does not, say so once: the follower still sees every event,
 /// read every second instead of at once.
 /// The port the URL names, when the server says its own is another (`None`: the same, or
-/// it did not say). Asked before the LISTEN, which stays the connection's last statement.
+/// it did not say).
 fn other_port(
     rt: &tokio::runtime::Runtime,
     client: &Client,
@@ -52,7 +55,7 @@ fn probe(
     (port, server): (u16, String),
     heard: tokio::sync::oneshot::Receiver<()>,
 ) {
-    let channel = format!("{PROBE}{}", std::process::id());
+    let channel = probe_channel();
     let (listen, notify) = (format!("LISTEN \"{channel}\""), format!("NOTIFY \"{channel}\""));
     let unlisten = format!("UNLISTEN \"{channel}\"");
     let heard_back = rt.block_on(async {
@@ -111,11 +114,12 @@ impl Listener {
         let (tx, woken) = tokio::sync::mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = tokio::sync::oneshot::channel();
         let mut probed = Some(probe_tx);
+        let probing = probe_channel();
         rt.spawn(async move {
             let mut messages = futures_util::stream::poll_fn(move |cx| connection.poll_message(cx));
             while let Some(m) = messages.next().await {
                 match m {
-                    Ok(AsyncMessage::Notification(n)) if n.channel().starts_with(PROBE) => {
+                    Ok(AsyncMessage::Notification(n)) if n.channel() == probing => {
                         if let Some(p) = probed.take() {
                             let _ = p.send(());
                         }
@@ -139,16 +143,18 @@ impl Listener {
             )
             .await
         });
-        let other_port = if target.server_apart { None } else { other_port(&rt, &client, target) };
+        // Before the LISTEN, which stays the connection's last statement.
+        if let Some(ports) =
+            if target.server_apart { None } else { other_port(&rt, &client, target) }
+        {
+            probe(&rt, &client, target, ports, probe_rx);
+        }
         let listen = format!("LISTEN \"{}\"", super::schema::channel(&target.schema));
         rt.block_on(async {
             tokio::time::timeout(super::conn::ROUND_TRIP, client.batch_execute(&listen)).await
         })
         .map_err(|_| Error::internal("cannot listen for events: no answer").transient())?
         .map_err(|e| super::conn::db_error("cannot listen for events", &e))?;
-        if let Some(ports) = other_port {
-            probe(&rt, &client, target, ports, probe_rx);
-        }
         Ok(Listener { rt, _client: client, woken })
     }
 
