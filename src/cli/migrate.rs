@@ -93,8 +93,8 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
             return Err(Error::refused(format!("the root has a violation{more}: {}", v.what))
                 .hint("nothing was moved: `circe doctor` lists them, `circe doctor --repair` mends what it can, and each line it leaves says what to do; then migrate again"));
         }
-        archived = eng.archived_count()?;
         let mut snap = Snapshot::read(&eng)?;
+        archived = snap.tombstones.len();
         snap.chat = local::chat_copy(&staged, config.chat.path.as_deref())?;
         if stopped() {
             return Err(local::retire::interrupted());

@@ -51,7 +51,7 @@ pub fn numbered_again<T>(agent: &str, mut attempt: impl FnMut() -> Result<T>) ->
     loop {
         match attempt() {
             Err(e) if is_counter_moved(&e, agent) && tries < TRIES => {
-                eprintln!("warning: {}; numbering it again", e.message);
+                crate::error::warn(&format!("{}; numbering it again", e.message));
                 tries += 1;
             }
             r => return r,

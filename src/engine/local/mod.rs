@@ -279,15 +279,6 @@ impl EventFeed for LocalFeed {
 }
 
 impl LocalEngine {
-    /// How many tasks this root archived (its tombstones): ids no send opens again here.
-    pub fn archived_count(&self) -> Result<usize> {
-        let dir = self.store.archive_dir().join("tombstones");
-        if !dir.is_dir() {
-            return Ok(0);
-        }
-        Ok(root::list_names(&dir)?.len())
-    }
-
     /// May `agent` hold `rec`'s task, by the registry and the task's address? A message
     /// moved by hand into its box is its claim only then (the registry fails closed: an
     /// agent with no role, or a registry that does not read, may not).
