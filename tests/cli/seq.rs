@@ -501,6 +501,27 @@ fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
     assert_eq!(env.ls("AGENTS/qa/INBOX").len(), 2);
 }
 
+/// The coordinator's numbered chat line to qa, cut off once written (its entry waits to
+/// be settled). Returns its entry's name under `seq/coordinator`.
+fn cut_chat_line(env: &Env) -> String {
+    let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
+    env.circe(say).agent("coordinator").var("CIRCE_CRASH_AT", "seq.chat.written").run().code(86);
+    std::fs::read_dir(env.dot_circe().join("seq/coordinator"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .max()
+        .unwrap()
+}
+
+/// How many `repair` events say the cut-off chat line (`cut_chat_line`) was settled.
+fn chat_line_settled(env: &Env) -> usize {
+    env.events()
+        .into_iter()
+        .filter(|e| e["event"] == "repair")
+        .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
+        .count()
+}
+
 /// A settle stopped part way (the newest entry holds a file a person put there) still logs
 /// the repairs it made before stopping: the older entry's chat line is said settled in the
 /// log, once, and not settled again once the way is clear.
@@ -508,26 +529,13 @@ fn a_stray_file_in_a_counter_entry_is_said_once_with_its_way_out() {
 fn a_settle_stopped_part_way_logs_what_it_settled() {
     local_only!("a database root keeps no counter folders");
     let env = Env::local();
-    let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
-    env.circe(say).agent("coordinator").var("CIRCE_CRASH_AT", "seq.chat.written").run().code(86);
+    let last = cut_chat_line(&env);
     let seq = env.dot_circe().join("seq/coordinator");
-    let mut names: Vec<String> = std::fs::read_dir(&seq)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
-    names.sort();
-    let last = names.pop().unwrap();
     let (epoch, n) = last.split_once('-').unwrap();
     let next = format!("{epoch}-{:020}", n.parse::<u64>().unwrap() + 1);
     std::fs::create_dir(seq.join(&next)).unwrap();
     std::fs::write(seq.join(&next).join("notes"), "mine").unwrap();
-    let settled = |env: &Env| {
-        env.events()
-            .into_iter()
-            .filter(|e| e["event"] == "repair")
-            .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
-            .count()
-    };
+    let settled = chat_line_settled;
     // Plain doctor: the older entry is --repair's to settle, the one with the stray is not.
     let plain = env.circe(["doctor"]).run();
     plain.code(1);
@@ -549,25 +557,12 @@ fn a_settle_stopped_part_way_logs_what_it_settled() {
 fn a_settle_of_every_sender_stopped_by_one_logs_the_others() {
     local_only!("a database root keeps no counter folders");
     let env = Env::local();
-    let say = ["chat", "say", "--seq", "--to", "qa", "hello"];
-    env.circe(say).agent("coordinator").var("CIRCE_CRASH_AT", "seq.chat.written").run().code(86);
-    let seq = env.dot_circe().join("seq");
-    let entry = std::fs::read_dir(seq.join("coordinator"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .max()
-        .unwrap();
+    let entry = cut_chat_line(&env);
     // `engineer` sorts after `coordinator`: its settle comes second, and stops.
-    let stray = seq.join("engineer").join(&entry);
+    let stray = env.dot_circe().join("seq/engineer").join(&entry);
     std::fs::create_dir_all(&stray).unwrap();
     std::fs::write(stray.join("notes"), "mine").unwrap();
-    let settled = |env: &Env| {
-        env.events()
-            .into_iter()
-            .filter(|e| e["event"] == "repair")
-            .filter(|e| e["what"].as_str().is_some_and(|w| w.contains("chat line coordinator #1")))
-            .count()
-    };
+    let settled = chat_line_settled;
     let o = env.circe(["seq", "state"]).run();
     assert_ne!(o.code, 0, "{}", o.show());
     assert_eq!(settled(&env), 1, "{:?}", env.events());

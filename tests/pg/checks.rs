@@ -4,15 +4,21 @@
 
 use crate::common::Root;
 
-#[test]
-fn a_check_passed_by_editing_the_row_does_not_complete_the_task() {
-    let c = need_pg!();
+/// A fresh root with task T-000 claimed by e1 and in progress: its schema and the root.
+fn in_progress(c: &crate::pg_cluster::Cluster) -> (String, Root) {
     let url = c.fresh_url();
     let schema = url.rsplit_once("schema=").map(|(_, s)| s.to_string()).unwrap();
     let root = Root::new(&url, "server", 1);
     root.open_tasks(1);
     root.run(Some("e1"), &["claim", "T-000"]).ok();
     root.run(Some("e1"), &["status", "T-000", "in_progress"]).ok();
+    (schema, root)
+}
+
+#[test]
+fn a_check_passed_by_editing_the_row_does_not_complete_the_task() {
+    let c = need_pg!();
+    let (schema, root) = in_progress(c);
     let failed = root.run(Some("e1"), &["check", "T-000", "--run", "tests_passed", "--", "false"]);
     assert_eq!(failed.code, 3, "{failed:?}");
     c.psql(&format!(
@@ -35,12 +41,7 @@ fn a_check_passed_by_editing_the_row_does_not_complete_the_task() {
 #[test]
 fn a_line_of_the_log_that_does_not_parse_is_passed_over() {
     let c = need_pg!();
-    let url = c.fresh_url();
-    let schema = url.rsplit_once("schema=").map(|(_, s)| s.to_string()).unwrap();
-    let root = Root::new(&url, "server", 1);
-    root.open_tasks(1);
-    root.run(Some("e1"), &["claim", "T-000"]).ok();
-    root.run(Some("e1"), &["status", "T-000", "in_progress"]).ok();
+    let (schema, root) = in_progress(c);
     root.run(Some("e1"), &["check", "T-000", "--run", "tests_passed", "--", "true"]).ok();
     // The claim's line, cut short: it still names the task, so the task's reads find it.
     c.psql(&format!(

@@ -27,11 +27,6 @@ fn probe_channel() -> String {
 /// How long a probe's notification may take before the listener is said not to hear.
 const PROBE_WAIT: Duration = Duration::from_millis(500);
 
-/// A URL whose port is not the server's own may go through a pooler, which does not pass
-/// notifications (PgBouncer in transaction mode runs the LISTEN on a server connection it
-/// then gives to others): a notification sent from a connection of its own must come back
-/// to the listener. When it does not, say so once: the follower still sees every event,
-/// read every second instead of at once.
 /// The port the URL names, when the server says its own is another (`None`: the same, or
 /// it did not say).
 fn other_port(
@@ -48,6 +43,11 @@ fn other_port(
     (server != port.to_string()).then_some((port, server))
 }
 
+/// A URL whose port is not the server's own may go through a pooler, which does not pass
+/// notifications (PgBouncer in transaction mode runs the LISTEN on a server connection it
+/// then gives to others): a notification sent from a connection of its own must come back
+/// to the listener. When it does not, say so once: the follower still sees every event,
+/// read every second instead of at once.
 fn probe(
     rt: &tokio::runtime::Runtime,
     client: &Client,
