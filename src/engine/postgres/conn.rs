@@ -328,10 +328,11 @@ pub fn before_commit(mut e: Error) -> Error {
     e
 }
 
-/// The socket file a connection to `config`'s first host goes to, when that host is a
-/// folder (a unix socket): `DIR/.s.PGSQL.PORT`.
+/// The socket file a connection to `config` goes to, when it names one host and that host
+/// is a folder (a unix socket): `DIR/.s.PGSQL.PORT` (with several hosts, the error may be
+/// another's).
 fn socket_file(config: &tokio_postgres::Config) -> Option<String> {
-    let tokio_postgres::config::Host::Unix(dir) = config.get_hosts().first()? else {
+    let [tokio_postgres::config::Host::Unix(dir)] = config.get_hosts() else {
         return None;
     };
     let port = config.get_ports().first().copied().unwrap_or(5432);
