@@ -244,6 +244,23 @@ pub struct Tombstone {
 }
 
 impl Tombstone {
+    /// The text `ARCHIVE/tombstones/<task>` holds (and a database root's `tombstones` row):
+    /// one JSON object, no newline.
+    pub fn to_text(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Read a tombstone's text; `what` names where it lies (a file, a row), `task` its task.
+    pub fn parse(text: &[u8], what: &str, task: &str) -> crate::error::Result<Tombstone> {
+        let t: Tombstone = serde_json::from_slice(text).map_err(|e| {
+            crate::error::Error::internal(format!("{what} does not read: {e}")).hint(format!(
+                "a tombstone is one JSON object (section 17: v, task, period, segment, archived_at, status); `circe archive search {task}` says where the task lies, to write it again"
+            ))
+        })?;
+        check_format(t.v, what)?;
+        Ok(t)
+    }
+
     /// Where a person finds the task: its summary, and its bundle in the segment.
     pub fn summary_path(&self) -> String {
         format!("ARCHIVE/{}/summaries/{}.md", self.period, self.task)

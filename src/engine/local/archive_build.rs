@@ -247,7 +247,7 @@ impl<'a> Build<'a> {
             archived_at: now,
             status: rec.status.as_str().to_string(),
         };
-        let line = serde_json::to_string(&t).unwrap_or_default() + "\n";
+        let line = t.to_text() + "\n";
         io_step()
             .and_then(|()| self.tombstones.write_all(line.as_bytes()))
             .map_err(io_err("cannot write", &self.tombstones_path))?;

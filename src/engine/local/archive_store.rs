@@ -200,13 +200,7 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(Error::io("cannot read", &p, e)),
         };
-        let t: Tombstone = serde_json::from_slice(&bytes).map_err(|e| {
-            Error::internal(format!("{} does not read: {e}", p.display())).hint(format!(
-                "a tombstone is one JSON object (section 17: v, task, period, segment); `circe archive search {task}` says where the task lies, to write it again"
-            ))
-        })?;
-        check_format(t.v, &p.display().to_string())?;
-        Ok(Some(t))
+        Tombstone::parse(&bytes, &p.display().to_string(), task.as_str()).map(Some)
     }
 
     /// An archived task's bundle: its files byte for byte, its events, its summary.

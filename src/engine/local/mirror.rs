@@ -126,8 +126,7 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
     for t in &snap.tombstones {
         dirs.insert("ARCHIVE".into());
         dirs.insert("ARCHIVE/tombstones".into());
-        let text = serde_json::to_string(t).map_err(|e| Error::internal(e.to_string()))?;
-        files.insert(format!("ARCHIVE/tombstones/{}", t.task), text.into_bytes());
+        files.insert(format!("ARCHIVE/tombstones/{}", t.task), t.to_text().into_bytes());
     }
     for (name, events) in &snap.dead_letters {
         dirs.insert("dead".into());

@@ -267,7 +267,7 @@ fn load_tombstones(conn: &Conn, target: &Target, snap: &Snapshot) -> Result<()> 
     let mut texts = Vec::with_capacity(snap.tombstones.len());
     for t in &snap.tombstones {
         ids.push(t.task.to_string());
-        texts.push(serde_json::to_string(t).map_err(|e| Error::internal(e.to_string()))?);
+        texts.push(t.to_text());
     }
     let n = i64::try_from(ids.len()).unwrap_or(i64::MAX);
     conn.call(

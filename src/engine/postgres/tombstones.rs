@@ -7,7 +7,7 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use crate::archive::Tombstone;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::names::TaskId;
 
 impl PgEngine {
@@ -42,10 +42,5 @@ impl PgEngine {
 }
 
 fn parse(id: &str, text: &str) -> Result<Tombstone> {
-    let t: Tombstone = serde_json::from_str(text).map_err(|e| {
-        Error::internal(format!("the tombstone of task {id} does not read: {e}"))
-            .hint("a tombstone is one JSON object (PROTOCOLS.md section 17: v, task, period, segment, archived_at, status)")
-    })?;
-    crate::archive::check_format(t.v, &format!("the tombstone of task {id}"))?;
-    Ok(t)
+    Tombstone::parse(text.as_bytes(), &format!("the tombstone of task {id}"), id)
 }
