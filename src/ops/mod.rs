@@ -47,9 +47,17 @@ pub use update::{
     set_status_idempotent, set_status_sending,
 };
 
-/// Where a task archived by the folder a database root came from is read: that folder's
-/// archive, which stayed behind (`circe migrate --to`).
-pub(crate) fn archived_elsewhere(t: &crate::archive::Tombstone) -> String {
+/// Where an archived task is read: `show` (`shown`, said so) on a root that keeps its
+/// archive; else the folder a database root came from, whose archive stayed behind
+/// (`circe migrate --to`).
+pub(crate) fn where_archived(
+    ws: &crate::workspace::Workspace,
+    t: &crate::archive::Tombstone,
+    shown: String,
+) -> String {
+    if ws.engine.keeps_archive() {
+        return shown;
+    }
     format!(
         "it was archived in the folder this root moved from, and its archive stayed there ({}): read it in a copy of that folder, as its MIGRATED.txt says",
         t.bundle()
@@ -69,11 +77,11 @@ pub fn missing_task(
                 t.status, t.archived_at
             ))
             .detail("archived", t.bundle())
-            .hint(if ws.engine.keeps_archive() {
-                format!("`circe show {task}` shows it from the archive")
-            } else {
-                archived_elsewhere(&t)
-            });
+            .hint(where_archived(
+                ws,
+                &t,
+                format!("`circe show {task}` shows it from the archive"),
+            ));
         }
         // Its tombstone is of a newer circe's format: said as `send` says it (exit 3).
         Err(e) if e.exit_code() == crate::exit_code::REFUSED => return e,

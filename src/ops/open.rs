@@ -150,11 +150,7 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
 
 /// An archived task's id is never used again.
 fn archived(ws: &Workspace, task: &TaskId, t: &crate::archive::Tombstone) -> Error {
-    let read = if ws.engine.keeps_archive() {
-        format!("`circe show {task}` shows the archived one")
-    } else {
-        super::archived_elsewhere(t)
-    };
+    let read = super::where_archived(ws, t, format!("`circe show {task}` shows the archived one"));
     Error::refused(format!(
         "task {task} was archived ({}, archived on {}); its id is not used again",
         t.status, t.archived_at

@@ -1049,24 +1049,21 @@ fn a_check_without_its_event_is_not_shown_as_run() {
     env.as_("engineer", &["check", "C-1", "--run", "tests_passed", "--", "true"]).ok();
     let s = env.circe(["show", "C-1"]).run();
     assert!(s.ok().stdout.contains("tests_passed: true  (run by engineer"), "{}", s.show());
-    let log = env.root().join("LOGS/events.jsonl");
-    let kept: String = env
-        .read("LOGS/events.jsonl")
-        .lines()
-        .filter(|l| !l.contains("\"event\":\"check\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&log, kept).unwrap();
+    // The log without the lines of one kind of event.
+    let drop_kind = |kind: &str| {
+        let kept: String = env
+            .read("LOGS/events.jsonl")
+            .lines()
+            .filter(|l| !l.contains(&format!("\"event\":\"{kind}\"")))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(env.root().join("LOGS/events.jsonl"), kept).unwrap();
+    };
+    drop_kind("check");
     let s = env.circe(["show", "C-1"]).run();
     let said = "tests_passed: true  (but no check event records it: .checks edited by hand?)";
     assert!(s.ok().stdout.contains(said), "{}", s.show());
-    let kept: String = env
-        .read("LOGS/events.jsonl")
-        .lines()
-        .filter(|l| !l.contains("\"event\":\"open\""))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(&log, kept).unwrap();
+    drop_kind("open");
     let s = env.circe(["show", "C-1"]).run();
     assert!(
         s.ok()
