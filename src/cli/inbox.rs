@@ -358,7 +358,7 @@ fn stale_marks(
     if let Err(e) = logged
         && !(e.is_not_writable() && marks.iter().all(Option::is_none))
     {
-        eprintln!("warning: stale messages not logged: {}", e.chain());
+        crate::error::warn(&format!("stale messages not logged: {}", e.chain()));
     }
     Ok(marks)
 }

@@ -215,7 +215,7 @@ fn seen(ws: &crate::workspace::Workspace, me: &crate::names::AgentName, met: &wa
         && *b == inbox.label()
         && let Err(e) = crate::ops::seq::handed_on(ws, me, &[(inbox, f.clone())])
     {
-        eprintln!("warning: lastSeen not moved: {}", e.chain());
+        crate::error::warn(&format!("lastSeen not moved: {}", e.chain()));
     }
 }
 

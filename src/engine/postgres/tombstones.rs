@@ -1,7 +1,7 @@
 //! The tombstones of tasks a folder archived before it moved here (`schema_v7.sql`): a
-//! database root keeps no archive, but an archived id is never opened again. Asked only
-//! when the opening read `meta.tombstones` (a root that never held an archive pays
-//! nothing).
+//! database root keeps no archive, but an archived id is never opened again. Opening a task
+//! asks them only when the opening read `meta.tombstones` (a root that never held an archive
+//! pays nothing).
 
 use tokio_postgres::types::Type;
 
@@ -26,11 +26,10 @@ impl PgEngine {
         rows.first().map(|t| parse(&id, t)).transpose()
     }
 
-    /// `Engine::archived_tasks`.
+    /// `Engine::archived_tasks`: asks the table whatever the opening read, so that a mirror
+    /// watching a schema a folder then moved into writes its tombstones (a snapshot's read,
+    /// never on a command's path).
     pub(super) fn all_tombstones(&self) -> Result<Vec<Tombstone>> {
-        if !self.tombstones {
-            return Ok(Vec::new());
-        }
         let rows = self.rows(
             "reading the tombstones",
             "SELECT task_id, tombstone FROM {s}.tombstones ORDER BY task_id",
