@@ -2157,9 +2157,9 @@ fn an_event_log_moved_aside_gives_no_id_twice() {
     env.circe(["doctor"]).run().ok();
 }
 
-/// A message moved by hand into the box of another agent that may take the task: doctor
-/// says `--repair` takes it as that agent's claim (and how to undo it instead); the
-/// repair's own line does not tell to move it back.
+/// A held task's message moved by hand into the box of another agent that may take the
+/// task, once the holder's lease ran out: doctor says `--repair` takes it as that agent's
+/// claim (and how to undo it instead); the repair's own line does not tell to move it back.
 #[test]
 fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
     local_only!("moves files by hand");
@@ -2174,17 +2174,56 @@ fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
         root.join("AGENTS/eng2/INBOX").join(&name),
     )
     .unwrap();
-    let doctor = env.circe(["doctor"]).run();
+    let later = "2030-01-01T00:00:00Z";
+    let doctor = env.circe(["doctor"]).now(later).run();
     doctor.code(1);
     assert!(
         doctor.stderr.contains("`--repair` takes the move as eng2's claim"),
         "{}",
         doctor.show()
     );
-    let repair = env.circe(["doctor", "--repair"]).run();
+    let repair = env.circe(["doctor", "--repair"]).now(later).run();
     repair.ok();
     assert!(!repair.stderr.contains("move it back"), "{}", repair.show());
     assert_eq!(env.record("T-2").owner.as_deref(), Some("eng2"));
+}
+
+/// While the holder's lease runs, its task's message moved by hand into another engineer's
+/// INBOX is no takeover (a takeover waits for the lease to run out): no command, `show` and
+/// a refused one included, hands the task over; doctor says to move the message back and
+/// `--repair` leaves it. Once the lease ran out, the move is the other engineer's claim.
+#[test]
+fn a_hand_move_of_a_task_whose_lease_runs_is_no_takeover() {
+    local_only!("moves files by hand");
+    let env = Env::local();
+    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    let name = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
+    let root = env.dot_circe();
+    std::fs::rename(
+        root.join("AGENTS/engineer/INBOX").join(&name),
+        root.join("AGENTS/eng2/INBOX").join(&name),
+    )
+    .unwrap();
+    env.circe(["show", "T-1"]).run().ok();
+    env.as_("eng2", &["heartbeat", "T-1"]).code(4);
+    let doctor = env.circe(["doctor", "--repair"]).run();
+    doctor.code(1);
+    assert!(
+        doctor.stderr.contains("engineer's lease runs until")
+            && doctor
+                .stderr
+                .contains("so it is no claim: move the message back to AGENTS/engineer/INBOX"),
+        "{}",
+        doctor.show()
+    );
+    let rec = env.record("T-1");
+    assert_eq!((rec.owner.as_deref(), rec.epoch), (Some("engineer"), 1), "{}", doctor.show());
+    let later = "2030-01-01T00:00:00Z";
+    env.circe(["show", "T-1"]).now(later).run().ok();
+    assert_eq!(env.record("T-1").owner.as_deref(), Some("eng2"));
 }
 
 /// `doctor --repair` run while a waiting task's record is damaged keeps the task in the

@@ -21,7 +21,7 @@ use crate::boxes::Mailbox;
 use crate::engine::{Engine, Fix, Violation};
 use crate::error::Result;
 use crate::message::{self, Mode};
-use crate::names::TaskId;
+use crate::names::{AgentName, TaskId};
 use crate::task::{Status, StatusRecord, TaskState};
 
 /// Load and reconcile `task` under its lock (what every command does on entry).
@@ -876,17 +876,27 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
         return where_it_may_be(eng, st, problem);
     }
     if let Some(Mailbox::Inbox(a) | Mailbox::Workspace(a)) = &st.location
-        && st.rec.owner.as_ref() != Some(a)
-        && !st.rec.status.is_terminal()
-        && !eng.may_hold(a, &st.rec)
+        && let Some(why) = no_claim(eng, st, a)
     {
         let back = home(st).map_or_else(|| "its box".to_string(), |h| h.rel_path());
-        problem.push_str(&format!(
-            " ({a} may not take it: `{}` addressed to {}), so it is no claim: move the message back to {back}",
-            st.rec.intent, st.rec.to
-        ));
+        problem.push_str(&format!(" ({why}), so it is no claim: move the message back to {back}"));
     }
     problem
+}
+
+/// Why a message moved by hand into `a`'s box is no claim by `a`, when it is none: `a` may
+/// not take the task, or another agent's lease on it still runs (`reconcile` leaves both).
+fn no_claim(eng: &LocalEngine, st: &TaskState, a: &AgentName) -> Option<String> {
+    let rec = &st.rec;
+    if rec.owner.as_ref() == Some(a) || rec.status.is_terminal() {
+        return None;
+    }
+    if !eng.may_hold(a, rec) {
+        return Some(format!("{a} may not take it: `{}` addressed to {}", rec.intent, rec.to));
+    }
+    let until = reconcile::lease_running(rec)?;
+    let owner = rec.owner.as_ref().map_or("its owner", AgentName::as_str);
+    Some(format!("{owner}'s lease runs until {until}, and a takeover waits for it to run out"))
 }
 
 /// Where the record of a task not finished says its message is: its owner's INBOX while it
@@ -913,15 +923,13 @@ fn move_back(eng: &LocalEngine, st: &TaskState, repair: bool) -> String {
         root.join(home.rel_path()).display()
     );
     match b {
-        Mailbox::Inbox(a) | Mailbox::Workspace(a)
-            if !repair && st.rec.owner.as_ref() != Some(a) && eng.may_hold(a, &st.rec) =>
-        {
-            format!(": `--repair` takes the move as {a}'s claim; to undo it instead, {back}")
+        Mailbox::Inbox(a) | Mailbox::Workspace(a) if no_claim(eng, st, a).is_some() => {
+            String::new() // said by `explained`
         }
         Mailbox::Inbox(a) | Mailbox::Workspace(a)
-            if st.rec.owner.as_ref() != Some(a) && !eng.may_hold(a, &st.rec) =>
+            if !repair && st.rec.owner.as_ref() != Some(a) =>
         {
-            String::new() // said by `explained`
+            format!(": `--repair` takes the move as {a}'s claim; to undo it instead, {back}")
         }
         _ => format!(": {back}"),
     }

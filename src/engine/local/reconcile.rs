@@ -206,11 +206,21 @@ fn never_delivered(eng: &LocalEngine, st: &TaskState) -> Result<bool> {
 }
 
 /// A claim whose records were not written: the message lies in the box of `a`, who does
-/// not hold the task and may.
+/// not hold the task and may, and no other agent's lease on it still runs.
 fn claimed_by_move(eng: &LocalEngine, rec: &StatusRecord, a: &AgentName) -> bool {
     rec.owner.as_ref() != Some(a)
         && (rec.status == Status::New || rec.status.is_owned() || rec.status == Status::Parked)
         && eng.may_hold(a, rec)
+        && lease_running(rec).is_none()
+}
+
+/// When the task is held on a lease that has not run out: when it runs out. A ticket of
+/// such a task in another agent's box is no takeover cut off (a takeover moves the ticket
+/// only once the lease ran out, and the record cannot be renewed after the move: the owner's
+/// next command would finish the takeover first), so a person moved it.
+pub(super) fn lease_running(rec: &StatusRecord) -> Option<&str> {
+    let until = rec.lease_expires_at.as_deref().filter(|_| rec.status.is_owned())?;
+    clock::parse(until).is_some_and(|t| t > clock::now()).then_some(until)
 }
 
 /// Whether reconciling the task (`reconcile`: what `doctor --repair` does to it) mends a
