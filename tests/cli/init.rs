@@ -203,3 +203,23 @@ fn init_makes_the_root_that_root_names() {
     env.circe(["init", arg.to_str().unwrap(), "--root", there.to_str().unwrap()]).run().ok();
     assert!(arg.join(".circe/circe.yaml").is_file());
 }
+
+/// A circe.yaml written beside `.circe` (`circe config > circe.yaml`, to edit and `--set`
+/// it) is no second root: commands in the project folder still find `.circe`, and the file
+/// sets the configuration.
+#[test]
+fn a_config_file_beside_the_root_is_no_root() {
+    let env = Env::new();
+    let shown = env.circe(["config"]).run();
+    shown.ok();
+    let edited = shown.stdout.replace("lease: 30m", "lease: 45m");
+    assert_ne!(edited, shown.stdout, "the default config names its lease");
+    std::fs::write(env.path().join("circe.yaml"), &edited).unwrap();
+    env.circe(["tasks"]).run().ok();
+    env.circe(["config", "--set", "circe.yaml"]).run().ok();
+    let now = env.circe(["config"]).run();
+    assert!(now.stdout.contains("lease: 45m"), "{}", now.show());
+    // An empty one too (the shell made it before `circe config` ran).
+    std::fs::write(env.path().join("circe.yaml"), "").unwrap();
+    env.circe(["config"]).run().ok();
+}

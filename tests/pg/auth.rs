@@ -145,7 +145,9 @@ fn a_connection_the_server_ends_says_what_to_do() {
 /// refused and the grant that mends it. Once granted, the task is there to claim.
 #[test]
 fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
-    let c = match crate::pg_cluster::start_with(&[]) {
+    // The server's own log writer waits 10 s between flushes: a reader right after the
+    // send finds its events not on disk yet, and flushes.
+    let c = match crate::pg_cluster::start_with(&["wal_writer_delay=10000"]) {
         Ok(c) => c,
         Err(why) => {
             eprintln!("skipped: {why}");
@@ -178,6 +180,24 @@ fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
         "{o:?}"
     );
     assert_eq!(e["details"]["outcome"], "unknown", "{o:?}");
+    let grant = format!("GRANT EXECUTE ON FUNCTION {flush}");
+    // A reader that must flush before it answers is told the same grant.
+    let read = root.run(None, &["log", "--json"]);
+    assert_eq!(read.code, 1, "{read:?}");
+    assert!(read.stderr.contains(&grant), "{read:?}");
+    // A claim made and not flushed says the task it got and the request id that brings it
+    // back (a plain retry would take another).
+    root.run(Some("coordinator"), &[&args[..5], &["--task", "T-2", "--summary", "y"]].concat());
+    let claim = root.run(Some("e1"), &["claim", "--next"]);
+    assert_eq!(claim.code, 1, "{claim:?}");
+    let request = claim
+        .stderr
+        .split("--request-id ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no request id said: {claim:?}"))
+        .to_string();
+    assert!(claim.stderr.contains("this claim got task T-1"), "{claim:?}");
     // doctor says it before any command meets it, with the same grant.
     let flush_line = |d: &crate::common::Out| {
         d.json()["violations"]
@@ -194,5 +214,8 @@ fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
     assert!(said[0].contains(&format!("GRANT EXECUTE ON FUNCTION {flush} TO noflush")), "{said:?}");
     c.psql(&format!("GRANT EXECUTE ON FUNCTION {flush} TO noflush"));
     assert!(flush_line(&root.run(None, &["doctor", "--json"])).is_empty());
-    root.run(Some("e1"), &["claim", "T-1"]).ok();
+    let again = root.run(Some("e1"), &["claim", "--next", "--request-id", &request, "--json"]);
+    again.ok();
+    assert_eq!(again.json()["task_id"], "T-1", "{again:?}");
+    root.run(Some("e1"), &["claim", "T-2"]).ok();
 }

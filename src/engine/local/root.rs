@@ -120,11 +120,14 @@ pub fn shadowed_root(root: &Path) -> Option<PathBuf> {
 
 /// `dir` as a root, if it is one or holds one directly.
 pub fn root_at(dir: &Path) -> Option<PathBuf> {
-    if dir.join(CONFIG_FILE).is_file() {
-        return Some(dir.to_path_buf());
-    }
     let inner = dir.join(ROOT_DIR);
-    inner.join(CONFIG_FILE).is_file().then_some(inner)
+    // A folder that holds a root in `.circe` is no root's own folder (no root holds
+    // another), so a circe.yaml beside `.circe` is a file someone is editing (`circe config >
+    // circe.yaml`, to `--set` it), not a second root.
+    if inner.join(CONFIG_FILE).is_file() {
+        return Some(inner);
+    }
+    dir.join(CONFIG_FILE).is_file().then(|| dir.to_path_buf())
 }
 
 /// Refused: a root git copied into a linked worktree (git keeps no empty folder, so the

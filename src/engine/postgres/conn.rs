@@ -315,15 +315,15 @@ impl Conn {
     }
 }
 
-/// A failure of a transaction before its COMMIT was sent: the server rolls it back, so
-/// nothing changed. A lost connection is said so (`committed: false`), not as an unknown
-/// outcome; any other error is as it was.
+/// A failure before anything was committed (a transaction before its COMMIT was sent, which
+/// the server rolls back, or a read): nothing changed. A lost connection is said so
+/// (`committed: false`), not as an unknown outcome; any other error is as it was.
 pub fn before_commit(mut e: Error) -> Error {
     if e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown") {
         e.details.retain(|(k, _)| *k != "outcome");
         e = e
             .detail("committed", false)
-            .hint("this change was not made (the connection broke before its commit): run the command again once the server answers");
+            .hint("nothing was changed (the connection broke before anything was committed): check the network and the server, then run the command again");
     }
     e
 }
@@ -441,6 +441,13 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
         Some(
             "the database or circe's role is read-only (default_transaction_read_only, a standby): a change needs a server and role that may write",
         )
+    } else if *code == SqlState::INSUFFICIENT_PRIVILEGE && msg.contains("pg_logical_emit_message") {
+        // The flush a reader runs before it answers, as a change runs after its commit.
+        Some(concat!(
+            "let circe's role run the flush: `GRANT EXECUTE ON FUNCTION ",
+            flush_function!(),
+            " TO <role>` (PROTOCOLS.md section 18, \"Durable before seen\")"
+        ))
     } else if *code == SqlState::INSUFFICIENT_PRIVILEGE {
         Some(
             "circe's role needs USAGE on the schema and SELECT, INSERT, UPDATE, DELETE on its tables; `circe init` needs a schema the role owns, or CREATE on the database (PROTOCOLS.md section 18, \"Roles\")",

@@ -284,7 +284,8 @@ impl Opening {
             Err(f @ conn::Failure::Db(_)) => {
                 return Err(Opening::why_not(conn, target, conn.error("opening the root", f)));
             }
-            Err(f) => return Err(conn.error("opening the root", f)),
+            // A read that changes nothing: whatever broke, nothing was changed.
+            Err(f) => return Err(conn::before_commit(conn.error("opening the root", f))),
         };
         let mut o = Opening {
             version: 0,

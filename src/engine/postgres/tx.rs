@@ -303,7 +303,12 @@ impl PgTx<'_> {
         }
         let err = self.eng.conn.error(&format!("{op} {}", self.task), f);
         match request {
-            Some(r) if op == "claim" => err.detail("request_id", r),
+            // The claim was made: its request id brings this task back, where a plain retry
+            // would take another.
+            Some(r) if op == "claim" => err.hint_more(format!(
+                "this claim got task {}: run it again with --request-id {r} (or CIRCE_REQUEST_ID={r}) and it returns that task rather than taking another",
+                self.task
+            )).detail("request_id", r),
             _ => err,
         }
     }
