@@ -912,3 +912,41 @@ fn migrate_into_a_root_with_work_or_another_clock_is_refused() {
 fn in_project(dir: &Path, args: &[&str]) -> Out {
     Out::from(&Command::new(BIN).args(args).current_dir(dir).env_clear().output().unwrap())
 }
+
+/// Followers opened before `migrate --to-local` (a `watch`, a `wait`, a `mirror --watch`)
+/// end once the root moved, refused as a command opened after it is (exit 3, naming where
+/// it went), instead of following a root nobody writes to any more.
+#[test]
+fn followers_of_a_root_moved_to_a_folder_end_saying_where_it_went() {
+    let c = need_pg!();
+    let root = crate::common::Root::new(&c.fresh_url(), "server", 1);
+    root.open_tasks(1);
+    let dir = tempfile::tempdir().unwrap();
+    let (mirror, back) = (dir.path().join("m"), dir.path().join("back"));
+    let followers = [
+        root.command(None, &["watch"]).spawn().unwrap(),
+        root.command(Some("e1"), &["wait", "--for", "inbox", "--new", "--timeout", "60s"])
+            .spawn()
+            .unwrap(),
+        root.command(None, &["mirror", mirror.to_str().unwrap(), "--watch", "--interval", "60s"])
+            .spawn()
+            .unwrap(),
+    ];
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !mirror.join("circe.yaml").exists() && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    crate::common::nap(500);
+    root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]).ok();
+    // Bounded: a follower still running after 30 s is stopped, and fails the test.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    for mut f in followers {
+        while f.try_wait().unwrap().is_none() && std::time::Instant::now() < until {
+            crate::common::nap(50);
+        }
+        let _ = f.kill();
+        let out = crate::common::Out::from(&f.wait_with_output().unwrap());
+        assert_eq!(out.code, 3, "{out:?}");
+        assert!(out.stderr.contains("was moved to"), "{out:?}");
+    }
+}

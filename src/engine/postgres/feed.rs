@@ -111,10 +111,18 @@ impl PgEngine {
 
     /// `Engine::last_event_id`: the newest event id committed.
     pub(super) fn feed_last(&self) -> Result<u64> {
-        let v = self.rows_durable("reading the feed", ("last", "{s}.feed"), &[], |r| {
-            Ok(r.get::<_, i64>(0))
+        // With the root's `moved_to` mark: a follower opened before `migrate --to-local`
+        // ends at its next look (each wait looks at least once a second), as a command
+        // opened after it is refused.
+        let cols = "last, (SELECT value FROM {s}.meta WHERE key = 'moved_to')";
+        let v = self.rows_durable("reading the feed", (cols, "{s}.feed"), &[], |r| {
+            Ok((r.get::<_, i64>(0), r.get::<_, Option<String>>(1)))
         })?;
-        Ok(u64::try_from(v.first().copied().unwrap_or(0)).unwrap_or(0))
+        let (last, moved) = v.into_iter().next().unwrap_or((0, None));
+        if let Some(to) = moved {
+            return Err(super::moved_away(&self.target, &to));
+        }
+        Ok(u64::try_from(last).unwrap_or(0))
     }
 
     /// `Engine::wait_events`: the newest id once it passes `after`, or at `timeout`.

@@ -127,11 +127,7 @@ impl PgEngine {
         let opening = Opening::read(&conn, target)?;
         schema::check(opening.version, &target.schema, Some(&target.location()))?;
         if let Some(to) = opening.moved_to {
-            return Err(Error::refused(format!(
-                "the root {} was moved to {to}",
-                target.location()
-            ))
-            .hint(format!("use the root at {to}")));
+            return Err(moved_away(target, &to));
         }
         let clock = opening.clock.as_deref().and_then(Clock::parse).unwrap_or(Clock::Server);
         let config = Config::parse(&opening.config)?;
@@ -265,6 +261,12 @@ struct Opening {
     config: String,
     agents: Vec<(AgentName, String)>,
     retired: Vec<Retired>,
+}
+
+/// The refusal of a root that `migrate --to-local` moved to `to` (exit 3).
+fn moved_away(target: &Target, to: &str) -> Error {
+    Error::refused(format!("the root {} was moved to {to}", target.location()))
+        .hint(format!("use the root at {to}"))
 }
 
 impl Opening {
