@@ -106,7 +106,7 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
     }
     let Some(target) = target else {
         let named = args.dir.is_some() || matches!(ctx.root_spec(), RootSpec::Path(_));
-        worktree_uses_main(&dir, named)?;
+        refuse_a_second_root(&dir, named)?;
         return init_local(&dir);
     };
     // Refused before the database is touched: a refusal changes nothing.
@@ -230,12 +230,13 @@ fn add_role_agents(eng: &dyn Engine) -> Result<Vec<AgentRole>> {
     Ok(added)
 }
 
-/// `circe init` with no folder named, inside a linked git worktree: refused. When the main
+/// `circe init` with no folder named, below a root's project or inside a linked git
+/// worktree: refused. Below a root, its commands already use that root. When the main
 /// worktree holds a root, the worktree's commands already use it (a root here would split
 /// the team in two); when it holds none, the team's root belongs there, where every
 /// worktree's commands look. Naming the folder (`circe init .`) makes one anyway. A copy of
 /// a root git put in a worktree is refused either way (it would come back to life stale).
-fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
+fn refuse_a_second_root(dir: &std::path::Path, named: bool) -> Result<()> {
     let dir = super::resolved(dir);
     if let Some(r) = local::root_at(&dir) {
         return local::git_copy(&r);
@@ -244,9 +245,20 @@ fn worktree_uses_main(dir: &std::path::Path, named: bool) -> Result<()> {
         return Ok(());
     }
     for top in dir.ancestors() {
-        // A root above (a copy git made is refused, as every command there refuses it).
+        // A root above (a copy git made is refused, as every command there refuses it):
+        // commands here already use it, so a root made here unasked would split the team.
         if let Some(r) = local::root_at(top) {
-            return local::git_copy(&r);
+            local::git_copy(&r)?;
+            return Err(Error::refused(format!(
+                "{} lies below {}, whose root {} its commands already use",
+                dir.display(),
+                top.display(),
+                r.display()
+            ))
+            .hint(format!(
+                "nothing to make: run circe here as it is (`circe tasks` reads {}). A second root for this folder alone: `circe init .`",
+                r.display()
+            )));
         }
         let Some(main) = local::main_worktree(top) else { continue };
         if let Some(root) = local::root_at(&main) {

@@ -223,3 +223,20 @@ fn a_config_file_beside_the_root_is_no_root() {
     std::fs::write(env.path().join("circe.yaml"), "").unwrap();
     env.circe(["config"]).run().ok();
 }
+
+/// `circe init` in a folder below a project with a root makes no second root unasked: the
+/// folder's commands already use the project's (exit 3, nothing made); `circe init .` makes
+/// one anyway.
+#[test]
+fn init_below_a_root_makes_no_second_root_unasked() {
+    let env = Env::local();
+    let below = env.path().join("src");
+    std::fs::create_dir(&below).unwrap();
+    let o = env.circe(["init"]).cwd(&below).run();
+    o.code(3);
+    assert!(o.stderr.contains("lies below") && o.stderr.contains("circe init ."), "{}", o.show());
+    assert!(!below.join(".circe").exists());
+    env.circe(["tasks"]).cwd(&below).run().ok();
+    env.circe(["init", "."]).cwd(&below).run().ok();
+    assert!(below.join(".circe/circe.yaml").is_file());
+}
