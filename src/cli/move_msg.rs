@@ -81,7 +81,7 @@ pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
 /// The move is done whatever happens to lastSeen: a failure to record it is a warning
 /// (the message may show as new again, never hidden). Unread messages it made stale are
 /// said too: they will not wake a `wait` or a `watch` of this agent.
-fn not_seen(r: Result<usize>) -> Vec<String> {
+pub(super) fn not_seen(r: Result<usize>) -> Vec<String> {
     match r {
         Ok(0) => Vec::new(),
         Ok(n) => vec![format!(

@@ -207,15 +207,18 @@ fn human(
     }
 }
 
-/// The message in my INBOX that the wait handed on moves my lastSeen (a failure to record
-/// it only shows the message as new again: a warning).
+/// The message in my INBOX that the wait handed on moves my lastSeen, as `take` does, and
+/// says so as `take` does: unread messages it made stale, or a failure to record it (which
+/// only shows the message as new again).
 fn seen(ws: &crate::workspace::Workspace, me: &crate::names::AgentName, met: &wait::Met) {
     let inbox = crate::boxes::Mailbox::Inbox(me.clone());
     if let (Some(b), Some(f)) = (&met.mailbox, &met.file)
         && *b == inbox.label()
-        && let Err(e) = crate::ops::seq::handed_on(ws, me, &[(inbox, f.clone())])
     {
-        crate::error::warn(&format!("lastSeen not moved: {}", e.chain()));
+        let moved = crate::ops::seq::handed_on(ws, me, &[(inbox, f.clone())]);
+        for w in super::move_msg::not_seen(moved) {
+            crate::error::warn(&w);
+        }
     }
 }
 

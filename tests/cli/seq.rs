@@ -441,6 +441,28 @@ fn taking_a_task_hides_no_earlier_message_and_taking_a_later_one_says_so() {
     assert!(!stale.contains("T-2") && stale.contains("m-1"), "{}", inbox.show());
 }
 
+/// A `wait` that hands on a sender's later message says, as `take` does, how many of that
+/// sender's unread messages became stale.
+#[test]
+fn a_wait_that_makes_unread_messages_stale_says_so() {
+    let env = Env::new();
+    let ask = ["send", "--to", "coordinator", "--intent", "question", "--summary", "which db?"];
+    env.as_("engineer", &[&ask[..], &["--msg-id", "q-1"]].concat()).ok();
+    let inform = ["send", "--to", "engineer", "--intent", "inform", "--summary", "unread"];
+    env.as_("coordinator", &inform).ok();
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    let w = env.as_("engineer", &["wait", "--for", "reply:q-1", "--timeout", "1s"]);
+    w.ok();
+    assert!(
+        w.stderr.contains("warning: 1 unread message in your INBOX is stale now"),
+        "{}",
+        w.show()
+    );
+    let inbox = env.as_("engineer", &["inbox", "--json"]);
+    assert!(inbox.json()["stale"].to_string().contains("unread"), "{}", inbox.show());
+}
+
 /// The coordinator informs qa (`summary`), a numbered send.
 fn inform_qa(env: &Env, summary: &str) -> crate::common::Out {
     env.as_(
