@@ -237,8 +237,9 @@ fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {
     let ws = ctx.workspace()?;
     let task = super::task_id(&r.task)?;
     let Some(b) = ws.engine.archived_bundle(&task)? else {
-        return Err(Error::not_found(format!("task {task} is not in the archive"))
-            .hint("`circe archive search TEXT` (or `--date YYYY-MM`) finds archived work"));
+        return Err(Error::not_found(format!("task {task} is not in the archive")).hint(
+            "`circe archive search --text WORDS` (or `--date YYYY-MM`) finds archived work",
+        ));
     };
     // Not into the root itself: the task would be back on the board beside its tombstone.
     let inside = |root: &std::path::Path| {

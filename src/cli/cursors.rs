@@ -129,8 +129,14 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
 /// No cursor `name` of `kind`: exit 5, naming the cursors there are.
 fn no_cursor(kind: &str, name: &CursorName, known: &[(String, CursorName)]) -> Error {
     let known: Vec<String> = known.iter().map(|(k, n)| format!("{n} ({k})")).collect();
+    let other = if kind == "chat" { "events" } else { "chat" };
     let hint = if known.is_empty() {
         "there are no cursors".to_string()
+    } else if known.iter().any(|k| k == &format!("{name} ({other})")) {
+        format!(
+            "the cursors are: {}; for the {other} cursor: `circe cursors --remove {name} --kind {other}`",
+            known.join(", ")
+        )
     } else {
         format!("the cursors are: {}", known.join(", "))
     };

@@ -171,6 +171,7 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
     } else {
         format!("sent {} ({})\n", d.msg_id, d.intent)
     };
+    let d_boxes: Vec<String> = d.delivered.iter().map(|c| c.mailbox.clone()).collect();
     for c in &d.delivered {
         human.push_str(&format!("  -> {} {}\n", c.mailbox, c.file));
     }
@@ -222,7 +223,23 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             .unwrap_or_default(),
         task: d.task.map(|t| t.record),
     };
-    Ok(Report::new(human, SendOutput::Sent(Box::new(out))))
+    Ok(Report::new(human, SendOutput::Sent(Box::new(out))).warnings(to_the_retired(&ws, &d_boxes)))
+}
+
+/// A copy delivered into a retired agent's INBOX is kept, and no one reads it (`circe
+/// orphans` lists it): said, so that the sender is not left thinking it reached someone.
+fn to_the_retired(ws: &crate::workspace::Workspace, boxes: &[String]) -> Vec<String> {
+    boxes
+        .iter()
+        .filter_map(|b| b.strip_prefix("inbox:"))
+        .filter_map(|a| crate::names::AgentName::new(a).ok())
+        .filter(|a| ws.is_retired(a))
+        .map(|a| {
+            format!(
+                "agent {a} is retired: no one reads the copy in its INBOX (`circe orphans` lists it; `circe orphans redeliver` hands such copies on)"
+            )
+        })
+        .collect()
 }
 
 fn with_file(label: &str, problems: &[Problem]) -> Error {

@@ -116,7 +116,7 @@ pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
         [one] => (*one).clone(),
         [] => {
             return Err(Error::not_found(format!("no message with msg id `{key}`"))
-                .hint("`circe inbox` and `circe show` give msg ids"));
+                .hint("`circe --agent NAME inbox` lists an agent's messages with their msg ids, and `circe show TASK` a task's"));
         }
         many if many.iter().any(|id| id.as_str() == key) => key.to_string(),
         many => {

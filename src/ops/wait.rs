@@ -45,7 +45,9 @@ impl Condition {
             _ => {}
         }
         if let Some(id) = s.strip_prefix("reply:") {
-            crate::names::check_msg_id(id)?;
+            crate::names::check_msg_id(id).map_err(|e| {
+                e.hint("name the message whose reply to wait for: `--for reply:MSGID` (its `msg_id`; `circe --agent NAME inbox --json` and `circe show` give them)")
+            })?;
             return Ok(Condition::Reply(id.to_string()));
         }
         let (task, status) =

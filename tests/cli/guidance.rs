@@ -737,3 +737,30 @@ fn reap_and_take_at_once_never_tell_a_taken_question_filed() {
         let _ = env.as_("engineer", &["done", &q]);
     }
 }
+
+/// The hints of three refusals, followed as printed, run: an archived task that is not
+/// there points at a search the command line takes, a msg id not found at an inbox read as
+/// an agent, and an events cursor that is a chat cursor at the removal of that one.
+#[test]
+fn hints_of_things_not_found_lead_to_commands_that_run() {
+    let env = Env::local();
+    let restore = env.circe(["archive", "restore", "AUTH-999", "--to", "x"]).run();
+    restore.code(5);
+    assert!(restore.stderr.contains("`circe archive search --text WORDS`"), "{}", restore.show());
+    let search = env.circe(["archive", "search", "--text", "jwt"]).run();
+    assert_ne!(search.code, 2, "the hinted search is no usage error: {}", search.show());
+    let thread = env.circe(["thread", "nosuch"]).run();
+    thread.code(5);
+    assert!(thread.stderr.contains("`circe --agent NAME inbox`"), "{}", thread.show());
+    env.circe(["chat", "say", "--to", "coordinator", "hi"]).agent("qa").run().ok();
+    env.circe(["chat", "watch", "--once", "--cursor", "qa"]).run().ok();
+    let removed = env.circe(["cursors", "--remove", "qa"]).run();
+    removed.code(5);
+    let hinted = "`circe cursors --remove qa --kind chat`";
+    assert!(removed.stderr.contains(hinted), "{}", removed.show());
+    env.circe(["cursors", "--remove", "qa", "--kind", "chat"]).run().ok();
+    // An empty `reply:` is told what to name, not about `send`'s --msg-id.
+    let wait = env.circe(["wait", "--for", "reply:", "--timeout", "1s"]).agent("qa").run();
+    assert!(wait.stderr.contains("`--for reply:MSGID`"), "{}", wait.show());
+    assert!(!wait.stderr.contains("--msg-id"), "{}", wait.show());
+}

@@ -632,7 +632,14 @@ fn a_retired_agent_leaves_orphans() {
         assert_eq!(o.code, 3, "{}", o.show());
         assert!(o.stderr.contains("agent brain is retired"), "{}", o.show());
     }
-    send(&env, "core", "---\nto: brain\ntype: update\nmsg-id: u-2\n---\nlater\n").ok();
+    // The sender is told no one reads it.
+    let later = send(&env, "core", "---\nto: brain\ntype: update\nmsg-id: u-2\n---\nlater\n");
+    later.ok();
+    assert!(
+        later.stderr.contains("warning: agent brain is retired: no one reads the copy"),
+        "{}",
+        later.show()
+    );
     let list = env.circe(["orphans", "--json"]).run().json();
     assert_eq!(list["messages"].as_array().unwrap().len(), 2, "{list}");
     let doc = env.circe(["doctor"]).run();
