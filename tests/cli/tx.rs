@@ -1021,6 +1021,29 @@ fn validate_takes_the_reference_examples_send_takes() {
     assert!(o.stderr.contains("is not one"), "{}", o.show());
 }
 
+/// A TX draft `send --file` takes, checked as a stored message, lacks what `send` fills in:
+/// the hint says to check it as a draft, not to add the lines, and as a draft it passes.
+#[test]
+fn validate_points_a_tx_draft_at_draft() {
+    let env = tx_root();
+    let f = env.path().join("ask.md");
+    std::fs::write(&f, "---\nto: brain\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").unwrap();
+    let f = f.display().to_string();
+    let o = env.circe(["validate", &f]).run();
+    o.code(3);
+    assert!(o.stderr.contains("missing required header"), "{}", o.show());
+    let hint = format!("check it with `circe validate --draft {f}`");
+    assert!(o.stderr.contains(&hint), "{}", o.show());
+    assert!(!o.stderr.contains("add a `from:` line"), "{}", o.show());
+    env.circe(["validate", "--draft", &f]).run().ok();
+    // One that does not read as a draft either keeps the hints that fix it.
+    std::fs::write(&f, "---\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").unwrap();
+    let o = env.circe(["validate", &f]).run();
+    o.code(3);
+    assert!(!o.stderr.contains("--draft"), "{}", o.show());
+    send(&env, "core", "---\nto: brain\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").ok();
+}
+
 /// `export tx` writes circe's own messages with TX addresses: an agent as `MESH/NAME` (the
 /// root's mesh name), in the front matter and in the file name (its agent part); a role
 /// stays `role:NAME` in the front matter (TX has no roles) and `role-NAME` in the name: no
