@@ -252,35 +252,20 @@ fn with_file(label: &str, problems: &[Problem]) -> Error {
     out
 }
 
-/// A template copied and sent without being filled in: its placeholder task id in a message
-/// that opens a task (a task with that very id is opened with --task), or a body line that
-/// is still one of its placeholders (named by its line in `bytes`).
+/// A template copied and sent without being filled in (`registry::not_filled_in`, the check
+/// `validate --draft` makes too): refused, nothing sent.
 fn not_filled_in(
     ws: &crate::workspace::Workspace,
     label: &str,
     m: &Message,
     bytes: &[u8],
 ) -> Result<()> {
-    let intent = m.intent.as_deref().unwrap_or_default();
-    let opens = ws.registry.intent(intent).is_some_and(|i| i.opens_task);
-    if opens && m.task_id.as_deref() == Some(crate::registry::TEMPLATE_TASK_ID) {
-        return Err(Error::refused(format!(
-            "{label}: `task_id: {}` is the template's placeholder: nothing was sent",
-            crate::registry::TEMPLATE_TASK_ID
-        ))
-        .hint("set `task_id:` to the task's own id (the one you hold, to hand it on), then send it again"));
+    let text = String::from_utf8_lossy(bytes);
+    match crate::registry::not_filled_in(&ws.registry, m, &text) {
+        Some(p) => Err(Error::refused(format!("{label}: {p}: nothing was sent"))
+            .hint(format!("{}, then send it again", p.hint.unwrap_or_default()))),
+        None => Ok(()),
     }
-    if let Some(line) = crate::registry::placeholder_left(intent, &m.body) {
-        let n = String::from_utf8_lossy(bytes)
-            .lines()
-            .position(|l| l.trim() == line)
-            .map_or(0, |i| i + 1);
-        return Err(Error::refused(format!(
-            "{label}: line {n} is still the template's placeholder `{line}`: nothing was sent"
-        ))
-        .hint("fill in the template (its summary, scope, ...) and set its `task_id:` to the task's own id, then send it again"));
-    }
-    Ok(())
 }
 
 /// `--deadline`: a time (RFC 3339, or a date: midnight UTC), or a duration from `now` (to

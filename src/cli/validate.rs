@@ -98,8 +98,19 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
             }
             Err(e) => vec![Problem::new(None, None, e.message.clone())],
             Ok(c) => match message::parse_limited(&c.bytes, c.size, mode, &limits) {
+                Err(p) if !a.draft && reads_as_draft(&c.bytes, c.size, &limits) => {
+                    as_draft(p, &label)
+                }
                 Err(p) => p,
-                Ok(m) => registry_problems(&registry, &m, &c.bytes),
+                Ok(m) => {
+                    let mut p = registry_problems(&registry, &m, &c.bytes);
+                    // What `send --file` refuses of a draft, refused here too.
+                    if a.draft {
+                        let text = String::from_utf8_lossy(&c.bytes);
+                        p.extend(crate::registry::not_filled_in(&registry, &m, &text));
+                    }
+                    p
+                }
             },
         };
         if problems.is_empty() {
@@ -128,6 +139,28 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
         )));
     }
     Ok(report)
+}
+
+/// Whether a file that is no stored message parses as a draft: it lacks only what `send`
+/// fills in (from, status, the time).
+fn reads_as_draft(bytes: &[u8], size: Option<u64>, limits: &Limits) -> bool {
+    message::parse_limited(bytes, size, Mode::Draft, limits).is_ok()
+}
+
+/// The problems of a draft checked as a stored message: the hint points at `--draft`
+/// (once, on the first) rather than at adding the lines `send --file` fills in.
+fn as_draft(problems: Vec<Problem>, label: &str) -> Vec<Problem> {
+    let hint = format!(
+        "it reads as a draft for `circe send --file`, which fills these in: check it with `circe validate --draft {label}`"
+    );
+    problems
+        .into_iter()
+        .enumerate()
+        .map(|(i, mut p)| {
+            p.hint = (i == 0).then(|| hint.clone());
+            p
+        })
+        .collect()
 }
 
 /// What the registry says of a message that parses, with the line of the header at fault

@@ -11,7 +11,7 @@ use crate::clock;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
 use crate::message::{self, Format, Message, agent_of};
-use crate::names::{AgentName, TaskId};
+use crate::names::{AgentName, CheckName, TaskId};
 use crate::tx::bridge::{self as pure, Imported, Landing};
 use crate::tx::{AskState, tx_name};
 use crate::workspace::Workspace;
@@ -162,7 +162,7 @@ pub fn import_tx(
     }
     add_agents(ws, &imported, roles, &mut report)?;
     let msgs: Vec<&Message> = imported.iter().map(|(_, i)| &i.message).collect();
-    let landings = pure::landings(&msgs);
+    let landings = pure::landings(&msgs, &|intent| opens_task(ws, intent));
     let answers: HashMap<String, (String, Option<String>)> = imported
         .iter()
         .filter(|(_, i)| i.message.intent.as_deref() == Some("ask-response"))
@@ -182,6 +182,13 @@ pub fn import_tx(
         }
     }
     Ok(report)
+}
+
+/// Whether a message of `intent` opens a task: TX's `task`, and every intent the registry
+/// says opens one (as `send` decides).
+fn opens_task(ws: &Workspace, intent: &str) -> bool {
+    crate::tx::semantics(intent) == crate::tx::Semantics::OpensTask
+        || ws.registry.intent(intent).is_some_and(|i| i.opens_task)
 }
 
 /// Add the agents the messages name (mesh/agent -> agent), and note the meshes. A `--role`
@@ -321,6 +328,13 @@ fn land(
         Landing::OpenTask => {
             let task = TaskId::new(m.task_id.clone().unwrap_or_default())?;
             let sender = AgentName::new(from)?;
+            // The checks its intent asks for, as `send` gives them.
+            let required: Vec<CheckName> = ws
+                .registry
+                .intent(&intent)
+                .map(|i| i.required_checks.iter().map(CheckName::new).collect())
+                .transpose()?
+                .unwrap_or_default();
             let opened = open_task(
                 ws,
                 &TaskMessage {
@@ -330,7 +344,7 @@ fn land(
                     priority: m.priority.map(crate::message::Priority::as_str),
                     deadline: m.deadline.map(clock::stamp),
                     sender: &sender,
-                    required_checks: &[],
+                    required_checks: &required,
                     name: name.clone(),
                     content: i.content.clone(),
                 },
@@ -463,7 +477,7 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
             let file = if let Some((orig, text)) = pure::original(&bytes) {
                 ExportFile { name: orig, bytes: text, original: true }
             } else {
-                as_tx(ws, &m, bytes, &id)
+                as_tx(ws, &m, bytes, &id)?
             };
             out.insert(file.name.clone(), file);
         }
@@ -473,8 +487,9 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
 
 /// A message circe wrote, as TX would have: front matter (a CIRCE-format one converted),
 /// its status in TX's words, TX's file name.
-fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
-    let status = m.status.as_deref().map(|s| tx_status(s, m.intent.as_deref().unwrap_or_default()));
+fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> Result<ExportFile> {
+    let said = task_status(ws, m)?.or_else(|| m.status.clone());
+    let status = said.as_deref().map(|s| tx_status(s, m.intent.as_deref().unwrap_or_default()));
     let mesh = ws.mesh();
     // The sender is an agent (or circe) whatever roles share its name.
     let from = m.from.as_deref().unwrap_or(crate::event::CIRCE);
@@ -505,7 +520,26 @@ fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> ExportFile {
         a.strip_prefix("agent:").map_or_else(|| a.replacen("role:", "role-", 1), str::to_string)
     };
     let name = tx_name(at, m.intent.as_deref().unwrap_or("update"), &label(&from), &label(&to), id);
-    ExportFile { name, bytes: text, original: false }
+    Ok(ExportFile { name, bytes: text, original: false })
+}
+
+/// The status a task message says in TX: its task's, once the task moved on from waiting
+/// (claimed, in progress, blocked, completed, failed; archived: its last), so that an import
+/// of the export files a task that is no longer waiting as history. `None`: the message
+/// opens no task, or its task waits (the message's own status says so).
+fn task_status(ws: &Workspace, m: &Message) -> Result<Option<String>> {
+    let (Some(intent), Some(task)) = (m.intent.as_deref(), m.task_id.as_deref()) else {
+        return Ok(None);
+    };
+    let Ok(task) = TaskId::new(task) else { return Ok(None) };
+    if !opens_task(ws, intent) {
+        return Ok(None);
+    }
+    if let Some(st) = ws.engine.peek(&task)? {
+        let s = st.rec.status;
+        return Ok((s != crate::task::Status::New).then(|| s.as_str().to_string()));
+    }
+    Ok(ws.engine.archived_task(&task)?.map(|t| t.status))
 }
 
 /// A circe address as TX writes one: an agent (`agent:NAME`, or a bare name that is no

@@ -9,6 +9,9 @@ macro_rules! embedded {
     };
 }
 
+use super::Registry;
+use crate::message::{Message, Problem};
+
 /// The task id every template writes, a placeholder to be replaced.
 pub const TEMPLATE_TASK_ID: &str = "TASK-001";
 
@@ -58,6 +61,38 @@ pub fn placeholder_left(intent: &str, body: &str) -> Option<String> {
         .filter(|l| l.trim_start_matches("- ").starts_with('<') && l.ends_with('>'))
         .collect();
     body.lines().map(str::trim).find(|l| holders.contains(l)).map(str::to_string)
+}
+
+/// What shows that a draft is a template copied and not filled in, for `send --file` to
+/// refuse and `validate --draft` to report (the one check both make): in a message that
+/// opens a task, the templates' task id (a task that is really named so is opened with
+/// `--task`); else a body line that is still one of its intent's placeholders. Each is named
+/// by its line in `text`, the draft as written.
+pub fn not_filled_in(reg: &Registry, m: &Message, text: &str) -> Option<Problem> {
+    let intent = m.intent.as_deref().unwrap_or_default();
+    let line_of = |want: &dyn Fn(&str) -> bool| text.lines().position(want).map(|i| i + 1);
+    let opens = reg.intent(intent).is_some_and(|i| i.opens_task);
+    if opens && m.task_id.as_deref() == Some(TEMPLATE_TASK_ID) {
+        let at = line_of(&|l| {
+            l.split_once(':').is_some_and(|(k, v)| {
+                matches!(k.trim(), "task_id" | "task-id") && v.trim() == TEMPLATE_TASK_ID
+            })
+        });
+        return Some(
+            Problem::new(
+                at,
+                None,
+                format!("`task_id: {TEMPLATE_TASK_ID}` is the template's placeholder"),
+            )
+            .hint("set `task_id:` to the task's own id (the one you hold, to hand it on)"),
+        );
+    }
+    let left = placeholder_left(intent, &m.body)?;
+    let at = line_of(&|l| l.trim() == left);
+    Some(
+        Problem::new(at, None, format!("`{left}` is still the template's placeholder"))
+            .hint("fill in the template (its summary, scope, ...) and set its `task_id:` to the task's own id"),
+    )
 }
 
 /// Every template as `(intent, text)`, in registry table order.

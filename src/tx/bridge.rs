@@ -221,9 +221,12 @@ pub enum Landing {
     OpenTask,
 }
 
-/// Where each message lands, from the whole folder: an ask is answered when an
-/// `ask-response` replies to it, a task completed when a `task-complete` does.
-pub fn landings(msgs: &[&Message]) -> Vec<Landing> {
+/// Where each message lands, from the whole folder (in time order): an ask is answered when
+/// an `ask-response` replies to it, a task completed when a `task-complete` does. A task
+/// message is one whose intent `opens_task` says so (TX's `task`, and every CIRCE intent
+/// that opens a task); of several naming one task (a task handed on), the last one is the
+/// task's ticket and the earlier ones are history.
+pub fn landings(msgs: &[&Message], opens_task: &dyn Fn(&str) -> bool) -> Vec<Landing> {
     let replied = |id: Option<&str>, kind: Semantics| {
         id.is_some_and(|id| {
             msgs.iter().any(|r| {
@@ -241,14 +244,24 @@ pub fn landings(msgs: &[&Message]) -> Vec<Landing> {
             })
         })
     };
+    let opens = |m: &Message| m.intent.as_deref().is_some_and(opens_task);
+    // A later task message of the same task: this one was handed on.
+    let handed_on = |at: usize, task: Option<&str>| {
+        task.is_some_and(|t| {
+            msgs[at + 1..].iter().any(|r| opens(r) && r.task_id.as_deref() == Some(t))
+        })
+    };
     msgs.iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(at, m)| {
             let id = m.msg_id.as_deref();
+            let task = m.task_id.as_deref();
             match m.intent.as_deref().map(semantics) {
                 Some(Semantics::OpensAsk) if !replied(id, Semantics::ClosesAsk) => Landing::OpenAsk,
-                Some(Semantics::OpensTask)
-                    if !replied(id, Semantics::CompletesTask)
-                        && !completed(m.task_id.as_deref()) =>
+                _ if opens(m)
+                    && !replied(id, Semantics::CompletesTask)
+                    && !completed(task)
+                    && !handed_on(at, task) =>
                 {
                     Landing::OpenTask
                 }

@@ -138,6 +138,11 @@ fn unreadable_files_say_why() {
     );
 }
 
+/// TX's one task type.
+fn is_task(intent: &str) -> bool {
+    intent == "task"
+}
+
 #[test]
 fn landings_follow_the_thread() {
     let msgs: Vec<Message> = EXAMPLES
@@ -145,18 +150,30 @@ fn landings_follow_the_thread() {
         .map(|(n, t)| import_file(n, t.as_bytes(), now(), &tasks).unwrap().message)
         .collect();
     let refs: Vec<&Message> = msgs.iter().collect();
-    let got = landings(&refs);
+    let got = landings(&refs, &is_task);
     // Every ask and task of the reference is answered or completed: all history.
     assert!(got.iter().all(|l| *l == Landing::History), "{got:?}");
-    let got = landings(&refs[..1]);
+    let got = landings(&refs[..1], &is_task);
     assert_eq!(got, [Landing::OpenAsk], "an ask alone is open");
-    assert_eq!(landings(&[&msgs[8]]), [Landing::OpenTask]);
+    assert_eq!(landings(&[&msgs[8]], &is_task), [Landing::OpenTask]);
     // A task-complete that names its task by `task-id` alone completes it too.
     let done =
         "---\nfrom: b\nto: a\ntype: task-complete\nmsg-id: done-9\ntask-id: T-9\n---\ndone\n";
     let task = "---\nfrom: a\nto: b\ntype: task\nmsg-id: T-9\n---\ndo it\n";
     let t = import_file("20251121_170000_a-b_task.md", task.as_bytes(), now(), &tasks).unwrap();
     let d = import_file("20251121_170100_b-a_done.md", done.as_bytes(), now(), &tasks).unwrap();
-    assert_eq!(landings(&[&t.message]), [Landing::OpenTask]);
-    assert_eq!(landings(&[&t.message, &d.message]), [Landing::History, Landing::History]);
+    assert_eq!(landings(&[&t.message], &is_task), [Landing::OpenTask]);
+    assert_eq!(landings(&[&t.message, &d.message], &is_task), [Landing::History, Landing::History]);
+    // A task handed on: its last task message is the one that waits.
+    let on = "---\nfrom: b\nto: c\ntype: task\nmsg-id: on-9\ntask-id: T-9\n---\ntry it\n";
+    let o = import_file("20251121_170100_b-c_task.md", on.as_bytes(), now(), &tasks).unwrap();
+    assert_eq!(
+        landings(&[&t.message, &o.message], &is_task),
+        [Landing::History, Landing::OpenTask]
+    );
+    // A CIRCE intent that opens a task opens one as TX's `task` does.
+    let feature = t.message.clone();
+    let feature = Message { intent: Some("implement_feature".into()), ..feature };
+    assert_eq!(landings(&[&feature], &|i| i == "implement_feature"), [Landing::OpenTask]);
+    assert_eq!(landings(&[&feature], &is_task), [Landing::History]);
 }

@@ -584,6 +584,32 @@ fn a_chat_channel_never_archived_stays_until_its_file_is_older_than_the_cutoff()
     assert_eq!(env.ls_all("LOGS/chat").len(), 2, "the archive and its record");
 }
 
+/// A dry run counts an old chat archive as the run takes it: its two files (the archive
+/// and its record) and their bytes.
+#[test]
+fn a_dry_run_counts_the_chat_files_the_run_takes() {
+    local_only!(
+        "the channel's file is the local engine's (tests/pg/chat.rs archives the database's)"
+    );
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "started today"]).ok();
+    // The first run archives the channel (its file is older than the cutoff then) ...
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert_eq!(env.ls_all("LOGS/chat").len(), 2, "the archive and its record");
+    env.as_("engineer", &["chat", "say", "--to", "qa", "and later"]).ok();
+    // ... and a run a year on takes that archive into a segment.
+    let much_later = "2032-01-01T00:00:00Z";
+    let dry = env.circe(["--json", "archive", "--dry-run"]).now(much_later).run();
+    dry.ok();
+    let real = env.circe(["--json", "archive"]).now(much_later).run();
+    real.ok();
+    let (dry, real) = (dry.json(), real.json());
+    assert_eq!(real["chat_file_count"], 2, "{real}");
+    for key in ["chat_file_count", "bytes", "log_segment_count", "message_count"] {
+        assert_eq!(dry[key], real[key], "{key}: dry run {dry}, run {real}");
+    }
+}
+
 /// `wait --for reply:ID` on a question archived with its thread answers at once (exit 3,
 /// saying where its replies are) instead of waiting for ever; `--new` still waits for a
 /// reply sent from then on.

@@ -197,6 +197,30 @@ fn check_hints_say_to_run_and_where_the_command_goes() {
     assert_eq!(env.record("C-1").status.as_str(), "claimed");
 }
 
+/// `validate --draft` refuses a template copied and not filled in, as `send --file` does,
+/// with the same words: its placeholder task id, then a placeholder line left in its body.
+#[test]
+fn validate_draft_refuses_an_unfilled_template_as_send_does() {
+    let env = Env::new();
+    let t = env.circe(["send", "--template", "implement_feature"]).agent("coordinator").run();
+    t.ok();
+    let draft = env.path().join("d.md");
+    let d = draft.to_str().unwrap();
+    for text in [t.stdout.clone(), t.stdout.replace("TASK-001", "BUG-7")] {
+        std::fs::write(&draft, &text).unwrap();
+        let sent = env.as_("coordinator", &["send", "--file", d]);
+        sent.code(3);
+        let checked = env.circe(["validate", "--draft", d]).run();
+        checked.code(3);
+        let said = sent.stderr.lines().next().unwrap();
+        let said = said.trim_start_matches("error: ").trim_end_matches(": nothing was sent");
+        assert!(checked.stderr.contains(said), "{}\n{}", sent.show(), checked.show());
+    }
+    let json = env.circe(["validate", "--draft", "--json", d]).run();
+    json.code(3);
+    assert_eq!(json.json()["files"][0]["problems"][0]["line_number"], 9, "{}", json.show());
+}
+
 /// `send --help`'s example (`send --template test > draft.md`, `send --file draft.md`) sent
 /// as printed, not filled in, opens no task: the first placeholder left is named by line.
 #[test]
@@ -214,7 +238,7 @@ fn a_template_sent_unfilled_opens_no_task() {
     let o = env.as_("engineer", &["send", "--file", draft.to_str().unwrap()]);
     o.code(3);
     assert!(
-        o.stderr.contains("line 9 is still the template's placeholder `<one line: what to test>`"),
+        o.stderr.contains("line 9: `<one line: what to test>` is still the template's placeholder"),
         "{}",
         o.show()
     );

@@ -1028,6 +1028,29 @@ fn validate_takes_the_reference_examples_send_takes() {
     assert!(o.stderr.contains("is not one"), "{}", o.show());
 }
 
+/// A TX draft `send --file` takes, checked as a stored message, lacks what `send` fills in:
+/// the hint says to check it as a draft, not to add the lines, and as a draft it passes.
+#[test]
+fn validate_points_a_tx_draft_at_draft() {
+    let env = tx_root();
+    let f = env.path().join("ask.md");
+    std::fs::write(&f, "---\nto: brain\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").unwrap();
+    let f = f.display().to_string();
+    let o = env.circe(["validate", &f]).run();
+    o.code(3);
+    assert!(o.stderr.contains("missing required header"), "{}", o.show());
+    let hint = format!("check it with `circe validate --draft {f}`");
+    assert!(o.stderr.contains(&hint), "{}", o.show());
+    assert!(!o.stderr.contains("add a `from:` line"), "{}", o.show());
+    env.circe(["validate", "--draft", &f]).run().ok();
+    // One that does not read as a draft either keeps the hints that fix it.
+    std::fs::write(&f, "---\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").unwrap();
+    let o = env.circe(["validate", &f]).run();
+    o.code(3);
+    assert!(!o.stderr.contains("--draft"), "{}", o.show());
+    send(&env, "core", "---\nto: brain\ntype: ask\nmsg-id: ask-001\n---\nWhich store?\n").ok();
+}
+
 /// `export tx` writes circe's own messages with TX addresses: an agent as `MESH/NAME` (the
 /// root's mesh name), in the front matter and in the file name (its agent part); a role
 /// stays `role:NAME` in the front matter (TX has no roles) and `role-NAME` in the name: no
@@ -1072,6 +1095,58 @@ fn export_tx_writes_agents_as_mesh_and_name() {
         text.contains("to: role:engineer\n") && text.contains("from: team/coordinator\n"),
         "{text}"
     );
+}
+
+/// circe's own tasks go out through `export tx` and come back through `import tx` as they
+/// stood: a waiting task waits again (its message opens it, whatever its intent, with the
+/// intent's checks), handed on it waits for whom it was handed to (its earlier message is
+/// history), and a completed or held one is history, its status said in the exported file.
+#[test]
+fn circe_tasks_come_back_from_an_export_as_they_stood() {
+    let env = Env::new();
+    env.open_task("T-OPEN");
+    env.complete_task("T-DONE");
+    env.open_task("T-HELD");
+    env.as_("engineer", &["claim", "T-HELD"]).ok();
+    env.open_task("T-ON");
+    env.as_("engineer", &["claim", "T-ON"]).ok();
+    let on = ["send", "--to", "role:qa", "--intent", "test", "--task", "T-ON", "--summary", "try"];
+    env.as_("engineer", &on).ok();
+    let out = env.path().join("exported");
+    env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
+    let status_of = |task: &str| {
+        let text = std::fs::read_dir(&out)
+            .unwrap()
+            .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
+            .find(|t| t.contains(&format!("\ntask-id: {task}\n")))
+            .unwrap();
+        text.lines().find_map(|l| l.strip_prefix("status: ")).unwrap().to_string()
+    };
+    assert_eq!(status_of("T-OPEN"), "start");
+    assert_eq!(status_of("T-DONE"), "complete");
+    assert_eq!(status_of("T-HELD"), "claimed");
+    let fresh = Env::new();
+    let o = fresh.circe(["import", "tx", out.to_str().unwrap(), "--json"]).run();
+    o.ok();
+    let r = o.json();
+    assert_eq!(
+        (r["open_tasks"].as_u64(), r["history"].as_u64()),
+        (Some(2), Some(3)),
+        "{}",
+        o.show()
+    );
+    assert!(r["skipped"].as_array().unwrap().is_empty(), "{}", o.show());
+    let tasks = fresh.circe(["tasks", "--json"]).run();
+    let list = tasks.json();
+    let ids: Vec<&str> =
+        list["tasks"].as_array().unwrap().iter().map(|t| t["task_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["T-ON", "T-OPEN"], "{}", tasks.show());
+    let open = fresh.record("T-OPEN");
+    assert_eq!((open.status.as_str(), open.intent.as_str()), ("new", "implement_feature"));
+    let on = fresh.record("T-ON");
+    assert_eq!((on.intent.as_str(), on.to.as_str()), ("test", "role:qa"));
+    assert!(fresh.read("TASKS/T-OPEN.checks").contains("tests_passed"), "the intent's checks");
+    fresh.circe(["doctor"]).run().ok();
 }
 
 /// An ask or a task imported past its deadline is history ("Expired messages logged but not

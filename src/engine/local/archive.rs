@@ -148,9 +148,11 @@ fn dry_run(eng: &LocalEngine, req: &Request) -> Result<Report> {
         records,
         log_segments: logs.len() as u64,
         events: logs.iter().map(|l| l.last + 1 - l.first).sum(),
-        chat_files: chat.len() as u64,
+        chat_files: (chat.len() * scan::ChatItem::EXTS.len()) as u64,
         filed,
-        bytes: c.bytes + logs.iter().map(|l| l.bytes).sum::<u64>(),
+        bytes: c.bytes
+            + logs.iter().map(|l| l.bytes).sum::<u64>()
+            + chat.iter().map(|c| c.bytes).sum::<u64>(),
         expired: eng
             .store
             .segment_lines()?

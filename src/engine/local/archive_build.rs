@@ -300,7 +300,7 @@ impl<'a> Build<'a> {
 
     /// An archived chat file and its record.
     pub(super) fn chat(&mut self, c: &ChatItem) -> Result<()> {
-        for ext in ["md", "json"] {
+        for ext in ChatItem::EXTS {
             let path =
                 self.eng.store.root.join("LOGS").join("chat").join(format!("{}.{ext}", c.stem));
             let (mut f, len) =

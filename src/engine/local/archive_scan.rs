@@ -55,6 +55,14 @@ pub(super) struct ChatItem {
     pub stem: String,
     pub period: String,
     pub archived_at: String,
+    /// The bytes of its files when scanned (what a dry run counts).
+    pub bytes: u64,
+}
+
+impl ChatItem {
+    /// Its files in `LOGS/chat/`, `<stem>.<ext>`: the archive and its record. A run takes
+    /// both and counts each as a chat file; a dry run counts the same.
+    pub(super) const EXTS: [&'static str; 2] = ["md", "json"];
 }
 
 /// Where the scan puts what it finds.
@@ -411,10 +419,12 @@ pub(super) fn chat_items(
             && let Some(t) = crate::clock::parse(&at)
             && t < cutoff
         {
+            let md = atomic::open_regular(&dir.join(format!("{stem}.md"))).map_or(0, |(_, l)| l);
             out.push(ChatItem {
                 stem: stem.to_string(),
                 period: crate::archive::period_of(t),
                 archived_at: at,
+                bytes: md + bytes.len() as u64,
             });
         }
     }
