@@ -227,41 +227,41 @@ pub enum Landing {
 /// that opens a task); of several naming one task (a task handed on), the last one is the
 /// task's ticket and the earlier ones are history.
 pub fn landings(msgs: &[&Message], opens_task: &dyn Fn(&str) -> bool) -> Vec<Landing> {
-    let replied = |id: Option<&str>, kind: Semantics| {
-        id.is_some_and(|id| {
-            msgs.iter().any(|r| {
-                r.in_reply_to.as_deref() == Some(id)
-                    && r.intent.as_deref().map(semantics) == Some(kind)
-            })
-        })
-    };
-    // A `task-complete` names its task by `in-reply-to` or by `task-id` alone.
-    let completed = |task: Option<&str>| {
-        task.is_some_and(|t| {
-            msgs.iter().any(|r| {
-                r.task_id.as_deref() == Some(t)
-                    && r.intent.as_deref().map(semantics) == Some(Semantics::CompletesTask)
-            })
-        })
-    };
+    use std::collections::{HashMap, HashSet};
+    // One pass for what the later messages say (a folder of thousands stays linear): the
+    // ids replied to by each kind of reply, the tasks a `task-complete` names (by
+    // `in-reply-to` or by `task-id` alone), and each task's last task message.
     let opens = |m: &Message| m.intent.as_deref().is_some_and(opens_task);
-    // A later task message of the same task: this one was handed on.
-    let handed_on = |at: usize, task: Option<&str>| {
-        task.is_some_and(|t| {
-            msgs[at + 1..].iter().any(|r| opens(r) && r.task_id.as_deref() == Some(t))
-        })
-    };
+    let mut replied: HashSet<(&str, Semantics)> = HashSet::new();
+    let mut completed: HashSet<&str> = HashSet::new();
+    let mut last: HashMap<&str, usize> = HashMap::new();
+    for (at, r) in msgs.iter().enumerate() {
+        let kind = r.intent.as_deref().map(semantics);
+        if let (Some(id), Some(k)) = (r.in_reply_to.as_deref(), kind) {
+            replied.insert((id, k));
+        }
+        if let (Some(t), Some(Semantics::CompletesTask)) = (r.task_id.as_deref(), kind) {
+            completed.insert(t);
+        }
+        if let Some(t) = r.task_id.as_deref().filter(|_| opens(r)) {
+            last.insert(t, at);
+        }
+    }
+    let replied =
+        |id: Option<&str>, kind: Semantics| id.is_some_and(|id| replied.contains(&(id, kind)));
     msgs.iter()
         .enumerate()
         .map(|(at, m)| {
             let id = m.msg_id.as_deref();
             let task = m.task_id.as_deref();
+            // A later task message of the same task: this one was handed on.
+            let handed_on = task.is_some_and(|t| last.get(t).is_some_and(|&l| l > at));
             match m.intent.as_deref().map(semantics) {
                 Some(Semantics::OpensAsk) if !replied(id, Semantics::ClosesAsk) => Landing::OpenAsk,
                 _ if opens(m)
                     && !replied(id, Semantics::CompletesTask)
-                    && !completed(task)
-                    && !handed_on(at, task) =>
+                    && !task.is_some_and(|t| completed.contains(t))
+                    && !handed_on =>
                 {
                     Landing::OpenTask
                 }

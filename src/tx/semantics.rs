@@ -1,7 +1,7 @@
 //! What each TX message type does beyond being delivered (reference 000, "Message Types").
 
 /// The effect a message of a TX type has in circe.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Semantics {
     /// `ask`, `ask-human`: the sender waits; circe records an open ask.
     OpensAsk,
