@@ -186,8 +186,8 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
         ))),
         Ok(local::Opened::Local(..)) => {
             Err(Error::conflict(format!("{held} holds a local root")).hint(format!(
-                "`circe migrate --to {}` moves it into the database; nothing was changed",
-                target.location()
+                "`circe migrate --to '{}'` moves it into the database; nothing was changed",
+                target.url_to_pass()
             )))
         }
         Err(e) => Err(Error::conflict(format!(

@@ -46,6 +46,16 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> Result<Report> {
     }
 }
 
+/// `migrate --to` of a root that is in a database (`why`): exit 2, pointing at `--to-local`;
+/// or, when that database root moved to a folder already, its refusal (exit 3, naming the
+/// folder), since `--to-local` would be refused too.
+fn in_a_database(ctx: &Ctx, why: String) -> Error {
+    match ctx.workspace() {
+        Err(moved) if moved.kind == crate::error::Kind::Refused => moved,
+        _ => Error::usage(why).hint("`circe migrate --to-local DIR` brings it back into a folder"),
+    }
+}
+
 fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let target = Target::from_url(url)?;
     // Given, it must be the clock of a root already there (as `init --engine` says).
@@ -56,15 +66,19 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
     let spec = ctx.root_spec();
     if let RootSpec::Url(u) = &spec {
         let at = Target::from_url(u).map_or_else(|_| "a database".to_string(), |t| t.location());
-        return Err(Error::usage(format!(
-            "this root is in a database already ({at}): `migrate --to` moves a root folder"
-        ))
-        .hint("`circe migrate --to-local DIR` brings it back into a folder"));
+        return Err(in_a_database(
+            ctx,
+            format!(
+                "this root is in a database already ({at}): `migrate --to` moves a root folder"
+            ),
+        ));
     }
     let root = local::locate(&spec)?;
     if let local::Opened::Pointer(t) = local::open(&RootSpec::Path(root.clone()), None)? {
-        return Err(Error::usage(format!("this root is in a database already ({})", t.location()))
-            .hint("`circe migrate --to-local DIR` brings it back into a folder"));
+        return Err(in_a_database(
+            ctx,
+            format!("this root is in a database already ({})", t.location()),
+        ));
     }
     // SIGINT, SIGTERM or SIGHUP before the import commits puts the root back (a signal's
     // default action would leave it renamed aside, and every agent without a root).

@@ -207,6 +207,11 @@ pub const TABLE: &[Rule] = &[
     Rule { from: &[New, Parked], mv: Move::Readdress, to: New, by: &[Coordinator] },
 ];
 
+/// Is `r` a move one of `actors` makes (not the lease's or the deadline's own)?
+fn theirs_any(r: &Rule, actors: &[Actor]) -> bool {
+    r.by.iter().any(|a| actors.contains(a) && !matches!(a, Actor::Lease | Actor::Deadline))
+}
+
 /// The status `mv` leads to from `from` when made by one of `actors`, or a refusal.
 pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
     let rows: Vec<&Rule> = TABLE.iter().filter(|r| r.mv == mv && r.from.contains(&from)).collect();
@@ -235,13 +240,26 @@ pub fn decide(from: Status, mv: Move, actors: &[Actor]) -> Result<Status> {
                 allowed.push(s.as_str());
             }
         }
+        // And, for a held task, what these actors may do to it instead (a coordinator: complete
+        // it, or release it back to the queue).
+        let mut instead: Vec<&str> = Vec::new();
+        for r in TABLE.iter().filter(|r| r.from.contains(&from) && theirs_any(r, actors)) {
+            if !instead.contains(&r.mv.target_word()) && r.mv != Move::Claim {
+                instead.push(r.mv.target_word());
+            }
+        }
+        let instead = if anyone || instead.is_empty() || !from.is_owned() {
+            String::new()
+        } else {
+            format!("; a task that is {} you may move to {}", from.as_str(), instead.join(" or "))
+        };
         return Err(Error::refused(format!(
             "cannot move a task that is {} to {}",
             from.as_str(),
             mv.target_word()
         ))
         .hint(format!(
-            "{} applies to tasks that are {}",
+            "{} applies to tasks that are {}{instead}",
             mv.target_word(),
             allowed.join(" or ")
         )));
@@ -340,6 +358,13 @@ mod tests {
         assert_eq!(
             hint(&[Lease]).as_deref(),
             Some("completed applies to tasks that are in_progress or claimed or blocked")
+        );
+        // A held task: what the actor may do to it instead.
+        assert_eq!(
+            decide(Blocked, Move::Fail, &[Coordinator]).unwrap_err().hint.as_deref(),
+            Some(
+                "failed applies to tasks that are parked; a task that is blocked you may move to completed or new (a release)"
+            )
         );
         // Out of a final status nothing leads: said so (the way on is `effects::apply`'s,
         // said to the agent that asked: tests/cli `hints_of_lifecycle_refusals_...`).

@@ -49,7 +49,7 @@ fn the_password_comes_from_the_environment_or_the_password_file_and_its_absence_
     // No password anywhere (no HOME, no PGPASSFILE, no PGPASSWORD): say so, point to the file.
     let none = Root::at(&url).run(None, &["init"]);
     assert_eq!(none.code, 1, "{none:?}");
-    assert!(none.stderr.contains("asks for a password"), "{none:?}");
+    assert!(none.stderr.contains(&format!("asks a password of user {role}")), "{none:?}");
     assert!(none.stderr.contains(".pgpass") && none.stderr.contains("PGPASSWORD"), "{none:?}");
 
     // A wrong one: the server's refusal, and what to check.
@@ -76,7 +76,17 @@ fn the_password_comes_from_the_environment_or_the_password_file_and_its_absence_
     let line = format!("localhost:{}:postgres:{role}:s3cret\\:x", c.port + 1);
     other.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &line)));
     let o = other.run(None, &["tasks"]);
-    assert!(o.code == 1 && o.stderr.contains("asks for a password"), "{o:?}");
+    assert!(o.code == 1 && o.stderr.contains("asks a password of user"), "{o:?}");
+    assert!(o.stderr.contains("pgpass matches"), "{o:?}");
+    // A password file that is not there is said so.
+    let mut missing = Root::at(&url);
+    let gone = tmp.path().join("gone");
+    missing.env.push(("PGPASSFILE".into(), gone.display().to_string()));
+    let o = missing.run(None, &["tasks"]);
+    assert!(
+        o.code == 1 && o.stderr.contains(&format!("{} does not exist", gone.display())),
+        "{o:?}"
+    );
     // `*` matches any port, and PGPASSWORD comes before the file.
     let mut star = Root::at(&url);
     star.env.push(("PGPASSFILE".into(), passfile(tmp.path(), &format!("*:*:*:{role}:s3cret\\:x"))));

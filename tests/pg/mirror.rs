@@ -949,4 +949,8 @@ fn followers_of_a_root_moved_to_a_folder_end_saying_where_it_went() {
         assert_eq!(out.code, 3, "{out:?}");
         assert!(out.stderr.contains("was moved to"), "{out:?}");
     }
+    // Moving it again says where it went, rather than pointing at `--to-local` (refused).
+    let again = root.run(None, &["migrate", "--to", &c.fresh_url()]);
+    assert_eq!(again.code, 3, "{again:?}");
+    assert!(again.stderr.contains("was moved to"), "{again:?}");
 }

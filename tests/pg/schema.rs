@@ -143,6 +143,17 @@ fn opening_a_schema_without_a_root_or_of_a_newer_circe_says_so_and_what_to_do() 
     let (team, new) =
         (said.find("pass the team's root with --root"), said.find("makes a new, empty one"));
     assert!(team.is_some() && team < new, "{said}");
+    // The URL the hint gives keeps the server named apart (a pooler in front).
+    let apart = Root::at(&format!("{typo}&listen_port={}", c.port)).run(None, &["tasks"]);
+    assert!(
+        apart.stderr.contains(&format!("listen_port={}&schema={schema}x'", c.port)),
+        "{apart:?}"
+    );
+    // A root moved to a folder is no root to suggest: its every command is refused.
+    c.psql(&format!("INSERT INTO \"{schema}\".meta VALUES ('moved_to', '/elsewhere')"));
+    let moved = Root::at(&typo).run(None, &["tasks"]);
+    assert!(!moved.stderr.contains("did you mean"), "{moved:?}");
+    c.psql(&format!("DELETE FROM \"{schema}\".meta WHERE key = 'moved_to'"));
     c.psql(&format!("UPDATE \"{schema}\".meta SET value = '99' WHERE key = 'schema_version'"));
     let newer = root.run(None, &["tasks"]);
     assert_eq!(newer.code, 3, "{newer:?}");

@@ -349,8 +349,10 @@ pub fn connect_error(
     if let Some(db) = e.as_db_error() {
         let err =
             Error::internal(format!("cannot connect to the database {place}: {}", db.message()));
+        // A pooler says it in its own words and code ("SASL authentication failed").
         if *db.code() == SqlState::INVALID_PASSWORD
             || *db.code() == SqlState::INVALID_AUTHORIZATION_SPECIFICATION
+            || db.message().contains("authentication failed")
         {
             return err.hint("check the user and the password (PGPASSWORD or the password file)");
         }
@@ -377,13 +379,22 @@ pub fn connect_error(
         source = s.source();
     }
     if password_missing {
+        let user = config.get_user().unwrap_or_default();
+        let db = config.get_dbname().unwrap_or(user);
+        let file = super::target::passfile();
+        let file_said = match &file {
+            Some(f) if !f.exists() => format!("{} does not exist", f.display()),
+            Some(f) => format!("no line of {} matches", f.display()),
+            None => "no password file (HOME is not set)".to_string(),
+        };
         return Error::internal(format!(
-            "cannot connect to the database {place}: the server asks for a password, and \
-             neither PGPASSWORD nor a line of the password file gives one"
+            "cannot connect to the database {place}: the server asks a password of user {user} \
+             (database {db}), and PGPASSWORD is not set and {file_said}"
         ))
         .hint(
             "add `host:port:database:user:password` to ~/.pgpass (mode 600; PGPASSFILE names \
-             another file; `localhost` stands for a socket folder) or set PGPASSWORD",
+             another file; `localhost` stands for a socket folder) or set PGPASSWORD; a URL \
+             without `user@` connects as PGUSER, else the login user",
         );
     }
     // A socket file that is not there says only "No such file or directory": name it.

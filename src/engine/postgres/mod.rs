@@ -125,7 +125,7 @@ impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
         let conn = Conn::connect(target)?;
         let opening = Opening::read(&conn, target)?;
-        schema::check(opening.version, &target.schema, Some(&target.location()))?;
+        schema::check(opening.version, &target.schema, Some(&target.url_to_pass()))?;
         if let Some(to) = opening.moved_to {
             return Err(moved_away(target, &to));
         }
@@ -243,7 +243,7 @@ fn no_root(target: &Target, roots: &[String], e: Error) -> Error {
     Error::usage(format!("no circe root in schema {} of {}", target.schema, target.url)).hint(
         format!(
             "{near}pass the team's root with --root or CIRCE_ROOT ({held}); `circe init --engine '{}'` makes a new, empty one",
-            target.location()
+            target.url_to_pass()
         ),
     )
 }
@@ -331,7 +331,9 @@ impl Opening {
         let read = conn.call("opening the root", conn.client.query_typed(&q, &[]));
         let version = read.ok().and_then(|rows| rows.first().map(|r| r.get::<_, String>(0)));
         if let Some(v) = version.and_then(|v| v.parse::<u32>().ok()) {
-            return schema::check(v, &target.schema, Some(&target.location())).err().unwrap_or(e);
+            return schema::check(v, &target.schema, Some(&target.url_to_pass()))
+                .err()
+                .unwrap_or(e);
         }
         // The schemas of this database that hold a root: a typo is then plain.
         let q = "SELECT table_schema FROM information_schema.tables \
@@ -340,6 +342,13 @@ impl Opening {
             .call("listing the roots", conn.client.query_typed(q, &[]))
             .map(|rows| rows.iter().map(|r| r.get::<_, String>(0)).collect())
             .unwrap_or_default();
+        // Not the roots that moved to a folder: each would be refused too.
+        let here = |s: &String| {
+            let q = schema::sql(s, "SELECT 1 FROM {s}.meta WHERE key = 'moved_to'");
+            conn.call("listing the roots", conn.client.query_typed(&q, &[]))
+                .is_ok_and(|rows| rows.is_empty())
+        };
+        let roots: Vec<String> = roots.into_iter().filter(here).collect();
         no_root(target, &roots, e)
     }
 }

@@ -152,6 +152,14 @@ impl Target {
         format!("{}{sep}schema={}", self.url, self.schema)
     }
 
+    /// The root's URL as a command line takes it again (a hint's `--root` or `init --engine`):
+    /// `location`, with the server named apart kept (`listen_host=`, `listen_port=`).
+    pub fn url_to_pass(&self) -> String {
+        let url = self.engine_config().url;
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}schema={}", self.schema)
+    }
+
     /// The server, database and schema, however the URL spells them (its order of
     /// parameters, its timeouts, the user it connects as): `postgres://HOST:PORT/DB?schema=S`.
     pub fn identity(&self) -> String {
@@ -312,11 +320,15 @@ fn fill_defaults(c: &mut tokio_postgres::Config) {
 /// The password for this connection from the password file (`PGPASSFILE`, else
 /// `~/.pgpass`): lines `host:port:database:user:password`, `*` matching anything.
 fn from_passfile(c: &tokio_postgres::Config) -> Option<String> {
-    let path = std::env::var_os("PGPASSFILE")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))?;
-    let text = crate::engine::local::read_small_file(&path)?;
+    let text = crate::engine::local::read_small_file(&passfile()?)?;
     passfile_match(&text, c)
+}
+
+/// Where the password file is looked for: `PGPASSFILE`, else `~/.pgpass`.
+pub fn passfile() -> Option<std::path::PathBuf> {
+    std::env::var_os("PGPASSFILE")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".pgpass")))
 }
 
 /// The password of the first line of a password file's `text` that matches `c`.
