@@ -87,7 +87,7 @@ fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
 /// returned. A task's current message is no receipt: it reached `me` by a claim (no
 /// delivery, fenced by the task's epoch), so taking or filing it moves nothing.
 pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<usize> {
-    let mut moves = Vec::new();
+    let (mut moves, mut left) = (Vec::new(), Vec::new());
     for (b, f) in messages {
         let Ok(m) = super::read(ws, b, f) else { continue };
         if !meant_for(ws, me, &m) || is_ticket(ws, &m, f)? {
@@ -97,7 +97,7 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
             // Handed on from the INBOX (a watcher, a wait), the message is still there and is
             // not stale; taken or filed, it has left, and a copy arriving again is.
             if !matches!(b, Mailbox::Inbox(_)) {
-                n.msg_id = None;
+                left.extend(n.msg_id.take());
             }
             moves.push(n);
         }
@@ -108,8 +108,14 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
     let senders: Vec<String> = moves.iter().map(|n| n.sender.to_ascii_uppercase()).collect();
     let candidates = inbox_from(ws, me, Some(&senders))?;
     see_and_log(ws, me, &candidates, None, &mut |r| {
+        for id in &left {
+            r.handed.remove(id);
+        }
         for n in &moves {
-            r.receive_msg(&n.sender, n.seq, n.epoch, n.msg_id.as_deref());
+            match n.msg_id.as_deref() {
+                Some(id) => r.hand_on(&n.sender, n.seq, n.epoch, id),
+                None => r.receive_msg(&n.sender, n.seq, n.epoch, None),
+            };
         }
     })
 }
@@ -258,6 +264,7 @@ fn see_and_log(
         events.clear();
         if let Some(p) = present {
             r.skipped.retain(|k| p.contains(k));
+            r.handed.retain(|k| p.contains(k));
         }
         for c in candidates {
             let n = &c.n;

@@ -34,6 +34,10 @@ pub struct Receiver {
     /// Stale messages already logged as skipped (their ids), so that each is logged once.
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub skipped: BTreeSet<String>,
+    /// Messages handed on from the INBOX (a watcher, a wait) that may still lie there (their
+    /// ids): seen, so never stale, however far lastSeen moved past them since.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub handed: BTreeSet<String>,
 }
 
 impl Receiver {
@@ -69,6 +73,16 @@ impl Receiver {
         verdict
     }
 
+    /// `receive_msg` of a message a consumer handed on from the INBOX, where it stays: it is
+    /// remembered as seen (`handed`), never stale afterwards.
+    pub fn hand_on(&mut self, sender: &str, seq: Option<u64>, epoch: u64, msg_id: &str) -> Verdict {
+        let verdict = self.receive_msg(sender, seq, epoch, Some(msg_id));
+        if verdict == Verdict::Process {
+            self.handed.insert(msg_id.to_string());
+        }
+        verdict
+    }
+
     /// The verdict `receive_msg` would give, changing nothing (a listing marks stale
     /// messages without handing anything on).
     pub fn judge(
@@ -85,6 +99,10 @@ impl Receiver {
         let Some(seen) = self.senders.get(&sender.to_ascii_uppercase()) else {
             return Verdict::Process;
         };
+        // Handed on from the INBOX already: seen, whatever came after it.
+        if msg_id.is_some_and(|id| self.handed.contains(id)) {
+            return Verdict::Process;
+        }
         let same = msg_id.is_some() && msg_id == seen.msg_id.as_deref();
         if epoch > seen.epoch || (epoch == seen.epoch && (n > seen.last_seen || same)) {
             return Verdict::Process;
@@ -101,5 +119,6 @@ impl Receiver {
     pub fn reset(&mut self) {
         self.senders.clear();
         self.skipped.clear();
+        self.handed.clear();
     }
 }

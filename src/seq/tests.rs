@@ -190,7 +190,7 @@ fn an_epoch_after_the_number_is_circes_form() {
 #[test]
 fn judging_changes_nothing_and_the_message_that_set_last_seen_is_not_stale() {
     let mut r = Receiver::default();
-    assert_eq!(r.receive_msg("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
+    assert_eq!(r.hand_on("LEAD", Some(5), 0, "m5"), Verdict::Process);
     // #5 itself (still in the INBOX after a watcher handed it on) is not stale; another #5 is.
     assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
     assert_eq!(r.judge("LEAD", Some(5), 0, Some("other")), Verdict::Stale { last_seen: 5 });
@@ -200,8 +200,18 @@ fn judging_changes_nothing_and_the_message_that_set_last_seen_is_not_stale() {
     // Handed on twice (taken, then done): processed, nothing moves.
     assert_eq!(r.receive_msg("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
     assert_eq!(r.senders["LEAD"].msg_id.as_deref(), Some("m5"));
-    assert_eq!(r.receive_msg("LEAD", Some(7), 0, Some("m7")), Verdict::Process);
+    assert_eq!(r.hand_on("LEAD", Some(7), 0, "m7"), Verdict::Process);
+    // #5 was handed on: seen, not stale, however far lastSeen went since; another #5 is.
+    assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Process);
+    assert_eq!(r.judge("LEAD", Some(5), 0, Some("other")), Verdict::Stale { last_seen: 7 });
+    assert_eq!(r.judge("LEAD", Some(6), 0, Some("m6")), Verdict::Stale { last_seen: 7 });
+    // Once it has left (taken, filed: `ops::seq` drops it), a copy arriving again is stale.
+    r.handed.remove("m5");
     assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Stale { last_seen: 7 });
+    // A chat line is no INBOX message: received, it is not remembered once passed.
+    assert_eq!(r.receive_msg("LEAD", Some(8), 0, Some("chat:3")), Verdict::Process);
+    assert_eq!(r.receive_msg("LEAD", Some(9), 0, Some("chat:4")), Verdict::Process);
+    assert_eq!(r.judge("LEAD", Some(8), 0, Some("chat:3")), Verdict::Stale { last_seen: 9 });
 }
 
 #[test]
