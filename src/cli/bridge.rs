@@ -139,6 +139,23 @@ pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
     let mut warnings: Vec<String> =
         kept.iter().map(|k| format!("{k}: another file has this name; left as it is")).collect();
     warnings.extend(skipped.iter().map(|s| format!("{}: not exported: {}", s.file, s.reason)));
+    // The archive keeps its own messages: said, so that an export is not taken for the whole
+    // history.
+    let archived = ws.engine.archived_tasks()?;
+    if let Some(t) = archived.first() {
+        let kept = if ws.engine.local_folder().is_some() {
+            format!(
+                "the archive keeps them (`circe archive restore {} --to DIR` writes one task's back as files)",
+                t.task
+            )
+        } else {
+            "their archive stayed in the folder this root came from".to_string()
+        };
+        warnings.push(format!(
+            "the messages of {} archived task(s) (and the loose messages archived with them) are not exported: {kept}",
+            archived.len()
+        ));
+    }
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
     Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written_count": new, "unchanged_count": same, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
         .warnings(warnings))

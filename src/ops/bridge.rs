@@ -277,8 +277,17 @@ fn land(
     let from = m.from_agent().unwrap_or("system");
     let to = m.to.clone().unwrap_or_default();
     let intent = m.intent.clone().unwrap_or_default();
-    let name =
-        message::fit_name(message::file_name(created, from, &to, &intent, m.task_id.as_deref(), 1));
+    // Named as `send` names it: the address's name, without `role:` or `agent:` (no `:` in a
+    // file name).
+    let label = crate::address::Address::parse(&to).name();
+    let name = message::fit_name(message::file_name(
+        created,
+        from,
+        label,
+        &intent,
+        m.task_id.as_deref(),
+        1,
+    ));
     let waiting_status =
         m.status.as_deref().is_none_or(|s| matches!(s, "new" | "start" | "pending"));
     // "Expired messages logged but not processed" (reference 000): an ask or task past its
@@ -433,6 +442,10 @@ fn tx_status<'a>(s: &'a str, intent: &str) -> &'a str {
         "new" | "pending" => "start",
         "in_progress" => "in-progress",
         "completed" => "complete",
+        // Task statuses no message header has (TX has no word for them): a task whose
+        // deadline passed ended undone; a parked one waits for a coordinator.
+        "expired" => "failed",
+        "parked" => "blocked",
         other => other,
     }
 }

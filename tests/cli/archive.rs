@@ -794,3 +794,21 @@ fn global_flags_stand_before_an_archive_subcommand() {
     assert_eq!(o.code, 2, "{}", o.show());
     assert!(o.stderr.contains("belong to `circe archive` itself"), "{}", o.show());
 }
+
+/// `export tx` after a run writes the live messages only, and says how many archived tasks'
+/// messages the archive keeps, with the command that writes one back.
+#[test]
+fn an_export_says_what_the_archive_keeps() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    env.circe(["archive"]).now(LATER).run().ok();
+    let out = env.path().join("exported");
+    let o = env.circe(["export", "tx", out.to_str().unwrap()]).run();
+    o.ok();
+    assert!(
+        o.stderr.contains("the messages of 1 archived task(s)")
+            && o.stderr.contains("`circe archive restore T1 --to DIR`"),
+        "{}",
+        o.show()
+    );
+}

@@ -1112,26 +1112,39 @@ fn circe_tasks_come_back_from_an_export_as_they_stood() {
     env.as_("engineer", &["claim", "T-ON"]).ok();
     let on = ["send", "--to", "role:qa", "--intent", "test", "--task", "T-ON", "--summary", "try"];
     env.as_("engineer", &on).ok();
+    // Past its deadline (`expired`: a status no header has) it goes out as `failed`.
+    let late = ["send", "--to", "role:engineer", "--intent", "implement_feature", "--task"];
+    env.as_(
+        "coordinator",
+        &[&late[..], &["T-LATE", "--summary", "l", "--deadline", "10m"]].concat(),
+    )
+    .ok();
+    // (the others' leases, 30 minutes, still run)
+    env.circe(["reap"]).now("2025-11-21T17:15:00Z").run().ok();
+    assert_eq!(env.record("T-LATE").status.as_str(), "expired");
     let out = env.path().join("exported");
     env.circe(["export", "tx", out.to_str().unwrap()]).run().ok();
     let status_of = |task: &str| {
         let text = std::fs::read_dir(&out)
             .unwrap()
             .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap())
-            .find(|t| t.contains(&format!("\ntask-id: {task}\n")))
+            // The task's own message, not circe's notices about it.
+            .find(|t| t.contains(&format!("\ntask-id: {task}\n")) && !t.contains("status_update"))
             .unwrap();
         text.lines().find_map(|l| l.strip_prefix("status: ")).unwrap().to_string()
     };
     assert_eq!(status_of("T-OPEN"), "start");
     assert_eq!(status_of("T-DONE"), "complete");
     assert_eq!(status_of("T-HELD"), "claimed");
+    assert_eq!(status_of("T-LATE"), "failed");
     let fresh = Env::new();
     let o = fresh.circe(["import", "tx", out.to_str().unwrap(), "--json"]).run();
     o.ok();
     let r = o.json();
     assert_eq!(
         (r["open_tasks"].as_u64(), r["history"].as_u64()),
-        (Some(2), Some(3)),
+        // (T-LATE's message and circe's notice of its deadline among the history)
+        (Some(2), Some(5)),
         "{}",
         o.show()
     );
@@ -1146,6 +1159,9 @@ fn circe_tasks_come_back_from_an_export_as_they_stood() {
     let on = fresh.record("T-ON");
     assert_eq!((on.intent.as_str(), on.to.as_str()), ("test", "role:qa"));
     assert!(fresh.read("TASKS/T-OPEN.checks").contains("tests_passed"), "the intent's checks");
+    // Named as `send` names them: an address's name, no `role:` (no `:` in a file name).
+    let waiting = fresh.ls("NEW_MESSAGES");
+    assert!(waiting.iter().all(|n| !n.contains(':')), "{waiting:?}");
     fresh.circe(["doctor"]).run().ok();
 }
 
