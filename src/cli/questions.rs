@@ -39,8 +39,9 @@ pub struct QuestionsJson {
 pub struct QuestionJson {
     pub msg_id: String,
     pub intent: String,
-    /// The intent an answer has (`answer`, `ask-response`).
-    pub expects: String,
+    /// The intent an answer has (`answer`, `ask-response`); null for circe's escalation of a
+    /// parked task, which takes no answer (a coordinator releases or readdresses the task).
+    pub expects: Option<String>,
     pub from: String,
     pub to: String,
     pub task_id: Option<String>,
@@ -134,7 +135,8 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
         .map(|q| QuestionJson {
             msg_id: q.msg_id,
             intent: q.intent,
-            expects: q.expects,
+            // circe's escalation takes no answer: none is expected.
+            expects: (q.from != crate::event::CIRCE).then_some(q.expects),
             from: q.from,
             to: q.to,
             task_id: q.task_id,

@@ -392,6 +392,7 @@ pub fn readdress_task(
     reason: Option<&str>,
 ) -> Result<Redelivered> {
     coordinator_only(ws, me, "readdress a task")?;
+    super::update::blank_reason(reason)?;
     crate::address::check(to)
         .map_err(|e| Error { message: format!("--to: {}", e.message), ..e })?;
     let (agents, _) = ws.reach(to)?;

@@ -91,7 +91,7 @@ fn replied_to(
             "`{parent}` is circe's escalation of the parked task {task}: it takes no answer, and stays open while the task is parked"
         ))
         .hint(format!(
-            "a coordinator puts the task back (`circe release --force {task}`) or addresses it anew (`circe readdress {task} --to role:ROLE`), which settles it; an `update` in reply tells the others"
+            "a coordinator puts the task back (`circe --agent {me} release --force {task}`) or addresses it anew (`circe --agent {me} readdress {task} --to role:ROLE`), which settles it; an `update` in reply tells the others"
         )));
     }
     let opens_task = semantics(&intent) == Semantics::OpensTask
@@ -203,7 +203,7 @@ fn prepared(ws: &Workspace, me: &AgentName, msg: &mut Message, sem: Semantics) -
             let reply =
                 ws.registry.intents.values().any(|i| i.expects_reply.as_deref() == Some(intent));
             if reply {
-                not_to_an_ask(ws, intent, msg.in_reply_to.as_deref())?;
+                not_to_an_ask(ws, me, intent, msg.in_reply_to.as_deref())?;
             }
             match sem {
                 Semantics::OpensAsk => Plan::OpenAsk,
@@ -235,7 +235,7 @@ fn no_parent(ws: &Workspace, me: &AgentName, intent: &str, parent: &str) -> Resu
 /// An ask takes one answer, an `ask-response` (it goes to the asker and closes the ask): a
 /// reply of another intent (`answer`) to it would leave it open while the asker's
 /// questions counted it answered.
-fn not_to_an_ask(ws: &Workspace, intent: &str, parent: Option<&str>) -> Result<()> {
+fn not_to_an_ask(ws: &Workspace, me: &AgentName, intent: &str, parent: Option<&str>) -> Result<()> {
     let Some(parent) = parent else { return Ok(()) };
     let Ok(id) = crate::names::MsgId::new(parent) else { return Ok(()) };
     let Some(ask) = ws.engine.ask(&id)? else { return Ok(()) };
@@ -244,7 +244,7 @@ fn not_to_an_ask(ws: &Workspace, intent: &str, parent: Option<&str>) -> Result<(
         ask.intent
     ))
     .hint(format!(
-        "send --to agent:{} --intent ask-response --in-reply-to {parent} (it closes the ask); an `update` in reply says more without answering",
+        "`circe --agent {me} send --to agent:{} --intent ask-response --in-reply-to {parent}` (it closes the ask); an `update` in reply says more without answering",
         ask.from
     )))
 }

@@ -18,7 +18,7 @@ use crate::task::{Actor, Checks, Move, Notice, Outgoing, Status, StatusRecord, T
 use crate::workspace::Workspace;
 
 /// A `--reason` is the audit trail of what it allows: one that says nothing is refused.
-fn blank_reason(reason: Option<&str>) -> Result<()> {
+pub(super) fn blank_reason(reason: Option<&str>) -> Result<()> {
     if reason.is_some_and(|r| r.trim().is_empty()) {
         return Err(Error::refused("--reason is blank: it is what the event log keeps of why")
             .hint("say why, e.g. --reason \"reviewed in the call\""));
@@ -71,9 +71,16 @@ fn actors(
                 "you hold it at epoch {} (a later claim of yours): pass that epoch",
                 st.rec.epoch
             )
-        } else {
+        } else if st.rec.status.is_owned() {
             "another agent took the task after your lease ran out; claim it again if it is free"
                 .to_string()
+        } else {
+            format!(
+                "no one holds it now (it is {}: a lease that ran out, a release or a reap put it there); `circe show {}` tells its story, and a waiting task is claimed again with `circe --agent {me} claim {}`",
+                st.rec.status.as_str(),
+                st.rec.task_id,
+                st.rec.task_id
+            )
         };
         let err = Error::conflict(format!(
             "stale epoch {e}: task {} is at epoch {} (owner {})",
@@ -117,6 +124,11 @@ fn not_owner(st: &TaskState, me: &AgentName) -> Error {
                 .detail("lease_expires_at", lease.clone())
                 .hint(format!("only its holder moves it; {o}'s lease runs until {lease}"))
         }
+        // Waiting again after a lease ran out: said, for the agent that held it then.
+        (_, _) if st.rec.status == Status::New && st.rec.expiries > 0 => Error::refused(format!(
+            "task {task} is new: no one holds it (a lease on it ran out, and it went back to the queue)"
+        ))
+        .hint(format!("if you still work on it, {}", claim_first(me, task))),
         (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
             if st.rec.status == Status::New {
                 claim_first(me, task)
@@ -226,6 +238,11 @@ fn status_move(
             return Err(not_owner(&st, me));
         }
         return Ok((st.rec, Vec::new(), true));
+    }
+    // A holder's move on a waiting task by someone who holds nothing: said as such (its
+    // lease may have run out), not as a move the table lacks.
+    if from == Status::New && who.is_empty() && !matches!(target, Status::Claimed | Status::New) {
+        return Err(not_owner(&st, me));
     }
     if target == Status::New && outbox.is_empty() {
         drop(tx);
@@ -354,6 +371,9 @@ pub fn heartbeat(
     let mut tx = begin(ws, task)?;
     let st = state(ws, tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
+    if st.rec.status == Status::New && st.rec.expiries > 0 {
+        return Err(not_owner(&st, me));
+    }
     if !st.rec.status.is_owned() {
         return Err(Error::refused(format!(
             "task {task} is {}: no lease runs, so there is none to extend",

@@ -293,6 +293,9 @@ fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
     assert!(o.stderr.contains(first), "{}", o.show());
     env.at(late, "coordinator", &["release", "--force", "REF-3", "--reason", "engineer is gone"])
         .ok();
+    // A blank reason is refused, as `release` refuses one: the log keeps it as the why.
+    let blank = ["readdress", "REF-3", "--to", "agent:engineer-2", "--reason", "  "];
+    env.at(late, "coordinator", &blank).code(3);
     env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]).ok();
     env.at(late, "engineer-2", &["claim", "REF-3"]).ok();
 }
@@ -442,6 +445,8 @@ fn circes_escalation_is_settled_by_acting_on_the_task_not_by_an_answer() {
     assert_eq!(env.record("P-1").status.as_str(), "parked");
     let qs = env.as_("coordinator", &["questions", "--json"]);
     let id = qs.ok().json()["questions"][0]["msg_id"].as_str().unwrap().to_string();
+    // It expects no answer, and `--json` says so (a script follows `expects`).
+    assert_eq!(qs.json()["questions"][0]["expects"], serde_json::Value::Null, "{}", qs.show());
     let before = env.state();
     let o = env.as_(
         "coordinator",
@@ -463,6 +468,8 @@ fn circes_escalation_is_settled_by_acting_on_the_task_not_by_an_answer() {
         "{}",
         o.show()
     );
+    // Its hint, followed as printed, acts as the agent that asked.
+    assert!(o.stderr.contains("`circe --agent coordinator release --force P-1`"), "{}", o.show());
     assert_unchanged(&before, &env.state());
     let open = |env: &Env| {
         env.as_("coordinator", &["questions", "--json"]).json()["questions"]

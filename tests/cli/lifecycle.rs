@@ -1393,3 +1393,26 @@ fn a_change_that_sends_prints_the_record_as_stored() {
     let shown = env.circe(["show", "T-1", "--json"]).run();
     assert_eq!(moved.json()["task"]["v"], shown.json()["task"]["v"], "{}", moved.show());
 }
+
+/// An agent whose lease ran out and whose task a reap put back in the queue is told so by
+/// its next command (a status, a heartbeat; with `--epoch` as a conflict), with the claim
+/// that takes it again, not "cannot move a task that is new" or "another agent took it".
+#[test]
+fn an_agent_whose_lease_ran_out_is_told_its_task_went_back() {
+    let env = Env::new();
+    env.open_task("T-1");
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
+    env.circe(["reap"]).now("2025-11-21T18:00:00Z").run().ok();
+    assert_eq!(env.record("T-1").status.as_str(), "new");
+    for args in [&["status", "T-1", "completed"][..], &["heartbeat", "T-1"]] {
+        let o = env.as_("engineer", args);
+        o.code(3);
+        assert!(o.stderr.contains("a lease on it ran out"), "{}", o.show());
+        assert!(o.stderr.contains("circe --agent engineer claim T-1"), "{}", o.show());
+    }
+    let fenced = env.as_("engineer", &["status", "T-1", "completed", "--epoch", "1"]);
+    fenced.code(4);
+    assert!(fenced.stderr.contains("no one holds it now"), "{}", fenced.show());
+    assert!(!fenced.stderr.contains("another agent took"), "{}", fenced.show());
+}
