@@ -162,3 +162,62 @@ fn race_long_hot() {
     );
     assert!(r.problems.is_empty(), "{:#?}", &r.problems[..r.problems.len().min(50)]);
 }
+
+/// `doctor --repair` (hourly under cron) while engineers hand tasks on to qa: each run
+/// rebuilds the claim --next index, and a task queued by a handoff in flight must stay in
+/// it. Returns how many runs found a waiting task missing from the index (each such run
+/// found the one before it had dropped it; no qa agent claims, so a dropped one stays out).
+fn repairs_under_handoffs(broken: &[(&str, &str)]) -> usize {
+    // Durable, as under cron: a change's fsyncs widen the time between its task's queueing
+    // and its record, which a rebuild must not fall into.
+    const FULL: &[(&str, &str)] = &[("CIRCE_DURABILITY", "full")];
+    let r = Root::new(3);
+    for i in 0..40 {
+        r.open(&format!("R-{i:02}"));
+    }
+    let done = std::sync::atomic::AtomicBool::new(false);
+    // Claim the next task the agent may take and hand it on (`to`, `intent`), until done.
+    let work = |agent: String, to: &'static str, intent: &'static str| {
+        let (r, done) = (&r, &done);
+        move || {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let c = r.run_env(Some(&agent), &["--json", "claim", "--next"], FULL);
+                let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
+                let Some(t) = v["task_id"].as_str().map(String::from) else { break };
+                r.run_env(Some(&agent), &["status", &t, "in_progress"], FULL);
+                let on = ["send", "--to", to, "--intent", intent, "--task", &t, "--summary", "on"];
+                r.run_env(Some(&agent), &on, FULL);
+            }
+        }
+    };
+    std::thread::scope(|s| {
+        for i in 1..=3 {
+            s.spawn(work(format!("e{i}"), "role:qa", "test"));
+        }
+        let mut found = 0;
+        for _ in 0..25 {
+            let o = r.run_env(None, &["doctor", "--repair"], &[FULL, broken].concat());
+            // (said on stdout when the run repaired everything it found, on stderr else)
+            let said = format!("{}{}", o.stdout, o.stderr);
+            found += usize::from(said.contains("the claim --next index (queue/) does not name"));
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        found
+    })
+}
+
+#[test]
+fn a_repair_keeps_in_the_index_the_tasks_handoffs_queue_meanwhile() {
+    assert_eq!(repairs_under_handoffs(&[]), 0);
+}
+
+/// The checker above, on the broken variant (the rebuild keeps no line queued since it read
+/// the records): it finds dropped tasks (a race: tried again until caught, at most 4 times).
+#[test]
+fn the_repair_checker_catches_a_rebuild_that_drops_queued_tasks() {
+    let broken = [("CIRCE_TEST_BREAK", "rebuild-drops-queued")];
+    let found = until_caught("repair index checker", 4, Duration::from_secs(120), |_| {
+        vec![(); repairs_under_handoffs(&broken)]
+    });
+    assert!(!found.is_empty(), "no run found a dropped task");
+}

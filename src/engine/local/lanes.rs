@@ -369,19 +369,38 @@ pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
             (lane_of(r), r.updated_at.clone(), r.task_id.to_string(), line)
         })
         .collect();
-    if !unread.is_empty() {
-        for lane in store.lanes()? {
-            for l in store.lane_read(&lane, 0, usize::MAX)?.lines() {
-                let mut f = l.split(' ');
-                let (at, task) = (f.next().unwrap_or_default(), f.next().unwrap_or_default());
-                if unread.contains(task) {
-                    entries.push((
-                        lane.clone(),
-                        at.to_string(),
-                        task.to_string(),
-                        format!("{l}\n"),
-                    ));
-                }
+    // Kept too: the lines of a task that began waiting since its record was read above (a
+    // change queues its task, under the task's lock, before it writes the record): its lock
+    // is held now, or its record says waiting now. Dropped, such a task would wait in no
+    // lane, passed over by `claim --next`.
+    let listed: HashSet<String> = waiting.iter().map(|r| r.task_id.to_string()).collect();
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=rebuild-drops-queued): the broken variant, which
+    // keeps none of them.
+    let broken = super::fault::test_break("rebuild-drops-queued");
+    let since = |task: &str| {
+        let Ok(id) = TaskId::new(task) else { return false };
+        if broken {
+            return false;
+        }
+        match store.try_lock_task(&id) {
+            Ok(None) => true,
+            Ok(Some(_lock)) => store
+                .read_record(&id, "status")
+                .ok()
+                .flatten()
+                .and_then(|t| StatusRecord::parse(&id, &t).ok())
+                .is_some_and(|r| r.status == Status::New),
+            Err(_) => false,
+        }
+    };
+    for lane in store.lanes()? {
+        // Lines a claim passed (before the head) name no task that began waiting since.
+        let from = if unread.is_empty() { store.lane_head(&lane) } else { 0 };
+        for l in store.lane_read(&lane, from, usize::MAX)?.lines() {
+            let mut f = l.split(' ');
+            let (at, task) = (f.next().unwrap_or_default(), f.next().unwrap_or_default());
+            if unread.contains(task) || !listed.contains(task) && since(task) {
+                entries.push((lane.clone(), at.to_string(), task.to_string(), format!("{l}\n")));
             }
         }
     }
