@@ -2157,16 +2157,15 @@ fn an_event_log_moved_aside_gives_no_id_twice() {
     env.circe(["doctor"]).run().ok();
 }
 
-/// A held task's message moved by hand into the box of another agent that may take the
-/// task, once the holder's lease ran out: doctor says `--repair` takes it as that agent's
-/// claim (and how to undo it instead); the repair's own line does not tell to move it back.
-#[test]
-fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
-    local_only!("moves files by hand");
-    let env = Env::local();
+/// Task `task` claimed by engineer (and started, when `started`), its message then moved by
+/// hand into the INBOX of eng2, another engineer.
+fn claimed_then_moved_to_eng2(env: &Env, task: &str, started: bool) {
     env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
-    env.open_task("T-2");
-    env.as_("engineer", &["claim", "T-2"]).ok();
+    env.open_task(task);
+    env.as_("engineer", &["claim", task]).ok();
+    if started {
+        env.as_("engineer", &["status", task, "in_progress"]).ok();
+    }
     let name = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
     let root = env.dot_circe();
     std::fs::rename(
@@ -2174,6 +2173,16 @@ fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
         root.join("AGENTS/eng2/INBOX").join(&name),
     )
     .unwrap();
+}
+
+/// A held task's message moved by hand into the box of another agent that may take the
+/// task, once the holder's lease ran out: doctor says `--repair` takes it as that agent's
+/// claim (and how to undo it instead); the repair's own line does not tell to move it back.
+#[test]
+fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
+    local_only!("moves files by hand");
+    let env = Env::local();
+    claimed_then_moved_to_eng2(&env, "T-2", false);
     let later = "2030-01-01T00:00:00Z";
     let doctor = env.circe(["doctor"]).now(later).run();
     doctor.code(1);
@@ -2196,17 +2205,7 @@ fn doctor_says_a_hand_move_to_an_agent_that_may_take_the_task_is_its_claim() {
 fn a_hand_move_of_a_task_whose_lease_runs_is_no_takeover() {
     local_only!("moves files by hand");
     let env = Env::local();
-    env.circe(["agent", "add", "eng2", "--role", "engineer"]).run().ok();
-    env.open_task("T-1");
-    env.as_("engineer", &["claim", "T-1"]).ok();
-    env.as_("engineer", &["status", "T-1", "in_progress"]).ok();
-    let name = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
-    let root = env.dot_circe();
-    std::fs::rename(
-        root.join("AGENTS/engineer/INBOX").join(&name),
-        root.join("AGENTS/eng2/INBOX").join(&name),
-    )
-    .unwrap();
+    claimed_then_moved_to_eng2(&env, "T-1", true);
     env.circe(["show", "T-1"]).run().ok();
     env.as_("eng2", &["heartbeat", "T-1"]).code(4);
     let doctor = env.circe(["doctor", "--repair"]).run();

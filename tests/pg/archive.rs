@@ -108,17 +108,7 @@ fn a_watching_mirror_writes_the_tombstones_of_a_folder_moved_in() {
     root.run(None, &["init"]).ok();
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("m");
-    let mut watch = root
-        .command(
-            None,
-            &["mirror", target.to_str().unwrap(), "--watch", "--interval", "30s", "--rounds", "2"],
-        )
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
-        crate::common::nap(50);
-    }
+    let mut watch = crate::common::mirror_second_round(&root, &target);
     assert!(!target.join("ARCHIVE/tombstones/A-1").exists());
     run(None, T0, &["migrate", "--to", &url]).ok();
     let status = watch.wait().unwrap();

@@ -257,6 +257,19 @@ pub fn rng(seed: u64) -> impl FnMut() -> u64 {
     }
 }
 
+/// `circe mirror TARGET --watch --interval 30s --rounds 2` on `root`, once it wrote its first
+/// round (its circe.yaml there, or 10 s passed): its second round follows the next event.
+pub fn mirror_second_round(root: &Root, target: &std::path::Path) -> std::process::Child {
+    let args =
+        ["mirror", target.to_str().unwrap(), "--watch", "--interval", "30s", "--rounds", "2"];
+    let watch = root.command(None, &args).spawn().unwrap();
+    let until = std::time::Instant::now() + Duration::from_secs(10);
+    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
+        nap(50);
+    }
+    watch
+}
+
 /// A short pause.
 pub fn nap(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));

@@ -412,17 +412,7 @@ fn mirror_watch_follows_new_events() {
     let root = crate::common::Root::new(&url, "server", 1);
     let dir = tempfile::tempdir().unwrap();
     let target = dir.path().join("m");
-    let mut watch = root
-        .command(
-            None,
-            &["mirror", target.to_str().unwrap(), "--watch", "--interval", "30s", "--rounds", "2"],
-        )
-        .spawn()
-        .unwrap();
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !target.join("circe.yaml").exists() && std::time::Instant::now() < until {
-        crate::common::nap(50);
-    }
+    let mut watch = crate::common::mirror_second_round(&root, &target);
     root.open_tasks(1);
     let status = watch.wait().unwrap();
     assert!(status.success());
