@@ -19,9 +19,12 @@ pub struct Query {
 }
 
 impl Query {
-    /// Could segment files hold a match? (A date query skips periods that cannot.)
+    /// Could segment files hold a match? A date query skips the periods before the date's
+    /// month: a segment of period P holds what was archived then (a task by the month it
+    /// ended), written in P or any month before it (a task open for months, history imported
+    /// from TX), never after.
     pub fn period_may_match(&self, period: &str) -> bool {
-        self.date.as_deref().is_none_or(|d| d.starts_with(period) || period.starts_with(d))
+        self.date.as_deref().is_none_or(|d| d.get(..7).unwrap_or(d) <= period)
     }
 
     /// Does the entry match the id and date parts, and (unless the text is looked for in
@@ -115,7 +118,10 @@ mod tests {
         assert!(q(None, None, Some("jwt AUTH")).matches(&e));
         assert!(!q(None, None, Some("jwt oauth")).matches(&e));
         assert!(q(None, Some("2025-11"), None).period_may_match("2025-11"));
-        assert!(!q(None, Some("2025-11-02"), None).period_may_match("2025-12"));
+        // A task written in November and ended in December lies in December's segment.
+        assert!(q(None, Some("2025-11-02"), None).period_may_match("2025-12"));
+        assert!(!q(None, Some("2026-01"), None).period_may_match("2025-12"));
+        assert!(!q(None, Some("2025-11-02"), None).period_may_match("2025-10"));
         assert!(q(None, Some("2025"), None).period_may_match("2025-12"));
     }
 }

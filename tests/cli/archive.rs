@@ -812,3 +812,30 @@ fn an_export_says_what_the_archive_keeps() {
         o.show()
     );
 }
+
+/// `archive search --date` finds a message by the month it was written, also when its task
+/// ended (and was archived) in a later month: a task opened in November and completed in
+/// December lies in December's segment.
+#[test]
+fn a_search_by_date_finds_a_task_written_a_month_before_it_ended() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.open_task("T1");
+    let dec = "2025-12-05T10:00:00Z";
+    for args in [
+        &["claim", "T1"][..],
+        &["status", "T1", "in_progress"],
+        &["check", "T1", "tests_passed=true"],
+        &["status", "T1", "completed"],
+        &["done", "T1"],
+    ] {
+        env.at(dec, "engineer", args).ok();
+    }
+    env.circe(["archive"]).now(LATER).run().ok();
+    let found = env.circe(["--json", "archive", "search", "--date", "2025-11"]).run();
+    found.ok();
+    let ticket = "implement-feature_T1.md";
+    assert!(found.stdout.contains(ticket), "{}", found.show());
+    // A month after the task ended holds none of it.
+    env.circe(["archive", "search", "--date", "2026-01"]).run().code(5);
+}
