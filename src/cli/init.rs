@@ -249,6 +249,10 @@ fn refuse_a_second_root(dir: &std::path::Path, named: bool) -> Result<()> {
         // commands here already use it, so a root made here unasked would split the team.
         if let Some(r) = local::root_at(top) {
             local::git_copy(&r)?;
+            // Inside the root's own folder: `init_local` refuses that (exit 2), naming it.
+            if dir.starts_with(&r) {
+                return Ok(());
+            }
             return Err(Error::refused(format!(
                 "{} lies below {}, whose root {} its commands already use",
                 dir.display(),

@@ -51,7 +51,7 @@ pub fn run(ctx: &Ctx, a: &MigrateArgs) -> Result<Report> {
 /// folder), since `--to-local` would be refused too.
 fn in_a_database(ctx: &Ctx, why: String) -> Error {
     match ctx.workspace() {
-        Err(moved) if moved.kind == crate::error::Kind::Refused => moved,
+        Err(moved) if moved.details.iter().any(|(k, _)| *k == "moved") => moved,
         _ => Error::usage(why).hint("`circe migrate --to-local DIR` brings it back into a folder"),
     }
 }

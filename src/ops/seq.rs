@@ -107,9 +107,12 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
     }
     let senders: Vec<String> = moves.iter().map(|n| n.sender.to_ascii_uppercase()).collect();
     let candidates = inbox_from(ws, me, Some(&senders))?;
+    // The handed-on messages of these senders still in the INBOX (the rest have left).
+    let still: std::collections::HashSet<&str> =
+        candidates.iter().filter_map(|c| c.n.msg_id.as_deref()).collect();
     see_and_log(ws, me, &candidates, None, &mut |r| {
-        for id in &left {
-            r.handed.remove(id);
+        for s in &senders {
+            r.keep_handed(Some(s), &|id| still.contains(id) && !left.iter().any(|l| l == id));
         }
         for n in &moves {
             match n.msg_id.as_deref() {
@@ -264,7 +267,7 @@ fn see_and_log(
         events.clear();
         if let Some(p) = present {
             r.skipped.retain(|k| p.contains(k));
-            r.handed.retain(|k| p.contains(k));
+            r.keep_handed(None, &|k| p.contains(k));
         }
         for c in candidates {
             let n = &c.n;

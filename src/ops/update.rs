@@ -124,9 +124,9 @@ fn not_owner(st: &TaskState, me: &AgentName) -> Error {
                 .detail("lease_expires_at", lease.clone())
                 .hint(format!("only its holder moves it; {o}'s lease runs until {lease}"))
         }
-        // Waiting again after a lease ran out: said, for the agent that held it then.
-        (_, _) if st.rec.status == Status::New && st.rec.expiries > 0 => Error::refused(format!(
-            "task {task} is new: no one holds it (a lease on it ran out, and it went back to the queue)"
+        // Waiting again after it was held: said, for an agent that held it then.
+        (_, _) if st.rec.status == Status::New && st.rec.attempts > 0 => Error::refused(format!(
+            "task {task} is new: no one holds it (it went back to the queue: a lease that ran out, a release or a reap put it there)"
         ))
         .hint(format!("if you still work on it, {}", claim_first(me, task))),
         (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
@@ -241,7 +241,9 @@ fn status_move(
     }
     // A holder's move on a waiting task by someone who holds nothing: said as such (its
     // lease may have run out), not as a move the table lacks.
-    if from == Status::New && who.is_empty() && !matches!(target, Status::Claimed | Status::New) {
+    let holders_move =
+        matches!(target, Status::InProgress | Status::Blocked | Status::Completed | Status::Failed);
+    if from == Status::New && who.is_empty() && holders_move {
         return Err(not_owner(&st, me));
     }
     if target == Status::New && outbox.is_empty() {
@@ -371,7 +373,7 @@ pub fn heartbeat(
     let mut tx = begin(ws, task)?;
     let st = state(ws, tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
-    if st.rec.status == Status::New && st.rec.expiries > 0 {
+    if st.rec.status == Status::New && st.rec.attempts > 0 {
         return Err(not_owner(&st, me));
     }
     if !st.rec.status.is_owned() {

@@ -20,4 +20,4 @@ pub use intent::Intent;
 pub use registry::Registry;
 pub use roles::Roles;
 pub use send_check::{BROADCAST, SendCheck};
-pub use templates::{TEMPLATE_TASK_ID, not_filled_in, placeholder_left, template, templates};
+pub use templates::{not_filled_in, template, templates};

@@ -35,9 +35,10 @@ pub struct Receiver {
     #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
     pub skipped: BTreeSet<String>,
     /// Messages handed on from the INBOX (a watcher, a wait) that may still lie there (their
-    /// ids): seen, so never stale, however far lastSeen moved past them since.
-    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
-    pub handed: BTreeSet<String>,
+    /// ids, by sender as `senders` keys them): seen, so never stale, however far lastSeen
+    /// moved past them since.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub handed: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl Receiver {
@@ -78,7 +79,7 @@ impl Receiver {
     pub fn hand_on(&mut self, sender: &str, seq: Option<u64>, epoch: u64, msg_id: &str) -> Verdict {
         let verdict = self.receive_msg(sender, seq, epoch, Some(msg_id));
         if verdict == Verdict::Process {
-            self.handed.insert(msg_id.to_string());
+            self.handed.entry(sender.to_ascii_uppercase()).or_default().insert(msg_id.to_string());
         }
         verdict
     }
@@ -100,7 +101,8 @@ impl Receiver {
             return Verdict::Process;
         };
         // Handed on from the INBOX already: seen, whatever came after it.
-        if msg_id.is_some_and(|id| self.handed.contains(id)) {
+        let handed = self.handed.get(&sender.to_ascii_uppercase());
+        if msg_id.is_some_and(|id| handed.is_some_and(|h| h.contains(id))) {
             return Verdict::Process;
         }
         let same = msg_id.is_some() && msg_id == seen.msg_id.as_deref();
@@ -108,6 +110,17 @@ impl Receiver {
             return Verdict::Process;
         }
         Verdict::Stale { last_seen: seen.last_seen }
+    }
+
+    /// Keep of `sender`'s handed-on messages only those `still` (lying in the INBOX), and of
+    /// any sender's when `sender` is `None`; drop the ones that left.
+    pub fn keep_handed(&mut self, sender: Option<&str>, still: &dyn Fn(&str) -> bool) {
+        for (s, ids) in &mut self.handed {
+            if sender.is_none_or(|w| w.eq_ignore_ascii_case(s)) {
+                ids.retain(|id| still(id));
+            }
+        }
+        self.handed.retain(|_, ids| !ids.is_empty());
     }
 
     /// lastSeen of `sender` (0 when unknown).

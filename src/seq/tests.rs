@@ -206,7 +206,7 @@ fn judging_changes_nothing_and_the_message_that_set_last_seen_is_not_stale() {
     assert_eq!(r.judge("LEAD", Some(5), 0, Some("other")), Verdict::Stale { last_seen: 7 });
     assert_eq!(r.judge("LEAD", Some(6), 0, Some("m6")), Verdict::Stale { last_seen: 7 });
     // Once it has left (taken, filed: `ops::seq` drops it), a copy arriving again is stale.
-    r.handed.remove("m5");
+    r.keep_handed(Some("lead"), &|id| id != "m5");
     assert_eq!(r.judge("LEAD", Some(5), 0, Some("m5")), Verdict::Stale { last_seen: 7 });
     // A chat line is no INBOX message: received, it is not remembered once passed.
     assert_eq!(r.receive_msg("LEAD", Some(8), 0, Some("chat:3")), Verdict::Process);

@@ -239,4 +239,8 @@ fn init_below_a_root_makes_no_second_root_unasked() {
     env.circe(["tasks"]).cwd(&below).run().ok();
     env.circe(["init", "."]).cwd(&below).run().ok();
     assert!(below.join(".circe/circe.yaml").is_file());
+    // Inside the root's own folder it is the usage error it always was (exit 2).
+    let inside = env.circe(["init"]).cwd(env.dot_circe().join("AGENTS")).run();
+    inside.code(2);
+    assert!(inside.stderr.contains("lies inside the root folder"), "{}", inside.show());
 }

@@ -1408,7 +1408,7 @@ fn an_agent_whose_lease_ran_out_is_told_its_task_went_back() {
     for args in [&["status", "T-1", "completed"][..], &["heartbeat", "T-1"]] {
         let o = env.as_("engineer", args);
         o.code(3);
-        assert!(o.stderr.contains("a lease on it ran out"), "{}", o.show());
+        assert!(o.stderr.contains("it went back to the queue"), "{}", o.show());
         assert!(o.stderr.contains("circe --agent engineer claim T-1"), "{}", o.show());
     }
     let fenced = env.as_("engineer", &["status", "T-1", "completed", "--epoch", "1"]);

@@ -299,7 +299,7 @@ fn seen_lead(env: &Env) -> u64 {
 #[test]
 fn consumers_move_last_seen_only_once_the_message_was_handed_on() {
     let env = team();
-    say(&env, 1, "lead", "worker-b", "one");
+    let one = say(&env, 1, "lead", "worker-b", "one");
     say(&env, 2, "lead", "worker-b", "two");
     // A hook that fails is not a hand-on: the event is set aside, lastSeen stays.
     let watch = |exec: &str, cursor: &str| {
@@ -335,6 +335,15 @@ fn consumers_move_last_seen_only_once_the_message_was_handed_on() {
     let s = env.circe(["--json", "seq", "state"]).run();
     assert_eq!(s.json()["lastSeen"]["WORKER-A"]["LEAD"], 3);
     assert_eq!(seen_lead(&env), 2);
+    // Taken, #1 has left the INBOX: the next hand-on forgets it (the state keeps what lies
+    // there only).
+    env.as_("worker-b", &["take", &one]).ok();
+    say(&env, 4, "lead", "worker-b", "four");
+    watch("true", "hook").ok();
+    let state = env.root().join("seen/worker-b.json");
+    let seen: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state).unwrap()).unwrap();
+    assert_eq!(seen["handed"]["LEAD"].as_array().map(Vec::len), Some(2), "{seen}");
 }
 
 /// A skip that cannot be logged says that nothing else changed, not that a change stands.

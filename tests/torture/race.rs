@@ -176,11 +176,13 @@ fn repairs_under_handoffs(broken: &[(&str, &str)]) -> usize {
         r.open(&format!("R-{i:02}"));
     }
     let done = std::sync::atomic::AtomicBool::new(false);
+    // Bounded in time as in count: a minute at most.
+    let until = Instant::now() + Duration::from_secs(60);
     // Claim the next task the agent may take and hand it on (`to`, `intent`), until done.
     let work = |agent: String, to: &'static str, intent: &'static str| {
         let (r, done) = (&r, &done);
         move || {
-            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+            while !done.load(std::sync::atomic::Ordering::Relaxed) && Instant::now() < until {
                 let c = r.run_env(Some(&agent), &["--json", "claim", "--next"], FULL);
                 let v: serde_json::Value = serde_json::from_str(&c.stdout).unwrap_or_default();
                 let Some(t) = v["task_id"].as_str().map(String::from) else { break };
@@ -196,6 +198,9 @@ fn repairs_under_handoffs(broken: &[(&str, &str)]) -> usize {
         }
         let mut found = 0;
         for _ in 0..25 {
+            if Instant::now() > until {
+                break;
+            }
             let o = r.run_env(None, &["doctor", "--repair"], &[FULL, broken].concat());
             // (said on stdout when the run repaired everything it found, on stderr else)
             let said = format!("{}{}", o.stdout, o.stderr);

@@ -884,19 +884,14 @@ fn explained(eng: &LocalEngine, st: &TaskState, mut problem: String) -> String {
     problem
 }
 
-/// Why a message moved by hand into `a`'s box is no claim by `a`, when it is none: `a` may
-/// not take the task, or another agent's lease on it still runs (`reconcile` leaves both).
+/// Why a message moved by hand into `a`'s box is no claim by `a`, when it is none
+/// (`reconcile` leaves it).
 fn no_claim(eng: &LocalEngine, st: &TaskState, a: &AgentName) -> Option<String> {
     let rec = &st.rec;
     if rec.owner.as_ref() == Some(a) || rec.status.is_terminal() {
         return None;
     }
-    if !eng.may_hold(a, rec) {
-        return Some(format!("{a} may not take it: `{}` addressed to {}", rec.intent, rec.to));
-    }
-    let until = reconcile::lease_running(rec)?;
-    let owner = rec.owner.as_ref().map_or("its owner", AgentName::as_str);
-    Some(format!("{owner}'s lease runs until {until}, and a takeover waits for it to run out"))
+    reconcile::no_claim(eng, rec, a)
 }
 
 /// Where the record of a task not finished says its message is: its owner's INBOX while it

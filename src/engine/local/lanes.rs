@@ -369,11 +369,14 @@ pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
             (lane_of(r), r.updated_at.clone(), r.task_id.to_string(), line)
         })
         .collect();
-    // Kept too: the lines of a task that began waiting since its record was read above (a
-    // change queues its task, under the task's lock, before it writes the record): its lock
-    // is held now, or its record says waiting now. Dropped, such a task would wait in no
-    // lane, passed over by `claim --next`.
-    let listed: HashSet<String> = waiting.iter().map(|r| r.task_id.to_string()).collect();
+    // Kept too: the lines queued since the records were read above (a change queues its
+    // task, under the task's lock, before it writes the record): a line that names its
+    // task at a lane and epoch no record read gave, when the task's lock is held now or its
+    // record says waiting now. Dropped, such a task would wait in no lane, passed over by
+    // `claim --next`. Lines that name a dead state are harmless: each is judged against the
+    // record before it is used.
+    let rebuilt: HashSet<(String, String, String)> =
+        waiting.iter().map(|r| (lane_of(r), r.task_id.to_string(), r.epoch.to_string())).collect();
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=rebuild-drops-queued): the broken variant, which
     // keeps none of them.
     let broken = super::fault::test_break("rebuild-drops-queued");
@@ -382,24 +385,28 @@ pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
         if broken {
             return false;
         }
-        match store.try_lock_task(&id) {
-            Ok(None) => true,
-            Ok(Some(_lock)) => store
+        // Never made here: an archived task's lock file is gone for good.
+        match store.try_lock_task_existing(&id) {
+            Ok(Tried::Held) => true,
+            Ok(Tried::Got(_lock)) => store
                 .read_record(&id, "status")
                 .ok()
                 .flatten()
                 .and_then(|t| StatusRecord::parse(&id, &t).ok())
                 .is_some_and(|r| r.status == Status::New),
-            Err(_) => false,
+            Ok(Tried::Missing) | Err(_) => false,
         }
     };
     for lane in store.lanes()? {
         // Lines a claim passed (before the head) name no task that began waiting since.
         let from = if unread.is_empty() { store.lane_head(&lane) } else { 0 };
         for l in store.lane_read(&lane, from, usize::MAX)?.lines() {
-            let mut f = l.split(' ');
-            let (at, task) = (f.next().unwrap_or_default(), f.next().unwrap_or_default());
-            if unread.contains(task) || !listed.contains(task) && since(task) {
+            let f: Vec<&str> = l.split(' ').collect();
+            let (at, task) =
+                (f.first().copied().unwrap_or_default(), f.get(1).copied().unwrap_or_default());
+            let epoch = f.get(3).copied().unwrap_or_default().to_string();
+            let known = rebuilt.contains(&(lane.clone(), task.to_string(), epoch));
+            if unread.contains(task) || !known && since(task) {
                 entries.push((lane.clone(), at.to_string(), task.to_string(), format!("{l}\n")));
             }
         }

@@ -210,15 +210,26 @@ fn never_delivered(eng: &LocalEngine, st: &TaskState) -> Result<bool> {
 fn claimed_by_move(eng: &LocalEngine, rec: &StatusRecord, a: &AgentName) -> bool {
     rec.owner.as_ref() != Some(a)
         && (rec.status == Status::New || rec.status.is_owned() || rec.status == Status::Parked)
-        && eng.may_hold(a, rec)
-        && lease_running(rec).is_none()
+        && no_claim(eng, rec, a).is_none()
+}
+
+/// Why a message in `a`'s box (moved there by hand) is no claim by `a`, when the task's
+/// record is one a claim could leave behind: `a` may not take the task, or another agent's
+/// lease on it still runs. `None`: it may be a claim cut off (`claimed_by_move`).
+pub(super) fn no_claim(eng: &LocalEngine, rec: &StatusRecord, a: &AgentName) -> Option<String> {
+    if !eng.may_hold(a, rec) {
+        return Some(format!("{a} may not take it: `{}` addressed to {}", rec.intent, rec.to));
+    }
+    let until = lease_running(rec)?;
+    let owner = rec.owner.as_ref().map_or("its owner", AgentName::as_str);
+    Some(format!("{owner}'s lease runs until {until}, and a takeover waits for it to run out"))
 }
 
 /// When the task is held on a lease that has not run out: when it runs out. A ticket of
 /// such a task in another agent's box is no takeover cut off (a takeover moves the ticket
 /// only once the lease ran out, and the record cannot be renewed after the move: the owner's
 /// next command would finish the takeover first), so a person moved it.
-pub(super) fn lease_running(rec: &StatusRecord) -> Option<&str> {
+fn lease_running(rec: &StatusRecord) -> Option<&str> {
     let until = rec.lease_expires_at.as_deref().filter(|_| rec.status.is_owned())?;
     clock::parse(until).is_some_and(|t| t > clock::now()).then_some(until)
 }

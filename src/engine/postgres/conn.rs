@@ -384,7 +384,8 @@ pub fn connect_error(
         let file = super::target::passfile();
         let file_said = match &file {
             Some(f) if !f.exists() => format!("{} does not exist", f.display()),
-            Some(f) => format!("no line of {} matches", f.display()),
+            Some(f) if !f.is_file() => format!("{} is no file", f.display()),
+            Some(f) => format!("no line of {} matches (or it cannot be read)", f.display()),
             None => "no password file (HOME is not set)".to_string(),
         };
         return Error::internal(format!(

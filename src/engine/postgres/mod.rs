@@ -266,6 +266,7 @@ struct Opening {
 /// The refusal of a root that `migrate --to-local` moved to `to` (exit 3).
 fn moved_away(target: &Target, to: &str) -> Error {
     Error::refused(format!("the root {} was moved to {to}", target.location()))
+        .detail("moved", true)
         .hint(format!("use the root at {to}"))
 }
 
