@@ -23,6 +23,10 @@ pub struct Cursor {
     pub line: u64,
     /// FNV-1a (64 bit, hex) of the up to `CHECK_SPAN` bytes before `offset`.
     pub check: String,
+    /// When it was saved (RFC 3339, ms), for `circe cursors`; absent in a cursor an older
+    /// circe saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub saved_at: Option<String>,
 }
 
 impl Cursor {
@@ -34,6 +38,7 @@ impl Cursor {
             offset: at.offset,
             line: at.line,
             check: check_of(before),
+            saved_at: Some(crate::clock::stamp_ms(crate::clock::now())),
         }
     }
 
@@ -88,6 +93,9 @@ mod tests {
         assert_eq!(back, c);
         assert!(Cursor::parse("w", b"").unwrap().is_err());
         assert!(Cursor::parse("w", br#"{"version":1}"#).unwrap().is_err());
+        // One an older circe saved, with no time, reads.
+        let old = br#"{"version":1,"dev":1,"ino":2,"offset":10,"line":3,"check":"00"}"#;
+        assert_eq!(Cursor::parse("w", old).unwrap().unwrap().saved_at, None);
         let e = Cursor::parse("w", br#"{"version":2,"dev":1}"#).unwrap_err();
         assert!(e.message.contains("version 2"), "{}", e.message);
         assert_ne!(check_of(b"abc"), check_of(b"abd"));

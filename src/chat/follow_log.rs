@@ -4,8 +4,8 @@
 //! the rest of an archive, then the channel. Following waits on the engine (LISTEN/NOTIFY on
 //! PostgreSQL), or re-reads every `--poll` interval.
 //!
-//! A cursor's value is one JSON line, `{"version":1,"entry":N,"offset":O,"line":L}`: the
-//! last entry read and the place after it in its file.
+//! A cursor's value is one JSON line, `{"version":1,"entry":N,"offset":O,"line":L,
+//! "saved_at":T}`: the last entry read, the place after it in its file, and when.
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -23,12 +23,15 @@ use crate::workspace::Workspace;
 const VERSION: u32 = 1;
 
 /// Where a watcher stands: after entry `entry`, at `offset`/`line` of its file.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 struct Place {
     version: u32,
     entry: u64,
     offset: u64,
     line: u64,
+    /// When it was saved, for `circe cursors` (absent in one an older circe saved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    saved_at: Option<String>,
 }
 
 impl Place {
@@ -39,6 +42,7 @@ impl Place {
             entry: e.id,
             offset: end,
             line: e.line + newlines(e.text.as_bytes()),
+            saved_at: Some(saved_now()),
         }
     }
 
@@ -57,6 +61,11 @@ impl Place {
         }
         Ok(serde_json::from_value(v).map_err(|e| e.to_string()))
     }
+}
+
+/// The time a cursor is saved at.
+fn saved_now() -> String {
+    crate::clock::stamp_ms(crate::clock::now())
 }
 
 struct Follower<'a> {
@@ -160,7 +169,13 @@ impl Follower<'_> {
         if let Some(name) = &self.cursor {
             let place = match self.log.chat_read(at.saturating_sub(1), 1)?.first() {
                 Some(e) if at > 0 && e.id == at => Place::after(e),
-                _ => Place { version: VERSION, entry: at, offset: 0, line: 1 },
+                _ => Place {
+                    version: VERSION,
+                    entry: at,
+                    offset: 0,
+                    line: 1,
+                    saved_at: Some(saved_now()),
+                },
             };
             let line = serde_json::to_string(&place).unwrap_or_default() + "\n";
             self.engine.write_cursor("chat", name, line.as_bytes())?;

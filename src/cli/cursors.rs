@@ -44,7 +44,7 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
                 Err(e) => problem = Some(e.message),
             },
             (_, Some(raw)) => match chat_line(&raw) {
-                Ok(l) => after = Some(l),
+                Ok((l, at)) => (after, saved_at) = (Some(l), at),
                 Err(why) => problem = Some(why),
             },
             (_, None) => {}
@@ -75,14 +75,17 @@ pub fn run(ctx: &Ctx, a: &CursorsArgs) -> Result<Report> {
     Ok(Report::new(human, json!({"last_event_id": newest, "cursors": list})))
 }
 
-/// The last channel line a chat cursor handed on. Both engines' chat cursors keep the line
-/// to read on from (`line`, section 13), and no time.
-fn chat_line(raw: &[u8]) -> std::result::Result<u64, String> {
+/// The last channel line a chat cursor handed on, and when it was saved. Both engines' chat
+/// cursors keep the line to read on from (`line`, section 13) and the time (`saved_at`,
+/// absent in one an older circe saved).
+fn chat_line(raw: &[u8]) -> std::result::Result<(u64, Option<String>), String> {
     let v: serde_json::Value = serde_json::from_slice(raw).map_err(|e| e.to_string())?;
-    v.get("line")
+    let line = v
+        .get("line")
         .and_then(serde_json::Value::as_u64)
         .map(|l| l.saturating_sub(1))
-        .ok_or_else(|| "no line number".to_string())
+        .ok_or_else(|| "no line number".to_string())?;
+    Ok((line, v.get("saved_at").and_then(serde_json::Value::as_str).map(str::to_string)))
 }
 
 /// Every saved cursor, and each consumer that has dead letters but never saved a cursor

@@ -235,7 +235,7 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
     let got = once(&env, &["--cursor", "late"]);
     assert_eq!((got.len(), &got[0]["message"]), (1, &json!("four")), "{got:?}");
     env.circe(["chat", "watch", "--once", "--cursor", "../x"]).run().code(3);
-    // `circe cursors` lists a chat cursor with the last line it handed on.
+    // `circe cursors` lists a chat cursor with the last line it handed on, and when.
     let listed = env.circe(["cursors", "--json"]).run().ok().json();
     let qa = listed["cursors"].as_array().unwrap().iter().find(|c| c["name"] == "qa").cloned();
     let qa = qa.unwrap_or_else(|| panic!("no cursor qa in {listed}"));
@@ -243,6 +243,8 @@ fn a_cursor_resumes_where_the_last_watcher_stopped() {
         (&qa["kind"], &qa["after"], &qa["problem"]),
         (&json!("chat"), &json!(3), &Value::Null)
     );
+    let saved = qa["saved_at"].as_str().unwrap_or_else(|| panic!("no saved_at in {qa}"));
+    assert!(chrono::DateTime::parse_from_rfc3339(saved).is_ok(), "{saved}");
     local_only!("the cursor is a file, and the test rewrites chat.md by hand");
     let c: Value = serde_json::from_str(&env.read("cursors/chat/qa")).unwrap();
     assert_eq!((&c["version"], &c["offset"], &c["line"]), (&json!(1), &json!(68), &json!(4)));
