@@ -149,8 +149,12 @@ impl Config {
             engine: EngineConfig,
         }
         let c: Config = yaml::from_str(text).map_err(|e| {
-            Error::refused(format!("circe.yaml: {e}"))
-                .hint("compare with \"Configuration\" in `circe help protocols` (PROTOCOLS.md)")
+            let e = e.to_string();
+            let guess =
+                meant_field(&e).map(|k| format!("did you mean `{k}`? ")).unwrap_or_default();
+            Error::refused(format!("circe.yaml: {e}")).hint(format!(
+                "{guess}compare with \"Configuration\" in `circe help protocols` (PROTOCOLS.md)"
+            ))
         })?;
         if c.version != 1 {
             return Err(Error::refused(format!(
@@ -237,6 +241,19 @@ pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
 /// `90s`, `30m`, `2h`, `1d`, or plain seconds; from `MIN_DURATION` (1s) to `MAX_DURATION`
 /// (365d). A usage error otherwise; circe.yaml turns it into a refusal.
+/// The key an "unknown field `X`, expected one of a, b" error most likely meant.
+fn meant_field(error: &str) -> Option<String> {
+    let rest = error.split_once("unknown field `")?.1;
+    let (name, rest) = rest.split_once('`')?;
+    let expected = rest.split_once("expected one of ")?.1;
+    let keys: Vec<&str> = expected
+        .split(',')
+        .map(|k| k.trim().trim_matches('`'))
+        .map(|k| k.split_whitespace().next().unwrap_or(k))
+        .collect();
+    crate::suggest::closest(name, keys).map(str::to_string)
+}
+
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, "s"), |i| s.split_at(i));

@@ -7,6 +7,7 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::config::Config;
+use crate::engine::RootSpec;
 use crate::engine::local::{read_input_file, read_stdin_capped};
 use crate::error::{Error, Result};
 
@@ -23,12 +24,13 @@ pub struct ConfigArgs {
 }
 
 pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
-    // A setup command: routing rules that name no agent yet are what it may have to fix.
-    let ws = ctx.workspace_for_setup()?;
     let Some(path) = &a.set else {
+        // A setup command: routing rules that name no agent yet are what it may have to fix.
+        let ws = ctx.workspace_for_setup()?;
         let text = ws.engine.config_text()?;
         return Ok(Report::new(text.clone(), json!({"config": text})));
     };
+    // The new file is read and checked first: its errors come before the root's.
     // circe.yaml is small: a stream is read up to 1 MiB.
     let bytes = if path.as_os_str() == "-" {
         read_stdin_capped(1 << 20)?.bytes
@@ -54,24 +56,38 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             .hint("`engine:` belongs in a host's .circe/circe.yaml, not in the root's settings"));
     }
     crate::registry::Registry::from_config(&parsed.registry)?;
-    if let (Some(root), Some(chat)) = (ws.engine.local_folder(), parsed.chat.path.as_deref()) {
-        crate::chat::path_fits(&root, chat)?;
+    let mut was_broken = false;
+    match ctx.workspace_for_setup() {
+        Ok(ws) => {
+            if let (Some(root), Some(chat)) =
+                (ws.engine.local_folder(), parsed.chat.path.as_deref())
+            {
+                crate::chat::path_fits(&root, chat)?;
+            }
+            ws.engine.set_config(&text)?;
+        }
+        // A folder root whose circe.yaml does not parse opens for nothing else: this is the
+        // way out, so the broken file is replaced whole.
+        Err(e) if matches!(ctx.root_spec(), RootSpec::Url(_)) => return Err(e),
+        Err(e) => match crate::engine::local::replace_broken_config(&ctx.root_spec(), &text)? {
+            Some(_) => was_broken = true,
+            None => return Err(e),
+        },
     }
-    ws.engine.set_config(&text)?;
+    let ws = ctx.workspace_for_setup()?;
     // Rules may name agents not added yet (a setup adds them next), so they are set; but
     // what every command will refuse until then is said now, not at the next command.
     let mut warnings = Vec::new();
-    if let Ok(now) = ctx.workspace_for_setup() {
-        for e in crate::ops::rule_name_errors(&now) {
-            let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
-            warnings.push(format!(
-                "{}{hint}; until then other commands refuse to run: add it (`circe agent add`) or set circe.yaml again",
-                e.message
-            ));
-        }
+    for e in crate::ops::rule_name_errors(&ws) {
+        let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+        warnings.push(format!(
+            "{}{hint}; until then other commands refuse to run: add it (`circe agent add`) or set circe.yaml again",
+            e.message
+        ));
     }
+    let broken = if was_broken { " (its circe.yaml did not parse)" } else { "" };
     Ok(Report::new(
-        format!("configuration of {} replaced\n", ws.engine.location()),
+        format!("configuration of {} replaced{broken}\n", ws.engine.location()),
         json!({"root": ws.engine.location(), "replaced": true, "warnings": warnings}),
     )
     .warnings(warnings))

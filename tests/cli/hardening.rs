@@ -1115,6 +1115,32 @@ fn config_set_says_what_later_commands_will_refuse() {
     assert!(!again.stderr.contains("warning"), "{}", again.show());
 }
 
+/// A circe.yaml broken by hand refuses every command, naming the file, a guess at the key
+/// meant and the way out; `config --set` reads only the new file, so it mends the root.
+#[test]
+fn config_set_replaces_a_circe_yaml_that_does_not_parse() {
+    local_only!("the configuration is the local root's file");
+    let env = Env::new();
+    let cfg = env.root().join("circe.yaml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    let file = env.path().join("good.yaml");
+    std::fs::write(&file, &good).unwrap();
+    std::fs::write(&cfg, good.replace("\nlease: 30m", "\nleese: 30m")).unwrap();
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(o.stderr.contains(&format!("{}: line", cfg.display())), "{}", o.show());
+    assert!(o.stderr.contains("did you mean `lease`?"), "{}", o.show());
+    assert!(o.stderr.contains("`circe config --set FILE`"), "{}", o.show());
+    // A missing new file is that, not the broken one.
+    let missing = env.path().join("nope.yaml");
+    env.circe(["config", "--set", missing.to_str().unwrap()]).run().code(5);
+    let set = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
+    set.ok();
+    assert_eq!(set.json()["replaced"], serde_json::json!(true), "{}", set.show());
+    assert_eq!(std::fs::read_to_string(&cfg).unwrap(), good);
+    env.circe(["tasks"]).run().ok();
+}
+
 /// A task whose `.status` was removed by hand keeps its message where it is: doctor names the
 /// missing record and how to find what it said, and `--repair` moves nothing aside.
 #[test]

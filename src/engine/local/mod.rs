@@ -193,7 +193,7 @@ pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
 /// Open the root `spec` names, with its configuration.
 pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
     let root = locate(spec)?;
-    let config = Config::parse(&root::read_config_at(&root)?)?;
+    let config = root::config_at(&root)?;
     if let Some(e) = &config.engine {
         return Ok(Opened::Pointer(crate::engine::postgres::Target::from_config(e)?));
     }
@@ -218,7 +218,7 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
 
 /// The local engine of the root folder `root` (a folder holding circe.yaml and the boxes).
 pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
-    let config = Config::parse(&root::read_config_at(root)?)?;
+    let config = root::config_at(root)?;
     let store = Store::open(root)?.with_durability(config.durability()?);
     let settings = Settings {
         lease: config.lease(),
@@ -228,6 +228,21 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
     let registry = crate::registry::Registry::from_config(&config.registry).ok();
     let eng = LocalEngine { store, settings, registry, passed_over: std::sync::Mutex::default() };
     Ok((eng, config))
+}
+
+/// `circe config --set` on a folder root whose circe.yaml does not parse (so the root cannot
+/// be opened): write `text`, checked already, in its place. `None` when the root's
+/// circe.yaml parses: nothing is written, and what kept the root from opening is elsewhere.
+pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::path::PathBuf>> {
+    let root = locate(spec)?;
+    if root::config_at(&root).is_ok() {
+        return Ok(None);
+    }
+    if let Some(chat) = Config::parse(text)?.chat.path.as_deref() {
+        crate::chat::path_fits(&root, chat)?;
+    }
+    Store::open(&root)?.write_config(text)?;
+    Ok(Some(root))
 }
 
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),

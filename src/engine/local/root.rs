@@ -478,6 +478,22 @@ pub fn init_finds(dir: &Path) -> Result<Option<String>> {
 }
 
 /// circe.yaml of the root folder `root`.
+/// The root's configuration, read and checked. Its errors name the file and the way out
+/// (mend it, or replace it whole with `circe config --set`, which reads no broken file).
+pub(super) fn config_at(root: &Path) -> Result<crate::config::Config> {
+    let text = read_config_at(root)?;
+    crate::config::Config::parse(&text).map_err(|mut e| {
+        let p = root.join(CONFIG_FILE);
+        if let Some(rest) = e.message.strip_prefix("circe.yaml: ") {
+            e.message = format!("{}: {rest}", p.display());
+        }
+        let first = e.hint.take().map_or_else(String::new, |h| format!("{h}; "));
+        e.hint(format!(
+            "{first}mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)"
+        ))
+    })
+}
+
 pub(super) fn read_config_at(root: &Path) -> Result<String> {
     let p = root.join(CONFIG_FILE);
     let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
