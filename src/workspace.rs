@@ -159,11 +159,43 @@ impl Workspace {
                     self.engine.location()
                 ))
         })?;
+        if let Some(e) = self.unknown_role(&checked, &role) {
+            return Err(e);
+        }
         if self.is_retired(&checked) {
             return Err(Error::refused(format!("agent {checked} is retired"))
                 .hint("a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one"));
         }
         Ok((checked, role))
+    }
+
+    /// The refusal of an agent whose role the registry does not know (its agent.yaml edited
+    /// by hand, or a role taken out of circe.yaml): offered no work, it would only wait.
+    /// `None` when the role is one.
+    pub fn unknown_role(&self, agent: &AgentName, role: &str) -> Option<Error> {
+        if self.registry.is_role(role) {
+            return None;
+        }
+        let guess = self
+            .registry
+            .known_role(role, "role")
+            .err()
+            .and_then(|e| e.hint)
+            .and_then(|h| h.split_once("? ").map(|(g, _)| format!("{g}? ")))
+            .unwrap_or_default();
+        let file = match self.engine.local_folder() {
+            Some(_) => format!("`role:` in AGENTS/{agent}/agent.yaml, "),
+            None => String::new(),
+        };
+        Some(
+            Error::refused(format!(
+                "agent {agent} has the role `{}`, which is no role of this root: it would be offered no work",
+                role.escape_debug()
+            ))
+            .hint(format!(
+                "{guess}correct {file}or add the role under `registry: roles:` in circe.yaml (`circe config --set FILE`); `circe registry` lists the roles"
+            )),
+        )
     }
 
     /// Has `agent` been retired (`circe agent retire`)?

@@ -131,7 +131,16 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                     retired: ws.is_retired(a),
                 })
                 .collect();
-            Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), AgentListJson { agents }))
+            // An agent whose role the registry does not know is listed, and said to wait for
+            // nothing (doctor reports it too).
+            let warnings = ws
+                .agents()
+                .iter()
+                .filter_map(|(a, r)| ws.unknown_role(a, r))
+                .map(|e| format!("{} ({})", e.message, e.hint.unwrap_or_default()))
+                .collect();
+            Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), AgentListJson { agents })
+                .warnings(warnings))
         }
         AgentCommand::Retire(_) => unreachable!("handled above"),
     }

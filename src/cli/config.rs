@@ -85,6 +85,11 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             e.message
         ));
     }
+    // A role taken out while agents have it: they can act no more.
+    for e in ws.agents().iter().filter_map(|(a, r)| ws.unknown_role(a, r)) {
+        let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+        warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
+    }
     let broken = if was_broken { " (its circe.yaml did not parse)" } else { "" };
     Ok(Report::new(
         format!("configuration of {} replaced{broken}\n", ws.engine.location()),

@@ -1141,6 +1141,41 @@ fn config_set_replaces_a_circe_yaml_that_does_not_parse() {
     env.circe(["tasks"]).run().ok();
 }
 
+/// An agent whose role the registry does not know (a role taken out of circe.yaml, or a
+/// typo in its agent.yaml) would wait for work that never comes: `config --set` warns,
+/// `agent list` warns, doctor reports it, and acting as it is refused with a guess.
+#[test]
+fn an_agent_with_a_role_the_registry_does_not_know_is_reported_and_refused() {
+    let env = Env::new();
+    let base = env.circe(["config"]).run().ok().stdout.clone();
+    let file = env.path().join("with.yaml");
+    std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.circe(["agent", "add", "d1", "--role", "devops"]).run().ok();
+    env.as_("d1", &["inbox"]).ok();
+    std::fs::write(&file, &base).unwrap();
+    let set = env.circe(["config", "--set", file.to_str().unwrap()]).run();
+    set.ok();
+    assert!(set.stderr.contains("agent d1 has the role `devops`"), "{}", set.show());
+    let o = env.as_("d1", &["inbox"]);
+    o.code(3);
+    assert!(o.stderr.contains("which is no role of this root"), "{}", o.show());
+    let listed = env.circe(["agent", "list"]).run();
+    assert!(listed.stderr.contains("agent d1 has the role"), "{}", listed.show());
+    let doc = env.circe(["doctor"]).run();
+    doc.code(1);
+    assert!(doc.stderr.contains("invariant 9: agent d1 has the role"), "{}", doc.show());
+    local_only!("the agent's role is its agent.yaml");
+    std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.open_task("T1");
+    std::fs::write(env.root().join("AGENTS/engineer/agent.yaml"), "role: enginer\n").unwrap();
+    let o = env.as_("engineer", &["claim", "--next"]);
+    o.code(3);
+    assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
+    assert!(o.stderr.contains("AGENTS/engineer/agent.yaml"), "{}", o.show());
+}
+
 /// A task whose `.status` was removed by hand keeps its message where it is: doctor names the
 /// missing record and how to find what it said, and `--repair` moves nothing aside.
 #[test]
