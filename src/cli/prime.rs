@@ -112,6 +112,7 @@ fn held_line(me: &AgentName, t: &Held, now: Option<chrono::DateTime<chrono::Utc>
 #[serde(deny_unknown_fields)]
 pub struct Held {
     pub task_id: String,
+    #[schemars(with = "super::schema_defs::StatusDef")]
     pub status: String,
     pub lease_expires_at: Option<String>,
     /// Past it the task can no longer be completed, and `circe reap` expires it.

@@ -21,7 +21,8 @@ pub struct ReapArgs {}
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ReapJson {
-    /// Every task whose lease had run out, and its status now (new, or parked).
+    /// Every task whose lease had run out (its status now `new`, or `parked`) or whose
+    /// deadline passed (`expired`).
     pub reaped: Vec<Reaped>,
     /// Asks whose deadline passed unanswered (their msg ids), now expired.
     pub asks_expired: Vec<String>,

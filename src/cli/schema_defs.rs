@@ -13,7 +13,8 @@ use schemars::JsonSchema;
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
 pub struct StatusRecordDef {
-    /// The record format (2).
+    /// The record format: 2, or 3 when the record has a deadline, an outbox, asserted
+    /// checks or the status `expired`.
     v: u32,
     task_id: String,
     status: StatusDef,

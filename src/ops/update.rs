@@ -573,7 +573,10 @@ pub fn check_run(
     ev.how = Some("run".into());
     ev.command = Some(cmd.to_vec());
     ev.exit_code = status.code();
-    ev.seconds = Some((seconds * 1000.0).round() / 1000.0);
+    // To the millisecond, as every time circe writes: the event and the command's answer
+    // say the same.
+    let seconds = (seconds * 1000.0).round() / 1000.0;
+    ev.seconds = Some(seconds);
     tx.commit(effects::record_check(&st, name, passed, ev))?;
     Ok(CheckRun {
         task: task.clone(),

@@ -510,11 +510,29 @@ fn an_archived_message_of_no_task_is_shown_with_its_text() {
     );
     let id = sent.json()["msg_id"].as_str().unwrap().to_string();
     env.as_("qa", &["done", &id]).ok();
+    // One sent at a time with milliseconds keeps them in the archive.
+    let ms = env
+        .circe(["send", "--to", "qa", "--intent", "inform", "--summary", "at a fraction", "--json"])
+        .agent("engineer")
+        .now("2025-11-21T17:00:00.409Z")
+        .run()
+        .json()["msg_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    env.as_("qa", &["done", &ms]).ok();
     env.circe(["archive"]).now(LATER).run().ok();
     assert!(env.ls("LOGS").iter().all(|f| !f.contains("inform")), "the message left LOGS");
     let o = env.circe(["show", &id, "--json"]).run();
     o.ok();
     assert!(o.json()["text"].as_str().unwrap_or_default().contains("loose words"), "{}", o.show());
+    let found = env.circe(["--json", "archive", "search", &ms]).run();
+    assert_eq!(
+        found.json()["hits"][0]["created_at"],
+        "2025-11-21T17:00:00.409Z",
+        "{}",
+        found.show()
+    );
 }
 
 /// Ids go on after retention removed every archived segment (and their index lines): the

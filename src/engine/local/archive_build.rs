@@ -65,7 +65,7 @@ pub(super) fn entry(kind: EntryKind, task: Option<&TaskId>, origin: Option<Strin
 /// A message's entry takes its id, time, sender, recipient, intent and summary line.
 fn describe(en: &mut Entry, m: &message::Message) {
     en.msg_id.clone_from(&m.msg_id);
-    en.created_at = m.created_at.map(crate::clock::stamp);
+    en.created_at = m.created_at.map(crate::clock::format);
     en.from.clone_from(&m.from);
     en.to.clone_from(&m.to);
     en.intent.clone_from(&m.intent);

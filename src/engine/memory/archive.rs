@@ -88,7 +88,7 @@ pub(super) fn run(g: &mut Inner, req: &Request) -> Report {
             let Some(bytes) = g.boxes.get_mut(&b).and_then(|f| f.remove(&name)) else { continue };
             if let Some(m) = parsed(&bytes) {
                 thread.push(ThreadItem {
-                    created_at: m.created_at.map(crate::clock::stamp).unwrap_or_default(),
+                    created_at: m.created_at.map(crate::clock::format).unwrap_or_default(),
                     from: m.from.clone().unwrap_or_default(),
                     to: m.to.clone().unwrap_or_default(),
                     intent: m.intent.clone().unwrap_or_default(),
@@ -141,7 +141,7 @@ fn entry(task: Option<String>, origin: &str, bytes: &[u8]) -> Entry {
         bytes: bytes.len() as u64,
         sha256: String::new(),
         msg_id: m.as_ref().and_then(|m| m.msg_id.clone()),
-        created_at: m.as_ref().and_then(|m| m.created_at).map(crate::clock::stamp),
+        created_at: m.as_ref().and_then(|m| m.created_at).map(crate::clock::format),
         from: m.as_ref().and_then(|m| m.from.clone()),
         to: m.as_ref().and_then(|m| m.to.clone()),
         intent: m.as_ref().and_then(|m| m.intent.clone()),
