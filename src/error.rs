@@ -238,6 +238,18 @@ impl Error {
         self
     }
 
+    #[must_use]
+    /// A refusal, conflict or not-found of a command on the task `task`: its `task_id` among
+    /// the details (kept when set already), so a program learns which task without reading
+    /// the message.
+    pub fn about_task(self, task: &str) -> Self {
+        let fits = matches!(self.kind, Kind::Refused | Kind::Conflict | Kind::NotFound);
+        if !fits || self.details.iter().any(|(k, _)| *k == "task_id") {
+            return self;
+        }
+        self.detail("task_id", task.to_string())
+    }
+
     pub fn exit_code(&self) -> u8 {
         self.kind.exit_code()
     }

@@ -1417,3 +1417,28 @@ fn an_agent_whose_lease_ran_out_is_told_its_task_went_back() {
     assert!(fenced.stderr.contains("no one holds it now"), "{}", fenced.show());
     assert!(!fenced.stderr.contains("another agent took"), "{}", fenced.show());
 }
+
+/// Every refusal, conflict or not-found of a command on one task names the task in its
+/// JSON details, so a program need not read the message.
+#[test]
+fn a_task_commands_errors_name_the_task_in_their_details() {
+    let env = Env::new();
+    env.open_task("T1");
+    let task_of = |args: &[&str], code: i32| {
+        let o = env.as_("engineer", &[&["--json"][..], args].concat());
+        o.code(code);
+        o.json()["error"]["details"]["task_id"].clone()
+    };
+    // Refused: completing a task nobody claimed.
+    assert_eq!(task_of(&["status", "T1", "completed"], 3), "T1");
+    // Conflict: a second opening of a waiting task.
+    let again = ["send", "--to", "all", "--intent", "implement_feature", "--task", "T1"];
+    let o = env.as_("coordinator", &[&["--json"][..], &again, &["--summary", "again"]].concat());
+    o.code(4);
+    assert_eq!(o.json()["error"]["details"]["task_id"], "T1", "{}", o.show());
+    // Conflict: a stale epoch.
+    env.as_("engineer", &["claim", "T1"]).ok();
+    assert_eq!(task_of(&["heartbeat", "T1", "--epoch", "7"], 4), "T1");
+    // Not found.
+    assert_eq!(task_of(&["release", "T9"], 5), "T9");
+}
