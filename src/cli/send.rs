@@ -261,11 +261,14 @@ fn not_filled_in(
     bytes: &[u8],
 ) -> Result<()> {
     let text = String::from_utf8_lossy(bytes);
-    match crate::registry::not_filled_in(&ws.registry, m, &text) {
-        Some(p) => Err(Error::refused(format!("{label}: {p}: nothing was sent"))
-            .hint(format!("{}, then send it again", p.hint.unwrap_or_default()))),
-        None => Ok(()),
-    }
+    let left = crate::registry::not_filled_in(&ws.registry, m, &text);
+    let Some(p) = left.first() else { return Ok(()) };
+    let more = match left.len() {
+        1 => String::new(),
+        n => format!(" (and {} more: `circe validate --draft {label}` lists them)", n - 1),
+    };
+    Err(Error::refused(format!("{label}: {p}{more}: nothing was sent"))
+        .hint(format!("{}, then send it again", p.hint.clone().unwrap_or_default())))
 }
 
 /// `--deadline`: a time (RFC 3339, or a date: midnight UTC), or a duration from `now` (to

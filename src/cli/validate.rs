@@ -76,12 +76,18 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
     }
     // The root's registry and limits when inside one, else the built-in ones; a root whose
     // circe.yaml is broken is an error, not a reason to check against other rules.
-    let (registry, limits) = match ctx.workspace_for_setup() {
-        Ok(ws) => (ws.registry, ws.config.limits),
-        Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => {
-            (Registry::builtin(), Limits::DEFAULT)
-        }
+    let ws = match ctx.workspace_for_setup() {
+        Ok(ws) => Some(ws),
+        Err(e) if e.kind == crate::error::Kind::Usage && ctx.root.is_none() => None,
         Err(e) => return Err(e),
+    };
+    let builtin = Registry::builtin();
+    let registry = ws.as_ref().map_or(&builtin, |w| &w.registry);
+    let limits = ws.as_ref().map_or(Limits::DEFAULT, |w| w.config.limits);
+    // A draft's sender, when named: `send --file` checks that its role may send the intent.
+    let sender = match (&ws, a.draft, ctx.agent.as_deref()) {
+        (Some(w), true, Some(name)) => Some(w.agent(Some(name))?.0),
+        _ => None,
     };
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
     let mut human = String::new();
@@ -103,11 +109,26 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
                 }
                 Err(p) => p,
                 Ok(m) => {
-                    let mut p = registry_problems(&registry, &m, &c.bytes);
-                    // What `send --file` refuses of a draft, refused here too.
+                    let mut p = registry_problems(registry, &m, &c.bytes);
+                    // What `send --file` refuses of a draft, refused here too: what it
+                    // leaves unfilled, and its address (in a root: its agents and roles).
                     if a.draft {
                         let text = String::from_utf8_lossy(&c.bytes);
-                        p.extend(crate::registry::not_filled_in(&registry, &m, &text));
+                        p.extend(crate::registry::not_filled_in(registry, &m, &text));
+                        if let Some(w) = &ws
+                            && p.is_empty()
+                            && let Err((field, e)) =
+                                crate::ops::check_draft_routing(w, sender.as_ref(), &m)
+                        {
+                            let head = format!("{field}:");
+                            let line =
+                                text.lines().position(|l| l.starts_with(&head)).map(|n| n + 1);
+                            let problem = Problem::new(line, Some(field), e.message);
+                            p.push(match e.hint {
+                                Some(h) => problem.hint(h),
+                                None => problem,
+                            });
+                        }
                     }
                     p
                 }

@@ -41,7 +41,7 @@ pub use open::OpenOutcome;
 pub use prompt::current_prompt;
 pub use questions::{Question, questions};
 pub use read::{first_problem, read};
-pub use send::{DeliveredCopy, Delivery, send};
+pub use send::{DeliveredCopy, Delivery, check_draft_routing, send};
 pub use update::{
     CheckRun, check_assert, check_run, check_set, heartbeat, release, set_status,
     set_status_idempotent, set_status_sending,

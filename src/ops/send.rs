@@ -42,10 +42,14 @@ pub struct DeliveredCopy {
 }
 
 /// Who `to` reaches: (agents, the roles they have); the sender is left out of `all`.
-fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, Vec<String>)> {
+fn resolve(
+    ws: &Workspace,
+    me: Option<&AgentName>,
+    to: &str,
+) -> Result<(Vec<AgentName>, Vec<String>)> {
     if crate::address::Address::parse(to) == crate::address::Address::All {
         let agents: Vec<AgentName> =
-            ws.agents().keys().filter(|a| *a != me && !ws.is_retired(a)).cloned().collect();
+            ws.agents().keys().filter(|a| Some(*a) != me && !ws.is_retired(a)).cloned().collect();
         let mut roles: BTreeSet<String> = agents.iter().filter_map(|a| ws.role_of(a)).collect();
         if roles.is_empty() {
             roles = ws.registry.roles.iter().cloned().collect();
@@ -53,6 +57,39 @@ fn resolve(ws: &Workspace, me: &AgentName, to: &str) -> Result<(Vec<AgentName>, 
         return Ok((agents, roles.into_iter().collect()));
     }
     ws.reach(to)
+}
+
+/// What `send --file` would refuse of a draft's address (`validate --draft`): a recipient
+/// that is none, or a role reached that may not receive its intent; and, when the sender
+/// `me` is known, a sender role that may not send it. A draft without `to:` (a reply that
+/// goes to whom it answers) or without a known intent is passed over: the grammar and the
+/// registry's intent check say what is wrong with those. The error comes with the header
+/// at fault: `to` or `intent`.
+pub fn check_draft_routing(
+    ws: &Workspace,
+    me: Option<&AgentName>,
+    msg: &Message,
+) -> std::result::Result<(), (&'static str, Error)> {
+    let (Some(to), Some(intent)) = (msg.to.as_deref(), msg.intent.as_deref()) else {
+        return Ok(());
+    };
+    if ws.registry.intent(intent).is_none() {
+        return Ok(());
+    }
+    let (_, roles) = resolve(ws, me, to).map_err(|e| ("to", e))?;
+    let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
+    ws.registry.check_receivers(intent, &role_refs, to).map_err(|e| ("to", e))?;
+    if let Some(r) = me.and_then(|a| ws.role_of(a)) {
+        let check = SendCheck {
+            intent,
+            from_role: &r,
+            to_roles: &role_refs,
+            to_label: to,
+            has_task_id: true,
+        };
+        ws.registry.check_send(&check).map_err(|e| ("intent", e))?;
+    }
+    Ok(())
 }
 
 /// Fill in what a draft may leave out, and check the sender.
@@ -130,7 +167,7 @@ fn judge<'w>(
     msg: &Message,
 ) -> Result<(Vec<AgentName>, &'w crate::registry::Intent)> {
     let intent = msg.intent.as_deref().unwrap_or_default();
-    let (agents, roles) = resolve(ws, me, to)?;
+    let (agents, roles) = resolve(ws, Some(me), to)?;
     let role_refs: Vec<&str> = roles.iter().map(String::as_str).collect();
     let intent = ws.registry.check_send(&SendCheck {
         intent,

@@ -39,35 +39,48 @@ impl Registry {
             return Err(Error::refused(format!("role `{}` may not send `{name}`", req.from_role))
                 .hint(format!("`{name}` may be sent by: {}", intent.from.listed())));
         }
-        if req.to_roles.is_empty() {
-            return Err(Error::refused(format!("`to: {}` reaches no role", req.to_label))
+        self.check_receivers(name, req.to_roles, req.to_label)?;
+        if intent.needs_task_id && !req.has_task_id {
+            return Err(Error::refused(format!("intent `{name}` needs a task_id"))
+                .hint("name the task: --task TASK-001 (or a `task_id: TASK-001` header line)"));
+        }
+        Ok(intent)
+    }
+
+    /// The receiving half of `check_send`: the roles a message to `to_label` reaches
+    /// (`to_roles`) may receive `intent` (a broadcast: at least one of them).
+    pub fn check_receivers(
+        &self,
+        intent: &str,
+        to_roles: &[&str],
+        to_label: &str,
+    ) -> Result<&Intent> {
+        let Some(intent) = self.intent(intent) else {
+            return Err(self.unknown_intent(intent));
+        };
+        let name = &intent.name;
+        if to_roles.is_empty() {
+            return Err(Error::refused(format!("`to: {}` reaches no role", to_label))
                 .hint("address a role (`role:NAME`), an agent or `all`; `circe agent list` lists the agents"));
         }
-        if let Some(unknown) = req.to_roles.iter().find(|r| !self.is_role(r)) {
+        if let Some(unknown) = to_roles.iter().find(|r| !self.is_role(r)) {
             return Err(self.unknown_role(unknown, "recipient"));
         }
-        if req.to_label == BROADCAST {
-            if self.receivers(name, req.to_roles).is_empty() {
+        if to_label == BROADCAST {
+            if self.receivers(name, to_roles).is_empty() {
                 return Err(Error::refused(format!(
                     "no role reached by `to: all` may receive `{name}`"
                 ))
                 .hint(format!("`{name}` may be sent to: {}", intent.to.listed())));
             }
-        } else if let Some(bad) = req.to_roles.iter().find(|r| !intent.to.contains(r)) {
-            let msg = if req.to_label == *bad {
+        } else if let Some(bad) = to_roles.iter().find(|r| !intent.to.contains(r)) {
+            let msg = if to_label == *bad {
                 format!("role `{bad}` may not receive `{name}`")
             } else {
-                format!(
-                    "`to: {}` reaches role `{bad}`, which may not receive `{name}`",
-                    req.to_label
-                )
+                format!("`to: {}` reaches role `{bad}`, which may not receive `{name}`", to_label)
             };
             return Err(Error::refused(msg)
                 .hint(format!("`{name}` may be sent to: {}", intent.to.listed())));
-        }
-        if intent.needs_task_id && !req.has_task_id {
-            return Err(Error::refused(format!("intent `{name}` needs a task_id"))
-                .hint("name the task: --task TASK-001 (or a `task_id: TASK-001` header line)"));
         }
         Ok(intent)
     }

@@ -50,49 +50,58 @@ pub fn template(intent: &str) -> Option<&'static str> {
     TEMPLATES.iter().find(|(name, _)| *name == intent).map(|(_, text)| *text)
 }
 
-/// The first line of `body` that is still a placeholder of `intent`'s template (a line such
-/// as `<one line: what to test>`, as the template has it), trimmed. A message sent with one
-/// left was copied and not filled in.
-pub fn placeholder_left(intent: &str, body: &str) -> Option<String> {
-    let text = template(intent)?;
-    let holders: Vec<&str> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| l.trim_start_matches("- ").starts_with('<') && l.ends_with('>'))
-        .collect();
-    body.lines().map(str::trim).find(|l| holders.contains(l)).map(str::to_string)
+/// The placeholder lines of `intent`'s template (`<...>`, or `- <...>`), trimmed.
+fn placeholders(intent: &str) -> Vec<&'static str> {
+    template(intent).map_or_else(Vec::new, |text| {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| l.trim_start_matches("- ").starts_with('<') && l.ends_with('>'))
+            .collect()
+    })
 }
 
 /// What shows that a draft is a template copied and not filled in, for `send --file` to
 /// refuse and `validate --draft` to report (the one check both make): in a message that
 /// opens a task, the templates' task id (a task that is really named so is opened with
-/// `--task`); else a body line that is still one of its intent's placeholders. Each is named
-/// by its line in `text`, the draft as written.
-pub fn not_filled_in(reg: &Registry, m: &Message, text: &str) -> Option<Problem> {
+/// `--task`); and every body line that is still one of its intent's placeholders. Each is
+/// named by its line in `text`, the draft as written; none when it is filled in.
+pub fn not_filled_in(reg: &Registry, m: &Message, text: &str) -> Vec<Problem> {
     let intent = m.intent.as_deref().unwrap_or_default();
-    let line_of = |want: &dyn Fn(&str) -> bool| text.lines().position(want).map(|i| i + 1);
+    let mut out = Vec::new();
     let opens = reg.intent(intent).is_some_and(|i| i.opens_task);
-    if opens && m.task_id.as_deref() == Some(TEMPLATE_TASK_ID) {
-        let at = line_of(&|l| {
+    let id_left = opens && m.task_id.as_deref() == Some(TEMPLATE_TASK_ID);
+    if id_left {
+        let at = text.lines().position(|l| {
             l.split_once(':').is_some_and(|(k, v)| {
                 matches!(k.trim(), "task_id" | "task-id") && v.trim() == TEMPLATE_TASK_ID
             })
         });
-        return Some(
+        out.push(
             Problem::new(
-                at,
+                at.map(|i| i + 1),
                 None,
                 format!("`task_id: {TEMPLATE_TASK_ID}` is the template's placeholder"),
             )
             .hint("set `task_id:` to the task's own id (the one you hold, to hand it on)"),
         );
     }
-    let left = placeholder_left(intent, &m.body)?;
-    let at = line_of(&|l| l.trim() == left);
-    Some(
-        Problem::new(at, None, format!("`{left}` is still the template's placeholder"))
-            .hint("fill in the template (its summary, scope, ...) and set its `task_id:` to the task's own id"),
-    )
+    let holders = placeholders(intent);
+    // The body's lines only: the header holds none of a template's placeholders.
+    let body_from = text.find("\n\n").map_or(0, |i| text[..i].lines().count() + 1);
+    for (n, line) in text.lines().enumerate().skip(body_from) {
+        let l = line.trim();
+        if holders.contains(&l) {
+            out.push(
+                Problem::new(
+                    Some(n + 1),
+                    None,
+                    format!("`{l}` is still the template's placeholder"),
+                )
+                .hint("fill in the template: write what the placeholder asks for in its place"),
+            );
+        }
+    }
+    out
 }
 
 /// Every template as `(intent, text)`, in registry table order.

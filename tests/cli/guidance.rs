@@ -198,7 +198,8 @@ fn check_hints_say_to_run_and_where_the_command_goes() {
 }
 
 /// `validate --draft` refuses a template copied and not filled in, as `send --file` does,
-/// with the same words: its placeholder task id, then a placeholder line left in its body.
+/// with the same words: its placeholder task id, and every placeholder line left in its
+/// body (`send` names the first and counts the rest).
 #[test]
 fn validate_draft_refuses_an_unfilled_template_as_send_does() {
     let env = Env::new();
@@ -214,11 +215,41 @@ fn validate_draft_refuses_an_unfilled_template_as_send_does() {
         checked.code(3);
         let said = sent.stderr.lines().next().unwrap();
         let said = said.trim_start_matches("error: ").trim_end_matches(": nothing was sent");
+        let said = said.split(" (and ").next().unwrap();
         assert!(checked.stderr.contains(said), "{}\n{}", sent.show(), checked.show());
+        assert!(sent.stderr.contains("more: `circe validate --draft"), "{}", sent.show());
     }
     let json = env.circe(["validate", "--draft", "--json", d]).run();
     json.code(3);
-    assert_eq!(json.json()["files"][0]["problems"][0]["line_number"], 9, "{}", json.show());
+    let lines: Vec<_> = json.json()["files"][0]["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["line_number"].as_u64().unwrap())
+        .collect();
+    assert_eq!(lines, [9, 12, 16, 19], "{}", json.show());
+    // Its address too: a role that may not receive the intent, an agent that is none, and
+    // with --agent a sender whose role may not send it; each named at its header line.
+    let filled =
+        "# MESSAGE\nto: role:qa\nintent: implement_feature\ntask_id: A-1\n\n## Summary\nx\n";
+    for (text, agent, field, says) in [
+        (filled.to_string(), None, "to", "reaches role `qa`, which may not receive"),
+        (filled.replace("role:qa", "agent:bob"), None, "to", "no agent `bob`"),
+        (filled.replace("role:qa", "role:engineer"), Some("qa"), "intent", "may not send"),
+    ] {
+        std::fs::write(&draft, &text).unwrap();
+        let mut run = env.circe(["validate", "--draft", "--json", d]);
+        if let Some(a) = agent {
+            run = run.agent(a);
+        }
+        let o = run.run();
+        o.code(3);
+        let p = &o.json()["files"][0]["problems"][0];
+        assert_eq!(p["field"], field, "{}", o.show());
+        assert!(p["message"].as_str().unwrap_or_default().contains(says), "{}", o.show());
+    }
+    std::fs::write(&draft, filled.replace("role:qa", "role:engineer")).unwrap();
+    env.circe(["validate", "--draft", d]).agent("coordinator").run().ok();
 }
 
 /// `send --help`'s example (`send --template test > draft.md`, `send --file draft.md`) sent
