@@ -82,11 +82,11 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
         Err(e) => return Err(e),
     };
     let builtin = Registry::builtin();
-    let registry = ws.as_ref().map_or(&builtin, |w| &w.registry);
-    let limits = ws.as_ref().map_or(Limits::DEFAULT, |w| w.config.limits);
+    let registry = ws.as_ref().map_or(&builtin, |root| &root.registry);
+    let limits = ws.as_ref().map_or(Limits::DEFAULT, |root| root.config.limits);
     // A draft's sender, when named: `send --file` checks that its role may send the intent.
     let sender = match (&ws, a.draft, ctx.agent.as_deref()) {
-        (Some(w), true, Some(name)) => Some(w.agent(Some(name))?.0),
+        (Some(root), true, Some(name)) => Some(root.agent(Some(name))?.0),
         _ => None,
     };
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
@@ -115,17 +115,17 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
                     if a.draft {
                         let text = String::from_utf8_lossy(&c.bytes);
                         p.extend(crate::registry::not_filled_in(registry, &m, &text));
-                        if let Some(w) = &ws
+                        if let Some(root) = &ws
                             && p.is_empty()
-                            && let Err((field, e)) =
-                                crate::ops::check_draft_routing(w, sender.as_ref(), &m)
+                            && let Err((field, refused)) =
+                                crate::ops::check_draft_routing(root, sender.as_ref(), &m)
                         {
                             let head = format!("{field}:");
                             let line =
                                 text.lines().position(|l| l.starts_with(&head)).map(|n| n + 1);
-                            let problem = Problem::new(line, Some(field), e.message);
-                            p.push(match e.hint {
-                                Some(h) => problem.hint(h),
+                            let problem = Problem::new(line, Some(field), refused.message);
+                            p.push(match refused.hint {
+                                Some(hint) => problem.hint(hint),
                                 None => problem,
                             });
                         }
