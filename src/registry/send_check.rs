@@ -60,7 +60,7 @@ impl Registry {
         };
         let name = &intent.name;
         if to_roles.is_empty() {
-            return Err(Error::refused(format!("`to: {}` reaches no role", to_label))
+            return Err(Error::refused(format!("`to: {to_label}` reaches no role"))
                 .hint("address a role (`role:NAME`), an agent or `all`; `circe agent list` lists the agents"));
         }
         if let Some(unknown) = to_roles.iter().find(|r| !self.is_role(r)) {
@@ -77,7 +77,7 @@ impl Registry {
             let msg = if to_label == *bad {
                 format!("role `{bad}` may not receive `{name}`")
             } else {
-                format!("`to: {}` reaches role `{bad}`, which may not receive `{name}`", to_label)
+                format!("`to: {to_label}` reaches role `{bad}`, which may not receive `{name}`")
             };
             return Err(Error::refused(msg)
                 .hint(format!("`{name}` may be sent to: {}", intent.to.listed())));
