@@ -42,6 +42,7 @@ mod status;
 mod stop;
 mod tasks;
 mod thread;
+mod usage_hint;
 mod validate;
 mod vocab;
 mod wait;
@@ -415,12 +416,11 @@ fn parse_and_run() -> u8 {
                     .map(str::trim)
                     .filter(|l| !l.is_empty())
                     .partition(|l| l.starts_with("tip: "));
-                let mut hint: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
+                let tips: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
                 let dashes = forgot_dashes(&args, e.kind());
-                hint.extend(dashes);
-                hint.push("`circe help COMMAND` shows its flags");
+                let hint = usage_hint::hint(&args, e.kind(), &tips, dashes);
                 let err = Error::usage(lines.join(" ")).detail("clap", e.kind().to_string());
-                output::print_error(&err.hint(hint.join("; ")), true, false);
+                output::print_error(&err.hint(hint), true, false);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();
@@ -500,8 +500,8 @@ fn needs_subcommand(help: &str) -> Error {
 }
 
 /// `circe help CMD --json` (and `circe GROUP help CMD --json`) as `circe CMD --help --json`:
-/// clap's `help` takes only command names, and every usage error's hint says `circe help
-/// COMMAND`. `help` after a command without subcommands is that command's argument (a task
+/// clap's `help` takes only command names, and every usage error's hint names `circe help
+/// CMD` (`usage_hint`). `help` after a command without subcommands is that command's argument (a task
 /// id) and is left alone. `words`: the arguments less the program and `--json`.
 fn help_as_flag(
     program: &std::ffi::OsString,
