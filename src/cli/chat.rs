@@ -148,7 +148,7 @@ fn watch(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
         first_line_only: a.first_line_only,
         once: a.once,
         poll,
-        agent: ctx.agent.as_deref().map(|n| ws.agent(Some(n)).map(|(a, _)| a)).transpose()?,
+        agent: ctx.agent.as_deref().map(|_| ctx.acting_agent(&ws).map(|(a, _)| a)).transpose()?,
         reader_gone: Some(super::stop::stdout_gone),
     };
     let stdout = std::io::stdout();

@@ -90,8 +90,11 @@ pub fn run(ctx: &Ctx, a: &LogArgs) -> Result<Report> {
         Some(s) => ctx.workspace_following(&|| s.requested())?,
         None => ctx.workspace()?,
     };
-    let agent =
-        if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
+    let agent = if a.all {
+        None
+    } else {
+        ctx.agent.as_deref().map(|_| ctx.acting_agent(&ws)).transpose()?
+    };
     let mut filter = Filter::new(agent, task.clone(), kinds.clone());
     let since = a.since.as_deref().map(|s| since(&ws, s)).transpose()?;
     let newer = |e: &Event| since.as_deref().is_none_or(|s| e.ts.as_str() >= s);

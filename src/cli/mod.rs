@@ -42,6 +42,7 @@ mod status;
 mod stop;
 mod tasks;
 mod thread;
+mod usage_hint;
 mod validate;
 mod vocab;
 mod wait;
@@ -85,6 +86,9 @@ pub struct Cli {
     pub json: bool,
     #[command(subcommand)]
     pub command: Command,
+    /// `agent` came from `CIRCE_AGENT`, not from `--agent` (errors about it say so).
+    #[arg(skip)]
+    pub agent_from_env: bool,
 }
 
 /// Each subcommand's arguments are built only when that subcommand runs (`defer`): circe is
@@ -191,6 +195,8 @@ pub enum Command {
 pub struct Ctx {
     pub root: Option<PathBuf>,
     pub agent: Option<String>,
+    /// `agent` came from `CIRCE_AGENT`, not from `--agent`.
+    pub agent_from_env: bool,
     pub json: bool,
 }
 
@@ -229,8 +235,21 @@ impl Ctx {
     /// The workspace and the acting agent (name, role).
     pub fn acting(&self) -> Result<(Workspace, AgentName, String)> {
         let ws = self.workspace()?;
-        let (name, role) = ws.agent(self.agent.as_deref())?;
+        let (name, role) = self.acting_agent(&ws)?;
         Ok((ws, name, role))
+    }
+
+    /// The acting agent (name, role) in `ws`: it must exist (`Workspace::agent`). A name
+    /// that came from `CIRCE_AGENT` is said to, when it is refused: nobody typed it.
+    pub fn acting_agent(&self, ws: &Workspace) -> Result<(AgentName, String)> {
+        ws.agent(self.agent.as_deref()).map_err(|e| {
+            if self.agent_from_env && self.agent.is_some() {
+                e.map_message(|m| format!("{m} (from CIRCE_AGENT)"))
+                    .hint_more("`--agent NAME` overrides CIRCE_AGENT")
+            } else {
+                e
+            }
+        })
     }
 }
 
@@ -239,7 +258,7 @@ pub fn run(cli: Cli) -> Result<Report> {
     // An empty `CIRCE_AGENT=` (a harness that clears a variable by setting it to nothing) is
     // no agent named, as an unset one is.
     let agent = cli.agent.filter(|a| !a.is_empty());
-    let ctx = Ctx { root: cli.root, agent, json: cli.json };
+    let ctx = Ctx { root: cli.root, agent, agent_from_env: cli.agent_from_env, json: cli.json };
     // The task a command acts on: its refusals and conflicts name it in their details.
     let task = match &cli.command {
         Command::Status(a) => Some(a.task.clone()),
@@ -384,7 +403,7 @@ fn parse_and_run() -> u8 {
         output::print_error(&e, json, false);
         return crate::exit_code::USAGE;
     }
-    let cli = match Cli::try_parse_from(&args) {
+    let cli = match parse(&args) {
         Ok(c) => c,
         Err(e) => {
             use clap::error::ErrorKind;
@@ -430,12 +449,11 @@ fn parse_and_run() -> u8 {
                     .map(str::trim)
                     .filter(|l| !l.is_empty())
                     .partition(|l| l.starts_with("tip: "));
-                let mut hint: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
+                let tips: Vec<&str> = tips.iter().map(|t| &t["tip: ".len()..]).collect();
                 let dashes = forgot_dashes(&args, e.kind());
-                hint.extend(dashes);
-                hint.push("`circe help COMMAND` shows its flags");
+                let hint = usage_hint::hint(&args, e.kind(), &tips, dashes);
                 let err = Error::usage(lines.join(" ")).detail("clap", e.kind().to_string());
-                output::print_error(&err.hint(hint.join("; ")), true, false);
+                output::print_error(&err.hint(hint), true, false);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();
@@ -460,6 +478,18 @@ fn parse_and_run() -> u8 {
             e.exit_code()
         }
     }
+}
+
+/// The command line, as `Cli::try_parse_from` reads it, noting where the acting agent's
+/// name came from (`--agent` or `CIRCE_AGENT`).
+fn parse(args: &[std::ffi::OsString]) -> std::result::Result<Cli, clap::Error> {
+    use clap::{CommandFactory, FromArgMatches};
+    let mut cmd = Cli::command();
+    let mut m = cmd.try_get_matches_from_mut(args)?;
+    let from_env = m.value_source("agent") == Some(clap::parser::ValueSource::EnvVariable);
+    let mut cli = Cli::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd))?;
+    cli.agent_from_env = from_env;
+    Ok(cli)
 }
 
 /// `circe check T --run NAME cargo test`: the command's words were read as circe's own. Said
@@ -515,8 +545,8 @@ fn needs_subcommand(help: &str) -> Error {
 }
 
 /// `circe help CMD --json` (and `circe GROUP help CMD --json`) as `circe CMD --help --json`:
-/// clap's `help` takes only command names, and every usage error's hint says `circe help
-/// COMMAND`. `help` after a command without subcommands is that command's argument (a task
+/// clap's `help` takes only command names, and every usage error's hint names `circe help
+/// CMD` (`usage_hint`). `help` after a command without subcommands is that command's argument (a task
 /// id) and is left alone. `words`: the arguments less the program and `--json`.
 fn help_as_flag(
     program: &std::ffi::OsString,

@@ -252,7 +252,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         EXIT_CODES.iter().map(|(k, v)| ((*k).to_string(), (*v).to_string())).collect();
     let codes_line =
         EXIT_CODES.iter().map(|(k, v)| format!("{k} {v}")).collect::<Vec<_>>().join(" · ");
-    let Some(name) = ctx.agent.as_deref() else {
+    if ctx.agent.is_none() {
         let mut human = format!("circe root: {root}\nagents (name, role):\n");
         for a in &agents {
             human.push_str(&format!("  {:<16} {}\n", a.agent, a.role));
@@ -278,8 +278,8 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             exit_codes,
         };
         return Ok(Report::new(human, out));
-    };
-    let (me, role) = ws.agent(Some(name))?;
+    }
+    let (me, role) = ctx.acting_agent(&ws)?;
     let reg = &ws.registry;
     let roles: Vec<String> = reg.roles.iter().cloned().collect();
     let may_send: Vec<MaySend> = reg

@@ -18,7 +18,7 @@ pub struct ReleaseArgs {
     /// Why (recorded in the record and the event log).
     #[arg(long)]
     pub reason: Option<String>,
-    /// A coordinator taking back a task it does not hold.
+    /// A coordinator taking back a task it does not hold (anyone else: refused, exit 3).
     #[arg(long)]
     pub force: bool,
     /// Fencing: refuse unless the task is still at this epoch.

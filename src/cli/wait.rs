@@ -65,7 +65,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     let ws = ctx
         .workspace_following(&over)
         .map_err(|e| if e.is_transient() { lost_at_timeout(&e, timeout, None) } else { e })?;
-    let (me, role) = ws.agent(ctx.agent.as_deref())?;
+    let (me, role) = ctx.acting_agent(&ws)?;
     // Waiting on an INBOX nothing can be delivered to would wait for nothing.
     if cond == Condition::Inbox {
         ws.engine.check_box(&crate::boxes::Mailbox::Inbox(me.clone()), "list")?;

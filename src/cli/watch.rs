@@ -96,8 +96,11 @@ pub fn run(ctx: &Ctx, a: &WatchArgs) -> Result<Report> {
     // One handler for the whole run: installed, it replaces the signals' default action.
     let stop = Stop::install()?;
     let ws = if a.once { ctx.workspace()? } else { ctx.workspace_following(&|| stop.requested())? };
-    let agent =
-        if a.all { None } else { ctx.agent.as_deref().map(|n| ws.agent(Some(n))).transpose()? };
+    let agent = if a.all {
+        None
+    } else {
+        ctx.agent.as_deref().map(|_| ctx.acting_agent(&ws)).transpose()?
+    };
     // A durable consumer of an agent moves that agent's lastSeen as it hands messages on.
     let seen_by = a.cursor.as_ref().and(agent.as_ref()).map(|(me, _)| me.clone());
     // A hook of an agent's stream is given that agent's copy of a message.

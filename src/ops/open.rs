@@ -5,9 +5,10 @@
 use serde::Serialize;
 
 use crate::error::{Error, Result};
+use crate::message::{self, Message, Mode};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::task::effects::{self, MoveCtx};
-use crate::task::{Actor, Handoff, Move, OpenSpec, Status, StatusRecord};
+use crate::task::{Actor, Handoff, Move, OpenSpec, Status, StatusRecord, TaskState};
 use crate::workspace::Workspace;
 
 /// What the task message says about the task.
@@ -93,20 +94,10 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     match (st.rec.status, st.rec.owner.as_ref()) {
         (s, Some(o)) if s.is_owned() && o == m.sender => {}
         (Status::New, _) => {
-            // The same hand-on run again (its reply lost, say): it waits already as asked.
-            let same = st.rec.intent == m.intent && st.rec.to == m.to;
-            let hint = if same {
-                format!(
-                    "it waits as this message asks ({} for {}): it was handed on already, nothing to do (`circe show {task}` says by whom)",
-                    m.intent, m.to
-                )
-            } else {
-                "use a new task id for new work, or claim the task before handing it on".into()
-            };
             return Err(Error::conflict(format!(
                 "task {task} exists and is waiting to be claimed"
             ))
-            .hint(hint));
+            .hint(waiting_hint(ws, &st, &m)));
         }
         (s, Some(o)) if s.is_owned() => {
             return Err(Error::conflict(format!(
@@ -146,6 +137,34 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
     let rec = tx.state().map(|s| s.rec.clone()).ok_or_else(|| Error::internal("no record"))?;
     let message = rec.message.clone();
     Ok(OpenOutcome { record: rec, handoff_from: st.rec.owner, checks_reset, message })
+}
+
+/// The hint for a task message whose task waits already (`new`): the same message run again
+/// (its reply lost, say) was handed on already; other work under that id wants a new id.
+/// The same message is one with the same intent, recipient, headline and body as the one
+/// that waits (its id and time are new on each try).
+fn waiting_hint(ws: &Workspace, st: &TaskState, m: &TaskMessage<'_>) -> String {
+    let task = &st.rec.task_id;
+    if st.rec.intent != m.intent || st.rec.to != m.to {
+        return "use a new task id for new work, or claim the task before handing it on".into();
+    }
+    let waiting = st.location.as_ref().and_then(|b| super::read(ws, b, &st.rec.message).ok());
+    let sent = message::parse_bytes(&m.content, Mode::Draft).ok();
+    let said = |m: &Message| (m.headline.clone(), m.body.trim().to_string());
+    match (waiting, sent) {
+        (Some(w), Some(s)) if said(&w) == said(&s) => format!(
+            "it waits as this message asks ({} for {}): it was handed on already, nothing to do (`circe show {task}` says by whom)",
+            m.intent, m.to
+        ),
+        (Some(w), Some(_)) => format!(
+            "the message that waits says other work ({}): use a new task id for this work (`circe show {task}` shows what waits)",
+            w.summary().unwrap_or_default()
+        ),
+        // What waits does not read: which it is cannot be told.
+        _ => format!(
+            "if this message is the one sent before, it was handed on already and there is nothing to do; for new work use a new task id (`circe show {task}` shows what waits)"
+        ),
+    }
 }
 
 /// An archived task's id is never used again.

@@ -1,5 +1,5 @@
 //! Threads: messages joined by `in_reply_to`. A reply that names no task inherits the task of
-//! the message it answers; `circe thread MSGID` prints the whole conversation as a tree.
+//! the message it answers; `circe thread KEY` prints the whole conversation as a tree.
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -103,25 +103,30 @@ fn every_message(ws: &Workspace) -> Result<BTreeMap<String, (Message, Mailbox, S
     Ok(out)
 }
 
-/// The whole conversation `key` (a msg id, or a unique prefix of 8+ characters) is part of,
-/// from its first message.
+/// The whole conversation `key` is part of, from its first message. `key` is what `circe
+/// show` takes: an existing task's id (the thread of the task's first message in the boxes),
+/// else a message's msg id, 8+ characters of its start or of its random end, or its file
+/// name (`find`).
 pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
     super::find::empty_key(key)?;
+    let task = match TaskId::new(key) {
+        Ok(t) => ws.engine.peek(&t)?.map(|st| (t, st.rec.message)),
+        Err(_) => None,
+    };
+    let start = match &task {
+        Some(_) => None,
+        None => Some(message_start(ws, key)?),
+    };
     let all = every_message(ws)?;
-    let hits: Vec<&String> = all
-        .keys()
-        .filter(|id| id.as_str() == key || (key.len() >= 8 && id.starts_with(key)))
-        .collect();
-    let start = match hits.as_slice() {
-        [one] => (*one).clone(),
-        [] => {
-            return Err(Error::not_found(format!("no message with msg id `{key}`"))
-                .hint("`circe --agent NAME inbox` lists an agent's messages with their msg ids, and `circe show TASK` a task's"));
-        }
-        many if many.iter().any(|id| id.as_str() == key) => key.to_string(),
-        many => {
-            return Err(Error::usage(format!("`{key}` matches {} messages", many.len()))
-                .hint("give the whole msg id"));
+    let start = match (task, start) {
+        (Some((t, ticket)), _) => task_start(&all, &t, &ticket)?,
+        (None, Some(id)) if all.contains_key(&id) => id,
+        (None, id) => {
+            return Err(Error::conflict(format!(
+                "message {} left the boxes while they were read",
+                id.unwrap_or_default()
+            ))
+            .hint(format!("`circe show {key}` says where it is now")));
         }
     };
     // Up to the first message (a broken or circular chain stops where it stops).
@@ -141,6 +146,73 @@ pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
     }
     let mut placed = HashSet::new();
     Ok(node(&all, &children, &root, &mut placed))
+}
+
+/// Where a task's thread starts: the message its id is the msg id of, else its first message
+/// still in the boxes (by time), the one that opened it unless that was filed away (the
+/// ticket counts as the task's too).
+fn task_start(
+    all: &BTreeMap<String, (Message, Mailbox, String)>,
+    t: &TaskId,
+    ticket: &str,
+) -> Result<String> {
+    // A message whose msg id is the task's id (a TX `task`) is meant by name.
+    if all.contains_key(t.as_str()) {
+        return Ok(t.to_string());
+    }
+    all.iter()
+        .filter(|(_, (m, _, file))| m.task_id.as_deref() == Some(t.as_str()) || file == ticket)
+        .min_by_key(|(id, (m, _, _))| (m.created_at, (*id).clone()))
+        .map(|(id, _)| id.clone())
+        .ok_or_else(|| {
+            Error::not_found(format!("no message of task {t} is in the boxes"))
+                .hint(format!("`circe show {t}` says where its messages are"))
+        })
+}
+
+/// The msg id of the one message `key` names, found as `circe show` finds it.
+fn message_start(ws: &Workspace, key: &str) -> Result<String> {
+    let found = super::find(ws, key)?;
+    if found.is_empty() {
+        if let Ok(t) = TaskId::new(key)
+            && ws.engine.archived_task(&t)?.is_some()
+        {
+            return Err(super::missing_task(ws, &t));
+        }
+        return Err(Error::not_found(format!("no message or task `{key}`")).hint(
+            "`circe --agent NAME inbox` lists an agent's messages with their msg ids, `circe show TASK` a task's by file name; either names its thread, as a task id does",
+        ));
+    }
+    let mut ids: Vec<String> = Vec::new();
+    for id in found.iter().filter_map(|f| f.message.as_ref().and_then(|m| m.msg_id.clone())) {
+        if !ids.contains(&id) {
+            ids.push(id);
+        }
+    }
+    if ids.is_empty() {
+        // Found by its file name, and it carries no msg id (or does not read at all).
+        let f = &found[0];
+        let what = if f.message.is_some() { "has no msg id" } else { "does not read as a message" };
+        return Err(Error::refused(format!("{} {} {what}: no thread joins it", f.mailbox, f.file))
+            .hint(format!("`circe show {}` shows it as it is", f.file)));
+    }
+    // A whole msg id names its message even where it is also a part of another's.
+    if let Some(exact) = ids.iter().find(|id| id.as_str() == key) {
+        return Ok(exact.clone());
+    }
+    match ids.as_slice() {
+        [one] => Ok(one.clone()),
+        many => {
+            let shown: Vec<&str> = many.iter().take(10).map(String::as_str).collect();
+            Err(Error::usage(format!(
+                "`{key}` matches {} messages: {}{}",
+                many.len(),
+                shown.join(", "),
+                if many.len() > 10 { ", ..." } else { "" }
+            ))
+            .hint("give more of the id: its random end (8 characters after the `-`) is enough"))
+        }
+    }
 }
 
 fn node(

@@ -323,6 +323,9 @@ pub fn release(
     if st.rec.status == Status::New {
         return Ok((st.rec, true));
     }
+    if force && !ws.is_coordinator(me) && !who.contains(&Actor::Owner) {
+        return Err(force_refused(ws, &st, me));
+    }
     if !force {
         who.retain(|a| *a != Actor::Coordinator);
     }
@@ -360,6 +363,25 @@ pub fn release(
         }
     })?;
     commit(ws, tx.as_mut(), change).map(|rec| (rec, false))
+}
+
+/// `release --force` by an agent that is no coordinator, of a task it does not hold: the
+/// flag is a coordinator's (a rule, exit 3), and the hint says who can move the task.
+fn force_refused(ws: &Workspace, st: &TaskState, me: &AgentName) -> Error {
+    let task = &st.rec.task_id;
+    let err = Error::refused(format!(
+        "`--force` is for a coordinator, and {me} is not one: it cannot release task {task}"
+    ))
+    .detail("task_id", task.to_string());
+    match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
+        Some(o) => {
+            let lease = st.rec.lease_expires_at.clone().unwrap_or_default();
+            err.detail("owner", o.to_string()).hint(format!(
+                "{o} holds it (its lease runs until {lease}) and may release it; a coordinator may take it back: ask one, `circe --agent {me} send --to role:coordinator --intent request_help --summary \"please release {task}\"`"
+            ))
+        }
+        None => err.hint(super::claim::parked_hint(ws, me, task)),
+    }
 }
 
 /// `circe heartbeat`: the owner extends its lease. Only the lease fields change.

@@ -101,11 +101,34 @@ fn unknown_role_is_refused() {
     assert_unchanged(&before, &env.state());
 }
 
+/// An acting agent named by `CIRCE_AGENT` that is no agent here (or no name at all) says
+/// the name came from that variable; one given with `--agent` does not (the flag wins over
+/// the variable, and is what the user typed).
+#[test]
+fn an_acting_agent_from_circe_agent_is_said_to_come_from_it() {
+    let env = Env::new();
+    let o = env.circe(["inbox"]).var("CIRCE_AGENT", "nobody").run();
+    o.code(5);
+    assert!(o.stderr.contains("no agent `nobody`"), "{}", o.show());
+    assert!(o.stderr.contains("CIRCE_AGENT"), "{}", o.show());
+    let o = env.circe(["inbox", "--json"]).var("CIRCE_AGENT", "../x").run();
+    o.code(3);
+    let said = format!("{} {}", o.json()["error"]["message"], o.json()["error"]["hint"]);
+    assert!(said.contains("CIRCE_AGENT"), "{}", o.show());
+    for o in [
+        env.circe(["--agent", "nobody", "inbox"]).run(),
+        env.circe(["--agent", "nobody", "inbox"]).var("CIRCE_AGENT", "engineer").run(),
+    ] {
+        o.code(5);
+        assert!(!o.stderr.contains("CIRCE_AGENT"), "{}", o.show());
+    }
+}
+
 #[test]
 fn unknown_or_missing_acting_agent() {
     let env = Env::new();
     let before = env.state();
-    let out = env.as_("nobody", &["inbox"]);
+    let out = env.circe(["--agent", "nobody", "inbox"]).run();
     out.code(5);
     snap!(env, out);
     let j = env.as_("nobody", &["inbox", "--json"]);

@@ -157,6 +157,38 @@ fn version_and_help_answer_in_json_when_asked() {
     assert_eq!(o.stdout, format!("circe {}\n", env!("CARGO_PKG_VERSION")));
 }
 
+/// A command line circe cannot parse is hinted at the help of the very (sub)command it
+/// named, and that hint, run as printed, answers; clap's tip to pass a flag as a value after
+/// `--` is kept only where a value may start with `-` (free text), not for a task id.
+#[test]
+fn a_parse_error_hints_the_help_of_its_own_command() {
+    let env = Env::new();
+    let cases: &[(&[&str], &str, bool)] = &[
+        (&["--agent", "engineer", "claim", "--bogus"], "`circe help claim`", false),
+        (
+            &["--agent", "qa", "chat", "say", "--to", "coordinator", "--bogus"],
+            "`circe help chat say`",
+            true,
+        ),
+        (&["claim"], "`circe help claim`", false),
+        (&["agent", "bogus"], "`circe help agent`", false),
+        (&["bogus"], "`circe help`", false),
+    ];
+    for (args, want, tip) in cases {
+        let o = env.circe([&["--json"][..], args].concat()).run();
+        o.code(2);
+        let hint = o.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
+        assert!(hint.contains(want) && !hint.contains("COMMAND"), "{want}: {}", o.show());
+        assert_eq!(hint.contains("'-- --bogus'"), *tip, "{}", o.show());
+        // Run as printed (with --json, as the agent that got it would).
+        let hinted = &want[1..want.len() - 1];
+        let words: Vec<&str> = hinted.split(' ').skip(1).chain(["--json"]).collect();
+        let h = env.circe(&words).run();
+        assert_eq!(h.code, 0, "{hinted}: {}", h.show());
+        assert!(h.json()["help"].is_string(), "{hinted}: {}", h.show());
+    }
+}
+
 /// `circe help CMD --json` (the form every usage error's hint names) is `{"help": TEXT}`,
 /// exit 0, as `circe CMD --help --json` is, for every command and subcommand.
 #[test]

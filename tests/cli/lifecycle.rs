@@ -378,7 +378,12 @@ fn only_the_owner_or_a_forcing_coordinator_releases() {
     let o = env.at(T5, "coordinator", &["release", T]);
     o.code(4);
     assert!(o.stderr.contains("--force"), "{}", o.show());
-    env.at(T5, "engineer-2", &["release", T, "--force"]).code(4);
+    // `--force` is a coordinator's: anyone else is told so (a rule, exit 3), not that only
+    // the holder moves it as if the flag were not there.
+    let o = env.at(T5, "engineer-2", &["release", T, "--force"]);
+    o.code(3);
+    assert!(o.stderr.contains("`--force` is for a coordinator"), "{}", o.show());
+    assert!(o.stderr.contains("--intent request_help"), "{}", o.show());
     assert_unchanged(&before, &env.state());
     let f = env.at(T5, "coordinator", &["release", T, "--force", "--reason", "reassigning"]);
     f.ok();
@@ -474,6 +479,9 @@ fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", T]).code(3);
     env.at("2025-11-21T17:41:00Z", "engineer", &["claim", "--next"]).code(6);
     env.at("2025-11-21T17:41:00Z", "engineer", &["release", T]).code(3);
+    let o = env.at("2025-11-21T17:41:00Z", "engineer", &["release", T, "--force"]);
+    o.code(3);
+    assert!(o.stderr.contains("`--force` is for a coordinator"), "{}", o.show());
     // A coordinator is told the flag it left out, not that only a coordinator may.
     let o = env.at("2025-11-21T17:42:00Z", "coordinator", &["release", T]);
     o.code(3);

@@ -122,6 +122,63 @@ fn show_by_msg_id_and_by_task_id() {
     missing.code(5);
 }
 
+/// `thread` takes every key `show` takes for a message (its msg id, 8+ characters of its
+/// start or of its random end, its file name) and a task id (the thread of the task's first
+/// message); a key that names nothing is told only of what names a thread.
+#[test]
+fn thread_takes_the_keys_show_takes() {
+    let env = Env::new();
+    let sent = env.as_(
+        "coordinator",
+        &[
+            "send",
+            "--to",
+            "role:engineer",
+            "--intent",
+            "fix_bug",
+            "--task",
+            "BUG-1",
+            "--summary",
+            "login crash",
+            "--json",
+        ],
+    );
+    let root = sent.json()["msg_id"].as_str().unwrap().to_string();
+    env.at("2025-11-21T17:01:00Z", "engineer", &["claim", "BUG-1"]).ok();
+    let asked = env.at(
+        "2025-11-21T17:02:00Z",
+        "engineer",
+        &[
+            "send",
+            "--to",
+            "coordinator",
+            "--intent",
+            "question",
+            "--in-reply-to",
+            &root,
+            "--summary",
+            "which browser?",
+            "--json",
+        ],
+    );
+    let reply = asked.json()["msg_id"].as_str().unwrap().to_string();
+    let reply_file = asked.json()["delivered"][0]["file"].as_str().unwrap().to_string();
+    let random_end = root.rsplit('-').next().unwrap().to_string();
+    assert_eq!(random_end.len(), 8, "{root}");
+    for key in [root.as_str(), &root[..13], &random_end, "BUG-1", &reply, &reply_file] {
+        let t = env.circe(["thread", key, "--json"]).run();
+        t.ok();
+        let j = t.json();
+        assert_eq!(j["msg_id"], root.as_str(), "{key}: {}", t.show());
+        assert_eq!(j["replies"][0]["msg_id"], reply.as_str(), "{key}: {}", t.show());
+    }
+    let none = env.circe(["thread", "NOPE-1"]).run();
+    none.code(5);
+    assert!(none.stderr.contains("`circe --agent NAME inbox`"), "{}", none.show());
+    // `show TASK` lists a task's messages by file name (not by msg id), which names one too.
+    assert!(none.stderr.contains("by file name"), "{}", none.show());
+}
+
 #[test]
 fn the_spec_examples_are_valid() {
     let env = Env::new();

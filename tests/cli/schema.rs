@@ -248,10 +248,10 @@ fn every_command_prints_what_its_schema_says() {
         assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
         covered.insert((*schema).to_string());
     }
-    let bad = env.circe(["--json", "claim", "--bogus-flag"]).run();
+    let bad = env.circe(["--json", "chat", "say", "--to", "qa", "--bogus-flag"]).run();
     let message = bad.json()["error"]["message"].as_str().unwrap().to_string();
     assert!(message.contains("--bogus-flag") && !message.contains("tip:"), "{}", bad.show());
-    // clap's tip is a hint.
+    // clap's tip is a hint (where it helps: `chat say` takes free text).
     let hint = bad.json()["error"]["hint"].as_str().unwrap().to_string();
     assert!(hint.starts_with("to pass '--bogus-flag' as a value"), "{}", bad.show());
     let missing: Vec<String> = leaves().difference(&covered).cloned().collect();

@@ -685,6 +685,41 @@ fn a_message_about_a_task_that_never_was_is_refused() {
     env.as_("qa", &[&args[..], &["--task", "T-1"]].concat()).ok();
 }
 
+/// A task message for a task id that waits already is told apart by what it says: the
+/// same message again was delivered already (nothing to do), other work under that id is
+/// told to take a new id. Both are exit 4 and write nothing.
+#[test]
+fn a_task_id_that_waits_already_is_a_retry_only_for_the_same_message() {
+    let env = Env::new();
+    let send = |summary: &str| {
+        env.as_(
+            "coordinator",
+            &[
+                "send",
+                "--to",
+                "role:engineer",
+                "--intent",
+                "fix_bug",
+                "--task",
+                "BUG-1",
+                "--summary",
+                summary,
+            ],
+        )
+    };
+    send("login crash").ok();
+    let before = env.state();
+    let again = send("login crash");
+    again.code(4);
+    assert!(again.stderr.contains("nothing to do"), "{}", again.show());
+    let other = send("payments timeout");
+    other.code(4);
+    assert!(!other.stderr.contains("nothing to do"), "{}", other.show());
+    assert!(other.stderr.contains("use a new task id"), "{}", other.show());
+    assert!(other.stderr.contains("login crash"), "what waits is named: {}", other.show());
+    assert_unchanged(&before, &env.state());
+}
+
 /// `send --deadline`: a duration from now or a time. Past it the task is not claimed and
 /// `reap` expires it; an unread message is filed into LOGS. A deadline that is neither, or
 /// already past, is refused and writes nothing.

@@ -1,0 +1,80 @@
+//! The hint of a command line clap could not parse: the help of the very (sub)command it
+//! named (`circe help chat say`), runnable as printed, and clap's tips where they help.
+
+use std::ffi::OsString;
+
+use clap::CommandFactory;
+use clap::error::ErrorKind;
+
+use super::Cli;
+
+/// The (sub)command `args` name, as far as they name one: its words (`["chat", "say"]`,
+/// none for circe itself) and the command. Flags are passed over with their values.
+fn named_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
+    let mut cmd = Cli::command();
+    cmd.build();
+    let mut path = Vec::new();
+    let mut words = args.iter().skip(1).filter_map(|a| a.to_str());
+    while let Some(w) = words.next() {
+        if w == "--" {
+            break;
+        }
+        if let Some(flag) = w.strip_prefix('-') {
+            // `--root X`, `-x X`: the value is the next word (not with `--root=X`).
+            let arg = match flag.strip_prefix('-') {
+                Some(long) if !long.contains('=') => {
+                    cmd.get_arguments().find(|a| a.get_long() == Some(long))
+                }
+                Some(_) => None,
+                None => {
+                    let mut c = flag.chars();
+                    match (c.next(), c.next()) {
+                        (Some(s), None) => cmd.get_arguments().find(|a| a.get_short() == Some(s)),
+                        _ => None,
+                    }
+                }
+            };
+            if arg.is_some_and(|a| a.get_action().takes_values()) {
+                words.next();
+            }
+            continue;
+        }
+        let Some(sub) = cmd.find_subcommand(w).cloned() else { break };
+        path.push(sub.get_name().to_string());
+        cmd = sub;
+    }
+    (path, cmd)
+}
+
+/// Does `cmd` take free text, where a word starting with `-` may be meant as a value
+/// (`chat say -- -1 is wrong`, `check --run NAME -- cargo test`)?
+fn takes_free_text(cmd: &clap::Command) -> bool {
+    cmd.get_positionals().any(|a| a.get_num_args().is_some_and(|n| n.max_values() > 1))
+}
+
+/// The hint for clap's error of `kind` on `args`: clap's `tips` (its tip to pass a flag as a
+/// value after `--` only where the command takes free text: for a task id it would lead to
+/// an invalid id), circe's own (`also`), and the help of the command named.
+pub(super) fn hint(
+    args: &[OsString],
+    kind: ErrorKind,
+    tips: &[&str],
+    also: Option<&str>,
+) -> String {
+    let (path, cmd) = named_command(args);
+    let free = takes_free_text(&cmd);
+    let mut hint: Vec<String> = tips
+        .iter()
+        .filter(|t| free || !t.starts_with("to pass '"))
+        .map(|t| (*t).to_string())
+        .collect();
+    hint.extend(also.map(str::to_string));
+    let help = ["circe", "help"].into_iter().chain(path.iter().map(String::as_str));
+    let help = help.collect::<Vec<_>>().join(" ");
+    hint.push(match kind {
+        ErrorKind::InvalidSubcommand if path.is_empty() => format!("`{help}` lists the commands"),
+        ErrorKind::InvalidSubcommand => format!("`{help}` lists its subcommands"),
+        _ => format!("`{help}` shows its flags"),
+    });
+    hint.join("; ")
+}
