@@ -133,12 +133,18 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
                 .collect();
             // An agent whose role the registry does not know is listed, and said to wait for
             // nothing (doctor reports it too).
-            let warnings = ws
+            let mut warnings: Vec<String> = ws
                 .agents()
                 .iter()
                 .filter_map(|(a, r)| ws.unknown_role(a, r))
                 .map(|e| format!("{} ({})", e.message, e.hint.unwrap_or_default()))
                 .collect();
+            // An agent whose record does not read is in no list: said, not left out silently.
+            for a in ws.engine.damaged_agents()? {
+                warnings.push(format!(
+                    "AGENTS/{a}/agent.yaml is missing or damaged: {a} is left out of this list (`circe doctor` says how to mend it)"
+                ));
+            }
             Ok(Report::new(table(&["AGENT", "ROLE", "STATE"], &rows), AgentListJson { agents })
                 .warnings(warnings))
         }

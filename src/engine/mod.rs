@@ -384,6 +384,12 @@ pub trait Engine {
     /// engine).
     fn retired_now(&self, agent: &AgentName) -> Result<Option<bool>>;
 
+    /// Agents whose record is there but does not read (a folder's agent.yaml missing or
+    /// damaged): in no list of agents until it is mended (`doctor` says how).
+    fn damaged_agents(&self) -> Result<Vec<AgentName>> {
+        Ok(Vec::new())
+    }
+
     /// The retired agents, sorted.
     fn retired(&self) -> Result<Vec<AgentName>> {
         Ok(self.retirements()?.into_iter().map(|(a, _)| a).collect())

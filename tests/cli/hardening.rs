@@ -1214,8 +1214,9 @@ fn a_held_task_whose_status_was_removed_is_named_by_doctor() {
 }
 
 /// An agent whose agent.yaml was emptied (or holds a retirement that is no time) is not
-/// taken for a stranger or for retired: acting as it names the file, doctor names it, and
-/// `--repair` writes it again from the agent's `agent_add` event.
+/// taken for a stranger or for retired: acting as it names the file and why, `agent list`
+/// warns that it is left out, doctor names it, and `--repair` writes it again from the
+/// agent's `agent_add` event.
 #[test]
 fn an_agent_whose_file_does_not_parse_is_named_and_mended() {
     local_only!("agent.yaml is the local engine's file");
@@ -1230,7 +1231,13 @@ fn an_agent_whose_file_does_not_parse_is_named_and_mended() {
     .unwrap();
     let o = env.as_("eng-2", &["inbox"]);
     o.code(1);
-    assert!(o.stderr.contains("AGENTS/eng-2/agent.yaml does not parse"), "{}", o.show());
+    assert!(o.stderr.contains("AGENTS/eng-2/agent.yaml does not parse ("), "{}", o.show());
+    let o = env.as_("eng-3", &["inbox"]);
+    assert!(o.stderr.contains("`retired_at: garbage` is no time"), "{}", o.show());
+    let listed = env.circe(["agent", "list"]).run();
+    listed.ok();
+    assert!(!listed.stdout.contains("eng-2"), "{}", listed.show());
+    assert!(listed.stderr.contains("eng-2 is left out of this list"), "{}", listed.show());
     let o = env.circe(["doctor"]).run();
     o.code(1);
     for a in ["eng-2", "eng-3"] {

@@ -774,6 +774,10 @@ impl Engine for LocalEngine {
         self.store.write_config(text)
     }
 
+    fn damaged_agents(&self) -> Result<Vec<AgentName>> {
+        self.store.damaged_agents()
+    }
+
     fn granted(&self, agent: &AgentName, request: &str) -> Result<Option<(TaskId, u64)>> {
         requests::find(&self.store, agent, request)
     }

@@ -363,7 +363,11 @@ impl Store {
         let p = self.root.join("AGENTS").join(name.as_str()).join("agent.yaml");
         match atomic::read_regular(&p) {
             Ok(b) => parse_agent(&b).map(Some).ok_or_else(|| {
-                Error::internal(format!("AGENTS/{name}/agent.yaml does not parse")).hint(MEND_AGENT)
+                Error::internal(format!(
+                    "AGENTS/{name}/agent.yaml does not parse ({})",
+                    why_agent_unread(&b)
+                ))
+                .hint(MEND_AGENT)
             }),
             // The agent's folder without it: damage (an agent's folder is made whole, then
             // renamed into place), not a stranger.
@@ -532,6 +536,21 @@ pub(super) fn parse_agent_file(bytes: &[u8]) -> Option<AgentFile> {
     let valid = crate::names::check_role(&file.role).is_ok()
         && file.retired_at.as_deref().is_none_or(|t| crate::clock::parse(t).is_some());
     valid.then_some(file)
+}
+
+/// Why `parse_agent_file` refused `bytes`, for people: the YAML error (with its line and
+/// column), or the value that is no role or no time.
+fn why_agent_unread(bytes: &[u8]) -> String {
+    let Ok(text) = std::str::from_utf8(bytes) else { return "it is not UTF-8".into() };
+    match crate::yaml::from_str::<AgentFile>(text) {
+        Err(e) => e.to_string(),
+        Ok(f) if crate::names::check_role(&f.role).is_err() => {
+            format!("`role: {}` is no role name", f.role.escape_debug())
+        }
+        Ok(f) => {
+            format!("`retired_at: {}` is no time", f.retired_at.unwrap_or_default().escape_debug())
+        }
+    }
 }
 
 /// The text of `AGENTS/<name>/agent.yaml` for `role` (retired at `retired_at`, if it was).
