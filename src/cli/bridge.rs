@@ -108,6 +108,13 @@ pub fn run_import(ctx: &Ctx, cmd: &ImportCommand) -> Result<Report> {
         ));
     }
     report = report.warnings(warnings);
+    // A folder none of whose files could be brought in (now or by an import before) is no
+    // success: exit 3, each file named above with why. Some imported and some not is, with
+    // the others named; so is a folder imported before, run again.
+    if r.history + r.open_asks + r.open_tasks == 0 && r.there_already == 0 && !r.skipped.is_empty()
+    {
+        report = report.code(crate::exit_code::REFUSED);
+    }
     Ok(report)
 }
 

@@ -25,7 +25,6 @@ pub struct Skipped {
     pub reason: String,
 }
 
-/// What an import did.
 /// An agent an import added, and its role.
 #[derive(Debug, Clone, Serialize)]
 pub struct NewAgent {
@@ -33,8 +32,13 @@ pub struct NewAgent {
     pub role: String,
 }
 
+/// What an import did.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct ImportReport {
+    /// Of `skipped`, the files whose msg-id the root or its archive holds already (imported
+    /// before): an import run again skips them all, and that is no failure.
+    #[serde(skip)]
+    pub there_already: usize,
     /// Messages filed as history into LOGS.
     pub history: usize,
     /// Asks still waiting: in their recipient's INBOX, with an open ask.
@@ -109,6 +113,21 @@ pub fn import_tx(
             }
         };
         match pure::import_file(&name, &bytes, now, &|_| None) {
+            // A type this root's registry does not know would be stored as a message that
+            // no command understands (and `validate` refuses): left in the folder instead.
+            Ok(i)
+                if i.message.intent.as_deref().is_some_and(|t| ws.registry.intent(t).is_none()) =>
+            {
+                let e = ws.registry.unknown_intent(i.message.intent.as_deref().unwrap_or_default());
+                let near = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+                report.skipped.push(Skipped {
+                    file: name,
+                    reason: format!(
+                        "{}{near}: add it under `registry: intents:` in circe.yaml and import again",
+                        e.message
+                    ),
+                });
+            }
             Ok(i) => firsts.push((name, bytes, i.message)),
             Err(reason) => report.skipped.push(Skipped { file: name, reason }),
         }
@@ -127,6 +146,7 @@ pub fn import_tx(
     for (name, bytes, first) in firsts {
         let id = first.msg_id.clone().unwrap_or_default();
         if taken.contains(&id) {
+            report.there_already += 1;
             report.skipped.push(Skipped {
                 file: name,
                 reason: format!("msg-id {id} is in the root already (imported before?)"),
@@ -136,6 +156,7 @@ pub fn import_tx(
         // Imported before and archived since (an import run again after `circe archive`
         // took its history): not brought back.
         if super::find::in_archive(ws, &id)? {
+            report.there_already += 1;
             report.skipped.push(Skipped {
                 file: name,
                 reason: format!("msg-id {id} is in the archive (imported before?)"),

@@ -1239,3 +1239,43 @@ fn exported_names_hold_no_colon() {
     assert!(names.iter().all(|n| !n.contains(':')), "{names:?}");
     assert!(names.iter().any(|n| n.contains("--engineer-")), "{names:?}");
 }
+
+/// A TX message of a type this root's registry does not know is not imported (it would be a
+/// message no command understands): named with the closest intent and the way in, and left
+/// in the folder. A folder none of whose files could be brought in is exit 3; one imported
+/// before, run again, is not.
+#[test]
+fn an_unknown_type_is_left_out_and_a_folder_of_nothing_importable_is_exit_3() {
+    let env = Env::new();
+    let src = env.path().join("tx-unknown");
+    write_folder(
+        &src,
+        &[
+            (
+                "1102110000-updte-core--brain-u1.md",
+                "---\nfrom: core\nto: brain\ntype: updte\nmsg-id: u1\n---\n?\n",
+            ),
+            ("notes.md", "hello\n"),
+        ],
+    );
+    let before = env.state();
+    let o = env.circe(["import", "tx", src.to_str().unwrap(), "--json"]).run();
+    o.code(3);
+    assert_unchanged(&before, &env.state());
+    let reasons: Vec<String> = o.json()["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["reason"].as_str().unwrap().to_string())
+        .collect();
+    assert!(reasons.iter().any(|r| r.contains("did you mean `update`?")), "{}", o.show());
+    assert!(reasons.iter().any(|r| r.contains("registry: intents:")), "{}", o.show());
+    // Fixed, it comes in; run again, nothing new is no failure.
+    std::fs::write(
+        src.join("1102110000-updte-core--brain-u1.md"),
+        "---\nfrom: core\nto: brain\ntype: update\nmsg-id: u1\n---\n?\n",
+    )
+    .unwrap();
+    env.circe(["import", "tx", src.to_str().unwrap()]).run().ok();
+    env.circe(["import", "tx", src.to_str().unwrap()]).run().ok();
+}
