@@ -25,6 +25,42 @@ pub struct Skipped {
     pub reason: String,
 }
 
+/// An import's first pass: what each file says, to order them and know each message's
+/// task. A file that cannot be read, or whose type the registry does not know (stored, it
+/// would be a message no command understands, and `validate` refuses it), is skipped.
+fn first_pass(
+    ws: &Workspace,
+    files: Vec<(String, std::result::Result<Vec<u8>, String>)>,
+    now: chrono::DateTime<chrono::Utc>,
+    report: &mut ImportReport,
+) -> Vec<(String, Vec<u8>, Message)> {
+    let mut firsts = Vec::new();
+    for (name, bytes) in files {
+        let read = bytes.and_then(|b| pure::import_file(&name, &b, now, &|_| None).map(|i| (b, i)));
+        let (bytes, i) = match read {
+            Ok(r) => r,
+            Err(reason) => {
+                report.skipped.push(Skipped { file: name, reason });
+                continue;
+            }
+        };
+        if let Some(intent) = i.message.intent.as_deref()
+            && ws.registry.intent(intent).is_none()
+        {
+            let e = ws.registry.unknown_intent(intent);
+            let near = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
+            let reason = format!(
+                "{}{near}: add it under `registry: intents:` in circe.yaml and import again",
+                e.message
+            );
+            report.skipped.push(Skipped { file: name, reason });
+            continue;
+        }
+        firsts.push((name, bytes, i.message));
+    }
+    firsts
+}
+
 /// An agent an import added, and its role.
 #[derive(Debug, Clone, Serialize)]
 pub struct NewAgent {
@@ -102,36 +138,7 @@ pub fn import_tx(
     }
     let mut report = ImportReport::default();
     let now = ws.now();
-    // First pass: what each file says, to order them and know each message's task.
-    let mut firsts: Vec<(String, Vec<u8>, Message)> = Vec::new();
-    for (name, bytes) in files {
-        let bytes = match bytes {
-            Ok(b) => b,
-            Err(reason) => {
-                report.skipped.push(Skipped { file: name, reason });
-                continue;
-            }
-        };
-        match pure::import_file(&name, &bytes, now, &|_| None) {
-            // A type this root's registry does not know would be stored as a message that
-            // no command understands (and `validate` refuses): left in the folder instead.
-            Ok(i)
-                if i.message.intent.as_deref().is_some_and(|t| ws.registry.intent(t).is_none()) =>
-            {
-                let e = ws.registry.unknown_intent(i.message.intent.as_deref().unwrap_or_default());
-                let near = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
-                report.skipped.push(Skipped {
-                    file: name,
-                    reason: format!(
-                        "{}{near}: add it under `registry: intents:` in circe.yaml and import again",
-                        e.message
-                    ),
-                });
-            }
-            Ok(i) => firsts.push((name, bytes, i.message)),
-            Err(reason) => report.skipped.push(Skipped { file: name, reason }),
-        }
-    }
+    let mut firsts = first_pass(ws, files, now, &mut report);
     firsts.sort_by(|a, b| (a.2.created_at, &a.0).cmp(&(b.2.created_at, &b.0)));
     // One import at a time: the ids in the root are read under the hold, so a second import
     // of the same folder finds the first's messages and skips them.
