@@ -41,7 +41,7 @@ pub fn check_intent(name: &str) -> Result<()> {
 
 /// Message ids: letters, digits, `.`, `_` and `-`; starts with a letter or digit; at most 128 bytes.
 pub fn check_msg_id(id: &str) -> Result<()> {
-    const RULE: &str = "message ids use A-Z, a-z, 0-9, '.', '_' and '-', start with a letter or digit, at most 128 bytes (leave --msg-id out and circe makes one)";
+    const RULE: &str = "message ids use A-Z, a-z, 0-9, '.', '_' and '-', start with a letter or digit, at most 128 bytes";
     if id.len() > 2 * MAX_LEN {
         return Err(
             Error::refused(format!("message id is {} bytes long, over 128", id.len())).hint(RULE)

@@ -326,7 +326,9 @@ fn from_flags(a: &SendArgs, limits: &Limits, ws: &crate::workspace::Workspace) -
     m.task_id.clone_from(&a.task);
     m.in_reply_to.clone_from(&a.in_reply_to);
     if let Some(id) = &a.msg_id {
-        crate::names::check_msg_id(id).map_err(|e| flag("msg-id", e))?;
+        crate::names::check_msg_id(id).map_err(|e| {
+            flag("msg-id", e.hint_more("or leave --msg-id out and circe makes one"))
+        })?;
         m.msg_id = Some(id.clone());
     }
     if let Some(p) = &a.priority {

@@ -218,6 +218,20 @@ fn gate_on_deadline(st: &TaskState, now: DateTime<Utc>, what: &str) -> Result<()
     }))
 }
 
+/// The hint to the holder for a check not passed: run it with the command that proves it,
+/// or, `declared` in circe.yaml, with the command declared there.
+pub fn run_them(by: &str, task: &str, check: &str, declared: bool) -> String {
+    if declared {
+        format!(
+            "run them: circe --agent {by} check {task} --run {check} (circe.yaml declares its command)"
+        )
+    } else {
+        format!(
+            "run them: circe --agent {by} check {task} --run {check} -- <command that proves it>"
+        )
+    }
+}
+
 /// Completion waits until every check of the task is true.
 fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
     let missing: Vec<&str> =
@@ -229,7 +243,8 @@ fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
     let err = Error::refused(format!(
         "task {task} cannot be completed: checks not passed: {}",
         missing.join(", ")
-    ));
+    ))
+    .detail("not_passed", missing.clone());
     let first = missing[0];
     // Only the holder runs a check; anyone else allowed to complete it (a coordinator)
     // asserts one with a reason.
@@ -237,9 +252,7 @@ fn gate_on_checks(st: &TaskState, by: &str) -> Result<()> {
         Some(holder) if holder != by => err.hint(format!(
             "its holder, {holder}, runs them (ask: `circe --agent {by} send --to agent:{holder} --intent request_help --summary \"please run {first} on {task}\"`); or a coordinator records one with the reason: circe --agent {by} check {task} {first}=true --reason \"...\""
         )),
-        _ => err.hint(format!(
-            "run them: circe --agent {by} check {task} --run {first} -- <command that proves it> (a check declared in circe.yaml runs its own: circe --agent {by} check {task} --run {first})"
-        )),
+        _ => err.hint(run_them(by, task.as_str(), first, false)),
     })
 }
 

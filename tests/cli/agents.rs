@@ -184,6 +184,11 @@ fn honest_checks() {
     std::fs::write(&file, cfg).unwrap();
     env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
     in_progress(&env, "UI-2");
+    // A completion refused for it hints the declared command's run, which then works.
+    let refused = env.as_("engineer", &["status", "UI-2", "completed"]);
+    refused.code(3);
+    let run = "circe --agent engineer check UI-2 --run tests_passed (circe.yaml declares";
+    assert!(refused.stderr.contains(run), "{}", refused.show());
     env.as_("engineer", &["check", "UI-2", "tests_passed=true"]).code(3);
     env.as_("engineer", &["check", "UI-2", "--run", "tests_passed", "--", "true"]).code(3);
     let run = env.as_("engineer", &["check", "UI-2", "--run", "tests_passed", "--json"]);
