@@ -214,8 +214,13 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
         ));
     }
     if hits.is_empty() && passed_over.is_empty() {
-        return Err(Error::not_found("nothing in the archive matches")
-            .hint("`circe archive search --date YYYY-MM` lists a month"));
+        // Never the search just made again: another way to look, or why nothing is there.
+        let hint = if s.date.is_some() {
+            "`circe archive search --text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
+        } else {
+            "`circe archive search --date YYYY-MM` lists a month, `--text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
+        };
+        return Err(Error::not_found("nothing in the archive matches").hint(hint));
     }
     if hits.is_empty() {
         return Err(Error::not_found(format!(

@@ -29,5 +29,10 @@ pub fn run(ctx: &Ctx, a: &ReaddressArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = TaskId::new(&a.task)?;
     let done = orphans::readdress_task(&ws, &me, &task, &a.to, a.reason.as_deref())?;
-    Ok(Report::new(format!("task {task} is now addressed to {}\n", done.to), done))
+    let human = if done.already {
+        format!("task {task} is addressed to {} already: nothing changed\n", done.to)
+    } else {
+        format!("task {task} is now addressed to {}\n", done.to)
+    };
+    Ok(Report::new(human, done))
 }

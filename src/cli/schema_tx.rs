@@ -133,6 +133,8 @@ pub struct RedeliveredDef {
     #[serde(rename = "box")]
     mailbox: String,
     file: String,
+    /// It waited there already (a readdress to the address it has): nothing changed.
+    already: bool,
 }
 
 /// An agent `import tx` added.

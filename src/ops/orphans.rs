@@ -269,6 +269,8 @@ pub struct Redelivered {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
+    /// It waited there already (a readdress to the address it has): nothing changed.
+    pub already: bool,
 }
 
 /// Hand orphan `key` (a message's msg id or file name, or an orphaned task's id) to agent
@@ -359,7 +361,13 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
-    Ok(Redelivered { kind: "message", to: address, mailbox: dest.label(), file: used })
+    Ok(Redelivered {
+        kind: "message",
+        to: address,
+        mailbox: dest.label(),
+        file: used,
+        already: false,
+    })
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.
@@ -396,6 +404,19 @@ pub fn readdress_task(
     crate::address::check(to)
         .map_err(|e| Error { message: format!("--to: {}", e.message), ..e })?;
     let (agents, _) = ws.reach(to)?;
+    // Waiting for that address already: nothing to change, and no event says it changed.
+    if let Some(st) = ws.engine.peek(task)?
+        && st.rec.status == crate::task::Status::New
+        && st.rec.to == to
+    {
+        return Ok(Redelivered {
+            kind: "task",
+            to: to.to_string(),
+            mailbox: "new".into(),
+            file: st.rec.message,
+            already: true,
+        });
+    }
     let reason = reason.map_or_else(|| format!("readdressed by {me}"), str::to_string);
     address_task(ws, me, task, to, Some(&reason), &|intent| {
         let takers = agents.iter().filter(|a| {
@@ -451,5 +472,6 @@ fn address_task(
         to: address.to_string(),
         mailbox: "new".into(),
         file: st.rec.message,
+        already: false,
     })
 }

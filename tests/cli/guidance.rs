@@ -327,7 +327,13 @@ fn the_way_on_for_a_lapsed_task_meant_for_one_agent_runs_as_printed() {
     // A blank reason is refused, as `release` refuses one: the log keeps it as the why.
     let blank = ["readdress", "REF-3", "--to", "agent:engineer-2", "--reason", "  "];
     env.at(late, "coordinator", &blank).code(3);
-    env.at(late, "coordinator", &["readdress", "REF-3", "--to", "agent:engineer-2"]).ok();
+    let to = ["--json", "readdress", "REF-3", "--to", "agent:engineer-2"];
+    assert_eq!(env.at(late, "coordinator", &to).ok().json()["already"], false);
+    // Again to the address it has: nothing changes, and no event says it did.
+    let events = env.events().len();
+    let again = env.at(late, "coordinator", &to);
+    assert_eq!(again.ok().json()["already"], true, "{}", again.show());
+    assert_eq!(env.events().len(), events);
     env.at(late, "engineer-2", &["claim", "REF-3"]).ok();
 }
 
