@@ -144,6 +144,8 @@ pub struct RedeliveredDef {
 struct ImportedAgentDef {
     agent: String,
     role: String,
+    /// Always false (a new agent), as in `init`'s `agents_added`.
+    retired: bool,
 }
 
 /// `circe import tx --json`.

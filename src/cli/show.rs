@@ -50,7 +50,8 @@ pub struct ShowTaskJson {
     pub owner_record: Option<task::OwnerRecord>,
     /// Each check and whether it passed (`task.asserted` names those asserted, not run).
     pub checks: std::collections::BTreeMap<String, bool>,
-    /// The box the task's message lies in.
+    /// The box the task's message lies in (`box`, as everywhere a message's place is said).
+    #[serde(rename = "box")]
     pub location: Option<String>,
     pub messages: Vec<TaskMessage>,
     #[schemars(with = "Vec<EventDef>")]
@@ -63,6 +64,8 @@ pub struct TaskMessage {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
+    /// Its id (null for a message without one): the key `circe show` and `circe thread` take.
+    pub msg_id: Option<String>,
     pub from: String,
     pub intent: String,
     /// This is the task's current message (its ticket).
@@ -237,10 +240,11 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
         let m = ops::read(ws, &b, &name).ok();
         let intent = m.as_ref().and_then(|m| m.intent.clone()).unwrap_or_default();
         let from = m.as_ref().and_then(|m| m.from.clone()).unwrap_or_default();
+        let msg_id = m.as_ref().and_then(|m| m.msg_id.clone());
         let current = name == st.rec.message;
         let mark = if current { " (task message)" } else { "" };
         human.push_str(&format!("  {:<22} {name}  {from} {intent}{mark}\n", b.label()));
-        msgs.push(TaskMessage { mailbox: b.label(), file: name, from, intent, current });
+        msgs.push(TaskMessage { mailbox: b.label(), file: name, msg_id, from, intent, current });
     }
     human.push_str(&format!("\nevents: {}\n", events.len()));
     let skipped = events.len().saturating_sub(SHOWN_EVENTS);

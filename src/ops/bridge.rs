@@ -66,6 +66,8 @@ fn first_pass(
 pub struct NewAgent {
     pub agent: String,
     pub role: String,
+    /// Always false (a new agent): the shape of `agents_added` everywhere (`init`).
+    pub retired: bool,
 }
 
 /// What an import did.
@@ -274,7 +276,7 @@ fn add_agents(
             let mut ev = Event::now(EventKind::AgentAdd, &n);
             ev.note = Some(format!("role {role} (imported from TX)"));
             ws.engine.append_events(vec![ev])?;
-            report.agents_added.push(NewAgent { agent: n, role });
+            report.agents_added.push(NewAgent { agent: n, role, retired: false });
         }
     }
     // What was read of the agents before (that a name is no agent) no longer holds.

@@ -116,7 +116,11 @@ fn show_by_msg_id_and_by_task_id() {
     j.ok();
     let j = j.json();
     assert_eq!(j["task"]["status"], "claimed");
-    assert_eq!(j["location"], "inbox:engineer");
+    assert_eq!(j["box"], "inbox:engineer");
+    // Each message with its id, the key `show` and `thread` take.
+    let id = j["messages"][0]["msg_id"].as_str().unwrap_or_default().to_string();
+    assert!(id.len() > 8, "{j}");
+    env.circe(["thread", &id]).run().ok();
     assert_eq!(j["events"].as_array().unwrap().len(), 2);
     let missing = env.circe(["show", "NOPE-1"]).run();
     missing.code(5);
