@@ -38,6 +38,35 @@ pub struct SchemaListJson {
 #[expect(dead_code, reason = "a schema of schemas")]
 pub struct SchemaDoc(BTreeMap<String, serde_json::Value>);
 
+/// `circe schema --json`: the list of names without one, the named command's schema with
+/// one.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum SchemaOutput {
+    List(SchemaListJson),
+    Doc(SchemaDoc),
+}
+
+/// `circe --version --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct VersionJson {
+    /// `circe`.
+    name: String,
+    version: String,
+}
+
+/// `circe --help --json`, `circe help CMD --json`, `circe GROUP help SUB --json`.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct HelpJson {
+    /// The help text, as `--help` prints it.
+    help: String,
+}
+
 /// `circe completions --json` and `circe man --json`.
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -81,7 +110,9 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         ("prime", schema_for!(prime::PrimeJson)),
         ("questions", schema_for!(questions::QuestionsJson)),
         ("board", schema_for!(board::BoardJson)),
-        ("schema", schema_for!(SchemaDoc)),
+        ("schema", schema_for!(SchemaOutput)),
+        ("version", schema_for!(VersionJson)),
+        ("help", schema_for!(HelpJson)),
         ("completions", schema_for!(TextJson)),
         ("man", schema_for!(TextJson)),
         ("watch", schema_for!(d::EventDef)),
