@@ -54,7 +54,7 @@ pub struct CheckJson {
     pub task_id: String,
     pub check: String,
     pub passed: bool,
-    /// `run` or `asserted`.
+    #[schemars(with = "super::schema_defs::HowDef")]
     pub how: String,
     /// For `run`: the command, its exit code (null: killed by a signal) and its duration.
     pub command: Option<Vec<String>>,

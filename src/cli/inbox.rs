@@ -92,6 +92,7 @@ pub struct Waiting {
     pub task_id: String,
     pub intent: String,
     pub to: String,
+    #[schemars(with = "super::schema_defs::PriorityDef")]
     pub priority: String,
     /// When it started waiting (its last change of status).
     pub waiting_since: String,

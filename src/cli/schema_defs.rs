@@ -25,8 +25,7 @@ pub struct StatusRecordDef {
     updated_at: String,
     created_at: String,
     intent: String,
-    /// high, normal or low.
-    priority: String,
+    priority: PriorityDef,
     /// The address the task message was sent to: `all`, `role:NAME`, `agent:NAME`, a name.
     to: String,
     opened_by: String,
@@ -86,6 +85,39 @@ pub enum StatusDef {
     Expired,
 }
 
+/// A task's priority, as its record keeps it (a message keeps the word it was sent with).
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum PriorityDef {
+    High,
+    Normal,
+    Low,
+}
+
+/// How a check was recorded: its command run, or asserted by a coordinator with a reason.
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum HowDef {
+    Run,
+    Asserted,
+}
+
+/// An error's kind (its exit code follows from it).
+#[derive(JsonSchema)]
+#[serde(rename_all = "snake_case")]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum KindDef {
+    Internal,
+    Usage,
+    Refused,
+    Conflict,
+    NotFound,
+    NothingToClaim,
+    TimedOut,
+}
+
 /// `TASKS/<id>.owner` (`task::OwnerRecord`).
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -115,7 +147,7 @@ pub struct RowDef {
     lease_expires_at: Option<String>,
     intent: String,
     to: String,
-    priority: String,
+    priority: PriorityDef,
     checks_passed: usize,
     checks_total: usize,
     /// Of the passed checks, how many were asserted rather than run.
@@ -180,9 +212,8 @@ pub struct EventDef {
     check: Option<String>,
     #[serde(default)]
     passed: Option<bool>,
-    /// `run` or `asserted`.
     #[serde(default)]
-    how: Option<String>,
+    how: Option<HowDef>,
     #[serde(default)]
     command: Option<Vec<String>>,
     #[serde(default)]

@@ -68,7 +68,7 @@ pub struct ErrorJson {
 #[derive(Debug, Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ErrorBody {
-    /// internal, usage, refused, conflict, not_found, nothing_to_claim, timed_out.
+    #[schemars(with = "super::schema_defs::KindDef")]
     pub kind: String,
     pub exit_code: u8,
     pub message: String,
