@@ -36,12 +36,13 @@ pub struct PrimeJson {
     pub may_send: Vec<MaySend>,
     /// Task intents this agent's role may take.
     pub may_take: Vec<String>,
-    pub inbox_count: usize,
+    /// null without an acting agent.
+    pub inbox_count: Option<usize>,
     /// Tasks this agent holds now.
     pub held: Vec<Held>,
     pub claimable: Option<Claimable>,
-    /// Questions waiting for this agent's answer; null when they cannot be counted (a box
-    /// of the root cannot be read: `circe questions` says why).
+    /// Questions waiting for this agent's answer; null without an acting agent, and when
+    /// they cannot be counted (a box of the root cannot be read: `circe questions` says why).
     pub open_questions: Option<usize>,
     /// The prompt this agent works from (the last TX `prompt` it was sent); null when none.
     pub prompt: Option<PrimePrompt>,
@@ -266,10 +267,10 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             agents,
             may_send: Vec::new(),
             may_take: Vec::new(),
-            inbox_count: 0,
+            inbox_count: None,
             held: Vec::new(),
             claimable: None,
-            open_questions: Some(0),
+            open_questions: None,
             prompt: None,
             lease: ws.config.lease.clone(),
             steps: Vec::new(),
@@ -424,7 +425,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         agents,
         may_send,
         may_take,
-        inbox_count,
+        inbox_count: Some(inbox_count),
         held,
         claimable: Some(claim),
         open_questions,

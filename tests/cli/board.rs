@@ -81,6 +81,11 @@ fn without_a_terminal_the_board_prints_once() {
     assert_eq!(qa.unwrap()["inbox_count"], 1, "{board}");
     let prime = env.as_("qa", &["prime", "--json"]).json();
     assert_eq!(prime["inbox_count"], 1, "{prime}");
+    // Without an acting agent there is no INBOX to count: null, as the agent is.
+    let nobody = env.circe(["prime", "--json"]).run().json();
+    let counts = (&nobody["agent"], &nobody["inbox_count"], &nobody["open_questions"]);
+    let null = serde_json::Value::Null;
+    assert_eq!(counts, (&null, &null, &null), "{nobody}");
     assert!(!qa_retired(&env));
     env.as_("coordinator", &["agent", "retire", "qa"]).ok();
     assert!(qa_retired(&env), "a retired agent is said so, as `agent list` says it");
