@@ -63,7 +63,7 @@ pub struct InboxMessage {
     /// false: the file does not read as a message (`problem` says why).
     pub valid: bool,
     pub problem: Option<String>,
-    /// The sender's sequence number (stale messages only).
+    /// The sender's sequence number (null for a message that has none).
     pub seq: Option<u64>,
     /// The highest number this agent had seen of the sender (stale messages only).
     pub last_seen: Option<u64>,
@@ -235,7 +235,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 in_reply_to: get(|m| m.in_reply_to.clone()),
                 valid: parsed.is_some(),
                 problem,
-                seq: None,
+                seq: parsed.as_ref().and_then(|m| m.seq),
                 last_seen: None,
                 line: if a.oneline { parsed.as_ref().map(ops::seq::oneline) } else { None },
             };
@@ -248,11 +248,10 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     list.sort_by(|(x, _, xm), (y, _, ym)| at(xm).cmp(&at(ym)).then(x.file.cmp(&y.file)));
     let stale = stale_marks(&ws, &me, &list)?;
     let (mut fresh, mut old) = (Vec::new(), Vec::new());
-    for ((mut row, _, parsed), mark) in list.into_iter().zip(stale) {
+    for ((mut row, _, _), mark) in list.into_iter().zip(stale) {
         match mark {
             None => fresh.push(row),
             Some(seen) => {
-                row.seq = parsed.as_ref().and_then(|m| m.seq);
                 row.last_seen = Some(seen);
                 old.push(row);
             }

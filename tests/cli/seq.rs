@@ -67,6 +67,11 @@ fn the_five_line_exchange_reads_as_the_reference_writes_it() {
         inbox.iter().map(|f| env.read(&format!("AGENTS/worker-b/INBOX/{f}"))).collect();
     assert!(texts.iter().any(|t| t.contains("from: lead\n") && t.contains("seq: 2\n")));
     assert!(texts.iter().all(|t| !t.contains("seq_epoch")));
+    // The JSON gives each message's number, as its header and `--oneline` do.
+    let json = env.as_("worker-b", &["--json", "inbox"]).json();
+    let seqs: Vec<&Value> =
+        json["messages"].as_array().unwrap().iter().map(|m| &m["seq"]).collect();
+    assert!(seqs.iter().all(|s| s.is_u64()), "{json}");
     // worker-b processes all five; the same five arriving again (crossed in transit) are
     // stale: shown apart, kept, each logged as skipped once.
     local_only!("copies are put into the INBOX folder by hand");
