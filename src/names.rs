@@ -125,9 +125,10 @@ fn check_chars(
         && lower != name
         && chars_refused(&lower, what, first, rest, alnum_end).is_ok()
     {
-        let shown = name.escape_debug();
+        // The text as given: the terminal's output escapes what cannot be shown, and the
+        // JSON keeps it as it is (section 11).
         return Err(Error::refused(format!(
-            "{what} `{shown}` has capital letters: names are lower case (`{lower}`)"
+            "{what} `{name}` has capital letters: names are lower case (`{lower}`)"
         )));
     }
     refused
@@ -140,7 +141,7 @@ fn chars_refused(
     rest: fn(char) -> bool,
     alnum_end: bool,
 ) -> Result<()> {
-    let shown = name.escape_debug();
+    let shown = name;
     let Some(c0) = name.chars().next() else {
         return Err(Error::refused(format!("{what} is empty")));
     };
@@ -153,15 +154,15 @@ fn chars_refused(
                 "{what} `{shown}` starts with a capital letter: names are lower case"
             )));
         }
-        return Err(Error::refused(format!("{what} `{shown}` may not start with {c0:?}")));
+        return Err(Error::refused(format!("{what} `{shown}` may not start with '{c0}'")));
     }
     if let Some(bad) = name.chars().find(|&c| !rest(c)) {
         if capital(bad, rest) {
             return Err(Error::refused(format!(
-                "{what} `{shown}` contains a capital letter ({bad:?}): names are lower case"
+                "{what} `{shown}` contains a capital letter ('{bad}'): names are lower case"
             )));
         }
-        return Err(Error::refused(format!("{what} `{shown}` contains {bad:?}")));
+        return Err(Error::refused(format!("{what} `{shown}` contains '{bad}'")));
     }
     if alnum_end && name.ends_with('-') {
         return Err(Error::refused(format!("{what} `{shown}` may not end with '-'")));

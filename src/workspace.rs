@@ -189,8 +189,7 @@ impl Workspace {
         };
         Some(
             Error::refused(format!(
-                "agent {agent} has the role `{}`, which is no role of this root: it would be offered no work",
-                role.escape_debug()
+                "agent {agent} has the role `{role}`, which is no role of this root: it would be offered no work"
             ))
             .hint(format!(
                 "{guess}correct {file}or add the role under `registry: roles:` in circe.yaml (`circe config --set FILE`); `circe registry` lists the roles"

@@ -1090,6 +1090,13 @@ fn an_invisible_character_in_a_key_is_shown_in_the_error() {
     o.code(5);
     assert!(o.stderr.contains("`T\\u{200b}-1`"), "{}", o.show());
     assert!(!o.stderr.contains('\u{200b}'), "{}", o.show());
+    // A name refused by its rule says the same in the terminal; the JSON keeps the text as
+    // it is (section 11), escaped as JSON escapes, never as Rust's debug output.
+    let o = env.as_("engineer", &["--json", "claim", "T\u{200b}-1"]);
+    o.code(3);
+    assert!(o.stderr.contains("`T\\u{200b}-1` contains '\\u{200b}'"), "{}", o.show());
+    let message = o.json()["error"]["message"].as_str().unwrap_or_default().to_string();
+    assert_eq!(message, "task id `T\u{200b}-1` contains '\u{200b}'", "{}", o.show());
     let family = "team \u{1f469}\u{200d}\u{1f4bb}";
     env.as_("qa", &["send", "--to", "agent:engineer", "--intent", "inform", "--summary", family])
         .ok();

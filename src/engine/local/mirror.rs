@@ -54,8 +54,7 @@ fn plain<'n>(name: &'n str, folder: &str) -> Result<&'n str> {
         || name.starts_with('.');
     if bad {
         return Err(Error::refused(format!(
-            "the root holds `{}` in {folder}, which is no file name: nothing was written",
-            name.escape_debug()
+            "the root holds `{name}` in {folder}, which is no file name: nothing was written"
         ))
         .hint("rename or remove it where the root is kept (`circe doctor` there names it)"));
     }
