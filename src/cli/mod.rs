@@ -453,7 +453,9 @@ fn parse_and_run() -> u8 {
                 let dashes = forgot_dashes(&args, e.kind());
                 let hint = usage_hint::hint(&args, e.kind(), &tips, dashes);
                 let err = Error::usage(lines.join(" ")).detail("clap", e.kind().to_string());
-                output::print_error(&err.hint(hint), true, false);
+                // A stream's refusal is one line, as everything it prints is.
+                let one_line = usage_hint::names_a_stream(&args);
+                output::print_error(&err.hint(hint), true, one_line);
                 return crate::exit_code::USAGE;
             }
             let _ = e.print();

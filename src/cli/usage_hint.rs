@@ -10,6 +10,15 @@ use super::Cli;
 
 /// The (sub)command `args` name, as far as they name one: its words (`["chat", "say"]`,
 /// none for circe itself) and the command. Flags are passed over with their values.
+/// Whether the command line names a command that prints one JSON object per line (the
+/// streams, `demo`, `replay`: `Command::prints_lines`), so that its refusal by clap is one
+/// line too.
+pub(super) fn names_a_stream(args: &[OsString]) -> bool {
+    let (path, _) = named_command(args);
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    matches!(path.as_slice(), ["watch" | "log" | "demo" | "replay"] | ["chat", "watch"])
+}
+
 fn named_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
     let mut cmd = Cli::command();
     cmd.build();

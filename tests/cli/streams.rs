@@ -122,6 +122,17 @@ fn a_cursor_survives_a_kill() {
     assert_eq!(o.stdout.lines().count(), 1, "{}", o.show());
     let e: Value = serde_json::from_str(o.stdout.trim()).unwrap();
     assert_eq!(e["error"]["exit_code"], 4);
+    // So is a command line refused before the stream starts (a stream's only); another
+    // command's stays a document.
+    for (args, lines) in [
+        (&["--json", "log", "--bogus"][..], 1),
+        (&["--json", "chat", "watch", "--bogus"], 1),
+        (&["--json", "tasks", "--bogus"], 11),
+    ] {
+        let o = env.circe(args).run();
+        o.code(2);
+        assert_eq!(o.stdout.lines().count(), lines, "{}", o.show());
+    }
     let _ = held.kill();
     let _ = held.wait();
 }
