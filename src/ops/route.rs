@@ -167,11 +167,17 @@ pub fn check_names(ws: &Workspace) -> Result<()> {
         })?;
         let n = agent_of(name);
         if ws.is_agent_named(n) || ws.registry.is_role(n) {
-            Ok(())
-        } else {
-            Err(Error::refused(format!("circe.yaml: routing: `{name}` is no agent or role of this root"))
-                .hint("`circe agent list` and `circe registry` show them; add the agent with `circe agent add` first"))
+            return Ok(());
         }
+        let all = ws.agents();
+        let names =
+            all.keys().map(AgentName::as_str).chain(ws.registry.roles.iter().map(String::as_str));
+        let near = crate::suggest::closest(n, names).map(|c| format!("did you mean `{c}`? "));
+        Err(Error::refused(format!("circe.yaml: routing: `{name}` is no agent or role of this root"))
+            .hint(format!(
+                "{}`circe agent list` and `circe registry` show them; add the agent with `circe agent add` first",
+                near.unwrap_or_default()
+            )))
     };
     for (who, statuses) in &ws.config.routing {
         known(who)?;

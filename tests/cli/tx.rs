@@ -732,6 +732,12 @@ fn routing_rules_are_checked_on_load() {
     let o = env.circe(["tasks"]).run();
     o.code(3);
     assert!(o.stderr.contains("`red-phase` is no agent or role"), "{}", o.stderr);
+    // A name near one of the root's is guessed, as escalation's is.
+    with("  engineer:\n    complete: {qaa: go}\n");
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(o.stderr.contains("did you mean `qa`?"), "{}", o.stderr);
+    with("  red-phase:\n    complete: {green-phase: Test written}\n");
     for a in ["red-phase", "green-phase"] {
         env.circe(["agent", "add", a, "--role", "engineer"]).run().ok();
     }
