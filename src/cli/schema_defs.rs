@@ -271,8 +271,8 @@ pub struct ProblemDef {
     field: Option<String>,
     message: String,
     hint: Option<String>,
-    /// `limits.message_bytes` or `limits.header_lines` when the message is over a limit.
-    #[serde(default)]
+    /// `limits.message_bytes` or `limits.header_lines` when the message is over a limit;
+    /// null otherwise.
     limit: Option<String>,
 }
 

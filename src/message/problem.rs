@@ -18,8 +18,7 @@ pub struct Problem {
     pub message: String,
     pub hint: Option<String>,
     /// The limit this message is over (`limits.message_bytes`, `limits.header_lines`):
-    /// too big rather than wrong.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    /// too big rather than wrong; null otherwise.
     pub limit: Option<&'static str>,
 }
 

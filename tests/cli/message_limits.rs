@@ -63,6 +63,13 @@ fn a_message_over_the_size_limit_is_refused_naming_limit_and_size() {
     let j = env.circe(["validate", "--draft", &file, "--json"]).run();
     j.code(3);
     assert_eq!(j.json()["files"][0]["valid"], false);
+    assert_eq!(j.json()["files"][0]["problems"][0]["limit"], "limits.message_bytes");
+    // Any other problem says null: absent values are null in command output.
+    let bad = write(&env, "bad.md", "# MESSAGE\nto: qa\n\n## Summary\nx\n");
+    let j = env.circe(["validate", "--draft", &bad, "--json"]).run();
+    j.code(3);
+    let p = &j.json()["files"][0]["problems"][0];
+    assert!(p.get("limit").is_some_and(serde_json::Value::is_null), "{}", j.show());
     assert_unchanged(&before, &env.state());
     // Under the limit: delivered.
     let under = write(&env, "under.md", &draft(0, MESSAGE_BYTES - 4096));
