@@ -41,7 +41,8 @@ pub struct QuestionJson {
     pub intent: String,
     /// The intent an answer has (`answer`, `ask-response`); null for circe's escalation of a
     /// parked task, which takes no answer (a coordinator releases or readdresses the task).
-    pub expects: Option<String>,
+    /// Named as the registry names it (`registry --json`: `expects_reply`).
+    pub expects_reply: Option<String>,
     pub from: String,
     pub to: String,
     pub task_id: Option<String>,
@@ -136,7 +137,7 @@ pub fn run(ctx: &Ctx, a: &QuestionsArgs) -> Result<Report> {
             msg_id: q.msg_id,
             intent: q.intent,
             // circe's escalation takes no answer: none is expected.
-            expects: (q.from != crate::event::CIRCE).then_some(q.expects),
+            expects_reply: (q.from != crate::event::CIRCE).then_some(q.expects),
             from: q.from,
             to: q.to,
             task_id: q.task_id,

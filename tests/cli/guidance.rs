@@ -483,7 +483,12 @@ fn circes_escalation_is_settled_by_acting_on_the_task_not_by_an_answer() {
     let qs = env.as_("coordinator", &["questions", "--json"]);
     let id = qs.ok().json()["questions"][0]["msg_id"].as_str().unwrap().to_string();
     // It expects no answer, and `--json` says so (a script follows `expects`).
-    assert_eq!(qs.json()["questions"][0]["expects"], serde_json::Value::Null, "{}", qs.show());
+    assert_eq!(
+        qs.json()["questions"][0]["expects_reply"],
+        serde_json::Value::Null,
+        "{}",
+        qs.show()
+    );
     let before = env.state();
     let o = env.as_(
         "coordinator",
