@@ -78,14 +78,19 @@ pub fn check(to: &str) -> crate::error::Result<()> {
     }
     if let Some((kind, _)) = to.split_once(':') {
         return Err(crate::error::Error::refused(format!(
-            "address `{to}` starts with `{kind}:`, which is no kind of address"
+            "address `{}` starts with `{}:`, which is no kind of address",
+            crate::error::one_line(to),
+            crate::error::one_line(kind)
         ))
         .hint("write `role:NAME`, `agent:NAME`, `NAME`, `all` or TX `mesh/agent`"));
     }
     let segments: Vec<&str> = to.split('/').collect();
     if segments.len() > 2 {
-        return Err(crate::error::Error::refused(format!("address `{to}` has more than one `/`"))
-            .hint("write `role:NAME`, `agent:NAME`, `NAME`, `all` or TX `mesh/agent`"));
+        return Err(crate::error::Error::refused(format!(
+            "address `{}` has more than one `/`",
+            crate::error::one_line(to)
+        ))
+        .hint("write `role:NAME`, `agent:NAME`, `NAME`, `all` or TX `mesh/agent`"));
     }
     if let [mesh, _] = segments.as_slice() {
         crate::names::check_mesh(mesh)?;

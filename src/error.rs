@@ -326,6 +326,17 @@ impl Drop for HeldWarnings {
     }
 }
 
+/// `s` with its line breaks and tabs written as `\n`, `\r` and `\t`: a value quoted in a
+/// message stays on its line (a newline in it could fake a `hint:` line). The rest is kept as
+/// it is: the terminal's output escapes what cannot be shown (`cli::output`), and the JSON
+/// keeps the text (section 11).
+pub fn one_line(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.contains(['\n', '\r', '\t']) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    std::borrow::Cow::Owned(s.replace('\n', "\\n").replace('\r', "\\r").replace('\t', "\\t"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -128,7 +128,9 @@ fn check_chars(
         // The text as given: the terminal's output escapes what cannot be shown, and the
         // JSON keeps it as it is (section 11).
         return Err(Error::refused(format!(
-            "{what} `{name}` has capital letters: names are lower case (`{lower}`)"
+            "{what} `{}` has capital letters: names are lower case (`{}`)",
+            crate::error::one_line(name),
+            crate::error::one_line(&lower)
         )));
     }
     refused
@@ -141,7 +143,7 @@ fn chars_refused(
     rest: fn(char) -> bool,
     alnum_end: bool,
 ) -> Result<()> {
-    let shown = name;
+    let shown = crate::error::one_line(name);
     let Some(c0) = name.chars().next() else {
         return Err(Error::refused(format!("{what} is empty")));
     };
@@ -154,7 +156,10 @@ fn chars_refused(
                 "{what} `{shown}` starts with a capital letter: names are lower case"
             )));
         }
-        return Err(Error::refused(format!("{what} `{shown}` may not start with '{c0}'")));
+        return Err(Error::refused(format!(
+            "{what} `{shown}` may not start with '{}'",
+            crate::error::one_line(&c0.to_string())
+        )));
     }
     if let Some(bad) = name.chars().find(|&c| !rest(c)) {
         if capital(bad, rest) {
@@ -162,7 +167,10 @@ fn chars_refused(
                 "{what} `{shown}` contains a capital letter ('{bad}'): names are lower case"
             )));
         }
-        return Err(Error::refused(format!("{what} `{shown}` contains '{bad}'")));
+        return Err(Error::refused(format!(
+            "{what} `{shown}` contains '{}'",
+            crate::error::one_line(&bad.to_string())
+        )));
     }
     if alnum_end && name.ends_with('-') {
         return Err(Error::refused(format!("{what} `{shown}` may not end with '-'")));

@@ -31,7 +31,7 @@ pub fn not_found<'c>(
     name: &str,
     candidates: impl IntoIterator<Item = &'c str>,
 ) -> Error {
-    let e = Error::not_found(format!("no {what} `{name}`"));
+    let e = Error::not_found(format!("no {what} `{}`", crate::error::one_line(name)));
     match closest(name, candidates) {
         // Listed under that very name, yet not found: something stands there that is not
         // one (a folder where a record should be).

@@ -189,7 +189,8 @@ impl Workspace {
         };
         Some(
             Error::refused(format!(
-                "agent {agent} has the role `{role}`, which is no role of this root: it would be offered no work"
+                "agent {agent} has the role `{}`, which is no role of this root: it would be offered no work",
+                crate::error::one_line(role)
             ))
             .hint(format!(
                 "{guess}correct {file}or add the role under `registry: roles:` in circe.yaml (`circe config --set FILE`); `circe registry` lists the roles"

@@ -120,7 +120,7 @@ impl Field {
             Field::Status => {
                 if !status::is_known(value) {
                     return Err((
-                        format!("unknown status `{value}`"),
+                        format!("unknown status `{}`", crate::error::one_line(value)),
                         Some(format!(
                             "use one of {} (TX: {})",
                             status::CIRCE_STATUSES.join(", "),
@@ -141,15 +141,15 @@ impl Field {
                 m.in_reply_to = text();
             }
             Field::Seq => {
-                let n = value
-                    .parse::<u64>()
-                    .map_err(|_| (format!("`{value}` is not a sequence number"), None))?;
+                let n = value.parse::<u64>().map_err(|_| {
+                    (format!("`{}` is not a sequence number", crate::error::one_line(value)), None)
+                })?;
                 m.seq = Some(n);
             }
             Field::SeqEpoch => {
-                let n = value
-                    .parse::<u64>()
-                    .map_err(|_| (format!("`{value}` is not a sequence epoch"), None))?;
+                let n = value.parse::<u64>().map_err(|_| {
+                    (format!("`{}` is not a sequence epoch", crate::error::one_line(value)), None)
+                })?;
                 m.seq_epoch = Some(n);
             }
             Field::Headline => {
@@ -160,7 +160,10 @@ impl Field {
             }
             Field::Priority => {
                 m.priority = Some(Priority::parse(value).ok_or_else(|| {
-                    (format!("unknown priority `{value}`"), Some("use high, normal or low".into()))
+                    (
+                        format!("unknown priority `{}`", crate::error::one_line(value)),
+                        Some("use high, normal or low".into()),
+                    )
                 })?);
             }
             Field::Tags => {
@@ -205,7 +208,7 @@ pub fn set_tags(m: &mut Message, tags: Vec<String>) -> Result<(), Refusal> {
     for t in &tags {
         if t.is_empty() || t.trim() != t || t.contains(',') || t.chars().any(char::is_control) {
             return Err((
-                format!("bad tag `{t}`"),
+                format!("bad tag `{}`", crate::error::one_line(t)),
                 Some(
                     "tags are non-empty and hold no comma, control character or surrounding space"
                         .into(),
@@ -226,7 +229,7 @@ fn check_address(addr: &str) -> Result<(), Refusal> {
 fn time(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Refusal> {
     clock::parse(value).ok_or_else(|| {
         (
-            format!("`{value}` is not an RFC 3339 time"),
+            format!("`{}` is not an RFC 3339 time", crate::error::one_line(value)),
             Some("write UTC like 2025-11-21T17:00:00Z".into()),
         )
     })

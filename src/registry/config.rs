@@ -238,7 +238,8 @@ fn check_checks(intent: &str, checks: &[String], opens_task: bool) -> Result<()>
             && c.chars().all(|ch| ch.is_ascii_lowercase() || ch.is_ascii_digit() || ch == '_');
         if !ok {
             return Err(Error::refused(format!(
-                "circe.yaml registry: intent `{intent}`: check name `{c}` is not allowed"
+                "circe.yaml registry: intent `{intent}`: check name `{}` is not allowed",
+                crate::error::one_line(c)
             ))
             .hint("check names use a-z, 0-9 and '_', start with a letter, at most 64 bytes"));
         }

@@ -45,7 +45,7 @@ impl Registry {
         let near = crate::suggest::closest(role, roles.iter().copied())
             .map(|c| format!("did you mean `{c}`? "))
             .unwrap_or_default();
-        Err(Error::not_found(format!("{what}: unknown role `{role}`"))
+        Err(Error::not_found(format!("{what}: unknown role `{}`", crate::error::one_line(role)))
             .hint(format!("{near}roles: {}", roles.join(", "))))
     }
 

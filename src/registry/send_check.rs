@@ -87,7 +87,7 @@ impl Registry {
 
     /// The refusal of an intent the registry does not know, with the closest one it does.
     pub fn unknown_intent(&self, name: &str) -> Error {
-        let e = Error::refused(format!("unknown intent `{name}`"));
+        let e = Error::refused(format!("unknown intent `{}`", crate::error::one_line(name)));
         match crate::suggest::closest(name, self.intents.keys().map(String::as_str)) {
             Some(near) => {
                 e.hint(format!("did you mean `{near}`? `circe registry` lists the intents"))
@@ -97,10 +97,12 @@ impl Registry {
     }
 
     fn unknown_role(&self, role: &str, what: &str) -> Error {
-        Error::refused(format!("unknown {what} role `{role}`")).hint(format!(
-            "known roles: {}; add roles under `registry: roles:` in circe.yaml",
-            self.roles.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
-        ))
+        Error::refused(format!("unknown {what} role `{}`", crate::error::one_line(role))).hint(
+            format!(
+                "known roles: {}; add roles under `registry: roles:` in circe.yaml",
+                self.roles.iter().map(String::as_str).collect::<Vec<_>>().join(", ")
+            ),
+        )
     }
 }
 

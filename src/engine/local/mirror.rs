@@ -54,7 +54,8 @@ fn plain<'n>(name: &'n str, folder: &str) -> Result<&'n str> {
         || name.starts_with('.');
     if bad {
         return Err(Error::refused(format!(
-            "the root holds `{name}` in {folder}, which is no file name: nothing was written"
+            "the root holds `{}` in {folder}, which is no file name: nothing was written",
+            crate::error::one_line(name)
         ))
         .hint("rename or remove it where the root is kept (`circe doctor` there names it)"));
     }

@@ -545,10 +545,13 @@ fn why_agent_unread(bytes: &[u8]) -> String {
     match crate::yaml::from_str::<AgentFile>(text) {
         Err(e) => e.to_string(),
         Ok(f) if crate::names::check_role(&f.role).is_err() => {
-            format!("`role: {}` is no role name", f.role)
+            format!("`role: {}` is no role name", crate::error::one_line(&f.role))
         }
         Ok(f) => {
-            format!("`retired_at: {}` is no time", f.retired_at.unwrap_or_default())
+            format!(
+                "`retired_at: {}` is no time",
+                crate::error::one_line(&f.retired_at.unwrap_or_default())
+            )
         }
     }
 }
