@@ -86,9 +86,7 @@ pub fn not_filled_in(reg: &Registry, m: &Message, text: &str) -> Vec<Problem> {
         );
     }
     let holders = placeholders(intent);
-    // The body's lines only: the header holds none of a template's placeholders.
-    let body_from = text.find("\n\n").map_or(0, |i| text[..i].lines().count() + 1);
-    for (n, line) in text.lines().enumerate().skip(body_from) {
+    for (n, line) in text.lines().enumerate().skip(body_start(text)) {
         let l = line.trim();
         if holders.contains(&l) {
             out.push(
@@ -102,6 +100,17 @@ pub fn not_filled_in(reg: &Registry, m: &Message, text: &str) -> Vec<Problem> {
         }
     }
     out
+}
+
+/// The index of a message's first body line in `text`: after the closing `---` of a front
+/// matter (TX), else after the blank line that ends the header block (CIRCE). The header
+/// holds none of a template's placeholders.
+fn body_start(text: &str) -> usize {
+    let mut lines = text.lines().map(|l| l.trim_start_matches('\u{feff}').trim_end());
+    if lines.next() == Some("---") {
+        return lines.position(|l| l == "---").map_or(0, |i| i + 2);
+    }
+    text.lines().position(|l| l.trim().is_empty()).map_or(0, |i| i + 1)
 }
 
 /// Every template as `(intent, text)`, in registry table order.
@@ -176,5 +185,24 @@ mod tests {
             assert!(h.iter().all(|(_, v)| !v.contains('<')), "{name}: placeholder in header");
             assert!(text.contains("\n\n## "), "{name}: body sections");
         }
+    }
+
+    #[test]
+    fn the_body_starts_after_the_header_block_or_the_front_matter() {
+        assert_eq!(body_start("# MESSAGE\nto: x\n\n<a>\n"), 3);
+        assert_eq!(body_start("---\nto: x\ntype: update\n---\n<a>\n\nb\n"), 4);
+        assert_eq!(body_start("\u{feff}---\r\nto: x\r\n---\r\n<a>\r\n"), 3);
+        // A placeholder in the first paragraph of a TX draft's body is found.
+        let reg = Registry::builtin();
+        let text = "---\nto: coordinator\ntype: update\n---\n## Summary\n<one line: what changed; no reply expected>\n\n## Details\nreal\n";
+        let m = crate::message::parse_limited(
+            text.as_bytes(),
+            None,
+            crate::message::Mode::Draft,
+            &crate::message::Limits::DEFAULT,
+        )
+        .unwrap();
+        let left = not_filled_in(&reg, &m, text);
+        assert_eq!(left.iter().map(|p| p.line).collect::<Vec<_>>(), [Some(6)]);
     }
 }
