@@ -90,10 +90,10 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
         warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
     }
-    let broken = if was_broken { " (its circe.yaml did not parse)" } else { "" };
+    let broken = if was_broken { " (the circe.yaml there kept the root from opening)" } else { "" };
     Ok(Report::new(
         format!("configuration of {} replaced{broken}\n", ws.engine.location()),
-        json!({"root": ws.engine.location(), "replaced": true, "warnings": warnings}),
+        json!({"root": ws.engine.location(), "replaced": true, "broken": was_broken, "warnings": warnings}),
     )
     .warnings(warnings))
 }

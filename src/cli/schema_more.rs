@@ -18,6 +18,9 @@ pub enum ConfigOutput {
     Replaced {
         root: String,
         replaced: bool,
+        /// The circe.yaml replaced kept the root from opening (it did not parse, or its
+        /// registry was refused): replaced whole, unread.
+        broken: bool,
         /// What other commands will refuse until it is mended (an escalation or routing
         /// rule naming no agent of the root yet); also printed on stderr.
         warnings: Vec<String>,

@@ -1148,8 +1148,18 @@ fn config_set_replaces_a_circe_yaml_that_does_not_parse() {
     env.circe(["config", "--set", missing.to_str().unwrap()]).run().code(5);
     let set = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
     set.ok();
-    assert_eq!(set.json()["replaced"], serde_json::json!(true), "{}", set.show());
+    assert_eq!(set.json()["broken"], serde_json::json!(true), "{}", set.show());
     assert_eq!(std::fs::read_to_string(&cfg).unwrap(), good);
+    env.circe(["tasks"]).run().ok();
+    // So is one whose registry is refused (it parses, but the root does not open).
+    let bad = good.replace("  intents: {}", "  intents: {deploy: {from: [devopz]}}");
+    std::fs::write(&cfg, bad).unwrap();
+    let o = env.circe(["tasks"]).run();
+    o.code(3);
+    assert!(o.stderr.contains(&format!("{} registry:", cfg.display())), "{}", o.show());
+    assert!(o.stderr.contains("`circe config --set FILE`"), "{}", o.show());
+    let set = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
+    assert_eq!(set.ok().json()["broken"], serde_json::json!(true), "{}", set.show());
     env.circe(["tasks"]).run().ok();
 }
 

@@ -235,7 +235,8 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
 /// circe.yaml parses: nothing is written, and what kept the root from opening is elsewhere.
 pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::path::PathBuf>> {
     let root = locate(spec)?;
-    if root::config_at(&root).is_ok() {
+    // A root that opens, or a folder without boxes (a pointer at a database, mended by hand).
+    if root::config_at(&root).is_ok() || !root.join("NEW_MESSAGES").is_dir() {
         return Ok(None);
     }
     if let Some(chat) = Config::parse(text)?.chat.path.as_deref() {

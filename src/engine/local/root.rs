@@ -481,23 +481,30 @@ pub fn init_finds(dir: &Path) -> Result<Option<String>> {
     }
 }
 
-/// circe.yaml of the root folder `root`.
-/// The root's configuration, read and checked. Its errors name the file and the way out
-/// (mend it, or replace it whole with `circe config --set`, which reads no broken file).
+/// The configuration of the root folder `root`, read and checked, its registry too: what
+/// the root needs to open. An error in the file names the file and the way out (mend it, or,
+/// in a root with boxes, replace it whole with `circe config --set`, which reads no broken
+/// file); one from elsewhere (`CIRCE_DURABILITY`) is left as it is.
 pub(super) fn config_at(root: &Path) -> Result<crate::config::Config> {
     let text = read_config_at(root)?;
-    crate::config::Config::parse(&text).map_err(|mut e| {
-        let p = root.join(CONFIG_FILE);
-        if let Some(rest) = e.message.strip_prefix("circe.yaml: ") {
-            e.message = format!("{}: {rest}", p.display());
-        }
+    let checked = crate::config::Config::parse(&text).and_then(|c| {
+        crate::registry::Registry::from_config(&c.registry)?;
+        Ok(c)
+    });
+    checked.map_err(|mut e| {
+        let Some(rest) = e.message.strip_prefix("circe.yaml") else { return e };
+        e.message = format!("{}{rest}", root.join(CONFIG_FILE).display());
         let first = e.hint.take().map_or_else(String::new, |h| format!("{h}; "));
-        e.hint(format!(
-            "{first}mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)"
-        ))
+        let way = if root.join(BOXES[0]).is_dir() {
+            "mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)"
+        } else {
+            "mend the file (it points this folder at a database: section 18 of `circe help protocols`)"
+        };
+        e.hint(format!("{first}{way}"))
     })
 }
 
+/// The text of the root folder's circe.yaml.
 pub(super) fn read_config_at(root: &Path) -> Result<String> {
     let p = root.join(CONFIG_FILE);
     let bytes = atomic::read_regular(&p).map_err(io_err("cannot read", &p))?;
