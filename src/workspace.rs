@@ -159,12 +159,12 @@ impl Workspace {
                     self.engine.location()
                 ))
         })?;
-        if let Some(e) = self.unknown_role(&checked, &role) {
-            return Err(e);
-        }
         if self.is_retired(&checked) {
             return Err(Error::refused(format!("agent {checked} is retired"))
                 .hint("a retired agent acts no more; `circe agent add NEW-NAME --role ROLE` makes a new one"));
+        }
+        if let Some(e) = self.unknown_role(&checked, &role) {
+            return Err(e);
         }
         Ok((checked, role))
     }
@@ -176,12 +176,8 @@ impl Workspace {
         if self.registry.is_role(role) {
             return None;
         }
-        let guess = self
-            .registry
-            .known_role(role, "role")
-            .err()
-            .and_then(|e| e.hint)
-            .and_then(|h| h.split_once("? ").map(|(g, _)| format!("{g}? ")))
+        let guess = crate::suggest::closest(role, self.registry.roles.iter().map(String::as_str))
+            .map(|r| format!("did you mean `{r}`? "))
             .unwrap_or_default();
         let file = match self.engine.local_folder() {
             Some(_) => format!("`role:` in AGENTS/{agent}/agent.yaml, "),
@@ -196,6 +192,17 @@ impl Workspace {
                 "{guess}correct {file}or add the role under `registry: roles:` in circe.yaml (`circe config --set FILE`); `circe registry` lists the roles"
             )),
         )
+    }
+
+    /// The refusal of each active agent whose role the registry does not know (`unknown_role`;
+    /// a retired one acts no more, so its role matters no more): what doctor, `agent list`
+    /// and `config --set` report.
+    pub fn agents_with_unknown_role(&self) -> Vec<Error> {
+        self.agents()
+            .iter()
+            .filter(|(a, _)| !self.is_retired(a))
+            .filter_map(|(a, r)| self.unknown_role(a, r))
+            .collect()
     }
 
     /// Has `agent` been retired (`circe agent retire`)?

@@ -134,9 +134,8 @@ pub fn run(ctx: &Ctx, cmd: &AgentCommand) -> Result<Report> {
             // An agent whose role the registry does not know is listed, and said to wait for
             // nothing (doctor reports it too).
             let mut warnings: Vec<String> = ws
-                .agents()
-                .iter()
-                .filter_map(|(a, r)| ws.unknown_role(a, r))
+                .agents_with_unknown_role()
+                .into_iter()
                 .map(|e| format!("{} ({})", e.message, e.hint.unwrap_or_default()))
                 .collect();
             // An agent whose record does not read is in no list: said, not left out silently.

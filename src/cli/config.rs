@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         ));
     }
     // A role taken out while agents have it: they can act no more.
-    for e in ws.agents().iter().filter_map(|(a, r)| ws.unknown_role(a, r)) {
+    for e in ws.agents_with_unknown_role() {
         let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
         warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
     }

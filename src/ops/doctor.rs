@@ -22,9 +22,7 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
     // Invariant 9: the rules name agents or roles of the root (every other command refuses
     // to run while one does not).
     // And every agent's role is a role of the registry.
-    let roles = ws.agents();
-    let unknown = roles.iter().filter_map(|(a, role)| ws.unknown_role(a, role));
-    for e in super::rule_name_errors(ws).into_iter().chain(unknown) {
+    for e in super::rule_name_errors(ws).into_iter().chain(ws.agents_with_unknown_role()) {
         let hint = e.hint.map(|h| format!(": {h}")).unwrap_or_default();
         found.push(Violation::by_hand(9, format!("{}{hint}", e.message)));
     }

@@ -1187,6 +1187,17 @@ fn an_agent_with_a_role_the_registry_does_not_know_is_reported_and_refused() {
     let doc = env.circe(["doctor"]).run();
     doc.code(1);
     assert!(doc.stderr.contains("invariant 9: agent d1 has the role"), "{}", doc.show());
+    // Retired, it acts no more, and its role matters no more: said as retired, and doctor
+    // is clean.
+    std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.as_("coordinator", &["agent", "retire", "d1"]).ok();
+    std::fs::write(&file, &base).unwrap();
+    let set = env.circe(["config", "--set", file.to_str().unwrap()]).run();
+    assert!(!set.ok().stderr.contains("agent d1"), "{}", set.show());
+    env.circe(["doctor"]).run().ok();
+    let o = env.as_("d1", &["inbox"]);
+    assert!(o.stderr.contains("agent d1 is retired"), "{}", o.show());
     local_only!("the agent's role is its agent.yaml");
     std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
     env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
