@@ -404,11 +404,23 @@ pub fn readdress_task(
     crate::address::check(to)
         .map_err(|e| Error { message: format!("--to: {}", e.message), ..e })?;
     let (agents, _) = ws.reach(to)?;
-    // Waiting for that address already: nothing to change, and no event says it changed.
+    let may_take = |intent: &str| {
+        let takers = agents.iter().filter(|a| {
+            !ws.is_retired(a) && ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, intent))
+        });
+        if takers.count() > 0 {
+            return Ok(());
+        }
+        Err(Error::refused(format!("no active agent at {to} may take a task of intent {intent}"))
+            .hint("`circe registry` shows which roles may receive each intent; `circe agent list` the agents"))
+    };
+    // Waiting for that address already, and someone there may take it: nothing to change,
+    // and no event says it changed. (An address nobody there may take is refused as any.)
     if let Some(st) = ws.engine.peek(task)?
         && st.rec.status == crate::task::Status::New
         && st.rec.to == to
     {
+        may_take(&st.rec.intent)?;
         return Ok(Redelivered {
             kind: "task",
             to: to.to_string(),
@@ -418,16 +430,7 @@ pub fn readdress_task(
         });
     }
     let reason = reason.map_or_else(|| format!("readdressed by {me}"), str::to_string);
-    address_task(ws, me, task, to, Some(&reason), &|intent| {
-        let takers = agents.iter().filter(|a| {
-            !ws.is_retired(a) && ws.role_of(a).is_some_and(|r| ws.registry.may_receive(&r, intent))
-        });
-        if takers.count() > 0 {
-            return Ok(());
-        }
-        Err(Error::refused(format!("no active agent at {to} may take a task of intent {intent}"))
-            .hint("`circe registry` shows which roles may receive each intent; `circe agent list` the agents"))
-    })
+    address_task(ws, me, task, to, Some(&reason), &may_take)
 }
 
 /// Address `task` to `address` (lifecycle move `readdress`), once `may_take` accepts its

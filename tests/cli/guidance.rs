@@ -837,3 +837,22 @@ fn hints_of_things_not_found_lead_to_commands_that_run() {
     assert!(wait.stderr.contains("`--for reply:MSGID`"), "{}", wait.show());
     assert!(!wait.stderr.contains("--msg-id"), "{}", wait.show());
 }
+
+/// A readdress to the address a waiting task has is "already" only when someone there may
+/// take it: a task left addressed to a retired agent is refused as any such readdress is,
+/// so the coordinator learns it must address it anew.
+#[test]
+fn a_readdress_to_the_same_address_that_nobody_there_may_take_is_refused() {
+    let env = Env::new();
+    env.circe(["agent", "add", "bob", "--role", "engineer"]).run().ok();
+    let to = ["send", "--to", "agent:bob", "--intent", "fix_bug", "--task", "B-9"];
+    env.as_("coordinator", &[&to[..], &["--summary", "x"]].concat()).ok();
+    let same = ["--json", "readdress", "B-9", "--to", "agent:bob"];
+    assert_eq!(env.as_("coordinator", &same).ok().json()["already"], true);
+    env.as_("coordinator", &["agent", "retire", "bob"]).ok();
+    let before = env.state();
+    let o = env.as_("coordinator", &same);
+    o.code(3);
+    assert!(o.stderr.contains("no active agent at agent:bob"), "{}", o.show());
+    crate::common::assert_unchanged(&before, &env.state());
+}
