@@ -75,7 +75,8 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     let task = super::task_id(&a.task)?;
     if let Some(name) = &a.run {
         let name = CheckName::new(name.as_str())?;
-        let r = ops::check_run(&ws, &me, &task, &name, &a.command, a.epoch)?;
+        let r = ops::check_run(&ws, &me, &task, &name, &a.command, a.epoch)
+            .map_err(|e| e.about_task(task.as_str()))?;
         let human = format!(
             "{} {}: {} (exit {}, {:.2}s)\n",
             r.task,
@@ -118,7 +119,8 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
                 .hint("write NAME=true or NAME=false (yes/no and pass/fail are read too)"));
         }
     };
-    let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)?;
+    let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)
+        .map_err(|e| e.about_task(task.as_str()))?;
     let passed = checks.values().filter(|v| **v).count();
     let out = CheckJson {
         task_id: task.to_string(),

@@ -127,6 +127,10 @@ pub fn run(ctx: &Ctx, a: &ClaimArgs) -> Result<Report> {
     } else {
         ops::claim_with(&ws, &me, &role, task.as_ref(), ttl, a.request_id.as_deref())
     };
+    let got = match &task {
+        Some(t) => got.map_err(|e| e.about_task(t.as_str())),
+        None => got,
+    };
     let o = match got {
         Ok(o) => o,
         // Nothing to claim is an answer, not a failure (exit 6).

@@ -24,13 +24,9 @@ pub struct HeartbeatArgs {
 
 pub fn run(ctx: &Ctx, a: &HeartbeatArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let rec = crate::ops::heartbeat(
-        &ws,
-        &me,
-        &super::task_id(&a.task)?,
-        ttl(a.ttl.as_deref())?,
-        a.epoch,
-    )?;
+    let task = super::task_id(&a.task)?;
+    let rec = crate::ops::heartbeat(&ws, &me, &task, ttl(a.ttl.as_deref())?, a.epoch)
+        .map_err(|e| e.about_task(task.as_str()))?;
     Ok(Report::new(
         format!(
             "{} lease until {}\n",

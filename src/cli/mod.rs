@@ -259,18 +259,7 @@ pub fn run(cli: Cli) -> Result<Report> {
     // no agent named, as an unset one is.
     let agent = cli.agent.filter(|a| !a.is_empty());
     let ctx = Ctx { root: cli.root, agent, agent_from_env: cli.agent_from_env, json: cli.json };
-    // The task a command acts on: its refusals and conflicts name it in their details.
-    let task = match &cli.command {
-        Command::Status(a) => Some(a.task.clone()),
-        Command::Heartbeat(a) => Some(a.task.clone()),
-        Command::Release(a) => Some(a.task.clone()),
-        Command::Check(a) => Some(a.task.clone()),
-        Command::Readdress(a) => Some(a.task.clone()),
-        Command::Claim(a) => a.task.clone(),
-        Command::Send(a) => a.task.clone(),
-        _ => None,
-    };
-    let done = match cli.command {
+    match cli.command {
         Command::Init(a) => init::run(&ctx, &a),
         Command::Agent(a) => agent::run(&ctx, &a),
         Command::Archive(a) => archive::run(&ctx, &a),
@@ -312,10 +301,6 @@ pub fn run(cli: Cli) -> Result<Report> {
         Command::Wait(a) => wait::run(&ctx, &a),
         Command::Log(a) => log::run(&ctx, &a),
         Command::Cursors(a) => cursors::run(&ctx, &a),
-    };
-    match task {
-        Some(t) => done.map_err(|e| e.about_task(&t)),
-        None => done,
     }
 }
 

@@ -28,7 +28,8 @@ pub struct ReaddressArgs {
 pub fn run(ctx: &Ctx, a: &ReaddressArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = TaskId::new(&a.task)?;
-    let done = orphans::readdress_task(&ws, &me, &task, &a.to, a.reason.as_deref())?;
+    let done = orphans::readdress_task(&ws, &me, &task, &a.to, a.reason.as_deref())
+        .map_err(|e| e.about_task(task.as_str()))?;
     let human = if done.already {
         format!("task {task} is addressed to {} already: nothing changed\n", done.to)
     } else {

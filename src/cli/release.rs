@@ -30,7 +30,8 @@ pub fn run(ctx: &Ctx, a: &ReleaseArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = super::task_id(&a.task)?;
     let (rec, already) =
-        crate::ops::release(&ws, &me, &task, a.reason.as_deref(), a.force, a.epoch)?;
+        crate::ops::release(&ws, &me, &task, a.reason.as_deref(), a.force, a.epoch)
+            .map_err(|e| e.about_task(task.as_str()))?;
     let human = if already {
         format!("{} is waiting to be claimed already: nobody holds it\n", rec.task_id)
     } else {

@@ -78,7 +78,7 @@ pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
     let task = super::task_id(&a.task)?;
     let (rec, already) =
         crate::ops::set_status_idempotent(&ws, &me, &task, target, a.note.as_deref(), a.epoch)
-            .map_err(|e| declared_check_hint(&ws, &me, &task, e))?;
+            .map_err(|e| declared_check_hint(&ws, &me, &task, e).about_task(task.as_str()))?;
     let human = if already {
         format!(
             "{} is already {} (epoch {}): nothing changed\n",

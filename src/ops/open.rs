@@ -97,17 +97,20 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
             return Err(Error::conflict(format!(
                 "task {task} exists and is waiting to be claimed"
             ))
+            .detail("task_id", task.to_string())
             .hint(waiting_hint(ws, &st, &m)));
         }
         (s, Some(o)) if s.is_owned() => {
             return Err(Error::conflict(format!(
                 "task {task} is held by {o}; only its owner can hand it on"
             ))
+            .detail("task_id", task.to_string())
             .detail("owner", o.to_string())
             .hint(format!("ask {o}, or wait for the lease: `circe show {task}` says until when")));
         }
         (s, _) => {
             return Err(Error::refused(format!("task {task} exists and is {}", s.as_str()))
+                .detail("task_id", task.to_string())
                 .hint("open a new task with a new task id"));
         }
     }

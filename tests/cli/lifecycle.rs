@@ -1449,4 +1449,8 @@ fn a_task_commands_errors_name_the_task_in_their_details() {
     assert_eq!(task_of(&["heartbeat", "T1", "--epoch", "7"], 4), "T1");
     // Not found.
     assert_eq!(task_of(&["release", "T9"], 5), "T9");
+    // An acting agent that is none is no error about the task.
+    let o = env.circe(["--json", "--agent", "nobody", "status", "T1", "in_progress"]).run();
+    o.code(5);
+    assert!(o.json()["error"]["details"].get("task_id").is_none(), "{}", o.show());
 }
