@@ -323,7 +323,10 @@ pub fn release(
     if st.rec.status == Status::New {
         return Ok((st.rec, true));
     }
-    if force && !ws.is_coordinator(me) && !who.contains(&Actor::Owner) {
+    // A task a coordinator could release (held, or parked): the flag is the coordinator's.
+    // A finished one falls through to the lifecycle's refusal (final for anyone).
+    let releasable = st.rec.status.is_owned() || st.rec.status == Status::Parked;
+    if force && releasable && !ws.is_coordinator(me) && !who.contains(&Actor::Owner) {
         return Err(force_refused(ws, &st, me));
     }
     if !force {
@@ -376,7 +379,8 @@ fn force_refused(ws: &Workspace, st: &TaskState, me: &AgentName) -> Error {
     match st.rec.owner.as_ref().filter(|_| st.rec.status.is_owned()) {
         Some(o) => {
             let lease = st.rec.lease_expires_at.clone().unwrap_or_default();
-            err.detail("owner", o.to_string()).hint(format!(
+            let err = err.detail("owner", o.to_string()).detail("lease_expires_at", lease.clone());
+            err.hint(format!(
                 "{o} holds it (its lease runs until {lease}) and may release it; a coordinator may take it back: ask one, `circe --agent {me} send --to role:coordinator --intent request_help --summary \"please release {task}\"`"
             ))
         }

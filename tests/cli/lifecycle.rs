@@ -1454,3 +1454,16 @@ fn a_task_commands_errors_name_the_task_in_their_details() {
     o.code(5);
     assert!(o.json()["error"]["details"].get("task_id").is_none(), "{}", o.show());
 }
+
+/// `release --force` by an agent that is no coordinator: of a held task, refused as the
+/// coordinator's flag; of a finished one, refused as final for anyone (no advice to ask a
+/// coordinator, who could not release it either).
+#[test]
+fn a_forced_release_of_a_finished_task_is_refused_as_final() {
+    let env = Env::new();
+    env.complete_task("T1");
+    let o = env.as_("qa", &["release", "--force", "T1", "--reason", "again"]);
+    o.code(3);
+    assert!(o.stderr.contains("is final"), "{}", o.show());
+    assert!(!o.stderr.contains("is for a coordinator"), "{}", o.show());
+}
