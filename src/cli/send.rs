@@ -263,9 +263,14 @@ fn not_filled_in(
     let text = String::from_utf8_lossy(bytes);
     let left = crate::registry::not_filled_in(&ws.registry, m, &text);
     let Some(p) = left.first() else { return Ok(()) };
+    let lists = if label == "standard input" {
+        "saved to a file, `circe validate --draft FILE` lists them".to_string()
+    } else {
+        format!("`circe validate --draft {label}` lists them")
+    };
     let more = match left.len() {
         1 => String::new(),
-        n => format!(" (and {} more: `circe validate --draft {label}` lists them)", n - 1),
+        n => format!(" (and {} more: {lists})", n - 1),
     };
     Err(Error::refused(format!("{label}: {p}{more}: nothing was sent"))
         .hint(format!("{}, then send it again", p.hint.clone().unwrap_or_default())))

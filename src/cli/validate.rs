@@ -86,7 +86,7 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
     let limits = ws.as_ref().map_or(Limits::DEFAULT, |root| root.config.limits);
     // A draft's sender, when named: `send --file` checks that its role may send the intent.
     let sender = match (&ws, a.draft, ctx.agent.as_deref()) {
-        (Some(root), true, Some(name)) => Some(root.agent(Some(name))?.0),
+        (Some(root), true, Some(_)) => Some(ctx.acting_agent(root)?.0),
         _ => None,
     };
     let mode = if a.draft { Mode::Draft } else { Mode::Stored };
@@ -120,9 +120,7 @@ pub fn run(ctx: &Ctx, a: &ValidateArgs) -> Result<Report> {
                             && let Err((field, refused)) =
                                 crate::ops::check_draft_routing(root, sender.as_ref(), &m)
                         {
-                            let head = format!("{field}:");
-                            let line =
-                                text.lines().position(|l| l.starts_with(&head)).map(|n| n + 1);
+                            let line = header_line(&text, field);
                             let problem = Problem::new(line, Some(field), refused.message);
                             p.push(match refused.hint {
                                 Some(hint) => problem.hint(hint),
@@ -184,16 +182,21 @@ fn as_draft(problems: Vec<Problem>, label: &str) -> Vec<Problem> {
         .collect()
 }
 
+/// The 1-based line of header `field` in `text` (`intent` is TX's `type:` too).
+fn header_line(text: &str, field: &str) -> Option<usize> {
+    let key = format!("{field}:");
+    let tx = (field == "intent").then_some("type:");
+    let at = |l: &str| l.starts_with(&key) || tx.is_some_and(|t| l.starts_with(t));
+    text.lines().position(at).map(|n| n + 1)
+}
+
 /// What the registry says of a message that parses, with the line of the header at fault
 /// (`intent:`, or TX's `type:`; for a missing task id, the intent's line too).
 fn registry_problems(reg: &Registry, m: &message::Message, bytes: &[u8]) -> Vec<Problem> {
     let mut out = Vec::new();
     let Some(intent) = m.intent.as_deref() else { return out };
     let text = String::from_utf8_lossy(bytes);
-    let line = text
-        .lines()
-        .position(|l| l.starts_with("intent:") || l.starts_with("type:"))
-        .map(|n| n + 1);
+    let line = header_line(&text, "intent");
     match reg.intent(intent) {
         None => {
             let e = reg.unknown_intent(intent);
