@@ -19,6 +19,18 @@ pub struct ThreadItem {
     pub summary: String,
 }
 
+/// Two RFC 3339 times in time order, whatever their precision (text order puts `…:00.500Z`
+/// before `…:00Z`); one that does not read goes first, then by text.
+pub fn by_time(a: &str, b: &str) -> std::cmp::Ordering {
+    let t = |s: &str| crate::clock::parse(s);
+    t(a).cmp(&t(b)).then_with(|| a.cmp(b))
+}
+
+/// The later of two RFC 3339 times (`by_time`), as its text.
+pub fn later(a: &str, b: &str) -> String {
+    if by_time(a, b).is_lt() { b } else { a }.to_string()
+}
+
 /// The first line worth showing of a message body: a headline wins, else the first
 /// non-empty line under `## Summary`, else the first non-empty line that is not a heading.
 pub fn summary_line(headline: Option<&str>, body: &str) -> String {
@@ -338,5 +350,14 @@ mod tests {
         assert_eq!(summary_line(None, &"x".repeat(500)).chars().count(), 160);
         assert_eq!(human_duration(40), "40s");
         assert_eq!(human_duration(3 * 86_400 + 4 * 3600), "3d 4h");
+    }
+
+    #[test]
+    fn times_are_ordered_as_times_not_as_text() {
+        let (whole, half) = ("2026-01-01T00:00:00Z", "2026-01-01T00:00:00.500Z");
+        assert!(whole > half, "as text, the whole second sorts after");
+        assert!(by_time(whole, half).is_lt());
+        assert_eq!(later(whole, half), half);
+        assert_eq!(later("", whole), whole);
     }
 }

@@ -197,7 +197,7 @@ impl<'a> Build<'a> {
             seg.line.messages += 1;
             moved += bytes.len() as u64;
         }
-        thread.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        thread.sort_by(|a, b| summary::by_time(&a.created_at, &b.created_at));
         let mut evs: Vec<Event> = events
             .iter()
             .filter_map(|l| match crate::event::parse_line(l) {
@@ -234,7 +234,7 @@ impl<'a> Build<'a> {
             mtext.as_bytes(),
         )?;
         seg.line.tasks += 1;
-        seg.line.newest = seg.line.newest.clone().max(rec.updated_at.clone());
+        seg.line.newest = summary::later(&seg.line.newest, &rec.updated_at);
         self.report.bytes += moved;
         let sdir = self.staging.join("summaries").join(&sel.period);
         super::atomic::write_new(&sdir.join(format!("{id}.md")), md.as_bytes(), false)
@@ -273,7 +273,7 @@ impl<'a> Build<'a> {
         let seg = self.seg(period)?;
         seg.w.add_bytes(en, &format!("loose/{origin}"), &bytes)?;
         seg.line.messages += 1;
-        seg.line.newest = seg.line.newest.clone().max(newest);
+        seg.line.newest = summary::later(&seg.line.newest, &newest);
         self.report.bytes += bytes.len() as u64;
         Ok(())
     }
@@ -293,7 +293,7 @@ impl<'a> Build<'a> {
         seg.line.events += l.last + 1 - l.first;
         seg.line.first_event = Some(seg.line.first_event.map_or(l.first, |x| x.min(l.first)));
         seg.line.last_event = Some(seg.line.last_event.map_or(l.last, |x| x.max(l.last)));
-        seg.line.newest = seg.line.newest.clone().max(l.newest.clone());
+        seg.line.newest = summary::later(&seg.line.newest, &l.newest);
         self.report.bytes += len;
         Ok(())
     }
@@ -311,7 +311,7 @@ impl<'a> Build<'a> {
             let seg = self.seg(&c.period)?;
             seg.w.add(en, &format!("chat/{origin}"), len, &mut f)?;
             seg.line.chat += 1;
-            seg.line.newest = seg.line.newest.clone().max(c.archived_at.clone());
+            seg.line.newest = summary::later(&seg.line.newest, &c.archived_at);
             self.report.bytes += len;
         }
         Ok(())

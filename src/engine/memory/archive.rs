@@ -98,7 +98,7 @@ pub(super) fn run(g: &mut Inner, req: &Request) -> Report {
             report.bytes += bytes.len() as u64;
             files.push((format!("LOGS/{name}"), bytes));
         }
-        thread.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        thread.sort_by(|a, b| summary::by_time(&a.created_at, &b.created_at));
         let events: Vec<_> =
             g.events.iter().filter(|e| e.task.as_ref() == Some(&id)).cloned().collect();
         let text = summary::render(&st.rec, &st.checks, &events, &thread, &now);
