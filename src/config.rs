@@ -239,8 +239,6 @@ pub const MIN_DURATION: Duration = Duration::from_secs(1);
 /// what a time stamp can hold.
 pub const MAX_DURATION: Duration = Duration::from_secs(365 * 86_400);
 
-/// `90s`, `30m`, `2h`, `1d`, or plain seconds; from `MIN_DURATION` (1s) to `MAX_DURATION`
-/// (365d). A usage error otherwise; circe.yaml turns it into a refusal.
 /// The key an "unknown field `X`, expected one of a, b" error most likely meant.
 fn meant_field(error: &str) -> Option<String> {
     let rest = error.split_once("unknown field `")?.1;
@@ -254,6 +252,8 @@ fn meant_field(error: &str) -> Option<String> {
     crate::suggest::closest(name, keys).map(str::to_string)
 }
 
+/// `90s`, `30m`, `2h`, `1d`, or plain seconds; from `MIN_DURATION` (1s) to `MAX_DURATION`
+/// (365d). A usage error otherwise; circe.yaml turns it into a refusal.
 pub fn parse_duration(s: &str) -> Result<Duration> {
     let s = s.trim();
     let (num, unit) = s.find(|c: char| !c.is_ascii_digit()).map_or((s, "s"), |i| s.split_at(i));

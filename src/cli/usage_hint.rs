@@ -8,17 +8,18 @@ use clap::error::ErrorKind;
 
 use super::Cli;
 
-/// The (sub)command `args` name, as far as they name one: its words (`["chat", "say"]`,
-/// none for circe itself) and the command. Flags are passed over with their values.
 /// Whether the command line names a command that prints one JSON object per line (the
-/// streams, `demo`, `replay`: `Command::prints_lines`), so that its refusal by clap is one
-/// line too.
+/// streams, `demo`, `replay`: `Command::prints_lines`, which needs the parsed command
+/// this line lacks; the two lists go together), so that its refusal by clap is one line
+/// too.
 pub(super) fn names_a_stream(args: &[OsString]) -> bool {
     let (path, _) = named_command(args);
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
     matches!(path.as_slice(), ["watch" | "log" | "demo" | "replay"] | ["chat", "watch"])
 }
 
+/// The (sub)command `args` name, as far as they name one: its words (`["chat", "say"]`,
+/// none for circe itself) and the command. Flags are passed over with their values.
 fn named_command(args: &[OsString]) -> (Vec<String>, clap::Command) {
     let mut cmd = Cli::command();
     cmd.build();
@@ -86,4 +87,30 @@ pub(super) fn hint(
         _ => format!("`{help}` shows its flags"),
     });
     hint.join("; ")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[test]
+    fn the_streams_named_are_the_commands_that_print_lines() {
+        for line in [
+            "circe watch --once",
+            "circe log",
+            "circe demo",
+            "circe replay x",
+            "circe chat watch --once",
+            "circe chat say --to qa hi",
+            "circe tasks",
+            "circe --json inbox",
+            "circe mirror d",
+        ] {
+            let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!(names_a_stream(&args), cli.command.prints_lines(), "{line}");
+        }
+    }
 }
