@@ -17,7 +17,8 @@ pub enum ImportCommand {
     /// Read a TX message folder (`.ai/tx/msgs/`) into this root: msg-ids and threads kept,
     /// the agents it names added (`mesh/agent` -> agent), answered asks and completed tasks
     /// filed as history in LOGS, open asks into their recipient's INBOX, open tasks into
-    /// NEW_MESSAGES. Files that cannot be read are reported; the rest is imported.
+    /// NEW_MESSAGES. Files that cannot be read, or whose type the registry does not know, are
+    /// reported and left in the folder; the rest is imported (exit 3 when nothing could be).
     Tx(ImportTxArgs),
 }
 

@@ -12,7 +12,8 @@ use crate::engine::local::{read_input_file, read_stdin_capped};
 use crate::error::{Error, Result};
 
 /// Print the root's configuration (circe.yaml; for a root in a database, the copy stored
-/// there, which every host reads). `--set FILE` replaces it after checking it.
+/// there, which every host reads). `--set FILE` replaces it after checking it; it reads
+/// only the new file, so it also replaces a circe.yaml broken by hand.
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  circe config > circe.yaml.new\n  circe config --set circe.yaml.new"

@@ -29,7 +29,8 @@ pub struct ValidateArgs {
     /// Check circe.yaml (its routing rules) instead of messages.
     #[arg(long, conflicts_with_all = ["files", "draft"])]
     pub config: bool,
-    /// Check as a draft for `send --file` (from, status, created_at may be missing).
+    /// Check as a draft for `send --file` (from, status, created_at may be missing): also its
+    /// address in this root, and with --agent its sender's right to send it.
     #[arg(long)]
     pub draft: bool,
 }
