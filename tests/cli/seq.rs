@@ -71,6 +71,7 @@ fn the_five_line_exchange_reads_as_the_reference_writes_it() {
     let json = env.as_("worker-b", &["--json", "inbox"]).json();
     let seqs: Vec<&Value> =
         json["messages"].as_array().unwrap().iter().map(|m| &m["seq"]).collect();
+    assert_eq!(seqs.len(), 5, "{json}");
     assert!(seqs.iter().all(|s| s.is_u64()), "{json}");
     // worker-b processes all five; the same five arriving again (crossed in transit) are
     // stale: shown apart, kept, each logged as skipped once.
