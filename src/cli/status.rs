@@ -51,34 +51,13 @@ pub(super) fn status_word(word: &str, hint: &str) -> Result<Status> {
     )
 }
 
-/// A completion refused for a check not passed tells its holder to run the check; when
-/// circe.yaml declares the check's command, `--run NAME` alone (the lifecycle, which knows no
-/// configuration, hints at the command to give).
-fn declared_check_hint(
-    ws: &crate::workspace::Workspace,
-    me: &crate::names::AgentName,
-    task: &crate::names::TaskId,
-    e: crate::error::Error,
-) -> crate::error::Error {
-    let first = e.details.iter().find(|(k, _)| *k == "not_passed").and_then(|(_, v)| v.get(0));
-    let Some(first) = first.and_then(serde_json::Value::as_str) else { return e };
-    let to_holder = e.hint.as_deref().is_some_and(|h| h.starts_with("run them:"));
-    if !to_holder || !ws.config.checks.contains_key(first) {
-        return e;
-    }
-    let hint = crate::task::effects::run_them(me.as_str(), task.as_str(), first, true);
-    let mut e = e;
-    e.hint = Some(hint);
-    e
-}
-
 pub fn run(ctx: &Ctx, a: &StatusArgs) -> Result<Report> {
     let target = status_word(&a.status, "use in_progress, blocked, completed, failed or new")?;
     let (ws, me, _) = ctx.acting()?;
     let task = super::task_id(&a.task)?;
     let (rec, already) =
         crate::ops::set_status_idempotent(&ws, &me, &task, target, a.note.as_deref(), a.epoch)
-            .map_err(|e| declared_check_hint(&ws, &me, &task, e).about_task(task.as_str()))?;
+            .map_err(|e| e.about_task(task.as_str()))?;
     let human = if already {
         format!(
             "{} is already {} (epoch {}): nothing changed\n",

@@ -201,6 +201,7 @@ pub fn set_status_idempotent(
 ) -> Result<(StatusRecord, bool)> {
     status_move(ws, me, task, target, note, epoch, Vec::new())
         .map(|(rec, _, already)| (rec, already))
+        .map_err(|e| declared_check_hint(ws, me, task, e))
 }
 
 /// `set_status` that also sends `outbox` (a `task-complete` message) with the change, each
@@ -215,7 +216,30 @@ pub fn set_status_sending(
     epoch: Option<u64>,
     outbox: Vec<Outgoing>,
 ) -> Result<(StatusRecord, Vec<Event>)> {
-    status_move(ws, me, task, target, note, epoch, outbox).map(|(rec, events, _)| (rec, events))
+    status_move(ws, me, task, target, note, epoch, outbox)
+        .map(|(rec, events, _)| (rec, events))
+        .map_err(|e| declared_check_hint(ws, me, task, e))
+}
+
+/// A completion refused for a check not passed tells its holder to run the check; when
+/// circe.yaml declares the check's command, `--run NAME` alone (the lifecycle, which knows no
+/// configuration, hints at the command to give).
+fn declared_check_hint(
+    ws: &Workspace,
+    me: &AgentName,
+    task: &TaskId,
+    e: crate::error::Error,
+) -> crate::error::Error {
+    let first = e.details.iter().find(|(k, _)| *k == "not_passed").and_then(|(_, v)| v.get(0));
+    let Some(first) = first.and_then(serde_json::Value::as_str) else { return e };
+    let to_holder = e.hint.as_deref().is_some_and(|h| h.starts_with("run them:"));
+    if !to_holder || !ws.config.checks.contains_key(first) {
+        return e;
+    }
+    let hint = crate::task::effects::run_them(me.as_str(), task.as_str(), first, true);
+    let mut e = e;
+    e.hint = Some(hint);
+    e
 }
 
 /// A status move, with its outbox; the record, the events logged, and whether the task had
