@@ -133,7 +133,8 @@ fn open_once(ws: &Workspace, m: TaskMessage<'_>) -> Result<OpenOutcome> {
         handoff: Some(&h),
         readdress: None,
     };
-    let change = effects::apply(Move::Handoff, &st, &ctx)?;
+    let change =
+        effects::apply(Move::Handoff, &st, &ctx).map_err(|e| e.about_task(task.as_str()))?;
     let checks_reset: Vec<CheckName> =
         h.required_checks.iter().filter(|c| st.checks.get(*c) == Some(&true)).cloned().collect();
     tx.commit(change)?;
@@ -178,5 +179,6 @@ fn archived(ws: &Workspace, task: &TaskId, t: &crate::archive::Tombstone) -> Err
         t.status, t.archived_at
     ))
     .detail("archived", t.bundle())
+    .detail("task_id", task.to_string())
     .hint(format!("open the new work under a new task id; {read}"))
 }

@@ -258,7 +258,8 @@ fn completed_task(ws: &Workspace, msg: &Message) -> Result<TaskId> {
     let task = TaskId::new(t)?;
     // Opening the task's transaction finishes what a crashed completion left (its outbox),
     // so a retry of the same message finds it delivered.
-    drop(ws.engine.begin(&task, false)?.ok_or_else(|| super::missing_task(ws, &task))?);
+    let tx = ws.engine.begin(&task, false).map_err(|e| e.about_task(task.as_str()));
+    drop(tx?.ok_or_else(|| super::missing_task(ws, &task).about_task(task.as_str()))?);
     Ok(task)
 }
 
@@ -420,13 +421,14 @@ fn complete(
         // A second completion message: the task completes once (unlike `status T completed`,
         // which is a state to reach, this is a message that says it happened).
         let now = ws.engine.peek(task).ok().flatten().map(|st| st.rec.status);
-        if e.kind == crate::error::Kind::Refused && now == Some(Status::Completed) {
+        let e = if e.kind == crate::error::Kind::Refused && now == Some(Status::Completed) {
             Error::refused(format!("task {task} is completed already: a task completes once")).hint(
                 format!("say more with an `update` in reply to it: --intent update --task {task}"),
             )
         } else {
             e
-        }
+        };
+        e.about_task(task.as_str())
     })?;
     let files = events
         .iter()

@@ -1446,6 +1446,13 @@ fn a_task_commands_errors_name_the_task_in_their_details() {
     assert_eq!(o.json()["error"]["details"]["task_id"], "T1", "{}", o.show());
     // Conflict: a stale epoch.
     env.as_("engineer", &["claim", "T1"]).ok();
+    // A send about the task: a completion refused (claimed, not started), a task that is none.
+    for (task, code) in [("T1", 3), ("T8", 5)] {
+        let done = ["send", "--to", "coordinator", "--intent", "task-complete", "--task", task];
+        let o = env.as_("engineer", &[&["--json"][..], &done, &["--summary", "done"]].concat());
+        o.code(code);
+        assert_eq!(o.json()["error"]["details"]["task_id"], task, "{}", o.show());
+    }
     assert_eq!(task_of(&["heartbeat", "T1", "--epoch", "7"], 4), "T1");
     // Not found.
     assert_eq!(task_of(&["release", "T9"], 5), "T9");
