@@ -67,8 +67,8 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             }
             ws.engine.set_config(&text)?;
         }
-        // A folder root whose circe.yaml does not parse opens for nothing else: this is the
-        // way out, so the broken file is replaced whole.
+        // A folder root whose circe.yaml keeps it from opening (it does not parse, or its
+        // registry is refused) opens for nothing else: this is the way out, replaced whole.
         Err(e) if matches!(ctx.root_spec(), RootSpec::Url(_)) => return Err(e),
         Err(e) => match crate::engine::local::replace_broken_config(&ctx.root_spec(), &text)? {
             Some(_) => was_broken = true,

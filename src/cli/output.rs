@@ -108,8 +108,19 @@ pub fn terminal_safe(s: &str) -> std::borrow::Cow<'_, str> {
 /// order mark) escaped as well. circe's own words hold none, so one there was typed or read
 /// (a key `T\u{200b}-1` that looks like `T-1` would read "no task `T-1`"). Messages and
 /// chat keep them: a joiner is part of an emoji or of a word in some scripts.
+/// And a line of it that would begin as circe's own do (`error:`, `hint:`, `warning:`) is
+/// indented: a value typed or read with a line break in it cannot pass for circe's advice.
 pub fn error_safe(s: &str) -> std::borrow::Cow<'_, str> {
-    escaped(s, true)
+    const OWN: [&str; 3] = ["\nerror:", "\nhint:", "\nwarning:"];
+    let e = escaped(s, true);
+    if !OWN.iter().any(|o| e.contains(o)) {
+        return e;
+    }
+    let mut out = e.into_owned();
+    for o in OWN {
+        out = out.replace(o, &format!("\n  {}", &o[1..]));
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 fn escaped(s: &str, invisible_too: bool) -> std::borrow::Cow<'_, str> {
@@ -246,6 +257,13 @@ pub fn table(header: &[&str], rows: &[Vec<String>]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn an_error_line_that_would_pass_for_circes_own_is_indented() {
+        let shown = super::error_safe("request id `a\nhint: rm -rf /`\r\nerror: x\nfine");
+        assert_eq!(shown, "request id `a\n  hint: rm -rf /`\r\n  error: x\nfine");
+        assert!(matches!(super::error_safe("one\ntwo"), std::borrow::Cow::Borrowed(_)));
+    }
+
     #[test]
     fn terminal_safe_escapes_control_characters_but_line_ends_and_tabs() {
         let shown = super::terminal_safe("a\u{1b}[31mb\u{7}\tc\r\nd\re\n");

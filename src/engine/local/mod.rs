@@ -230,9 +230,10 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
     Ok((eng, config))
 }
 
-/// `circe config --set` on a folder root whose circe.yaml does not parse (so the root cannot
-/// be opened): write `text`, checked already, in its place. `None` when the root's
-/// circe.yaml parses: nothing is written, and what kept the root from opening is elsewhere.
+/// `circe config --set` on a folder root whose circe.yaml keeps it from opening (it does not
+/// parse, or its registry is refused: `root::config_at`): write `text`, checked already, in
+/// its place. `None` when the root's circe.yaml passes, or the folder has no boxes (a
+/// pointer at a database): nothing is written, and the caller's error stands.
 pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::path::PathBuf>> {
     let root = locate(spec)?;
     // A root that opens, or a folder without boxes (a pointer at a database, mended by hand).
