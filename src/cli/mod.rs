@@ -443,7 +443,10 @@ fn parse_and_run() -> u8 {
                 output::print_error(&err.hint(hint), true, one_line);
                 return crate::exit_code::USAGE;
             }
-            let _ = e.print();
+            let _ = std::io::Write::write_all(
+                &mut std::io::stderr().lock(),
+                usage_hint::human(&args, &e.render().to_string()).as_bytes(),
+            );
             if let Some(h) = forgot_dashes(&args, e.kind()) {
                 let _ = std::io::Write::write_all(
                     &mut std::io::stderr().lock(),

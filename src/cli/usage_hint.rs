@@ -62,6 +62,27 @@ fn takes_free_text(cmd: &clap::Command) -> bool {
     cmd.get_positionals().any(|a| a.get_num_args().is_some_and(|n| n.max_values() > 1))
 }
 
+/// clap's refusal of `args` as text for people, without its tip to pass a flag as a value
+/// after `--` where the command takes no free text (`hint` drops it from the JSON too).
+pub(super) fn human(args: &[OsString], rendered: &str) -> String {
+    let (_, cmd) = named_command(args);
+    if takes_free_text(&cmd) {
+        return rendered.to_string();
+    }
+    let mut out: Vec<&str> = Vec::new();
+    for line in rendered.lines() {
+        if line.trim_start().starts_with("tip: to pass '") {
+            // The blank line that set it apart goes with it.
+            if out.last().is_some_and(|l| l.trim().is_empty()) {
+                out.pop();
+            }
+            continue;
+        }
+        out.push(line);
+    }
+    out.join("\n") + "\n"
+}
+
 /// The hint for clap's error of `kind` on `args`: clap's `tips` (its tip to pass a flag as a
 /// value after `--` only where the command takes free text: for a task id it would lead to
 /// an invalid id), circe's own (`also`), and the help of the command named.

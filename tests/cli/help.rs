@@ -180,6 +180,10 @@ fn a_parse_error_hints_the_help_of_its_own_command() {
         let hint = o.json()["error"]["hint"].as_str().unwrap_or_default().to_string();
         assert!(hint.contains(want) && !hint.contains("COMMAND"), "{want}: {}", o.show());
         assert_eq!(hint.contains("'-- --bogus'"), *tip, "{}", o.show());
+        // The text for people drops the same tip where it would mislead.
+        let text = env.circe(*args).run();
+        text.code(2);
+        assert_eq!(text.stderr.contains("'-- --bogus'"), *tip, "{}", text.show());
         // Run as printed (with --json, as the agent that got it would).
         let hinted = &want[1..want.len() - 1];
         let words: Vec<&str> = hinted.split(' ').skip(1).chain(["--json"]).collect();
