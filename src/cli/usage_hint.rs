@@ -62,16 +62,23 @@ fn takes_free_text(cmd: &clap::Command) -> bool {
     cmd.get_positionals().any(|a| a.get_num_args().is_some_and(|n| n.max_values() > 1))
 }
 
+/// clap's tip to pass a flag as a value after `--` (its text after `tip: `).
+const DASH_TIP: &str = "to pass '";
+
+/// Whether clap's tip `tip` helps on `cmd`: the `--` one only where the command takes free
+/// text (for a task id it would lead to an invalid id); any other always.
+fn tip_helps(cmd: &clap::Command, tip: &str) -> bool {
+    !tip.starts_with(DASH_TIP) || takes_free_text(cmd)
+}
+
 /// clap's refusal of `args` as text for people, without its tip to pass a flag as a value
 /// after `--` where the command takes no free text (`hint` drops it from the JSON too).
 pub(super) fn human(args: &[OsString], rendered: &str) -> String {
     let (_, cmd) = named_command(args);
-    if takes_free_text(&cmd) {
-        return rendered.to_string();
-    }
     let mut out: Vec<&str> = Vec::new();
     for line in rendered.lines() {
-        if line.trim_start().starts_with("tip: to pass '") {
+        let tip = line.trim_start().strip_prefix("tip: ");
+        if tip.is_some_and(|t| !tip_helps(&cmd, t)) {
             // The blank line that set it apart goes with it.
             if out.last().is_some_and(|l| l.trim().is_empty()) {
                 out.pop();
@@ -93,12 +100,8 @@ pub(super) fn hint(
     also: Option<&str>,
 ) -> String {
     let (path, cmd) = named_command(args);
-    let free = takes_free_text(&cmd);
-    let mut hint: Vec<String> = tips
-        .iter()
-        .filter(|t| free || !t.starts_with("to pass '"))
-        .map(|t| (*t).to_string())
-        .collect();
+    let mut hint: Vec<String> =
+        tips.iter().filter(|t| tip_helps(&cmd, t)).map(|t| (*t).to_string()).collect();
     hint.extend(also.map(str::to_string));
     let help = ["circe", "help"].into_iter().chain(path.iter().map(String::as_str));
     let help = help.collect::<Vec<_>>().join(" ");

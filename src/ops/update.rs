@@ -232,11 +232,13 @@ fn declared_check_hint(
 ) -> crate::error::Error {
     let first = e.details.iter().find(|(k, _)| *k == "not_passed").and_then(|(_, v)| v.get(0));
     let Some(first) = first.and_then(serde_json::Value::as_str) else { return e };
-    let to_holder = e.hint.as_deref().is_some_and(|h| h.starts_with("run them:"));
+    // The lifecycle's hint to the holder, as `run_them` wrote it (another actor's differs).
+    let (me, task) = (me.as_str(), task.as_str());
+    let to_holder = e.hint == Some(crate::task::effects::run_them(me, task, first, false));
     if !to_holder || !ws.config.checks.contains_key(first) {
         return e;
     }
-    let hint = crate::task::effects::run_them(me.as_str(), task.as_str(), first, true);
+    let hint = crate::task::effects::run_them(me, task, first, true);
     let mut e = e;
     e.hint = Some(hint);
     e
