@@ -193,7 +193,7 @@ pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
 /// Open the root `spec` names, with its configuration.
 pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
     let root = locate(spec)?;
-    let config = root::config_at(&root)?;
+    let (config, registry) = root::config_at(&root)?;
     if let Some(e) = &config.engine {
         return Ok(Opened::Pointer(crate::engine::postgres::Target::from_config(e)?));
     }
@@ -204,12 +204,11 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    let registry = crate::registry::Registry::from_config(&config.registry).ok();
     Ok(Opened::Local(
         Box::new(LocalEngine {
             store,
             settings,
-            registry,
+            registry: Some(registry),
             passed_over: std::sync::Mutex::default(),
         }),
         config,
@@ -218,14 +217,14 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
 
 /// The local engine of the root folder `root` (a folder holding circe.yaml and the boxes).
 pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
-    let config = root::config_at(root)?;
+    let (config, registry) = root::config_at(root)?;
     let store = Store::open(root)?.with_durability(config.durability()?);
     let settings = Settings {
         lease: config.lease(),
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    let registry = crate::registry::Registry::from_config(&config.registry).ok();
+    let registry = Some(registry);
     let eng = LocalEngine { store, settings, registry, passed_over: std::sync::Mutex::default() };
     Ok((eng, config))
 }

@@ -485,11 +485,11 @@ pub fn init_finds(dir: &Path) -> Result<Option<String>> {
 /// the root needs to open. An error in the file names the file and the way out (mend it, or,
 /// in a root with boxes, replace it whole with `circe config --set`, which reads no broken
 /// file); one from elsewhere (`CIRCE_DURABILITY`) is left as it is.
-pub(super) fn config_at(root: &Path) -> Result<crate::config::Config> {
+pub(super) fn config_at(root: &Path) -> Result<(crate::config::Config, crate::registry::Registry)> {
     let text = read_config_at(root)?;
     let checked = crate::config::Config::parse(&text).and_then(|c| {
-        crate::registry::Registry::from_config(&c.registry)?;
-        Ok(c)
+        let registry = crate::registry::Registry::from_config(&c.registry)?;
+        Ok((c, registry))
     });
     checked.map_err(|mut e| {
         let Some(rest) = e.message.strip_prefix("circe.yaml") else { return e };
