@@ -139,32 +139,27 @@ pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
         }
     }
     let originals = files.iter().filter(|f| f.original).count();
+    let archived = files.iter().filter(|f| f.archived).count();
     let human = format!(
-        "exported {} messages to {} ({new} written, {same} there already; {originals} as imported, byte for byte)\n",
+        "exported {} messages to {} ({new} written, {same} there already; {archived} from the archive; {originals} as imported, byte for byte)\n",
         files.len(),
         a.dir.display()
     );
     let mut warnings: Vec<String> =
         kept.iter().map(|k| format!("{k}: another file has this name; left as it is")).collect();
     warnings.extend(skipped.iter().map(|s| format!("{}: not exported: {}", s.file, s.reason)));
-    // The archive keeps its own messages: said, so that an export is not taken for the whole
-    // history.
-    let archived = ws.engine.archived_tasks()?;
-    if let Some(t) = archived.first() {
-        let kept = if ws.engine.local_folder().is_some() {
-            format!(
-                "the archive keeps them (`circe archive restore {} --to DIR` writes one task's back as files)",
-                t.task
-            )
-        } else {
-            "their archive stayed in the folder this root came from".to_string()
-        };
-        warnings.push(format!(
-            "the messages of {} archived task(s) (and the loose messages archived with them) are not exported: {kept}",
-            archived.len()
-        ));
+    // A database root keeps no archive: one moved from a folder left it there. Said, so
+    // that such an export is not taken for the whole history.
+    if !ws.engine.keeps_archive() {
+        let gone = ws.engine.archived_tasks()?;
+        if !gone.is_empty() {
+            warnings.push(format!(
+                "the messages of {} archived task(s) (and the loose messages archived with them) are not exported: their archive stayed in the folder this root came from",
+                gone.len()
+            ));
+        }
     }
     let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
-    Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written_count": new, "unchanged_count": same, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
+    Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written_count": new, "unchanged_count": same, "archived_count": archived, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
         .warnings(warnings))
 }

@@ -183,6 +183,8 @@ pub struct ExportDef {
     written_count: usize,
     /// Already there with the same bytes.
     unchanged_count: usize,
+    /// Of `files`, those read from the archive.
+    archived_count: usize,
     /// Names another file holds: left as they are.
     kept: Vec<String>,
     skipped: Vec<SkippedDef>,

@@ -546,6 +546,16 @@ pub trait Engine {
         Ok(None)
     }
 
+    /// Every archived message (a task's, or a loose one), segment by segment: its line of
+    /// the member list and its bytes, handed over until `each` says stop. Returns the
+    /// segments passed over because they could not be read (each with why).
+    fn archived_messages(
+        &self,
+        _each: &mut dyn FnMut(&crate::archive::Entry, Vec<u8>) -> Result<bool>,
+    ) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
+
     /// Events that left the hot log (`read_events` reads the rest): up to `max` after `from`.
     fn archived_events(&self, _from: Cursor, _max: usize) -> Result<Vec<Event>> {
         Ok(Vec::new())

@@ -10,7 +10,7 @@ use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
-use crate::message::{self, Format, Message, agent_of};
+use crate::message::{self, Format, Message, Mode, agent_of};
 use crate::names::{AgentName, CheckName, TaskId};
 use crate::tx::bridge::{self as pure, Imported, Landing};
 use crate::tx::{AskState, tx_name};
@@ -456,6 +456,8 @@ pub struct ExportFile {
     pub bytes: Vec<u8>,
     /// Written as imported, byte for byte (else: converted to TX front matter).
     pub original: bool,
+    /// Read from the archive (its task, or the loose message, was archived).
+    pub archived: bool,
 }
 
 /// A message status in TX's words (reference 000: start, in-progress, rejected, approved,
@@ -480,9 +482,10 @@ fn tx_status<'a>(s: &'a str, intent: &str) -> &'a str {
     }
 }
 
-/// Every message of the root once (by msg id), as TX would have written it: an imported one
-/// byte for byte under its original name, any other in TX front matter under TX's naming.
-/// Messages without a msg id are left out (reported).
+/// Every message of the root once (by msg id), those in the boxes and those in the archive,
+/// as TX would have written it: an imported one byte for byte under its original name, any
+/// other in TX front matter under TX's naming. Messages without a msg id are left out
+/// (reported), as is an archive segment that cannot be read (named).
 pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
     let mut out: BTreeMap<String, ExportFile> = BTreeMap::new();
     let mut ids = BTreeSet::new();
@@ -517,15 +520,58 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
             if !ids.insert(id.clone()) {
                 continue; // a copy of a message sent to several agents
             }
-            let file = if let Some((orig, text)) = pure::original(&bytes) {
-                ExportFile { name: orig, bytes: text, original: true }
-            } else {
-                as_tx(ws, &m, bytes, &id)?
-            };
+            let file = exported(ws, &m, bytes, &id)?;
             out.insert(file.name.clone(), file);
         }
     }
+    // The archive's messages after the boxes': a copy still in a box is the one exported.
+    let limits = &ws.config.limits;
+    let mut converted = Ok(());
+    let passed = ws.engine.archived_messages(&mut |entry, bytes| {
+        let file = entry.origin.clone().unwrap_or_else(|| entry.member.clone());
+        let file = format!("archived {file}");
+        let size = Some(bytes.len() as u64);
+        let m = match message::parse_limited(&bytes, size, Mode::Draft, limits) {
+            Ok(m) => m,
+            Err(p) => {
+                skipped.push(Skipped { file, reason: super::first_problem(&p) });
+                return Ok(true);
+            }
+        };
+        let Some(id) = m.msg_id.clone() else {
+            skipped.push(Skipped { file, reason: "no msg id".into() });
+            return Ok(true);
+        };
+        if !ids.insert(id.clone()) {
+            return Ok(true);
+        }
+        match exported(ws, &m, bytes, &id) {
+            Ok(f) => {
+                out.insert(f.name.clone(), ExportFile { archived: true, ..f });
+                Ok(true)
+            }
+            Err(e) => {
+                converted = Err(e);
+                Ok(false)
+            }
+        }
+    })?;
+    converted?;
+    skipped.extend(passed.into_iter().map(|p| {
+        let (file, why) = p.split_once(": ").unwrap_or((p.as_str(), "cannot be read"));
+        Skipped { file: file.to_string(), reason: format!("archive segment not read: {why}") }
+    }));
     Ok((out.into_values().collect(), skipped))
+}
+
+/// One message as its export file: as imported, byte for byte, else in TX front matter.
+fn exported(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> Result<ExportFile> {
+    match pure::original(&bytes) {
+        Some((orig, text)) => {
+            Ok(ExportFile { name: orig, bytes: text, original: true, archived: false })
+        }
+        None => as_tx(ws, m, bytes, id),
+    }
 }
 
 /// A message circe wrote, as TX would have: front matter (a CIRCE-format one converted),
@@ -563,7 +609,7 @@ fn as_tx(ws: &Workspace, m: &Message, bytes: Vec<u8>, id: &str) -> Result<Export
         a.strip_prefix("agent:").map_or_else(|| a.replacen("role:", "role-", 1), str::to_string)
     };
     let name = tx_name(at, m.intent.as_deref().unwrap_or("update"), &label(&from), &label(&to), id);
-    Ok(ExportFile { name, bytes: text, original: false })
+    Ok(ExportFile { name, bytes: text, original: false, archived: false })
 }
 
 /// The status a task message says in TX: its task's, once the task moved on from waiting

@@ -310,6 +310,50 @@ impl Store {
         Ok(passed)
     }
 
+    /// Every archived message with its bytes, one segment read once each (`Engine::
+    /// archived_messages`).
+    pub(super) fn messages(
+        &self,
+        each: &mut dyn FnMut(&crate::archive::Entry, Vec<u8>) -> Result<bool>,
+    ) -> Result<Vec<String>> {
+        let mut passed = Vec::new();
+        for l in self.segment_lines()? {
+            let mut theirs = false;
+            let mut go = true;
+            let read = (|| -> Result<()> {
+                let mut wanted = std::collections::HashMap::new();
+                for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
+                    let entry = entry?;
+                    if entry.kind == EntryKind::Message {
+                        wanted.insert(entry.member.clone(), entry);
+                    }
+                }
+                if wanted.is_empty() {
+                    return Ok(());
+                }
+                let stem = segment_stem(&l.segment).to_string();
+                read_members(
+                    &self.segment_path(&l.period, &l.segment),
+                    &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
+                    &mut |rel, bytes| {
+                        let r = each(&wanted[&format!("{stem}/{rel}")], bytes);
+                        theirs = r.is_err();
+                        go = r?;
+                        Ok(go)
+                    },
+                )
+                .map(|_| ())
+            })();
+            match read {
+                Ok(()) if go => {}
+                Ok(()) => return Ok(passed),
+                Err(e) if theirs => return Err(e),
+                Err(e) => passed.push(format!("ARCHIVE/{}/{}: {}", l.period, l.segment, e.chain())),
+            }
+        }
+        Ok(passed)
+    }
+
     /// `search` in one segment: whether to go on.
     fn search_segment(
         &self,

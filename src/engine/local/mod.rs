@@ -826,6 +826,13 @@ impl Engine for LocalEngine {
         self.store.archived_events(from, max)
     }
 
+    fn archived_messages(
+        &self,
+        each: &mut dyn FnMut(&crate::archive::Entry, Vec<u8>) -> Result<bool>,
+    ) -> Result<Vec<String>> {
+        self.store.messages(each)
+    }
+
     fn keeps_archive(&self) -> bool {
         true
     }
