@@ -1214,6 +1214,41 @@ fn an_agent_with_a_role_the_registry_does_not_know_is_reported_and_refused() {
     assert!(o.stderr.contains("AGENTS/engineer/agent.yaml"), "{}", o.show());
 }
 
+/// A send to a retired agent whose role was since taken out of circe.yaml is refused for
+/// what stops it, that nobody reads it, and not blamed on the role (by a bare name, as
+/// `agent:NAME`, a message that opens a task, and a draft checked by `validate --draft`).
+#[test]
+fn a_send_to_a_retired_agent_whose_role_is_gone_says_it_is_retired() {
+    let env = Env::new();
+    let base = env.circe(["config"]).run().ok().stdout.clone();
+    let file = env.path().join("with.yaml");
+    std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.circe(["agent", "add", "d1", "--role", "devops"]).run().ok();
+    env.as_("coordinator", &["agent", "retire", "d1"]).ok();
+    std::fs::write(&file, &base).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    let sends: [&[&str]; 3] = [
+        &["--to", "d1", "--intent", "request_help", "--summary", "x"],
+        &["--to", "agent:d1", "--intent", "request_help", "--summary", "x"],
+        &["--to", "agent:d1", "--intent", "implement_feature", "--task", "T-1", "--summary", "x"],
+    ];
+    for args in sends {
+        let o = env.as_("coordinator", &[&["--json", "send"][..], args].concat());
+        o.code(3);
+        let e = &o.json()["error"];
+        assert_eq!(e["message"], "agent d1 is retired", "{}", o.show());
+        assert!(e["hint"].as_str().unwrap().contains("circe agent list"), "{}", o.show());
+    }
+    let draft = env.path().join("draft.md");
+    std::fs::write(&draft, "---\nto: d1\ntype: update\n---\nfyi\n").unwrap();
+    let o = env.as_("coordinator", &["validate", "--draft", draft.to_str().unwrap()]);
+    o.code(3);
+    assert!(o.stderr.contains("agent d1 is retired"), "{}", o.show());
+    assert!(!o.stderr.contains("unknown recipient role"), "{}", o.show());
+    env.circe(["show", "T-1"]).run().code(5);
+}
+
 /// A task whose `.status` was removed by hand keeps its message where it is: doctor names the
 /// missing record and how to find what it said, and `--repair` moves nothing aside.
 #[test]
