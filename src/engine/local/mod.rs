@@ -231,12 +231,14 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
 
 /// `circe config --set` on a folder root whose circe.yaml keeps it from opening (it does not
 /// parse, or its registry is refused: `root::config_at`): write `text`, checked already, in
-/// its place. `None` when the root's circe.yaml passes, or the folder has no boxes (a
-/// pointer at a database): nothing is written, and the caller's error stands.
+/// its place. `None` when the root's circe.yaml passes, or the folder lacks boxes (a pointer
+/// at a database has none; a damaged root some): nothing is written, and the caller's
+/// error stands (its hint tells the two apart: `root::config_at`).
 pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::path::PathBuf>> {
     let root = locate(spec)?;
-    // A root that opens, or a folder without boxes (a pointer at a database, mended by hand).
-    if root::config_at(&root).is_ok() || !root.join("NEW_MESSAGES").is_dir() {
+    // A root that opens, or a folder without all its boxes: a pointer at a database, mended
+    // by hand, or a damaged root, whose file is mended before `init` adds what it lacks.
+    if root::config_at(&root).is_ok() || !root::missing_boxes(&root).is_empty() {
         return Ok(None);
     }
     if let Some(chat) = Config::parse(text)?.chat.path.as_deref() {
