@@ -73,10 +73,20 @@ fn names(c: &Checks) -> BTreeMap<String, bool> {
 pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let task = super::task_id(&a.task)?;
+    // Every refusal from here on is about this task (a check name it cannot have too), so
+    // each names it in `details.task_id`, as the other commands on one task do.
+    record(&ws, &me, &task, a).map_err(|e| e.about_task(task.as_str()))
+}
+
+fn record(
+    ws: &crate::workspace::Workspace,
+    me: &crate::names::AgentName,
+    task: &crate::names::TaskId,
+    a: &CheckArgs,
+) -> Result<Report> {
     if let Some(name) = &a.run {
         let name = CheckName::new(name.as_str())?;
-        let r = ops::check_run(&ws, &me, &task, &name, &a.command, a.epoch)
-            .map_err(|e| e.about_task(task.as_str()))?;
+        let r = ops::check_run(ws, me, task, &name, &a.command, a.epoch)?;
         let human = format!(
             "{} {}: {} (exit {}, {:.2}s)\n",
             r.task,
@@ -119,8 +129,7 @@ pub fn run(ctx: &Ctx, a: &CheckArgs) -> Result<Report> {
                 .hint("write NAME=true or NAME=false (yes/no and pass/fail are read too)"));
         }
     };
-    let checks = ops::check_assert(&ws, &me, &task, &name, value, a.reason.as_deref(), a.epoch)
-        .map_err(|e| e.about_task(task.as_str()))?;
+    let checks = ops::check_assert(ws, me, task, &name, value, a.reason.as_deref(), a.epoch)?;
     let passed = checks.values().filter(|v| **v).count();
     let out = CheckJson {
         task_id: task.to_string(),

@@ -443,16 +443,9 @@ fn parse_and_run() -> u8 {
                 output::print_error(&err.hint(hint), true, one_line);
                 return crate::exit_code::USAGE;
             }
-            let _ = std::io::Write::write_all(
-                &mut std::io::stderr().lock(),
-                usage_hint::human(&args, &e.render().to_string()).as_bytes(),
-            );
-            if let Some(h) = forgot_dashes(&args, e.kind()) {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr().lock(),
-                    format!("hint: {h}\n").as_bytes(),
-                );
-            }
+            let dashes = forgot_dashes(&args, e.kind());
+            let text = usage_hint::human(&args, e.kind(), &e.render().to_string(), dashes);
+            let _ = std::io::Write::write_all(&mut std::io::stderr().lock(), text.as_bytes());
             return crate::exit_code::USAGE;
         }
     };

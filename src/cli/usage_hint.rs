@@ -71,11 +71,23 @@ fn tip_helps(cmd: &clap::Command, tip: &str) -> bool {
     !tip.starts_with(DASH_TIP) || takes_free_text(cmd)
 }
 
-/// clap's refusal of `args` as text for people, without its tip to pass a flag as a value
-/// after `--` where the command takes no free text (`hint` drops it from the JSON too).
-pub(super) fn human(args: &[OsString], rendered: &str) -> String {
-    let (_, cmd) = named_command(args);
-    let mut out: Vec<&str> = Vec::new();
+/// clap's closing line, which sends to `--help`: the hint says the same of the very
+/// (sub)command named, runnable as printed.
+const MORE_INFO: &str = "For more information, try ";
+
+/// clap's refusal (of `kind`) of `args` as text for people, ending as circe's errors do: in
+/// a `hint:` line (circe's own advice `also`, then the help of the command named), which
+/// takes the place of clap's "For more information, try '--help'.". clap's tips stay where
+/// clap put them, but for its tip to pass a flag as a value after `--` where the command
+/// takes no free text (`hint` drops it from the JSON too).
+pub(super) fn human(
+    args: &[OsString],
+    kind: ErrorKind,
+    rendered: &str,
+    also: Option<&str>,
+) -> String {
+    let (path, cmd) = named_command(args);
+    let mut out: Vec<String> = Vec::new();
     for line in rendered.lines() {
         let tip = line.trim_start().strip_prefix("tip: ");
         if tip.is_some_and(|t| !tip_helps(&cmd, t)) {
@@ -85,8 +97,17 @@ pub(super) fn human(args: &[OsString], rendered: &str) -> String {
             }
             continue;
         }
-        out.push(line);
+        if line.starts_with(MORE_INFO) {
+            continue;
+        }
+        out.push(line.to_string());
     }
+    // Set apart from the usage, as clap's closing line was; right below a refusal of one
+    // line, as circe's own hints are.
+    if out.last().is_some_and(|l| !l.trim().is_empty()) && out.len() > 1 {
+        out.push(String::new());
+    }
+    out.push(format!("hint: {}", own_hint(&path, kind, also).join("; ")));
     out.join("\n") + "\n"
 }
 
@@ -102,7 +123,14 @@ pub(super) fn hint(
     let (path, cmd) = named_command(args);
     let mut hint: Vec<String> =
         tips.iter().filter(|t| tip_helps(&cmd, t)).map(|t| (*t).to_string()).collect();
-    hint.extend(also.map(str::to_string));
+    hint.extend(own_hint(&path, kind, also));
+    hint.join("; ")
+}
+
+/// circe's part of a parse error's hint: its own advice `also`, and the help of the
+/// (sub)command `path` names.
+fn own_hint(path: &[String], kind: ErrorKind, also: Option<&str>) -> Vec<String> {
+    let mut hint: Vec<String> = also.into_iter().map(str::to_string).collect();
     let help = ["circe", "help"].into_iter().chain(path.iter().map(String::as_str));
     let help = help.collect::<Vec<_>>().join(" ");
     hint.push(match kind {
@@ -110,7 +138,7 @@ pub(super) fn hint(
         ErrorKind::InvalidSubcommand => format!("`{help}` lists its subcommands"),
         _ => format!("`{help}` shows its flags"),
     });
-    hint.join("; ")
+    hint
 }
 
 #[cfg(test)]

@@ -56,7 +56,20 @@ fn resolve(
         }
         return Ok((agents, roles.into_iter().collect()));
     }
-    ws.reach(to)
+    let (agents, roles) = ws.reach(to)?;
+    // A retired agent whose role was since taken out of circe.yaml: the registry would
+    // refuse the role it no longer knows, but what stops the message is that nobody reads
+    // it. (Its role still known, the copy is kept as an orphan, with a warning.)
+    if let [agent] = agents.as_slice()
+        && ws.is_retired(agent)
+        && roles.iter().any(|r| !ws.registry.is_role(r))
+    {
+        return Err(Error::refused(format!("agent {agent} is retired")).hint(
+            "a retired agent reads no more messages, and its role is no longer in circe.yaml; \
+             send to an active agent or a role (`circe agent list` shows the agents)",
+        ));
+    }
+    Ok((agents, roles))
 }
 
 /// What `send --file` would refuse of a draft's address (`validate --draft`): a recipient

@@ -1168,6 +1168,42 @@ fn config_set_replaces_a_circe_yaml_that_does_not_parse() {
     env.circe(["tasks"]).run().ok();
 }
 
+/// A root that lost one of its folders, and whose circe.yaml is broken too, is told it is a
+/// damaged root (not a folder pointing at a database), and the way out it names works: mend
+/// the file, then `circe init` adds the folder again. A folder that holds only a circe.yaml
+/// is still told it points at a database.
+#[test]
+fn a_damaged_root_with_a_broken_config_is_not_taken_for_a_pointer() {
+    let env = Env::local();
+    let cfg = env.root().join("circe.yaml");
+    let good = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::remove_dir(env.root().join("NEW_MESSAGES")).unwrap();
+    std::fs::write(&cfg, format!("{good}lease: [\n")).unwrap();
+    let file = env.path().join("good.yaml");
+    std::fs::write(&file, &good).unwrap();
+    for args in [&["tasks"][..], &["config", "--set", file.to_str().unwrap()]] {
+        let o = env.circe(args.to_vec()).run();
+        o.code(3);
+        assert!(
+            o.stderr.contains("the root is damaged too, it lacks NEW_MESSAGES/"),
+            "{}",
+            o.show()
+        );
+        assert!(o.stderr.contains("then `circe init` adds what the root lacks"), "{}", o.show());
+        assert!(!o.stderr.contains("database"), "{}", o.show());
+    }
+    std::fs::write(&cfg, &good).unwrap();
+    env.circe(["init"]).run().ok();
+    env.circe(["tasks"]).run().ok();
+    // Only circe.yaml in the folder: the file is what points it elsewhere.
+    let pointer = env.path().join("elsewhere/.circe");
+    std::fs::create_dir_all(&pointer).unwrap();
+    std::fs::write(pointer.join("circe.yaml"), "version: 1\nlease: [\n").unwrap();
+    let o = env.circe(["tasks"]).cwd(env.path().join("elsewhere")).run();
+    o.code(3);
+    assert!(o.stderr.contains("it points this folder at a database"), "{}", o.show());
+}
+
 /// An agent whose role the registry does not know (a role taken out of circe.yaml, or a
 /// typo in its agent.yaml) would wait for work that never comes: `config --set` warns,
 /// `agent list` warns, doctor reports it, and acting as it is refused with a guess.
@@ -1212,6 +1248,41 @@ fn an_agent_with_a_role_the_registry_does_not_know_is_reported_and_refused() {
     o.code(3);
     assert!(o.stderr.contains("did you mean `engineer`?"), "{}", o.show());
     assert!(o.stderr.contains("AGENTS/engineer/agent.yaml"), "{}", o.show());
+}
+
+/// A send to a retired agent whose role was since taken out of circe.yaml is refused for
+/// what stops it, that nobody reads it, and not blamed on the role (by a bare name, as
+/// `agent:NAME`, a message that opens a task, and a draft checked by `validate --draft`).
+#[test]
+fn a_send_to_a_retired_agent_whose_role_is_gone_says_it_is_retired() {
+    let env = Env::new();
+    let base = env.circe(["config"]).run().ok().stdout.clone();
+    let file = env.path().join("with.yaml");
+    std::fs::write(&file, base.replace("  roles: []", "  roles: [devops]")).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    env.circe(["agent", "add", "d1", "--role", "devops"]).run().ok();
+    env.as_("coordinator", &["agent", "retire", "d1"]).ok();
+    std::fs::write(&file, &base).unwrap();
+    env.circe(["config", "--set", file.to_str().unwrap()]).run().ok();
+    let sends: [&[&str]; 3] = [
+        &["--to", "d1", "--intent", "request_help", "--summary", "x"],
+        &["--to", "agent:d1", "--intent", "request_help", "--summary", "x"],
+        &["--to", "agent:d1", "--intent", "implement_feature", "--task", "T-1", "--summary", "x"],
+    ];
+    for args in sends {
+        let o = env.as_("coordinator", &[&["--json", "send"][..], args].concat());
+        o.code(3);
+        let e = &o.json()["error"];
+        assert_eq!(e["message"], "agent d1 is retired", "{}", o.show());
+        assert!(e["hint"].as_str().unwrap().contains("circe agent list"), "{}", o.show());
+    }
+    let draft = env.path().join("draft.md");
+    std::fs::write(&draft, "---\nto: d1\ntype: update\n---\nfyi\n").unwrap();
+    let o = env.as_("coordinator", &["validate", "--draft", draft.to_str().unwrap()]);
+    o.code(3);
+    assert!(o.stderr.contains("agent d1 is retired"), "{}", o.show());
+    assert!(!o.stderr.contains("unknown recipient role"), "{}", o.show());
+    env.circe(["show", "T-1"]).run().code(5);
 }
 
 /// A task whose `.status` was removed by hand keeps its message where it is: doctor names the

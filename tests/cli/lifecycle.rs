@@ -1462,6 +1462,28 @@ fn a_task_commands_errors_name_the_task_in_their_details() {
     assert!(o.json()["error"]["details"].get("task_id").is_none(), "{}", o.show());
 }
 
+/// A check name that is no name (asserted or run) is refused as an error of a command on
+/// its task: its JSON names the task in `details.task_id`, as the task's other refusals do.
+#[test]
+fn a_malformed_check_name_names_the_task_in_its_details() {
+    let env = Env::new();
+    env.open_task("T1");
+    env.as_("engineer", &["claim", "T1"]).ok();
+    for args in
+        [&["check", "T1", "bad name=true"][..], &["check", "T1", "--run", "bad name", "--", "true"]]
+    {
+        let o = env.as_("engineer", &[&["--json"][..], args].concat());
+        o.code(3);
+        let e = &o.json()["error"];
+        assert!(
+            e["message"].as_str().unwrap().starts_with("check name `bad name`"),
+            "{}",
+            o.show()
+        );
+        assert_eq!(e["details"]["task_id"], "T1", "{}", o.show());
+    }
+}
+
 /// `release --force` by an agent that is no coordinator: of a held task, refused as the
 /// coordinator's flag; of a finished one, refused as final for anyone (no advice to ask a
 /// coordinator, who could not release it either).

@@ -534,7 +534,7 @@ fn check_agent_files(
                 Fix::Repair,
             ),
             None => {
-                let named = if eng.registry.as_ref().is_some_and(|r| r.is_role(agent.as_str())) {
+                let named = if eng.registry.is_role(agent.as_str()) {
                     format!(
                         " (an agent `circe init` made is named after its role: `role: {agent}`)"
                     )

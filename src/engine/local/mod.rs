@@ -107,8 +107,8 @@ pub struct LocalEngine {
     store: Store,
     settings: Settings,
     /// The root's registry, for a hand move the engine rolls forward: a message moved into
-    /// an agent's box is that agent's claim only when it may take the task (None: unchecked).
-    registry: Option<crate::registry::Registry>,
+    /// an agent's box is that agent's claim only when it may take the task.
+    registry: crate::registry::Registry,
     /// The tasks the last board scan passed over: their `.status` does not parse, or was
     /// removed by hand.
     passed_over: std::sync::Mutex<Vec<crate::engine::PassedOver>>,
@@ -208,7 +208,7 @@ pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
         Box::new(LocalEngine {
             store,
             settings,
-            registry: Some(registry),
+            registry,
             passed_over: std::sync::Mutex::default(),
         }),
         config,
@@ -224,19 +224,20 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
         max_attempts: config.max_attempts,
         limits: config.limits,
     };
-    let registry = Some(registry);
     let eng = LocalEngine { store, settings, registry, passed_over: std::sync::Mutex::default() };
     Ok((eng, config))
 }
 
 /// `circe config --set` on a folder root whose circe.yaml keeps it from opening (it does not
 /// parse, or its registry is refused: `root::config_at`): write `text`, checked already, in
-/// its place. `None` when the root's circe.yaml passes, or the folder has no boxes (a
-/// pointer at a database): nothing is written, and the caller's error stands.
+/// its place. `None` when the root's circe.yaml passes, or the folder lacks boxes (a pointer
+/// at a database has none; a damaged root some): nothing is written, and the caller's
+/// error stands (its hint tells the two apart: `root::config_at`).
 pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::path::PathBuf>> {
     let root = locate(spec)?;
-    // A root that opens, or a folder without boxes (a pointer at a database, mended by hand).
-    if root::config_at(&root).is_ok() || !root.join("NEW_MESSAGES").is_dir() {
+    // A root that opens, or a folder without all its boxes: a pointer at a database, mended
+    // by hand, or a damaged root, whose file is mended before `init` adds what it lacks.
+    if root::config_at(&root).is_ok() || !root::missing_boxes(&root).is_empty() {
         return Ok(None);
     }
     if let Some(chat) = Config::parse(text)?.chat.path.as_deref() {
@@ -297,12 +298,11 @@ impl EventFeed for LocalFeed {
 impl LocalEngine {
     /// May `agent` hold `rec`'s task, by the registry and the task's address? A message
     /// moved by hand into its box is its claim only then (the registry fails closed: an
-    /// agent with no role, or a registry that does not read, may not).
+    /// agent with no role may not).
     pub(super) fn may_hold(&self, agent: &AgentName, rec: &crate::task::StatusRecord) -> bool {
-        let Some(registry) = &self.registry else { return false };
         let Ok(Some(role)) = self.store.read_agent(agent) else { return false };
         let now = crate::clock::now();
-        crate::task::Eligibility::of(registry, agent, &role, now).admits(&rec.to, &rec.intent)
+        crate::task::Eligibility::of(&self.registry, agent, &role, now).admits(&rec.to, &rec.intent)
     }
 
     fn lock_task(&self, task: &TaskId) -> Result<lock::Lock> {

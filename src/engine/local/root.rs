@@ -483,8 +483,8 @@ pub fn init_finds(dir: &Path) -> Result<Option<String>> {
 
 /// The configuration of the root folder `root`, read and checked, its registry too: what
 /// the root needs to open. An error in the file names the file and the way out (mend it, or,
-/// in a root with boxes, replace it whole with `circe config --set`, which reads no broken
-/// file); one from elsewhere (`CIRCE_DURABILITY`) is left as it is.
+/// in a root with all its boxes, replace it whole with `circe config --set`, which reads no
+/// broken file); one from elsewhere (`CIRCE_DURABILITY`) is left as it is.
 pub(super) fn config_at(root: &Path) -> Result<(crate::config::Config, crate::registry::Registry)> {
     let text = read_config_at(root)?;
     let checked = crate::config::Config::parse(&text).and_then(|c| {
@@ -495,13 +495,28 @@ pub(super) fn config_at(root: &Path) -> Result<(crate::config::Config, crate::re
         let Some(rest) = e.message.strip_prefix("circe.yaml") else { return e };
         e.message = format!("{}{rest}", root.join(CONFIG_FILE).display());
         let first = e.hint.take().map_or_else(String::new, |h| format!("{h}; "));
-        let way = if root.join(BOXES[0]).is_dir() {
-            "mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)"
+        let missing = missing_boxes(root);
+        // A folder that points at a database holds none of a root's folders, only its
+        // circe.yaml; one that holds some is a root, damaged when it lacks the others.
+        let way = if missing.len() == BOXES.len() {
+            "mend the file (it points this folder at a database: section 18 of `circe help protocols`)".to_string()
+        } else if missing.is_empty() {
+            "mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)".to_string()
         } else {
-            "mend the file (it points this folder at a database: section 18 of `circe help protocols`)"
+            // `config --set` writes only into a whole root, and `init` only beside a
+            // circe.yaml that reads: the file is mended first.
+            format!(
+                "the root is damaged too, it lacks {}: mend the file, then `circe init` adds what the root lacks (and keeps the config)",
+                missing.iter().map(|b| format!("{b}/")).collect::<Vec<_>>().join(", ")
+            )
         };
         e.hint(format!("{first}{way}"))
     })
+}
+
+/// The root's own folders missing from `root` (`circe init` adds them again).
+pub(super) fn missing_boxes(root: &Path) -> Vec<&'static str> {
+    BOXES.into_iter().filter(|b| !root.join(b).is_dir()).collect()
 }
 
 /// The text of the root folder's circe.yaml.

@@ -44,7 +44,7 @@ impl Root {
         let eng = LocalEngine {
             store: Store::open(&root).unwrap(),
             settings,
-            registry: crate::registry::Registry::from_config(&config.registry).ok(),
+            registry: crate::registry::Registry::from_config(&config.registry).unwrap(),
             passed_over: std::sync::Mutex::default(),
         };
         let ws = Workspace::open(&RootSpec::Path(root)).unwrap();
