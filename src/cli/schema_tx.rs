@@ -83,6 +83,10 @@ pub struct NodeDef {
     #[serde(rename = "box")]
     mailbox: String,
     file: String,
+    /// The msg id it answers (null for the thread's first message).
+    in_reply_to: Option<String>,
+    /// Its replies in time order, nested 32 levels deep at most: the 32nd level lists its
+    /// whole subthread flat, each saying what it answers.
     replies: Vec<NodeDef>,
 }
 

@@ -80,8 +80,17 @@ pub struct Node {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
+    /// The msg id it answers (`None` for the thread's first message): what places a reply
+    /// listed below the deepest level.
+    pub in_reply_to: Option<String>,
     pub replies: Vec<Node>,
 }
+
+/// How deep replies nest: below that, a message's whole subthread is listed under it,
+/// flat, in thread order, each saying what it answers. Any agent can make a chain of
+/// replies as long as it likes; nested without end, its tree would take a stack frame and
+/// a level of indent per reply (a 10,000-reply chain was 150 MB of text).
+pub const MAX_DEPTH: usize = 32;
 
 /// What `inbox --oneline` shows of it (`seq::summary`: the headline, else the first line
 /// of its `## Summary` section, else its first line that is not a heading), clipped.
@@ -145,7 +154,7 @@ pub fn thread(ws: &Workspace, key: &str) -> Result<Node> {
         }
     }
     let mut placed = HashSet::new();
-    Ok(node(&all, &children, &root, &mut placed))
+    Ok(node(&all, &children, &root, 0, &mut placed))
 }
 
 /// Where a task's thread starts: the message its id is the msg id of, else its first message
@@ -215,25 +224,54 @@ fn message_start(ws: &Workspace, key: &str) -> Result<String> {
     }
 }
 
-fn node(
+/// Message `id`'s replies in time order, those not placed yet.
+fn replies_of<'a>(
     all: &BTreeMap<String, (Message, Mailbox, String)>,
-    children: &BTreeMap<&str, Vec<&str>>,
+    children: &BTreeMap<&str, Vec<&'a str>>,
     id: &str,
-    placed: &mut HashSet<String>,
-) -> Node {
-    placed.insert(id.to_string());
-    let (m, b, file) = &all[id];
+    placed: &HashSet<String>,
+) -> Vec<&'a str> {
     let mut kids: Vec<&str> = children
         .get(id)
         .map(|v| v.iter().copied().filter(|k| !placed.contains(*k)).collect())
         .unwrap_or_default();
     kids.sort_by_key(|k| (all[*k].0.created_at, (*k).to_string()));
-    let mut replies = Vec::with_capacity(kids.len());
-    for k in kids {
-        if !placed.contains(k) {
-            replies.push(node(all, children, k, placed));
+    kids
+}
+
+/// Message `id` at `depth` with its replies: nested down to `MAX_DEPTH`, where the rest of
+/// its subthread is listed flat (depth first, as the tree would have it), without recursion.
+fn node(
+    all: &BTreeMap<String, (Message, Mailbox, String)>,
+    children: &BTreeMap<&str, Vec<&str>>,
+    id: &str,
+    depth: usize,
+    placed: &mut HashSet<String>,
+) -> Node {
+    placed.insert(id.to_string());
+    let mut replies = Vec::new();
+    if depth < MAX_DEPTH {
+        for k in replies_of(all, children, id, placed) {
+            if !placed.contains(k) {
+                replies.push(node(all, children, k, depth + 1, placed));
+            }
+        }
+    } else {
+        let mut stack: Vec<&str> = replies_of(all, children, id, placed);
+        stack.reverse();
+        while let Some(k) = stack.pop() {
+            if !placed.insert(k.to_string()) {
+                continue;
+            }
+            replies.push(leaf(all, k, Vec::new()));
+            stack.extend(replies_of(all, children, k, placed).into_iter().rev());
         }
     }
+    leaf(all, id, replies)
+}
+
+fn leaf(all: &BTreeMap<String, (Message, Mailbox, String)>, id: &str, replies: Vec<Node>) -> Node {
+    let (m, b, file) = &all[id];
     Node {
         msg_id: id.to_string(),
         from: m.from.clone(),
@@ -245,21 +283,27 @@ fn node(
         summary: summary(m),
         mailbox: b.label(),
         file: file.clone(),
+        in_reply_to: m.in_reply_to.clone(),
         replies,
     }
 }
 
-/// The tree as text: one line per message, replies indented under what they answer.
+/// The tree as text: one line per message, replies indented under what they answer (a
+/// reply listed below the deepest level says which message it answers).
 pub fn render(root: &Node) -> String {
     let mut out = String::new();
-    line(root, "", "", &mut out);
+    line(root, None, "", "", &mut out);
     out
 }
 
-fn line(n: &Node, lead: &str, rest: &str, out: &mut String) {
+fn line(n: &Node, parent: Option<&str>, lead: &str, rest: &str, out: &mut String) {
     let dash = |o: &Option<String>| o.clone().unwrap_or_else(|| "-".into());
+    let re = match (&n.in_reply_to, parent) {
+        (Some(r), Some(p)) if r != p => format!("  (re {r})"),
+        _ => String::new(),
+    };
     out.push_str(&format!(
-        "{lead}{}  {} -> {}  {}  {}  {}\n",
+        "{lead}{}  {} -> {}  {}  {}  {}{re}\n",
         n.msg_id,
         dash(&n.from),
         dash(&n.to),
@@ -270,6 +314,6 @@ fn line(n: &Node, lead: &str, rest: &str, out: &mut String) {
     for (i, r) in n.replies.iter().enumerate() {
         let last = i + 1 == n.replies.len();
         let (l, r2) = if last { ("└─ ", "   ") } else { ("├─ ", "│  ") };
-        line(r, &format!("{rest}{l}"), &format!("{rest}{r2}"), out);
+        line(r, Some(&n.msg_id), &format!("{rest}{l}"), &format!("{rest}{r2}"), out);
     }
 }

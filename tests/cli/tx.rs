@@ -513,6 +513,39 @@ fn a_thread_is_a_tree() {
     );
 }
 
+/// A chain of replies deeper than 32 levels: nested down to the 32nd, the rest listed flat
+/// under it, each saying what it answers (an endless chain neither overflows the stack nor
+/// grows its output by an indent per reply).
+#[test]
+fn a_long_chain_of_replies_nests_32_levels_deep() {
+    let env = tx_root();
+    for i in 0..40 {
+        let re = if i == 0 { String::new() } else { format!("in-reply-to: c{}\n", i - 1) };
+        let text = format!("---\nto: brain\ntype: update\nmsg-id: c{i}\n{re}---\nr{i}\n");
+        send(&env, "core", &text).ok();
+    }
+    let o = env.circe(["thread", "c39"]).run();
+    o.ok();
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(lines.len(), 40, "{}", o.stdout);
+    let indent = |l: &str| l.find('c').unwrap();
+    assert!(indent(lines[32]) < indent(lines[33]), "{}", o.stdout);
+    assert_eq!(indent(lines[33]), indent(lines[39]), "{}", o.stdout);
+    assert!(!lines[33].ends_with("(re c32)"), "listed under c32: {}", lines[33]);
+    assert!(lines[34].ends_with("r34  (re c33)"), "{}", lines[34]);
+    assert!(lines[39].ends_with("r39  (re c38)"), "{}", lines[39]);
+    let j = env.circe(["thread", "c0", "--json"]).run().json();
+    let mut n = &j;
+    for _ in 0..32 {
+        n = &n["replies"][0];
+    }
+    assert_eq!((n["msg_id"].as_str(), n["in_reply_to"].as_str()), (Some("c32"), Some("c31")));
+    let flat: Vec<&str> =
+        n["replies"].as_array().unwrap().iter().map(|r| r["msg_id"].as_str().unwrap()).collect();
+    assert_eq!(flat, ["c33", "c34", "c35", "c36", "c37", "c38", "c39"]);
+    assert_eq!(j["in_reply_to"], serde_json::Value::Null);
+}
+
 /// Deadlines: past it a task is not claimed; `reap` expires it and tells the coordinators;
 /// the board shows it (and priorities).
 #[test]
