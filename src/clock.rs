@@ -21,12 +21,20 @@ pub fn now() -> DateTime<Utc> {
         .unwrap_or_else(|| Utc::now().trunc_subsecs(3))
 }
 
-/// The time `CIRCE_NOW` pins, if it holds an RFC 3339 time.
+/// The time `CIRCE_NOW` pins, if it holds an RFC 3339 time that circe can write.
 pub fn pinned(value: Option<&str>) -> Option<DateTime<Utc>> {
     use chrono::SubsecRound;
     value
         .and_then(|v| DateTime::parse_from_rfc3339(v).ok())
         .map(|t| t.with_timezone(&Utc).trunc_subsecs(3))
+        .filter(writable)
+}
+
+/// Does `t` lie in `FIRST..=LAST`? A time with an offset can lie past them in UTC
+/// (`9999-12-31T23:59:59-23:59` is in year 10000), and circe writes every time in UTC.
+fn writable(t: &DateTime<Utc>) -> bool {
+    use chrono::Datelike;
+    (0..=9999).contains(&t.year())
 }
 
 /// `t + d`, or an error when the sum lies outside `FIRST..=LAST` (or past what chrono can
@@ -80,11 +88,12 @@ pub fn stamp_ms(t: DateTime<Utc>) -> String {
     t.to_rfc3339_opts(SecondsFormat::Millis, true)
 }
 
-/// Parse an RFC 3339 / ISO 8601 time; a bare date means midnight UTC.
+/// Parse an RFC 3339 / ISO 8601 time; a bare date means midnight UTC. A time that lies
+/// outside `FIRST..=LAST` once in UTC is none: circe could not write it back.
 pub fn parse(s: &str) -> Option<DateTime<Utc>> {
     let s = s.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(s) {
-        return Some(t.with_timezone(&Utc));
+        return Some(t.with_timezone(&Utc)).filter(writable);
     }
     chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d")
         .ok()
@@ -184,6 +193,18 @@ mod tests {
         );
         assert_eq!(epoch_secs("2025-13-21T17:00:00Z"), None);
         assert_eq!(epoch_secs("soon"), None);
+    }
+
+    #[test]
+    fn a_time_whose_offset_takes_it_past_the_writable_years_is_none() {
+        for s in ["9999-12-31T23:59:59-23:59", "0000-01-01T00:00:00+00:01"] {
+            assert_eq!(parse(s), None, "{s}");
+            assert_eq!(pinned(Some(s)), None, "{s}");
+        }
+        for s in ["9999-12-31T23:59:59Z", "0000-01-01T00:00:00Z", "9999-12-31T23:00:00-00:59"] {
+            let t = parse(s).unwrap();
+            assert_eq!(parse(&format(t)), Some(t), "{s} is written back as it reads");
+        }
     }
 
     #[test]

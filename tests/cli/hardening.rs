@@ -13,6 +13,28 @@ fn draft(env: &Env, name: &str, text: &str) -> String {
     p.display().to_string()
 }
 
+/// A time whose offset takes it past year 9999 (or before year 0) in UTC is refused where
+/// it is read, with nothing written: circe writes every time in UTC, four-digit years, and
+/// could not read such a one back.
+#[test]
+fn a_time_past_the_writable_years_once_in_utc_is_refused() {
+    let env = Env::new();
+    let late = "9999-12-31T23:59:59-23:59";
+    let text = format!(
+        "# MESSAGE\nto: role:engineer\nintent: implement_feature\ntask_id: T-9\ndeadline: {late}\n\nx\n"
+    );
+    let d = draft(&env, "d.md", &text);
+    let before = env.state();
+    let o = env.as_("coordinator", &["send", "--file", &d]);
+    o.code(3);
+    assert!(o.stderr.contains(late) && o.stderr.contains("years 0000 to 9999"), "{}", o.show());
+    assert_eq!(env.state(), before, "nothing written");
+    env.circe(["validate", "--draft", &d]).run().code(3);
+    let o = env.circe(["tasks"]).var("CIRCE_NOW", "9999-12-31T23:59:59-12:00").run();
+    o.code(2);
+    assert!(o.stderr.contains("CIRCE_NOW"), "{}", o.show());
+}
+
 /// A second message with an id already in the root is refused (naming where the first
 /// is); the very same send again is answered with the first delivery, and changes nothing.
 #[test]
