@@ -35,6 +35,30 @@ fn a_time_past_the_writable_years_once_in_utc_is_refused() {
     assert!(o.stderr.contains("CIRCE_NOW"), "{}", o.show());
 }
 
+/// A task whose epoch a hand edit set to its last value is refused a change of owner (exit
+/// 3, nothing changed): the epoch does not wrap to 0, where a holder fenced out long ago
+/// could write again.
+#[test]
+fn an_epoch_at_its_end_does_not_wrap() {
+    local_only!("edits a task record by hand");
+    let env = Env::new();
+    env.open_task("T1");
+    let p = env.root().join("TASKS/T1.status");
+    let text = std::fs::read_to_string(&p).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| if l.starts_with("epoch:") { "epoch: 18446744073709551615" } else { l })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(edited, text);
+    std::fs::write(&p, &edited).unwrap();
+    let before = env.state();
+    let o = env.as_("engineer", &["claim", "T1"]);
+    o.code(3);
+    assert!(o.stderr.contains("epoch is at its end"), "{}", o.show());
+    assert_eq!(env.state(), before, "nothing changed");
+}
+
 /// A second message with an id already in the root is refused (naming where the first
 /// is); the very same send again is answered with the first delivery, and changes nothing.
 #[test]
