@@ -813,6 +813,24 @@ fn global_flags_stand_before_an_archive_subcommand() {
     assert!(o.stderr.contains("belong to `circe archive` itself"), "{}", o.show());
 }
 
+/// A loose message whose file name holds a line break is archived like any other: the
+/// run's own lists are read by lines, and such a name once left the run staged and its
+/// journal behind (exit 0, and doctor reported a run cut off after every cron run).
+#[test]
+fn a_file_name_with_a_line_break_is_archived() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    let text = "---\nfrom: coordinator\nto: engineer\ntype: inform\nstatus: new\ntimestamp: 2025-11-21T17:00:00Z\nmsg-id: nl-1\n---\nbody\n";
+    std::fs::write(env.root().join("LOGS/a\nb.md"), text).unwrap();
+    env.circe(["archive"]).now(LATER).run().ok();
+    assert!(!env.root().join("LOGS/a\nb.md").exists());
+    assert!(!env.root().join("ARCHIVE/journal.json").exists());
+    env.circe(["doctor"]).now(LATER).run().ok();
+    let o = env.circe(["--json", "archive", "search", "nl-1"]).run();
+    o.ok();
+    assert!(o.stdout.contains("LOGS/a\\nb.md"), "{}", o.show());
+}
+
 /// `export tx` writes the archived messages too: the export after a run is the one before
 /// it, file for file and byte for byte, and says how many came from the archive.
 #[test]

@@ -16,7 +16,7 @@ use std::io::{BufRead, BufReader};
 use std::path::Path;
 
 use super::LocalEngine;
-use super::archive_buckets::{Buckets, bucket_index, bucket_of};
+use super::archive_buckets::{Buckets, bucket_index, bucket_of, unescape};
 use super::archive_build::Build;
 use super::archive_commit as commit;
 use super::archive_scan::{self as scan, Selection, Sink};
@@ -103,6 +103,10 @@ pub(super) fn run(
         }
     };
     if staged.is_empty() {
+        // Nothing was staged after all (what the scan found was gone when it was read): the
+        // journal `stage` may have written goes too, or doctor would take the run for one
+        // cut off.
+        eng.store.remove_journal()?;
         std::fs::remove_dir_all(&staging).map_err(io_err("cannot remove", &staging))?;
         return Ok(report);
     }
@@ -250,7 +254,7 @@ fn stage(
                 continue;
             };
             let g = groups.entry(t.to_string()).or_default();
-            if k == "m" { g.0.push(rest.to_string()) } else { g.1.push(rest.to_string()) }
+            if k == "m" { g.0.push(unescape(rest)) } else { g.1.push(rest.to_string()) }
         }
         let ids: Vec<TaskId> = sel
             .tasks
@@ -269,7 +273,7 @@ fn stage(
     for line in BufReader::new(file).lines() {
         let line = line.map_err(io_err("cannot read", &loose_path))?;
         if let Some((period, name)) = line.split_once('\t') {
-            build.loose(period, name)?;
+            build.loose(period, &unescape(name))?;
         }
     }
     for l in &logs {

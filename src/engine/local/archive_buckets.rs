@@ -65,16 +65,42 @@ impl Buckets {
     }
 }
 
+/// A file name as one line of a bucket file: `\`, line feed and carriage return written
+/// `\\`, `\n`, `\r` (any other byte a name may hold, a tab too, stands as it is: it is
+/// the line's last field). A name may hold a line break, and the file is read by lines.
+pub(super) fn escape(name: &str) -> String {
+    name.replace('\\', "\\\\").replace('\n', "\\n").replace('\r', "\\r")
+}
+
+/// A name `escape` wrote, as it was.
+pub(super) fn unescape(field: &str) -> String {
+    let mut out = String::with_capacity(field.len());
+    let mut chars = field.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('r') => out.push('\r'),
+            Some(other) => out.push(other),
+            None => out.push('\\'),
+        }
+    }
+    out
+}
+
 impl Sink for Buckets {
     fn task_message(&mut self, task: &TaskId, name: &str, _: u64) -> Result<()> {
-        self.put(task, &format!("m\t{task}\t{name}\n"))
+        self.put(task, &format!("m\t{task}\t{}\n", escape(name)))
     }
     fn task_event(&mut self, task: &TaskId, line: &str) -> Result<()> {
         self.put(task, &format!("e\t{task}\t{line}\n"))
     }
     fn loose(&mut self, period: &str, name: &str, _: u64) -> Result<()> {
         io_step()
-            .and_then(|()| self.loose.write_all(format!("{period}\t{name}\n").as_bytes()))
+            .and_then(|()| self.loose.write_all(format!("{period}\t{}\n", escape(name)).as_bytes()))
             .map_err(io_err("cannot write", &self.loose_path))
     }
 }
@@ -86,4 +112,18 @@ pub(super) fn bucket_index(p: &Path) -> usize {
         .and_then(|n| n.strip_prefix("bucket-"))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_with_line_breaks_and_backslashes_comes_back_as_it_was() {
+        for name in ["a\nb.md", "x\\n.md", "tab\there\r", "\\", "plain.md", "a\\\nb"] {
+            let e = escape(name);
+            assert!(!e.contains('\n') && !e.contains('\r'), "{e:?}");
+            assert_eq!(unescape(&e), name);
+        }
+    }
 }
