@@ -24,7 +24,7 @@ const STAMP: &str = "%Y%m%d_%H%M%S";
 
 /// The longest message file name circe makes: a folder entry holds at most 255 bytes, and
 /// staging a copy puts up to 94 bytes before the name (`00000-00001~AGENTS+<agent>+WORKSPACE~`,
-/// a 64-byte agent); the collision counter (up to 5 bytes) is added only in the box.
+/// a 64-byte agent); the collision counter (up to 11 bytes) is added only in the box.
 pub const MAX_NAME: usize = 160;
 
 /// A name circe makes for a message of its own (a notice, an import) brought within

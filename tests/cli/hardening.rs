@@ -59,6 +59,29 @@ fn an_epoch_at_its_end_does_not_wrap() {
     assert_eq!(env.state(), before, "nothing changed");
 }
 
+/// A name taken ten thousand times in a box (the counters `.2` to `.9999` too) still takes
+/// a message: past `.16` the counters are drawn from a wide range, and before, the
+/// 10,000th message of one name found none (exit 1).
+#[test]
+fn a_name_taken_ten_thousand_times_still_takes_a_message() {
+    local_only!("plants message files by hand");
+    let env = Env::new();
+    let now = "2026-01-01T00:00:00Z";
+    let args = ["send", "--to", "engineer", "--intent", "inform", "--summary", "hi"];
+    let first = env.at(now, "qa", &args);
+    first.ok();
+    let inbox = env.root().join("AGENTS/engineer/INBOX");
+    let names = env.ls("AGENTS/engineer/INBOX");
+    assert_eq!(names.len(), 1, "{names:?}");
+    let stem = names[0].strip_suffix(".md").unwrap().to_string();
+    for n in 2..10_000 {
+        std::fs::write(inbox.join(format!("{stem}.{n}.md")), "").unwrap();
+    }
+    let o = env.at(now, "qa", &args);
+    o.ok();
+    assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 10_000, "{}", o.show());
+}
+
 /// A second message with an id already in the root is refused (naming where the first
 /// is); the very same send again is answered with the first delivery, and changes nothing.
 #[test]
