@@ -64,7 +64,14 @@ pub fn run(ws: &Workspace, repair: bool) -> Result<Vec<Violation>> {
                 continue;
             }
         };
-        if c.after >= last {
+        if c.after > last {
+            v(format!(
+                "cursor {name} has passed event {}, but the log's newest is {last}: the events up to {} will not reach its consumer (a cursor edited by hand, or a log put back from an older copy): {remove}",
+                c.after, c.after
+            ));
+            continue;
+        }
+        if c.after == last {
             continue;
         }
         let next = ws.engine.read_events(Cursor::after(c.after), 1)?;

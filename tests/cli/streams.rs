@@ -79,6 +79,41 @@ fn watch_follows_and_filters() {
     assert_eq!(mine[0]["files"][0]["box"], "inbox:qa");
 }
 
+/// A current log removed by hand takes its ids with it, but not the cursors that passed
+/// them: the next event takes the id after the newest a cursor passed, so that consumer
+/// hands it on (it took id 1 again, and the consumer passed over every event up to its
+/// cursor). A cursor past the newest event of a log that goes on is doctor's to report.
+#[test]
+fn a_removed_log_gives_no_id_a_cursor_passed() {
+    local_only!("removes the local event log by hand");
+    let env = Env::new();
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("m{i}"));
+    }
+    let o =
+        env.circe(["watch", "--all", "--from-start", "--cursor", "c1", "--once", "--json"]).run();
+    assert_eq!(o.stdout.lines().count(), 3, "{}", o.show());
+    std::fs::remove_file(env.root().join("LOGS/events.jsonl")).unwrap();
+    env.circe(["doctor"]).run().ok();
+    inform(&env, "engineer", "qa", "after");
+    let o = env.circe(["watch", "--all", "--cursor", "c1", "--once", "--json"]).run();
+    o.ok();
+    let got: Vec<Value> = o.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(ids(&got), vec![4], "{}", o.show());
+    // A cursor edited past the newest event of a log that goes on: reported, with the way out.
+    let p = env.root().join("cursors/events/c1");
+    let text = std::fs::read_to_string(&p).unwrap().replace("\"after\":4", "\"after\":50");
+    std::fs::write(&p, text).unwrap();
+    let d = env.circe(["doctor"]).run();
+    d.code(1);
+    assert!(
+        d.stderr.contains("cursor c1 has passed event 50, but the log's newest is 4")
+            && d.stderr.contains("circe cursors --remove c1"),
+        "{}",
+        d.show()
+    );
+}
+
 /// Killed and restarted with the same cursor, a watcher goes on after the last event it
 /// handed on: nothing skipped, nothing repeated.
 #[test]

@@ -204,17 +204,32 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
 /// into the archive (the archive may have taken newer segments than one LOGS keeps for a
 /// task that stays) and those retention removed since, else 0. The archive commits a
 /// segment to its index before it removes it from LOGS, and retention keeps the newest id
-/// before it drops index lines, so one of the three always names it.
+/// before it drops index lines, so one of the three always names it. And never below the
+/// newest id a consumer's cursor has passed: a current file removed by hand took the ids
+/// it gave with it, and a consumer that read them would pass over the ones given again.
 fn before_current(store: &Store) -> Result<u64> {
     let here = segments(store)?.last().map_or(0, |s| s.last);
     let archived = store.segment_lines()?.iter().filter_map(|l| l.last_event).max().unwrap_or(0);
-    Ok(here.max(archived).max(store.expired_last_event()?))
+    Ok(here.max(archived).max(store.expired_last_event()?).max(cursors_passed(store)?))
+}
+
+/// The newest event id any consumer's saved cursor has passed (0 when none has).
+fn cursors_passed(store: &Store) -> Result<u64> {
+    let mut floor = 0;
+    for (kind, name) in store.list_cursors()?.into_iter().filter(|(k, _)| k == "events") {
+        let Ok(Some(text)) = store.read_cursor(&kind, &name) else { continue };
+        let after = serde_json::from_slice::<serde_json::Value>(&text)
+            .ok()
+            .and_then(|v| v["after"].as_u64());
+        floor = floor.max(after.unwrap_or(0));
+    }
+    Ok(floor)
 }
 
 /// Before doctor moves aside a current log that is no regular file (a link, a FIFO): the
 /// newest id it may have given is kept as the floor of the next append (beside the newest
 /// id retention removed, `ARCHIVE/last_event`), so no id is given twice: the id at the end
-/// of the file a link leads to, and the newest any consumer's cursor has passed.
+/// of the file a link leads to (the newest any consumer's cursor has passed is one already).
 pub(super) fn keep_floor_of_current(store: &Store) -> Result<()> {
     let before = before_current(store)?;
     let mut floor = before;
@@ -224,13 +239,6 @@ pub(super) fn keep_floor_of_current(store: &Store) -> Result<()> {
         && let Ok((Some(id), _)) = tail_id(&real)
     {
         floor = floor.max(id);
-    }
-    for (kind, name) in store.list_cursors()?.into_iter().filter(|(k, _)| k == "events") {
-        let Ok(Some(text)) = store.read_cursor(&kind, &name) else { continue };
-        let after = serde_json::from_slice::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["after"].as_u64());
-        floor = floor.max(after.unwrap_or(0));
     }
     if floor > before {
         std::fs::create_dir_all(store.archive_dir())
