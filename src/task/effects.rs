@@ -275,7 +275,7 @@ fn next_record(
         Move::Claim => {
             let me = AgentName::new(ctx.by)?;
             rec.owner = Some(me.clone());
-            rec.epoch += 1;
+            rec.bump_epoch()?;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(now);
             rec.lease_expires_at = Some(clock::lease_until(ctx.now, ctx.lease)?);
@@ -293,7 +293,7 @@ fn next_record(
         Move::Release | Move::Expire | Move::Park | Move::Requeue => {
             rec.owner = None;
             if from.is_owned() {
-                rec.epoch += 1;
+                rec.bump_epoch()?;
             }
             rec.lease_expires_at = None;
             match mv {
@@ -334,7 +334,7 @@ fn next_record(
         Move::Handoff => {
             let h = ctx.handoff.ok_or_else(|| Error::internal("a handoff without its message"))?;
             rec.owner = None;
-            rec.epoch += 1;
+            rec.bump_epoch()?;
             rec.lease_expires_at = None;
             rec.note = None;
             rec.handoff = None;

@@ -110,6 +110,19 @@ pub struct OwnerRecord {
 pub type Checks = BTreeMap<CheckName, bool>;
 
 impl StatusRecord {
+    /// The next fencing epoch: every change of owner takes one. Never wraps: a token that
+    /// came round again would let a holder fenced out long ago write as the owner.
+    pub fn bump_epoch(&mut self) -> Result<()> {
+        self.epoch = self.epoch.checked_add(1).ok_or_else(|| {
+            Error::refused(format!(
+                "task {}'s epoch is at its end ({}): its owner cannot change again",
+                self.task_id, self.epoch
+            ))
+            .hint("no run of circe counts that far: the record was edited; open the work as a new task (its epochs start at 0)")
+        })?;
+        Ok(())
+    }
+
     pub fn parse(task: &str, text: &str) -> Result<StatusRecord> {
         let rec: StatusRecord = yaml::from_str(text).map_err(|e| {
             Error::internal(format!("TASKS/{task}.status is damaged: {e}"))

@@ -382,7 +382,7 @@ pub(super) fn reconcile(
             let now = clock::now();
             rec.owner = Some(a.clone());
             rec.status = Status::Claimed;
-            rec.epoch += 1;
+            rec.bump_epoch()?;
             rec.attempts = rec.attempts.saturating_add(1);
             rec.started_at.get_or_insert(clock::stamp(now));
             rec.lease_expires_at = Some(clock::lease_until(now, eng.settings.lease)?);
@@ -392,7 +392,7 @@ pub(super) fn reconcile(
         (Some(Mailbox::NewMessages), s) if s.is_owned() => {
             rec.owner = None;
             rec.status = Status::New;
-            rec.epoch += 1;
+            rec.bump_epoch()?;
             rec.lease_expires_at = None;
             Some("release finished (message was back in NEW_MESSAGES)")
         }
@@ -463,7 +463,7 @@ fn finish_or_undo_handoff(
         let rec = &mut st.rec;
         rec.owner = None;
         rec.status = Status::New;
-        rec.epoch += 1;
+        rec.bump_epoch()?;
         rec.lease_expires_at = None;
         rec.note = None;
         rec.handoff = None;
