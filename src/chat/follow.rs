@@ -2,7 +2,8 @@
 //! following the file as it grows (PROTOCOLS.md "The chat channel", Watching).
 //!
 //! The loop: read from where the scanner stands to the end of the file, print what is
-//! complete, save the cursor after each printed line, then sleep on the `Waker` until the
+//! complete, save the cursor once it is all read (and every 256 lines while it catches up),
+//! then sleep on the `Waker` until the
 //! folder changes. A message at the very end is printed once no `chat say` is half-way
 //! through a write (the writers' lock is free and the size unchanged). A file that shrank
 //! is read again from the start; a file replaced by rename is followed through the
@@ -77,7 +78,19 @@ struct Follower<'a> {
     note: &'a mut dyn FnMut(&str),
     printed: u64,
     seq: Option<super::seq::ChatSeq>,
+    /// Where the cursor goes once saved: past the last line printed, when it is not saved
+    /// yet, with how many lines since the last save, and when that was.
+    unsaved: Option<Position>,
+    lines_unsaved: u32,
+    last_save: std::time::Instant,
 }
+
+/// While it catches up, a watcher saves its cursor at least every `SAVE_EVERY` lines or
+/// `SAVE_AFTER`, and whenever it has read all there is: a save (a file written and renamed)
+/// costs far more than a line, and saving after every line made catching up on 10,000 lines
+/// take 3.8 s instead of 0.03 s (section 15 decides the same for the event streams).
+const SAVE_EVERY: u32 = 256;
+const SAVE_AFTER: Duration = Duration::from_secs(1);
 
 /// Watch the channel of `ws`, printing JSON lines to `out` and notes to `note`. Returns
 /// how many messages were printed; ends with `--once` at the end of the file, or when `out`
@@ -108,7 +121,20 @@ pub fn watch(
         Some(a) => Some(super::seq::ChatSeq::new(engine, a.clone(), cursor.is_some())?),
         None => None,
     };
-    let mut f = Follower { engine, cursor, chat, known, opts, out, note, printed: 0, seq };
+    let mut f = Follower {
+        engine,
+        cursor,
+        chat,
+        known,
+        opts,
+        out,
+        note,
+        printed: 0,
+        seq,
+        unsaved: None,
+        lines_unsaved: 0,
+        last_save: std::time::Instant::now(),
+    };
     // Watch before the first read, so that nothing written in between goes unnoticed.
     let waker = if opts.once {
         None
@@ -374,31 +400,50 @@ impl Follower<'_> {
         src.buf.drain(..taken);
         for f in found {
             if let Flow::Closed = self.print(src, &f)? {
+                self.save_printed(src)?;
                 return Ok(Flow::Closed);
             }
         }
+        self.save_printed(src)?;
         Ok(Flow::Go)
     }
 
     fn finish(&mut self, src: &mut Source) -> Result<Flow> {
-        match src.scanner.finish() {
-            Some(f) => self.print(src, &f),
-            None => Ok(Flow::Go),
-        }
+        let flow = match src.scanner.finish() {
+            Some(f) => self.print(src, &f)?,
+            None => Flow::Go,
+        };
+        self.save_printed(src)?;
+        Ok(flow)
     }
 
-    /// Print one message, then move the cursor past it.
+    /// Print one message; the cursor moves past it with the next save (`SAVE_EVERY`).
     fn print(&mut self, src: &Source, f: &Found) -> Result<Flow> {
         match emit(self.engine, &mut self.seq, &mut *self.out, &mut *self.note, f)? {
             Emitted::Closed => return Ok(Flow::Closed),
             Emitted::Printed => self.printed += 1,
             Emitted::Skipped => {}
         }
-        self.save(src, f.resume)?;
+        self.unsaved = Some(f.resume);
+        self.lines_unsaved += 1;
+        if self.lines_unsaved >= SAVE_EVERY || self.last_save.elapsed() >= SAVE_AFTER {
+            self.save_printed(src)?;
+        }
         Ok(Flow::Go)
     }
 
+    /// Save the cursor past the last line printed, if it is not saved yet.
+    fn save_printed(&mut self, src: &Source) -> Result<()> {
+        match self.unsaved.take() {
+            Some(at) => self.save(src, at),
+            None => Ok(()),
+        }
+    }
+
     fn save(&mut self, src: &Source, at: Position) -> Result<()> {
+        self.unsaved = None;
+        self.lines_unsaved = 0;
+        self.last_save = std::time::Instant::now();
         let Some(name) = &self.cursor else { return Ok(()) };
         let before = src.reader.read_range(at.offset.saturating_sub(CHECK_SPAN), at.offset)?;
         let c = Cursor::new(src.reader.id(), at, &before);
