@@ -186,9 +186,27 @@ fn only(mut found: Vec<Found>, me: &AgentName, boxes: &[Mailbox], key: &str) -> 
             let names: Vec<String> =
                 found.iter().map(|f| format!("{}/{}", f.mailbox, f.file)).collect();
             Err(Error::usage(format!("`{key}` matches {n} messages: {}", names.join(", ")))
-                .hint("give the full file name or message id"))
+                .hint(several_hint(&found, key)))
         }
     }
+}
+
+/// What tells apart the messages `key` found: never the kind of key it is already (a whole
+/// message id names every copy that has it; a whole file name every message so named).
+fn several_hint(found: &[Found], key: &str) -> String {
+    let id = |f: &Found| f.message.as_ref().and_then(|m| m.msg_id.clone());
+    let first = &found[0];
+    let names_differ = found.iter().any(|f| f.file != first.file);
+    let ids_differ = found.iter().any(|f| id(f) != id(first));
+    if names_differ && found.iter().all(|f| id(f).as_deref() == Some(key)) {
+        return format!(
+            "`{key}` is the whole message id of each (copies of one message): give one by its file name"
+        );
+    }
+    if ids_differ && found.iter().all(|f| f.file == key) {
+        return format!("`{key}` is the whole file name of each: give one by its message id");
+    }
+    "give the full file name or message id".to_string()
 }
 
 fn moved_event(
@@ -516,7 +534,7 @@ fn refuse_live_ticket(st: &TaskState, me: &AgentName) -> Result<()> {
 }
 
 /// File a message that is no task's ticket.
-fn file_plain(
+pub(super) fn file_plain(
     ws: &Workspace,
     me: &AgentName,
     from: &Mailbox,

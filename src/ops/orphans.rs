@@ -269,8 +269,13 @@ pub struct Redelivered {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
-    /// It waited there already (a readdress to the address it has): nothing changed.
+    /// It waited there already: a readdress to the address it has (nothing changed), or a
+    /// message the agent held a copy of already (the orphan copy was filed into LOGS:
+    /// `box`, `file`).
     pub already: bool,
+    /// Where the agent's own copy lies (`inbox:B/FILE`), when it held one already.
+    #[serde(skip)]
+    pub held: Option<String>,
 }
 
 /// Hand orphan `key` (a message's msg id or file name, or an orphaned task's id) to agent
@@ -336,26 +341,34 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         .hint("`circe reap` files it into LOGS"));
     }
     let dest = Mailbox::Inbox(to.clone());
-    // Under a numbered name when `to` holds a copy by that name already (of a broadcast).
+    // `agent:B`: a bare B would be the role when a role has that name.
+    let address = format!("{}{to}", crate::address::AGENT);
+    // `to` holds a copy of this message already (a broadcast reached it too, or it was
+    // handed one before): a second copy would have one id name two messages in its boxes.
+    // The orphan copy is the duplicate it is, and is filed into LOGS.
+    if let Some(id) = o.msg_id.as_deref()
+        && let Some(held) = copy_held(ws, to, id)?
+    {
+        let used = super::find::file_plain(ws, me, &from, &o.file, m.as_ref())?;
+        hand_ask_on(ws, o, to)?;
+        return Ok(Redelivered {
+            kind: "message",
+            to: address,
+            mailbox: Mailbox::Logs.label(),
+            file: used,
+            already: true,
+            held: Some(held),
+        });
+    }
+    // Under a numbered name when `to` holds another message by that name already.
     let Some(used) = ws.engine.file_message(&from, &dest, &o.file)? else {
         return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox))
             .hint("another command moved it: `circe orphans` lists what is still orphaned"));
     };
-    // An open ask goes with its message: its new recipient may answer it.
-    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
-        && let Some(ask) = ws.engine.ask(&id)?
-        && ask.is_open()
-    {
-        let mut recipients: Vec<AgentName> =
-            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
-        recipients.push(to.clone());
-        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
-    }
+    hand_ask_on(ws, o, to)?;
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), used.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
-    // `agent:B`: a bare B would be the role when a role has that name.
-    let address = format!("{}{to}", crate::address::AGENT);
     ev.addressed_to = Some(address.clone());
     if let Some(t) = o.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
         ev = ev.task(&t);
@@ -367,7 +380,38 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         mailbox: dest.label(),
         file: used,
         already: false,
+        held: None,
     })
+}
+
+/// Where `to` holds a copy of message `id` (`inbox:B/FILE` or `workspace:B/FILE`), if it
+/// holds one.
+fn copy_held(ws: &Workspace, to: &AgentName, id: &str) -> Result<Option<String>> {
+    let boxes = [Mailbox::Inbox(to.clone()), Mailbox::Workspace(to.clone())];
+    // A key of 8 characters or more also matches the start or end of an id: only the id
+    // itself is a copy.
+    let found = super::find::find_in(ws, &boxes, id)?;
+    Ok(found
+        .iter()
+        .find(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id))
+        .map(|f| format!("{}/{}", f.mailbox, f.file)))
+}
+
+/// An open ask goes with its orphaned message: its new recipient (`to`) may answer it, and
+/// the retired agent is no longer waited for.
+fn hand_ask_on(ws: &Workspace, o: &OrphanMessage, to: &AgentName) -> Result<()> {
+    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
+        && let Some(ask) = ws.engine.ask(&id)?
+        && ask.is_open()
+    {
+        let mut recipients: Vec<AgentName> =
+            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
+        if !recipients.contains(to) {
+            recipients.push(to.clone());
+        }
+        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
+    }
+    Ok(())
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.
@@ -427,6 +471,7 @@ pub fn readdress_task(
             mailbox: "new".into(),
             file: st.rec.message,
             already: true,
+            held: None,
         });
     }
     let reason = reason.map_or_else(|| format!("readdressed by {me}"), str::to_string);
@@ -476,5 +521,6 @@ fn address_task(
         mailbox: "new".into(),
         file: st.rec.message,
         already: false,
+        held: None,
     })
 }

@@ -1,0 +1,54 @@
+//! Retired agents' orphans (PROTOCOLS.md section 16): what `agent retire` counts, what a
+//! redelivery hands on and to whom, and what the recipient is told.
+
+use crate::common::Env;
+
+/// `circe --agent coordinator send ... --json`: the message's id.
+fn sent_id(env: &Env, args: &[&str]) -> String {
+    let o = env.circe([&["--json", "send"][..], args].concat()).agent("coordinator").run();
+    o.ok().json()["msg_id"].as_str().expect("msg_id").to_string()
+}
+
+/// A redelivery to an agent that holds a copy of the message already (a broadcast reached
+/// both) delivers nothing: the orphan copy is filed into LOGS as the duplicate it is, the
+/// recipient keeps its one copy, and its id names one message there.
+#[test]
+fn redelivering_a_message_its_recipient_holds_files_the_orphan_copy() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let id = sent_id(
+        &env,
+        &["--to", "role:engineer", "--intent", "inform", "--summary", "hello engineers"],
+    );
+    env.as_("coordinator", &["agent", "retire", "engineer"]).ok();
+    let o = env
+        .circe(["--json", "orphans", "redeliver", &id, "--to", "engineer-2"])
+        .agent("coordinator")
+        .run();
+    let j = o.ok().json();
+    assert_eq!((&j["already"], &j["box"]), (&true.into(), &"logs".into()), "{}", o.show());
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX").len(), 1, "no second copy");
+    let left = env.circe(["orphans", "--json"]).run().json();
+    assert_eq!(left["messages"].as_array().unwrap().len(), 0, "{left}");
+    let text = env.as_("coordinator", &["orphans"]);
+    assert!(text.ok().stdout.contains("no orphans"), "{}", text.show());
+    env.as_("engineer-2", &["done", &id]).ok();
+    env.circe(["doctor"]).run().ok();
+}
+
+/// A whole message id naming two copies in one's boxes: the hint says to give a file name,
+/// not the message id that was given.
+#[test]
+fn a_whole_msg_id_naming_two_copies_asks_for_a_file_name() {
+    local_only!("plants a second copy in an INBOX");
+    let env = Env::new();
+    let id = sent_id(&env, &["--to", "agent:engineer", "--intent", "inform", "--summary", "hi"]);
+    let inbox = env.root().join("AGENTS/engineer/INBOX");
+    let file = env.ls("AGENTS/engineer/INBOX").pop().unwrap();
+    std::fs::copy(inbox.join(&file), inbox.join(file.replace(".md", ".2.md"))).unwrap();
+    let o = env.circe(["--json", "done", &id]).agent("engineer").run();
+    o.code(2);
+    let hint = o.json()["error"]["hint"].as_str().unwrap().to_string();
+    assert!(hint.contains("give one by its file name"), "{}", o.show());
+    assert!(!hint.contains("or message id"), "{}", o.show());
+}
