@@ -295,34 +295,7 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     if let Some(t) = orphans.tasks.iter().find(|t| t.task.as_str() == key) {
         return readdress(ws, me, &t.task, to, &role);
     }
-    // A copy is named by its msg id, its file name, or (copies of one broadcast share both)
-    // by where it lies: `inbox:AGENT/FILE`, or its path `AGENTS/AGENT/INBOX/FILE`.
-    let at = |o: &OrphanMessage| format!("{}/{}", o.mailbox, o.file);
-    let path = |o: &OrphanMessage| {
-        Mailbox::from_label(&o.mailbox).map(|b| format!("{}/{}", b.rel_path(), o.file))
-    };
-    let hits: Vec<&OrphanMessage> = orphans
-        .messages
-        .iter()
-        .filter(|o| {
-            o.file == key
-                || o.msg_id.as_deref() == Some(key)
-                || at(o) == key
-                || path(o).is_some_and(|p| p == key)
-        })
-        .collect();
-    let o = match hits.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(Error::not_found(format!("no orphan `{key}`"))
-                .hint("`circe orphans` lists them (msg ids, file names, task ids)"));
-        }
-        many => {
-            let each: Vec<String> = many.iter().map(|o| at(o)).collect();
-            return Err(Error::usage(format!("`{key}` names several orphans"))
-                .hint(format!("name one by where it lies: {}", each.join(", "))));
-        }
-    };
+    let o = orphan_named(&orphans, key)?;
     let intent = o.intent.clone().unwrap_or_default();
     if !ws.registry.may_receive(&role, &intent) {
         return Err(Error::refused(format!("{to} ({role}) may not receive {intent}"))
@@ -366,6 +339,10 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
             .hint("another command moved it: `circe orphans` lists what is still orphaned"));
     };
     hand_ask_on(ws, o, to)?;
+    // New to `to` whatever its number: marked before its event, which wakes `to`'s waits
+    // and streams. Cut off in between, the copy is judged by its number (listed under
+    // `stale` if it is, never lost).
+    let fresh = m.as_ref().map_or(Ok(()), |m| super::seq::redelivered(ws, to, m));
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), used.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
@@ -374,6 +351,16 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
+    fresh.map_err(|e| {
+        e.map_message(|w| {
+            format!(
+                "{} was redelivered into {}, but may show as stale to {to}: {w}",
+                used,
+                dest.label()
+            )
+        })
+        .committed()
+    })?;
     Ok(Redelivered {
         kind: "message",
         to: address,
@@ -382,6 +369,36 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         already: false,
         held: None,
     })
+}
+
+/// The one orphaned message `key` names. A copy is named by its msg id, its file name, or
+/// (copies of one broadcast share both) by where it lies: `inbox:AGENT/FILE`, or its path
+/// `AGENTS/AGENT/INBOX/FILE`.
+fn orphan_named<'a>(orphans: &'a Orphans, key: &str) -> Result<&'a OrphanMessage> {
+    let at = |o: &OrphanMessage| format!("{}/{}", o.mailbox, o.file);
+    let path = |o: &OrphanMessage| {
+        Mailbox::from_label(&o.mailbox).map(|b| format!("{}/{}", b.rel_path(), o.file))
+    };
+    let hits: Vec<&OrphanMessage> = orphans
+        .messages
+        .iter()
+        .filter(|o| {
+            o.file == key
+                || o.msg_id.as_deref() == Some(key)
+                || at(o) == key
+                || path(o).is_some_and(|p| p == key)
+        })
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::not_found(format!("no orphan `{key}`"))
+            .hint("`circe orphans` lists them (msg ids, file names, task ids)")),
+        many => {
+            let each: Vec<String> = many.iter().map(|o| at(o)).collect();
+            Err(Error::usage(format!("`{key}` names several orphans"))
+                .hint(format!("name one by where it lies: {}", each.join(", "))))
+        }
+    }
 }
 
 /// Where `to` holds a copy of message `id` (`inbox:B/FILE` or `workspace:B/FILE`), if it

@@ -52,3 +52,35 @@ fn a_whole_msg_id_naming_two_copies_asks_for_a_file_name() {
     assert!(hint.contains("give one by its file name"), "{}", o.show());
     assert!(!hint.contains("or message id"), "{}", o.show());
 }
+
+/// A redelivered orphan reaches its new recipient for the first time: however far that
+/// recipient's lastSeen of the sender went meanwhile, the copy is new to it, for `inbox`,
+/// `wait --for inbox` and its stream alike.
+#[test]
+fn a_redelivered_orphan_is_new_to_its_recipient_whatever_its_number() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let rotated = ["--intent", "inform", "--summary", "staging password rotated"];
+    let m1 = sent_id(&env, &[&["--to", "agent:engineer"][..], &rotated].concat());
+    let m2 = sent_id(&env, &["--to", "agent:engineer-2", "--intent", "inform", "--summary", "hi"]);
+    env.as_("engineer-2", &["done", &m2]).ok();
+    env.as_("coordinator", &["agent", "retire", "engineer"]).ok();
+    env.as_("coordinator", &["orphans", "redeliver", &m1, "--to", "engineer-2"]).ok();
+    let w = env.as_("engineer-2", &["wait", "--for", "inbox", "--timeout", "1s"]);
+    assert_eq!(w.code, 0, "the redelivered copy is new: {}", w.show());
+    let inbox = env.as_("engineer-2", &["inbox", "--json"]);
+    let j = inbox.ok().json();
+    let ids: Vec<&str> =
+        j["messages"].as_array().unwrap().iter().filter_map(|m| m["msg_id"].as_str()).collect();
+    assert_eq!(ids, [m1.as_str()], "{}", inbox.show());
+    assert_eq!(j["stale"].as_array().map_or(0, Vec::len), 0, "{}", inbox.show());
+    let o = env
+        .as_("engineer-2", &["watch", "--from-start", "--once", "--json", "--kind", "redeliver"]);
+    assert_eq!(o.ok().stdout.lines().count(), 1, "its stream hands it on: {}", o.show());
+    assert!(!env.events().iter().any(|e| e["event"] == "skip"), "nothing was skipped as stale");
+    // Taken and filed, it moves no lastSeen back, and the next message is new as ever.
+    env.as_("engineer-2", &["take", &m1]).ok();
+    env.as_("engineer-2", &["done", &m1]).ok();
+    sent_id(&env, &["--to", "agent:engineer-2", "--intent", "inform", "--summary", "next"]);
+    env.as_("engineer-2", &["wait", "--for", "inbox", "--timeout", "1s"]).ok();
+}
