@@ -34,7 +34,7 @@ pub struct Retired {
     pub retired: bool,
     /// Its held tasks, now back in the queue.
     pub released: Vec<TaskId>,
-    /// Messages left in its boxes: orphans now.
+    /// Its orphans now: messages left in its boxes, and waiting tasks addressed to it.
     #[serde(rename = "orphan_count")]
     pub orphans: usize,
 }
@@ -100,14 +100,24 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
             }
         }
     }
-    // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0).
-    let orphans = list(ws).map_or(0, |l| l.messages.iter().filter(|o| o.agent == *agent).count());
+    // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0):
+    // the messages in its boxes, and the waiting tasks addressed to it (a task it held was
+    // released above, and still names it when it was addressed to it).
+    let orphans = list(ws).map_or(0, |l| {
+        let messages = l.messages.iter().filter(|o| o.agent == *agent).count();
+        let tasks = l.tasks.iter().filter(|t| retired_addressee(ws, &t.to) == Some(agent)).count();
+        messages + tasks
+    });
     // Logged when it retired, when a run again released what a cut-off one left, and when
     // a run cut off between the mark and its event left the log without it.
     if retired || !released.is_empty() || !retire_logged(ws, agent)? {
         let mut ev = Event::now(EventKind::Retire, me);
         ev.owner = Some(agent.to_string());
-        ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
+        ev.note = Some(format!(
+            "{} released, {}",
+            counted(released.len(), "task", "tasks"),
+            counted(orphans, "orphan", "orphans")
+        ));
         ws.engine.append_events(vec![ev])?;
     }
     let all: Vec<String> = failed.iter().map(|(t, _)| t.to_string()).collect();
@@ -124,6 +134,20 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
         });
     }
     Ok(Retired { agent: agent.clone(), retired, released, orphans })
+}
+
+/// `1 task`, `2 tasks`.
+pub fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The agent a task's address `to` names (by its bare name or as `agent:NAME`; a bare
+/// name that is a role's is the role), when that agent is retired: the task is an orphan
+/// while it waits.
+pub fn retired_addressee<'a>(ws: &Workspace, to: &'a str) -> Option<&'a str> {
+    let agent = crate::address::Address::parse(to).agent(|n| ws.registry.is_role(n))?;
+    let name = AgentName::new(agent).ok()?;
+    ws.is_retired(&name).then_some(agent)
 }
 
 /// Whether the log tells of `agent`'s retirement: a retirement cut off between its mark and
@@ -208,7 +232,21 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
     if retired.is_empty() {
         return Ok(out);
     }
-    for a in &retired {
+    out.messages = orphan_messages(ws, &retired)?;
+    ws.engine.board(&mut |r| {
+        if let Some(t) = orphan_task(ws, &r)? {
+            out.tasks.push(t);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The messages in the boxes of the `retired` agents (tasks' own messages aside), sorted:
+/// only those boxes are read.
+pub fn orphan_messages(ws: &Workspace, retired: &[AgentName]) -> Result<Vec<OrphanMessage>> {
+    let mut out = Vec::new();
+    for a in retired {
         for b in [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())] {
             for name in ws.engine.list_box(&b)? {
                 let m = super::read(ws, &b, &name).ok();
@@ -220,7 +258,7 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
                 if ticket {
                     continue;
                 }
-                out.messages.push(OrphanMessage {
+                out.push(OrphanMessage {
                     agent: a.clone(),
                     mailbox: b.label(),
                     file: name,
@@ -233,7 +271,7 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
             }
         }
     }
-    out.messages.sort_by(|x, y| {
+    out.sort_by(|x, y| {
         (&x.agent, &x.created_at, &x.msg_id, &x.file).cmp(&(
             &y.agent,
             &y.created_at,
@@ -241,21 +279,22 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
             &y.file,
         ))
     });
-    ws.engine.board(&mut |r| {
-        let waiting = matches!(r.status, Status::New | Status::Parked);
-        // Addressed to a retired agent: by name, or as `agent:NAME`.
-        let agent = crate::address::Address::parse(&r.to).agent(|n| ws.registry.is_role(n));
-        if waiting && retired.iter().any(|a| Some(a.as_str()) == agent) {
-            out.tasks.push(OrphanTask {
-                task: TaskId::new(r.task.as_ref())?,
-                status: r.status,
-                to: r.to.to_string(),
-                intent: r.intent.to_string(),
-            });
-        }
-        Ok(())
-    })?;
     Ok(out)
+}
+
+/// Board row `r` as an orphan: a waiting task addressed to a retired agent (by name, or as
+/// `agent:NAME`).
+pub fn orphan_task(ws: &Workspace, r: &crate::task::Row<'_>) -> Result<Option<OrphanTask>> {
+    let waiting = matches!(r.status, Status::New | Status::Parked);
+    if !waiting || retired_addressee(ws, &r.to).is_none() {
+        return Ok(None);
+    }
+    Ok(Some(OrphanTask {
+        task: TaskId::new(r.task.as_ref())?,
+        status: r.status,
+        to: r.to.to_string(),
+        intent: r.intent.to_string(),
+    }))
 }
 
 /// What a redelivery did.

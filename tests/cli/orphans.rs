@@ -84,3 +84,53 @@ fn a_redelivered_orphan_is_new_to_its_recipient_whatever_its_number() {
     sent_id(&env, &["--to", "agent:engineer-2", "--intent", "inform", "--summary", "next"]);
     env.as_("engineer-2", &["wait", "--for", "inbox", "--timeout", "1s"]).ok();
 }
+
+/// A waiting task addressed to a retired agent is an orphan: `agent retire` counts it (in
+/// words that agree with the number), a task sent to that agent later is said to wait for no
+/// one, and a coordinator's `prime` says how many orphans wait and where they are listed.
+#[test]
+fn tasks_addressed_to_a_retired_agent_are_counted_and_said() {
+    let env = Env::new();
+    env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
+    let task = |t: &str| {
+        env.as_(
+            "coordinator",
+            &["send", "--to", "agent:qa-2", "--intent", "task", "--task", t, "--summary", "x"],
+        )
+    };
+    task("T-1").ok();
+    let r = env.as_("coordinator", &["agent", "retire", "qa-2"]);
+    assert!(
+        r.ok().stdout.contains("0 held tasks back in the queue, 1 orphan (`circe orphans`)"),
+        "{}",
+        r.show()
+    );
+    let o = task("T-2");
+    assert!(
+        o.ok().stderr.contains("warning: agent qa-2 is retired: no one will claim task T-2"),
+        "{}",
+        o.show()
+    );
+    let listed = env.circe(["orphans", "--json"]).run().json();
+    assert_eq!(listed["tasks"].as_array().unwrap().len(), 2, "{listed}");
+    let again = env.as_("coordinator", &["agent", "retire", "qa-2", "--json"]);
+    assert_eq!(again.ok().json()["already"], true, "{}", again.show());
+    let p = env.as_("coordinator", &["prime"]);
+    assert!(p.ok().stdout.contains("2 orphans left by retired agents"), "{}", p.show());
+    assert!(p.stdout.contains("(circe orphans;"), "{}", p.show());
+    assert_eq!(env.as_("coordinator", &["prime", "--json"]).json()["orphan_count"], 2);
+    assert!(env.as_("qa", &["prime", "--json"]).json()["orphan_count"].is_null());
+    let q = env.as_("qa", &["prime"]);
+    assert!(!q.ok().stdout.contains("orphan"), "not a coordinator's: {}", q.show());
+}
+
+/// `agent retire --json` counts a waiting task addressed to the agent among its orphans.
+#[test]
+fn retire_counts_a_waiting_task_addressed_to_the_agent() {
+    let env = Env::new();
+    env.circe(["agent", "add", "qa-2", "--role", "qa"]).run().ok();
+    let args = ["send", "--to", "agent:qa-2", "--intent", "task", "--task", "T-1"];
+    env.as_("coordinator", &[&args[..], &["--summary", "x"]].concat()).ok();
+    let r = env.as_("coordinator", &["agent", "retire", "qa-2", "--json"]);
+    assert_eq!(r.ok().json()["orphan_count"], 1, "{}", r.show());
+}

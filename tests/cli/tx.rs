@@ -623,7 +623,7 @@ fn a_retired_agent_leaves_orphans() {
     env.as_("engineer", &["agent", "retire", "brain"]).code(3);
     let o = env.as_("core", &["agent", "retire", "brain"]);
     o.ok();
-    assert!(o.stdout.contains("1 held tasks back in the queue"), "{}", o.stdout);
+    assert!(o.stdout.contains("1 held task back in the queue"), "{}", o.stdout);
     assert_eq!(env.record("T-1").status.as_str(), "new");
     env.as_("brain", &["inbox"]).code(3);
     // Retirement is final: the name is not given again, whatever role is asked.
