@@ -284,9 +284,14 @@ fn move_ticket(
     Ok(st.rec.message)
 }
 
-/// What `take` did: where the message is, its name, and whether it was there already
-/// (`take` run again: nothing moved).
-pub type Taken = (String, String, bool);
+/// What `take` did: where the message is, its name, whether it was there already (`take`
+/// run again: nothing moved), and its msg id (when it has one).
+pub type Taken = (String, String, bool, Option<String>);
+
+/// The msg id of a message `find` read.
+fn id_of(f: &Found) -> Option<String> {
+    f.message.as_ref().and_then(|m| m.msg_id.clone())
+}
 
 /// INBOX -> WORKSPACE: `me` starts working on a message (a task id: the task's message).
 /// Run again, with the message in `me`'s WORKSPACE already, it moves nothing and says so.
@@ -301,7 +306,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
             Err(e) if e.kind == crate::error::Kind::NotFound => {
                 // Taken before: in the WORKSPACE already, the one message the key names there.
                 match find_in(ws, std::slice::from_ref(&to), key)?.as_slice() {
-                    [there] => return Ok((to.label(), there.file.clone(), true)),
+                    [there] => return Ok((to.label(), there.file.clone(), true, id_of(there))),
                     _ => return Err(e),
                 }
             }
@@ -323,7 +328,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                     format!("another command moved it: `circe show {}` says where", f.file),
                 ));
             };
-            return Ok((to.label(), used, false));
+            return Ok((to.label(), used, false, id));
         };
         tx
     };
@@ -356,8 +361,14 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                 .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
         });
     }
+    // The task's message, read where it lies (a message that does not read has no id here).
+    let id = st
+        .location
+        .as_ref()
+        .and_then(|b| super::read(ws, b, &st.rec.message).ok())
+        .and_then(|m| m.msg_id);
     if st.location.as_ref() == Some(&to) {
-        return Ok((to.label(), st.rec.message.clone(), true));
+        return Ok((to.label(), st.rec.message.clone(), true, id));
     }
     if st.location.as_ref() != Some(&inbox) {
         let t = &st.rec.task_id;
@@ -368,7 +379,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         .hint(format!("`circe show {t}` says where it is")));
     }
     let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
-    Ok((to.label(), file, false))
+    Ok((to.label(), file, false, id))
 }
 
 /// Messages of a task in `boxes`: named for it, or (for names that carry no task) saying so

@@ -312,9 +312,21 @@ pub struct Redelivered {
     /// message the agent held a copy of already (the orphan copy was filed into LOGS:
     /// `box`, `file`).
     pub already: bool,
+    /// The task: the one addressed anew, or the one a message names; null for a message of
+    /// no task.
+    pub task_id: Option<String>,
+    /// The message's id (a task's: its message's); null when it has none.
+    pub msg_id: Option<String>,
     /// Where the agent's own copy lies (`inbox:B/FILE`), when it held one already.
     #[serde(skip)]
     pub held: Option<String>,
+}
+
+/// The msg id of task state `st`'s message, read where it lies (one that does not read has
+/// none here).
+fn ticket_id(ws: &Workspace, st: &crate::task::TaskState) -> Option<String> {
+    let b = st.location.as_ref()?;
+    super::read(ws, b, &st.rec.message).ok()?.msg_id
 }
 
 /// Hand orphan `key` (a message's msg id or file name, or an orphaned task's id) to agent
@@ -369,6 +381,8 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
             mailbox: Mailbox::Logs.label(),
             file: used,
             already: true,
+            task_id: o.task_id.clone(),
+            msg_id: o.msg_id.clone(),
             held: Some(held),
         });
     }
@@ -406,6 +420,8 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         mailbox: dest.label(),
         file: used,
         already: false,
+        task_id: o.task_id.clone(),
+        msg_id: o.msg_id.clone(),
         held: None,
     })
 }
@@ -521,12 +537,15 @@ pub fn readdress_task(
         && st.rec.to == to
     {
         may_take(&st.rec.intent)?;
+        let msg_id = ticket_id(ws, &st);
         return Ok(Redelivered {
             kind: "task",
             to: to.to_string(),
             mailbox: "new".into(),
             file: st.rec.message,
             already: true,
+            task_id: Some(task.to_string()),
+            msg_id,
             held: None,
         });
     }
@@ -571,12 +590,15 @@ fn address_task(
         }
     })?;
     tx.commit(change)?;
+    let msg_id = ticket_id(ws, &st);
     Ok(Redelivered {
         kind: "task",
         to: address.to_string(),
         mailbox: "new".into(),
         file: st.rec.message,
         already: false,
+        task_id: Some(task.to_string()),
+        msg_id,
         held: None,
     })
 }

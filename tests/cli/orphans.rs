@@ -134,3 +134,44 @@ fn retire_counts_a_waiting_task_addressed_to_the_agent() {
     let r = env.as_("coordinator", &["agent", "retire", "qa-2", "--json"]);
     assert_eq!(r.ok().json()["orphan_count"], 1, "{}", r.show());
 }
+
+/// What `readdress`, `orphans redeliver` and `take` hand on is named by its ids in `--json`:
+/// a task by `task_id`, a message by `msg_id` (a task's: its message's).
+#[test]
+fn readdress_redeliver_and_take_name_their_ids() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let opened = sent_id(
+        &env,
+        &[
+            "--to",
+            "agent:engineer",
+            "--intent",
+            "implement_feature",
+            "--task",
+            "T-1",
+            "--summary",
+            "x",
+        ],
+    );
+    let note = sent_id(&env, &["--to", "agent:engineer", "--intent", "inform", "--summary", "fyi"]);
+    env.as_("coordinator", &["agent", "retire", "engineer"]).ok();
+    let json = |args: &[&str]| {
+        let o = env.circe([&["--json"][..], args].concat()).agent("coordinator").run();
+        o.ok().json()
+    };
+    let t = json(&["orphans", "redeliver", "T-1", "--to", "engineer-2"]);
+    assert_eq!((&t["task_id"], &t["msg_id"]), (&"T-1".into(), &opened.as_str().into()), "{t}");
+    let m = json(&["orphans", "redeliver", &note, "--to", "engineer-2"]);
+    assert_eq!((&m["msg_id"], &m["task_id"]), (&note.as_str().into(), &serde_json::Value::Null));
+    let r = json(&["readdress", "T-1", "--to", "role:engineer"]);
+    assert_eq!((&r["task_id"], &r["msg_id"]), (&"T-1".into(), &opened.as_str().into()), "{r}");
+    let again = json(&["readdress", "T-1", "--to", "role:engineer"]);
+    assert_eq!((&again["already"], &again["task_id"]), (&true.into(), &"T-1".into()), "{again}");
+    let take = |key: &str| env.circe(["--json", "take", key]).agent("engineer-2").run().json();
+    assert_eq!(take(&note)["msg_id"], note.as_str());
+    assert_eq!(take(&note)["already"], true);
+    assert_eq!(take(&note)["msg_id"], note.as_str(), "run again: the same id");
+    env.as_("engineer-2", &["claim", "T-1"]).ok();
+    assert_eq!(take("T-1")["msg_id"], opened.as_str(), "a task's: its message's");
+}
