@@ -156,18 +156,20 @@ fn retire(ctx: &Ctx, r: &RetireArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
     let agent = names::AgentName::new(r.name.as_str())?;
     let done = crate::ops::orphans::retire(&ws, &me, &agent)?;
+    let counted = crate::ops::orphans::counted;
     let human = if done.retired {
         format!(
-            "agent {agent} retired: {} held tasks back in the queue, {} orphans (`circe orphans`)\n",
-            done.released.len(),
-            done.orphans
+            "agent {agent} retired: {} back in the queue, {} (`circe orphans`)\n",
+            counted(done.released.len(), "held task", "held tasks"),
+            counted(done.orphans, "orphan", "orphans")
         )
     } else if done.released.is_empty() {
         format!("agent {agent} was retired already\n")
     } else {
         format!(
-            "agent {agent} was retired already; {} held tasks it kept are back in the queue now\n",
-            done.released.len()
+            "agent {agent} was retired already; {} it kept {} back in the queue now\n",
+            counted(done.released.len(), "held task", "held tasks"),
+            if done.released.len() == 1 { "is" } else { "are" }
         )
     };
     // One vocabulary: `retired` is the agent's state (as `agent list` says it), and

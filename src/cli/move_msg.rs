@@ -40,6 +40,8 @@ pub struct TakeJson {
     pub file: String,
     /// It was in your WORKSPACE already (`take` run again): nothing moved.
     pub already: bool,
+    /// The message's id (a task's: its message's); null when it has none.
+    pub msg_id: Option<String>,
 }
 
 /// `circe done --json`: every message filed into LOGS.
@@ -53,13 +55,13 @@ pub struct DoneJson {
 
 pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     let (ws, me, _) = ctx.acting()?;
-    let (to, file, already) = ops::take(&ws, &me, &a.key)?;
+    let (to, file, already, msg_id) = ops::take(&ws, &me, &a.key)?;
     if already {
         let human = format!("{file} is in {to} already: nothing to take\n");
-        return Ok(Report::new(human, TakeJson { mailbox: to, file, already }));
+        return Ok(Report::new(human, TakeJson { mailbox: to, file, already, msg_id }));
     }
     let seen = ops::seq::handed_on(&ws, &me, &[(Mailbox::Workspace(me.clone()), file.clone())]);
-    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file, already })
+    Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file, already, msg_id })
         .warnings(not_seen(seen)))
 }
 

@@ -45,8 +45,12 @@ pub fn run(ctx: &Ctx, a: &OrphansArgs) -> Result<Report> {
             let (ws, me, _) = ctx.acting()?;
             let to = AgentName::new(r.to.as_str())?;
             let done = orphans::redeliver(&ws, &me, &r.key, &to)?;
-            let human = match done.kind {
-                "task" => format!("task {} is now addressed to {}\n", r.key, done.to),
+            let human = match (done.kind, &done.held) {
+                ("task", _) => format!("task {} is now addressed to {}\n", r.key, done.to),
+                (_, Some(held)) => format!(
+                    "{to} holds this message already ({held}): nothing delivered; the orphan copy is filed into LOGS as the duplicate it is ({} {})\n",
+                    done.mailbox, done.file
+                ),
                 _ => format!("{} -> {} {}\n", r.key, done.mailbox, done.file),
             };
             Ok(Report::new(human, done))

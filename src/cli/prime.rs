@@ -56,6 +56,10 @@ pub struct PrimeJson {
     /// For a coordinator (or rooster): how many tasks are blocked, parked, failed and
     /// expired (each status with at least one); empty for other roles.
     pub attention: BTreeMap<String, usize>,
+    /// For a coordinator (or rooster): how many orphans wait (what retired agents left,
+    /// `circe orphans`); null for other roles, and when a retired agent's box cannot be
+    /// read (`circe orphans` says why).
+    pub orphan_count: Option<usize>,
     pub exit_codes: BTreeMap<String, String>,
 }
 
@@ -276,6 +280,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             steps: Vec::new(),
             coordinating: Vec::new(),
             attention: BTreeMap::new(),
+            orphan_count: None,
             exit_codes,
         };
         return Ok(Report::new(human, out));
@@ -305,7 +310,16 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     // The root's clock, read once: a coordinator's counts need it, as do held tasks' lines.
     let coordinator_now = if coordinator { Some(ws.root_now()?) } else { None };
     let day_ago = coordinator_now.map(|t| t - chrono::Duration::days(1));
+    // A coordinator's orphans: the waiting tasks addressed to a retired agent, counted in
+    // the board's one pass, and the messages in retired agents' boxes (only those are read;
+    // none at all while no agent is retired).
+    let retired = if coordinator { ws.engine.retired().ok() } else { Some(Vec::new()) };
+    let mut orphan_tasks = 0;
     ws.engine.board(&mut |r| {
+        let any_retired = retired.as_ref().is_some_and(|a| !a.is_empty());
+        if any_retired && crate::ops::orphans::orphan_task(&ws, &r)?.is_some() {
+            orphan_tasks += 1;
+        }
         let watched = matches!(
             r.status,
             crate::task::Status::Blocked
@@ -331,6 +345,12 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         }
         Ok(())
     })?;
+    let orphan_count = coordinator
+        .then(|| {
+            let messages = crate::ops::orphans::orphan_messages(&ws, retired.as_deref()?).ok()?;
+            Some(messages.len() + orphan_tasks)
+        })
+        .flatten();
     let claim = claimable(&ws, &me, &role, 3)?;
     // Counted over every box: one that cannot be read (another agent's, behind a link)
     // leaves the count unknown, not this agent without its start.
@@ -388,6 +408,14 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             counts.join(", ")
         ));
     }
+    match (coordinator, orphan_count) {
+        (true, Some(0)) | (false, _) => {}
+        (true, Some(n)) => h.push_str(&format!(
+            "  {} left by retired agents, for a coordinator to hand on (circe orphans; circe --agent {me} orphans redeliver KEY --to AGENT)\n",
+            crate::ops::orphans::counted(n, "orphan", "orphans")
+        )),
+        (true, None) => h.push_str("  orphans: unknown (circe orphans says why)\n"),
+    }
     match open_questions {
         Some(n) if n > 0 => h.push_str(&format!(
             "  {n} question{} waiting for your answer (circe --agent {me} questions)\n",
@@ -434,6 +462,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         steps,
         coordinating,
         attention,
+        orphan_count,
         exit_codes,
     };
     Ok(Report::new(h, out).warnings(super::passed_over_warnings(&ws)))

@@ -125,7 +125,7 @@ struct OrphanTaskDef {
     intent: String,
 }
 
-/// `circe orphans redeliver --json`.
+/// `circe orphans redeliver --json` and `circe readdress --json`.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
@@ -137,8 +137,15 @@ pub struct RedeliveredDef {
     #[serde(rename = "box")]
     mailbox: String,
     file: String,
-    /// It waited there already (a readdress to the address it has): nothing changed.
+    /// It waited there already: a readdress to the address it has (nothing changed), or a
+    /// message the agent held a copy of already (the orphan copy was filed into LOGS: `box`,
+    /// `file`).
     already: bool,
+    /// The task: the one addressed anew, or the one a message names; null for a message of
+    /// no task.
+    task_id: Option<String>,
+    /// The message's id (a task's: its message's); null when it has none.
+    msg_id: Option<String>,
 }
 
 /// An agent `import tx` added.

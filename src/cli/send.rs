@@ -223,7 +223,26 @@ pub fn run(ctx: &Ctx, a: &SendArgs) -> Result<Report> {
             .unwrap_or_default(),
         task: d.task.map(|t| t.record),
     };
-    Ok(Report::new(human, SendOutput::Sent(Box::new(out))).warnings(to_the_retired(&ws, &d_boxes)))
+    let mut warnings = to_the_retired(&ws, &d_boxes);
+    warnings.extend(task_for_the_retired(&ws, out.task.as_ref()));
+    Ok(Report::new(human, SendOutput::Sent(Box::new(out))).warnings(warnings))
+}
+
+/// A task opened (or handed on) to a retired agent waits for no one who will claim it: an
+/// orphan (`circe orphans` lists it), said as a copy delivered to one is.
+fn task_for_the_retired(
+    ws: &crate::workspace::Workspace,
+    task: Option<&crate::task::StatusRecord>,
+) -> Option<String> {
+    let rec = task?;
+    if rec.status != crate::task::Status::New {
+        return None;
+    }
+    let a = crate::ops::orphans::retired_addressee(ws, &rec.to)?;
+    let t = &rec.task_id;
+    Some(format!(
+        "agent {a} is retired: no one will claim task {t} (`circe orphans` lists it; `circe orphans redeliver {t} --to AGENT` addresses it to an active agent)"
+    ))
 }
 
 /// A copy delivered into a retired agent's INBOX is kept, and no one reads it (`circe

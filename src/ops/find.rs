@@ -186,9 +186,27 @@ fn only(mut found: Vec<Found>, me: &AgentName, boxes: &[Mailbox], key: &str) -> 
             let names: Vec<String> =
                 found.iter().map(|f| format!("{}/{}", f.mailbox, f.file)).collect();
             Err(Error::usage(format!("`{key}` matches {n} messages: {}", names.join(", ")))
-                .hint("give the full file name or message id"))
+                .hint(several_hint(&found, key)))
         }
     }
+}
+
+/// What tells apart the messages `key` found: never the kind of key it is already (a whole
+/// message id names every copy that has it; a whole file name every message so named).
+fn several_hint(found: &[Found], key: &str) -> String {
+    let id = |f: &Found| f.message.as_ref().and_then(|m| m.msg_id.clone());
+    let first = &found[0];
+    let names_differ = found.iter().any(|f| f.file != first.file);
+    let ids_differ = found.iter().any(|f| id(f) != id(first));
+    if names_differ && found.iter().all(|f| id(f).as_deref() == Some(key)) {
+        return format!(
+            "`{key}` is the whole message id of each (copies of one message): give one by its file name"
+        );
+    }
+    if ids_differ && found.iter().all(|f| f.file == key) {
+        return format!("`{key}` is the whole file name of each: give one by its message id");
+    }
+    "give the full file name or message id".to_string()
 }
 
 fn moved_event(
@@ -266,9 +284,14 @@ fn move_ticket(
     Ok(st.rec.message)
 }
 
-/// What `take` did: where the message is, its name, and whether it was there already
-/// (`take` run again: nothing moved).
-pub type Taken = (String, String, bool);
+/// What `take` did: where the message is, its name, whether it was there already (`take`
+/// run again: nothing moved), and its msg id (when it has one).
+pub type Taken = (String, String, bool, Option<String>);
+
+/// The msg id of a message `find` read.
+fn id_of(f: &Found) -> Option<String> {
+    f.message.as_ref().and_then(|m| m.msg_id.clone())
+}
 
 /// INBOX -> WORKSPACE: `me` starts working on a message (a task id: the task's message).
 /// Run again, with the message in `me`'s WORKSPACE already, it moves nothing and says so.
@@ -283,7 +306,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
             Err(e) if e.kind == crate::error::Kind::NotFound => {
                 // Taken before: in the WORKSPACE already, the one message the key names there.
                 match find_in(ws, std::slice::from_ref(&to), key)?.as_slice() {
-                    [there] => return Ok((to.label(), there.file.clone(), true)),
+                    [there] => return Ok((to.label(), there.file.clone(), true, id_of(there))),
                     _ => return Err(e),
                 }
             }
@@ -305,7 +328,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                     format!("another command moved it: `circe show {}` says where", f.file),
                 ));
             };
-            return Ok((to.label(), used, false));
+            return Ok((to.label(), used, false, id));
         };
         tx
     };
@@ -338,8 +361,14 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                 .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
         });
     }
+    // The task's message, read where it lies (a message that does not read has no id here).
+    let id = st
+        .location
+        .as_ref()
+        .and_then(|b| super::read(ws, b, &st.rec.message).ok())
+        .and_then(|m| m.msg_id);
     if st.location.as_ref() == Some(&to) {
-        return Ok((to.label(), st.rec.message.clone(), true));
+        return Ok((to.label(), st.rec.message.clone(), true, id));
     }
     if st.location.as_ref() != Some(&inbox) {
         let t = &st.rec.task_id;
@@ -350,7 +379,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         .hint(format!("`circe show {t}` says where it is")));
     }
     let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
-    Ok((to.label(), file, false))
+    Ok((to.label(), file, false, id))
 }
 
 /// Messages of a task in `boxes`: named for it, or (for names that carry no task) saying so
@@ -516,7 +545,7 @@ fn refuse_live_ticket(st: &TaskState, me: &AgentName) -> Result<()> {
 }
 
 /// File a message that is no task's ticket.
-fn file_plain(
+pub(super) fn file_plain(
     ws: &Workspace,
     me: &AgentName,
     from: &Mailbox,

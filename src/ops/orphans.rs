@@ -34,7 +34,7 @@ pub struct Retired {
     pub retired: bool,
     /// Its held tasks, now back in the queue.
     pub released: Vec<TaskId>,
-    /// Messages left in its boxes: orphans now.
+    /// Its orphans now: messages left in its boxes, and waiting tasks addressed to it.
     #[serde(rename = "orphan_count")]
     pub orphans: usize,
 }
@@ -100,14 +100,24 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
             }
         }
     }
-    // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0).
-    let orphans = list(ws).map_or(0, |l| l.messages.iter().filter(|o| o.agent == *agent).count());
+    // Counted for the report (a task that cannot be read, said below, leaves it unknown: 0):
+    // the messages in its boxes, and the waiting tasks addressed to it (a task it held was
+    // released above, and still names it when it was addressed to it).
+    let orphans = list(ws).map_or(0, |l| {
+        let messages = l.messages.iter().filter(|o| o.agent == *agent).count();
+        let tasks = l.tasks.iter().filter(|t| retired_addressee(ws, &t.to) == Some(agent)).count();
+        messages + tasks
+    });
     // Logged when it retired, when a run again released what a cut-off one left, and when
     // a run cut off between the mark and its event left the log without it.
     if retired || !released.is_empty() || !retire_logged(ws, agent)? {
         let mut ev = Event::now(EventKind::Retire, me);
         ev.owner = Some(agent.to_string());
-        ev.note = Some(format!("{} tasks released, {orphans} orphans", released.len()));
+        ev.note = Some(format!(
+            "{} released, {}",
+            counted(released.len(), "task", "tasks"),
+            counted(orphans, "orphan", "orphans")
+        ));
         ws.engine.append_events(vec![ev])?;
     }
     let all: Vec<String> = failed.iter().map(|(t, _)| t.to_string()).collect();
@@ -124,6 +134,20 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
         });
     }
     Ok(Retired { agent: agent.clone(), retired, released, orphans })
+}
+
+/// `1 task`, `2 tasks`.
+pub fn counted(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// The agent a task's address `to` names (by its bare name or as `agent:NAME`; a bare
+/// name that is a role's is the role), when that agent is retired: the task is an orphan
+/// while it waits.
+pub fn retired_addressee<'a>(ws: &Workspace, to: &'a str) -> Option<&'a str> {
+    let agent = crate::address::Address::parse(to).agent(|n| ws.registry.is_role(n))?;
+    let name = AgentName::new(agent).ok()?;
+    ws.is_retired(&name).then_some(agent)
 }
 
 /// Whether the log tells of `agent`'s retirement: a retirement cut off between its mark and
@@ -208,7 +232,21 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
     if retired.is_empty() {
         return Ok(out);
     }
-    for a in &retired {
+    out.messages = orphan_messages(ws, &retired)?;
+    ws.engine.board(&mut |r| {
+        if let Some(t) = orphan_task(ws, &r)? {
+            out.tasks.push(t);
+        }
+        Ok(())
+    })?;
+    Ok(out)
+}
+
+/// The messages in the boxes of the `retired` agents (tasks' own messages aside), sorted:
+/// only those boxes are read.
+pub fn orphan_messages(ws: &Workspace, retired: &[AgentName]) -> Result<Vec<OrphanMessage>> {
+    let mut out = Vec::new();
+    for a in retired {
         for b in [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())] {
             for name in ws.engine.list_box(&b)? {
                 let m = super::read(ws, &b, &name).ok();
@@ -220,7 +258,7 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
                 if ticket {
                     continue;
                 }
-                out.messages.push(OrphanMessage {
+                out.push(OrphanMessage {
                     agent: a.clone(),
                     mailbox: b.label(),
                     file: name,
@@ -233,7 +271,7 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
             }
         }
     }
-    out.messages.sort_by(|x, y| {
+    out.sort_by(|x, y| {
         (&x.agent, &x.created_at, &x.msg_id, &x.file).cmp(&(
             &y.agent,
             &y.created_at,
@@ -241,21 +279,22 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
             &y.file,
         ))
     });
-    ws.engine.board(&mut |r| {
-        let waiting = matches!(r.status, Status::New | Status::Parked);
-        // Addressed to a retired agent: by name, or as `agent:NAME`.
-        let agent = crate::address::Address::parse(&r.to).agent(|n| ws.registry.is_role(n));
-        if waiting && retired.iter().any(|a| Some(a.as_str()) == agent) {
-            out.tasks.push(OrphanTask {
-                task: TaskId::new(r.task.as_ref())?,
-                status: r.status,
-                to: r.to.to_string(),
-                intent: r.intent.to_string(),
-            });
-        }
-        Ok(())
-    })?;
     Ok(out)
+}
+
+/// Board row `r` as an orphan: a waiting task addressed to a retired agent (by name, or as
+/// `agent:NAME`).
+pub fn orphan_task(ws: &Workspace, r: &crate::task::Row<'_>) -> Result<Option<OrphanTask>> {
+    let waiting = matches!(r.status, Status::New | Status::Parked);
+    if !waiting || retired_addressee(ws, &r.to).is_none() {
+        return Ok(None);
+    }
+    Ok(Some(OrphanTask {
+        task: TaskId::new(r.task.as_ref())?,
+        status: r.status,
+        to: r.to.to_string(),
+        intent: r.intent.to_string(),
+    }))
 }
 
 /// What a redelivery did.
@@ -269,8 +308,25 @@ pub struct Redelivered {
     #[serde(rename = "box")]
     pub mailbox: String,
     pub file: String,
-    /// It waited there already (a readdress to the address it has): nothing changed.
+    /// It waited there already: a readdress to the address it has (nothing changed), or a
+    /// message the agent held a copy of already (the orphan copy was filed into LOGS:
+    /// `box`, `file`).
     pub already: bool,
+    /// The task: the one addressed anew, or the one a message names; null for a message of
+    /// no task.
+    pub task_id: Option<String>,
+    /// The message's id (a task's: its message's); null when it has none.
+    pub msg_id: Option<String>,
+    /// Where the agent's own copy lies (`inbox:B/FILE`), when it held one already.
+    #[serde(skip)]
+    pub held: Option<String>,
+}
+
+/// The msg id of task state `st`'s message, read where it lies (one that does not read has
+/// none here).
+fn ticket_id(ws: &Workspace, st: &crate::task::TaskState) -> Option<String> {
+    let b = st.location.as_ref()?;
+    super::read(ws, b, &st.rec.message).ok()?.msg_id
 }
 
 /// Hand orphan `key` (a message's msg id or file name, or an orphaned task's id) to agent
@@ -290,34 +346,7 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
     if let Some(t) = orphans.tasks.iter().find(|t| t.task.as_str() == key) {
         return readdress(ws, me, &t.task, to, &role);
     }
-    // A copy is named by its msg id, its file name, or (copies of one broadcast share both)
-    // by where it lies: `inbox:AGENT/FILE`, or its path `AGENTS/AGENT/INBOX/FILE`.
-    let at = |o: &OrphanMessage| format!("{}/{}", o.mailbox, o.file);
-    let path = |o: &OrphanMessage| {
-        Mailbox::from_label(&o.mailbox).map(|b| format!("{}/{}", b.rel_path(), o.file))
-    };
-    let hits: Vec<&OrphanMessage> = orphans
-        .messages
-        .iter()
-        .filter(|o| {
-            o.file == key
-                || o.msg_id.as_deref() == Some(key)
-                || at(o) == key
-                || path(o).is_some_and(|p| p == key)
-        })
-        .collect();
-    let o = match hits.as_slice() {
-        [one] => *one,
-        [] => {
-            return Err(Error::not_found(format!("no orphan `{key}`"))
-                .hint("`circe orphans` lists them (msg ids, file names, task ids)"));
-        }
-        many => {
-            let each: Vec<String> = many.iter().map(|o| at(o)).collect();
-            return Err(Error::usage(format!("`{key}` names several orphans"))
-                .hint(format!("name one by where it lies: {}", each.join(", "))));
-        }
-    };
+    let o = orphan_named(&orphans, key)?;
     let intent = o.intent.clone().unwrap_or_default();
     if !ws.registry.may_receive(&role, &intent) {
         return Err(Error::refused(format!("{to} ({role}) may not receive {intent}"))
@@ -336,38 +365,125 @@ pub fn redeliver(ws: &Workspace, me: &AgentName, key: &str, to: &AgentName) -> R
         .hint("`circe reap` files it into LOGS"));
     }
     let dest = Mailbox::Inbox(to.clone());
-    // Under a numbered name when `to` holds a copy by that name already (of a broadcast).
+    // `agent:B`: a bare B would be the role when a role has that name.
+    let address = format!("{}{to}", crate::address::AGENT);
+    // `to` holds a copy of this message already (a broadcast reached it too, or it was
+    // handed one before): a second copy would have one id name two messages in its boxes.
+    // The orphan copy is the duplicate it is, and is filed into LOGS.
+    if let Some(id) = o.msg_id.as_deref()
+        && let Some(held) = copy_held(ws, to, id)?
+    {
+        let used = super::find::file_plain(ws, me, &from, &o.file, m.as_ref())?;
+        hand_ask_on(ws, o, to)?;
+        return Ok(Redelivered {
+            kind: "message",
+            to: address,
+            mailbox: Mailbox::Logs.label(),
+            file: used,
+            already: true,
+            task_id: o.task_id.clone(),
+            msg_id: o.msg_id.clone(),
+            held: Some(held),
+        });
+    }
+    // Under a numbered name when `to` holds another message by that name already.
     let Some(used) = ws.engine.file_message(&from, &dest, &o.file)? else {
         return Err(Error::conflict(format!("{} left {} meanwhile", o.file, o.mailbox))
             .hint("another command moved it: `circe orphans` lists what is still orphaned"));
     };
-    // An open ask goes with its message: its new recipient may answer it.
-    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
-        && let Some(ask) = ws.engine.ask(&id)?
-        && ask.is_open()
-    {
-        let mut recipients: Vec<AgentName> =
-            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
-        recipients.push(to.clone());
-        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
-    }
+    hand_ask_on(ws, o, to)?;
+    // New to `to` whatever its number: marked before its event, which wakes `to`'s waits
+    // and streams. Cut off in between, the copy is judged by its number (listed under
+    // `stale` if it is, never lost).
+    let fresh = m.as_ref().map_or(Ok(()), |m| super::seq::redelivered(ws, to, m));
     let mut ev = Event::now(EventKind::Redeliver, me).file(dest.label(), used.clone());
     ev.msg_id.clone_from(&o.msg_id);
     ev.owner = Some(o.agent.to_string());
-    // `agent:B`: a bare B would be the role when a role has that name.
-    let address = format!("{}{to}", crate::address::AGENT);
     ev.addressed_to = Some(address.clone());
     if let Some(t) = o.task_id.as_deref().and_then(|t| TaskId::new(t).ok()) {
         ev = ev.task(&t);
     }
     ws.engine.append_events(vec![ev])?;
+    fresh.map_err(|e| {
+        e.map_message(|w| {
+            format!(
+                "{} was redelivered into {}, but may show as stale to {to}: {w}",
+                used,
+                dest.label()
+            )
+        })
+        .committed()
+    })?;
     Ok(Redelivered {
         kind: "message",
         to: address,
         mailbox: dest.label(),
         file: used,
         already: false,
+        task_id: o.task_id.clone(),
+        msg_id: o.msg_id.clone(),
+        held: None,
     })
+}
+
+/// The one orphaned message `key` names. A copy is named by its msg id, its file name, or
+/// (copies of one broadcast share both) by where it lies: `inbox:AGENT/FILE`, or its path
+/// `AGENTS/AGENT/INBOX/FILE`.
+fn orphan_named<'a>(orphans: &'a Orphans, key: &str) -> Result<&'a OrphanMessage> {
+    let at = |o: &OrphanMessage| format!("{}/{}", o.mailbox, o.file);
+    let path = |o: &OrphanMessage| {
+        Mailbox::from_label(&o.mailbox).map(|b| format!("{}/{}", b.rel_path(), o.file))
+    };
+    let hits: Vec<&OrphanMessage> = orphans
+        .messages
+        .iter()
+        .filter(|o| {
+            o.file == key
+                || o.msg_id.as_deref() == Some(key)
+                || at(o) == key
+                || path(o).is_some_and(|p| p == key)
+        })
+        .collect();
+    match hits.as_slice() {
+        [one] => Ok(one),
+        [] => Err(Error::not_found(format!("no orphan `{key}`"))
+            .hint("`circe orphans` lists them (msg ids, file names, task ids)")),
+        many => {
+            let each: Vec<String> = many.iter().map(|o| at(o)).collect();
+            Err(Error::usage(format!("`{key}` names several orphans"))
+                .hint(format!("name one by where it lies: {}", each.join(", "))))
+        }
+    }
+}
+
+/// Where `to` holds a copy of message `id` (`inbox:B/FILE` or `workspace:B/FILE`), if it
+/// holds one.
+fn copy_held(ws: &Workspace, to: &AgentName, id: &str) -> Result<Option<String>> {
+    let boxes = [Mailbox::Inbox(to.clone()), Mailbox::Workspace(to.clone())];
+    // A key of 8 characters or more also matches the start or end of an id: only the id
+    // itself is a copy.
+    let found = super::find::find_in(ws, &boxes, id)?;
+    Ok(found
+        .iter()
+        .find(|f| f.message.as_ref().and_then(|m| m.msg_id.as_deref()) == Some(id))
+        .map(|f| format!("{}/{}", f.mailbox, f.file)))
+}
+
+/// An open ask goes with its orphaned message: its new recipient (`to`) may answer it, and
+/// the retired agent is no longer waited for.
+fn hand_ask_on(ws: &Workspace, o: &OrphanMessage, to: &AgentName) -> Result<()> {
+    if let Some(id) = o.msg_id.as_deref().and_then(|i| crate::names::MsgId::new(i).ok())
+        && let Some(ask) = ws.engine.ask(&id)?
+        && ask.is_open()
+    {
+        let mut recipients: Vec<AgentName> =
+            ask.recipients.iter().filter(|r| **r != o.agent).cloned().collect();
+        if !recipients.contains(to) {
+            recipients.push(to.clone());
+        }
+        ws.engine.put_ask(&crate::tx::AskRecord { recipients, ..ask.clone() }, Some(ask.rev))?;
+    }
+    Ok(())
 }
 
 /// A waiting task addressed to a retired agent, addressed to `to` instead.
@@ -421,12 +537,16 @@ pub fn readdress_task(
         && st.rec.to == to
     {
         may_take(&st.rec.intent)?;
+        let msg_id = ticket_id(ws, &st);
         return Ok(Redelivered {
             kind: "task",
             to: to.to_string(),
             mailbox: "new".into(),
             file: st.rec.message,
             already: true,
+            task_id: Some(task.to_string()),
+            msg_id,
+            held: None,
         });
     }
     let reason = reason.map_or_else(|| format!("readdressed by {me}"), str::to_string);
@@ -470,11 +590,15 @@ fn address_task(
         }
     })?;
     tx.commit(change)?;
+    let msg_id = ticket_id(ws, &st);
     Ok(Redelivered {
         kind: "task",
         to: address.to_string(),
         mailbox: "new".into(),
         file: st.rec.message,
         already: false,
+        task_id: Some(task.to_string()),
+        msg_id,
+        held: None,
     })
 }

@@ -123,6 +123,20 @@ pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)])
     })
 }
 
+/// Message `m` was just redelivered into `to`'s INBOX (an orphan): it reaches `to` for the
+/// first time, however far `to`'s lastSeen of its sender went meanwhile, so it is marked
+/// as not stale for `to` (kept with the handed-on ones until it leaves the INBOX), and
+/// `inbox`, `wait --for inbox` and `watch` hand it on as new.
+pub fn redelivered(ws: &Workspace, to: &AgentName, m: &Message) -> Result<()> {
+    let Some(n) = numbered(m).filter(|n| n.seq.is_some_and(|s| s > 0)) else { return Ok(()) };
+    let Some(id) = n.msg_id.as_deref() else { return Ok(()) };
+    ws.engine.seq_see(to, &mut |r| {
+        r.redelivered(&n.sender, id);
+        Ok(())
+    })?;
+    Ok(())
+}
+
 /// Is message `name` its task's current message (a task's ticket)?
 pub(super) fn is_ticket(ws: &Workspace, m: &Message, name: &str) -> Result<bool> {
     ticket_of(ws, m.task_id.as_deref(), name)

@@ -112,6 +112,13 @@ impl Receiver {
         Verdict::Stale { last_seen: seen.last_seen }
     }
 
+    /// Message `msg_id` of `sender` was redelivered into the INBOX (an orphan a coordinator
+    /// handed on): new to this receiver whatever its number, so it is remembered with the
+    /// handed-on ones, never stale while it lies there. lastSeen does not move.
+    pub fn redelivered(&mut self, sender: &str, msg_id: &str) {
+        self.handed.entry(sender.to_ascii_uppercase()).or_default().insert(msg_id.to_string());
+    }
+
     /// Keep of `sender`'s handed-on messages only those `still` (lying in the INBOX), and of
     /// any sender's when `sender` is `None`; drop the ones that left.
     pub fn keep_handed(&mut self, sender: Option<&str>, still: &dyn Fn(&str) -> bool) {

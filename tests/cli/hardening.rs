@@ -1644,11 +1644,7 @@ fn retire_goes_on_past_a_task_it_cannot_read() {
     std::fs::write(&record, good).unwrap();
     let again = env.as_("coordinator", &["agent", "retire", "engineer"]);
     again.ok();
-    assert!(
-        again.stdout.contains("1 held tasks it kept are back in the queue"),
-        "{}",
-        again.show()
-    );
+    assert!(again.stdout.contains("1 held task it kept is back in the queue"), "{}", again.show());
     assert_eq!(env.record("T-1").status.as_str(), "new");
     let log = env.circe(["log", "--kind", "retire", "--json"]).run();
     assert_eq!(log.stdout.lines().count(), 2, "{}", log.show());

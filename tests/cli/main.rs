@@ -33,6 +33,7 @@ mod lifecycle;
 mod limits;
 mod message_limits;
 mod messages;
+mod orphans;
 mod requests;
 mod schema;
 mod send;

@@ -656,7 +656,7 @@ fn a_retired_agent_leaves_orphans() {
     env.as_("engineer", &["agent", "retire", "brain"]).code(3);
     let o = env.as_("core", &["agent", "retire", "brain"]);
     o.ok();
-    assert!(o.stdout.contains("1 held tasks back in the queue"), "{}", o.stdout);
+    assert!(o.stdout.contains("1 held task back in the queue"), "{}", o.stdout);
     assert_eq!(env.record("T-1").status.as_str(), "new");
     env.as_("brain", &["inbox"]).code(3);
     // Retirement is final: the name is not given again, whatever role is asked.
@@ -983,8 +983,8 @@ fn an_import_while_another_runs_is_refused_and_changes_nothing() {
 }
 
 /// Copies of one broadcast left by two retired agents share msg id and file name: the hint
-/// names each by where it lies, and that name (or its path) hands one on; into an INBOX that
-/// holds a copy by that name already, it goes under a numbered name.
+/// names each by where it lies, and that name (or its path) hands one on; to an agent that
+/// holds its own copy of the broadcast, nothing is delivered and the orphan copy is filed.
 #[test]
 fn one_copy_of_a_broadcast_two_retired_agents_left_is_handed_on() {
     let env = Env::new();
@@ -1013,7 +1013,12 @@ fn one_copy_of_a_broadcast_two_retired_agents_left_is_handed_on() {
         .agent("coordinator")
         .run();
     let j = moved.ok().json();
-    assert_eq!(j["file"], file.replace(".md", ".2.md"), "engineer held its own copy: {j}");
+    assert_eq!(
+        (&j["box"], &j["already"]),
+        (&"logs".into(), &true.into()),
+        "engineer held its own copy: {j}"
+    );
+    assert_eq!(env.ls("AGENTS/engineer/INBOX").len(), 1, "engineer keeps its one copy");
     let path = format!("AGENTS/w2/INBOX/{file}");
     env.circe(["orphans", "redeliver", &path, "--to", "engineer-3"])
         .agent("coordinator")
