@@ -309,7 +309,20 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         };
         tx
     };
-    let mut tx = tx;
+    let task = tx.task_id().clone();
+    // A refusal of the task's take names it (`details.task_id`), as the task's other
+    // commands do, whichever key was typed.
+    take_ticket(ws, me, tx, &inbox, &to).map_err(|e| e.about_task(task.as_str()))
+}
+
+/// `take` of a task's ticket, inside its transaction.
+fn take_ticket(
+    ws: &Workspace,
+    me: &AgentName,
+    mut tx: Box<dyn TaskTx + '_>,
+    inbox: &Mailbox,
+    to: &Mailbox,
+) -> Result<Taken> {
     let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     if st.rec.status.is_terminal() {
         let t = &st.rec.task_id;
@@ -334,14 +347,16 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                     .detail("lease_expires_at", lease.clone())
                     .hint(format!("{owner} holds it; its lease runs until {lease}"))
             }
-            None => Error::refused(what)
-                .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
+            None if st.rec.status == Status::Parked => {
+                Error::refused(what).hint(super::claim::parked_hint(ws, me, &st.rec.task_id))
+            }
+            None => Error::refused(what).hint(super::claim::claim_first(ws, me, &st.rec)),
         });
     }
-    if st.location.as_ref() == Some(&to) {
+    if st.location.as_ref() == Some(to) {
         return Ok((to.label(), st.rec.message.clone(), true));
     }
-    if st.location.as_ref() != Some(&inbox) {
+    if st.location.as_ref() != Some(inbox) {
         let t = &st.rec.task_id;
         return Err(Error::refused(format!(
             "task {t}'s message is in {}, not in your INBOX",
@@ -349,7 +364,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         ))
         .hint(format!("`circe show {t}` says where it is")));
     }
-    let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
+    let file = move_ticket(tx.as_mut(), EventKind::Take, me, to)?;
     Ok((to.label(), file, false))
 }
 

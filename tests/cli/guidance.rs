@@ -856,3 +856,45 @@ fn a_readdress_to_the_same_address_that_nobody_there_may_take_is_refused() {
     assert!(o.stderr.contains("no active agent at agent:bob"), "{}", o.show());
     crate::common::assert_unchanged(&before, &env.state());
 }
+
+/// A holder's move on a waiting task (`take`, `status`, `heartbeat`, `check`) hints "claim
+/// it first" only to an agent the claim would not refuse; another is told who may take it
+/// and to ask a coordinator to readdress it, as the refused claim says. `take` names the
+/// task in `details.task_id`, as the task's other refusals do.
+#[test]
+fn a_holders_move_on_a_task_one_may_not_take_hints_no_claim() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let open = ["send", "--to", "agent:engineer-2", "--intent", "fix_bug", "--task", "BUG-1"];
+    env.as_("coordinator", &[&open[..], &["--summary", "for engineer-2 only"]].concat()).ok();
+    let before = env.state();
+    for (agent, args) in [
+        ("qa", &["take", "BUG-1"][..]),
+        ("engineer", &["status", "BUG-1", "in_progress"][..]),
+        ("engineer", &["heartbeat", "BUG-1"][..]),
+        ("engineer", &["check", "BUG-1", "tests_passed=true"][..]),
+        ("engineer", &["status", "BUG-1", "claimed"][..]),
+    ] {
+        let o = env.as_(agent, args);
+        o.code(3);
+        assert!(!o.stderr.contains("claim it first"), "{}", o.show());
+        assert!(!o.stderr.contains(" claim BUG-1"), "{}", o.show());
+        assert!(o.stderr.contains("meant for agent engineer-2 alone"), "{}", o.show());
+        let ask =
+            format!("`circe --agent {agent} send --to role:coordinator --intent request_help");
+        assert!(o.stderr.contains(&ask), "{}", o.show());
+    }
+    assert_unchanged(&before, &env.state());
+    let o = env.as_("qa", &["take", "BUG-1", "--json"]);
+    o.code(3);
+    assert_eq!(o.json()["error"]["details"]["task_id"], "BUG-1", "{}", o.show());
+    // The one it is meant for is told to claim it, and the claim runs.
+    let o = env.as_("engineer-2", &["status", "BUG-1", "in_progress"]);
+    o.code(3);
+    assert!(
+        o.stderr.contains("claim it first: `circe --agent engineer-2 claim BUG-1`"),
+        "{}",
+        o.show()
+    );
+    env.as_("engineer-2", &["claim", "BUG-1"]).ok();
+}
