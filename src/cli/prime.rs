@@ -148,8 +148,22 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
             "{a} heartbeat TASK              # before the lease ({}) runs out, blocked too",
             ws.config.lease
         ),
-        format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
     ];
+    // A check circe.yaml declares is run as the completion refusal says it (`--run NAME`
+    // alone: any other form is refused); the `-- CMD` form only for checks it does not.
+    let (declared, undeclared) = check_forms(ws, role);
+    for c in &declared {
+        s.push(format!(
+            "{}   # when the task has it",
+            crate::ops::run_check_hint(ws, me, "TASK", c)
+        ));
+    }
+    if undeclared {
+        let other = if declared.is_empty() { "" } else { "other " };
+        s.push(format!(
+            "{a} check TASK --run NAME -- CMD   # each {other}check the task has (`circe show TASK`)"
+        ));
+    }
     let handing_on = hand_on.is_some();
     if let Some((intent, to)) = hand_on {
         s.push(format!(
@@ -165,6 +179,29 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s.push(format!("{a} status TASK completed        # or: finish it yourself"));
     s.push(format!("{a} done TASK                    # file its messages into LOGS"));
     s
+}
+
+/// The checks circe.yaml declares that the tasks `role` may take can have (sorted), and
+/// whether those tasks can have a check it does not declare. A role that takes no task
+/// intent may still meet any check: every declared one, and undeclared ones.
+fn check_forms(ws: &Workspace, role: &str) -> (Vec<String>, bool) {
+    let reg = &ws.registry;
+    let possible: std::collections::BTreeSet<&str> = reg
+        .intents
+        .values()
+        .filter(|i| i.opens_task && reg.may_receive(role, &i.name))
+        .flat_map(|i| i.required_checks.iter().map(String::as_str))
+        .collect();
+    if possible.is_empty() {
+        return (ws.config.checks.keys().cloned().collect(), true);
+    }
+    let declared: Vec<String> = possible
+        .iter()
+        .filter(|c| crate::ops::declared_check(ws, c))
+        .map(|c| (*c).to_string())
+        .collect();
+    let undeclared = possible.len() > declared.len();
+    (declared, undeclared)
 }
 
 /// The reply the tasks `role` takes ask for (`test` asks `test_results`, `audit` an

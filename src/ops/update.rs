@@ -241,13 +241,39 @@ fn declared_check_hint(
     // The lifecycle's hint to the holder, as `run_them` wrote it (another actor's differs).
     let (me, task) = (me.as_str(), task.as_str());
     let to_holder = e.hint == Some(crate::task::effects::run_them(me, task, first, false));
-    if !to_holder || !ws.config.checks.contains_key(first) {
+    if !to_holder || !declared_check(ws, first) {
         return e;
     }
     let hint = crate::task::effects::run_them(me, task, first, true);
     let mut e = e;
     e.hint = Some(hint);
     e
+}
+
+/// Does circe.yaml declare the command that proves `check`? Then it is recorded only by
+/// running that command (`--run NAME`, nothing after it), and every hint says that form.
+pub fn declared_check(ws: &Workspace, check: &str) -> bool {
+    ws.config.checks.contains_key(check)
+}
+
+/// The command that records `check` of `task` by running it, as `me` (the completion
+/// refusal's form: `--run NAME` alone for a declared check).
+pub fn run_check_hint(ws: &Workspace, me: &AgentName, task: &str, check: &str) -> String {
+    crate::task::effects::run_check(me.as_str(), task, check, declared_check(ws, check))
+}
+
+/// The check of `task` a hint names: its first not passed (counting one its intent requires
+/// that `.checks` does not list), else its first; `None` when the task cannot be read or
+/// has no checks.
+pub fn check_to_run(ws: &Workspace, task: &TaskId) -> Option<CheckName> {
+    let TaskState { rec, mut checks, .. } = ws.engine.peek(task).ok()??;
+    if let Some(intent) = ws.registry.intent(rec.intent.as_str()) {
+        for c in intent.required_checks.iter().filter_map(|c| CheckName::new(c).ok()) {
+            checks.entry(c).or_insert(false);
+        }
+    }
+    let first = checks.iter().find(|(_, v)| !**v).or_else(|| checks.iter().next());
+    first.map(|(k, _)| k.clone())
 }
 
 /// A status move, with its outbox; the record, the events logged, and whether the task had

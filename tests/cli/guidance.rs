@@ -178,7 +178,7 @@ fn check_hints_say_to_run_and_where_the_command_goes() {
     o.code(2);
     let hint = o.stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_default();
     assert!(
-        hint.contains("--run tests_passed -- COMMAND") && !hint.contains("=true"),
+        hint.contains("--run tests_passed -- <command that proves it>") && !hint.contains("=true"),
         "{}",
         o.show()
     );
@@ -897,4 +897,37 @@ fn a_holders_move_on_a_task_one_may_not_take_hints_no_claim() {
         o.show()
     );
     env.as_("engineer-2", &["claim", "BUG-1"]).ok();
+}
+
+/// With a check declared in circe.yaml, every hint and `prime` name the form that records
+/// it (`--run NAME`, nothing after it), never the `-- CMD` form circe refuses for it, and
+/// none suggests asserting; followed as printed, it runs.
+#[test]
+fn a_declared_check_is_hinted_in_the_form_that_runs() {
+    let env = Env::new();
+    let cfg = env.circe(["config"]).run().stdout + "checks:\n  tests_passed: {run: \"true\"}\n";
+    env.set_config(&cfg);
+    let open = ["send", "--to", "role:qa", "--intent", "test", "--task", "BUG-1", "--summary", "x"];
+    env.as_("engineer", &open).ok();
+    env.as_("qa", &["claim", "BUG-1"]).ok();
+    env.as_("qa", &["status", "BUG-1", "in_progress"]).ok();
+    // qa's tasks have declared checks only: no `-- CMD` line.
+    let prime = env.as_("qa", &["prime"]);
+    let lines: Vec<&str> = prime.stdout.lines().filter(|l| l.contains(" check TASK")).collect();
+    assert!(!lines.is_empty(), "{}", prime.show());
+    assert!(lines.iter().all(|l| !l.contains("-- CMD") && !l.contains("=true")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("circe --agent qa check TASK --run tests_passed ")),
+        "{lines:#?}"
+    );
+    for args in [&["check", "BUG-1"][..], &["check", "BUG-1", "tests_passed"][..]] {
+        let o = env.as_("qa", args);
+        o.code(2);
+        let hint = o.stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_default();
+        let run =
+            "circe --agent qa check BUG-1 --run tests_passed (circe.yaml declares its command)";
+        assert!(hint.contains(run) && !hint.contains("--run tests_passed --"), "{}", o.show());
+        assert!(!hint.contains("=true"), "{}", o.show());
+    }
+    env.as_("qa", &["check", "BUG-1", "--run", "tests_passed"]).ok();
 }
