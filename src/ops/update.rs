@@ -315,6 +315,10 @@ fn status_move(
             e.hint(claim::claim_first(ws, me, &st.rec))
         }
         Status::Claimed => e.hint(format!("run `circe --agent {me} claim {task}`")),
+        // The lifecycle's hint names no agent or task: said for this one.
+        Status::Parked => e.hint(format!(
+            "`circe --agent {me} status {task} blocked` says it waits on something; `circe --agent {me} release {task}` gives it back"
+        )),
         _ => e,
     })?;
     let ctx = MoveCtx {

@@ -931,3 +931,42 @@ fn a_declared_check_is_hinted_in_the_form_that_runs() {
     }
     env.as_("qa", &["check", "BUG-1", "--run", "tests_passed"]).ok();
 }
+
+/// A hint that names a command the acting agent runs names the agent too (`--agent`):
+/// followed as printed it is never "no acting agent".
+#[test]
+fn hints_name_the_acting_agent() {
+    let env = Env::new();
+    let o = env.as_("qa", &["wait", "--for", "inbox", "--claim"]);
+    o.code(2);
+    assert!(
+        o.stderr.contains("hint: circe --agent qa wait --for claimable --claim"),
+        "{}",
+        o.show()
+    );
+    // An ask that expired unanswered: ask again, as the asker.
+    let a = sent(
+        &env,
+        "engineer",
+        &[
+            "--to",
+            "agent:qa",
+            "--intent",
+            "ask",
+            "--summary",
+            "x",
+            "--deadline",
+            "2025-11-21T18:00:00Z",
+        ],
+    );
+    env.circe(["reap"]).now("2025-11-21T18:00:01Z").run().ok();
+    let w = env.as_("engineer", &["wait", "--for", &format!("reply:{a}"), "--timeout", "5s"]);
+    w.code(3);
+    assert!(w.stderr.contains("`circe --agent engineer send --intent ask ...`"), "{}", w.show());
+    // `status T parked` is no move: the moves it may mean, for this agent and task.
+    env.open_task("P-1");
+    env.as_("engineer", &["claim", "P-1"]).ok();
+    let o = env.as_("engineer", &["status", "P-1", "parked"]);
+    o.code(3);
+    assert!(o.stderr.contains("`circe --agent engineer release P-1`"), "{}", o.show());
+}
