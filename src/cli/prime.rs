@@ -36,8 +36,12 @@ pub struct PrimeJson {
     pub may_send: Vec<MaySend>,
     /// Task intents this agent's role may take.
     pub may_take: Vec<String>,
-    /// null without an acting agent.
+    /// The new messages in this agent's INBOX (what `inbox` lists under `messages`, and
+    /// `wait --for inbox` waits for); null without an acting agent.
     pub inbox_count: Option<usize>,
+    /// The stale ones (`inbox`'s `stale`: numbered at or below what it saw of their sender,
+    /// kept, not new); null without an acting agent.
+    pub stale_count: Option<usize>,
     /// Tasks this agent holds now.
     pub held: Vec<Held>,
     pub claimable: Option<Claimable>,
@@ -305,6 +309,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             may_send: Vec::new(),
             may_take: Vec::new(),
             inbox_count: None,
+            stale_count: None,
             held: Vec::new(),
             claimable: None,
             open_questions: None,
@@ -335,7 +340,8 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         .filter(|i| i.opens_task && reg.may_receive(&role, &i.name))
         .map(|i| i.name.clone())
         .collect();
-    let inbox_count = ws.engine.list_box(&crate::boxes::Mailbox::Inbox(me.clone()))?.len();
+    // New and stale as `inbox` sorts them: a stale message wakes no `wait`.
+    let (inbox_count, stale_count) = crate::ops::seq::inbox_counts(&ws, &me)?;
     let mut held = Vec::new();
     let coordinator = ws.is_coordinator(&me);
     let mut attention: BTreeMap<String, usize> = BTreeMap::new();
@@ -406,8 +412,9 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         if may_take.is_empty() { "none".to_string() } else { may_take.join(", ") }
     ));
     h.push_str(&format!(
-        "Now:\n  inbox: {inbox_count} message{} (circe --agent {me} inbox)\n",
-        plural(inbox_count)
+        "Now:\n  inbox: {inbox_count} message{}{} (circe --agent {me} inbox)\n",
+        plural(inbox_count),
+        if stale_count == 0 { String::new() } else { format!(", {stale_count} stale") }
     ));
     let now = match coordinator_now {
         Some(t) => Some(t),
@@ -463,6 +470,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         may_send,
         may_take,
         inbox_count: Some(inbox_count),
+        stale_count: Some(stale_count),
         held,
         claimable: Some(claim),
         open_questions,
