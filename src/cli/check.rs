@@ -109,15 +109,26 @@ fn record(
         };
         return Ok(Report::new(human, out).code(code));
     }
+    // The hints name the form that runs: `--run NAME` alone for a check circe.yaml declares
+    // (the completion refusal's rule), never an assertion (PROTOCOLS.md section 7, Checks).
     let Some(assign) = &a.assignment else {
-        return Err(Error::usage("give NAME=true|false or --run NAME [-- CMD]").hint(format!(
-            "circe --agent {me} check {} --run tests_passed -- cargo test",
-            a.task
-        )));
+        let hint = match ops::check_to_run(ws, task) {
+            Some(c) => {
+                format!(
+                    "run what proves it: {}",
+                    ops::run_check_hint(ws, me, task.as_str(), c.as_str())
+                )
+            }
+            None => format!(
+                "run what proves it: circe --agent {me} check {task} --run NAME -- COMMAND (`--run NAME` alone for a check circe.yaml declares; `circe show {task}` lists its checks)"
+            ),
+        };
+        return Err(Error::usage("give --run NAME [-- CMD] or NAME=true|false").hint(hint));
     };
     let (name, value) = assign.split_once('=').ok_or_else(|| {
         Error::usage(format!("`{assign}` is not NAME=true|false")).hint(format!(
-            "run what proves it: circe --agent {me} check {task} --run {assign} -- COMMAND"
+            "run what proves it: {}",
+            ops::run_check_hint(ws, me, task.as_str(), assign)
         ))
     })?;
     let name = CheckName::new(name)?;

@@ -62,7 +62,7 @@ pub fn run_take(ctx: &Ctx, a: &TakeArgs) -> Result<Report> {
     }
     let seen = ops::seq::handed_on(&ws, &me, &[(Mailbox::Workspace(me.clone()), file.clone())]);
     Ok(Report::new(format!("{file} -> {to}\n"), TakeJson { mailbox: to, file, already, msg_id })
-        .warnings(not_seen(seen)))
+        .warnings(not_seen(&me, seen)))
 }
 
 pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
@@ -77,17 +77,17 @@ pub fn run_done(ctx: &Ctx, a: &DoneArgs) -> Result<Report> {
         moved.iter().map(|(to, file)| format!("{file} -> {to}\n")).collect()
     };
     let moved = moved.into_iter().map(|(mailbox, file)| BoxFile { mailbox, file }).collect();
-    Ok(Report::new(human, DoneJson { moved, already }).warnings(not_seen(seen)))
+    Ok(Report::new(human, DoneJson { moved, already }).warnings(not_seen(&me, seen)))
 }
 
 /// The move is done whatever happens to lastSeen: a failure to record it is a warning
 /// (the message may show as new again, never hidden). Unread messages it made stale are
 /// said too: they will not wake a `wait` or a `watch` of this agent.
-pub(super) fn not_seen(r: Result<usize>) -> Vec<String> {
+pub(super) fn not_seen(me: &crate::names::AgentName, r: Result<usize>) -> Vec<String> {
     match r {
         Ok(0) => Vec::new(),
         Ok(n) => vec![format!(
-            "{n} unread message{} in your INBOX {} stale now: numbered below one you handed on from the same sender (`circe inbox` lists {} under `stale`)",
+            "{n} unread message{} in your INBOX {} stale now: numbered below one you handed on from the same sender (`circe --agent {me} inbox` lists {} under `stale`)",
             if n == 1 { "" } else { "s" },
             if n == 1 { "is" } else { "are" },
             if n == 1 { "it" } else { "them" },

@@ -36,8 +36,12 @@ pub struct PrimeJson {
     pub may_send: Vec<MaySend>,
     /// Task intents this agent's role may take.
     pub may_take: Vec<String>,
-    /// null without an acting agent.
+    /// The new messages in this agent's INBOX (what `inbox` lists under `messages`, and
+    /// `wait --for inbox` waits for); null without an acting agent.
     pub inbox_count: Option<usize>,
+    /// The stale ones (`inbox`'s `stale`: numbered at or below what it saw of their sender,
+    /// kept, not new); null without an acting agent.
+    pub stale_count: Option<usize>,
     /// Tasks this agent holds now.
     pub held: Vec<Held>,
     pub claimable: Option<Claimable>,
@@ -152,8 +156,22 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
             "{a} heartbeat TASK              # before the lease ({}) runs out, blocked too",
             ws.config.lease
         ),
-        format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
     ];
+    // A check circe.yaml declares is run as the completion refusal says it (`--run NAME`
+    // alone: any other form is refused); the `-- CMD` form only for checks it does not.
+    let (declared, undeclared) = check_forms(ws, role);
+    for c in &declared {
+        s.push(format!(
+            "{}   # when the task has it",
+            crate::ops::run_check_hint(ws, me, "TASK", c)
+        ));
+    }
+    if undeclared {
+        let other = if declared.is_empty() { "" } else { "other " };
+        s.push(format!(
+            "{a} check TASK --run NAME -- CMD   # each {other}check the task has (`circe show TASK`)"
+        ));
+    }
     let handing_on = hand_on.is_some();
     if let Some((intent, to)) = hand_on {
         s.push(format!(
@@ -169,6 +187,29 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     s.push(format!("{a} status TASK completed        # or: finish it yourself"));
     s.push(format!("{a} done TASK                    # file its messages into LOGS"));
     s
+}
+
+/// The checks circe.yaml declares that the tasks `role` may take can have (sorted), and
+/// whether those tasks can have a check it does not declare. A role that takes no task
+/// intent may still meet any check: every declared one, and undeclared ones.
+fn check_forms(ws: &Workspace, role: &str) -> (Vec<String>, bool) {
+    let reg = &ws.registry;
+    let possible: std::collections::BTreeSet<&str> = reg
+        .intents
+        .values()
+        .filter(|i| i.opens_task && reg.may_receive(role, &i.name))
+        .flat_map(|i| i.required_checks.iter().map(String::as_str))
+        .collect();
+    if possible.is_empty() {
+        return (ws.config.checks.keys().cloned().collect(), true);
+    }
+    let declared: Vec<String> = possible
+        .iter()
+        .filter(|c| crate::ops::declared_check(ws, c))
+        .map(|c| (*c).to_string())
+        .collect();
+    let undeclared = possible.len() > declared.len();
+    (declared, undeclared)
 }
 
 /// The reply the tasks `role` takes ask for (`test` asks `test_results`, `audit` an
@@ -272,6 +313,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             may_send: Vec::new(),
             may_take: Vec::new(),
             inbox_count: None,
+            stale_count: None,
             held: Vec::new(),
             claimable: None,
             open_questions: None,
@@ -303,7 +345,8 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         .filter(|i| i.opens_task && reg.may_receive(&role, &i.name))
         .map(|i| i.name.clone())
         .collect();
-    let inbox_count = ws.engine.list_box(&crate::boxes::Mailbox::Inbox(me.clone()))?.len();
+    // New and stale as `inbox` sorts them: a stale message wakes no `wait`.
+    let (inbox_count, stale_count) = crate::ops::seq::inbox_counts(&ws, &me)?;
     let mut held = Vec::new();
     let coordinator = ws.is_coordinator(&me);
     let mut attention: BTreeMap<String, usize> = BTreeMap::new();
@@ -389,8 +432,9 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         if may_take.is_empty() { "none".to_string() } else { may_take.join(", ") }
     ));
     h.push_str(&format!(
-        "Now:\n  inbox: {inbox_count} message{} (circe --agent {me} inbox)\n",
-        plural(inbox_count)
+        "Now:\n  inbox: {inbox_count} message{}{} (circe --agent {me} inbox)\n",
+        plural(inbox_count),
+        if stale_count == 0 { String::new() } else { format!(", {stale_count} stale") }
     ));
     let now = match coordinator_now {
         Some(t) => Some(t),
@@ -454,6 +498,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         may_send,
         may_take,
         inbox_count: Some(inbox_count),
+        stale_count: Some(stale_count),
         held,
         claimable: Some(claim),
         open_questions,

@@ -55,7 +55,10 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
             "--claim goes with --for claimable, not --for {}",
             a.what
         ))
-        .hint("circe wait --for claimable --claim takes the task it waited for"));
+        .hint(format!(
+            "circe --agent {} wait --for claimable --claim takes the task it waited for",
+            ctx.agent.as_deref().unwrap_or("NAME")
+        )));
     }
     let exec_timeout = a.exec_timeout.as_deref().map(parse_interval).transpose()?;
     let poll = a.poll.as_deref().map(parse_interval).transpose()?;
@@ -83,7 +86,8 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
     })? {
         super::Retried::Done(met) => met,
         super::Retried::Stopped(e) => {
-            return Err(lost_at_timeout(&e, timeout, resume.request.as_deref()));
+            let claim = resume.request.as_deref().map(|r| (&me, r));
+            return Err(lost_at_timeout(&e, timeout, claim));
         }
     };
     if let Some(cmd) = &a.exec {
@@ -153,16 +157,16 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
 fn lost_at_timeout(
     lost: &Error,
     timeout: Option<std::time::Duration>,
-    request: Option<&str>,
+    claim: Option<(&crate::names::AgentName, &str)>,
 ) -> Error {
     let secs = timeout.map_or(0.0, |t| t.as_secs_f64());
     let e = Error::timed_out(format!(
         "nothing came within {secs:.1}s: the root could not be reached ({})",
         lost.message
     ));
-    match request {
-        Some(r) => e.detail("request_id", r).hint(format!(
-            "a claim's reply was lost: `circe tasks --owner AGENT` shows whether it got a task (`circe claim --next --request-id {r}` returns that task, or else claims one)"
+    match claim {
+        Some((me, r)) => e.detail("request_id", r).hint(format!(
+            "a claim's reply was lost: `circe tasks --owner {me}` shows whether it got a task (`circe --agent {me} claim --next --request-id {r}` returns that task, or else claims one)"
         )),
         None => e.hint("wait again once the root can be reached"),
     }
@@ -216,7 +220,7 @@ fn seen(ws: &crate::workspace::Workspace, me: &crate::names::AgentName, met: &wa
         && *b == inbox.label()
     {
         let moved = crate::ops::seq::handed_on(ws, me, &[(inbox, f.clone())]);
-        for w in super::move_msg::not_seen(moved) {
+        for w in super::move_msg::not_seen(me, moved) {
             crate::error::warn(&w);
         }
     }

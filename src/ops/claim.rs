@@ -249,13 +249,44 @@ fn claim_in(
 
 /// `me` may not take the task `rec` is the record of (exit 3), with the way on.
 fn not_for(ws: &Workspace, me: &AgentName, role: &str, task: &TaskId, rec: &StatusRecord) -> Error {
+    Error::refused(format!(
+        "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
+        rec.to, rec.intent
+    ))
+    .hint(not_for_hint(ws, me, task, rec))
+}
+
+/// The hint for a holder's move (`status`, `heartbeat`, `check`, `take`) on a task nobody
+/// holds: claim it first, when `me` may take it (the claim's own eligibility); else why it
+/// may not and the way on that the claim's refusal gives, never a claim that is refused.
+pub(crate) fn claim_first(ws: &Workspace, me: &AgentName, rec: &StatusRecord) -> String {
+    let task = &rec.task_id;
+    if may_claim(ws, me, rec) {
+        return format!("claim it first: `circe --agent {me} claim {task}`");
+    }
+    format!(
+        "{me} may not claim it (it is addressed to {} with intent {}): {}",
+        rec.to,
+        rec.intent,
+        not_for_hint(ws, me, task, rec)
+    )
+}
+
+/// May `me` claim the task `rec` is the record of, as far as its address and intent go?
+pub(crate) fn may_claim(ws: &Workspace, me: &AgentName, rec: &StatusRecord) -> bool {
+    let role = ws.role_of(me).unwrap_or_default();
+    ws.may_take(me, &role, &rec.to, &rec.intent)
+}
+
+/// Who may take a task `me` may not, and how to get it to `me` (or anyone) after all.
+fn not_for_hint(ws: &Workspace, me: &AgentName, task: &TaskId, rec: &StatusRecord) -> String {
     // Addressed to one agent: nobody else takes it, whatever the registry allows.
     let one = match crate::address::Address::parse(&rec.to) {
         crate::address::Address::Agent(a) => Some(a),
         crate::address::Address::Bare(a) if !ws.registry.is_role(a) => Some(a),
         _ => None,
     };
-    let hint = match one {
+    match one {
         Some(a) => {
             let alone = match crate::names::AgentName::new(a) {
                 Ok(n) if ws.is_retired(&n) => {
@@ -286,12 +317,7 @@ fn not_for(ws: &Workspace, me: &AgentName, role: &str, task: &TaskId, rec: &Stat
             }
         }
         _ => "`circe registry` shows which roles may receive each intent".to_string(),
-    };
-    Error::refused(format!(
-        "{me} ({role}) may not take task {task}: it is addressed to {} with intent {}",
-        rec.to, rec.intent
-    ))
-    .hint(hint)
+    }
 }
 
 /// The claim's conflict with a live holder: exit 4, with what a program acts on.

@@ -332,7 +332,20 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         };
         tx
     };
-    let mut tx = tx;
+    let task = tx.task_id().clone();
+    // A refusal of the task's take names it (`details.task_id`), as the task's other
+    // commands do, whichever key was typed.
+    take_ticket(ws, me, tx, &inbox, &to).map_err(|e| e.about_task(task.as_str()))
+}
+
+/// `take` of a task's ticket, inside its transaction.
+fn take_ticket(
+    ws: &Workspace,
+    me: &AgentName,
+    mut tx: Box<dyn TaskTx + '_>,
+    inbox: &Mailbox,
+    to: &Mailbox,
+) -> Result<Taken> {
     let st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
     if st.rec.status.is_terminal() {
         let t = &st.rec.task_id;
@@ -357,8 +370,10 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
                     .detail("lease_expires_at", lease.clone())
                     .hint(format!("{owner} holds it; its lease runs until {lease}"))
             }
-            None => Error::refused(what)
-                .hint(format!("claim it first: circe --agent {me} claim {}", st.rec.task_id)),
+            None if st.rec.status == Status::Parked => {
+                Error::refused(what).hint(super::claim::parked_hint(ws, me, &st.rec.task_id))
+            }
+            None => Error::refused(what).hint(super::claim::claim_first(ws, me, &st.rec)),
         });
     }
     // The task's message, read where it lies (a message that does not read has no id here).
@@ -367,10 +382,10 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         .as_ref()
         .and_then(|b| super::read(ws, b, &st.rec.message).ok())
         .and_then(|m| m.msg_id);
-    if st.location.as_ref() == Some(&to) {
+    if st.location.as_ref() == Some(to) {
         return Ok((to.label(), st.rec.message.clone(), true, id));
     }
-    if st.location.as_ref() != Some(&inbox) {
+    if st.location.as_ref() != Some(inbox) {
         let t = &st.rec.task_id;
         return Err(Error::refused(format!(
             "task {t}'s message is in {}, not in your INBOX",
@@ -378,7 +393,7 @@ pub fn take(ws: &Workspace, me: &AgentName, key: &str) -> Result<Taken> {
         ))
         .hint(format!("`circe show {t}` says where it is")));
     }
-    let file = move_ticket(tx.as_mut(), EventKind::Take, me, &to)?;
+    let file = move_ticket(tx.as_mut(), EventKind::Take, me, to)?;
     Ok((to.label(), file, false, id))
 }
 

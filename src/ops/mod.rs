@@ -43,8 +43,8 @@ pub use questions::{Question, questions};
 pub use read::{first_problem, read};
 pub use send::{DeliveredCopy, Delivery, check_draft_routing, send};
 pub use update::{
-    CheckRun, check_assert, check_run, check_set, heartbeat, release, set_status,
-    set_status_idempotent, set_status_sending,
+    CheckRun, check_assert, check_run, check_set, check_to_run, declared_check, heartbeat, release,
+    run_check_hint, set_status, set_status_idempotent, set_status_sending,
 };
 
 /// Where an archived task is read: `show` (`shown`, said so) on a root that keeps its

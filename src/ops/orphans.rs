@@ -129,7 +129,9 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
                 all.join(", "),
                 e.message
             ),
-            hint: Some(format!("run `circe agent retire {agent}` again: it releases what is left")),
+            hint: Some(format!(
+                "run `circe --agent {me} agent retire {agent}` again: it releases what is left"
+            )),
             ..e
         });
     }

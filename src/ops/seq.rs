@@ -355,6 +355,25 @@ impl Staleness {
     }
 }
 
+/// How many messages of `me`'s INBOX are new and how many stale, sorted as `inbox` sorts
+/// them (its `messages` and its `stale`): stale when it reads and is numbered at or below
+/// what `me` has seen of its sender; new otherwise, one that does not read included.
+/// Nothing is logged or moved.
+pub fn inbox_counts(ws: &Workspace, me: &AgentName) -> Result<(usize, usize)> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let judge = Staleness::of(ws, me)?;
+    let (mut new, mut stale) = (0, 0);
+    for f in ws.engine.list_box(&inbox)? {
+        let read = super::read(ws, &inbox, &f);
+        if read.ok().is_some_and(|m| judge.stale(ws, &m, &f).is_some()) {
+            stale += 1;
+        } else {
+            new += 1;
+        }
+    }
+    Ok((new, stale))
+}
+
 /// The text of the one-line form: the headline, else the first line of the `## Summary`
 /// section, else the body's first line that is not a heading; whitespace runs become one
 /// space.

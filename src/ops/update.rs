@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::notify;
+use super::{claim, notify};
 use crate::config::Announce;
 use crate::engine::TaskTx;
 use crate::error::{Error, Result};
@@ -75,11 +75,18 @@ fn actors(
             "another agent took the task after your lease ran out; claim it again if it is free"
                 .to_string()
         } else {
+            let again = if claim::may_claim(ws, me, &st.rec) {
+                format!(
+                    ", and a waiting task is claimed again with `circe --agent {me} claim {}`",
+                    st.rec.task_id
+                )
+            } else {
+                String::new()
+            };
             format!(
-                "no one holds it now (it is {}: a lease that ran out, a release or a reap put it there); `circe show {}` tells its story, and a waiting task is claimed again with `circe --agent {me} claim {}`",
+                "no one holds it now (it is {}: a lease that ran out, a release or a reap put it there); `circe show {}` tells its story{again}",
                 st.rec.status.as_str(),
                 st.rec.task_id,
-                st.rec.task_id
             )
         };
         let err = Error::conflict(format!(
@@ -107,12 +114,7 @@ fn actors(
 }
 
 /// The error for someone who is not the holder trying a holder's move.
-/// The hint for a change to a waiting task: claim it first.
-fn claim_first(me: &AgentName, task: &TaskId) -> String {
-    format!("claim it first: `circe --agent {me} claim {task}`")
-}
-
-fn not_owner(st: &TaskState, me: &AgentName) -> Error {
+fn not_owner(ws: &Workspace, st: &TaskState, me: &AgentName) -> Error {
     let task = &st.rec.task_id;
     match (st.rec.owner.as_deref(), st.rec.status.is_owned()) {
         // The details a claim's conflict gives, for a program acting on either.
@@ -128,10 +130,14 @@ fn not_owner(st: &TaskState, me: &AgentName) -> Error {
         (_, _) if st.rec.status == Status::New && st.rec.attempts > 0 => Error::refused(format!(
             "task {task} is new: no one holds it (it went back to the queue: a lease that ran out, a release or a reap put it there)"
         ))
-        .hint(format!("if you still work on it, {}", claim_first(me, task))),
+        .hint(if claim::may_claim(ws, me, &st.rec) {
+            format!("if you still work on it, {}", claim::claim_first(ws, me, &st.rec))
+        } else {
+            claim::claim_first(ws, me, &st.rec)
+        }),
         (_, _) => Error::refused(format!("task {task} is {}", st.rec.status.as_str())).hint(
             if st.rec.status == Status::New {
-                claim_first(me, task)
+                claim::claim_first(ws, me, &st.rec)
             } else {
                 "it is not held by anyone; `circe show` tells its story".to_string()
             },
@@ -235,13 +241,39 @@ fn declared_check_hint(
     // The lifecycle's hint to the holder, as `run_them` wrote it (another actor's differs).
     let (me, task) = (me.as_str(), task.as_str());
     let to_holder = e.hint == Some(crate::task::effects::run_them(me, task, first, false));
-    if !to_holder || !ws.config.checks.contains_key(first) {
+    if !to_holder || !declared_check(ws, first) {
         return e;
     }
     let hint = crate::task::effects::run_them(me, task, first, true);
     let mut e = e;
     e.hint = Some(hint);
     e
+}
+
+/// Does circe.yaml declare the command that proves `check`? Then it is recorded only by
+/// running that command (`--run NAME`, nothing after it), and every hint says that form.
+pub fn declared_check(ws: &Workspace, check: &str) -> bool {
+    ws.config.checks.contains_key(check)
+}
+
+/// The command that records `check` of `task` by running it, as `me` (the completion
+/// refusal's form: `--run NAME` alone for a declared check).
+pub fn run_check_hint(ws: &Workspace, me: &AgentName, task: &str, check: &str) -> String {
+    crate::task::effects::run_check(me.as_str(), task, check, declared_check(ws, check))
+}
+
+/// The check of `task` a hint names: its first not passed (counting one its intent requires
+/// that `.checks` does not list), else its first; `None` when the task cannot be read or
+/// has no checks.
+pub fn check_to_run(ws: &Workspace, task: &TaskId) -> Option<CheckName> {
+    let TaskState { rec, mut checks, .. } = ws.engine.peek(task).ok()??;
+    if let Some(intent) = ws.registry.intent(rec.intent.as_str()) {
+        for c in intent.required_checks.iter().filter_map(|c| CheckName::new(c).ok()) {
+            checks.entry(c).or_insert(false);
+        }
+    }
+    let first = checks.iter().find(|(_, v)| !**v).or_else(|| checks.iter().next());
+    first.map(|(k, _)| k.clone())
 }
 
 /// A status move, with its outbox; the record, the events logged, and whether the task had
@@ -261,7 +293,7 @@ fn status_move(
     let from = st.rec.status;
     if from == target && outbox.is_empty() {
         if from.is_owned() && who.is_empty() {
-            return Err(not_owner(&st, me));
+            return Err(not_owner(ws, &st, me));
         }
         return Ok((st.rec, Vec::new(), true));
     }
@@ -270,7 +302,7 @@ fn status_move(
     let holders_move =
         matches!(target, Status::InProgress | Status::Blocked | Status::Completed | Status::Failed);
     if from == Status::New && who.is_empty() && holders_move {
-        return Err(not_owner(&st, me));
+        return Err(not_owner(ws, &st, me));
     }
     if target == Status::New && outbox.is_empty() {
         drop(tx);
@@ -278,7 +310,15 @@ fn status_move(
             .map(|(r, already)| (r, Vec::new(), already));
     }
     let mv = move_to(from, target).map_err(|e| match target {
+        // `status T claimed` is a claim: said as the claim would answer it.
+        Status::Claimed if !claim::may_claim(ws, me, &st.rec) => {
+            e.hint(claim::claim_first(ws, me, &st.rec))
+        }
         Status::Claimed => e.hint(format!("run `circe --agent {me} claim {task}`")),
+        // The lifecycle's hint names no agent or task: said for this one.
+        Status::Parked => e.hint(format!(
+            "`circe --agent {me} status {task} blocked` says it waits on something; `circe --agent {me} release {task}` gives it back"
+        )),
         _ => e,
     })?;
     let ctx = MoveCtx {
@@ -295,7 +335,7 @@ fn status_move(
         // A refusal for someone who is not the holder says who holds it.
         let acting = who.contains(&Actor::Owner) || who.contains(&Actor::Coordinator);
         if !acting && st.rec.owner.is_some() && st.rec.status.is_owned() {
-            not_owner(&st, me)
+            not_owner(ws, &st, me)
         } else if mv == Move::Complete && from == Status::Claimed && who.contains(&Actor::Owner) {
             Error::refused(format!("task {task} is claimed: start it before completing it")).hint(
                 format!("circe --agent {me} status {task} in_progress, then circe --agent {me} status {task} completed"),
@@ -373,7 +413,7 @@ pub fn release(
     };
     let change = effects::apply(mv, &st, &ctx).map_err(|e| {
         if from.is_owned() && !who.contains(&Actor::Owner) {
-            let err = not_owner(&st, me);
+            let err = not_owner(ws, &st, me);
             if ws.is_coordinator(me) {
                 err.hint(format!(
                     "as a coordinator you can take it back: circe --agent {me} release {task} --force"
@@ -426,7 +466,7 @@ pub fn heartbeat(
     let st = state(ws, tx.as_ref())?;
     let who = actors(ws, &st, me, epoch)?;
     if st.rec.status == Status::New && st.rec.attempts > 0 {
-        return Err(not_owner(&st, me));
+        return Err(not_owner(ws, &st, me));
     }
     if !st.rec.status.is_owned() {
         return Err(Error::refused(format!(
@@ -434,13 +474,13 @@ pub fn heartbeat(
             st.rec.status.as_str()
         ))
         .hint(if st.rec.status == Status::New {
-            claim_first(me, task)
+            claim::claim_first(ws, me, &st.rec)
         } else {
             "a heartbeat extends the lease of a task you hold".to_string()
         }));
     }
     if !who.contains(&Actor::Owner) {
-        return Err(not_owner(&st, me));
+        return Err(not_owner(ws, &st, me));
     }
     let change =
         effects::heartbeat(&st, ws.tx_now(tx.as_ref()), ttl.unwrap_or_else(|| ws.config.lease()))?;
@@ -459,11 +499,11 @@ fn require_holder(
         return Ok(());
     }
     if st.rec.status.is_owned() {
-        Err(not_owner(st, me))
+        Err(not_owner(ws, st, me))
     } else {
         let id = &st.rec.task_id;
         let hint = match st.rec.status {
-            Status::New => claim_first(me, id),
+            Status::New => claim::claim_first(ws, me, &st.rec),
             _ => format!("`circe show {id}` says what became of it"),
         };
         Err(Error::refused(format!(

@@ -177,7 +177,7 @@ fn holds_now(
                 .map(|st| (st.location.unwrap_or(Mailbox::NewMessages), st.rec.message));
             Ok(Some(Met::already(Some(t), at.as_ref().map(|(b, f)| (b, f.as_str())))))
         }
-        Condition::Reply(id) => reply_holds(ws, id, fresh),
+        Condition::Reply(id) => reply_holds(ws, me, id, fresh),
         Condition::Status(t, want) => {
             let now = match ws.engine.peek(t)? {
                 Some(st) => st.rec.status,
@@ -403,7 +403,7 @@ fn wait_in(
             {
                 return Ok(done);
             }
-            never_met(ws, c, &e)?;
+            never_met(ws, me, c, &e)?;
             follow.handed(e.id)?;
             *at = Some(e.id);
         }
@@ -414,12 +414,12 @@ fn wait_in(
 }
 
 /// Does a reply to `id` hold now (`wait --for reply:`)? Refused when none can come.
-fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
+fn reply_holds(ws: &Workspace, me: &AgentName, id: &str, fresh: bool) -> Result<Option<Met>> {
     // An ask is answered by its ask-response alone (an `update` in reply, circe's
     // notice of its expiry, answer nothing), and one that expired never will be.
     if let Some(ask) = ask_of(ws, id)? {
         return match ask.state {
-            crate::tx::AskState::Expired => Err(expired_ask(id)),
+            crate::tx::AskState::Expired => Err(expired_ask(me, id)),
             crate::tx::AskState::Answered if !fresh => {
                 let answer = ask.answer.clone().unwrap_or_default();
                 let at = ws.engine.find_msg_id(&answer)?.into_iter().next();
@@ -448,7 +448,7 @@ fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
         }
     }
     if filed {
-        return Err(filed_unread(id));
+        return Err(filed_unread(me, id));
     }
     // What a reply may answer, as `send` sees it: an ask, a task named by the id, a
     // message here, or one in the archive.
@@ -473,21 +473,21 @@ fn reply_holds(ws: &Workspace, id: &str, fresh: bool) -> Result<Option<Met>> {
 
 /// An event after which the condition can never hold: the ask waited for expired, or the
 /// task became a status from which the awaited one cannot be reached (exit 3).
-fn never_met(ws: &Workspace, c: &Condition, e: &Event) -> Result<()> {
+fn never_met(ws: &Workspace, me: &AgentName, c: &Condition, e: &Event) -> Result<()> {
     // The ask waited for expired: no answer will come.
     if let Condition::Reply(id) = c
         && e.event == EventKind::Lapse
         && e.msg_id.as_deref() == Some(id.as_str())
         && ask_of(ws, id)?.is_some()
     {
-        return Err(expired_ask(id));
+        return Err(expired_ask(me, id));
     }
     // The question waited for was filed unread past its deadline, its asker told.
     if let Condition::Reply(id) = c
         && e.event == EventKind::Lapse
         && e.in_reply_to.as_deref() == Some(id.as_str())
     {
-        return Err(filed_unread(id));
+        return Err(filed_unread(me, id));
     }
     if let Condition::Status(t, want) = c
         && e.task.as_ref() == Some(t)
@@ -513,9 +513,10 @@ fn ask_of(ws: &Workspace, id: &str) -> Result<Option<crate::tx::AskRecord>> {
 }
 
 /// A wait for the answer of an ask that expired unanswered: it can never come (exit 3).
-fn expired_ask(id: &str) -> Error {
-    Error::refused(format!("ask {id} expired unanswered: no answer will come"))
-        .hint("ask again (`circe send --intent ask ...`), with a later --deadline")
+fn expired_ask(me: &AgentName, id: &str) -> Error {
+    Error::refused(format!("ask {id} expired unanswered: no answer will come")).hint(format!(
+        "ask again (`circe --agent {me} send --intent ask ...`), with a later --deadline"
+    ))
 }
 
 /// circe's notice to an asker that its question was filed unread past its deadline (an
@@ -525,9 +526,11 @@ fn is_filed_unread_notice(m: &crate::message::Message) -> bool {
 }
 
 /// A wait for the answer of a question filed unread past its deadline (exit 3).
-fn filed_unread(id: &str) -> Error {
+fn filed_unread(me: &AgentName, id: &str) -> Error {
     Error::refused(format!("{id} passed its deadline unread and was filed: no answer will come"))
-        .hint("ask again (`circe send --intent question ...`), with a later --deadline or none")
+        .hint(format!(
+            "ask again (`circe --agent {me} send --intent question ...`), with a later --deadline or none"
+        ))
 }
 
 /// When the wait looks at its condition again though no event came: when the first lease

@@ -221,14 +221,17 @@ fn gate_on_deadline(st: &TaskState, now: DateTime<Utc>, what: &str) -> Result<()
 /// The hint to the holder for a check not passed: run it with the command that proves it,
 /// or, `declared` in circe.yaml, with the command declared there.
 pub fn run_them(by: &str, task: &str, check: &str, declared: bool) -> String {
+    format!("run them: {}", run_check(by, task, check, declared))
+}
+
+/// The command that records `check` by running it: `--run NAME` alone when circe.yaml
+/// declares its command (`declared`: any other command, and an assertion, is refused), else
+/// with the command that proves it after `--`.
+pub fn run_check(by: &str, task: &str, check: &str, declared: bool) -> String {
     if declared {
-        format!(
-            "run them: circe --agent {by} check {task} --run {check} (circe.yaml declares its command)"
-        )
+        format!("circe --agent {by} check {task} --run {check} (circe.yaml declares its command)")
     } else {
-        format!(
-            "run them: circe --agent {by} check {task} --run {check} -- <command that proves it>"
-        )
+        format!("circe --agent {by} check {task} --run {check} -- <command that proves it>")
     }
 }
 

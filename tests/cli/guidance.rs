@@ -178,7 +178,7 @@ fn check_hints_say_to_run_and_where_the_command_goes() {
     o.code(2);
     let hint = o.stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_default();
     assert!(
-        hint.contains("--run tests_passed -- COMMAND") && !hint.contains("=true"),
+        hint.contains("--run tests_passed -- <command that proves it>") && !hint.contains("=true"),
         "{}",
         o.show()
     );
@@ -855,4 +855,118 @@ fn a_readdress_to_the_same_address_that_nobody_there_may_take_is_refused() {
     o.code(3);
     assert!(o.stderr.contains("no active agent at agent:bob"), "{}", o.show());
     crate::common::assert_unchanged(&before, &env.state());
+}
+
+/// A holder's move on a waiting task (`take`, `status`, `heartbeat`, `check`) hints "claim
+/// it first" only to an agent the claim would not refuse; another is told who may take it
+/// and to ask a coordinator to readdress it, as the refused claim says. `take` names the
+/// task in `details.task_id`, as the task's other refusals do.
+#[test]
+fn a_holders_move_on_a_task_one_may_not_take_hints_no_claim() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    let open = ["send", "--to", "agent:engineer-2", "--intent", "fix_bug", "--task", "BUG-1"];
+    env.as_("coordinator", &[&open[..], &["--summary", "for engineer-2 only"]].concat()).ok();
+    let before = env.state();
+    for (agent, args) in [
+        ("qa", &["take", "BUG-1"][..]),
+        ("engineer", &["status", "BUG-1", "in_progress"][..]),
+        ("engineer", &["heartbeat", "BUG-1"][..]),
+        ("engineer", &["check", "BUG-1", "tests_passed=true"][..]),
+        ("engineer", &["status", "BUG-1", "claimed"][..]),
+    ] {
+        let o = env.as_(agent, args);
+        o.code(3);
+        assert!(!o.stderr.contains("claim it first"), "{}", o.show());
+        assert!(!o.stderr.contains(" claim BUG-1"), "{}", o.show());
+        assert!(o.stderr.contains("meant for agent engineer-2 alone"), "{}", o.show());
+        let ask =
+            format!("`circe --agent {agent} send --to role:coordinator --intent request_help");
+        assert!(o.stderr.contains(&ask), "{}", o.show());
+    }
+    assert_unchanged(&before, &env.state());
+    let o = env.as_("qa", &["take", "BUG-1", "--json"]);
+    o.code(3);
+    assert_eq!(o.json()["error"]["details"]["task_id"], "BUG-1", "{}", o.show());
+    // The one it is meant for is told to claim it, and the claim runs.
+    let o = env.as_("engineer-2", &["status", "BUG-1", "in_progress"]);
+    o.code(3);
+    assert!(
+        o.stderr.contains("claim it first: `circe --agent engineer-2 claim BUG-1`"),
+        "{}",
+        o.show()
+    );
+    env.as_("engineer-2", &["claim", "BUG-1"]).ok();
+}
+
+/// With a check declared in circe.yaml, every hint and `prime` name the form that records
+/// it (`--run NAME`, nothing after it), never the `-- CMD` form circe refuses for it, and
+/// none suggests asserting; followed as printed, it runs.
+#[test]
+fn a_declared_check_is_hinted_in_the_form_that_runs() {
+    let env = Env::new();
+    let cfg = env.circe(["config"]).run().stdout + "checks:\n  tests_passed: {run: \"true\"}\n";
+    env.set_config(&cfg);
+    let open = ["send", "--to", "role:qa", "--intent", "test", "--task", "BUG-1", "--summary", "x"];
+    env.as_("engineer", &open).ok();
+    env.as_("qa", &["claim", "BUG-1"]).ok();
+    env.as_("qa", &["status", "BUG-1", "in_progress"]).ok();
+    // qa's tasks have declared checks only: no `-- CMD` line.
+    let prime = env.as_("qa", &["prime"]);
+    let lines: Vec<&str> = prime.stdout.lines().filter(|l| l.contains(" check TASK")).collect();
+    assert!(!lines.is_empty(), "{}", prime.show());
+    assert!(lines.iter().all(|l| !l.contains("-- CMD") && !l.contains("=true")), "{lines:#?}");
+    assert!(
+        lines.iter().any(|l| l.contains("circe --agent qa check TASK --run tests_passed ")),
+        "{lines:#?}"
+    );
+    for args in [&["check", "BUG-1"][..], &["check", "BUG-1", "tests_passed"][..]] {
+        let o = env.as_("qa", args);
+        o.code(2);
+        let hint = o.stderr.lines().find(|l| l.starts_with("hint: ")).unwrap_or_default();
+        let run =
+            "circe --agent qa check BUG-1 --run tests_passed (circe.yaml declares its command)";
+        assert!(hint.contains(run) && !hint.contains("--run tests_passed --"), "{}", o.show());
+        assert!(!hint.contains("=true"), "{}", o.show());
+    }
+    env.as_("qa", &["check", "BUG-1", "--run", "tests_passed"]).ok();
+}
+
+/// A hint that names a command the acting agent runs names the agent too (`--agent`):
+/// followed as printed it is never "no acting agent".
+#[test]
+fn hints_name_the_acting_agent() {
+    let env = Env::new();
+    let o = env.as_("qa", &["wait", "--for", "inbox", "--claim"]);
+    o.code(2);
+    assert!(
+        o.stderr.contains("hint: circe --agent qa wait --for claimable --claim"),
+        "{}",
+        o.show()
+    );
+    // An ask that expired unanswered: ask again, as the asker.
+    let a = sent(
+        &env,
+        "engineer",
+        &[
+            "--to",
+            "agent:qa",
+            "--intent",
+            "ask",
+            "--summary",
+            "x",
+            "--deadline",
+            "2025-11-21T18:00:00Z",
+        ],
+    );
+    env.circe(["reap"]).now("2025-11-21T18:00:01Z").run().ok();
+    let w = env.as_("engineer", &["wait", "--for", &format!("reply:{a}"), "--timeout", "5s"]);
+    w.code(3);
+    assert!(w.stderr.contains("`circe --agent engineer send --intent ask ...`"), "{}", w.show());
+    // `status T parked` is no move: the moves it may mean, for this agent and task.
+    env.open_task("P-1");
+    env.as_("engineer", &["claim", "P-1"]).ok();
+    let o = env.as_("engineer", &["status", "P-1", "parked"]);
+    o.code(3);
+    assert!(o.stderr.contains("`circe --agent engineer release P-1`"), "{}", o.show());
 }

@@ -1639,7 +1639,11 @@ fn retire_goes_on_past_a_task_it_cannot_read() {
     let o = env.as_("coordinator", &["agent", "retire", "engineer"]);
     o.code(1);
     assert!(o.stderr.contains("could not be looked at or released (T-1)"), "{}", o.show());
-    assert!(o.stderr.contains("circe agent retire engineer` again"), "{}", o.show());
+    assert!(
+        o.stderr.contains("`circe --agent coordinator agent retire engineer` again"),
+        "{}",
+        o.show()
+    );
     assert_eq!(env.record("T-2").status.as_str(), "new", "T-2 was not released");
     std::fs::write(&record, good).unwrap();
     let again = env.as_("coordinator", &["agent", "retire", "engineer"]);

@@ -681,3 +681,33 @@ fn a_settle_that_cannot_be_logged_says_the_command_did_nothing() {
         o.stdout
     );
 }
+
+/// `prime` counts the INBOX as `inbox` sorts it: a message made stale by a later one handed
+/// on is no new message (it wakes no `wait --for inbox`), and is counted as stale, in the
+/// text and in the JSON alike.
+#[test]
+fn prime_counts_a_stale_message_as_stale_not_new() {
+    let env = Env::new();
+    let send = |summary: &str| {
+        let args = ["send", "--to", "coordinator", "--intent", "status_update", "--summary"];
+        let o = env.as_("engineer", &[&args[..], &[summary, "--json"]].concat());
+        o.ok();
+        o.json()["msg_id"].as_str().unwrap().to_string()
+    };
+    send("first");
+    let second = send("second");
+    env.as_("coordinator", &["done", &second]).ok();
+    let inbox = env.as_("coordinator", &["inbox", "--json"]).json();
+    assert_eq!(inbox["messages"].as_array().unwrap().len(), 0, "{inbox}");
+    assert_eq!(inbox["stale"].as_array().unwrap().len(), 1, "{inbox}");
+    let prime = env.as_("coordinator", &["prime", "--json"]).json();
+    assert_eq!(prime["inbox_count"], 0, "{prime}");
+    assert_eq!(prime["stale_count"], 1, "{prime}");
+    let prime = env.as_("coordinator", &["prime"]);
+    assert!(
+        prime.stdout.contains("inbox: 0 messages, 1 stale (circe --agent coordinator inbox)"),
+        "{}",
+        prime.show()
+    );
+    env.circe(["wait", "--for", "inbox", "--timeout", "300ms"]).agent("coordinator").run().code(7);
+}
