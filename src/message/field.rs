@@ -230,7 +230,7 @@ fn time(value: &str) -> Result<chrono::DateTime<chrono::Utc>, Refusal> {
     clock::parse(value).ok_or_else(|| {
         (
             format!("`{}` is not an RFC 3339 time", crate::error::one_line(value)),
-            Some("write UTC like 2025-11-21T17:00:00Z (years 0000 to 9999, in UTC)".into()),
+            Some("write UTC like 2025-11-21T17:00:00Z (a year from 0000 to 9999)".into()),
         )
     })
 }
