@@ -444,6 +444,54 @@ fn an_expired_lease_is_taken_over_and_the_stale_owner_fenced_out() {
     );
 }
 
+/// A takeover's events name only files that are there after them: the ticket went from the
+/// old owner's box straight into the claimer's INBOX, so the `expire` names it there (as the
+/// `claim` does), never in NEW_MESSAGES; the text line names the owner who lost it.
+#[test]
+fn a_takeovers_expire_names_the_file_where_the_ticket_went() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env.at("2025-11-21T17:07:00Z", "engineer-2", &["claim", T]).ok();
+    let evs = env.events();
+    let expire = evs.iter().find(|e| e["event"] == "expire").expect("an expire event");
+    assert_eq!(expire["files"], json!([{"box": "inbox:engineer-2", "file": MSG}]), "{expire}");
+    assert!(env.ls("NEW_MESSAGES").is_empty());
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX"), [MSG]);
+    let o = env.circe(["log", "--all", "--kind", "expire"]).run();
+    o.ok();
+    assert!(o.stdout.contains("by engineer-2 (epoch 2, owner engineer)"), "{}", o.show());
+    assert!(o.stdout.contains(&format!("inbox:engineer-2/{MSG}")), "{}", o.show());
+}
+
+/// `log`'s text line keeps what a release, a block and a failure say (their reason or
+/// note), on the event's one line, cut when long.
+#[test]
+fn log_lines_say_the_reason_and_the_note() {
+    let env = setup();
+    env.as_("engineer", &["claim", T]).ok();
+    env.as_("engineer", &["release", T, "--reason", "wrong team\nfor this"]).ok();
+    env.as_("engineer-2", &["claim", T]).ok();
+    env.as_("engineer-2", &["status", T, "in_progress"]).ok();
+    env.as_("engineer-2", &["status", T, "blocked", "--note", "waiting for the schema"]).ok();
+    env.as_("engineer-2", &["status", T, "in_progress"]).ok();
+    let long = format!("flaky {}", "x".repeat(300));
+    env.as_("engineer-2", &["status", T, "failed", "--note", &long]).ok();
+    let o = env.circe(["log", "--all", "--task", T]).run();
+    o.ok();
+    let line = |kind: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.split(' ').nth(2) == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind} line: {}", o.stdout))
+            .to_string()
+    };
+    assert!(line("release").ends_with(": wrong team for this"), "{}", o.stdout);
+    assert!(line("block").ends_with(": waiting for the schema"), "{}", o.stdout);
+    let fail = line("fail");
+    assert!(fail.contains(": flaky xxx") && fail.ends_with('…'), "{fail}");
+    assert!(fail.chars().count() < 250, "cut short: {fail}");
+}
+
 #[test]
 fn a_task_whose_lease_keeps_running_out_is_parked_and_escalated() {
     let env = setup();
