@@ -148,7 +148,9 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
             "{a} heartbeat TASK              # before the lease ({}) runs out, blocked too",
             ws.config.lease
         ),
-        format!("{a} check TASK --run NAME -- CMD   # each check the task has (`circe show TASK`)"),
+        format!(
+            "{a} check TASK --run NAME -- CMD   # each check its completion needs (`circe show TASK`)"
+        ),
     ];
     let handing_on = hand_on.is_some();
     if let Some((intent, to)) = hand_on {

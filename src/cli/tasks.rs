@@ -128,6 +128,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             if !keep(&r) {
                 return Ok(());
             }
+            let r = ws.demanded_row(r);
             doc.extend_from_slice(if n == 0 { b"\n    " } else { b",\n    " });
             n += 1;
             serde_json::to_writer(&mut doc, &r).map_err(|e| Error::internal(e.to_string()))
@@ -142,8 +143,9 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
                 return Ok(());
             }
             n += 1;
-            asserted |= r.checks_asserted > 0;
-            let c = cells(&r, now);
+            let row = ws.demanded_row(r);
+            asserted |= row.checks_asserted > 0;
+            let c = cells(&row, now);
             if let Some(w) = &widths {
                 return write_line(&mut out, w, &c);
             }

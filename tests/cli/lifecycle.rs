@@ -212,6 +212,46 @@ fn completion_waits_for_the_checks() {
     env.at(T5, "engineer", &["claim", T]).code(3);
 }
 
+/// A check the registry added to an intent after a task opened is one its completion
+/// demands: `tasks`, `board` and `show` count it (as not passed) before any check is
+/// recorded; a finished task keeps the checks it finished with.
+#[test]
+fn a_check_the_registry_added_since_the_task_opened_is_counted_everywhere() {
+    let env = setup();
+    env.complete_task("DONE-1");
+    let cfg = env.circe(["config"]).run().stdout.clone();
+    assert!(cfg.contains("  intents: {}"), "{cfg}");
+    env.set_config(
+        &cfg.replace("  intents: {}", "  intents:\n    implement_feature: {checks: [lint_clean]}"),
+    );
+    let rows = env.circe(["tasks", "--json"]).run().json()["tasks"].clone();
+    let counts = |rows: &serde_json::Value, task: &str| {
+        let r = rows.as_array().unwrap().iter().find(|r| r["task_id"] == task).unwrap().clone();
+        (r["checks_passed"].clone(), r["checks_total"].clone())
+    };
+    assert_eq!(counts(&rows, T), (json!(0), json!(2)), "{rows}");
+    assert_eq!(counts(&rows, "DONE-1"), (json!(1), json!(1)), "finished as it was: {rows}");
+    let text = env.circe(["tasks"]).run();
+    assert!(
+        text.stdout.lines().any(|l| l.starts_with(T) && l.contains(" 0/2 ")),
+        "{}",
+        text.show()
+    );
+    let board = env.circe(["board", "--once", "--json"]).run().json()["tasks"].clone();
+    assert_eq!(counts(&board, T), (json!(0), json!(2)), "{board}");
+    let show = env.circe(["show", T, "--json"]).run();
+    assert_eq!(show.json()["checks"], json!({"lint_clean": false, "tests_passed": false}));
+    let show = env.circe(["show", T]).run();
+    assert!(show.stdout.contains("lint_clean: false  (required by intent"), "{}", show.show());
+    // What completion refuses is what they said.
+    env.as_("engineer", &["claim", T]).ok();
+    env.as_("engineer", &["status", T, "in_progress"]).ok();
+    env.as_("engineer", &["check", T, "tests_passed=true"]).ok();
+    let o = env.as_("engineer", &["status", T, "completed"]);
+    o.code(3);
+    assert!(o.stderr.contains("checks not passed: lint_clean"), "{}", o.show());
+}
+
 #[test]
 fn check_run_records_the_exit_status_and_logs_the_command() {
     let env = setup();

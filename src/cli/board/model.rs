@@ -33,7 +33,7 @@ impl Model {
     pub fn load(ws: &Workspace) -> Result<Model> {
         let mut tasks = BTreeMap::new();
         ws.engine.board(&mut |r| {
-            tasks.insert(r.task.to_string(), r.into_owned());
+            tasks.insert(r.task.to_string(), ws.demanded_row(r.into_owned()));
             Ok(())
         })?;
         let last = ws.engine.last_event_id()?;
@@ -72,7 +72,7 @@ impl Model {
         for t in held {
             let Ok(id) = crate::names::TaskId::new(t.as_str()) else { continue };
             let Some(st) = ws.engine.peek(&id)? else { continue };
-            let row = row_of(&st.rec, &st.checks);
+            let row = ws.demanded_row(row_of(&st.rec, &st.checks));
             if self.tasks.get(&t).is_none_or(|r| r.lease_expires_at != row.lease_expires_at) {
                 changed += 1;
             }
@@ -105,7 +105,7 @@ impl Model {
         if let Some(t) = &ev.task {
             match ws.engine.peek(t)? {
                 Some(st) => {
-                    self.tasks.insert(t.to_string(), row_of(&st.rec, &st.checks));
+                    self.tasks.insert(t.to_string(), ws.demanded_row(row_of(&st.rec, &st.checks)));
                 }
                 None => {
                     self.tasks.remove(t.as_str());
