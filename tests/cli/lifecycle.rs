@@ -926,6 +926,30 @@ fn handoff_sends_the_task_on_with_a_new_message() {
     .code(4);
 }
 
+/// A message of a task that sets no priority shows the task's in `inbox` (text and JSON),
+/// as the board and the claimable list do: a handoff without `--priority` keeps the task's.
+#[test]
+fn inbox_shows_a_handed_on_tasks_priority() {
+    let env = Env::new();
+    open_at(&env, T5, "HI-1", "high");
+    env.at(T5, "engineer", &["claim", "HI-1"]).ok();
+    env.at(T5, "engineer", &["send", "--to", "qa", "--intent", "test", "--task", "HI-1"]).ok();
+    env.at(T5, "qa", &["claim", "HI-1"]).ok();
+    let o = env.at(T5, "qa", &["inbox", "--json"]);
+    let m = &o.json()["messages"][0];
+    assert_eq!((&m["task_id"], &m["priority"]), (&json!("HI-1"), &json!("high")), "{}", o.show());
+    let o = env.at(T5, "qa", &["inbox"]);
+    let row = o.stdout.lines().find(|l| l.contains("HI-1")).unwrap_or_default().to_string();
+    assert!(row.contains(" high "), "{}", o.show());
+    // A message that sets its own keeps it; one of no task shows `-`.
+    env.at(T5, "coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "fyi"])
+        .ok();
+    let o = env.at(T5, "qa", &["inbox", "--json"]);
+    let fyi =
+        o.json()["messages"].as_array().unwrap().iter().find(|m| m["intent"] == "inform").cloned();
+    assert_eq!(fyi.unwrap()["priority"], json!(null), "{}", o.show());
+}
+
 #[test]
 fn the_board_and_its_filters() {
     let env = setup();
