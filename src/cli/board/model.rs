@@ -18,9 +18,10 @@ pub const RECENT: usize = 200;
 /// The board's state.
 pub struct Model {
     pub tasks: BTreeMap<String, Row<'static>>,
-    /// Each agent, its role, and how many messages its INBOX holds (`None`: it cannot be
-    /// read, e.g. a link stands where its folder belongs: doctor says what to do).
-    pub agents: Vec<(String, String, Option<usize>)>,
+    /// Each agent, its role, how many messages its INBOX holds (`None`: it cannot be
+    /// read, e.g. a link stands where its folder belongs: doctor says what to do), and
+    /// whether it is retired.
+    pub agents: Vec<(String, String, Option<usize>, bool)>,
     pub events: VecDeque<Event>,
     /// The id of the last event applied.
     pub cursor: u64,
@@ -52,9 +53,11 @@ impl Model {
 
     fn load_agents(&mut self, ws: &Workspace) -> Result<()> {
         self.agents.clear();
+        ws.forget_retired();
         for (a, role) in ws.engine.agents()? {
             let n = ws.engine.list_box(&Mailbox::Inbox(a.clone())).ok().map(|l| l.len());
-            self.agents.push((a.to_string(), role, n));
+            let retired = ws.is_retired(&a);
+            self.agents.push((a.to_string(), role, n, retired));
         }
         Ok(())
     }
@@ -112,7 +115,7 @@ impl Model {
                 }
             }
         }
-        if ev.event == EventKind::AgentAdd {
+        if matches!(ev.event, EventKind::AgentAdd | EventKind::Retire) {
             return self.load_agents(ws);
         }
         // A message arrived in or left an agent's box: count that agent's INBOX again. A
