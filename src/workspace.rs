@@ -9,9 +9,9 @@ use crate::address::Address;
 use crate::config::Config;
 use crate::engine::{self, Engine, RootSpec};
 use crate::error::{Error, Result};
-use crate::names::AgentName;
+use crate::names::{AgentName, CheckName};
 use crate::registry::Registry;
-use crate::task::Eligibility;
+use crate::task::{Eligibility, Row, TaskState};
 
 pub struct Workspace {
     pub engine: Box<dyn Engine>,
@@ -247,6 +247,39 @@ impl Workspace {
             .filter(|(a, r)| r.as_str() == role && !self.is_retired(a))
             .map(|(a, _)| a.clone())
             .collect()
+    }
+
+    /// The checks the registry requires of `intent` now that a task's checks do not list
+    /// (`listed` says which they list): completion counts each as not passed, so a `.checks`
+    /// cut by hand, or a check the team added to the intent since the task opened, never
+    /// lets a task complete unproven. The one rule: the completion gate, `show`, `tasks` and
+    /// the live board all count through it.
+    pub fn unlisted_checks(&self, intent: &str, listed: &dyn Fn(&str) -> bool) -> Vec<CheckName> {
+        self.registry.intent(intent).map_or_else(Vec::new, |i| {
+            i.required_checks
+                .iter()
+                .filter(|c| !listed(c))
+                .filter_map(|c| CheckName::new(c).ok())
+                .collect()
+        })
+    }
+
+    /// The task's checks as its completion demands them: each unlisted one (above) added as
+    /// not passed.
+    pub fn demand_checks(&self, st: &mut TaskState) {
+        for c in self.unlisted_checks(&st.rec.intent, &|c| st.checks.keys().any(|k| k == c)) {
+            st.checks.insert(c, false);
+        }
+    }
+
+    /// A board row whose check count is what its completion would demand: a task not
+    /// finished counts each unlisted check (above) as not passed. A finished task's row
+    /// stays as its checks were.
+    pub fn demanded_row<'a>(&self, mut r: Row<'a>) -> Row<'a> {
+        if !r.status.is_terminal() {
+            r.checks_total += self.unlisted_checks(&r.intent, &|c| r.lists_check(c)).len();
+        }
+        r
     }
 
     /// May `me` (with `role`) take a task addressed to `to` with `intent`? The same answer

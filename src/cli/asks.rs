@@ -63,7 +63,7 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
     } else {
         table(&["ASK", "FROM", "TO", "AGE", "STATE", "DEADLINE", "ABOUT"], &cells)
     };
-    // One vocabulary: the ask's task is `task_id`, and what an ask lacks is `null` (the
+    // One vocabulary: the ask's task is `task_id`, its time `created_at`, and what an ask lacks is `null` (the
     // record's file leaves it out).
     let asks: Vec<serde_json::Value> = rows
         .iter()
@@ -74,6 +74,9 @@ pub fn run(ctx: &Ctx, a: &AsksArgs) -> Result<Report> {
                 o.insert("task_id".into(), t);
                 let s = o.remove("headline").unwrap_or(serde_json::Value::Null);
                 o.insert("summary".into(), s);
+                // When it was asked: `created_at`, as every command names a message's time.
+                let at = o.remove("asked_at").unwrap_or(serde_json::Value::Null);
+                o.insert("created_at".into(), at);
                 for k in ["summary", "deadline", "answer", "answered_by", "answered_at"] {
                     o.entry(k).or_insert(serde_json::Value::Null);
                 }

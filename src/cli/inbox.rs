@@ -1,5 +1,7 @@
 //! `circe inbox`: what waits for the acting agent, and the tasks it may take.
 
+use std::collections::HashMap;
+
 use clap::Args;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -57,6 +59,8 @@ pub struct InboxMessage {
     pub from: Option<String>,
     pub intent: Option<String>,
     pub task_id: Option<String>,
+    /// Its `priority` header, else, for a message of a task, the task's priority (the one
+    /// `claim --next` and the board go by).
     pub priority: Option<String>,
     pub summary: Option<String>,
     pub in_reply_to: Option<String>,
@@ -209,6 +213,17 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     }
     let mut list = Vec::new();
     let mut warnings = Vec::new();
+    // The priority of each task a message names, read once per task.
+    let mut task_priority: HashMap<String, Option<String>> = HashMap::new();
+    let mut priority_of = |task: &str| -> Option<String> {
+        task_priority
+            .entry(task.to_string())
+            .or_insert_with(|| {
+                let id = crate::names::TaskId::new(task).ok()?;
+                ws.engine.peek(&id).ok().flatten().map(|st| st.rec.priority)
+            })
+            .clone()
+    };
     for b in &boxes {
         // The agent's own box missing (a clone of a committed root) is said, with how to
         // mend it: nothing can be delivered to it meanwhile.
@@ -230,7 +245,8 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 from: get(|m| m.from.clone()),
                 intent: get(|m| m.intent.clone()),
                 task_id: get(|m| m.task_id.clone()),
-                priority: get(|m| m.priority.map(|p| p.as_str().to_string())),
+                priority: get(|m| m.priority.map(|p| p.as_str().to_string()))
+                    .or_else(|| get(|m| m.task_id.clone()).and_then(|t| priority_of(&t))),
                 summary: get(message::Message::summary),
                 in_reply_to: get(|m| m.in_reply_to.clone()),
                 valid: parsed.is_some(),

@@ -169,7 +169,7 @@ fn steps(me: &AgentName, ws: &Workspace, role: &str) -> Vec<String> {
     if undeclared {
         let other = if declared.is_empty() { "" } else { "other " };
         s.push(format!(
-            "{a} check TASK --run NAME -- CMD   # each {other}check the task has (`circe show TASK`)"
+            "{a} check TASK --run NAME -- CMD   # each {other}check its completion needs (`circe show TASK`)"
         ));
     }
     let handing_on = hand_on.is_some();

@@ -149,6 +149,8 @@ pub struct RowDef {
     to: String,
     priority: PriorityDef,
     checks_passed: usize,
+    /// The checks its completion demands: those `.checks` lists, and for a task not finished
+    /// each the registry requires of its intent now that `.checks` does not list yet.
     checks_total: usize,
     /// Of the passed checks, how many were asserted rather than run.
     checks_asserted: usize,

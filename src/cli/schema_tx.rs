@@ -52,7 +52,8 @@ struct AskDef {
     /// The ask's summary line (as `inbox` and `questions` name it).
     #[serde(default)]
     summary: Option<String>,
-    asked_at: String,
+    /// When it was asked (the record's `asked_at`).
+    created_at: String,
     #[serde(default)]
     deadline: Option<String>,
     /// `open`, `answering`, `answered` or `expired`.

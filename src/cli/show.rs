@@ -188,6 +188,14 @@ const SHOWN_EVENTS: usize = 10;
 
 fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<Report> {
     let id = &st.rec.task_id;
+    // The checks its completion demands: those the registry requires now and `.checks`
+    // does not list count as not passed (a finished task's stay as they were).
+    let listed = st.checks.clone();
+    let mut st = st.clone();
+    if !st.rec.status.is_terminal() {
+        ws.demand_checks(&mut st);
+    }
+    let st = &st;
     let mut human = format!("task {id}\n\n.status\n{}\n", indent(&st.rec.render()));
     if let Some(o) = &st.owner {
         human.push_str(&format!(".owner\n{}\n", indent(&o.render())));
@@ -226,6 +234,12 @@ fn show_task(ws: &crate::workspace::Workspace, st: &task::TaskState) -> Result<R
                 "  (run or asserted: its check event is not in the log)".to_string()
             }
             (true, false) => format!("  (run{by})"),
+            (false, _) if !listed.contains_key(name) => {
+                format!(
+                    "  (required by intent {} now; .checks does not list it yet)",
+                    st.rec.intent
+                )
+            }
             (false, _) if by.is_empty() => String::new(),
             (false, _) if handed => format!("  (reset by the handoff{by})"),
             (false, _) => format!("  (recorded{by})"),

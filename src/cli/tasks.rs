@@ -12,8 +12,9 @@ use crate::clock;
 use crate::error::{Error, Kind, Result};
 use crate::task::{Row, Status};
 
-/// The board: every task with status, owner, priority, age, lease left and checks
-/// passed/total (`*`: a passed check was asserted, not run).
+/// The board: every task with status, owner, priority, age, lease left, time left before
+/// its deadline (DUE, when a task shown has one) and checks passed/total (`*`: a passed
+/// check was asserted, not run).
 #[derive(Debug, Args)]
 #[command(
     after_help = "Examples:\n  circe tasks\n  circe tasks --status new --json\n  circe tasks --owner engineer-2"
@@ -22,8 +23,10 @@ pub struct TasksArgs {
     /// Only tasks with this status.
     #[arg(long)]
     pub status: Option<String>,
-    /// Only tasks held by this agent.
-    #[arg(long)]
+    /// Only tasks whose owner is this agent: those it holds, and those that were completed,
+    /// failed or expired while it held them (the record keeps who held it last; add
+    /// --status in_progress, say, for the ones it holds).
+    #[arg(long, value_name = "AGENT")]
     pub owner: Option<String>,
 }
 
@@ -71,7 +74,26 @@ pub fn cells(r: &Row<'_>, now: i64) -> [String; 8] {
     ]
 }
 
-const HEADER: [&str; 8] = ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT"];
+/// The time left before a task's deadline (`passed` once it is), `-` for none.
+pub fn due_cell(r: &Row<'_>, now: i64) -> String {
+    r.deadline
+        .as_deref()
+        .and_then(clock::epoch_secs)
+        .map_or_else(|| "-".into(), |t| if t <= now { "passed".into() } else { short(t - now) })
+}
+
+/// The cells of one row with its deadline (`DUE`) after LEASE: the table shows that column
+/// when a task it measured has a deadline.
+pub fn cells_with_due(r: &Row<'_>, now: i64) -> [String; 9] {
+    let [task, status, owner, pri, age, lease, checks, intent] = cells(r, now);
+    [task, status, owner, pri, age, lease, due_cell(r, now), checks, intent]
+}
+
+/// The DUE column's place in `cells_with_due`.
+pub const DUE: usize = 6;
+
+const HEADER: [&str; 9] =
+    ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "DUE", "CHECKS", "INTENT"];
 /// Rows read before the column widths are fixed: a board this small is aligned exactly; a
 /// bigger one streams on with these widths (a longer cell pushes only its own line).
 const MEASURE: usize = 1000;
@@ -85,9 +107,15 @@ fn closed(e: &std::io::Error) -> Error {
     Error::internal(CLOSED)
 }
 
-fn write_line(out: &mut impl Write, widths: &[usize; 8], c: &[String; 8]) -> Result<()> {
+/// Widths of the columns, and whether DUE is one of them.
+type Widths = ([usize; 9], bool);
+
+fn write_line(out: &mut impl Write, (widths, due): &Widths, c: &[String; 9]) -> Result<()> {
     let mut line = String::with_capacity(128);
     for (i, cell) in c.iter().enumerate() {
+        if i == DUE && !due {
+            continue;
+        }
         line.push_str(cell);
         if i + 1 < c.len() {
             let pad = widths[i].saturating_sub(cell.chars().count()) + 2;
@@ -128,6 +156,7 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
             if !keep(&r) {
                 return Ok(());
             }
+            let r = ws.demanded_row(r);
             doc.extend_from_slice(if n == 0 { b"\n    " } else { b",\n    " });
             n += 1;
             serde_json::to_writer(&mut doc, &r).map_err(|e| Error::internal(e.to_string()))
@@ -135,15 +164,16 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
         doc.extend_from_slice(if n == 0 { b"]\n}\n" } else { b"\n  ]\n}\n" });
         out.write_all(&doc).map_err(|e| closed(&e))
     } else {
-        let mut first: Vec<[String; 8]> = Vec::new();
-        let mut widths: Option<[usize; 8]> = None;
+        let mut first: Vec<[String; 9]> = Vec::new();
+        let mut widths: Option<Widths> = None;
         let r = ws.engine.board(&mut |r| {
             if !keep(&r) {
                 return Ok(());
             }
             n += 1;
-            asserted |= r.checks_asserted > 0;
-            let c = cells(&r, now);
+            let row = ws.demanded_row(r);
+            asserted |= row.checks_asserted > 0;
+            let c = cells_with_due(&row, now);
             if let Some(w) = &widths {
                 return write_line(&mut out, w, &c);
             }
@@ -177,17 +207,18 @@ pub fn run(ctx: &Ctx, a: &TasksArgs) -> Result<Report> {
     }
 }
 
-fn measure(rows: &[[String; 8]]) -> [usize; 8] {
-    let mut w: [usize; 8] = std::array::from_fn(|i| HEADER[i].len());
+/// The column widths of the rows measured, with DUE only when one of them has a deadline.
+fn measure(rows: &[[String; 9]]) -> Widths {
+    let mut w: [usize; 9] = std::array::from_fn(|i| HEADER[i].len());
     for c in rows {
         for (wi, cell) in w.iter_mut().zip(c) {
             *wi = (*wi).max(cell.chars().count());
         }
     }
-    w
+    (w, rows.iter().any(|c| c[DUE] != "-"))
 }
 
-fn flush_first(out: &mut impl Write, w: &[usize; 8], first: &mut Vec<[String; 8]>) -> Result<()> {
+fn flush_first(out: &mut impl Write, w: &Widths, first: &mut Vec<[String; 9]>) -> Result<()> {
     write_line(out, w, &HEADER.map(str::to_string))?;
     for c in first.drain(..) {
         write_line(out, w, &c)?;

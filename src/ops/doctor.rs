@@ -8,6 +8,7 @@
 use crate::engine::{Fix, Violation};
 use crate::error::Result;
 use crate::event::Cursor;
+use crate::names::CheckName;
 use crate::workspace::Workspace;
 
 use super::stream::{KIND, SavedCursor};
@@ -109,13 +110,8 @@ fn checks_missing(ws: &Workspace, found: &mut Vec<Violation>) {
     });
     for task in open {
         let Ok(Some(st)) = ws.engine.peek(&task) else { continue };
-        let Some(intent) = ws.registry.intent(st.rec.intent.as_str()) else { continue };
-        let missing: Vec<&str> = intent
-            .required_checks
-            .iter()
-            .filter(|c| !st.checks.keys().any(|k| k.as_str() == c.as_str()))
-            .map(String::as_str)
-            .collect();
+        let unlisted = ws.unlisted_checks(&st.rec.intent, &|c| st.checks.keys().any(|k| k == c));
+        let missing: Vec<&str> = unlisted.iter().map(CheckName::as_str).collect();
         if !missing.is_empty() {
             // Recorded by its holder (a waiting task is claimed first).
             // A check declared in circe.yaml runs its own command.

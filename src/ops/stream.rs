@@ -357,7 +357,9 @@ fn settle_left(ws: &Workspace, said: &mut bool) -> usize {
 }
 
 /// One line for people: `#12 17:05:00 claim AUTH-012 new -> claimed by engineer (epoch 1)
-/// inbox:engineer/<file>`.
+/// inbox:engineer/<file>`. An owner other than the actor is named (`(epoch 2, owner qa)`:
+/// whose lease ran out, whose task was released by force), and a reason or note closes the
+/// line, on one line and cut at 120 characters.
 pub fn human_line(e: &Event) -> String {
     let mut s = format!("#{} {} {}", e.id, e.ts, e.event.as_str());
     if let Some(t) = &e.task {
@@ -370,8 +372,18 @@ pub fn human_line(e: &Event) -> String {
         _ => {}
     }
     s.push_str(&format!(" by {}", e.agent));
+    let mut about = Vec::new();
     if let Some(ep) = e.epoch {
-        s.push_str(&format!(" (epoch {ep})"));
+        about.push(format!("epoch {ep}"));
+    }
+    if let Some(o) = e.owner.as_deref().filter(|o| *o != e.agent) {
+        about.push(format!("owner {o}"));
+    }
+    if e.forced {
+        about.push("forced".to_string());
+    }
+    if !about.is_empty() {
+        s.push_str(&format!(" ({})", about.join(", ")));
     }
     if let (Some(c), Some(p)) = (&e.check, e.passed) {
         s.push_str(&format!(" {c}={p}"));
@@ -384,6 +396,10 @@ pub fn human_line(e: &Event) -> String {
     }
     if let Some(w) = &e.what {
         s.push_str(&format!(": {w}"));
+    }
+    for text in [&e.reason, &e.note].into_iter().flatten() {
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        s.push_str(&format!(": {}", crate::message::clip(&flat, 120)));
     }
     s
 }

@@ -37,11 +37,7 @@ fn begin<'a>(ws: &'a Workspace, task: &TaskId) -> Result<Box<dyn TaskTx + 'a>> {
 /// unproven.
 fn state(ws: &Workspace, tx: &dyn TaskTx) -> Result<TaskState> {
     let mut st = tx.state().cloned().ok_or_else(|| crate::engine::no_task(tx.task_id()))?;
-    if let Some(intent) = ws.registry.intent(st.rec.intent.as_str()) {
-        for c in intent.required_checks.iter().filter_map(|c| CheckName::new(c).ok()) {
-            st.checks.entry(c).or_insert(false);
-        }
-    }
+    ws.demand_checks(&mut st);
     Ok(st)
 }
 

@@ -416,7 +416,7 @@ fn move_event(mv: Move, st: &TaskState, rec: &StatusRecord, ctx: &MoveCtx<'_>) -
 }
 
 /// A claim of `st` by `ctx.by`, taking over a holder whose lease ran out (events `expire`
-/// then `claim`, one commit). When that expiry parks the task instead, the park is the change
+/// then `claim`, one commit, both naming the claimer's INBOX, where the ticket goes). When that expiry parks the task instead, the park is the change
 /// and `parked` is true: commit it, then refuse the claim.
 pub fn claim(st: &TaskState, ctx: &MoveCtx<'_>, max_attempts: u32) -> Result<(Change, bool)> {
     if !(st.rec.status.is_owned() && lease_expired(&st.rec, ctx.now)) {
@@ -444,7 +444,14 @@ pub fn claim(st: &TaskState, ctx: &MoveCtx<'_>, max_attempts: u32) -> Result<(Ch
         location: st.location.clone(),
     };
     let mut claimed = apply(Move::Claim, &between, ctx)?;
+    // The ticket never lay in NEW_MESSAGES: it went from the old owner's box straight into
+    // the claimer's INBOX, in the one commit both events follow. So the expiry names where
+    // it lies after it (the claim's file), never a file that is not there.
     let mut events = ran_out.events;
+    let lies = claimed.events.iter().find(|e| e.event == EventKind::Claim).map(|e| e.files.clone());
+    for e in &mut events {
+        e.files = lies.clone().unwrap_or_default();
+    }
     events.append(&mut claimed.events);
     claimed.events = events;
     Ok((claimed, false))

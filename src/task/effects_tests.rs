@@ -260,6 +260,12 @@ fn takeover_is_expire_then_claim() {
     assert_eq!(c.record.expiries, 2);
     assert_eq!(c.record.owner, Some(agent("e1")));
     assert_eq!(c.events[0].owner.as_deref(), Some("o1"));
+    // The ticket goes straight into the claimer's INBOX: both events name it there.
+    assert_eq!(c.ticket, Ticket::MoveTo(Mailbox::Inbox(agent("e1"))));
+    for e in &c.events {
+        assert_eq!(e.files.len(), 1, "{e:?}");
+        assert_eq!(e.files[0].mailbox, "inbox:e1", "{e:?}");
+    }
     // Before the lease ran out, a claim by another agent is refused by the table.
     assert!(claim(&st, &claim_ctx(now()), 3).is_err());
 }

@@ -30,9 +30,19 @@ pub struct Row<'a> {
     /// When it must be completed by (`claim --next` takes a task with one first).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub deadline: Option<Cow<'a, str>>,
+    /// The names of the checks its `.checks` lists, comma separated (empty: none), so a
+    /// reader can count the checks the registry requires now that it does not list
+    /// (`Workspace::demanded_row`).
+    #[serde(skip)]
+    pub checks_listed: Cow<'a, str>,
 }
 
 impl Row<'_> {
+    /// Does its `.checks` list the check `name`?
+    pub fn lists_check(&self, name: &str) -> bool {
+        !self.checks_listed.is_empty() && self.checks_listed.split(',').any(|c| c == name)
+    }
+
     /// The same row, owning its text.
     pub fn into_owned(self) -> Row<'static> {
         let own = |c: Cow<'_, str>| Cow::Owned(c.into_owned());
@@ -50,6 +60,7 @@ impl Row<'_> {
             checks_total: self.checks_total,
             checks_asserted: self.checks_asserted,
             deadline: self.deadline.map(own),
+            checks_listed: own(self.checks_listed),
         }
     }
 }
@@ -70,5 +81,8 @@ pub fn row_of(rec: &StatusRecord, checks: &Checks) -> Row<'static> {
         checks_total: checks.len(),
         checks_asserted: rec.asserted.iter().filter(|c| checks.get(*c) == Some(&true)).count(),
         deadline: rec.deadline.clone().map(Cow::Owned),
+        checks_listed: Cow::Owned(
+            checks.keys().map(crate::names::CheckName::as_str).collect::<Vec<_>>().join(","),
+        ),
     }
 }

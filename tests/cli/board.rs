@@ -160,3 +160,60 @@ fn sigterm_ends_the_board_and_gives_the_terminal_back() {
     assert!(s.lines().any(|l| l.trim() == "icanon"), "the terminal was left raw:\n{s}");
     assert!(!s.contains("circe board"), "still on the board's screen:\n{s}");
 }
+
+/// `board --once` says in its text what its JSON says: a retired agent is marked so.
+#[test]
+fn the_one_shot_board_marks_a_retired_agent() {
+    let env = Env::new();
+    env.circe(["agent", "add", "engineer-2", "--role", "engineer"]).run().ok();
+    env.as_("coordinator", &["agent", "retire", "engineer-2"]).ok();
+    let o = env.circe(["board", "--once"]).run();
+    o.ok();
+    let line = o.stdout.lines().find(|l| l.starts_with("engineer-2")).unwrap_or_default();
+    assert!(line.starts_with("engineer-2 (retired)"), "{}", o.show());
+    let line = o.stdout.lines().find(|l| l.starts_with("engineer ")).unwrap_or_default();
+    assert!(!line.contains("retired"), "{}", o.show());
+}
+
+/// `tasks` and `board --once` show a DUE column (time left before the deadline) when a task
+/// shown has a deadline, and none otherwise.
+#[test]
+fn the_tables_show_a_deadline_when_a_task_has_one() {
+    let env = Env::new();
+    open(&env, "NODL-1", "no deadline");
+    for args in [&["tasks"][..], &["board", "--once"]] {
+        let o = env.circe(args).run();
+        assert!(!o.stdout.contains("DUE"), "{}", o.show());
+    }
+    env.open_task_due("DL-1", "role:engineer", "2025-11-21T19:00:00Z");
+    for args in [&["tasks"][..], &["board", "--once"]] {
+        let o = env.circe(args).run();
+        o.ok();
+        assert!(o.stdout.contains(" DUE "), "{}", o.show());
+        let dl = o.stdout.lines().find(|l| l.starts_with("DL-1")).unwrap_or_default();
+        assert!(dl.contains(" 2h00m "), "{}", o.show());
+        let none = o.stdout.lines().find(|l| l.starts_with("NODL-1")).unwrap_or_default();
+        assert!(none.split_whitespace().filter(|c| *c == "-").count() >= 3, "{}", o.show());
+    }
+    let o = env.circe(["tasks"]).now("2025-11-21T19:00:00Z").run();
+    let dl = o.stdout.lines().find(|l| l.starts_with("DL-1")).unwrap_or_default();
+    assert!(dl.contains(" passed "), "{}", o.show());
+}
+
+/// `tasks --owner` says what it lists: the tasks the agent holds and those finished while
+/// it held them (the record keeps its last holder).
+#[test]
+fn tasks_owner_lists_what_its_help_says() {
+    let env = Env::new();
+    env.complete_task("DONE-1");
+    env.open_task("HELD-1");
+    env.as_("engineer", &["claim", "HELD-1"]).ok();
+    let o = env.circe(["tasks", "--owner", "engineer"]).run();
+    assert!(o.stdout.contains("DONE-1") && o.stdout.contains("HELD-1"), "{}", o.show());
+    let h = env.circe(["help", "tasks"]).run();
+    assert!(
+        h.stdout.contains("those it holds, and those that were completed, failed or expired"),
+        "{}",
+        h.show()
+    );
+}

@@ -212,6 +212,46 @@ fn completion_waits_for_the_checks() {
     env.at(T5, "engineer", &["claim", T]).code(3);
 }
 
+/// A check the registry added to an intent after a task opened is one its completion
+/// demands: `tasks`, `board` and `show` count it (as not passed) before any check is
+/// recorded; a finished task keeps the checks it finished with.
+#[test]
+fn a_check_the_registry_added_since_the_task_opened_is_counted_everywhere() {
+    let env = setup();
+    env.complete_task("DONE-1");
+    let cfg = env.circe(["config"]).run().stdout.clone();
+    assert!(cfg.contains("  intents: {}"), "{cfg}");
+    env.set_config(
+        &cfg.replace("  intents: {}", "  intents:\n    implement_feature: {checks: [lint_clean]}"),
+    );
+    let rows = env.circe(["tasks", "--json"]).run().json()["tasks"].clone();
+    let counts = |rows: &serde_json::Value, task: &str| {
+        let r = rows.as_array().unwrap().iter().find(|r| r["task_id"] == task).unwrap().clone();
+        (r["checks_passed"].clone(), r["checks_total"].clone())
+    };
+    assert_eq!(counts(&rows, T), (json!(0), json!(2)), "{rows}");
+    assert_eq!(counts(&rows, "DONE-1"), (json!(1), json!(1)), "finished as it was: {rows}");
+    let text = env.circe(["tasks"]).run();
+    assert!(
+        text.stdout.lines().any(|l| l.starts_with(T) && l.contains(" 0/2 ")),
+        "{}",
+        text.show()
+    );
+    let board = env.circe(["board", "--once", "--json"]).run().json()["tasks"].clone();
+    assert_eq!(counts(&board, T), (json!(0), json!(2)), "{board}");
+    let show = env.circe(["show", T, "--json"]).run();
+    assert_eq!(show.json()["checks"], json!({"lint_clean": false, "tests_passed": false}));
+    let show = env.circe(["show", T]).run();
+    assert!(show.stdout.contains("lint_clean: false  (required by intent"), "{}", show.show());
+    // What completion refuses is what they said.
+    env.as_("engineer", &["claim", T]).ok();
+    env.as_("engineer", &["status", T, "in_progress"]).ok();
+    env.as_("engineer", &["check", T, "tests_passed=true"]).ok();
+    let o = env.as_("engineer", &["status", T, "completed"]);
+    o.code(3);
+    assert!(o.stderr.contains("checks not passed: lint_clean"), "{}", o.show());
+}
+
 #[test]
 fn check_run_records_the_exit_status_and_logs_the_command() {
     let env = setup();
@@ -442,6 +482,54 @@ fn an_expired_lease_is_taken_over_and_the_stale_owner_fenced_out() {
             .stderr
             .contains("another agent took")
     );
+}
+
+/// A takeover's events name only files that are there after them: the ticket went from the
+/// old owner's box straight into the claimer's INBOX, so the `expire` names it there (as the
+/// `claim` does), never in NEW_MESSAGES; the text line names the owner who lost it.
+#[test]
+fn a_takeovers_expire_names_the_file_where_the_ticket_went() {
+    let env = setup();
+    env.circe(["claim", T, "--ttl", "60s"]).agent("engineer").now(T5).run().ok();
+    env.at("2025-11-21T17:07:00Z", "engineer-2", &["claim", T]).ok();
+    let evs = env.events();
+    let expire = evs.iter().find(|e| e["event"] == "expire").expect("an expire event");
+    assert_eq!(expire["files"], json!([{"box": "inbox:engineer-2", "file": MSG}]), "{expire}");
+    assert!(env.ls("NEW_MESSAGES").is_empty());
+    assert_eq!(env.ls("AGENTS/engineer-2/INBOX"), [MSG]);
+    let o = env.circe(["log", "--all", "--kind", "expire"]).run();
+    o.ok();
+    assert!(o.stdout.contains("by engineer-2 (epoch 2, owner engineer)"), "{}", o.show());
+    assert!(o.stdout.contains(&format!("inbox:engineer-2/{MSG}")), "{}", o.show());
+}
+
+/// `log`'s text line keeps what a release, a block and a failure say (their reason or
+/// note), on the event's one line, cut when long.
+#[test]
+fn log_lines_say_the_reason_and_the_note() {
+    let env = setup();
+    env.as_("engineer", &["claim", T]).ok();
+    env.as_("engineer", &["release", T, "--reason", "wrong team\nfor this"]).ok();
+    env.as_("engineer-2", &["claim", T]).ok();
+    env.as_("engineer-2", &["status", T, "in_progress"]).ok();
+    env.as_("engineer-2", &["status", T, "blocked", "--note", "waiting for the schema"]).ok();
+    env.as_("engineer-2", &["status", T, "in_progress"]).ok();
+    let long = format!("flaky {}", "x".repeat(300));
+    env.as_("engineer-2", &["status", T, "failed", "--note", &long]).ok();
+    let o = env.circe(["log", "--all", "--task", T]).run();
+    o.ok();
+    let line = |kind: &str| {
+        o.stdout
+            .lines()
+            .find(|l| l.split(' ').nth(2) == Some(kind))
+            .unwrap_or_else(|| panic!("no {kind} line: {}", o.stdout))
+            .to_string()
+    };
+    assert!(line("release").ends_with(": wrong team for this"), "{}", o.stdout);
+    assert!(line("block").ends_with(": waiting for the schema"), "{}", o.stdout);
+    let fail = line("fail");
+    assert!(fail.contains(": flaky xxx") && fail.ends_with('…'), "{fail}");
+    assert!(fail.chars().count() < 250, "cut short: {fail}");
 }
 
 #[test]
@@ -836,6 +924,30 @@ fn handoff_sends_the_task_on_with_a_new_message() {
         &["send", "--to", "all", "--intent", "implement_feature", "--task", "T-2"],
     )
     .code(4);
+}
+
+/// A message of a task that sets no priority shows the task's in `inbox` (text and JSON),
+/// as the board and the claimable list do: a handoff without `--priority` keeps the task's.
+#[test]
+fn inbox_shows_a_handed_on_tasks_priority() {
+    let env = Env::new();
+    open_at(&env, T5, "HI-1", "high");
+    env.at(T5, "engineer", &["claim", "HI-1"]).ok();
+    env.at(T5, "engineer", &["send", "--to", "qa", "--intent", "test", "--task", "HI-1"]).ok();
+    env.at(T5, "qa", &["claim", "HI-1"]).ok();
+    let o = env.at(T5, "qa", &["inbox", "--json"]);
+    let m = &o.json()["messages"][0];
+    assert_eq!((&m["task_id"], &m["priority"]), (&json!("HI-1"), &json!("high")), "{}", o.show());
+    let o = env.at(T5, "qa", &["inbox"]);
+    let row = o.stdout.lines().find(|l| l.contains("HI-1")).unwrap_or_default().to_string();
+    assert!(row.contains(" high "), "{}", o.show());
+    // A message that sets its own keeps it; one of no task shows `-`.
+    env.at(T5, "coordinator", &["send", "--to", "qa", "--intent", "inform", "--summary", "fyi"])
+        .ok();
+    let o = env.at(T5, "qa", &["inbox", "--json"]);
+    let fyi =
+        o.json()["messages"].as_array().unwrap().iter().find(|m| m["intent"] == "inform").cloned();
+    assert_eq!(fyi.unwrap()["priority"], json!(null), "{}", o.show());
 }
 
 #[test]

@@ -381,6 +381,18 @@ fn an_ask_is_listed_by_its_summary_with_nulls_for_what_it_lacks() {
     }
 }
 
+/// `asks --json` names when an ask was made `created_at`, as every command names a
+/// message's time (the ask's record keeps `asked_at`).
+#[test]
+fn asks_json_names_the_time_created_at() {
+    let env = tx_root();
+    env.as_("core", &["send", "--to", "brain", "--intent", "ask", "--summary", "which db?"]).ok();
+    let a = env.circe(["asks", "--json"]).run().json();
+    let ask = &a["asks"][0];
+    assert_eq!(ask["created_at"], "2025-11-21T17:00:00Z", "{a}");
+    assert!(ask.get("asked_at").is_none(), "{a}");
+}
+
 /// An answer to an asker whose name is also a role's goes to the asker alone, not to the
 /// whole role.
 #[test]

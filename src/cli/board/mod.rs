@@ -13,7 +13,7 @@ use serde::Serialize;
 
 use super::output::table;
 use super::schema_defs::{EventDef, RowDef};
-use super::tasks::cells;
+use super::tasks::{DUE, cells_with_due};
 use super::{Ctx, Report};
 use crate::error::Result;
 use crate::event::Event;
@@ -60,6 +60,11 @@ pub struct AgentInbox {
     pub retired: bool,
 }
 
+/// An agent as the board names it: a retired one marked so (it takes no new work).
+pub(super) fn agent_cell(agent: &str, retired: bool) -> String {
+    if retired { format!("{agent} (retired)") } else { agent.to_string() }
+}
+
 /// An INBOX count as the board shows it: `?` when the box cannot be read.
 pub(super) fn count(n: Option<usize>) -> String {
     n.map_or_else(|| "?".to_string(), |n| n.to_string())
@@ -75,17 +80,28 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         return Ok(Report::streamed());
     }
     let now = model.now().timestamp();
-    let rows: Vec<Vec<String>> = model.tasks.values().map(|r| cells(r, now).to_vec()).collect();
-    let mut human = if rows.is_empty() {
-        "no tasks\n".to_string()
-    } else {
-        table(&["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT"], &rows)
-    };
+    // DUE (the time left before a deadline) when a task has one.
+    let due = model.tasks.values().any(|r| r.deadline.is_some());
+    let keep = |(i, _): &(usize, String)| due || i != &DUE;
+    let rows: Vec<Vec<String>> = model
+        .tasks
+        .values()
+        .map(|r| {
+            cells_with_due(r, now).into_iter().enumerate().filter(keep).map(|(_, c)| c).collect()
+        })
+        .collect();
+    let header = ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "DUE", "CHECKS", "INTENT"];
+    let header: Vec<&str> =
+        header.into_iter().enumerate().filter(|(i, _)| due || *i != DUE).map(|(_, h)| h).collect();
+    let mut human = if rows.is_empty() { "no tasks\n".to_string() } else { table(&header, &rows) };
     human.push('\n');
-    let agents: Vec<Vec<String>> =
-        model.agents.iter().map(|(a, r, n)| vec![a.clone(), r.clone(), count(*n)]).collect();
+    let agents: Vec<Vec<String>> = model
+        .agents
+        .iter()
+        .map(|(a, r, n, retired)| vec![agent_cell(a, *retired), r.clone(), count(*n)])
+        .collect();
     human.push_str(&table(&["AGENT", "ROLE", "INBOX"], &agents));
-    if model.agents.iter().any(|(_, _, n)| n.is_none()) {
+    if model.agents.iter().any(|(_, _, n, _)| n.is_none()) {
         human.push_str("(?: the INBOX cannot be read; `circe doctor` says why)\n");
     }
     human.push_str("\nlatest events\n");
@@ -97,9 +113,11 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         agents: model
             .agents
             .into_iter()
-            .map(|(agent, role, inbox_count)| {
-                let retired = crate::names::AgentName::new(&agent).is_ok_and(|a| ws.is_retired(&a));
-                AgentInbox { agent, role, inbox_count, retired }
+            .map(|(agent, role, inbox_count, retired)| AgentInbox {
+                agent,
+                role,
+                inbox_count,
+                retired,
             })
             .collect(),
         events: model.events.into_iter().collect(),

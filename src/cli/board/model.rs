@@ -18,9 +18,10 @@ pub const RECENT: usize = 200;
 /// The board's state.
 pub struct Model {
     pub tasks: BTreeMap<String, Row<'static>>,
-    /// Each agent, its role, and how many messages its INBOX holds (`None`: it cannot be
-    /// read, e.g. a link stands where its folder belongs: doctor says what to do).
-    pub agents: Vec<(String, String, Option<usize>)>,
+    /// Each agent, its role, how many messages its INBOX holds (`None`: it cannot be
+    /// read, e.g. a link stands where its folder belongs: doctor says what to do), and
+    /// whether it is retired.
+    pub agents: Vec<(String, String, Option<usize>, bool)>,
     pub events: VecDeque<Event>,
     /// The id of the last event applied.
     pub cursor: u64,
@@ -33,7 +34,7 @@ impl Model {
     pub fn load(ws: &Workspace) -> Result<Model> {
         let mut tasks = BTreeMap::new();
         ws.engine.board(&mut |r| {
-            tasks.insert(r.task.to_string(), r.into_owned());
+            tasks.insert(r.task.to_string(), ws.demanded_row(r.into_owned()));
             Ok(())
         })?;
         let last = ws.engine.last_event_id()?;
@@ -52,9 +53,11 @@ impl Model {
 
     fn load_agents(&mut self, ws: &Workspace) -> Result<()> {
         self.agents.clear();
+        ws.forget_retired();
         for (a, role) in ws.engine.agents()? {
             let n = ws.engine.list_box(&Mailbox::Inbox(a.clone())).ok().map(|l| l.len());
-            self.agents.push((a.to_string(), role, n));
+            let retired = ws.is_retired(&a);
+            self.agents.push((a.to_string(), role, n, retired));
         }
         Ok(())
     }
@@ -72,7 +75,7 @@ impl Model {
         for t in held {
             let Ok(id) = crate::names::TaskId::new(t.as_str()) else { continue };
             let Some(st) = ws.engine.peek(&id)? else { continue };
-            let row = row_of(&st.rec, &st.checks);
+            let row = ws.demanded_row(row_of(&st.rec, &st.checks));
             if self.tasks.get(&t).is_none_or(|r| r.lease_expires_at != row.lease_expires_at) {
                 changed += 1;
             }
@@ -105,14 +108,14 @@ impl Model {
         if let Some(t) = &ev.task {
             match ws.engine.peek(t)? {
                 Some(st) => {
-                    self.tasks.insert(t.to_string(), row_of(&st.rec, &st.checks));
+                    self.tasks.insert(t.to_string(), ws.demanded_row(row_of(&st.rec, &st.checks)));
                 }
                 None => {
                     self.tasks.remove(t.as_str());
                 }
             }
         }
-        if ev.event == EventKind::AgentAdd {
+        if matches!(ev.event, EventKind::AgentAdd | EventKind::Retire) {
             return self.load_agents(ws);
         }
         // A message arrived in or left an agent's box: count that agent's INBOX again. A

@@ -293,12 +293,14 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option
     let agents: Vec<TRow> = model
         .agents
         .iter()
-        .map(|(a, r, n)| {
-            TRow::new(vec![
+        .map(|(a, r, n, retired)| {
+            let row = TRow::new(vec![
                 Cell::from(a.as_str()),
                 Cell::from(r.as_str()),
                 Cell::from(super::count(*n)),
-            ])
+            ]);
+            // Retired: dimmed (the panel has no room for `board --once`'s "(retired)").
+            if *retired { row.style(Style::new().add_modifier(Modifier::DIM)) } else { row }
         })
         .collect();
     let t =

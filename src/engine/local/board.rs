@@ -39,15 +39,16 @@ pub(super) const LOCK: &str = "board";
 const LINE_MAX: usize = 2048;
 
 fn header() -> String {
-    format!("# circe board v5 boot={}\n", super::boot_id())
+    format!("# circe board v6 boot={}\n", super::boot_id())
 }
 
 /// `C <task> <status> <owner|-> <created_at> <updated_at> <lease|-> <intent> <to> <priority>
-/// <passed> <total> <asserted> <deadline|->`: one space-separated line (no field can hold a
+/// <passed> <total> <asserted> <deadline|-> <checks|->` (the checks: the names `.checks`
+/// lists, comma separated): one space-separated line (no field can hold a
 /// space: names and times are allowlisted, a priority is one word).
 fn committed(r: &Row) -> String {
     format!(
-        "C {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
+        "C {} {} {} {} {} {} {} {} {} {} {} {} {} {}\n",
         r.task,
         r.status.as_str(),
         r.owner.as_deref().unwrap_or("-"),
@@ -60,7 +61,8 @@ fn committed(r: &Row) -> String {
         r.checks_passed,
         r.checks_total,
         r.checks_asserted,
-        r.deadline.as_deref().unwrap_or("-")
+        r.deadline.as_deref().unwrap_or("-"),
+        if r.checks_listed.is_empty() { "-" } else { &r.checks_listed }
     )
 }
 
@@ -70,7 +72,7 @@ fn parse_committed(line: &str) -> Option<Row<'_>> {
     let mut next = || f.next();
     let (task, status, owner, created, updated, lease, intent, to, priority) =
         (next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?, next()?);
-    let (passed, total, asserted, deadline) = (next()?, next()?, next()?, next()?);
+    let (passed, total, asserted, deadline, listed) = (next()?, next()?, next()?, next()?, next()?);
     // A field more is no line circe wrote (a value with a space): read the records instead.
     if next().is_some() {
         return None;
@@ -89,6 +91,7 @@ fn parse_committed(line: &str) -> Option<Row<'_>> {
         checks_total: total.parse().ok()?,
         checks_asserted: asserted.parse().ok()?,
         deadline: (deadline != "-").then_some(Cow::Borrowed(deadline)),
+        checks_listed: Cow::Borrowed(if listed == "-" { "" } else { listed }),
     })
 }
 
@@ -271,6 +274,10 @@ impl View {
 }
 
 /// What the board holds for a task: its row, or a task whose records are damaged.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "handed on one at a time, never stored: boxing a row would allocate per task"
+)]
 enum Entry<'a> {
     Row(Row<'a>),
     Damaged(PassedOver),
