@@ -32,8 +32,13 @@ pub fn state(ws: &Workspace) -> Result<(MessageState, Vec<(AgentName, Counter)>)
 /// it as new (a newer epoch), while its older messages stay stale.
 pub fn reset(ws: &Workspace, agent: &AgentName) -> Result<Counter> {
     let c = ws.engine.seq_update(agent, &mut |c| {
-        c.reset();
-        Ok(())
+        c.reset().ok_or_else(|| {
+            crate::error::Error::refused(format!(
+                "{agent}'s counter is in its last epoch ({}): there is no next one to start",
+                c.epoch
+            ))
+            .hint("no run of circe resets that often: the counter was edited by hand; its numbering goes on as it is")
+        })
     })?;
     let mut e = Event::now(EventKind::Seq, agent);
     e.what = Some(format!("reset: epoch {}, numbering starts again at #1", c.epoch));

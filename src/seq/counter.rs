@@ -17,9 +17,12 @@ impl Counter {
         self.last
     }
 
-    /// A manual reset: numbering starts again at #1 in the next epoch.
-    pub fn reset(&mut self) {
-        self.epoch += 1;
+    /// A manual reset: numbering starts again at #1 in the next epoch. `None` (nothing
+    /// changed) when the epoch is at its end: an epoch that came round to 0 again would make
+    /// every message the sender numbers stale to its receivers.
+    pub fn reset(&mut self) -> Option<()> {
+        self.epoch = self.epoch.checked_add(1)?;
         self.last = 0;
+        Some(())
     }
 }

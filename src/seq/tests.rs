@@ -97,7 +97,7 @@ fn a_manual_reset_clears_state_and_epochs_accept_a_new_1() {
     let mut lead = Counter { epoch: 0, last: 5 };
     let mut r = Receiver::default();
     assert_eq!(r.receive("LEAD", Some(5), lead.epoch), Verdict::Process);
-    lead.reset();
+    lead.reset().unwrap();
     assert_eq!((lead.epoch, lead.next_seq()), (1, 1));
     assert_eq!(r.receive("LEAD", Some(1), lead.epoch), Verdict::Process);
     // A late message of the old epoch is stale, whatever its number.
@@ -244,4 +244,11 @@ fn a_send_whose_counter_moved_is_numbered_again_three_times_in_all() {
         Err(Error::conflict("task T1 changed meanwhile"))
     });
     assert!(r.is_err() && calls == 1);
+}
+
+#[test]
+fn a_counter_in_its_last_epoch_is_not_reset() {
+    let mut c = Counter { epoch: u64::MAX, last: 5 };
+    assert_eq!(c.reset(), None);
+    assert_eq!(c, Counter { epoch: u64::MAX, last: 5 }, "unchanged");
 }

@@ -135,6 +135,22 @@ fn a_missing_number_is_0_and_always_processed() {
     assert_eq!(s.json()["lastSeen"]["WORKER-B"]["LEAD"], 1, "unnumbered messages move nothing");
 }
 
+/// A counter in its last epoch (a hand edit: no run resets that often) is not reset: exit 3,
+/// nothing changed. The epoch wrapped to 0, which the counter's own check then refused as
+/// going back (exit 1).
+#[test]
+fn a_counter_in_its_last_epoch_is_not_reset() {
+    local_only!("plants a counter folder by hand");
+    let env = team();
+    std::fs::create_dir_all(env.root().join("seq/lead/18446744073709551615-00000000000000000005"))
+        .unwrap();
+    let before = env.state();
+    let o = env.as_("lead", &["seq", "reset"]);
+    o.code(3);
+    assert!(o.stderr.contains("last epoch"), "{}", o.show());
+    assert_eq!(env.state(), before, "nothing changed");
+}
+
 #[test]
 fn a_reset_sender_starts_at_1_and_is_heard() {
     let env = team();
