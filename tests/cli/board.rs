@@ -217,3 +217,32 @@ fn tasks_owner_lists_what_its_help_says() {
         h.show()
     );
 }
+
+/// A task whose board line is longer than most (many long check names) is listed after a
+/// change like any other: the line was read into a fixed buffer, and one cut short said
+/// nothing, so the task left every listing (and a compaction kept it out).
+#[test]
+fn a_task_with_a_long_board_line_stays_listed() {
+    let env = Env::new();
+    let checks: Vec<String> = (0..36).map(|i| format!("c{i:02}_{}", "x".repeat(56))).collect();
+    let cfg = env.circe(["config"]).run().stdout.clone();
+    assert!(cfg.contains("  intents: {}"), "{cfg}");
+    env.set_config(&cfg.replace(
+        "  intents: {}",
+        &format!(
+            "  intents:\n    bigwork: {{from: [coordinator], to: [engineer], opens_task: true, checks: [{}]}}",
+            checks.join(", ")
+        ),
+    ));
+    let args = ["send", "--to", "engineer", "--intent", "bigwork", "--task", "BIG-1"];
+    env.as_("coordinator", &[&args[..], &["--summary", "big"]].concat()).ok();
+    env.as_("engineer", &["claim", "BIG-1"]).ok();
+    for _ in 0..3 {
+        env.as_("engineer", &["heartbeat", "BIG-1"]).ok();
+        let rows = env.circe(["tasks", "--json"]).run().json()["tasks"].clone();
+        let big = rows.as_array().unwrap().iter().find(|r| r["task_id"] == "BIG-1").cloned();
+        assert_eq!(big.map(|r| r["checks_total"].clone()), Some(serde_json::json!(36)), "{rows}");
+    }
+    let held = env.as_("engineer", &["--json", "prime"]).json()["held"].clone();
+    assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
+}

@@ -242,15 +242,27 @@ impl View {
         let mut keys: Vec<(&str, u64)> = self.tail.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         keys.sort_unstable();
         let mut next = 0;
-        let mut line_buf = vec![0u8; LINE_MAX];
+        let mut line_buf = Vec::with_capacity(LINE_MAX);
         let mut from_tail = |at: u64, each: &mut Each<'_>| -> Result<()> {
-            let n = self.file.read_at(&mut line_buf, at).map_err(|e| io("cannot read", e))?;
-            let got = &line_buf[..n];
-            let line = got
-                .iter()
-                .position(|b| *b == b'\n')
-                .and_then(|end| std::str::from_utf8(&got[..=end]).ok())
-                .unwrap_or("");
+            // Most lines fit in `LINE_MAX`; a task with many long check names makes a longer
+            // one, read on until its end (cut short, it said nothing, and the task was
+            // left out of every listing).
+            line_buf.clear();
+            let mut chunk = [0u8; LINE_MAX];
+            let end = loop {
+                let from = at + line_buf.len() as u64;
+                let n = self.file.read_at(&mut chunk, from).map_err(|e| io("cannot read", e))?;
+                let got = &chunk[..n];
+                if let Some(i) = got.iter().position(|b| *b == b'\n') {
+                    line_buf.extend_from_slice(&got[..=i]);
+                    break true;
+                }
+                line_buf.extend_from_slice(got);
+                if n == 0 {
+                    break false;
+                }
+            };
+            let line = if end { std::str::from_utf8(&line_buf).unwrap_or("") } else { "" };
             emit(eng, line, each)
         };
         let base = Range { file: &self.file, pos: self.base.0, end: self.base.1 };
