@@ -426,7 +426,12 @@ impl Follower<'_> {
         }
         self.unsaved = Some(f.resume);
         self.lines_unsaved += 1;
-        if self.lines_unsaved >= SAVE_EVERY || self.last_save.elapsed() >= SAVE_AFTER {
+        // Judged for an agent, a printed line moved its lastSeen at once: saved as at once,
+        // so that a restart does not take the lines it repeats for stale ones.
+        if self.seq.is_some()
+            || self.lines_unsaved >= SAVE_EVERY
+            || self.last_save.elapsed() >= SAVE_AFTER
+        {
             self.save_printed(src)?;
         }
         Ok(Flow::Go)

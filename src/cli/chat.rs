@@ -62,8 +62,8 @@ pub struct SayArgs {
     after_help = "Examples:\n  circe chat watch --cursor qa\n  circe chat watch --once --from-start"
 )]
 pub struct WatchArgs {
-    /// Save the position under .circe/cursors/chat/NAME after every printed line, and
-    /// resume from it.
+    /// Save the position under .circe/cursors/chat/NAME (once all is read, and every 256
+    /// lines while catching up), and resume from it.
     #[arg(long, value_name = "NAME")]
     pub cursor: Option<String>,
     /// Start at the first line (when there is no saved cursor yet).
