@@ -114,6 +114,29 @@ fn a_removed_log_gives_no_id_a_cursor_passed() {
     );
 }
 
+/// A current log that is no regular file, moved aside by `doctor --repair`: the newest id a
+/// cursor passed is kept as the floor, so ids go on after it also once that cursor is gone.
+#[test]
+fn a_log_moved_aside_keeps_the_cursors_floor_after_the_cursor_goes() {
+    local_only!("puts a FIFO in place of the local event log");
+    let env = Env::new();
+    for i in 0..3 {
+        inform(&env, "engineer", "qa", &format!("m{i}"));
+    }
+    env.circe(["watch", "--all", "--from-start", "--cursor", "c1", "--once"]).run().ok();
+    let log = env.root().join("LOGS/events.jsonl");
+    std::fs::remove_file(&log).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(&log).status().unwrap();
+    assert!(made.success());
+    env.circe(["doctor", "--repair"]).run();
+    env.circe(["cursors", "--remove", "c1"]).run().ok();
+    inform(&env, "engineer", "qa", "after");
+    let o = env.circe(["log", "--all", "--json"]).run();
+    o.ok();
+    let got: Vec<Value> = o.stdout.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(ids(&got), vec![4], "{}", o.show());
+}
+
 /// Killed and restarted with the same cursor, a watcher goes on after the last event it
 /// handed on: nothing skipped, nothing repeated.
 #[test]

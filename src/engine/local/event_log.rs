@@ -208,9 +208,14 @@ pub(super) fn last_id(store: &Store) -> Result<u64> {
 /// newest id a consumer's cursor has passed: a current file removed by hand took the ids
 /// it gave with it, and a consumer that read them would pass over the ones given again.
 fn before_current(store: &Store) -> Result<u64> {
+    Ok(kept_before_current(store)?.max(cursors_passed(store)?))
+}
+
+/// `before_current` as the log's own files and the archive keep it, the cursors left out.
+fn kept_before_current(store: &Store) -> Result<u64> {
     let here = segments(store)?.last().map_or(0, |s| s.last);
     let archived = store.segment_lines()?.iter().filter_map(|l| l.last_event).max().unwrap_or(0);
-    Ok(here.max(archived).max(store.expired_last_event()?).max(cursors_passed(store)?))
+    Ok(here.max(archived).max(store.expired_last_event()?))
 }
 
 /// The newest event id any consumer's saved cursor has passed (0 when none has).
@@ -229,10 +234,11 @@ fn cursors_passed(store: &Store) -> Result<u64> {
 /// Before doctor moves aside a current log that is no regular file (a link, a FIFO): the
 /// newest id it may have given is kept as the floor of the next append (beside the newest
 /// id retention removed, `ARCHIVE/last_event`), so no id is given twice: the id at the end
-/// of the file a link leads to (the newest any consumer's cursor has passed is one already).
+/// of the file a link leads to, and the newest any consumer's cursor has passed (kept too:
+/// the cursor may be removed before the next append).
 pub(super) fn keep_floor_of_current(store: &Store) -> Result<()> {
-    let before = before_current(store)?;
-    let mut floor = before;
+    let before = kept_before_current(store)?;
+    let mut floor = before_current(store)?;
     let here = current(store);
     if let Ok(real) = std::fs::canonicalize(&here)
         && real != here
