@@ -84,7 +84,7 @@ pub struct NodeDef {
     #[serde(rename = "box")]
     mailbox: String,
     file: String,
-    /// The msg id it answers (null for the thread's first message).
+    /// The msg id it answers (null when it answers nothing).
     in_reply_to: Option<String>,
     /// Its replies in time order, nested 32 levels deep at most: the 32nd level lists its
     /// whole subthread flat, each saying what it answers.
