@@ -357,18 +357,23 @@ impl Staleness {
 
 /// How many messages of `me`'s INBOX are new and how many stale, sorted as `inbox` sorts
 /// them (its `messages` and its `stale`): stale when it reads and is numbered at or below
-/// what `me` has seen of its sender; new otherwise, one that does not read included.
-/// Nothing is logged or moved.
+/// what `me` has seen of its sender; new otherwise, one that does not read included (a link
+/// or a pipe under a message's name is no message, as `wait` takes it). Nothing is logged
+/// or moved. An agent that has seen no numbered message has none stale: its INBOX is only
+/// listed, not read.
 pub fn inbox_counts(ws: &Workspace, me: &AgentName) -> Result<(usize, usize)> {
     let inbox = Mailbox::Inbox(me.clone());
     let judge = Staleness::of(ws, me)?;
+    let names = ws.engine.list_box(&inbox)?;
+    if judge.receiver.senders.is_empty() {
+        return Ok((names.len(), 0));
+    }
     let (mut new, mut stale) = (0, 0);
-    for f in ws.engine.list_box(&inbox)? {
-        let read = super::read(ws, &inbox, &f);
-        if read.ok().is_some_and(|m| judge.stale(ws, &m, &f).is_some()) {
-            stale += 1;
-        } else {
-            new += 1;
+    for f in names {
+        match super::read::read_unless_planted(ws, &inbox, &f) {
+            Ok(None) => {}
+            Ok(Some(m)) if judge.stale(ws, &m, &f).is_some() => stale += 1,
+            _ => new += 1,
         }
     }
     Ok((new, stale))
