@@ -147,6 +147,9 @@ pub struct RedeliveredDef {
     task_id: Option<String>,
     /// The message's id (a task's: its message's); null when it has none.
     msg_id: Option<String>,
+    /// Where the agent's own copy lies (`inbox:B/FILE`) when it held one already (`box` and
+    /// `file` then say where the orphan copy was filed); else null.
+    held_copy: Option<String>,
 }
 
 /// An agent `import tx` added.

@@ -319,8 +319,9 @@ pub struct Redelivered {
     pub task_id: Option<String>,
     /// The message's id (a task's: its message's); null when it has none.
     pub msg_id: Option<String>,
-    /// Where the agent's own copy lies (`inbox:B/FILE`), when it held one already.
-    #[serde(skip)]
+    /// Where the agent's own copy lies (`inbox:B/FILE`), when it held one already (`box`
+    /// and `file` then say where the orphan copy was filed); else null.
+    #[serde(rename = "held_copy")]
     pub held: Option<String>,
 }
 

@@ -27,6 +27,11 @@ fn redelivering_a_message_its_recipient_holds_files_the_orphan_copy() {
         .run();
     let j = o.ok().json();
     assert_eq!((&j["already"], &j["box"]), (&true.into(), &"logs".into()), "{}", o.show());
+    assert!(
+        j["held_copy"].as_str().is_some_and(|h| h.starts_with("inbox:engineer-2/")),
+        "{}",
+        o.show()
+    );
     assert_eq!(env.ls("AGENTS/engineer-2/INBOX").len(), 1, "no second copy");
     let left = env.circe(["orphans", "--json"]).run().json();
     assert_eq!(left["messages"].as_array().unwrap().len(), 0, "{left}");
