@@ -111,9 +111,11 @@ pub type Checks = BTreeMap<CheckName, bool>;
 
 impl StatusRecord {
     /// The next fencing epoch: every change of owner takes one. Never wraps: a token that
-    /// came round again would let a holder fenced out long ago write as the owner.
+    /// came round again would let a holder fenced out long ago write as the owner. The last
+    /// one is `i64::MAX` on either engine (a database column is a `bigint`).
     pub fn bump_epoch(&mut self) -> Result<()> {
-        self.epoch = self.epoch.checked_add(1).ok_or_else(|| {
+        let last = u64::try_from(i64::MAX).unwrap_or(u64::MAX);
+        self.epoch = self.epoch.checked_add(1).filter(|e| *e <= last).ok_or_else(|| {
             Error::refused(format!(
                 "task {}'s epoch is at its end ({}): its owner cannot change again",
                 self.task_id, self.epoch
