@@ -61,8 +61,8 @@ fn resolve(
     // refuse the role it no longer knows, but what stops the message is that nobody reads
     // it. (Its role still known, the copy is kept as an orphan, with a warning.)
     if let [agent] = agents.as_slice()
-        && ws.is_retired(agent)
         && roles.iter().any(|r| !ws.registry.is_role(r))
+        && ws.is_retired(agent)
     {
         return Err(Error::refused(format!("agent {agent} is retired")).hint(
             "a retired agent reads no more messages, and its role is no longer in circe.yaml; \
