@@ -357,10 +357,10 @@ impl Staleness {
 
 /// How many messages of `me`'s INBOX are new and how many stale, sorted as `inbox` sorts
 /// them (its `messages` and its `stale`): stale when it reads and is numbered at or below
-/// what `me` has seen of its sender; new otherwise, one that does not read included (a link
-/// or a pipe under a message's name is no message, as `wait` takes it). Nothing is logged
-/// or moved. An agent that has seen no numbered message has none stale: its INBOX is only
-/// listed, not read.
+/// what `me` has seen of its sender; new otherwise, one that does not read included.
+/// Nothing is logged or moved. An agent that has seen no numbered message has none stale:
+/// its INBOX is only listed, every name counted; else each is read, and a link or a pipe
+/// under a message's name is no message, as `wait` takes it (doctor names such a file).
 pub fn inbox_counts(ws: &Workspace, me: &AgentName) -> Result<(usize, usize)> {
     let inbox = Mailbox::Inbox(me.clone());
     let judge = Staleness::of(ws, me)?;
