@@ -192,7 +192,7 @@ pub fn run(ws: &Workspace, before: Option<u64>) -> Result<Archived> {
     let lock = chat.lock()?;
     let Some((old, data)) = chat.read_locked(&lock)? else {
         return Err(Error::not_found(format!("no chat channel at {}", chat.path().display()))
-            .hint("`circe chat say` makes it"));
+            .hint("the first `circe --agent NAME chat say --to TO TEXT` makes it"));
     };
     let split = match before {
         None => data.len(),
@@ -233,7 +233,7 @@ pub fn run(ws: &Workspace, before: Option<u64>) -> Result<Archived> {
 fn run_log(ws: &Workspace, log: &dyn ChatLog, before: Option<u64>) -> Result<Archived> {
     if log.chat_last()? == 0 {
         return Err(Error::not_found(format!("no chat channel in {}", ws.engine.location()))
-            .hint("`circe chat say` makes it"));
+            .hint("the first `circe --agent NAME chat say --to TO TEXT` makes it"));
     }
     let stem = format!("chat-{}", crate::clock::now().format("%Y%m%dT%H%M%S%3fZ"));
     let split = |data: &[u8]| match before {

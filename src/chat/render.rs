@@ -13,7 +13,7 @@ pub fn normalise_text(text: &str) -> Result<Vec<String>> {
     if let Some(at) = text.find('\0') {
         let line = 1 + text[..at].matches('\n').count();
         return Err(Error::refused(format!("the message holds a NUL byte (line {line})"))
-            .hint("chat messages are text: remove it (a file meant to be shared goes in a message: `circe send --body-file`)"));
+            .hint("chat messages are text: remove it (a file meant to be shared goes in a message: `circe --agent NAME send --to TO --intent inform --body-file FILE`)"));
     }
     let mut lines: Vec<String> =
         text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l).to_string()).collect();
