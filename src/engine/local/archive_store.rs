@@ -289,18 +289,49 @@ impl Store {
         q: &Query,
         each: &mut dyn FnMut(Hit) -> Result<bool>,
     ) -> Result<Vec<String>> {
-        let mut passed = Vec::new();
-        for l in self.segment_lines()? {
-            if !q.period_may_match(&l.period) {
-                continue;
-            }
-            let mut theirs = false;
-            let mut handed = |h: Hit| {
+        self.over_segments(&|l| q.period_may_match(&l.period), &mut |l, theirs| {
+            self.search_segment(l, q, &mut |h: Hit| {
                 let r = each(h);
-                theirs = r.is_err();
+                *theirs = r.is_err();
                 r
-            };
-            match self.search_segment(&l, q, &mut handed) {
+            })
+        })
+    }
+
+    /// Every archived message with its bytes, one segment read once each (`Engine::
+    /// archived_messages`), as `search` hands on what it finds.
+    pub(super) fn messages(
+        &self,
+        each: &mut dyn FnMut(&crate::archive::Entry, Vec<u8>) -> Result<bool>,
+    ) -> Result<Vec<String>> {
+        self.over_segments(&|_| true, &mut |l, theirs| {
+            let mut wanted = std::collections::HashMap::new();
+            for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
+                let entry = entry?;
+                if entry.kind == EntryKind::Message {
+                    wanted.insert(entry.member.clone(), entry);
+                }
+            }
+            self.read_wanted(l, &wanted, &mut |entry, bytes| {
+                let r = each(entry, bytes);
+                *theirs = r.is_err();
+                r
+            })
+        })
+    }
+
+    /// `per` on each segment `pick` takes, in order, until one says stop. A segment `per`
+    /// fails on is passed over and returned with why, unless the error is the consumer's
+    /// own (`per` sets its flag), which ends the walk.
+    fn over_segments(
+        &self,
+        pick: &dyn Fn(&crate::archive::SegmentLine) -> bool,
+        per: &mut dyn FnMut(&crate::archive::SegmentLine, &mut bool) -> Result<bool>,
+    ) -> Result<Vec<String>> {
+        let mut passed = Vec::new();
+        for l in self.segment_lines()?.into_iter().filter(|l| pick(l)) {
+            let mut theirs = false;
+            match per(&l, &mut theirs) {
                 Ok(true) => {}
                 Ok(false) => return Ok(passed),
                 Err(e) if theirs => return Err(e),
@@ -310,48 +341,28 @@ impl Store {
         Ok(passed)
     }
 
-    /// Every archived message with its bytes, one segment read once each (`Engine::
-    /// archived_messages`).
-    pub(super) fn messages(
+    /// The members of segment `l` named in `wanted` (by member path), each with its bytes,
+    /// in the order they lie, until `each` says stop: whether to go on.
+    fn read_wanted(
         &self,
+        l: &crate::archive::SegmentLine,
+        wanted: &std::collections::HashMap<String, crate::archive::Entry>,
         each: &mut dyn FnMut(&crate::archive::Entry, Vec<u8>) -> Result<bool>,
-    ) -> Result<Vec<String>> {
-        let mut passed = Vec::new();
-        for l in self.segment_lines()? {
-            let mut theirs = false;
-            let mut go = true;
-            let read = (|| -> Result<()> {
-                let mut wanted = std::collections::HashMap::new();
-                for entry in ListReader::open(&self.list_path(&l.period, &l.segment))? {
-                    let entry = entry?;
-                    if entry.kind == EntryKind::Message {
-                        wanted.insert(entry.member.clone(), entry);
-                    }
-                }
-                if wanted.is_empty() {
-                    return Ok(());
-                }
-                let stem = segment_stem(&l.segment).to_string();
-                read_members(
-                    &self.segment_path(&l.period, &l.segment),
-                    &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
-                    &mut |rel, bytes| {
-                        let r = each(&wanted[&format!("{stem}/{rel}")], bytes);
-                        theirs = r.is_err();
-                        go = r?;
-                        Ok(go)
-                    },
-                )
-                .map(|_| ())
-            })();
-            match read {
-                Ok(()) if go => {}
-                Ok(()) => return Ok(passed),
-                Err(e) if theirs => return Err(e),
-                Err(e) => passed.push(format!("ARCHIVE/{}/{}: {}", l.period, l.segment, e.chain())),
-            }
+    ) -> Result<bool> {
+        if wanted.is_empty() {
+            return Ok(true);
         }
-        Ok(passed)
+        let stem = segment_stem(&l.segment).to_string();
+        let mut go = true;
+        read_members(
+            &self.segment_path(&l.period, &l.segment),
+            &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
+            &mut |rel, bytes| {
+                go = each(&wanted[&format!("{stem}/{rel}")], bytes)?;
+                Ok(go)
+            },
+        )?;
+        Ok(go)
     }
 
     /// `search` in one segment: whether to go on.
@@ -372,28 +383,20 @@ impl Store {
         }
         if q.in_text && q.text.is_some() {
             let words = q.text.clone().unwrap_or_default();
-            let stem = segment_stem(&l.segment).to_string();
             let wanted: std::collections::HashMap<String, crate::archive::Entry> =
                 hits.into_iter().map(|e| (e.member.clone(), e)).collect();
-            let mut go = true;
-            read_members(
-                &self.segment_path(&l.period, &l.segment),
-                &|rel| wanted.contains_key(&format!("{stem}/{rel}")),
-                &mut |rel, bytes| {
-                    let text = String::from_utf8_lossy(&bytes);
-                    if let Some(line) = text.lines().find(|line| words_in(&words, line)) {
-                        let entry = wanted[&format!("{stem}/{rel}")].clone();
-                        go = each(Hit {
-                            period: l.period.clone(),
-                            segment: l.segment.clone(),
-                            entry,
-                            line: Some(line.to_string()),
-                        })?;
-                    }
-                    Ok(go)
-                },
-            )?;
-            return Ok(go);
+            return self.read_wanted(l, &wanted, &mut |entry, bytes| {
+                let text = String::from_utf8_lossy(&bytes);
+                match text.lines().find(|line| words_in(&words, line)) {
+                    Some(line) => each(Hit {
+                        period: l.period.clone(),
+                        segment: l.segment.clone(),
+                        entry: entry.clone(),
+                        line: Some(line.to_string()),
+                    }),
+                    None => Ok(true),
+                }
+            });
         }
         for entry in hits {
             if !each(Hit {
