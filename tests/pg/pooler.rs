@@ -128,8 +128,11 @@ fn a_pooler_that_takes_no_options_still_serves() {
     };
     let fresh = c.fresh_url();
     let schema = fresh.rsplit("schema=").next().expect("a schema");
-    let root = Root::new(&bouncer.url(schema), "server", 1);
-    root.open_tasks(1);
+    // The task is opened directly: a send holds its sender's sequence counter, which needs
+    // the server named apart behind a pooler. A claim holds nothing from one statement to
+    // the next.
+    Root::new(&fresh, "server", 1).open_tasks(1);
+    let root = Root::at(&bouncer.url(schema));
     let got = root.run(Some("e1"), &["claim", "--next", "--json"]);
     assert_eq!(got.ok().json()["task_id"], "T-000");
     let log = std::fs::read_to_string(bouncer.dir.join("pgbouncer.log")).unwrap_or_default();
@@ -163,4 +166,36 @@ fn a_follower_through_a_pooler_without_the_server_named_says_it_is_not_woken() {
         assert_eq!(said, warned, "{}: {out:?}", root.url);
         named.run(Some("e1"), &["release", "T-000"]).ok();
     }
+}
+
+/// A sender whose URL reaches the server through PgBouncer without naming the server apart:
+/// its sequence counter's session lock would stay on a pooled server session, held by
+/// nobody, and every later send of that agent would wait it out and fail. The lock is not
+/// taken: the send is refused (exit 2, naming `listen_port=`), nothing is delivered and no
+/// advisory lock is left. Named apart, the same send goes through.
+#[test]
+fn a_session_lock_through_a_pooler_without_the_server_named_is_refused() {
+    let c = need_pg!();
+    let Some((bouncer, named)) = crate::seq::pooled_root(c, 2, 1) else { return };
+    let schema = named.url.rsplit("schema=").next().expect("a schema");
+    let schema = schema.split('&').next().expect("a schema");
+    let pooled = Root::at(&bouncer.url(schema));
+    let locks = || {
+        c.psql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")
+            .trim()
+            .to_string()
+    };
+    let before = locks();
+    let send = ["send", "--to", "agent:e1", "--intent", "inform", "--summary", "hi"];
+    let out = pooled.run(Some("coordinator"), &send);
+    assert_eq!(out.code, 2, "{out:?}");
+    assert!(out.stderr.contains("listen_port="), "{out:?}");
+    assert!(out.stderr.contains("not the server's own"), "{out:?}");
+    assert_eq!(locks(), before, "an advisory lock was left on a pooled session");
+    let inbox = named.run(Some("e1"), &["inbox", "--json"]);
+    assert_eq!(inbox.ok().json()["messages"].as_array().map(Vec::len), Some(0), "{inbox:?}");
+    // The same agent's next send, named apart, is not kept waiting by a lock left behind.
+    named.run(Some("coordinator"), &send).ok();
+    let inbox = named.run(Some("e1"), &["inbox", "--json"]);
+    assert_eq!(inbox.ok().json()["messages"].as_array().map(Vec::len), Some(1), "{inbox:?}");
 }

@@ -29,11 +29,33 @@ impl PgEngine {
     }
 
     /// Try the session lock `key` of this root once: true when this process now holds it.
+    ///
+    /// On the engine's own connection (the URL names no server apart) the lock is taken only
+    /// when the server's port is the URL's: a URL that reaches the server through a pooler
+    /// in transaction mode would leave the lock on a pooled server session, held by nobody
+    /// and stopping every later taker until the pooler restarts. The same statement asks,
+    /// so it costs no round trip.
     pub(super) fn try_session_lock(&self, what: &str, key: &str) -> Result<bool> {
         let conn = self.lock_conn()?;
-        let q = self.sql("SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))");
-        let rows = conn.call(what, conn.client.query_typed(&q, &[(&key, Type::TEXT)]))?;
-        Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)))
+        if self.target.server_apart || test_break("pg-locks-pooled") {
+            let q = self.sql("SELECT pg_try_advisory_lock(hashtext('{s}'), hashtext($1))");
+            let rows = conn.call(what, conn.client.query_typed(&q, &[(&key, Type::TEXT)]))?;
+            return Ok(rows.first().is_some_and(|r| r.get::<_, bool>(0)));
+        }
+        let ports = self.target.ports();
+        let q = self.sql(
+            "SELECT CASE WHEN current_setting('port') = ANY($2)
+                    THEN pg_try_advisory_lock(hashtext('{s}'), hashtext($1)) END,
+                    current_setting('port')",
+        );
+        let row = conn.call(
+            what,
+            conn.client.query_typed_one(&q, &[(&key, Type::TEXT), (&ports, Type::TEXT_ARRAY)]),
+        )?;
+        match row.get::<_, Option<bool>>(0) {
+            Some(held) => Ok(held),
+            None => Err(pooled(&self.target.location(), &ports, &row.get::<_, String>(1))),
+        }
     }
 
     /// Let go of the session lock `key`.
@@ -43,4 +65,15 @@ impl PgEngine {
         conn.call(what, conn.client.query_typed(&q, &[(&key, Type::TEXT)]))?;
         Ok(())
     }
+}
+
+/// The refusal of a session lock through a URL whose port is not the server's own.
+fn pooled(location: &str, ports: &[String], server: &str) -> crate::error::Error {
+    let port = ports.join(",");
+    crate::error::Error::usage(format!(
+        "{location}: its port {port} is not the server's own ({server}): a pooler in front? what circe holds from one statement to the next (a sender's sequence counter, an answer, a cursor) needs a server session of its own, which a pooler in transaction mode does not give; nothing was done"
+    ))
+    .hint(format!(
+        "name the server in the URL: listen_port={server} (and listen_host= when it is another host; README, \"Running agents on several hosts\"); when port {port} reaches the server itself (a port mapping), add listen_port={port}"
+    ))
 }

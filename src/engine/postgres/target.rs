@@ -211,6 +211,15 @@ impl Target {
         EngineConfig { kind: "postgres".into(), url, schema: Some(self.schema.clone()) }
     }
 
+    /// The ports the URL names, as text (libpq's default, 5432, when it names none).
+    pub(super) fn ports(&self) -> Vec<String> {
+        let ports = self.config.get_ports();
+        if ports.is_empty() {
+            return vec!["5432".to_string()];
+        }
+        ports.iter().map(u16::to_string).collect()
+    }
+
     /// The connect timeout in force.
     pub fn connect_timeout(&self) -> Duration {
         self.config.get_connect_timeout().copied().unwrap_or(CONNECT_TIMEOUT)
