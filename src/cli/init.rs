@@ -93,6 +93,18 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         (None, RootSpec::Path(p)) => p,
         (None, _) => PathBuf::from("."),
     };
+    // `init DIR` names a folder; a database root from --root or CIRCE_ROOT beside it would
+    // be made (or migrated) while DIR was left as it is.
+    if let (Some(d), None, RootSpec::Url(_)) = (&args.dir, &args.engine, ctx.root_spec()) {
+        return Err(Error::usage(format!(
+            "{} and a database root (--root or CIRCE_ROOT) both named: which one to make?",
+            d.display()
+        ))
+        .hint(format!(
+            "`circe init --engine URL {}` makes its .circe point at the database; unset CIRCE_ROOT (or leave out --root) to make a folder root there; leave out the folder to make or migrate the database root",
+            d.display()
+        )));
+    }
     let (target, pointer) = match (&args.engine, ctx.root_spec()) {
         (Some(url), _) => (Some(Target::from_url(url)?), true),
         (None, RootSpec::Url(url)) => (Some(Target::from_url(&url)?), false),

@@ -122,6 +122,13 @@ fn init_refused_by_the_folder_leaves_the_database_untouched() {
     assert_eq!(both.code, 2, "{both:?}");
     assert!(!exists(), "the refusal made a root in the database");
     run(&["init", "--engine", &other]).ok();
+    // `init DIR` beside a database root named by --root: which one to make is unclear; the
+    // folder was left as it was, and the database made, while init said it was done.
+    let folder = dir.path().join("elsewhere");
+    let beside = run(&["--root", &url, "init", folder.to_str().unwrap()]);
+    assert_eq!(beside.code, 2, "{beside:?}");
+    assert!(beside.stderr.contains("--engine URL"), "{beside:?}");
+    assert!(!folder.exists() && !exists(), "the refusal made a root");
 }
 
 #[test]
