@@ -167,6 +167,24 @@ fn opening_a_schema_without_a_root_or_of_a_newer_circe_says_so_and_what_to_do() 
     assert_eq!(newer.code, 3, "{newer:?}");
     assert!(newer.stderr.contains("schema version 99"), "{newer:?}");
     assert!(newer.stderr.contains("upgrade circe"), "{newer:?}");
+    // A version changed by hand into no number, or removed: the root is damaged, and the
+    // way out is to put the version back, not an `init` (which cannot tell what the tables
+    // are either). It was read as version 0, "init migrates it", and init then failed.
+    for (edit, said) in [
+        ("UPDATE {m} SET value = 'abc' WHERE key = 'schema_version'", "is `abc`, not a number"),
+        ("DELETE FROM {m} WHERE key = 'schema_version'", "is missing"),
+    ] {
+        c.psql(&edit.replace("{m}", &format!("\"{schema}\".meta")));
+        for args in [&["tasks"][..], &["init"][..]] {
+            let out = root.run(None, args);
+            assert_eq!(out.code, 1, "{args:?}: {out:?}");
+            assert!(out.stderr.contains(&format!("schema {schema} is damaged")), "{out:?}");
+            assert!(out.stderr.contains(said), "{out:?}");
+            let put = format!("SET value = '{}' WHERE", circe::engine::postgres::SCHEMA_VERSION);
+            assert!(out.stderr.contains(&put), "{out:?}");
+            assert!(!out.stderr.contains("migrates it"), "{out:?}");
+        }
+    }
 }
 
 /// A hand-edited agents table holding a name that is no agent name: the retired agents read

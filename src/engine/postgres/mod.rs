@@ -125,7 +125,8 @@ impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
         let conn = Conn::connect(target)?;
         let opening = Opening::read(&conn, target)?;
-        schema::check(opening.version, &target.schema, Some(&target.url_to_pass()))?;
+        let version = schema::version_of(opening.version.as_deref(), &target.schema)?;
+        schema::check(version, &target.schema, Some(&target.url_to_pass()))?;
         if let Some(to) = opening.moved_to {
             return Err(moved_away(target, &to));
         }
@@ -253,7 +254,8 @@ fn no_root(target: &Target, roots: &[String], e: Error) -> Error {
 /// plain scan of each table: on a fresh server process (every CLI run) this cost 0.3 to
 /// 0.5 ms less than a subquery per value plus a second query for the retirements.
 struct Opening {
-    version: u32,
+    /// `meta.schema_version` as stored (`None`: no such row).
+    version: Option<String>,
     clock: Option<String>,
     moved_to: Option<String>,
     /// `meta.tombstones`: the root holds tombstones (a folder that archived moved here).
@@ -291,7 +293,7 @@ impl Opening {
             Err(f) => return Err(conn::before_commit(conn.error("opening the root", f))),
         };
         let mut o = Opening {
-            version: 0,
+            version: None,
             clock: None,
             moved_to: None,
             tombstones: false,
@@ -304,7 +306,7 @@ impl Opening {
                 (r.get(0), r.get(1), r.get(2));
             let value = value.unwrap_or_default();
             match (kind, key.as_deref()) {
-                (0, Some("schema_version")) => o.version = value.parse().unwrap_or(0),
+                (0, Some("schema_version")) => o.version = Some(value),
                 (0, Some("clock")) => o.clock = Some(value),
                 (0, Some("moved_to")) => o.moved_to = Some(value),
                 (0, Some("tombstones")) => o.tombstones = value != "0",

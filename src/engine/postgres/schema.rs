@@ -82,10 +82,26 @@ fn current(conn: &Conn, schema: &str) -> Result<u32> {
             &[],
         ),
     )?;
-    let v: String = row.map(|r| r.get(0)).unwrap_or_default();
-    v.parse().map_err(|_| {
-        Error::internal(format!("schema {schema}: schema_version `{v}` is not a number"))
-    })
+    version_of(row.map(|r| r.get::<_, String>(0)).as_deref(), schema)
+}
+
+/// The version `meta.schema_version` holds (`stored`; `None`: no such row), or the error of
+/// a root whose version was changed by hand: neither an upgrade nor `init` can tell what
+/// its tables are.
+pub fn version_of(stored: Option<&str>, schema: &str) -> Result<u32> {
+    let said = match stored {
+        Some(v) => match v.parse() {
+            Ok(n) => return Ok(n),
+            Err(_) => format!("is `{}`, not a number", crate::error::one_line(v)),
+        },
+        None => "is missing".to_string(),
+    };
+    Err(Error::internal(format!(
+        "the root in schema {schema} is damaged: its version (the `schema_version` row of {schema}.meta) {said}"
+    ))
+    .hint(format!(
+        "put back the version its tables have (`UPDATE \"{schema}\".meta SET value = '{VERSION}' WHERE key = 'schema_version'` when this circe made or migrated them, then `circe doctor`), or restore the schema from a backup"
+    )))
 }
 
 /// Refuse a schema of another version than this circe's (`location`: the root's URL with
