@@ -193,7 +193,7 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
             t.location()
         ))
         .hint(format!(
-            "use that root, or remove {held}/circe.yaml to point this folder at {}; nothing was changed",
+            "use that root, or remove {held}/circe.yaml to point this folder at {}; nothing was changed. To reach the same root another way (through a pooler, say), edit `url:` in {held}/circe.yaml",
             target.location()
         ))),
         Ok(local::Opened::Local(..)) => {

@@ -129,6 +129,15 @@ impl Target {
             .hint("reach the server over its unix socket, an SSH tunnel or a private network, and drop sslmode= (or write sslmode=disable in the URL)"));
         }
         fill_defaults(&mut config);
+        // One port for every host, or one per host (`host:port` and `port=` both: two).
+        let (hosts, ports) = (config.get_hosts().len(), config.get_ports().len());
+        if ports > 1 && ports != hosts {
+            return Err(Error::usage(format!(
+                "`{url}` names {ports} ports for {hosts} host{}",
+                if hosts == 1 { "" } else { "s" }
+            ))
+            .hint("give the port once: in host:port or as port=, not both"));
+        }
         let server_apart = listen_host.is_some() || listen_port.is_some();
         let listen_port = match listen_port {
             None => None,
@@ -416,6 +425,13 @@ mod tests {
         let t = Target::from_url(base).unwrap();
         assert!(!t.server_apart);
         assert_eq!(place(&t.listen), place(&t.config));
+        let e = Target::from_url("postgres://h:5432/db?port=5433&schema=s").unwrap_err();
+        assert_eq!(e.kind, crate::error::Kind::Usage, "{e:?}");
+        assert!(e.message.contains("2 ports for 1 host"), "{e:?}");
+        // Each host its port, or one port for all: what the driver connects with.
+        let two = Target::from_url("postgres://a:1,b:2/db?schema=s");
+        assert!(two.is_ok(), "{two:?}");
+        assert!(Target::from_url("postgres://a,b/db?schema=s").is_ok());
         let e = Target::from_url(&format!("{base}&listen_port=x")).unwrap_err();
         assert!(e.message.contains("listen_port"), "{e:?}");
     }
