@@ -229,3 +229,62 @@ fn a_role_that_may_not_flush_is_told_the_grant_that_mends_it() {
     assert_eq!(again.json()["task_id"], "T-1", "{again:?}");
     root.run(Some("e1"), &["claim", "T-2"]).ok();
 }
+
+/// A task change whose session the server ends while it waits for the task's row (a fast
+/// shutdown, or an administrator's terminate: SQLSTATE 57P01) changed nothing, and says
+/// so as a broken connection does: `committed: false`, no unknown outcome, run it again.
+#[test]
+fn a_change_whose_session_the_server_ends_before_its_commit_says_nothing_was_committed() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    // Another session holds the task's row.
+    let hold = format!(
+        "BEGIN; SELECT 1 FROM \"{schema}\".tasks WHERE task_id = 'T-000' FOR UPDATE; SELECT pg_sleep(30);"
+    );
+    let mut holder = std::process::Command::new(c.bin.join("psql"))
+        .arg("-h")
+        .arg(&c.socket)
+        .args(["-p", &c.port.to_string(), "-U", "postgres", "-d", "postgres", "-XAtq", "-c", &hold])
+        .env("PGAPPNAME", format!("holder_circe_waits_{}", std::process::id()))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let app = format!("circe_waits_{}", std::process::id());
+    let holding = format!(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'holder_{app}' AND wait_event = 'PgSleep'"
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while c.psql(&holding).trim() == "0" && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    let named = crate::common::Root::at(&format!("{url}&application_name={app}"));
+    let mut cmd = named.command(Some("e1"), &["claim", "T-000", "--json"]);
+    cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().unwrap();
+    // Once the claim waits for the row, end its session.
+    let sql = format!(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+          WHERE application_name = '{app}' AND wait_event_type = 'Lock'"
+    );
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while c.psql(&sql).trim() == "0" && std::time::Instant::now() < until {
+        crate::common::nap(50);
+    }
+    let out = crate::common::Out::from(&child.wait_with_output().unwrap());
+    c.psql(&format!(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder_{app}'"
+    ));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert_eq!(out.code, 1, "{out:?}");
+    let details = &out.json()["error"]["details"];
+    assert_eq!(details["committed"], serde_json::json!(false), "{}", out.stdout);
+    assert_eq!(details["transient"], serde_json::json!(true), "{}", out.stdout);
+    assert!(details.get("outcome").is_none(), "{}", out.stdout);
+    let shown = root.run(None, &["show", "T-000", "--json"]);
+    assert_eq!(shown.ok().json()["task"]["status"], "new", "{shown:?}");
+}

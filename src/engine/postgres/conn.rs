@@ -316,14 +316,16 @@ impl Conn {
 }
 
 /// A failure before anything was committed (a transaction before its COMMIT was sent, which
-/// the server rolls back, or a read): nothing changed. A lost connection is said so
-/// (`committed: false`), not as an unknown outcome; any other error is as it was.
+/// the server rolls back, or a read): nothing changed. A lost connection, or a server that
+/// ends the session (stopping or restarting: a transient error), is said so (`committed:
+/// false`), not as an unknown outcome; any other error is as it was.
 pub fn before_commit(mut e: Error) -> Error {
-    if e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown") {
+    let lost = e.details.iter().any(|(k, v)| *k == "outcome" && v == "unknown");
+    if lost || e.is_transient() {
         e.details.retain(|(k, _)| *k != "outcome");
         e = e
             .detail("committed", false)
-            .hint("nothing was changed (the connection broke before anything was committed): check the network and the server, then run the command again");
+            .hint("nothing was changed (the connection broke, or the server ended the session, before anything was committed): check the network and the server, then run the command again");
     }
     e
 }
