@@ -277,3 +277,59 @@ fn the_checker_catches_session_locks_taken_through_pgbouncer() {
     });
     assert!(!p.is_empty(), "every send kept its turn with the locks taken through the pooler");
 }
+
+/// A sender's counter held by a server session past its client (here a psql session; in
+/// life a commit that waits on the server after its circe gave up, or a lock left through a
+/// pooler): after 10 s the send is exit 4 naming that session, and the hint says how to end
+/// it; ended, the next send goes through.
+#[test]
+fn a_counter_held_too_long_names_the_server_session_that_holds_it() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    let app = format!("holder_seq_{}", std::process::id());
+    let lock_sql = format!(
+        "SELECT pg_advisory_lock(hashtext('\"{schema}\"'), hashtext('seq/coordinator')); SELECT pg_sleep(60);"
+    );
+    let mut holder = std::process::Command::new(c.bin.join("psql"))
+        .arg("-h")
+        .arg(&c.socket)
+        .args([
+            "-p",
+            &c.port.to_string(),
+            "-U",
+            "postgres",
+            "-d",
+            "postgres",
+            "-XAtq",
+            "-c",
+            &lock_sql,
+        ])
+        .env("PGAPPNAME", &app)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = format!(
+        "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND wait_event = 'PgSleep'"
+    );
+    let until = Instant::now() + Duration::from_secs(15);
+    let mut held = c.psql(&pid).trim().to_string();
+    while held.is_empty() && Instant::now() < until {
+        nap(50);
+        held = c.psql(&pid).trim().to_string();
+    }
+    let send = ["send", "--to", "agent:e1", "--intent", "inform", "--summary", "hi", "--json"];
+    let out = root.run(Some("coordinator"), &send);
+    assert_eq!(out.code, 4, "{out:?}");
+    let err = &out.json()["error"];
+    assert_eq!(err["details"]["holder_pid"].to_string(), held, "{}", out.stdout);
+    let hint = err["hint"].as_str().unwrap_or_default();
+    assert!(hint.contains(&format!("pg_terminate_backend({held})")), "{hint}");
+    assert!(hint.contains(&format!("application `{app}`")), "{hint}");
+    c.psql(&format!("SELECT pg_terminate_backend({held})"));
+    let _ = holder.kill();
+    let _ = holder.wait();
+    root.run(Some("coordinator"), &send).ok();
+}

@@ -12,7 +12,7 @@ use tokio_postgres::types::Type;
 use super::PgEngine;
 use super::conn::Conn;
 use crate::engine::local::test_break;
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 impl PgEngine {
     /// The connection session locks live on.
@@ -56,6 +56,32 @@ impl PgEngine {
             Some(held) => Ok(held),
             None => Err(pooled(&self.target.location(), &ports, &row.get::<_, String>(1))),
         }
+    }
+
+    /// `late`, the error of a session lock `key` held too long, with who holds it: the
+    /// server session (its pid, client, state and statement), which may have outlived its
+    /// circe process (a commit waiting on the server, a lock left through a pooler).
+    pub(super) fn held_too_long(&self, key: &str, late: Error) -> Error {
+        let Ok(conn) = self.lock_conn() else { return late };
+        // A two-key advisory lock is (classid, objid) = the keys as unsigned, objsubid 2.
+        let q = self.sql(
+            "SELECT a.pid, coalesce(a.application_name, ''), coalesce(a.state, ''),
+                    left(coalesce(a.query, ''), 60)
+               FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                AND l.classid = (hashtext('{s}')::int8 & 4294967295)::oid
+                AND l.objid = (hashtext($1)::int8 & 4294967295)::oid",
+        );
+        let Ok(rows) = conn.run(conn.client.query_typed(&q, &[(&key, Type::TEXT)])) else {
+            return late;
+        };
+        let Some(r) = rows.first() else { return late };
+        let (pid, app, state, query): (i32, String, String, String) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        let query = crate::error::one_line(&query).into_owned();
+        late.detail("holder_pid", pid).hint_more(format!(
+            "the lock is held by server session {pid} (application `{app}`, {state}: `{query}`); when no circe process of that agent runs, that session outlived its client: `SELECT pg_terminate_backend({pid})` ends it"
+        ))
     }
 
     /// Let go of the session lock `key`.

@@ -165,12 +165,13 @@ impl PgEngine {
                 return Ok(());
             }
             if start.elapsed() > Duration::from_secs(10) {
-                return Err(Error::conflict(format!(
+                let late = Error::conflict(format!(
                     "the sequence counter of {agent} is held by another command for over 10s"
                 ))
                 .hint(
                     "a circe process may be stopped while holding it; resume or kill it and retry",
-                ));
+                );
+                return Err(self.held_too_long(&k, late));
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(Duration::from_millis(20));

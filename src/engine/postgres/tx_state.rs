@@ -80,7 +80,7 @@ impl PgEngine {
                 return Ok(None);
             }
             if start.elapsed() > std::time::Duration::from_secs(10) {
-                return Err(late());
+                return Err(self.held_too_long(&key, late()));
             }
             std::thread::sleep(pause);
             pause = (pause * 2).min(std::time::Duration::from_millis(20));
