@@ -29,6 +29,11 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         // A setup command: routing rules that name no agent yet are what it may have to fix.
         let ws = ctx.workspace_for_setup()?;
         let text = ws.engine.config_text()?;
+        if ws.engine.local_folder().is_none() {
+            crate::error::warn(
+                "on a database root `durability` and `archive` do not apply: the server keeps each commit durable, and `circe archive` is for folder roots; the rest is in force",
+            );
+        }
         return Ok(Report::new(text.clone(), json!({"config": text})));
     };
     // The new file is read and checked first: its errors come before the root's.

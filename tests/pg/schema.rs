@@ -212,3 +212,15 @@ fn a_retired_row_without_an_agent_name_is_passed_over_by_every_read() {
     assert_eq!(again, first);
     root.run(Some("e1"), &["tasks"]).ok();
 }
+
+/// `circe config` on a database root shows the stored settings, and says which of them
+/// the database makes moot (`durability`: the server's commit is durable; `archive`:
+/// `circe archive` is for folder roots).
+#[test]
+fn config_on_a_database_root_says_which_settings_do_not_apply() {
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 1);
+    let out = root.run(None, &["config"]);
+    assert!(out.ok().stdout.contains("durability: full"), "{out:?}");
+    assert!(out.stderr.contains("`durability` and `archive` do not apply"), "{out:?}");
+}
