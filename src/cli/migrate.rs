@@ -185,6 +185,29 @@ fn no_root_around(dir: &std::path::Path) -> Result<()> {
     Ok(())
 }
 
+/// Every task of `snap` is in the folder `written` after its repair. A task whose message
+/// the database lost (removed in SQL) reads, in a folder, as a send cut off before its
+/// delivery, which the repair rolls back: it would be gone.
+fn every_task_kept(snap: &Snapshot, written: &dyn Engine) -> Result<()> {
+    let kept: std::collections::HashSet<_> = written.task_ids()?.into_iter().collect();
+    let lost: Vec<String> = snap
+        .tasks
+        .iter()
+        .filter(|t| !kept.contains(&t.rec.task_id))
+        .map(|t| t.rec.task_id.to_string())
+        .collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    Err(Error::refused(format!(
+        "{} task{} would not survive the move: {} (its message is in no box of the database: `circe doctor` names it, invariant 4)",
+        lost.len(),
+        if lost.len() == 1 { "" } else { "s" },
+        lost.join(", ")
+    ))
+    .hint("put each one's message back in SQL, or finish the task first; nothing was moved"))
+}
+
 fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
     // DIR is the project: the root is written to DIR/.circe (a `.circe` named would nest).
     if dir.file_name().is_some_and(|n| n == ".circe") {
@@ -248,7 +271,7 @@ fn to_local(ctx: &Ctx, dir: &std::path::Path) -> Result<Report> {
         local::place_channel(&dest, config.chat.path.as_deref())?;
         let (local_eng, _) = local::open_at(&dest)?;
         local_eng.doctor(true)?; // builds the claim --next index and the board
-        Ok(())
+        every_task_kept(snap, &local_eng)
     });
     let snap = match result {
         Ok(s) => s,

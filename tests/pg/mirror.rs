@@ -467,6 +467,27 @@ fn migrate_to_local_refuses_a_damaged_root() {
     assert!(kept, "nothing left behind (the unparseable one in quarantine): {found:?}");
 }
 
+/// A waiting task whose message row was removed in SQL reads, in a folder, as a send cut
+/// off before its delivery, which the folder's repair rolls back: the move said "2 tasks"
+/// and the folder held one. It is refused instead, naming the task, and the root stays.
+#[test]
+fn migrate_to_local_refuses_a_root_whose_task_lost_its_message() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(2);
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!("DELETE FROM \"{schema}\".messages WHERE file LIKE '%T-001%'"));
+    let dir = tempfile::tempdir().unwrap();
+    let back = dir.path().join("back");
+    let out = root.run(None, &["migrate", "--to-local", back.to_str().unwrap()]);
+    assert_eq!(out.code, 3, "{out:?}");
+    assert!(out.stderr.contains("would not survive the move: T-001"), "{out:?}");
+    assert!(!back.join(".circe").exists(), "the folder became a root");
+    let tasks = root.run(None, &["tasks", "--json"]);
+    assert_eq!(tasks.ok().json()["tasks"].as_array().map(Vec::len), Some(2), "{tasks:?}");
+}
+
 /// A fresh database root with one message row put in by hand (`box`, `file`, `body`).
 fn root_with_row(
     c: &crate::pg_cluster::Cluster,
