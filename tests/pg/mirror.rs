@@ -444,6 +444,21 @@ fn doctor_reports_a_message_missing_from_its_box() {
         .collect();
     assert!(found.contains(&4), "{v}");
     assert!(found.contains(&7), "{v}");
+    assert!(out.stdout.contains("nor in any other box"), "{}", out.stdout);
+    // A command on it says it is in no box, exit 5, as on a folder root (it was exit 4
+    // with a hint that doctor says where it is).
+    let claim = root.run(Some("e1"), &["claim", "T-001"]);
+    assert_eq!(claim.code, 5, "{claim:?}");
+    assert!(claim.stderr.contains("the message of task T-001 is in no box"), "{claim:?}");
+    // One moved into another box by hand: exit 4, saying where.
+    c.psql(&format!(
+        "UPDATE \"{schema}\".messages SET box = 'logs' WHERE file LIKE '%T-000%' AND box = 'new'"
+    ));
+    let claim = root.run(Some("e1"), &["claim", "T-000"]);
+    assert_eq!(claim.code, 4, "{claim:?}");
+    assert!(claim.stderr.contains("is not in NEW_MESSAGES but in logs"), "{claim:?}");
+    let out = root.run(None, &["doctor"]);
+    assert!(out.stderr.contains("is not in new but in logs"), "{out:?}");
 }
 
 /// A database root with messages in the boxes of an agent it does not have is not moved

@@ -39,6 +39,9 @@ const CHECKS: [(u8, &str); 10] = [
     (
         4,
         "SELECT 'task ' || t.task_id || ': its message ' || t.message || ' is not in ' || t.ticket
+                || coalesce(' but in ' || (SELECT string_agg(m.box, ', ' ORDER BY m.box)
+                                             FROM {s}.messages m WHERE m.file = t.message),
+                            ', nor in any other box (removed by hand: put it back from a backup or a mirror)')
            FROM {s}.tasks t
           WHERE NOT EXISTS (SELECT 1 FROM {s}.messages m WHERE m.box = t.ticket AND m.file = t.message)
           ORDER BY t.task_id",

@@ -423,9 +423,9 @@ impl TaskTx for PgTx<'_> {
             Err(Failure::Db(e)) => {
                 self.eng.rollback();
                 let err = super::conn::db_error(&format!("task {}", self.task), &e);
-                // `commit_task` says it as the statement does; the hint is added here.
+                // `commit_task` says it as the statement does: where it is is looked up here.
                 let moved = err.message.starts_with("the message of task ");
-                return Err(if moved { err.hint(send::TICKET_MOVED) } else { err });
+                return Err(if moved { self.ticket_gone(&record.message) } else { err });
             }
             Err(f) => return Err(self.unknown(op, f, request)),
         };

@@ -12,7 +12,7 @@ use crate::engine::postgres::conn::{Failure, NO_WAIT};
 use crate::engine::postgres::seq::is_ticket_counter_refused;
 use crate::engine::retired_claimer;
 use crate::error::Error;
-use crate::names::AgentName;
+use crate::names::{AgentName, TaskId};
 
 /// What a commit sends, whichever way it goes.
 pub(super) struct Args<'x> {
@@ -82,7 +82,41 @@ fn is_claimer_retired(e: &tokio_postgres::Error) -> bool {
     e.as_db_error().is_some_and(|d| *d.code() == tokio_postgres::error::SqlState::DIVISION_BY_ZERO)
 }
 
+impl crate::engine::postgres::PgEngine {
+    /// The refusal of a change to `task` whose message `file` is not in the box its record
+    /// names (`from`): it lies in another box (conflict, exit 4, where), or in none (not
+    /// found, exit 5, as on a folder root).
+    pub(super) fn ticket_not_there(&self, task: &TaskId, from: &str, file: &str) -> Error {
+        let found = self.rows(
+            "looking for a task's message",
+            "SELECT box FROM {s}.messages WHERE file = $1 ORDER BY box",
+            &[(&file, Type::TEXT)],
+            |r| Ok(r.get::<_, String>(0)),
+        );
+        match found {
+            Ok(boxes) if boxes.is_empty() => {
+                Error::not_found(format!("the message of task {task} is in no box"))
+                    .hint("run `circe doctor`: it says where the message may be")
+            }
+            Ok(boxes) => Error::conflict(format!(
+                "the message of task {task} is not in {from} but in {}",
+                boxes.join(", ")
+            ))
+            .hint(TICKET_MOVED),
+            Err(_) => Error::conflict(format!("the message of task {task} is not in {from}"))
+                .hint(TICKET_MOVED),
+        }
+    }
+}
+
 impl PgTx<'_> {
+    /// The refusal of this change: its message `file` is not in the box the record names.
+    pub(super) fn ticket_gone(&self, file: &str) -> Error {
+        let from = self.st.as_ref().and_then(|s| s.location.as_ref());
+        let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
+        self.eng.ticket_not_there(&self.task, &from, file)
+    }
+
     /// Send `commit_task(...)` and `COMMIT` together, with a numbered ticket's counter
     /// moved by compare-and-set ahead of them: when the counter moved meanwhile, its error
     /// aborts the transaction.
@@ -182,12 +216,7 @@ impl PgTx<'_> {
             ));
         }
         if !done {
-            let from = self.st.as_ref().and_then(|s| s.location.as_ref());
-            let from = from.map_or_else(|| "its box".to_string(), ToString::to_string);
-            return Ok(Sent::Refused(
-                Error::conflict(format!("the message of task {} is not in {from}", self.task))
-                    .hint(TICKET_MOVED),
-            ));
+            return Ok(Sent::Refused(self.ticket_gone(a.message)));
         }
         let bytes = row.get::<_, Option<Vec<u8>>>(4);
         let size = row.get::<_, Option<i32>>(5).and_then(|n| u64::try_from(n).ok());
