@@ -284,8 +284,11 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option
         ),
         None => f.render_widget(Paragraph::new(title), top),
     }
+    // STALE (the INBOX's stale messages, apart from the new ones) when an agent has one.
+    let stale = super::any_stale(&model.agents);
     let [left, right] =
-        Layout::horizontal([Constraint::Min(40), Constraint::Length(34)]).areas(middle);
+        Layout::horizontal([Constraint::Min(40), Constraint::Length(if stale { 40 } else { 34 })])
+            .areas(middle);
     match &w.open {
         Some(t) => detail(f, lost.is_none().then_some(ws), model, t, left),
         None => task_table(f, &rows, model.now(), &mut v.table, left),
@@ -293,23 +296,29 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option
     let agents: Vec<TRow> = model
         .agents
         .iter()
-        .map(|(a, r, n, retired)| {
-            let row = TRow::new(vec![
-                Cell::from(a.as_str()),
-                Cell::from(r.as_str()),
-                Cell::from(super::count(*n)),
-            ]);
+        .map(|a| {
+            let mut cells = vec![
+                Cell::from(a.agent.as_str()),
+                Cell::from(a.role.as_str()),
+                Cell::from(super::count(a.inbox_count)),
+            ];
+            if stale {
+                cells.push(Cell::from(super::count(a.stale_count)));
+            }
+            let row = TRow::new(cells);
             // Retired: dimmed (the panel has no room for `board --once`'s "(retired)").
-            if *retired { row.style(Style::new().add_modifier(Modifier::DIM)) } else { row }
+            if a.retired { row.style(Style::new().add_modifier(Modifier::DIM)) } else { row }
         })
         .collect();
-    let t =
-        Table::new(agents, [Constraint::Min(12), Constraint::Length(11), Constraint::Length(5)])
-            .header(
-                TRow::new(vec!["AGENT", "ROLE", "INBOX"])
-                    .style(Style::new().add_modifier(Modifier::BOLD)),
-            )
-            .block(Block::new().borders(Borders::ALL).title("agents"));
+    let mut widths = vec![Constraint::Min(12), Constraint::Length(11), Constraint::Length(5)];
+    let mut header = vec!["AGENT", "ROLE", "INBOX"];
+    if stale {
+        widths.push(Constraint::Length(5));
+        header.push("STALE");
+    }
+    let t = Table::new(agents, widths)
+        .header(TRow::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::new().borders(Borders::ALL).title("agents"));
     f.render_widget(t, right);
     let shown_events = usize::from(bottom.height.saturating_sub(2));
     let lines: Vec<Line> = model
