@@ -276,6 +276,33 @@ fn the_tables_show_a_deadline_when_a_task_has_one() {
     assert!(dl.contains(" passed "), "{}", o.show());
 }
 
+/// The live board shows DUE as `board --once` does: the column once a task on the board has
+/// a deadline, the time left in it (`-` for a task without one).
+#[test]
+fn the_live_board_shows_a_deadline_when_a_task_has_one() {
+    local_only!("the terminal runs with the environment tmux passes on, not the database's");
+    let env = Env::new();
+    open(&env, "NODL-1", "no deadline");
+    let tmux = Tmux { socket: format!("circe-test-due-{}", std::process::id()) };
+    let root = env.root().display().to_string();
+    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let row = |s: &str, task: &str| -> Vec<String> {
+        let line = s.lines().find(|l| l.starts_with(&format!("│{task} "))).unwrap_or_default();
+        let cells = line.split('│').nth(1).unwrap_or_default();
+        cells.split_whitespace().map(str::to_string).collect()
+    };
+    let s = tmux.until("NODL-1", |s| s.contains("│NODL-1") && s.contains("AGENT"));
+    assert!(!s.contains(" DUE "), "{s}");
+    env.open_task_due("DL-1", "role:engineer", "2025-11-21T19:00:00Z");
+    let s = tmux.until("DL-1", |s| s.contains("│DL-1"));
+    let header = row(&s, "TASK");
+    assert_eq!(header.get(6).map(String::as_str), Some("DUE"), "{s}");
+    assert_eq!(row(&s, "DL-1").get(6).map(String::as_str), Some("2h00m"), "{s}");
+    assert_eq!(row(&s, "NODL-1").get(6).map(String::as_str), Some("-"), "{s}");
+    tmux.quit();
+}
+
 /// `tasks --owner` says what it lists: the tasks the agent holds and those finished while
 /// it held them (the record keeps its last holder).
 #[test]

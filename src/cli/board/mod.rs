@@ -21,10 +21,10 @@ use crate::task::Row;
 
 pub use model::Model;
 
-/// The live board: every task (status, owner, priority, lease left, checks), each agent's
-/// inbox count and the latest events, updated as things change. Keys: ↑/↓ (or j/k) select,
-/// Enter opens the task, Esc goes back, / filters (task, owner, intent), s cycles the
-/// status shown, q quits. When stdout is not a terminal (a pipe, a file, --json) it prints
+/// The live board: every task (status, owner, priority, lease left, time left before its
+/// deadline, checks), each agent's inbox counts (new, and stale apart) and the latest
+/// events, updated as things change. Keys: ↑/↓ (or j/k) select, Enter opens the task, Esc
+/// goes back, / filters (task, owner, intent), s cycles the status shown, q quits. When stdout is not a terminal (a pipe, a file, --json) it prints
 /// the board once and exits.
 #[derive(Debug, Args)]
 #[command(
