@@ -1273,6 +1273,55 @@ fn a_damaged_root_with_a_broken_config_is_not_taken_for_a_pointer() {
     assert!(o.stderr.contains("it points this folder at a database"), "{}", o.show());
 }
 
+/// A root that lacks only circe's own folders (`tmp/`, `locks/`, `queue/`: they hold
+/// nothing to keep) is no reason for `config --set` to refuse: it makes them again, with
+/// the `--next` lanes, whether the circe.yaml there reads or not. A new file it refuses
+/// makes nothing, and a file standing where a folder belongs is refused as before.
+#[test]
+fn config_set_makes_again_the_folders_circe_keeps_for_itself() {
+    local_only!("the folders are the local root's");
+    for (gone, broken) in [("tmp", false), ("locks", false), ("queue", false), ("queue", true)] {
+        let env = Env::new();
+        env.open_task("T-1");
+        let cfg = env.root().join("circe.yaml");
+        let good = std::fs::read_to_string(&cfg).unwrap();
+        let file = env.path().join("good.yaml");
+        std::fs::write(&file, &good).unwrap();
+        std::fs::remove_dir_all(env.root().join(gone)).unwrap();
+        if broken {
+            std::fs::write(&cfg, format!("{good}lease: [\n")).unwrap();
+            let o = env.circe(["tasks"]).run();
+            o.code(3);
+            assert!(
+                o.stderr.contains("`circe config --set FILE` (it makes again queue/"),
+                "{}",
+                o.show()
+            );
+        }
+        let bad = env.path().join("bad.yaml");
+        std::fs::write(&bad, "version: 1\nlease: [\n").unwrap();
+        env.circe(["config", "--set", bad.to_str().unwrap()]).run().code(3);
+        assert!(!env.root().join(gone).exists(), "a refused file made {gone}/");
+        let set = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
+        set.ok();
+        let json = set.json();
+        assert_eq!(json["boxes_made"], serde_json::json!([gone]), "{}", set.show());
+        assert_eq!(json["broken"], serde_json::json!(broken), "{}", set.show());
+        assert!(env.root().join(gone).is_dir());
+        env.circe(["doctor"]).run().ok();
+        env.as_("engineer", &["claim", "--next"]).ok();
+    }
+    // A file where tmp/ belongs is no folder circe makes: refused, as every command does.
+    let env = Env::new();
+    let file = env.path().join("good.yaml");
+    std::fs::write(&file, env.circe(["config"]).run().stdout.clone()).unwrap();
+    std::fs::remove_dir_all(env.root().join("tmp")).unwrap();
+    std::fs::write(env.root().join("tmp"), "").unwrap();
+    let o = env.circe(["config", "--set", file.to_str().unwrap()]).run();
+    o.code(1);
+    assert!(o.stderr.contains("the circe root is missing"), "{}", o.show());
+}
+
 /// An agent whose role the registry does not know (a role taken out of circe.yaml, or a
 /// typo in its agent.yaml) would wait for work that never comes: `config --set` warns,
 /// `agent list` warns, doctor reports it, and acting as it is refused with a guess.
