@@ -185,6 +185,9 @@ impl Store {
                 .hint("move it away (a root's folders are folders of their own), then run `circe init` again"));
             }
         }
+        // A root's queue/ made again (removed by hand): its `--next` lanes are rebuilt from
+        // the records, or `claim --next` would pass over every task waiting now.
+        let requeue = root.join(CONFIG_FILE).is_file() && !root.join("queue").exists();
         std::fs::create_dir_all(&root).map_err(io_err("cannot create", &root))?;
         for b in BOXES {
             let p = root.join(b);
@@ -195,6 +198,9 @@ impl Store {
         // cannot make them) reads a root nobody has written to since `init`.
         drop(store.lock_named("queue")?);
         drop(store.lock_named_shared(super::board::LOCK)?);
+        if requeue {
+            super::lanes::rebuild(&store)?;
+        }
         let written = store.write_if_absent(CONFIG_FILE, config)?;
         // Git keeps none of a root: a commit or a worktree copied from one would be a second
         // root, agents on the copy claiming the team's tasks again. One written by hand stays.
