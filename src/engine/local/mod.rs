@@ -80,7 +80,7 @@ pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
 pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, folder_can_be, host_name, is_folder, read_input_file,
-    read_input_file_capped, read_small_file, read_stdin_capped, resolved,
+    read_input_file_capped, read_small_file, read_stdin_capped, resolved, special_file,
 };
 pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
