@@ -2576,6 +2576,40 @@ fn a_lone_checks_record_no_message_names_is_written_over() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// `migrate --to` a database that does not answer (a server that takes the connection and
+/// says nothing) gives up after `connect_timeout`, as every command does, naming the URL and
+/// the time; and the root stays in place meanwhile: it was set aside before, and every
+/// command on it refused (exit 4) while the connection timed out.
+#[test]
+fn migrate_to_a_database_that_does_not_answer_leaves_the_root_in_use() {
+    let env = Env::local();
+    env.open_task("T-1");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("postgres://circe@127.0.0.1:{port}/circe?schema=team&connect_timeout=2");
+    std::thread::scope(|s| {
+        // Taken, and held without a word until the test ends.
+        s.spawn(|| {
+            let _held = silent.accept();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        });
+        let start = std::time::Instant::now();
+        let migrate = s.spawn(|| env.circe(["migrate", "--to", &url]).run());
+        while start.elapsed() < std::time::Duration::from_millis(1500) {
+            env.circe(["tasks"]).run().ok();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let o = migrate.join().unwrap();
+        o.code(1);
+        let said = format!("cannot reach the database postgres://circe@127.0.0.1:{port}/circe?");
+        assert!(o.stderr.contains(&said), "{}", o.show());
+        assert!(o.stderr.contains("no answer within 2 s"), "{}", o.show());
+        assert!(start.elapsed() < std::time::Duration::from_secs(4), "{}", o.show());
+    });
+    env.as_("engineer", &["claim", "T-1"]).ok();
+    env.circe(["doctor"]).run().ok();
+}
+
 /// `migrate --to-local` names the project, not its `.circe`: given a `.circe`, it says so
 /// and names the project (it wrote `.circe/.circe`, which no command in the project found).
 #[test]
