@@ -95,5 +95,17 @@ pub fn path_fits(root: &std::path::Path, chat: &str) -> crate::error::Result<()>
         ))
         .hint("name the channel's file, e.g. `.workplace/chat.md`"));
     }
+    // A device (`/dev/null`), a pipe or a socket takes no channel, and circe moves nothing
+    // outside the root away: the path is what changes.
+    if let Some(what) = crate::engine::local::special_file(&at) {
+        return Err(crate::error::Error::refused(format!(
+            "chat: path `{chat}` names {what} ({}), not a file",
+            at.display()
+        ))
+        .hint(PLAIN_FILE));
+    }
     Ok(())
 }
+
+/// The way out when `chat: path:` names no plain file.
+pub const PLAIN_FILE: &str = "name a plain file for the channel (made when missing), e.g. `.workplace/chat.md`, in circe.yaml's `chat: path:` (`circe config`, then `circe config --set`)";

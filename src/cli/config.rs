@@ -8,7 +8,7 @@ use serde_json::json;
 use super::{Ctx, Report};
 use crate::config::Config;
 use crate::engine::RootSpec;
-use crate::engine::local::{read_input_file, read_stdin_capped};
+use crate::engine::local::{self, read_input_file, read_stdin_capped};
 use crate::error::{Error, Result};
 
 /// Print the root's configuration (circe.yaml; for a root in a database, the copy stored
@@ -62,6 +62,19 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             .hint("`engine:` belongs in a host's .circe/circe.yaml, not in the root's settings"));
     }
     crate::registry::Registry::from_config(&parsed.registry)?;
+    // A folder root that lacks only circe's own folders (tmp/, locks/, queue/: they hold
+    // nothing to keep) gets them again, once the new file passed: the file is written
+    // through tmp/, and every command needs them.
+    let made = match local::own_folders_missing(&ctx.root_spec()) {
+        Some((root, which)) => {
+            if let Some(chat) = parsed.chat.path.as_deref() {
+                crate::chat::path_fits(&root, chat)?;
+            }
+            local::make_own_folders(&root, &which)?;
+            which
+        }
+        None => Vec::new(),
+    };
     let mut was_broken = false;
     match ctx.workspace_for_setup() {
         Ok(ws) => {
@@ -75,7 +88,7 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         // A folder root whose circe.yaml keeps it from opening (it does not parse, or its
         // registry is refused) opens for nothing else: this is the way out, replaced whole.
         Err(e) if matches!(ctx.root_spec(), RootSpec::Url(_)) => return Err(e),
-        Err(e) => match crate::engine::local::replace_broken_config(&ctx.root_spec(), &text)? {
+        Err(e) => match local::replace_broken_config(&ctx.root_spec(), &text)? {
             Some(_) => was_broken = true,
             None => return Err(e),
         },
@@ -97,9 +110,13 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
     }
     let broken = if was_broken { " (the circe.yaml there kept the root from opening)" } else { "" };
+    let mut human = format!("configuration of {} replaced{broken}\n", ws.engine.location());
+    if !made.is_empty() {
+        human.push_str(&format!("boxes made again: {}\n", made.join(", ")));
+    }
     Ok(Report::new(
-        format!("configuration of {} replaced{broken}\n", ws.engine.location()),
-        json!({"root": ws.engine.location(), "replaced": true, "broken": was_broken, "warnings": warnings}),
+        human,
+        json!({"root": ws.engine.location(), "replaced": true, "broken": was_broken, "boxes_made": made, "warnings": warnings}),
     )
     .warnings(warnings))
 }

@@ -80,6 +80,9 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
             format!("this root is in a database already ({})", t.location()),
         ));
     }
+    // Connected first: a database that does not answer leaves the root in place and in use
+    // (set aside, every command on it would be refused while the connection timed out).
+    let to = postgres::connect_for_import(&target)?;
     // SIGINT, SIGTERM or SIGHUP before the import commits puts the root back (a signal's
     // default action would leave it renamed aside, and every agent without a root).
     let stop = super::stop::Stop::install()?;
@@ -113,7 +116,7 @@ fn to_database(ctx: &Ctx, url: &str, clock: Option<&str>) -> Result<Report> {
         if stopped() {
             return Err(local::retire::interrupted());
         }
-        postgres::import(&target, &snap, clock, given)
+        postgres::import(to, &target, &snap, clock, given)
     })();
     let (tasks, messages, events) = match moved {
         Ok(n) => n,

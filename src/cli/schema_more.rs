@@ -21,6 +21,9 @@ pub enum ConfigOutput {
         /// The circe.yaml replaced kept the root from opening (it did not parse, or its
         /// registry was refused): replaced whole, unread.
         broken: bool,
+        /// circe's own folders (`tmp`, `locks`, `queue`) a folder root lacked, and nothing
+        /// else: made again, as `init` makes them.
+        boxes_made: Vec<String>,
         /// What other commands will refuse until it is mended (an escalation or routing
         /// rule naming no agent of the root yet); also printed on stderr.
         warnings: Vec<String>,

@@ -161,6 +161,82 @@ fn sigterm_ends_the_board_and_gives_the_terminal_back() {
     assert!(!s.contains("circe board"), "still on the board's screen:\n{s}");
 }
 
+/// The board counts an INBOX as `prime` does: `inbox_count` the new messages only, and the
+/// stale ones apart (`stale_count`; a STALE column in the text once an agent has one).
+#[test]
+fn the_board_counts_stale_messages_apart_as_prime_does() {
+    let env = Env::new();
+    let o = env.circe(["board", "--once"]).run();
+    assert!(!o.ok().stdout.contains("STALE"), "{}", o.show());
+    let send = |summary: &str| {
+        let args = ["send", "--to", "coordinator", "--intent", "status_update", "--summary"];
+        let o = env.as_("engineer", &[&args[..], &[summary, "--json"]].concat());
+        o.json()["msg_id"].as_str().unwrap().to_string()
+    };
+    send("first");
+    let second = send("second");
+    send("third");
+    // Handing on #2 makes #1 stale; #3 stays new.
+    env.as_("coordinator", &["done", &second]).ok();
+    let prime = env.as_("coordinator", &["prime", "--json"]).json();
+    assert_eq!((&prime["inbox_count"], &prime["stale_count"]), (&1.into(), &1.into()), "{prime}");
+    let board = env.circe(["board", "--json"]).run().json();
+    let agent = |n: &str| {
+        board["agents"].as_array().unwrap().iter().find(|a| a["agent"] == n).cloned().unwrap()
+    };
+    let boss = agent("coordinator");
+    assert_eq!((&boss["inbox_count"], &boss["stale_count"]), (&1.into(), &1.into()), "{board}");
+    let qa = agent("qa");
+    assert_eq!((&qa["inbox_count"], &qa["stale_count"]), (&0.into(), &0.into()), "{board}");
+    let o = env.circe(["board", "--once"]).run();
+    o.ok();
+    let header = o.stdout.lines().find(|l| l.starts_with("AGENT")).unwrap_or_default();
+    assert_eq!(header.split_whitespace().collect::<Vec<_>>(), ["AGENT", "ROLE", "INBOX", "STALE"]);
+    let line = o.stdout.lines().find(|l| l.starts_with("coordinator ")).unwrap_or_default();
+    assert_eq!(
+        line.split_whitespace().collect::<Vec<_>>(),
+        ["coordinator", "coordinator", "1", "1"]
+    );
+}
+
+/// The live board counts an INBOX as `board --once` does: the new messages under INBOX, the
+/// stale ones under STALE, shown once an agent has one and counted again as events come.
+#[test]
+fn the_live_board_counts_stale_messages_apart() {
+    local_only!("the terminal runs with the environment tmux passes on, not the database's");
+    let env = Env::new();
+    let send = |summary: &str| {
+        let args = ["send", "--to", "coordinator", "--intent", "status_update", "--summary"];
+        let o = env.as_("engineer", &[&args[..], &[summary, "--json"]].concat());
+        o.json()["msg_id"].as_str().unwrap().to_string()
+    };
+    send("first");
+    let second = send("second");
+    send("third");
+    let tmux = Tmux { socket: format!("circe-test-stale-{}", std::process::id()) };
+    let root = env.root().display().to_string();
+    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let cells = |s: &str| -> Vec<Vec<String>> {
+        s.lines()
+            .map(|l| l.split('│').nth(3).unwrap_or_default())
+            .map(|c| c.split_whitespace().map(str::to_string).collect())
+            .collect()
+    };
+    let s = tmux.until("the agents", |s| s.contains("AGENT") && s.contains("coordinator"));
+    assert!(!s.contains("STALE"), "{s}");
+    assert!(
+        cells(&s).contains(&vec!["coordinator".into(), "coordinator".into(), "3".into()]),
+        "{s}"
+    );
+    // Handing on #2 makes #1 stale; #3 stays new.
+    env.as_("coordinator", &["done", &second]).ok();
+    let want: Vec<String> = ["coordinator", "coordinator", "1", "1"].map(String::from).to_vec();
+    let s = tmux.until("one new, one stale", |s| cells(s).contains(&want));
+    assert!(s.contains("STALE"), "{s}");
+    tmux.quit();
+}
+
 /// `board --once` says in its text what its JSON says: a retired agent is marked so.
 #[test]
 fn the_one_shot_board_marks_a_retired_agent() {
@@ -198,6 +274,33 @@ fn the_tables_show_a_deadline_when_a_task_has_one() {
     let o = env.circe(["tasks"]).now("2025-11-21T19:00:00Z").run();
     let dl = o.stdout.lines().find(|l| l.starts_with("DL-1")).unwrap_or_default();
     assert!(dl.contains(" passed "), "{}", o.show());
+}
+
+/// The live board shows DUE as `board --once` does: the column once a task on the board has
+/// a deadline, the time left in it (`-` for a task without one).
+#[test]
+fn the_live_board_shows_a_deadline_when_a_task_has_one() {
+    local_only!("the terminal runs with the environment tmux passes on, not the database's");
+    let env = Env::new();
+    open(&env, "NODL-1", "no deadline");
+    let tmux = Tmux { socket: format!("circe-test-due-{}", std::process::id()) };
+    let root = env.root().display().to_string();
+    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let row = |s: &str, task: &str| -> Vec<String> {
+        let line = s.lines().find(|l| l.starts_with(&format!("│{task} "))).unwrap_or_default();
+        let cells = line.split('│').nth(1).unwrap_or_default();
+        cells.split_whitespace().map(str::to_string).collect()
+    };
+    let s = tmux.until("NODL-1", |s| s.contains("│NODL-1") && s.contains("AGENT"));
+    assert!(!s.contains(" DUE "), "{s}");
+    env.open_task_due("DL-1", "role:engineer", "2025-11-21T19:00:00Z");
+    let s = tmux.until("DL-1", |s| s.contains("│DL-1"));
+    let header = row(&s, "TASK");
+    assert_eq!(header.get(6).map(String::as_str), Some("DUE"), "{s}");
+    assert_eq!(row(&s, "DL-1").get(6).map(String::as_str), Some("2h00m"), "{s}");
+    assert_eq!(row(&s, "NODL-1").get(6).map(String::as_str), Some("-"), "{s}");
+    tmux.quit();
 }
 
 /// `tasks --owner` says what it lists: the tasks the agent holds and those finished while

@@ -157,6 +157,51 @@ fn say_never_writes_through_a_symlink() {
     assert_eq!(std::fs::read_to_string(&bait).unwrap(), "outside\n");
 }
 
+/// A channel path that names a device (`/dev/null`), outside the root where `doctor
+/// --repair` moves nothing, is refused by `config --set` (nothing changes) and by every
+/// chat command when written by hand, pointing at `chat: path:`; a pipe where the root
+/// keeps `chat.md` is said to be one, with a way out that works (doctor does not touch it).
+#[test]
+fn a_channel_that_is_no_plain_file_gets_a_way_out_that_works() {
+    local_only!("`chat: path:` places the file beside a local root");
+    let env = Env::new();
+    let cfg = env.root().join("circe.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    let null = format!("{text}chat: {{path: /dev/null}}\n");
+    let new = env.path().join("new.yaml");
+    std::fs::write(&new, &null).unwrap();
+    let before = env.state();
+    let o = env.circe(["config", "--set", new.to_str().unwrap()]).run();
+    o.code(3);
+    assert_unchanged(&before, &env.state());
+    std::fs::write(&cfg, &null).unwrap();
+    let say = env.as_("engineer", &["chat", "say", "--to", "qa", "x"]);
+    let watch = env.circe(["chat", "watch", "--once", "--from-start"]).run();
+    for o in [&o, &say, &watch] {
+        o.code(3);
+        assert!(o.stderr.contains("names a device (/dev/null), not a file"), "{}", o.show());
+        assert!(o.stderr.contains("in circe.yaml's `chat: path:`"), "{}", o.show());
+        assert!(!o.stderr.contains("doctor") && !o.stderr.contains("move"), "{}", o.show());
+    }
+    std::fs::write(&cfg, &text).unwrap();
+    let made = std::process::Command::new("mkfifo").arg(env.root().join("chat.md")).status();
+    assert!(made.unwrap().success(), "mkfifo");
+    let say = env.as_("engineer", &["chat", "say", "--to", "qa", "x"]);
+    let watch = env.circe(["chat", "watch", "--once", "--from-start"]).run();
+    for o in [&say, &watch] {
+        o.code(3);
+        assert!(
+            o.stderr.contains("chat.md is a pipe, not the chat channel's file"),
+            "{}",
+            o.show()
+        );
+        assert!(o.stderr.contains("hint: move it away"), "{}", o.show());
+        assert!(!o.stderr.contains("doctor"), "{}", o.show());
+    }
+    std::fs::remove_file(env.root().join("chat.md")).unwrap();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "x"]).ok();
+}
+
 #[test]
 fn the_channel_path_comes_from_circe_yaml() {
     local_only!("`chat: path:` places the file beside a local root");

@@ -1273,6 +1273,55 @@ fn a_damaged_root_with_a_broken_config_is_not_taken_for_a_pointer() {
     assert!(o.stderr.contains("it points this folder at a database"), "{}", o.show());
 }
 
+/// A root that lacks only circe's own folders (`tmp/`, `locks/`, `queue/`: they hold
+/// nothing to keep) is no reason for `config --set` to refuse: it makes them again, with
+/// the `--next` lanes, whether the circe.yaml there reads or not. A new file it refuses
+/// makes nothing, and a file standing where a folder belongs is refused as before.
+#[test]
+fn config_set_makes_again_the_folders_circe_keeps_for_itself() {
+    local_only!("the folders are the local root's");
+    for (gone, broken) in [("tmp", false), ("locks", false), ("queue", false), ("queue", true)] {
+        let env = Env::new();
+        env.open_task("T-1");
+        let cfg = env.root().join("circe.yaml");
+        let good = std::fs::read_to_string(&cfg).unwrap();
+        let file = env.path().join("good.yaml");
+        std::fs::write(&file, &good).unwrap();
+        std::fs::remove_dir_all(env.root().join(gone)).unwrap();
+        if broken {
+            std::fs::write(&cfg, format!("{good}lease: [\n")).unwrap();
+            let o = env.circe(["tasks"]).run();
+            o.code(3);
+            assert!(
+                o.stderr.contains("`circe config --set FILE` (it makes again queue/"),
+                "{}",
+                o.show()
+            );
+        }
+        let bad = env.path().join("bad.yaml");
+        std::fs::write(&bad, "version: 1\nlease: [\n").unwrap();
+        env.circe(["config", "--set", bad.to_str().unwrap()]).run().code(3);
+        assert!(!env.root().join(gone).exists(), "a refused file made {gone}/");
+        let set = env.circe(["--json", "config", "--set", file.to_str().unwrap()]).run();
+        set.ok();
+        let json = set.json();
+        assert_eq!(json["boxes_made"], serde_json::json!([gone]), "{}", set.show());
+        assert_eq!(json["broken"], serde_json::json!(broken), "{}", set.show());
+        assert!(env.root().join(gone).is_dir());
+        env.circe(["doctor"]).run().ok();
+        env.as_("engineer", &["claim", "--next"]).ok();
+    }
+    // A file where tmp/ belongs is no folder circe makes: refused, as every command does.
+    let env = Env::new();
+    let file = env.path().join("good.yaml");
+    std::fs::write(&file, env.circe(["config"]).run().stdout.clone()).unwrap();
+    std::fs::remove_dir_all(env.root().join("tmp")).unwrap();
+    std::fs::write(env.root().join("tmp"), "").unwrap();
+    let o = env.circe(["config", "--set", file.to_str().unwrap()]).run();
+    o.code(1);
+    assert!(o.stderr.contains("the circe root is missing"), "{}", o.show());
+}
+
 /// An agent whose role the registry does not know (a role taken out of circe.yaml, or a
 /// typo in its agent.yaml) would wait for work that never comes: `config --set` warns,
 /// `agent list` warns, doctor reports it, and acting as it is refused with a guess.
@@ -2524,6 +2573,40 @@ fn a_lone_checks_record_no_message_names_is_written_over() {
     std::fs::write(env.dot_circe().join("TASKS/T-9.checks"), "tests_passed: false\n").unwrap();
     env.open_task("T-9");
     env.as_("engineer", &["claim", "T-9"]).ok();
+    env.circe(["doctor"]).run().ok();
+}
+
+/// `migrate --to` a database that does not answer (a server that takes the connection and
+/// says nothing) gives up after `connect_timeout`, as every command does, naming the URL and
+/// the time; and the root stays in place meanwhile: it was set aside before, and every
+/// command on it refused (exit 4) while the connection timed out.
+#[test]
+fn migrate_to_a_database_that_does_not_answer_leaves_the_root_in_use() {
+    let env = Env::local();
+    env.open_task("T-1");
+    let silent = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = silent.local_addr().unwrap().port();
+    let url = format!("postgres://circe@127.0.0.1:{port}/circe?schema=team&connect_timeout=2");
+    std::thread::scope(|s| {
+        // Taken, and held without a word until the test ends.
+        s.spawn(|| {
+            let _held = silent.accept();
+            std::thread::sleep(std::time::Duration::from_secs(3));
+        });
+        let start = std::time::Instant::now();
+        let migrate = s.spawn(|| env.circe(["migrate", "--to", &url]).run());
+        while start.elapsed() < std::time::Duration::from_millis(1500) {
+            env.circe(["tasks"]).run().ok();
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        let o = migrate.join().unwrap();
+        o.code(1);
+        let said = format!("cannot reach the database postgres://circe@127.0.0.1:{port}/circe?");
+        assert!(o.stderr.contains(&said), "{}", o.show());
+        assert!(o.stderr.contains("no answer within 2 s"), "{}", o.show());
+        assert!(start.elapsed() < std::time::Duration::from_secs(4), "{}", o.show());
+    });
+    env.as_("engineer", &["claim", "T-1"]).ok();
     env.circe(["doctor"]).run().ok();
 }
 

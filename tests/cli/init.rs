@@ -65,12 +65,14 @@ fn init_never_clobbers_an_edited_config() {
     assert_eq!(env.read("circe.yaml"), edited);
 }
 
+/// And a `queue/` made again names the tasks waiting: `claim --next` finds them.
 #[test]
 fn init_adds_missing_boxes_and_agents_back() {
     local_only!("removes folders of a root");
     let env = Env::new();
+    env.open_task("T-1");
     std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
-    std::fs::remove_dir(env.root().join("queue")).unwrap();
+    std::fs::remove_dir_all(env.root().join("queue")).unwrap();
     let out = env.circe(["init", "--json"]).run();
     out.ok();
     assert_eq!(
@@ -79,6 +81,8 @@ fn init_adds_missing_boxes_and_agents_back() {
     );
     assert!(env.root().join("queue").is_dir());
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
+    env.circe(["doctor"]).run().ok();
+    env.as_("engineer", &["claim", "--next"]).ok();
 }
 
 /// A circe.yaml that does not parse (exit 3), or a file where a folder belongs (exit 2):

@@ -21,10 +21,10 @@ use crate::task::Row;
 
 pub use model::Model;
 
-/// The live board: every task (status, owner, priority, lease left, checks), each agent's
-/// inbox count and the latest events, updated as things change. Keys: ↑/↓ (or j/k) select,
-/// Enter opens the task, Esc goes back, / filters (task, owner, intent), s cycles the
-/// status shown, q quits. When stdout is not a terminal (a pipe, a file, --json) it prints
+/// The live board: every task (status, owner, priority, lease left, time left before its
+/// deadline, checks), each agent's inbox counts (new, and stale apart) and the latest
+/// events, updated as things change. Keys: ↑/↓ (or j/k) select, Enter opens the task, Esc
+/// goes back, / filters (task, owner, intent), s cycles the status shown, q quits. When stdout is not a terminal (a pipe, a file, --json) it prints
 /// the board once and exits.
 #[derive(Debug, Args)]
 #[command(
@@ -53,9 +53,13 @@ pub struct BoardJson {
 pub struct AgentInbox {
     pub agent: String,
     pub role: String,
-    /// Messages in its INBOX; `null` when it cannot be read (a link or a file stands where
-    /// its folder belongs: `circe doctor` says what to do).
+    /// New messages in its INBOX, as `prime --json` counts them (stale ones apart, in
+    /// `stale_count`); `null` when it cannot be read (a link or a file stands where its
+    /// folder belongs: `circe doctor` says what to do).
     pub inbox_count: Option<usize>,
+    /// Stale messages in its INBOX (numbered at or below what the agent has seen of their
+    /// sender: kept, not new), as `inbox` lists them under `stale`; `null` as `inbox_count`.
+    pub stale_count: Option<usize>,
     /// Retired (`circe agent retire`): it takes no new work.
     pub retired: bool,
 }
@@ -68,6 +72,11 @@ pub(super) fn agent_cell(agent: &str, retired: bool) -> String {
 /// An INBOX count as the board shows it: `?` when the box cannot be read.
 pub(super) fn count(n: Option<usize>) -> String {
     n.map_or_else(|| "?".to_string(), |n| n.to_string())
+}
+
+/// Whether an agent's INBOX holds a stale message: the tables show a STALE column then.
+pub(super) fn any_stale(agents: &[AgentInbox]) -> bool {
+    agents.iter().any(|a| a.stale_count.is_some_and(|n| n > 0))
 }
 
 pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
@@ -95,13 +104,24 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
         header.into_iter().enumerate().filter(|(i, _)| due || *i != DUE).map(|(_, h)| h).collect();
     let mut human = if rows.is_empty() { "no tasks\n".to_string() } else { table(&header, &rows) };
     human.push('\n');
+    // STALE (the INBOX's stale messages, apart from the new ones) when an agent has one.
+    let stale = any_stale(&model.agents);
     let agents: Vec<Vec<String>> = model
         .agents
         .iter()
-        .map(|(a, r, n, retired)| vec![agent_cell(a, *retired), r.clone(), count(*n)])
+        .map(|a| {
+            let mut row =
+                vec![agent_cell(&a.agent, a.retired), a.role.clone(), count(a.inbox_count)];
+            if stale {
+                row.push(count(a.stale_count));
+            }
+            row
+        })
         .collect();
-    human.push_str(&table(&["AGENT", "ROLE", "INBOX"], &agents));
-    if model.agents.iter().any(|(_, _, n, _)| n.is_none()) {
+    let header: &[&str] =
+        if stale { &["AGENT", "ROLE", "INBOX", "STALE"] } else { &["AGENT", "ROLE", "INBOX"] };
+    human.push_str(&table(header, &agents));
+    if model.agents.iter().any(|a| a.inbox_count.is_none()) {
         human.push_str("(?: the INBOX cannot be read; `circe doctor` says why)\n");
     }
     human.push_str("\nlatest events\n");
@@ -110,16 +130,7 @@ pub fn run(ctx: &Ctx, a: &BoardArgs) -> Result<Report> {
     }
     let out = BoardJson {
         tasks: model.tasks.into_values().collect(),
-        agents: model
-            .agents
-            .into_iter()
-            .map(|(agent, role, inbox_count, retired)| AgentInbox {
-                agent,
-                role,
-                inbox_count,
-                retired,
-            })
-            .collect(),
+        agents: model.agents,
         events: model.events.into_iter().collect(),
     };
     Ok(Report::new(human, out).warnings(super::passed_over_warnings(&ws)))

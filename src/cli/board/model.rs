@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 
-use crate::boxes::Mailbox;
+use super::AgentInbox;
 use crate::error::Result;
 use crate::event::{Cursor, Event, EventKind};
 use crate::names::AgentName;
@@ -18,10 +18,10 @@ pub const RECENT: usize = 200;
 /// The board's state.
 pub struct Model {
     pub tasks: BTreeMap<String, Row<'static>>,
-    /// Each agent, its role, how many messages its INBOX holds (`None`: it cannot be
-    /// read, e.g. a link stands where its folder belongs: doctor says what to do), and
-    /// whether it is retired.
-    pub agents: Vec<(String, String, Option<usize>, bool)>,
+    /// Each agent, its role, how many messages its INBOX holds, new and stale, as `prime`
+    /// counts them (`None`: it cannot be read, e.g. a link stands where its folder belongs:
+    /// doctor says what to do), and whether it is retired.
+    pub agents: Vec<AgentInbox>,
     pub events: VecDeque<Event>,
     /// The id of the last event applied.
     pub cursor: u64,
@@ -55,9 +55,15 @@ impl Model {
         self.agents.clear();
         ws.forget_retired();
         for (a, role) in ws.engine.agents()? {
-            let n = ws.engine.list_box(&Mailbox::Inbox(a.clone())).ok().map(|l| l.len());
+            let (inbox_count, stale_count) = counts(ws, &a);
             let retired = ws.is_retired(&a);
-            self.agents.push((a.to_string(), role, n, retired));
+            self.agents.push(AgentInbox {
+                agent: a.to_string(),
+                role,
+                inbox_count,
+                stale_count,
+                retired,
+            });
         }
         Ok(())
     }
@@ -129,14 +135,21 @@ impl Model {
             touched.push(o);
         }
         for a in touched {
-            if let Some(entry) = self.agents.iter_mut().find(|e| e.0 == a)
+            if let Some(entry) = self.agents.iter_mut().find(|e| e.agent == a)
                 && let Ok(name) = AgentName::new(a)
             {
-                entry.2 = ws.engine.list_box(&Mailbox::Inbox(name)).ok().map(|l| l.len());
+                (entry.inbox_count, entry.stale_count) = counts(ws, &name);
             }
         }
         Ok(())
     }
+}
+
+/// An agent's INBOX counted as `prime` counts it: the new messages and the stale ones
+/// (`ops::seq::inbox_counts`); both `None` when it cannot be read.
+fn counts(ws: &Workspace, a: &AgentName) -> (Option<usize>, Option<usize>) {
+    crate::ops::seq::inbox_counts(ws, a)
+        .map_or((None, None), |(new, stale)| (Some(new), Some(stale)))
 }
 
 /// One event as a line of the board.

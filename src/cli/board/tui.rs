@@ -14,7 +14,7 @@ use ratatui::{DefaultTerminal, Frame};
 
 use super::model::{Model, event_line};
 use crate::cli::Ctx;
-use crate::cli::tasks::cells;
+use crate::cli::tasks::{DUE, cells_with_due};
 use crate::error::{Error, Result};
 use crate::names::TaskId;
 use crate::task::Status;
@@ -284,32 +284,43 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option
         ),
         None => f.render_widget(Paragraph::new(title), top),
     }
+    // STALE (the INBOX's stale messages, apart from the new ones) when an agent has one.
+    let stale = super::any_stale(&model.agents);
     let [left, right] =
-        Layout::horizontal([Constraint::Min(40), Constraint::Length(34)]).areas(middle);
+        Layout::horizontal([Constraint::Min(40), Constraint::Length(if stale { 40 } else { 34 })])
+            .areas(middle);
+    // DUE when a task on the board has a deadline, as `board --once` shows it.
+    let due = model.tasks.values().any(|r| r.deadline.is_some());
     match &w.open {
         Some(t) => detail(f, lost.is_none().then_some(ws), model, t, left),
-        None => task_table(f, &rows, model.now(), &mut v.table, left),
+        None => task_table(f, &rows, (model.now(), due), &mut v.table, left),
     }
     let agents: Vec<TRow> = model
         .agents
         .iter()
-        .map(|(a, r, n, retired)| {
-            let row = TRow::new(vec![
-                Cell::from(a.as_str()),
-                Cell::from(r.as_str()),
-                Cell::from(super::count(*n)),
-            ]);
+        .map(|a| {
+            let mut cells = vec![
+                Cell::from(a.agent.as_str()),
+                Cell::from(a.role.as_str()),
+                Cell::from(super::count(a.inbox_count)),
+            ];
+            if stale {
+                cells.push(Cell::from(super::count(a.stale_count)));
+            }
+            let row = TRow::new(cells);
             // Retired: dimmed (the panel has no room for `board --once`'s "(retired)").
-            if *retired { row.style(Style::new().add_modifier(Modifier::DIM)) } else { row }
+            if a.retired { row.style(Style::new().add_modifier(Modifier::DIM)) } else { row }
         })
         .collect();
-    let t =
-        Table::new(agents, [Constraint::Min(12), Constraint::Length(11), Constraint::Length(5)])
-            .header(
-                TRow::new(vec!["AGENT", "ROLE", "INBOX"])
-                    .style(Style::new().add_modifier(Modifier::BOLD)),
-            )
-            .block(Block::new().borders(Borders::ALL).title("agents"));
+    let mut widths = vec![Constraint::Min(12), Constraint::Length(11), Constraint::Length(5)];
+    let mut header = vec!["AGENT", "ROLE", "INBOX"];
+    if stale {
+        widths.push(Constraint::Length(5));
+        header.push("STALE");
+    }
+    let t = Table::new(agents, widths)
+        .header(TRow::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
+        .block(Block::new().borders(Borders::ALL).title("agents"));
     f.render_widget(t, right);
     let shown_events = usize::from(bottom.height.saturating_sub(2));
     let lines: Vec<Line> = model
@@ -332,17 +343,25 @@ fn draw(f: &mut Frame, ws: &Workspace, model: &Model, w: &mut Wrap, lost: Option
     f.render_widget(Paragraph::new(help), keys);
 }
 
+/// The tasks shown; `due`: with the DUE column (time left before the deadline), as
+/// `board --once` has it when a task on the board has a deadline.
 fn task_table(
     f: &mut Frame,
     rows: &[&crate::task::Row<'static>],
-    now: chrono::DateTime<chrono::Utc>,
+    (now, due): (chrono::DateTime<chrono::Utc>, bool),
     state: &mut TableState,
     area: Rect,
 ) {
     let now = now.timestamp();
+    let keep = |i: usize| due || i != DUE;
     let body: Vec<TRow> = rows
         .iter()
-        .map(|r| TRow::new(cells(r, now).into_iter().map(Cell::from).collect::<Vec<_>>()))
+        .map(|r| {
+            let cells = cells_with_due(r, now).into_iter().enumerate();
+            TRow::new(
+                cells.filter(|(i, _)| keep(*i)).map(|(_, c)| Cell::from(c)).collect::<Vec<_>>(),
+            )
+        })
         .collect();
     let widths = [
         Constraint::Min(10),
@@ -352,11 +371,17 @@ fn task_table(
         Constraint::Length(6),
         Constraint::Length(7),
         Constraint::Length(7),
+        Constraint::Length(7),
         Constraint::Min(16),
     ];
-    let header = ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "CHECKS", "INTENT -> TO"];
+    let header =
+        ["TASK", "STATUS", "OWNER", "PRI", "AGE", "LEASE", "DUE", "CHECKS", "INTENT -> TO"];
+    let widths: Vec<Constraint> =
+        widths.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, w)| w).collect();
+    let header: Vec<&str> =
+        header.into_iter().enumerate().filter(|(i, _)| keep(*i)).map(|(_, h)| h).collect();
     let t = Table::new(body, widths)
-        .header(TRow::new(header.to_vec()).style(Style::new().add_modifier(Modifier::BOLD)))
+        .header(TRow::new(header).style(Style::new().add_modifier(Modifier::BOLD)))
         .row_highlight_style(Style::new().add_modifier(Modifier::REVERSED))
         .block(Block::new().borders(Borders::ALL).title("tasks"));
     f.render_stateful_widget(t, area, state);

@@ -171,8 +171,7 @@ impl ChatFile {
             .map_err(|e| self.open_error(e))?;
         let meta = f.metadata().map_err(io_err("cannot stat", &self.path))?;
         if !meta.is_file() {
-            return Err(Error::refused(format!("{} is not a regular file", self.path.display()))
-                .hint("the chat channel must be a plain file: move that away"));
+            return Err(no_plain_file(&self.path));
         }
         Ok(f)
     }
@@ -184,8 +183,7 @@ impl ChatFile {
                 self.path.display()
             ))
             .hint("make the chat channel a plain file, or point `chat: path:` in circe.yaml at the file itself"),
-            Some(6) => Error::refused(format!("{} is not a regular file", self.path.display()))
-                .hint("the chat channel must be a plain file: move that away"),
+            Some(6) => no_plain_file(&self.path),
             Some(21) => folder_channel(&self.path),
             _ => Error::io("cannot open", &self.path, e),
         }
@@ -199,7 +197,13 @@ impl ChatFile {
 
     /// Open the channel for reading; `None` while it does not exist.
     pub fn open(&self) -> Result<Option<ChatReader>> {
-        open_reader(&self.path)
+        open_reader(&self.path).map_err(|e| {
+            if super::files::special_file(&self.path).is_some() {
+                no_plain_file(&self.path)
+            } else {
+                e
+            }
+        })
     }
 
     /// The identity of whatever stands at the channel's path now (a symlink is not
@@ -239,6 +243,22 @@ pub(super) fn open_reader(path: &Path) -> Result<Option<ChatReader>> {
         .hint("make the chat channel a plain file")),
         Err(_) if super::files::is_folder(path) == Some(true) => Err(folder_channel(path)),
         Err(e) => Err(Error::io("cannot open", path, e)),
+    }
+}
+
+/// The channel's path names a device, a pipe or a socket. `doctor --repair` does not touch
+/// the channel's path (it may lie outside the root), and a device is no file to move away:
+/// a pipe or a socket may be moved away, else the path is what changes.
+fn no_plain_file(path: &Path) -> Error {
+    let what = super::files::special_file(path).unwrap_or("no plain file");
+    let e = Error::refused(format!("{} is {what}, not the chat channel's file", path.display()));
+    if what == "a device" {
+        e.hint(crate::chat::PLAIN_FILE)
+    } else {
+        e.hint(format!(
+            "move it away (the next `chat say` starts the channel anew), or {}",
+            crate::chat::PLAIN_FILE
+        ))
     }
 }
 

@@ -681,7 +681,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     check_new_messages(eng, repair, &tickets, &unread, &not_messages, &mut v)?;
     super::archive_doctor::check(eng, repair, &mut v)?;
     if repair {
-        lanes::rebuild(eng)?;
+        lanes::rebuild(&eng.store)?;
     }
     Ok(out)
 }

@@ -183,6 +183,23 @@ pub fn is_folder(path: &std::path::Path) -> Option<bool> {
     std::fs::symlink_metadata(path).ok().map(|m| m.is_dir())
 }
 
+/// What stands at `path` when it is neither a plain file nor a folder (a link is not
+/// followed): `a device` (`/dev/null`), `a pipe`, `a socket`; `None` for a file, a folder,
+/// a link or nothing.
+pub fn special_file(path: &std::path::Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::symlink_metadata(path).ok()?.file_type();
+    if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else if t.is_fifo() {
+        Some("a pipe")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else {
+        None
+    }
+}
+
 /// `dir` is a folder, or can be made one: no file stands on its path. A file there is the
 /// caller's mistake, said as such (exit 2), not an I/O error.
 pub fn folder_can_be(dir: &std::path::Path) -> crate::error::Result<()> {

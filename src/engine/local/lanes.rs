@@ -344,8 +344,7 @@ fn listed_now(eng: &LocalEngine, r: &StatusRecord) -> Result<bool> {
 }
 
 /// Drop every lane and enqueue every waiting task again, oldest first.
-pub(super) fn rebuild(eng: &LocalEngine) -> Result<usize> {
-    let store = &eng.store;
+pub(super) fn rebuild(store: &Store) -> Result<usize> {
     let mut waiting = Vec::new();
     // Tasks whose record does not read (doctor names them): what the lanes say of them now
     // is kept, so that once the record is mended by hand the task is found again (every

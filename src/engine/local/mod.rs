@@ -80,7 +80,7 @@ pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
 pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, folder_can_be, host_name, is_folder, read_input_file,
-    read_input_file_capped, read_small_file, read_stdin_capped, resolved,
+    read_input_file_capped, read_small_file, read_stdin_capped, resolved, special_file,
 };
 pub use folders::{Written, read_message_dir, write_new_file};
 pub use lock::Lock;
@@ -226,6 +226,46 @@ pub fn open_at(root: &std::path::Path) -> Result<(LocalEngine, Config)> {
     };
     let eng = LocalEngine { store, settings, registry, passed_over: std::sync::Mutex::default() };
     Ok((eng, config))
+}
+
+/// circe's own folders (`tmp/`, `locks/`, `queue/`) absent from the folder root `spec`
+/// names when it lacks nothing else: the root and which. `None` when it lacks none of them,
+/// or is no such root (a database, a folder pointing at one, a mirror, a copy git made, a
+/// root that lacks a box too, or has a file or a link where one of them belongs): the error
+/// opening it gives then stands.
+pub fn own_folders_missing(spec: &RootSpec) -> Option<(std::path::PathBuf, Vec<&'static str>)> {
+    if matches!(spec, RootSpec::Url(_)) {
+        return None;
+    }
+    let root = locate(spec).ok()?;
+    let missing = root::own_missing(&root)?;
+    if root.join(mirror::MARKER).exists() || root::git_copy(&root).is_err() {
+        return None;
+    }
+    Some((root, missing))
+}
+
+/// Make again circe's own folders `which` (`own_folders_missing`) in the root folder
+/// `root`, as `init` makes them, with the root-wide locks a report takes; a `queue/` made
+/// again gets its `--next` lanes rebuilt from the records (the board log is rebuilt when
+/// first read).
+pub fn make_own_folders(root: &std::path::Path, which: &[&str]) -> Result<()> {
+    for b in which {
+        let p = root.join(b);
+        match std::fs::create_dir(&p) {
+            Err(e) if e.kind() != std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::io("cannot create", &p, e));
+            }
+            _ => {}
+        }
+    }
+    let store = Store::open(root)?;
+    drop(store.lock_named("queue")?);
+    drop(store.lock_named_shared(board::LOCK)?);
+    if which.contains(&"queue") {
+        lanes::rebuild(&store)?;
+    }
+    store.sync_dir(root)
 }
 
 /// `circe config --set` on a folder root whose circe.yaml keeps it from opening (it does not

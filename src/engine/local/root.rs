@@ -17,6 +17,9 @@ use crate::names::{AgentName, TaskId};
 pub const ROOT_DIR: &str = ".circe";
 pub const CONFIG_FILE: &str = "circe.yaml";
 const BOXES: [&str; 7] = ["NEW_MESSAGES", "AGENTS", "LOGS", "TASKS", "tmp", "locks", "queue"];
+/// circe's own folders among `BOXES`: staging, lock files, derived indexes. They hold
+/// nothing a root must keep (a lock file is made when taken, an index rebuilt when missing).
+const OWN: [&str; 3] = ["tmp", "locks", "queue"];
 pub(super) const EVENTS: &str = "LOGS/events.jsonl";
 /// The root's own `.gitignore`: git leaves the whole root out (README "In a git repository").
 pub const GITIGNORE: &str = ".gitignore";
@@ -182,6 +185,9 @@ impl Store {
                 .hint("move it away (a root's folders are folders of their own), then run `circe init` again"));
             }
         }
+        // A root's queue/ made again (removed by hand): its `--next` lanes are rebuilt from
+        // the records, or `claim --next` would pass over every task waiting now.
+        let requeue = root.join(CONFIG_FILE).is_file() && !root.join("queue").exists();
         std::fs::create_dir_all(&root).map_err(io_err("cannot create", &root))?;
         for b in BOXES {
             let p = root.join(b);
@@ -192,6 +198,9 @@ impl Store {
         // cannot make them) reads a root nobody has written to since `init`.
         drop(store.lock_named("queue")?);
         drop(store.lock_named_shared(super::board::LOCK)?);
+        if requeue {
+            super::lanes::rebuild(&store)?;
+        }
         let written = store.write_if_absent(CONFIG_FILE, config)?;
         // Git keeps none of a root: a commit or a worktree copied from one would be a second
         // root, agents on the copy claiming the team's tasks again. One written by hand stays.
@@ -502,6 +511,11 @@ pub(super) fn config_at(root: &Path) -> Result<(crate::config::Config, crate::re
             "mend the file (it points this folder at a database: section 18 of `circe help protocols`)".to_string()
         } else if missing.is_empty() {
             "mend the file, or replace it: `circe config --set FILE` (`circe init` in an empty folder writes the default one)".to_string()
+        } else if let Some(own) = own_missing(root) {
+            format!(
+                "mend the file, or replace it: `circe config --set FILE` (it makes again {}, circe's own folders the root lacks)",
+                own.iter().map(|b| format!("{b}/")).collect::<Vec<_>>().join(", ")
+            )
         } else {
             // `config --set` writes only into a whole root, and `init` only beside a
             // circe.yaml that reads: the file is mended first.
@@ -517,6 +531,18 @@ pub(super) fn config_at(root: &Path) -> Result<(crate::config::Config, crate::re
 /// The root's own folders missing from `root` (`circe init` adds them again).
 pub(super) fn missing_boxes(root: &Path) -> Vec<&'static str> {
     BOXES.into_iter().filter(|b| !root.join(b).is_dir()).collect()
+}
+
+/// circe's own folders (`OWN`) missing from `root` when it lacks nothing else and nothing
+/// stands where they belong (a link or a file there is no folder to make): `None` when it
+/// lacks none, or more.
+pub(super) fn own_missing(root: &Path) -> Option<Vec<&'static str>> {
+    let missing = missing_boxes(root);
+    let absent = |b: &str| {
+        std::fs::symlink_metadata(root.join(b)).is_err_and(|e| e.kind() == io::ErrorKind::NotFound)
+    };
+    let only_own = missing.iter().all(|b| OWN.contains(b) && absent(b));
+    (only_own && !missing.is_empty()).then_some(missing)
 }
 
 /// The text of the root folder's circe.yaml.

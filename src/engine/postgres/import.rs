@@ -29,16 +29,27 @@ BEGIN
     (SELECT value FROM {s}.meta WHERE key = 'moved_to');
 END $f$";
 
-/// Load `snap` into the (empty or missing) root at `target`. Returns the number of tasks,
-/// messages and events imported.
+/// A connection to the database a root is to move into, made before the root folder is set
+/// aside (`circe migrate`): a database that cannot be reached (no answer within
+/// `connect_timeout`) leaves the root where it was, in use the whole time.
+pub struct Destination(Conn);
+
+/// Connect to the database at `target` for an `import`.
+pub fn connect_for_import(target: &Target) -> Result<Destination> {
+    Ok(Destination(Conn::connect(target)?))
+}
+
+/// Load `snap` into the (empty or missing) root at `target`, through `to` (connected to
+/// it). Returns the number of tasks, messages and events imported.
 pub fn import(
+    to: Destination,
     target: &Target,
     snap: &Snapshot,
     clock: Clock,
     given: bool,
 ) -> Result<(usize, usize, usize)> {
     chat_without_nul(snap)?;
-    let conn = Conn::connect(target)?;
+    let Destination(conn) = to;
     // The tables first (their own transaction; idempotent), then the data in one. A clock
     // given that is not that of a root already there is refused, nothing changed.
     schema::init(&conn, &target.schema, &snap.config, clock, given)?;

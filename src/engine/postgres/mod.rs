@@ -34,7 +34,7 @@ mod tx_state;
 use std::cell::RefCell;
 use tokio_postgres::types::Type;
 
-pub use import::import;
+pub use import::{Destination, connect_for_import, import};
 pub use schema::{Clock, VERSION as SCHEMA_VERSION};
 pub use target::{Target, is_url};
 
