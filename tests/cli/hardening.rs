@@ -2647,3 +2647,31 @@ fn plant_link_and_pipe(env: &Env, dir: &std::path::Path) {
     let fifo = std::process::Command::new("mkfifo").arg(dir.join("pipe.md")).status().unwrap();
     assert!(fifo.success(), "mkfifo");
 }
+
+/// A database URL whose port is answered by another service (here one that writes an HTTP
+/// reply): the connection fails as not PostgreSQL's protocol, exit 1, not transient (it
+/// was "bytes remaining on stream", transient, "check the network"), naming the URL.
+#[test]
+fn a_database_port_answered_by_another_service_says_so() {
+    let env = Env::local();
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = other.local_addr().unwrap().port();
+    let url = format!("postgres://circe@127.0.0.1:{port}/circe?schema=team&connect_timeout=2");
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            use std::io::{Read, Write};
+            if let Ok((mut c, _)) = other.accept() {
+                let mut buf = [0u8; 512];
+                let _ = c.read(&mut buf);
+                let _ = c.write_all(b"HTTP/1.0 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+        let o = env.circe(["--root", &url, "--json", "tasks"]).run();
+        o.code(1);
+        let e = &o.json()["error"];
+        let msg = e["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("does not speak PostgreSQL's protocol"), "{}", o.show());
+        assert!(msg.contains(&format!("127.0.0.1:{port}")), "{}", o.show());
+        assert!(e["details"].get("transient").is_none(), "{}", o.show());
+    });
+}

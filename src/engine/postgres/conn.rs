@@ -400,6 +400,17 @@ pub fn connect_error(
              without `user@` connects as PGUSER, else the login user",
         );
     }
+    // Something answered, but not in PostgreSQL's protocol: another service on that port.
+    // Trying again does not help.
+    if ["bytes remaining on stream", "unexpected message from server", "invalid message length"]
+        .iter()
+        .any(|m| why.contains(m))
+    {
+        return Error::internal(format!(
+            "cannot connect to the database {place}: what answered there does not speak PostgreSQL's protocol ({why})"
+        ))
+        .hint("check the URL's host and port: another service listens there; nothing was changed");
+    }
     // A socket file that is not there says only "No such file or directory": name it.
     if let Some(file) = socket_file(config) {
         why = format!("{why} (socket {file})");
