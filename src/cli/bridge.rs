@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{Ctx, Report};
-use crate::engine::local::{Written, read_message_dir, write_new_file};
+use crate::engine::local::{Written, read_message_dir, replace_own_file, write_new_file};
 use crate::error::{Error, Result};
 use crate::ops::bridge;
 
@@ -129,20 +129,31 @@ pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
         "export into a folder outside the root (a TX message folder is one of the project's own)",
     )?;
     crate::engine::local::folder_can_be(&a.dir)?;
-    let (files, skipped) = bridge::export_tx(&ws)?;
-    let (mut new, mut same, mut kept) = (0, 0, Vec::new());
-    for f in &files {
-        match write_new_file(&a.dir, &f.name, &f.bytes)? {
-            Written::New => new += 1,
-            Written::Same => same += 1,
-            Written::Kept => kept.push(f.name.clone()),
-        }
-    }
-    let originals = files.iter().filter(|f| f.original).count();
-    let archived = files.iter().filter(|f| f.archived).count();
+    // Each file is written as the export makes it (one message in memory at a time). What
+    // each name got, in name order: two messages exported under one name leave the one
+    // found last, as a file this export wrote is replaced by it and one there before is
+    // judged against it.
+    let mut done: BTreeMap<String, (Written, bool, bool)> = BTreeMap::new();
+    let skipped = bridge::export_tx(&ws, &mut |f| {
+        let w = match done.get(&f.name) {
+            Some((Written::New, ..)) => {
+                replace_own_file(&a.dir, &f.name, &f.bytes)?;
+                Written::New
+            }
+            _ => write_new_file(&a.dir, &f.name, &f.bytes)?,
+        };
+        done.insert(f.name, (w, f.original, f.archived));
+        Ok(())
+    })?;
+    let count = |w: Written| done.values().filter(|(x, ..)| *x == w).count();
+    let (new, same) = (count(Written::New), count(Written::Same));
+    let kept: Vec<String> =
+        done.iter().filter(|(_, (w, ..))| *w == Written::Kept).map(|(n, _)| n.clone()).collect();
+    let originals = done.values().filter(|(_, original, _)| *original).count();
+    let archived = done.values().filter(|(.., archived)| *archived).count();
     let human = format!(
         "exported {} messages to {} ({new} written, {same} there already; {archived} from the archive; {originals} as imported, byte for byte)\n",
-        files.len(),
+        done.len(),
         a.dir.display()
     );
     let mut warnings: Vec<String> =
@@ -159,7 +170,7 @@ pub fn run_export(ctx: &Ctx, cmd: &ExportCommand) -> Result<Report> {
             ));
         }
     }
-    let names: Vec<&str> = files.iter().map(|f| f.name.as_str()).collect();
+    let names: Vec<&str> = done.keys().map(String::as_str).collect();
     Ok(Report::new(human, json!({"dir": a.dir, "files": names, "written_count": new, "unchanged_count": same, "archived_count": archived, "kept": kept, "skipped": skipped.iter().map(|s| json!({"file": s.file, "reason": s.reason})).collect::<Vec<_>>()}))
         .warnings(warnings))
 }

@@ -14,6 +14,7 @@ use crate::error::Result;
 use crate::message::{self, Priority};
 use crate::names::AgentName;
 use crate::ops;
+use crate::task::Row;
 use crate::workspace::Workspace;
 
 /// What is waiting for the acting agent: its INBOX, oldest first (id, sender, intent, task,
@@ -111,11 +112,24 @@ type Key = (u8, bool, Option<String>);
 /// order (priority, then deadline, none last, then time waiting; a task past its deadline
 /// is not taken), streamed from the board.
 pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
+    claimable_and(ws, me, role, keep, &mut |_| {})
+}
+
+/// `claimable`, with every row of the board also handed to `also` in the same pass (what a
+/// caller wants of the board besides: one read of it serves both).
+pub fn claimable_and(
+    ws: &Workspace,
+    me: &AgentName,
+    role: &str,
+    keep: usize,
+    also: &mut dyn FnMut(&Row<'_>),
+) -> Result<Claimable> {
     let who = ws.eligibility_by_root_clock(me, role)?;
     let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
     let (mut count, mut lapsed) = (0, 0);
     let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);
     ws.engine.board(&mut |r| {
+        also(&r);
         lapsed += usize::from(who.may_take_over(&r));
         if r.status != crate::task::Status::New
             || !who.admits(&r.to, &r.intent)
@@ -213,17 +227,6 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
     }
     let mut list = Vec::new();
     let mut warnings = Vec::new();
-    // The priority of each task a message names, read once per task.
-    let mut task_priority: HashMap<String, Option<String>> = HashMap::new();
-    let mut priority_of = |task: &str| -> Option<String> {
-        task_priority
-            .entry(task.to_string())
-            .or_insert_with(|| {
-                let id = crate::names::TaskId::new(task).ok()?;
-                ws.engine.peek(&id).ok().flatten().map(|st| st.rec.priority)
-            })
-            .clone()
-    };
     for b in &boxes {
         // The agent's own box missing (a clone of a committed root) is said, with how to
         // mend it: nothing can be delivered to it meanwhile.
@@ -245,8 +248,8 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
                 from: get(|m| m.from.clone()),
                 intent: get(|m| m.intent.clone()),
                 task_id: get(|m| m.task_id.clone()),
-                priority: get(|m| m.priority.map(|p| p.as_str().to_string()))
-                    .or_else(|| get(|m| m.task_id.clone()).and_then(|t| priority_of(&t))),
+                // Without a header of its own, the task's (filled in below, from the board).
+                priority: get(|m| m.priority.map(|p| p.as_str().to_string())),
                 summary: get(message::Message::summary),
                 in_reply_to: get(|m| m.in_reply_to.clone()),
                 valid: parsed.is_some(),
@@ -273,7 +276,24 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
             }
         }
     }
-    let claim = claimable(&ws, &me, &role, 3)?;
+    // A message without a priority of its own shows its task's: taken from the board in the
+    // pass that counts the claimable tasks (a record read per task would cost a task's
+    // three records, and where its message lies, for each task named). A task the board
+    // does not show (none, archived, a damaged record it passes over) gives none.
+    let mut wanted: HashMap<String, Option<String>> = fresh
+        .iter()
+        .chain(&old)
+        .filter(|m| m.priority.is_none())
+        .filter_map(|m| Some((m.task_id.clone()?, None)))
+        .collect();
+    let claim = claimable_and(&ws, &me, &role, 3, &mut |r| {
+        if let Some(p) = wanted.get_mut(r.task.as_ref()) {
+            *p = Some(r.priority.to_string());
+        }
+    })?;
+    for m in fresh.iter_mut().chain(&mut old).filter(|m| m.priority.is_none()) {
+        m.priority = m.task_id.as_ref().and_then(|t| wanted.get(t)?.clone());
+    }
     warnings.extend(super::passed_over_warnings(&ws));
     let mut human = if fresh.is_empty() && old.is_empty() {
         format!("{me}: inbox empty\n")

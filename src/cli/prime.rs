@@ -390,8 +390,9 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     })?;
     let orphan_count = coordinator
         .then(|| {
-            let messages = crate::ops::orphans::orphan_messages(&ws, retired.as_deref()?).ok()?;
-            Some(messages.len() + orphan_tasks)
+            let messages =
+                crate::ops::orphans::orphan_message_count(&ws, retired.as_deref()?).ok()?;
+            Some(messages + orphan_tasks)
         })
         .flatten();
     let claim = claimable(&ws, &me, &role, 3)?;

@@ -484,26 +484,30 @@ fn tx_status<'a>(s: &'a str, intent: &str) -> &'a str {
 
 /// Every message of the root once (by msg id), those in the boxes and those in the archive,
 /// as TX would have written it: an imported one byte for byte under its original name, any
-/// other in TX front matter under TX's naming. Messages without a msg id are left out
-/// (reported), as is an archive segment that cannot be read (named).
-pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
-    let mut out: BTreeMap<String, ExportFile> = BTreeMap::new();
+/// other in TX front matter under TX's naming, handed to `each` as it is made (the boxes'
+/// first, then the archive's, segment by segment): only the msg ids seen are kept, so an
+/// export holds one message at a time however large the archive. Messages without a msg id
+/// are left out (reported), as is an archive segment that cannot be read (named). An error
+/// (`each`'s too) ends the walk: what `each` was handed before stays handed.
+pub fn export_tx(
+    ws: &Workspace,
+    each: &mut dyn FnMut(ExportFile) -> Result<()>,
+) -> Result<Vec<Skipped>> {
     let mut ids = BTreeSet::new();
     let mut skipped = Vec::new();
+    let limits = &ws.config.limits;
     for b in ws.engine.boxes()? {
         for name in ws.engine.list_box(&b)? {
-            let bytes =
-                match ws.engine.read_message_capped(&b, &name, ws.config.limits.message_bytes) {
-                    Ok(c) => c.bytes,
-                    Err(e) => {
-                        skipped.push(Skipped {
-                            file: format!("{}/{name}", b.label()),
-                            reason: e.chain(),
-                        });
-                        continue;
-                    }
-                };
-            let Ok(m) = super::read(ws, &b, &name) else {
+            let c = match ws.engine.read_message_capped(&b, &name, limits.message_bytes) {
+                Ok(c) => c,
+                Err(e) => {
+                    skipped
+                        .push(Skipped { file: format!("{}/{name}", b.label()), reason: e.chain() });
+                    continue;
+                }
+            };
+            // Parsed as `ops::read` parses it, from the bytes read once.
+            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
                 skipped.push(Skipped {
                     file: format!("{}/{name}", b.label()),
                     reason: "does not parse".into(),
@@ -520,13 +524,11 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
             if !ids.insert(id.clone()) {
                 continue; // a copy of a message sent to several agents
             }
-            let file = exported(ws, &m, bytes, &id)?;
-            out.insert(file.name.clone(), file);
+            each(exported(ws, &m, c.bytes, &id)?)?;
         }
     }
     // The archive's messages after the boxes': a copy still in a box is the one exported.
-    let limits = &ws.config.limits;
-    let mut converted = Ok(());
+    let mut failed = Ok(());
     let passed = ws.engine.archived_messages(&mut |entry, bytes| {
         let file = entry.origin.clone().unwrap_or_else(|| entry.member.clone());
         let file = format!("archived {file}");
@@ -545,23 +547,20 @@ pub fn export_tx(ws: &Workspace) -> Result<(Vec<ExportFile>, Vec<Skipped>)> {
         if !ids.insert(id.clone()) {
             return Ok(true);
         }
-        match exported(ws, &m, bytes, &id) {
-            Ok(f) => {
-                out.insert(f.name.clone(), ExportFile { archived: true, ..f });
-                Ok(true)
-            }
+        match exported(ws, &m, bytes, &id).and_then(|f| each(ExportFile { archived: true, ..f })) {
+            Ok(()) => Ok(true),
             Err(e) => {
-                converted = Err(e);
+                failed = Err(e);
                 Ok(false)
             }
         }
     })?;
-    converted?;
+    failed?;
     skipped.extend(passed.into_iter().map(|p| {
         let (file, why) = p.split_once(": ").unwrap_or((p.as_str(), "cannot be read"));
         Skipped { file: file.to_string(), reason: format!("archive segment not read: {why}") }
     }));
-    Ok((out.into_values().collect(), skipped))
+    Ok(skipped)
 }
 
 /// One message as its export file: as imported, byte for byte, else in TX front matter.

@@ -2,12 +2,15 @@
 //! A's held tasks back to the queue and keeps what reaches A as orphans; a coordinator sees
 //! them (`circe orphans`, `circe doctor`) and hands each on (`circe orphans redeliver`).
 
+use std::collections::HashMap;
+
 use serde::Serialize;
 
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventKind};
+use crate::message::Message;
 use crate::names::{AgentName, TaskId};
 use crate::task::effects::{self, MoveCtx};
 use crate::task::{Actor, Move, Status};
@@ -248,31 +251,18 @@ pub fn list(ws: &Workspace) -> Result<Orphans> {
 /// only those boxes are read.
 pub fn orphan_messages(ws: &Workspace, retired: &[AgentName]) -> Result<Vec<OrphanMessage>> {
     let mut out = Vec::new();
-    for a in retired {
-        for b in [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())] {
-            for name in ws.engine.list_box(&b)? {
-                let m = super::read(ws, &b, &name).ok();
-                let task = m.as_ref().and_then(|m| m.task_id.clone());
-                let ticket = match task.as_deref().and_then(|t| TaskId::new(t).ok()) {
-                    Some(t) => ws.engine.peek(&t)?.is_some_and(|st| st.rec.message == name),
-                    None => false,
-                };
-                if ticket {
-                    continue;
-                }
-                out.push(OrphanMessage {
-                    agent: a.clone(),
-                    mailbox: b.label(),
-                    file: name,
-                    msg_id: m.as_ref().and_then(|m| m.msg_id.clone()),
-                    from: m.as_ref().and_then(|m| m.from.clone()),
-                    intent: m.as_ref().and_then(|m| m.intent.clone()),
-                    task_id: task,
-                    created_at: m.as_ref().and_then(|m| m.created_at.map(clock::format)),
-                });
-            }
-        }
-    }
+    each_orphan_message(ws, retired, |a, b, name, m| {
+        out.push(OrphanMessage {
+            agent: a.clone(),
+            mailbox: b.label(),
+            file: name,
+            msg_id: m.as_ref().and_then(|m| m.msg_id.clone()),
+            from: m.as_ref().and_then(|m| m.from.clone()),
+            intent: m.as_ref().and_then(|m| m.intent.clone()),
+            task_id: m.as_ref().and_then(|m| m.task_id.clone()),
+            created_at: m.as_ref().and_then(|m| m.created_at.map(clock::format)),
+        });
+    })?;
     out.sort_by(|x, y| {
         (&x.agent, &x.created_at, &x.msg_id, &x.file).cmp(&(
             &y.agent,
@@ -282,6 +272,48 @@ pub fn orphan_messages(ws: &Workspace, retired: &[AgentName]) -> Result<Vec<Orph
         ))
     });
     Ok(out)
+}
+
+/// How many messages `orphan_messages` lists, counted as it finds them (nothing kept, nothing
+/// sorted): a coordinator's `prime`.
+pub fn orphan_message_count(ws: &Workspace, retired: &[AgentName]) -> Result<usize> {
+    let mut n = 0;
+    each_orphan_message(ws, retired, |_, _, _, _| n += 1)?;
+    Ok(n)
+}
+
+/// Each message in the boxes of the `retired` agents, as it parsed (`None`: it does not),
+/// but a task's own message: one whose `task_id` names a task whose message it is (by its
+/// name). Only those boxes are read, and each task named is looked up once, however many
+/// messages name it.
+fn each_orphan_message<F>(ws: &Workspace, retired: &[AgentName], mut each: F) -> Result<()>
+where
+    F: FnMut(&AgentName, &Mailbox, String, Option<Message>),
+{
+    // The name of each task's message (`None`: no such task), by task id.
+    let mut ticket_of: HashMap<String, Option<String>> = HashMap::new();
+    for a in retired {
+        for b in [Mailbox::Inbox(a.clone()), Mailbox::Workspace(a.clone())] {
+            for name in ws.engine.list_box(&b)? {
+                let m = super::read(ws, &b, &name).ok();
+                let task = m.as_ref().and_then(|m| TaskId::new(m.task_id.as_deref()?).ok());
+                let ticket = match task {
+                    Some(t) => {
+                        if !ticket_of.contains_key(t.as_str()) {
+                            let found = ws.engine.peek(&t)?.map(|st| st.rec.message);
+                            ticket_of.insert(t.to_string(), found);
+                        }
+                        ticket_of.get(t.as_str()).is_some_and(|f| f.as_deref() == Some(&name))
+                    }
+                    None => false,
+                };
+                if !ticket {
+                    each(a, &b, name, m);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Board row `r` as an orphan: a waiting task addressed to a retired agent (by name, or as

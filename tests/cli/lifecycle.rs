@@ -1,7 +1,7 @@
 //! The task lifecycle through the CLI: claim, races, status moves, checks, leases,
 //! release, parking, fencing, take/done, the board and doctor.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::common::{Env, assert_unchanged};
 
@@ -948,6 +948,73 @@ fn inbox_shows_a_handed_on_tasks_priority() {
     let fyi =
         o.json()["messages"].as_array().unwrap().iter().find(|m| m["intent"] == "inform").cloned();
     assert_eq!(fyi.unwrap()["priority"], json!(null), "{}", o.show());
+}
+
+/// Each message without a priority of its own shows its own task's, wherever it is listed:
+/// tickets of a high and a low task (one in the WORKSPACE), a message of a task that is
+/// stale, and one naming a task that is not on the board (none: `-`).
+#[test]
+fn inbox_shows_each_message_its_own_tasks_priority() {
+    let env = Env::new();
+    for (t, p) in [("HI-1", "high"), ("LO-1", "low")] {
+        open_at(&env, T5, t, p);
+        env.at(T5, "engineer", &["claim", t]).ok();
+        env.at(T5, "engineer", &["send", "--to", "qa", "--intent", "test", "--task", t]).ok();
+        env.at(T5, "qa", &["claim", t]).ok();
+    }
+    env.at(T5, "qa", &["take", "LO-1"]).ok();
+    // Two messages of HI-1 from the coordinator: taking the second makes the first stale.
+    for id in ["m-1", "m-2"] {
+        let inform = ["send", "--to", "agent:qa", "--intent", "inform", "--task", "HI-1"];
+        env.at(T5, "coordinator", &[&inform[..], &["--summary", id, "--msg-id", id]].concat()).ok();
+    }
+    env.at(T5, "qa", &["take", "m-2"]).ok();
+    let inform = ["send", "--to", "agent:qa", "--intent", "inform", "--task", "NONE-1"];
+    env.at(T5, "coordinator", &[&inform[..], &["--summary", "gone", "--msg-id", "m-3"]].concat())
+        .ok();
+    let o = env.at(T5, "qa", &["inbox", "--workspace", "--json"]);
+    o.ok();
+    let j = o.json();
+    // (task, priority) of each message listed under `key`, sorted; and the msg ids.
+    let rows = |key: &str| -> (Vec<(String, Value)>, Vec<String>) {
+        let list = j[key].as_array().unwrap();
+        let mut rows: Vec<(String, Value)> = list
+            .iter()
+            .map(|m| (m["task_id"].as_str().unwrap_or("-").to_string(), m["priority"].clone()))
+            .collect();
+        rows.sort_by_key(|(t, p)| (t.clone(), p.to_string()));
+        let ids = list.iter().map(|m| m["msg_id"].as_str().unwrap_or("-").to_string()).collect();
+        (rows, ids)
+    };
+    let (fresh, _) = rows("messages");
+    let task = |t: &str, p: Value| (t.to_string(), p);
+    assert_eq!(
+        fresh,
+        [
+            task("HI-1", json!("high")),
+            task("HI-1", json!("high")),
+            task("LO-1", json!("low")),
+            task("NONE-1", json!(null)),
+        ],
+        "{}",
+        o.show()
+    );
+    assert_eq!(
+        rows("stale"),
+        (vec![task("HI-1", json!("high"))], vec!["m-1".into()]),
+        "{}",
+        o.show()
+    );
+    let o = env.at(T5, "qa", &["inbox", "--workspace"]);
+    let pri = |needle: &str| -> Vec<String> {
+        o.stdout
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(|l| l.split_whitespace().nth(5).unwrap_or_default().to_string())
+            .collect()
+    };
+    assert_eq!(pri("LO-1"), ["low"], "{}", o.show());
+    assert_eq!(pri("NONE-1"), ["-"], "{}", o.show());
 }
 
 #[test]

@@ -180,3 +180,50 @@ fn readdress_redeliver_and_take_name_their_ids() {
     env.as_("engineer-2", &["claim", "T-1"]).ok();
     assert_eq!(take("T-1")["msg_id"], opened.as_str(), "a task's: its message's");
 }
+
+/// A coordinator's `prime` counts the messages `orphans` lists: every message in a retired
+/// agent's INBOX and WORKSPACE but a task's own message (its ticket), so a second message of
+/// a task whose ticket lies there counts, as do one naming a task that does not exist and
+/// one of no task.
+#[test]
+fn prime_counts_the_orphan_messages_orphans_lists() {
+    let env = Env::new();
+    env.circe(["agent", "add", "gone", "--role", "engineer"]).run().ok();
+    let send = |args: &[&str]| {
+        let to = ["send", "--to", "agent:gone"];
+        env.as_("coordinator", &[&to[..], args].concat()).ok();
+    };
+    for t in ["K-1", "K-2"] {
+        send(&["--intent", "task", "--task", t, "--summary", t]);
+        env.as_("gone", &["claim", t]).ok();
+    }
+    // K-2's ticket and a message of K-2 lie in the WORKSPACE.
+    env.as_("gone", &["take", "K-2"]).ok();
+    send(&["--intent", "inform", "--task", "K-2", "--summary", "of K-2", "--msg-id", "m-2"]);
+    env.as_("gone", &["take", "m-2"]).ok();
+    for t in ["K-1", "K-2"] {
+        env.as_("gone", &["status", t, "in_progress"]).ok();
+        env.as_("gone", &["status", t, "completed"]).ok();
+    }
+    send(&["--intent", "inform", "--task", "K-1", "--summary", "of K-1"]);
+    send(&["--intent", "inform", "--task", "NONE-1", "--summary", "of no task there is"]);
+    send(&["--intent", "inform", "--summary", "of no task"]);
+    env.as_("coordinator", &["agent", "retire", "gone"]).ok();
+    let listed = env.circe(["orphans", "--json"]).run().json();
+    let mut tasks: Vec<String> = listed["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| format!("{} {}", m["box"].as_str().unwrap(), m["task_id"].as_str().unwrap_or("-")))
+        .collect();
+    tasks.sort();
+    assert_eq!(
+        tasks,
+        ["inbox:gone -", "inbox:gone K-1", "inbox:gone NONE-1", "workspace:gone K-2"],
+        "{listed}"
+    );
+    let p = env.as_("coordinator", &["prime", "--json"]);
+    assert_eq!(p.ok().json()["orphan_count"], 4, "{}", p.show());
+    let p = env.as_("coordinator", &["prime"]);
+    assert!(p.ok().stdout.contains("  4 orphans left by retired agents"), "{}", p.show());
+}

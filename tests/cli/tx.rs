@@ -283,6 +283,43 @@ fn a_tx_folder_imports_and_exports_byte_for_byte() {
     assert_unchanged(&before, &env.state());
 }
 
+/// Two messages that export under one name (imported from two folders that each held a file
+/// so named): the export writes one file, the one it finds last, as it did when it gathered
+/// the whole export before writing, and counts it once; it reports no clash with itself,
+/// and a second export finds that file there already.
+#[test]
+fn two_messages_exported_under_one_name_leave_one_file() {
+    let env = Env::new();
+    let name = "1101100000-update-core--brain-same.md";
+    let text = |id: &str| {
+        format!(
+            "---\nto: brain\nfrom: core\ntype: update\nstatus: complete\nmsg-id: {id}\ntimestamp: 2025-11-01T10:00:00Z\n---\n\nfrom {id}\n"
+        )
+    };
+    for id in ["a-1", "b-1"] {
+        let dir = env.path().join(id);
+        write_folder(&dir, &[(name, &text(id))]);
+        env.circe(["import", "tx", dir.to_str().unwrap()]).run().ok();
+    }
+    let out = env.path().join("exported");
+    let o = env.circe(["--json", "export", "tx", out.to_str().unwrap()]).run();
+    o.ok();
+    assert_eq!(o.stderr, "", "{}", o.show());
+    let j = o.json();
+    assert_eq!(j["files"], serde_json::json!([name]), "{}", o.show());
+    assert_eq!((&j["written_count"], &j["unchanged_count"]), (&1.into(), &0.into()), "{j}");
+    assert_eq!(j["kept"], serde_json::json!([]), "{j}");
+    let files: Vec<_> = std::fs::read_dir(&out).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(files, [name], "nothing else (no temp file) is left");
+    // LOGS lists b-1's copy (`..._update.2.md`) before a-1's (`..._update.md`): a-1's is
+    // found last.
+    assert_eq!(std::fs::read_to_string(out.join(name)).unwrap(), text("a-1"));
+    let o = env.circe(["--json", "export", "tx", out.to_str().unwrap()]).run();
+    let j = o.ok().json();
+    assert_eq!((&j["written_count"], &j["unchanged_count"]), (&0.into(), &1.into()), "{j}");
+    assert_eq!(o.stderr, "", "{}", o.show());
+}
+
 /// An import whose only file is an open ask (or a prompt) to an agent the import itself
 /// adds: the ask lands in that agent's INBOX, open, and the prompt becomes its prompt (what
 /// was read of the agents before they were added is read again).

@@ -78,3 +78,18 @@ pub fn write_new_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<Written> {
         Err(e) => Err(Error::io("cannot write", &path, e)),
     }
 }
+
+/// Write `bytes` over `dir/name`, a file the caller wrote itself a moment ago (an export
+/// that meets a later message under a name it wrote already, and writes that one as it
+/// would have alone): a temp file in `dir` renamed over it.
+pub fn replace_own_file(dir: &Path, name: &str, bytes: &[u8]) -> Result<()> {
+    if name.contains('/') || name.starts_with('.') {
+        return Err(Error::internal(format!("`{name}` is no file name")));
+    }
+    let path = dir.join(name);
+    let mut t = atomic::TempFile::write(dir, bytes, false)
+        .map_err(|e| Error::io("cannot write", dir, e))?;
+    atomic::rename_replace(&t.path, &path).map_err(|e| Error::io("cannot write", &path, e))?;
+    t.disarm();
+    Ok(())
+}

@@ -82,7 +82,7 @@ pub use files::{
     ScratchDir, boot_id, copy_tree, folder_can_be, host_name, is_folder, read_input_file,
     read_input_file_capped, read_small_file, read_stdin_capped, resolved, special_file,
 };
-pub use folders::{Written, read_message_dir, write_new_file};
+pub use folders::{Written, read_message_dir, replace_own_file, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
 pub use root::{
