@@ -758,6 +758,24 @@ fn wait_claim_reports_the_task_it_took() {
     assert_eq!(o.json()["error"]["details"]["task_id"], "T-1", "{}", o.show());
 }
 
+/// `wait --for claimable` answering "already" names the task `claim --next` would take (the
+/// best by priority), not the first on the board; `--claim` takes that one.
+#[test]
+fn a_claimable_wait_names_the_task_claim_next_takes() {
+    let env = Env::new();
+    for t in ["A-1", "A-2", "A-3"] {
+        env.open_task(t);
+    }
+    let high = ["send", "--to", "all", "--intent", "implement_feature", "--task", "A-4"];
+    env.as_("coordinator", &[&high[..], &["--priority", "high", "--summary", "now"]].concat());
+    let dry = env.circe(["claim", "--next", "--dry-run", "--json"]).agent("engineer").run();
+    assert_eq!(dry.ok().json()["task_id"], "A-4", "{}", dry.show());
+    let o = env.circe(["wait", "--for", "claimable", "--json"]).agent("engineer").run();
+    assert_eq!(o.ok().json()["task_id"], "A-4", "{}", o.show());
+    let o = env.circe(["wait", "--for", "claimable", "--claim", "--json"]).agent("engineer").run();
+    assert_eq!(o.ok().json()["task_id"], "A-4", "{}", o.show());
+}
+
 /// A lease running out is no event: `wait --for claimable` looks again when the first lease
 /// of a task the agent could take over runs out, and `--claim` takes it over.
 #[test]
