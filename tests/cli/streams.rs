@@ -112,6 +112,17 @@ fn a_removed_log_gives_no_id_a_cursor_passed() {
         "{}",
         d.show()
     );
+    // Its watcher says so on stderr when it starts, rather than hearing nothing in silence.
+    let w = env.circe(["watch", "--all", "--cursor", "c1", "--once", "--json"]).run();
+    w.ok();
+    assert!(
+        w.stderr.contains("warning: cursor c1 has passed event 50, but the log's newest is 4")
+            && w.stderr.contains("circe cursors --remove c1")
+            && w.stderr.contains("circe doctor"),
+        "{}",
+        w.show()
+    );
+    assert!(w.stdout.is_empty(), "{}", w.show());
 }
 
 /// A current log that is no regular file, moved aside by `doctor --repair`: the newest id a
