@@ -125,6 +125,37 @@ fn a_removed_log_gives_no_id_a_cursor_passed() {
     assert!(w.stdout.is_empty(), "{}", w.show());
 }
 
+/// A line of a format newer than this circe reads, appended by hand: `log` and `watch` refuse
+/// it (exit 3) naming the event's id and the file; `doctor` reports it as a violation, with
+/// its line, instead of failing (also with a cursor that has to read past it).
+#[test]
+fn a_line_of_a_newer_format_is_named_where_it_lies() {
+    local_only!("appends a line to the local event log by hand");
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "m0");
+    env.circe(["watch", "--all", "--from-start", "--cursor", "c1", "--once"]).run().ok();
+    let log = env.root().join("LOGS/events.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(
+        "{\"id\":2,\"v\":99,\"ts\":\"2026-11-29T16:18:27Z\",\"event\":\"x\",\"agent\":\"x\"}\n",
+    );
+    std::fs::write(&log, text).unwrap();
+    for args in [&["log", "--all"][..], &["watch", "--all", "--cursor", "c1", "--once"][..]] {
+        let o = env.circe(args).run();
+        o.code(3);
+        assert!(
+            o.stderr.contains("format 99 (event 2)") && o.stderr.contains("LOGS/events.jsonl"),
+            "{}",
+            o.show()
+        );
+    }
+    let d = env.circe(["doctor", "--json"]).run();
+    d.code(1);
+    let said = d.json()["violations"].to_string();
+    assert!(said.contains("LOGS/events.jsonl line 2 (event 2) is of format 99"), "{}", d.show());
+    assert!(said.contains("cursor c1 cannot go on"), "{}", d.show());
+}
+
 /// A current log that is no regular file, moved aside by `doctor --repair`: the newest id a
 /// cursor passed is kept as the floor, so ids go on after it also once that cursor is gone.
 #[test]
