@@ -11,7 +11,7 @@ use super::{Ctx, Report};
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::Result;
-use crate::message::{self, Priority};
+use crate::message;
 use crate::names::AgentName;
 use crate::ops;
 use crate::task::Row;
@@ -125,7 +125,6 @@ pub fn claimable_and(
     also: &mut dyn FnMut(&Row<'_>),
 ) -> Result<Claimable> {
     let who = ws.eligibility_by_root_clock(me, role)?;
-    let rank = |p: &str| Priority::parse(p).map_or(1, |p| p as u8);
     let (mut count, mut lapsed) = (0, 0);
     let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);
     ws.engine.board(&mut |r| {
@@ -138,8 +137,8 @@ pub fn claimable_and(
             return Ok(());
         }
         count += 1;
-        let k: Key =
-            (rank(&r.priority), r.deadline.is_none(), r.deadline.as_deref().map(str::to_string));
+        let (rank, none, deadline, _) = r.next_order();
+        let k: Key = (rank, none, deadline.map(str::to_string));
         let better =
             |(bk, b): &(Key, Waiting)| (&k, &*r.updated_at) < (bk, b.waiting_since.as_str());
         if best.len() < keep || best.last().is_some_and(&better) {

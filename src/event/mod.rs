@@ -238,14 +238,40 @@ pub fn parse_line(line: &str) -> Result<Line> {
         .map_err(|e| Error::internal(format!("event log line is not JSON: {e}")))?;
     match (head.id, head.v) {
         (None, _) | (_, None) => Ok(Line::Legacy),
-        (Some(_), Some(v)) if v > FORMAT => Err(Error::refused(format!(
-            "the event log holds a line of format {v}; this circe reads up to {FORMAT}"
-        ))
-        .hint("upgrade circe")),
+        (Some(id), Some(v)) if v > FORMAT => Err(newer_format(id, v)),
         (Some(_), Some(_)) => serde_json::from_str::<Event>(line)
             .map(|e| Line::Event(Box::new(e)))
             .map_err(|e| Error::internal(format!("event log line does not parse: {e}"))),
     }
+}
+
+/// A line of a format newer than this circe reads: refused, not misread (the reader adds
+/// where it lies).
+fn newer_format(id: u64, v: u32) -> Error {
+    Error::refused(format!(
+        "the event log holds a line of format {v} (event {id}); this circe reads up to {FORMAT}"
+    ))
+    .detail("event_id", id.to_string())
+    .hint("upgrade circe if a newer one wrote it; a line added by hand is for a person to remove (`circe doctor` names it)")
+}
+
+/// The format of a line with an id when it is newer than this circe reads: `Some(v)`.
+/// circe writes `{"id":N,"v":V,...`, read without parsing the rest; a line in another order
+/// is parsed for its head.
+pub fn newer_format_of(line: &str) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Head {
+        v: Option<u32>,
+    }
+    let line = unmarked(line);
+    let rest = line.strip_prefix("{\"id\":")?;
+    let digits = rest.find(|c: char| !c.is_ascii_digit())?;
+    let v = if let Some(r) = rest[digits..].strip_prefix(",\"v\":") {
+        r[..r.find(|c: char| !c.is_ascii_digit()).unwrap_or(r.len())].parse().ok()
+    } else {
+        serde_json::from_str::<Head>(line).ok()?.v
+    };
+    v.filter(|v| *v > FORMAT)
 }
 
 /// The id of a line circe wrote (`{"id":N,...`), read without parsing the rest.
@@ -294,6 +320,13 @@ mod tests {
         let v9 = r#"{"id":1,"v":9,"ts":"x","event":"claim","agent":"qa"}"#;
         assert_eq!(parse_line(v9).unwrap_err().kind, crate::error::Kind::Refused);
         assert!(parse_line("{\"id\":1,").is_err(), "a torn line is not an event");
+        assert!(parse_line(v9).unwrap_err().message.contains("(event 1)"));
+        assert_eq!(newer_format_of(v9), Some(9));
+        let reordered = r#"{"id":1,"ts":"x","v":12,"event":"claim","agent":"qa"}"#;
+        assert_eq!(newer_format_of(reordered), Some(12));
+        let v3 = r#"{"id":1,"v":3,"ts":"x","event":"claim","agent":"qa"}"#;
+        assert_eq!(newer_format_of(v3), None);
+        assert_eq!(newer_format_of(v1), None);
     }
 
     #[test]

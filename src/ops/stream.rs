@@ -191,6 +191,17 @@ impl<'a> Follow<'a> {
                 if let Some(bytes) = ws.engine.read_cursor(KIND, &name)? {
                     saved = Some(SavedCursor::parse(&name, &bytes)?.after);
                 }
+                // A place past the newest event hears nothing until the log gets there: said,
+                // as doctor says it, rather than left to look like a quiet log.
+                if let Some(s) = saved {
+                    let last = ws.engine.last_event_id()?;
+                    if s > last {
+                        crate::error::warn(&format!(
+                            "cursor {name} has passed event {s}, but the log's newest is {last}: the events up to {s} will not be handed on (a cursor edited by hand, or a log put back from an older copy): {}; `circe doctor` reports it",
+                            afresh(name.as_str())
+                        ));
+                    }
+                }
                 Some((name, hold))
             }
             None => None,

@@ -151,19 +151,22 @@ fn holds_now(
             Ok(first.map(|f| Met::already(None, Some((&inbox, &f)))))
         }
         Condition::Claimable => {
-            let mut found = None;
-            // As `claim --next` sees it: a task past its deadline is not taken.
+            let mut best: Option<(crate::task::Row<'static>, TaskId)> = None;
+            // As `claim --next` sees it: a task past its deadline is not taken, and the best
+            // in its order is the one it takes.
             let who = ws.eligibility_by_root_clock(me, role)?;
             ws.engine.board(&mut |row| {
-                if found.is_none()
-                    && row.status == Status::New
+                if row.status == Status::New
                     && ws.may_take(me, role, &row.to, &row.intent)
                     && who.in_time(row.deadline.as_deref())
+                    && best.as_ref().is_none_or(|(b, _)| row.next_order() < b.next_order())
+                    && let Ok(t) = TaskId::new(row.task.as_ref())
                 {
-                    found = TaskId::new(row.task.as_ref()).ok();
+                    best = Some((row.into_owned(), t));
                 }
                 Ok(())
             })?;
+            let found = best.map(|(_, t)| t);
             // None waits: a task whose lease ran out, as `claim --next` would take it over.
             let found = match found {
                 Some(t) => Some(t),

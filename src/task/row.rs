@@ -38,6 +38,14 @@ pub struct Row<'a> {
 }
 
 impl Row<'_> {
+    /// A waiting task's place in `claim --next`'s order, lowest first: priority, then
+    /// deadline (none last), then time waiting (`wait --for claimable` and `inbox` name the
+    /// task `claim --next` takes).
+    pub fn next_order(&self) -> (u8, bool, Option<&str>, &str) {
+        let rank = crate::message::Priority::parse(&self.priority).map_or(1, |p| p as u8);
+        (rank, self.deadline.is_none(), self.deadline.as_deref(), &self.updated_at)
+    }
+
     /// Does its `.checks` list the check `name`?
     pub fn lists_check(&self, name: &str) -> bool {
         !self.checks_listed.is_empty() && self.checks_listed.split(',').any(|c| c == name)

@@ -765,3 +765,60 @@ fn send_deadline_takes_a_duration_or_a_time() {
         r.show()
     );
 }
+
+/// On either engine, a send cut off between its delivery and its events, then the same
+/// sender's next send (no `--msg-id`: such a send settles every cut-off delivery first): that
+/// send logs the cut-off one's event before its own (it holds the sender's hold), so the log
+/// follows the sender's numbers and the receiver's stream judges neither stale.
+#[test]
+fn the_next_send_logs_a_cut_off_send_of_its_sender_before_its_own() {
+    let env = Env::new();
+    let send = |summary: &str| {
+        env.circe([
+            "send",
+            "--json",
+            "--to",
+            "engineer",
+            "--intent",
+            "inform",
+            "--summary",
+            summary,
+        ])
+        .agent("coordinator")
+    };
+    send("first").var("CIRCE_CRASH_AT", "send.logging").run().code(86);
+    assert!(env.events().iter().all(|e| e["event"] != "send"));
+    let second = send("second").run();
+    let second = second.ok().json()["msg_id"].as_str().unwrap().to_string();
+    let sends: Vec<serde_json::Value> =
+        env.events().into_iter().filter(|e| e["event"] == "send").collect();
+    assert_eq!(sends.len(), 2, "{sends:?}");
+    assert!(sends[0]["what"].as_str().unwrap_or_default().starts_with("logged late"), "{sends:?}");
+    assert_eq!(sends[1]["msg_id"], second.as_str(), "{sends:?}");
+    // The receiver's stream hands both on, in order, and skips neither.
+    let w = env
+        .circe([
+            "watch",
+            "--cursor",
+            "w",
+            "--from-start",
+            "--kind",
+            "send,skip",
+            "--once",
+            "--json",
+        ])
+        .agent("engineer")
+        .run();
+    let seen: Vec<(String, String)> = w
+        .stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .map(|e| (e["event"].as_str().unwrap_or_default().into(), e["msg_id"].to_string()))
+        .collect();
+    let want: Vec<(String, String)> =
+        sends.iter().map(|e| ("send".to_string(), e["msg_id"].to_string())).collect();
+    assert_eq!(seen, want, "{}", w.show());
+    let inbox = env.circe(["inbox", "--json"]).agent("engineer").run();
+    assert_eq!(inbox.json()["stale"].as_array().map_or(0, Vec::len), 0, "{}", inbox.show());
+    env.circe(["doctor"]).run().ok();
+}

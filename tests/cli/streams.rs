@@ -112,6 +112,48 @@ fn a_removed_log_gives_no_id_a_cursor_passed() {
         "{}",
         d.show()
     );
+    // Its watcher says so on stderr when it starts, rather than hearing nothing in silence.
+    let w = env.circe(["watch", "--all", "--cursor", "c1", "--once", "--json"]).run();
+    w.ok();
+    assert!(
+        w.stderr.contains("warning: cursor c1 has passed event 50, but the log's newest is 4")
+            && w.stderr.contains("circe cursors --remove c1")
+            && w.stderr.contains("circe doctor"),
+        "{}",
+        w.show()
+    );
+    assert!(w.stdout.is_empty(), "{}", w.show());
+}
+
+/// A line of a format newer than this circe reads, appended by hand: `log` and `watch` refuse
+/// it (exit 3) naming the event's id and the file; `doctor` reports it as a violation, with
+/// its line, instead of failing (also with a cursor that has to read past it).
+#[test]
+fn a_line_of_a_newer_format_is_named_where_it_lies() {
+    local_only!("appends a line to the local event log by hand");
+    let env = Env::new();
+    inform(&env, "engineer", "qa", "m0");
+    env.circe(["watch", "--all", "--from-start", "--cursor", "c1", "--once"]).run().ok();
+    let log = env.root().join("LOGS/events.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str(
+        "{\"id\":2,\"v\":99,\"ts\":\"2026-11-29T16:18:27Z\",\"event\":\"x\",\"agent\":\"x\"}\n",
+    );
+    std::fs::write(&log, text).unwrap();
+    for args in [&["log", "--all"][..], &["watch", "--all", "--cursor", "c1", "--once"][..]] {
+        let o = env.circe(args).run();
+        o.code(3);
+        assert!(
+            o.stderr.contains("format 99 (event 2)") && o.stderr.contains("LOGS/events.jsonl"),
+            "{}",
+            o.show()
+        );
+    }
+    let d = env.circe(["doctor", "--json"]).run();
+    d.code(1);
+    let said = d.json()["violations"].to_string();
+    assert!(said.contains("LOGS/events.jsonl line 2 (event 2) is of format 99"), "{}", d.show());
+    assert!(said.contains("cursor c1 cannot go on"), "{}", d.show());
 }
 
 /// A current log that is no regular file, moved aside by `doctor --repair`: the newest id a
@@ -756,6 +798,24 @@ fn wait_claim_reports_the_task_it_took() {
         .run();
     o.code(1);
     assert_eq!(o.json()["error"]["details"]["task_id"], "T-1", "{}", o.show());
+}
+
+/// `wait --for claimable` answering "already" names the task `claim --next` would take (the
+/// best by priority), not the first on the board; `--claim` takes that one.
+#[test]
+fn a_claimable_wait_names_the_task_claim_next_takes() {
+    let env = Env::new();
+    for t in ["A-1", "A-2", "A-3"] {
+        env.open_task(t);
+    }
+    let high = ["send", "--to", "all", "--intent", "implement_feature", "--task", "A-4"];
+    env.as_("coordinator", &[&high[..], &["--priority", "high", "--summary", "now"]].concat());
+    let dry = env.circe(["claim", "--next", "--dry-run", "--json"]).agent("engineer").run();
+    assert_eq!(dry.ok().json()["task_id"], "A-4", "{}", dry.show());
+    let o = env.circe(["wait", "--for", "claimable", "--json"]).agent("engineer").run();
+    assert_eq!(o.ok().json()["task_id"], "A-4", "{}", o.show());
+    let o = env.circe(["wait", "--for", "claimable", "--claim", "--json"]).agent("engineer").run();
+    assert_eq!(o.ok().json()["task_id"], "A-4", "{}", o.show());
 }
 
 /// A lease running out is no event: `wait --for claimable` looks again when the first lease

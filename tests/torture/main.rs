@@ -32,6 +32,7 @@ mod parsers;
 mod race;
 mod retire;
 mod route;
+mod sendlog;
 mod seq;
 mod stale;
 mod watch;

@@ -36,6 +36,7 @@ pub fn run(kind: &str, a: &[String]) {
         "writers" => writers(&a[0], &a[1], &a[2], a[3].parse().unwrap(), Path::new(&a[4])),
         "events" => events(a[0].parse().unwrap()),
         "seq" => crate::seq::worker(a),
+        "sendlog" => crate::sendlog::worker(a),
         other => panic!("unknown worker kind {other}"),
     }
 }

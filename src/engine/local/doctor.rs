@@ -831,6 +831,16 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Res
             Fix::Hand,
         );
     }
+    for (line, id, format) in scan.newer {
+        v(
+            7,
+            format!(
+                "LOGS/events.jsonl line {line} (event {id}) is of format {format}, newer than this circe reads ({}): `watch` and `log` stop at it; a newer circe wrote it (upgrade every agent's circe: README, Upgrading) or it was added by hand (remove that line)",
+                crate::event::FORMAT
+            ),
+            Fix::Hand,
+        );
+    }
     for (line, id, high) in scan.lower {
         let said = if id == high {
             format!(

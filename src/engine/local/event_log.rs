@@ -139,6 +139,11 @@ pub(super) fn out_of_order(
             }
             continue;
         };
+        if let Some(v) = event::newer_format_of(&l)
+            && out.newer.len() < max
+        {
+            out.newer.push((line, id, v));
+        }
         match high {
             Some(h) if id < h => {
                 if out.lower.len() < max {
@@ -159,6 +164,12 @@ pub(super) fn out_of_order(
     Ok(out)
 }
 
+/// A refusal of a line (a newer format) said with the file that holds it.
+fn in_file(e: crate::error::Error, path: &std::path::Path) -> crate::error::Error {
+    let at = path.display().to_string();
+    e.map_message(|m| format!("{m}, in {at}"))
+}
+
 /// What `out_of_order` found in the current event log.
 #[derive(Debug, Default)]
 pub(super) struct IdScan {
@@ -166,6 +177,8 @@ pub(super) struct IdScan {
     pub lower: Vec<(u64, u64, u64)>,
     /// Event lines without an id after one with an id: (the first's line, how many).
     pub older: Option<(u64, u64)>,
+    /// Lines of a format newer than this circe reads: (line, id, format), at most `max`.
+    pub newer: Vec<(u64, u64, u32)>,
 }
 
 /// An event line as a circe that gave no ids wrote it (`{"ts":…,"event":…}`), at `since` or
@@ -392,7 +405,7 @@ pub(super) fn read_where(
             match event::parse_line(&line) {
                 Ok(Line::Event(e)) => out.push(*e),
                 // A newer format is refused, not misread.
-                Err(e) if e.kind == crate::error::Kind::Refused => return Err(e),
+                Err(e) if e.kind == crate::error::Kind::Refused => return Err(in_file(e, &path)),
                 // A line torn by a failed write and ended by the next append is damage, which
                 // took no id (the appender counted only whole lines); legacy lines have none.
                 Ok(Line::Legacy) | Err(_) => {}
@@ -485,7 +498,9 @@ pub(super) fn read_back_where(
                 }
                 match event::parse_line(line) {
                     Ok(Line::Event(e)) => out.push(*e),
-                    Err(e) if e.kind == crate::error::Kind::Refused => return Err(e),
+                    Err(e) if e.kind == crate::error::Kind::Refused => {
+                        return Err(in_file(e, &path));
+                    }
                     Ok(Line::Legacy) | Err(_) => {}
                 }
                 if out.len() >= max {

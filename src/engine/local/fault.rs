@@ -35,7 +35,9 @@
 //! short; `outbox-dup` delivers an outbox message without looking for an earlier copy;
 //! `no-finish` stops a send landing a committed delivery a crash left before it looks for an
 //! earlier copy of its message; `no-journal` keeps no journal of a delivery's events, so a
-//! command cut off between the delivery and its events loses them; `no-task-journal` keeps
+//! command cut off between the delivery and its events loses them; `no-sender-settle` leaves
+//! a sender's cut-off events to followers and doctor instead of its next send (either
+//! engine), so they may be logged after its later messages; `no-task-journal` keeps
 //! none of a task change's events, so a change cut off between its records and its events
 //! loses them; `no-roll` leaves a change cut off between its ticket's rename and its records
 //! to be inferred from where the ticket lies (a reap or a park repaired as a release).

@@ -35,6 +35,10 @@ pub(super) enum Which<'a> {
     /// (through a pooler, a killed client's backend lives on); and those of a message whose
     /// id the caller holds (an earlier try's, however recent).
     Left(Option<&'a str>),
+    /// Those of this sender (the first event's `agent`), whoever made them: taken under the
+    /// sender's hold before its next send logs anything, so that a sender's events follow its
+    /// numbers. It waits for a row another settler holds (that settler logs it first).
+    Sender(&'a str),
     /// Every one (`doctor --repair`).
     All,
 }
@@ -161,8 +165,12 @@ impl PgEngine {
         let (cond, key) = match which {
             Which::Key(k) => ("key = $1".to_string(), k),
             Which::Left(held) => (format!("(msg_id = $1 OR {LEFT})"), held.unwrap_or_default()),
+            Which::Sender(a) => ("(lines[1]::jsonb ->> 'agent') = $1".to_string(), a),
             Which::All => ("$1 = ''".to_string(), ""),
         };
+        // A sender's own settling waits for a row another settler holds, so that the row is
+        // logged before the sender's next events; the others pass it over.
+        let wait = matches!(which, Which::Sender(_));
         // Most often there is none: one look, outside any transaction.
         let any = self.rows(
             "looking for journals",
@@ -178,7 +186,7 @@ impl PgEngine {
             "settling journals",
             c.client.batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED"),
         )?;
-        let done = self.settle_in_tx(&cond, key);
+        let done = self.settle_in_tx(&cond, key, wait);
         let end = if done.is_ok() { "COMMIT" } else { "ROLLBACK" };
         let ended = c.call("settling journals", c.client.batch_execute(end));
         let done = done?;
@@ -201,13 +209,19 @@ impl PgEngine {
         )
     }
 
-    fn settle_in_tx(&self, cond: &str, key: &str) -> Result<Vec<(String, String, usize)>> {
+    fn settle_in_tx(
+        &self,
+        cond: &str,
+        key: &str,
+        wait: bool,
+    ) -> Result<Vec<(String, String, usize)>> {
         type Row = (String, String, Vec<String>, [Vec<String>; 3]);
+        let skip = if wait { "" } else { " SKIP LOCKED" };
         let rows = self.rows(
             "reading journals",
             &format!(
                 "SELECT key, msg_id, lines, boxes, wanted, got FROM {{s}}.event_journals
-                  WHERE {cond} ORDER BY made_at, key FOR UPDATE SKIP LOCKED"
+                  WHERE {cond} ORDER BY made_at, key FOR UPDATE{skip}"
             ),
             &[(&key, Type::TEXT)],
             |r| -> Result<Row> {
