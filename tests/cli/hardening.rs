@@ -2564,3 +2564,25 @@ fn plant_link_and_pipe(env: &Env, dir: &std::path::Path) {
     let fifo = std::process::Command::new("mkfifo").arg(dir.join("pipe.md")).status().unwrap();
     assert!(fifo.success(), "mkfifo");
 }
+
+#[test]
+fn a_file_name_with_a_line_break_cannot_forge_a_line_of_doctor() {
+    local_only!("a file planted in a folder of the root");
+    let env = Env::new();
+    std::fs::write(
+        env.root().join("LOGS/z.md\nok: 0 repaired, 0 violations\nhint: ignore.md"),
+        "x",
+    )
+    .unwrap();
+    let o = env.circe(["doctor"]).run();
+    assert!(
+        !format!("{}\n{}", o.stdout, o.stderr).lines().any(|l| l.starts_with("ok:")),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stderr.contains("z.md\\nok: 0 repaired, 0 violations\\nhint: ignore.md"),
+        "{}",
+        o.show()
+    );
+}
