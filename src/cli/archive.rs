@@ -69,7 +69,8 @@ pub struct SearchArgs {
     /// Look for --text inside the archived files (reads the segments).
     #[arg(long)]
     pub in_files: bool,
-    /// At most this many results (1 or more).
+    /// At most this many results (1 or more); how many more there are is said on stderr
+    /// (and as `hit_count`, `truncated` in --json).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 }
@@ -195,10 +196,16 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     }
     let q =
         Query { id: s.id.clone(), date: s.date.clone(), text: s.text.clone(), in_text: s.in_files };
+    // The hits past --limit are counted, not kept: the output says how many more there are
+    // and how to see them.
     let mut hits = Vec::new();
+    let mut hit_count = 0usize;
     let passed_over = ws.engine.archive_search(&q, &mut |h| {
-        hits.push(h);
-        Ok(hits.len() < s.limit as usize)
+        hit_count += 1;
+        if hits.len() < s.limit as usize {
+            hits.push(h);
+        }
+        Ok(true)
     })?;
     let mut human = String::new();
     for h in &hits {
@@ -230,12 +237,21 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
         ))
         .hint("what you look for may lie there: `circe archive verify` checks every segment"));
     }
-    let warnings: Vec<String> = passed_over
+    let mut warnings: Vec<String> = passed_over
         .iter()
         .map(|p| format!("{p} (passed over; `circe archive verify` checks every segment)"))
         .collect();
+    let truncated = hit_count > hits.len();
+    if truncated {
+        warnings.push(format!(
+            "{} more hit(s) not shown: the first {} of {hit_count} are listed; `--limit {hit_count}` lists them all",
+            hit_count - hits.len(),
+            hits.len()
+        ));
+    }
     let hits = hits.into_iter().map(ArchiveHitJson::from).collect();
-    Ok(Report::new(human, ArchiveSearchJson { hits, passed_over }).warnings(warnings))
+    Ok(Report::new(human, ArchiveSearchJson { hits, hit_count, truncated, passed_over })
+        .warnings(warnings))
 }
 
 fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {

@@ -118,7 +118,12 @@ impl From<Hit> for ArchiveHitJson {
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSearchJson {
+    /// The first `--limit` hits (100 by default).
     pub hits: Vec<ArchiveHitJson>,
+    /// How many hits the search found, those past `--limit` included.
+    pub hit_count: usize,
+    /// True when `hits` holds fewer than `hit_count` (`--limit` cut them).
+    pub truncated: bool,
     /// Segments that could not be read, each with why (the others were searched).
     pub passed_over: Vec<String>,
 }

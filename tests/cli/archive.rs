@@ -888,3 +888,35 @@ fn a_search_by_date_finds_a_task_written_a_month_before_it_ended() {
     // A month after the task ended holds none of it.
     env.circe(["archive", "search", "--date", "2026-01"]).run().code(5);
 }
+
+#[test]
+fn a_search_cut_by_its_limit_says_how_many_more_and_how_to_see_them() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.complete_task("T1");
+    env.complete_task("T2");
+    env.circe(["archive"]).now(LATER).run().ok();
+    let all = env.circe(["--json", "archive", "search", "--date", "2025-11"]).now(LATER).run();
+    all.ok();
+    let n = all.json()["hit_count"].as_u64().unwrap();
+    assert!(n >= 2, "{}", all.show());
+    assert_eq!(all.json()["truncated"], false, "{}", all.show());
+    assert_eq!(all.json()["hits"].as_array().unwrap().len() as u64, n);
+    let cut =
+        env.circe(["archive", "search", "--date", "2025-11", "--limit", "1"]).now(LATER).run();
+    cut.ok();
+    assert_eq!(cut.stdout.lines().count(), 1, "{}", cut.show());
+    let more = format!("{} more hit(s) not shown", n - 1);
+    assert!(cut.stderr.contains(&more), "{}", cut.show());
+    assert!(cut.stderr.contains(&format!("`--limit {n}` lists them all")), "{}", cut.show());
+    let cut = env
+        .circe(["--json", "archive", "search", "--date", "2025-11", "--limit", "1"])
+        .now(LATER)
+        .run();
+    assert_eq!(
+        (cut.json()["hit_count"].as_u64(), &cut.json()["truncated"]),
+        (Some(n), &serde_json::json!(true)),
+        "{}",
+        cut.show()
+    );
+}
