@@ -222,10 +222,21 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     }
     if hits.is_empty() && passed_over.is_empty() {
         // Never the search just made again: another way to look, or why nothing is there.
-        let hint = if s.date.is_some() {
-            "`circe archive search --text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
-        } else {
-            "`circe archive search --date YYYY-MM` lists a month, `--text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
+        // `--text` alone matches the member lists' fields (ids, names, senders, intents,
+        // summary lines), never what an archived chat line or a message's body says.
+        let hint = match (s.text.is_some(), s.in_files, s.date.is_some()) {
+            (true, false, _) => {
+                "`--text` looks only in ids, file names, senders, recipients, intents and summary lines: add `--in-files` to look inside the archived files (chat lines, message bodies); `circe archive --dry-run` says what the next run would take"
+            }
+            (true, true, _) => {
+                "`circe archive search --date YYYY-MM` lists a month; `circe archive --dry-run` says what the next run would take"
+            }
+            (false, _, true) => {
+                "`circe archive search --text WORDS --in-files` looks inside the files of every segment; `circe archive --dry-run` says what the next run would take"
+            }
+            (false, _, false) => {
+                "`circe archive search --date YYYY-MM` lists a month, `--text WORDS --in-files` looks inside the files of every segment; `circe archive --dry-run` says what the next run would take"
+            }
         };
         return Err(Error::not_found("nothing in the archive matches").hint(hint));
     }

@@ -920,3 +920,23 @@ fn a_search_cut_by_its_limit_says_how_many_more_and_how_to_see_them() {
         cut.show()
     );
 }
+
+/// `--text` alone looks in the member lists' fields, not in what an archived chat line
+/// says: a miss there points to `--in-files`, which finds it.
+#[test]
+fn a_text_search_that_misses_archived_chat_points_to_in_files() {
+    local_only!(
+        "the channel's file is the local engine's (tests/pg/chat.rs archives the database's)"
+    );
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "zebrafish ready"]).ok();
+    env.circe(["archive"]).now(LATER).run().ok();
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    let miss = env.circe(["archive", "search", "--text", "zebrafish"]).run();
+    miss.code(5);
+    assert!(miss.stderr.contains("add `--in-files`"), "{}", miss.show());
+    assert!(!miss.stderr.contains("looks through every segment"), "{}", miss.show());
+    let hit = env.circe(["archive", "search", "--text", "zebrafish", "--in-files"]).run();
+    hit.ok();
+    assert!(hit.stdout.contains("chat"), "{}", hit.show());
+}
