@@ -940,3 +940,35 @@ fn a_text_search_that_misses_archived_chat_points_to_in_files() {
     hit.ok();
     assert!(hit.stdout.contains("chat"), "{}", hit.show());
 }
+
+/// Every command on an archived task names it in `details.task_id` and says where it lies
+/// as facts (`period`, `segment`, `bundle`, in `show`'s words); `archive --json` names its
+/// segments as `show` and `search` do (the file's name).
+#[test]
+fn an_archived_task_is_told_in_one_vocabulary() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    let run = env.circe(["--json", "archive"]).now(LATER).run();
+    run.ok();
+    let seg = segment(&env);
+    assert_eq!(run.json()["segments"], serde_json::json!([seg.clone()]), "{}", run.show());
+    let shown = env.circe(["--json", "show", "T1"]).run();
+    assert_eq!(shown.json()["segment"], seg.as_str(), "{}", shown.show());
+    for args in [
+        &["take", "T1"][..],
+        &["done", "T1"][..],
+        &["status", "T1", "failed"][..],
+        &["claim", "T1"][..],
+    ] {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let o = env.as_("engineer", &all);
+        o.code(3);
+        let d = &o.json()["error"]["details"];
+        assert_eq!(d["task_id"], "T1", "{args:?}: {}", o.show());
+        assert_eq!(d["segment"], seg.as_str(), "{args:?}: {}", o.show());
+        assert_eq!(d["period"], "2025-11", "{args:?}: {}", o.show());
+        assert_eq!(d["bundle"], shown.json()["bundle"], "{args:?}: {}", o.show());
+        assert!(d.get("archived").is_none(), "{args:?}: {}", o.show());
+    }
+}
