@@ -972,3 +972,15 @@ fn an_archived_task_is_told_in_one_vocabulary() {
         assert!(d.get("archived").is_none(), "{args:?}: {}", o.show());
     }
 }
+
+/// Doctor names an interrupted run's state as its journal writes it (`staging`).
+#[test]
+fn doctor_says_an_interrupted_runs_state_as_the_journal_writes_it() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    std::fs::create_dir_all(env.root().join("ARCHIVE")).unwrap();
+    std::fs::write(env.root().join("ARCHIVE/journal.json"), br#"{"v":1,"run":"R","state":"staging","pid":4242,"host":"elsewhere","started_at":"2031-01-01T00:00:00Z","staging":"archive-4242-R"}"#).unwrap();
+    let o = env.circe(["doctor"]).run();
+    o.code(1);
+    assert!(o.stderr.contains("(R, state staging)"), "{}", o.show());
+}
