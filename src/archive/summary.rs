@@ -233,7 +233,16 @@ pub fn render(
     if times.is_empty() {
         s.push_str("- (no moves in the log)\n");
     }
-    for (status, secs) in &times {
+    // In the lifecycle's order (new, claimed, in_progress, blocked, ...), not the alphabet's.
+    let mut times: Vec<(&String, &i64)> = times.iter().collect();
+    let place = |st: &str| {
+        crate::task::lifecycle::ALL_STATUSES
+            .iter()
+            .position(|a| a.as_str() == st)
+            .unwrap_or(usize::MAX)
+    };
+    times.sort_by_key(|(st, _)| place(st));
+    for (status, secs) in times {
         s.push_str(&format!("- {status}: {}\n", human_duration(*secs)));
     }
     s.push_str("\n## Thread\n\n");
@@ -317,8 +326,7 @@ mod tests {
             "handed on by engineer at 2026-01-02T00:00:00Z to qa (test)",
             "completed by qa at 2026-01-03T00:00:00Z",
             "tests_passed: passed, run by qa at 2026-01-02T12:00:00Z: `cargo test` exited 0 after 41.5s",
-            "- claimed: 1d 17h",
-            "- new: 7h 0m",
+            "## Time in each status\n\n- new: 7h 0m\n- claimed: 1d 17h\n",
             "(implement_feature): Implement JWT auth",
         ] {
             assert!(md.contains(want), "missing {want:?} in:\n{md}");
