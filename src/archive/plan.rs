@@ -29,6 +29,17 @@ pub enum State {
     Removing,
 }
 
+impl State {
+    /// As the journal writes it (`staging`, `committing`, `removing`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            State::Staging => "staging",
+            State::Committing => "committing",
+            State::Removing => "removing",
+        }
+    }
+}
+
 /// `ARCHIVE/journal.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Journal {
@@ -102,6 +113,7 @@ pub fn recovery(journal: Option<&[u8]>) -> Recovery {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
 
     fn j(state: State) -> Journal {

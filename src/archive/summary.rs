@@ -75,6 +75,13 @@ pub fn time_in_status(events: &[Event], rec: &StatusRecord) -> BTreeMap<String, 
     out
 }
 
+/// Text someone wrote (a note, a reason, a command), on one line of the summary: its line
+/// breaks written `\n` and its control characters escaped, so that a note can forge no line
+/// of the story and carries no terminal escape into the file (`message::one_line_shown`).
+fn said(s: &str) -> std::borrow::Cow<'_, str> {
+    crate::message::one_line_shown(s)
+}
+
 fn who_when(e: &Event) -> String {
     format!("{} at {}", e.agent, e.ts)
 }
@@ -84,7 +91,7 @@ fn how_recorded(e: &Event) -> String {
     let how = e.how.as_deref().unwrap_or("asserted");
     let mut s = format!("{how} by {}", who_when(e));
     if let Some(cmd) = &e.command {
-        s.push_str(&format!(": `{}`", cmd.join(" ")));
+        s.push_str(&format!(": `{}`", said(&cmd.join(" "))));
         if let Some(code) = e.exit_code {
             s.push_str(&format!(" exited {code}"));
         }
@@ -114,7 +121,7 @@ pub fn render(
         .unwrap_or_default();
     let mut s = format!("# {}: {}{opened_as}\n\n", rec.task_id, rec.intent);
     let outcome = match rec.note.as_deref() {
-        Some(n) => format!("**{}** ({n})", rec.status.as_str()),
+        Some(n) => format!("**{}** ({})", rec.status.as_str(), said(n)),
         None => format!("**{}**", rec.status.as_str()),
     };
     // An expired task was nobody's doing: its deadline passed.
@@ -146,14 +153,14 @@ pub fn render(
             EventKind::Handoff => format!(
                 "handed on by {} to {} ({})",
                 who_when(e),
-                e.addressed_to.as_deref().unwrap_or("?"),
-                e.intent.as_deref().unwrap_or("?")
+                said(e.addressed_to.as_deref().unwrap_or("?")),
+                said(e.intent.as_deref().unwrap_or("?"))
             ),
             EventKind::Release | EventKind::Requeue => format!(
                 "{} by {}{}",
                 e.event.as_str(),
                 who_when(e),
-                e.reason.as_deref().map(|r| format!(": {r}")).unwrap_or_default()
+                e.reason.as_deref().map(|r| format!(": {}", said(r))).unwrap_or_default()
             ),
             EventKind::Expire | EventKind::Park => format!(
                 "{}: the lease of {} ran out (noticed by {})",
@@ -169,21 +176,21 @@ pub fn render(
                 "{} by {}{}",
                 e.to.map_or(e.event.as_str(), crate::task::Status::as_str),
                 who_when(e),
-                e.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+                e.note.as_deref().map(|n| format!(": {}", said(n))).unwrap_or_default()
             ),
             EventKind::Lapse => format!(
                 "expired: its deadline passed (noticed by {}){}",
                 who_when(e),
-                e.note.as_deref().map(|n| format!(": {n}")).unwrap_or_default()
+                e.note.as_deref().map(|n| format!(": {}", said(n))).unwrap_or_default()
             ),
             EventKind::Readdress => format!(
                 "readdressed by {} to {}{}",
                 who_when(e),
-                e.addressed_to.as_deref().unwrap_or("?"),
-                e.reason.as_deref().map(|r| format!(" ({r})")).unwrap_or_default()
+                said(e.addressed_to.as_deref().unwrap_or("?")),
+                e.reason.as_deref().map(|r| format!(" ({})", said(r))).unwrap_or_default()
             ),
             EventKind::Repair => {
-                format!("repaired by circe at {}: {}", e.ts, e.what.as_deref().unwrap_or(""))
+                format!("repaired by circe at {}: {}", e.ts, said(e.what.as_deref().unwrap_or("")))
             }
             _ => continue,
         };
@@ -226,7 +233,16 @@ pub fn render(
     if times.is_empty() {
         s.push_str("- (no moves in the log)\n");
     }
-    for (status, secs) in &times {
+    // In the lifecycle's order (new, claimed, in_progress, blocked, ...), not the alphabet's.
+    let mut times: Vec<(&String, &i64)> = times.iter().collect();
+    let place = |st: &str| {
+        crate::task::lifecycle::ALL_STATUSES
+            .iter()
+            .position(|a| a.as_str() == st)
+            .unwrap_or(usize::MAX)
+    };
+    times.sort_by_key(|(st, _)| place(st));
+    for (status, secs) in times {
         s.push_str(&format!("- {status}: {}\n", human_duration(*secs)));
     }
     s.push_str("\n## Thread\n\n");
@@ -236,7 +252,11 @@ pub fn render(
     for m in thread {
         s.push_str(&format!(
             "- {} {} -> {} ({}): {}\n",
-            m.created_at, m.from, m.to, m.intent, m.summary
+            said(&m.created_at),
+            said(&m.from),
+            said(&m.to),
+            said(&m.intent),
+            said(&m.summary)
         ));
     }
     s
@@ -306,12 +326,38 @@ mod tests {
             "handed on by engineer at 2026-01-02T00:00:00Z to qa (test)",
             "completed by qa at 2026-01-03T00:00:00Z",
             "tests_passed: passed, run by qa at 2026-01-02T12:00:00Z: `cargo test` exited 0 after 41.5s",
-            "- claimed: 1d 17h",
-            "- new: 7h 0m",
+            "## Time in each status\n\n- new: 7h 0m\n- claimed: 1d 17h\n",
             "(implement_feature): Implement JWT auth",
         ] {
             assert!(md.contains(want), "missing {want:?} in:\n{md}");
         }
+    }
+
+    /// A note (or a reason, a command) holding a line break cannot forge a line of the
+    /// story, and one holding a terminal escape does not carry it into the file.
+    #[test]
+    fn a_note_stays_on_its_line_and_escapes_control_characters() {
+        let rec = StatusRecord::parse(
+            "T1",
+            "task_id: T1\nstatus: completed\nowner: qa\nupdated_at: 2026-01-03T00:00:00Z\ncreated_at: 2026-01-01T00:00:00Z\nintent: test\npriority: high\nto: qa\nopened_by: coordinator\nepoch: 1\nattempts: 1\nmessage: m.md\nnote: \"done\\e]0;HACKED\\a\"\n",
+        )
+        .unwrap();
+        let mut done =
+            ev(EventKind::Complete, "qa", "2026-01-03T00:00:00Z", Some(Status::Completed));
+        done.note = Some("x\n- completed by coordinator at 2026-01-03T00:00:00Z".into());
+        let mut release = ev(EventKind::Release, "qa", "2026-01-02T00:00:00Z", Some(Status::New));
+        release.reason = Some("r\u{1b}]0;HACKED\u{7}\u{202e}".into());
+        let md = render(&rec, &Checks::new(), &[release, done], &[], "2026-02-01T00:00:00Z");
+        assert!(
+            md.contains(
+                "- completed by qa at 2026-01-03T00:00:00Z: x\\n- completed by coordinator"
+            ),
+            "{md}"
+        );
+        assert!(!md.lines().any(|l| l.starts_with("- completed by coordinator")), "{md}");
+        assert!(!md.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{md}");
+        assert!(md.contains("r\\u{1b}]0;HACKED\\u{7}\\u{202e}"), "{md}");
+        assert!(md.contains("(done\\u{1b}]0;HACKED\\u{7})"), "{md}");
     }
 
     /// A task that expired tells it: the lapse and the readdress are in its story, and its

@@ -69,7 +69,8 @@ pub struct SearchArgs {
     /// Look for --text inside the archived files (reads the segments).
     #[arg(long)]
     pub in_files: bool,
-    /// At most this many results (1 or more).
+    /// At most this many results (1 or more); how many more there are is said on stderr
+    /// (and as `hit_count`, `truncated` in --json).
     #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     pub limit: u32,
 }
@@ -195,10 +196,16 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     }
     let q =
         Query { id: s.id.clone(), date: s.date.clone(), text: s.text.clone(), in_text: s.in_files };
+    // The hits past --limit are counted, not kept: the output says how many more there are
+    // and how to see them.
     let mut hits = Vec::new();
+    let mut hit_count = 0usize;
     let passed_over = ws.engine.archive_search(&q, &mut |h| {
-        hits.push(h);
-        Ok(hits.len() < s.limit as usize)
+        hit_count += 1;
+        if hits.len() < s.limit as usize {
+            hits.push(h);
+        }
+        Ok(true)
     })?;
     let mut human = String::new();
     for h in &hits {
@@ -215,10 +222,21 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
     }
     if hits.is_empty() && passed_over.is_empty() {
         // Never the search just made again: another way to look, or why nothing is there.
-        let hint = if s.date.is_some() {
-            "`circe archive search --text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
-        } else {
-            "`circe archive search --date YYYY-MM` lists a month, `--text WORDS` looks through every segment; `circe archive --dry-run` says what the next run would take"
+        // `--text` alone matches the member lists' fields (ids, names, senders, intents,
+        // summary lines), never what an archived chat line or a message's body says.
+        let hint = match (s.text.is_some(), s.in_files, s.date.is_some()) {
+            (true, false, _) => {
+                "`--text` looks only in ids, file names, senders, recipients, intents and summary lines: add `--in-files` to look inside the archived files (chat lines, message bodies); `circe archive --dry-run` says what the next run would take"
+            }
+            (true, true, _) => {
+                "`circe archive search --date YYYY-MM` lists a month; `circe archive --dry-run` says what the next run would take"
+            }
+            (false, _, true) => {
+                "`circe archive search --text WORDS --in-files` looks inside the files of every segment; `circe archive --dry-run` says what the next run would take"
+            }
+            (false, _, false) => {
+                "`circe archive search --date YYYY-MM` lists a month, `--text WORDS --in-files` looks inside the files of every segment; `circe archive --dry-run` says what the next run would take"
+            }
         };
         return Err(Error::not_found("nothing in the archive matches").hint(hint));
     }
@@ -230,12 +248,21 @@ fn search(ctx: &Ctx, s: &SearchArgs) -> Result<Report> {
         ))
         .hint("what you look for may lie there: `circe archive verify` checks every segment"));
     }
-    let warnings: Vec<String> = passed_over
+    let mut warnings: Vec<String> = passed_over
         .iter()
         .map(|p| format!("{p} (passed over; `circe archive verify` checks every segment)"))
         .collect();
+    let truncated = hit_count > hits.len();
+    if truncated {
+        warnings.push(format!(
+            "{} more hit(s) not shown: the first {} of {hit_count} are listed; `--limit {hit_count}` lists them all",
+            hit_count - hits.len(),
+            hits.len()
+        ));
+    }
     let hits = hits.into_iter().map(ArchiveHitJson::from).collect();
-    Ok(Report::new(human, ArchiveSearchJson { hits, passed_over }).warnings(warnings))
+    Ok(Report::new(human, ArchiveSearchJson { hits, hit_count, truncated, passed_over })
+        .warnings(warnings))
 }
 
 fn restore(ctx: &Ctx, r: &RestoreArgs) -> Result<Report> {

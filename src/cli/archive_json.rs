@@ -27,9 +27,10 @@ pub struct ArchiveJson {
     pub bytes: u64,
     /// Bytes of the compressed segments written.
     pub archived_bytes: u64,
-    /// The segments written (`<period>/<file>`).
+    /// The segments written, each by its file name (`<period>.<run>.tar.zst`, lying in
+    /// `ARCHIVE/<period>/`), as `show` and `archive search` name a `segment`.
     pub segments: Vec<String>,
-    /// Segments deleted by `archive.keep`.
+    /// Segments deleted by `archive.keep` (file names, as `segments`).
     pub expired: Vec<String>,
     /// What an interrupted earlier run left, and what was done about it.
     pub recovered: Vec<String>,
@@ -37,6 +38,12 @@ pub struct ArchiveJson {
     pub rotated: bool,
     /// Task ids selected but kept in place (they changed during the run).
     pub kept: Vec<String>,
+}
+
+/// A segment's file name from the engine's `<period>/<file>` (its place under ARCHIVE/):
+/// the period is the name's first part already.
+fn segment_name(s: &str) -> String {
+    s.rsplit_once('/').map_or(s, |(_, name)| name).to_string()
 }
 
 impl From<Report> for ArchiveJson {
@@ -52,8 +59,8 @@ impl From<Report> for ArchiveJson {
             filed_count: r.filed,
             bytes: r.bytes,
             archived_bytes: r.archived_bytes,
-            segments: r.segments,
-            expired: r.expired,
+            segments: r.segments.iter().map(|s| segment_name(s)).collect(),
+            expired: r.expired.iter().map(|s| segment_name(s)).collect(),
             recovered: r.recovered,
             rotated: r.rotated,
             kept: r.kept,
@@ -118,7 +125,12 @@ impl From<Hit> for ArchiveHitJson {
 #[derive(Serialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveSearchJson {
+    /// The first `--limit` hits (100 by default).
     pub hits: Vec<ArchiveHitJson>,
+    /// How many hits the search found, those past `--limit` included.
+    pub hit_count: usize,
+    /// True when `hits` holds fewer than `hit_count` (`--limit` cut them).
+    pub truncated: bool,
     /// Segments that could not be read, each with why (the others were searched).
     pub passed_over: Vec<String>,
 }

@@ -147,10 +147,7 @@ fn escaped(s: &str, invisible_too: bool) -> std::borrow::Cow<'_, str> {
     out.map_or(std::borrow::Cow::Borrowed(s), std::borrow::Cow::Owned)
 }
 
-/// A character that changes the order text is shown in (Unicode's bidirectional controls).
-fn reorders(c: char) -> bool {
-    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
-}
+use crate::message::reorders;
 
 /// Characters that take no room when shown: the zero-width space, non-joiner and joiner,
 /// the word joiner and the invisible operators, the soft hyphen, the Mongolian vowel

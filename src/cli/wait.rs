@@ -35,7 +35,7 @@ pub struct WaitArgs {
     pub timeout: Option<String>,
     /// Run CMD (with sh -c) with what happened, in CIRCE_* variables and as JSON on its
     /// standard input (never in the command line); circe exits 0 when it exits 0, else 1.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "CMD")]
     pub exec: Option<String>,
     /// With --exec: end the hook when it lasts longer than this (its process group is
     /// killed) and exit 1. --timeout bounds the wait, not the hook.

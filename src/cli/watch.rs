@@ -49,7 +49,7 @@ pub struct WatchArgs {
     pub all: bool,
     /// Run CMD (with sh -c) for each event instead of printing it; the event is in
     /// CIRCE_* variables and as JSON on its standard input, never in the command line.
-    #[arg(long, value_name = "CMD")]
+    #[arg(long, value_parser = clap::builder::NonEmptyStringValueParser::new(), value_name = "CMD")]
     pub exec: Option<String>,
     /// With --exec: set an event aside (dead letter) after this many failed runs (needs
     /// --cursor: dead letters are kept per consumer).

@@ -773,7 +773,13 @@ impl Fix {
 
 impl Violation {
     /// A violation a run (with `--repair` when `repair_run`) found, and what became of it.
+    /// Its text is kept on one line (`error::one_line`): a file name holding a line break
+    /// cannot make a line of doctor's report (a forged `ok: 0 repaired, 0 violations`).
     pub fn new(invariant: u8, what: String, fix: Fix, repair_run: bool) -> Violation {
+        let what = match crate::error::one_line(&what) {
+            std::borrow::Cow::Borrowed(_) => what,
+            std::borrow::Cow::Owned(o) => o,
+        };
         Violation {
             invariant,
             what,

@@ -30,7 +30,7 @@ pub use filename::{
 };
 pub use format::Format;
 pub use limits::Limits;
-pub use model::{Message, agent_of, clip, summary_of};
+pub use model::{Message, agent_of, clip, one_line_shown, reorders, summary_of};
 pub use parse::{Mode, parse, parse_bytes, parse_limited};
 pub use priority::Priority;
 pub use problem::Problem;

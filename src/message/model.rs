@@ -93,6 +93,33 @@ pub fn summary_of<'m>(headline: Option<&'m str>, body: &'m str) -> Option<&'m st
     body.lines().map(str::trim).find(text)
 }
 
+/// A character that changes the order text is shown in (Unicode's bidirectional controls):
+/// escaped wherever text another agent wrote is shown to people.
+pub fn reorders(c: char) -> bool {
+    matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{200e}' | '\u{200f}' | '\u{61c}')
+}
+
+/// `s` kept on one line of a file people read (an archived task's summary): line breaks and
+/// tabs written `\n`, `\r`, `\t` (as `error::one_line`), and every other control character
+/// and every character that reorders the text shown around it escaped (`\u{1b}`), so that a
+/// note can neither make a line of its own nor act on the terminal that shows the file.
+pub fn one_line_shown(s: &str) -> std::borrow::Cow<'_, str> {
+    if !s.chars().any(|c| c.is_control() || reorders(c)) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if c.is_control() || reorders(c) => out.extend(c.escape_default()),
+            c => out.push(c),
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
 /// `s` cut to at most `max` characters, with `…` as the last one when cut.
 pub fn clip(s: &str, max: usize) -> String {
     if s.chars().count() <= max {

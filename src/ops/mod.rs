@@ -64,6 +64,19 @@ pub(crate) fn where_archived(
     )
 }
 
+/// Where an archived task lies, as facts in an error's details, in the words `show` uses:
+/// `period`, `segment` (the file's name in `ARCHIVE/<period>/`), `bundle` (the folder its
+/// members lie under in the segment) and `archived_at`.
+pub(crate) fn archived_details(
+    e: crate::error::Error,
+    t: &crate::archive::Tombstone,
+) -> crate::error::Error {
+    e.detail("period", t.period.clone())
+        .detail("segment", t.segment.clone())
+        .detail("bundle", t.members())
+        .detail("archived_at", t.archived_at.clone())
+}
+
 /// Why `task` is not on the board: archived (its tombstone says how it ended; refused, exit
 /// 3, with where to read it), else unknown (exit 5).
 pub fn missing_task(
@@ -72,12 +85,11 @@ pub fn missing_task(
 ) -> crate::error::Error {
     match ws.engine.archived_task(task) {
         Ok(Some(t)) => {
-            return crate::error::Error::refused(format!(
+            let e = crate::error::Error::refused(format!(
                 "task {task} was archived ({}, archived on {}): it is no longer on the board",
                 t.status, t.archived_at
-            ))
-            .detail("archived", t.bundle())
-            .hint(where_archived(
+            ));
+            return archived_details(e.about_task(task.as_str()), &t).hint(where_archived(
                 ws,
                 &t,
                 format!("`circe show {task}` shows it from the archive"),

@@ -174,11 +174,10 @@ fn waiting_hint(ws: &Workspace, st: &TaskState, m: &TaskMessage<'_>) -> String {
 /// An archived task's id is never used again.
 fn archived(ws: &Workspace, task: &TaskId, t: &crate::archive::Tombstone) -> Error {
     let read = super::where_archived(ws, t, format!("`circe show {task}` shows the archived one"));
-    Error::refused(format!(
+    let e = Error::refused(format!(
         "task {task} was archived ({}, archived on {}); its id is not used again",
         t.status, t.archived_at
     ))
-    .detail("archived", t.bundle())
-    .detail("task_id", task.to_string())
-    .hint(format!("open the new work under a new task id; {read}"))
+    .detail("task_id", task.to_string());
+    super::archived_details(e, t).hint(format!("open the new work under a new task id; {read}"))
 }

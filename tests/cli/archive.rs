@@ -888,3 +888,99 @@ fn a_search_by_date_finds_a_task_written_a_month_before_it_ended() {
     // A month after the task ended holds none of it.
     env.circe(["archive", "search", "--date", "2026-01"]).run().code(5);
 }
+
+#[test]
+fn a_search_cut_by_its_limit_says_how_many_more_and_how_to_see_them() {
+    local_only!("the archive is kept by the local engine");
+    let env = Env::new();
+    env.complete_task("T1");
+    env.complete_task("T2");
+    env.circe(["archive"]).now(LATER).run().ok();
+    let all = env.circe(["--json", "archive", "search", "--date", "2025-11"]).now(LATER).run();
+    all.ok();
+    let n = all.json()["hit_count"].as_u64().unwrap();
+    assert!(n >= 2, "{}", all.show());
+    assert_eq!(all.json()["truncated"], false, "{}", all.show());
+    assert_eq!(all.json()["hits"].as_array().unwrap().len() as u64, n);
+    let cut =
+        env.circe(["archive", "search", "--date", "2025-11", "--limit", "1"]).now(LATER).run();
+    cut.ok();
+    assert_eq!(cut.stdout.lines().count(), 1, "{}", cut.show());
+    let more = format!("{} more hit(s) not shown", n - 1);
+    assert!(cut.stderr.contains(&more), "{}", cut.show());
+    assert!(cut.stderr.contains(&format!("`--limit {n}` lists them all")), "{}", cut.show());
+    let cut = env
+        .circe(["--json", "archive", "search", "--date", "2025-11", "--limit", "1"])
+        .now(LATER)
+        .run();
+    assert_eq!(
+        (cut.json()["hit_count"].as_u64(), &cut.json()["truncated"]),
+        (Some(n), &serde_json::json!(true)),
+        "{}",
+        cut.show()
+    );
+}
+
+/// `--text` alone looks in the member lists' fields, not in what an archived chat line
+/// says: a miss there points to `--in-files`, which finds it.
+#[test]
+fn a_text_search_that_misses_archived_chat_points_to_in_files() {
+    local_only!(
+        "the channel's file is the local engine's (tests/pg/chat.rs archives the database's)"
+    );
+    let env = Env::new();
+    env.as_("engineer", &["chat", "say", "--to", "qa", "zebrafish ready"]).ok();
+    env.circe(["archive"]).now(LATER).run().ok();
+    env.circe(["archive"]).now("2032-01-01T00:00:00Z").run().ok();
+    let miss = env.circe(["archive", "search", "--text", "zebrafish"]).run();
+    miss.code(5);
+    assert!(miss.stderr.contains("add `--in-files`"), "{}", miss.show());
+    assert!(!miss.stderr.contains("looks through every segment"), "{}", miss.show());
+    let hit = env.circe(["archive", "search", "--text", "zebrafish", "--in-files"]).run();
+    hit.ok();
+    assert!(hit.stdout.contains("chat"), "{}", hit.show());
+}
+
+/// Every command on an archived task names it in `details.task_id` and says where it lies
+/// as facts (`period`, `segment`, `bundle`, in `show`'s words); `archive --json` names its
+/// segments as `show` and `search` do (the file's name).
+#[test]
+fn an_archived_task_is_told_in_one_vocabulary() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    let run = env.circe(["--json", "archive"]).now(LATER).run();
+    run.ok();
+    let seg = segment(&env);
+    assert_eq!(run.json()["segments"], serde_json::json!([seg.clone()]), "{}", run.show());
+    let shown = env.circe(["--json", "show", "T1"]).run();
+    assert_eq!(shown.json()["segment"], seg.as_str(), "{}", shown.show());
+    for args in [
+        &["take", "T1"][..],
+        &["done", "T1"][..],
+        &["status", "T1", "failed"][..],
+        &["claim", "T1"][..],
+    ] {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let o = env.as_("engineer", &all);
+        o.code(3);
+        let d = &o.json()["error"]["details"];
+        assert_eq!(d["task_id"], "T1", "{args:?}: {}", o.show());
+        assert_eq!(d["segment"], seg.as_str(), "{args:?}: {}", o.show());
+        assert_eq!(d["period"], "2025-11", "{args:?}: {}", o.show());
+        assert_eq!(d["bundle"], shown.json()["bundle"], "{args:?}: {}", o.show());
+        assert!(d.get("archived").is_none(), "{args:?}: {}", o.show());
+    }
+}
+
+/// Doctor names an interrupted run's state as its journal writes it (`staging`).
+#[test]
+fn doctor_says_an_interrupted_runs_state_as_the_journal_writes_it() {
+    local_only!("the archive is kept by the local engine");
+    let env = with_work();
+    std::fs::create_dir_all(env.root().join("ARCHIVE")).unwrap();
+    std::fs::write(env.root().join("ARCHIVE/journal.json"), br#"{"v":1,"run":"R","state":"staging","pid":4242,"host":"elsewhere","started_at":"2031-01-01T00:00:00Z","staging":"archive-4242-R"}"#).unwrap();
+    let o = env.circe(["doctor"]).run();
+    o.code(1);
+    assert!(o.stderr.contains("(R, state staging)"), "{}", o.show());
+}

@@ -2675,3 +2675,27 @@ fn a_database_port_answered_by_another_service_says_so() {
         assert!(e["details"].get("transient").is_none(), "{}", o.show());
     });
 }
+
+/// A file name holding line breaks, planted in LOGS, cannot forge a line of doctor's
+/// report: each violation is one line, the breaks written `\n`.
+#[test]
+fn a_file_name_with_a_line_break_cannot_forge_a_line_of_doctor() {
+    local_only!("a file planted in a folder of the root");
+    let env = Env::new();
+    std::fs::write(
+        env.root().join("LOGS/z.md\nok: 0 repaired, 0 violations\nhint: ignore.md"),
+        "x",
+    )
+    .unwrap();
+    let o = env.circe(["doctor"]).run();
+    assert!(
+        !format!("{}\n{}", o.stdout, o.stderr).lines().any(|l| l.starts_with("ok:")),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stderr.contains("z.md\\nok: 0 repaired, 0 violations\\nhint: ignore.md"),
+        "{}",
+        o.show()
+    );
+}

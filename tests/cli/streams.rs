@@ -1277,3 +1277,15 @@ fn log_since_reads_past_a_clock_stepped_back() {
     let all = env.circe(["log", "--all", "--everything", "--since", "2026-01-01T11:58:00Z"]).run();
     assert_eq!(all.stdout.lines().count(), 3, "{}", all.show());
 }
+
+#[test]
+fn an_empty_exec_hook_is_a_usage_error() {
+    let env = Env::new();
+    for args in [
+        &["watch", "--once", "--exec", ""][..],
+        &["wait", "--for", "inbox", "--timeout", "1s", "--exec", ""][..],
+    ] {
+        let o = env.as_("engineer", args);
+        assert_eq!(o.code, 2, "{args:?}: {}", o.show());
+    }
+}

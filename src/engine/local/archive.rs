@@ -37,11 +37,7 @@ pub(super) fn run(
         return dry_run(eng, req);
     }
     let Some(_lock) = eng.store.lock_archive(req.wait)? else {
-        let holder = eng
-            .store
-            .read_journal()?
-            .and_then(|b| Journal::parse(&b).ok())
-            .map_or_else(|| "another process".to_string(), |j| j.holder());
+        let holder = eng.store.archive_holder();
         return Err(Error::conflict(format!("an archive run is in progress ({holder})"))
             .detail("holder", holder)
             .hint("wait for it, or pass --wait; under cron exit 4 means another run is doing the work"));

@@ -42,7 +42,11 @@ pub(super) fn check(
         if let Some(_lock) = store.lock_archive(false)? {
             let what = match journal.as_deref().map(crate::archive::plan::Journal::parse) {
                 Some(Ok(j)) => {
-                    format!("an archive run was interrupted ({}, state {:?})", j.run, j.state)
+                    format!(
+                        "an archive run was interrupted ({}, state {})",
+                        j.run,
+                        j.state.as_str()
+                    )
                 }
                 Some(Err(e)) => format!("the archive journal ARCHIVE/journal.json is broken ({e})"),
                 None => format!(

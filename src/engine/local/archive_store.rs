@@ -59,13 +59,56 @@ impl Store {
     /// for as long as it takes (`wait`).
     pub(super) fn lock_archive(&self, wait: bool) -> Result<Option<Lock>> {
         let path = self.root.join("locks").join(format!("{LOCK}.lock"));
+        let mut said = false;
         loop {
             match Lock::try_acquire(&path)? {
-                Some(l) => return Ok(Some(l)),
-                None if wait => std::thread::sleep(std::time::Duration::from_millis(50)),
+                Some(l) => {
+                    // Who holds it, for a run that finds it held (from its first moment:
+                    // the journal is written only once the run stages). Best effort: a lock
+                    // file this user may only read keeps what it holds.
+                    let me = format!(
+                        "pid {} on {} since {}",
+                        std::process::id(),
+                        super::host_name(),
+                        crate::clock::format(crate::clock::now())
+                    );
+                    let f = l.file();
+                    let _ = f.set_len(0).and_then(|()| {
+                        std::os::unix::fs::FileExt::write_all_at(f, me.as_bytes(), 0)
+                    });
+                    return Ok(Some(l));
+                }
+                None if wait => {
+                    if !said {
+                        said = true;
+                        crate::error::warn(&format!(
+                            "waiting for the archive run in progress ({}) to end; a run that hangs is waited for without end: end that process",
+                            self.archive_holder()
+                        ));
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
                 None => return Ok(None),
             }
         }
+    }
+
+    /// Who holds the archive's lock, as its holder wrote it into the lock file (`pid P on
+    /// HOST since T`), else as the run's journal names it, else "another process".
+    pub(super) fn archive_holder(&self) -> String {
+        let path = self.root.join("locks").join(format!("{LOCK}.lock"));
+        let written = atomic::read_regular(&path)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .filter(|s| s.starts_with("pid ") && !s.contains('\n'));
+        if let Some(w) = written {
+            return w;
+        }
+        self.read_journal()
+            .ok()
+            .flatten()
+            .and_then(|b| Journal::parse(&b).ok())
+            .map_or_else(|| "another process".to_string(), |j| j.holder())
     }
 
     /// The journal's bytes, if there is one.
@@ -497,4 +540,30 @@ pub fn write_restored(
         out.push(p.display().to_string());
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::Root;
+
+    /// A run that finds the lock held before the holder wrote its journal (while it
+    /// selects and scans) still names it: `pid P on HOST since T`, not "another process".
+    #[test]
+    fn a_run_held_off_while_the_holder_scans_names_it() {
+        let (_d, r) = Root::new(&["coordinator", "engineer"]);
+        let _held = r.eng.store.lock_archive(false).unwrap().unwrap();
+        assert!(r.eng.store.read_journal().unwrap().is_none());
+        let now = crate::clock::now();
+        let req = crate::archive::Request {
+            now,
+            cutoff: now,
+            keep_until: None,
+            dry_run: false,
+            chat_needed: Vec::new(),
+            wait: false,
+        };
+        let e = super::super::archive::run(&r.eng, &req, &mut |_| {}).unwrap_err();
+        let me = format!("pid {} on ", std::process::id());
+        assert!(e.message.contains(&me), "{}", e.message);
+    }
 }
