@@ -113,7 +113,7 @@ fn remove(ws: &crate::workspace::Workspace, kind: &str, name: &CursorName) -> Re
         return Err(Error::conflict(format!(
             "cursor `{name}` ({kind}) is in use by a running consumer"
         ))
-        .hint("stop that consumer first (SIGTERM ends it with its place saved), then remove it"));
+        .hint("stop that consumer first (SIGINT or SIGTERM ends it), then remove it"));
     };
     let dead = if kind == KIND { ws.engine.dead_letters(name)?.len() } else { 0 };
     // A cursor that does not read (damaged, a planted link) is still one to remove.

@@ -139,7 +139,7 @@ pub fn run(ctx: &Ctx, a: &WaitArgs) -> Result<Report> {
                         c.task, c.task
                     )),
                 None => err.hint(
-                    "its output is above on stderr; nothing was marked seen, so the same wait finds it again",
+                    "what the hook printed, if anything, is above on stderr; nothing was marked seen, so the same wait finds it again",
                 ),
             });
         }
