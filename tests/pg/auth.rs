@@ -244,23 +244,8 @@ fn a_change_whose_session_the_server_ends_before_its_commit_says_nothing_was_com
     let hold = format!(
         "BEGIN; SELECT 1 FROM \"{schema}\".tasks WHERE task_id = 'T-000' FOR UPDATE; SELECT pg_sleep(30);"
     );
-    let mut holder = std::process::Command::new(c.bin.join("psql"))
-        .arg("-h")
-        .arg(&c.socket)
-        .args(["-p", &c.port.to_string(), "-U", "postgres", "-d", "postgres", "-XAtq", "-c", &hold])
-        .env("PGAPPNAME", format!("holder_circe_waits_{}", std::process::id()))
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
     let app = format!("circe_waits_{}", std::process::id());
-    let holding = format!(
-        "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'holder_{app}' AND wait_event = 'PgSleep'"
-    );
-    let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
-    while c.psql(&holding).trim() == "0" && std::time::Instant::now() < until {
-        crate::common::nap(50);
-    }
+    let (mut holder, holder_pid) = c.psql_holding(&hold, &format!("holder_{app}"));
     let named = crate::common::Root::at(&format!("{url}&application_name={app}"));
     let mut cmd = named.command(Some("e1"), &["claim", "T-000", "--json"]);
     cmd.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
@@ -275,9 +260,7 @@ fn a_change_whose_session_the_server_ends_before_its_commit_says_nothing_was_com
         crate::common::nap(50);
     }
     let out = crate::common::Out::from(&child.wait_with_output().unwrap());
-    c.psql(&format!(
-        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'holder_{app}'"
-    ));
+    c.psql(&format!("SELECT pg_terminate_backend({holder_pid})"));
     let _ = holder.kill();
     let _ = holder.wait();
     assert_eq!(out.code, 1, "{out:?}");

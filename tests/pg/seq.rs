@@ -292,34 +292,7 @@ fn a_counter_held_too_long_names_the_server_session_that_holds_it() {
     let lock_sql = format!(
         "SELECT pg_advisory_lock(hashtext('\"{schema}\"'), hashtext('seq/coordinator')); SELECT pg_sleep(60);"
     );
-    let mut holder = std::process::Command::new(c.bin.join("psql"))
-        .arg("-h")
-        .arg(&c.socket)
-        .args([
-            "-p",
-            &c.port.to_string(),
-            "-U",
-            "postgres",
-            "-d",
-            "postgres",
-            "-XAtq",
-            "-c",
-            &lock_sql,
-        ])
-        .env("PGAPPNAME", &app)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    let pid = format!(
-        "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND wait_event = 'PgSleep'"
-    );
-    let until = Instant::now() + Duration::from_secs(15);
-    let mut held = c.psql(&pid).trim().to_string();
-    while held.is_empty() && Instant::now() < until {
-        nap(50);
-        held = c.psql(&pid).trim().to_string();
-    }
+    let (mut holder, held) = c.psql_holding(&lock_sql, &app);
     let send = ["send", "--to", "agent:e1", "--intent", "inform", "--summary", "hi", "--json"];
     let out = root.run(Some("coordinator"), &send);
     assert_eq!(out.code, 4, "{out:?}");

@@ -242,6 +242,33 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).into_owned()
     }
 
+    /// Run SQL with psql in the background as application `app` (a session holding a lock,
+    /// say), and wait until that session sleeps in `pg_sleep` (the SQL's last statement):
+    /// whatever it took before is then held. Returns the psql process and its server pid.
+    pub fn psql_holding(&self, sql: &str, app: &str) -> (std::process::Child, String) {
+        let child = Command::new(self.bin.join("psql"))
+            .arg("-h")
+            .arg(&self.socket)
+            .args(["-p", &self.port.to_string(), "-U", "postgres", "-d", "postgres", "-XAtq"])
+            .args(["-c", sql])
+            .env("PGAPPNAME", app)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("psql");
+        let q = format!(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = '{app}' AND wait_event = 'PgSleep'"
+        );
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(15);
+        let mut pid = self.psql(&q).trim().to_string();
+        while pid.is_empty() && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            pid = self.psql(&q).trim().to_string();
+        }
+        assert!(!pid.is_empty(), "psql as {app} never came to its pg_sleep");
+        (child, pid)
+    }
+
     /// Stop the server at once (SIGQUIT: like a crash, no shutdown checkpoint).
     pub fn stop_immediate(&mut self) {
         let out = as_owner(&self.bin.join("pg_ctl"))
