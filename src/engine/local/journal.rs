@@ -269,10 +269,8 @@ impl Store {
             return Ok(0);
         }
         let mut n = 0;
-        for name in self.tmp_leftovers()? {
-            if !name.starts_with(PREFIX) {
-                continue;
-            }
+        // Only the journals are looked up (is their process gone?), not every staged file.
+        for name in self.tmp_leftovers_of(PREFIX)? {
             let path = self.tmp_dir().join(&name);
             // One that cannot be read now is left to the settling that reads it whole.
             let Ok(bytes) = atomic::read_regular(&path) else { continue };

@@ -105,11 +105,17 @@ impl Store {
     /// command's staging is never touched. (A reused pid only spares a leftover until the
     /// next run: the safe side. A process of another PID namespace: see `Stager::ended`.)
     pub fn tmp_leftovers(&self) -> Result<Vec<String>> {
+        self.tmp_leftovers_of("")
+    }
+
+    /// `tmp_leftovers` whose names begin with `prefix`: only those are looked up.
+    pub fn tmp_leftovers_of(&self, prefix: &str) -> Result<Vec<String>> {
         let mut out = list_all_names(&self.tmp_dir())?;
         let tmp = self.tmp_dir();
         out.retain(|n| {
             let path = tmp.join(n);
-            staged_by(n).is_none_or(|s| s.ended(&path))
+            n.starts_with(prefix)
+            && staged_by(n).is_none_or(|s| s.ended(&path))
             // Still there once its process is seen gone: a command that ended between the
             // listing and that look took its file along.
             && std::fs::symlink_metadata(&path).is_ok()

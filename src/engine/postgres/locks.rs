@@ -69,6 +69,7 @@ impl PgEngine {
                     left(coalesce(a.query, ''), 60)
                FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
               WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
                 AND l.classid = (hashtext('{s}')::int8 & 4294967295)::oid
                 AND l.objid = (hashtext($1)::int8 & 4294967295)::oid",
         );
