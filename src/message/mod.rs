@@ -32,6 +32,6 @@ pub use format::Format;
 pub use limits::Limits;
 pub use model::{Message, agent_of, clip, one_line_shown, reorders, summary_of};
 pub use parse::{Mode, parse, parse_bytes, parse_limited};
-pub use priority::Priority;
+pub use priority::{Priority, rank_of};
 pub use problem::Problem;
 pub use render::render;

@@ -41,6 +41,17 @@ impl Priority {
     }
 }
 
+/// A stored priority's place in `claim --next`'s order, lowest first: `high` 0, `low` 2,
+/// anything else 1. Records hold the canonical spelling; every engine ranks by this (the
+/// database's generated `rank` column says the same in SQL).
+pub fn rank_of(stored: &str) -> u8 {
+    match stored {
+        "high" => 0,
+        "low" => 2,
+        _ => 1,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

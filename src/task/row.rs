@@ -42,7 +42,7 @@ impl Row<'_> {
     /// deadline (none last), then time waiting (`wait --for claimable` and `inbox` name the
     /// task `claim --next` takes).
     pub fn next_order(&self) -> (u8, bool, Option<&str>, &str) {
-        let rank = crate::message::Priority::parse(&self.priority).map_or(1, |p| p as u8);
+        let rank = crate::message::rank_of(&self.priority);
         (rank, self.deadline.is_none(), self.deadline.as_deref(), &self.updated_at)
     }
 

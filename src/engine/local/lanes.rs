@@ -20,11 +20,7 @@ use crate::task::{Eligibility, Status};
 const COMPACT_AT: u64 = 256 * 1024;
 
 pub fn rank(priority: &str) -> u8 {
-    match priority {
-        "high" => 0,
-        "low" => 2,
-        _ => 1,
-    }
+    crate::message::rank_of(priority)
 }
 
 /// `<rank>~<to>~<intent>`, and `~<deadline>` for a task with one: a lane's entries share a

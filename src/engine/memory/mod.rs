@@ -151,11 +151,7 @@ impl EventFeed for MemFeed<'_> {
 }
 
 fn rank(priority: &str) -> u8 {
-    match priority {
-        "high" => 0,
-        "low" => 2,
-        _ => 1,
-    }
+    crate::message::rank_of(priority)
 }
 
 impl Engine for MemoryEngine {
