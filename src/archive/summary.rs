@@ -3,6 +3,7 @@
 //! it and when, each check and how it was recorded, the time spent in each status, the
 //! thread's summaries, the outcome. Readable without unpacking anything.
 
+use crate::message::one_line_shown;
 use std::collections::BTreeMap;
 
 use crate::event::{Event, EventKind};
@@ -78,10 +79,6 @@ pub fn time_in_status(events: &[Event], rec: &StatusRecord) -> BTreeMap<String, 
 /// Text someone wrote (a note, a reason, a command), on one line of the summary: its line
 /// breaks written `\n` and its control characters escaped, so that a note can forge no line
 /// of the story and carries no terminal escape into the file (`message::one_line_shown`).
-fn said(s: &str) -> std::borrow::Cow<'_, str> {
-    crate::message::one_line_shown(s)
-}
-
 fn who_when(e: &Event) -> String {
     format!("{} at {}", e.agent, e.ts)
 }
@@ -91,7 +88,7 @@ fn how_recorded(e: &Event) -> String {
     let how = e.how.as_deref().unwrap_or("asserted");
     let mut s = format!("{how} by {}", who_when(e));
     if let Some(cmd) = &e.command {
-        s.push_str(&format!(": `{}`", said(&cmd.join(" "))));
+        s.push_str(&format!(": `{}`", one_line_shown(&cmd.join(" "))));
         if let Some(code) = e.exit_code {
             s.push_str(&format!(" exited {code}"));
         }
@@ -121,7 +118,7 @@ pub fn render(
         .unwrap_or_default();
     let mut s = format!("# {}: {}{opened_as}\n\n", rec.task_id, rec.intent);
     let outcome = match rec.note.as_deref() {
-        Some(n) => format!("**{}** ({})", rec.status.as_str(), said(n)),
+        Some(n) => format!("**{}** ({})", rec.status.as_str(), one_line_shown(n)),
         None => format!("**{}**", rec.status.as_str()),
     };
     // An expired task was nobody's doing: its deadline passed.
@@ -153,14 +150,14 @@ pub fn render(
             EventKind::Handoff => format!(
                 "handed on by {} to {} ({})",
                 who_when(e),
-                said(e.addressed_to.as_deref().unwrap_or("?")),
-                said(e.intent.as_deref().unwrap_or("?"))
+                one_line_shown(e.addressed_to.as_deref().unwrap_or("?")),
+                one_line_shown(e.intent.as_deref().unwrap_or("?"))
             ),
             EventKind::Release | EventKind::Requeue => format!(
                 "{} by {}{}",
                 e.event.as_str(),
                 who_when(e),
-                e.reason.as_deref().map(|r| format!(": {}", said(r))).unwrap_or_default()
+                e.reason.as_deref().map(|r| format!(": {}", one_line_shown(r))).unwrap_or_default()
             ),
             EventKind::Expire | EventKind::Park => format!(
                 "{}: the lease of {} ran out (noticed by {})",
@@ -176,21 +173,28 @@ pub fn render(
                 "{} by {}{}",
                 e.to.map_or(e.event.as_str(), crate::task::Status::as_str),
                 who_when(e),
-                e.note.as_deref().map(|n| format!(": {}", said(n))).unwrap_or_default()
+                e.note.as_deref().map(|n| format!(": {}", one_line_shown(n))).unwrap_or_default()
             ),
             EventKind::Lapse => format!(
                 "expired: its deadline passed (noticed by {}){}",
                 who_when(e),
-                e.note.as_deref().map(|n| format!(": {}", said(n))).unwrap_or_default()
+                e.note.as_deref().map(|n| format!(": {}", one_line_shown(n))).unwrap_or_default()
             ),
             EventKind::Readdress => format!(
                 "readdressed by {} to {}{}",
                 who_when(e),
-                said(e.addressed_to.as_deref().unwrap_or("?")),
-                e.reason.as_deref().map(|r| format!(" ({})", said(r))).unwrap_or_default()
+                one_line_shown(e.addressed_to.as_deref().unwrap_or("?")),
+                e.reason
+                    .as_deref()
+                    .map(|r| format!(" ({})", one_line_shown(r)))
+                    .unwrap_or_default()
             ),
             EventKind::Repair => {
-                format!("repaired by circe at {}: {}", e.ts, said(e.what.as_deref().unwrap_or("")))
+                format!(
+                    "repaired by circe at {}: {}",
+                    e.ts,
+                    one_line_shown(e.what.as_deref().unwrap_or(""))
+                )
             }
             _ => continue,
         };
@@ -252,11 +256,11 @@ pub fn render(
     for m in thread {
         s.push_str(&format!(
             "- {} {} -> {} ({}): {}\n",
-            said(&m.created_at),
-            said(&m.from),
-            said(&m.to),
-            said(&m.intent),
-            said(&m.summary)
+            one_line_shown(&m.created_at),
+            one_line_shown(&m.from),
+            one_line_shown(&m.to),
+            one_line_shown(&m.intent),
+            one_line_shown(&m.summary)
         ));
     }
     s

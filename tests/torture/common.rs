@@ -293,6 +293,34 @@ pub fn spawn_worker(kind: &str, args: &[String], root: &Path, env: &[(&str, &str
     c.spawn().unwrap()
 }
 
+/// Kill one of `kids` at random every `pause_ms` + up to `spread_ms` ms and start it again
+/// (`spawn(slot, kills so far)`), `kills` times or until `limit` from `start`; then wait
+/// for every worker to end by itself (within a minute past `limit`). Returns the kills made.
+pub fn kill_storm(
+    kids: &mut [Child],
+    spawn: &dyn Fn(usize, usize) -> Child,
+    (kills, start, limit): (usize, Instant, Duration),
+    (pause_ms, spread_ms): (u64, u64),
+    rng: &mut Rng,
+) -> usize {
+    let mut done = 0;
+    while done < kills && start.elapsed() < limit {
+        std::thread::sleep(Duration::from_millis(pause_ms + rng.next() % spread_ms));
+        let i = rng.below(kids.len());
+        let _ = kids[i].kill();
+        let _ = kids[i].wait();
+        done += 1;
+        kids[i] = spawn(i, done);
+    }
+    for k in kids.iter_mut() {
+        while k.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < limit + Duration::from_secs(60), "workers over time");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    done
+}
+
 pub fn wait_all(children: Vec<Child>, limit: Duration) {
     let start = Instant::now();
     for mut c in children {

@@ -92,21 +92,8 @@ pub fn run(
         spawn_worker("sendlog", &args, &r.dir, env)
     };
     let mut kids: Vec<Child> = (0..agents).map(|s| spawn(s, 0)).collect();
-    let mut done = 0;
-    while done < kills && start.elapsed() < limit {
-        std::thread::sleep(Duration::from_millis(3 + rng.next() % 20));
-        let i = rng.below(kids.len());
-        let _ = kids[i].kill();
-        let _ = kids[i].wait();
-        done += 1;
-        kids[i] = spawn(i, done);
-    }
-    for mut k in kids {
-        while k.try_wait().unwrap().is_none() {
-            assert!(start.elapsed() < limit + Duration::from_secs(60), "workers over time");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    let done =
+        crate::common::kill_storm(&mut kids, &spawn, (kills, start, limit), (3, 20), &mut rng);
     // Each sender runs once more (no doctor): what a kill left is settled by it.
     let mut last = Vec::new();
     for i in 1..=agents {

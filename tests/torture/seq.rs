@@ -91,21 +91,8 @@ pub fn run(
         spawn_worker("seq", &args, &r.dir, env)
     };
     let mut kids: Vec<Child> = (0..agents * procs).map(|s| spawn(s, 0)).collect();
-    let mut done = 0;
-    while done < kills && start.elapsed() < limit {
-        std::thread::sleep(Duration::from_millis(5 + rng.next() % 25));
-        let i = rng.below(kids.len());
-        let _ = kids[i].kill();
-        let _ = kids[i].wait();
-        done += 1;
-        kids[i] = spawn(i, done);
-    }
-    for mut k in kids {
-        while k.try_wait().unwrap().is_none() {
-            assert!(start.elapsed() < limit + Duration::from_secs(60), "workers over time");
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
+    let done =
+        crate::common::kill_storm(&mut kids, &spawn, (kills, start, limit), (5, 25), &mut rng);
     let mut problems = Vec::new();
     // What the killed senders left half-way: settled as their next send would.
     r.doctor(true);
