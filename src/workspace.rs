@@ -41,7 +41,16 @@ impl Workspace {
 
     /// A workspace over an engine opened some other way (the in-memory engine of the tests).
     pub fn with_engine(engine: Box<dyn Engine>, config: Config) -> Result<Workspace> {
-        let registry = Registry::from_config(&config.registry)?;
+        // A refused registry keeps the root from opening: the way out needs no opening (a
+        // folder root's error names its file and the way out already).
+        let registry = Registry::from_config(&config.registry).map_err(|e| {
+            if engine.local_folder().is_some() {
+                return e;
+            }
+            e.hint_more(
+                "`circe config` prints the configuration stored in the database; mend that and replace it whole: `circe config --set FILE`",
+            )
+        })?;
         Ok(Workspace {
             engine,
             config,

@@ -7,7 +7,6 @@ use serde_json::json;
 
 use super::{Ctx, Report};
 use crate::config::Config;
-use crate::engine::RootSpec;
 use crate::engine::local::{self, read_input_file, read_stdin_capped};
 use crate::error::{Error, Result};
 
@@ -27,14 +26,20 @@ pub struct ConfigArgs {
 pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
     let Some(path) = &a.set else {
         // A setup command: routing rules that name no agent yet are what it may have to fix.
-        let ws = ctx.workspace_for_setup()?;
+        let ws = match ctx.workspace_for_setup() {
+            Ok(ws) => ws,
+            Err(e) => return print_broken(ctx, e),
+        };
         let text = ws.engine.config_text()?;
         if ws.engine.local_folder().is_none() {
             crate::error::warn(
                 "on a database root `durability` and `archive` do not apply: the server keeps each commit durable, and `circe archive` is for folder roots; the rest is in force",
             );
         }
-        return Ok(Report::new(text.clone(), json!({"config": text})));
+        return Ok(Report::new(
+            text.clone(),
+            json!({"config": text, "broken": false, "warnings": []}),
+        ));
     };
     // The new file is read and checked first: its errors come before the root's.
     // circe.yaml is small: a stream is read up to 1 MiB.
@@ -85,13 +90,16 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             }
             ws.engine.set_config(&text)?;
         }
-        // A folder root whose circe.yaml keeps it from opening (it does not parse, or its
+        // A root whose configuration keeps it from opening (it does not parse, or its
         // registry is refused) opens for nothing else: this is the way out, replaced whole.
-        Err(e) if matches!(ctx.root_spec(), RootSpec::Url(_)) => return Err(e),
-        Err(e) => match local::replace_broken_config(&ctx.root_spec(), &text)? {
-            Some(_) => was_broken = true,
-            None => return Err(e),
-        },
+        Err(e) => {
+            match crate::engine::replace_broken_config(&ctx.root_spec(), &text, |t| {
+                refusal(t).is_some()
+            })? {
+                Some(_) => was_broken = true,
+                None => return Err(e),
+            }
+        }
     }
     let ws = ctx.workspace_for_setup()?;
     // Rules may name agents not added yet (a setup adds them next), so they are set; but
@@ -109,7 +117,8 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
         warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
     }
-    let broken = if was_broken { " (the circe.yaml there kept the root from opening)" } else { "" };
+    let broken =
+        if was_broken { " (the configuration there kept the root from opening)" } else { "" };
     let mut human = format!("configuration of {} replaced{broken}\n", ws.engine.location());
     if !made.is_empty() {
         human.push_str(&format!("boxes made again: {}\n", made.join(", ")));
@@ -119,4 +128,38 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         json!({"root": ws.engine.location(), "replaced": true, "broken": was_broken, "boxes_made": made, "warnings": warnings}),
     )
     .warnings(warnings))
+}
+
+/// Why the configuration `text` keeps a root from opening (it does not parse, names an
+/// engine, or its registry is refused); `None` when it would open.
+fn refusal(text: &str) -> Option<Error> {
+    let parsed = match Config::parse(text) {
+        Ok(c) => c,
+        Err(e) => return Some(e),
+    };
+    if parsed.engine.is_some() {
+        return Some(Error::refused("the configuration stored in the database names an engine"));
+    }
+    crate::registry::Registry::from_config(&parsed.registry).err()
+}
+
+/// `circe config` on a root that did not open: when what keeps it from opening is its
+/// configuration, that configuration is printed as stored, for mending (`--set` replaces
+/// it), with the reason as a warning; else the opening's error.
+fn print_broken(ctx: &Ctx, e: Error) -> Result<Report> {
+    let Ok(Some(text)) = crate::engine::stored_config(&ctx.root_spec()) else {
+        return Err(e);
+    };
+    let Some(why) = refusal(&text) else {
+        return Err(e);
+    };
+    let warning = format!(
+        "this configuration keeps the root from opening ({}): mend it and replace it whole with `circe config --set FILE`",
+        why.message.strip_prefix("circe.yaml: ").unwrap_or(&why.message)
+    );
+    Ok(Report::new(
+        text.clone(),
+        json!({"config": text, "broken": true, "warnings": [warning.clone()]}),
+    )
+    .warnings(vec![warning]))
 }

@@ -14,6 +14,11 @@ pub enum ConfigOutput {
     Shown {
         /// circe.yaml's text (for a root in a database, the copy stored there).
         config: String,
+        /// This text keeps the root from opening (it does not parse, or its registry is
+        /// refused): shown as stored, for mending; `warnings` says why.
+        broken: bool,
+        /// Why it keeps the root from opening (also printed on stderr); empty otherwise.
+        warnings: Vec<String>,
     },
     Replaced {
         root: String,

@@ -115,6 +115,41 @@ fn open_inner(
     }
 }
 
+/// The root's configuration as stored, unparsed, for a root that did not open: `circe
+/// config` prints a broken one for mending. `None`: no configuration could be read (the
+/// opening's own error says why).
+pub fn stored_config(spec: &RootSpec) -> Result<Option<String>> {
+    match spec {
+        RootSpec::Url(url) => postgres::stored_config(&postgres::Target::from_url(url)?).map(Some),
+        RootSpec::Path(_) | RootSpec::Search => match local::open(spec, None) {
+            Ok(local::Opened::Pointer(target)) => postgres::stored_config(&target).map(Some),
+            _ => Ok(local::stored_config(spec)),
+        },
+    }
+}
+
+/// Replace the configuration of a root it keeps from opening (`broken` says so of a
+/// text) with `text`: `config --set`'s way out. Returns where it was replaced; `None` when
+/// the root's configuration is not what keeps it from opening.
+pub fn replace_broken_config(
+    spec: &RootSpec,
+    text: &str,
+    broken: impl Fn(&str) -> bool,
+) -> Result<Option<String>> {
+    let target = match spec {
+        RootSpec::Url(url) => postgres::Target::from_url(url)?,
+        RootSpec::Path(_) | RootSpec::Search => {
+            if let Ok(local::Opened::Pointer(target)) = local::open(spec, None) {
+                target
+            } else {
+                let replaced = local::replace_broken_config(spec, text)?;
+                return Ok(replaced.map(|root| root.display().to_string()));
+            }
+        }
+    };
+    Ok(postgres::replace_broken_config(&target, text, broken)?.then(|| target.location()))
+}
+
 /// Everything the domain asks of a root.
 pub trait Engine {
     /// Where the root is (a path or a URL), for people.

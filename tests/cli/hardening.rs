@@ -1217,6 +1217,16 @@ fn config_set_replaces_a_circe_yaml_that_does_not_parse() {
     assert!(o.stderr.contains(&format!("{}: line", cfg.display())), "{}", o.show());
     assert!(o.stderr.contains("did you mean `lease`?"), "{}", o.show());
     assert!(o.stderr.contains("`circe config --set FILE`"), "{}", o.show());
+    // `config` shows it as it is, for mending, and says why the root does not open.
+    let shown = env.circe(["--json", "config"]).run();
+    let json = shown.ok().json();
+    assert_eq!(json["broken"], serde_json::json!(true), "{}", shown.show());
+    assert!(json["config"].as_str().unwrap().contains("\nleese: 30m"), "{}", shown.show());
+    assert!(
+        shown.stderr.contains("warning: this configuration keeps the root"),
+        "{}",
+        shown.show()
+    );
     // A missing new file is that, not the broken one.
     let missing = env.path().join("nope.yaml");
     env.circe(["config", "--set", missing.to_str().unwrap()]).run().code(5);

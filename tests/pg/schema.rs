@@ -224,3 +224,55 @@ fn config_on_a_database_root_says_which_settings_do_not_apply() {
     assert!(out.ok().stdout.contains("durability: full"), "{out:?}");
     assert!(out.stderr.contains("`durability` and `archive` do not apply"), "{out:?}");
 }
+
+/// A stored configuration that keeps the root from opening (edited by SQL, or set by a circe
+/// that knows more keys) has no file to mend: `config` prints it as stored, with why, and
+/// `config --set` replaces it. Before, both were refused like every other command, naming a
+/// circe.yaml that does not exist, and only SQL could mend it.
+#[test]
+fn a_broken_stored_configuration_is_shown_and_replaced() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    let good = root.run(None, &["config"]).ok().stdout.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fixed.yaml");
+    std::fs::write(&file, &good).unwrap();
+    let file = file.to_str().unwrap();
+    for (edit, said) in [
+        ("text || E'\\nbogus: 1\\n'", "unknown field `bogus`"),
+        (
+            "replace(text, 'intents: {}', 'intents: {implement_feature: {from: [engineer]}}')",
+            "widens the built-in rule",
+        ),
+    ] {
+        c.psql(&format!("UPDATE \"{schema}\".config SET text = {edit}"));
+        let refused = root.run(None, &["tasks"]);
+        assert_eq!(refused.code, 3, "{refused:?}");
+        assert!(refused.stderr.contains(said), "{refused:?}");
+        assert!(refused.stderr.contains("circe config --set FILE"), "{refused:?}");
+        let shown = root.run(None, &["config", "--json"]);
+        assert_eq!(shown.code, 0, "{shown:?}");
+        let v = shown.json();
+        assert_eq!(v["broken"], true, "{v}");
+        assert!(v["warnings"][0].as_str().unwrap().contains(said), "{v}");
+        let stored = c.psql(&format!("SELECT text FROM \"{schema}\".config"));
+        assert!(stored.contains(v["config"].as_str().unwrap().trim_end()), "{v}");
+        let set = root.run(None, &["config", "--set", file, "--json"]);
+        assert_eq!(set.code, 0, "{set:?}");
+        assert_eq!(set.json()["broken"], true, "{set:?}");
+        root.run(None, &["tasks"]).ok();
+        let again = root.run(None, &["config", "--json"]).json();
+        assert_eq!(
+            (again["broken"].clone(), again["config"].clone()),
+            (false.into(), good.clone().into())
+        );
+    }
+    // A configuration that opens is not replaced by the way out: `--set` checks it as ever.
+    let bad = dir.path().join("bad.yaml");
+    std::fs::write(&bad, "version: 1\ncolour: red\n").unwrap();
+    let refused = root.run(None, &["config", "--set", bad.to_str().unwrap()]);
+    assert_eq!(refused.code, 3, "{refused:?}");
+    assert_eq!(root.run(None, &["config"]).ok().stdout, good);
+}

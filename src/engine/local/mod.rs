@@ -287,6 +287,14 @@ pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::
     Ok(Some(root))
 }
 
+/// The text of the circe.yaml of the root `spec` names, as it is (unparsed: `circe config`
+/// prints a broken one for mending); `None` when no root is found there or the file cannot
+/// be read (the opening's own error says why).
+pub fn stored_config(spec: &RootSpec) -> Option<String> {
+    let root = locate(spec).ok()?;
+    std::fs::read_to_string(root.join(root::CONFIG_FILE)).ok()
+}
+
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),
 /// unless a circe.yaml is there already. Returns the file's folder and whether it was written.
 pub fn init_pointer(dir: &std::path::Path, text: &str) -> Result<(std::path::PathBuf, bool)> {

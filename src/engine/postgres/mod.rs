@@ -124,14 +124,9 @@ pub(super) fn msg_id_of(content: &[u8]) -> Option<String> {
 impl PgEngine {
     fn open(target: &Target) -> Result<(PgEngine, Config)> {
         let conn = Conn::connect(target)?;
-        let opening = Opening::read(&conn, target)?;
-        let version = schema::version_of(opening.version.as_deref(), &target.schema)?;
-        schema::check(version, &target.schema, Some(&target.url_to_pass()))?;
-        if let Some(to) = opening.moved_to {
-            return Err(moved_away(target, &to));
-        }
+        let opening = Opening::checked(&conn, target)?;
         let clock = opening.clock.as_deref().and_then(Clock::parse).unwrap_or(Clock::Server);
-        let config = Config::parse(&opening.config)?;
+        let config = Config::parse(&opening.config).map_err(|e| stored_config_error(target, e))?;
         if config.engine.is_some() {
             return Err(Error::refused("the configuration stored in the database names an engine")
                 .hint("`circe config --set FILE` with a circe.yaml without `engine:`"));
@@ -265,6 +260,56 @@ struct Opening {
     retired: Vec<Retired>,
 }
 
+/// The error of a stored configuration that does not parse: it names the database's copy
+/// (no circe.yaml file holds it), and the way out, which needs no opening.
+pub(crate) fn stored_config_error(target: &Target, e: Error) -> Error {
+    let schema = &target.schema;
+    e.map_message(|m| {
+        let rest = m.strip_prefix("circe.yaml: ").unwrap_or(m);
+        format!("the configuration stored in schema {schema} (its `config` table): {rest}")
+    })
+    .hint_more(
+        "`circe config` prints it as stored; mend that and replace it whole: `circe config --set FILE`",
+    )
+}
+
+/// The configuration as stored in the root at `target`, read without parsing it (`circe
+/// config` prints a broken one, for mending). A root made by a newer circe, or moved to a
+/// folder, is refused as the opening refuses it.
+pub fn stored_config(target: &Target) -> Result<String> {
+    let conn = Conn::connect(target)?;
+    Ok(Opening::checked(&conn, target)?.config)
+}
+
+/// Replace the root's stored configuration with `text` when the stored one keeps the root
+/// from opening (`broken` says so of it): `config --set`'s way out, for a root that has no
+/// file to mend. Returns whether it was replaced (`false`: the stored one is not broken, so
+/// the root's own error stands). The write is conditioned on the text read: a configuration
+/// set meanwhile by another host is not overwritten.
+pub fn replace_broken_config(
+    target: &Target,
+    text: &str,
+    broken: impl Fn(&str) -> bool,
+) -> Result<bool> {
+    let conn = Conn::connect(target)?;
+    let stored = Opening::checked(&conn, target)?.config;
+    if !broken(&stored) {
+        return Ok(false);
+    }
+    let q = schema::sql(&target.schema, "UPDATE {s}.config SET text = $1 WHERE text = $2");
+    let n = conn.call(
+        "writing the configuration",
+        conn.client.execute_typed(&q, &[(&text, Type::TEXT), (&stored, Type::TEXT)]),
+    )?;
+    if n == 0 {
+        return Err(Error::conflict(
+            "the configuration stored in the database changed while it was being replaced",
+        )
+        .hint("run `circe config --set FILE` again"));
+    }
+    Ok(true)
+}
+
 /// The refusal of a root that `migrate --to-local` moved to `to` (exit 3).
 fn moved_away(target: &Target, to: &str) -> Error {
     Error::refused(format!("the root {} was moved to {to}", target.location()))
@@ -276,6 +321,17 @@ impl Opening {
     const QUERY: &str = "SELECT 0, key, value, NULL FROM {s}.meta
         UNION ALL SELECT 1, NULL, text, NULL FROM {s}.config
         UNION ALL SELECT 2, name, role, retired_at FROM {s}.agents";
+
+    /// `read`, refusing a root of another schema version and one that moved away.
+    fn checked(conn: &Conn, target: &Target) -> Result<Opening> {
+        let opening = Opening::read(conn, target)?;
+        let version = schema::version_of(opening.version.as_deref(), &target.schema)?;
+        schema::check(version, &target.schema, Some(&target.url_to_pass()))?;
+        if let Some(to) = &opening.moved_to {
+            return Err(moved_away(target, to));
+        }
+        Ok(opening)
+    }
 
     fn read(conn: &Conn, target: &Target) -> Result<Opening> {
         let mut q = schema::sql(&target.schema, Opening::QUERY);
