@@ -5,9 +5,9 @@
 //! `WITH`, so the row exists exactly when that statement committed. The sender's append of
 //! the events deletes the row in the same statement and appends only when it deleted it; a
 //! settler (`doctor --repair`, a send naming its own id, the sender itself after a failed
-//! append) deletes it and logs the events, the copies named as they lie, in one
-//! transaction. Whoever deletes the row logs: the events are logged once, and no lock is
-//! held across a round trip.
+//! append, the sender's next send for its numbered deliveries) deletes it and logs the
+//! events, the copies named as they lie, in one transaction. Whoever deletes the row logs:
+//! the events are logged once, and no lock is held across a round trip.
 
 use tokio_postgres::types::Type;
 
@@ -41,8 +41,8 @@ pub(super) enum Which<'a> {
     /// Those of this sender's numbered deliveries (the first event's `agent`, the row not
     /// marked `UNNUMBERED`), whoever made them: taken under the sender's hold before its next
     /// send logs anything, so that a sender's events follow its numbers. Such a row's command
-    /// logs it before it lets the hold go, so one found under the hold is a cut-off command's
-    /// (`SENDER`). It waits for a row another settler holds (that settler logs it first).
+    /// logs it before it lets the hold go, so one found under the hold is a cut-off command's.
+    /// It waits for a row another settler holds (that settler logs it first).
     Sender(&'a str),
     /// Every one (`doctor --repair`).
     All,
