@@ -246,8 +246,10 @@ fn tell_asker(ws: &Workspace, q: &Unanswered) -> Result<()> {
         vec![ev]
     };
     let own_id = m.msg_id.clone().unwrap_or_default();
-    super::send::deliver_logged(ws, &own_id, std::slice::from_ref(&name), events_of, || {
-        super::seq::deliver_numbered(ws, &me, &mut m, |m| {
+    // Logged under the hold, as a send's are: the next numbered message of circe logs
+    // nothing before this one's events (PROTOCOLS.md section 6, step 6).
+    super::seq::deliver_numbered(ws, &me, &mut m, |m| {
+        super::send::deliver_logged(ws, &own_id, std::slice::from_ref(&name), events_of, || {
             ws.engine.deliver(message::render(m).as_bytes(), &name, std::slice::from_ref(&inbox))
         })
     })?;

@@ -121,3 +121,37 @@ fn through_pgbouncer_a_killed_senders_events_are_logged_once() {
     assert!(messages > 20, "too few sends: {messages}");
     assert!(p.is_empty(), "{p:#?}");
 }
+
+/// A send settles only its sender's numbered deliveries cut off before their events: a move
+/// of e1's still under way (its row inserted, its event not logged yet) while e1 sends is
+/// left to that move, which logs its own event, not a "logged late" one.
+#[test]
+fn a_send_leaves_its_senders_move_under_way_to_that_move() {
+    use circe::boxes::Mailbox;
+    use circe::event::{Event, EventKind};
+    let c = need_pg!();
+    let root = Root::new(&c.fresh_url(), "server", 1);
+    let to_e1 = ["send", "--to", "e1", "--intent", "inform", "--summary", "x"];
+    root.run(Some("coordinator"), &to_e1).ok();
+    let sent = root.events().into_iter().find(|e| e.event == EventKind::Send).expect("sent");
+    let (id, file) = (sent.msg_id.clone().unwrap(), sent.files[0].file.clone());
+    let e1 = circe::names::AgentName::new("e1").unwrap();
+    let (inbox, workspace) = (Mailbox::Inbox(e1.clone()), Mailbox::Workspace(e1));
+    // e1's take, between its move and its event.
+    let eng = root.engine();
+    let take = Event::now(EventKind::Take, "e1").file(workspace.label(), file.clone());
+    let j = eng.journal_move(&id, &inbox, &file, &take).unwrap().expect("a journal");
+    assert_eq!(eng.file_message(&inbox, &workspace, &file).unwrap(), Some(file.clone()));
+    // e1 sends meanwhile.
+    root.run(Some("e1"), &["send", "--to", "coordinator", "--intent", "inform", "--summary", "y"])
+        .ok();
+    eng.append_events(vec![take]).unwrap();
+    eng.close_journal(&j, true).unwrap();
+    let takes: Vec<Event> = root
+        .events()
+        .into_iter()
+        .filter(|e| e.event == EventKind::Take && e.files.first().is_some_and(|f| f.file == file))
+        .collect();
+    assert_eq!(takes.len(), 1, "{takes:#?}");
+    assert_eq!(takes[0].what, None, "the live move's event was logged by the send: {takes:#?}");
+}

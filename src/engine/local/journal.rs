@@ -259,38 +259,31 @@ impl Store {
         }
     }
 
-    /// Settle the journals `agent`'s cut-off commands left (their first event is the
-    /// agent's): taken under the sender's hold before its next send logs anything, so that a
-    /// sender's events reach the log in the order of its numbers (a watcher handed #2 before
-    /// a late #1 would judge #1 stale). Returns how many were logged. (TEST BUILDS ONLY:
-    /// `no-sender-settle` leaves them to followers and doctor.)
-    pub(super) fn settle_journals_of(&self, agent: &crate::names::AgentName) -> Result<usize> {
-        if super::fault::test_break("no-sender-settle") {
-            return Ok(0);
-        }
-        let mut n = 0;
-        // Only the journals are looked up (is their process gone?), not every staged file.
-        for name in self.tmp_leftovers_of(PREFIX)? {
-            let path = self.tmp_dir().join(&name);
-            // One that cannot be read now is left to the settling that reads it whole.
-            let Ok(bytes) = atomic::read_regular(&path) else { continue };
-            let of_agent = serde_json::from_slice::<Journal>(&bytes)
-                .is_ok_and(|j| j.events.first().is_some_and(|e| e.agent == agent.as_str()));
-            if of_agent && matches!(self.settle_journal(&name)?, Settled::Logged(_)) {
-                n += 1;
-            }
-        }
-        Ok(n)
-    }
-
     /// Settle the journals in `tmp/` whose commands are gone; returns (name, outcome) each.
-    pub(super) fn settle_journals(&self) -> Result<Vec<(String, Settled)>> {
+    /// Only the journals are looked up (is their process gone?), not every staged file.
+    /// With `of`, only those of that agent (their first event is the agent's), which it
+    /// settles under its hold before its next send logs anything, so that a sender's events
+    /// reach the log in the order of its numbers (a watcher handed #2 before a late #1 would
+    /// judge #1 stale); one that cannot be read now is left to the settling that reads it
+    /// whole.
+    pub(super) fn settle_journals(
+        &self,
+        of: Option<&crate::names::AgentName>,
+    ) -> Result<Vec<(String, Settled)>> {
         let mut out = Vec::new();
-        for name in self.tmp_leftovers()? {
-            if name.starts_with(PREFIX) {
-                let s = self.settle_journal(&name)?;
-                out.push((name, s));
+        for name in self.tmp_leftovers_of(PREFIX)? {
+            if let Some(agent) = of {
+                let Ok(bytes) = atomic::read_regular(&self.tmp_dir().join(&name)) else {
+                    continue;
+                };
+                let of_agent = serde_json::from_slice::<Journal>(&bytes)
+                    .is_ok_and(|j| j.events.first().is_some_and(|e| e.agent == agent.as_str()));
+                if !of_agent {
+                    continue;
+                }
             }
+            let s = self.settle_journal(&name)?;
+            out.push((name, s));
         }
         Ok(out)
     }

@@ -568,7 +568,7 @@ impl Engine for LocalEngine {
         }
         // The events of deliveries whose commands were cut off before they logged them (one
         // whose copies are still staged waits for them).
-        let settled = self.store.settle_journals()?;
+        let settled = self.store.settle_journals(None)?;
         n += settled.iter().filter(|(_, s)| matches!(s, journal::Settled::Logged(_))).count();
         Ok(n)
     }
@@ -577,7 +577,7 @@ impl Engine for LocalEngine {
         if fault::test_break("no-finish") {
             return Ok(0);
         }
-        let settled = self.store.settle_journals()?;
+        let settled = self.store.settle_journals(None)?;
         Ok(settled.iter().filter(|(_, s)| matches!(s, journal::Settled::Logged(_))).count())
     }
 

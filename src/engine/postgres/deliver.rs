@@ -41,8 +41,8 @@ impl PgEngine {
         let bodies: Vec<&[u8]> = copies.iter().map(|c| c.body).collect();
         let ids: Vec<Option<String>> = copies.iter().map(|c| msg_id_of(c.body)).collect();
         // The journal of the delivery's events, when one waits: its row commits with the
-        // copies (`journal.rs`).
-        let journal = self.journal_to_insert();
+        // copies (`journal.rs`), marked as a numbered delivery's when it carries the number.
+        let journal = self.journal_to_insert(number.is_some());
         // A data-modifying WITH runs whatever the main query reads: the counter moves (when
         // there is a number, and it still is the one the hold read) in the statement that
         // stores the copies, and when it did not move no copy is stored.

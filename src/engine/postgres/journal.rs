@@ -5,9 +5,9 @@
 //! `WITH`, so the row exists exactly when that statement committed. The sender's append of
 //! the events deletes the row in the same statement and appends only when it deleted it; a
 //! settler (`doctor --repair`, a send naming its own id, the sender itself after a failed
-//! append) deletes it and logs the events, the copies named as they lie, in one
-//! transaction. Whoever deletes the row logs: the events are logged once, and no lock is
-//! held across a round trip.
+//! append, the sender's next send for its numbered deliveries) deletes it and logs the
+//! events, the copies named as they lie, in one transaction. Whoever deletes the row logs:
+//! the events are logged once, and no lock is held across a round trip.
 
 use tokio_postgres::types::Type;
 
@@ -22,6 +22,9 @@ pub(super) struct Pending {
     pub key: String,
     pub msg_id: String,
     pub lines: Vec<String>,
+    /// The key its row is stored under, set by the statement that carries it: `key`, marked
+    /// `UNNUMBERED` unless that statement delivers its sender's number.
+    pub row: String,
     /// Its row was inserted: the statement that carried it committed.
     pub inserted: bool,
 }
@@ -35,9 +38,11 @@ pub(super) enum Which<'a> {
     /// (through a pooler, a killed client's backend lives on); and those of a message whose
     /// id the caller holds (an earlier try's, however recent).
     Left(Option<&'a str>),
-    /// Those of this sender (the first event's `agent`), whoever made them: taken under the
-    /// sender's hold before its next send logs anything, so that a sender's events follow its
-    /// numbers. It waits for a row another settler holds (that settler logs it first).
+    /// Those of this sender's numbered deliveries (the first event's `agent`, the row not
+    /// marked `UNNUMBERED`), whoever made them: taken under the sender's hold before its next
+    /// send logs anything, so that a sender's events follow its numbers. Such a row's command
+    /// logs it before it lets the hold go, so one found under the hold is a cut-off command's.
+    /// It waits for a row another settler holds (that settler logs it first).
     Sender(&'a str),
     /// Every one (`doctor --repair`).
     All,
@@ -45,7 +50,19 @@ pub(super) enum Which<'a> {
 
 /// The values of `journal_cte`, in its order.
 pub(super) fn params(p: &Pending) -> [(&(dyn tokio_postgres::types::ToSql + Sync), Type); 3] {
-    [(&p.key, Type::TEXT), (&p.msg_id, Type::TEXT), (&p.lines, Type::TEXT_ARRAY)]
+    [(&p.row, Type::TEXT), (&p.msg_id, Type::TEXT), (&p.lines, Type::TEXT_ARRAY)]
+}
+
+/// The mark of a row whose statement delivered no number of its sender (a move, an import,
+/// a delivery made without the sender's hold): its command may still be at work while the
+/// sender holds its hold, and it carries no number to keep in order, so the sender's own
+/// settling passes it over. A row without the mark (or from an older circe, which marks
+/// none) is the sender's.
+const UNNUMBERED: &str = "unnumbered-";
+
+/// The journals of the sender `$n`'s numbered deliveries (`Which::Sender`).
+pub(super) fn sender(n: usize) -> String {
+    format!("((lines[1]::jsonb ->> 'agent') = ${n} AND key NOT LIKE '{UNNUMBERED}%')")
 }
 
 /// A journal whose command is gone: its backend ended (a direct connection), or it is over
@@ -73,17 +90,23 @@ impl PgEngine {
             key: key.clone(),
             msg_id: msg_id.to_string(),
             lines: events.iter().map(Event::to_line).collect(),
+            row: key.clone(),
             inserted: false,
         });
         Some(key)
     }
 
-    /// The journal the next delivering or moving statement carries, if one waits.
-    pub(super) fn journal_to_insert(&self) -> Option<Pending> {
+    /// The journal the next delivering or moving statement carries, if one waits, its row's
+    /// key marked `UNNUMBERED` unless that statement delivers its sender's number
+    /// (`numbered`).
+    pub(super) fn journal_to_insert(&self, numbered: bool) -> Option<Pending> {
         if self.open_tx.get() {
             return None;
         }
-        self.journal.borrow().as_ref().filter(|p| !p.inserted).cloned()
+        let mut journal = self.journal.borrow_mut();
+        let p = journal.as_mut().filter(|p| !p.inserted)?;
+        p.row = if numbered { p.key.clone() } else { format!("{UNNUMBERED}{}", p.key) };
+        Some(p.clone())
     }
 
     /// The `WITH` part that inserts a journal's row, its values from `$first` on
@@ -111,7 +134,7 @@ impl PgEngine {
         values: &[(&(dyn tokio_postgres::types::ToSql + Sync), Type)],
         names: [&str; 3],
     ) -> Result<u64> {
-        let journal = self.journal_to_insert();
+        let journal = self.journal_to_insert(false);
         let Some(j) = &journal else { return self.exec(what, update, values) };
         let q = format!(
             "WITH u AS ({update} RETURNING 1), {} SELECT count(*)::int8 FROM u",
@@ -140,18 +163,17 @@ impl PgEngine {
         if self.open_tx.get() {
             return None;
         }
-        self.journal.borrow().as_ref().filter(|p| p.inserted).map(|p| p.key.clone())
+        self.journal.borrow().as_ref().filter(|p| p.inserted).map(|p| p.row.clone())
     }
 
     /// `Engine::close_journal`: the events were logged (the append deleted the row), or
     /// settle it now. Returns whether the delivery stands.
     pub(super) fn end_journal(&self, key: &str, logged: bool) -> Result<bool> {
         let pending = self.journal.borrow_mut().take_if(|p| p.key == key);
-        let inserted = pending.as_ref().is_some_and(|p| p.inserted);
-        if logged || !inserted {
-            return Ok(logged || inserted);
+        let Some(p) = pending.filter(|p| p.inserted) else { return Ok(logged) };
+        if !logged {
+            self.settle_journals(Which::Key(&p.row))?;
         }
-        self.settle_journals(Which::Key(key))?;
         Ok(true)
     }
 
@@ -159,27 +181,39 @@ impl PgEngine {
     /// transaction; rows another settler holds are passed over. Returns (key, msg id,
     /// events logged) each.
     pub(super) fn settle_journals(&self, which: Which<'_>) -> Result<Vec<(String, String, usize)>> {
+        self.settle(which, true)
+    }
+
+    /// `settle_journals` of journals a statement of the caller's has just found (the
+    /// sender's counter read, `seq.rs`): without a look of its own.
+    pub(super) fn settle_found(&self, which: Which<'_>) -> Result<Vec<(String, String, usize)>> {
+        self.settle(which, false)
+    }
+
+    fn settle(&self, which: Which<'_>, look: bool) -> Result<Vec<(String, String, usize)>> {
         if self.open_tx.get() || !kept() {
             return Ok(Vec::new());
         }
         let (cond, key) = match which {
             Which::Key(k) => ("key = $1".to_string(), k),
             Which::Left(held) => (format!("(msg_id = $1 OR {LEFT})"), held.unwrap_or_default()),
-            Which::Sender(a) => ("(lines[1]::jsonb ->> 'agent') = $1".to_string(), a),
+            Which::Sender(a) => (sender(1), a),
             Which::All => ("$1 = ''".to_string(), ""),
         };
         // A sender's own settling waits for a row another settler holds, so that the row is
         // logged before the sender's next events; the others pass it over.
         let wait = matches!(which, Which::Sender(_));
         // Most often there is none: one look, outside any transaction.
-        let any = self.rows(
-            "looking for journals",
-            &format!("SELECT 1 FROM {{s}}.event_journals WHERE {cond} LIMIT 1"),
-            &[(&key, Type::TEXT)],
-            |_| Ok(()),
-        )?;
-        if any.is_empty() {
-            return Ok(Vec::new());
+        if look {
+            let any = self.rows(
+                "looking for journals",
+                &format!("SELECT 1 FROM {{s}}.event_journals WHERE {cond} LIMIT 1"),
+                &[(&key, Type::TEXT)],
+                |_| Ok(()),
+            )?;
+            if any.is_empty() {
+                return Ok(Vec::new());
+            }
         }
         let c = &self.conn;
         c.call(
@@ -269,6 +303,6 @@ fn as_made(lines: &[String], copies: &[Vec<String>; 3]) -> Result<Vec<(Option<St
 
 /// Does this circe keep journals? (TEST BUILDS ONLY: not as the older circe that
 /// `pg-schema-v2` stands for, whose schema has no `event_journals`.)
-fn kept() -> bool {
+pub(super) fn kept() -> bool {
     super::schema::target() >= 6
 }

@@ -187,25 +187,51 @@ impl PgEngine {
         self.session_unlock("releasing a sequence counter", &key(agent))
     }
 
-    fn counter_of(&self, agent: &AgentName) -> Result<Row> {
+    /// `agent`'s counter, and (`journals`) whether the journals of its numbered deliveries
+    /// hold a row (`journal::Which::Sender`), asked in the same statement: a send whose
+    /// sender left none pays no round trip for the look.
+    fn counter_of(&self, agent: &AgentName, journals: bool) -> Result<(Row, bool)> {
         let a = agent.as_str();
+        let look = if journals {
+            format!(
+                "EXISTS (SELECT 1 FROM {{s}}.event_journals WHERE {})",
+                super::journal::sender(1)
+            )
+        } else {
+            "false".to_string()
+        };
         let v = self.rows(
             &format!("reading the sequence counter of {agent}"),
-            "SELECT epoch, last FROM {s}.seq_counters WHERE agent = $1",
+            &format!(
+                "SELECT c.epoch, c.last, {look}
+                   FROM (VALUES ($1::text)) AS a(agent)
+                   LEFT JOIN {{s}}.seq_counters c USING (agent)"
+            ),
             &[(&a, Type::TEXT)],
-            |r| Ok((r.get::<_, i64>(0), r.get::<_, i64>(1))),
+            |r| {
+                let row = r.get::<_, Option<i64>>(0).zip(r.get::<_, Option<i64>>(1));
+                Ok((row, r.get::<_, bool>(2)))
+            },
         )?;
-        Ok(v.into_iter().next())
+        Ok(v.into_iter().next().unwrap_or_default())
     }
 
     pub(super) fn hold(&self, agent: &AgentName) -> Result<Box<dyn SeqHold + '_>> {
         self.lock_sender(agent)?;
-        // The events of the sender's earlier commands cut off before they logged them are
-        // logged now, before this one's: a sender's events follow its numbers. (TEST BUILDS
-        // ONLY: `no-sender-settle` leaves them to followers and doctor.)
-        if !crate::engine::local::test_break("no-sender-settle")
-            && let Err(e) = self.settle_journals(super::journal::Which::Sender(agent.as_str()))
-        {
+        // The events of the sender's earlier numbered sends cut off before they logged them
+        // are logged now, before this one's: a sender's events follow its numbers. The read
+        // of the counter asks whether there are any. (TEST BUILDS ONLY: `no-sender-settle`
+        // leaves them to followers and doctor.)
+        let settles =
+            !crate::engine::local::test_break("no-sender-settle") && super::journal::kept();
+        let (row, left) = match self.counter_of(agent, settles) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = self.unlock_sender(agent);
+                return Err(e);
+            }
+        };
+        if left && let Err(e) = self.settle_found(super::journal::Which::Sender(agent.as_str())) {
             let _ = self.unlock_sender(agent);
             return Err(e
                 .map_message(|m| {
@@ -213,13 +239,6 @@ impl PgEngine {
                 })
                 .not_delivered());
         }
-        let row = match self.counter_of(agent) {
-            Ok(r) => r,
-            Err(e) => {
-                let _ = self.unlock_sender(agent);
-                return Err(e);
-            }
-        };
         let c = counter(row);
         // The database keeps a bigint: its largest number is the end.
         let Some(last) = c.last.checked_add(1).filter(|l| i64::try_from(*l).is_ok()) else {
@@ -290,7 +309,7 @@ impl PgEngine {
     ) -> Result<Counter> {
         self.lock_sender(agent)?;
         let done = (|| {
-            let row = self.counter_of(agent)?;
+            let (row, _) = self.counter_of(agent, false)?;
             let before = counter(row);
             let mut after = before;
             change(&mut after)?;
