@@ -325,9 +325,8 @@ impl Follower<'_> {
                 src = self.source(src.reader, Position::START)?;
                 continue;
             }
-            let now = self.chat.id_now()?;
-            if now != Some(src.reader.id()) {
-                return self.replaced(src, now.is_some());
+            if self.chat.id_now()? != Some(src.reader.id()) {
+                return self.replaced(src);
             }
             // A message at the end is complete once no writer is half-way through.
             let mut busy = false;
@@ -365,7 +364,7 @@ impl Follower<'_> {
 
     /// The live file was renamed away or replaced: finish the old one, then find where its
     /// content went.
-    fn replaced(&mut self, mut src: Source, exists: bool) -> Result<(Flow, Vec<Step>)> {
+    fn replaced(&mut self, mut src: Source) -> Result<(Flow, Vec<Step>)> {
         if let Flow::Closed = self.pump(&mut src)? {
             return Ok((Flow::Closed, Vec::new()));
         }
@@ -379,13 +378,21 @@ impl Follower<'_> {
             }
             std::thread::sleep(Duration::from_millis(1));
         };
-        let live = if exists { self.chat.id_now()? } else { None };
+        // The path is looked at again under the lock: a whole archive renames the channel
+        // away and then its fresh file into place, and a watcher that woke between the two
+        // renames saw no file where an archive was under way.
+        let live = self.chat.id_now()?;
+        let old = src.reader.id();
         let recs = records(&self.chat.archive_records()?);
-        let mut steps = resolve(&recs, live, src.reader.id(), src.scanner.next());
+        let mut steps = resolve(&recs, live, old, src.scanner.next());
         // What the old file held was read to its end just now.
-        steps.retain(|s| !matches!(s, Step::Archive { id, .. } if *id == src.reader.id()));
+        steps.retain(|s| !matches!(s, Step::Archive { id, .. } if *id == old));
         if live.is_none() && matches!(steps.last(), Some(Step::Restart { .. })) {
-            (self.note)("note: the chat file was removed: waiting for it");
+            // No channel now. Moved by an archive cut off before its fresh file took the
+            // name: the next `say` makes the channel, read from its start. Else removed.
+            if !recs.iter().any(|r| r.old == old || r.archive_id == old) {
+                (self.note)("note: the chat file was removed: waiting for it");
+            }
             steps = vec![Step::Live { from: Position::START }];
         }
         Ok((Flow::Go, steps))

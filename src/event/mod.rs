@@ -245,14 +245,28 @@ pub fn parse_line(line: &str) -> Result<Line> {
     }
 }
 
-/// A line of a format newer than this circe reads: refused, not misread (the reader adds
-/// where it lies).
-fn newer_format(id: u64, v: u32) -> Error {
+/// A line of a format newer than this circe reads, event `id`: refused, not misread (the
+/// reader adds where it lies).
+pub fn newer_format(id: u64, v: u32) -> Error {
     Error::refused(format!(
         "the event log holds a line of format {v} (event {id}); this circe reads up to {FORMAT}"
     ))
     .detail("event_id", id.to_string())
     .hint("upgrade circe if a newer one wrote it; a line added by hand is for a person to remove (`circe doctor` names it)")
+}
+
+/// The format of a database row's line when it is newer than this circe reads: `Some(v)`.
+/// There the row's id column is the event's id (circe writes the line with id 0), so a line
+/// is judged by its `v` whether or not it holds an id.
+pub fn newer_format_of_row(line: &str) -> Option<u32> {
+    #[derive(Deserialize)]
+    struct Head {
+        v: Option<u32>,
+    }
+    if unmarked(line).starts_with("{\"id\":") {
+        return newer_format_of(line);
+    }
+    serde_json::from_str::<Head>(unmarked(line)).ok()?.v.filter(|v| *v > FORMAT)
 }
 
 /// The format of a line with an id when it is newer than this circe reads: `Some(v)`.
@@ -327,6 +341,11 @@ mod tests {
         let v3 = r#"{"id":1,"v":3,"ts":"x","event":"claim","agent":"qa"}"#;
         assert_eq!(newer_format_of(v3), None);
         assert_eq!(newer_format_of(v1), None);
+        // A database row's line: with id 0 as circe writes it, or with no id at all.
+        assert_eq!(newer_format_of_row(r#"{"id":0,"v":9,"ts":"x"}"#), Some(9));
+        assert_eq!(newer_format_of_row(r#"{"v":9,"ts":"x","event":"claim"}"#), Some(9));
+        assert_eq!(newer_format_of_row(r#"{"id":0,"v":3,"ts":"x"}"#), None);
+        assert_eq!(newer_format_of_row("not json"), None);
     }
 
     #[test]

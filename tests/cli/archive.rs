@@ -93,6 +93,30 @@ fn a_run_is_silent_unless_asked_and_changes_nothing_the_second_time() {
     );
 }
 
+/// A task archived while `doctor` checks it: doctor listed TASKS before the run and locks
+/// the task after it (`doctor-slow-tasks` holds that moment open), which makes its lock
+/// file again; it finds the task gone, says nothing, and removes the file it made.
+#[test]
+fn doctor_leaves_no_lock_file_of_a_task_archived_while_it_checks() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
+    let env = with_work();
+    let doctor = std::thread::scope(|s| {
+        let d =
+            s.spawn(|| env.circe(["doctor"]).var("CIRCE_TEST_BREAK", "doctor-slow-tasks").run());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        env.circe(["archive"]).now(LATER).run().ok();
+        assert!(!env.ls_all("locks").iter().any(|f| f == "task-T1.lock"));
+        d.join().unwrap()
+    });
+    doctor.ok();
+    let locks = env.ls_all("locks");
+    assert!(!locks.iter().any(|f| f == "task-T1.lock"), "{locks:?}");
+    assert!(locks.iter().any(|f| f == "task-T2.lock"), "{locks:?}");
+    env.circe(["doctor"]).run().ok();
+}
+
 #[test]
 fn a_second_run_exits_4_naming_the_holder() {
     local_only!(

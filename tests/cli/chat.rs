@@ -451,6 +451,48 @@ fn watch_follows_an_archive_and_ends_on_sigterm_and_a_closed_pipe() {
     assert_eq!(exit_within_20s(idle, "an idle watch did not see its reader go").code(), Some(0));
 }
 
+/// A routine archive is no removal: a watcher that wakes between its two renames (no file
+/// at the path for a moment; `chat-archive-slow` holds that moment open on a local root)
+/// follows on into the fresh channel without a note, losing and repeating nothing.
+#[test]
+fn a_watcher_follows_a_routine_archive_without_a_note() {
+    let env = Env::new();
+    let w = Watcher::start(&env, &["--cursor", "w"]);
+    for round in ["one", "two", "three"] {
+        env.as_("engineer", &["chat", "say", "--to", "qa", round]).ok();
+        assert_eq!(w.next()["message"], round);
+        env.circe(["chat", "archive"]).var("CIRCE_TEST_BREAK", "chat-archive-slow").run().ok();
+    }
+    env.as_("engineer", &["chat", "say", "--to", "qa", "four"]).ok();
+    let v = w.next();
+    assert_eq!((&v["message"], &v["line_number"]), (&json!("four"), &json!(1)));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(w.rx.try_recv().is_err(), "a line was repeated");
+    let err = w.stop();
+    assert!(!err.contains("note:"), "{err}");
+    assert!(once(&env, &["--cursor", "w"]).is_empty());
+}
+
+/// A whole archive cut off between its renames (the channel moved, its fresh file not yet in
+/// place) is no removal either: the watcher waits without a note, and the next `say` makes
+/// the channel, read from its first line.
+#[test]
+fn a_watcher_waits_quietly_after_an_archive_cut_off_between_its_renames() {
+    local_only!("crash points of the local engine's chat archive");
+    let env = Env::new();
+    let w = Watcher::start(&env, &["--cursor", "w"]);
+    env.as_("engineer", &["chat", "say", "--to", "qa", "one"]).ok();
+    assert_eq!(w.next()["message"], "one");
+    env.circe(["chat", "archive"]).var("CIRCE_CRASH_AT", "chat.archived").run().code(86);
+    assert!(!env.root().join("chat.md").exists());
+    std::thread::sleep(Duration::from_millis(300));
+    env.as_("engineer", &["chat", "say", "--to", "qa", "two"]).ok();
+    let v = w.next();
+    assert_eq!((&v["message"], &v["line_number"]), (&json!("two"), &json!(1)));
+    let err = w.stop();
+    assert!(!err.contains("note:"), "{err}");
+}
+
 /// `chat watch` whose standard output nobody reads (its pipe's reader closed at once).
 fn watch_without_reader(env: &Env) -> std::process::Child {
     let mut child = Command::new(exe())

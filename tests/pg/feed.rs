@@ -162,3 +162,45 @@ fn a_follower_knows_an_agent_added_once_it_reads_its_event() {
     assert!(read.iter().any(|e| e.event.as_str() == "agent_add"), "{read:?}");
     assert!(knows(eng.as_ref()), "the follower still does not know dev2");
 }
+
+/// A line of a format newer than this circe reads, put in the events table by SQL (as a
+/// newer circe writes it, and with its id in the line): `log` and `watch` refuse it (exit 3)
+/// naming the event's id and the table, as on a folder root they name the file; `doctor`
+/// reports it as a violation instead of failing (also with a cursor that has to read past it).
+#[test]
+fn a_row_of_a_newer_format_is_named_where_it_lies() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    root.open_task("T-1", "x");
+    root.run(None, &["watch", "--all", "--from-start", "--cursor", "c1", "--once"]).ok();
+    let last: u64 = c.psql(&format!("SELECT last FROM \"{schema}\".feed")).trim().parse().unwrap();
+    let (a, b) = (last + 1, last + 2);
+    c.psql(&format!(
+        "UPDATE \"{schema}\".feed SET last = last + 2;
+         INSERT INTO \"{schema}\".events (id, task, line) VALUES
+           ({a}, NULL, '{{\"id\":0,\"v\":99,\"ts\":\"2026-11-29T16:18:27Z\",\"event\":\"x\",\"agent\":\"x\"}}'),
+           ({b}, NULL, '{{\"id\":{b},\"v\":98,\"ts\":\"2026-11-29T16:18:28Z\",\"event\":\"x\",\"agent\":\"x\"}}')"
+    ));
+    let table = format!("table \"{schema}\".events");
+    // `log` may meet either row first; the watcher reads on from its cursor, to the first
+    // (its line says id 0: the row's id is the event's).
+    let said =
+        |v: u32, id: u64| format!("format {v} (event {id}); this circe reads up to 3, in {table}");
+    let log = root.run(None, &["log", "--all"]);
+    assert_eq!(log.code, 3, "{log:?}");
+    assert!(log.stderr.contains(&said(99, a)) || log.stderr.contains(&said(98, b)), "{log:?}");
+    let watch = root.run(None, &["watch", "--all", "--cursor", "c1", "--once"]);
+    assert_eq!(watch.code, 3, "{watch:?}");
+    assert!(watch.stderr.contains(&said(99, a)), "{watch:?}");
+    let d = root.run(None, &["doctor", "--json"]);
+    assert_eq!(d.code, 1, "{d:?}");
+    let said = d.json()["violations"].to_string();
+    for (id, v) in [(a, 99), (b, 98)] {
+        let line = format!("event {id} in {table} is of format {v}").replace('"', "\\\"");
+        assert!(said.contains(&line), "{said}");
+    }
+    assert!(said.contains("cursor c1 cannot go on"), "{said}");
+    assert!(!said.contains("no whole line"), "{said}");
+}

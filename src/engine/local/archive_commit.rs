@@ -138,7 +138,7 @@ fn remove_task(
         }
     }
     eng.store.remove_records_unsynced(&id)?;
-    eng.store.remove_task_lock(&id)?;
+    eng.store.remove_task_lock(&id, &lock)?;
     Ok(Some(messages))
 }
 

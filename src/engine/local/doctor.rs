@@ -43,7 +43,9 @@ fn move_aside(eng: &LocalEngine, b: &Mailbox, name: &str) -> Result<Option<Strin
 
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
     let lock = eng.store.lock_task(task)?;
-    reconcile::settled(eng, task, &lock)
+    let st = reconcile::settled(eng, task, &lock)?;
+    eng.store.unlock_task(task, lock)?;
+    Ok(st)
 }
 
 /// Invariant 1: nothing left in tmp/ by a process that is gone. A committed fan-out batch
@@ -220,6 +222,17 @@ fn check_own_files(
     Ok(left)
 }
 
+/// The tasks in TASKS, each to be looked at under its lock.
+fn listed_tasks(eng: &LocalEngine) -> Result<Vec<TaskId>> {
+    let tasks = eng.store.list_tasks()?;
+    // TEST BUILDS ONLY (CIRCE_TEST_BREAK=doctor-slow-tasks): a scene, not a fault: a pause
+    // between the listing of TASKS and the first task's lock, for a command to come between.
+    if super::fault::test_break("doctor-slow-tasks") {
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+    }
+    Ok(tasks)
+}
+
 /// Task `id` read under its lock, or `None`: a damaged record, or one (or a lock file) this
 /// user cannot read, said as a violation (invariant 4); or a record removed since doctor
 /// listed TASKS, said as nothing. A lock another command holds too long is no violation:
@@ -235,8 +248,12 @@ fn locked_task(
         // `.status` was listed and is gone now: a command removed the task meanwhile (an
         // archive run, which removes `.status` last, or the roll-back of a send that never
         // delivered). Nothing is damaged; a `.owner` left without it is said by
-        // `check_lost_status`, which runs after.
-        Ok((None, _)) => None,
+        // `check_lost_status`, which runs after. Its lock file, made again by this lock
+        // after an archive removed it, goes too.
+        Ok((None, lock)) => {
+            eng.store.unlock_task(id, lock)?;
+            None
+        }
         Err(e) if e.kind == crate::error::Kind::Conflict => return Err(e),
         Err(e) => {
             // Beyond --repair: what the record held is not known for sure (or its lock
@@ -609,7 +626,7 @@ pub(super) fn run(eng: &LocalEngine, repair: bool) -> Result<Vec<Violation>> {
     let mut waiting: Vec<StatusRecord> = Vec::new();
     // Tasks whose record could not be read: their messages are not taken for strays.
     let mut unread = std::collections::BTreeSet::new();
-    for id in eng.store.list_tasks()? {
+    for id in listed_tasks(eng)? {
         if planted.contains(&format!("locks/task-{id}.lock")) {
             unread.insert(id);
             continue; // reported above; its lock cannot be taken until it is moved away
@@ -697,10 +714,11 @@ fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, Fi
     let mut stale = Vec::new();
     for t in found.iter().take(5) {
         let Ok(id) = TaskId::new(t) else { continue };
-        let _lock = eng.store.lock_task(&id)?;
+        let lock = eng.store.lock_task(&id)?;
         if super::board::stale_rows(eng)?.contains(t) {
             stale.push(t.clone());
         }
+        eng.store.unlock_task(&id, lock)?;
     }
     if stale.is_empty() {
         return Ok(());
@@ -865,8 +883,10 @@ fn check_event_ids(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Res
 fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> Result<()> {
     for id in eng.store.without_status("owner")? {
         // Looked at again under the task's lock: a command may have been half-way.
-        let _lock = eng.store.lock_task(&id)?;
-        if eng.store.has_record(&id, "status") || !eng.store.has_record(&id, "owner") {
+        let lock = eng.store.lock_task(&id)?;
+        let lost = !eng.store.has_record(&id, "status") && eng.store.has_record(&id, "owner");
+        eng.store.unlock_task(&id, lock)?;
+        if !lost {
             continue;
         }
         v(
@@ -1048,7 +1068,7 @@ fn unparsed_owner(
     } else {
         None
     };
-    drop(lock);
+    eng.store.unlock_task(id, lock)?;
     if still {
         let what =
             format!("task {id}: a .owner that does not parse lies beside a task nobody holds");
@@ -1084,5 +1104,21 @@ mod tests {
             locked_task(&r.eng, &id("GONE-1"), &mut |i, what, _| found.push((i, what))).unwrap();
         assert!(got.is_none());
         assert!(found.is_empty(), "{found:?}");
+    }
+
+    /// A task's lock file is removed only by the holder of the file at its path: one whose
+    /// file was removed already and the name made again leaves the new file to its holder.
+    #[test]
+    fn only_the_lock_file_held_is_removed() {
+        let (_d, r) = Root::new(&["coordinator", "engineer"]);
+        let t = id("GONE-1");
+        let path = r.eng.store.root().join("locks/task-GONE-1.lock");
+        let first = r.eng.store.lock_task(&t).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        let second = r.eng.store.lock_task(&t).unwrap();
+        r.eng.store.remove_task_lock(&t, &first).unwrap();
+        assert!(path.exists());
+        r.eng.store.remove_task_lock(&t, &second).unwrap();
+        assert!(!path.exists());
     }
 }

@@ -41,6 +41,8 @@
 //! none of a task change's events, so a change cut off between its records and its events
 //! loses them; `no-roll` leaves a change cut off between its ticket's rename and its records
 //! to be inferred from where the ticket lies (a reap or a park repaired as a release).
+//! `chat-archive-slow` pauses a chat archive between its two renames, and `doctor-slow-tasks`
+//! a doctor between its listing of TASKS and the first task's lock (scenes, not faults).
 
 use std::io;
 use std::sync::OnceLock;

@@ -437,17 +437,43 @@ impl Store {
         )
     }
 
-    /// Remove an archived task's lock file, called while holding it, after its records and
-    /// tombstone are settled (PROTOCOLS.md section 17, "Removal"): whoever locks the task
-    /// afterwards, through this file or a new one, finds no records and the tombstone, and
-    /// changes nothing; so `locks/` holds what the hot folders hold, not every task ever.
-    pub fn remove_task_lock(&self, task: &TaskId) -> Result<()> {
+    /// Remove an archived task's lock file, called while holding it (`lock`), after its
+    /// records and tombstone are settled (PROTOCOLS.md section 17, "Removal"): whoever locks
+    /// the task afterwards, through this file or a new one, finds no records and the
+    /// tombstone, and changes nothing; so `locks/` holds what the hot folders hold, not every
+    /// task ever. Only the file held is removed: when another stands at the path (the one
+    /// held was removed already and the name made again), its holder removes that one.
+    /// Nobody else can remove the file held meanwhile (that takes its lock), nor make another
+    /// at the path while it stands, so the name removed is the file held.
+    pub fn remove_task_lock(&self, task: &TaskId, lock: &Lock) -> Result<()> {
         let p = self.root.join("locks").join(format!("task-{task}.lock"));
+        let held = lock.file().metadata().map_err(io_err("cannot stat", &p))?;
+        match std::fs::symlink_metadata(&p) {
+            Ok(m) if (m.dev(), m.ino()) == (held.dev(), held.ino()) => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io("cannot stat", &p, e)),
+        }
         match atomic::remove(&p) {
             Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io("cannot remove", &p, e)),
         }
+    }
+
+    /// Let go of a task's lock; first remove its lock file when the task is gone by an
+    /// archive (no records, a tombstone) and the file holds no journal: locked after the
+    /// archive removed the task's lock file, it was made again, and would stay. Safe as the
+    /// archive's own removal (`remove_task_lock`).
+    pub fn unlock_task(&self, task: &TaskId, lock: Lock) -> Result<()> {
+        let gone = ["status", "owner", "checks"].iter().all(|k| self.record_gone(task, k))
+            && self.tombstone_path(task.as_str()).is_file()
+            && lock.file().metadata().is_ok_and(|m| m.len() == 0);
+        if gone {
+            self.remove_task_lock(task, &lock)?;
+        }
+        drop(lock);
+        Ok(())
     }
 
     /// The task's lock if no other process holds it right now (`claim --next` skips a

@@ -382,7 +382,8 @@ impl Store {
             if !meta.is_ok_and(|m| m.is_file() && m.len() > 0) {
                 continue;
             }
-            if let Some(lock) = self.try_lock_task(&task)?
+            // Without making the file: one removed since the look above stays removed.
+            if let super::lock::Tried::Got(lock) = self.try_lock_task_existing(&task)?
                 && matches!(
                     held(lock.file()).map_err(io_err("cannot read", &dir.join(&name)))?,
                     Held::Pending(_)

@@ -14,7 +14,8 @@
 //! 5. the `.owner` part (owner, claimed_at, lease) exists while the task is held, no lease
 //!    while it is not, and no owner while it waits;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
-//! 7. event ids are 1..=feed.last without a gap;
+//! 7. event ids are 1..=feed.last without a gap, and every line is one this circe reads
+//!    (not of a newer format: readers stop there) and whole as circe writes it;
 //! 8. every agent box belongs to an agent;
 //! 10. the role circe connects as may run the flush that makes a task's commit durable
 //!     (`conn::FLUSH`): without it every task change fails with an unknown outcome.
@@ -25,10 +26,11 @@ use super::PgEngine;
 use super::conn::flush_function;
 use crate::engine::{Fix, Violation};
 use crate::error::Result;
+use crate::event;
 use crate::message::{self, Mode};
 
 /// Each check: its invariant and a query returning one text per violation.
-const CHECKS: [(u8, &str); 10] = [
+const CHECKS: [(u8, &str); 9] = [
     (
         2,
         "SELECT m.box || ': `' || m.file || '` is no plain file name (a mirror or a move into a folder refuses it)'
@@ -107,16 +109,6 @@ const CHECKS: [(u8, &str); 10] = [
              OR coalesce(min(id), (SELECT base FROM b) + 1) <> (SELECT base FROM b) + 1",
     ),
     (
-        7,
-        "SELECT 'event ' || id || ' of the event log is no whole line as circe writes it '
-                || '(edited by hand?): where it does not parse, every reader passes it over; '
-                || 'put back what it said, or leave it, knowing `log`, `watch` and the task''s '
-                || 'checks may not see it'
-           FROM {s}.events
-          WHERE left(line, 8) <> '{\"id\":0,' OR right(line, 1) <> '}'
-          ORDER BY id LIMIT 20",
-    ),
-    (
         8,
         "SELECT DISTINCT 'messages in ' || m.box || ', but there is no agent ' || m.owner
                 || ': `circe agent add ' || m.owner || ' --role ROLE` makes it again'
@@ -164,6 +156,7 @@ pub(super) fn run(eng: &PgEngine, repair: bool) -> Result<Vec<Violation>> {
             out.push(Violation::by_hand(invariant, what));
         }
     }
+    check_event_lines(eng, &mut out)?;
     // Invariant 3 needs the parser: read the messages in pages, oldest key first.
     let mut after = (String::new(), String::new());
     loop {
@@ -185,4 +178,54 @@ pub(super) fn run(eng: &PgEngine, repair: bool) -> Result<Vec<Violation>> {
     }
     out.sort_by_key(|v| v.invariant);
     Ok(out)
+}
+
+/// Invariant 7 for the lines of the event log: a line of a format newer than this circe
+/// reads (every reader stops at it, as at such a line of a local root's log), and one that
+/// is no whole line as circe writes it (every reader passes it over). The rows not plainly
+/// of this circe's own shape are read in pages, in id order; the first few of each are said.
+fn check_event_lines(eng: &PgEngine, out: &mut Vec<Violation>) -> Result<()> {
+    const NEWER: usize = 5;
+    const DAMAGED: usize = 20;
+    let (mut newer, mut damaged, mut after) = (0, 0, 0_i64);
+    let max = i64::from(event::FORMAT);
+    while newer < NEWER || damaged < DAMAGED {
+        let page = eng.rows(
+            "checking the event log",
+            r#"SELECT id, line FROM {s}.events
+                WHERE id > $1 AND (right(line, 1) <> '}'
+                   OR coalesce(substring(line from '^\{"id":0,"v":([0-9]{1,9})[,}]')::int8 > $2, true))
+                ORDER BY id LIMIT 500"#,
+            &[(&after, Type::INT8), (&max, Type::INT8)],
+            |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
+        )?;
+        let Some(last) = page.last() else { break };
+        after = last.0;
+        for (id, line) in &page {
+            if let Some(v) = event::newer_format_of_row(line) {
+                newer += 1;
+                if newer <= NEWER {
+                    out.push(Violation::by_hand(
+                        7,
+                        format!(
+                            "event {id} in {} is of format {v}, newer than this circe reads ({}): `watch` and `log` stop at it; a newer circe wrote it (upgrade every agent's circe: README, Upgrading) or it was added by hand (delete that row)",
+                            eng.events_table(),
+                            event::FORMAT
+                        ),
+                    ));
+                }
+            } else if !line.starts_with("{\"id\":0,") || !line.ends_with('}') {
+                damaged += 1;
+                if damaged <= DAMAGED {
+                    out.push(Violation::by_hand(
+                        7,
+                        format!(
+                            "event {id} of the event log is no whole line as circe writes it (edited by hand?): where it does not parse, every reader passes it over; put back what it said, or leave it, knowing `log`, `watch` and the task's checks may not see it"
+                        ),
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
 }

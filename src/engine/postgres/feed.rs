@@ -304,19 +304,29 @@ impl PgEngine {
         let (read, last) = (rows.len(), rows.last().map(|(id, _)| *id));
         let mut out = Vec::with_capacity(rows.len());
         for (id, line) in rows {
+            let id = u64::try_from(id).unwrap_or(0);
+            // A newer format is refused, not misread, naming the row (its id is the event's:
+            // the line holds 0) and where it lies.
+            if let Some(v) = event::newer_format_of_row(&line) {
+                let at = self.events_table();
+                return Err(event::newer_format(id, v).map_message(|m| format!("{m}, in {at}")));
+            }
             match event::parse_line(&line) {
                 Ok(Line::Event(mut e)) => {
-                    e.id = u64::try_from(id).unwrap_or(0);
+                    e.id = id;
                     out.push(*e);
                 }
-                // A newer format is refused, not misread.
-                Err(e) if e.kind == crate::error::Kind::Refused => return Err(e),
                 // A line that does not parse (written by hand: circe writes whole lines) is
                 // passed over, as the local engine passes over a torn one; doctor names it.
                 Ok(Line::Legacy) | Err(_) => {}
             }
         }
         Ok((out, read, last))
+    }
+
+    /// Where the event log lies, as a person names it in SQL: `table "<schema>".events`.
+    pub(super) fn events_table(&self) -> String {
+        format!("table \"{}\".events", self.target.schema)
     }
 }
 
