@@ -110,25 +110,21 @@ type Key = (u8, bool, Option<String>);
 
 /// How many waiting tasks `me` may take, and the best `keep` of them in `claim --next`'s
 /// order (priority, then deadline, none last, then time waiting; a task past its deadline
-/// is not taken), streamed from the board.
-pub fn claimable(ws: &Workspace, me: &AgentName, role: &str, keep: usize) -> Result<Claimable> {
-    claimable_and(ws, me, role, keep, &mut |_| {})
-}
-
-/// `claimable`, with every row of the board also handed to `also` in the same pass (what a
-/// caller wants of the board besides: one read of it serves both).
+/// is not taken), streamed from the board; every row of the board is also handed to `also`
+/// in the same pass (what a caller wants of the board besides: one read of it serves
+/// both); an error from `also` ends the pass.
 pub fn claimable_and(
     ws: &Workspace,
     me: &AgentName,
     role: &str,
     keep: usize,
-    also: &mut dyn FnMut(&Row<'_>),
+    also: &mut dyn FnMut(&Row<'_>) -> Result<()>,
 ) -> Result<Claimable> {
     let who = ws.eligibility_by_root_clock(me, role)?;
     let (mut count, mut lapsed) = (0, 0);
     let mut best: Vec<(Key, Waiting)> = Vec::with_capacity(keep + 1);
     ws.engine.board(&mut |r| {
-        also(&r);
+        also(&r)?;
         lapsed += usize::from(who.may_take_over(&r));
         if r.status != crate::task::Status::New
             || !who.admits(&r.to, &r.intent)
@@ -289,6 +285,7 @@ pub fn run(ctx: &Ctx, a: &InboxArgs) -> Result<Report> {
         if let Some(p) = wanted.get_mut(r.task.as_ref()) {
             *p = Some(r.priority.to_string());
         }
+        Ok(())
     })?;
     for m in fresh.iter_mut().chain(&mut old).filter(|m| m.priority.is_none()) {
         m.priority = m.task_id.as_ref().and_then(|t| wanted.get(t)?.clone());

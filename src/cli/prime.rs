@@ -7,7 +7,7 @@ use clap::Args;
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::inbox::{Claimable, claimable, claimable_text};
+use super::inbox::{Claimable, claimable_text};
 use super::{Ctx, Report};
 use crate::error::{Kind, Result};
 use crate::names::AgentName;
@@ -358,9 +358,11 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
     // none at all while no agent is retired).
     let retired = if coordinator { ws.engine.retired().ok() } else { Some(Vec::new()) };
     let mut orphan_tasks = 0;
-    ws.engine.board(&mut |r| {
+    // One pass over the board: the claimable tasks, and what this agent holds or a
+    // coordinator should look at.
+    let claim = super::inbox::claimable_and(&ws, &me, &role, 3, &mut |r| {
         let any_retired = retired.as_ref().is_some_and(|a| !a.is_empty());
-        if any_retired && crate::ops::orphans::orphan_task(&ws, &r)?.is_some() {
+        if any_retired && crate::ops::orphans::orphan_task(&ws, r)?.is_some() {
             orphan_tasks += 1;
         }
         let watched = matches!(
@@ -395,7 +397,6 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
             Some(messages + orphan_tasks)
         })
         .flatten();
-    let claim = claimable(&ws, &me, &role, 3)?;
     // Counted over every box: one that cannot be read (another agent's, behind a link)
     // leaves the count unknown, not this agent without its start.
     let open_questions = match crate::ops::questions::open_to(&ws, &me) {

@@ -313,6 +313,30 @@ pub trait Engine {
     /// At most `cap + 1` bytes of a message (enough to tell it is over `cap`), and its size:
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
+    /// Each message of `mailbox` (sorted by name) with what `digest` makes of it: of its
+    /// capped read (`read_message_capped`, at most `cap + 1` bytes), a value, or `None` for
+    /// no message at all. What `digest` makes of a read that worked must depend on the bytes
+    /// alone and on `kind`, which names the digest and how it is made (a reader's version
+    /// and limits): an engine may remember it by file identity (the local engine's
+    /// `locks/inbox-<agent>.digests`) and not read that file again while it stays the same.
+    fn box_digests(
+        &self,
+        mailbox: &Mailbox,
+        cap: usize,
+        kind: &str,
+        digest: &mut dyn FnMut(Result<Capped>) -> Option<serde_json::Value>,
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        let _ = kind;
+        let names = self.list_box(mailbox)?;
+        Ok(names
+            .into_iter()
+            .map(|n| {
+                let d = digest(self.read_message_capped(mailbox, &n, cap));
+                (n, d)
+            })
+            .collect())
+    }
+
     /// Where messages with id `msg_id` lie (every box; none when it was never delivered).
     /// The default reads the head of every message (the id is a header line, in its first
     /// 64 KiB) and parses only those that hold the id; a database looks it up by an index.

@@ -346,12 +346,27 @@ impl Staleness {
     /// older epoch; never a task's current message (it came by a claim, fenced by the
     /// task's epoch).
     pub fn stale(&self, ws: &Workspace, m: &Message, name: &str) -> Option<u64> {
-        let n = numbered(m)?;
+        self.stale_by(ws, &numbered(m)?, m.task_id.as_deref(), name)
+    }
+
+    /// `stale`, of what decides a message's fate: `n`, of task `task`.
+    fn stale_by(
+        &self,
+        ws: &Workspace,
+        n: &Numbered,
+        task: Option<&str>,
+        name: &str,
+    ) -> Option<u64> {
         match self.receiver.judge(&n.sender, n.seq, n.epoch, n.msg_id.as_deref()) {
-            Verdict::Stale { .. } if ticket_named(ws, m.task_id.as_deref(), name) => None,
+            Verdict::Stale { .. } if ticket_named(ws, task, name) => None,
             Verdict::Stale { last_seen } => Some(last_seen),
             Verdict::Process => None,
         }
+    }
+
+    /// Is the message of fate `n` (of task `task`), the INBOX's file `name`, stale?
+    fn stale_numbered(&self, ws: &Workspace, n: &Numbered, task: Option<&str>, name: &str) -> bool {
+        self.stale_by(ws, n, task, name).is_some()
     }
 }
 
@@ -359,24 +374,74 @@ impl Staleness {
 /// them (its `messages` and its `stale`): stale when it reads and is numbered at or below
 /// what `me` has seen of its sender; new otherwise, one that does not read included.
 /// Nothing is logged or moved. An agent that has seen no numbered message has none stale:
-/// its INBOX is only listed, every name counted; else each is read, and a link or a pipe
-/// under a message's name is no message, as `wait` takes it (doctor names such a file).
+/// its INBOX is only listed, every name counted; else each is judged by what decides its
+/// fate (`fate`; the engine may remember it of a file that did not change), and a link or
+/// a pipe under a message's name is no message, as `wait` takes it (doctor names such a
+/// file).
 pub fn inbox_counts(ws: &Workspace, me: &AgentName) -> Result<(usize, usize)> {
     let inbox = Mailbox::Inbox(me.clone());
     let judge = Staleness::of(ws, me)?;
-    let names = ws.engine.list_box(&inbox)?;
     if judge.receiver.senders.is_empty() {
-        return Ok((names.len(), 0));
+        return Ok((ws.engine.list_box(&inbox)?.len(), 0));
     }
+    let limits = ws.config.limits;
+    // What a fate is made of: this circe's parser, under these limits.
+    let kind = format!("fate 1 circe {} {limits:?}", env!("CARGO_PKG_VERSION"));
+    let fates = ws
+        .engine
+        .box_digests(&inbox, limits.message_bytes, &kind, &mut |read| fate(read, &limits))?;
     let (mut new, mut stale) = (0, 0);
-    for f in names {
-        match super::read::read_unless_planted(ws, &inbox, &f) {
-            Ok(None) => {}
-            Ok(Some(m)) if judge.stale(ws, &m, &f).is_some() => stale += 1,
-            _ => new += 1,
+    for (f, fate) in fates {
+        match fate {
+            None => {}
+            Some(v) => match serde_json::from_value::<Fate>(v) {
+                Ok(Some(n)) if judge.stale_numbered(ws, &n.numbered(), n.4.as_deref(), &f) => {
+                    stale += 1;
+                }
+                _ => new += 1,
+            },
         }
     }
     Ok((new, stale))
+}
+
+/// What decides whether a message is stale, as a digest of its read (`Engine::box_digests`):
+/// `None` (no message: a link or a pipe under its name), else `null` for one that is never
+/// stale (it does not read, or carries no number), else its sender, number, epoch, id and
+/// task.
+fn fate(
+    read: Result<crate::engine::Capped>,
+    limits: &message::Limits,
+) -> Option<serde_json::Value> {
+    let c = match read {
+        Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return None,
+        Err(_) => return Some(serde_json::Value::Null),
+        Ok(c) => c,
+    };
+    let m = message::parse_limited(&c.bytes, c.size, message::Mode::Draft, limits).ok();
+    let n = m.as_ref().and_then(|m| Some((numbered(m)?, m.task_id.clone())));
+    let f: Fate = n
+        .filter(|(n, _)| n.seq.is_some_and(|s| s > 0))
+        .map(|(n, task)| FateOf(n.sender, n.seq.unwrap_or_default(), n.epoch, n.msg_id, task));
+    serde_json::to_value(f).ok()
+}
+
+/// A message's fate (`fate`): `None` when it is never stale.
+type Fate = Option<FateOf>;
+
+/// What decides a numbered message's fate: its sender, number, epoch, id and task.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct FateOf(String, u64, u64, Option<String>, Option<String>);
+
+impl FateOf {
+    fn numbered(&self) -> Numbered {
+        Numbered {
+            sender: self.0.clone(),
+            seq: Some(self.1),
+            epoch: self.2,
+            msg_id: self.3.clone(),
+        }
+    }
 }
 
 /// The text of the one-line form: the headline, else the first line of the `## Summary`

@@ -349,3 +349,94 @@ fn a_task_with_a_long_board_line_stays_listed() {
     let held = env.as_("engineer", &["--json", "prime"]).json()["held"].clone();
     assert_eq!(held.as_array().map(Vec::len), Some(1), "{held}");
 }
+
+/// Send a `status_update` as `from` to the coordinator; its msg_id.
+fn update(env: &Env, from: &str, summary: &str) -> String {
+    let args = ["send", "--to", "coordinator", "--intent", "status_update", "--summary", summary];
+    let o = env.as_(from, &[&args[..], &["--json"]].concat());
+    o.json()["msg_id"].as_str().unwrap().to_string()
+}
+
+/// (new, stale) of `agent` as `inbox`, `prime` and the board count them; the three agree.
+fn counted(env: &Env, agent: &str) -> (u64, u64) {
+    let inbox = env.as_(agent, &["inbox", "--json"]).json();
+    let len = |k: &str| inbox[k].as_array().map_or(0, |a| a.len() as u64);
+    let by_inbox = (len("messages"), len("stale"));
+    let prime = env.as_(agent, &["prime", "--json"]).json();
+    let by_prime = (prime["inbox_count"].as_u64().unwrap(), prime["stale_count"].as_u64().unwrap());
+    let board = env.circe(["board", "--json"]).run().json();
+    let row = board["agents"].as_array().unwrap().iter().find(|a| a["agent"] == agent).unwrap();
+    let by_board = (row["inbox_count"].as_u64().unwrap(), row["stale_count"].as_u64().unwrap());
+    assert_eq!((by_prime, by_board), (by_inbox, by_inbox), "{agent}: prime, board, inbox");
+    by_inbox
+}
+
+/// An INBOX of new and stale messages from several senders, a sender reset to a new epoch,
+/// and a claimed task's ticket numbered below what its agent saw (never stale): `prime` and
+/// the board count it as `inbox` sorts it, again and again.
+#[test]
+fn stale_counts_agree_with_inbox_in_a_mixed_inbox() {
+    let env = Env::new();
+    update(&env, "engineer", "e1");
+    let e2 = update(&env, "engineer", "e2");
+    update(&env, "engineer", "e3");
+    update(&env, "qa", "q1");
+    let q2 = update(&env, "qa", "q2");
+    env.as_("coordinator", &["done", &e2]).ok();
+    env.as_("coordinator", &["take", &q2]).ok();
+    env.as_("engineer", &["seq", "reset"]).ok();
+    update(&env, "engineer", "e1 of epoch 1");
+    // The engineer's ticket (the coordinator's #1) after it saw the coordinator's #3.
+    open(&env, "MIX-1", "the task");
+    let inform = |s: &str| {
+        let args = ["send", "--to", "engineer", "--intent", "inform", "--summary", s, "--json"];
+        env.as_("coordinator", &args).json()["msg_id"].as_str().unwrap().to_string()
+    };
+    inform("a");
+    let b = inform("b");
+    env.as_("engineer", &["done", &b]).ok();
+    env.as_("engineer", &["claim", "MIX-1"]).ok();
+    for _ in 0..2 {
+        assert_eq!(counted(&env, "coordinator"), (2, 2));
+        assert_eq!(counted(&env, "engineer"), (1, 1));
+        assert_eq!(counted(&env, "qa"), (0, 0));
+    }
+}
+
+/// The local engine remembers what decides each message's fate by file identity
+/// (`locks/inbox-<agent>.digests`, once a file is over 3 s old): the counts follow a
+/// message edited in place, a lastSeen that moved, and a remembered file that is garbage.
+#[test]
+fn remembered_fates_follow_an_edited_message_and_a_moved_last_seen() {
+    local_only!("edits a message and the cache in the root's files");
+    let env = Env::new();
+    update(&env, "engineer", "e1");
+    let e2 = update(&env, "engineer", "e2");
+    update(&env, "engineer", "e3");
+    update(&env, "qa", "q1");
+    env.as_("coordinator", &["done", &e2]).ok();
+    // Old enough to be remembered.
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert_eq!(counted(&env, "coordinator"), (2, 1));
+    let cache = env.root().join("locks/inbox-coordinator.digests");
+    let text = std::fs::read_to_string(&cache).unwrap();
+    let inbox = env.ls("AGENTS/coordinator/INBOX");
+    assert!(inbox.iter().all(|n| text.contains(n.as_str())), "{text}");
+    assert_eq!(counted(&env, "coordinator"), (2, 1));
+    // #3 edited in place into a #1: stale now.
+    let third = inbox
+        .iter()
+        .map(|n| env.root().join("AGENTS/coordinator/INBOX").join(n))
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("seq: 3"))
+        .unwrap();
+    let edited = std::fs::read_to_string(&third).unwrap().replace("seq: 3", "seq: 1");
+    std::fs::write(&third, edited).unwrap();
+    assert_eq!(counted(&env, "coordinator"), (1, 2));
+    // qa's later message handed on: its earlier one, remembered as new, is stale now.
+    let q2 = update(&env, "qa", "q2");
+    env.as_("coordinator", &["take", &q2]).ok();
+    assert_eq!(counted(&env, "coordinator"), (0, 3));
+    std::fs::write(&cache, "{not json").unwrap();
+    assert_eq!(counted(&env, "coordinator"), (0, 3));
+    env.circe(["doctor"]).run().ok();
+}

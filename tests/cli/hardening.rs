@@ -376,6 +376,42 @@ fn a_root_without_its_empty_agent_boxes_delivers_nothing_until_init_mends_it() {
     assert!(env.circe(["doctor"]).run().stderr.contains("AGENTS/scribe/INBOX is a link"));
 }
 
+/// A root reached through a link above it (a project folder that is a link) reads its
+/// messages as any other, however often; a box behind a link is never read through, after
+/// such reads as before.
+#[test]
+fn a_link_above_the_root_reads_its_messages_a_link_at_a_box_never() {
+    local_only!("reaches the root through a link it makes");
+    let env = Env::new();
+    for s in ["one", "two"] {
+        let args = ["send", "--to", "qa", "--intent", "inform", "--summary", s];
+        env.as_("coordinator", &args).ok();
+    }
+    let via = env.path().join("via");
+    std::os::unix::fs::symlink(env.path(), &via).unwrap();
+    let root = via.join(".circe").display().to_string();
+    let inbox = |root: &str| env.circe(["--root", root, "inbox", "--json"]).agent("qa").run();
+    for r in [root.as_str(), &env.root().display().to_string()] {
+        let j = inbox(r).json();
+        let mut seen: Vec<&str> = j["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["summary"].as_str())
+            .collect();
+        seen.sort_unstable();
+        assert_eq!(seen, ["one", "two"], "{j}");
+    }
+    let outside = env.path().join("outside");
+    std::fs::rename(env.root().join("AGENTS/qa/INBOX"), &outside).unwrap();
+    std::os::unix::fs::symlink(&outside, env.root().join("AGENTS/qa/INBOX")).unwrap();
+    for r in [root.as_str(), &env.root().display().to_string()] {
+        let o = inbox(r);
+        assert_eq!(o.code, 1, "{}", o.show());
+        assert!(o.stderr.contains("AGENTS/qa/INBOX is a link"), "{}", o.show());
+    }
+}
+
 /// A send whose events cannot be logged (a symlink planted at the event log) after its
 /// message landed says so and names the message, so nobody sends it again for want of an
 /// id; doctor names what to mend.

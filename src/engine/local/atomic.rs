@@ -293,10 +293,63 @@ pub fn open_regular(path: &Path) -> io::Result<(File, u64)> {
     Ok((f, meta.len()))
 }
 
+/// Can `open_unlinked` be tried? Not after openat2 was refused (an old kernel, a sandbox),
+/// nor after it met a link the slow way passed (one above the root: `no_unlinked`).
+static UNLINKED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(true);
+
+/// What `open_unlinked` found.
+pub enum Unlinked {
+    /// The regular file, and its length.
+    Opened(File, u64),
+    /// A link somewhere on the path.
+    Link,
+    /// Anything else: missing, no regular file, an error, no openat2.
+    Other,
+}
+
+/// Open a regular file whose path holds no symbolic link anywhere, in one call (openat2
+/// with `RESOLVE_NO_SYMLINKS`): the path's folders are real folders when it is opened,
+/// which looks before an open (`is_real_dir`) only say of the moment they looked. Anything
+/// else is for the caller to open its usual way, which says what is wrong.
+pub fn open_unlinked(path: &Path) -> Unlinked {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    use std::sync::atomic::Ordering;
+    if !UNLINKED.load(Ordering::Relaxed) {
+        return Unlinked::Other;
+    }
+    let flags = OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC;
+    let fd = match rustix::fs::openat2(CWD, path, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => fd,
+        Err(Errno::LOOP) => return Unlinked::Link,
+        Err(e) => {
+            if [Errno::NOSYS, Errno::PERM, Errno::INVAL].contains(&e) {
+                UNLINKED.store(false, Ordering::Relaxed);
+            }
+            return Unlinked::Other;
+        }
+    };
+    let f = File::from(fd);
+    match f.metadata() {
+        Ok(m) if m.is_file() => Unlinked::Opened(f, m.len()),
+        _ => Unlinked::Other,
+    }
+}
+
+/// `open_unlinked` met a link that the usual way found to be no fault (one above the root,
+/// or the root's own `AGENTS/`): this process opens the usual way from now on.
+pub fn no_unlinked() {
+    UNLINKED.store(false, std::sync::atomic::Ordering::Relaxed);
+}
+
 /// Read a regular file without following a symlink; FIFOs, devices and folders are refused.
 pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
+    read_opened(open_regular(path)?)
+}
+
+/// The whole of a file opened by `open_regular` (or `open_unlinked`), given its length.
+pub fn read_opened((f, len): (File, u64)) -> io::Result<Vec<u8>> {
     use std::io::Read;
-    let (f, len) = open_regular(path)?;
     // Read straight into a buffer one byte longer than the file (std's read_to_end would
     // stat and seek again for its size hint): usually one read, then the 0 of end of file.
     let mut buf = vec![0u8; usize::try_from(len).unwrap_or(0) + 1];
@@ -319,8 +372,13 @@ pub fn read_regular(path: &Path) -> io::Result<Vec<u8>> {
 /// Read at most `cap + 1` bytes of a regular file (enough to tell that it is over `cap`),
 /// without following a symlink; also returns the file's size when opened.
 pub fn read_regular_capped(path: &Path, cap: usize) -> io::Result<(Vec<u8>, u64)> {
+    read_opened_capped(open_regular(path)?, cap)
+}
+
+/// At most `cap + 1` bytes of a file opened by `open_regular` (or `open_unlinked`), and
+/// its length.
+pub fn read_opened_capped((f, len): (File, u64), cap: usize) -> io::Result<(Vec<u8>, u64)> {
     use std::io::Read;
-    let (f, len) = open_regular(path)?;
     let max = u64::try_from(cap).unwrap_or(u64::MAX).saturating_add(1);
     let mut buf = Vec::with_capacity(usize::try_from(len.min(max)).unwrap_or(0) + 1);
     (&f).take(max).read_to_end(&mut buf)?;

@@ -27,7 +27,7 @@ pub(super) struct DirStamp {
 
 /// How long a folder must have been left alone before its stamp is trusted: well over the
 /// coarsest timestamp a Linux filesystem keeps (2 s).
-const SETTLED_NS: i128 = 3_000_000_000;
+pub(super) const SETTLED_NS: i128 = 3_000_000_000;
 
 /// Folders smaller than this are listed every time (a listing is cheaper than the cache).
 const WORTH_CACHING: u64 = 1024 * 1024;

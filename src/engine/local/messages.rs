@@ -152,6 +152,31 @@ impl Store {
         .hint(f.hint))
     }
 
+    /// Message `p` of `mbox` read by `read` once opened. In an agent's box the file is first
+    /// opened through no link at all (`atomic::open_unlinked`, one call): the box is sound
+    /// then, and the looks at its folders (`readable`, two `stat` calls) are not needed.
+    /// Otherwise the box is looked at (it says what is wrong), then the file opened the
+    /// usual way; when that works where a link stopped the first open, the link lies above
+    /// the box and this process opens the usual way from then on.
+    fn read_box_file<T>(
+        &self,
+        mbox: &Mailbox,
+        p: &Path,
+        read: impl FnOnce((std::fs::File, u64)) -> io::Result<T>,
+    ) -> Result<io::Result<T>> {
+        let first =
+            if mbox.agent().is_some() { atomic::open_unlinked(p) } else { atomic::Unlinked::Other };
+        if let atomic::Unlinked::Opened(f, len) = first {
+            return Ok(read((f, len)));
+        }
+        self.readable(mbox)?;
+        let opened = atomic::open_regular(p);
+        if opened.is_ok() && matches!(first, atomic::Unlinked::Link) {
+            atomic::no_unlinked();
+        }
+        Ok(opened.and_then(read))
+    }
+
     /// Deliver `content` into `mbox` under the first free name `name(n)`, n = 1, 2, ... 16,
     /// then spread (`counter`).
     /// Returns the name used. The rename is the commit point; nothing is ever replaced.
@@ -530,9 +555,8 @@ impl Store {
 
     /// Read a message file; symlinks, FIFOs and devices are refused.
     pub fn read_message(&self, mbox: &Mailbox, name: &str) -> Result<Vec<u8>> {
-        self.readable(mbox)?;
         let p = self.box_dir(mbox).join(name);
-        atomic::read_regular(&p).map_err(|e| match e.kind() {
+        self.read_box_file(mbox, &p, atomic::read_opened)?.map_err(|e| match e.kind() {
             io::ErrorKind::NotFound => Error::not_found(format!("no message {name} in {mbox}")),
             _ => Error::io("cannot read message", &p, e),
         })
@@ -546,9 +570,8 @@ impl Store {
         name: &str,
         cap: usize,
     ) -> Result<crate::engine::Capped> {
-        self.readable(mbox)?;
         let p = self.box_dir(mbox).join(name);
-        atomic::read_regular_capped(&p, cap)
+        self.read_box_file(mbox, &p, |opened| atomic::read_opened_capped(opened, cap))?
             .map(|(bytes, len)| crate::engine::Capped { bytes, size: Some(len) })
             .map_err(|e| match e.kind() {
                 io::ErrorKind::NotFound => Error::not_found(format!("no message {name} in {mbox}")),

@@ -41,6 +41,7 @@ mod chat_archive;
 mod chat_copy;
 mod chat_file;
 mod cursor_file;
+mod digests;
 mod dir_stamp;
 mod doctor;
 mod event_log;
@@ -672,6 +673,16 @@ impl Engine for LocalEngine {
 
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped> {
         self.store.read_message_capped(mailbox, file, cap)
+    }
+
+    fn box_digests(
+        &self,
+        mailbox: &Mailbox,
+        cap: usize,
+        kind: &str,
+        digest: &mut dyn FnMut(Result<Capped>) -> Option<serde_json::Value>,
+    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        digests::box_digests(&self.store, mailbox, cap, kind, digest)
     }
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
