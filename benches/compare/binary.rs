@@ -1,0 +1,109 @@
+//! Which circe binary the bench measures: never a test build by accident.
+//!
+//! `cargo bench` compiles circe with the `test-break` feature (the crate's dev-dependency on
+//! itself turns it on for every test and bench target) and leaves that build where `cargo
+//! build --release` puts its own, `target/<triple>/release/circe`. That build is larger and
+//! slower than a release build, so the bench never measures it: without `--circe PATH` it
+//! builds a plain one itself (`cargo build --release`, into its own target dir,
+//! `target/bench-plain`), and a binary named by `--circe` or `--against` that says
+//! `(test build)` in its `--version` is refused (exit 2) with the commands that make a plain
+//! one.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// What `BIN --version` prints (`circe 0.2.0`), or why it cannot be run.
+pub(crate) fn version_of(bin: &Path) -> Result<String, String> {
+    let out = Command::new(bin)
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if !out.status.success() || !text.starts_with("circe ") {
+        return Err(format!(
+            "{} is not a circe binary (`--version` printed {text:?}, exit {:?})",
+            bin.display(),
+            out.status.code()
+        ));
+    }
+    Ok(text)
+}
+
+/// Refuses (exit 2) a binary given as `option` that cannot be run or is a test build.
+pub(crate) fn refuse_test_build(bin: &Path, option: &str) -> String {
+    let version = version_of(bin).unwrap_or_else(|e| {
+        eprintln!("compare: {option}: {e}");
+        std::process::exit(2);
+    });
+    if version.ends_with("(test build)") {
+        let copy = if option == "--against" { "/tmp/circe-old" } else { "/tmp/circe-plain" };
+        let build = if option == "--against" { "in a worktree of the old commit, " } else { "" };
+        eprintln!(
+            "compare: {option} {}: a test build (`--version` says \"{version}\"): it has the \
+             test-break feature that `cargo test` and `cargo bench` compile in, and is slower \
+             and larger than a release build, so its times say nothing about a release\n\
+             hint: {build}`cargo build --release && cp {} {copy}`, then `{option} {copy}` \
+             (the copy: the next `cargo bench` overwrites that path with a test build again)",
+            bin.display(),
+            env!("CARGO_BIN_EXE_circe"),
+        );
+        std::process::exit(2);
+    }
+    version
+}
+
+/// Builds circe as `cargo build --release` does, without the `test-break` feature, into a
+/// target dir of its own (`target/bench-plain`: not the one `cargo bench` is using), and
+/// returns the binary's path. The first run takes a release build's time (minutes, for the
+/// link-time optimisation); later runs only what changed.
+pub(crate) fn build_plain() -> PathBuf {
+    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
+    let target = tmp.parent().unwrap_or(&tmp).join("bench-plain");
+    eprintln!(
+        "compare: building a plain release circe (`cargo build --release`: the build `cargo \
+         bench` made has the test-break feature) into {} ...",
+        target.display()
+    );
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
+    let out = Command::new(cargo)
+        .args(["build", "--release", "--bin", "circe", "--message-format=json-render-diagnostics"])
+        .arg("--target-dir")
+        .arg(&target)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap_or_else(|e| {
+            eprintln!("compare: cannot run cargo: {e}\nhint: pass a release build: --circe PATH");
+            std::process::exit(1);
+        });
+    let executable = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["target"]["name"] == "circe")
+        .find_map(|v| v["executable"].as_str().map(PathBuf::from));
+    match executable {
+        Some(bin) if out.status.success() => bin,
+        _ => {
+            eprintln!(
+                "compare: `cargo build --release` into {} failed (its output is above)\n\
+                 hint: build one yourself and pass it: `cargo build --release && cp {} \
+                 /tmp/circe-plain`, then `--circe /tmp/circe-plain`",
+                target.display(),
+                env!("CARGO_BIN_EXE_circe"),
+            );
+            std::process::exit(1);
+        }
+    }
+}
+
+/// The `--version` of the binary the bench built; it must not be a test build.
+pub(crate) fn plain_version(bin: &Path) -> String {
+    let version = version_of(bin).unwrap_or_else(|e| {
+        eprintln!("compare: the plain build: {e}");
+        std::process::exit(1);
+    });
+    assert!(!version.ends_with("(test build)"), "{} is a test build: {version}", bin.display());
+    version
+}
