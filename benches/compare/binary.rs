@@ -19,7 +19,7 @@ pub(crate) fn version_of(bin: &Path) -> Result<String, String> {
         .stdin(Stdio::null())
         .output()
         .map_err(|e| format!("cannot run {}: {e}", bin.display()))?;
-    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let text = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
     if !out.status.success() || !text.starts_with("circe ") {
         return Err(format!(
             "{} is not a circe binary (`--version` printed {text:?}, exit {:?})",
@@ -28,6 +28,13 @@ pub(crate) fn version_of(bin: &Path) -> Result<String, String> {
         ));
     }
     Ok(text)
+}
+
+/// Where `cargo build --release` leaves circe, from the repository's root
+/// (`target/<triple>/release/circe`): where `cargo bench` left its test build.
+fn release_path() -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_circe"));
+    bin.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(bin).display().to_string()
 }
 
 /// Refuses (exit 2) a binary given as `option` that cannot be run or is a test build.
@@ -46,7 +53,7 @@ pub(crate) fn refuse_test_build(bin: &Path, option: &str) -> String {
              hint: {build}`cargo build --release && cp {} {copy}`, then `{option} {copy}` \
              (the copy: the next `cargo bench` overwrites that path with a test build again)",
             bin.display(),
-            env!("CARGO_BIN_EXE_circe"),
+            release_path(),
         );
         std::process::exit(2);
     }
@@ -91,7 +98,7 @@ pub(crate) fn build_plain() -> PathBuf {
                  hint: build one yourself and pass it: `cargo build --release && cp {} \
                  /tmp/circe-plain`, then `--circe /tmp/circe-plain`",
                 target.display(),
-                env!("CARGO_BIN_EXE_circe"),
+                release_path(),
             );
             std::process::exit(1);
         }
