@@ -22,9 +22,9 @@ pub(crate) fn version_of(bin: &Path) -> Result<String, String> {
     let text = String::from_utf8_lossy(&out.stdout).lines().next().unwrap_or("").trim().to_string();
     if !out.status.success() || !text.starts_with("circe ") {
         return Err(format!(
-            "{} is not a circe binary (`--version` printed {text:?}, exit {:?})",
+            "{} is not a circe binary (`--version` printed {text:?}, exit {})",
             bin.display(),
-            out.status.code()
+            out.status.code().map_or_else(|| "by a signal".to_string(), |c| c.to_string())
         ));
     }
     Ok(text)
@@ -33,8 +33,12 @@ pub(crate) fn version_of(bin: &Path) -> Result<String, String> {
 /// Where `cargo build --release` leaves circe, from the repository's root
 /// (`target/<triple>/release/circe`): where `cargo bench` left its test build.
 fn release_path() -> String {
+    // `target/<triple>/<profile>/circe`: `release` for `cargo bench`, `debug` under
+    // `--profile dev`; `cargo build --release` writes `release`.
     let bin = Path::new(env!("CARGO_BIN_EXE_circe"));
-    bin.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(bin).display().to_string()
+    let profiles = bin.parent().and_then(Path::parent).unwrap_or(Path::new("target"));
+    let release = profiles.join("release").join("circe");
+    release.strip_prefix(env!("CARGO_MANIFEST_DIR")).unwrap_or(&release).display().to_string()
 }
 
 /// Refuses (exit 2) a binary given as `option` that cannot be run or is a test build.
@@ -65,14 +69,15 @@ pub(crate) fn refuse_test_build(bin: &Path, option: &str) -> String {
 /// returns the binary's path. The first run takes a release build's time (minutes, for the
 /// link-time optimisation); later runs only what changed.
 pub(crate) fn build_plain() -> PathBuf {
-    let tmp = PathBuf::from(env!("CARGO_TARGET_TMPDIR"));
-    let target = tmp.parent().unwrap_or(&tmp).join("bench-plain");
+    // The cargo that runs the bench (`CARGO`), else the one on PATH (run by hand: rustup's
+    // proxy then picks this repository's toolchain, as `cargo bench` did).
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let target = target_dir(&cargo).join("bench-plain");
     eprintln!(
         "compare: building a plain release circe (`cargo build --release`: the build `cargo \
          bench` made has the test-break feature) into {} ...",
         target.display()
     );
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| env!("CARGO").into());
     let out = Command::new(cargo)
         .args(["build", "--release", "--bin", "circe", "--message-format=json-render-diagnostics"])
         .arg("--target-dir")
@@ -103,6 +108,21 @@ pub(crate) fn build_plain() -> PathBuf {
             std::process::exit(1);
         }
     }
+}
+
+/// The repository's target dir (`target`, or where `CARGO_TARGET_DIR` puts it), as cargo
+/// says.
+fn target_dir(cargo: &std::ffi::OsStr) -> PathBuf {
+    let out = Command::new(cargo)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output();
+    let meta: Option<serde_json::Value> =
+        out.ok().and_then(|o| serde_json::from_slice(&o.stdout).ok());
+    meta.and_then(|m| m["target_directory"].as_str().map(PathBuf::from))
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target"))
 }
 
 /// The `--version` of the binary the bench built; it must not be a test build.
