@@ -21,7 +21,9 @@
 //!   --against OLD                   only compare this circe with the circe binary OLD:
 //!                                   claim <id> and claim --next, durable, paired rounds
 //!   --circe PATH                    bench another circe binary (e.g. a copy built from
-//!                                   an older commit, for before/after figures)
+//!                                   an older commit, for before/after figures); without
+//!                                   it, a plain `cargo build --release` the bench makes
+//!                                   in target/bench-plain (binary.rs: never a test build)
 //!   --dir PATH                      where roots are made (default: a fresh folder under
 //!                                   the cargo target tmp dir); removed at the end
 //!   --keep                          do not remove the roots
@@ -46,6 +48,7 @@ use crate::verdicts::verdicts;
 
 mod ab;
 mod archive;
+mod binary;
 mod chat;
 mod contention;
 mod limits;
@@ -59,11 +62,12 @@ mod stats;
 mod streams;
 mod verdicts;
 
-/// The circe binary under test: `--circe PATH`, else the one cargo built for this bench.
+/// The circe binary under test: `--circe PATH`, else a plain release build the bench makes
+/// (never the test build cargo made for this bench: binary.rs).
 pub(crate) static CIRCE_BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
 
 pub(crate) fn circe_bin() -> &'static Path {
-    CIRCE_BIN.get_or_init(|| PathBuf::from(env!("CARGO_BIN_EXE_circe")))
+    CIRCE_BIN.get_or_init(binary::build_plain)
 }
 pub(crate) const SQLITE: &str = "/usr/bin/sqlite3";
 
@@ -204,7 +208,7 @@ pub(crate) fn usage(msg: &str) -> ! {
         "options: --sizes 100,1000 --rounds N --quick --workers N --secs S \
          --contention-tasks N --no-contention --no-memory --no-rounds --no-limits --no-chat \
          --no-archive --archive-tasks N \
-         --no-streams --no-pg --pg-only --pg-claimers --circe PATH --dir PATH --keep"
+         --no-streams --no-pg --pg-only --pg-claimers --against OLD --circe PATH --dir PATH --keep"
     );
     std::process::exit(2);
 }
@@ -270,6 +274,12 @@ fn main() {
         return;
     }
     let opts = parse_opts();
+    // The binaries named are checked before anything is built or populated; then the one to
+    // measure is built if none was named.
+    let named = CIRCE_BIN.get().map(|bin| binary::refuse_test_build(bin, "--circe"));
+    let old_version =
+        opts.against.as_deref().map(|old| binary::refuse_test_build(old, "--against"));
+    let circe_version = named.unwrap_or_else(|| binary::plain_version(circe_bin()));
     if !Path::new(SQLITE).exists() {
         install_sqlite3();
     }
@@ -282,7 +292,10 @@ fn main() {
     std::fs::create_dir_all(&opts.dir).expect("make bench dir");
     let mut out = String::new();
     let _ = writeln!(out, "# circe compare\n\nmachine: {}", machine(&opts.dir));
-    let _ = writeln!(out, "circe binary: {}", circe_bin().display());
+    let _ = writeln!(out, "circe binary: {} ({circe_version})", circe_bin().display());
+    if let (Some(old), Some(v)) = (&opts.against, old_version) {
+        let _ = writeln!(out, "against: {} ({v})", old.display());
+    }
     if let Some(old) = &opts.against {
         ab::against(&opts, old, &mut out);
         println!("{out}");

@@ -59,6 +59,15 @@ use crate::error::{Error, Result};
 use crate::names::{AgentName, TaskId};
 use crate::workspace::Workspace;
 
+/// What `circe --version` prints after the name: the crate's version, and in a build with
+/// the `test-break` feature (`cargo test`, `cargo bench`) ` (test build)`, so that such a
+/// binary is never taken for a release build (a benchmark refuses it).
+pub const VERSION: &str = if cfg!(feature = "test-break") {
+    concat!(env!("CARGO_PKG_VERSION"), " (test build)")
+} else {
+    env!("CARGO_PKG_VERSION")
+};
+
 /// circe: coordinate a team of AI coding agents through plain files.
 ///
 /// Folders are states, an atomic rename is a transition, YAML records hold task ownership.
@@ -68,7 +77,7 @@ use crate::workspace::Workspace;
 #[derive(Debug, Parser)]
 #[command(
     name = "circe",
-    version,
+    version = VERSION,
     max_term_width = 100,
     after_help = "Examples:\n  circe init && circe --agent coordinator prime\n  circe --agent engineer claim --next --dry-run\n  circe help protocols | less"
 )]

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use clap::Args;
-use schemars::{JsonSchema, Schema, schema_for};
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema};
 use serde::Serialize;
 
 use super::{Ctx, Report};
@@ -76,6 +77,14 @@ pub struct TextJson {
     pub text: String,
 }
 
+/// The schema of what serializing a `T` prints: a key is `required` unless the type skips
+/// it (`skip_serializing_if`), so an `Option` printed as `null` is required and nullable.
+/// (The default settings describe what deserializing accepts, where every `Option` and
+/// every `#[serde(default)]` key may be left out: no promise to a reader of the output.)
+pub fn schema<T: JsonSchema>() -> Schema {
+    SchemaSettings::draft2020_12().for_serialize().into_generator().into_root_schema_for::<T>()
+}
+
 /// Every command with JSON output, and its schema.
 pub fn all() -> Vec<(&'static str, Schema)> {
     use super::{
@@ -84,60 +93,60 @@ pub fn all() -> Vec<(&'static str, Schema)> {
         send, show, tasks, vocab,
     };
     vec![
-        ("init", schema_for!(init::InitJson)),
-        ("agent add", schema_for!(agent::AgentAddJson)),
-        ("agent list", schema_for!(agent::AgentListJson)),
-        ("chat say", schema_for!(d::ChatLineDef)),
-        ("chat watch", schema_for!(d::ChatLineDef)),
-        ("chat archive", schema_for!(d::ArchivedDef)),
-        ("send", schema_for!(send::SendOutput)),
-        ("inbox", schema_for!(inbox::InboxJson)),
-        ("show", schema_for!(show::ShowOutput)),
-        ("validate", schema_for!(m::ValidateOutput)),
-        ("registry", schema_for!(registry::RegistryJson)),
-        ("claim", schema_for!(claim::ClaimOutput)),
-        ("release", schema_for!(vocab::TaskMoved)),
-        ("status", schema_for!(vocab::TaskMoved)),
-        ("heartbeat", schema_for!(vocab::TaskMoved)),
-        ("check", schema_for!(check::CheckJson)),
-        ("take", schema_for!(move_msg::TakeJson)),
-        ("done", schema_for!(move_msg::DoneJson)),
-        ("tasks", schema_for!(tasks::TasksJson)),
-        ("doctor", schema_for!(doctor::DoctorJson)),
-        ("reap", schema_for!(reap::ReapJson)),
-        ("demo", schema_for!(replay::ReplayLine)),
-        ("replay", schema_for!(replay::ReplayLine)),
-        ("prime", schema_for!(prime::PrimeJson)),
-        ("questions", schema_for!(questions::QuestionsJson)),
-        ("board", schema_for!(board::BoardJson)),
-        ("schema", schema_for!(SchemaOutput)),
-        ("version", schema_for!(VersionJson)),
-        ("help", schema_for!(HelpJson)),
-        ("completions", schema_for!(TextJson)),
-        ("man", schema_for!(TextJson)),
-        ("watch", schema_for!(d::EventDef)),
-        ("wait", schema_for!(m::WaitDef)),
-        ("log", schema_for!(d::EventDef)),
-        ("cursors", schema_for!(m::CursorsDef)),
-        ("config", schema_for!(m::ConfigOutput)),
-        ("migrate", schema_for!(m::MigrateDef)),
-        ("mirror", schema_for!(m::MirrorDef)),
-        ("agent retire", schema_for!(x::RetiredDef)),
-        ("asks", schema_for!(x::AsksDef)),
-        ("thread", schema_for!(x::NodeDef)),
-        ("orphans", schema_for!(x::OrphansDef)),
-        ("orphans redeliver", schema_for!(x::RedeliveredDef)),
-        ("readdress", schema_for!(x::RedeliveredDef)),
-        ("import tx", schema_for!(x::ImportDef)),
-        ("export tx", schema_for!(x::ExportDef)),
-        ("seq reset", schema_for!(x::SeqResetDef)),
-        ("seq state", schema_for!(x::SeqStateDef)),
-        ("seq import", schema_for!(x::SeqImportDef)),
-        ("archive", schema_for!(a::ArchiveJson)),
-        ("archive search", schema_for!(a::ArchiveSearchJson)),
-        ("archive restore", schema_for!(a::ArchiveRestoreJson)),
-        ("archive verify", schema_for!(a::ArchiveVerifyJson)),
-        ("error", schema_for!(vocab::ErrorJson)),
+        ("init", schema::<init::InitJson>()),
+        ("agent add", schema::<agent::AgentAddJson>()),
+        ("agent list", schema::<agent::AgentListJson>()),
+        ("chat say", schema::<d::ChatLineDef>()),
+        ("chat watch", schema::<d::ChatLineDef>()),
+        ("chat archive", schema::<d::ArchivedDef>()),
+        ("send", schema::<send::SendOutput>()),
+        ("inbox", schema::<inbox::InboxJson>()),
+        ("show", schema::<show::ShowOutput>()),
+        ("validate", schema::<m::ValidateOutput>()),
+        ("registry", schema::<registry::RegistryJson>()),
+        ("claim", schema::<claim::ClaimOutput>()),
+        ("release", schema::<vocab::TaskMoved>()),
+        ("status", schema::<vocab::TaskMoved>()),
+        ("heartbeat", schema::<vocab::TaskMoved>()),
+        ("check", schema::<check::CheckJson>()),
+        ("take", schema::<move_msg::TakeJson>()),
+        ("done", schema::<move_msg::DoneJson>()),
+        ("tasks", schema::<tasks::TasksJson>()),
+        ("doctor", schema::<doctor::DoctorJson>()),
+        ("reap", schema::<reap::ReapJson>()),
+        ("demo", schema::<replay::ReplayLine>()),
+        ("replay", schema::<replay::ReplayLine>()),
+        ("prime", schema::<prime::PrimeJson>()),
+        ("questions", schema::<questions::QuestionsJson>()),
+        ("board", schema::<board::BoardJson>()),
+        ("schema", schema::<SchemaOutput>()),
+        ("version", schema::<VersionJson>()),
+        ("help", schema::<HelpJson>()),
+        ("completions", schema::<TextJson>()),
+        ("man", schema::<TextJson>()),
+        ("watch", schema::<d::EventDef>()),
+        ("wait", schema::<m::WaitDef>()),
+        ("log", schema::<d::EventDef>()),
+        ("cursors", schema::<m::CursorsDef>()),
+        ("config", schema::<m::ConfigOutput>()),
+        ("migrate", schema::<m::MigrateDef>()),
+        ("mirror", schema::<m::MirrorDef>()),
+        ("agent retire", schema::<x::RetiredDef>()),
+        ("asks", schema::<x::AsksDef>()),
+        ("thread", schema::<x::NodeDef>()),
+        ("orphans", schema::<x::OrphansDef>()),
+        ("orphans redeliver", schema::<x::RedeliveredDef>()),
+        ("readdress", schema::<x::RedeliveredDef>()),
+        ("import tx", schema::<x::ImportDef>()),
+        ("export tx", schema::<x::ExportDef>()),
+        ("seq reset", schema::<x::SeqResetDef>()),
+        ("seq state", schema::<x::SeqStateDef>()),
+        ("seq import", schema::<x::SeqImportDef>()),
+        ("archive", schema::<a::ArchiveJson>()),
+        ("archive search", schema::<a::ArchiveSearchJson>()),
+        ("archive restore", schema::<a::ArchiveRestoreJson>()),
+        ("archive verify", schema::<a::ArchiveVerifyJson>()),
+        ("error", schema::<vocab::ErrorJson>()),
     ]
 }
 

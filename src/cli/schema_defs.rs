@@ -1,8 +1,10 @@
 //! The JSON Schema side of the domain types that `--json` prints inside a command's output
 //! (records, events, messages, problems): schema-only mirrors, so that `schemars` stays in
 //! `src/cli/`. Each mirrors its type's serde output field for field and denies other
-//! fields; the schema test (tests/cli/schema.rs) validates real output against them, so a
-//! mirror that drifts from its type fails there.
+//! fields; a key the type leaves out when empty carries the same `skip_serializing_if`
+//! (the schema's `required` lists every other key: `schema::schema`). The schema test
+//! (tests/cli/schema.rs) validates real output against them, so a mirror that drifts from
+//! its type fails there.
 
 use std::collections::BTreeMap;
 
@@ -18,9 +20,9 @@ pub struct StatusRecordDef {
     v: u32,
     task_id: String,
     status: StatusDef,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     started_at: Option<String>,
     updated_at: String,
     created_at: String,
@@ -34,22 +36,22 @@ pub struct StatusRecordDef {
     expiries: u32,
     /// The file name of the task's current message (its ticket).
     message: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     lease_expires_at: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     handoff: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     handoff_checks: Vec<String>,
     /// When the task must be completed by (RFC 3339); past it, `reap` expires the task.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     deadline: Option<String>,
     /// Messages the task's last change sends, kept until they are delivered.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     outbox: Vec<OutgoingDef>,
     /// Passed checks that were asserted, not run.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     asserted: Vec<String>,
 }
 
@@ -65,7 +67,7 @@ pub struct OutgoingDef {
     content: String,
     /// The event its delivery logs: `send` or `route`.
     event: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     rule: Option<String>,
 }
 
@@ -138,12 +140,12 @@ pub struct OwnerRecordDef {
 pub struct RowDef {
     task_id: String,
     status: StatusDef,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
     created_at: String,
     /// The last change of status: for a waiting task, when it started waiting.
     updated_at: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     lease_expires_at: Option<String>,
     intent: String,
     to: String,
@@ -155,7 +157,7 @@ pub struct RowDef {
     /// Of the passed checks, how many were asserted rather than run.
     checks_asserted: usize,
     /// When it must be completed by.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     deadline: Option<String>,
 }
 
@@ -180,61 +182,61 @@ pub struct EventDef {
     /// The kind: open, send, claim, start, ... (a newer circe may add kinds).
     event: String,
     agent: String,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     task_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     from: Option<StatusDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     to: Option<StatusDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     epoch: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     files: Vec<FileRefDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     msg_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     intent: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     addressed_to: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     in_reply_to: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     owner: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     attempts: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     expiries: Option<u32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     note: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     reason: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     forced: bool,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     check: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     passed: Option<bool>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     how: Option<HowDef>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     command: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     exit_code: Option<i32>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     seconds: Option<f64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     what: Option<String>,
     /// The consumer (cursor name) a `dead_letter` is about.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     consumer: Option<String>,
     /// A `skip`: the stale message's sender, number and epoch, and the receiver's lastSeen.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     sender: Option<String>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     seq: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     seq_epoch: Option<u64>,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     last_seen: Option<u64>,
 }
 
@@ -301,7 +303,7 @@ pub struct ChatLineDef {
     broadcast: Vec<String>,
     message: String,
     line_number: u64,
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     ambiguous: bool,
 }
 
@@ -360,7 +362,7 @@ mod tests {
             seq_epoch: Some(2),
             last_seen: Some(4),
         };
-        let schema = serde_json::to_value(schemars::schema_for!(super::EventDef)).unwrap();
+        let schema = serde_json::to_value(crate::cli::schema::schema::<super::EventDef>()).unwrap();
         let v = jsonschema::validator_for(&schema).unwrap();
         let line = serde_json::to_value(&e).unwrap();
         let errors: Vec<String> = v.iter_errors(&line).map(|e| e.to_string()).collect();

@@ -46,15 +46,15 @@ pub struct MigrateDef {
     message_count: usize,
     event_count: usize,
     /// Into a database: where the old folder was moved.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     retired_to: Option<String>,
     /// Into a database: the tasks the folder archived, whose archive stays in the old
     /// folder and whose ids came along (never opened again).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     archived_count: Option<usize>,
     /// Into a folder: the circe.yaml the database root was named through, when it lies
     /// elsewhere and still names the database (null otherwise).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     stale_pointer: Option<String>,
 }
 
@@ -91,12 +91,10 @@ pub struct WaitDef {
     event: Option<EventDef>,
     already: bool,
     task_id: Option<String>,
-    #[serde(default, rename = "box")]
+    #[serde(rename = "box")]
     mailbox: Option<String>,
-    #[serde(default)]
     file: Option<String>,
     /// What --claim took, as `circe claim --json` prints it.
-    #[serde(default)]
     claimed: Option<super::claim::ClaimJson>,
 }
 

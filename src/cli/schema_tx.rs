@@ -47,22 +47,16 @@ struct AskDef {
     to: String,
     /// The agents it was delivered to: any of them may answer.
     recipients: Vec<String>,
-    #[serde(default)]
     task_id: Option<String>,
     /// The ask's summary line (as `inbox` and `questions` name it).
-    #[serde(default)]
     summary: Option<String>,
     /// When it was asked (the record's `asked_at`).
     created_at: String,
-    #[serde(default)]
     deadline: Option<String>,
     /// `open`, `answering`, `answered` or `expired`.
     state: String,
-    #[serde(default)]
     answer: Option<String>,
-    #[serde(default)]
     answered_by: Option<String>,
-    #[serde(default)]
     answered_at: Option<String>,
     rev: u64,
     age_seconds: i64,

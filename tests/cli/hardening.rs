@@ -263,6 +263,49 @@ fn a_crashed_takeover_logs_no_expiry() {
     assert_eq!(kinds.iter().filter(|k| *k == "expire").count(), 1, "{kinds:?}");
 }
 
+/// Every file of a mirror is read-only, its marker too; a run, or a `--watch` round, sets
+/// that mode again on a file made writable by hand, whether it changed or not (the event
+/// log grows by an append).
+#[test]
+fn a_mirror_keeps_every_file_read_only() {
+    use std::os::unix::fs::PermissionsExt;
+    fn modes(dir: &std::path::Path, out: &mut Vec<(String, u32)>) {
+        for e in std::fs::read_dir(dir).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            if m.is_dir() {
+                modes(&e.path(), out);
+            } else {
+                out.push((e.path().display().to_string(), m.permissions().mode() & 0o7777));
+            }
+        }
+    }
+    let writable = |dir: &std::path::Path| {
+        for rel in [".circe-mirror", "circe.yaml", "LOGS/events.jsonl"] {
+            std::fs::set_permissions(dir.join(rel), std::fs::Permissions::from_mode(0o644))
+                .unwrap();
+        }
+    };
+    let env = Env::new();
+    env.open_task("T-1");
+    let dir = env.path().join("m");
+    let arg = dir.to_str().unwrap();
+    let mut runs: Vec<Vec<&str>> = vec![vec!["mirror", arg]];
+    runs.push(vec!["mirror", arg]);
+    runs.push(vec!["mirror", arg, "--watch", "--rounds", "1"]);
+    for (i, run) in runs.iter().enumerate() {
+        env.circe(run).run().ok();
+        let mut all = Vec::new();
+        modes(&dir, &mut all);
+        let wrong: Vec<_> = all.iter().filter(|(_, m)| *m != 0o444).collect();
+        assert!(all.len() > 5 && wrong.is_empty(), "run {i} ({run:?}): not 0444: {wrong:?}");
+        writable(&dir);
+        if i == 1 {
+            env.open_task("T-2");
+        }
+    }
+}
+
 /// `mirror DIR` makes DIR the root's copy, so it writes only into a new or empty folder, or
 /// a mirror it made before: a folder with other things in it is refused and left whole.
 #[test]

@@ -130,7 +130,8 @@ fn completions_and_man_pages() {
     assert!(m.stderr.contains("did you mean `claim`?"), "{}", m.show());
 }
 
-/// `--json` holds for `--version` and `--help` too: one JSON document, exit 0.
+/// `--json` holds for `--version` and `--help` too: one JSON document, exit 0. A test build
+/// says so in its `--version` text.
 #[test]
 fn version_and_help_answer_in_json_when_asked() {
     let env = Env::new();
@@ -151,10 +152,12 @@ fn version_and_help_answer_in_json_when_asked() {
         "{}",
         o.show()
     );
-    // Without --json, the text as before.
+    // Without --json, the text as before; this binary is a test build (`cargo test` turns
+    // the `test-break` feature on), and says so, so that no benchmark takes it for a release
+    // build. `cargo build` makes the plain `circe 0.2.0`.
     let o = env.circe(["--version"]).run();
     o.ok();
-    assert_eq!(o.stdout, format!("circe {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(o.stdout, format!("circe {} (test build)\n", env!("CARGO_PKG_VERSION")));
 }
 
 /// A command line circe cannot parse is hinted at the help of the very (sub)command it

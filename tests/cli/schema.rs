@@ -207,6 +207,7 @@ fn every_command_prints_what_its_schema_says() {
         ("error", None, &["claim", "--bogus-flag"], 2),
     ];
     let mut covered = BTreeSet::new();
+    let mut samples = Samples::default();
     for (schema, agent, args, code) in steps {
         let mut run = env.circe([&["--json"][..], args].concat());
         if let Some(a) = agent {
@@ -220,14 +221,17 @@ fn every_command_prints_what_its_schema_says() {
             for line in o.stdout.lines() {
                 let doc: Value = serde_json::from_str(line).expect("one JSON object per line");
                 valid(&v, &doc, &o.show());
+                samples.add(schema, doc);
             }
         } else {
             let doc = o.json();
             assert!(doc.is_object(), "an object at the top: {}", o.show());
             if *code != 0 && *schema != "error" && doc.get("error").is_some() {
                 valid(&validator(&env, "error"), &doc, &o.show());
+                samples.add("error", doc);
             } else {
                 valid(&v, &doc, &o.show());
+                samples.add(if *code != 0 { "error" } else { schema }, doc);
             }
         }
         // Every task id is `task_id`, never `task` holding an id.
@@ -249,6 +253,7 @@ fn every_command_prints_what_its_schema_says() {
         let o = env.circe([&["--json"][..], args].concat()).now("2026-01-01T00:00:00Z").run();
         o.ok();
         valid(&validator(&env, schema), &o.json(), &o.show());
+        samples.add(schema, o.json());
         assert!(!o.stdout.contains("\"task\": \""), "`task` holding an id: {}", o.show());
         covered.insert((*schema).to_string());
     }
@@ -260,6 +265,141 @@ fn every_command_prints_what_its_schema_says() {
     assert!(hint.starts_with("to pass '--bogus-flag' as a value"), "{}", bad.show());
     let missing: Vec<String> = leaves().difference(&covered).cloned().collect();
     assert!(missing.is_empty(), "commands whose output no step validates: {missing:?}");
+    samples.keys_always_printed_are_required(&env);
+}
+
+/// Keys an output may leave out although every output the tests make carries them:
+/// (place, key, why); the place is the type whose schema it is (`RowDef`, the `title` or a
+/// `$defs` name). Every other key that all its outputs carry is `required`.
+const MAY_BE_ABSENT: &[(&str, &str, &str)] = &[
+    ("RowDef", "owner", "a waiting task has no owner"),
+    ("RowDef", "lease_expires_at", "nor a lease"),
+    ("RowDef", "deadline", "a task sent without a deadline has none"),
+    ("StatusRecordDef", "deadline", "a task sent without a deadline has none"),
+    ("EventDef", "task_id", "an event of no task: a message that names none, a repair"),
+];
+
+/// The outputs a test printed, by the schema they follow, to find the keys every one of
+/// them carries that their schema does not list as `required`: a reader of the schema
+/// would guard against a key that is never missing, or trust one that may be.
+#[derive(Default)]
+struct Samples(Vec<(String, Value)>);
+
+/// An object schema the samples reached: the keys every instance of it carried (None
+/// before the first), and the keys it requires.
+#[derive(Default)]
+struct Reached {
+    always: Option<BTreeSet<String>>,
+    required: BTreeSet<String>,
+    count: usize,
+}
+
+impl Samples {
+    fn add(&mut self, schema: &str, doc: Value) {
+        self.0.push((schema.to_string(), doc));
+    }
+
+    #[track_caller]
+    fn keys_always_printed_are_required(&self, env: &Env) {
+        let mut schemas = std::collections::BTreeMap::new();
+        let mut reached = std::collections::BTreeMap::new();
+        for (name, doc) in &self.0 {
+            let schema = schemas.entry(name.clone()).or_insert_with(|| {
+                let words: Vec<&str> = name.split(' ').collect();
+                let o = env.circe([&["schema"][..], &words].concat()).run();
+                serde_json::from_str::<Value>(&o.ok().stdout).expect("a schema is JSON")
+            });
+            walk(schema, schema, "#", doc, &mut |at, required, keys| {
+                // A type's schema under `$defs` is one place in every command that prints it.
+                let title = schema.get("title").and_then(Value::as_str).unwrap_or(name);
+                let place = match at.strip_prefix("#/$defs/") {
+                    Some(def) => def.to_string(),
+                    None if at == "#" => title.to_string(),
+                    None => format!("{name}{}", &at[1..]),
+                };
+                let r: &mut Reached = reached.entry(place).or_default();
+                r.count += 1;
+                r.required.clone_from(required);
+                r.always = Some(match r.always.take() {
+                    None => keys.clone(),
+                    Some(a) => a.intersection(keys).cloned().collect(),
+                });
+            });
+        }
+        let allowed: BTreeSet<(&str, &str)> =
+            MAY_BE_ABSENT.iter().map(|(s, k, _)| (*s, *k)).collect();
+        let mut wrong = Vec::new();
+        for (place, r) in &reached {
+            for k in r.always.iter().flatten().filter(|k| !r.required.contains(*k)) {
+                if !allowed.contains(&(place.as_str(), k.as_str())) {
+                    wrong.push(format!("{place}: `{k}` (in all {} outputs)", r.count));
+                }
+            }
+        }
+        assert!(
+            wrong.is_empty(),
+            "keys every output carried that the schema does not require (require them, or, \
+             when an output may lack one, say why in MAY_BE_ABSENT):\n{}",
+            wrong.join("\n")
+        );
+    }
+}
+
+/// Told of each object schema reached: where it is, its `required`, the object's keys.
+type Seen<'a> = dyn FnMut(&str, &BTreeSet<String>, &BTreeSet<String>) + 'a;
+
+/// Follows `doc` through `node` (a part of `root`, `at` its place), calling `seen` with
+/// every object schema an object of `doc` meets: where it is, its `required`, the keys the
+/// object has. Of `anyOf`/`oneOf`, the alternatives the value is valid against.
+fn walk(root: &Value, node: &Value, at: &str, doc: &Value, seen: &mut Seen<'_>) {
+    if let Some(r) = node.get("$ref").and_then(Value::as_str) {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        if let Some(d) = root.get("$defs").and_then(|d| d.get(name)) {
+            walk(root, d, r, doc, seen);
+        }
+        return;
+    }
+    for alt in ["anyOf", "oneOf", "allOf"] {
+        for (i, a) in node.get(alt).and_then(Value::as_array).into_iter().flatten().enumerate() {
+            let mut with_defs = a.clone();
+            if let (Some(o), Some(defs)) = (with_defs.as_object_mut(), root.get("$defs")) {
+                o.insert("$defs".into(), defs.clone());
+            }
+            if jsonschema::is_valid(&with_defs, doc) {
+                walk(root, a, &format!("{at}/{alt}/{i}"), doc, seen);
+            }
+        }
+    }
+    if let (Some(props), Some(obj)) =
+        (node.get("properties").and_then(Value::as_object), doc.as_object())
+    {
+        let required: BTreeSet<String> = node
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
+        seen(at, &required, &obj.keys().cloned().collect());
+        for (k, v) in obj {
+            if let Some(p) = props.get(k) {
+                walk(root, p, &format!("{at}/properties/{k}"), v, seen);
+            }
+        }
+    }
+    if let Some(obj) = doc.as_object()
+        && let Some(extra) = node.get("additionalProperties").filter(|x| x.is_object())
+    {
+        let props = node.get("properties").and_then(Value::as_object);
+        for (_, v) in obj.iter().filter(|(k, _)| props.is_none_or(|p| !p.contains_key(*k))) {
+            walk(root, extra, &format!("{at}/additionalProperties"), v, seen);
+        }
+    }
+    if let (Some(items), Some(list)) = (node.get("items"), doc.as_array()) {
+        for v in list {
+            walk(root, items, &format!("{at}/items"), v, seen);
+        }
+    }
 }
 
 /// The validator is not a rubber stamp: output that breaks the vocabulary fails it.
@@ -289,6 +429,7 @@ fn a_task_with_a_deadline_and_an_expired_task_print_what_their_schemas_say() {
     .unwrap();
     let d = draft.to_str().unwrap();
     let later = "2030-01-02T00:00:00Z";
+    let mut samples = Samples::default();
     // (schema, agent, args, at the later time)
     let steps: &[(&str, Option<&str>, &[&str], bool)] = &[
         ("send", Some("coordinator"), &["send", "--file", d], false),
@@ -323,12 +464,16 @@ fn a_task_with_a_deadline_and_an_expired_task_print_what_their_schemas_say() {
         let v = validator(&env, schema);
         if *schema == "log" {
             for line in o.stdout.lines() {
-                valid(&v, &serde_json::from_str(line).expect("a JSON line"), &o.show());
+                let doc = serde_json::from_str(line).expect("a JSON line");
+                valid(&v, &doc, &o.show());
+                samples.add(schema, doc);
             }
         } else {
             valid(&v, &o.json(), &o.show());
+            samples.add(schema, o.json());
         }
     }
+    samples.keys_always_printed_are_required(&env);
     let shown = env.circe(["--json", "show", "DL-1"]).now(later).run();
     assert_eq!(shown.json()["task"]["status"], "expired", "{}", shown.show());
 }

@@ -606,6 +606,30 @@ fn doctor_reports_a_message_in_two_boxes_and_an_owner_on_a_waiting_task() {
     );
 }
 
+/// A held task whose owner SQL set to NULL: doctor says the owner is what is missing, and
+/// where its message lies (the box of the agent that claimed it), not that the message is
+/// out of place.
+#[test]
+fn doctor_says_a_held_task_lost_its_owner() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    root.run(Some("e1"), &["claim", "T-000"]).ok();
+    let schema = url.rsplit("schema=").next().unwrap();
+    c.psql(&format!("UPDATE \"{schema}\".tasks SET owner = NULL WHERE task_id = 'T-000'"));
+    let out = root.run(None, &["doctor"]);
+    assert_eq!(out.code, 1, "{}", out.stderr);
+    let said: Vec<&str> = out.stderr.lines().filter(|l| l.contains("T-000")).collect();
+    assert!(
+        said.iter().any(|l| l.contains("task T-000 is claimed: it is held, but it names no owner")
+            && l.contains("inbox:e1")),
+        "{}",
+        out.stderr
+    );
+    assert!(!out.stderr.contains("but its message is in"), "{}", out.stderr);
+}
+
 /// The root a mirror names is one that `--root` takes (the unix socket's folder included).
 #[test]
 fn the_root_a_mirror_names_can_be_passed_to_root() {

@@ -19,6 +19,9 @@ use crate::task::record;
 
 /// The file that marks a mirror (and names its root).
 pub const MARKER: &str = ".circe-mirror";
+/// The mode of every file of a mirror, its marker too: read-only. Each sync sets it again
+/// on a file whose mode was changed by hand.
+const MIRROR_MODE: u32 = 0o444;
 const EVENTS: &str = "LOGS/events.jsonl";
 
 /// What a sync changed.
@@ -177,7 +180,7 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
 }
 
 /// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
-/// (files mode 0444, the marker); `None`: a working local root (with tmp/, locks/, queue/).
+/// (every file mode 0444, the marker too, set again on one changed by hand); `None`: a working local root (with tmp/, locks/, queue/).
 pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
     // Every name checked before anything is written.
     let (want, want_dirs) = layout(snap)?;
@@ -217,7 +220,7 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
                 ))
                 .hint("mirror each root into a folder of its own; remove that folder first to reuse it"));
             }
-            write_file(dir, MARKER, said.as_bytes(), false)?;
+            write_file(dir, MARKER, said.as_bytes(), true)?;
         }
         None => {
             for d in ["tmp", "locks", "queue"] {
@@ -237,14 +240,23 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
         let p = dir.join(rel);
         let old = if have.contains(rel) { std::fs::read(&p).ok() } else { None };
         match old {
-            Some(o) if o == *bytes => done.unchanged += 1,
+            Some(o) if o == *bytes => {
+                if read_only {
+                    read_only_again(&p);
+                }
+                done.unchanged += 1;
+            }
             Some(o) if rel == EVENTS && read_only && bytes.starts_with(&o) => {
-                // The log only grew: append what is new.
+                // The log only grew: append what is new (writable for that moment: a
+                // read-only file refuses its owner's append unless it is root).
+                let _ = std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644));
                 let mut f = std::fs::OpenOptions::new()
                     .append(true)
                     .open(&p)
                     .map_err(io_err("cannot append to", &p))?;
                 f.write_all(&bytes[o.len()..]).map_err(io_err("cannot append to", &p))?;
+                drop(f);
+                read_only_again(&p);
                 done.written += 1;
             }
             _ => {
@@ -268,13 +280,21 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
     Ok(done)
 }
 
+/// A mirror's file kept as it is: its mode set back to the mirror's when it was changed
+/// (by hand). Best effort, as for a new file: a file system without modes has none to keep.
+fn read_only_again(p: &Path) {
+    if std::fs::metadata(p).is_ok_and(|m| m.permissions().mode() & 0o7777 != MIRROR_MODE) {
+        let _ = std::fs::set_permissions(p, std::fs::Permissions::from_mode(MIRROR_MODE));
+    }
+}
+
 /// Replace `dir/rel` with `bytes` (temp file in `dir`, rename).
 fn write_file(dir: &Path, rel: &str, bytes: &[u8], read_only: bool) -> Result<()> {
     let dst = dir.join(rel);
     let parent = dst.parent().unwrap_or(dir);
     let mut t = TempFile::write(parent, bytes, false).map_err(io_err("cannot write", &dst))?;
     if read_only {
-        let _ = std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(0o444));
+        let _ = std::fs::set_permissions(&t.path, std::fs::Permissions::from_mode(MIRROR_MODE));
     }
     atomic::rename_replace(&t.path, &dst).map_err(io_err("cannot write", &dst))?;
     t.disarm();

@@ -10,8 +10,9 @@
 //!    hidden), so a mirror or a move into a folder writes nothing outside it;
 //! 3. every message parses;
 //! 4. every task's message lies in the box its row names, in that box alone, and that box
-//!    agrees with the status;
-//! 5. the `.owner` part (owner, claimed_at, lease) exists while the task is held, no lease
+//!    agrees with the status (a held task's: its owner's; one that names no owner is 5's);
+//! 5. the `.owner` part (owner, claimed_at, lease) exists while the task is held (the line
+//!    names what is missing, and for a missing owner where the message lies), no lease
 //!    while it is not, and no owner while it waits;
 //! 6. every message in NEW_MESSAGES is the current message of its task;
 //! 7. event ids are 1..=feed.last without a gap, and every line is one this circe reads
@@ -63,15 +64,20 @@ const CHECKS: [(u8, &str); 9] = [
         "SELECT 'task ' || task_id || ' is ' || status || ' but its message is in ' || ticket
            FROM {s}.tasks
           WHERE (status IN ('new', 'parked') AND ticket <> 'new')
-             OR (status IN ('claimed', 'in_progress', 'blocked')
-                 AND ticket NOT IN ('inbox:' || coalesce(owner, ''), 'workspace:' || coalesce(owner, '')))
+             OR (status IN ('claimed', 'in_progress', 'blocked') AND owner IS NOT NULL
+                 AND ticket NOT IN ('inbox:' || owner, 'workspace:' || owner))
           ORDER BY task_id",
     ),
     (
         5,
         "SELECT 'task ' || task_id || ' is ' || status || ': ' || CASE
                   WHEN status IN ('claimed', 'in_progress', 'blocked')
-                    THEN 'it is held, but its owner, claim time or lease is missing'
+                    THEN 'it is held, but ' || concat_ws(', ',
+                           CASE WHEN owner IS NULL
+                                THEN 'it names no owner (its message lies in ' || ticket || ')' END,
+                           CASE WHEN claimed_at IS NULL THEN 'its claim time is missing' END,
+                           CASE WHEN lease_expires_at IS NULL OR lease_until IS NULL
+                                THEN 'its lease is missing' END)
                   WHEN lease_expires_at IS NOT NULL OR lease_until IS NOT NULL
                     THEN 'it is not held, but it has a lease'
                   ELSE 'it waits, but it names an owner (' || owner || ')' END
