@@ -4,11 +4,18 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::local::Durability;
 use crate::error::{Error, Result};
 use crate::message::Limits;
 use crate::registry::RegistryConfig;
 use crate::yaml;
+
+/// Whether writes are fsynced (`full`, the default) or left to the page cache (`relaxed`):
+/// a folder root's setting (a database server keeps each commit durable itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    Full,
+    Relaxed,
+}
 
 /// What `circe init` writes. Comments are kept because init never rewrites an existing file.
 pub const DEFAULT_CONFIG: &str = "\

@@ -6,7 +6,8 @@
 //! Layers, bottom up: `names`, `message`, `registry`, `task` and `event` (pure: names,
 //! formats, rules, the task model and its lifecycle table, the event log's lines); `engine`
 //! (the seam, with the local engine: the only code that touches the filesystem); `ops` (the
-//! operations, written against the seam); `cli`.
+//! operations, written against the seam); `cli`. Beside them, `fault`: the crash points and
+//! the test-only switches the torture suite reaches every layer through.
 //!
 //! A worker written in Rust can claim through the library instead of starting a `circe`
 //! process per claim (the same locks, renames, records and fsyncs; BENCHMARKS.md measures
@@ -40,6 +41,7 @@ pub mod engine;
 pub mod error;
 pub mod event;
 pub mod exit_code;
+pub mod fault;
 pub mod fixture;
 pub mod message;
 pub mod names;

@@ -34,7 +34,7 @@ impl Workspace {
     }
 
     /// `open` with the durability forced (bulk loading: `Relaxed`).
-    pub fn open_with(spec: &RootSpec, durability: engine::local::Durability) -> Result<Workspace> {
+    pub fn open_with(spec: &RootSpec, durability: crate::config::Durability) -> Result<Workspace> {
         let (engine, config) = engine::open_with(spec, durability)?;
         Workspace::with_engine(engine, config)
     }

@@ -11,7 +11,7 @@ use std::process::Command;
 use crate::procs::{circe_env, populate_circe, task_id, timed};
 use crate::stats::{median, paired_ratio};
 use crate::{Opts, circe_bin};
-use circe::engine::local::Durability;
+use circe::config::Durability;
 
 pub(crate) fn against(opts: &Opts, old: &Path, out: &mut String) {
     let _ = writeln!(

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use crate::procs::{circe, must, timed};
 use crate::stats::{median, paired_ratio, percentile};
 use crate::{Opts, circe_bin};
-use circe::engine::local::Durability;
+use circe::config::Durability;
 
 /// A process whose stdout lines arrive with the time they were read.
 pub(crate) struct Reader {

@@ -16,8 +16,8 @@ use crate::procs::{
 use crate::stats::percentile;
 use crate::{Opts, usage};
 use circe::boxes::Mailbox;
+use circe::config::Durability;
 use circe::engine::RootSpec;
-use circe::engine::local::Durability;
 use circe::names::{AgentName, TaskId};
 use circe::workspace::Workspace;
 

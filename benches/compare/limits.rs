@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use crate::procs::{circe, must, timed};
 use crate::stats::{median, paired_ratio};
-use circe::engine::local::Durability;
+use circe::config::Durability;
 use circe::message::{Limits, Mode, parse_bytes, parse_limited};
 
 /// A CIRCE message of about `bytes` bytes, all header lines (`x-<n>: v`), no body.

@@ -12,8 +12,8 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use circe::config::Durability;
 use circe::engine::RootSpec;
-use circe::engine::local::Durability;
 use circe::event::Cursor;
 use circe::workspace::Workspace;
 

@@ -6,8 +6,8 @@ use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use crate::{SQLITE, circe_bin};
+use circe::config::Durability;
 use circe::engine::RootSpec;
-use circe::engine::local::Durability;
 use circe::message::{Format, Message};
 use circe::names::AgentName;
 use circe::workspace::Workspace;

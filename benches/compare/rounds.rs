@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use crate::procs::{TO, circe, claimed_task, must, sqlite, task_id, timed};
 use crate::stats::{Samples, median, paired_ratio, push};
 use crate::{Opts, circe_bin};
-use circe::engine::local::Durability;
+use circe::config::Durability;
 
 pub(crate) struct Sized {
     pub(crate) n: usize,

@@ -53,7 +53,7 @@ pub fn channel(ws: &crate::workspace::Workspace) -> crate::error::Result<ChatFil
             root.parent().unwrap_or(&root).join(p)
         }
     };
-    let sync = ws.config.durability()? == crate::engine::local::Durability::Full;
+    let sync = ws.config.durability()? == crate::config::Durability::Full;
     Ok(ChatFile::new(&root, path, sync))
 }
 

@@ -212,7 +212,7 @@ fn follow_on(
     let mut follow = Follow::open(ws, cursor, start, poll)?;
     // A hook's run is not repeated lightly: its cursor is saved after each event. (TEST
     // BUILDS ONLY: so is a cursor moved too early, which the kill checker must catch.)
-    if s.hook.is_some() || crate::engine::local::test_break("cursor-early") {
+    if s.hook.is_some() || crate::fault::test_break("cursor-early") {
         follow.save_each();
     }
     s.at = Some(follow.position());
@@ -235,7 +235,7 @@ fn follow_on(
             }
             // TEST BUILDS ONLY: the cursor moved before the event is handed on (the kill
             // checker must then see events lost).
-            let early = crate::engine::local::test_break("cursor-early");
+            let early = crate::fault::test_break("cursor-early");
             if early {
                 follow.handed(e.id)?;
             }

@@ -20,7 +20,6 @@ pub use chat_log::{
     ChatArchived, ChatEntry, ChatLog, cut as chat_cut, entries_of as chat_entries_of,
     free_name as chat_free_name,
 };
-pub use local::crash_point;
 pub use snapshot::{ChatCopy, Snapshot};
 
 use std::collections::HashSet;
@@ -97,14 +96,14 @@ pub fn open(spec: &RootSpec) -> Result<(Box<dyn Engine>, Config)> {
 /// `open`, with the durability forced (bulk loading for benchmarks: `Relaxed`).
 pub fn open_with(
     spec: &RootSpec,
-    durability: local::Durability,
+    durability: crate::config::Durability,
 ) -> Result<(Box<dyn Engine>, Config)> {
     open_inner(spec, Some(durability))
 }
 
 fn open_inner(
     spec: &RootSpec,
-    durability: Option<local::Durability>,
+    durability: Option<crate::config::Durability>,
 ) -> Result<(Box<dyn Engine>, Config)> {
     match spec {
         RootSpec::Url(url) => postgres::open(&postgres::Target::from_url(url)?),

@@ -59,7 +59,7 @@ fn answer_delivered(ws: &Workspace, rec: &AskRecord, id: &str) -> Result<bool> {
 /// `Engine::hold_ask`.
 pub fn hold<'a>(ws: &'a Workspace, id: &MsgId) -> Result<Option<crate::engine::Held<'a>>> {
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=ask-unheld): an answer holds nothing.
-    if crate::engine::local::test_break("ask-unheld") {
+    if crate::fault::test_break("ask-unheld") {
         return Ok(None);
     }
     ws.engine.hold_ask(id, true)
@@ -68,7 +68,7 @@ pub fn hold<'a>(ws: &'a Workspace, id: &MsgId) -> Result<Option<crate::engine::H
 /// TEST BUILDS ONLY (CIRCE_TEST_BREAK=ask-slow-answer): a pause between an answer's mark and
 /// its delivery, so a race test meets it under way.
 pub fn slow_answer() {
-    if crate::engine::local::test_break("ask-slow-answer") {
+    if crate::fault::test_break("ask-slow-answer") {
         std::thread::sleep(std::time::Duration::from_millis(500));
     }
 }
@@ -279,7 +279,7 @@ pub fn expire(
             kept.push((r.msg_id.to_string(), e));
             continue;
         }
-        crate::engine::local::crash_point("ask.told");
+        crate::fault::crash_point("ask.told");
         out.push(
             ws.engine.put_ask(&AskRecord { state: AskState::Expired, ..r.clone() }, Some(r.rev))?,
         );

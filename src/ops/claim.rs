@@ -73,7 +73,7 @@ pub fn claim_with(
     }
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-slow-pick): a scene, not a fault: the claim
     // waits 1.5 s after its first look at the agents, before it picks and locks a task.
-    if crate::engine::local::test_break("claim-slow-pick") {
+    if crate::fault::test_break("claim-slow-pick") {
         std::thread::sleep(Duration::from_millis(1500));
     }
     match task {
@@ -474,7 +474,7 @@ fn reap_one(
     done.push((task.clone(), status));
     drop(tx);
     if committed.is_ok() {
-        crate::engine::local::crash_point("reap.committed");
+        crate::fault::crash_point("reap.committed");
     }
     committed.map(|_| ())
 }
@@ -500,13 +500,13 @@ pub(crate) fn parked_hint(ws: &Workspace, me: &AgentName, task: &crate::names::T
 fn still_active(ws: &Workspace, me: &AgentName) -> Result<()> {
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-unchecked): the claim does not read the
     // retirement again (on either engine), the broken variant.
-    let unchecked = crate::engine::local::test_break("claim-unchecked");
+    let unchecked = crate::fault::test_break("claim-unchecked");
     if !unchecked && ws.engine.retired_now(me)? == Some(true) {
         return Err(crate::engine::retired_claimer(me));
     }
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=claim-slow-commit): a scene, not a fault: the claim
     // waits between that look and its commit, holding the task's lock.
-    if crate::engine::local::test_break("claim-slow-commit") {
+    if crate::fault::test_break("claim-slow-commit") {
         std::thread::sleep(Duration::from_millis(1500));
     }
     Ok(())

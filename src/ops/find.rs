@@ -240,7 +240,7 @@ fn move_plain(
         Some(id) => ws.engine.journal_move(id, from, file, &event(file))?,
         None => None,
     };
-    crate::engine::local::crash_point("move.journaled");
+    crate::fault::crash_point("move.journaled");
     let used = match ws.engine.file_message(from, to, file) {
         Ok(Some(used)) => used,
         other => {
@@ -252,7 +252,7 @@ fn move_plain(
             return other;
         }
     };
-    crate::engine::local::crash_point("move.logging");
+    crate::fault::crash_point("move.logging");
     let logged = ws.engine.append_events(vec![event(&used)]);
     if let Some(j) = &journal {
         let _ = ws.engine.close_journal(j, logged.is_ok());

@@ -56,7 +56,7 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
             .hint("`circe agent list` shows the agents"));
     }
     let retired = ws.engine.retire_agent(agent, &clock::stamp(ws.now()))?;
-    crate::engine::local::crash_point("retire.marked");
+    crate::fault::crash_point("retire.marked");
     ws.forget_retired();
     let mut released = Vec::new();
     let mut failed = Vec::new();
@@ -65,7 +65,7 @@ pub fn retire(ws: &Workspace, me: &AgentName, agent: &AgentName) -> Result<Retir
     // the retirement under that lock too: a claim that began before the retirement either
     // committed before this look, or is refused.
     // (TEST BUILDS ONLY: `retire-unlocked` looks without the lock, the broken variant.)
-    let locked_look = !crate::engine::local::test_break("retire-unlocked");
+    let locked_look = !crate::fault::test_break("retire-unlocked");
     let role = ws.role_of(agent).unwrap_or_default();
     let now = ws.root_now()?;
     let holds = |task: &TaskId| -> Result<bool> {

@@ -229,9 +229,8 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     // A draft that brings its own number is refused by the hold, unless it is the retry of a
     // delivered send, which the look answers: it looks first. (TEST BUILDS ONLY: the look
     // before the hold, so two sends of one id can both miss.)
-    let unheld = msg.seq.is_some()
-        || msg.seq_epoch.is_some()
-        || crate::engine::local::test_break("msgid-unheld");
+    let unheld =
+        msg.seq.is_some() || msg.seq_epoch.is_some() || crate::fault::test_break("msgid-unheld");
     let answered = |d: Delivery, msg: &Message| {
         let to: Vec<AgentName> = d
             .delivered
@@ -264,9 +263,7 @@ fn send_completed(ws: &Workspace, me: &AgentName, mut msg: Message, d: Draft) ->
     // One send of an id at a time, whoever sends it: taken before the sender's hold (every
     // send takes them in this order). (TEST BUILDS ONLY: `msgid-unheld` skips it too.)
     let _id_hold = match &own_id {
-        Some(id) if !crate::engine::local::test_break("msgid-unheld") => {
-            Some(ws.engine.hold_msg_id(id)?)
-        }
+        Some(id) if !crate::fault::test_break("msgid-unheld") => Some(ws.engine.hold_msg_id(id)?),
         _ => None,
     };
     if unheld && let Some(d) = look(&msg)? {
@@ -355,7 +352,7 @@ fn log_delivered(
         Ok(events) => {
             if let Some(j) = journal {
                 // TEST BUILDS ONLY (`send.logged`): cut off after its events were logged.
-                crate::engine::local::crash_point("send.logged");
+                crate::fault::crash_point("send.logged");
                 ws.engine.close_journal(j, true)?;
             }
             Ok(events)
@@ -423,7 +420,7 @@ fn deliver_to_inboxes(
         .map(|(b, f)| DeliveredCopy { mailbox: b.label(), file: f })
         .collect();
     // TEST BUILDS ONLY (`send.logging`): cut off between the delivery and its events.
-    crate::engine::local::crash_point("send.logging");
+    crate::fault::crash_point("send.logging");
     log_delivered(ws, sent.journal.as_deref(), sent.events, &msg_id)?;
     Ok(Delivery {
         msg_id,
@@ -455,7 +452,7 @@ pub(super) fn deliver_logged(
             journal.as_ref().is_some_and(|j| ws.engine.close_journal(j, false).unwrap_or(true));
         e.standing_if(stands)
     })?;
-    crate::engine::local::crash_point("send.logging");
+    crate::fault::crash_point("send.logging");
     log_delivered(ws, journal.as_deref(), events_of(&files), msg_id)?;
     Ok(files)
 }
@@ -463,7 +460,7 @@ pub(super) fn deliver_logged(
 /// The journal of a delivery's events (TEST BUILDS ONLY: `no-journal` keeps none, so a
 /// cut-off delivery's events are lost).
 pub(super) fn journal(ws: &Workspace, msg_id: &str, events: &[Event]) -> Result<Option<String>> {
-    if crate::engine::local::test_break("no-journal") {
+    if crate::fault::test_break("no-journal") {
         return Ok(None);
     }
     ws.engine.journal_events(msg_id, events)

@@ -50,7 +50,7 @@ fn actors(
 ) -> Result<Vec<Actor>> {
     // Test builds only (CIRCE_TEST_BREAK=no-fence): no owner or epoch check, so the
     // fencing checkers can be shown to catch a stale owner's write.
-    if crate::engine::local::test_break("no-fence") {
+    if crate::fault::test_break("no-fence") {
         return Ok(vec![Actor::Owner]);
     }
     if let Some(e) = epoch
@@ -650,7 +650,7 @@ pub fn check_run(
         })?;
     let seconds = started.elapsed().as_secs_f64();
     let passed = status.success();
-    crate::engine::local::crash_point("check.ran");
+    crate::fault::crash_point("check.ran");
     let mut tx = begin(ws, task)?;
     let st = state(ws, tx.as_ref())?;
     require_holder(ws, &st, me, Some(start_epoch)).map_err(|e| {

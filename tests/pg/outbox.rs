@@ -55,7 +55,7 @@ fn crash_then_retry(brk: Option<&str>) {
         env.push(("CIRCE_TEST_BREAK", b));
     }
     let crashed = complete(&root, &env);
-    assert_eq!(crashed.code, circe::engine::local::CRASH_EXIT, "{crashed:?}");
+    assert_eq!(crashed.code, circe::fault::CRASH_EXIT, "{crashed:?}");
     let (done, copies) = outcome(&root);
     assert!(
         done == (copies == 1) && copies <= 1,
@@ -109,7 +109,7 @@ fn a_record_holding_an_outbox_is_repaired_before_it_migrates() {
     run(Some("e1"), &["claim", "task-1"], None, None).ok();
     run(Some("e1"), &["status", "task-1", "in_progress"], None, None).ok();
     let crashed = run(Some("e1"), &["send", "--file", "-"], Some(DONE), Some("outbox.delivered"));
-    assert_eq!(crashed.code, circe::engine::local::CRASH_EXIT, "{crashed:?}");
+    assert_eq!(crashed.code, circe::fault::CRASH_EXIT, "{crashed:?}");
     let url = c.fresh_url();
     let refused = run(None, &["migrate", "--to", &url, "--clock", "client"], None, None);
     assert_eq!(refused.code, 3, "{refused:?}");

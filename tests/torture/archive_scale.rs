@@ -12,8 +12,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use circe::boxes::Mailbox;
+use circe::config::Durability;
 use circe::engine::RootSpec;
-use circe::engine::local::Durability;
 use circe::message::{Format, Message};
 use circe::names::{AgentName, CheckName, TaskId};
 use circe::task::Status;

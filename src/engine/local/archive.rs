@@ -20,11 +20,11 @@ use super::archive_buckets::{Buckets, bucket_index, bucket_of, unescape};
 use super::archive_build::Build;
 use super::archive_commit as commit;
 use super::archive_scan::{self as scan, Selection, Sink};
-use super::fault::crash_point;
 use super::root::io_err;
 use crate::archive::plan::{Journal, State};
 use crate::archive::{FORMAT, Phase, Progress, Report, Request, SegmentLine};
 use crate::error::{Error, Result};
+use crate::fault::crash_point;
 use crate::names::TaskId;
 
 /// Run the archive (or, with `dry_run`, count what it would do).
@@ -52,7 +52,7 @@ pub(super) fn run(
     // (TEST BUILDS ONLY: `archive-no-settle` skips this, standing for a change cut off after
     // it, during the run.)
     if let Ok(left) = eng.store.task_journals_left()
-        && !super::fault::test_break("archive-no-settle")
+        && !crate::fault::test_break("archive-no-settle")
     {
         for (task, lock) in left {
             let _ = super::reconcile::settled(eng, &task, &lock);

@@ -7,9 +7,9 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use super::archive_scan::Sink;
-use super::fault::io_step;
 use super::root::io_err;
 use crate::error::Result;
+use crate::fault::io_step;
 use crate::names::TaskId;
 
 /// Bucket files in the staging folder: what belongs to each task, spread by a hash of its

@@ -11,7 +11,6 @@ use super::LocalEngine;
 use super::archive_buckets::staged_file;
 use super::archive_scan::{ChatItem, LogSeg, Selected};
 use super::archive_segment::{SegmentWriter, Written};
-use super::fault::{crash_point, io_step};
 use super::root::io_err;
 use crate::archive::summary::{self, ThreadItem};
 use crate::archive::{
@@ -20,6 +19,7 @@ use crate::archive::{
 };
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::fault::{crash_point, io_step};
 use crate::message::{self, Mode};
 use crate::names::TaskId;
 

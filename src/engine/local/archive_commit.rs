@@ -12,12 +12,12 @@ use super::LocalEngine;
 use super::archive_segment::{ListReader, sha256, verify};
 use super::archive_unlink::{self, Doomed, remove_file, unchanged};
 use super::atomic;
-use super::fault::crash_point;
 use super::root::{io_err, list_all_names, list_names};
 use crate::archive::plan::{Journal, Recovery, State, recovery};
 use crate::archive::{Entry, EntryKind, Phase, Progress, SegmentLine, Tombstone};
 use crate::error::{Error, Result};
 use crate::event::{CIRCE, Event, EventKind};
+use crate::fault::crash_point;
 use crate::names::TaskId;
 
 fn split(seg: &str) -> (&str, &str) {
@@ -261,7 +261,7 @@ pub(super) fn recover(
     let store = &eng.store;
     let mut out = Vec::new();
     // TEST BUILDS ONLY: `archive-no-recover` shows the archive checker failing without it.
-    if super::fault::test_break("archive-no-recover") {
+    if crate::fault::test_break("archive-no-recover") {
         return Ok(out);
     }
     let journal = store.read_journal()?;

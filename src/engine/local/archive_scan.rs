@@ -379,7 +379,7 @@ pub(super) fn oldest_current(eng: &LocalEngine) -> Result<Option<DateTime<Utc>>>
 pub(super) fn event_cursors(eng: &LocalEngine) -> Result<Vec<u64>> {
     let mut out = Vec::new();
     // TEST BUILDS ONLY: `archive-ignore-cursors` shows the watcher's checker failing.
-    if super::fault::test_break("archive-ignore-cursors") {
+    if crate::fault::test_break("archive-ignore-cursors") {
         return Ok(out);
     }
     for (kind, name) in eng.store.list_cursors()? {
@@ -473,7 +473,7 @@ pub(super) fn quiet_logs(
     cutoff: DateTime<Utc>,
 ) -> Option<LogsSeen> {
     // TEST BUILDS ONLY: `archive-trust-hint` trusts a hint whatever changed since.
-    let trust = super::fault::test_break("archive-trust-hint");
+    let trust = crate::fault::test_break("archive-trust-hint");
     let bytes = atomic::read_regular(&hint_path(eng)).ok()?;
     let h: ScanHint = serde_json::from_slice(&bytes).ok()?;
     let next_due = match h.next_due.as_deref() {

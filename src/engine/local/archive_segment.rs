@@ -15,10 +15,10 @@ use std::path::{Component, Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::fault::io_step;
 use super::root::io_err;
 use crate::archive::{Entry, segment_stem};
 use crate::error::{Error, Result};
+use crate::fault::io_step;
 
 /// zstd level: 3 is zstd's own default (fast, and what `tar --zstd` uses).
 const LEVEL: i32 = 3;

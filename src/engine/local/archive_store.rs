@@ -189,7 +189,7 @@ impl Store {
         let mut f = atomic::append_open(&p).map_err(io_err("cannot append to", &p))?;
         f.write_all(buf.as_bytes()).map_err(io_err("cannot append to", &p))?;
         if self.sync {
-            super::fault::io_step()
+            crate::fault::io_step()
                 .and_then(|()| f.sync_data())
                 .map_err(io_err("cannot sync", &p))?;
         }

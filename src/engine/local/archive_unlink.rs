@@ -8,9 +8,9 @@ use std::path::{Path, PathBuf};
 
 use super::archive_segment::sha256_file;
 use super::atomic;
-use super::fault::crash_point;
 use crate::archive::Entry;
 use crate::error::{Error, Result};
+use crate::fault::crash_point;
 
 /// Files at most this many are held before they are unlinked (memory stays flat: about
 /// 130 bytes each).

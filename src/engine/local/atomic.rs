@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 
-use super::fault::{io_step, test_break};
+use crate::fault::{io_step, test_break};
 
 /// The mode every file circe makes asks for: the umask decides what is kept, as for any
 /// tool's files (a team of users sharing a root through a group sets umask 002; the usual

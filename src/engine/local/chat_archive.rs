@@ -108,10 +108,10 @@ impl ChatFile {
         }
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=chat-archive-slow): a scene, not a fault: a
         // pause between the two renames, so a watcher wakes while no file is at the path.
-        if super::fault::test_break("chat-archive-slow") {
+        if crate::fault::test_break("chat-archive-slow") {
             std::thread::sleep(std::time::Duration::from_millis(500));
         }
-        super::fault::crash_point("chat.archived");
+        crate::fault::crash_point("chat.archived");
         let placed = if keep_from.is_none() {
             atomic::rename_noclobber(&staged_new.path, &self.path)
         } else {

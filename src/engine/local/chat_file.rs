@@ -8,10 +8,10 @@ use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use super::atomic::{self, NOFOLLOW_NONBLOCK};
-use super::fault::io_step;
 use super::lock::Lock;
 use super::root::io_err;
 use crate::error::{Error, Result};
+use crate::fault::io_step;
 
 /// Which file: device and inode. A file replaced by rename has another.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -120,7 +120,7 @@ impl ChatFile {
     /// (which renames the file under the same lock) never receives the message.
     pub fn append(&self, message: &[u8], count_lines: bool) -> Result<Appended> {
         #[cfg(feature = "test-break")]
-        if super::fault::test_break("chat-split-write") {
+        if crate::fault::test_break("chat-split-write") {
             return self.append_split(message);
         }
         let lock = Lock::acquire(&self.lock, "the chat channel")?;

@@ -8,10 +8,10 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::PathBuf;
 
 use super::atomic::{self, NOFOLLOW_NONBLOCK};
-use super::fault::io_step;
 use super::lock::Lock;
 use super::root::{Store, io_err, list_names};
 use crate::error::{Error, Result};
+use crate::fault::io_step;
 use crate::names::CursorName;
 
 impl Store {

@@ -81,7 +81,7 @@ pub(super) fn cached_listing(store: &Store, dir: &Path, name: &str) -> Result<Ve
     }
     let path = store.root.join("locks").join(format!("{name}.list"));
     // TEST BUILDS ONLY: `listing-trust-cache` trusts the remembered listing whatever changed.
-    let trust = super::fault::test_break("listing-trust-cache");
+    let trust = crate::fault::test_break("listing-trust-cache");
     if let Ok(bytes) = atomic::read_regular(&path)
         && let Ok(l) = serde_json::from_slice::<Listing>(&bytes)
         && l.v == LISTING_VERSION

@@ -227,7 +227,7 @@ fn listed_tasks(eng: &LocalEngine) -> Result<Vec<TaskId>> {
     let tasks = eng.store.list_tasks()?;
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=doctor-slow-tasks): a scene, not a fault: a pause
     // between the listing of TASKS and the first task's lock, for a command to come between.
-    if super::fault::test_break("doctor-slow-tasks") {
+    if crate::fault::test_break("doctor-slow-tasks") {
         std::thread::sleep(std::time::Duration::from_millis(1500));
     }
     Ok(tasks)

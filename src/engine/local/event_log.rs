@@ -274,7 +274,7 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     }
     let path = current(store);
     // TEST BUILDS ONLY: `events-nolock` shows the gap-free checker failing without the lock.
-    let lock = if super::fault::test_break("events-nolock") {
+    let lock = if crate::fault::test_break("events-nolock") {
         None
     } else {
         Some(store.lock_named(LOCK)?)
@@ -305,7 +305,7 @@ pub(super) fn append(store: &Store, events: &mut [Event]) -> Result<()> {
     (&file).write_all(buf.as_bytes()).map_err(io_err("cannot append to", &path))?;
     drop(lock);
     if store.sync {
-        super::fault::io_step().map_err(io_err("cannot sync", &path))?;
+        crate::fault::io_step().map_err(io_err("cannot sync", &path))?;
         file.sync_data().map_err(io_err("cannot sync", &path))?;
     }
     Ok(())

@@ -7,7 +7,7 @@ use crate::event::EventKind;
 fn store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().unwrap();
     let (store, _) = Store::init(dir.path(), crate::config::DEFAULT_CONFIG).unwrap();
-    (dir, store.with_durability(super::super::Durability::Relaxed))
+    (dir, store.with_durability(crate::config::Durability::Relaxed))
 }
 
 fn ev() -> Event {

@@ -374,7 +374,7 @@ pub(super) fn rebuild(store: &Store) -> Result<usize> {
         waiting.iter().map(|r| (lane_of(r), r.task_id.to_string(), r.epoch.to_string())).collect();
     // TEST BUILDS ONLY (CIRCE_TEST_BREAK=rebuild-drops-queued): the broken variant, which
     // keeps none of them.
-    let broken = super::fault::test_break("rebuild-drops-queued");
+    let broken = crate::fault::test_break("rebuild-drops-queued");
     let since = |task: &str| {
         let Ok(id) = TaskId::new(task) else { return false };
         if broken {

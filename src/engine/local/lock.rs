@@ -104,7 +104,7 @@ impl Lock {
 
     fn try_file(path: &Path, file: File) -> Result<Option<Lock>> {
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=clobber): every lock is had, none is held.
-        if super::fault::test_break("clobber") {
+        if crate::fault::test_break("clobber") {
             return Ok(Some(Lock { file }));
         }
         match file.try_lock() {
@@ -146,7 +146,7 @@ impl Lock {
     /// `wait`.
     fn acquire_mode(path: &Path, what: &str, shared: bool, wait: Duration) -> Result<Lock> {
         let file = open(path)?;
-        if super::fault::test_break("clobber") {
+        if crate::fault::test_break("clobber") {
             return Ok(Lock { file });
         }
         let start = Instant::now();

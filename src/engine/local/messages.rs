@@ -5,10 +5,10 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::atomic::{self, TempFile};
-use super::fault::crash_point;
 use super::root::{Store, io_err, is_message_name, is_real_dir, list_names, list_typed};
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
+use crate::fault::crash_point;
 
 /// Said of a copy a box refused after its message's commit point (the other copies landed),
 /// which waits in `place`.
@@ -496,7 +496,7 @@ impl Store {
     /// The name under which a message with msg id `id` lies in `mbox`: `base` or one of its
     /// numbered names (`base.2.md`, ...), looked at in order until a name is free.
     pub fn find_numbered_with_id(&self, mbox: &Mailbox, base: &str, id: &str) -> Option<String> {
-        if super::fault::test_break("outbox-dup") {
+        if crate::fault::test_break("outbox-dup") {
             return None;
         }
         for n in 1..10_000 {
@@ -521,7 +521,7 @@ impl Store {
         base: &str,
         id: &str,
     ) -> Option<String> {
-        if super::fault::test_break("outbox-dup") {
+        if crate::fault::test_break("outbox-dup") {
             return None;
         }
         let stem = base.strip_suffix(".md")?;

@@ -45,7 +45,6 @@ mod digests;
 mod dir_stamp;
 mod doctor;
 mod event_log;
-mod fault;
 mod files;
 mod folders;
 mod journal;
@@ -78,7 +77,6 @@ pub use archive_store::write_restored;
 pub use chat_archive::ArchiveIds;
 pub use chat_copy::{chat_copy, place_channel};
 pub use chat_file::{Appended, ChatFile, ChatReader, FileId, remote_fs_at};
-pub use fault::{CRASH_EXIT, crash_point, test_break};
 pub use files::{
     ScratchDir, boot_id, copy_tree, folder_can_be, host_name, is_folder, read_input_file,
     read_input_file_capped, read_small_file, read_stdin_capped, resolved, special_file,
@@ -86,9 +84,7 @@ pub use files::{
 pub use folders::{Written, read_message_dir, replace_own_file, write_new_file};
 pub use lock::Lock;
 pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
-pub use root::{
-    Durability, find_root, git_copy, init_finds, lost_worktree, main_worktree, root_at,
-};
+pub use root::{find_root, git_copy, init_finds, lost_worktree, main_worktree, root_at};
 
 use self::root::Store;
 use super::{
@@ -192,7 +188,7 @@ pub fn locate(spec: &RootSpec) -> Result<std::path::PathBuf> {
 }
 
 /// Open the root `spec` names, with its configuration.
-pub fn open(spec: &RootSpec, durability: Option<Durability>) -> Result<Opened> {
+pub fn open(spec: &RootSpec, durability: Option<crate::config::Durability>) -> Result<Opened> {
     let root = locate(spec)?;
     let (config, registry) = root::config_at(&root)?;
     if let Some(e) = &config.engine {
@@ -542,7 +538,7 @@ impl Engine for LocalEngine {
     }
 
     fn finish_deliveries(&self, _held: Option<&str>) -> Result<usize> {
-        if fault::test_break("no-finish") {
+        if crate::fault::test_break("no-finish") {
             return Ok(0);
         }
         let mut n = 0;
@@ -556,7 +552,7 @@ impl Engine for LocalEngine {
             }
         }
         // Numbered sends a crash left half-way: finished, or undone when nothing arrived.
-        if !fault::test_break("seq-roll-forward") {
+        if !crate::fault::test_break("seq-roll-forward") {
             let unlogged = self.store.seq_doctor(true, &mut |_, _, fix| {
                 if fix == crate::engine::Fix::Done {
                     n += 1;
@@ -575,7 +571,7 @@ impl Engine for LocalEngine {
     }
 
     fn log_cut_off_events(&self) -> Result<usize> {
-        if fault::test_break("no-finish") {
+        if crate::fault::test_break("no-finish") {
             return Ok(0);
         }
         let settled = self.store.settle_journals(None)?;

@@ -1,11 +1,11 @@
 //! Delivering a task's outbox (`task::outbox`): each message once, into each of its boxes.
 
 use super::LocalEngine;
-use super::fault::crash_point;
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::fault::crash_point;
 use crate::task::Outgoing;
 
 /// Deliver every message of `outbox` that is not in its box yet (found by its msg id under

@@ -345,14 +345,14 @@ pub(super) fn reconcile(
     lock: &Lock,
     mut st: TaskState,
 ) -> Result<Option<TaskState>> {
-    if super::fault::test_break("no-reconcile") {
+    if crate::fault::test_break("no-reconcile") {
         return Ok(Some(st));
     }
     let task = st.rec.task_id.clone();
     if let Some(ticket) = st.rec.handoff.clone() {
         finish_or_undo_handoff(eng, lock, &mut st, &ticket)?;
     }
-    if !st.rec.outbox.is_empty() && !super::fault::test_break("no-outbox") {
+    if !st.rec.outbox.is_empty() && !crate::fault::test_break("no-outbox") {
         finish_outbox(eng, lock, &mut st)?;
     }
     if st.location.is_none()

@@ -4,9 +4,9 @@ use std::io;
 use std::path::PathBuf;
 
 use super::atomic::{self, TempFile};
-use super::fault::crash_point;
 use super::root::{Store, io_err};
 use crate::error::{Error, Result};
+use crate::fault::crash_point;
 use crate::names::TaskId;
 
 /// The one record kind whose content is rebuilt from the others (see `write_records`).

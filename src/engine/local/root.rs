@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use super::atomic::{self, TempFile};
 use super::lock::Lock;
 use crate::boxes::Mailbox;
+use crate::config::Durability;
 use crate::error::{Error, Result};
 use crate::names::{AgentName, TaskId};
 
@@ -28,13 +29,6 @@ pub(super) const GITIGNORE_TEXT: &str = "\
 # it out, so no commit, checkout or worktree makes a second copy that agents would use.
 *
 ";
-
-/// Whether writes are fsynced (`full`, the default) or left to the page cache (`relaxed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    Full,
-    Relaxed,
-}
 
 /// An opened circe root (the folder holding `circe.yaml`).
 #[derive(Debug, Clone)]

@@ -14,7 +14,6 @@ use serde::{Deserialize, Serialize};
 
 use super::atomic;
 use super::chat_file::{Appended, ChatFile, ChatReader, FileId, count_newlines};
-use super::fault::{crash_point, io_step};
 use super::lock::Lock;
 use super::root::{Store, io_err};
 use super::seq_store::{CHAT_MARKER, Entry};
@@ -22,6 +21,7 @@ use crate::chat::archive::{Step, records, resolve};
 use crate::chat::scanner::Position;
 use crate::engine::SeqHold;
 use crate::error::{Error, Result};
+use crate::fault::{crash_point, io_step};
 
 /// The marker's first line (the line's bytes follow it).
 #[derive(Debug, Serialize, Deserialize)]

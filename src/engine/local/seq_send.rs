@@ -12,13 +12,13 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 
-use super::fault::crash_point;
 use super::lock::Lock;
 use super::messages::Copy;
 use super::root::Store;
 use super::seq_store::{Entry, OUTBOX_MARKER, OutboxMarker};
 use crate::engine::{SeqHold, carries_number};
 use crate::error::{Error, Result};
+use crate::fault::crash_point;
 use crate::names::AgentName;
 use crate::seq::Counter;
 
@@ -101,7 +101,7 @@ impl Store {
         // The events of the sender's earlier commands cut off before they logged them are
         // logged now, before this one's: a sender's events follow its numbers. (TEST BUILDS
         // ONLY: `no-sender-settle` leaves them to followers and doctor.)
-        if !super::fault::test_break("no-sender-settle") {
+        if !crate::fault::test_break("no-sender-settle") {
             self.settle_journals(Some(agent)).map_err(|e| {
                 e.map_message(|m| {
                     format!("{agent}'s earlier message is delivered but not logged, and nothing of this command was sent: {m}")

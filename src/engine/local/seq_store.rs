@@ -15,12 +15,12 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use super::atomic;
-use super::fault::test_break;
 use super::lock::Lock;
 use super::root::{Store, io_err, list_all_names, list_names};
 use crate::engine::Fix;
 use crate::error::{Error, Result};
 use crate::event::{CIRCE, Event, EventKind};
+use crate::fault::test_break;
 use crate::names::AgentName;
 use crate::seq::Counter;
 
@@ -267,7 +267,7 @@ impl Store {
         if test_break("seq-discard-in-place") {
             for f in list_all_names(dir)? {
                 atomic::remove(&dir.join(&f)).map_err(io_err("cannot remove", dir))?;
-                super::fault::crash_point("seq.discarding");
+                crate::fault::crash_point("seq.discarding");
             }
             return std::fs::remove_dir(dir).map_err(io_err("cannot remove", dir));
         }
@@ -280,7 +280,7 @@ impl Store {
         if let Some(parent) = dir.parent() {
             self.sync_dir(parent)?;
         }
-        super::fault::crash_point("seq.discarding");
+        crate::fault::crash_point("seq.discarding");
         // What is left there is removed by doctor (a staging leftover of a process gone).
         let _ = std::fs::remove_dir_all(&away);
         Ok(())

@@ -121,7 +121,7 @@ impl TaskJournal {
     fn cut_after_rename(&self, st: Option<&TaskState>) -> Option<&Rolls> {
         // TEST BUILDS ONLY: `no-roll` leaves such a change to reconciling, which infers it
         // from where the ticket lies (a release, whatever the change was).
-        if super::fault::test_break("no-roll") || super::fault::test_break("no-reconcile") {
+        if crate::fault::test_break("no-roll") || crate::fault::test_break("no-reconcile") {
             return None;
         }
         let (r, s) = (self.rolls.as_ref()?, st?);
@@ -197,7 +197,7 @@ impl Store {
         sends: Vec<Event>,
     ) -> Result<bool> {
         // TEST BUILDS ONLY: `no-task-journal` keeps none, so a cut-off change's events are lost.
-        if (events.is_empty() && sends.is_empty()) || super::fault::test_break("no-task-journal") {
+        if (events.is_empty() && sends.is_empty()) || crate::fault::test_break("no-task-journal") {
             return Ok(false);
         }
         // Written into a lock file linked elsewhere too (a snapshot by hard links), it would

@@ -8,7 +8,6 @@
 //! record whose message never arrived is rolled back by `reconcile`); a handoff first marks
 //! the record with its message's name, so a crash in between costs one `stat` to resolve.
 
-use super::fault::crash_point;
 use super::lock::Lock;
 use super::task_journal::{Leaves, Roll};
 use super::{LocalEngine, board, event_log, lanes, reconcile};
@@ -17,6 +16,7 @@ use crate::clock;
 use crate::engine::{TaskTx, no_task};
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::fault::crash_point;
 use crate::names::TaskId;
 use crate::task::record::{self, OwnerRecord, StatusRecord};
 use crate::task::{Change, Status, TaskState, Ticket};
@@ -220,7 +220,7 @@ impl TaskTx for LocalTx<'_> {
         let queue = newly_waiting(self.st.as_ref().map(|s| &s.rec), &record)
             || (ticket_in == Some(Mailbox::NewMessages) && self.st.is_some());
         // The test-only broken variant queues after the commit point, as circe once did.
-        let late = queue && super::fault::test_break("late-queue");
+        let late = queue && crate::fault::test_break("late-queue");
         if queue && !late {
             lanes::push(self.eng, &record)?;
         }

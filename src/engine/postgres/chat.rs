@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use tokio_postgres::types::Type;
 
 use super::{PgEngine, listen};
-use crate::engine::local::test_break;
 use crate::engine::{ChatArchived, ChatEntry, ChatLog, SeqHold, chat_cut, chat_free_name};
 use crate::error::Result;
+use crate::fault::test_break;
 
 fn u64_of(n: i64) -> u64 {
     u64::try_from(n).unwrap_or(0)

@@ -242,7 +242,7 @@ impl Conn {
     {
         let c = &self.client;
         // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-no-flush): answered before the disk has it.
-        if crate::engine::local::test_break("pg-no-flush") {
+        if crate::fault::test_break("pg-no-flush") {
             return self.run(async {
                 let (v, ()) =
                     futures_util::future::try_join(fut, c.batch_execute("COMMIT")).await?;
@@ -518,7 +518,7 @@ pub fn db_error(what: &str, e: &tokio_postgres::Error) -> Error {
 /// answer that ends "idle" in the same round trip: the flush after the `COMMIT`, the
 /// read's flush check after the read.
 pub(super) fn past_idle() -> bool {
-    crate::engine::local::test_break("pg-pipeline-past-idle")
+    crate::fault::test_break("pg-pipeline-past-idle")
 }
 
 /// How a commit sent with its flush (`COMMIT_FLUSH`) ended, once the `COMMIT` succeeded.

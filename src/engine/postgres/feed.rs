@@ -10,9 +10,9 @@ use tokio_postgres::types::Type;
 use super::schema::Clock;
 use super::{PgEngine, listen};
 use crate::engine::EventFeed;
-use crate::engine::local::test_break;
 use crate::error::Result;
 use crate::event::{self, Cursor, Event, Line};
+use crate::fault::test_break;
 
 /// Stands for the time an event is appended, in lines sent to the server.
 const NOW: &str = "@circe:now@";

@@ -456,7 +456,7 @@ impl PgEngine {
             // Fenced under the locks, before anything is written: it waits for no one, and
             // goes with the transaction when the move fails.
             // TEST BUILDS ONLY (CIRCE_TEST_BREAK=migrate-unfenced): the mark alone.
-            if !crate::engine::local::test_break("migrate-unfenced") {
+            if !crate::fault::test_break("migrate-unfenced") {
                 let fence: String = tables
                     .iter()
                     .map(|t| {

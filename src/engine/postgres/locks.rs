@@ -11,8 +11,8 @@ use tokio_postgres::types::Type;
 
 use super::PgEngine;
 use super::conn::Conn;
-use crate::engine::local::test_break;
 use crate::error::{Error, Result};
+use crate::fault::test_break;
 
 impl PgEngine {
     /// The connection session locks live on.

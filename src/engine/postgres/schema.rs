@@ -27,7 +27,7 @@ const MIGRATIONS: [&str; 7] = [
 /// `CIRCE_TEST_BREAK=pg-schema-v2`) version 2, as a circe without TX state does, so a test
 /// can make an old root and migrate it.
 pub(super) fn target() -> u32 {
-    if crate::engine::local::test_break("pg-schema-v2") { 2 } else { VERSION }
+    if crate::fault::test_break("pg-schema-v2") { 2 } else { VERSION }
 }
 
 /// Which clock decides leases: the database server's (`server`, the default), or each

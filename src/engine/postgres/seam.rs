@@ -74,7 +74,7 @@ impl Engine for PgEngine {
     }
 
     fn root_clock(&self) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
-        if self.clock != Clock::Server || crate::engine::local::test_break("pg-client-clock") {
+        if self.clock != Clock::Server || crate::fault::test_break("pg-client-clock") {
             return Ok(None);
         }
         let us = self.rows(

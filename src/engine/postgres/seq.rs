@@ -96,7 +96,7 @@ type Row = Option<(i64, i64)>;
 /// comparison). An absent row is compared as (0, 0): nobody writes a counter back to it.
 fn compared(row: Row) -> Option<(i64, i64)> {
     // TEST BUILDS ONLY: senders race for numbers, and nothing compares the counter.
-    if crate::engine::local::test_break("seq-race") {
+    if crate::fault::test_break("seq-race") {
         return None;
     }
     Some(row.unwrap_or((0, 0)))
@@ -152,9 +152,7 @@ impl PgEngine {
     fn lock_sender(&self, agent: &AgentName) -> Result<()> {
         // TEST BUILDS ONLY: senders race for numbers (`pg-seq-nolock`: the comparison alone
         // keeps them apart).
-        if crate::engine::local::test_break("seq-race")
-            || crate::engine::local::test_break("pg-seq-nolock")
-        {
+        if crate::fault::test_break("seq-race") || crate::fault::test_break("pg-seq-nolock") {
             return Ok(());
         }
         let k = key(agent);
@@ -179,9 +177,7 @@ impl PgEngine {
     }
 
     fn unlock_sender(&self, agent: &AgentName) -> Result<()> {
-        if crate::engine::local::test_break("seq-race")
-            || crate::engine::local::test_break("pg-seq-nolock")
-        {
+        if crate::fault::test_break("seq-race") || crate::fault::test_break("pg-seq-nolock") {
             return Ok(());
         }
         self.session_unlock("releasing a sequence counter", &key(agent))
@@ -222,8 +218,7 @@ impl PgEngine {
         // are logged now, before this one's: a sender's events follow its numbers. The read
         // of the counter asks whether there are any. (TEST BUILDS ONLY: `no-sender-settle`
         // leaves them to followers and doctor.)
-        let settles =
-            !crate::engine::local::test_break("no-sender-settle") && super::journal::kept();
+        let settles = !crate::fault::test_break("no-sender-settle") && super::journal::kept();
         let (row, left) = match self.counter_of(agent, settles) {
             Ok(r) => r,
             Err(e) => {

@@ -119,7 +119,7 @@ impl PgEngine {
                  ON CONFLICT DO NOTHING"
             }
             // TEST BUILDS ONLY (CIRCE_TEST_BREAK=pg-ask-nocas): no revision compared.
-            Some(_) if crate::engine::local::test_break("pg-ask-nocas") => {
+            Some(_) if crate::fault::test_break("pg-ask-nocas") => {
                 "UPDATE {s}.asks SET rev = $2, record = $3 WHERE msg_id = $1"
             }
             Some(_) => {

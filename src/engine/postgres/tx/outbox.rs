@@ -5,10 +5,10 @@ use super::PgTx;
 use crate::boxes::Mailbox;
 use crate::clock;
 use crate::engine::Engine;
-use crate::engine::local::crash_point;
 use crate::engine::postgres::deliver::Copy;
 use crate::error::{Error, Result};
 use crate::event::Event;
+use crate::fault::crash_point;
 use crate::task::{Outgoing, Ticket};
 
 impl PgTx<'_> {
