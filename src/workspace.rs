@@ -47,9 +47,10 @@ impl Workspace {
             if engine.local_folder().is_some() {
                 return e;
             }
-            e.hint_more(
-                "`circe config` prints the configuration stored in the database; mend that and replace it whole: `circe config --set FILE`",
-            )
+            let at = engine.location();
+            e.hint_more(format!(
+                "`circe --root '{at}' config` prints the configuration stored in the database; mend that and replace it whole: `circe --root '{at}' config --set FILE`"
+            ))
         })?;
         Ok(Workspace {
             engine,

@@ -104,6 +104,7 @@ pub fn run(ctx: &Ctx, cmd: &ChatCommand) -> Result<Report> {
             let ws = ctx.workspace()?;
             let done = chat::archive::run(&ws, a.before)?;
             let human = match &done.archive {
+                Some(p) if done.lines == 1 => format!("archived 1 line to {p}"),
                 Some(p) => format!("archived {} lines to {p}", done.lines),
                 None => "nothing to archive".to_string(),
             };

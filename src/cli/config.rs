@@ -31,15 +31,12 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
             Err(e) => return print_broken(ctx, e),
         };
         let text = ws.engine.config_text()?;
-        if ws.engine.local_folder().is_none() {
-            crate::error::warn(
-                "on a database root `durability` and `archive` do not apply: the server keeps each commit durable, and `circe archive` is for folder roots; the rest is in force",
-            );
-        }
+        let warnings: Vec<String> = inapplicable(&ws).into_iter().collect();
         return Ok(Report::new(
             text.clone(),
-            json!({"config": text, "broken": false, "warnings": []}),
-        ));
+            json!({"config": text, "broken": false, "warnings": warnings}),
+        )
+        .warnings(warnings));
     };
     // The new file is read and checked first: its errors come before the root's.
     // circe.yaml is small: a stream is read up to 1 MiB.
@@ -117,6 +114,7 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         let hint = e.hint.map(|h| format!(" ({h})")).unwrap_or_default();
         warnings.push(format!("{}{hint}; every command acting as it refuses", e.message));
     }
+    warnings.extend(inapplicable(&ws));
     let broken =
         if was_broken { " (the configuration there kept the root from opening)" } else { "" };
     let mut human = format!("configuration of {} replaced{broken}\n", ws.engine.location());
@@ -128,6 +126,26 @@ pub fn run(ctx: &Ctx, a: &ConfigArgs) -> Result<Report> {
         json!({"root": ws.engine.location(), "replaced": true, "broken": was_broken, "boxes_made": made, "warnings": warnings}),
     )
     .warnings(warnings))
+}
+
+/// The settings a database root's configuration sets that do not apply there: `durability`
+/// other than `full` (the server keeps each commit durable) and `archive` (for folder
+/// roots); `None` on a folder root, or when it sets neither.
+fn inapplicable(ws: &crate::workspace::Workspace) -> Option<String> {
+    if ws.engine.local_folder().is_some() {
+        return None;
+    }
+    let c = &ws.config;
+    let mut set = Vec::new();
+    if c.durability != "full" {
+        set.push(format!("`durability: {}` (the server keeps each commit durable)", c.durability));
+    }
+    if c.archive.after.is_some() || c.archive.keep.is_some() {
+        set.push("`archive` (`circe archive` is for folder roots)".to_string());
+    }
+    (!set.is_empty()).then(|| {
+        format!("on a database root {} does not apply; the rest is in force", set.join(" and "))
+    })
 }
 
 /// Why the configuration `text` keeps a root from opening (it does not parse, names an
@@ -147,14 +165,19 @@ fn refusal(text: &str) -> Option<Error> {
 /// configuration, that configuration is printed as stored, for mending (`--set` replaces
 /// it), with the reason as a warning; else the opening's error.
 fn print_broken(ctx: &Ctx, e: Error) -> Result<Report> {
-    let Ok(Some(text)) = crate::engine::stored_config(&ctx.root_spec()) else {
+    let Ok(Some((text, replaceable))) = crate::engine::stored_config(&ctx.root_spec()) else {
         return Err(e);
     };
     let Some(why) = refusal(&text) else {
         return Err(e);
     };
+    let way_out = if replaceable {
+        "mend it and replace it whole with `circe config --set FILE`"
+    } else {
+        "mend the file by hand (a folder without a root's boxes, such as one naming a database, is not replaced by `config --set`)"
+    };
     let warning = format!(
-        "this configuration keeps the root from opening ({}): mend it and replace it whole with `circe config --set FILE`",
+        "this configuration keeps the root from opening ({}): {way_out}",
         why.message.strip_prefix("circe.yaml: ").unwrap_or(&why.message)
     );
     Ok(Report::new(

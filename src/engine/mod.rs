@@ -115,13 +115,16 @@ fn open_inner(
 }
 
 /// The root's configuration as stored, unparsed, for a root that did not open: `circe
-/// config` prints a broken one for mending. `None`: no configuration could be read (the
-/// opening's own error says why).
-pub fn stored_config(spec: &RootSpec) -> Result<Option<String>> {
+/// config` prints a broken one for mending. With it, whether `config --set` may replace it
+/// (`false`: the file of a folder pointing at a database, mended by hand). `None`: no
+/// configuration could be read (the opening's own error says why).
+pub fn stored_config(spec: &RootSpec) -> Result<Option<(String, bool)>> {
+    let stored =
+        |target: &postgres::Target| postgres::stored_config(target).map(|t| Some((t, true)));
     match spec {
-        RootSpec::Url(url) => postgres::stored_config(&postgres::Target::from_url(url)?).map(Some),
+        RootSpec::Url(url) => stored(&postgres::Target::from_url(url)?),
         RootSpec::Path(_) | RootSpec::Search => match local::open(spec, None) {
-            Ok(local::Opened::Pointer(target)) => postgres::stored_config(&target).map(Some),
+            Ok(local::Opened::Pointer(target)) => stored(&target),
             _ => Ok(local::stored_config(spec)),
         },
     }

@@ -213,16 +213,36 @@ fn a_retired_row_without_an_agent_name_is_passed_over_by_every_read() {
     root.run(Some("e1"), &["tasks"]).ok();
 }
 
-/// `circe config` on a database root shows the stored settings, and says which of them
-/// the database makes moot (`durability`: the server's commit is durable; `archive`:
-/// `circe archive` is for folder roots).
+/// `circe config` on a database root shows the stored settings, and says which of those
+/// set the database makes moot (`durability` other than full: the server's commit is
+/// durable; `archive`: `circe archive` is for folder roots), on stderr and in `warnings`,
+/// and so does `config --set`. The default configuration (`durability: full`, no
+/// `archive`) has nothing to warn of.
 #[test]
 fn config_on_a_database_root_says_which_settings_do_not_apply() {
     let c = need_pg!();
     let root = Root::new(&c.fresh_url(), "server", 1);
-    let out = root.run(None, &["config"]);
-    assert!(out.ok().stdout.contains("durability: full"), "{out:?}");
-    assert!(out.stderr.contains("`durability` and `archive` do not apply"), "{out:?}");
+    let out = root.run(None, &["config", "--json"]);
+    let v = out.ok().json();
+    assert!(v["config"].as_str().unwrap().contains("durability: full"), "{out:?}");
+    assert_eq!(v["warnings"], serde_json::json!([]), "{out:?}");
+    assert!(!out.stderr.contains("warning"), "{out:?}");
+    let moot = v["config"]
+        .as_str()
+        .unwrap()
+        .replace("durability: full", "durability: relaxed")
+        .replace("registry:", "archive: {after: 1d}\nregistry:");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("moot.yaml");
+    std::fs::write(&file, moot).unwrap();
+    let set = root.run(None, &["config", "--set", file.to_str().unwrap(), "--json"]);
+    let said = set.ok().json()["warnings"].to_string();
+    assert!(said.contains("`durability: relaxed`") && said.contains("`archive`"), "{set:?}");
+    assert!(set.stderr.contains("does not apply"), "{set:?}");
+    let out = root.run(None, &["config", "--json"]);
+    let said = out.ok().json()["warnings"].to_string();
+    assert!(said.contains("`durability: relaxed`") && said.contains("`archive`"), "{out:?}");
+    assert!(out.stderr.contains("does not apply"), "{out:?}");
 }
 
 /// A stored configuration that keeps the root from opening (edited by SQL, or set by a circe
@@ -251,7 +271,10 @@ fn a_broken_stored_configuration_is_shown_and_replaced() {
         let refused = root.run(None, &["tasks"]);
         assert_eq!(refused.code, 3, "{refused:?}");
         assert!(refused.stderr.contains(said), "{refused:?}");
-        assert!(refused.stderr.contains("circe config --set FILE"), "{refused:?}");
+        assert!(
+            refused.stderr.contains(&format!("circe --root '{url}' config --set FILE")),
+            "{refused:?}"
+        );
         let shown = root.run(None, &["config", "--json"]);
         assert_eq!(shown.code, 0, "{shown:?}");
         let v = shown.json();
@@ -275,4 +298,53 @@ fn a_broken_stored_configuration_is_shown_and_replaced() {
     let refused = root.run(None, &["config", "--set", bad.to_str().unwrap()]);
     assert_eq!(refused.code, 3, "{refused:?}");
     assert_eq!(root.run(None, &["config"]).ok().stdout, good);
+}
+
+/// Through a folder that points at the database: a broken stored configuration is shown
+/// and replaced from there too, and a pointer file broken by hand is shown with the way
+/// out that applies to it (mended by hand: `config --set` replaces a root's configuration,
+/// not a pointer). `init --engine` on a database whose stored configuration is broken is
+/// refused with a hint that works from a folder holding no root yet (`--root URL`).
+#[test]
+fn a_broken_configuration_seen_through_a_pointer_names_the_way_out_that_applies() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    let good = root.run(None, &["config"]).ok().stdout.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let here = |args: &[&str]| {
+        let mut cmd = root.command(None, args);
+        cmd.env_remove("CIRCE_ROOT").current_dir(dir.path());
+        Out::from(&cmd.output().unwrap())
+    };
+    here(&["init", "--engine", &url]).ok();
+    let fixed = dir.path().join("fixed.yaml");
+    std::fs::write(&fixed, &good).unwrap();
+    c.psql(&format!("UPDATE \"{schema}\".config SET text = text || E'\\nbogus: 1\\n'"));
+    // In a folder with no root yet, `init --engine` names the root in its hint.
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut cmd = root.command(None, &["init", "--engine", &url]);
+    cmd.env_remove("CIRCE_ROOT").current_dir(elsewhere.path());
+    let init = Out::from(&cmd.output().unwrap());
+    assert_eq!(init.code, 3, "{init:?}");
+    assert!(init.stderr.contains(&format!("circe --root '{url}' config")), "{init:?}");
+    let shown = here(&["config", "--json"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    assert!(shown.json()["warnings"][0].as_str().unwrap().contains("config --set FILE"));
+    let set = here(&["config", "--set", fixed.to_str().unwrap(), "--json"]);
+    assert_eq!(set.code, 0, "{set:?}");
+    assert_eq!(set.json()["broken"], true, "{set:?}");
+    here(&["tasks"]).ok();
+    // The pointer file itself broken by hand: shown, to be mended by hand.
+    let pointer = dir.path().join(".circe/circe.yaml");
+    let text = std::fs::read_to_string(&pointer).unwrap();
+    std::fs::write(&pointer, format!("{text}bogus: 1\n")).unwrap();
+    let shown = here(&["config", "--json"]);
+    assert_eq!(shown.code, 0, "{shown:?}");
+    let v = shown.json();
+    assert_eq!(v["broken"], true, "{v}");
+    let said = v["warnings"][0].as_str().unwrap();
+    assert!(said.contains("mend the file by hand"), "{v}");
+    assert!(!said.contains("config --set FILE"), "{v}");
 }

@@ -51,7 +51,7 @@ fn input_error(path: &std::path::Path, e: std::io::Error) -> crate::error::Error
         .hint("pass the path of the file itself"),
         (std::io::ErrorKind::InvalidInput, _) => {
             Error::refused(format!("{} is not a regular file", path.display()))
-                .hint("FIFOs, devices and folders are refused; write the message to a file")
+                .hint("FIFOs, devices and folders are refused; write the text to a regular file and pass that")
         }
         _ => Error::io("cannot read", path, e),
     }

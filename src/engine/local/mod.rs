@@ -285,11 +285,14 @@ pub fn replace_broken_config(spec: &RootSpec, text: &str) -> Result<Option<std::
 }
 
 /// The text of the circe.yaml of the root `spec` names, as it is (unparsed: `circe config`
-/// prints a broken one for mending); `None` when no root is found there or the file cannot
-/// be read (the opening's own error says why).
-pub fn stored_config(spec: &RootSpec) -> Option<String> {
+/// prints a broken one for mending), and whether `replace_broken_config` may replace it
+/// (`false`: a folder without a root's boxes, such as one pointing at a database, whose
+/// file is mended by hand); `None` when no root is found there or the file cannot be read
+/// (the opening's own error says why).
+pub fn stored_config(spec: &RootSpec) -> Option<(String, bool)> {
     let root = locate(spec).ok()?;
-    std::fs::read_to_string(root.join(root::CONFIG_FILE)).ok()
+    let text = std::fs::read_to_string(root.join(root::CONFIG_FILE)).ok()?;
+    Some((text, root::missing_boxes(&root).is_empty()))
 }
 
 /// Write `dir/.circe/circe.yaml` naming another engine (no boxes: the root is elsewhere),

@@ -264,13 +264,14 @@ struct Opening {
 /// (no circe.yaml file holds it), and the way out, which needs no opening.
 pub(crate) fn stored_config_error(target: &Target, e: Error) -> Error {
     let schema = &target.schema;
+    let url = target.url_to_pass();
     e.map_message(|m| {
         let rest = m.strip_prefix("circe.yaml: ").unwrap_or(m);
         format!("the configuration stored in schema {schema} (its `config` table): {rest}")
     })
-    .hint_more(
-        "`circe config` prints it as stored; mend that and replace it whole: `circe config --set FILE`",
-    )
+    .hint_more(format!(
+        "`circe --root '{url}' config` prints it as stored; mend that and replace it whole: `circe --root '{url}' config --set FILE`"
+    ))
 }
 
 /// The configuration as stored in the root at `target`, read without parsing it (`circe
