@@ -47,7 +47,11 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             a.dir.display(),
             other.display()
         ))
-        .hint("mirror into a folder outside every root"));
+        .hint(format!(
+            "mirror into a folder outside every root; if {} is a mirror that lost its `{}` (its files read-only, no tmp/ or locks/), remove it (`chmod -R u+w` it first) and mirror again",
+            other.display(),
+            local::MIRROR_MARKER
+        )));
     }
     // What the mirror's marker names: one name for the root, however it was reached; what
     // it says to people and in JSON: the root as this command reached it (a URL one can

@@ -304,6 +304,12 @@ fn a_mirror_keeps_every_file_read_only() {
             env.open_task("T-2");
         }
     }
+    // A mirror that lost its marker looks like a root: the refusal says how to make it
+    // again (its other ways out, init and the root's own commands, lead in a circle).
+    std::fs::remove_file(dir.join(".circe-mirror")).unwrap();
+    let o = env.circe(["mirror", arg]).run();
+    o.code(3);
+    assert!(o.stderr.contains("a mirror that lost its `.circe-mirror`"), "{}", o.show());
 }
 
 /// `mirror DIR` makes DIR the root's copy, so it writes only into a new or empty folder, or
