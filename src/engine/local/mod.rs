@@ -445,8 +445,14 @@ impl Engine for LocalEngine {
                 return Ok(None);
             }
         }
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=begin-slow): a scene, not a fault: a pause
+        // between the look and the lock, for an archive run to come between.
+        if crate::fault::test_break("begin-slow") {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
         let lock = self.lock_task(task)?;
         let tx = tx::LocalTx::begin(self, task.clone(), lock)?;
+        // Found gone (archived since the look): dropped, it removes the lock file it made.
         if tx.state().is_none() && !create {
             return Ok(None);
         }

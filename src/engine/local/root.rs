@@ -460,13 +460,21 @@ impl Store {
     /// archive removed the task's lock file, it was made again, and would stay. Safe as the
     /// archive's own removal (`remove_task_lock`).
     pub fn unlock_task(&self, task: &TaskId, lock: Lock) -> Result<()> {
+        self.remove_gone_task_lock(task, &lock)?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// `unlock_task` but for the letting go: the lock file removed, still held, when the
+    /// task is gone by an archive (a task transaction that found no task lets go of its
+    /// lock so, `tx.rs`).
+    pub(super) fn remove_gone_task_lock(&self, task: &TaskId, lock: &Lock) -> Result<()> {
         let gone = ["status", "owner", "checks"].iter().all(|k| self.record_gone(task, k))
             && self.tombstone_path(task.as_str()).is_file()
             && lock.file().metadata().is_ok_and(|m| m.len() == 0);
         if gone {
-            self.remove_task_lock(task, &lock)?;
+            self.remove_task_lock(task, lock)?;
         }
-        drop(lock);
         Ok(())
     }
 
