@@ -595,6 +595,29 @@ pub(super) fn write_pointer(dir: &Path, text: &str) -> Result<(PathBuf, bool)> {
     }
 }
 
+/// Replace the circe.yaml of the folder `dir/.circe` that names a database root with `text`
+/// (a temp file beside it renamed over it, the folder fsynced), when it still names the
+/// root whose `Target::identity` is `names`: `false`, and nothing written, when it changed
+/// meanwhile.
+pub(super) fn rewrite_pointer(dir: &Path, names: &str, text: &str) -> Result<bool> {
+    let root = dir.join(ROOT_DIR);
+    let cfg = root.join(CONFIG_FILE);
+    let still = crate::config::Config::parse(&read_config_at(&root)?)
+        .ok()
+        .and_then(|c| c.engine)
+        .and_then(|e| crate::engine::postgres::Target::from_config(&e).ok())
+        .is_some_and(|t| t.identity() == names);
+    if !still {
+        return Ok(false);
+    }
+    let mut t =
+        TempFile::write(&root, text.as_bytes(), true).map_err(io_err("cannot write", &cfg))?;
+    atomic::rename_replace(&t.path, &cfg).map_err(io_err("cannot write", &cfg))?;
+    t.disarm();
+    atomic::sync_dir(&root).map_err(io_err("cannot sync", &root))?;
+    Ok(true)
+}
+
 /// `AGENTS/<name>/agent.yaml`.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct AgentFile {
