@@ -41,8 +41,9 @@
 //! none of a task change's events, so a change cut off between its records and its events
 //! loses them; `no-roll` leaves a change cut off between its ticket's rename and its records
 //! to be inferred from where the ticket lies (a reap or a park repaired as a release).
-//! `chat-archive-slow` pauses a chat archive between its two renames, and `doctor-slow-tasks`
-//! a doctor between its listing of TASKS and the first task's lock (scenes, not faults).
+//! `chat-archive-slow` pauses a chat archive between its two renames, `doctor-slow-tasks`
+//! a doctor between its listing of TASKS and the first task's lock, and `begin-slow` a task
+//! transaction between its look for the task and its lock (scenes, not faults).
 
 use std::io;
 use std::sync::OnceLock;

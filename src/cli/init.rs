@@ -55,6 +55,9 @@ pub struct InitJson {
     pub clock: Option<String>,
     /// `--engine URL`: DIR/.circe/circe.yaml was written to name the database.
     pub pointer_written: bool,
+    /// `--engine URL` in a folder that named the same root by another URL (through a
+    /// pooler, another port): the URL it named, replaced by URL. Null otherwise.
+    pub repointed_from: Option<String>,
     /// A folder root: the agents' boxes that were missing and were made again.
     pub boxes_made: Vec<String>,
     /// A database root: the schema version it was migrated from (null: not migrated).
@@ -128,30 +131,14 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         return Err(Error::usage("--root (or CIRCE_ROOT) names another database than --engine")
             .hint("pass one of them: `circe init --engine URL` makes the root at URL"));
     }
-    if pointer {
-        pointer_free(&dir, &target)?;
-    }
+    // The folder may name this root by another URL: re-pointed below.
+    let repointed = if pointer { pointer_free(&dir, &target)? } else { None };
     let (eng, _config, found) =
         postgres::init(&target, DEFAULT_CONFIG, clock, args.clock.is_some())?;
     let created = found == 0;
     let migrated_from = (!created && found < postgres::SCHEMA_VERSION).then_some(found);
     let added = add_role_agents(&eng)?;
-    let mut pointer_written = false;
-    if pointer {
-        let (_, w) = local::init_pointer(&dir, &pointer_text(&target))?;
-        if !w {
-            let existing = local::open(&RootSpec::Path(dir.clone()), None);
-            let same = matches!(&existing, Ok(local::Opened::Pointer(t)) if t.identity() == target.identity());
-            if !same {
-                return Err(Error::conflict(format!(
-                    "{} holds a circe.yaml that names another root",
-                    dir.join(".circe").display()
-                ))
-                .hint("`circe migrate --to URL` moves a local root into a database"));
-            }
-        }
-        pointer_written = w;
-    }
+    let pointer_written = pointer && write_pointer(&dir, &target, repointed.as_ref())?;
     let root = target.location();
     let mut human = format!(
         "circe root: {root}\nconfig: {}\n",
@@ -164,7 +151,13 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         ));
     }
     human.push_str(&agents_text(&added));
-    if pointer_written {
+    if let Some(old) = &repointed {
+        human.push_str(&format!(
+            "{} names it now by this URL (it named the same root by {})\n",
+            dir.join(".circe/circe.yaml").display(),
+            old.location()
+        ));
+    } else if pointer_written {
         human.push_str(&format!("{} names it\n", dir.join(".circe/circe.yaml").display()));
     }
     let out = InitJson {
@@ -173,29 +166,59 @@ pub fn run(ctx: &Ctx, args: &InitArgs) -> Result<Report> {
         agents_added: added,
         clock: Some(eng.clock().as_str().to_string()),
         pointer_written,
+        repointed_from: repointed.map(|t| t.location()),
         boxes_made: Vec::new(),
         migrated_from,
     };
     Ok(Report::new(human, out))
 }
 
-/// A `.circe` in `dir` may only be a pointer to this very database root.
-fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
+/// Write `dir/.circe/circe.yaml` naming `target` unless it names it already: in place of
+/// the one naming the same root as `repointed`, or where there is none. Whether it wrote.
+fn write_pointer(
+    dir: &std::path::Path,
+    target: &Target,
+    repointed: Option<&Target>,
+) -> Result<bool> {
+    if let Some(old) = repointed {
+        if !local::repoint(dir, &old.identity(), &pointer_text(target))? {
+            return Err(Error::conflict(format!(
+                "{} changed while circe init ran: it no longer names {}",
+                dir.join(".circe/circe.yaml").display(),
+                old.location()
+            ))
+            .hint("another command wrote it meanwhile: `circe config` shows which root it names now; run `circe init --engine URL` again"));
+        }
+        return Ok(true);
+    }
+    let (_, w) = local::init_pointer(dir, &pointer_text(target))?;
+    if !w {
+        let existing = local::open(&RootSpec::Path(dir.to_path_buf()), None);
+        let same =
+            matches!(&existing, Ok(local::Opened::Pointer(t)) if t.identity() == target.identity());
+        if !same {
+            return Err(Error::conflict(format!(
+                "{} holds a circe.yaml that names another root",
+                dir.join(".circe").display()
+            ))
+            .hint("`circe migrate --to URL` moves a local root into a database"));
+        }
+    }
+    Ok(w)
+}
+
+/// A `.circe` in `dir` may only be a pointer to this very database root: by the same URL
+/// (`None`), or by another that reaches the same root (the pointer's target, `Some`: it is
+/// re-pointed at `target`).
+fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<Option<Target>> {
     let circe = dir.join(".circe");
     if local::root_at(&circe).is_none_or(|r| r != circe) {
-        return Ok(());
+        return Ok(None);
     }
     let held = circe.display();
     match local::open(&RootSpec::Path(circe.clone()), None) {
-        Ok(local::Opened::Pointer(t)) if t.identity() == target.identity() => Ok(()),
-        Ok(local::Opened::Pointer(t)) => Err(Error::conflict(format!(
-            "{held} names another database root ({})",
-            t.location()
-        ))
-        .hint(format!(
-            "use that root, or remove {held}/circe.yaml to point this folder at {}; nothing was changed. To reach the same root another way (through a pooler, say), edit `url:` in {held}/circe.yaml",
-            target.location()
-        ))),
+        Ok(local::Opened::Pointer(t)) if t.identity() == target.identity() => Ok(None),
+        Ok(local::Opened::Pointer(t)) => same_root(&held.to_string(), t, target).map(Some),
         Ok(local::Opened::Local(..)) => {
             Err(Error::conflict(format!("{held} holds a local root")).hint(format!(
                 "`circe migrate --to '{}'` moves it into the database; nothing was changed",
@@ -208,6 +231,34 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<()> {
         ))
         .hint("its circe.yaml does not read: mend it (`circe validate --config` says what is wrong), or name another folder; nothing was changed")),
     }
+}
+
+/// `old`, which the folder `held` names, when it is the very root `target` reaches by
+/// another URL (the same server, database and schema: `postgres::root_identity`); refused
+/// (exit 4, nothing changed) when it is another root, or when `old` cannot be reached to
+/// tell.
+fn same_root(held: &str, old: Target, target: &Target) -> Result<Target> {
+    let new = postgres::root_identity(target)?;
+    let was = postgres::root_identity(&old).map_err(|e| {
+        Error::conflict(format!(
+            "{held} names the database root {}, which does not answer ({}): circe cannot tell whether {} reaches the same root",
+            old.location(),
+            e.message,
+            target.location()
+        ))
+        .hint(format!(
+            "run `circe init --engine URL` again once it answers (it re-points the folder when URL reaches the same root); if it does, and that URL is gone for good, edit `url:` in {held}/circe.yaml; nothing was changed"
+        ))
+    })?;
+    if was == new {
+        return Ok(old);
+    }
+    Err(Error::conflict(format!("{held} names another database root ({})", old.location())).hint(
+        format!(
+            "use that root, or remove {held}/circe.yaml to point this folder at {}; nothing was changed",
+            target.location()
+        ),
+    ))
 }
 
 /// What init says about the agents it added.
@@ -357,6 +408,7 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
         agents_added: added,
         clock: None,
         pointer_written: false,
+        repointed_from: None,
         boxes_made: remade,
         migrated_from: None,
     };

@@ -35,26 +35,48 @@ pub enum ConfigOutput {
     },
 }
 
-/// `circe migrate --json`.
+/// `circe migrate --json`: one shape per direction.
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub enum MigrateDef {
+    ToDatabase(MigrateToDatabaseDef),
+    ToFolder(MigrateToFolderDef),
+}
+
+/// `circe migrate --to URL`: a folder root moved into a database.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
 #[expect(dead_code, reason = "a schema, never built")]
-pub struct MigrateDef {
+pub struct MigrateToDatabaseDef {
+    /// The root folder moved.
     from: String,
+    /// The database root: its URL with its schema.
     to: String,
     task_count: usize,
     message_count: usize,
     event_count: usize,
-    /// Into a database: where the old folder was moved.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    retired_to: Option<String>,
-    /// Into a database: the tasks the folder archived, whose archive stays in the old
-    /// folder and whose ids came along (never opened again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    archived_count: Option<usize>,
-    /// Into a folder: the circe.yaml the database root was named through, when it lies
-    /// elsewhere and still names the database (null otherwise).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Where the old folder was moved.
+    retired_to: String,
+    /// The tasks the folder archived, whose archive stays in the old folder and whose ids
+    /// came along (never opened again).
+    archived_count: usize,
+}
+
+/// `circe migrate --to-local DIR`: a database root moved into a folder.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[expect(dead_code, reason = "a schema, never built")]
+pub struct MigrateToFolderDef {
+    /// The database root: its URL with its schema.
+    from: String,
+    /// The root folder written (`DIR/.circe`).
+    to: String,
+    task_count: usize,
+    message_count: usize,
+    event_count: usize,
+    /// The circe.yaml the database root was named through, when it lies elsewhere and
+    /// still names the database (null otherwise).
     stale_pointer: Option<String>,
 }
 

@@ -117,6 +117,31 @@ fn doctor_leaves_no_lock_file_of_a_task_archived_while_it_checks() {
     env.circe(["doctor"]).run().ok();
 }
 
+/// A task archived while a command opens its transaction: the command saw the task before
+/// the run and locks it after (`begin-slow` holds that moment open), which makes its lock
+/// file again; it finds the task gone, shows it from the archive, and removes the file it made.
+#[test]
+fn a_command_leaves_no_lock_file_of_a_task_archived_while_it_locks() {
+    local_only!(
+        "the archive is kept by the local engine (tests/pg/archive.rs: the database engine refuses it)"
+    );
+    let env = with_work();
+    let show = std::thread::scope(|s| {
+        let shown =
+            s.spawn(|| env.circe(["show", "T1"]).var("CIRCE_TEST_BREAK", "begin-slow").run());
+        std::thread::sleep(std::time::Duration::from_millis(500));
+        env.circe(["archive"]).now(LATER).run().ok();
+        assert!(!env.ls_all("locks").iter().any(|f| f == "task-T1.lock"));
+        shown.join().unwrap()
+    });
+    show.ok();
+    assert!(show.stdout.contains("bundle: ARCHIVE/"), "{}", show.show());
+    let locks = env.ls_all("locks");
+    assert!(!locks.iter().any(|f| f == "task-T1.lock"), "{locks:?}");
+    assert!(locks.iter().any(|f| f == "task-T2.lock"), "{locks:?}");
+    env.circe(["doctor"]).run().ok();
+}
+
 #[test]
 fn a_second_run_exits_4_naming_the_holder() {
     local_only!(

@@ -348,3 +348,82 @@ fn a_broken_configuration_seen_through_a_pointer_names_the_way_out_that_applies(
     assert!(said.contains("mend the file by hand"), "{v}");
     assert!(!said.contains("config --set FILE"), "{v}");
 }
+
+/// `init --engine URL` in a folder that names a database root by another URL: re-pointed at
+/// URL when URL reaches the very same root (here through PgBouncer), saying so; refused as
+/// before when it reaches another root (another schema behind the same pooler, or the same
+/// schema name on another server), the folder left as it was.
+#[test]
+fn init_repoints_a_folder_at_the_same_root_reached_another_way() {
+    let c = need_pg!();
+    let bouncer = match crate::pg_cluster::Bouncer::start(c, 2) {
+        Ok(b) => b,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        Out::from(
+            &std::process::Command::new(crate::common::BIN)
+                .args(args)
+                .current_dir(dir.path())
+                .env_clear()
+                .output()
+                .unwrap(),
+        )
+    };
+    let direct = c.fresh_url();
+    let schema = direct.rsplit("schema=").next().unwrap().to_string();
+    run(&["init", "--engine", &direct]).ok();
+    let pointer = dir.path().join(".circe/circe.yaml");
+    let read = || std::fs::read_to_string(&pointer).unwrap();
+    let before = read();
+    // Another root behind the pooler: refused, the folder as it was.
+    let other_schema = c.fresh_url();
+    let other_schema = other_schema.rsplit("schema=").next().unwrap();
+    let other = bouncer.url(other_schema);
+    let refused = run(&["init", "--engine", &other]);
+    assert_eq!(refused.code, 4, "{refused:?}");
+    assert!(refused.stderr.contains("names another database root"), "{refused:?}");
+    assert_eq!(read(), before);
+    // The same root through the pooler: re-pointed.
+    let pooled = format!(
+        "{}&listen_host={}&listen_port={}",
+        bouncer.url(&schema),
+        c.socket.display(),
+        c.port
+    );
+    let moved = run(&["--json", "init", "--engine", &pooled]);
+    let json = moved.ok().json();
+    assert_eq!(json["pointer_written"], true, "{moved:?}");
+    assert!(json["repointed_from"].as_str().is_some_and(|u| u.contains(&c.port.to_string())));
+    let after = read();
+    assert!(after.contains(&format!("port={}", bouncer.port)), "{after}");
+    assert!(
+        !dir.path()
+            .join(".circe")
+            .read_dir()
+            .unwrap()
+            .any(|e| { e.unwrap().file_name().to_string_lossy().starts_with(".tmp") })
+    );
+    // Commands in the folder reach the root through the pooler now.
+    let agents = run(&["agent", "list"]);
+    assert!(agents.ok().stdout.contains("engineer"), "{agents:?}");
+    let said = run(&["init", "--engine", &direct]);
+    assert!(said.ok().stdout.contains("names it now by this URL"), "{said:?}");
+    // The same schema's name on another server is another root.
+    let second = match crate::pg_cluster::start(&[]) {
+        Ok(s) => s,
+        Err(why) => {
+            eprintln!("another server's root not tried: {why}");
+            return;
+        }
+    };
+    let elsewhere = format!("{}&schema={schema}", second.base_url());
+    let refused = run(&["init", "--engine", &elsewhere]);
+    assert_eq!(refused.code, 4, "{refused:?}");
+    assert!(refused.stderr.contains("names another database root"), "{refused:?}");
+    assert_eq!(read(), before, "the folder names the root directly again");
+}

@@ -301,6 +301,13 @@ pub fn init_pointer(dir: &std::path::Path, text: &str) -> Result<(std::path::Pat
     root::write_pointer(dir, text)
 }
 
+/// Point the folder `dir/.circe`, whose circe.yaml names the database root `names` (its
+/// `Target::identity`), at the same root by another URL: its circe.yaml replaced with
+/// `text` (atomically); `false` when it names another meanwhile (nothing is written).
+pub fn repoint(dir: &std::path::Path, names: &str, text: &str) -> Result<bool> {
+    root::rewrite_pointer(dir, names, text)
+}
+
 /// Make `dir/.circe` with the boxes and `config` as circe.yaml unless one exists. Returns
 /// the root's path and whether circe.yaml was written.
 pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, bool)> {
@@ -448,8 +455,14 @@ impl Engine for LocalEngine {
                 return Ok(None);
             }
         }
+        // TEST BUILDS ONLY (CIRCE_TEST_BREAK=begin-slow): a scene, not a fault: a pause
+        // between the look and the lock, for an archive run to come between.
+        if crate::fault::test_break("begin-slow") {
+            std::thread::sleep(std::time::Duration::from_millis(1500));
+        }
         let lock = self.lock_task(task)?;
         let tx = tx::LocalTx::begin(self, task.clone(), lock)?;
+        // Found gone (archived since the look): dropped, it removes the lock file it made.
         if tx.state().is_none() && !create {
             return Ok(None);
         }

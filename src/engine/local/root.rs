@@ -460,13 +460,21 @@ impl Store {
     /// archive removed the task's lock file, it was made again, and would stay. Safe as the
     /// archive's own removal (`remove_task_lock`).
     pub fn unlock_task(&self, task: &TaskId, lock: Lock) -> Result<()> {
+        self.remove_gone_task_lock(task, &lock)?;
+        drop(lock);
+        Ok(())
+    }
+
+    /// `unlock_task` but for the letting go: the lock file removed, still held, when the
+    /// task is gone by an archive (a task transaction that found no task lets go of its
+    /// lock so, `tx.rs`).
+    pub(super) fn remove_gone_task_lock(&self, task: &TaskId, lock: &Lock) -> Result<()> {
         let gone = ["status", "owner", "checks"].iter().all(|k| self.record_gone(task, k))
             && self.tombstone_path(task.as_str()).is_file()
             && lock.file().metadata().is_ok_and(|m| m.len() == 0);
         if gone {
-            self.remove_task_lock(task, &lock)?;
+            self.remove_task_lock(task, lock)?;
         }
-        drop(lock);
         Ok(())
     }
 
@@ -585,6 +593,29 @@ pub(super) fn write_pointer(dir: &Path, text: &str) -> Result<(PathBuf, bool)> {
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok((root, false)),
         Err(e) => Err(Error::io("cannot write", &cfg, e)),
     }
+}
+
+/// Replace the circe.yaml of the folder `dir/.circe` that names a database root with `text`
+/// (a temp file beside it renamed over it, the folder fsynced), when it still names the
+/// root whose `Target::identity` is `names`: `false`, and nothing written, when it changed
+/// meanwhile.
+pub(super) fn rewrite_pointer(dir: &Path, names: &str, text: &str) -> Result<bool> {
+    let root = dir.join(ROOT_DIR);
+    let cfg = root.join(CONFIG_FILE);
+    let still = crate::config::Config::parse(&read_config_at(&root)?)
+        .ok()
+        .and_then(|c| c.engine)
+        .and_then(|e| crate::engine::postgres::Target::from_config(&e).ok())
+        .is_some_and(|t| t.identity() == names);
+    if !still {
+        return Ok(false);
+    }
+    let mut t =
+        TempFile::write(&root, text.as_bytes(), true).map_err(io_err("cannot write", &cfg))?;
+    atomic::rename_replace(&t.path, &cfg).map_err(io_err("cannot write", &cfg))?;
+    t.disarm();
+    atomic::sync_dir(&root).map_err(io_err("cannot sync", &root))?;
+    Ok(true)
 }
 
 /// `AGENTS/<name>/agent.yaml`.

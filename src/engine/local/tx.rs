@@ -87,6 +87,18 @@ impl<'a> LocalTx<'a> {
     }
 }
 
+/// A transaction that found no task and made none lets go of its lock as `unlock_task` does:
+/// a task archived after the command saw it and before it locked it (whose lock file the
+/// archive removed, and the lock made again) leaves no lock file behind. A failure to
+/// remove it leaves the file, as before: nothing stands on it.
+impl Drop for LocalTx<'_> {
+    fn drop(&mut self) {
+        if self.st.is_none() {
+            let _ = self.eng.store.remove_gone_task_lock(&self.task, &self.lock);
+        }
+    }
+}
+
 impl LocalTx<'_> {
     /// After the commit point and the outbox (`sent`): the change's own events, logged even
     /// while its messages wait in the outbox.

@@ -116,6 +116,22 @@ pub fn init(
     Ok((eng, config, found))
 }
 
+/// What tells the root at `target` from every other however it is reached (through a
+/// pooler, another port or host name): the server's system identifier and the moment it
+/// started (a copy of the server, a standby or a restored backup, has the identifier but
+/// not the start), the database and the schema.
+pub fn root_identity(target: &Target) -> Result<String> {
+    let conn = Conn::connect(target)?;
+    let q = "SELECT system_identifier::text, \
+                    extract(epoch FROM pg_postmaster_start_time())::text, \
+                    current_database()::text \
+             FROM pg_control_system()";
+    let rows = conn.call("identifying the root", conn.client.query_typed(q, &[]))?;
+    let row = rows.first().ok_or_else(|| Error::internal("pg_control_system() gave no row"))?;
+    let (system, started, db): (String, String, String) = (row.get(0), row.get(1), row.get(2));
+    Ok(format!("{system}/{started}/{db}?schema={}", target.schema))
+}
+
 /// The `msg_id` header of a message, if it has one (stored beside the message).
 pub(super) fn msg_id_of(content: &[u8]) -> Option<String> {
     crate::message::parse_bytes(content, crate::message::Mode::Draft).ok()?.msg_id
