@@ -346,7 +346,9 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         .map(|i| i.name.clone())
         .collect();
     // New and stale as `inbox` sorts them: a stale message wakes no `wait`.
-    let (inbox_count, stale_count) = crate::ops::seq::inbox_counts(&ws, &me)?;
+    // Its INBOX's gists, taken once: they count it and tell whether it holds a question.
+    let gists = crate::ops::seq::inbox_gists(&ws, &me)?;
+    let (inbox_count, stale_count) = crate::ops::seq::counts_of(&ws, &me, &gists)?;
     let mut held = Vec::new();
     let coordinator = ws.is_coordinator(&me);
     let mut attention: BTreeMap<String, usize> = BTreeMap::new();
@@ -399,7 +401,7 @@ pub fn run(ctx: &Ctx, _a: &PrimeArgs) -> Result<Report> {
         .flatten();
     // Counted over every box: one that cannot be read (another agent's, behind a link)
     // leaves the count unknown, not this agent without its start.
-    let open_questions = match crate::ops::questions::open_to(&ws, &me) {
+    let open_questions = match crate::ops::questions::open_to(&ws, &me, &gists) {
         Ok(n) => Some(n),
         Err(e) if e.kind == Kind::NotFound => Some(0),
         Err(_) => None,

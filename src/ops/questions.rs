@@ -52,7 +52,12 @@ fn settled_escalation(ws: &Workspace, m: &Message) -> bool {
 
 /// Is `m` a question: its intent expects a reply and opens no task?
 pub(crate) fn is_question(ws: &Workspace, m: &Message) -> bool {
-    let expects = m.intent.as_deref().and_then(|i| ws.registry.intent(i));
+    is_question_intent(ws, m.intent.as_deref())
+}
+
+/// Does `intent` expect a reply and open no task?
+fn is_question_intent(ws: &Workspace, intent: Option<&str>) -> bool {
+    let expects = intent.and_then(|i| ws.registry.intent(i));
     expects.is_some_and(|i| !i.opens_task && i.expects_reply.is_some())
 }
 
@@ -62,19 +67,20 @@ pub(crate) fn moves_under_filing_lock(ws: &Workspace, m: &Message) -> bool {
     m.msg_id.is_some() && is_question(ws, m)
 }
 
-/// How many open questions `me` holds a copy of (`prime`'s count). Only when its own boxes
-/// hold a question is every box read (to learn which are answered): an agent asked nothing
-/// is answered from its INBOX and WORKSPACE alone.
-pub fn open_to(ws: &Workspace, me: &AgentName) -> Result<usize> {
-    let mut asked_me = false;
-    for b in [Mailbox::Inbox(me.clone()), Mailbox::Workspace(me.clone())] {
+/// How many open questions `me` holds a copy of (`prime`'s count), given the gists of its
+/// INBOX (`seq::inbox_gists`). Only when its own boxes hold a question is every box read
+/// (to learn which are answered): an agent asked nothing is answered from its INBOX's
+/// gists and its WORKSPACE alone.
+pub fn open_to(ws: &Workspace, me: &AgentName, inbox: &super::seq::Gists) -> Result<usize> {
+    let asks = |intent: Option<&str>| intent.is_some() && is_question_intent(ws, intent);
+    let mut asked_me =
+        inbox.iter().any(|(_, g)| g.as_ref().is_some_and(|g| asks(g.asks.as_deref())));
+    if !asked_me {
+        let b = Mailbox::Workspace(me.clone());
         let names = ws.engine.list_box(&b)?;
-        if names.iter().any(|name| {
+        asked_me = names.iter().any(|name| {
             super::read(ws, &b, name).is_ok_and(|m| m.msg_id.is_some() && is_question(ws, &m))
-        }) {
-            asked_me = true;
-            break;
-        }
+        });
     }
     if !asked_me {
         return Ok(0);

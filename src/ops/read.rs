@@ -15,22 +15,6 @@ pub fn read(ws: &Workspace, mbox: &Mailbox, name: &str) -> Result<Message, Vec<P
     message::parse_limited(&c.bytes, c.size, Mode::Draft, limits)
 }
 
-/// As `read`, but `None` for a link, a pipe or a folder standing under a message's name: no
-/// message at all (doctor names it, invariant 2). A regular file that does not parse is
-/// still a message with problems.
-pub fn read_unless_planted(
-    ws: &Workspace,
-    mbox: &Mailbox,
-    name: &str,
-) -> Result<Option<Message>, Vec<Problem>> {
-    let limits = &ws.config.limits;
-    let c = match ws.engine.read_message_capped(mbox, name, limits.message_bytes) {
-        Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return Ok(None),
-        r => r.map_err(|e| unread(&e))?,
-    };
-    message::parse_limited(&c.bytes, c.size, Mode::Draft, limits).map(Some)
-}
-
 /// A read error as the one problem of a message: its hint (a planted link, the
 /// permissions) goes along with it.
 fn unread(e: &crate::error::Error) -> Vec<Problem> {

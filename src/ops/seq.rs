@@ -197,32 +197,36 @@ pub fn only_stale(ws: &Workspace, me: &AgentName, e: &Event) -> Result<bool> {
     Ok(true)
 }
 
-/// How old a message is, to order an INBOX: its time, then its sender's number.
-type Age = (Option<chrono::DateTime<chrono::Utc>>, u64);
+/// How old a message is, to order an INBOX: its time (seconds, nanoseconds), then its
+/// sender's number.
+type Age = (Option<(i64, u32)>, u64);
 
-/// The oldest message in `me`'s INBOX that is not stale for it.
+/// The oldest message in `me`'s INBOX that is not stale for it, judged by the gists of
+/// its messages (`inbox_gists`: a file that stayed the same is not read again).
 pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
-    let inbox = Mailbox::Inbox(me.clone());
     let mut judge = None;
     // The oldest (by its time, then its sender's number), as `inbox` lists them: handing on
     // a later one first would make an earlier one of the same sender stale unseen.
     let mut oldest: Option<(Age, String)> = None;
-    for f in ws.engine.list_box(&inbox)? {
+    for (f, g) in inbox_gists(ws, me)? {
         // One that does not read is said at once (`inbox` warns of it), but a link or a
         // pipe so named is no message at all: doctor's to name, never a wake-up (a loop of
         // `wait --for inbox` would find it again and again).
-        let m = match super::read::read_unless_planted(ws, &inbox, &f) {
-            Ok(Some(m)) => m,
-            Ok(None) => continue,
-            Err(_) => return Ok(Some(f)),
-        };
-        let fresh = numbered(&m).is_none() || {
-            if judge.is_none() {
-                judge = Some(Staleness::of(ws, me)?);
+        let Some(g) = g else { continue };
+        if !g.read {
+            return Ok(Some(f));
+        }
+        let fresh = match &g.fate {
+            None => true,
+            Some(n) => {
+                if judge.is_none() {
+                    judge = Some(Staleness::of(ws, me)?);
+                }
+                let task = n.4.as_deref();
+                judge.as_ref().is_some_and(|j| !j.stale_numbered(ws, &n.numbered(), task, &f))
             }
-            judge.as_ref().is_some_and(|j| j.stale(ws, &m, &f).is_none())
         };
-        let key = (m.created_at, m.seq.unwrap_or(0));
+        let key = (g.at, g.seq);
         if fresh && oldest.as_ref().is_none_or(|(k, _)| key < *k) {
             oldest = Some((key, f));
         }
@@ -374,63 +378,112 @@ impl Staleness {
 /// them (its `messages` and its `stale`): stale when it reads and is numbered at or below
 /// what `me` has seen of its sender; new otherwise, one that does not read included.
 /// Nothing is logged or moved. An agent that has seen no numbered message has none stale:
-/// its INBOX is only listed, every name counted; else each is judged by what decides its
-/// fate (`fate`; the engine may remember it of a file that did not change), and a link or
-/// a pipe under a message's name is no message, as `wait` takes it (doctor names such a
-/// file).
+/// its INBOX is only listed, every name counted; else each is judged by its gist
+/// (`inbox_gists`), and a link or a pipe under a message's name is no message, as `wait`
+/// takes it (doctor names such a file).
 pub fn inbox_counts(ws: &Workspace, me: &AgentName) -> Result<(usize, usize)> {
-    let inbox = Mailbox::Inbox(me.clone());
     let judge = Staleness::of(ws, me)?;
     if judge.receiver.senders.is_empty() {
-        return Ok((ws.engine.list_box(&inbox)?.len(), 0));
+        return Ok((ws.engine.list_box(&Mailbox::Inbox(me.clone()))?.len(), 0));
     }
-    let limits = ws.config.limits;
-    // What a fate is made of: this circe's parser, under these limits.
-    let kind = format!("fate 1 circe {} {limits:?}", env!("CARGO_PKG_VERSION"));
-    let fates = ws
-        .engine
-        .box_digests(&inbox, limits.message_bytes, &kind, &mut |read| fate(read, &limits))?;
+    Ok(counts_by(ws, &judge, &inbox_gists(ws, me)?))
+}
+
+/// `inbox_counts`, of gists taken already (`inbox_gists`).
+pub fn counts_of(ws: &Workspace, me: &AgentName, gists: &Gists) -> Result<(usize, usize)> {
+    let judge = Staleness::of(ws, me)?;
+    if judge.receiver.senders.is_empty() {
+        return Ok((gists.len(), 0));
+    }
+    Ok(counts_by(ws, &judge, gists))
+}
+
+fn counts_by(ws: &Workspace, judge: &Staleness, gists: &Gists) -> (usize, usize) {
     let (mut new, mut stale) = (0, 0);
-    for (f, fate) in fates {
-        match fate {
-            None => {}
-            Some(v) => match serde_json::from_value::<Fate>(v) {
-                Ok(Some(n)) if judge.stale_numbered(ws, &n.numbered(), n.4.as_deref(), &f) => {
-                    stale += 1;
-                }
-                _ => new += 1,
-            },
+    for (f, g) in gists {
+        match g.as_ref().and_then(|g| g.fate.as_ref()) {
+            None if g.is_none() => {}
+            Some(n) if judge.stale_numbered(ws, &n.numbered(), n.4.as_deref(), f) => stale += 1,
+            _ => new += 1,
         }
     }
-    Ok((new, stale))
+    (new, stale)
 }
 
-/// What decides whether a message is stale, as a digest of its read (`Engine::box_digests`):
-/// `None` (no message: a link or a pipe under its name), else `null` for one that is never
-/// stale (it does not read, or carries no number), else its sender, number, epoch, id and
-/// task.
-fn fate(
-    read: Result<crate::engine::Capped>,
-    limits: &message::Limits,
-) -> Option<serde_json::Value> {
+/// Each message of an INBOX (by name) with its gist; `None`: no message (a link or a pipe
+/// under its name).
+pub type Gists = Vec<(String, Option<Gist>)>;
+
+/// What the readers of a whole INBOX (`inbox_counts`, `prime`'s open questions, `wait --for
+/// inbox`) need of a message, made of its bytes alone, so that the engine may remember it
+/// of a file that did not change (`Engine::box_digests`).
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
+pub struct Gist {
+    /// It read and parsed (as `ops::read`).
+    pub read: bool,
+    /// What decides its fate; `None` when it is never stale (it does not read, or carries
+    /// no number).
+    fate: Fate,
+    /// Its time (seconds, nanoseconds) and number, by which an INBOX is sorted.
+    at: Option<(i64, u32)>,
+    seq: u64,
+    /// Its intent, when it has an id (a question's copy is one of these).
+    pub asks: Option<String>,
+}
+
+/// The gist of each message of `me`'s INBOX, sorted by name: remembered by the engine of
+/// a file that stayed the same (the local engine's `locks/inbox-<agent>.digests`), the
+/// rest read.
+pub fn inbox_gists(ws: &Workspace, me: &AgentName) -> Result<Gists> {
+    let inbox = Mailbox::Inbox(me.clone());
+    let limits = ws.config.limits;
+    // What a gist is made of: this circe's parser, under these limits.
+    let kind = format!("gist 1 circe {} {limits:?}", env!("CARGO_PKG_VERSION"));
+    let digests = ws.engine.box_digests(&inbox, limits.message_bytes, &kind, &mut |read| {
+        serde_json::to_value(gist(read, &limits)?).ok()
+    })?;
+    let out = digests.into_iter().map(|(f, d)| {
+        // One the engine remembered in another shape (a hand-edited cache) is read again.
+        let g = match d.map(serde_json::from_value::<Gist>) {
+            None => None,
+            Some(Ok(g)) => Some(g),
+            Some(Err(_)) => {
+                gist(ws.engine.read_message_capped(&inbox, &f, limits.message_bytes), &limits)
+            }
+        };
+        (f, g)
+    });
+    Ok(out.collect())
+}
+
+/// The gist of a message's capped read (`Engine::box_digests`): `None` for no message (a
+/// link or a pipe under its name).
+fn gist(read: Result<crate::engine::Capped>, limits: &message::Limits) -> Option<Gist> {
     let c = match read {
         Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return None,
-        Err(_) => return Some(serde_json::Value::Null),
+        Err(_) => return Some(Gist::default()),
         Ok(c) => c,
     };
-    let m = message::parse_limited(&c.bytes, c.size, message::Mode::Draft, limits).ok();
-    let n = m.as_ref().and_then(|m| Some((numbered(m)?, m.task_id.clone())));
-    let f: Fate = n
-        .filter(|(n, _)| n.seq.is_some_and(|s| s > 0))
-        .map(|(n, task)| FateOf(n.sender, n.seq.unwrap_or_default(), n.epoch, n.msg_id, task));
-    serde_json::to_value(f).ok()
+    let Ok(m) = message::parse_limited(&c.bytes, c.size, message::Mode::Draft, limits) else {
+        return Some(Gist::default());
+    };
+    let fate = numbered(&m)
+        .filter(|n| n.seq.is_some_and(|s| s > 0))
+        .map(|n| FateOf(n.sender, n.seq.unwrap_or_default(), n.epoch, n.msg_id, m.task_id.clone()));
+    Some(Gist {
+        read: true,
+        fate,
+        at: m.created_at.map(|t| (t.timestamp(), t.timestamp_subsec_nanos())),
+        seq: m.seq.unwrap_or(0),
+        asks: m.msg_id.as_ref().and(m.intent.clone()),
+    })
 }
 
-/// A message's fate (`fate`): `None` when it is never stale.
+/// A message's fate: `None` when it is never stale.
 type Fate = Option<FateOf>;
 
 /// What decides a numbered message's fate: its sender, number, epoch, id and task.
-#[derive(serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 struct FateOf(String, u64, u64, Option<String>, Option<String>);
 
 impl FateOf {

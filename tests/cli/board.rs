@@ -440,3 +440,71 @@ fn remembered_fates_follow_an_edited_message_and_a_moved_last_seen() {
     assert_eq!(counted(&env, "coordinator"), (0, 3));
     env.circe(["doctor"]).run().ok();
 }
+
+/// Open questions `agent` holds a copy of, as `prime` counts them and `questions` lists
+/// them; the two agree.
+fn open_to(env: &Env, agent: &str) -> u64 {
+    let prime = env.as_(agent, &["prime", "--json"]).json()["open_questions"].as_u64().unwrap();
+    let listed = env.as_(agent, &["questions", "--json"]).json()["questions"].clone();
+    let to_me = listed.as_array().unwrap().iter().filter(|q| q["direction"] == "to_me").count();
+    assert_eq!(prime, to_me as u64, "{agent}: prime, questions: {listed}");
+    prime
+}
+
+/// `prime` counts the open questions as `questions` lists them, again and again (the
+/// local engine remembers what each INBOX message holds once it is over 3 s old): a
+/// question asked, answered, and asked again.
+#[test]
+fn prime_counts_open_questions_as_questions_lists_them() {
+    let env = Env::new();
+    update(&env, "engineer", "e1");
+    assert_eq!(open_to(&env, "coordinator"), 0);
+    let ask = ["send", "--to", "coordinator", "--intent", "question", "--summary", "which db?"];
+    env.as_("engineer", &[&ask[..], &["--msg-id", "q-1"]].concat()).ok();
+    if !crate::common::pg_mode() {
+        std::thread::sleep(std::time::Duration::from_millis(3500));
+    }
+    for _ in 0..2 {
+        assert_eq!(open_to(&env, "coordinator"), 1);
+        assert_eq!(counted(&env, "coordinator"), (2, 0));
+    }
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    assert_eq!(open_to(&env, "coordinator"), 0);
+    env.as_("engineer", &[&ask[..], &["--msg-id", "q-2"]].concat()).ok();
+    assert_eq!(open_to(&env, "coordinator"), 1);
+}
+
+/// A message remembered (over 3 s old) and then edited in place is read again: into a
+/// question it is counted open, out of one it is not; edited into a stale one, it wakes
+/// no `wait --for inbox`.
+#[test]
+fn remembered_messages_edited_in_place_count_as_they_read_now() {
+    local_only!("edits messages in the root's files");
+    let env = Env::new();
+    update(&env, "engineer", "e1");
+    let e2 = update(&env, "engineer", "e2");
+    update(&env, "engineer", "e3");
+    env.as_("coordinator", &["done", &e2]).ok();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    assert_eq!((open_to(&env, "coordinator"), counted(&env, "coordinator")), (0, (1, 1)));
+    let inbox = env.root().join("AGENTS/coordinator/INBOX");
+    let third = env
+        .ls("AGENTS/coordinator/INBOX")
+        .iter()
+        .map(|n| inbox.join(n))
+        .find(|p| std::fs::read_to_string(p).unwrap().contains("seq: 3"))
+        .unwrap();
+    let text = std::fs::read_to_string(&third).unwrap();
+    // #3 edited into a question: open, and still new.
+    std::fs::write(&third, text.replace("intent: status_update", "intent: question")).unwrap();
+    assert_eq!((open_to(&env, "coordinator"), counted(&env, "coordinator")), (1, (1, 1)));
+    // Then into a #1 (stale) and no question: nothing is open, and nothing wakes a wait.
+    std::fs::write(&third, text.replace("seq: 3", "seq: 1")).unwrap();
+    assert_eq!((open_to(&env, "coordinator"), counted(&env, "coordinator")), (0, (0, 2)));
+    env.as_("coordinator", &["wait", "--for", "inbox", "--timeout", "1s"]).code(7);
+    update(&env, "engineer", "e4");
+    let w = env.as_("coordinator", &["wait", "--for", "inbox", "--timeout", "1s", "--json"]);
+    let woke = std::fs::read_to_string(inbox.join(w.json()["file"].as_str().unwrap())).unwrap();
+    assert!(woke.contains("e4"), "{}", w.show());
+}

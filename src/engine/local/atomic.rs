@@ -336,6 +336,38 @@ pub fn open_unlinked(path: &Path) -> Unlinked {
     }
 }
 
+/// What `open_unlinked_dir` found.
+pub enum UnlinkedDir {
+    /// The folder, open for listing.
+    Opened(std::os::fd::OwnedFd),
+    /// A link somewhere on the path.
+    Link,
+    /// Anything else: missing, no folder, an error, no openat2.
+    Other,
+}
+
+/// Open a folder whose path holds no symbolic link anywhere, in one call (as
+/// `open_unlinked` opens a file): opened, it and every folder above it are real folders.
+pub fn open_unlinked_dir(path: &Path) -> UnlinkedDir {
+    use rustix::fs::{Mode, OFlags, ResolveFlags};
+    use rustix::io::Errno;
+    use std::sync::atomic::Ordering;
+    if !UNLINKED.load(Ordering::Relaxed) {
+        return UnlinkedDir::Other;
+    }
+    let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    match rustix::fs::openat2(CWD, path, flags, Mode::empty(), ResolveFlags::NO_SYMLINKS) {
+        Ok(fd) => UnlinkedDir::Opened(fd),
+        Err(Errno::LOOP) => UnlinkedDir::Link,
+        Err(e) => {
+            if [Errno::NOSYS, Errno::PERM, Errno::INVAL].contains(&e) {
+                UNLINKED.store(false, Ordering::Relaxed);
+            }
+            UnlinkedDir::Other
+        }
+    }
+}
+
 /// `open_unlinked` met a link that the usual way found to be no fault (one above the root,
 /// or the root's own `AGENTS/`): this process opens the usual way from now on.
 pub fn no_unlinked() {

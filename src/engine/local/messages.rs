@@ -585,9 +585,22 @@ impl Store {
     /// An agent's box behind a link or a file is refused (circe never reads through one,
     /// and a scan that passed it over would miss what lies there); a missing one holds
     /// nothing.
+    /// An agent's box is first opened through no link at all (`atomic::open_unlinked_dir`,
+    /// one call) and listed from there: it is sound then, and the looks at its folders
+    /// (`readable`, two `stat` calls) are not needed. Otherwise the box is looked at (it
+    /// says what is wrong, a missing box holds nothing), then listed the usual way; when
+    /// that passes where a link stopped the first open, the link lies above the box and
+    /// this process opens the usual way from then on.
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
-        self.readable(mbox)?;
         let dir = self.box_dir(mbox);
+        let first = mbox.agent().map(|_| atomic::open_unlinked_dir(&dir));
+        if let Some(atomic::UnlinkedDir::Opened(fd)) = first {
+            return list_messages_of(fd, &dir);
+        }
+        self.readable(mbox)?;
+        if matches!(first, Some(atomic::UnlinkedDir::Link)) {
+            atomic::no_unlinked();
+        }
         let mut names = list_typed(&dir)?;
         names.retain(|(n, regular)| {
             let folder = || std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
@@ -661,6 +674,32 @@ impl Store {
             .map(|(n, _)| n.clone())
             .collect()
     }
+}
+
+/// `Store::list_box` of the box `dir`, open as `fd`: its message names (a folder so named
+/// passed over), sorted.
+fn list_messages_of(fd: std::os::fd::OwnedFd, dir: &Path) -> Result<Vec<String>> {
+    use rustix::fs::FileType;
+    let mut rd = rustix::fs::Dir::new(fd).map_err(|e| Error::io("cannot list", dir, e.into()))?;
+    let mut names = Vec::new();
+    while let Some(entry) = rd.read() {
+        let entry = entry.map_err(|e| Error::io("cannot list", dir, e.into()))?;
+        let Ok(n) = entry.file_name().to_str() else { continue };
+        if n.starts_with('.') || !is_message_name(n) {
+            continue;
+        }
+        let folder = match entry.file_type() {
+            FileType::Directory => true,
+            // A filesystem that does not say: looked at, as `list_typed` would.
+            FileType::Unknown => std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir()),
+            _ => false,
+        };
+        if !folder {
+            names.push(n.to_string());
+        }
+    }
+    names.sort_unstable();
+    Ok(names)
 }
 
 /// A file in a staging folder that is no copy circe staged (a person put it there).
