@@ -165,19 +165,17 @@ fn refusal(text: &str) -> Option<Error> {
 /// configuration, that configuration is printed as stored, for mending (`--set` replaces
 /// it), with the reason as a warning; else the opening's error.
 fn print_broken(ctx: &Ctx, e: Error) -> Result<Report> {
-    let Ok(Some((text, replaceable))) = crate::engine::stored_config(&ctx.root_spec()) else {
+    // A file `config --set` does not replace (a folder pointing at a database, whose URL
+    // may hold a password the opening never prints) keeps the opening's error: it names
+    // the file and says it is mended by hand.
+    let Ok(Some((text, true))) = crate::engine::stored_config(&ctx.root_spec()) else {
         return Err(e);
     };
     let Some(why) = refusal(&text) else {
         return Err(e);
     };
-    let way_out = if replaceable {
-        "mend it and replace it whole with `circe config --set FILE`"
-    } else {
-        "mend the file by hand (a folder without a root's boxes, such as one naming a database, is not replaced by `config --set`)"
-    };
     let warning = format!(
-        "this configuration keeps the root from opening ({}): {way_out}",
+        "this configuration keeps the root from opening ({}): mend it and replace it whole with `circe config --set FILE`",
         why.message.strip_prefix("circe.yaml: ").unwrap_or(&why.message)
     );
     Ok(Report::new(

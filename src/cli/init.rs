@@ -238,18 +238,22 @@ fn pointer_free(dir: &std::path::Path, target: &Target) -> Result<Option<Target>
 /// (exit 4, nothing changed) when it is another root, or when `old` cannot be reached to
 /// tell.
 fn same_root(held: &str, old: Target, target: &Target) -> Result<Target> {
-    let new = postgres::root_identity(target)?;
-    let was = postgres::root_identity(&old).map_err(|e| {
+    // Either root not reached, or not asked (`pg_control_system()` revoked): circe cannot
+    // tell, so nothing is changed, as before it could.
+    let cannot_tell = |which: &Target, e: Error| {
         Error::conflict(format!(
-            "{held} names the database root {}, which does not answer ({}): circe cannot tell whether {} reaches the same root",
+            "{held} names the database root {}; circe cannot tell whether {} reaches the same root: {} cannot be asked ({})",
             old.location(),
-            e.message,
-            target.location()
+            target.location(),
+            which.location(),
+            e.message
         ))
         .hint(format!(
-            "run `circe init --engine URL` again once it answers (it re-points the folder when URL reaches the same root); if it does, and that URL is gone for good, edit `url:` in {held}/circe.yaml; nothing was changed"
+            "run `circe init --engine URL` again once both answer (it re-points the folder when URL reaches the same root); if it does, and the old URL is gone for good, edit `url:` in {held}/circe.yaml, else remove that file to point this folder at the new root; nothing was changed"
         ))
-    })?;
+    };
+    let new = postgres::root_identity(target).map_err(|e| cannot_tell(target, e))?;
+    let was = postgres::root_identity(&old).map_err(|e| cannot_tell(&old, e))?;
     if was == new {
         return Ok(old);
     }

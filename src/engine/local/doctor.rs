@@ -44,7 +44,7 @@ fn move_aside(eng: &LocalEngine, b: &Mailbox, name: &str) -> Result<Option<Strin
 fn reconciled(eng: &LocalEngine, task: &TaskId) -> Result<Option<TaskState>> {
     let lock = eng.store.lock_task(task)?;
     let st = reconcile::settled(eng, task, &lock)?;
-    eng.store.unlock_task(task, lock)?;
+    eng.store.unlock_task(task, lock);
     Ok(st)
 }
 
@@ -251,7 +251,7 @@ fn locked_task(
         // `check_lost_status`, which runs after. Its lock file, made again by this lock
         // after an archive removed it, goes too.
         Ok((None, lock)) => {
-            eng.store.unlock_task(id, lock)?;
+            eng.store.unlock_task(id, lock);
             None
         }
         Err(e) if e.kind == crate::error::Kind::Conflict => return Err(e),
@@ -718,7 +718,7 @@ fn check_board(eng: &LocalEngine, repair: bool, v: &mut dyn FnMut(u8, String, Fi
         if super::board::stale_rows(eng)?.contains(t) {
             stale.push(t.clone());
         }
-        eng.store.unlock_task(&id, lock)?;
+        eng.store.unlock_task(&id, lock);
     }
     if stale.is_empty() {
         return Ok(());
@@ -885,7 +885,7 @@ fn check_lost_status(eng: &LocalEngine, v: &mut dyn FnMut(u8, String, Fix)) -> R
         // Looked at again under the task's lock: a command may have been half-way.
         let lock = eng.store.lock_task(&id)?;
         let lost = !eng.store.has_record(&id, "status") && eng.store.has_record(&id, "owner");
-        eng.store.unlock_task(&id, lock)?;
+        eng.store.unlock_task(&id, lock);
         if !lost {
             continue;
         }
@@ -1068,7 +1068,7 @@ fn unparsed_owner(
     } else {
         None
     };
-    eng.store.unlock_task(id, lock)?;
+    eng.store.unlock_task(id, lock);
     if still {
         let what =
             format!("task {id}: a .owner that does not parse lies beside a task nobody holds");

@@ -459,10 +459,11 @@ impl Store {
     /// archive (no records, a tombstone) and the file holds no journal: locked after the
     /// archive removed the task's lock file, it was made again, and would stay. Safe as the
     /// archive's own removal (`remove_task_lock`).
-    pub fn unlock_task(&self, task: &TaskId, lock: Lock) -> Result<()> {
-        self.remove_gone_task_lock(task, &lock)?;
+    pub fn unlock_task(&self, task: &TaskId, lock: Lock) {
+        // The removal is a cleanup: a root on a read-only mount, or a reader who may not
+        // write `locks/`, leaves the empty file, as a transaction's letting go does.
+        let _ = self.remove_gone_task_lock(task, &lock);
         drop(lock);
-        Ok(())
     }
 
     /// `unlock_task` but for the letting go: the lock file removed, still held, when the

@@ -89,7 +89,7 @@ impl PgEngine {
             |r| Ok((r.get::<_, i64>(0), r.get::<_, String>(1))),
         )?;
         if let Some(key) = &journal {
-            self.journal.borrow_mut().take_if(|p| &p.key == key);
+            self.journal.borrow_mut().take_if(|p| &p.row == key);
         }
         // No row: a settler took the journal first and logged the events.
         let Some((first, ts)) = first.into_iter().next() else { return Ok(events) };
