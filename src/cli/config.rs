@@ -156,7 +156,9 @@ fn refusal(text: &str) -> Option<Error> {
         Err(e) => return Some(e),
     };
     if parsed.engine.is_some() {
-        return Some(Error::refused("the configuration stored in the database names an engine"));
+        return Some(Error::refused(
+            "it names an engine (`engine:` belongs only in a folder that points at a database)",
+        ));
     }
     crate::registry::Registry::from_config(&parsed.registry).err()
 }

@@ -27,10 +27,7 @@ fn the_live_board_follows_the_log_and_answers_keys() {
     local_only!("the terminal runs with the environment tmux passes on, not the database's");
     let env = Env::new();
     open(&env, "BOARD-1", "first");
-    let tmux = Tmux { socket: format!("circe-test-{}", std::process::id()) };
-    let root = env.root().display().to_string();
-    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
-    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let tmux = live_board(&env, "");
     // Waited for whole: a capture can catch the screen half drawn.
     tmux.until("the board with BOARD-1 and the agents' inboxes", |s| {
         s.contains("circe board")
@@ -139,8 +136,7 @@ fn sigterm_ends_the_board_and_gives_the_terminal_back() {
     let env = Env::new();
     open(&env, "BOARD-1", "first");
     let tmux = Tmux { socket: format!("circe-test-term-{}", std::process::id()) };
-    let root = env.root().display().to_string();
-    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
+    let env_vars = board_env(&env);
     let script = format!(
         "sh -c '{} board; echo board-ended; stty -a | tr \" \" \"\\n\" | grep -x -- -*icanon; sleep 30'",
         exe().display()
@@ -213,10 +209,7 @@ fn the_live_board_counts_stale_messages_apart() {
     send("first");
     let second = send("second");
     send("third");
-    let tmux = Tmux { socket: format!("circe-test-stale-{}", std::process::id()) };
-    let root = env.root().display().to_string();
-    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
-    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let tmux = live_board(&env, "stale-");
     let cells = |s: &str| -> Vec<Vec<String>> {
         s.lines()
             .map(|l| l.split('│').nth(3).unwrap_or_default())
@@ -283,10 +276,7 @@ fn the_live_board_shows_a_deadline_when_a_task_has_one() {
     local_only!("the terminal runs with the environment tmux passes on, not the database's");
     let env = Env::new();
     open(&env, "NODL-1", "no deadline");
-    let tmux = Tmux { socket: format!("circe-test-due-{}", std::process::id()) };
-    let root = env.root().display().to_string();
-    let env_vars = [format!("CIRCE_ROOT={root}"), format!("CIRCE_NOW={}", env.now)];
-    tmux.start(&env_vars, &format!("{} board", exe().display()));
+    let tmux = live_board(&env, "due-");
     let row = |s: &str, task: &str| -> Vec<String> {
         let line = s.lines().find(|l| l.starts_with(&format!("│{task} "))).unwrap_or_default();
         let cells = line.split('│').nth(1).unwrap_or_default();
@@ -507,4 +497,16 @@ fn remembered_messages_edited_in_place_count_as_they_read_now() {
     let w = env.as_("coordinator", &["wait", "--for", "inbox", "--timeout", "1s", "--json"]);
     let woke = std::fs::read_to_string(inbox.join(w.json()["file"].as_str().unwrap())).unwrap();
     assert!(woke.contains("e4"), "{}", w.show());
+}
+
+/// What the live board's terminal is given: the root and the clock of `env`.
+fn board_env(env: &Env) -> [String; 2] {
+    [format!("CIRCE_ROOT={}", env.root().display()), format!("CIRCE_NOW={}", env.now)]
+}
+
+/// `circe board` (the live one) in a tmux server of its own (`circe-test-<tag><pid>`).
+fn live_board(env: &Env, tag: &str) -> Tmux {
+    let tmux = Tmux { socket: format!("circe-test-{tag}{}", std::process::id()) };
+    tmux.start(&board_env(env), &format!("{} board", exe().display()));
+    tmux
 }

@@ -274,3 +274,10 @@ pub fn mirror_second_round(root: &Root, target: &std::path::Path) -> std::proces
 pub fn nap(ms: u64) {
     std::thread::sleep(Duration::from_millis(ms));
 }
+
+/// `circe ARGS` in `dir` with an empty environment (no CIRCE_ROOT: the folder names the root).
+pub fn run_in(dir: &std::path::Path, args: &[&str]) -> Out {
+    Out::from(
+        &Command::new(BIN).args(args).current_dir(dir).env_clear().output().expect("run circe"),
+    )
+}

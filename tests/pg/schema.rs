@@ -91,16 +91,7 @@ fn circe_init_migrates_a_version_2_root_to_the_current_version() {
 fn init_refused_by_the_folder_leaves_the_database_untouched() {
     let c = need_pg!();
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        Out::from(
-            &std::process::Command::new(crate::common::BIN)
-                .args(args)
-                .current_dir(dir.path())
-                .env_clear()
-                .output()
-                .unwrap(),
-        )
-    };
+    let run = |args: &[&str]| crate::common::run_in(dir.path(), args);
     run(&["init"]).ok();
     let url = c.fresh_url();
     let schema = url.rsplit("schema=").next().unwrap().to_string();
@@ -361,16 +352,7 @@ fn init_repoints_a_folder_at_the_same_root_reached_another_way() {
         }
     };
     let dir = tempfile::tempdir().unwrap();
-    let run = |args: &[&str]| {
-        Out::from(
-            &std::process::Command::new(crate::common::BIN)
-                .args(args)
-                .current_dir(dir.path())
-                .env_clear()
-                .output()
-                .unwrap(),
-        )
-    };
+    let run = |args: &[&str]| crate::common::run_in(dir.path(), args);
     let direct = c.fresh_url();
     let schema = direct.rsplit("schema=").next().unwrap().to_string();
     run(&["init", "--engine", &direct]).ok();
