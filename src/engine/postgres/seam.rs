@@ -77,12 +77,9 @@ impl Engine for PgEngine {
         if self.clock != Clock::Server || crate::fault::test_break("pg-client-clock") {
             return Ok(None);
         }
-        let us = self.rows(
-            "reading the server's clock",
-            "SELECT (extract(epoch FROM now()) * 1000000)::int8",
-            &[],
-            |r| Ok(r.get::<_, i64>(0)),
-        )?;
+        let us = self.rows("reading the server's clock", "SELECT now()", &[], |r| {
+            Ok(r.get::<_, super::rows::ServerTime>(0).0)
+        })?;
         Ok(us.first().and_then(|&us| chrono::DateTime::from_timestamp_micros(us)))
     }
 
