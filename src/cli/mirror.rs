@@ -53,10 +53,11 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             local::MIRROR_MARKER
         )));
     }
-    // What the mirror's marker names: one name for the root, however it was reached; what
-    // it says to people and in JSON: the root as this command reached it (a URL one can
-    // pass to --root).
-    let location = ws.engine.identity();
+    // What tells the root from another, however it was reached, and how the mirror's
+    // marker names it (as --root takes it); what it says to people and in JSON: the root
+    // as this command reached it.
+    let (identity, to_pass) = (ws.engine.identity(), ws.engine.root_to_pass());
+    let of = local::MirrorOf { identity: &identity, root: &to_pass };
     let reached = ws.engine.location();
     let mut rounds = 0u64;
     // A watching mirror outlives a database server's restart: it connects again; SIGINT,
@@ -76,7 +77,7 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             super::Retried::Stopped(_) => return Ok(Report::streamed()),
         };
         last = snap.events.last().map_or(last, |e| e.id);
-        let done = local::write_tree(&a.dir, &snap, Some(&location))?;
+        let done = local::write_tree(&a.dir, &snap, Some(&of))?;
         rounds += 1;
         let doc = json!({"root": reached, "dir": a.dir.display().to_string(), "synced": {"written_count": done.written, "removed_count": done.removed, "unchanged_count": done.unchanged}, "last_event_id": last});
         let last_round = a.rounds.is_some_and(|n| rounds >= n);

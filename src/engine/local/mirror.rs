@@ -32,8 +32,16 @@ pub struct Synced {
     pub unchanged: usize,
 }
 
+/// The root a mirror copies: `identity` (`Engine::identity`) tells it from any other
+/// root; `root` (`Engine::root_to_pass`) is how its marker names it, as `--root` takes it.
+pub struct MirrorOf<'a> {
+    pub identity: &'a str,
+    pub root: &'a str,
+}
+
 /// Does a mirror's marker (`mirror of ROOT`) name the root whose identity is `want`? A
-/// marker an older circe wrote names the root as it was reached (a path, a URL).
+/// marker names it as `--root` takes it (a path, a URL); one an older circe wrote, by its
+/// identity, or as it was reached.
 fn same_root(held: &str, want: &str) -> bool {
     let named = held.trim().strip_prefix("mirror of ").unwrap_or(held.trim());
     if named == want {
@@ -181,13 +189,14 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
 
 /// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
 /// (every file mode 0444, the marker too, set again on one changed by hand); `None`: a working local root (with tmp/, locks/, queue/).
-pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
+pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&MirrorOf<'_>>) -> Result<Synced> {
     // Every name checked before anything is written.
     let (want, want_dirs) = layout(snap)?;
     super::files::make_folder(dir)?;
     let marker = dir.join(MARKER);
     match mirror_of {
-        Some(root) => {
+        Some(of) => {
+            let root = of.root;
             let has_root = dir.join(CONFIG_FILE).exists() && !marker.exists();
             if has_root {
                 return Err(Error::refused(format!(
@@ -211,7 +220,7 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
             // A mirror of another root is that root's copy: not replaced by this one's.
             let said = format!("mirror of {root}\n");
             if let Ok(held) = std::fs::read_to_string(&marker)
-                && !same_root(&held, root)
+                && !same_root(&held, of.identity)
             {
                 return Err(Error::refused(format!(
                     "{} is the {}, not of {root}",
