@@ -83,12 +83,16 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
         let last_round = a.rounds.is_some_and(|n| rounds >= n);
         // One document: a single mirror, or a watch's last round said in words.
         if !a.watch || last_round && !ctx.json {
+            // The mirror is the root's copy: what the root does not have goes, what was added
+            // to it by hand too, and a run that removed any says how many.
+            let removed = match done.removed {
+                0 => String::new(),
+                n => format!(", {n} removed that the root does not have"),
+            };
             let human = format!(
-                "{} mirrored into {}: {} files written, {} removed, {} unchanged\n",
-                reached,
+                "{reached} mirrored into {}: {} files written, {} unchanged{removed}\n",
                 a.dir.display(),
                 done.written,
-                done.removed,
                 done.unchanged
             );
             return Ok(Report::new(human, doc));

@@ -155,10 +155,18 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
     Ok((files, dirs))
 }
 
-/// Every file and folder under `dir` (relative), the marker and `skip` left out.
-fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
-    let mut files = BTreeSet::new();
-    let mut dirs = BTreeSet::new();
+/// What a folder holds (paths relative to it): its files, its folders, and its links,
+/// never followed.
+#[derive(Default)]
+struct Held {
+    files: BTreeSet<String>,
+    dirs: BTreeSet<String>,
+    links: BTreeSet<String>,
+}
+
+/// Everything under `dir`, the marker and `skip` left out.
+fn existing(dir: &Path, skip: &[&str]) -> Result<Held> {
+    let mut held = Held::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let here = dir.join(&rel);
@@ -176,15 +184,17 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
                 continue;
             }
             let ty = entry.file_type().map_err(io_err("cannot stat", &dir.join(&r)))?;
-            if ty.is_dir() {
-                dirs.insert(rs);
+            if ty.is_symlink() {
+                held.links.insert(rs);
+            } else if ty.is_dir() {
+                held.dirs.insert(rs);
                 stack.push(r);
             } else {
-                files.insert(rs);
+                held.files.insert(rs);
             }
         }
     }
-    Ok((files, dirs))
+    Ok(held)
 }
 
 /// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
@@ -239,8 +249,17 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&MirrorOf<'_>>) -> Re
         }
     }
     let read_only = mirror_of.is_some();
-    let (have, have_dirs) = existing(dir, &["tmp", "locks", "queue"])?;
+    // A mirror holds nothing but the root's files: a `tmp/` added by hand goes too.
+    let skip: &[&str] = if read_only { &[] } else { &["tmp", "locks", "queue"] };
+    let Held { files: have, dirs: have_dirs, links } = existing(dir, skip)?;
     let mut done = Synced::default();
+    // No snapshot holds a link, and one where a folder or file of the root belongs would
+    // have it written (or its mode set) outside `dir`: each goes first, never followed.
+    for rel in &links {
+        let p = dir.join(rel);
+        atomic::remove(&p).map_err(io_err("cannot remove", &p))?;
+        done.removed += 1;
+    }
     for d in &want_dirs {
         let p = dir.join(d);
         std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;
