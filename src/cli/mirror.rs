@@ -42,6 +42,15 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     if let Some(other) = super::root_around(&a.dir)
         && !(other == super::resolved(&a.dir) && other.join(local::MIRROR_MARKER).exists())
     {
+        // Nor inside a mirror (its marker there): that mirror's next run would remove it.
+        if other.join(local::MIRROR_MARKER).exists() {
+            return Err(Error::refused(format!(
+                "{} lies inside the mirror {}: its next run would remove this one",
+                a.dir.display(),
+                other.display()
+            ))
+            .hint("mirror into a folder outside every root and every mirror"));
+        }
         return Err(Error::refused(format!(
             "{} lies inside the root folder {}: a mirror there would be that root's strays",
             a.dir.display(),

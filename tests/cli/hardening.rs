@@ -388,7 +388,9 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
         // Nor inside a mirror: that mirror's next run would remove it.
         let outer = env.path().join("outer");
         env.circe(["mirror", outer.to_str().unwrap()]).run().ok();
-        env.circe(["mirror", outer.join("inner").to_str().unwrap()]).run().code(3);
+        let o = env.circe(["mirror", outer.join("inner").to_str().unwrap()]).run();
+        o.code(3);
+        assert!(o.stderr.contains("lies inside the mirror"), "{}", o.show());
     }
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();
