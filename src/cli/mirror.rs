@@ -42,6 +42,15 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
     if let Some(other) = super::root_around(&a.dir)
         && !(other == super::resolved(&a.dir) && other.join(local::MIRROR_MARKER).exists())
     {
+        // Nor inside a mirror (its marker there): that mirror's next run would remove it.
+        if other.join(local::MIRROR_MARKER).exists() {
+            return Err(Error::refused(format!(
+                "{} lies inside the mirror {}: its next run would remove this one",
+                a.dir.display(),
+                other.display()
+            ))
+            .hint("mirror into a folder outside every root and every mirror"));
+        }
         return Err(Error::refused(format!(
             "{} lies inside the root folder {}: a mirror there would be that root's strays",
             a.dir.display(),
@@ -53,10 +62,11 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             local::MIRROR_MARKER
         )));
     }
-    // What the mirror's marker names: one name for the root, however it was reached; what
-    // it says to people and in JSON: the root as this command reached it (a URL one can
-    // pass to --root).
-    let location = ws.engine.identity();
+    // What tells the root from another, however it was reached, and how the mirror's
+    // marker names it (as --root takes it); what it says to people and in JSON: the root
+    // as this command reached it.
+    let (identity, to_pass) = (ws.engine.identity(), ws.engine.root_to_pass());
+    let of = local::MirrorOf { identity: &identity, root: &to_pass };
     let reached = ws.engine.location();
     let mut rounds = 0u64;
     // A watching mirror outlives a database server's restart: it connects again; SIGINT,
@@ -76,18 +86,22 @@ pub fn run(ctx: &Ctx, a: &MirrorArgs) -> Result<Report> {
             super::Retried::Stopped(_) => return Ok(Report::streamed()),
         };
         last = snap.events.last().map_or(last, |e| e.id);
-        let done = local::write_tree(&a.dir, &snap, Some(&location))?;
+        let done = local::write_tree(&a.dir, &snap, Some(&of))?;
         rounds += 1;
         let doc = json!({"root": reached, "dir": a.dir.display().to_string(), "synced": {"written_count": done.written, "removed_count": done.removed, "unchanged_count": done.unchanged}, "last_event_id": last});
         let last_round = a.rounds.is_some_and(|n| rounds >= n);
         // One document: a single mirror, or a watch's last round said in words.
         if !a.watch || last_round && !ctx.json {
+            // The mirror is the root's copy: what the root does not have goes, what was added
+            // to it by hand too, and a run that removed any says how many.
+            let removed = match done.removed {
+                0 => String::new(),
+                n => format!(", {n} removed that the root does not have"),
+            };
             let human = format!(
-                "{} mirrored into {}: {} files written, {} removed, {} unchanged\n",
-                reached,
+                "{reached} mirrored into {}: {} files written, {} unchanged{removed}\n",
                 a.dir.display(),
                 done.written,
-                done.removed,
                 done.unchanged
             );
             return Ok(Report::new(human, doc));

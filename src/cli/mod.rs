@@ -477,11 +477,33 @@ fn parse_and_run() -> u8 {
 fn parse(args: &[std::ffi::OsString]) -> std::result::Result<Cli, clap::Error> {
     use clap::{CommandFactory, FromArgMatches};
     let mut cmd = Cli::command();
-    let mut m = cmd.try_get_matches_from_mut(args)?;
+    let mut m = match cmd.try_get_matches_from_mut(args) {
+        Ok(m) => m,
+        Err(e) => return Err(without_env_in_usage(e, args)),
+    };
     let from_env = m.value_source("agent") == Some(clap::parser::ValueSource::EnvVariable);
     let mut cli = Cli::from_arg_matches_mut(&mut m).map_err(|e| e.format(&mut cmd))?;
     cli.agent_from_env = from_env;
     Ok(cli)
+}
+
+/// clap's refusal of `args` with the usage it shows for that very line: clap counts a
+/// value from `CIRCE_ROOT` or `CIRCE_AGENT` as given, and lists it in the usage of a missing
+/// argument or a conflict (`circe mirror --root <ROOT> <DIR>`) as if the command needed it.
+/// The same line parsed with neither read from the environment gives the same refusal
+/// without them; any other outcome keeps clap's first.
+fn without_env_in_usage(e: clap::Error, args: &[std::ffi::OsString]) -> clap::Error {
+    use clap::CommandFactory;
+    let set = |v: &str| std::env::var_os(v).is_some_and(|v| !v.is_empty());
+    if !set("CIRCE_ROOT") && !set("CIRCE_AGENT") {
+        return e;
+    }
+    let none: Option<&'static str> = None;
+    let mut cmd = Cli::command().mut_arg("root", |a| a.env(none)).mut_arg("agent", |a| a.env(none));
+    match cmd.try_get_matches_from_mut(args) {
+        Err(again) if again.kind() == e.kind() => again,
+        _ => e,
+    }
 }
 
 /// `circe check T --run NAME cargo test`: the command's words were read as circe's own. Said

@@ -163,6 +163,12 @@ pub trait Engine {
         self.location()
     }
 
+    /// The root as `--root` takes it again, with no password (a mirror's marker names it
+    /// so): the canonical path of a folder, the URL and schema of a database.
+    fn root_to_pass(&self) -> String {
+        self.identity()
+    }
+
     // ---- agents --------------------------------------------------------------------
 
     /// Every agent and its role, sorted by name.

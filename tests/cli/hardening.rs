@@ -312,6 +312,46 @@ fn a_mirror_keeps_every_file_read_only() {
     assert!(o.stderr.contains("a mirror that lost its `.circe-mirror`"), "{}", o.show());
 }
 
+/// A mirror is the root's copy: a run removes what the root does not have, files and
+/// folders added by hand (a `tmp/` too) and links, and says how many; it keeps its marker,
+/// and writes nothing outside DIR through a link put where a folder or file of the root
+/// belongs, nor sets the mode of what such a link names.
+#[test]
+fn a_mirror_removes_what_was_added_by_hand_and_nothing_outside() {
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    let env = Env::new();
+    env.open_task("T-1");
+    let dir = env.path().join("m");
+    let arg = dir.to_str().unwrap();
+    let first = env.circe(["mirror", arg]).run();
+    assert!(!first.ok().stdout.contains("removed"), "{}", first.show());
+    std::fs::write(dir.join("notes.txt"), "mine").unwrap();
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    std::fs::write(dir.join("tmp/x"), "mine").unwrap();
+    // A link where TASKS/ belongs, and one where circe.yaml is (to a writable copy of it).
+    let outside = env.path().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::remove_dir_all(dir.join("TASKS")).unwrap();
+    symlink(&outside, dir.join("TASKS")).unwrap();
+    let yaml = env.path().join("outside.yaml");
+    std::fs::copy(dir.join("circe.yaml"), &yaml).unwrap();
+    std::fs::set_permissions(&yaml, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::remove_file(dir.join("circe.yaml")).unwrap();
+    symlink(&yaml, dir.join("circe.yaml")).unwrap();
+    let o = env.circe(["mirror", arg]).run();
+    // notes.txt, tmp/x, tmp/, the two links.
+    assert!(o.ok().stdout.contains(", 5 removed that the root does not have"), "{}", o.show());
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "written through the link");
+    assert_eq!(mode(&yaml), 0o644, "the mode of what the link named was set");
+    assert!(dir.join("TASKS/T-1.status").is_file() && !dir.join("TASKS").is_symlink());
+    assert!(!dir.join("circe.yaml").is_symlink() && mode(&dir.join("circe.yaml")) == 0o444);
+    assert!(!dir.join("notes.txt").exists() && !dir.join("tmp").exists());
+    assert!(dir.join(".circe-mirror").is_file());
+    let again = env.circe(["--json", "mirror", arg]).run();
+    assert_eq!(again.ok().json()["synced"]["removed_count"], 0, "{}", again.show());
+}
+
 /// `mirror DIR` makes DIR the root's copy, so it writes only into a new or empty folder, or
 /// a mirror it made before: a folder with other things in it is refused and left whole.
 #[test]
@@ -348,7 +388,9 @@ fn a_mirror_never_writes_over_a_folder_that_is_no_mirror() {
         // Nor inside a mirror: that mirror's next run would remove it.
         let outer = env.path().join("outer");
         env.circe(["mirror", outer.to_str().unwrap()]).run().ok();
-        env.circe(["mirror", outer.join("inner").to_str().unwrap()]).run().code(3);
+        let o = env.circe(["mirror", outer.join("inner").to_str().unwrap()]).run();
+        o.code(3);
+        assert!(o.stderr.contains("lies inside the mirror"), "{}", o.show());
     }
     let fresh = env.path().join("fresh");
     env.circe(["mirror", fresh.to_str().unwrap()]).run().ok();

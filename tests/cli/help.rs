@@ -105,6 +105,23 @@ fn help_points_to_the_built_in_contract_not_a_file() {
     }
 }
 
+/// A root or an agent named in the environment is no flag the command needs: a refused
+/// command line's usage leaves `--root` and `--agent` out, as it does for the flags.
+#[test]
+fn usage_does_not_show_the_root_or_agent_the_environment_names() {
+    let env = Env::bare();
+    let root = env.path().join("r");
+    for vars in [&[("CIRCE_ROOT", root.to_str().unwrap())][..], &[("CIRCE_AGENT", "qa")]] {
+        let mut run = env.circe(["mirror", "--watch"]);
+        for (k, v) in vars {
+            run = run.var(k, v);
+        }
+        let o = run.run();
+        o.code(2);
+        assert!(o.stderr.contains("Usage: circe mirror --watch <DIR>\n"), "{vars:?}: {}", o.show());
+    }
+}
+
 #[test]
 fn completions_and_man_pages() {
     let env = Env::bare();

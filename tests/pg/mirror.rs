@@ -1004,3 +1004,44 @@ fn followers_of_a_root_moved_to_a_folder_end_saying_where_it_went() {
     assert_eq!(again.code, 3, "{again:?}");
     assert!(again.stderr.contains("was moved to"), "{again:?}");
 }
+
+/// A mirror's marker names its root as `--root` takes it: pasted back, with nothing else
+/// set and from another folder, it opens that root (reached over a unix socket too, whose
+/// name for a mirror alone, `postgres:///SOCKET:PORT/DB`, no command takes). A marker an
+/// older circe wrote (that name) is still this root's, and is then written the new way.
+#[test]
+fn a_mirror_marker_names_its_root_as_root_takes_it() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let root = crate::common::Root::new(&url, "server", 1);
+    root.open_tasks(1);
+    let dir = tempfile::tempdir().unwrap();
+    let m = dir.path().join("m");
+    root.run(None, &["mirror", m.to_str().unwrap()]).ok();
+    let marker = m.join(".circe-mirror");
+    let named = || {
+        let text = std::fs::read_to_string(&marker).unwrap();
+        text.trim().strip_prefix("mirror of ").unwrap().to_string()
+    };
+    let pasted = named();
+    let out = Out::from(
+        &Command::new(BIN)
+            .args(["--root", &pasted, "show", "T-000", "--json"])
+            .current_dir(dir.path())
+            .env_clear()
+            .output()
+            .unwrap(),
+    );
+    assert_eq!(out.code, 0, "--root `{pasted}` (the marker's): {out:?}");
+    assert_eq!(out.json()["task"]["task_id"], "T-000", "{}", out.stdout);
+    // The marker as an older circe wrote it.
+    let schema = url.rsplit("schema=").next().unwrap();
+    let old = format!("postgres://{}:{}/postgres?schema={schema}", c.socket.display(), c.port);
+    let mut perms = std::fs::metadata(&marker).unwrap().permissions();
+    #[expect(clippy::permissions_set_readonly_false, reason = "a test rewrites the marker")]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&marker, perms).unwrap();
+    std::fs::write(&marker, format!("mirror of {old}\n")).unwrap();
+    root.run(None, &["mirror", m.to_str().unwrap()]).ok();
+    assert_eq!(named(), pasted);
+}

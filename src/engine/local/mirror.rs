@@ -32,8 +32,16 @@ pub struct Synced {
     pub unchanged: usize,
 }
 
+/// The root a mirror copies: `identity` (`Engine::identity`) tells it from any other
+/// root; `root` (`Engine::root_to_pass`) is how its marker names it, as `--root` takes it.
+pub struct MirrorOf<'a> {
+    pub identity: &'a str,
+    pub root: &'a str,
+}
+
 /// Does a mirror's marker (`mirror of ROOT`) name the root whose identity is `want`? A
-/// marker an older circe wrote names the root as it was reached (a path, a URL).
+/// marker names it as `--root` takes it (a path, a URL); one an older circe wrote, by its
+/// identity, or as it was reached.
 fn same_root(held: &str, want: &str) -> bool {
     let named = held.trim().strip_prefix("mirror of ").unwrap_or(held.trim());
     if named == want {
@@ -147,10 +155,18 @@ fn layout(snap: &Snapshot) -> Result<Layout> {
     Ok((files, dirs))
 }
 
-/// Every file and folder under `dir` (relative), the marker and `skip` left out.
-fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<String>)> {
-    let mut files = BTreeSet::new();
-    let mut dirs = BTreeSet::new();
+/// What a folder holds (paths relative to it): its files, its folders, and its links,
+/// never followed.
+#[derive(Default)]
+struct Held {
+    files: BTreeSet<String>,
+    dirs: BTreeSet<String>,
+    links: BTreeSet<String>,
+}
+
+/// Everything under `dir`, the marker and `skip` left out.
+fn existing(dir: &Path, skip: &[&str]) -> Result<Held> {
+    let mut held = Held::default();
     let mut stack = vec![PathBuf::new()];
     while let Some(rel) = stack.pop() {
         let here = dir.join(&rel);
@@ -168,26 +184,29 @@ fn existing(dir: &Path, skip: &[&str]) -> Result<(BTreeSet<String>, BTreeSet<Str
                 continue;
             }
             let ty = entry.file_type().map_err(io_err("cannot stat", &dir.join(&r)))?;
-            if ty.is_dir() {
-                dirs.insert(rs);
+            if ty.is_symlink() {
+                held.links.insert(rs);
+            } else if ty.is_dir() {
+                held.dirs.insert(rs);
                 stack.push(r);
             } else {
-                files.insert(rs);
+                held.files.insert(rs);
             }
         }
     }
-    Ok((files, dirs))
+    Ok(held)
 }
 
 /// Bring `dir` in line with `snap`. `mirror_of`: write a read-only mirror of that root
 /// (every file mode 0444, the marker too, set again on one changed by hand); `None`: a working local root (with tmp/, locks/, queue/).
-pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Synced> {
+pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&MirrorOf<'_>>) -> Result<Synced> {
     // Every name checked before anything is written.
     let (want, want_dirs) = layout(snap)?;
     super::files::make_folder(dir)?;
     let marker = dir.join(MARKER);
     match mirror_of {
-        Some(root) => {
+        Some(of) => {
+            let root = of.root;
             let has_root = dir.join(CONFIG_FILE).exists() && !marker.exists();
             if has_root {
                 return Err(Error::refused(format!(
@@ -211,7 +230,7 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
             // A mirror of another root is that root's copy: not replaced by this one's.
             let said = format!("mirror of {root}\n");
             if let Ok(held) = std::fs::read_to_string(&marker)
-                && !same_root(&held, root)
+                && !same_root(&held, of.identity)
             {
                 return Err(Error::refused(format!(
                     "{} is the {}, not of {root}",
@@ -230,8 +249,17 @@ pub fn sync(dir: &Path, snap: &Snapshot, mirror_of: Option<&str>) -> Result<Sync
         }
     }
     let read_only = mirror_of.is_some();
-    let (have, have_dirs) = existing(dir, &["tmp", "locks", "queue"])?;
+    // A mirror holds nothing but the root's files: a `tmp/` added by hand goes too.
+    let skip: &[&str] = if read_only { &[] } else { &["tmp", "locks", "queue"] };
+    let Held { files: have, dirs: have_dirs, links } = existing(dir, skip)?;
     let mut done = Synced::default();
+    // No snapshot holds a link, and one where a folder or file of the root belongs would
+    // have it written (or its mode set) outside `dir`: each goes first, never followed.
+    for rel in &links {
+        let p = dir.join(rel);
+        atomic::remove(&p).map_err(io_err("cannot remove", &p))?;
+        done.removed += 1;
+    }
     for d in &want_dirs {
         let p = dir.join(d);
         std::fs::create_dir_all(&p).map_err(io_err("cannot create", &p))?;

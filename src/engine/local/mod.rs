@@ -83,7 +83,7 @@ pub use files::{
 };
 pub use folders::{Written, read_message_dir, replace_own_file, write_new_file};
 pub use lock::Lock;
-pub use mirror::{MARKER as MIRROR_MARKER, Synced, sync as write_tree};
+pub use mirror::{MARKER as MIRROR_MARKER, MirrorOf, Synced, sync as write_tree};
 pub use root::{find_root, git_copy, init_finds, lost_worktree, main_worktree, root_at};
 
 use self::root::Store;

@@ -27,6 +27,10 @@ impl Engine for PgEngine {
         self.target.identity()
     }
 
+    fn root_to_pass(&self) -> String {
+        self.target.url_to_pass()
+    }
+
     fn agents(&self) -> Result<Vec<(AgentName, String)>> {
         Ok(self.agents.borrow().clone())
     }
