@@ -13,7 +13,7 @@
 //! .circe/LOGS/                      handled messages, events.jsonl and its rotated segments
 //! .circe/TASKS/<id>.status|.owner|.checks
 //! .circe/queue/                     claim --next lanes and the board (derived, rebuildable)
-//! .circe/locks/                     lock files (never renamed or deleted)
+//! .circe/locks/                     lock files (never renamed; a task's removed by its holder)
 //! .circe/tmp/                       staging (same filesystem, never watched)
 //! ```
 //!
