@@ -315,6 +315,16 @@ pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, 
     Ok((store.root().to_path_buf(), written))
 }
 
+/// The folders missing from the root at `dir/.circe` when it is one (its circe.yaml is
+/// there): what `init` makes again (a new root's folders are made, not made again).
+pub fn root_boxes_missing(dir: &std::path::Path) -> Vec<&'static str> {
+    let root = dir.join(root::ROOT_DIR);
+    if !root.join(root::CONFIG_FILE).is_file() {
+        return Vec::new();
+    }
+    root::missing_boxes(&root)
+}
+
 /// Make again the agents' boxes missing from the root at `root` (`circe init` on a root
 /// that exists); returns them. An agent folder that is a link or a file is refused before
 /// anything is made: nothing is made through it.
