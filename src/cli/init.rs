@@ -58,7 +58,8 @@ pub struct InitJson {
     /// `--engine URL` in a folder that named the same root by another URL (through a
     /// pooler, another port): the URL it named, replaced by URL. Null otherwise.
     pub repointed_from: Option<String>,
-    /// A folder root: the agents' boxes that were missing and were made again.
+    /// A folder root that was there: its folders (`tmp`, `locks`, `queue`, ...) and agents'
+    /// boxes (`AGENTS/qa/INBOX`) that were missing and were made again.
     pub boxes_made: Vec<String>,
     /// A database root: the schema version it was migrated from (null: not migrated).
     pub migrated_from: Option<u32>,
@@ -392,8 +393,10 @@ fn init_local(dir: &std::path::Path) -> Result<Report> {
         let parsed = crate::config::Config::parse(&text).map_err(said)?;
         crate::registry::Registry::from_config(&parsed.registry).map_err(said)?;
     }
+    let again = local::root_boxes_missing(dir);
     let (root, wrote_config) = local::init(dir, DEFAULT_CONFIG)?;
-    let remade = local::remake_agent_boxes(&root)?;
+    let mut remade: Vec<String> = again.into_iter().map(str::to_string).collect();
+    remade.extend(local::remake_agent_boxes(&root)?);
     let ws = crate::workspace::Workspace::open(&RootSpec::Path(root.clone()))?;
     let added = add_role_agents(ws.engine.as_ref())?;
     // Where it is, whatever folder it was named from (as `config`, `prime` and `mirror` say).

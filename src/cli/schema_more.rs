@@ -24,7 +24,7 @@ pub enum ConfigOutput {
         root: String,
         replaced: bool,
         /// The circe.yaml replaced kept the root from opening (it did not parse, or its
-        /// registry was refused): replaced whole, unread.
+        /// registry was refused, or a database root had none): replaced whole, unread.
         broken: bool,
         /// circe's own folders (`tmp`, `locks`, `queue`) a folder root lacked, and nothing
         /// else: made again, as `init` makes them.

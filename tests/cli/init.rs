@@ -65,20 +65,28 @@ fn init_never_clobbers_an_edited_config() {
     assert_eq!(env.read("circe.yaml"), edited);
 }
 
-/// And a `queue/` made again names the tasks waiting: `claim --next` finds them.
+/// And a `queue/` made again names the tasks waiting: `claim --next` finds them. Which
+/// folders it made again is said (`boxes_made`), the root's own as the agents' boxes.
 #[test]
 fn init_adds_missing_boxes_and_agents_back() {
     local_only!("removes folders of a root");
     let env = Env::new();
     env.open_task("T-1");
     std::fs::remove_dir_all(env.root().join("AGENTS/qa")).unwrap();
-    std::fs::remove_dir_all(env.root().join("queue")).unwrap();
+    for gone in ["queue", "tmp", "AGENTS/eagle/INBOX"] {
+        std::fs::remove_dir_all(env.root().join(gone)).unwrap();
+    }
     let out = env.circe(["init", "--json"]).run();
     out.ok();
     assert_eq!(
         out.json()["agents_added"],
         serde_json::json!([{"agent": "qa", "role": "qa", "retired": false}])
     );
+    let made = serde_json::json!(["tmp", "queue", "AGENTS/eagle/INBOX"]);
+    assert_eq!(out.json()["boxes_made"], made, "{}", out.show());
+    std::fs::remove_dir_all(env.root().join("locks")).unwrap();
+    let out = env.circe(["init"]).run();
+    assert!(out.ok().stdout.contains("\nboxes made again: locks\n"), "{}", out.show());
     assert!(env.root().join("queue").is_dir());
     assert!(env.root().join("AGENTS/qa/INBOX").is_dir());
     env.circe(["doctor"]).run().ok();

@@ -25,6 +25,51 @@ fn a_refused_send_leaves_no_file_at_all() {
     assert_eq!(before, crate::common::tree(&env.root(), &[]));
 }
 
+/// A send opening a task that fails before its commit point (each store write failing in
+/// turn) leaves no record and no lock file of the task; nor does a command about a task
+/// that does not exist. One that fails after its commit point leaves the task.
+#[test]
+fn a_task_that_never_was_leaves_no_lock_file() {
+    local_only!("fails the folder engine's writes and lists locks/");
+    let env = Env::new();
+    let left = |env: &Env, task: &str| -> Vec<String> {
+        let mine =
+            |f: &String| f.starts_with(&format!("{task}.")) || *f == format!("task-{task}.lock");
+        [env.ls_all("locks"), env.ls_all("TASKS")].concat().into_iter().filter(mine).collect()
+    };
+    let mut failed = 0;
+    for n in 1.. {
+        let task = format!("F-{n}");
+        let args = ["--json", "send", "--to", "engineer", "--intent", "implement_feature"];
+        let o = env
+            .circe([&args[..], &["--task", &task, "--summary", "x"]].concat())
+            .agent("coordinator")
+            .var("CIRCE_FAIL_IO", &n.to_string())
+            .run();
+        if o.code == 0 {
+            break;
+        }
+        assert_eq!(o.code, 1, "CIRCE_FAIL_IO={n}: {}", o.show());
+        if o.json()["error"]["details"]["committed"] == true {
+            continue; // failed after its commit point: the task stands
+        }
+        failed += 1;
+        assert_eq!(left(&env, &task), Vec::<String>::new(), "CIRCE_FAIL_IO={n}: {}", o.show());
+    }
+    assert!(failed > 0, "no write failed before the commit point: the test saw nothing");
+    for args in [
+        &["show", "NOPE-1"][..],
+        &["claim", "NOPE-1"][..],
+        &["status", "NOPE-1", "in_progress"][..],
+        &["release", "NOPE-1"][..],
+        &["heartbeat", "NOPE-1"][..],
+    ] {
+        let o = env.as_("engineer", args);
+        assert_eq!(o.code, 5, "{}", o.show());
+        assert_eq!(left(&env, "NOPE-1"), Vec::<String>::new(), "{}", o.show());
+    }
+}
+
 /// An answer whose `--in-reply-to` is a part of an id (as `show` takes one) is refused with
 /// the whole id in the hint.
 #[test]

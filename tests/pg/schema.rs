@@ -291,6 +291,34 @@ fn a_broken_stored_configuration_is_shown_and_replaced() {
     assert_eq!(root.run(None, &["config"]).ok().stdout, good);
 }
 
+/// A root whose `config` table lost its row (deleted by SQL) has no configuration: every
+/// command, `config` too, says so, naming the table and the way out, and `config --set`
+/// stores one again. Before, `config` printed an empty configuration said not to parse, and
+/// `config --set` said the configuration "changed while it was being replaced" (exit 4).
+#[test]
+fn a_missing_stored_configuration_is_said_and_put_back() {
+    let c = need_pg!();
+    let url = c.fresh_url();
+    let schema = url.rsplit("schema=").next().unwrap().to_string();
+    let root = Root::new(&url, "server", 1);
+    let good = root.run(None, &["config"]).ok().stdout.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("fixed.yaml");
+    std::fs::write(&file, &good).unwrap();
+    c.psql(&format!("DELETE FROM \"{schema}\".config"));
+    for args in [&["tasks"][..], &["config"][..]] {
+        let o = root.run(None, args);
+        assert_eq!(o.code, 3, "{o:?}");
+        assert!(o.stderr.contains("`config` table has no row"), "{o:?}");
+        assert!(o.stderr.contains(&format!("circe --root '{url}' config --set FILE")), "{o:?}");
+    }
+    let set = root.run(None, &["config", "--set", file.to_str().unwrap(), "--json"]);
+    assert_eq!(set.code, 0, "{set:?}");
+    assert_eq!(set.json()["broken"], true, "{set:?}");
+    root.run(None, &["tasks"]).ok();
+    assert_eq!(root.run(None, &["config"]).ok().stdout, good);
+}
+
 /// Through a folder that points at the database: a broken stored configuration is shown
 /// and replaced from there too, and a pointer file broken by hand is not shown (mended by
 /// hand: `config --set` replaces a root's configuration, not a pointer). `init --engine` on a database whose stored configuration is broken is

@@ -1121,4 +1121,28 @@ mod tests {
         r.eng.store.remove_task_lock(&t, &second).unwrap();
         assert!(!path.exists());
     }
+
+    /// A waiter on a lock file its holder removes gets a lock that guards nothing: it lets
+    /// it go and waits for the file at the path, which another took meanwhile.
+    #[test]
+    fn a_lock_is_that_of_the_file_at_its_path() {
+        use std::os::unix::fs::MetadataExt;
+        let (_d, r) = Root::new(&["coordinator", "engineer"]);
+        let (t, store) = (id("GONE-1"), &r.eng.store);
+        let path = store.root().join("locks/task-GONE-1.lock");
+        let first = store.lock_task(&t).unwrap();
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| store.lock_task(&t).unwrap());
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            store.remove_task_lock(&t, &first).unwrap();
+            let other = store.lock_task(&t).unwrap();
+            drop(first);
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(!waiter.is_finished(), "two holders at once");
+            drop(other);
+            let got = waiter.join().unwrap();
+            let at = std::fs::metadata(&path).unwrap();
+            assert_eq!(got.file().metadata().unwrap().ino(), at.ino());
+        });
+    }
 }

@@ -1,7 +1,9 @@
 //! Exclusive locks on dedicated lock files in `locks/` (flock via std `File::lock`).
 //!
 //! Lock files are created on first use and never renamed or deleted (FS_RULES 5): replacing
-//! one would let two holders in. A lock dies with its process, so a crash never leaves one.
+//! one would let two holders in. A task's lock file is the one exception: its holder removes
+//! it when the task has no records, and a task's lock is that of the file at its path
+//! (`Store::lock_task`). A lock dies with its process, so a crash never leaves one.
 //! A task's lock file is empty but for the journal of a change under way, which only its
 //! holder writes (`task_journal.rs`).
 

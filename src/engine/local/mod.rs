@@ -13,7 +13,7 @@
 //! .circe/LOGS/                      handled messages, events.jsonl and its rotated segments
 //! .circe/TASKS/<id>.status|.owner|.checks
 //! .circe/queue/                     claim --next lanes and the board (derived, rebuildable)
-//! .circe/locks/                     lock files (never renamed or deleted)
+//! .circe/locks/                     lock files (never renamed; a task's removed by its holder)
 //! .circe/tmp/                       staging (same filesystem, never watched)
 //! ```
 //!
@@ -313,6 +313,16 @@ pub fn repoint(dir: &std::path::Path, names: &str, text: &str) -> Result<bool> {
 pub fn init(dir: &std::path::Path, config: &str) -> Result<(std::path::PathBuf, bool)> {
     let (store, written) = Store::init(dir, config)?;
     Ok((store.root().to_path_buf(), written))
+}
+
+/// The folders missing from the root at `dir/.circe` when it is one (its circe.yaml is
+/// there): what `init` makes again (a new root's folders are made, not made again).
+pub fn root_boxes_missing(dir: &std::path::Path) -> Vec<&'static str> {
+    let root = dir.join(root::ROOT_DIR);
+    if !root.join(root::CONFIG_FILE).is_file() {
+        return Vec::new();
+    }
+    root::missing_boxes(&root)
 }
 
 /// Make again the agents' boxes missing from the root at `root` (`circe init` on a root

@@ -423,30 +423,37 @@ impl Store {
 
     // ---- locks -------------------------------------------------------------------------
 
-    /// The lock that serialises every change to one task's records and message.
+    /// The lock that serialises every change to one task's records and message: that of the
+    /// file at its path. A task's lock file is removed by its holder when the task has no
+    /// records (`remove_gone_task_lock`), so a lock taken through a file removed meanwhile
+    /// guards nothing: it is let go, and the file at the path (made again) is locked instead.
     pub fn lock_task(&self, task: &TaskId) -> Result<Lock> {
-        Lock::acquire(
-            &self.root.join("locks").join(format!("task-{task}.lock")),
-            &format!("task {task}"),
-        )
+        let p = self.task_lock_path(task);
+        loop {
+            let lock = Lock::acquire(&p, &format!("task {task}"))?;
+            if holds_file_at(&lock, &p)? {
+                return Ok(lock);
+            }
+        }
     }
 
-    /// Remove an archived task's lock file, called while holding it (`lock`), after its
-    /// records and tombstone are settled (PROTOCOLS.md section 17, "Removal"): whoever locks
-    /// the task afterwards, through this file or a new one, finds no records and the
-    /// tombstone, and changes nothing; so `locks/` holds what the hot folders hold, not every
-    /// task ever. Only the file held is removed: when another stands at the path (the one
-    /// held was removed already and the name made again), its holder removes that one.
-    /// Nobody else can remove the file held meanwhile (that takes its lock), nor make another
-    /// at the path while it stands, so the name removed is the file held.
+    fn task_lock_path(&self, task: &TaskId) -> PathBuf {
+        self.root.join("locks").join(format!("task-{task}.lock"))
+    }
+
+    /// Remove a task's lock file, called while holding it (`lock`), once the task has no
+    /// records: archived (after its records, with its tombstone committed before:
+    /// PROTOCOLS.md section 17, "Removal"), or never made (an opening that failed before its
+    /// commit point); so `locks/` holds what the hot folders hold, not every task ever. Whoever
+    /// waited on the file removed finds it gone once it has the lock, and locks the file at
+    /// the path (`lock_task`). Only the file held is removed: when another stands at the path
+    /// (the one held was removed already and the name made again), its holder removes that
+    /// one. Nobody else can remove the file held meanwhile (that takes its lock), nor make
+    /// another at the path while it stands, so the name removed is the file held.
     pub fn remove_task_lock(&self, task: &TaskId, lock: &Lock) -> Result<()> {
-        let p = self.root.join("locks").join(format!("task-{task}.lock"));
-        let held = lock.file().metadata().map_err(io_err("cannot stat", &p))?;
-        match std::fs::symlink_metadata(&p) {
-            Ok(m) if (m.dev(), m.ino()) == (held.dev(), held.ino()) => {}
-            Ok(_) => return Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(Error::io("cannot stat", &p, e)),
+        let p = self.task_lock_path(task);
+        if !holds_file_at(lock, &p)? {
+            return Ok(());
         }
         match atomic::remove(&p) {
             Ok(()) => Ok(()),
@@ -455,10 +462,9 @@ impl Store {
         }
     }
 
-    /// Let go of a task's lock; first remove its lock file when the task is gone by an
-    /// archive (no records, a tombstone) and the file holds no journal: locked after the
-    /// archive removed the task's lock file, it was made again, and would stay. Safe as the
-    /// archive's own removal (`remove_task_lock`).
+    /// Let go of a task's lock; first remove its lock file when the task has no records and
+    /// the file holds no journal: locked after an archive removed the task's lock file, it
+    /// was made again, and would stay. Safe as the archive's own removal (`remove_task_lock`).
     pub fn unlock_task(&self, task: &TaskId, lock: Lock) {
         // The removal is a cleanup: a root on a read-only mount, or a reader who may not
         // write `locks/`, leaves the empty file, as a transaction's letting go does.
@@ -467,11 +473,10 @@ impl Store {
     }
 
     /// `unlock_task` but for the letting go: the lock file removed, still held, when the
-    /// task is gone by an archive (a task transaction that found no task lets go of its
-    /// lock so, `tx.rs`).
+    /// task has no records (gone by an archive, or never made) and the file is empty (a task
+    /// transaction that found no task, or made none, lets go of its lock so, `tx.rs`).
     pub(super) fn remove_gone_task_lock(&self, task: &TaskId, lock: &Lock) -> Result<()> {
         let gone = ["status", "owner", "checks"].iter().all(|k| self.record_gone(task, k))
-            && self.tombstone_path(task.as_str()).is_file()
             && lock.file().metadata().is_ok_and(|m| m.len() == 0);
         if gone {
             self.remove_task_lock(task, lock)?;
@@ -480,14 +485,28 @@ impl Store {
     }
 
     /// The task's lock if no other process holds it right now (`claim --next` skips a
-    /// task another claimer is busy with instead of queueing behind it).
+    /// task another claimer is busy with instead of queueing behind it). That of the file
+    /// at its path, as `lock_task`'s.
     pub fn try_lock_task(&self, task: &TaskId) -> Result<Option<Lock>> {
-        Lock::try_acquire(&self.root.join("locks").join(format!("task-{task}.lock")))
+        let p = self.task_lock_path(task);
+        loop {
+            match Lock::try_acquire(&p)? {
+                Some(lock) if !holds_file_at(&lock, &p)? => {}
+                got => return Ok(got),
+            }
+        }
     }
 
-    /// A task's lock if it is free right now, without making its lock file.
+    /// A task's lock if it is free right now, without making its lock file. That of the
+    /// file at its path, as `lock_task`'s (`Missing` when it was removed meanwhile).
     pub(super) fn try_lock_task_existing(&self, task: &TaskId) -> Result<super::lock::Tried> {
-        Lock::try_existing(&self.root.join("locks").join(format!("task-{task}.lock")))
+        let p = self.task_lock_path(task);
+        loop {
+            match Lock::try_existing(&p)? {
+                super::lock::Tried::Got(lock) if !holds_file_at(&lock, &p)? => {}
+                tried => return Ok(tried),
+            }
+        }
     }
 
     /// A named lock for root-wide work (`queue`, `agents`, `doctor`).
@@ -498,6 +517,17 @@ impl Store {
     /// A named lock in shared mode (many holders, excluded only by `lock_named`).
     pub fn lock_named_shared(&self, name: &str) -> Result<Lock> {
         Lock::acquire_shared(&self.root.join("locks").join(format!("{name}.lock")), name)
+    }
+}
+
+/// Is `lock` that of the file at `p` now? Not when its holder removed the file meanwhile
+/// (`Store::remove_task_lock`), or a person did.
+fn holds_file_at(lock: &Lock, p: &Path) -> Result<bool> {
+    let held = lock.file().metadata().map_err(io_err("cannot stat", p))?;
+    match std::fs::symlink_metadata(p) {
+        Ok(m) => Ok((m.dev(), m.ino()) == (held.dev(), held.ino())),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(Error::io("cannot stat", p, e)),
     }
 }
 

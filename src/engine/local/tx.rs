@@ -89,8 +89,9 @@ impl<'a> LocalTx<'a> {
 
 /// A transaction that found no task and made none lets go of its lock as `unlock_task` does:
 /// a task archived after the command saw it and before it locked it (whose lock file the
-/// archive removed, and the lock made again) leaves no lock file behind. A failure to
-/// remove it leaves the file, as before: nothing stands on it.
+/// archive removed, and the lock made again), or an opening that failed before its commit
+/// point, leaves no lock file behind. A failure to remove it leaves the file, as before:
+/// nothing stands on it.
 impl Drop for LocalTx<'_> {
     fn drop(&mut self) {
         if self.st.is_none() {
@@ -233,11 +234,12 @@ impl TaskTx for LocalTx<'_> {
             || (ticket_in == Some(Mailbox::NewMessages) && self.st.is_some());
         // The test-only broken variant queues after the commit point, as circe once did.
         let late = queue && crate::fault::test_break("late-queue");
-        if queue && !late {
-            lanes::push(self.eng, &record)?;
-        }
-        let done =
-            self.commit_journaled(op, record, checks.as_ref(), ticket, events, request.as_deref());
+        let queued = if queue && !late { lanes::push(self.eng, &record) } else { Ok(()) };
+        // Failed to queue, the change is not made: its journal is settled below as any
+        // change's that failed.
+        let done = queued.and_then(|()| {
+            self.commit_journaled(op, record, checks.as_ref(), ticket, events, request.as_deref())
+        });
         if late && done.is_ok() {
             lanes::push(self.eng, &self.st.as_ref().ok_or_else(|| no_task(&self.task))?.rec)?;
         }
@@ -293,15 +295,20 @@ impl LocalTx<'_> {
                 match &self.st {
                     None => {
                         // Opening: the record first, then the message (the commit point).
-                        self.write(&record, None, &all_checks, true)?;
-                        crash_point("send.recorded");
-                        if let Err(e) = store.put_message(&Mailbox::NewMessages, &fixed, &content) {
-                            // `.status` last: no task is seen without it while another
-                            // record is left.
+                        // Failed before it, the records written are taken back (`.status`
+                        // last: no task is seen without it while another record is left).
+                        let undo = |e: Error| {
                             let gone: [(&str, Option<&str>); 2] =
                                 [("checks", None), ("status", None)];
                             let _ = board::write(self.eng, &self.task, &gone, None);
-                            return Err(e);
+                            Err(e)
+                        };
+                        if let Err(e) = self.write(&record, None, &all_checks, true) {
+                            return undo(e);
+                        }
+                        crash_point("send.recorded");
+                        if let Err(e) = store.put_message(&Mailbox::NewMessages, &fixed, &content) {
+                            return undo(e);
                         }
                         crash_point("send.committed");
                     }

@@ -142,7 +142,8 @@ impl PgEngine {
         let conn = Conn::connect(target)?;
         let opening = Opening::checked(&conn, target)?;
         let clock = opening.clock.as_deref().and_then(Clock::parse).unwrap_or(Clock::Server);
-        let config = Config::parse(&opening.config).map_err(|e| stored_config_error(target, e))?;
+        let text = opening.config.ok_or_else(|| no_config(target))?;
+        let config = Config::parse(&text).map_err(|e| stored_config_error(target, e))?;
         if config.engine.is_some() {
             return Err(Error::refused("the configuration stored in the database names an engine")
                 .hint("`circe config --set FILE` with a circe.yaml without `engine:`"));
@@ -271,7 +272,8 @@ struct Opening {
     moved_to: Option<String>,
     /// `meta.tombstones`: the root holds tombstones (a folder that archived moved here).
     tombstones: bool,
-    config: String,
+    /// `config.text` (`None`: the table has no row, deleted by hand).
+    config: Option<String>,
     agents: Vec<(AgentName, String)>,
     retired: Vec<Retired>,
 }
@@ -290,34 +292,59 @@ pub(crate) fn stored_config_error(target: &Target, e: Error) -> Error {
     ))
 }
 
+/// The refusal of a root whose `config` table has no row (deleted by hand): no
+/// configuration, which is as broken as one that does not parse, and put back the same way.
+fn no_config(target: &Target) -> Error {
+    let schema = &target.schema;
+    let url = target.url_to_pass();
+    Error::refused(format!(
+        "the root in schema {schema} has no configuration: its `config` table has no row"
+    ))
+    .hint(format!(
+        "store one: `circe --root '{url}' config --set FILE` (a circe.yaml such as the one `circe init` writes in an empty folder)"
+    ))
+}
+
 /// The configuration as stored in the root at `target`, read without parsing it (`circe
 /// config` prints a broken one, for mending). A root made by a newer circe, or moved to a
-/// folder, is refused as the opening refuses it.
+/// folder, is refused as the opening refuses it, and so is one with no configuration.
 pub fn stored_config(target: &Target) -> Result<String> {
     let conn = Conn::connect(target)?;
-    Ok(Opening::checked(&conn, target)?.config)
+    Opening::checked(&conn, target)?.config.ok_or_else(|| no_config(target))
 }
 
 /// Replace the root's stored configuration with `text` when the stored one keeps the root
 /// from opening (`broken` says so of it): `config --set`'s way out, for a root that has no
 /// file to mend. Returns whether it was replaced (`false`: the stored one is not broken, so
-/// the root's own error stands). The write is conditioned on the text read: a configuration
-/// set meanwhile by another host is not overwritten.
+/// the root's own error stands). A root with no configuration (its row deleted by hand)
+/// gets `text` as its row. The write is conditioned on what was read (the text, or no row):
+/// a configuration set meanwhile by another host is not overwritten.
 pub fn replace_broken_config(
     target: &Target,
     text: &str,
     broken: impl Fn(&str) -> bool,
 ) -> Result<bool> {
     let conn = Conn::connect(target)?;
-    let stored = Opening::checked(&conn, target)?.config;
-    if !broken(&stored) {
-        return Ok(false);
-    }
-    let q = schema::sql(&target.schema, "UPDATE {s}.config SET text = $1 WHERE text = $2");
-    let n = conn.call(
-        "writing the configuration",
-        conn.client.execute_typed(&q, &[(&text, Type::TEXT), (&stored, Type::TEXT)]),
-    )?;
+    let n = match Opening::checked(&conn, target)?.config {
+        Some(stored) if !broken(&stored) => return Ok(false),
+        Some(stored) => {
+            let q = "UPDATE {s}.config SET text = $1 WHERE text = $2";
+            conn.call(
+                "writing the configuration",
+                conn.client.execute_typed(
+                    &schema::sql(&target.schema, q),
+                    &[(&text, Type::TEXT), (&stored, Type::TEXT)],
+                ),
+            )?
+        }
+        None => {
+            let q = "INSERT INTO {s}.config VALUES (1, $1) ON CONFLICT DO NOTHING";
+            conn.call(
+                "writing the configuration",
+                conn.client.execute_typed(&schema::sql(&target.schema, q), &[(&text, Type::TEXT)]),
+            )?
+        }
+    };
     if n == 0 {
         return Err(Error::conflict(
             "the configuration stored in the database changed while it was being replaced",
@@ -370,7 +397,7 @@ impl Opening {
             clock: None,
             moved_to: None,
             tombstones: false,
-            config: String::new(),
+            config: None,
             agents: Vec::new(),
             retired: Vec::new(),
         };
@@ -383,7 +410,7 @@ impl Opening {
                 (0, Some("clock")) => o.clock = Some(value),
                 (0, Some("moved_to")) => o.moved_to = Some(value),
                 (0, Some("tombstones")) => o.tombstones = value != "0",
-                (1, _) => o.config = value,
+                (1, _) => o.config = Some(value),
                 (2, Some(name)) => {
                     let Ok(name) = AgentName::new(name) else { continue };
                     if let Some(at) = r.get::<_, Option<String>>(3) {
