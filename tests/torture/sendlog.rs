@@ -128,6 +128,7 @@ pub fn run(
     let mut kids: Vec<Child> = (0..agents).map(|s| spawn(s, 0)).collect();
     let done =
         crate::common::kill_storm(&mut kids, &spawn, (kills, start, limit), (3, 20), &mut rng);
+    let senders_done = start.elapsed();
     // Each sender runs once more (no doctor): what a kill left is settled by it.
     let mut last = Vec::new();
     for i in 1..=agents {
@@ -140,14 +141,27 @@ pub fn run(
         let v: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
         last.push(v["msg_id"].as_str().unwrap().to_string());
     }
-    let deadline = Instant::now() + Duration::from_secs(60);
+    // The watcher hands messages on in the log's order, once the hook of the one before
+    // ended: it may be far behind the senders. Waited for while it moves on (at most 60 s
+    // without a message handed on, 10 minutes in all).
+    let (deadline, mut moved, mut count) = (Instant::now() + Duration::from_secs(600), None, 0);
     loop {
         let seen = std::fs::read_to_string(&got).unwrap_or_default();
         if last.iter().all(|id| seen.lines().any(|l| l == id)) || Instant::now() > deadline {
             break;
         }
+        if moved.is_none() || seen.len() > count {
+            (moved, count) = (Some(Instant::now()), seen.len());
+        } else if moved.is_some_and(|t| t.elapsed() > Duration::from_secs(60)) {
+            break;
+        }
         std::thread::sleep(Duration::from_millis(50));
     }
+    eprintln!(
+        "sendlog ({kept:?}): the senders ended after {senders_done:.1?}, the watcher was stopped
+         after {:.1?}",
+        start.elapsed()
+    );
     let _ = watcher.kill();
     let _ = watcher.wait();
     let handed: BTreeSet<String> =
