@@ -158,8 +158,8 @@ pub fn run(
         std::thread::sleep(Duration::from_millis(50));
     }
     eprintln!(
-        "sendlog ({kept:?}): the senders ended after {senders_done:.1?}, the watcher was stopped
-         after {:.1?}",
+        "sendlog ({kept:?}): the senders ended after {senders_done:.1?}, the watcher was \
+         stopped after {:.1?}",
         start.elapsed()
     );
     let _ = watcher.kill();
