@@ -70,6 +70,34 @@ impl Root {
         r
     }
 
+    /// A root kept in a fresh schema of this test binary's throwaway PostgreSQL cluster
+    /// (`tests/support/pg_cluster.rs`), named by a folder that points at it (`circe init
+    /// --engine URL`: every command and worker given `dir` opens the database), plus
+    /// engineers `e1..eN`. `None`, said on stderr, when PostgreSQL cannot run here.
+    pub fn on_postgres(engineers: usize) -> Option<Root> {
+        let url = match crate::pg_cluster::cluster() {
+            Ok(c) => c.fresh_url(),
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return None;
+            }
+        };
+        let tmp = tempfile::Builder::new().prefix("circe-torture-").tempdir().unwrap();
+        let dir = tmp.path().join(".circe");
+        let r = Root { tmp, dir };
+        r.ok(None, &["init", "--engine", &url, r.tmp.path().to_str().unwrap()]);
+        for i in 1..=engineers {
+            r.ok(None, &["agent", "add", &format!("e{i}"), "--role", "engineer"]);
+        }
+        Some(r)
+    }
+
+    /// The root's workspace, opened in this process (for the checkers: either engine).
+    pub fn workspace(&self) -> circe::workspace::Workspace {
+        let spec = circe::engine::RootSpec::Path(self.dir.clone());
+        circe::workspace::Workspace::open(&spec).expect("open the root")
+    }
+
     /// An existing root (a copy of another).
     pub fn at(dir: PathBuf) -> Root {
         Root { tmp: tempfile::tempdir().unwrap(), dir }

@@ -29,6 +29,9 @@ mod iofail;
 mod kill;
 mod namespaces;
 mod parsers;
+#[path = "../support/pg_cluster.rs"]
+#[allow(dead_code, reason = "shared with the postgres suite; the torture tests use a part")]
+mod pg_cluster;
 mod race;
 mod retire;
 mod route;
