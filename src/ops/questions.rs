@@ -2,12 +2,14 @@
 //! `msg_id`). Read from the boxes alone: nothing is recorded beside the messages.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
+use super::seq::Gist;
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
-use crate::message::{self, Message, Mode};
+use crate::message::Message;
 use crate::names::AgentName;
 use crate::workspace::Workspace;
 
@@ -95,33 +97,35 @@ pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>
 
 /// `questions`; with `strict` false a box that cannot be listed is passed over.
 fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<Question>> {
-    let limits = &ws.config.limits;
     let mut answered: HashSet<String> = HashSet::new();
     let mut asked: BTreeMap<String, (Message, Vec<String>)> = BTreeMap::new();
+    // A question's copy is read whole; of any other message its gist says enough.
+    let whole = |g: &Gist| g.id.is_some() && is_question_intent(ws, g.asks.as_deref());
     for b in ws.engine.boxes()? {
         if b == Mailbox::NewMessages {
             continue;
         }
-        let names = match ws.engine.list_box(&b) {
-            Ok(names) => names,
-            Err(_) if !strict => continue,
-            Err(e) => return Err(e),
-        };
-        for name in names {
-            let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
-                continue;
-            };
-            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
-                continue;
+        let seen = super::seq::each_message(ws, &b, &whole, |_, g, m| {
+            let Some(m) = m else {
+                answered.extend(g.reply_to);
+                return ControlFlow::<()>::Continue(());
             };
             if let Some(r) = &m.in_reply_to {
                 answered.insert(r.clone());
             }
-            let Some(id) = m.msg_id.clone().filter(|_| is_question(ws, &m)) else { continue };
+            let Some(id) = m.msg_id.clone().filter(|_| is_question(ws, &m)) else {
+                return ControlFlow::Continue(());
+            };
             let entry = asked.entry(id).or_insert_with(|| (m, Vec::new()));
             if let Some(a) = b.agent() {
                 entry.1.push(a.to_string());
             }
+            ControlFlow::Continue(())
+        });
+        match seen {
+            Ok(_) => {}
+            Err(_) if !strict => {}
+            Err(e) => return Err(e),
         }
     }
     let now = ws.now();

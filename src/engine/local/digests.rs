@@ -14,7 +14,7 @@
 //! version, it costs one read of each message; `rm` is always safe.
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{Mode, OFlags};
 
@@ -34,7 +34,7 @@ impl FileStamp {
     /// The stamp of the regular file `name` of the folder open as `dir` (one lookup of the
     /// name, not of the whole path); `None` for anything else (a link, a pipe, nothing):
     /// such a name is read each time, and its read says what it is.
-    fn of(dir: &OwnedFd, name: &str) -> Option<FileStamp> {
+    fn of(dir: BorrowedFd<'_>, name: &str) -> Option<FileStamp> {
         use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
         let want = StatxFlags::TYPE
             | StatxFlags::INO
@@ -71,17 +71,16 @@ pub(super) fn box_digests(
     mbox: &Mailbox,
     cap: usize,
     kind: &str,
-    digest: &mut dyn FnMut(Result<Capped>) -> Option<Value>,
+    digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Value>,
 ) -> Result<Vec<(String, Option<Value>)>> {
-    let names = store.list_box(mbox)?;
+    let (names, listed) = store.list_box_open(mbox)?;
     let Mailbox::Inbox(agent) = mbox else {
         let read = |n: String| {
-            let d = digest(store.read_message_capped(mbox, &n, cap));
+            let d = digest(&n, store.read_message_capped(mbox, &n, cap));
             (n, d)
         };
         return Ok(names.into_iter().map(read).collect());
     };
-    let dir = store.box_dir(mbox);
     let path = store.root.join("locks").join(format!("inbox-{agent}.digests"));
     let mut kept = super::atomic::read_regular(&path)
         .ok()
@@ -89,15 +88,23 @@ pub(super) fn box_digests(
         .filter(|d| d.v == VERSION && d.kind == kind)
         .map(|d| d.files)
         .unwrap_or_default();
-    // The box as listed, for the stamps (it was checked to be no link; if it is one now,
-    // nothing is stamped: each message is read, and its read refuses the link).
+    // The box as listed, for the stamps: opened through no link, the listing's own; else
+    // opened again (it was checked to be no link; if it is one now, nothing is stamped:
+    // each message is read, and its read refuses the link).
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(&dir, flags, Mode::empty()).ok();
+    let reopened = match &listed {
+        Some(_) => None,
+        None => rustix::fs::open(store.box_dir(mbox), flags, Mode::empty()).ok(),
+    };
+    let fd = match (&listed, &reopened) {
+        (Some(rd), _) => rd.fd().ok(),
+        (None, fd) => fd.as_ref().map(AsFd::as_fd),
+    };
     let wall = wall_ns();
     let (mut files, mut changed) = (BTreeMap::new(), false);
     let mut out = Vec::with_capacity(names.len());
     for n in names {
-        let stamp = fd.as_ref().and_then(|fd| FileStamp::of(fd, &n));
+        let stamp = fd.and_then(|fd| FileStamp::of(fd, &n));
         match (stamp, kept.remove(&n)) {
             (Some(s), Some((was, d))) if s == was => {
                 files.insert(n.clone(), (s, d.clone()));
@@ -109,7 +116,7 @@ pub(super) fn box_digests(
         }
         let read = store.read_message_capped(mbox, &n, cap);
         let worked = read.is_ok();
-        let d = digest(read);
+        let d = digest(&n, read);
         if let (true, Some(s), Some(d)) = (worked, stamp, &d)
             && wall - s.3 > SETTLED_NS
         {
