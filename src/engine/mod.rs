@@ -46,6 +46,9 @@ pub struct Parcel {
     pub to: Vec<Mailbox>,
 }
 
+/// What a reader made of a message (`Engine::box_digests`): a JSON text, kept as written.
+pub type Digest = Box<serde_json::value::RawValue>;
+
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
 /// input when it is known (a file's length; `None` for a stream cut at the cap).
 #[derive(Debug, Clone)]
@@ -328,8 +331,8 @@ pub trait Engine {
         mailbox: &Mailbox,
         cap: usize,
         kind: &str,
-        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<serde_json::Value>,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Digest>,
+    ) -> Result<Vec<(String, Option<Digest>)>> {
         let _ = kind;
         let names = self.list_box(mailbox)?;
         Ok(names

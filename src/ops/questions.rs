@@ -71,8 +71,8 @@ pub(crate) fn moves_under_filing_lock(ws: &Workspace, m: &Message) -> bool {
 
 /// How many open questions `me` holds a copy of (`prime`'s count), given the gists of its
 /// INBOX (`seq::inbox_gists`). Only when its own boxes hold a question is every box read
-/// (to learn which are answered): an agent asked nothing is answered from its INBOX's
-/// gists and its WORKSPACE alone.
+/// (to learn which are answered; its INBOX by those gists): an agent asked nothing is
+/// answered from its INBOX's gists and its WORKSPACE alone.
 pub fn open_to(ws: &Workspace, me: &AgentName, inbox: &super::seq::Gists) -> Result<usize> {
     let asks = |intent: Option<&str>| intent.is_some() && is_question_intent(ws, intent);
     let mut asked_me =
@@ -87,16 +87,24 @@ pub fn open_to(ws: &Workspace, me: &AgentName, inbox: &super::seq::Gists) -> Res
     if !asked_me {
         return Ok(0);
     }
-    Ok(questions(ws, Some(me))?.iter().filter(|q| q.direction == "to_me").count())
+    let own = Mailbox::Inbox(me.clone());
+    let open = gathered(ws, Some(me), true, Some((&own, inbox)))?;
+    Ok(open.iter().filter(|q| q.direction == "to_me").count())
 }
 
 /// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
 pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
-    gathered(ws, me, true)
+    gathered(ws, me, true, None)
 }
 
-/// `questions`; with `strict` false a box that cannot be listed is passed over.
-fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<Question>> {
+/// `questions`; with `strict` false a box that cannot be listed is passed over. `known`:
+/// the gists of an INBOX taken already (`seq::inbox_gists`).
+fn gathered(
+    ws: &Workspace,
+    me: Option<&AgentName>,
+    strict: bool,
+    known: Option<(&Mailbox, &super::seq::Gists)>,
+) -> Result<Vec<Question>> {
     let mut answered: HashSet<String> = HashSet::new();
     let mut asked: BTreeMap<String, (Message, Vec<String>)> = BTreeMap::new();
     // A question's copy is read whole; of any other message its gist says enough.
@@ -105,9 +113,10 @@ fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<
         if b == Mailbox::NewMessages {
             continue;
         }
-        let seen = super::seq::each_message(ws, &b, &whole, |_, g, m| {
+        let gists = known.filter(|(k, _)| **k == b).map(|(_, g)| g);
+        let seen = super::seq::each_message(ws, &b, gists, &whole, |_, g, m| {
             let Some(m) = m else {
-                answered.extend(g.reply_to);
+                answered.extend(g.reply_to.clone());
                 return ControlFlow::<()>::Continue(());
             };
             if let Some(r) = &m.in_reply_to {
@@ -197,7 +206,7 @@ pub fn refuse_filing_unanswered<'w>(
     }
     // Two holders filing their copies at once go one after the other.
     let held = ws.engine.hold_filing()?;
-    let open = gathered(ws, None, false)?;
+    let open = gathered(ws, None, false, None)?;
     let Some(q) = open
         .iter()
         .find(|q| asked.contains(&q.msg_id.as_str()) && q.holders.iter().all(|h| h == me.as_str()))

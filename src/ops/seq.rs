@@ -468,11 +468,11 @@ fn gists_keeping(
             if let (Some(g), Some(m)) = (&g, m) {
                 keep(name, g, m);
             }
-            serde_json::to_value(g?).ok()
+            serde_json::value::to_raw_value(&g?).ok()
         })?;
     let out = digests.into_iter().map(|(f, d)| {
         // One the engine remembered in another shape (a hand-edited cache) is read again.
-        let g = match d.map(serde_json::from_value::<Gist>) {
+        let g = match d.map(|d| serde_json::from_str::<Gist>(d.get())) {
             None => None,
             Some(Ok(g)) => Some(g),
             Some(Err(_)) => {
@@ -487,14 +487,16 @@ fn gists_keeping(
 /// Each message of box `b` that reads, in name order, handed to `each` with its gist and,
 /// wherever it was read, the message itself (what the gist was made of): always where
 /// `whole` asks for it by the gist. An INBOX whose gists the engine remembers
-/// (`Engine::remembers_digests`) is read by them, a file that stayed the same read again
-/// only when `whole` asks for it; any other box has each message read in turn, and none
-/// after `each` breaks. What `each` breaks with is returned.
+/// (`Engine::remembers_digests`) is read by them (`known`: taken already by this process,
+/// `inbox_gists`), a file that stayed the same read again only when `whole` asks for it;
+/// any other box has each message read in turn, and none after `each` breaks. What `each`
+/// breaks with is returned.
 pub fn each_message<T>(
     ws: &Workspace,
     b: &Mailbox,
+    known: Option<&Gists>,
     whole: &dyn Fn(&Gist) -> bool,
-    mut each: impl FnMut(&str, Gist, Option<Message>) -> std::ops::ControlFlow<T>,
+    mut each: impl FnMut(&str, &Gist, Option<Message>) -> std::ops::ControlFlow<T>,
 ) -> Result<Option<T>> {
     use std::ops::ControlFlow::Break;
     let limits = ws.config.limits;
@@ -505,7 +507,7 @@ pub fn each_message<T>(
         _ => {
             for name in ws.engine.list_box(b)? {
                 if let (Some(g), Some(m)) = read(&name)
-                    && let Break(t) = each(&name, g, Some(m))
+                    && let Break(t) = each(&name, &g, Some(m))
                 {
                     return Ok(Some(t));
                 }
@@ -514,23 +516,33 @@ pub fn each_message<T>(
         }
     };
     let mut kept = std::collections::HashMap::new();
-    let gists = gists_keeping(ws, me, &mut |name, g, m| {
-        if whole(g) {
-            kept.insert(name.to_string(), m);
-        }
-    })?;
+    let taken;
+    let gists = if let Some(gists) = known {
+        gists
+    } else {
+        taken = gists_keeping(ws, me, &mut |name, g, m| {
+            if whole(g) {
+                kept.insert(name.to_string(), m);
+            }
+        })?;
+        &taken
+    };
     for (name, g) in gists {
-        let Some(g) = g.filter(|g| g.read) else { continue };
-        let (g, m) = match kept.remove(&name) {
+        let Some(g) = g.as_ref().filter(|g| g.read) else { continue };
+        let reread;
+        let (g, m) = match kept.remove(name) {
             Some(m) => (g, Some(m)),
-            None if !whole(&g) => (g, None),
+            None if !whole(g) => (g, None),
             // Remembered: read now (what it holds now is what counts).
-            None => match read(&name) {
-                (Some(g), Some(m)) => (g, Some(m)),
+            None => match read(name) {
+                (Some(g), Some(m)) => {
+                    reread = g;
+                    (&reread, Some(m))
+                }
                 _ => continue,
             },
         };
-        if let Break(t) = each(&name, g, m) {
+        if let Break(t) = each(name, g, m) {
             return Ok(Some(t));
         }
     }

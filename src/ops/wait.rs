@@ -439,7 +439,7 @@ fn reply_holds(ws: &Workspace, me: &AgentName, id: &str, fresh: bool) -> Result<
     // A reply is read whole; of any other message its gist says enough.
     let whole = |g: &super::seq::Gist| g.reply_to.as_deref() == Some(id);
     for b in ws.engine.boxes()? {
-        let met = super::seq::each_message(ws, &b, &whole, |name, g, m| {
+        let met = super::seq::each_message(ws, &b, None, &whole, |name, g, m| {
             asked |= g.id.as_deref() == Some(id);
             let Some(m) = m.filter(|m| m.in_reply_to.as_deref() == Some(id)) else {
                 return ControlFlow::Continue(());

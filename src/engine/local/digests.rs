@@ -18,12 +18,12 @@ use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{Mode, OFlags};
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::dir_stamp::{SETTLED_NS, wall_ns};
 use super::root::Store;
 use crate::boxes::Mailbox;
-use crate::engine::Capped;
+use crate::engine::{Capped, Digest};
 use crate::error::Result;
 
 /// A regular file as `lstat` sees it: inode, size, mtime and ctime (ns).
@@ -53,13 +53,21 @@ impl FileStamp {
     }
 }
 
-/// `locks/inbox-<agent>.digests`.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// `locks/inbox-<agent>.digests` as read.
+#[derive(serde::Deserialize)]
 struct Digests {
     v: u32,
     /// The caller's name for its digest and how it is made.
     kind: String,
-    files: BTreeMap<String, (FileStamp, Value)>,
+    files: BTreeMap<String, (FileStamp, Digest)>,
+}
+
+/// `Digests` as written.
+#[derive(serde::Serialize)]
+struct DigestsOut<'a> {
+    v: u32,
+    kind: &'a str,
+    files: BTreeMap<&'a str, (FileStamp, &'a RawValue)>,
 }
 
 const VERSION: u32 = 1;
@@ -71,8 +79,8 @@ pub(super) fn box_digests(
     mbox: &Mailbox,
     cap: usize,
     kind: &str,
-    digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Value>,
-) -> Result<Vec<(String, Option<Value>)>> {
+    digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Digest>,
+) -> Result<Vec<(String, Option<Digest>)>> {
     let (names, listed) = store.list_box_open(mbox)?;
     let Mailbox::Inbox(agent) = mbox else {
         let read = |n: String| {
@@ -101,13 +109,15 @@ pub(super) fn box_digests(
         (None, fd) => fd.as_ref().map(AsFd::as_fd),
     };
     let wall = wall_ns();
-    let (mut files, mut changed) = (BTreeMap::new(), false);
+    let mut changed = false;
     let mut out = Vec::with_capacity(names.len());
+    // The stamp each of `out` is remembered by, if it is.
+    let mut stamps = Vec::with_capacity(names.len());
     for n in names {
         let stamp = fd.and_then(|fd| FileStamp::of(fd, &n));
         match (stamp, kept.remove(&n)) {
             (Some(s), Some((was, d))) if s == was => {
-                files.insert(n.clone(), (s, d.clone()));
+                stamps.push(Some(s));
                 out.push((n, Some(d)));
                 continue;
             }
@@ -117,19 +127,19 @@ pub(super) fn box_digests(
         let read = store.read_message_capped(mbox, &n, cap);
         let worked = read.is_ok();
         let d = digest(&n, read);
-        if let (true, Some(s), Some(d)) = (worked, stamp, &d)
-            && wall - s.3 > SETTLED_NS
-        {
-            files.insert(n.clone(), (s, d.clone()));
-            changed = true;
-        }
+        let settled = stamp.filter(|s| worked && d.is_some() && wall - s.3 > SETTLED_NS);
+        changed |= settled.is_some();
+        stamps.push(settled);
         out.push((n, d));
     }
     if changed || !kept.is_empty() {
-        let text = serde_json::to_vec(&Digests { v: VERSION, kind: kind.to_string(), files })
-            .unwrap_or_default();
+        let files = out
+            .iter()
+            .zip(&stamps)
+            .filter_map(|((n, d), s)| Some((n.as_str(), ((*s)?, d.as_deref()?))));
+        let text = DigestsOut { v: VERSION, kind, files: files.collect() };
         // A cache: a root this user cannot write into is read the long way next time.
-        let _ = store.archive_replace(&path, &text, false);
+        let _ = store.archive_replace(&path, &serde_json::to_vec(&text).unwrap_or_default(), false);
     }
     Ok(out)
 }

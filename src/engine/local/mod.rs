@@ -692,8 +692,8 @@ impl Engine for LocalEngine {
         mailbox: &Mailbox,
         cap: usize,
         kind: &str,
-        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<serde_json::Value>,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<crate::engine::Digest>,
+    ) -> Result<Vec<(String, Option<crate::engine::Digest>)>> {
         digests::box_digests(&self.store, mailbox, cap, kind, digest)
     }
 
