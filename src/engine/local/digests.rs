@@ -1,7 +1,8 @@
 //! What a reader made of each message of an INBOX, remembered by the file's identity
 //! (`Engine::box_digests`) in `locks/inbox-<agent>.digests`: `board` and `prime` count every
-//! agent's stale messages, `prime` its questions, `wait --for inbox` finds its oldest new
-//! message, and a file that stayed the same is not read again.
+//! agent's stale messages, `prime` and `questions` the open questions, `wait --for inbox`
+//! finds its oldest new message and `wait --for reply:` a reply, and a file that stayed the
+//! same is not read again.
 //!
 //! A file's stamp is its inode, size, mtime and ctime, taken (without following a link)
 //! before it is read. Writing a file sets its mtime and ctime, and renaming it, linking it
