@@ -545,8 +545,9 @@ fn inbox_file_with(env: &Env, agent: &str, text: &str) -> std::path::PathBuf {
 /// `questions` (and `prime`'s count) read an INBOX by what the local engine remembers of
 /// each message once it is over 3 s old: its id, its intent and the id it replies to; a
 /// question's copy is read whole. They say what reading every message says, also of an
-/// answer edited in place (to the same size) to answer another question: remembered by a
-/// stamp that missed the edit, the first question would stay answered.
+/// answer edited in place (to the same size) to answer another question (remembered by a
+/// stamp that missed the edit, the first question would stay answered), then replaced by
+/// the answer again and by a file that does not read.
 #[test]
 fn questions_by_remembered_gists_say_what_reading_every_message_says() {
     local_only!("edits a message and removes the caches in the root's files");
@@ -575,6 +576,49 @@ fn questions_by_remembered_gists_say_what_reading_every_message_says() {
     std::fs::write(&answered, text.replace("in_reply_to: q-1", "in_reply_to: q-3")).unwrap();
     let seen = remembered_and_whole(&env, || questions_seen(&env));
     assert_eq!(open(&seen), ["q-1", "q-2"]);
+    // Remembered as it is now, then replaced (another file renamed over it) by the answer
+    // to q-1 again; remembered so, then replaced by a file that does not read.
+    let replace = |with: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(3500));
+        questions_seen(&env);
+        let cache = env.read("locks/inbox-engineer.digests");
+        assert!(cache.contains(answered.file_name().unwrap().to_str().unwrap()), "{cache}");
+        let aside = env.root().join("tmp/replacement");
+        std::fs::write(&aside, with).unwrap();
+        std::fs::rename(&aside, &answered).unwrap();
+    };
+    replace(&text);
+    assert_eq!(open(&remembered_and_whole(&env, || questions_seen(&env))), ["q-2", "q-3"]);
+    replace("no message at all\n");
+    assert_eq!(open(&remembered_and_whole(&env, || questions_seen(&env))), ["q-1", "q-2", "q-3"]);
+}
+
+/// A digests file written before each message's id and the id it replies to were kept
+/// (`gist 1`: its gists lack them) is read as none: every message is read once, and the
+/// file written anew.
+#[test]
+fn digests_written_before_replies_were_kept_are_read_as_none() {
+    local_only!("rewrites the cache in the root's files");
+    let env = Env::new();
+    let ask = ["send", "--to", "coordinator", "--intent", "question", "--msg-id", "q-1"];
+    env.as_("engineer", &[&ask[..], &["--summary", "which db?"]].concat()).ok();
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let open = || env.circe(["questions", "--all", "--json"]).run().json()["questions"].clone();
+    assert_eq!(open(), serde_json::json!([]));
+    let path = env.root().join("locks/inbox-engineer.digests");
+    let mut cache: serde_json::Value =
+        serde_json::from_str(&env.read("locks/inbox-engineer.digests")).unwrap();
+    let kind = cache["kind"].as_str().unwrap().replace("gist 2 ", "gist 1 ");
+    cache["kind"] = kind.into();
+    for (_, file) in cache["files"].as_object_mut().unwrap() {
+        let gist = file[1].as_object_mut().unwrap();
+        assert!(gist.remove("reply_to").is_some() && gist.remove("id").is_some(), "{gist:?}");
+    }
+    std::fs::write(&path, cache.to_string()).unwrap();
+    assert_eq!(open(), serde_json::json!([]));
+    assert!(env.read("locks/inbox-engineer.digests").contains("\"reply_to\":\"q-1\""));
 }
 
 /// `wait --for reply:ID` reads an INBOX by its remembered gists as `questions` does (a
