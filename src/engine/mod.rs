@@ -319,8 +319,8 @@ pub trait Engine {
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
     /// Each message of `mailbox` (sorted by name) with what `digest` makes of it: of its
-    /// name and its capped read (`read_message_capped`, at most `cap + 1` bytes), a value,
-    /// or `None` for no message at all. What `digest` makes of a read that worked must
+    /// name and its capped read (`read_message_capped`, at most `cap + 1` bytes), a JSON
+    /// text (`Digest`), or `None` for no message at all. What `digest` makes of a read that worked must
     /// depend on the bytes alone and on `kind`, which names the digest and how it is made (a
     /// reader's version and limits): an engine may remember it by file identity (the local
     /// engine's `locks/inbox-<agent>.digests`) and not call `digest` for that file again
