@@ -46,6 +46,9 @@ pub struct Parcel {
     pub to: Vec<Mailbox>,
 }
 
+/// What a reader made of a message (`Engine::box_digests`): a JSON text, kept as written.
+pub type Digest = Box<serde_json::value::RawValue>;
+
 /// What a capped read got: at most the cap and one byte more, and the size of the whole
 /// input when it is known (a file's length; `None` for a stream cut at the cap).
 #[derive(Debug, Clone)]
@@ -322,27 +325,35 @@ pub trait Engine {
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
     /// Each message of `mailbox` (sorted by name) with what `digest` makes of it: of its
-    /// capped read (`read_message_capped`, at most `cap + 1` bytes), a value, or `None` for
-    /// no message at all. What `digest` makes of a read that worked must depend on the bytes
-    /// alone and on `kind`, which names the digest and how it is made (a reader's version
-    /// and limits): an engine may remember it by file identity (the local engine's
-    /// `locks/inbox-<agent>.digests`) and not read that file again while it stays the same.
+    /// name and its capped read (`read_message_capped`, at most `cap + 1` bytes), a JSON
+    /// text (`Digest`), or `None` for no message at all. What `digest` makes of a read that worked must
+    /// depend on the bytes alone and on `kind`, which names the digest and how it is made (a
+    /// reader's version and limits): an engine may remember it by file identity (the local
+    /// engine's `locks/inbox-<agent>.digests`) and not call `digest` for that file again
+    /// while it stays the same (a caller keeping more of some reads learns by the calls
+    /// which files were read).
     fn box_digests(
         &self,
         mailbox: &Mailbox,
         cap: usize,
         kind: &str,
-        digest: &mut dyn FnMut(Result<Capped>) -> Option<serde_json::Value>,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Digest>,
+    ) -> Result<Vec<(String, Option<Digest>)>> {
         let _ = kind;
         let names = self.list_box(mailbox)?;
         Ok(names
             .into_iter()
             .map(|n| {
-                let d = digest(self.read_message_capped(mailbox, &n, cap));
+                let d = digest(&n, self.read_message_capped(mailbox, &n, cap));
                 (n, d)
             })
             .collect())
+    }
+
+    /// Does `box_digests` remember what it made of a file (and so spare reads a reader
+    /// would make)? Else a reader of a box may as well read each message itself.
+    fn remembers_digests(&self) -> bool {
+        false
     }
 
     /// Where messages with id `msg_id` lie (every box; none when it was never delivered).

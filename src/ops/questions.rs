@@ -2,12 +2,14 @@
 //! `msg_id`). Read from the boxes alone: nothing is recorded beside the messages.
 
 use std::collections::{BTreeMap, HashSet};
+use std::ops::ControlFlow;
 
 use serde::Serialize;
 
+use super::seq::Gist;
 use crate::boxes::Mailbox;
 use crate::error::{Error, Result};
-use crate::message::{self, Message, Mode};
+use crate::message::Message;
 use crate::names::AgentName;
 use crate::workspace::Workspace;
 
@@ -69,8 +71,8 @@ pub(crate) fn moves_under_filing_lock(ws: &Workspace, m: &Message) -> bool {
 
 /// How many open questions `me` holds a copy of (`prime`'s count), given the gists of its
 /// INBOX (`seq::inbox_gists`). Only when its own boxes hold a question is every box read
-/// (to learn which are answered): an agent asked nothing is answered from its INBOX's
-/// gists and its WORKSPACE alone.
+/// (to learn which are answered; its INBOX by those gists): an agent asked nothing is
+/// answered from its INBOX's gists and its WORKSPACE alone.
 pub fn open_to(ws: &Workspace, me: &AgentName, inbox: &super::seq::Gists) -> Result<usize> {
     let asks = |intent: Option<&str>| intent.is_some() && is_question_intent(ws, intent);
     let mut asked_me =
@@ -85,43 +87,54 @@ pub fn open_to(ws: &Workspace, me: &AgentName, inbox: &super::seq::Gists) -> Res
     if !asked_me {
         return Ok(0);
     }
-    Ok(questions(ws, Some(me))?.iter().filter(|q| q.direction == "to_me").count())
+    let own = Mailbox::Inbox(me.clone());
+    let open = gathered(ws, Some(me), true, Some((&own, inbox)))?;
+    Ok(open.iter().filter(|q| q.direction == "to_me").count())
 }
 
 /// Every open question, oldest first; for `me`, only those it asked or holds a copy of.
 pub fn questions(ws: &Workspace, me: Option<&AgentName>) -> Result<Vec<Question>> {
-    gathered(ws, me, true)
+    gathered(ws, me, true, None)
 }
 
-/// `questions`; with `strict` false a box that cannot be listed is passed over.
-fn gathered(ws: &Workspace, me: Option<&AgentName>, strict: bool) -> Result<Vec<Question>> {
-    let limits = &ws.config.limits;
+/// `questions`; with `strict` false a box that cannot be listed is passed over. `known`:
+/// the gists of an INBOX taken already (`seq::inbox_gists`).
+fn gathered(
+    ws: &Workspace,
+    me: Option<&AgentName>,
+    strict: bool,
+    known: Option<(&Mailbox, &super::seq::Gists)>,
+) -> Result<Vec<Question>> {
     let mut answered: HashSet<String> = HashSet::new();
     let mut asked: BTreeMap<String, (Message, Vec<String>)> = BTreeMap::new();
+    // A question's copy is read whole; of any other message its gist says enough.
+    let whole = |g: &Gist| g.id.is_some() && is_question_intent(ws, g.asks.as_deref());
     for b in ws.engine.boxes()? {
         if b == Mailbox::NewMessages {
             continue;
         }
-        let names = match ws.engine.list_box(&b) {
-            Ok(names) => names,
-            Err(_) if !strict => continue,
-            Err(e) => return Err(e),
-        };
-        for name in names {
-            let Ok(c) = ws.engine.read_message_capped(&b, &name, limits.message_bytes) else {
-                continue;
-            };
-            let Ok(m) = message::parse_limited(&c.bytes, c.size, Mode::Draft, limits) else {
-                continue;
+        let gists = known.filter(|(k, _)| **k == b).map(|(_, g)| g);
+        let seen = super::seq::each_message(ws, &b, gists, &whole, |_, g, m| {
+            let Some(m) = m else {
+                answered.extend(g.reply_to.clone());
+                return ControlFlow::<()>::Continue(());
             };
             if let Some(r) = &m.in_reply_to {
                 answered.insert(r.clone());
             }
-            let Some(id) = m.msg_id.clone().filter(|_| is_question(ws, &m)) else { continue };
+            let Some(id) = m.msg_id.clone().filter(|_| is_question(ws, &m)) else {
+                return ControlFlow::Continue(());
+            };
             let entry = asked.entry(id).or_insert_with(|| (m, Vec::new()));
             if let Some(a) = b.agent() {
                 entry.1.push(a.to_string());
             }
+            ControlFlow::Continue(())
+        });
+        match seen {
+            Ok(_) => {}
+            Err(_) if !strict => {}
+            Err(e) => return Err(e),
         }
     }
     let now = ws.now();
@@ -193,7 +206,7 @@ pub fn refuse_filing_unanswered<'w>(
     }
     // Two holders filing their copies at once go one after the other.
     let held = ws.engine.hold_filing()?;
-    let open = gathered(ws, None, false)?;
+    let open = gathered(ws, None, false, None)?;
     let Some(q) = open
         .iter()
         .find(|q| asked.contains(&q.msg_id.as_str()) && q.holders.iter().all(|h| h == me.as_str()))

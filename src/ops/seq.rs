@@ -222,8 +222,10 @@ pub fn first_fresh(ws: &Workspace, me: &AgentName) -> Result<Option<String>> {
                 if judge.is_none() {
                     judge = Some(Staleness::of(ws, me)?);
                 }
-                let task = n.4.as_deref();
-                judge.as_ref().is_some_and(|j| !j.stale_numbered(ws, &n.numbered(), task, &f))
+                let task = n.3.as_deref();
+                judge
+                    .as_ref()
+                    .is_some_and(|j| !j.stale_numbered(ws, &n.numbered(g.id.as_deref()), task, &f))
             }
         };
         let key = (g.at, g.seq);
@@ -401,9 +403,10 @@ pub fn counts_of(ws: &Workspace, me: &AgentName, gists: &Gists) -> Result<(usize
 fn counts_by(ws: &Workspace, judge: &Staleness, gists: &Gists) -> (usize, usize) {
     let (mut new, mut stale) = (0, 0);
     for (f, g) in gists {
+        let id = g.as_ref().and_then(|g| g.id.as_deref());
         match g.as_ref().and_then(|g| g.fate.as_ref()) {
             None if g.is_none() => {}
-            Some(n) if judge.stale_numbered(ws, &n.numbered(), n.4.as_deref(), f) => stale += 1,
+            Some(n) if judge.stale_numbered(ws, &n.numbered(id), n.3.as_deref(), f) => stale += 1,
             _ => new += 1,
         }
     }
@@ -414,9 +417,9 @@ fn counts_by(ws: &Workspace, judge: &Staleness, gists: &Gists) -> (usize, usize)
 /// under its name).
 pub type Gists = Vec<(String, Option<Gist>)>;
 
-/// What the readers of a whole INBOX (`inbox_counts`, `prime`'s open questions, `wait --for
-/// inbox`) need of a message, made of its bytes alone, so that the engine may remember it
-/// of a file that did not change (`Engine::box_digests`).
+/// What the readers of a whole INBOX (`inbox_counts`, the open questions, `wait --for
+/// inbox`, `wait --for reply:`) need of a message, made of its bytes alone, so that the
+/// engine may remember it of a file that did not change (`Engine::box_digests`).
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub struct Gist {
     /// It read and parsed (as `ops::read`).
@@ -427,28 +430,53 @@ pub struct Gist {
     /// Its time (seconds, nanoseconds) and number, by which an INBOX is sorted.
     at: Option<(i64, u32)>,
     seq: u64,
+    /// Its id.
+    pub id: Option<String>,
     /// Its intent, when it has an id (a question's copy is one of these).
     pub asks: Option<String>,
+    /// The id it replies to.
+    pub reply_to: Option<String>,
+}
+
+/// What a gist is made of (`Engine::box_digests`' `kind`): this circe's parser and gist,
+/// under these limits. A gist of another shape is another kind: a cache of it is read as
+/// none.
+fn gist_kind(limits: &message::Limits) -> String {
+    format!("gist 2 circe {} {limits:?}", env!("CARGO_PKG_VERSION"))
 }
 
 /// The gist of each message of `me`'s INBOX, sorted by name: remembered by the engine of
 /// a file that stayed the same (the local engine's `locks/inbox-<agent>.digests`), the
 /// rest read.
 pub fn inbox_gists(ws: &Workspace, me: &AgentName) -> Result<Gists> {
+    gists_keeping(ws, me, &mut |_, _, _| {})
+}
+
+/// `inbox_gists`, handing `keep` each message read meanwhile (its name, its gist and the
+/// message): a file the engine remembered is not read, and not handed.
+fn gists_keeping(
+    ws: &Workspace,
+    me: &AgentName,
+    keep: &mut dyn FnMut(&str, &Gist, Message),
+) -> Result<Gists> {
     let inbox = Mailbox::Inbox(me.clone());
     let limits = ws.config.limits;
-    // What a gist is made of: this circe's parser, under these limits.
-    let kind = format!("gist 1 circe {} {limits:?}", env!("CARGO_PKG_VERSION"));
-    let digests = ws.engine.box_digests(&inbox, limits.message_bytes, &kind, &mut |read| {
-        serde_json::to_value(gist(read, &limits)?).ok()
-    })?;
+    let kind = gist_kind(&limits);
+    let digests =
+        ws.engine.box_digests(&inbox, limits.message_bytes, &kind, &mut |name, read| {
+            let (g, m) = gist_of(read, &limits);
+            if let (Some(g), Some(m)) = (&g, m) {
+                keep(name, g, m);
+            }
+            serde_json::value::to_raw_value(&g?).ok()
+        })?;
     let out = digests.into_iter().map(|(f, d)| {
         // One the engine remembered in another shape (a hand-edited cache) is read again.
-        let g = match d.map(serde_json::from_value::<Gist>) {
+        let g = match d.map(|d| serde_json::from_str::<Gist>(d.get())) {
             None => None,
             Some(Ok(g)) => Some(g),
             Some(Err(_)) => {
-                gist(ws.engine.read_message_capped(&inbox, &f, limits.message_bytes), &limits)
+                gist_of(ws.engine.read_message_capped(&inbox, &f, limits.message_bytes), &limits).0
             }
         };
         (f, g)
@@ -456,44 +484,113 @@ pub fn inbox_gists(ws: &Workspace, me: &AgentName) -> Result<Gists> {
     Ok(out.collect())
 }
 
-/// The gist of a message's capped read (`Engine::box_digests`): `None` for no message (a
-/// link or a pipe under its name).
-fn gist(read: Result<crate::engine::Capped>, limits: &message::Limits) -> Option<Gist> {
+/// Each message of box `b` that reads, in name order, handed to `each` with its gist and,
+/// wherever it was read, the message itself (what the gist was made of): always where
+/// `whole` asks for it by the gist. An INBOX whose gists the engine remembers
+/// (`Engine::remembers_digests`) is read by them (`known`: taken already by this process,
+/// `inbox_gists`), a file that stayed the same read again only when `whole` asks for it;
+/// any other box has each message read in turn, and none after `each` breaks. What `each`
+/// breaks with is returned.
+pub fn each_message<T>(
+    ws: &Workspace,
+    b: &Mailbox,
+    known: Option<&Gists>,
+    whole: &dyn Fn(&Gist) -> bool,
+    mut each: impl FnMut(&str, &Gist, Option<Message>) -> std::ops::ControlFlow<T>,
+) -> Result<Option<T>> {
+    use std::ops::ControlFlow::Break;
+    let limits = ws.config.limits;
+    let read =
+        |name: &str| gist_of(ws.engine.read_message_capped(b, name, limits.message_bytes), &limits);
+    let me = match b {
+        Mailbox::Inbox(me) if ws.engine.remembers_digests() => me,
+        _ => {
+            for name in ws.engine.list_box(b)? {
+                if let (Some(g), Some(m)) = read(&name)
+                    && let Break(t) = each(&name, &g, Some(m))
+                {
+                    return Ok(Some(t));
+                }
+            }
+            return Ok(None);
+        }
+    };
+    let mut kept = std::collections::HashMap::new();
+    let taken;
+    let gists = if let Some(gists) = known {
+        gists
+    } else {
+        taken = gists_keeping(ws, me, &mut |name, g, m| {
+            if whole(g) {
+                kept.insert(name.to_string(), m);
+            }
+        })?;
+        &taken
+    };
+    for (name, g) in gists {
+        let Some(g) = g.as_ref().filter(|g| g.read) else { continue };
+        let reread;
+        let (g, m) = match kept.remove(name) {
+            Some(m) => (g, Some(m)),
+            None if !whole(g) => (g, None),
+            // Remembered: read now (what it holds now is what counts).
+            None => match read(name) {
+                (Some(g), Some(m)) => {
+                    reread = g;
+                    (&reread, Some(m))
+                }
+                _ => continue,
+            },
+        };
+        if let Break(t) = each(name, g, m) {
+            return Ok(Some(t));
+        }
+    }
+    Ok(None)
+}
+
+/// A message's gist, and the message, of its capped read (`Engine::box_digests`): no
+/// gist for no message (a link or a pipe under its name), no message for one that does
+/// not read.
+fn gist_of(
+    read: Result<crate::engine::Capped>,
+    limits: &message::Limits,
+) -> (Option<Gist>, Option<Message>) {
     let c = match read {
-        Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return None,
-        Err(_) => return Some(Gist::default()),
+        Err(e) if e.details.iter().any(|(k, _)| *k == "planted") => return (None, None),
+        Err(_) => return (Some(Gist::default()), None),
         Ok(c) => c,
     };
     let Ok(m) = message::parse_limited(&c.bytes, c.size, message::Mode::Draft, limits) else {
-        return Some(Gist::default());
+        return (Some(Gist::default()), None);
     };
     let fate = numbered(&m)
         .filter(|n| n.seq.is_some_and(|s| s > 0))
-        .map(|n| FateOf(n.sender, n.seq.unwrap_or_default(), n.epoch, n.msg_id, m.task_id.clone()));
-    Some(Gist {
+        .map(|n| FateOf(n.sender, n.seq.unwrap_or_default(), n.epoch, m.task_id.clone()));
+    let g = Gist {
         read: true,
         fate,
         at: m.created_at.map(|t| (t.timestamp(), t.timestamp_subsec_nanos())),
         seq: m.seq.unwrap_or(0),
+        id: m.msg_id.clone(),
         asks: m.msg_id.as_ref().and(m.intent.clone()),
-    })
+        reply_to: m.in_reply_to.clone(),
+    };
+    (Some(g), Some(m))
 }
 
 /// A message's fate: `None` when it is never stale.
 type Fate = Option<FateOf>;
 
-/// What decides a numbered message's fate: its sender, number, epoch, id and task.
+/// What decides a numbered message's fate (with its id, the gist's): its sender, number,
+/// epoch and task.
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct FateOf(String, u64, u64, Option<String>, Option<String>);
+struct FateOf(String, u64, u64, Option<String>);
 
 impl FateOf {
-    fn numbered(&self) -> Numbered {
-        Numbered {
-            sender: self.0.clone(),
-            seq: Some(self.1),
-            epoch: self.2,
-            msg_id: self.3.clone(),
-        }
+    fn numbered(&self, id: Option<&str>) -> Numbered {
+        let msg_id = id.map(str::to_string);
+        Numbered { sender: self.0.clone(), seq: Some(self.1), epoch: self.2, msg_id }
     }
 }
 

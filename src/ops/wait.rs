@@ -6,6 +6,7 @@
 //! once; each reads the log on its own.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
@@ -435,19 +436,24 @@ fn reply_holds(ws: &Workspace, me: &AgentName, id: &str, fresh: bool) -> Result<
     let mut asked = false;
     // circe's notice that it was filed unread ends the wait only when no answer came.
     let mut filed = false;
+    // A reply is read whole; of any other message its gist says enough.
+    let whole = |g: &super::seq::Gist| g.reply_to.as_deref() == Some(id);
     for b in ws.engine.boxes()? {
-        for name in ws.engine.list_box(&b)? {
-            let Ok(m) = super::read(ws, &b, &name) else { continue };
-            asked |= m.msg_id.as_deref() == Some(id);
-            if m.in_reply_to.as_deref() != Some(id) {
-                continue;
-            }
+        let met = super::seq::each_message(ws, &b, None, &whole, |name, g, m| {
+            asked |= g.id.as_deref() == Some(id);
+            let Some(m) = m.filter(|m| m.in_reply_to.as_deref() == Some(id)) else {
+                return ControlFlow::Continue(());
+            };
             if is_filed_unread_notice(&m) {
                 filed = true;
             } else if !fresh {
                 let task = m.task_id.and_then(|t| TaskId::new(t).ok());
-                return Ok(Some(Met::already(task, Some((&b, &name)))));
+                return ControlFlow::Break(Met::already(task, Some((&b, name))));
             }
+            ControlFlow::Continue(())
+        })?;
+        if met.is_some() {
+            return Ok(met);
         }
     }
     if filed {

@@ -499,6 +499,159 @@ fn remembered_messages_edited_in_place_count_as_they_read_now() {
     assert!(woke.contains("e4"), "{}", w.show());
 }
 
+/// `read` by what the root remembers now, then with every INBOX read whole (each
+/// `locks/inbox-<agent>.digests` removed first), then by what that run remembered: the
+/// three agree, and the answer is returned.
+fn remembered_and_whole<T: PartialEq + std::fmt::Debug>(env: &Env, read: impl Fn() -> T) -> T {
+    let remembered = read();
+    for f in env.ls_all("locks").iter().filter(|f| f.ends_with(".digests")) {
+        std::fs::remove_file(env.root().join("locks").join(f)).unwrap();
+    }
+    let whole = read();
+    assert!(env.ls_all("locks").iter().any(|f| f.ends_with(".digests")), "remembered");
+    assert_eq!(remembered, whole, "by what was remembered before, and read whole");
+    assert_eq!(read(), whole, "by what the whole read remembered, and read whole");
+    whole
+}
+
+/// `questions` as each agent and as nobody sees it, and `prime`'s count for each agent.
+fn questions_seen(env: &Env) -> Vec<serde_json::Value> {
+    let mut seen = vec![env.circe(["questions", "--all", "--json"]).run().json()];
+    for a in ["coordinator", "engineer", "qa"] {
+        seen.push(env.as_(a, &["questions", "--json"]).json());
+        seen.push(open_to(env, a).into());
+    }
+    seen
+}
+
+/// Which message `wait --for reply:ID` (without `--new`) finds at once, as `agent`; `None`
+/// when it waits (for a second).
+fn reply_found(env: &Env, agent: &str, id: &str) -> Option<String> {
+    let reply = format!("reply:{id}");
+    let w = env.as_(agent, &["wait", "--for", &reply, "--timeout", "1s", "--json"]);
+    if w.code == 7 {
+        return None;
+    }
+    Some(w.ok().json()["file"].as_str().unwrap().to_string())
+}
+
+/// The file of `agent`'s INBOX that holds `text`.
+fn inbox_file_with(env: &Env, agent: &str, text: &str) -> std::path::PathBuf {
+    let inbox = env.root().join("AGENTS").join(agent).join("INBOX");
+    let holds = |p: &std::path::PathBuf| std::fs::read_to_string(p).unwrap().contains(text);
+    env.ls(&format!("AGENTS/{agent}/INBOX")).iter().map(|n| inbox.join(n)).find(holds).unwrap()
+}
+
+/// `questions` (and `prime`'s count) read an INBOX by what the local engine remembers of
+/// each message once it is over 3 s old: its id, its intent and the id it replies to; a
+/// question's copy is read whole. They say what reading every message says, also of an
+/// answer edited in place (to the same size) to answer another question (remembered by a
+/// stamp that missed the edit, the first question would stay answered), then replaced by
+/// the answer again and by a file that does not read.
+#[test]
+fn questions_by_remembered_gists_say_what_reading_every_message_says() {
+    local_only!("edits a message and removes the caches in the root's files");
+    let env = Env::new();
+    let ask = |from: &str, id: &str| {
+        let args = ["send", "--to", "coordinator", "--intent", "question", "--msg-id", id];
+        env.as_(from, &[&args[..], &["--summary", "which db?"]].concat()).ok();
+    };
+    ask("engineer", "q-1");
+    ask("qa", "q-2");
+    ask("engineer", "q-3");
+    update(&env, "engineer", "e1");
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let open = |seen: &[serde_json::Value]| {
+        let ids = seen[0]["questions"].as_array().unwrap().iter();
+        ids.map(|q| q["msg_id"].as_str().unwrap().to_string()).collect::<Vec<_>>()
+    };
+    let seen = remembered_and_whole(&env, || questions_seen(&env));
+    assert_eq!(open(&seen), ["q-2", "q-3"]);
+    assert_eq!(seen[2], 2, "the coordinator holds two: {seen:?}");
+    // The answer to q-1 edited in place into one to q-3.
+    let answered = inbox_file_with(&env, "engineer", "in_reply_to: q-1");
+    let text = std::fs::read_to_string(&answered).unwrap();
+    std::fs::write(&answered, text.replace("in_reply_to: q-1", "in_reply_to: q-3")).unwrap();
+    let seen = remembered_and_whole(&env, || questions_seen(&env));
+    assert_eq!(open(&seen), ["q-1", "q-2"]);
+    // Remembered as it is now, then replaced (another file renamed over it) by the answer
+    // to q-1 again; remembered so, then replaced by a file that does not read.
+    let replace = |with: &str| {
+        std::thread::sleep(std::time::Duration::from_millis(3500));
+        questions_seen(&env);
+        let cache = env.read("locks/inbox-engineer.digests");
+        assert!(cache.contains(answered.file_name().unwrap().to_str().unwrap()), "{cache}");
+        let aside = env.root().join("tmp/replacement");
+        std::fs::write(&aside, with).unwrap();
+        std::fs::rename(&aside, &answered).unwrap();
+    };
+    replace(&text);
+    assert_eq!(open(&remembered_and_whole(&env, || questions_seen(&env))), ["q-2", "q-3"]);
+    replace("no message at all\n");
+    assert_eq!(open(&remembered_and_whole(&env, || questions_seen(&env))), ["q-1", "q-2", "q-3"]);
+}
+
+/// A digests file written before each message's id and the id it replies to were kept
+/// (`gist 1`: its gists lack them) is read as none: every message is read once, and the
+/// file written anew.
+#[test]
+fn digests_written_before_replies_were_kept_are_read_as_none() {
+    local_only!("rewrites the cache in the root's files");
+    let env = Env::new();
+    let ask = ["send", "--to", "coordinator", "--intent", "question", "--msg-id", "q-1"];
+    env.as_("engineer", &[&ask[..], &["--summary", "which db?"]].concat()).ok();
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let open = || env.circe(["questions", "--all", "--json"]).run().json()["questions"].clone();
+    assert_eq!(open(), serde_json::json!([]));
+    let path = env.root().join("locks/inbox-engineer.digests");
+    let mut cache: serde_json::Value =
+        serde_json::from_str(&env.read("locks/inbox-engineer.digests")).unwrap();
+    let kind = cache["kind"].as_str().unwrap().replace("gist 2 ", "gist 1 ");
+    cache["kind"] = kind.into();
+    for (_, file) in cache["files"].as_object_mut().unwrap() {
+        let gist = file[1].as_object_mut().unwrap();
+        assert!(gist.remove("reply_to").is_some() && gist.remove("id").is_some(), "{gist:?}");
+    }
+    std::fs::write(&path, cache.to_string()).unwrap();
+    assert_eq!(open(), serde_json::json!([]));
+    assert!(env.read("locks/inbox-engineer.digests").contains("\"reply_to\":\"q-1\""));
+}
+
+/// `wait --for reply:ID` reads an INBOX by its remembered gists as `questions` does (a
+/// reply read whole): it finds what reading every message finds, also after a reply edited
+/// in place (to the same size) to answer another question (remembered by a stamp that
+/// missed the edit, it would not be found), and a question given another id.
+#[test]
+fn wait_for_a_reply_by_remembered_gists_finds_what_reading_every_message_finds() {
+    local_only!("edits messages and removes the caches in the root's files");
+    let env = Env::new();
+    let ask = |id: &str| {
+        let args = ["send", "--to", "coordinator", "--intent", "question", "--msg-id", id];
+        env.as_("engineer", &[&args[..], &["--summary", "which db?"]].concat()).ok();
+    };
+    ask("q-1");
+    ask("q-3");
+    let answer = ["send", "--to", "engineer", "--intent", "answer", "--in-reply-to", "q-1"];
+    env.as_("coordinator", &[&answer[..], &["--summary", "postgres"]].concat()).ok();
+    std::thread::sleep(std::time::Duration::from_millis(3500));
+    let answered = inbox_file_with(&env, "engineer", "in_reply_to: q-1");
+    let name = answered.file_name().unwrap().to_str().unwrap().to_string();
+    let found = |id: &str| remembered_and_whole(&env, || reply_found(&env, "engineer", id));
+    assert_eq!((found("q-1"), found("q-3")), (Some(name.clone()), None));
+    let text = std::fs::read_to_string(&answered).unwrap();
+    std::fs::write(&answered, text.replace("in_reply_to: q-1", "in_reply_to: q-3")).unwrap();
+    assert_eq!((found("q-3"), found("q-1")), (Some(name), None));
+    // q-3 (only in the coordinator's INBOX) named q-4: a reply to q-4 may come, none to q-3.
+    let asked = inbox_file_with(&env, "coordinator", "msg_id: q-3");
+    let text = std::fs::read_to_string(&asked).unwrap();
+    std::fs::write(&asked, text.replace("msg_id: q-3", "msg_id: q-4")).unwrap();
+    assert_eq!(found("q-4"), None);
+}
+
 /// What the live board's terminal is given: the root and the clock of `env`.
 fn board_env(env: &Env) -> [String; 2] {
     [format!("CIRCE_ROOT={}", env.root().display()), format!("CIRCE_NOW={}", env.now)]

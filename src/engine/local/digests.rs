@@ -1,7 +1,8 @@
 //! What a reader made of each message of an INBOX, remembered by the file's identity
 //! (`Engine::box_digests`) in `locks/inbox-<agent>.digests`: `board` and `prime` count every
-//! agent's stale messages, `prime` its questions, `wait --for inbox` finds its oldest new
-//! message, and a file that stayed the same is not read again.
+//! agent's stale messages, `prime` and `questions` the open questions, `wait --for inbox`
+//! finds its oldest new message and `wait --for reply:` a reply, and a file that stayed the
+//! same is not read again.
 //!
 //! A file's stamp is its inode, size, mtime and ctime, taken (without following a link)
 //! before it is read. Writing a file sets its mtime and ctime, and renaming it, linking it
@@ -14,16 +15,16 @@
 //! version, it costs one read of each message; `rm` is always safe.
 
 use std::collections::BTreeMap;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, BorrowedFd};
 
 use rustix::fs::{Mode, OFlags};
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use super::dir_stamp::{SETTLED_NS, wall_ns};
 use super::root::Store;
 use crate::boxes::Mailbox;
-use crate::engine::Capped;
+use crate::engine::{Capped, Digest};
 use crate::error::Result;
 
 /// A regular file as `lstat` sees it: inode, size, mtime and ctime (ns).
@@ -34,7 +35,7 @@ impl FileStamp {
     /// The stamp of the regular file `name` of the folder open as `dir` (one lookup of the
     /// name, not of the whole path); `None` for anything else (a link, a pipe, nothing):
     /// such a name is read each time, and its read says what it is.
-    fn of(dir: &OwnedFd, name: &str) -> Option<FileStamp> {
+    fn of(dir: BorrowedFd<'_>, name: &str) -> Option<FileStamp> {
         use rustix::fs::{AtFlags, FileType, StatxFlags, statx};
         let want = StatxFlags::TYPE
             | StatxFlags::INO
@@ -53,13 +54,21 @@ impl FileStamp {
     }
 }
 
-/// `locks/inbox-<agent>.digests`.
-#[derive(serde::Serialize, serde::Deserialize)]
+/// `locks/inbox-<agent>.digests` as read.
+#[derive(serde::Deserialize)]
 struct Digests {
     v: u32,
     /// The caller's name for its digest and how it is made.
     kind: String,
-    files: BTreeMap<String, (FileStamp, Value)>,
+    files: BTreeMap<String, (FileStamp, Digest)>,
+}
+
+/// `Digests` as written.
+#[derive(serde::Serialize)]
+struct DigestsOut<'a> {
+    v: u32,
+    kind: &'a str,
+    files: BTreeMap<&'a str, (FileStamp, &'a RawValue)>,
 }
 
 const VERSION: u32 = 1;
@@ -71,17 +80,16 @@ pub(super) fn box_digests(
     mbox: &Mailbox,
     cap: usize,
     kind: &str,
-    digest: &mut dyn FnMut(Result<Capped>) -> Option<Value>,
-) -> Result<Vec<(String, Option<Value>)>> {
-    let names = store.list_box(mbox)?;
+    digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<Digest>,
+) -> Result<Vec<(String, Option<Digest>)>> {
+    let (names, listed) = store.list_box_open(mbox)?;
     let Mailbox::Inbox(agent) = mbox else {
         let read = |n: String| {
-            let d = digest(store.read_message_capped(mbox, &n, cap));
+            let d = digest(&n, store.read_message_capped(mbox, &n, cap));
             (n, d)
         };
         return Ok(names.into_iter().map(read).collect());
     };
-    let dir = store.box_dir(mbox);
     let path = store.root.join("locks").join(format!("inbox-{agent}.digests"));
     let mut kept = super::atomic::read_regular(&path)
         .ok()
@@ -89,18 +97,28 @@ pub(super) fn box_digests(
         .filter(|d| d.v == VERSION && d.kind == kind)
         .map(|d| d.files)
         .unwrap_or_default();
-    // The box as listed, for the stamps (it was checked to be no link; if it is one now,
-    // nothing is stamped: each message is read, and its read refuses the link).
+    // The box as listed, for the stamps: opened through no link, the listing's own; else
+    // opened again (it was checked to be no link; if it is one now, nothing is stamped:
+    // each message is read, and its read refuses the link).
     let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
-    let fd = rustix::fs::open(&dir, flags, Mode::empty()).ok();
+    let reopened = match &listed {
+        Some(_) => None,
+        None => rustix::fs::open(store.box_dir(mbox), flags, Mode::empty()).ok(),
+    };
+    let fd = match (&listed, &reopened) {
+        (Some(rd), _) => rd.fd().ok(),
+        (None, fd) => fd.as_ref().map(AsFd::as_fd),
+    };
     let wall = wall_ns();
-    let (mut files, mut changed) = (BTreeMap::new(), false);
+    let mut changed = false;
     let mut out = Vec::with_capacity(names.len());
+    // The stamp each of `out` is remembered by, if it is.
+    let mut stamps = Vec::with_capacity(names.len());
     for n in names {
-        let stamp = fd.as_ref().and_then(|fd| FileStamp::of(fd, &n));
+        let stamp = fd.and_then(|fd| FileStamp::of(fd, &n));
         match (stamp, kept.remove(&n)) {
             (Some(s), Some((was, d))) if s == was => {
-                files.insert(n.clone(), (s, d.clone()));
+                stamps.push(Some(s));
                 out.push((n, Some(d)));
                 continue;
             }
@@ -109,20 +127,20 @@ pub(super) fn box_digests(
         }
         let read = store.read_message_capped(mbox, &n, cap);
         let worked = read.is_ok();
-        let d = digest(read);
-        if let (true, Some(s), Some(d)) = (worked, stamp, &d)
-            && wall - s.3 > SETTLED_NS
-        {
-            files.insert(n.clone(), (s, d.clone()));
-            changed = true;
-        }
+        let d = digest(&n, read);
+        let settled = stamp.filter(|s| worked && d.is_some() && wall - s.3 > SETTLED_NS);
+        changed |= settled.is_some();
+        stamps.push(settled);
         out.push((n, d));
     }
     if changed || !kept.is_empty() {
-        let text = serde_json::to_vec(&Digests { v: VERSION, kind: kind.to_string(), files })
-            .unwrap_or_default();
+        let files = out
+            .iter()
+            .zip(&stamps)
+            .filter_map(|((n, d), s)| Some((n.as_str(), ((*s)?, d.as_deref()?))));
+        let text = DigestsOut { v: VERSION, kind, files: files.collect() };
         // A cache: a root this user cannot write into is read the long way next time.
-        let _ = store.archive_replace(&path, &text, false);
+        let _ = store.archive_replace(&path, &serde_json::to_vec(&text).unwrap_or_default(), false);
     }
     Ok(out)
 }

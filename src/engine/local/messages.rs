@@ -592,10 +592,19 @@ impl Store {
     /// that passes where a link stopped the first open, the link lies above the box and
     /// this process opens the usual way from then on.
     pub fn list_box(&self, mbox: &Mailbox) -> Result<Vec<String>> {
+        self.list_box_open(mbox).map(|(names, _)| names)
+    }
+
+    /// `list_box`, and the box as it was listed when it was opened through no link (an
+    /// agent's box, the first way): what its names are looked up in afterwards (a `stat`
+    /// of each) without opening it again.
+    pub fn list_box_open(&self, mbox: &Mailbox) -> Result<(Vec<String>, Option<rustix::fs::Dir>)> {
         let dir = self.box_dir(mbox);
         let first = mbox.agent().map(|_| atomic::open_unlinked_dir(&dir));
         if let Some(atomic::UnlinkedDir::Opened(fd)) = first {
-            return list_messages_of(fd, &dir);
+            let mut rd =
+                rustix::fs::Dir::new(fd).map_err(|e| Error::io("cannot list", &dir, e.into()))?;
+            return Ok((list_messages_of(&mut rd, &dir)?, Some(rd)));
         }
         self.readable(mbox)?;
         if matches!(first, Some(atomic::UnlinkedDir::Link)) {
@@ -606,7 +615,7 @@ impl Store {
             let folder = || std::fs::symlink_metadata(dir.join(n)).is_ok_and(|m| m.is_dir());
             !n.starts_with('.') && is_message_name(n) && (*regular || !folder())
         });
-        Ok(names.into_iter().map(|(n, _)| n).collect())
+        Ok((names.into_iter().map(|(n, _)| n).collect(), None))
     }
 
     /// A hidden entry of a box (its name starts with `.`, which every listing passes over)
@@ -676,11 +685,10 @@ impl Store {
     }
 }
 
-/// `Store::list_box` of the box `dir`, open as `fd`: its message names (a folder so named
+/// `Store::list_box` of the box `dir`, open as `rd`: its message names (a folder so named
 /// passed over), sorted.
-fn list_messages_of(fd: std::os::fd::OwnedFd, dir: &Path) -> Result<Vec<String>> {
+fn list_messages_of(rd: &mut rustix::fs::Dir, dir: &Path) -> Result<Vec<String>> {
     use rustix::fs::FileType;
-    let mut rd = rustix::fs::Dir::new(fd).map_err(|e| Error::io("cannot list", dir, e.into()))?;
     let mut names = Vec::new();
     while let Some(entry) = rd.read() {
         let entry = entry.map_err(|e| Error::io("cannot list", dir, e.into()))?;

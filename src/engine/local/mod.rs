@@ -702,9 +702,13 @@ impl Engine for LocalEngine {
         mailbox: &Mailbox,
         cap: usize,
         kind: &str,
-        digest: &mut dyn FnMut(Result<Capped>) -> Option<serde_json::Value>,
-    ) -> Result<Vec<(String, Option<serde_json::Value>)>> {
+        digest: &mut dyn FnMut(&str, Result<Capped>) -> Option<crate::engine::Digest>,
+    ) -> Result<Vec<(String, Option<crate::engine::Digest>)>> {
         digests::box_digests(&self.store, mailbox, cap, kind, digest)
+    }
+
+    fn remembers_digests(&self) -> bool {
+        true
     }
 
     fn append_events(&self, mut events: Vec<Event>) -> Result<Vec<Event>> {
