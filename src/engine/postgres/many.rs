@@ -55,7 +55,10 @@ impl PgEngine {
                         r.get::<_, i32>(2),
                         r.get::<_, i64>(3),
                     );
-                    Ok((usize::try_from(n).unwrap_or(usize::MAX), bytes, size, present))
+                    let n = usize::try_from(n).ok().filter(|n| *n >= 1).ok_or_else(|| {
+                        Error::internal(format!("reading {b}: the database answered file {n}"))
+                    })?;
+                    Ok((n, bytes, size, present))
                 },
             )?;
             let all =
