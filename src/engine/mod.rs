@@ -324,6 +324,24 @@ pub trait Engine {
     /// At most `cap + 1` bytes of a message (enough to tell it is over `cap`), and its size:
     /// a listing never reads a huge or planted file whole.
     fn read_message_capped(&self, mailbox: &Mailbox, file: &str, cap: usize) -> Result<Capped>;
+
+    /// `read_message_capped` of each of `files` of `mailbox`, handed to `each` in their
+    /// order, each read on its own (one missing or unreadable is that file's error): a
+    /// database reads many in one statement, a bounded number of bytes at a time, instead
+    /// of one round trip each. An error returned is of the whole read (the database gone).
+    fn read_messages_capped(
+        &self,
+        mailbox: &Mailbox,
+        files: &[String],
+        cap: usize,
+        each: &mut dyn FnMut(&str, Result<Capped>),
+    ) -> Result<()> {
+        for f in files {
+            each(f, self.read_message_capped(mailbox, f, cap));
+        }
+        Ok(())
+    }
+
     /// Each message of `mailbox` (sorted by name) with what `digest` makes of it: of its
     /// name and its capped read (`read_message_capped`, at most `cap + 1` bytes), a JSON
     /// text (`Digest`), or `None` for no message at all. What `digest` makes of a read that worked must
@@ -341,13 +359,11 @@ pub trait Engine {
     ) -> Result<Vec<(String, Option<Digest>)>> {
         let _ = kind;
         let names = self.list_box(mailbox)?;
-        Ok(names
-            .into_iter()
-            .map(|n| {
-                let d = digest(&n, self.read_message_capped(mailbox, &n, cap));
-                (n, d)
-            })
-            .collect())
+        let mut out = Vec::with_capacity(names.len());
+        self.read_messages_capped(mailbox, &names, cap, &mut |n, read| {
+            out.push((n.to_string(), digest(n, read)));
+        })?;
+        Ok(out)
     }
 
     /// Does `box_digests` remember what it made of a file (and so spare reads a reader

@@ -88,12 +88,25 @@ fn meant_for(ws: &Workspace, me: &AgentName, m: &Message) -> bool {
 /// delivery, fenced by the task's epoch), so taking or filing it moves nothing.
 pub fn handed_on(ws: &Workspace, me: &AgentName, messages: &[(Mailbox, String)]) -> Result<usize> {
     let (mut moves, mut left) = (Vec::new(), Vec::new());
-    for (b, f) in messages {
-        let Ok(m) = super::read(ws, b, f) else { continue };
-        if !meant_for(ws, me, &m) || is_ticket(ws, &m, f)? {
+    // A box's messages are read together (one statement on a database), in their order;
+    // of each, what decides its fate, if it was meant for `me`, and its task.
+    let mut read = Vec::with_capacity(messages.len());
+    for run in messages.chunk_by(|x, y| x.0 == y.0) {
+        let b = &run[0].0;
+        let files: Vec<String> = run.iter().map(|(_, f)| f.clone()).collect();
+        super::read::read_each(ws, b, &files, &mut |f, m| {
+            if let Ok(m) = m.as_ref()
+                && meant_for(ws, me, m)
+            {
+                read.push((b, f.to_string(), numbered(m), m.task_id.clone()));
+            }
+        })?;
+    }
+    for (b, f, n, task) in read {
+        if ticket_of(ws, task.as_deref(), &f)? {
             continue;
         }
-        if let Some(mut n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
+        if let Some(mut n) = n.filter(|n| n.seq.is_some_and(|s| s > 0)) {
             // Handed on from the INBOX (a watcher, a wait), the message is still there and is
             // not stale; taken or filed, it has left, and a copy arriving again is.
             if !matches!(b, Mailbox::Inbox(_)) {
@@ -255,19 +268,18 @@ impl InInbox {
 /// circe's file names say the sender, so others are not read).
 fn inbox_from(ws: &Workspace, me: &AgentName, senders: Option<&[String]>) -> Result<Vec<InInbox>> {
     let inbox = Mailbox::Inbox(me.clone());
+    let mut files = ws.engine.list_box(&inbox)?;
+    files.retain(|file| {
+        let by_name = message::parse_file_name(file).map(|f| f.from.to_ascii_uppercase());
+        senders.zip(by_name).is_none_or(|(s, from)| s.contains(&from))
+    });
     let mut out = Vec::new();
-    for file in ws.engine.list_box(&inbox)? {
-        let by_name = message::parse_file_name(&file).map(|f| f.from.to_ascii_uppercase());
-        if let (Some(s), Some(from)) = (senders, &by_name)
-            && !s.contains(from)
-        {
-            continue;
-        }
-        let Ok(m) = super::read(ws, &inbox, &file) else { continue };
+    super::read::read_each(ws, &inbox, &files, &mut |file, m| {
+        let Ok(m) = m else { return };
         if let Some(n) = numbered(&m).filter(|n| n.seq.is_some_and(|s| s > 0)) {
-            out.push(InInbox { file, n, task: m.task_id.clone() });
+            out.push(InInbox { file: file.to_string(), n, task: m.task_id.clone() });
         }
-    }
+    })?;
     Ok(out)
 }
 

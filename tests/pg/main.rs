@@ -26,6 +26,7 @@ mod checks;
 mod commit;
 mod feed;
 mod fencing;
+mod inbox_reads;
 mod journal;
 mod mirror;
 mod netns;

@@ -20,6 +20,7 @@ mod import;
 mod journal;
 mod listen;
 mod locks;
+mod many;
 mod prefetch;
 mod prepared;
 mod rows;
