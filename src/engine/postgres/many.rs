@@ -29,7 +29,7 @@ impl PgEngine {
         self.forget_read_ahead();
         let b = mailbox.label();
         let take = i32::try_from(cap.saturating_add(1)).unwrap_or(i32::MAX);
-        let missing = |f: &str| Error::not_found(format!("no message {f} in {b}"));
+        let missing = |f: &str| super::seam::no_message(f, mailbox);
         let mut rest = files;
         while !rest.is_empty() {
             let rows = self.rows(

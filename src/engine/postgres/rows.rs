@@ -71,7 +71,7 @@ impl TaskRow {
 /// The server's `now()` as a `timestamptz` value, in microseconds since the Unix epoch. Read
 /// in its binary form (microseconds since 2000-01-01 UTC): asking the server for
 /// `extract(epoch ...)` instead makes a fresh server session look up the `numeric` type's
-/// casts and operators, about 50 catalog reads, a fifth of a claim's pick.
+/// casts and operators, 44 catalog reads, a fifth of a claim's pick.
 pub struct ServerTime(pub i64);
 
 /// 2000-01-01T00:00:00Z, PostgreSQL's epoch, in microseconds since the Unix epoch.

@@ -313,8 +313,7 @@ impl Engine for PgEngine {
             &[(&b, Type::TEXT), (&file, Type::TEXT)],
             |r| Ok(r.get::<_, Vec<u8>>(0)),
         )?;
-        rows.pop()
-            .ok_or_else(|| Error::not_found(format!("no message {file} in {}", mailbox.label())))
+        rows.pop().ok_or_else(|| no_message(file, mailbox))
     }
 
     fn append_events(&self, events: Vec<Event>) -> Result<Vec<Event>> {
@@ -377,9 +376,7 @@ impl Engine for PgEngine {
             &[(&b, Type::TEXT), (&file, Type::TEXT), (&take, Type::INT4)],
             |r| Ok((r.get::<_, Vec<u8>>(0), r.get::<_, i32>(1))),
         )?;
-        let (bytes, size) = rows
-            .pop()
-            .ok_or_else(|| Error::not_found(format!("no message {file} in {}", mailbox.label())))?;
+        let (bytes, size) = rows.pop().ok_or_else(|| no_message(file, mailbox))?;
         Ok(Capped { bytes, size: u64::try_from(size).ok() })
     }
 
@@ -552,4 +549,9 @@ impl Engine for PgEngine {
     fn doctor(&self, repair: bool) -> Result<Vec<Violation>> {
         doctor::run(self, repair)
     }
+}
+
+/// The error of a message that is not in `mailbox` (a read of one, or of many).
+pub(super) fn no_message(file: &str, mailbox: &Mailbox) -> Error {
+    Error::not_found(format!("no message {file} in {}", mailbox.label()))
 }

@@ -162,7 +162,7 @@ impl<'a> PgTx<'a> {
         // whose lease ran out (by the clock that decides, section 18), another's: priority,
         // then the lease that ran out first. Each key names its operator (`USING <`, the
         // same order as ascending): a plain `ORDER BY` makes a fresh server session search
-        // every default operator class for each key's type, about 60 catalog reads.
+        // every default operator class for each key's type: 43 catalog reads here.
         let (which, order) = match how {
             Pick::Free | Pick::Waiting => (
                 "status = 'new'",
